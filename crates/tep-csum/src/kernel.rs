@@ -19,6 +19,9 @@ pub enum Kernel {
     Avx512,
 }
 
+/// Shorter inputs are summed by the scalar kernel whatever was asked.
+pub(crate) const SIMD_MIN_LEN: usize = 128;
+
 const UNSET: u8 = u8::MAX;
 static BEST: AtomicU8 = AtomicU8::new(UNSET);
 
@@ -79,6 +82,9 @@ impl Kernel {
     #[inline]
     pub fn sum(self, data: &[u8]) -> Sum {
         let native = match self {
+            // Below two vectors the SIMD set-up and reduction cost more than
+            // they save.
+            _ if data.len() < SIMD_MIN_LEN => scalar(data),
             Kernel::Scalar => scalar(data),
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx2 if self.is_available() => {
@@ -186,15 +192,23 @@ mod x86 {
                 all[0] = _mm256_add_epi32(all[0], v);
                 hi[0] = _mm256_add_epi32(hi[0], _mm256_srli_epi32::<16>(v));
             }
-            let mut a = [0u32; 32];
-            let mut h = [0u32; 32];
-            for i in 0..4 {
-                // SAFETY: each store writes 32 bytes into a 128-byte array at
-                // offset 32*i (8 lanes of u32).
-                unsafe {
-                    _mm256_storeu_si256(a.as_mut_ptr().add(8 * i).cast(), all[i]);
-                    _mm256_storeu_si256(h.as_mut_ptr().add(8 * i).cast(), hi[i]);
-                }
+            // Folding the four pairs into one keeps every lane within the
+            // bound: at most 4 * FLUSH_BLOCK / 128 = 32768 vectors per lane.
+            let all = _mm256_add_epi32(
+                _mm256_add_epi32(all[0], all[1]),
+                _mm256_add_epi32(all[2], all[3]),
+            );
+            let hi = _mm256_add_epi32(
+                _mm256_add_epi32(hi[0], hi[1]),
+                _mm256_add_epi32(hi[2], hi[3]),
+            );
+            let mut a = [0u32; 8];
+            let mut h = [0u32; 8];
+            // SAFETY: each store writes 32 bytes (8 lanes of u32) into an
+            // array of 8 u32.
+            unsafe {
+                _mm256_storeu_si256(a.as_mut_ptr().cast(), all);
+                _mm256_storeu_si256(h.as_mut_ptr().cast(), hi);
             }
             total += lanes_total(&a, &h) + scalar_wide(singles.remainder());
         }
@@ -216,15 +230,22 @@ mod x86 {
                     hi[i] = _mm512_add_epi32(hi[i], _mm512_srli_epi32::<16>(v));
                 }
             }
-            let mut a = [0u32; 64];
-            let mut h = [0u32; 64];
-            for i in 0..4 {
-                // SAFETY: each store writes 64 bytes into a 256-byte array at
-                // offset 64*i (16 lanes of u32).
-                unsafe {
-                    _mm512_storeu_si512(a.as_mut_ptr().add(16 * i).cast(), all[i]);
-                    _mm512_storeu_si512(h.as_mut_ptr().add(16 * i).cast(), hi[i]);
-                }
+            // As in the AVX2 kernel: 4 * FLUSH_BLOCK / 256 vectors per lane at most.
+            let all = _mm512_add_epi32(
+                _mm512_add_epi32(all[0], all[1]),
+                _mm512_add_epi32(all[2], all[3]),
+            );
+            let hi = _mm512_add_epi32(
+                _mm512_add_epi32(hi[0], hi[1]),
+                _mm512_add_epi32(hi[2], hi[3]),
+            );
+            let mut a = [0u32; 16];
+            let mut h = [0u32; 16];
+            // SAFETY: each store writes 64 bytes (16 lanes of u32) into an
+            // array of 16 u32.
+            unsafe {
+                _mm512_storeu_si512(a.as_mut_ptr().cast(), all);
+                _mm512_storeu_si512(h.as_mut_ptr().cast(), hi);
             }
             // SAFETY: the caller guarantees AVX2 as well.
             total += lanes_total(&a, &h) + unsafe { avx2_wide(quads.remainder()) };

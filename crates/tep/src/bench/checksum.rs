@@ -1,0 +1,134 @@
+//! `tep bench checksum`: GB/s of every checksum kernel this CPU runs and of a
+//! read-only pass over the same bytes, per packet size.
+
+use super::{calibrate, median, time_per_call};
+use serde::Serialize;
+use std::hint::black_box;
+use tep_csum::{memory::read_only_pass, Kernel};
+
+/// Packet sizes: minimum IPv4 header, small packet, IPv4 minimum MTU, the
+/// seed's GTP-U packet, a jumbo frame, and a 64 KiB super-packet.
+pub const SIZES: [usize; 6] = [20, 64, 576, 1492, 9000, 65535];
+
+/// One measured row: a method at a size.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub size: usize,
+    pub method: &'static str,
+    pub ns_per_call: f64,
+    pub gbytes_per_s: f64,
+    /// Throughput relative to the read-only pass at the same size.
+    pub vs_read_only: f64,
+    /// Throughput relative to the scalar kernel at the same size.
+    pub vs_scalar: f64,
+}
+
+/// Options of a run.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub samples: usize,
+    pub sample_ns: f64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            samples: 15,
+            sample_ns: 2e6,
+        }
+    }
+}
+
+const READ_ONLY: &str = "read-only";
+
+/// Measures every method at every size. The methods' samples are
+/// interleaved (round-robin), so that a noisy neighbour slows them alike and
+/// the ratios stay honest.
+pub fn run(opts: Options) -> Vec<Row> {
+    // Offset by one cache line plus 2 so that the data is not conveniently aligned.
+    let buf: Vec<u8> = (0..65535 + 66).map(|i| (i * 7 + 1) as u8).collect();
+    let kernels: Vec<Kernel> = Kernel::available().collect();
+    let mut rows = Vec::new();
+    for size in SIZES {
+        let data = &buf[66..66 + size];
+        let n_methods = kernels.len() + 1;
+        let run_method = |m: usize| {
+            if m == 0 {
+                black_box(read_only_pass(black_box(data)));
+            } else {
+                black_box(kernels[m - 1].sum(black_box(data)));
+            }
+        };
+        let iters: Vec<u64> = (0..n_methods)
+            .map(|m| calibrate(opts.sample_ns, || run_method(m)))
+            .collect();
+        let mut samples = vec![Vec::with_capacity(opts.samples); n_methods];
+        for _ in 0..opts.samples {
+            for (m, s) in samples.iter_mut().enumerate() {
+                s.push(time_per_call(iters[m], || run_method(m)));
+            }
+        }
+        let ns: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
+        let gbps = |m: usize| size as f64 / ns[m];
+        for m in 0..n_methods {
+            rows.push(Row {
+                size,
+                method: if m == 0 {
+                    READ_ONLY
+                } else {
+                    kernels[m - 1].name()
+                },
+                ns_per_call: ns[m],
+                gbytes_per_s: gbps(m),
+                vs_read_only: gbps(m) / gbps(0),
+                vs_scalar: gbps(m) / gbps(1),
+            });
+        }
+    }
+    rows
+}
+
+/// The table as text.
+pub fn render(rows: &[Row]) -> String {
+    let mut out = format!(
+        "checksum kernels (best here: {}); median of interleaved samples\n",
+        Kernel::best().name()
+    );
+    out += &format!(
+        "{:>6}  {:<10} {:>10} {:>8} {:>12} {:>10}\n",
+        "bytes", "method", "ns/call", "GB/s", "x read-only", "x scalar"
+    );
+    for r in rows {
+        out += &format!(
+            "{:>6}  {:<10} {:>10.1} {:>8.2} {:>12.2} {:>10.2}\n",
+            r.size, r.method, r.ns_per_call, r.gbytes_per_s, r.vs_read_only, r.vs_scalar
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_size_has_every_method_and_consistent_ratios() {
+        let rows = run(Options {
+            samples: 3,
+            sample_ns: 2e4,
+        });
+        let methods = Kernel::available().count() + 1;
+        assert_eq!(rows.len(), SIZES.len() * methods);
+        for r in &rows {
+            assert!(r.gbytes_per_s.is_finite() && r.gbytes_per_s > 0.0, "{r:?}");
+            if r.method == READ_ONLY {
+                assert!((r.vs_read_only - 1.0).abs() < 1e-9);
+            }
+            if r.method == "scalar" {
+                assert!((r.vs_scalar - 1.0).abs() < 1e-9);
+            }
+        }
+        let text = render(&rows);
+        assert!(text.contains("1492") && text.contains("scalar") && text.contains(READ_ONLY));
+    }
+}
