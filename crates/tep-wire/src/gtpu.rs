@@ -15,7 +15,6 @@ use crate::{get_u16, get_u32, set_u16, set_u32, Error, Result};
 pub const UDP_PORT: u16 = 2152;
 
 mod field {
-    #![allow(non_snake_case)]
     use core::ops::Range;
 
     pub const FLAGS: usize = 0;
@@ -65,7 +64,7 @@ pub enum MessageType {
     ErrorIndication,
     /// 31
     SupportedExtensionHeadersNotification,
-    /// 253 (Rel-16, TS 29.281 §7.3.x, used for N3/N9 redundant transmission).
+    /// 253, Tunnel Status (added to TS 29.281 in Rel-16).
     TunnelStatus,
     /// 254
     EndMarker,
@@ -1107,7 +1106,7 @@ pub enum GtpuMessage {
     },
     /// Error Indication (§7.3.1): the TEID and address that had no context.
     /// The optional UDP Port extension header lives here, not in the
-    /// Repr's extension list.
+    /// Repr's extension list; `emit` puts it first in the chain.
     ErrorIndication {
         /// TEID Data I: the TEID of the G-PDU that was dropped.
         teid_data_i: u32,
@@ -1231,6 +1230,19 @@ impl GtpuRepr {
             extensions: Extensions::new(),
             message: GtpuMessage::EchoResponse { recovery },
         }
+    }
+
+    /// Parses `request` and builds its Echo Response; `Malformed` if it is
+    /// not an Echo Request.
+    pub fn echo_response_for<T: AsRef<[u8]> + ?Sized>(
+        request: &Packet<&T>,
+        recovery: u8,
+    ) -> Result<Self> {
+        let req = GtpuRepr::parse(request)?;
+        if req.message != GtpuMessage::EchoRequest {
+            return Err(Error::Malformed);
+        }
+        Ok(GtpuRepr::echo_response(&req, recovery))
     }
 
     /// An Error Indication for a G-PDU to `teid_data_i` at `peer` (TS 29.281
@@ -1735,6 +1747,12 @@ mod tests {
         // The helper answers the request with exactly the response vector.
         let built = GtpuRepr::echo_response(&rq, 0);
         assert_eq!(built, rr);
+        let from_packet = GtpuRepr::echo_response_for(&Packet::new_unchecked(&req[..]), 0);
+        assert_eq!(from_packet, Ok(rr));
+        assert_eq!(
+            GtpuRepr::echo_response_for(&Packet::new_unchecked(&resp[..]), 0),
+            Err(Error::Malformed)
+        );
         let mut out = vec![0; built.buffer_len()];
         built.emit(&mut out, 0);
         assert_eq!(out, resp);
