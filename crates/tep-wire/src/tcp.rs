@@ -545,7 +545,7 @@ impl<'a> TcpRepr<'a> {
     /// Writes the header and options. Panics if the options are not a
     /// multiple of 4 bytes or longer than 40 (a caller bug).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
-        assert!(self.options.len() % 4 == 0 && self.options.len() <= MAX_HEADER_LEN - HEADER_LEN);
+        assert!(self.options.len() & 3 == 0 && self.options.len() <= MAX_HEADER_LEN - HEADER_LEN);
         let hl = self.header_len();
         packet.set_src_port(self.src_port);
         packet.set_dst_port(self.dst_port);
