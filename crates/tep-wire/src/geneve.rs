@@ -71,7 +71,7 @@ impl<'a> GeneveOption<'a> {
     /// multiple of 4 up to 124 (checked in debug builds, truncated to that
     /// grid otherwise).
     pub fn emit(&self, buf: &mut [u8]) {
-        debug_assert!(self.data.len() % 4 == 0 && self.data.len() <= OPT_MAX_DATA_LEN);
+        debug_assert!(self.data.len() & 3 == 0 && self.data.len() <= OPT_MAX_DATA_LEN);
         set_u16(buf, field::OPT_CLASS.start, self.class);
         buf[field::OPT_TYPE] = self.typ;
         buf[field::OPT_LEN] = ((self.data.len() / 4) & 0x1f) as u8;
@@ -366,7 +366,7 @@ impl<'a> GeneveRepr<'a> {
     /// Writes the header and copies the options.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut Packet<&mut T>) {
         debug_assert!(
-            self.options.len() % 4 == 0 && self.options.len() <= MAX_HEADER_LEN - HEADER_LEN
+            self.options.len() & 3 == 0 && self.options.len() <= MAX_HEADER_LEN - HEADER_LEN
         );
         packet.set_version_opt_len(0, (self.options.len() / 4) as u8);
         packet.set_flags(self.oam, self.critical);

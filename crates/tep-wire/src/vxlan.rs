@@ -18,6 +18,7 @@
 
 use core::fmt;
 
+pub use crate::gue::RemoteChecksum;
 use crate::{get_u16, get_u32, set_u32, Error, Result};
 
 mod field {
@@ -117,7 +118,7 @@ pub struct VxlanRco {
 impl VxlanRco {
     /// `None` if `start` is odd or above 254: VXLAN cannot encode it.
     pub const fn new(start: u16, udp: bool) -> Option<VxlanRco> {
-        if start % 2 != 0 || start > RCO_MAX_START {
+        if start & 1 != 0 || start > RCO_MAX_START {
             return None;
         }
         Some(VxlanRco { start, udp })
@@ -147,6 +148,14 @@ impl VxlanRco {
     /// Where the checksum field is: start + 6 (UDP) or start + 16 (TCP).
     pub const fn offset(self) -> u16 {
         self.start + if self.udp { 6 } else { 16 }
+    }
+
+    /// As the encoding-independent start/offset pair.
+    pub const fn remote_checksum(self) -> RemoteChecksum {
+        RemoteChecksum {
+            start: self.start,
+            offset: self.offset(),
+        }
     }
 }
 
@@ -626,6 +635,7 @@ mod tests {
         let p = Packet::new_checked(&bytes[..]).unwrap();
         let rco = p.rco().unwrap();
         assert_eq!((rco.start(), rco.udp(), rco.offset()), (34, false, 50));
+        assert_eq!(rco.remote_checksum(), RemoteChecksum::tcp(34));
         assert_eq!(p.vni(), 42);
         let repr = VxlanRepr::parse(&p, Extensions::RCO).unwrap();
         assert_eq!(repr.rco, VxlanRco::new(34, false));
