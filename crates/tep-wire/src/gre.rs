@@ -358,8 +358,8 @@ mod tests {
     // Vectors from tests/vectors/gen_tunnels.py (scapy). tshark 4.0 on
     // tunnels.pcap showed: gre_cks flags_and_version 0xb000, proto 0x0800,
     // checksum 0x43cf (status Good), key 0x01020304, sequence 42, inner ICMP
-    // echo; gre_plain 0x0000 / 0x6558; gre_udp (UDP 4754, `-d
-    // udp.port==4754,gre`) 0x2000 / 0x0800 / key 0x00abcdef.
+    // echo; gre_plain 0x0000 / 0x6558; gre_udp (UDP 4754, dissected as GRE
+    // natively: eth:ip:udp:gre:ip:icmp) 0x2000 / 0x0800 / key 0x00abcdef.
     const CKS: &str = include_str!("../tests/vectors/tunnel_gre_cks.hex");
     const PLAIN: &str = include_str!("../tests/vectors/tunnel_gre_plain.hex");
     const UDP: &str = include_str!("../tests/vectors/tunnel_gre_udp.hex");
