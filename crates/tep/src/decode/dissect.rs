@@ -35,11 +35,6 @@ impl Layer {
     fn set(&mut self, key: &'static str, value: impl Into<Value>) {
         self.fields.push((key, value.into()));
     }
-
-    /// A field by name (tests and callers that look for one value).
-    pub fn get(&self, key: &str) -> Option<&Value> {
-        self.fields.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
-    }
 }
 
 /// Where dissection stopped early, and why.

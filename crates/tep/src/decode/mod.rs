@@ -8,8 +8,8 @@
 mod dissect;
 mod ports;
 
-pub use dissect::{dissect, Dissection, Layer};
-pub use ports::{PortMap, TunnelKind};
+pub use dissect::{dissect, Dissection};
+pub use ports::PortMap;
 
 use crate::capture::{read_frames, CaptureError, Frame};
 use serde_json::{json, Value};
