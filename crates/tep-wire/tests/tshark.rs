@@ -698,9 +698,52 @@ fn gre_cases() -> Vec<Case> {
     cases
 }
 
+impl Case {
+    /// The GTP-U header fields of `repr` carrying `tpdu_len` bytes: TEID,
+    /// message type, length, flags, sequence number and the extension
+    /// chain (types and lengths).
+    fn gtp_header(mut self, repr: &GtpuRepr, tpdu_len: usize) -> Case {
+        let mut chain: Vec<Extension> = Vec::new();
+        if let GtpuMessage::ErrorIndication {
+            udp_port: Some(p), ..
+        } = repr.message
+        {
+            chain.push(Extension::UdpPort(p));
+        }
+        chain.extend(repr.extensions.iter().copied());
+        let flags: u8 = 0x30
+            | if chain.is_empty() { 0 } else { 0x04 }
+            | if repr.sequence.is_some() { 0x02 } else { 0 }
+            | if repr.npdu.is_some() { 0x01 } else { 0 };
+        self = self
+            .num("gtp.teid", 0, repr.teid)
+            .num("gtp.message", 0, u8::from(repr.message.msg_type()))
+            .num("gtp.length", 0, (repr.buffer_len() + tpdu_len - 8) as u64)
+            .num("gtp.flags", 0, flags);
+        self = match repr.sequence {
+            Some(s) => self.num("gtp.seq_number", 0, s),
+            None => self.count("gtp.seq_number", 0),
+        };
+        // gtp.ext_hdr.next: the header's next type, then each extension's.
+        if chain.is_empty() {
+            return self.count("gtp.ext_hdr.length", 0);
+        }
+        self = self
+            .count("gtp.ext_hdr.next", chain.len() + 1)
+            .count("gtp.ext_hdr.length", chain.len());
+        for (i, e) in chain.iter().enumerate() {
+            self = self.num("gtp.ext_hdr.next", i, e.ext_type().0).num(
+                "gtp.ext_hdr.length",
+                i,
+                (e.buffer_len() / 4) as u64,
+            );
+        }
+        self.num("gtp.ext_hdr.next", chain.len(), 0u8)
+    }
+}
+
 fn gtpu_cases() -> Vec<Case> {
     let mut cases = Vec::new();
-    let gtp_len = |repr: &GtpuRepr, tpdu: usize| (repr.buffer_len() + tpdu - 8) as u64;
 
     // Plain G-PDU, IPv4 outer, inner IPv4/UDP.
     let repr = GtpuRepr::gpdu(0x1122_3344);
@@ -709,18 +752,15 @@ fn gtpu_cases() -> Vec<Case> {
     cases.push(
         Case::new("gtpu gpdu v4", frame)
             .outer_v4_good()
-            .num("gtp.teid", 0, repr.teid)
-            .num("gtp.message", 0, u8::from(repr.message.msg_type()))
-            .num("gtp.length", 0, gtp_len(&repr, tpdu.len()))
-            .num("gtp.flags", 0, 0x30u8)
-            .count("gtp.seq_number", 0)
+            .gtp_header(&repr, tpdu.len())
             .num("ip.checksum.status", 1, CSUM_GOOD)
             .num("udp.checksum.status", 1, CSUM_GOOD),
     );
 
-    // G-PDU with S and a DL PDU Session Container, IPv6 outer, inner
-    // IPv6/TCP.
-    let psc = PduSessionContainer::dl(9, true);
+    // G-PDU with S and a DL PDU Session Container (RQI, PPP: 2 units
+    // long), IPv6 outer, inner IPv6/TCP.
+    let mut psc = PduSessionContainer::dl(9, true);
+    psc.ppp = Some(5);
     let mut repr = GtpuRepr::gpdu(0xcafe_f00d);
     repr.sequence = Some(0x4242);
     repr.extensions
@@ -729,22 +769,14 @@ fn gtpu_cases() -> Vec<Case> {
     let tpdu = inner_v6_tcp();
     let frame = outer_v6(gtpu::UDP_PORT, Csum::Full, &gtpu(&repr, &tpdu));
     cases.push(
-        Case::new("gtpu gpdu psc dl v6", frame)
+        Case::new("gtpu gpdu seq psc dl v6", frame)
             .outer_v6_good()
-            .num("gtp.teid", 0, repr.teid)
-            .num("gtp.message", 0, u8::from(repr.message.msg_type()))
-            .num("gtp.length", 0, gtp_len(&repr, tpdu.len()))
-            .num("gtp.seq_number", 0, repr.sequence.unwrap())
-            // gtp.ext_hdr.next: the header's next type, then each
-            // extension's.
-            .count("gtp.ext_hdr.next", 2)
-            .num("gtp.ext_hdr.next", 0, 0x85u8)
-            .num("gtp.ext_hdr.next", 1, 0u8)
-            .count("gtp.ext_hdr.length", 1)
-            .num("gtp.ext_hdr.length", 0, 1u8)
+            .gtp_header(&repr, tpdu.len())
             .num("gtp.ext_hdr.pdu_ses_con.pdu_type", 0, psc.pdu_type)
             .num("gtp.ext_hdr.pdu_ses_con.qos_flow_id", 0, psc.qfi)
             .num("gtp.ext_hdr.pdu_ses_cont.rqi", 0, psc.rqi)
+            .num("gtp.ext_hdr.pdu_ses_cont.ppp", 0, psc.ppp.is_some())
+            .num("gtp.ext_hdr.pdu_ses_cont.ppi", 0, psc.ppp.unwrap())
             .num("tcp.checksum.status", 0, CSUM_GOOD),
     );
 
@@ -762,15 +794,7 @@ fn gtpu_cases() -> Vec<Case> {
     cases.push(
         Case::new("gtpu gpdu pdcp+psc ul v4", frame)
             .outer_v4_good()
-            .num("gtp.teid", 0, repr.teid)
-            .num("gtp.length", 0, gtp_len(&repr, tpdu.len()))
-            .count("gtp.ext_hdr.next", 3)
-            .num("gtp.ext_hdr.next", 0, 0xc0u8)
-            .num("gtp.ext_hdr.next", 1, 0x85u8)
-            .num("gtp.ext_hdr.next", 2, 0u8)
-            .count("gtp.ext_hdr.length", 2)
-            .num("gtp.ext_hdr.length", 0, 1u8)
-            .num("gtp.ext_hdr.length", 1, 1u8)
+            .gtp_header(&repr, tpdu.len())
             .num("gtp.ext_hdr.pdcp_sn", 0, 0x1234u16)
             .num("gtp.ext_hdr.pdu_ses_con.pdu_type", 0, psc.pdu_type)
             .num("gtp.ext_hdr.pdu_ses_con.qos_flow_id", 0, psc.qfi)
@@ -778,53 +802,47 @@ fn gtpu_cases() -> Vec<Case> {
             .num("tcp.checksum.status", 0, CSUM_GOOD),
     );
 
-    // Echo Response with Recovery.
+    // Echo Response with Recovery (TS 29.281 says send 0; a non-zero
+    // counter shows the value really comes from the repr).
     let mut req = GtpuRepr::gpdu(0);
     req.sequence = Some(0x0777);
     req.message = GtpuMessage::EchoRequest;
-    let repr = GtpuRepr::echo_response(&req, 0);
+    let recovery = 7;
+    let repr = GtpuRepr::echo_response(&req, recovery);
     let frame = outer_v4(gtpu::UDP_PORT, &gtpu(&repr, &[]));
     cases.push(
         Case::new("gtpu echo response v4", frame)
             .outer_v4_good()
-            .num("gtp.teid", 0, repr.teid)
-            .num("gtp.message", 0, u8::from(repr.message.msg_type()))
-            .num("gtp.length", 0, gtp_len(&repr, 0))
+            .gtp_header(&repr, 0)
             .num("gtp.seq_number", 0, req.sequence.unwrap())
-            .num("gtp.recovery", 0, 0u8),
+            .num("gtp.recovery", 0, recovery),
     );
 
     // Error Indication with an IPv4 peer and the UDP Port extension.
-    let peer = Ipv4Addr::new(203, 0, 113, 9);
-    let repr = GtpuRepr::error_indication(0x0102, 0x8765_4321, peer.into(), Some(2152));
+    let (teid_i, peer, port) = (0x8765_4321u32, Ipv4Addr::new(203, 0, 113, 9), 2152u16);
+    let repr = GtpuRepr::error_indication(0x0102, teid_i, peer.into(), Some(port));
     let frame = outer_v4(gtpu::UDP_PORT, &gtpu(&repr, &[]));
     cases.push(
         Case::new("gtpu error indication v4 peer", frame)
             .outer_v4_good()
-            .num("gtp.teid", 0, repr.teid)
-            .num("gtp.message", 0, u8::from(repr.message.msg_type()))
-            .num("gtp.length", 0, gtp_len(&repr, 0))
-            .num("gtp.seq_number", 0, 0x0102u16)
-            .num("gtp.teid_data", 0, 0x8765_4321u32)
+            .gtp_header(&repr, 0)
+            .num("gtp.teid_data", 0, teid_i)
             .text("gtp.gsn_ipv4", 0, peer)
-            .count("gtp.ext_hdr.next", 2)
-            .num("gtp.ext_hdr.next", 0, 0x40u8)
-            .num("gtp.ext_hdr.next", 1, 0u8)
-            .num("gtp.ext_hdr.udp_port", 0, 2152u16),
+            .num("gtp.ext_hdr.udp_port", 0, port),
     );
 
     // Error Indication with an IPv6 peer, IPv6 outer.
-    let peer6 = Ipv6Addr::new(0x2001, 0xdb8, 0xdead, 0, 0, 0, 0, 0x99);
-    let repr = GtpuRepr::error_indication(0xfffe, 0x0000_00aa, peer6.into(), None);
+    let (teid_i, peer6) = (
+        0xaau32,
+        Ipv6Addr::new(0x2001, 0xdb8, 0xdead, 0, 0, 0, 0, 0x99),
+    );
+    let repr = GtpuRepr::error_indication(0xfffe, teid_i, peer6.into(), None);
     let frame = outer_v6(gtpu::UDP_PORT, Csum::Full, &gtpu(&repr, &[]));
     cases.push(
         Case::new("gtpu error indication v6 peer", frame)
             .outer_v6_good()
-            .num("gtp.teid", 0, repr.teid)
-            .num("gtp.message", 0, u8::from(repr.message.msg_type()))
-            .num("gtp.length", 0, gtp_len(&repr, 0))
-            .num("gtp.seq_number", 0, 0xfffeu16)
-            .num("gtp.teid_data", 0, 0x0000_00aau32)
+            .gtp_header(&repr, 0)
+            .num("gtp.teid_data", 0, teid_i)
             .text("gtp.gsn_ipv6", 0, peer6),
     );
 
@@ -835,9 +853,7 @@ fn gtpu_cases() -> Vec<Case> {
     cases.push(
         Case::new("gtpu end marker v4", frame)
             .outer_v4_good()
-            .num("gtp.teid", 0, repr.teid)
-            .num("gtp.message", 0, u8::from(repr.message.msg_type()))
-            .num("gtp.length", 0, gtp_len(&repr, 0)),
+            .gtp_header(&repr, 0),
     );
     cases
 }
