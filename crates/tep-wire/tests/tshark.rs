@@ -22,7 +22,7 @@ use tep_wire::ipv4::{self, Ipv4Repr};
 use tep_wire::ipv6::{self, Ipv6Repr};
 use tep_wire::tcp::{self, TcpFlags, TcpRepr};
 use tep_wire::udp::{self, UdpRepr};
-use tep_wire::vxlan::{self, VxlanRco, VxlanRepr};
+use tep_wire::vxlan::{self, GpeProtocol, VxlanGbp, VxlanGpe, VxlanRco, VxlanRepr};
 use tep_wire::IpProtocol;
 
 // tshark's `*.checksum.status` values (epan/proto.h, proto_checksum_enum_e).
@@ -31,6 +31,7 @@ const CSUM_GOOD: u64 = 1;
 const CSUM_ILLEGAL: u64 = 4;
 
 const VXLAN_PORT: u16 = 4789;
+const VXLAN_GPE_PORT: u16 = 4790;
 const GENEVE_PORT: u16 = 6081;
 const GRE_UDP_PORT: u16 = 4754;
 const GUE_PORT: u16 = 6080;
@@ -574,6 +575,62 @@ fn vxlan_cases() -> Vec<Case> {
             .num("udp.checksum", 0, 0u16)
             .num("udp.checksum.status", 0, CSUM_ILLEGAL)
             .num("vxlan.vni", 0, repr.vni)
+            .num("udp.checksum.status", 1, CSUM_GOOD),
+    );
+
+    // GBP (policy ID, D and A) and GPE (next protocol IPv4, port 4790):
+    // tshark reads byte 0..1 as one 16-bit flags field.
+    let gbp = VxlanGbp {
+        policy_id: 0x0abc,
+        dont_learn: true,
+        policy_applied: true,
+    };
+    let repr = VxlanRepr {
+        vni: 0x0000_1001,
+        rco: None,
+        gbp: Some(gbp),
+        gpe: None,
+    };
+    let frame = outer_v4(
+        VXLAN_PORT,
+        &vxlan(&repr, &eth(EtherType::Ipv4, &inner_v4_udp())),
+    );
+    cases.push(
+        Case::new("vxlan gbp v4", frame)
+            .outer_v4_good()
+            .num("vxlan.vni", 0, repr.vni)
+            .num(
+                "vxlan.flags",
+                0,
+                u16::from_be_bytes([
+                    vxlan::FLAG_I | vxlan::FLAG_G,
+                    vxlan::GBP_FLAG_D | vxlan::GBP_FLAG_A,
+                ]),
+            )
+            .num("vxlan.flag_g", 0, true)
+            .num("vxlan.flag_d", 0, gbp.dont_learn)
+            .num("vxlan.flag_a", 0, gbp.policy_applied)
+            .num("vxlan.gbp", 0, gbp.policy_id),
+    );
+    let gpe = VxlanGpe {
+        next_protocol: GpeProtocol::Ipv4,
+        oam: false,
+    };
+    let repr = VxlanRepr {
+        vni: 0x0000_2002,
+        rco: None,
+        gbp: None,
+        gpe: Some(gpe),
+    };
+    let frame = outer_v4(VXLAN_GPE_PORT, &vxlan(&repr, &inner_v4_udp()));
+    cases.push(
+        Case::new("vxlan-gpe v4", frame)
+            .outer_v4_good()
+            .num("vxlan.vni", 0, repr.vni)
+            .num("vxlan.p_bit", 0, true)
+            .num("vxlan.o_bit", 0, gpe.oam)
+            .num("vxlan.next_proto", 0, u8::from(gpe.next_protocol))
+            .num("ip.checksum.status", 1, CSUM_GOOD)
             .num("udp.checksum.status", 1, CSUM_GOOD),
     );
     cases
