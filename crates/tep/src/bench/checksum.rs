@@ -40,6 +40,9 @@ impl Default for Options {
 }
 
 const READ_ONLY: &str = "read-only";
+/// The RFC 1071 textbook loop, one 16-bit word at a time: what "software
+/// checksum" means in most userspace dataplanes.
+const NAIVE: &str = "naive-16bit";
 
 /// Measures every method at every size. The methods' samples are
 /// interleaved (round-robin), so that a noisy neighbour slows them alike and
@@ -51,12 +54,15 @@ pub fn run(opts: Options) -> Vec<Row> {
     let mut rows = Vec::new();
     for size in SIZES {
         let data = &buf[66..66 + size];
-        let n_methods = kernels.len() + 1;
+        // Methods: 0 read-only, 1.. each kernel, last the naive reference.
+        let n_methods = kernels.len() + 2;
         let run_method = |m: usize| {
             if m == 0 {
                 black_box(read_only_pass(black_box(data)));
-            } else {
+            } else if m <= kernels.len() {
                 black_box(kernels[m - 1].sum(black_box(data)));
+            } else {
+                black_box(tep_csum::reference(black_box(data)));
             }
         };
         let iters: Vec<u64> = (0..n_methods)
@@ -73,10 +79,10 @@ pub fn run(opts: Options) -> Vec<Row> {
         for m in 0..n_methods {
             rows.push(Row {
                 size,
-                method: if m == 0 {
-                    READ_ONLY
-                } else {
-                    kernels[m - 1].name()
+                method: match m {
+                    0 => READ_ONLY,
+                    m if m <= kernels.len() => kernels[m - 1].name(),
+                    _ => NAIVE,
                 },
                 ns_per_call: ns[m],
                 gbytes_per_s: gbps(m),
@@ -95,12 +101,12 @@ pub fn render(rows: &[Row]) -> String {
         Kernel::best().name()
     );
     out += &format!(
-        "{:>6}  {:<10} {:>10} {:>8} {:>12} {:>10}\n",
+        "{:>6}  {:<12} {:>10} {:>8} {:>12} {:>10}\n",
         "bytes", "method", "ns/call", "GB/s", "x read-only", "x scalar"
     );
     for r in rows {
         out += &format!(
-            "{:>6}  {:<10} {:>10.1} {:>8.2} {:>12.2} {:>10.2}\n",
+            "{:>6}  {:<12} {:>10.1} {:>8.2} {:>12.2} {:>10.2}\n",
             r.size, r.method, r.ns_per_call, r.gbytes_per_s, r.vs_read_only, r.vs_scalar
         );
     }
@@ -117,7 +123,7 @@ mod tests {
             samples: 3,
             sample_ns: 2e4,
         });
-        let methods = Kernel::available().count() + 1;
+        let methods = Kernel::available().count() + 2;
         assert_eq!(rows.len(), SIZES.len() * methods);
         for r in &rows {
             assert!(r.gbytes_per_s.is_finite() && r.gbytes_per_s > 0.0, "{r:?}");
@@ -130,5 +136,6 @@ mod tests {
         }
         let text = render(&rows);
         assert!(text.contains("1492") && text.contains("scalar") && text.contains(READ_ONLY));
+        assert!(text.contains(NAIVE));
     }
 }
