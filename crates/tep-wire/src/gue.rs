@@ -187,7 +187,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if len < HEADER_LEN || len < self.header_len() {
             return Err(Error::Truncated);
         }
-        if self.flags_len() > self.options_len() {
+        // Variant 1 has no flags: bytes 2-3 belong to the inner IP header.
+        if self.variant() == 0 && self.flags_len() > self.options_len() {
             return Err(Error::BadLength);
         }
         Ok(())
@@ -989,5 +990,20 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn direct_ip_whose_bytes_2_3_look_like_flags_parses() {
+        // Found by fuzz/ (seeds gue/synth-direct-*): an IPv4 packet of odd
+        // total length (85 = 0x0055) and an IPv6 flow label with its low bit
+        // set once read as the Linux P flag and failed with BadLength.
+        let mut v4 = [0u8; 85];
+        v4[..4].copy_from_slice(&[0x45, 0x00, 0x00, 0x55]);
+        let p = Packet::new_checked(&v4[..]).expect("variant 1 IPv4");
+        assert_eq!(GueRepr::parse(&p), Ok(GueRepr::Direct { ipv6: false }));
+        let mut v6 = [0u8; 48];
+        v6[..4].copy_from_slice(&[0x62, 0xe1, 0x23, 0x45]);
+        let p = Packet::new_checked(&v6[..]).expect("variant 1 IPv6");
+        assert_eq!(GueRepr::parse(&p), Ok(GueRepr::Direct { ipv6: true }));
     }
 }

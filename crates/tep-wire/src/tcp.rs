@@ -360,10 +360,13 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// Verifies the checksum with the IPv4 pseudo-header (length: the buffer).
-    /// Panics if the buffer exceeds 65535 bytes.
+    /// A buffer over 65535 bytes cannot be one IPv4 segment: it does not
+    /// verify.
     #[inline]
     pub fn verify_checksum_v4(&self, src: &Ipv4Addr, dst: &Ipv4Addr) -> bool {
-        let len = u16::try_from(self.buffer.as_ref().len()).expect("TCP segment length");
+        let Ok(len) = u16::try_from(self.buffer.as_ref().len()) else {
+            return false;
+        };
         self.sums_to_ones(tep_csum::pseudo_header_v4(
             src.octets(),
             dst.octets(),
@@ -767,5 +770,15 @@ mod tests {
         fn options_never_panic(b in proptest::collection::vec(any::<u8>(), 0..60)) {
             prop_assert!(TcpOptions::new(&b).count() <= b.len());
         }
+    }
+
+    #[test]
+    fn oversized_buffer_does_not_verify_over_ipv4_and_does_not_panic() {
+        // A GRO super-packet view can exceed what one IPv4 segment holds.
+        let mut big = vec![0u8; 70_000];
+        big[12] = 0x50;
+        let p = Packet::new_checked(&big[..]).unwrap();
+        let a = Ipv4Addr::new(10, 0, 0, 1);
+        assert!(!p.verify_checksum_v4(&a, &a));
     }
 }
