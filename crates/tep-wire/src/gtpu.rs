@@ -1507,13 +1507,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn hex(s: &str) -> Vec<u8> {
-        let s = s.trim();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::test_vectors::hex;
 
     const GPDU_PLAIN: &str = include_str!("../tests/vectors/gtpu_gpdu_plain.hex");
     const GPDU_SEQ: &str = include_str!("../tests/vectors/gtpu_gpdu_seq.hex");

@@ -685,13 +685,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::test_vectors::hex;
 
     // tshark 4.0 has no GUE dissector and scapy no GUE layer, so these
     // vectors are derived by hand:

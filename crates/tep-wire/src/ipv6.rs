@@ -380,13 +380,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn hex(s: &str) -> Vec<u8> {
-        let s = s.trim();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::test_vectors::hex;
 
     /// First packet of kernel-vxlan-csum.pcap, cut after 110 bytes.
     const KERNEL_VXLAN: &str = "ae8df6a408e5027ea0b0bef708004500007e5c9e00004011083f0ac800010ac80002e3c912b5006a160e0800000000002a00333300000016e6cfd361dcee86dd600000000024000100000000000000000000000000000000ff0200000000000000000000000000163a0005020000";

@@ -34,6 +34,20 @@ pub mod gue;
 pub mod vxlan;
 
 pub use error::{Error, Result};
+
+/// Reading the hex test vectors under `tests/vectors/`.
+#[cfg(test)]
+pub(crate) mod test_vectors {
+    /// Decodes hex, ignoring white space (vector files are one line;
+    /// hand-written vectors group bytes by word).
+    pub fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.split_whitespace().collect();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex vector"))
+            .collect()
+    }
+}
 pub use ip::IpProtocol;
 
 /// Reads a big-endian u16 at `at`. Callers have checked the length.

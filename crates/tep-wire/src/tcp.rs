@@ -590,13 +590,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn hex(s: &str) -> Vec<u8> {
-        let s = s.trim();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::test_vectors::hex;
 
     #[test]
     fn options_vector() {

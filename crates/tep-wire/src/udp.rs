@@ -285,13 +285,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn hex(s: &str) -> Vec<u8> {
-        let s = s.trim();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::test_vectors::hex;
 
     /// First packet of kernel-vxlan-csum.pcap (140 bytes): Linux VXLAN with
     /// the outer UDP checksum on (udpcsum).

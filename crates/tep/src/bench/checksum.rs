@@ -75,8 +75,8 @@ pub fn run(opts: Options) -> Vec<Row> {
             }
         }
         let ns: Vec<f64> = samples.iter_mut().map(|s| median(s)).collect();
-        let gbps = |m: usize| size as f64 / ns[m];
-        for m in 0..n_methods {
+        let gbps = |ns: f64| size as f64 / ns;
+        for (m, &ns_m) in ns.iter().enumerate() {
             rows.push(Row {
                 size,
                 method: match m {
@@ -84,10 +84,10 @@ pub fn run(opts: Options) -> Vec<Row> {
                     m if m <= kernels.len() => kernels[m - 1].name(),
                     _ => NAIVE,
                 },
-                ns_per_call: ns[m],
-                gbytes_per_s: gbps(m),
-                vs_read_only: gbps(m) / gbps(0),
-                vs_scalar: gbps(m) / gbps(1),
+                ns_per_call: ns_m,
+                gbytes_per_s: gbps(ns_m),
+                vs_read_only: gbps(ns_m) / gbps(ns[0]),
+                vs_scalar: gbps(ns_m) / gbps(ns[1]),
             });
         }
     }
