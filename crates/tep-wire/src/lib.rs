@@ -35,19 +35,6 @@ pub mod vxlan;
 
 pub use error::{Error, Result};
 
-/// Reading the hex test vectors under `tests/vectors/`.
-#[cfg(test)]
-pub(crate) mod test_vectors {
-    /// Decodes hex, ignoring white space (vector files are one line;
-    /// hand-written vectors group bytes by word).
-    pub fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex vector"))
-            .collect()
-    }
-}
 pub use ip::IpProtocol;
 
 /// Reads a big-endian u16 at `at`. Callers have checked the length.
@@ -72,4 +59,18 @@ pub(crate) fn set_u16(b: &mut [u8], at: usize, v: u16) {
 #[inline]
 pub(crate) fn set_u32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Reading the hex test vectors under `tests/vectors/`.
+#[cfg(test)]
+pub(crate) mod test_vectors {
+    /// Decodes hex, ignoring white space (vector files are one line;
+    /// hand-written vectors group bytes by word).
+    pub fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.split_whitespace().collect();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex vector"))
+            .collect()
+    }
 }
