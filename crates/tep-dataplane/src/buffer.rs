@@ -1,0 +1,327 @@
+//! The buffer pool and per-packet metadata.
+//!
+//! One arena is allocated when the pool is made; packets are indices into
+//! it, so the per-packet path never allocates. Every buffer starts its data
+//! [`HEADROOM`] bytes in: encapsulation writes the outer headers into that
+//! room (`prepend`) and decapsulation just moves the start (`trim_front`),
+//! so neither copies the payload.
+
+use crate::drop::DropReason;
+
+/// Room before the data for outer headers. The deepest stack tep builds —
+/// Ethernet with a VLAN tag (18), IPv6 (40), UDP (8), and a tunnel header
+/// (GTP-U with extensions, GUE with options, Geneve with options) — fits
+/// with margin; Geneve options beyond it are refused at configuration.
+pub const HEADROOM: usize = 256;
+
+/// Data room for a 64 KiB super-packet (TSO/GRO) plus its outer headers.
+pub const SUPER_PACKET_ROOM: usize = 65535 + 256;
+
+/// A packet: an index into its pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PacketId(u32);
+
+impl PacketId {
+    /// The index in the pool.
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    pub(crate) const fn from_index(i: u32) -> PacketId {
+        PacketId(i)
+    }
+}
+
+/// What is known about a packet's checksums.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ChecksumState {
+    /// Nothing known: whoever needs a checksum verifies or computes it.
+    #[default]
+    None,
+    /// The checksum at `offset` is to be completed over `start..end`, and
+    /// holds the pseudo-header sum (virtio-net NEEDS_CSUM, Linux
+    /// CHECKSUM_PARTIAL). Offsets are from the data start.
+    Partial {
+        /// Where the checksummed region starts.
+        start: u16,
+        /// Where the checksum field is.
+        offset: u16,
+    },
+    /// Verified (by us or by the I/O layer): the host stack need not check.
+    Verified,
+    /// A UDP checksum of zero: none was sent.
+    Zero,
+}
+
+/// How a super-packet is to be segmented.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GsoKind {
+    /// TCP over IPv4.
+    Tcp4,
+    /// TCP over IPv6.
+    Tcp6,
+    /// UDP (a train of equal datagrams).
+    Udp,
+}
+
+/// Segmentation metadata of a super-packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gso {
+    /// What to segment.
+    pub kind: GsoKind,
+    /// Payload bytes per segment (MSS for TCP).
+    pub segment_size: u16,
+}
+
+/// No tunnel assigned yet.
+pub const NO_TUNNEL: u32 = u32::MAX;
+
+/// Per-packet metadata, reset on allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketMeta {
+    /// Offset of the L2 header from the data start (when there is one).
+    pub l2: u16,
+    /// Offset of the L3 header.
+    pub l3: u16,
+    /// Offset of the L4 header.
+    pub l4: u16,
+    /// Checksum knowledge.
+    pub csum: ChecksumState,
+    /// Segmentation, for super-packets.
+    pub gso: Option<Gso>,
+    /// Hash of the inner flow (source-port entropy, flow label, GRO).
+    pub flow_hash: u32,
+    /// The tunnel this packet belongs to, or [`NO_TUNNEL`].
+    pub tunnel: u32,
+    /// Set by the node that drops the packet.
+    pub drop: Option<DropReason>,
+}
+
+impl PacketMeta {
+    const FRESH: PacketMeta = PacketMeta {
+        l2: 0,
+        l3: 0,
+        l4: 0,
+        csum: ChecksumState::None,
+        gso: None,
+        flow_hash: 0,
+        tunnel: NO_TUNNEL,
+        drop: None,
+    };
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Extent {
+    start: u32,
+    len: u32,
+}
+
+/// A fixed set of equal buffers.
+#[derive(Debug)]
+pub struct Pool {
+    arena: Box<[u8]>,
+    buf_size: usize,
+    extents: Box<[Extent]>,
+    meta: Box<[PacketMeta]>,
+    free: Vec<u32>,
+}
+
+impl Pool {
+    /// `count` buffers, each with [`HEADROOM`] plus `data_room` bytes.
+    /// Allocates everything now.
+    pub fn new(count: usize, data_room: usize) -> Pool {
+        let count = count.min(u32::MAX as usize);
+        let buf_size = HEADROOM + data_room;
+        Pool {
+            arena: vec![0u8; count * buf_size].into_boxed_slice(),
+            buf_size,
+            extents: vec![
+                Extent {
+                    start: HEADROOM as u32,
+                    len: 0
+                };
+                count
+            ]
+            .into_boxed_slice(),
+            meta: vec![PacketMeta::FRESH; count].into_boxed_slice(),
+            // Reversed so that the lowest indices are handed out first.
+            free: (0..count as u32).rev().collect(),
+        }
+    }
+
+    /// Buffers not in use.
+    pub fn available(&self) -> usize {
+        self.free.len()
+    }
+
+    /// All buffers.
+    pub fn capacity(&self) -> usize {
+        self.meta.len()
+    }
+
+    /// Bytes a packet can hold after its headroom.
+    pub fn data_room(&self) -> usize {
+        self.buf_size - HEADROOM
+    }
+
+    /// Takes a buffer: empty, data at [`HEADROOM`], fresh metadata.
+    pub fn alloc(&mut self) -> Option<PacketId> {
+        let i = self.free.pop()?;
+        self.extents[i as usize] = Extent {
+            start: HEADROOM as u32,
+            len: 0,
+        };
+        self.meta[i as usize] = PacketMeta::FRESH;
+        Some(PacketId(i))
+    }
+
+    /// Returns a buffer to the pool.
+    pub fn free(&mut self, id: PacketId) {
+        debug_assert!(!self.free.contains(&id.0), "double free of {id:?}");
+        self.free.push(id.0);
+    }
+
+    fn base(&self, id: PacketId) -> usize {
+        id.index() * self.buf_size
+    }
+
+    /// The packet's bytes.
+    pub fn data(&self, id: PacketId) -> &[u8] {
+        let e = self.extents[id.index()];
+        let at = self.base(id) + e.start as usize;
+        &self.arena[at..at + e.len as usize]
+    }
+
+    /// The packet's bytes, writable.
+    pub fn data_mut(&mut self, id: PacketId) -> &mut [u8] {
+        let e = self.extents[id.index()];
+        let at = self.base(id) + e.start as usize;
+        &mut self.arena[at..at + e.len as usize]
+    }
+
+    /// Replaces the packet's bytes with `bytes` (at the headroom). False if
+    /// they do not fit.
+    pub fn fill(&mut self, id: PacketId, bytes: &[u8]) -> bool {
+        if bytes.len() > self.data_room() {
+            return false;
+        }
+        self.extents[id.index()] = Extent {
+            start: HEADROOM as u32,
+            len: bytes.len() as u32,
+        };
+        self.data_mut(id).copy_from_slice(bytes);
+        true
+    }
+
+    /// Grows the packet by `n` bytes at the front (into the headroom) and
+    /// returns them, for the caller to write headers into. `None` if the
+    /// headroom left is smaller.
+    pub fn prepend(&mut self, id: PacketId, n: usize) -> Option<&mut [u8]> {
+        let base = self.base(id);
+        let e = &mut self.extents[id.index()];
+        if (e.start as usize) < n {
+            return None;
+        }
+        e.start -= n as u32;
+        e.len += n as u32;
+        let at = base + e.start as usize;
+        Some(&mut self.arena[at..at + n])
+    }
+
+    /// Drops `n` bytes from the front (decapsulation). False if shorter.
+    pub fn trim_front(&mut self, id: PacketId, n: usize) -> bool {
+        let e = &mut self.extents[id.index()];
+        if (e.len as usize) < n {
+            return false;
+        }
+        e.start += n as u32;
+        e.len -= n as u32;
+        true
+    }
+
+    /// Cuts the packet to `len` bytes (e.g. to an IP total length). False if
+    /// it is shorter.
+    pub fn truncate(&mut self, id: PacketId, len: usize) -> bool {
+        let e = &mut self.extents[id.index()];
+        if (e.len as usize) < len {
+            return false;
+        }
+        e.len = len as u32;
+        true
+    }
+
+    /// Headroom left before the data.
+    pub fn headroom(&self, id: PacketId) -> usize {
+        self.extents[id.index()].start as usize
+    }
+
+    /// The packet's metadata.
+    pub fn meta(&self, id: PacketId) -> &PacketMeta {
+        &self.meta[id.index()]
+    }
+
+    /// The packet's metadata, writable.
+    pub fn meta_mut(&mut self, id: PacketId) -> &mut PacketMeta {
+        &mut self.meta[id.index()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_until_empty_then_reuse() {
+        let mut p = Pool::new(3, 2048);
+        let ids: Vec<_> = (0..3).map(|_| p.alloc().unwrap()).collect();
+        assert_eq!(p.alloc(), None);
+        assert_eq!(p.available(), 0);
+        p.free(ids[1]);
+        let again = p.alloc().unwrap();
+        assert_eq!(again, ids[1]);
+        assert_eq!(p.data(again).len(), 0, "a reused buffer starts empty");
+        assert_eq!(*p.meta(again), PacketMeta::FRESH);
+    }
+
+    #[test]
+    fn prepend_and_trim_move_the_start_without_copying_the_payload() {
+        let mut p = Pool::new(2, 2048);
+        let id = p.alloc().unwrap();
+        assert!(p.fill(id, b"inner packet"));
+        let hdr = p.prepend(id, 8).unwrap();
+        hdr.copy_from_slice(b"OUTERHDR");
+        assert_eq!(p.data(id), b"OUTERHDRinner packet");
+        assert_eq!(p.headroom(id), HEADROOM - 8);
+        assert!(p.trim_front(id, 8));
+        assert_eq!(p.data(id), b"inner packet");
+        assert!(p.truncate(id, 5));
+        assert_eq!(p.data(id), b"inner");
+        assert!(!p.trim_front(id, 6));
+        assert!(!p.truncate(id, 6));
+    }
+
+    #[test]
+    fn headroom_is_bounded_and_buffers_do_not_overlap() {
+        let mut p = Pool::new(2, 64);
+        let a = p.alloc().unwrap();
+        let b = p.alloc().unwrap();
+        assert!(p.fill(a, &[0xaa; 64]));
+        assert!(!p.fill(a, &[0; 65]), "past the data room");
+        assert!(p.fill(b, &[0xbb; 64]));
+        assert!(p.prepend(b, HEADROOM).is_some());
+        assert!(p.prepend(b, 1).is_none(), "headroom exhausted");
+        p.data_mut(b)[..HEADROOM].fill(0xcc);
+        assert!(
+            p.data(a).iter().all(|&x| x == 0xaa),
+            "b's headroom is not a's data"
+        );
+    }
+
+    #[test]
+    fn super_packets_fit() {
+        let mut p = Pool::new(1, SUPER_PACKET_ROOM);
+        let id = p.alloc().unwrap();
+        assert!(p.fill(id, &vec![1u8; 65535]));
+        assert!(p.prepend(id, 18 + 40 + 8 + 16).is_some());
+    }
+}

@@ -1,0 +1,130 @@
+//! Why a packet was dropped. One enum for the whole dataplane, so that every
+//! counter, metric label and log line uses the same names.
+
+use core::fmt;
+
+macro_rules! drop_reasons {
+    ($($(#[$doc:meta])* $variant:ident => $name:literal,)+) => {
+        /// A named, counted reason for dropping a packet.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u8)]
+        pub enum DropReason {
+            $($(#[$doc])* $variant,)+
+        }
+
+        impl DropReason {
+            /// Every reason, in counter order.
+            pub const ALL: &'static [DropReason] = &[$(DropReason::$variant,)+];
+            /// How many reasons there are (the size of a counter array).
+            pub const COUNT: usize = DropReason::ALL.len();
+
+            /// The stable snake_case name (metric label, JSON key).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(DropReason::$variant => $name,)+
+                }
+            }
+        }
+    };
+}
+
+drop_reasons! {
+    /// No buffer was free in the pool.
+    NoBuffer => "no_buffer",
+    /// A header ended before its length (outer or inner).
+    Truncated => "truncated",
+    /// A length field contradicts the packet.
+    BadLength => "bad_length",
+    /// A version field this endpoint does not speak.
+    BadVersion => "bad_version",
+    /// A header with forbidden bits or values.
+    Malformed => "malformed",
+    /// A header feature tep does not implement.
+    Unsupported => "unsupported",
+    /// Not IPv4 or IPv6 where an IP packet was expected.
+    NotIp => "not_ip",
+    /// A datagram to a UDP port no tunnel listens on.
+    UnknownPort => "unknown_port",
+    /// From a source address that is not the tunnel's configured peer.
+    WrongPeer => "wrong_peer",
+    /// A VNI no tunnel is configured with.
+    UnknownVni => "unknown_vni",
+    /// A GTP-U TEID no tunnel is configured with.
+    UnknownTeid => "unknown_teid",
+    /// A GRE key no tunnel is configured with.
+    UnknownKey => "unknown_key",
+    /// An inner packet no tunnel routes (no prefix or MAC matched).
+    NoRoute => "no_route",
+    /// The outer UDP checksum did not verify.
+    BadChecksum => "bad_checksum",
+    /// A zero UDP checksum over IPv6 on a tunnel that does not allow it
+    /// (RFC 6935/6936).
+    ZeroChecksum => "zero_checksum",
+    /// Remote checksum offload that cannot be applied (offset out of the
+    /// packet, or RCO not enabled on the tunnel).
+    BadRemoteChecksum => "bad_remote_checksum",
+    /// A GTP-U extension header whose type says it must be understood.
+    UnknownRequiredExtension => "unknown_required_extension",
+    /// A Geneve option marked critical that tep does not understand.
+    UnknownCriticalOption => "unknown_critical_option",
+    /// A GUE control message (counted; tep answers none).
+    GueControl => "gue_control",
+    /// An IP fragment where a whole packet is needed.
+    Fragment => "fragment",
+    /// The encapsulated packet would exceed the path MTU with DF set.
+    TooBig => "too_big",
+    /// TTL or hop limit expired.
+    TtlExpired => "ttl_expired",
+}
+
+impl fmt::Display for DropReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl From<tep_wire::Error> for DropReason {
+    fn from(e: tep_wire::Error) -> DropReason {
+        match e {
+            tep_wire::Error::Truncated => DropReason::Truncated,
+            tep_wire::Error::BadLength => DropReason::BadLength,
+            tep_wire::Error::BadVersion => DropReason::BadVersion,
+            tep_wire::Error::Malformed => DropReason::Malformed,
+            tep_wire::Error::Unsupported => DropReason::Unsupported,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_snake_case_and_indexes_dense() {
+        let mut seen = std::collections::HashSet::new();
+        for (i, r) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(*r as usize, i, "counter index of {r}");
+            assert!(seen.insert(r.name()), "duplicate name {}", r.name());
+            assert!(r.name().chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+        }
+        assert_eq!(DropReason::COUNT, seen.len());
+    }
+
+    #[test]
+    fn wire_errors_map_to_their_own_reasons() {
+        use tep_wire::Error;
+        let all = [
+            Error::Truncated,
+            Error::BadLength,
+            Error::BadVersion,
+            Error::Malformed,
+            Error::Unsupported,
+        ];
+        let mapped: std::collections::HashSet<_> =
+            all.iter().map(|&e| DropReason::from(e)).collect();
+        assert_eq!(mapped.len(), all.len());
+        for e in all {
+            assert_eq!(DropReason::from(e).name(), e.name());
+        }
+    }
+}

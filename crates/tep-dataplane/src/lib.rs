@@ -1,0 +1,20 @@
+//! tep's dataplane: a VPP-style vector pipeline over a buffer pool.
+//!
+//! Like quinn-proto, this crate does no I/O and makes no system calls: the
+//! host layer (tep-sys) fills vectors from TUN/TAP and UDP sockets, and the
+//! time source is passed in ([`clock::Clock`]), so everything here runs in
+//! tests and benchmarks without a kernel.
+//!
+//! - [`buffer`]: a pool of fixed-size buffers allocated once, each with
+//!   headroom so that encapsulation prepends in place, and the per-packet
+//!   metadata ([`buffer::PacketMeta`]).
+//! - [`vector`]: vectors of up to [`vector::VECTOR_SIZE`] packet handles.
+//! - [`drop`]: every reason a packet can be dropped, each with its name.
+//! - [`node`]: per-node counters (calls, vectors, packets, clocks, drops by
+//!   reason) and the `show runtime` report.
+
+pub mod buffer;
+pub mod clock;
+pub mod drop;
+pub mod node;
+pub mod vector;
