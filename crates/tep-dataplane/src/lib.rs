@@ -15,6 +15,10 @@
 
 pub mod buffer;
 pub mod clock;
+pub mod config;
 pub mod drop;
+pub mod kind;
 pub mod node;
 pub mod vector;
+
+pub use kind::TunnelKind;

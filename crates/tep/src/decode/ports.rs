@@ -1,80 +1,8 @@
 //! Which tunnel a UDP port carries.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 
-/// What follows a UDP header on a tunnel port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TunnelKind {
-    /// VXLAN (RFC 7348).
-    Vxlan,
-    /// Geneve (RFC 8926).
-    Geneve,
-    /// GTP-U (3GPP TS 29.281).
-    Gtpu,
-    /// GRE-in-UDP (RFC 8086).
-    GreInUdp,
-    /// GUE (draft-ietf-intarea-gue), variants 0 and 1.
-    Gue,
-    /// FOU carrying IPv4 (IPIP).
-    FouIpip,
-    /// FOU carrying IPv6 ("SIT").
-    FouSit,
-    /// FOU carrying GRE.
-    FouGre,
-}
-
-impl TunnelKind {
-    /// Every kind, in the order the docs list them.
-    pub const ALL: [TunnelKind; 8] = [
-        TunnelKind::Vxlan,
-        TunnelKind::Geneve,
-        TunnelKind::Gtpu,
-        TunnelKind::GreInUdp,
-        TunnelKind::Gue,
-        TunnelKind::FouIpip,
-        TunnelKind::FouSit,
-        TunnelKind::FouGre,
-    ];
-
-    /// The name used on the command line and in the config.
-    pub const fn name(self) -> &'static str {
-        match self {
-            TunnelKind::Vxlan => "vxlan",
-            TunnelKind::Geneve => "geneve",
-            TunnelKind::Gtpu => "gtpu",
-            TunnelKind::GreInUdp => "gre",
-            TunnelKind::Gue => "gue",
-            TunnelKind::FouIpip => "fou-ipip",
-            TunnelKind::FouSit => "fou-sit",
-            TunnelKind::FouGre => "fou-gre",
-        }
-    }
-}
-
-impl fmt::Display for TunnelKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for TunnelKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.to_ascii_lowercase();
-        TunnelKind::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = TunnelKind::ALL.iter().map(|k| k.name()).collect();
-                format!(
-                    "unknown tunnel kind '{s}' (one of: {}, none)",
-                    names.join(", ")
-                )
-            })
-    }
-}
+pub use tep_dataplane::TunnelKind;
 
 /// UDP port → tunnel kind, matched on the destination port, then the source
 /// port (a reply from a tunnel port, e.g. a GTP-U Echo Response).
