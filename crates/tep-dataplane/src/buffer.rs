@@ -95,6 +95,20 @@ pub struct PacketMeta {
     pub tunnel: u32,
     /// Set by the node that drops the packet.
     pub drop: Option<DropReason>,
+    /// Offset of the inner packet's IP header (encap: before and after the
+    /// outer headers are added; decap: once the tunnel header is parsed).
+    /// Equal to `inner` when the inner packet has no IP header (e.g. ARP).
+    pub inner_l3: u16,
+    /// Offset of the inner transport header (0 when there is none).
+    pub inner_l4: u16,
+    /// IP protocol of the inner transport header at `inner_l4` (0 when
+    /// there is none: not IP, a non-first fragment, an unknown header).
+    pub inner_proto: u8,
+    /// Offset where the tunnel payload (the inner packet or frame) starts.
+    pub inner: u16,
+    /// Decap: remote checksum offload found in the tunnel header, as
+    /// absolute offsets (start of the checksummed region, checksum field).
+    pub remote_csum: Option<(u16, u16)>,
 }
 
 impl PacketMeta {
@@ -107,6 +121,11 @@ impl PacketMeta {
         flow_hash: 0,
         tunnel: NO_TUNNEL,
         drop: None,
+        inner_l3: 0,
+        inner_l4: 0,
+        inner_proto: 0,
+        inner: 0,
+        remote_csum: None,
     };
 }
 

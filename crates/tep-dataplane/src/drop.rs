@@ -75,6 +75,19 @@ drop_reasons! {
     TooBig => "too_big",
     /// TTL or hop limit expired.
     TtlExpired => "ttl_expired",
+    /// The outer IPv4 header checksum did not verify.
+    BadIpChecksum => "bad_ip_checksum",
+    /// An outer packet that is not UDP on the tunnel input.
+    NotUdp => "not_udp",
+    /// A GTP-U signalling message that ends here (Echo Response, End
+    /// Marker, Error Indication, Supported Extension Headers Notification):
+    /// counted, not forwarded.
+    GtpuSignalling => "gtpu_signalling",
+    /// RFC 6040 §4.2: outer CE over an inner Not-ECT packet must be dropped.
+    EcnCeNotEct => "ecn_ce_not_ect",
+    /// Remote checksum offload from a peer the tunnel does not accept it
+    /// from (`remote_checksum_rx` off).
+    RemoteChecksumOff => "remote_checksum_off",
 }
 
 impl fmt::Display for DropReason {

@@ -81,18 +81,18 @@ impl FromStr for TunnelKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         // `gre-in-udp` is accepted too: it is what RFC 8086 calls it.
-        let s = if s.eq_ignore_ascii_case("gre-in-udp") { "gre" } else { s };
+        let s = if s.eq_ignore_ascii_case("gre-in-udp") {
+            "gre"
+        } else {
+            s
+        };
         let s = s.to_ascii_lowercase();
         TunnelKind::ALL
             .into_iter()
             .find(|k| k.name() == s)
             .ok_or_else(|| {
                 let names: Vec<_> = TunnelKind::ALL.iter().map(|k| k.name()).collect();
-                format!(
-                    "unknown tunnel kind '{s}' (one of: {})",
-                    names.join(", ")
-                )
+                format!("unknown tunnel kind '{s}' (one of: {})", names.join(", "))
             })
     }
 }
-

@@ -16,9 +16,13 @@
 pub mod buffer;
 pub mod clock;
 pub mod config;
+pub mod decap;
 pub mod drop;
+pub mod encap;
 pub mod kind;
 pub mod node;
+pub mod pipeline;
+pub mod tunnel;
 pub mod vector;
 
 pub use kind::TunnelKind;

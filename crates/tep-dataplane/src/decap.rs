@@ -1,0 +1,697 @@
+//! The receive nodes: validate the outer IP and UDP headers, demultiplex by
+//! UDP port, parse and validate the tunnel header, find the tunnel, verify
+//! (or trust) the outer checksum, complete remote checksum offload, and hand
+//! the inner packet on marked checksum-verified when it is.
+
+use crate::buffer::{ChecksumState, PacketId, Pool};
+use crate::drop::DropReason;
+use crate::encap::{ethernet_ip_offset, parse_ip, sweep};
+use crate::kind::TunnelKind;
+use crate::node::NodeStats;
+use crate::tunnel::{gre_id, TunnelTable};
+use crate::vector::PacketVector;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use tep_csum::Sum;
+use tep_wire::ethernet::EtherType;
+use tep_wire::gtpu::{GtpuRepr, MessageType};
+use tep_wire::gue::GueRepr;
+use tep_wire::ip::IpProtocol;
+
+/// Outer source and destination address of a packet starting at its IP
+/// header (checked by [`ip_input`]).
+pub fn outer_addrs(data: &[u8]) -> (IpAddr, IpAddr) {
+    if data[0] >> 4 == 4 {
+        let s: [u8; 4] = [data[12], data[13], data[14], data[15]];
+        let d: [u8; 4] = [data[16], data[17], data[18], data[19]];
+        (IpAddr::V4(Ipv4Addr::from(s)), IpAddr::V4(Ipv4Addr::from(d)))
+    } else {
+        let mut s = [0u8; 16];
+        let mut d = [0u8; 16];
+        s.copy_from_slice(&data[8..24]);
+        d.copy_from_slice(&data[24..40]);
+        (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)))
+    }
+}
+
+/// Node `ip-input`: the outer IP header must be whole, carry UDP, not be a
+/// fragment, and (IPv4) have a good header checksum. Trims link padding.
+pub fn ip_input(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) {
+    for &id in v.as_slice() {
+        if let Err(r) = ip_input_one(pool, id) {
+            pool.meta_mut(id).drop = Some(r);
+        }
+    }
+    sweep(stats, pool, v);
+}
+
+fn ip_input_one(pool: &mut Pool, id: PacketId) -> Result<(), DropReason> {
+    let data = pool.data(id);
+    let first = *data.first().ok_or(DropReason::Truncated)?;
+    let (l4, end) = match first >> 4 {
+        4 => {
+            let p = tep_wire::ipv4::Packet::new_checked(data)?;
+            if !p.verify_checksum() {
+                return Err(DropReason::BadIpChecksum);
+            }
+            if p.is_fragment() {
+                return Err(DropReason::Fragment);
+            }
+            if p.protocol() != IpProtocol::Udp {
+                return Err(DropReason::NotUdp);
+            }
+            (p.header_len(), usize::from(p.total_len()))
+        }
+        6 => {
+            let p = tep_wire::ipv6::Packet::new_checked(data)?;
+            let upper = p.upper_layer()?;
+            if upper.fragment.is_some() {
+                return Err(DropReason::Fragment);
+            }
+            if upper.protocol != IpProtocol::Udp {
+                return Err(DropReason::NotUdp);
+            }
+            (
+                tep_wire::ipv6::HEADER_LEN + upper.offset,
+                tep_wire::ipv6::HEADER_LEN + usize::from(p.payload_len()),
+            )
+        }
+        _ => return Err(DropReason::NotIp),
+    };
+    pool.truncate(id, end);
+    let m = pool.meta_mut(id);
+    m.l2 = 0;
+    m.l3 = 0;
+    m.l4 = l4 as u16;
+    Ok(())
+}
+
+/// Node `udp-input`: the UDP length must fit; the destination port picks
+/// the kind. Packets leave sorted into one vector per kind (VPP's next
+/// nodes), in [`TunnelKind::ALL`] order.
+pub fn udp_input(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    table: &TunnelTable,
+    by_kind: &mut [PacketVector; 8],
+) {
+    for &id in v.as_slice() {
+        match udp_input_one(pool, id, table) {
+            Ok(kind) => {
+                let i = TunnelKind::ALL.iter().position(|&k| k == kind).unwrap_or(0);
+                // Same size as the input vector: it cannot be full.
+                let _ = by_kind[i].push(id);
+            }
+            Err(r) => pool.meta_mut(id).drop = Some(r),
+        }
+    }
+    sweep(stats, pool, v);
+    v.clear();
+}
+
+fn udp_input_one(
+    pool: &mut Pool,
+    id: PacketId,
+    table: &TunnelTable,
+) -> Result<TunnelKind, DropReason> {
+    let l4 = usize::from(pool.meta(id).l4);
+    let data = pool.data(id);
+    let udp = data.get(l4..l4 + 8).ok_or(DropReason::Truncated)?;
+    let len = usize::from(u16::from_be_bytes([udp[4], udp[5]]));
+    if len < 8 || l4 + len > data.len() {
+        return Err(DropReason::BadLength);
+    }
+    let dport = u16::from_be_bytes([udp[2], udp[3]]);
+    let kind = table.kind_on_port(dport).ok_or(DropReason::UnknownPort)?;
+    pool.truncate(id, l4 + len);
+    Ok(kind)
+}
+
+/// Rate limit for generated packets (GTP-U Error Indications): a token
+/// bucket of one second's worth.
+#[derive(Clone, Copy, Debug)]
+pub struct RateLimit {
+    per_second: u32,
+    tokens: u32,
+    last_ns: u64,
+}
+
+impl RateLimit {
+    /// At most `per_second`, in bursts of at most `per_second`.
+    pub fn new(per_second: u32) -> RateLimit {
+        RateLimit {
+            per_second,
+            tokens: per_second,
+            last_ns: 0,
+        }
+    }
+
+    /// Whether one more may go at time `now_ns`.
+    pub fn allow(&mut self, now_ns: u64) -> bool {
+        if self.per_second == 0 {
+            return false;
+        }
+        let elapsed = now_ns.saturating_sub(self.last_ns);
+        let refill = elapsed.saturating_mul(u64::from(self.per_second)) / 1_000_000_000;
+        if refill > 0 {
+            self.tokens = (u64::from(self.tokens) + refill).min(u64::from(self.per_second)) as u32;
+            self.last_ns = now_ns;
+        }
+        if self.tokens > 0 {
+            self.tokens -= 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// GTP-U state of the receive path: what it answers with and how often.
+#[derive(Clone, Copy, Debug)]
+pub struct GtpuResponder {
+    /// Restart counter for the Recovery IE.
+    pub restart_counter: u8,
+    /// Error Indication rate limit.
+    pub limit: RateLimit,
+    /// Sequence number of the next Error Indication.
+    pub sequence: u16,
+}
+
+/// Where a kind node sends what it does not forward.
+#[derive(Debug)]
+pub struct Replies<'a> {
+    /// Outer packets to send back (Echo Responses, Error Indications).
+    pub out: &'a mut PacketVector,
+    /// Requests answered in place (their buffer became the reply).
+    pub answered: u64,
+    /// Packets generated (new buffers).
+    pub generated: u64,
+}
+
+/// Writes an outer IPv4/IPv6 + UDP datagram carrying `body` into `id`
+/// (replacing its contents), with a full UDP checksum and TTL 64.
+pub fn write_udp_datagram(
+    pool: &mut Pool,
+    id: PacketId,
+    src: (IpAddr, u16),
+    dst: (IpAddr, u16),
+    body: &[u8],
+) -> bool {
+    let mut b = [0u8; 512];
+    let ip_len = if src.0.is_ipv4() { 20 } else { 40 };
+    let total = ip_len + 8 + body.len();
+    if total > b.len() {
+        return false;
+    }
+    let udp_len = (8 + body.len()) as u16;
+    match (src.0, dst.0) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            b[0] = 0x45;
+            b[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+            b[6] = 0x40;
+            b[8] = 64;
+            b[9] = 17;
+            b[12..16].copy_from_slice(&s.octets());
+            b[16..20].copy_from_slice(&d.octets());
+            let c = Sum::of(&b[..20]).checksum();
+            b[10..12].copy_from_slice(&c.to_be_bytes());
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            b[0] = 0x60;
+            b[4..6].copy_from_slice(&udp_len.to_be_bytes());
+            b[6] = 17;
+            b[7] = 64;
+            b[8..24].copy_from_slice(&s.octets());
+            b[24..40].copy_from_slice(&d.octets());
+        }
+        _ => return false,
+    }
+    let u = ip_len;
+    b[u..u + 2].copy_from_slice(&src.1.to_be_bytes());
+    b[u + 2..u + 4].copy_from_slice(&dst.1.to_be_bytes());
+    b[u + 4..u + 6].copy_from_slice(&udp_len.to_be_bytes());
+    b[u + 8..total].copy_from_slice(body);
+    let pseudo = match (src.0, dst.0) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            tep_csum::pseudo_header_v4(s.octets(), d.octets(), 17, udp_len)
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            tep_csum::pseudo_header_v6(&s.octets(), &d.octets(), 17, u32::from(udp_len))
+        }
+        _ => return false,
+    };
+    let c = pseudo.add(Sum::of(&b[u..total])).udp_checksum();
+    b[u + 6..u + 8].copy_from_slice(&c.to_be_bytes());
+    if !pool.fill(id, &b[..total]) {
+        return false;
+    }
+    let m = pool.meta_mut(id);
+    m.l3 = 0;
+    m.l4 = ip_len as u16;
+    m.csum = ChecksumState::None;
+    true
+}
+
+/// Marks a packet that became a reply inside a kind node.
+const ANSWERED: u32 = u32::MAX - 1;
+
+/// What a kind node learned from a tunnel header.
+struct Parsed {
+    /// Offset of the tunnel payload.
+    inner: usize,
+    /// Receive id (VNI, TEID, key).
+    id: u64,
+    /// RCO (start, offset) relative to the payload.
+    rco: Option<(u16, u16)>,
+    /// Whether the payload is an Ethernet frame.
+    ethernet: bool,
+}
+
+/// Node `<kind>-decap`: parses and validates the tunnel header, finds the
+/// tunnel, records the payload offset and any RCO. GTP-U Echo Requests are
+/// answered; G-PDUs to unknown TEIDs draw a rate-limited Error Indication.
+#[allow(clippy::too_many_arguments)]
+pub fn tunnel_decap(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    table: &TunnelTable,
+    kind: TunnelKind,
+    gtpu: &mut GtpuResponder,
+    replies: &mut Replies<'_>,
+    now_ns: u64,
+) {
+    for &id in v.as_slice() {
+        match tunnel_decap_one(pool, id, table, kind, gtpu, replies, now_ns) {
+            Ok(true) => {}
+            Ok(false) => pool.meta_mut(id).tunnel = ANSWERED,
+            Err(r) => pool.meta_mut(id).drop = Some(r),
+        }
+    }
+    // Answered requests left the vector as replies: take them out
+    // without counting or freeing them.
+    v.retain(|id| pool.meta(id).tunnel != ANSWERED, |_| {});
+    sweep(stats, pool, v);
+}
+
+fn parse_tunnel(data: &[u8], at: usize, kind: TunnelKind) -> Result<Parsed, DropReason> {
+    let h = &data[at..];
+    Ok(match kind {
+        TunnelKind::Vxlan => {
+            let p = tep_wire::vxlan::Packet::new_checked(h)?;
+            let r = tep_wire::vxlan::VxlanRepr::parse(&p, tep_wire::vxlan::Extensions::RCO)?;
+            Parsed {
+                inner: at + tep_wire::vxlan::HEADER_LEN,
+                id: u64::from(r.vni),
+                rco: r.rco.map(|c| (c.start(), c.offset())),
+                ethernet: true,
+            }
+        }
+        TunnelKind::Geneve => {
+            let p = tep_wire::geneve::Packet::new_checked(h)?;
+            let r = tep_wire::geneve::GeneveRepr::parse(&p)?;
+            // tep understands no Geneve option: a critical one is a drop
+            // (RFC 8926 §3.5.1), others are skipped.
+            if r.options().any(|o| o.map_or(true, |o| o.critical())) {
+                return Err(DropReason::UnknownCriticalOption);
+            }
+            if r.protocol != EtherType::TransparentEthernet {
+                return Err(DropReason::Unsupported);
+            }
+            Parsed {
+                inner: at + r.header_len(),
+                id: u64::from(r.vni),
+                rco: None,
+                ethernet: true,
+            }
+        }
+        TunnelKind::GreInUdp | TunnelKind::FouGre => {
+            let p = tep_wire::gre::Packet::new_checked(h)?;
+            let r = tep_wire::gre::GreRepr::parse(&p)?;
+            if r.checksum && !p.verify_checksum() {
+                return Err(DropReason::BadChecksum);
+            }
+            if !matches!(r.protocol, EtherType::Ipv4 | EtherType::Ipv6) {
+                return Err(DropReason::Unsupported);
+            }
+            Parsed {
+                inner: at + r.header_len(),
+                id: gre_id(r.key),
+                rco: None,
+                ethernet: false,
+            }
+        }
+        TunnelKind::Gue => {
+            let p = tep_wire::gue::Packet::new_checked(h)?;
+            let r = GueRepr::parse(&p)?;
+            match r {
+                GueRepr::Control { .. } => return Err(DropReason::GueControl),
+                GueRepr::Data { proto, .. } => {
+                    if !matches!(proto, IpProtocol::Ipv4 | IpProtocol::Ipv6) {
+                        return Err(DropReason::Unsupported);
+                    }
+                }
+                GueRepr::Direct { .. } => {}
+            }
+            Parsed {
+                inner: at + r.header_len(),
+                id: 0,
+                rco: r.rco().map(|c| (c.start, c.offset)),
+                ethernet: false,
+            }
+        }
+        TunnelKind::FouIpip | TunnelKind::FouSit => {
+            let want = if kind == TunnelKind::FouIpip { 4 } else { 6 };
+            if h.first().map(|b| b >> 4) != Some(want) {
+                return Err(DropReason::Malformed);
+            }
+            Parsed {
+                inner: at,
+                id: 0,
+                rco: None,
+                ethernet: false,
+            }
+        }
+        TunnelKind::Gtpu => unreachable!("GTP-U has its own path"),
+    })
+}
+
+/// Ok(true): forward; Ok(false): answered in place (moved to replies).
+fn tunnel_decap_one(
+    pool: &mut Pool,
+    id: PacketId,
+    table: &TunnelTable,
+    kind: TunnelKind,
+    gtpu: &mut GtpuResponder,
+    replies: &mut Replies<'_>,
+    now_ns: u64,
+) -> Result<bool, DropReason> {
+    let l4 = usize::from(pool.meta(id).l4);
+    let data = pool.data(id);
+    let (src, dst) = outer_addrs(data);
+    let sport = u16::from_be_bytes([data[l4], data[l4 + 1]]);
+    let dport = u16::from_be_bytes([data[l4 + 2], data[l4 + 3]]);
+    let at = l4 + 8;
+    let parsed = if kind == TunnelKind::Gtpu {
+        let p = tep_wire::gtpu::Packet::new_checked(&data[at..])?;
+        match p.msg_type() {
+            MessageType::GPdu => {}
+            MessageType::EchoRequest => {
+                let resp = GtpuRepr::echo_response_for(&p, gtpu.restart_counter)?;
+                let mut body = [0u8; 64];
+                let n = resp.buffer_len();
+                resp.emit(&mut body[..n], 0);
+                if !write_udp_datagram(pool, id, (dst, dport), (src, sport), &body[..n])
+                    || replies.out.push(id).is_err()
+                {
+                    return Err(DropReason::NoBuffer);
+                }
+                replies.answered += 1;
+                return Ok(false);
+            }
+            _ => return Err(DropReason::GtpuSignalling),
+        }
+        if p.first_unknown_required_extension().is_some() {
+            return Err(DropReason::UnknownRequiredExtension);
+        }
+        let teid = p.teid();
+        let hl = p.header_len();
+        let end = at + 8 + usize::from(p.length());
+        match table.receive(kind, dport, src, u64::from(teid)) {
+            Ok(t) => {
+                pool.truncate(id, end);
+                let m = pool.meta_mut(id);
+                m.tunnel = t;
+                m.inner = (at + hl) as u16;
+                m.remote_csum = None;
+                return finish_inner(pool, id, false).map(|_| true);
+            }
+            Err(DropReason::UnknownTeid) => {
+                if gtpu.limit.allow(now_ns) {
+                    send_error_indication(pool, gtpu, replies, (dst, dport), (src, sport), teid);
+                }
+                return Err(DropReason::UnknownTeid);
+            }
+            Err(r) => return Err(r),
+        }
+    } else {
+        parse_tunnel(data, at, kind)?
+    };
+    let t = table.receive(kind, dport, src, parsed.id)?;
+    if parsed.rco.is_some() && !table.get(t).remote_checksum_rx {
+        return Err(DropReason::RemoteChecksumOff);
+    }
+    let m = pool.meta_mut(id);
+    m.tunnel = t;
+    m.inner = parsed.inner as u16;
+    m.remote_csum = parsed
+        .rco
+        .map(|(s, o)| (s + parsed.inner as u16, o + parsed.inner as u16));
+    finish_inner(pool, id, parsed.ethernet).map(|_| true)
+}
+
+/// Locates the inner packet's IP and transport headers; an inner IP packet
+/// must be whole (its trailing bytes are cut).
+fn finish_inner(pool: &mut Pool, id: PacketId, ethernet: bool) -> Result<(), DropReason> {
+    let inner = usize::from(pool.meta(id).inner);
+    let data = pool.data(id);
+    let l3 = if ethernet {
+        if data.len() < inner + 14 {
+            return Err(DropReason::Truncated);
+        }
+        ethernet_ip_offset(&data[inner..]).map(|o| inner + o)
+    } else {
+        Some(inner)
+    };
+    let (l3, l4, proto) = match l3 {
+        Some(l3) => {
+            let info = parse_ip(data, l3)?;
+            if info.end > data.len() {
+                return Err(DropReason::BadLength);
+            }
+            if !ethernet {
+                pool.truncate(id, info.end);
+            }
+            (l3, info.l4, info.proto)
+        }
+        None => (inner, 0, 0),
+    };
+    let m = pool.meta_mut(id);
+    m.inner_l3 = l3 as u16;
+    m.inner_l4 = l4 as u16;
+    m.inner_proto = proto;
+    Ok(())
+}
+
+fn send_error_indication(
+    pool: &mut Pool,
+    gtpu: &mut GtpuResponder,
+    replies: &mut Replies<'_>,
+    local: (IpAddr, u16),
+    peer: (IpAddr, u16),
+    teid: u32,
+) {
+    let Some(id) = pool.alloc() else {
+        return;
+    };
+    // TS 29.281 §7.3.1: the Error Indication names the TEID and our
+    // address; it goes to the sender's address, to port 2152.
+    let repr = GtpuRepr::error_indication(gtpu.sequence, teid, local.0, None);
+    gtpu.sequence = gtpu.sequence.wrapping_add(1);
+    let mut body = [0u8; 64];
+    let n = repr.buffer_len();
+    repr.emit(&mut body[..n], 0);
+    let to = (peer.0, tep_wire::gtpu::UDP_PORT);
+    if write_udp_datagram(pool, id, local, to, &body[..n]) && replies.out.push(id).is_ok() {
+        replies.generated += 1;
+    } else {
+        pool.free(id);
+    }
+}
+
+/// Node `udp-checksum-verify`: the outer checksum of each datagram: zero is
+/// accepted where the tunnel allows it, a checksum the I/O layer verified
+/// is trusted, any other is verified in software. The sum found on the way
+/// completes remote checksum offload and verifies the inner transport
+/// checksum without reading the payload again; the inner packet leaves
+/// marked `Verified` when its checksum is known good.
+pub fn udp_checksum_verify(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    table: &TunnelTable,
+) {
+    for &id in v.as_slice() {
+        if let Err(r) = verify_one(pool, id, table) {
+            pool.meta_mut(id).drop = Some(r);
+        }
+    }
+    sweep(stats, pool, v);
+}
+
+fn inner_pseudo(data: &[u8], l3: usize, l4: usize, proto: u8) -> Option<Sum> {
+    if l4 == 0 {
+        return None;
+    }
+    let len = data.len() - l4;
+    match proto {
+        6 | 58 => {}
+        17 if data.get(l4 + 6..l4 + 8)? != [0, 0] => {}
+        1 => return Some(Sum::from_value(0)),
+        _ => return None,
+    }
+    if data[l3] >> 4 == 4 {
+        let s: [u8; 4] = data[l3 + 12..l3 + 16].try_into().ok()?;
+        let d: [u8; 4] = data[l3 + 16..l3 + 20].try_into().ok()?;
+        Some(tep_csum::pseudo_header_v4(s, d, proto, len as u16))
+    } else {
+        let s: [u8; 16] = data[l3 + 8..l3 + 24].try_into().ok()?;
+        let d: [u8; 16] = data[l3 + 24..l3 + 40].try_into().ok()?;
+        Some(tep_csum::pseudo_header_v6(&s, &d, proto, len as u32))
+    }
+}
+
+fn verify_one(pool: &mut Pool, id: PacketId, table: &TunnelTable) -> Result<(), DropReason> {
+    let m = *pool.meta(id);
+    let t = table.get(m.tunnel);
+    let l4 = usize::from(m.l4);
+    let data = pool.data_mut(id);
+    let zero = data[l4 + 6..l4 + 8] == [0, 0];
+    let v6 = data[0] >> 4 == 6;
+    // The sum of the datagram's bytes, when we read them.
+    let mut datagram: Option<Sum> = None;
+    if zero {
+        // RFC 768: optional over IPv4. RFC 6935/6936: over IPv6 only on a
+        // tunnel configured for it.
+        if v6 && !t.zero_checksum_rx {
+            return Err(DropReason::ZeroChecksum);
+        }
+        // RCO needs the outer checksum to protect the inner one.
+        if m.remote_csum.is_some() {
+            return Err(DropReason::BadRemoteChecksum);
+        }
+    } else if m.csum != ChecksumState::Verified {
+        let (src, dst) = outer_addrs(data);
+        let len = data.len() - l4;
+        let pseudo = match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                tep_csum::pseudo_header_v4(s.octets(), d.octets(), 17, len as u16)
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                tep_csum::pseudo_header_v6(&s.octets(), &d.octets(), 17, len as u32)
+            }
+            _ => return Err(DropReason::Malformed),
+        };
+        let s = Sum::of(&data[l4..]);
+        if !pseudo.add(s).verifies() {
+            return Err(DropReason::BadChecksum);
+        }
+        datagram = Some(s);
+    }
+    let outer_good = !zero;
+    let mut inner_ok = false;
+    if let Some((start, offset)) = m.remote_csum {
+        let (start, offset) = (usize::from(start), usize::from(offset));
+        if offset + 2 > data.len() || start > data.len() || offset < start {
+            return Err(DropReason::BadRemoteChecksum);
+        }
+        let from_start = match datagram {
+            Some(s) => s.sub(Sum::of(&data[l4..start])).at(start - l4),
+            None => Sum::of(&data[start..]),
+        };
+        tep_csum::remote_checksum_complete(data, offset, from_start)
+            .ok_or(DropReason::BadRemoteChecksum)?;
+        // The sender's outer checksum covered the bytes from which the inner
+        // one is now derived: it is right by construction.
+        inner_ok = start == usize::from(m.inner_l4) && outer_good;
+    } else if let Some(s) = datagram {
+        let il4 = usize::from(m.inner_l4);
+        if let Some(ip) = inner_pseudo(data, usize::from(m.inner_l3), il4, m.inner_proto) {
+            let segment = s.sub(Sum::of(&data[l4..il4])).at(il4 - l4);
+            inner_ok = ip.add(segment).verifies();
+        }
+    }
+    pool.meta_mut(id).csum = if inner_ok {
+        ChecksumState::Verified
+    } else {
+        ChecksumState::None
+    };
+    Ok(())
+}
+
+/// Node `decap-output`: strips the outer headers and applies RFC 6040
+/// decapsulation to the inner ECN field.
+pub fn decap_output(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    table: &TunnelTable,
+) {
+    for &id in v.as_slice() {
+        if let Err(r) = output_one(pool, id, table) {
+            pool.meta_mut(id).drop = Some(r);
+        }
+    }
+    sweep(stats, pool, v);
+}
+
+fn output_one(pool: &mut Pool, id: PacketId, table: &TunnelTable) -> Result<(), DropReason> {
+    let m = *pool.meta(id);
+    let ethernet = table.get(m.tunnel).kind.carries_ethernet();
+    let has_ip = !ethernet || m.inner_l3 != m.inner;
+    let data = pool.data_mut(id);
+    let outer_ecn = if data[0] >> 4 == 4 {
+        data[1] & 3
+    } else {
+        (data[1] >> 4) & 3
+    };
+    if has_ip && outer_ecn != 0 {
+        ecn_decap(&mut data[usize::from(m.inner_l3)..], outer_ecn)?;
+    }
+    let inner = m.inner;
+    pool.trim_front(id, usize::from(inner));
+    let m = pool.meta_mut(id);
+    m.l2 = 0;
+    m.l3 = m.inner_l3 - inner;
+    m.l4 = if m.inner_l4 == 0 {
+        0
+    } else {
+        m.inner_l4 - inner
+    };
+    m.inner = 0;
+    m.inner_l3 = m.l3;
+    m.inner_l4 = m.l4;
+    m.remote_csum = None;
+    Ok(())
+}
+
+/// RFC 6040 §4.2 for an inner IP header and an outer ECN codepoint.
+fn ecn_decap(ip: &mut [u8], outer: u8) -> Result<(), DropReason> {
+    const CE: u8 = 3;
+    const ECT1: u8 = 1;
+    let v4 = ip[0] >> 4 == 4;
+    let inner = if v4 { ip[1] & 3 } else { (ip[1] >> 4) & 3 };
+    let new = match (inner, outer) {
+        (0, CE) => return Err(DropReason::EcnCeNotEct),
+        (0, _) => return Ok(()),
+        (_, CE) => CE,
+        // ECT(0) inside, ECT(1) outside: ECT(1) (the table's only other
+        // change).
+        (2, ECT1) => ECT1,
+        (i, _) => i,
+    };
+    if new == inner {
+        return Ok(());
+    }
+    if v4 {
+        let old_word = u16::from_be_bytes([ip[0], ip[1]]);
+        ip[1] = (ip[1] & !3) | new;
+        let new_word = u16::from_be_bytes([ip[0], ip[1]]);
+        let c = u16::from_be_bytes([ip[10], ip[11]]);
+        let c = tep_csum::incremental_update(c, old_word, new_word);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+    } else {
+        ip[1] = (ip[1] & !0x30) | (new << 4);
+    }
+    Ok(())
+}

@@ -1,0 +1,753 @@
+//! The transmit nodes: classify the inner packet, find its tunnel, settle
+//! its own checksum, add the tunnel header, the outer UDP and IP headers,
+//! and fill the outer checksum by the tunnel's mode.
+//!
+//! Each node is one function over a vector. Per-packet state between nodes
+//! lives in [`PacketMeta`](crate::buffer::PacketMeta): `inner_l3`,
+//! `inner_l4`, `inner_proto` describe the inner packet and move with it as
+//! headers are prepended; `tunnel` is set by the lookup.
+
+use crate::buffer::{ChecksumState, PacketId, Pool};
+use crate::config::{ChecksumMode, DontFragment, Dscp, GueRcoEncoding, Ttl};
+use crate::drop::DropReason;
+use crate::kind::TunnelKind;
+use crate::node::NodeStats;
+use crate::tunnel::TunnelTable;
+use crate::vector::PacketVector;
+use core::net::IpAddr;
+use tep_csum::Sum;
+use tep_wire::ethernet::EtherType;
+use tep_wire::gue::{GueFields, GueRepr, RemoteChecksum};
+use tep_wire::ip::IpProtocol;
+use tep_wire::vxlan::{VxlanRco, VxlanRepr};
+
+/// What the inner side hands the encap path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InnerLink {
+    /// IP packets (TUN).
+    Ip,
+    /// Ethernet frames (TAP).
+    Ethernet,
+}
+
+/// Removes the packets a node marked dropped: counts each by its reason on
+/// the node and returns its buffer to the pool.
+pub fn sweep(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) {
+    let mut any = false;
+    for &id in v.as_slice() {
+        any |= pool.meta(id).drop.is_some();
+    }
+    if !any {
+        return;
+    }
+    let mut dropped = PacketVector::new();
+    v.retain(
+        |id| pool.meta(id).drop.is_none(),
+        |id| {
+            // At most as many as the vector held.
+            let _ = dropped.push(id);
+        },
+    );
+    for &id in dropped.as_slice() {
+        if let Some(r) = pool.meta(id).drop {
+            stats.drop(r);
+        }
+        pool.free(id);
+    }
+}
+
+/// What classification learns about an inner IP packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpInfo {
+    /// Offset of the transport header (0 for a fragment or no transport).
+    pub l4: usize,
+    /// Its protocol (0 for a fragment: its checksum covers other pieces).
+    pub proto: u8,
+    /// Where the IP packet ends (its total length).
+    pub end: usize,
+    /// The inner flow hash.
+    pub hash: u32,
+    /// DSCP and ECN (the TOS / traffic class byte).
+    pub tos: u8,
+    /// TTL / hop limit.
+    pub ttl: u8,
+    /// IPv4 DF.
+    pub df: bool,
+}
+
+fn mix(h: u64, w: u64) -> u64 {
+    (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+}
+
+fn finish(h: u64) -> u32 {
+    let h = h ^ (h >> 29);
+    (h ^ (h >> 32)) as u32
+}
+
+fn ports_word(data: &[u8], l4: usize, proto: u8) -> u64 {
+    if matches!(proto, 6 | 17 | 132 | 136) && data.len() >= l4 + 4 {
+        u64::from(u32::from_be_bytes([
+            data[l4],
+            data[l4 + 1],
+            data[l4 + 2],
+            data[l4 + 3],
+        ]))
+    } else {
+        0
+    }
+}
+
+/// Parses the IP packet at `at` enough to tunnel it: lengths, the
+/// transport header, the flow hash (addresses, protocol, ports; fragments
+/// without ports so that all pieces hash alike).
+pub fn parse_ip(data: &[u8], at: usize) -> Result<IpInfo, DropReason> {
+    let p = data.get(at..).ok_or(DropReason::Truncated)?;
+    let first = *p.first().ok_or(DropReason::Truncated)?;
+    match first >> 4 {
+        4 => {
+            let pkt = tep_wire::ipv4::Packet::new_checked(p)?;
+            let ihl = pkt.header_len();
+            let total = usize::from(pkt.total_len());
+            let frag = pkt.is_fragment();
+            let proto = if frag { 0 } else { u8::from(pkt.protocol()) };
+            let l4 = at + ihl;
+            let mut h = mix(
+                0,
+                u64::from(u32::from_be_bytes([p[12], p[13], p[14], p[15]])),
+            );
+            h = mix(
+                h,
+                u64::from(u32::from_be_bytes([p[16], p[17], p[18], p[19]])),
+            );
+            h = mix(h, u64::from(u8::from(pkt.protocol())));
+            h = mix(h, ports_word(data, l4, proto));
+            Ok(IpInfo {
+                l4: if frag { 0 } else { l4 },
+                proto,
+                end: at + total,
+                hash: finish(h),
+                tos: p[1],
+                ttl: pkt.ttl(),
+                df: pkt.dont_frag(),
+            })
+        }
+        6 => {
+            let pkt = tep_wire::ipv6::Packet::new_checked(p)?;
+            let upper = pkt.upper_layer()?;
+            let frag = upper.fragment.is_some();
+            let proto = if frag { 0 } else { u8::from(upper.protocol) };
+            let l4 = at + tep_wire::ipv6::HEADER_LEN + upper.offset;
+            let mut h = 0;
+            for w in p[8..40].chunks_exact(8) {
+                h = mix(h, u64::from_be_bytes(w.try_into().unwrap_or_default()));
+            }
+            h = mix(h, u64::from(pkt.flow_label()));
+            h = mix(h, u64::from(u8::from(upper.protocol)));
+            h = mix(h, ports_word(data, l4, proto));
+            Ok(IpInfo {
+                l4: if frag { 0 } else { l4 },
+                proto,
+                end: at + tep_wire::ipv6::HEADER_LEN + usize::from(pkt.payload_len()),
+                hash: finish(h),
+                tos: pkt.traffic_class(),
+                ttl: pkt.hop_limit(),
+                df: true,
+            })
+        }
+        _ => Err(DropReason::NotIp),
+    }
+}
+
+/// Offset of the IP header inside an Ethernet frame (after up to two VLAN
+/// tags), or `None` when the frame does not carry IP.
+pub fn ethernet_ip_offset(frame: &[u8]) -> Option<usize> {
+    let mut at = 12;
+    for _ in 0..3 {
+        let ty = u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]);
+        match ty {
+            0x8100 | 0x88a8 => at += 4,
+            0x0800 | 0x86dd => return Some(at + 2),
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// Node `encap-classify`: parses the inner packet, records its offsets and
+/// flow hash, and trims link padding after an IP packet.
+pub fn classify(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector, link: InnerLink) {
+    for &id in v.as_slice() {
+        let r = classify_one(pool, id, link);
+        if let Err(reason) = r {
+            pool.meta_mut(id).drop = Some(reason);
+        }
+    }
+    sweep(stats, pool, v);
+}
+
+fn classify_one(pool: &mut Pool, id: PacketId, link: InnerLink) -> Result<(), DropReason> {
+    let data = pool.data(id);
+    match link {
+        InnerLink::Ip => {
+            let info = parse_ip(data, 0)?;
+            if !pool.truncate(id, info.end) {
+                return Err(DropReason::BadLength);
+            }
+            let m = pool.meta_mut(id);
+            m.l2 = 0;
+            m.l3 = 0;
+            m.inner = 0;
+            m.inner_l3 = 0;
+            m.inner_l4 = info.l4 as u16;
+            m.inner_proto = info.proto;
+            m.flow_hash = info.hash;
+        }
+        InnerLink::Ethernet => {
+            if data.len() < 14 {
+                return Err(DropReason::Truncated);
+            }
+            let (l3, l4, proto, hash) = match ethernet_ip_offset(data) {
+                Some(l3) => {
+                    let info = parse_ip(data, l3)?;
+                    if info.end > data.len() {
+                        return Err(DropReason::BadLength);
+                    }
+                    (l3, info.l4, info.proto, info.hash)
+                }
+                None => {
+                    let mut h = 0;
+                    for w in data[..12].chunks_exact(6) {
+                        let mut b = [0u8; 8];
+                        b[..6].copy_from_slice(w);
+                        h = mix(h, u64::from_be_bytes(b));
+                    }
+                    (0, 0, 0, finish(h))
+                }
+            };
+            let m = pool.meta_mut(id);
+            m.l2 = 0;
+            m.l3 = l3 as u16;
+            m.inner = 0;
+            m.inner_l3 = l3 as u16;
+            m.inner_l4 = l4 as u16;
+            m.inner_proto = proto;
+            m.flow_hash = hash;
+        }
+    }
+    Ok(())
+}
+
+/// The last hit of the transmit lookup, kept for one vector (VPP keeps a
+/// per-vector cache like this in front of its FIB).
+#[derive(Clone, Copy, Debug, Default)]
+struct LastHit {
+    key: Option<(u8, u128)>,
+    tunnel: u32,
+}
+
+/// Node `tunnel-lookup`: the tunnel for each inner packet: by destination
+/// MAC for Ethernet frames (L2 tunnels), else by destination prefix.
+/// Frames that no L2 tunnel takes but carry IP lose their Ethernet header
+/// and are routed as IP.
+pub fn lookup(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    table: &TunnelTable,
+    link: InnerLink,
+) {
+    let mut last = LastHit::default();
+    for &id in v.as_slice() {
+        let r = lookup_one(pool, id, table, link, &mut last);
+        match r {
+            Ok(t) => pool.meta_mut(id).tunnel = t,
+            Err(reason) => pool.meta_mut(id).drop = Some(reason),
+        }
+    }
+    sweep(stats, pool, v);
+}
+
+fn lookup_one(
+    pool: &mut Pool,
+    id: PacketId,
+    table: &TunnelTable,
+    link: InnerLink,
+    last: &mut LastHit,
+) -> Result<u32, DropReason> {
+    let m = *pool.meta(id);
+    let data = pool.data(id);
+    if link == InnerLink::Ethernet {
+        // An Ethernet frame.
+        let mut dst = [0u8; 6];
+        dst.copy_from_slice(&data[..6]);
+        if let Some(t) = table.route_mac(dst) {
+            return Ok(t);
+        }
+        if m.inner_l3 == 0 {
+            return Err(DropReason::NoRoute);
+        }
+        // Route the IP packet inside.
+        let l3 = usize::from(m.inner_l3);
+        let info = parse_ip(data, l3)?;
+        pool.trim_front(id, l3);
+        pool.truncate(id, info.end - l3);
+        let mm = pool.meta_mut(id);
+        mm.l3 = 0;
+        mm.inner_l3 = 0;
+        mm.inner_l4 = if info.l4 == 0 {
+            0
+        } else {
+            (info.l4 - l3) as u16
+        };
+        if let ChecksumState::Partial { start, offset } = mm.csum {
+            let l3 = l3 as u16;
+            if start < l3 {
+                return Err(DropReason::Malformed);
+            }
+            mm.csum = ChecksumState::Partial {
+                start: start - l3,
+                offset: offset - l3,
+            };
+        }
+    }
+    let data = pool.data(id);
+    let (family, key) = match data[0] >> 4 {
+        4 => (
+            4u8,
+            u128::from(u32::from_be_bytes([data[16], data[17], data[18], data[19]])),
+        ),
+        _ => {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&data[24..40]);
+            (6u8, u128::from_be_bytes(a))
+        }
+    };
+    if last.key == Some((family, key)) {
+        return Ok(last.tunnel);
+    }
+    let t = if family == 4 {
+        table.route_v4(key as u32)
+    } else {
+        table.route_v6(key)
+    }
+    .ok_or(DropReason::NoRoute)?;
+    // FOU without a header says the inner family by its port alone.
+    let kind = table.get(t).kind;
+    if (kind == TunnelKind::FouIpip && family != 4) || (kind == TunnelKind::FouSit && family != 6) {
+        return Err(DropReason::NoRoute);
+    }
+    *last = LastHit {
+        key: Some((family, key)),
+        tunnel: t,
+    };
+    Ok(t)
+}
+
+/// Whether a tunnel sends RCO for an inner checksum at (start, offset) from
+/// the tunnel payload start: only in `remote` mode, only where the kind's
+/// header can say it.
+fn rco_encodable(kind: TunnelKind, start: u16, offset: u16) -> bool {
+    match kind {
+        TunnelKind::Vxlan => {
+            let udp = offset.wrapping_sub(start) == 6;
+            let tcp = offset.wrapping_sub(start) == 16;
+            (udp || tcp) && VxlanRco::new(start, udp).is_some()
+        }
+        TunnelKind::Gue => offset >= start && offset & 1 == 0,
+        _ => false,
+    }
+}
+
+/// Node `inner-checksum`: a partial inner checksum (from a TUN with
+/// checksum offload) is finished in software, except where the tunnel sends
+/// it to the peer with remote checksum offload.
+pub fn inner_checksum(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    table: &TunnelTable,
+) {
+    for &id in v.as_slice() {
+        let m = *pool.meta(id);
+        let ChecksumState::Partial { start, offset } = m.csum else {
+            continue;
+        };
+        let t = table.get(m.tunnel);
+        if t.checksum == ChecksumMode::Remote && rco_encodable(t.kind, start, offset) {
+            continue;
+        }
+        let data = pool.data_mut(id);
+        let (s, o) = (usize::from(start), usize::from(offset));
+        if o + 2 > data.len() || s > o || o & 1 != (s & 1) {
+            pool.meta_mut(id).drop = Some(DropReason::Malformed);
+            continue;
+        }
+        let c = Sum::of(&data[s..]).checksum();
+        data[o..o + 2].copy_from_slice(&c.to_be_bytes());
+        pool.meta_mut(id).csum = ChecksumState::None;
+    }
+    sweep(stats, pool, v);
+}
+
+/// Moves the inner offsets after `n` bytes were prepended.
+fn shift(pool: &mut Pool, id: PacketId, n: usize) {
+    let m = pool.meta_mut(id);
+    let n = n as u16;
+    m.inner += n;
+    m.inner_l3 += n;
+    if m.inner_l4 != 0 {
+        m.inner_l4 += n;
+    }
+    if let ChecksumState::Partial { start, offset } = m.csum {
+        m.csum = ChecksumState::Partial {
+            start: start + n,
+            offset: offset + n,
+        };
+    }
+}
+
+/// The EtherType of the inner packet (for GRE and Geneve protocol fields).
+fn inner_ethertype(pool: &Pool, id: PacketId, kind: TunnelKind) -> EtherType {
+    if kind.carries_ethernet() {
+        return EtherType::TransparentEthernet;
+    }
+    match pool.data(id).first().map(|b| b >> 4) {
+        Some(6) => EtherType::Ipv6,
+        _ => EtherType::Ipv4,
+    }
+}
+
+/// Node `<kind>-encap`: writes the tunnel header in front of each inner
+/// packet of a vector of one kind.
+pub fn tunnel_encap(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    table: &TunnelTable,
+    kind: TunnelKind,
+) {
+    for &id in v.as_slice() {
+        if let Err(r) = tunnel_encap_one(pool, id, table, kind) {
+            pool.meta_mut(id).drop = Some(r);
+        }
+    }
+    sweep(stats, pool, v);
+}
+
+fn tunnel_encap_one(
+    pool: &mut Pool,
+    id: PacketId,
+    table: &TunnelTable,
+    kind: TunnelKind,
+) -> Result<(), DropReason> {
+    let m = *pool.meta(id);
+    let t = table.get(m.tunnel);
+    let payload_len = pool.data(id).len();
+    let rco = match m.csum {
+        ChecksumState::Partial { start, offset } => Some((start, offset)),
+        _ => None,
+    };
+    match kind {
+        TunnelKind::Vxlan => {
+            let repr = VxlanRepr {
+                vni: t.vni,
+                rco: rco.and_then(|(s, o)| VxlanRco::new(s, o - s == 6)),
+                gbp: None,
+                gpe: None,
+            };
+            let h = pool.prepend(id, 8).ok_or(DropReason::TooBig)?;
+            repr.emit(&mut tep_wire::vxlan::Packet::new_unchecked(h));
+            shift(pool, id, 8);
+        }
+        TunnelKind::Geneve => {
+            let repr = tep_wire::geneve::GeneveRepr {
+                vni: t.vni,
+                protocol: EtherType::TransparentEthernet,
+                oam: false,
+                critical: false,
+                options: &[],
+            };
+            let n = repr.buffer_len();
+            let h = pool.prepend(id, n).ok_or(DropReason::TooBig)?;
+            repr.emit(&mut tep_wire::geneve::Packet::new_unchecked(h));
+            shift(pool, id, n);
+        }
+        TunnelKind::Gtpu => {
+            let mut repr = tep_wire::gtpu::GtpuRepr::gpdu(t.teid);
+            if let Some(qfi) = t.qfi {
+                // Capacity 4, one used: cannot fail.
+                let _ = repr
+                    .extensions
+                    .push(tep_wire::gtpu::Extension::PduSessionContainer(
+                        tep_wire::gtpu::PduSessionContainer::ul(qfi),
+                    ));
+            }
+            let n = repr.buffer_len();
+            if payload_len + n - tep_wire::gtpu::HEADER_LEN > usize::from(u16::MAX) {
+                return Err(DropReason::TooBig);
+            }
+            let h = pool.prepend(id, n).ok_or(DropReason::TooBig)?;
+            repr.emit(h, payload_len);
+            shift(pool, id, n);
+        }
+        TunnelKind::GreInUdp | TunnelKind::FouGre => {
+            let repr = tep_wire::gre::GreRepr {
+                protocol: inner_ethertype(pool, id, kind),
+                checksum: false,
+                key: t.key,
+                sequence: None,
+            };
+            let n = repr.buffer_len();
+            let h = pool.prepend(id, n).ok_or(DropReason::TooBig)?;
+            repr.emit(&mut tep_wire::gre::Packet::new_unchecked(h));
+            shift(pool, id, n);
+        }
+        TunnelKind::Gue => {
+            let proto = match inner_ethertype(pool, id, kind) {
+                EtherType::Ipv6 => IpProtocol::Ipv6,
+                _ => IpProtocol::Ipv4,
+            };
+            let rco = rco.map(|(start, offset)| RemoteChecksum { start, offset });
+            let fields = match (rco, t.gue_rco) {
+                (None, _) => GueFields::None,
+                (Some(r), GueRcoEncoding::Linux) => GueFields::Linux { rco: Some(r) },
+                (Some(r), GueRcoEncoding::Ietf) => GueFields::Ietf {
+                    group_id: None,
+                    rco: Some(r),
+                },
+            };
+            let repr = GueRepr::Data { proto, fields };
+            let n = repr.buffer_len();
+            let h = pool.prepend(id, n).ok_or(DropReason::TooBig)?;
+            repr.emit(&mut tep_wire::gue::Packet::new_unchecked(h));
+            shift(pool, id, n);
+        }
+        TunnelKind::FouIpip | TunnelKind::FouSit => {}
+    }
+    Ok(())
+}
+
+/// Per-tunnel transmit state kept by the pipeline.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TxState {
+    /// The next outer IPv4 identification.
+    pub ip_id: u16,
+}
+
+/// Reads TOS, TTL and DF of the inner IP packet (or defaults when the
+/// inner is not IP).
+fn inner_ip_fields(data: &[u8], inner_l3: usize, has_ip: bool) -> (u8, u8, bool) {
+    if !has_ip {
+        return (0, 64, false);
+    }
+    match data[inner_l3] >> 4 {
+        4 => (
+            data[inner_l3 + 1],
+            data[inner_l3 + 8],
+            data[inner_l3 + 6] & 0x40 != 0,
+        ),
+        _ => {
+            let tc = ((data[inner_l3] & 0x0f) << 4) | (data[inner_l3 + 1] >> 4);
+            (tc, data[inner_l3 + 7], false)
+        }
+    }
+}
+
+/// Node `ip-udp-encap`: writes the outer UDP header and the outer IPv4 or
+/// IPv6 header: source port from the flow hash inside the tunnel's range,
+/// TTL and DSCP per tunnel, ECN copied (RFC 6040 normal mode), DF per
+/// tunnel, IPv4 header checksum, IPv6 flow label from the flow hash.
+pub fn ip_udp_encap(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    table: &TunnelTable,
+    state: &mut [TxState],
+) {
+    for &id in v.as_slice() {
+        if let Err(r) = ip_udp_encap_one(pool, id, table, state) {
+            pool.meta_mut(id).drop = Some(r);
+        }
+    }
+    sweep(stats, pool, v);
+}
+
+fn ip_udp_encap_one(
+    pool: &mut Pool,
+    id: PacketId,
+    table: &TunnelTable,
+    state: &mut [TxState],
+) -> Result<(), DropReason> {
+    let m = *pool.meta(id);
+    let t = table.get(m.tunnel);
+    let udp_len = pool.data(id).len() + 8;
+    let has_ip = m.inner_l3 != m.inner || !t.kind.carries_ethernet();
+    let (tos, ttl, df) = inner_ip_fields(pool.data(id), usize::from(m.inner_l3), has_ip);
+    let ttl = match t.ttl {
+        Ttl::Inherit => ttl,
+        Ttl::Fixed(v) => v,
+    };
+    let dscp = match t.dscp {
+        Dscp::Inherit => tos >> 2,
+        Dscp::Fixed(d) => d,
+    };
+    let tos = (dscp << 2) | (tos & 0x03);
+    let (lo, hi) = t.source_ports;
+    let span = u64::from(hi - lo) + 1;
+    let sport = lo + ((u64::from(m.flow_hash) * span) >> 32) as u16;
+    let hdr = match t.local {
+        IpAddr::V4(_) => 28,
+        IpAddr::V6(_) => 48,
+    };
+    if udp_len > usize::from(u16::MAX) || (hdr == 28 && udp_len + 20 > usize::from(u16::MAX)) {
+        return Err(DropReason::TooBig);
+    }
+    let h = pool.prepend(id, hdr).ok_or(DropReason::TooBig)?;
+    let udp = &mut h[hdr - 8..];
+    udp[0..2].copy_from_slice(&sport.to_be_bytes());
+    udp[2..4].copy_from_slice(&t.remote_port.to_be_bytes());
+    udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+    udp[6..8].copy_from_slice(&[0, 0]);
+    match (t.local, t.remote) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => {
+            let st = &mut state[m.tunnel as usize];
+            let ident = st.ip_id;
+            st.ip_id = st.ip_id.wrapping_add(1);
+            let df = match t.df {
+                DontFragment::Set => true,
+                DontFragment::Unset => false,
+                DontFragment::Inherit => df,
+            };
+            let ip = &mut h[..20];
+            ip[0] = 0x45;
+            ip[1] = tos;
+            ip[2..4].copy_from_slice(&((udp_len + 20) as u16).to_be_bytes());
+            ip[4..6].copy_from_slice(&ident.to_be_bytes());
+            ip[6..8].copy_from_slice(&(if df { 0x4000u16 } else { 0 }).to_be_bytes());
+            ip[8] = ttl;
+            ip[9] = 17;
+            ip[10..12].copy_from_slice(&[0, 0]);
+            ip[12..16].copy_from_slice(&src.octets());
+            ip[16..20].copy_from_slice(&dst.octets());
+            let c = Sum::of(ip).checksum();
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+        }
+        (IpAddr::V6(src), IpAddr::V6(dst)) => {
+            // RFC 6438: the flow label carries the inner flow's entropy;
+            // zero means "no label", so it is avoided.
+            let label = match m.flow_hash & 0xf_ffff {
+                0 => 1,
+                l => l,
+            };
+            let w = (6u32 << 28) | (u32::from(tos) << 20) | label;
+            let ip = &mut h[..40];
+            ip[0..4].copy_from_slice(&w.to_be_bytes());
+            ip[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+            ip[6] = 17;
+            ip[7] = ttl;
+            ip[8..24].copy_from_slice(&src.octets());
+            ip[24..40].copy_from_slice(&dst.octets());
+        }
+        // The config forbids mixed families.
+        _ => return Err(DropReason::Malformed),
+    }
+    shift(pool, id, hdr);
+    let m = pool.meta_mut(id);
+    m.l2 = 0;
+    m.l3 = 0;
+    m.l4 = (hdr - 8) as u16;
+    Ok(())
+}
+
+/// The pseudo-header sum of the outer UDP datagram.
+fn outer_pseudo(data: &[u8], l4: usize) -> Sum {
+    let len = data.len() - l4;
+    if data[0] >> 4 == 4 {
+        let mut s = [0u8; 4];
+        let mut d = [0u8; 4];
+        s.copy_from_slice(&data[12..16]);
+        d.copy_from_slice(&data[16..20]);
+        tep_csum::pseudo_header_v4(s, d, 17, len as u16)
+    } else {
+        let mut s = [0u8; 16];
+        let mut d = [0u8; 16];
+        s.copy_from_slice(&data[8..24]);
+        d.copy_from_slice(&data[24..40]);
+        tep_csum::pseudo_header_v6(&s, &d, 17, len as u32)
+    }
+}
+
+/// The pseudo-header sum of the inner transport header for local checksum
+/// offload, or `None` when the inner packet has no checksum that covers it
+/// (not TCP/UDP/ICMP, a fragment, or a UDP checksum of zero).
+fn inner_pseudo(data: &[u8], l3: usize, l4: usize, proto: u8) -> Option<Sum> {
+    if l4 == 0 {
+        return None;
+    }
+    let len = data.len() - l4;
+    match proto {
+        6 | 58 => {}
+        17 => {
+            if data.get(l4 + 6..l4 + 8)? == [0, 0] {
+                return None;
+            }
+        }
+        // ICMPv4 sums no pseudo-header.
+        1 => return Some(Sum::from_value(0)),
+        _ => return None,
+    }
+    if data[l3] >> 4 == 4 {
+        let mut s = [0u8; 4];
+        let mut d = [0u8; 4];
+        s.copy_from_slice(&data[l3 + 12..l3 + 16]);
+        d.copy_from_slice(&data[l3 + 16..l3 + 20]);
+        Some(tep_csum::pseudo_header_v4(s, d, proto, len as u16))
+    } else {
+        let mut s = [0u8; 16];
+        let mut d = [0u8; 16];
+        s.copy_from_slice(&data[l3 + 8..l3 + 24]);
+        d.copy_from_slice(&data[l3 + 24..l3 + 40]);
+        Some(tep_csum::pseudo_header_v6(&s, &d, proto, len as u32))
+    }
+}
+
+/// Node `udp-checksum`: the outer UDP checksum by the tunnel's mode.
+pub fn udp_checksum(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable) {
+    for &id in v.as_slice() {
+        let m = *pool.meta(id);
+        let mode = table.get(m.tunnel).checksum;
+        let l4 = usize::from(m.l4);
+        let data = pool.data_mut(id);
+        let pseudo = outer_pseudo(data, l4);
+        let (value, state) = match mode {
+            ChecksumMode::Zero => (0, ChecksumState::Zero),
+            ChecksumMode::Offload => (
+                pseudo.value(),
+                ChecksumState::Partial {
+                    start: l4 as u16,
+                    offset: (l4 + 6) as u16,
+                },
+            ),
+            ChecksumMode::Lco => {
+                let il4 = usize::from(m.inner_l4);
+                let inner_complete = !matches!(m.csum, ChecksumState::Partial { .. });
+                match inner_pseudo(data, usize::from(m.inner_l3), il4, m.inner_proto) {
+                    Some(ip) if inner_complete => (
+                        tep_csum::local_checksum_offload(pseudo, &data[l4..il4], ip),
+                        ChecksumState::None,
+                    ),
+                    _ => (
+                        pseudo.add(Sum::of(&data[l4..])).udp_checksum(),
+                        ChecksumState::None,
+                    ),
+                }
+            }
+            ChecksumMode::Full | ChecksumMode::Remote => (
+                pseudo.add(Sum::of(&data[l4..])).udp_checksum(),
+                ChecksumState::None,
+            ),
+        };
+        data[l4 + 6..l4 + 8].copy_from_slice(&value.to_be_bytes());
+        pool.meta_mut(id).csum = state;
+    }
+}

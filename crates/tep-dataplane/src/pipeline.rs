@@ -1,0 +1,311 @@
+//! The pipeline: the encap and decap node graphs over one tunnel table,
+//! with the runtime counters of every node. One per worker.
+
+use crate::buffer::Pool;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::decap::{self, GtpuResponder, RateLimit, Replies};
+use crate::drop::DropReason;
+use crate::encap::{self, InnerLink, TxState};
+use crate::kind::TunnelKind;
+use crate::node::{NodeIndex, Runtime};
+use crate::tunnel::TunnelTable;
+use crate::vector::PacketVector;
+
+/// Where a decap output goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Inner packets and frames, to the TUN/TAP side.
+    Inner,
+    /// Outer packets back to peers (GTP-U Echo Responses, Error
+    /// Indications), to the UDP side.
+    Reply,
+}
+
+/// How the pipeline is wired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PipelineOptions {
+    /// What the inner side gives the encap path.
+    pub inner_link: InnerLink,
+    /// Coalesce decapsulated inner TCP/UDP flows (GRO).
+    pub gro: bool,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions {
+            inner_link: InnerLink::Ip,
+            gro: false,
+        }
+    }
+}
+
+/// Packet counts at the pipeline's edges. With the node drops they balance:
+/// `encap_in + segments_added = encap_out + encap drops` and
+/// `decap_in = decap_out + coalesced + answered + decap drops`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Inner packets given to `encap`.
+    pub encap_in: u64,
+    /// Outer packets handed to the sink.
+    pub encap_out: u64,
+    /// Extra packets GSO made (segments minus super-packets).
+    pub segments_added: u64,
+    /// Outer packets given to `decap`.
+    pub decap_in: u64,
+    /// Inner packets handed to the sink.
+    pub decap_out: u64,
+    /// Inner packets GRO merged into others.
+    pub coalesced: u64,
+    /// Requests answered (their buffer became the reply).
+    pub answered: u64,
+    /// Packets generated (Error Indications).
+    pub generated: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Nodes {
+    classify: NodeIndex,
+    lookup: NodeIndex,
+    inner_checksum: NodeIndex,
+    encap: [NodeIndex; 8],
+    ip_udp_encap: NodeIndex,
+    udp_checksum: NodeIndex,
+    ip_input: NodeIndex,
+    udp_input: NodeIndex,
+    decap: [NodeIndex; 8],
+    verify: NodeIndex,
+    output: NodeIndex,
+}
+
+const ENCAP_NAMES: [&str; 8] = [
+    "vxlan-encap",
+    "geneve-encap",
+    "gtpu-encap",
+    "gre-encap",
+    "gue-encap",
+    "fou-ipip-encap",
+    "fou-sit-encap",
+    "fou-gre-encap",
+];
+
+const DECAP_NAMES: [&str; 8] = [
+    "vxlan-decap",
+    "geneve-decap",
+    "gtpu-decap",
+    "gre-decap",
+    "gue-decap",
+    "fou-ipip-decap",
+    "fou-sit-decap",
+    "fou-gre-decap",
+];
+
+/// The encap and decap paths of one worker.
+#[derive(Debug)]
+pub struct Pipeline<C: Clock> {
+    table: TunnelTable,
+    options: PipelineOptions,
+    runtime: Runtime<C>,
+    nodes: Nodes,
+    tx: Vec<TxState>,
+    gtpu: GtpuResponder,
+    by_kind: Box<[PacketVector; 8]>,
+    replies: Box<PacketVector>,
+    counters: Counters,
+}
+
+fn kind_index(k: TunnelKind) -> usize {
+    TunnelKind::ALL.iter().position(|&x| x == k).unwrap_or(0)
+}
+
+impl<C: Clock> Pipeline<C> {
+    /// A pipeline for a validated config, timed by `clock`.
+    pub fn new(config: &Config, clock: C, options: PipelineOptions) -> Pipeline<C> {
+        let mut runtime = Runtime::new(clock);
+        let nodes = Nodes {
+            classify: runtime.register("encap-classify"),
+            lookup: runtime.register("tunnel-lookup"),
+            inner_checksum: runtime.register("inner-checksum"),
+            encap: ENCAP_NAMES.map(|n| runtime.register(n)),
+            ip_udp_encap: runtime.register("ip-udp-encap"),
+            udp_checksum: runtime.register("udp-checksum"),
+            ip_input: runtime.register("ip-input"),
+            udp_input: runtime.register("udp-input"),
+            decap: DECAP_NAMES.map(|n| runtime.register(n)),
+            verify: runtime.register("udp-checksum-verify"),
+            output: runtime.register("decap-output"),
+        };
+        Pipeline {
+            table: TunnelTable::new(config),
+            options,
+            runtime,
+            nodes,
+            tx: vec![TxState::default(); config.tunnels.len()],
+            gtpu: GtpuResponder {
+                restart_counter: config.dataplane.restart_counter,
+                limit: RateLimit::new(config.dataplane.error_indication_rate),
+                sequence: 0,
+            },
+            by_kind: Box::new(core::array::from_fn(|_| PacketVector::new())),
+            replies: Box::new(PacketVector::new()),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The tunnel table.
+    pub fn table(&self) -> &TunnelTable {
+        &self.table
+    }
+
+    /// The per-node counters.
+    pub fn runtime(&self) -> &Runtime<C> {
+        &self.runtime
+    }
+
+    /// The edge counters.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// All drops of all nodes.
+    pub fn drops_total(&self) -> u64 {
+        self.runtime.nodes().iter().map(|n| n.drops_total()).sum()
+    }
+
+    /// Drops of one reason over all nodes.
+    pub fn drops(&self, reason: DropReason) -> u64 {
+        self.runtime
+            .nodes()
+            .iter()
+            .map(|n| n.drops[reason as usize])
+            .sum()
+    }
+
+    /// Encapsulates a vector of inner packets. The finished outer packets
+    /// (IP header at offset 0) go to `sink`, which takes their buffers;
+    /// `input` is left empty.
+    pub fn encap(
+        &mut self,
+        pool: &mut Pool,
+        input: &mut PacketVector,
+        sink: &mut dyn FnMut(&mut Pool, &mut PacketVector),
+    ) {
+        self.counters.encap_in += input.len() as u64;
+        self.encap_vector(pool, input);
+        self.counters.encap_out += input.len() as u64;
+        if !input.is_empty() {
+            sink(pool, input);
+        }
+        input.clear();
+    }
+
+    fn encap_vector(&mut self, pool: &mut Pool, v: &mut PacketVector) {
+        let Pipeline {
+            table,
+            options,
+            runtime,
+            nodes,
+            tx,
+            by_kind,
+            ..
+        } = self;
+        let link = options.inner_link;
+        runtime.run(nodes.classify, v.len(), |s| {
+            encap::classify(s, pool, v, link)
+        });
+        runtime.run(nodes.lookup, v.len(), |s| {
+            encap::lookup(s, pool, v, table, link)
+        });
+        runtime.run(nodes.inner_checksum, v.len(), |s| {
+            encap::inner_checksum(s, pool, v, table)
+        });
+        for &id in v.as_slice() {
+            let k = kind_index(table.get(pool.meta(id).tunnel).kind);
+            let _ = by_kind[k].push(id);
+        }
+        v.clear();
+        for (k, kv) in by_kind.iter_mut().enumerate() {
+            if kv.is_empty() {
+                continue;
+            }
+            let kind = TunnelKind::ALL[k];
+            runtime.run(nodes.encap[k], kv.len(), |s| {
+                encap::tunnel_encap(s, pool, kv, table, kind)
+            });
+            for &id in kv.as_slice() {
+                let _ = v.push(id);
+            }
+            kv.clear();
+        }
+        runtime.run(nodes.ip_udp_encap, v.len(), |s| {
+            encap::ip_udp_encap(s, pool, v, table, tx)
+        });
+        runtime.run(nodes.udp_checksum, v.len(), |_| {
+            encap::udp_checksum(pool, v, table)
+        });
+    }
+
+    /// Decapsulates a vector of outer packets (IP header at offset 0).
+    /// Inner packets go to `sink` with [`Output::Inner`], replies with
+    /// [`Output::Reply`]; the sink takes their buffers. `now_ns` (any
+    /// monotonic nanoseconds) paces generated packets.
+    pub fn decap(
+        &mut self,
+        pool: &mut Pool,
+        input: &mut PacketVector,
+        now_ns: u64,
+        sink: &mut dyn FnMut(Output, &mut Pool, &mut PacketVector),
+    ) {
+        self.counters.decap_in += input.len() as u64;
+        let Pipeline {
+            table,
+            runtime,
+            nodes,
+            by_kind,
+            replies,
+            gtpu,
+            counters,
+            ..
+        } = self;
+        let v = input;
+        runtime.run(nodes.ip_input, v.len(), |s| decap::ip_input(s, pool, v));
+        runtime.run(nodes.udp_input, v.len(), |s| {
+            decap::udp_input(s, pool, v, table, by_kind)
+        });
+        let mut r = Replies {
+            out: replies,
+            answered: 0,
+            generated: 0,
+        };
+        for (k, kv) in by_kind.iter_mut().enumerate() {
+            if kv.is_empty() {
+                continue;
+            }
+            let kind = TunnelKind::ALL[k];
+            runtime.run(nodes.decap[k], kv.len(), |s| {
+                decap::tunnel_decap(s, pool, kv, table, kind, gtpu, &mut r, now_ns)
+            });
+            for &id in kv.as_slice() {
+                let _ = v.push(id);
+            }
+            kv.clear();
+        }
+        counters.answered += r.answered;
+        counters.generated += r.generated;
+        runtime.run(nodes.verify, v.len(), |s| {
+            decap::udp_checksum_verify(s, pool, v, table)
+        });
+        runtime.run(nodes.output, v.len(), |s| {
+            decap::decap_output(s, pool, v, table)
+        });
+        counters.decap_out += v.len() as u64;
+        if !v.is_empty() {
+            sink(Output::Inner, pool, v);
+        }
+        v.clear();
+        if !replies.is_empty() {
+            sink(Output::Reply, pool, replies);
+        }
+        replies.clear();
+    }
+}

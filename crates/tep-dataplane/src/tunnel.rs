@@ -1,0 +1,341 @@
+//! The tunnel table: transmit lookups (inner prefix, inner MAC) and receive
+//! lookups (local port → kind, then remote address + VNI/TEID/key), built
+//! once from the config. Lookups allocate nothing.
+
+use crate::config::{ChecksumMode, Config, TunnelConfig};
+use crate::drop::DropReason;
+use crate::kind::TunnelKind;
+use core::hash::{BuildHasherDefault, Hasher};
+use core::net::IpAddr;
+use std::collections::HashMap;
+use tep_wire::ethernet::EthernetAddress;
+
+/// A multiply-rotate hasher for the small fixed-size keys of the receive
+/// table: std's SipHash defends against hash flooding at ~20 ns a key,
+/// which the per-packet path cannot afford, and the keys here come from the
+/// operator's config, not the attacker (a packet only chooses which
+/// existing key it asks for).
+#[derive(Default, Clone, Copy, Debug)]
+pub struct FastHasher(u64);
+
+impl Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+
+/// What identifies a tunnel on receive besides port and peer: the VNI, the
+/// TEID, the GRE key (or its absence), nothing (GUE, FOU).
+pub fn receive_id(t: &TunnelConfig) -> u64 {
+    match t.kind {
+        TunnelKind::Vxlan | TunnelKind::Geneve => u64::from(t.vni),
+        TunnelKind::Gtpu => u64::from(t.local_teid),
+        TunnelKind::GreInUdp | TunnelKind::FouGre => gre_id(t.key),
+        TunnelKind::Gue | TunnelKind::FouIpip | TunnelKind::FouSit => 0,
+    }
+}
+
+/// The receive id of a GRE header's key: keyless is distinct from key 0.
+pub const fn gre_id(key: Option<u32>) -> u64 {
+    match key {
+        Some(k) => k as u64,
+        None => 1 << 32,
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Route4 {
+    net: u32,
+    mask: u32,
+    tunnel: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Route6 {
+    net: u128,
+    mask: u128,
+    tunnel: u32,
+}
+
+/// The tunnels and their lookup structures.
+#[derive(Debug)]
+pub struct TunnelTable {
+    tunnels: Vec<TunnelConfig>,
+    // Longest prefix first; a linear scan behind the last-hit cache is
+    // enough for the tens of prefixes a tunnel endpoint routes.
+    routes4: Vec<Route4>,
+    routes6: Vec<Route6>,
+    macs: FastMap<[u8; 6], u32>,
+    default_l2: Option<u32>,
+    ports: FastMap<u16, TunnelKind>,
+    // (local port, id) → the tunnels with that id, to tell a wrong peer from
+    // an unknown id.
+    receive: FastMap<(u16, u64), Vec<u32>>,
+}
+
+impl TunnelTable {
+    /// Builds the table from a validated config.
+    pub fn new(config: &Config) -> TunnelTable {
+        let mut t = TunnelTable {
+            tunnels: config.tunnels.clone(),
+            routes4: Vec::new(),
+            routes6: Vec::new(),
+            macs: FastMap::default(),
+            default_l2: None,
+            ports: FastMap::default(),
+            receive: FastMap::default(),
+        };
+        for (i, tun) in config.tunnels.iter().enumerate() {
+            let i = i as u32;
+            for p in &tun.inner_prefixes {
+                match p.addr {
+                    IpAddr::V4(a) => {
+                        let mask = u32::MAX.checked_shl(32 - u32::from(p.len)).unwrap_or(0);
+                        t.routes4.push(Route4 {
+                            net: u32::from(a) & mask,
+                            mask,
+                            tunnel: i,
+                        });
+                    }
+                    IpAddr::V6(a) => {
+                        let mask = u128::MAX.checked_shl(128 - u32::from(p.len)).unwrap_or(0);
+                        t.routes6.push(Route6 {
+                            net: u128::from(a) & mask,
+                            mask,
+                            tunnel: i,
+                        });
+                    }
+                }
+            }
+            if tun.kind.carries_ethernet() {
+                if tun.inner_macs.is_empty() {
+                    t.default_l2.get_or_insert(i);
+                }
+                for m in &tun.inner_macs {
+                    t.macs.entry(m.0).or_insert(i);
+                }
+            }
+            t.ports.entry(tun.local_port).or_insert(tun.kind);
+            t.receive
+                .entry((tun.local_port, receive_id(tun)))
+                .or_default()
+                .push(i);
+        }
+        t.routes4
+            .sort_by_key(|r| core::cmp::Reverse(r.mask.count_ones()));
+        t.routes6
+            .sort_by_key(|r| core::cmp::Reverse(r.mask.count_ones()));
+        t
+    }
+
+    /// The tunnels, indexed by tunnel number.
+    pub fn tunnels(&self) -> &[TunnelConfig] {
+        &self.tunnels
+    }
+
+    /// One tunnel.
+    #[inline]
+    pub fn get(&self, index: u32) -> &TunnelConfig {
+        &self.tunnels[index as usize]
+    }
+
+    /// The tunnel routing an inner IPv4 destination (longest prefix).
+    pub fn route_v4(&self, dst: u32) -> Option<u32> {
+        self.routes4
+            .iter()
+            .find(|r| dst & r.mask == r.net)
+            .map(|r| r.tunnel)
+    }
+
+    /// The tunnel routing an inner IPv6 destination (longest prefix).
+    pub fn route_v6(&self, dst: u128) -> Option<u32> {
+        self.routes6
+            .iter()
+            .find(|r| dst & r.mask == r.net)
+            .map(|r| r.tunnel)
+    }
+
+    /// The L2 tunnel for an inner destination MAC: its own tunnel, else the
+    /// default one (broadcast and multicast go to the default too).
+    pub fn route_mac(&self, dst: [u8; 6]) -> Option<u32> {
+        self.macs.get(&dst).copied().or(self.default_l2)
+    }
+
+    /// Whether any tunnel carries Ethernet.
+    pub fn has_l2(&self) -> bool {
+        self.tunnels.iter().any(|t| t.kind.carries_ethernet())
+    }
+
+    /// The kind received on a local UDP port.
+    #[inline]
+    pub fn kind_on_port(&self, port: u16) -> Option<TunnelKind> {
+        self.ports.get(&port).copied()
+    }
+
+    /// The tunnel a datagram belongs to, from its local port, peer address
+    /// and tunnel id; the reason to drop it otherwise.
+    #[inline]
+    pub fn receive(
+        &self,
+        kind: TunnelKind,
+        port: u16,
+        remote: IpAddr,
+        id: u64,
+    ) -> Result<u32, DropReason> {
+        match self.receive.get(&(port, id)) {
+            Some(list) => list
+                .iter()
+                .copied()
+                .find(|&i| self.tunnels[i as usize].remote == remote)
+                .ok_or(DropReason::WrongPeer),
+            None => Err(match kind {
+                TunnelKind::Vxlan | TunnelKind::Geneve => DropReason::UnknownVni,
+                TunnelKind::Gtpu => DropReason::UnknownTeid,
+                TunnelKind::GreInUdp | TunnelKind::FouGre => DropReason::UnknownKey,
+                // No id: a peer on the port with no tunnel to it.
+                TunnelKind::Gue | TunnelKind::FouIpip | TunnelKind::FouSit => DropReason::WrongPeer,
+            }),
+        }
+    }
+
+    /// Whether a tunnel's checksum mode leaves the outer checksum to the I/O
+    /// layer.
+    pub fn wants_offload(&self, index: u32) -> bool {
+        self.get(index).checksum == ChecksumMode::Offload
+    }
+}
+
+/// The address bytes of an inner destination MAC.
+pub fn mac(bytes: &[u8]) -> EthernetAddress {
+    let mut m = [0u8; 6];
+    m.copy_from_slice(&bytes[..6]);
+    EthernetAddress(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::IpPrefix;
+    use core::net::{Ipv4Addr, Ipv6Addr};
+
+    fn v4(a: [u8; 4]) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::from(a))
+    }
+
+    fn config() -> Config {
+        let mut a = TunnelConfig::new("a", TunnelKind::Gtpu, v4([1, 0, 0, 1]), v4([1, 0, 0, 2]));
+        a.teid = 100;
+        a.local_teid = 200;
+        a.inner_prefixes = vec![
+            IpPrefix {
+                addr: v4([10, 0, 0, 0]),
+                len: 8,
+            },
+            IpPrefix {
+                addr: IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0)),
+                len: 32,
+            },
+        ];
+        let mut b = TunnelConfig::new("b", TunnelKind::Gtpu, v4([1, 0, 0, 1]), v4([1, 0, 0, 3]));
+        b.teid = 101;
+        b.local_teid = 201;
+        b.inner_prefixes = vec![IpPrefix {
+            addr: v4([10, 1, 0, 0]),
+            len: 16,
+        }];
+        let mut c = TunnelConfig::new("c", TunnelKind::Vxlan, v4([1, 0, 0, 1]), v4([1, 0, 0, 4]));
+        c.vni = 42;
+        let mut d = TunnelConfig::new("d", TunnelKind::Vxlan, v4([1, 0, 0, 1]), v4([1, 0, 0, 5]));
+        d.vni = 43;
+        d.inner_macs = vec![EthernetAddress([2, 0, 0, 0, 0, 9])];
+        Config {
+            tunnels: vec![a, b, c, d],
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn longest_prefix_wins() {
+        let t = TunnelTable::new(&config());
+        assert_eq!(t.route_v4(u32::from(Ipv4Addr::new(10, 1, 2, 3))), Some(1));
+        assert_eq!(t.route_v4(u32::from(Ipv4Addr::new(10, 2, 2, 3))), Some(0));
+        assert_eq!(t.route_v4(u32::from(Ipv4Addr::new(11, 0, 0, 1))), None);
+        let a6 = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1);
+        assert_eq!(t.route_v6(u128::from(a6)), Some(0));
+        assert_eq!(t.route_v6(1), None);
+    }
+
+    #[test]
+    fn macs_then_the_default_l2_tunnel() {
+        let t = TunnelTable::new(&config());
+        assert_eq!(t.route_mac([2, 0, 0, 0, 0, 9]), Some(3));
+        assert_eq!(t.route_mac([2, 0, 0, 0, 0, 8]), Some(2));
+        assert_eq!(t.route_mac([0xff; 6]), Some(2));
+    }
+
+    #[test]
+    fn receive_tells_unknown_ids_from_wrong_peers() {
+        let t = TunnelTable::new(&config());
+        let k = TunnelKind::Gtpu;
+        assert_eq!(t.kind_on_port(2152), Some(k));
+        assert_eq!(t.kind_on_port(4789), Some(TunnelKind::Vxlan));
+        assert_eq!(t.kind_on_port(1), None);
+        assert_eq!(t.receive(k, 2152, v4([1, 0, 0, 3]), 201), Ok(1));
+        assert_eq!(
+            t.receive(k, 2152, v4([1, 0, 0, 2]), 201),
+            Err(DropReason::WrongPeer)
+        );
+        assert_eq!(
+            t.receive(k, 2152, v4([1, 0, 0, 3]), 100),
+            Err(DropReason::UnknownTeid),
+            "the peer's TEID is not ours"
+        );
+        let v = TunnelKind::Vxlan;
+        assert_eq!(t.receive(v, 4789, v4([1, 0, 0, 5]), 43), Ok(3));
+        assert_eq!(
+            t.receive(v, 4789, v4([1, 0, 0, 5]), 44),
+            Err(DropReason::UnknownVni)
+        );
+    }
+
+    #[test]
+    fn the_fast_hasher_spreads_small_keys() {
+        let mut seen = std::collections::HashSet::new();
+        for port in 0..64u16 {
+            for id in 0..64u64 {
+                let mut h = FastHasher::default();
+                core::hash::Hash::hash(&(port, id), &mut h);
+                seen.insert(h.finish() >> 52);
+            }
+        }
+        assert!(
+            seen.len() > 2000,
+            "{} distinct top-12-bit values",
+            seen.len()
+        );
+    }
+}
