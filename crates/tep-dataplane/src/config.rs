@@ -730,6 +730,21 @@ impl TunnelConfig {
                     ),
                 ));
             }
+            let only = match kind {
+                TunnelKind::FouIpip => Some(false),
+                TunnelKind::FouSit => Some(true),
+                _ => None,
+            };
+            if only.is_some_and(|v6| v6 != p.addr.is_ipv6()) {
+                return Err(at(
+                    &format!("inner_prefixes[{k}]"),
+                    format!(
+                        "{p} is {} but {kind} carries only {} (fou-ipip: IPv4, fou-sit: IPv6; gue carries both)",
+                        family(p.addr),
+                        if p.addr.is_ipv6() { "IPv4" } else { "IPv6" }
+                    ),
+                ));
+            }
             if p.network() != p.addr {
                 let fixed = IpPrefix {
                     addr: p.network(),
@@ -1736,11 +1751,11 @@ mod tests {
             e.to_string(),
             "tunnel[0] \"g\".vni: -1 is out of range (0..=16777215)"
         );
-        // Beyond i64: TOML refuses the number itself.
+        // Beyond i64 (TOML's integer range) still reads as out of range.
         let e = err(&tunnel("g", "geneve", "").replace("vni = 1", "vni = 99999999999999999999"));
-        assert!(
-            e.field == "tunnel[0] \"g\".vni" || e.field == "line 6",
-            "{e}"
+        assert_eq!(
+            e.to_string(),
+            "tunnel[0] \"g\".vni: 99999999999999999999 is out of range (0..=16777215)"
         );
     }
 
@@ -1932,6 +1947,31 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn fou_prefix_families() {
+        let e = err(&tunnel(
+            "i",
+            "fou-ipip",
+            "inner_prefixes = [\"10.0.0.0/8\", \"2001:db8::/32\"]",
+        ));
+        assert_eq!(
+            e.to_string(),
+            "tunnel[0] \"i\".inner_prefixes[1]: 2001:db8::/32 is IPv6 but fou-ipip carries only IPv4 (fou-ipip: IPv4, fou-sit: IPv6; gue carries both)"
+        );
+        let e = err(&tunnel("s", "fou-sit", "inner_prefixes = [\"10.0.0.0/8\"]"));
+        assert_eq!(e.field, "tunnel[0] \"s\".inner_prefixes[0]");
+        ok(&tunnel(
+            "s",
+            "fou-sit",
+            "inner_prefixes = [\"2001:db8::/32\"]",
+        ));
+        ok(&tunnel(
+            "f",
+            "fou-gre",
+            "inner_prefixes = [\"10.0.0.0/8\", \"2001:db8::/32\"]",
+        ));
     }
 
     #[test]

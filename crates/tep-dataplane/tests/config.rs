@@ -1,17 +1,122 @@
-use tep_dataplane::config::Config;
+//! The config through the public API only: what `tep` and the lead's
+//! pipeline see.
+
+use core::net::IpAddr;
+use proptest::prelude::*;
+use std::path::Path;
+use tep_dataplane::config::{ChecksumMode, Config, ConfigError, IpPrefix, TunnelConfig};
+use tep_dataplane::TunnelKind;
+
+fn example_path() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tep.toml")
+}
+
 #[test]
-fn probe() {
-    for t in [
-        "[[tunnel]]\nname='g'\nkind='geneve'\nlocal='192.0.2.1'\nremote='192.0.2.2'\nvni = 99999999999999999999\n",
-        "tunnel = [1]\n",
-        "dataplane = 5\n",
-        "[dataplane]\nrestart_counter = 1.5\n",
-        "[[tunnel]]\nname='g'\n[tunnel.sub]\nx=1\n",
-        "[[tunnel]]\nname='g'\nfoo.bar=1\n",
-        "x = \n",
-        "[[tunnel]]\nname = 'g'\ninner_macs = [1]\n",
-        "[[tunnel]]\nname = 'g'\nkind = 'gtpu'\nlocal='::1'\nremote='::2'\nteid=1\ninner_prefixes=['10.0.0.0/8', 5]\n",
-    ] {
-        match Config::parse(t) { Ok(_) => println!("OK"), Err(e) => println!("{e}  [field={:?}]", e.field) }
+fn example_loads_and_validates() {
+    let c = Config::load(&example_path()).unwrap();
+    assert_eq!(c.tunnels.len(), 6);
+    let kinds: Vec<_> = c.tunnels.iter().map(|t| t.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            TunnelKind::Vxlan,
+            TunnelKind::Geneve,
+            TunnelKind::Gtpu,
+            TunnelKind::Gue,
+            TunnelKind::FouIpip,
+            TunnelKind::GreInUdp
+        ]
+    );
+    assert_eq!(c.validate(), Ok(()));
+}
+
+#[test]
+fn errors_display_field_then_message() {
+    let e = Config::parse(
+        "[[tunnel]]\nname = \"gtp-a\"\nkind = \"gtpu\"\nlocal = \"2001:db8::1\"\nremote = \"2001:db8::2\"\nteid = 1\nqfi = 64\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        e,
+        ConfigError {
+            field: "tunnel[0] \"gtp-a\".qfi".to_string(),
+            message: "64 is out of range (0..=63)".to_string(),
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "tunnel[0] \"gtp-a\".qfi: 64 is out of range (0..=63)"
+    );
+    let boxed: Box<dyn std::error::Error> = Box::new(e);
+    assert!(boxed.to_string().starts_with("tunnel[0]"));
+}
+
+#[test]
+fn typed_configs_validate() {
+    let l: IpAddr = "192.0.2.1".parse().unwrap();
+    let r: IpAddr = "192.0.2.2".parse().unwrap();
+    let mut a = TunnelConfig::new("a", TunnelKind::Vxlan, l, r);
+    a.vni = 1;
+    let mut b = TunnelConfig::new("b", TunnelKind::Gtpu, l, r);
+    b.checksum = ChecksumMode::Remote;
+    let c = Config {
+        tunnels: vec![a, b],
+        ..Config::default()
+    };
+    assert_eq!(c.validate().unwrap_err().field, "tunnel[1] \"b\".checksum");
+}
+
+proptest! {
+    /// Whatever the text, parsing returns (never panics), and an error
+    /// names a field.
+    #[test]
+    fn parse_never_panics(text in "\\PC{0,200}") {
+        if let Err(e) = Config::parse(&text) {
+            prop_assert!(!e.field.is_empty());
+        }
+    }
+
+    /// Text shaped like a config, with values thrown about.
+    #[test]
+    fn config_like_text_never_panics(
+        keys in proptest::collection::vec(
+            prop_oneof![
+                Just("name"), Just("kind"), Just("local"), Just("remote"), Just("vni"),
+                Just("teid"), Just("qfi"), Just("key"), Just("checksum"), Just("ttl"),
+                Just("inner_prefixes"), Just("inner_macs"), Just("source_ports"), Just("bogus"),
+            ],
+            0..8,
+        ),
+        values in proptest::collection::vec(
+            prop_oneof![
+                Just("\"vxlan\"".to_string()), Just("\"gtpu\"".to_string()),
+                Just("\"192.0.2.1\"".to_string()), Just("\"2001:db8::1\"".to_string()),
+                Just("[\"10.0.0.0/8\"]".to_string()), Just("[\"02:00:00:00:00:01\"]".to_string()),
+                Just("[1, 2]".to_string()), Just("\"inherit\"".to_string()),
+                any::<i64>().prop_map(|v| v.to_string()),
+                "\\PC{0,12}".prop_map(|s| format!("{s:?}")),
+            ],
+            8,
+        ),
+    ) {
+        let mut text = String::from("[[tunnel]]\n");
+        for (k, v) in keys.iter().zip(&values) {
+            text.push_str(&format!("{k} = {v}\n"));
+        }
+        let _ = Config::parse(&text);
+    }
+
+    /// A prefix prints as text that parses back to it.
+    #[test]
+    fn prefix_round_trip(v4 in any::<u32>(), v6 in any::<u128>(), l4 in 0u8..=32, l6 in 0u8..=128) {
+        for (addr, len) in [(IpAddr::V4(v4.into()), l4), (IpAddr::V6(v6.into()), l6)] {
+            let p = IpPrefix { addr, len };
+            let p = IpPrefix { addr: p.network(), len };
+            prop_assert_eq!(p.to_string().parse::<IpPrefix>(), Ok(p));
+            if p.network() != addr {
+                let with_host_bits = IpPrefix { addr, len }.to_string();
+                prop_assert!(with_host_bits.parse::<IpPrefix>().is_err());
+            }
+        }
     }
 }
