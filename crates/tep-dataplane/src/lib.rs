@@ -19,6 +19,8 @@ pub mod config;
 pub mod decap;
 pub mod drop;
 pub mod encap;
+pub mod gro;
+pub mod gso;
 pub mod kind;
 pub mod node;
 pub mod pipeline;

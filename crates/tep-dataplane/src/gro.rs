@@ -1,0 +1,506 @@
+//! Receive coalescing (GRO) in software: consecutive TCP segments or
+//! same-size UDP datagrams of one flow in a vector become one super-packet
+//! (the convention of [`crate::gso`]), so that the TUN write and the host
+//! stack see one packet instead of tens.
+//!
+//! The rules are Linux's (net/ipv4/tcp_offload.c `tcp_gro_receive`,
+//! net/ipv4/af_inet.c `inet_gro_receive`, net/ipv6/ip6_offload.c,
+//! net/ipv4/udp_offload.c `udp_gro_receive_segment`), with these choices:
+//! - A flow is the tunnel (`meta.tunnel`), IP version, addresses, protocol
+//!   and ports. Any other header difference (TOS / traffic class, flow
+//!   label, TTL / hop limit, DF, TCP ack, window, options, flags) ends the
+//!   flow's super-packet and the packet starts a new one, as Linux flushes
+//!   on them. Linux keys IPv6 flows on the flow label too; ending instead
+//!   means a flow is never merged around one of its own packets.
+//! - A packet of a flow that cannot merge (bad checksum, a fragment, IP
+//!   options, extension headers, a SYN, no payload, …) passes untouched and
+//!   ends its flow's super-packet, so nothing of a flow is reordered. A
+//!   packet whose ports cannot be read (a non-first fragment, extension
+//!   headers) ends every flow between its addresses in its tunnel.
+//! - IPv4 identification must be the head's + the packets merged so far,
+//!   for TCP and UDP alike (Linux checks it for TCP only, and also accepts
+//!   a fixed identification with DF): [`crate::gso::segment`] numbers
+//!   segments that way, so segmenting gives the packets back byte for byte.
+//! - Checksums must be known good: `meta.csum` Verified, or Partial at the
+//!   transport's checksum (a locally built packet, completed later), or
+//!   checked here. A UDP checksum of zero counts as good; the super-packet
+//!   then has a real one after segmentation.
+//! - A super-packet holds at most 65535 bytes (Linux's `gro_max_size`
+//!   default), what the pool's data room holds, and for UDP 64 datagrams
+//!   (Linux's `UDP_GRO_CNT_MAX`).
+//!
+//! Cost: one checksum pass per packet not already Verified, and the copy
+//! of each merged payload (twice for now: see [`crate::gso`]'s "Cost").
+//! No allocation after [`Gro::new`].
+
+use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool};
+use crate::gso::{pseudo_base, set_ip_len, write_packet, MAX_IP_LEN, TCP_CSUM, UDP_CSUM};
+use crate::vector::{PacketVector, VECTOR_SIZE};
+use tep_csum::Sum;
+
+/// Flows one [`Gro`] follows at a time within a vector.
+pub const GRO_FLOWS: usize = 32;
+
+/// Linux's `UDP_GRO_CNT_MAX` (net/ipv4/udp_offload.c).
+const UDP_GRO_MAX: u16 = 64;
+
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
+
+// Bits of the TCP header's 16-bit word at offset 12 (RFC 9293 §3.1).
+const FIN: u16 = 0x001;
+const SYN: u16 = 0x002;
+const RST: u16 = 0x004;
+const PSH: u16 = 0x008;
+const URG: u16 = 0x020;
+const CWR: u16 = 0x080;
+
+/// End of a member chain.
+const END: u16 = u16::MAX;
+
+/// An open super-packet in the making.
+#[derive(Clone, Copy, Debug, Default)]
+struct Flow {
+    /// Hash of the tunnel, version and addresses.
+    addr_hash: u32,
+    /// `addr_hash` with the protocol and ports.
+    hash: u32,
+    /// Vector position of the head and of the last member.
+    head: u16,
+    last: u16,
+    /// Payload of the head: every member but the last has as much.
+    mss: u16,
+    /// Packets merged so far, the head included.
+    count: u16,
+    /// Bytes of the super-packet so far.
+    len: u32,
+    /// TCP sequence number the next member must have.
+    next_seq: u32,
+    /// IPv4 identification the next member must have.
+    next_id: u16,
+}
+
+/// What the first pass learns about a packet.
+#[derive(Clone, Copy, Debug)]
+enum Seen {
+    /// Not TCP or UDP over IP (or nothing to key on): touches no flow.
+    Opaque,
+    /// TCP or UDP that cannot merge: passes, and ends the flow(s) it may
+    /// belong to (all flows between its addresses when `hash` is None).
+    Closes { addr_hash: u32, hash: Option<u32> },
+    /// A packet that may merge or start a super-packet.
+    Candidate(Candidate),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    addr_hash: u32,
+    hash: u32,
+    v6: bool,
+    tcp: bool,
+    l4: usize,
+    /// Transport header length.
+    th: usize,
+    payload: usize,
+    seq: u32,
+    /// The TCP word at offset 12 (data offset and flags).
+    flags: u16,
+    ident: u16,
+}
+
+impl Candidate {
+    /// Whether it may start a super-packet: Linux flushes at once a segment
+    /// with URG, PSH, RST, SYN or FIN (`tcp_gro_receive`'s final check).
+    fn can_head(&self) -> bool {
+        !self.tcp || self.flags & (SYN | RST | URG | PSH | FIN) == 0
+    }
+}
+
+/// A GRO engine: a fixed flow table and per-vector bookkeeping, allocated
+/// once. One per worker.
+#[derive(Debug)]
+pub struct Gro {
+    flows: [Flow; GRO_FLOWS],
+    nflows: usize,
+    /// Per vector position: the next member of its super-packet, or END.
+    next: [u16; VECTOR_SIZE],
+    /// Positions of the heads that took at least one packet.
+    heads: [u16; VECTOR_SIZE],
+    nheads: usize,
+    /// Per vector position: merged into a head.
+    merged: [bool; VECTOR_SIZE],
+}
+
+impl Default for Gro {
+    fn default() -> Self {
+        Gro::new()
+    }
+}
+
+fn mix(h: u32, w: u32) -> u32 {
+    (h ^ w).wrapping_mul(0x9e37_79b1).rotate_left(15)
+}
+
+fn hash_bytes(mut h: u32, bytes: &[u8]) -> u32 {
+    for c in bytes.chunks(4) {
+        let mut w = [0u8; 4];
+        w[..c.len()].copy_from_slice(c);
+        h = mix(h, u32::from_be_bytes(w));
+    }
+    h
+}
+
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+/// Classifies a packet (see [`Seen`]).
+fn inspect(data: &[u8], meta: &PacketMeta) -> Seen {
+    let Some(&b0) = data.first() else {
+        return Seen::Opaque;
+    };
+    // Key: tunnel, version, addresses; then protocol and ports.
+    let (v6, l4, protocol, addrs, ports_readable, ip_ok) = match b0 >> 4 {
+        4 if data.len() >= 20 => {
+            let ihl = (b0 & 0x0f) as usize * 4;
+            let frag = be16(data, 6);
+            let first_fragment = frag & 0x1fff == 0;
+            let ok = b0 == 0x45
+                && frag & 0xbfff == 0
+                && be16(data, 2) as usize == data.len()
+                && Sum::of(&data[..20]).verifies();
+            (false, ihl, data[9], &data[12..20], first_fragment, ok)
+        }
+        6 if data.len() >= 40 => {
+            let ok = 40 + be16(data, 4) as usize == data.len();
+            (true, 40, data[6], &data[8..40], true, ok)
+        }
+        _ => return Seen::Opaque,
+    };
+    let addr_hash = hash_bytes(mix(meta.tunnel, b0 as u32 >> 4), addrs);
+    if protocol != PROTO_TCP && protocol != PROTO_UDP {
+        // IPv6 extension headers may hide TCP or UDP of a flow.
+        return match protocol {
+            0 | 43 | 44 | 51 | 60 if v6 => Seen::Closes {
+                addr_hash,
+                hash: None,
+            },
+            _ => Seen::Opaque,
+        };
+    }
+    let tcp = protocol == PROTO_TCP;
+    let Some(ports) = data.get(l4..l4 + 4).filter(|_| ports_readable && l4 >= 20) else {
+        return Seen::Closes {
+            addr_hash,
+            hash: None,
+        };
+    };
+    let hash = hash_bytes(mix(addr_hash, protocol as u32), ports);
+    let closes = Seen::Closes {
+        addr_hash,
+        hash: Some(hash),
+    };
+    if !ip_ok || meta.gso.is_some() || meta.drop.is_some() {
+        return closes;
+    }
+    let (th, seq, flags) = if tcp {
+        let Some(t) = data.get(l4..l4 + 20) else {
+            return closes;
+        };
+        let th = (t[12] >> 4) as usize * 4;
+        let seq = u32::from_be_bytes([t[4], t[5], t[6], t[7]]);
+        (th, seq, be16(t, 12))
+    } else {
+        if data.len() < l4 + 8 || be16(data, l4 + 4) as usize != data.len() - l4 {
+            return closes;
+        }
+        (8, 0, 0)
+    };
+    if (tcp && th < 20) || l4 + th >= data.len() {
+        // A TCP data offset under 5 words, or no payload.
+        return closes;
+    }
+    if !checksum_good(data, meta, v6, tcp, l4, protocol) {
+        return closes;
+    }
+    Seen::Candidate(Candidate {
+        addr_hash,
+        hash,
+        v6,
+        tcp,
+        l4,
+        th,
+        payload: data.len() - l4 - th,
+        seq,
+        flags,
+        ident: be16(data, 4),
+    })
+}
+
+/// Whether the transport checksum is known good (see the module doc).
+fn checksum_good(
+    data: &[u8],
+    meta: &PacketMeta,
+    v6: bool,
+    tcp: bool,
+    l4: usize,
+    protocol: u8,
+) -> bool {
+    let field = l4 + if tcp { TCP_CSUM } else { UDP_CSUM };
+    match meta.csum {
+        ChecksumState::Verified => return true,
+        ChecksumState::Partial { start, offset } => {
+            return start as usize == l4 && offset as usize == field
+        }
+        ChecksumState::None | ChecksumState::Zero => {}
+    }
+    if !tcp && be16(data, field) == 0 {
+        return true;
+    }
+    pseudo_base(data, v6, protocol)
+        .add_u16((data.len() - l4) as u16)
+        .add(Sum::of(&data[l4..]))
+        .verifies()
+}
+
+/// Whether `c` (bytes `d`) continues `flow` whose head has bytes `h`, and
+/// fits in `limit` bytes. The key (addresses, ports) is already equal.
+fn continues(flow: &Flow, h: &[u8], d: &[u8], c: &Candidate, limit: usize) -> bool {
+    let ip_same = if c.v6 {
+        // Version, traffic class, flow label; hop limit.
+        h[..4] == d[..4] && h[7] == d[7]
+    } else {
+        // TOS; flags (DF); TTL; identification + 1.
+        h[1] == d[1] && h[6..9] == d[6..9] && c.ident == flow.next_id
+    };
+    if !ip_same || c.payload > flow.mss as usize || flow.len as usize + c.payload > limit {
+        return false;
+    }
+    if !c.tcp {
+        return flow.count < UDP_GRO_MAX;
+    }
+    let l4 = c.l4;
+    let head_flags = be16(h, l4 + 12);
+    c.seq == flow.next_seq
+        && c.flags & CWR == 0
+        && (head_flags ^ c.flags) & !(CWR | FIN | PSH) == 0
+        // Ack, then window; the equal data offsets make the options equal
+        // in length.
+        && h[l4 + 8..l4 + 12] == d[l4 + 8..l4 + 12]
+        && h[l4 + 14..l4 + 16] == d[l4 + 14..l4 + 16]
+        && h[l4 + 20..l4 + c.th] == d[l4 + 20..l4 + c.th]
+}
+
+/// Whether `h` and `d` (both candidates of the same version and layout)
+/// carry the same flow key.
+fn same_key(h: &[u8], d: &[u8], c: &Candidate, h_tunnel: u32, d_tunnel: u32) -> bool {
+    let ip = if c.v6 {
+        h[0] >> 4 == 6 && h[6] == d[6] && h[8..40] == d[8..40]
+    } else {
+        h[0] >> 4 == 4 && h[9] == d[9] && h[12..20] == d[12..20]
+    };
+    ip && h_tunnel == d_tunnel && h[c.l4..c.l4 + 4] == d[c.l4..c.l4 + 4]
+}
+
+impl Gro {
+    /// An engine with an empty table.
+    pub fn new() -> Gro {
+        Gro {
+            flows: [Flow::default(); GRO_FLOWS],
+            nflows: 0,
+            next: [END; VECTOR_SIZE],
+            heads: [0; VECTOR_SIZE],
+            nheads: 0,
+            merged: [false; VECTOR_SIZE],
+        }
+    }
+
+    /// Coalesces the packets of `vector` (inner IP packets, after
+    /// decapsulation) in place: each super-packet is built in its first
+    /// packet's buffer, which keeps its position; merged packets are freed
+    /// and removed, the others keep their order. Returns how many packets
+    /// were merged away. A packet that merged with nothing is left exactly
+    /// as it was (bytes and metadata).
+    ///
+    /// A super-packet gets `meta.gso = Some(Gso { Tcp4 | Tcp6 | Udp, first
+    /// payload length })`, `meta.csum = Partial { l4, l4 + 16 | 6 }` with
+    /// the pseudo-header sum in the field, IP (and UDP) lengths and the IPv4
+    /// header checksum for its size, `l3 = 0`, `l4`, and for TCP the PSH /
+    /// FIN of its last segment. The flow table starts empty on every call.
+    pub fn coalesce(&mut self, pool: &mut Pool, vector: &mut PacketVector) -> usize {
+        self.nflows = 0;
+        self.nheads = 0;
+        let limit = MAX_IP_LEN.min(pool.data_room());
+        let ids = vector.as_slice();
+        for (pos, &id) in ids.iter().enumerate() {
+            self.next[pos] = END;
+            self.merged[pos] = false;
+            match inspect(pool.data(id), pool.meta(id)) {
+                Seen::Opaque => {}
+                Seen::Closes { addr_hash, hash } => self.close(addr_hash, hash),
+                Seen::Candidate(c) => self.offer(pool, ids, pos, &c, limit),
+            }
+        }
+        if self.nheads == 0 {
+            return 0;
+        }
+        let mut merged = 0;
+        for k in 0..self.nheads {
+            merged += self.build(pool, vector.as_slice(), self.heads[k] as usize);
+        }
+        let flags = &self.merged;
+        let mut pos = 0;
+        vector.retain(
+            |_| {
+                pos += 1;
+                !flags[pos - 1]
+            },
+            |_| {},
+        );
+        merged
+    }
+
+    /// Ends the flows a non-mergeable packet may belong to.
+    fn close(&mut self, addr_hash: u32, hash: Option<u32>) {
+        let mut i = 0;
+        while i < self.nflows {
+            let f = &self.flows[i];
+            if f.addr_hash == addr_hash && hash.is_none_or(|h| h == f.hash) {
+                self.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn remove(&mut self, i: usize) {
+        self.nflows -= 1;
+        self.flows[i] = self.flows[self.nflows];
+    }
+
+    /// Merges candidate `c` at `pos` into its flow, or starts a flow.
+    fn offer(&mut self, pool: &Pool, ids: &[PacketId], pos: usize, c: &Candidate, limit: usize) {
+        let d = pool.data(ids[pos]);
+        let tunnel = pool.meta(ids[pos]).tunnel;
+        let found = self.flows[..self.nflows].iter().position(|f| {
+            let head = ids[f.head as usize];
+            f.hash == c.hash && same_key(pool.data(head), d, c, pool.meta(head).tunnel, tunnel)
+        });
+        if let Some(i) = found {
+            let flow = self.flows[i];
+            if continues(&flow, pool.data(ids[flow.head as usize]), d, c, limit) {
+                self.next[flow.last as usize] = pos as u16;
+                if flow.count == 1 {
+                    self.heads[self.nheads] = flow.head;
+                    self.nheads += 1;
+                }
+                let f = &mut self.flows[i];
+                f.last = pos as u16;
+                f.count += 1;
+                f.len += c.payload as u32;
+                f.next_seq = f.next_seq.wrapping_add(c.payload as u32);
+                f.next_id = f.next_id.wrapping_add(1);
+                // A short packet, PSH or FIN ends the super-packet (Linux:
+                // `flush = len < mss` and the flags check), as does UDP's cap.
+                let ends = c.payload < f.mss as usize
+                    || (c.tcp && c.flags & (PSH | FIN) != 0)
+                    || (!c.tcp && f.count >= UDP_GRO_MAX);
+                if ends {
+                    self.remove(i);
+                }
+                return;
+            }
+            self.remove(i);
+        }
+        if c.can_head() && self.nflows < GRO_FLOWS {
+            self.flows[self.nflows] = Flow {
+                addr_hash: c.addr_hash,
+                hash: c.hash,
+                head: pos as u16,
+                last: pos as u16,
+                mss: c.payload as u16,
+                count: 1,
+                len: d.len() as u32,
+                next_seq: c.seq.wrapping_add(c.payload as u32),
+                next_id: c.ident.wrapping_add(1),
+            };
+            self.nflows += 1;
+        }
+    }
+
+    /// Builds the super-packet headed at `head_pos` and frees its other
+    /// members; returns how many.
+    fn build(&mut self, pool: &mut Pool, ids: &[PacketId], head_pos: usize) -> usize {
+        let head = ids[head_pos];
+        let h = pool.data(head);
+        let v6 = h[0] >> 4 == 6;
+        let (l4, protocol) = if v6 { (40, h[6]) } else { (20, h[9]) };
+        let tcp = protocol == PROTO_TCP;
+        let hdr = l4
+            + if tcp {
+                (h[l4 + 12] >> 4) as usize * 4
+            } else {
+                8
+            };
+        let mss = h.len() - hdr;
+        let mut total = h.len();
+        let mut last_flags = 0;
+        let mut members = 0;
+        let mut m = self.next[head_pos];
+        while m != END {
+            let d = pool.data(ids[m as usize]);
+            total += d.len() - hdr;
+            last_flags = be16(d, l4 + 12);
+            members += 1;
+            m = self.next[m as usize];
+        }
+        let next = &self.next;
+        write_packet(pool, head, total, |pool, buf| {
+            let h = pool.data(head);
+            buf[..h.len()].copy_from_slice(h);
+            let mut at = h.len();
+            let mut m = next[head_pos];
+            while m != END {
+                let p = &pool.data(ids[m as usize])[hdr..];
+                buf[at..at + p.len()].copy_from_slice(p);
+                at += p.len();
+                m = next[m as usize];
+            }
+            set_ip_len(buf, v6, total, None);
+            let partial = pseudo_base(buf, v6, protocol)
+                .add_u16((total - l4) as u16)
+                .value();
+            if tcp {
+                let f = be16(buf, l4 + 12) | (last_flags & (PSH | FIN));
+                buf[l4 + 12..l4 + 14].copy_from_slice(&f.to_be_bytes());
+                buf[l4 + TCP_CSUM..l4 + TCP_CSUM + 2].copy_from_slice(&partial.to_be_bytes());
+            } else {
+                buf[l4 + 4..l4 + 6].copy_from_slice(&((total - l4) as u16).to_be_bytes());
+                buf[l4 + UDP_CSUM..l4 + UDP_CSUM + 2].copy_from_slice(&partial.to_be_bytes());
+            }
+        });
+        let meta = pool.meta_mut(head);
+        meta.l3 = 0;
+        meta.l4 = l4 as u16;
+        meta.gso = Some(Gso {
+            kind: match (tcp, v6) {
+                (true, false) => GsoKind::Tcp4,
+                (true, true) => GsoKind::Tcp6,
+                (false, _) => GsoKind::Udp,
+            },
+            segment_size: mss as u16,
+        });
+        let offset = l4 + if tcp { TCP_CSUM } else { UDP_CSUM };
+        meta.csum = ChecksumState::Partial {
+            start: l4 as u16,
+            offset: offset as u16,
+        };
+        let mut m = self.next[head_pos];
+        while m != END {
+            pool.free(ids[m as usize]);
+            self.merged[m as usize] = true;
+            m = self.next[m as usize];
+        }
+        members
+    }
+}
