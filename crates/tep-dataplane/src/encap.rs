@@ -8,7 +8,7 @@
 //! headers are prepended; `tunnel` is set by the lookup.
 
 use crate::buffer::{ChecksumState, PacketId, Pool};
-use crate::config::{ChecksumMode, DontFragment, Dscp, GueRcoEncoding, Ttl};
+use crate::config::{ChecksumMode, DontFragment, Dscp, GueRcoEncoding, Ttl, TunnelConfig};
 use crate::drop::DropReason;
 use crate::kind::TunnelKind;
 use crate::node::NodeStats;
@@ -406,47 +406,52 @@ fn shift(pool: &mut Pool, id: PacketId, n: usize) {
     }
 }
 
-/// The EtherType of the inner packet (for GRE and Geneve protocol fields).
-fn inner_ethertype(pool: &Pool, id: PacketId, kind: TunnelKind) -> EtherType {
-    if kind.carries_ethernet() {
-        return EtherType::TransparentEthernet;
-    }
-    match pool.data(id).first().map(|b| b >> 4) {
-        Some(6) => EtherType::Ipv6,
-        _ => EtherType::Ipv4,
-    }
+/// Room for the longest tunnel header tep emits (GTP-U with a PDU Session
+/// Container: 16 bytes; GUE with Linux RCO: 12).
+const MAX_TUNNEL_HEADER: usize = 32;
+
+/// A tunnel's header emitted once at set-up (payload length 0, IPv4 inner,
+/// no RCO): per packet it is copied and only the fields that depend on the
+/// packet are patched, as VPP's rewrite strings do. Building a GTP-U repr
+/// with its extension chain per packet cost ~3× more.
+#[derive(Clone, Copy, Debug)]
+pub struct HeaderTemplate {
+    bytes: [u8; MAX_TUNNEL_HEADER],
+    len: u8,
 }
 
-/// Node `<kind>-encap`: writes the tunnel header in front of each inner
-/// packet of a vector of one kind.
-pub fn tunnel_encap(
-    stats: &mut NodeStats,
-    pool: &mut Pool,
-    v: &mut PacketVector,
-    table: &TunnelTable,
-    kind: TunnelKind,
-) {
-    for &id in v.as_slice() {
-        if let Err(r) = tunnel_encap_one(pool, id, table, kind) {
-            pool.meta_mut(id).drop = Some(r);
+impl HeaderTemplate {
+    /// The template of a tunnel.
+    pub fn new(t: &TunnelConfig) -> HeaderTemplate {
+        let mut bytes = [0u8; MAX_TUNNEL_HEADER];
+        let len = emit_header(t, &mut bytes, 0, false, None);
+        HeaderTemplate {
+            bytes,
+            len: len as u8,
         }
     }
-    sweep(stats, pool, v);
+
+    /// The header's length.
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// Whether the kind has no header (FOU IPIP/SIT).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
-fn tunnel_encap_one(
-    pool: &mut Pool,
-    id: PacketId,
-    table: &TunnelTable,
-    kind: TunnelKind,
-) -> Result<(), DropReason> {
-    let m = *pool.meta(id);
-    let t = table.get(m.tunnel);
-    let payload_len = pool.data(id).len();
-    let rco = match m.csum {
-        ChecksumState::Partial { start, offset } => Some((start, offset)),
-        _ => None,
-    };
+/// Writes the tunnel header of `t` into `buf` for a payload of
+/// `payload_len` bytes; returns its length.
+fn emit_header(
+    t: &TunnelConfig,
+    buf: &mut [u8; MAX_TUNNEL_HEADER],
+    payload_len: usize,
+    inner_v6: bool,
+    rco: Option<(u16, u16)>,
+) -> usize {
+    let kind = t.kind;
     match kind {
         TunnelKind::Vxlan => {
             let repr = VxlanRepr {
@@ -455,9 +460,8 @@ fn tunnel_encap_one(
                 gbp: None,
                 gpe: None,
             };
-            let h = pool.prepend(id, 8).ok_or(DropReason::TooBig)?;
-            repr.emit(&mut tep_wire::vxlan::Packet::new_unchecked(h));
-            shift(pool, id, 8);
+            repr.emit(&mut tep_wire::vxlan::Packet::new_unchecked(&mut buf[..8]));
+            8
         }
         TunnelKind::Geneve => {
             let repr = tep_wire::geneve::GeneveRepr {
@@ -468,9 +472,8 @@ fn tunnel_encap_one(
                 options: &[],
             };
             let n = repr.buffer_len();
-            let h = pool.prepend(id, n).ok_or(DropReason::TooBig)?;
-            repr.emit(&mut tep_wire::geneve::Packet::new_unchecked(h));
-            shift(pool, id, n);
+            repr.emit(&mut tep_wire::geneve::Packet::new_unchecked(&mut buf[..n]));
+            n
         }
         TunnelKind::Gtpu => {
             let mut repr = tep_wire::gtpu::GtpuRepr::gpdu(t.teid);
@@ -483,29 +486,29 @@ fn tunnel_encap_one(
                     ));
             }
             let n = repr.buffer_len();
-            if payload_len + n - tep_wire::gtpu::HEADER_LEN > usize::from(u16::MAX) {
-                return Err(DropReason::TooBig);
-            }
-            let h = pool.prepend(id, n).ok_or(DropReason::TooBig)?;
-            repr.emit(h, payload_len);
-            shift(pool, id, n);
+            repr.emit(&mut buf[..n], payload_len);
+            n
         }
         TunnelKind::GreInUdp | TunnelKind::FouGre => {
             let repr = tep_wire::gre::GreRepr {
-                protocol: inner_ethertype(pool, id, kind),
+                protocol: if inner_v6 {
+                    EtherType::Ipv6
+                } else {
+                    EtherType::Ipv4
+                },
                 checksum: false,
                 key: t.key,
                 sequence: None,
             };
             let n = repr.buffer_len();
-            let h = pool.prepend(id, n).ok_or(DropReason::TooBig)?;
-            repr.emit(&mut tep_wire::gre::Packet::new_unchecked(h));
-            shift(pool, id, n);
+            repr.emit(&mut tep_wire::gre::Packet::new_unchecked(&mut buf[..n]));
+            n
         }
         TunnelKind::Gue => {
-            let proto = match inner_ethertype(pool, id, kind) {
-                EtherType::Ipv6 => IpProtocol::Ipv6,
-                _ => IpProtocol::Ipv4,
+            let proto = if inner_v6 {
+                IpProtocol::Ipv6
+            } else {
+                IpProtocol::Ipv4
             };
             let rco = rco.map(|(start, offset)| RemoteChecksum { start, offset });
             let fields = match (rco, t.gue_rco) {
@@ -518,12 +521,71 @@ fn tunnel_encap_one(
             };
             let repr = GueRepr::Data { proto, fields };
             let n = repr.buffer_len();
-            let h = pool.prepend(id, n).ok_or(DropReason::TooBig)?;
-            repr.emit(&mut tep_wire::gue::Packet::new_unchecked(h));
-            shift(pool, id, n);
+            repr.emit(&mut tep_wire::gue::Packet::new_unchecked(&mut buf[..n]));
+            n
         }
-        TunnelKind::FouIpip | TunnelKind::FouSit => {}
+        TunnelKind::FouIpip | TunnelKind::FouSit => 0,
     }
+}
+
+/// Node `<kind>-encap`: writes the tunnel header in front of each inner
+/// packet of a vector of one kind.
+pub fn tunnel_encap(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    table: &TunnelTable,
+    templates: &[HeaderTemplate],
+) {
+    for &id in v.as_slice() {
+        if let Err(r) = tunnel_encap_one(pool, id, table, templates) {
+            pool.meta_mut(id).drop = Some(r);
+        }
+    }
+    sweep(stats, pool, v);
+}
+
+fn tunnel_encap_one(
+    pool: &mut Pool,
+    id: PacketId,
+    table: &TunnelTable,
+    templates: &[HeaderTemplate],
+) -> Result<(), DropReason> {
+    let m = *pool.meta(id);
+    let t = table.get(m.tunnel);
+    let tpl = &templates[m.tunnel as usize];
+    let payload_len = pool.data(id).len();
+    let inner_v6 = !t.kind.carries_ethernet() && pool.data(id)[0] >> 4 == 6;
+    let n = tpl.len();
+    if t.kind == TunnelKind::Gtpu
+        && payload_len + n - tep_wire::gtpu::HEADER_LEN > usize::from(u16::MAX)
+    {
+        return Err(DropReason::TooBig);
+    }
+    if let ChecksumState::Partial { start, offset } = m.csum {
+        // Remote checksum offload (the inner-checksum node kept it partial
+        // only where the header can carry it): a header of its own.
+        let mut buf = [0u8; MAX_TUNNEL_HEADER];
+        let n = emit_header(t, &mut buf, payload_len, inner_v6, Some((start, offset)));
+        let h = pool.prepend(id, n).ok_or(DropReason::TooBig)?;
+        h.copy_from_slice(&buf[..n]);
+        shift(pool, id, n);
+        return Ok(());
+    }
+    let h = pool.prepend(id, n).ok_or(DropReason::TooBig)?;
+    h.copy_from_slice(&tpl.bytes[..n]);
+    match t.kind {
+        TunnelKind::Gtpu => {
+            let len = (n - tep_wire::gtpu::HEADER_LEN + payload_len) as u16;
+            h[2..4].copy_from_slice(&len.to_be_bytes());
+        }
+        TunnelKind::GreInUdp | TunnelKind::FouGre if inner_v6 => {
+            h[2..4].copy_from_slice(&0x86ddu16.to_be_bytes());
+        }
+        TunnelKind::Gue if inner_v6 => h[1] = 41,
+        _ => {}
+    }
+    shift(pool, id, n);
     Ok(())
 }
 
@@ -718,6 +780,11 @@ pub fn udp_checksum(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable) 
         let mode = table.get(m.tunnel).checksum;
         let l4 = usize::from(m.l4);
         let data = pool.data_mut(id);
+        if mode == ChecksumMode::Zero {
+            data[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
+            pool.meta_mut(id).csum = ChecksumState::Zero;
+            continue;
+        }
         let pseudo = outer_pseudo(data, l4);
         let (value, state) = match mode {
             ChecksumMode::Zero => (0, ChecksumState::Zero),

@@ -138,7 +138,8 @@ impl<C: Clock> Runtime<C> {
     }
 
     /// The `show runtime` table: node, calls, vectors, packets, ticks per
-    /// packet, packets per call, drops.
+    /// packet, packets per call, drops. Nodes never called are left out,
+    /// as VPP does.
     pub fn report(&self) -> String {
         let unit = self.clock.unit();
         let mut out = String::new();
@@ -153,7 +154,7 @@ impl<C: Clock> Runtime<C> {
             "Vectors/Call",
             "Drops"
         );
-        for n in &self.nodes {
+        for n in self.nodes.iter().filter(|n| n.calls > 0) {
             let _ = writeln!(
                 out,
                 "{:<24} {:>10} {:>10} {:>12} {:>12.2} {:>12.2} {:>10}",
@@ -198,6 +199,8 @@ mod tests {
         let report = rt.report();
         assert!(report.contains("vxlan-decap") && report.contains("tunnel-lookup"));
         assert!(report.contains("drop bad_checksum"));
+        rt.register("never-called");
+        assert!(!rt.report().contains("never-called"));
         assert!(report.lines().next().unwrap().contains("ticks/pkt"));
     }
 

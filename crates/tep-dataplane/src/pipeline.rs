@@ -6,7 +6,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::decap::{self, GtpuResponder, RateLimit, Replies};
 use crate::drop::DropReason;
-use crate::encap::{self, InnerLink, TxState};
+use crate::encap::{self, HeaderTemplate, InnerLink, TxState};
 use crate::kind::TunnelKind;
 use crate::node::{NodeIndex, Runtime};
 use crate::tunnel::TunnelTable;
@@ -108,6 +108,7 @@ pub struct Pipeline<C: Clock> {
     runtime: Runtime<C>,
     nodes: Nodes,
     tx: Vec<TxState>,
+    templates: Vec<HeaderTemplate>,
     gtpu: GtpuResponder,
     by_kind: Box<[PacketVector; 8]>,
     replies: Box<PacketVector>,
@@ -141,6 +142,7 @@ impl<C: Clock> Pipeline<C> {
             runtime,
             nodes,
             tx: vec![TxState::default(); config.tunnels.len()],
+            templates: config.tunnels.iter().map(HeaderTemplate::new).collect(),
             gtpu: GtpuResponder {
                 restart_counter: config.dataplane.restart_counter,
                 limit: RateLimit::new(config.dataplane.error_indication_rate),
@@ -206,6 +208,7 @@ impl<C: Clock> Pipeline<C> {
             runtime,
             nodes,
             tx,
+            templates,
             by_kind,
             ..
         } = self;
@@ -228,9 +231,8 @@ impl<C: Clock> Pipeline<C> {
             if kv.is_empty() {
                 continue;
             }
-            let kind = TunnelKind::ALL[k];
             runtime.run(nodes.encap[k], kv.len(), |s| {
-                encap::tunnel_encap(s, pool, kv, table, kind)
+                encap::tunnel_encap(s, pool, kv, table, templates)
             });
             for &id in kv.as_slice() {
                 let _ = v.push(id);
