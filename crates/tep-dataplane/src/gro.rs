@@ -450,7 +450,9 @@ impl Gro {
         while m != END {
             let d = pool.data(ids[m as usize]);
             total += d.len() - hdr;
-            last_flags = be16(d, l4 + 12);
+            if tcp {
+                last_flags = be16(d, l4 + 12);
+            }
             members += 1;
             m = self.next[m as usize];
         }

@@ -34,7 +34,7 @@ use tep_csum::{pseudo_header_v4, pseudo_header_v6, Sum};
 use tep_wire::tcp::TcpFlags;
 use tep_wire::{ipv4, ipv6, tcp, udp, IpProtocol};
 
-use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, Pool, SUPER_PACKET_ROOM};
+use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool, SUPER_PACKET_ROOM};
 use crate::drop::DropReason;
 use crate::vector::{PacketVector, VECTOR_SIZE};
 
@@ -368,10 +368,21 @@ fn fill_transport_checksum(buf: &mut [u8], lay: &Layout, len: usize) {
 
 fn finish_meta(pool: &mut Pool, id: PacketId, lay: &Layout, csum: ChecksumState) {
     let meta = pool.meta_mut(id);
-    meta.l3 = 0;
-    meta.l4 = lay.l4 as u16;
-    meta.csum = csum;
-    meta.gso = None;
+    *meta = out_meta(*meta, lay, csum);
+}
+
+/// The metadata of an output made from a packet with metadata `base`:
+/// everything else (flow hash, tunnel, inner offsets: the same for every
+/// segment, whose headers have the same layout) is kept.
+fn out_meta(base: PacketMeta, lay: &Layout, csum: ChecksumState) -> PacketMeta {
+    PacketMeta {
+        l3: 0,
+        l4: lay.l4 as u16,
+        csum,
+        gso: None,
+        drop: None,
+        ..base
+    }
 }
 
 /// Pushes a packet the caller checked room for.
@@ -461,10 +472,7 @@ fn emit(
                 fill_transport_checksum(buf, &lay, len);
             }
         });
-        let m = pool.meta_mut(s);
-        m.flow_hash = meta.flow_hash;
-        m.tunnel = meta.tunnel;
-        finish_meta(pool, s, &lay, csum);
+        *pool.meta_mut(s) = out_meta(meta, &lay, csum);
         push(pool, out, s);
     }
     pool.free(id);
@@ -568,17 +576,13 @@ pub fn build_udp_train(pool: &mut Pool, ids: &[PacketId]) -> Result<PacketId, Dr
             at += p.len();
         }
     });
-    let first_meta = *pool.meta(first);
-    let m = pool.meta_mut(train);
-    m.l3 = 0;
-    m.l4 = lay.l4 as u16;
-    m.csum = csum;
-    m.gso = Some(Gso {
-        kind: GsoKind::Udp,
-        segment_size: seg as u16,
-    });
-    m.flow_hash = first_meta.flow_hash;
-    m.tunnel = first_meta.tunnel;
+    *pool.meta_mut(train) = PacketMeta {
+        gso: Some(Gso {
+            kind: GsoKind::Udp,
+            segment_size: seg as u16,
+        }),
+        ..out_meta(*pool.meta(first), &lay, csum)
+    };
     for &id in ids {
         pool.free(id);
     }
@@ -625,4 +629,1046 @@ pub fn split_udp_train(
         }
     }
     emit(pool, id, out, lay, seg, zero)
+}
+
+/// Packet builders for the GSO and GRO tests, written byte by byte with
+/// the naive reference checksum (not the code under test).
+#[cfg(test)]
+pub(crate) mod testpkt {
+    use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool};
+    use tep_csum::{reference, Sum};
+
+    /// IP header fields (IPv4 uses the first 4 bytes of the addresses).
+    #[derive(Clone, Debug)]
+    pub struct Ip {
+        pub v6: bool,
+        pub src: [u8; 16],
+        pub dst: [u8; 16],
+        pub tos: u8,
+        pub ttl: u8,
+        pub df: bool,
+        pub ident: u16,
+        pub flow_label: u32,
+        /// IPv6 extension headers (next-header bytes fixed up), or IPv4
+        /// options, raw.
+        pub ext: Vec<u8>,
+    }
+
+    impl Ip {
+        pub fn v4() -> Ip {
+            Ip {
+                v6: false,
+                src: [10, 201, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+                dst: [10, 201, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+                tos: 0,
+                ttl: 64,
+                df: true,
+                ident: 0x1234,
+                flow_label: 0,
+                ext: Vec::new(),
+            }
+        }
+
+        pub fn v6() -> Ip {
+            let mut src = [0u8; 16];
+            src[..2].copy_from_slice(&[0xfd, 0x00]);
+            src[15] = 1;
+            let mut dst = src;
+            dst[15] = 2;
+            Ip {
+                v6: true,
+                src,
+                dst,
+                tos: 0,
+                ttl: 64,
+                df: false,
+                ident: 0,
+                flow_label: 0x12345,
+                ext: Vec::new(),
+            }
+        }
+
+        pub fn hlen(&self) -> usize {
+            if self.v6 {
+                40 + self.ext.len()
+            } else {
+                20 + self.ext.len()
+            }
+        }
+
+        /// The IP header for `transport_len` transport bytes. For IPv6 the
+        /// extension headers are chained: each 8-byte-multiple block of
+        /// `ext` is taken as one destination-options header.
+        pub fn header(&self, protocol: u8, transport_len: usize) -> Vec<u8> {
+            let mut h = Vec::new();
+            if self.v6 {
+                let first = u32::from(6u8) << 28 | u32::from(self.tos) << 20 | self.flow_label;
+                h.extend_from_slice(&first.to_be_bytes());
+                h.extend_from_slice(&((self.ext.len() + transport_len) as u16).to_be_bytes());
+                h.push(if self.ext.is_empty() { protocol } else { 60 });
+                h.push(self.ttl);
+                h.extend_from_slice(&self.src);
+                h.extend_from_slice(&self.dst);
+                let mut ext = self.ext.clone();
+                let mut at = 0;
+                while at < ext.len() {
+                    let len = (ext[at + 1] as usize + 1) * 8;
+                    ext[at] = if at + len >= ext.len() { protocol } else { 60 };
+                    at += len;
+                }
+                h.extend_from_slice(&ext);
+            } else {
+                let hl = 20 + self.ext.len();
+                h.push(0x40 | (hl / 4) as u8);
+                h.push(self.tos);
+                h.extend_from_slice(&((hl + transport_len) as u16).to_be_bytes());
+                h.extend_from_slice(&self.ident.to_be_bytes());
+                h.extend_from_slice(&(if self.df { 0x4000u16 } else { 0 }).to_be_bytes());
+                h.push(self.ttl);
+                h.push(protocol);
+                h.extend_from_slice(&[0, 0]);
+                h.extend_from_slice(&self.src[..4]);
+                h.extend_from_slice(&self.dst[..4]);
+                h.extend_from_slice(&self.ext);
+                let c = reference(&h).checksum();
+                h[10..12].copy_from_slice(&c.to_be_bytes());
+            }
+            h
+        }
+
+        pub fn pseudo(&self, protocol: u8, len: usize) -> Sum {
+            let mut p = Vec::new();
+            if self.v6 {
+                p.extend_from_slice(&self.src);
+                p.extend_from_slice(&self.dst);
+                p.extend_from_slice(&(len as u32).to_be_bytes());
+                p.extend_from_slice(&[0, 0, 0, protocol]);
+            } else {
+                p.extend_from_slice(&self.src[..4]);
+                p.extend_from_slice(&self.dst[..4]);
+                p.extend_from_slice(&[0, protocol]);
+                p.extend_from_slice(&(len as u16).to_be_bytes());
+            }
+            reference(&p)
+        }
+    }
+
+    /// TCP header fields.
+    #[derive(Clone, Debug)]
+    pub struct Tcp {
+        pub sport: u16,
+        pub dport: u16,
+        pub seq: u32,
+        pub ack: u32,
+        /// The low 9 bits of the word at offset 12.
+        pub flags: u16,
+        pub window: u16,
+        pub urgent: u16,
+        /// Raw options, a multiple of 4 bytes.
+        pub options: Vec<u8>,
+    }
+
+    pub const FIN: u16 = 0x001;
+    pub const SYN: u16 = 0x002;
+    pub const RST: u16 = 0x004;
+    pub const PSH: u16 = 0x008;
+    pub const ACK: u16 = 0x010;
+    pub const URG: u16 = 0x020;
+    pub const ECE: u16 = 0x040;
+    pub const CWR: u16 = 0x080;
+
+    impl Tcp {
+        pub fn new() -> Tcp {
+            Tcp {
+                sport: 40000,
+                dport: 5201,
+                seq: 1_000_000,
+                ack: 77,
+                flags: ACK,
+                window: 502,
+                urgent: 0,
+                // NOP NOP timestamps.
+                options: vec![1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2],
+            }
+        }
+    }
+
+    /// How the transport checksum field is filled.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Csum {
+        /// Complete and correct.
+        Full,
+        /// The pseudo-header sum (partial form).
+        Partial,
+        /// Zero (UDP: none).
+        Zero,
+    }
+
+    fn finish(ip: &Ip, protocol: u8, mut t: Vec<u8>, at: usize, csum: Csum) -> Vec<u8> {
+        let p = ip.pseudo(protocol, t.len());
+        let v = match csum {
+            Csum::Full if protocol == 17 => p.add(reference(&t)).udp_checksum(),
+            Csum::Full => p.add(reference(&t)).checksum(),
+            Csum::Partial => p.value(),
+            Csum::Zero => 0,
+        };
+        t[at..at + 2].copy_from_slice(&v.to_be_bytes());
+        let mut pkt = ip.header(protocol, t.len());
+        pkt.extend_from_slice(&t);
+        pkt
+    }
+
+    /// A TCP packet.
+    pub fn tcp(ip: &Ip, tcp: &Tcp, payload: &[u8], csum: Csum) -> Vec<u8> {
+        let mut t = Vec::new();
+        t.extend_from_slice(&tcp.sport.to_be_bytes());
+        t.extend_from_slice(&tcp.dport.to_be_bytes());
+        t.extend_from_slice(&tcp.seq.to_be_bytes());
+        t.extend_from_slice(&tcp.ack.to_be_bytes());
+        let doff = (20 + tcp.options.len()) as u16 / 4;
+        t.extend_from_slice(&(doff << 12 | tcp.flags).to_be_bytes());
+        t.extend_from_slice(&tcp.window.to_be_bytes());
+        t.extend_from_slice(&[0, 0]);
+        t.extend_from_slice(&tcp.urgent.to_be_bytes());
+        t.extend_from_slice(&tcp.options);
+        t.extend_from_slice(payload);
+        finish(ip, 6, t, 16, csum)
+    }
+
+    /// A UDP datagram.
+    pub fn udp(ip: &Ip, sport: u16, dport: u16, payload: &[u8], csum: Csum) -> Vec<u8> {
+        let mut t = Vec::new();
+        t.extend_from_slice(&sport.to_be_bytes());
+        t.extend_from_slice(&dport.to_be_bytes());
+        t.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        t.extend_from_slice(&[0, 0]);
+        t.extend_from_slice(payload);
+        finish(ip, 17, t, 6, csum)
+    }
+
+    /// A payload whose bytes depend on their offset in the flow.
+    pub fn payload(offset: usize, len: usize, salt: u8) -> Vec<u8> {
+        (offset..offset + len)
+            .map(|i| {
+                (i as u8)
+                    .wrapping_mul(31)
+                    .wrapping_add(salt ^ (i >> 8) as u8)
+            })
+            .collect()
+    }
+
+    /// The segments a sender with this MSS sends for `sizes`: IDs and
+    /// sequence numbers advance, CWR (if set) only on the first, FIN/PSH
+    /// (if set) only on the last.
+    pub fn tcp_train(ip: &Ip, t: &Tcp, sizes: &[usize], salt: u8) -> Vec<Vec<u8>> {
+        let mut off = 0;
+        let n = sizes.len();
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| {
+                let mut ip = ip.clone();
+                ip.ident = ip.ident.wrapping_add(i as u16);
+                let mut t = t.clone();
+                t.seq = t.seq.wrapping_add(off as u32);
+                if i > 0 {
+                    t.flags &= !CWR;
+                }
+                if i + 1 < n {
+                    t.flags &= !(FIN | PSH);
+                }
+                let p = tcp(&ip, &t, &payload(off, len, salt), Csum::Full);
+                off += len;
+                p
+            })
+            .collect()
+    }
+
+    /// Datagrams of one flow with these payload sizes and advancing IDs.
+    pub fn udp_train(
+        ip: &Ip,
+        sport: u16,
+        dport: u16,
+        sizes: &[usize],
+        csum: Csum,
+        salt: u8,
+    ) -> Vec<Vec<u8>> {
+        let mut off = 0;
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| {
+                let mut ip = ip.clone();
+                ip.ident = ip.ident.wrapping_add(i as u16);
+                let p = udp(&ip, sport, dport, &payload(off, len, salt), csum);
+                off += len;
+                p
+            })
+            .collect()
+    }
+
+    /// Metadata of a plain packet with these bytes.
+    pub fn meta_of(bytes: &[u8], csum: ChecksumState) -> PacketMeta {
+        let mut pool = Pool::new(1, 0);
+        let id = pool.alloc().expect("one buffer");
+        PacketMeta {
+            l4: l4_of(bytes) as u16,
+            csum,
+            flow_hash: 0xabcd,
+            tunnel: 3,
+            inner_l4: 99,
+            ..*pool.meta(id)
+        }
+    }
+
+    fn l4_of(bytes: &[u8]) -> usize {
+        if bytes[0] >> 4 == 4 {
+            (bytes[0] & 0x0f) as usize * 4
+        } else {
+            let mut next = bytes[6];
+            let mut at = 40;
+            while next == 60 {
+                next = bytes[at];
+                at += (bytes[at + 1] as usize + 1) * 8;
+            }
+            at
+        }
+    }
+
+    /// Metadata of a super-packet in the partial convention.
+    pub fn super_meta(bytes: &[u8], kind: GsoKind, segment_size: u16) -> PacketMeta {
+        let l4 = l4_of(bytes) as u16;
+        let off = if kind == GsoKind::Udp { 6 } else { 16 };
+        PacketMeta {
+            gso: Some(Gso { kind, segment_size }),
+            ..meta_of(
+                bytes,
+                ChecksumState::Partial {
+                    start: l4,
+                    offset: l4 + off,
+                },
+            )
+        }
+    }
+
+    /// A packet in the pool with these bytes and metadata.
+    pub fn load(pool: &mut Pool, bytes: &[u8], meta: PacketMeta) -> PacketId {
+        let id = pool.alloc().expect("test pool too small");
+        assert!(pool.fill(id, bytes));
+        *pool.meta_mut(id) = meta;
+        id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testpkt::{self, Csum, Ip, Tcp, ACK, CWR, ECE, FIN, PSH};
+    use super::*;
+    use crate::gro::Gro;
+    use proptest::prelude::*;
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    const ROOM: usize = SUPER_PACKET_ROOM;
+
+    fn out_bytes(pool: &Pool, out: &PacketVector) -> Vec<Vec<u8>> {
+        out.as_slice()
+            .iter()
+            .map(|&id| pool.data(id).to_vec())
+            .collect()
+    }
+
+    fn tcp_ok(seg: &[u8]) -> bool {
+        if seg[0] >> 4 == 4 {
+            let ip = ipv4::Packet::new_checked(seg).unwrap();
+            assert!(ip.verify_checksum());
+            tcp::Packet::new_checked(ip.payload())
+                .unwrap()
+                .verify_checksum_v4(&ip.src_addr(), &ip.dst_addr())
+        } else {
+            let ip = ipv6::Packet::new_checked(seg).unwrap();
+            let off = ip.upper_layer().unwrap().offset;
+            tcp::Packet::new_checked(&ip.payload()[off..])
+                .unwrap()
+                .verify_checksum_v6(&ip.src_addr(), &ip.dst_addr())
+        }
+    }
+
+    /// A TCP super-packet of `payload` bytes in the partial convention.
+    fn tcp_super(ip: &Ip, t: &Tcp, payload: usize, mss: u16) -> (Vec<u8>, PacketMeta) {
+        let b = testpkt::tcp(ip, t, &testpkt::payload(0, payload, 7), Csum::Partial);
+        let kind = if ip.v6 { GsoKind::Tcp6 } else { GsoKind::Tcp4 };
+        let m = testpkt::super_meta(&b, kind, mss);
+        (b, m)
+    }
+
+    #[test]
+    fn tcp4_super_packet_segments_like_linux() {
+        let mut pool = Pool::new(8, ROOM);
+        let mut t = Tcp::new();
+        t.flags = ACK | CWR | ECE | PSH | FIN;
+        let (b, m) = tcp_super(&Ip::v4(), &t, 2500, 1000);
+        let id = testpkt::load(&mut pool, &b, m);
+        let mut out = PacketVector::new();
+        assert_eq!(segment(&mut pool, id, &mut out), Ok(3));
+        assert_eq!(pool.available(), 5, "the super-packet is freed");
+        let segs = out_bytes(&pool, &out);
+        let want = testpkt::tcp_train(&Ip::v4(), &t, &[1000, 1000, 500], 7);
+        assert_eq!(segs, want);
+        let flags: Vec<_> = segs
+            .iter()
+            .map(|s| tcp::Packet::new_unchecked(&s[20..]).flags().bits())
+            .collect();
+        assert_eq!(
+            flags,
+            [ACK | CWR | ECE, ACK | ECE, ACK | ECE | PSH | FIN],
+            "CWR first, FIN/PSH last"
+        );
+        for (k, (s, &id)) in segs.iter().zip(out.as_slice()).enumerate() {
+            assert!(tcp_ok(s));
+            let ip = ipv4::Packet::new_checked(&s[..]).unwrap();
+            assert_eq!(ip.ident(), 0x1234 + k as u16);
+            let meta = pool.meta(id);
+            assert_eq!((meta.l3, meta.l4), (0, 20));
+            assert_eq!((meta.csum, meta.gso), (ChecksumState::None, None));
+            assert_eq!(
+                (meta.flow_hash, meta.tunnel, meta.inner_l4),
+                (0xabcd, 3, 99)
+            );
+        }
+    }
+
+    #[test]
+    fn tcp6_with_extension_headers_and_ident_wrap() {
+        let mut pool = Pool::new(8, ROOM);
+        let mut ip = Ip::v6();
+        ip.ext = vec![0, 0, 1, 4, 0, 0, 0, 0, 0, 0, 1, 4, 0, 0, 0, 0];
+        let (b, m) = tcp_super(&ip, &Tcp::new(), 3000, 1400);
+        assert_eq!(m.l4, 56);
+        let id = testpkt::load(&mut pool, &b, m);
+        let mut out = PacketVector::new();
+        assert_eq!(segment(&mut pool, id, &mut out), Ok(3));
+        let want = testpkt::tcp_train(&ip, &Tcp::new(), &[1400, 1400, 200], 7);
+        assert_eq!(out_bytes(&pool, &out), want);
+        assert!(out_bytes(&pool, &out).iter().all(|s| tcp_ok(s)));
+        assert!(out.as_slice().iter().all(|&s| pool.meta(s).l4 == 56));
+
+        let mut ip = Ip::v4();
+        ip.ident = 0xffff;
+        let (b, m) = tcp_super(&ip, &Tcp::new(), 30, 10);
+        let id = testpkt::load(&mut pool, &b, m);
+        out.clear();
+        assert_eq!(segment(&mut pool, id, &mut out), Ok(3));
+        let ids: Vec<_> = out_bytes(&pool, &out)
+            .iter()
+            .map(|s| ipv4::Packet::new_unchecked(&s[..]).ident())
+            .collect();
+        assert_eq!(ids, [0xffff, 0, 1]);
+    }
+
+    #[test]
+    fn ipv4_options_are_copied_to_every_segment() {
+        let mut pool = Pool::new(8, ROOM);
+        let mut ip = Ip::v4();
+        ip.ext = vec![0x94, 4, 0, 0]; // router alert
+        let (b, m) = tcp_super(&ip, &Tcp::new(), 100, 60);
+        let id = testpkt::load(&mut pool, &b, m);
+        let mut out = PacketVector::new();
+        assert_eq!(segment(&mut pool, id, &mut out), Ok(2));
+        assert_eq!(
+            out_bytes(&pool, &out),
+            testpkt::tcp_train(&ip, &Tcp::new(), &[60, 40], 7)
+        );
+    }
+
+    #[test]
+    fn udp_super_packet_segments_into_datagrams() {
+        for ip in [Ip::v4(), Ip::v6()] {
+            let mut pool = Pool::new(8, ROOM);
+            let b = testpkt::udp(
+                &ip,
+                4789,
+                4789,
+                &testpkt::payload(0, 1000, 1),
+                Csum::Partial,
+            );
+            let id = testpkt::load(&mut pool, &b, testpkt::super_meta(&b, GsoKind::Udp, 400));
+            let mut out = PacketVector::new();
+            assert_eq!(segment(&mut pool, id, &mut out), Ok(3));
+            let want = testpkt::udp_train(&ip, 4789, 4789, &[400, 400, 200], Csum::Full, 1);
+            assert_eq!(out_bytes(&pool, &out), want);
+        }
+    }
+
+    #[test]
+    fn packets_that_need_no_split_are_normalised_in_place() {
+        let mut pool = Pool::new(4, ROOM);
+        let mut out = PacketVector::new();
+        // A super-packet whose payload fits one segment.
+        let (b, m) = tcp_super(&Ip::v4(), &Tcp::new(), 500, 1000);
+        let id = testpkt::load(&mut pool, &b, m);
+        assert_eq!(segment(&mut pool, id, &mut out), Ok(1));
+        assert_eq!(out.as_slice(), [id]);
+        let full = testpkt::tcp(
+            &Ip::v4(),
+            &Tcp::new(),
+            &testpkt::payload(0, 500, 7),
+            Csum::Full,
+        );
+        assert_eq!(pool.data(id), &full[..]);
+        assert_eq!(*pool.meta(id), testpkt::meta_of(&full, ChecksumState::None));
+
+        // No gso, partial checksum: completed.
+        let b = testpkt::udp(&Ip::v6(), 1, 2, b"hello", Csum::Partial);
+        let m = testpkt::meta_of(
+            &b,
+            ChecksumState::Partial {
+                start: 40,
+                offset: 46,
+            },
+        );
+        let id = testpkt::load(&mut pool, &b, m);
+        assert_eq!(segment(&mut pool, id, &mut out), Ok(1));
+        let full = testpkt::udp(&Ip::v6(), 1, 2, b"hello", Csum::Full);
+        assert_eq!(pool.data(id), &full[..]);
+        assert_eq!(pool.meta(id).csum, ChecksumState::None);
+
+        // No gso, nothing to do: untouched, even a fragment.
+        let mut ip = Ip::v4();
+        ip.df = false;
+        let mut b = testpkt::udp(&ip, 1, 2, b"frag", Csum::Zero);
+        b[6] = 0x20; // MF
+        let m = testpkt::meta_of(&b, ChecksumState::Zero);
+        let id = testpkt::load(&mut pool, &b, m);
+        assert_eq!(segment(&mut pool, id, &mut out), Ok(1));
+        assert_eq!(pool.data(id), &b[..]);
+        assert_eq!(*pool.meta(id), m);
+        assert_eq!(out.len(), 3);
+    }
+
+    fn assert_refused(
+        pool: &mut Pool,
+        bytes: &[u8],
+        meta: PacketMeta,
+        out: &mut PacketVector,
+        want: DropReason,
+    ) {
+        let id = testpkt::load(pool, bytes, meta);
+        let (avail, len) = (pool.available(), out.len());
+        assert_eq!(segment(pool, id, out), Err(want));
+        assert_eq!((pool.available(), out.len()), (avail, len));
+        assert_eq!(pool.data(id), bytes, "input untouched");
+        assert_eq!(*pool.meta(id), meta);
+        pool.free(id);
+    }
+
+    #[test]
+    fn segment_errors_leave_everything_untouched() {
+        let mut pool = Pool::new(4, ROOM);
+        let mut out = PacketVector::new();
+        let (b, m) = tcp_super(&Ip::v4(), &Tcp::new(), 5000, 1000);
+        assert_refused(&mut pool, &b, m, &mut out, DropReason::NoBuffer);
+
+        let mut big = Pool::new(VECTOR_SIZE + 8, ROOM);
+        for _ in 0..VECTOR_SIZE - 2 {
+            out.push(big.alloc().unwrap()).unwrap();
+        }
+        assert_refused(&mut big, &b, m, &mut out, DropReason::TooBig);
+        out.clear();
+
+        let wrong_kind = PacketMeta {
+            gso: Some(Gso {
+                kind: GsoKind::Tcp6,
+                segment_size: 1000,
+            }),
+            ..m
+        };
+        assert_refused(&mut pool, &b, wrong_kind, &mut out, DropReason::Malformed);
+        let zero = PacketMeta {
+            gso: Some(Gso {
+                kind: GsoKind::Tcp4,
+                segment_size: 0,
+            }),
+            ..m
+        };
+        assert_refused(&mut pool, &b, zero, &mut out, DropReason::Malformed);
+        assert_refused(
+            &mut pool,
+            &b[..b.len() - 1],
+            m,
+            &mut out,
+            DropReason::Truncated,
+        );
+        let mut padded = b.clone();
+        padded.push(0);
+        assert_refused(&mut pool, &padded, m, &mut out, DropReason::BadLength);
+        let mut frag = b.clone();
+        frag[6] |= 0x20;
+        assert_refused(&mut pool, &frag, m, &mut out, DropReason::Fragment);
+        let mut not_ip = b.clone();
+        not_ip[0] = 0x55;
+        assert_refused(&mut pool, &not_ip, m, &mut out, DropReason::NotIp);
+        let mut bad_doff = b.clone();
+        bad_doff[32] = 0x40;
+        assert_refused(&mut pool, &bad_doff, m, &mut out, DropReason::BadLength);
+
+        // IPv6 fragment header; a routing header with segments left.
+        let mut ip = Ip::v6();
+        ip.ext = vec![0; 8];
+        let (mut b6, m6) = tcp_super(&ip, &Tcp::new(), 3000, 1000);
+        b6[6] = 44;
+        assert_refused(&mut pool, &b6, m6, &mut out, DropReason::Fragment);
+        b6[6] = 43;
+        b6[40 + 1] = 0;
+        b6[40 + 3] = 1;
+        assert_refused(&mut pool, &b6, m6, &mut out, DropReason::Unsupported);
+        b6[40 + 3] = 0;
+        let id = testpkt::load(&mut pool, &b6, m6);
+        assert_eq!(segment(&mut pool, id, &mut out), Ok(3), "no segments left");
+    }
+
+    fn udp_ip(ip: &Ip, k: usize) -> Ip {
+        let mut ip = ip.clone();
+        ip.ident = ip.ident.wrapping_add(k as u16);
+        ip
+    }
+
+    #[test]
+    fn udp_train_round_trip_and_layout() {
+        let mut pool = Pool::new(16, ROOM);
+        let dgrams = testpkt::udp_train(&Ip::v4(), 5000, 4789, &[300, 300, 120], Csum::Full, 3);
+        let ids: Vec<_> = dgrams
+            .iter()
+            .map(|d| testpkt::load(&mut pool, d, testpkt::meta_of(d, ChecksumState::None)))
+            .collect();
+        let train = build_udp_train(&mut pool, &ids).unwrap();
+        assert_eq!(pool.available(), 16 - 1);
+        let t = pool.data(train);
+        assert_eq!(t.len(), 20 + 8 + 720);
+        assert_eq!(
+            &t[..328],
+            &dgrams[0][..],
+            "the first datagram is the template"
+        );
+        assert_eq!(&t[328..628], &dgrams[1][28..]);
+        let m = *pool.meta(train);
+        assert_eq!(
+            m.gso,
+            Some(Gso {
+                kind: GsoKind::Udp,
+                segment_size: 300
+            })
+        );
+        assert_eq!(
+            (m.l3, m.l4, m.csum, m.tunnel),
+            (0, 20, ChecksumState::None, 3)
+        );
+        let mut out = PacketVector::new();
+        assert_eq!(split_udp_train(&mut pool, train, &mut out), Ok(3));
+        assert_eq!(out_bytes(&pool, &out), dgrams);
+        assert_eq!(pool.available(), 16 - 3);
+        let _ = udp_ip;
+    }
+
+    #[test]
+    fn udp_train_refusals() {
+        let mut pool = Pool::new(80, ROOM);
+        let mk = |pool: &mut Pool, ip: &Ip, sizes: &[usize], csum: Csum| -> Vec<PacketId> {
+            testpkt::udp_train(ip, 5000, 4789, sizes, csum, 0)
+                .iter()
+                .map(|d| {
+                    let c = if csum == Csum::Zero {
+                        ChecksumState::Zero
+                    } else {
+                        ChecksumState::None
+                    };
+                    testpkt::load(pool, d, testpkt::meta_of(d, c))
+                })
+                .collect()
+        };
+        let check = |pool: &mut Pool, ids: &[PacketId], want: DropReason| {
+            let before: Vec<_> = ids.iter().map(|&i| pool.data(i).to_vec()).collect();
+            let avail = pool.available();
+            assert_eq!(build_udp_train(pool, ids), Err(want));
+            assert_eq!(pool.available(), avail);
+            let after: Vec<_> = ids.iter().map(|&i| pool.data(i).to_vec()).collect();
+            assert_eq!(before, after);
+        };
+        let ids = mk(&mut pool, &Ip::v4(), &[100, 200], Csum::Full);
+        check(&mut pool, &ids, DropReason::Malformed); // last longer
+        let ids2 = mk(&mut pool, &Ip::v4(), &[100, 50, 100], Csum::Full);
+        check(&mut pool, &ids2, DropReason::Malformed); // short in the middle
+        check(&mut pool, &[ids2[0], ids2[0]], DropReason::Malformed);
+        check(&mut pool, &[], DropReason::Malformed);
+        let mut ttl = Ip::v4();
+        ttl.ttl = 9;
+        let other = mk(&mut pool, &ttl, &[100], Csum::Full);
+        check(&mut pool, &[ids2[0], other[0]], DropReason::Malformed);
+        let zero = mk(&mut pool, &Ip::v4(), &[100], Csum::Zero);
+        check(&mut pool, &[ids2[0], zero[0]], DropReason::Malformed);
+        let v6 = mk(&mut pool, &Ip::v6(), &[100], Csum::Full);
+        check(&mut pool, &[ids2[0], v6[0]], DropReason::Malformed);
+        for id in ids
+            .iter()
+            .chain(&ids2)
+            .chain(&other)
+            .chain(&zero)
+            .chain(&v6)
+        {
+            pool.free(*id);
+        }
+        let many = mk(
+            &mut pool,
+            &Ip::v4(),
+            &[10; UDP_MAX_SEGMENTS + 1],
+            Csum::Full,
+        );
+        check(&mut pool, &many, DropReason::TooBig);
+        assert!(build_udp_train(&mut pool, &many[..UDP_MAX_SEGMENTS]).is_ok());
+        pool.free(many[UDP_MAX_SEGMENTS]);
+        let big = mk(&mut pool, &Ip::v4(), &[1400; 47], Csum::Full);
+        check(&mut pool, &big, DropReason::TooBig); // 20 + 8 + 65800 > 65535
+        assert!(build_udp_train(&mut pool, &big[..46]).is_ok());
+    }
+
+    #[test]
+    fn split_refusals() {
+        let mut pool = Pool::new(4, ROOM);
+        let mut out = PacketVector::new();
+        let d = testpkt::udp(&Ip::v4(), 1, 2, &[7; 100], Csum::Full);
+        let plain = testpkt::meta_of(&d, ChecksumState::None);
+        let id = testpkt::load(&mut pool, &d, plain);
+        assert_eq!(
+            split_udp_train(&mut pool, id, &mut out),
+            Err(DropReason::Malformed)
+        );
+        let m = PacketMeta {
+            gso: Some(Gso {
+                kind: GsoKind::Udp,
+                segment_size: 60,
+            }),
+            ..plain
+        };
+        *pool.meta_mut(id) = m;
+        assert_eq!(
+            split_udp_train(&mut pool, id, &mut out),
+            Err(DropReason::BadLength),
+            "the template's payload is not one segment"
+        );
+        assert_eq!(pool.data(id), &d[..]);
+        assert!(out.is_empty());
+    }
+
+    // ---- properties ----
+
+    fn ip_strategy() -> impl Strategy<Value = Ip> {
+        (
+            any::<bool>(),
+            any::<[u8; 16]>(),
+            any::<[u8; 16]>(),
+            any::<u8>(),
+            1u8..,
+            any::<bool>(),
+            any::<u16>(),
+            0u32..1 << 20,
+        )
+            .prop_map(|(v6, src, dst, tos, ttl, df, ident, flow_label)| Ip {
+                v6,
+                src,
+                dst,
+                tos,
+                ttl,
+                df: df && !v6,
+                ident: if v6 { 0 } else { ident },
+                flow_label: if v6 { flow_label } else { 0 },
+                ext: Vec::new(),
+            })
+    }
+
+    fn tcp_strategy() -> impl Strategy<Value = Tcp> {
+        (
+            any::<(u16, u16, u32, u32, u16, u16)>(),
+            prop::sample::select(vec![ACK, ACK | ECE, 0, ACK | 0x100]),
+            any::<bool>(),
+            prop::collection::vec(any::<u8>(), 0..=10).prop_map(|w| {
+                let mut o = w;
+                o.truncate(o.len() / 4 * 4);
+                o
+            }),
+        )
+            .prop_map(
+                |((sport, dport, seq, ack, window, urgent), flags, cwr, options)| Tcp {
+                    sport,
+                    dport,
+                    seq,
+                    ack,
+                    flags: flags | if cwr { CWR } else { 0 },
+                    window,
+                    urgent,
+                    options,
+                },
+            )
+    }
+
+    /// Sizes of a train: `n` segments of `mss`, the last `last` (≤ mss).
+    fn sizes(n: usize, mss: usize, last: usize) -> Vec<usize> {
+        let mut s = vec![mss; n];
+        s[n - 1] = last.clamp(1, mss);
+        s
+    }
+
+    fn load_all(pool: &mut Pool, pkts: &[Vec<u8>], csum: ChecksumState) -> PacketVector {
+        let mut v = PacketVector::new();
+        for p in pkts {
+            let id = testpkt::load(pool, p, testpkt::meta_of(p, csum));
+            v.push(id).unwrap();
+        }
+        v
+    }
+
+    /// Segments every packet of `v` into a new vector.
+    fn segment_all(pool: &mut Pool, v: &PacketVector) -> PacketVector {
+        let mut out = PacketVector::new();
+        for &id in v.as_slice() {
+            segment(pool, id, &mut out).unwrap();
+        }
+        out
+    }
+
+    fn metas(pool: &Pool, v: &PacketVector) -> Vec<PacketMeta> {
+        v.as_slice().iter().map(|&id| *pool.meta(id)).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        /// segment(coalesce(x)) == x for trains of valid TCP segments.
+        #[test]
+        fn tcp_train_coalesces_then_segments_back(
+            ip in ip_strategy(),
+            t in tcp_strategy(),
+            n in 1usize..=45,
+            mss in 1usize..=1460,
+            last in 1usize..=1460,
+            psh in any::<bool>(),
+            fin in any::<bool>(),
+        ) {
+            let mut t = t;
+            t.flags |= if psh { PSH } else { 0 } | if fin && psh { FIN } else { 0 };
+            let x = testpkt::tcp_train(&ip, &t, &sizes(n, mss, last), 5);
+            let mut pool = Pool::new(2 * n + 4, ROOM);
+            let mut v = load_all(&mut pool, &x, ChecksumState::None);
+            let want_meta = metas(&pool, &v);
+            let merged = Gro::new().coalesce(&mut pool, &mut v);
+            prop_assert_eq!(merged + v.len(), n);
+            let total: usize = x.iter().map(|p| p.len() - ip.hlen() - 20 - t.options.len()).sum::<usize>()
+                + ip.hlen() + 20 + t.options.len();
+            if total <= 65535 {
+                prop_assert_eq!(v.len(), 1, "one super-packet");
+            }
+            let segs = segment_all(&mut pool, &v);
+            prop_assert_eq!(out_bytes(&pool, &segs), x);
+            prop_assert_eq!(metas(&pool, &segs), want_meta);
+            prop_assert_eq!(pool.available(), pool.capacity() - n);
+        }
+
+        /// Same for UDP datagrams of one size, the last shorter or equal.
+        #[test]
+        fn udp_train_coalesces_then_segments_back(
+            ip in ip_strategy(),
+            ports in any::<(u16, u16)>(),
+            n in 1usize..=70,
+            size in 1usize..=1400,
+            last in 1usize..=1400,
+        ) {
+            let x = testpkt::udp_train(&ip, ports.0, ports.1, &sizes(n, size, last), Csum::Full, 9);
+            let mut pool = Pool::new(2 * n + 4, ROOM);
+            let mut v = load_all(&mut pool, &x, ChecksumState::None);
+            let want_meta = metas(&pool, &v);
+            let merged = Gro::new().coalesce(&mut pool, &mut v);
+            prop_assert_eq!(merged + v.len(), n);
+            if n * size <= 65000 && n <= 64 {
+                prop_assert_eq!(v.len(), 1);
+            }
+            let segs = segment_all(&mut pool, &v);
+            prop_assert_eq!(out_bytes(&pool, &segs), x);
+            prop_assert_eq!(metas(&pool, &segs), want_meta);
+        }
+
+        /// coalesce(segment(x)) == x for super-packets (TCP and UDP).
+        #[test]
+        fn super_packet_segments_then_coalesces_back(
+            ip in ip_strategy(),
+            t in tcp_strategy(),
+            udp in any::<bool>(),
+            mss in 1usize..=1460,
+            segs in 2usize..=64,
+            short in 0usize..1460,
+            fin_psh in 0u16..4,
+        ) {
+            let mss = if udp { mss.min(1000) } else { mss };
+            let hdr = ip.hlen() + if udp { 8 } else { 20 + t.options.len() };
+            let payload = (mss * (segs - 1) + mss - short % mss).min(65535 - hdr);
+            prop_assume!(payload > mss);
+            let mut t = t;
+            t.flags |= [0, PSH, FIN, PSH | FIN][fin_psh as usize];
+            let (b, m) = if udp {
+                let b = testpkt::udp(&ip, t.sport, t.dport, &testpkt::payload(0, payload, 2), Csum::Partial);
+                let m = testpkt::super_meta(&b, GsoKind::Udp, mss as u16);
+                (b, m)
+            } else {
+                tcp_super(&ip, &t, payload, mss as u16)
+            };
+            let mut pool = Pool::new(80, ROOM);
+            let id = testpkt::load(&mut pool, &b, m);
+            let mut v = PacketVector::new();
+            let n = segment(&mut pool, id, &mut v).unwrap();
+            prop_assert_eq!(n, payload.div_ceil(mss));
+            for s in out_bytes(&pool, &v) {
+                if !udp {
+                    prop_assert!(tcp_ok(&s));
+                }
+            }
+            prop_assert_eq!(Gro::new().coalesce(&mut pool, &mut v), n - 1);
+            prop_assert_eq!(v.len(), 1);
+            prop_assert_eq!(pool.data(v.as_slice()[0]), &b[..]);
+            prop_assert_eq!(*pool.meta(v.as_slice()[0]), m);
+            prop_assert_eq!(pool.available(), 79);
+        }
+
+        /// split_udp_train(build_udp_train(xs)) == xs.
+        #[test]
+        fn udp_train_builds_then_splits_back(
+            ip in ip_strategy(),
+            ports in any::<(u16, u16)>(),
+            n in 1usize..=UDP_MAX_SEGMENTS,
+            size in 1usize..=1400,
+            last in 1usize..=1400,
+            zero in any::<bool>(),
+        ) {
+            let csum = if zero { Csum::Zero } else { Csum::Full };
+            let state = if zero { ChecksumState::Zero } else { ChecksumState::None };
+            let s = sizes(n, size, last);
+            prop_assume!(ip.hlen() + 8 + s.iter().sum::<usize>() <= 65535);
+            let xs = testpkt::udp_train(&ip, ports.0, ports.1, &s, csum, 4);
+            let mut pool = Pool::new(2 * n + 2, ROOM);
+            let v = load_all(&mut pool, &xs, state);
+            let want_meta = metas(&pool, &v);
+            let train = build_udp_train(&mut pool, v.as_slice()).unwrap();
+            prop_assert_eq!(pool.available(), pool.capacity() - 1);
+            let mut out = PacketVector::new();
+            prop_assert_eq!(split_udp_train(&mut pool, train, &mut out), Ok(n));
+            prop_assert_eq!(out_bytes(&pool, &out), xs);
+            prop_assert_eq!(metas(&pool, &out), want_meta);
+        }
+
+        /// Arbitrary bytes with arbitrary metadata: never a panic; an error
+        /// leaves the input and the pool as they were.
+        #[test]
+        fn arbitrary_input_never_panics(
+            bytes in prop::collection::vec(any::<u8>(), 0..300),
+            version in prop::sample::select(vec![None, Some(0x45u8), Some(0x46), Some(0x60)]),
+            kind in prop::sample::select(vec![None, Some(GsoKind::Tcp4), Some(GsoKind::Tcp6), Some(GsoKind::Udp)]),
+            size in any::<u16>(),
+            csum in prop::sample::select(vec![
+                ChecksumState::None,
+                ChecksumState::Verified,
+                ChecksumState::Zero,
+                ChecksumState::Partial { start: 20, offset: 36 },
+                ChecksumState::Partial { start: 400, offset: 2 },
+            ]),
+        ) {
+            let mut bytes = bytes;
+            if let (Some(v), Some(b)) = (version, bytes.first_mut()) {
+                *b = v;
+            }
+            let mut pool = Pool::new(VECTOR_SIZE + 2, 2048);
+            let meta = PacketMeta {
+                gso: kind.map(|kind| Gso { kind, segment_size: size }),
+                csum,
+                ..testpkt::meta_of(&[0x45], ChecksumState::None)
+            };
+            for f in [segment, split_udp_train] {
+                let id = testpkt::load(&mut pool, &bytes, meta);
+                let mut out = PacketVector::new();
+                let avail = pool.available();
+                match f(&mut pool, id, &mut out) {
+                    Err(_) => {
+                        prop_assert_eq!(pool.data(id), &bytes[..]);
+                        prop_assert_eq!(*pool.meta(id), meta);
+                        prop_assert_eq!(pool.available(), avail);
+                        prop_assert!(out.is_empty());
+                        pool.free(id);
+                    }
+                    Ok(n) => {
+                        prop_assert_eq!(out.len(), n);
+                        for &o in out.as_slice() {
+                            pool.free(o);
+                        }
+                    }
+                }
+                prop_assert_eq!(pool.available(), pool.capacity());
+            }
+            let id = testpkt::load(&mut pool, &bytes, meta);
+            if let Ok(t) = build_udp_train(&mut pool, &[id]) {
+                pool.free(t);
+            } else {
+                pool.free(id);
+            }
+            let mut v = PacketVector::new();
+            v.push(testpkt::load(&mut pool, &bytes, meta)).unwrap();
+            v.push(testpkt::load(&mut pool, &bytes, meta)).unwrap();
+            Gro::new().coalesce(&mut pool, &mut v);
+        }
+
+        /// Valid super-packets and trains with a byte changed or cut short:
+        /// never a panic; cut short is an error.
+        #[test]
+        fn damaged_super_packets_never_panic(
+            ip in ip_strategy(),
+            udp in any::<bool>(),
+            at in any::<prop::sample::Index>(),
+            val in any::<u8>(),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let (b, m) = if udp {
+                let b = testpkt::udp(&ip, 1, 2, &[3; 900], Csum::Partial);
+                let m = testpkt::super_meta(&b, GsoKind::Udp, 100);
+                (b, m)
+            } else {
+                tcp_super(&ip, &Tcp::new(), 900, 100)
+            };
+            let mut pool = Pool::new(40, ROOM);
+            let mut changed = b.clone();
+            changed[at.index(b.len())] = val;
+            let cut = cut.index(b.len());
+            for (bytes, must_fail) in [(&changed[..], false), (&b[..cut], true)] {
+                for (k, f) in [segment, split_udp_train].into_iter().enumerate() {
+                    let id = testpkt::load(&mut pool, bytes, m);
+                    let mut out = PacketVector::new();
+                    let r = f(&mut pool, id, &mut out);
+                    if must_fail && k == 0 {
+                        prop_assert!(r.is_err());
+                    }
+                    match r {
+                        Ok(_) => out.as_slice().iter().for_each(|&o| pool.free(o)),
+                        Err(_) => pool.free(id),
+                    }
+                    prop_assert_eq!(pool.available(), 40);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn address_helpers_agree_with_tep_wire() {
+        // The oracle and tep-wire agree on what a valid segment is.
+        let p = testpkt::tcp(&Ip::v4(), &Tcp::new(), b"abc", Csum::Full);
+        let ip = ipv4::Packet::new_checked(&p[..]).unwrap();
+        assert_eq!(ip.src_addr(), Ipv4Addr::new(10, 201, 0, 1));
+        assert!(tcp_ok(&p));
+        let p = testpkt::tcp(&Ip::v6(), &Tcp::new(), b"abc", Csum::Full);
+        let ip = ipv6::Packet::new_checked(&p[..]).unwrap();
+        assert_eq!(ip.dst_addr(), "fd00::2".parse::<Ipv6Addr>().unwrap());
+        assert!(tcp_ok(&p));
+    }
 }
