@@ -7,10 +7,12 @@ use crate::config::Config;
 use crate::decap::{self, GtpuResponder, RateLimit, Replies};
 use crate::drop::DropReason;
 use crate::encap::{self, HeaderTemplate, InnerLink, TxState};
+use crate::gro::Gro;
+use crate::gso;
 use crate::kind::TunnelKind;
 use crate::node::{NodeIndex, Runtime};
 use crate::tunnel::TunnelTable;
-use crate::vector::PacketVector;
+use crate::vector::{PacketVector, VECTOR_SIZE};
 
 /// Where a decap output goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +34,7 @@ pub struct PipelineOptions {
 }
 
 impl Default for PipelineOptions {
+    /// IP on the inner side, no GRO.
     fn default() -> Self {
         PipelineOptions {
             inner_link: InnerLink::Ip,
@@ -65,6 +68,7 @@ pub struct Counters {
 
 #[derive(Clone, Copy, Debug)]
 struct Nodes {
+    gso: NodeIndex,
     classify: NodeIndex,
     lookup: NodeIndex,
     inner_checksum: NodeIndex,
@@ -76,6 +80,7 @@ struct Nodes {
     decap: [NodeIndex; 8],
     verify: NodeIndex,
     output: NodeIndex,
+    gro: NodeIndex,
 }
 
 const ENCAP_NAMES: [&str; 8] = [
@@ -112,6 +117,10 @@ pub struct Pipeline<C: Clock> {
     gtpu: GtpuResponder,
     by_kind: Box<[PacketVector; 8]>,
     replies: Box<PacketVector>,
+    // Taken out while `encap` segments into it (no allocation per call).
+    work: Option<Box<PacketVector>>,
+    frames: Box<PacketVector>,
+    gro: Box<Gro>,
     counters: Counters,
 }
 
@@ -124,6 +133,7 @@ impl<C: Clock> Pipeline<C> {
     pub fn new(config: &Config, clock: C, options: PipelineOptions) -> Pipeline<C> {
         let mut runtime = Runtime::new(clock);
         let nodes = Nodes {
+            gso: runtime.register("gso-segment"),
             classify: runtime.register("encap-classify"),
             lookup: runtime.register("tunnel-lookup"),
             inner_checksum: runtime.register("inner-checksum"),
@@ -135,6 +145,7 @@ impl<C: Clock> Pipeline<C> {
             decap: DECAP_NAMES.map(|n| runtime.register(n)),
             verify: runtime.register("udp-checksum-verify"),
             output: runtime.register("decap-output"),
+            gro: runtime.register("gro"),
         };
         Pipeline {
             table: TunnelTable::new(config),
@@ -150,6 +161,9 @@ impl<C: Clock> Pipeline<C> {
             },
             by_kind: Box::new(core::array::from_fn(|_| PacketVector::new())),
             replies: Box::new(PacketVector::new()),
+            work: Some(Box::new(PacketVector::new())),
+            frames: Box::new(PacketVector::new()),
+            gro: Box::new(Gro::new()),
             counters: Counters::default(),
         }
     }
@@ -183,9 +197,10 @@ impl<C: Clock> Pipeline<C> {
             .sum()
     }
 
-    /// Encapsulates a vector of inner packets. The finished outer packets
-    /// (IP header at offset 0) go to `sink`, which takes their buffers;
-    /// `input` is left empty.
+    /// Encapsulates a vector of inner packets. Super-packets (`meta.gso`)
+    /// are segmented first. The finished outer packets (IP header at
+    /// offset 0) go to `sink`, which takes their buffers, in vectors of at
+    /// most [`VECTOR_SIZE`]; `input` is left empty.
     pub fn encap(
         &mut self,
         pool: &mut Pool,
@@ -193,12 +208,63 @@ impl<C: Clock> Pipeline<C> {
         sink: &mut dyn FnMut(&mut Pool, &mut PacketVector),
     ) {
         self.counters.encap_in += input.len() as u64;
-        self.encap_vector(pool, input);
-        self.counters.encap_out += input.len() as u64;
-        if !input.is_empty() {
-            sink(pool, input);
+        if input
+            .as_slice()
+            .iter()
+            .all(|&id| pool.meta(id).gso.is_none())
+        {
+            self.encap_flush(pool, input, sink);
+            return;
+        }
+        let mut work = self
+            .work
+            .take()
+            .unwrap_or_else(|| Box::new(PacketVector::new()));
+        for &id in input.as_slice() {
+            let need = match pool.meta(id).gso {
+                None => 1,
+                Some(g) => pool
+                    .data(id)
+                    .len()
+                    .div_ceil(usize::from(g.segment_size).max(1))
+                    .min(VECTOR_SIZE),
+            };
+            if work.len() + need > VECTOR_SIZE {
+                self.encap_flush(pool, &mut work, sink);
+            }
+            if pool.meta(id).gso.is_none() {
+                // Room was made above.
+                let _ = work.push(id);
+                continue;
+            }
+            let added = &mut self.counters.segments_added;
+            self.runtime.run(self.nodes.gso, 1, |s| {
+                match gso::segment(pool, id, &mut work) {
+                    Ok(n) => *added += n as u64 - 1,
+                    Err(r) => {
+                        s.drop(r);
+                        pool.free(id);
+                    }
+                }
+            });
         }
         input.clear();
+        self.encap_flush(pool, &mut work, sink);
+        self.work = Some(work);
+    }
+
+    fn encap_flush(
+        &mut self,
+        pool: &mut Pool,
+        v: &mut PacketVector,
+        sink: &mut dyn FnMut(&mut Pool, &mut PacketVector),
+    ) {
+        self.encap_vector(pool, v);
+        self.counters.encap_out += v.len() as u64;
+        if !v.is_empty() {
+            sink(pool, v);
+        }
+        v.clear();
     }
 
     fn encap_vector(&mut self, pool: &mut Pool, v: &mut PacketVector) {
@@ -261,10 +327,13 @@ impl<C: Clock> Pipeline<C> {
         self.counters.decap_in += input.len() as u64;
         let Pipeline {
             table,
+            options,
             runtime,
             nodes,
             by_kind,
             replies,
+            frames,
+            gro,
             gtpu,
             counters,
             ..
@@ -300,6 +369,23 @@ impl<C: Clock> Pipeline<C> {
         runtime.run(nodes.output, v.len(), |s| {
             decap::decap_output(s, pool, v, table)
         });
+        if options.gro && v.len() > 1 {
+            // GRO works on IP packets: Ethernet frames (L2 tunnels) wait
+            // aside and follow the coalesced packets.
+            v.retain(
+                |id| !table.get(pool.meta(id).tunnel).kind.carries_ethernet(),
+                |id| {
+                    let _ = frames.push(id);
+                },
+            );
+            runtime.run(nodes.gro, v.len(), |_| {
+                counters.coalesced += gro.coalesce(pool, v) as u64;
+            });
+            for &id in frames.as_slice() {
+                let _ = v.push(id);
+            }
+            frames.clear();
+        }
         counters.decap_out += v.len() as u64;
         if !v.is_empty() {
             sink(Output::Inner, pool, v);
@@ -309,5 +395,91 @@ impl<C: Clock> Pipeline<C> {
             sink(Output::Reply, pool, replies);
         }
         replies.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buffer::{GsoKind, SUPER_PACKET_ROOM};
+    use crate::clock::ManualClock;
+    use crate::config::{ChecksumMode, TunnelConfig};
+    use crate::gso::testpkt::{payload, super_meta, tcp, Csum, Ip, Tcp};
+    use core::net::{IpAddr, Ipv6Addr};
+
+    fn gtpu_pair(mode: ChecksumMode) -> (Config, Config) {
+        let a = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1));
+        let b = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2));
+        let mk = |l, r| {
+            let mut t = TunnelConfig::new("t", TunnelKind::Gtpu, l, r);
+            t.teid = 7;
+            t.local_teid = 7;
+            t.checksum = mode;
+            t.zero_checksum_tx = true;
+            t.zero_checksum_rx = true;
+            t.inner_prefixes = vec!["10.201.0.0/16".parse().unwrap()];
+            Config {
+                tunnels: vec![t],
+                ..Config::default()
+            }
+        };
+        (mk(a, b), mk(b, a))
+    }
+
+    /// A 64 KiB TSO super-packet from the TUN side is segmented, each
+    /// segment tunnelled on its own (GTP-U needs a length per datagram);
+    /// the peer decapsulates and GRO rebuilds the very same super-packet.
+    #[test]
+    fn tso_super_packet_segments_tunnels_and_coalesces_back() {
+        for mode in [ChecksumMode::Full, ChecksumMode::Lco, ChecksumMode::Zero] {
+            let (ca, cb) = gtpu_pair(mode);
+            let mut a = Pipeline::new(&ca, ManualClock::default(), PipelineOptions::default());
+            let mut b = Pipeline::new(
+                &cb,
+                ManualClock::default(),
+                PipelineOptions {
+                    gro: true,
+                    ..PipelineOptions::default()
+                },
+            );
+            let mut pool = Pool::new(256, SUPER_PACKET_ROOM);
+            let mss = 1448;
+            let bytes = tcp(
+                &Ip::v4(),
+                &Tcp::new(),
+                &payload(0, 45 * mss, 3),
+                Csum::Partial,
+            );
+            let meta = super_meta(&bytes, GsoKind::Tcp4, mss as u16);
+            let id = pool.alloc().unwrap();
+            assert!(pool.fill(id, &bytes));
+            *pool.meta_mut(id) = meta;
+            let mut v = PacketVector::new();
+            v.push(id).unwrap();
+            let mut wire = PacketVector::new();
+            a.encap(&mut pool, &mut v, &mut |_, out| {
+                for &id in out.as_slice() {
+                    wire.push(id).unwrap();
+                }
+            });
+            assert_eq!(wire.len(), 45, "{mode}: {}", a.runtime().report());
+            let c = a.counters();
+            assert_eq!((c.encap_in, c.segments_added, c.encap_out), (1, 44, 45));
+            let mut got = Vec::new();
+            b.decap(&mut pool, &mut wire, 0, &mut |o, pool, out| {
+                assert_eq!(o, Output::Inner);
+                for &id in out.as_slice() {
+                    got.push((pool.data(id).to_vec(), pool.meta(id).gso));
+                    pool.free(id);
+                }
+            });
+            assert_eq!(got.len(), 1, "{mode}: {}", b.runtime().report());
+            assert_eq!(got[0].0, bytes, "{mode}: byte for byte");
+            assert_eq!(got[0].1, meta.gso);
+            let c = b.counters();
+            assert_eq!((c.decap_in, c.decap_out, c.coalesced), (45, 1, 44));
+            assert_eq!(a.drops_total() + b.drops_total(), 0);
+            assert_eq!(pool.available(), pool.capacity());
+        }
     }
 }
