@@ -506,3 +506,519 @@ impl Gro {
         members
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buffer::SUPER_PACKET_ROOM;
+    use crate::gso::testpkt::{self, Csum, Ip, Tcp, ACK, CWR, FIN, PSH, RST, SYN, URG};
+    use crate::gso::{segment, UDP_MAX_SEGMENTS};
+
+    fn load(pool: &mut Pool, pkts: &[Vec<u8>]) -> PacketVector {
+        let mut v = PacketVector::new();
+        for p in pkts {
+            v.push(testpkt::load(
+                pool,
+                p,
+                testpkt::meta_of(p, ChecksumState::None),
+            ))
+            .unwrap();
+        }
+        v
+    }
+
+    fn contents(pool: &Pool, v: &PacketVector) -> Vec<(Vec<u8>, PacketMeta)> {
+        v.as_slice()
+            .iter()
+            .map(|&id| (pool.data(id).to_vec(), *pool.meta(id)))
+            .collect()
+    }
+
+    /// Coalescing merges nothing and changes nothing.
+    fn assert_unmerged(pkts: &[Vec<u8>]) {
+        let mut pool = Pool::new(pkts.len() + 1, SUPER_PACKET_ROOM);
+        let mut v = load(&mut pool, pkts);
+        let before = contents(&pool, &v);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 0);
+        assert_eq!(contents(&pool, &v), before);
+    }
+
+    fn train(sizes: &[usize]) -> Vec<Vec<u8>> {
+        testpkt::tcp_train(&Ip::v4(), &Tcp::new(), sizes, 1)
+    }
+
+    /// Changes one packet of a train and fixes its checksums.
+    fn with(ip: Ip, t: Tcp, payload_at: usize, len: usize) -> Vec<u8> {
+        testpkt::tcp(&ip, &t, &testpkt::payload(payload_at, len, 1), Csum::Full)
+    }
+
+    fn second_ip() -> Ip {
+        let mut ip = Ip::v4();
+        ip.ident += 1;
+        ip
+    }
+
+    fn second_tcp() -> Tcp {
+        let mut t = Tcp::new();
+        t.seq += 1000;
+        t
+    }
+
+    #[test]
+    fn a_tcp_train_becomes_one_super_packet_in_place() {
+        let mut pool = Pool::new(8, SUPER_PACKET_ROOM);
+        let mut t = Tcp::new();
+        t.flags = ACK | PSH;
+        let a = testpkt::tcp_train(&Ip::v4(), &t, &[1000, 1000, 500], 1);
+        let other = testpkt::udp(&Ip::v6(), 1, 2, b"other", Csum::Full);
+        let icmp = {
+            let mut p = testpkt::udp(&Ip::v4(), 1, 2, b"icmp", Csum::Full);
+            p[9] = 1;
+            p[10..12].fill(0);
+            let c = Sum::of(&p[..20]).checksum();
+            p[10..12].copy_from_slice(&c.to_be_bytes());
+            p
+        };
+        let pkts = [
+            other.clone(),
+            a[0].clone(),
+            icmp.clone(),
+            a[1].clone(),
+            a[2].clone(),
+        ];
+        let mut v = load(&mut pool, &pkts);
+        let head = v.as_slice()[1];
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 2);
+        assert_eq!(pool.available(), 8 - 3);
+        assert_eq!(v.len(), 3);
+        assert_eq!(v.as_slice()[1], head, "the head keeps its place");
+        assert_eq!(pool.data(v.as_slice()[0]), &other[..]);
+        assert_eq!(pool.data(v.as_slice()[2]), &icmp[..]);
+
+        let s = pool.data(head);
+        assert_eq!(s.len(), 20 + 32 + 2500);
+        let ip = tep_wire::ipv4::Packet::new_checked(s).unwrap();
+        assert!(ip.verify_checksum());
+        assert_eq!((ip.total_len(), ip.ident()), (2552, 0x1234));
+        let th = tep_wire::tcp::Packet::new_checked(&s[20..]).unwrap();
+        assert_eq!(th.flags().bits(), ACK | PSH, "the last segment's PSH");
+        assert_eq!(th.seq_number(), 1_000_000);
+        assert_eq!(
+            th.checksum(),
+            Ip::v4().pseudo(6, 2532).value(),
+            "the partial form"
+        );
+        assert_eq!(&s[52..], &testpkt::payload(0, 2500, 1)[..]);
+        let m = pool.meta(head);
+        assert_eq!(
+            m.gso,
+            Some(Gso {
+                kind: GsoKind::Tcp4,
+                segment_size: 1000
+            })
+        );
+        assert_eq!(
+            m.csum,
+            ChecksumState::Partial {
+                start: 20,
+                offset: 36
+            }
+        );
+        assert_eq!((m.l3, m.l4, m.tunnel, m.flow_hash), (0, 20, 3, 0xabcd));
+    }
+
+    #[test]
+    fn interleaved_flows_merge_separately() {
+        let mut pool = Pool::new(8, SUPER_PACKET_ROOM);
+        let a = train(&[100, 100, 100]);
+        let mut t = Tcp::new();
+        t.sport += 1;
+        let b = testpkt::tcp_train(&Ip::v4(), &t, &[200, 200], 2);
+        let mut v = load(
+            &mut pool,
+            &[
+                a[0].clone(),
+                b[0].clone(),
+                a[1].clone(),
+                b[1].clone(),
+                a[2].clone(),
+            ],
+        );
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 3);
+        let sizes: Vec<_> = v.as_slice().iter().map(|&id| pool.data(id).len()).collect();
+        assert_eq!(sizes, [52 + 300, 52 + 400]);
+    }
+
+    #[test]
+    fn linux_rules_that_prevent_a_merge() {
+        let first = train(&[1000])[0].clone();
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("ttl", {
+                let mut ip = second_ip();
+                ip.ttl = 63;
+                with(ip, second_tcp(), 1000, 1000)
+            }),
+            ("tos", {
+                let mut ip = second_ip();
+                ip.tos = 4;
+                with(ip, second_tcp(), 1000, 1000)
+            }),
+            ("df", {
+                let mut ip = second_ip();
+                ip.df = false;
+                with(ip, second_tcp(), 1000, 1000)
+            }),
+            ("ip id not +1", {
+                let mut ip = second_ip();
+                ip.ident += 1;
+                with(ip, second_tcp(), 1000, 1000)
+            }),
+            ("seq gap", {
+                let mut t = second_tcp();
+                t.seq += 1;
+                with(second_ip(), t, 1000, 1000)
+            }),
+            ("ack", {
+                let mut t = second_tcp();
+                t.ack += 1;
+                with(second_ip(), t, 1000, 1000)
+            }),
+            ("window", {
+                let mut t = second_tcp();
+                t.window += 1;
+                with(second_ip(), t, 1000, 1000)
+            }),
+            ("options", {
+                let mut t = second_tcp();
+                t.options[11] ^= 1;
+                with(second_ip(), t, 1000, 1000)
+            }),
+            ("options length", {
+                let mut t = second_tcp();
+                t.options.clear();
+                with(second_ip(), t, 1000, 1000)
+            }),
+            ("syn", {
+                let mut t = second_tcp();
+                t.flags |= SYN;
+                with(second_ip(), t, 1000, 1000)
+            }),
+            ("rst", {
+                let mut t = second_tcp();
+                t.flags |= RST;
+                with(second_ip(), t, 1000, 1000)
+            }),
+            ("urg", {
+                let mut t = second_tcp();
+                t.flags |= URG;
+                with(second_ip(), t, 1000, 1000)
+            }),
+            ("cwr in a later segment", {
+                let mut t = second_tcp();
+                t.flags |= CWR;
+                with(second_ip(), t, 1000, 1000)
+            }),
+            ("ece differs", {
+                let mut t = second_tcp();
+                t.flags |= 0x040;
+                with(second_ip(), t, 1000, 1000)
+            }),
+            (
+                "longer than the first",
+                with(second_ip(), second_tcp(), 1000, 1001),
+            ),
+            ("no payload", with(second_ip(), second_tcp(), 1000, 0)),
+            ("bad checksum", {
+                let mut p = with(second_ip(), second_tcp(), 1000, 1000);
+                *p.last_mut().unwrap() ^= 1;
+                p
+            }),
+            ("bad ip header checksum", {
+                let mut p = with(second_ip(), second_tcp(), 1000, 1000);
+                p[10] ^= 1;
+                p
+            }),
+            ("ip options", {
+                let mut ip = second_ip();
+                ip.ext = vec![1, 1, 1, 0];
+                with(ip, second_tcp(), 1000, 1000)
+            }),
+            ("fragment", {
+                let mut p = with(second_ip(), second_tcp(), 1000, 1000);
+                p[6] |= 0x20;
+                p[10..12].fill(0);
+                let c = Sum::of(&p[..20]).checksum();
+                p[10..12].copy_from_slice(&c.to_be_bytes());
+                p
+            }),
+            ("padding", {
+                let mut p = with(second_ip(), second_tcp(), 1000, 1000);
+                p.push(0);
+                p
+            }),
+        ];
+        for (name, second) in cases {
+            eprintln!("case: {name}");
+            assert_unmerged(&[first.clone(), second]);
+        }
+        // The control: the unchanged second segment merges.
+        let mut pool = Pool::new(3, SUPER_PACKET_ROOM);
+        let mut v = load(
+            &mut pool,
+            &[first.clone(), with(second_ip(), second_tcp(), 1000, 1000)],
+        );
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 1);
+    }
+
+    #[test]
+    fn push_fin_and_short_segments_end_the_super_packet() {
+        // PSH, FIN, SYN or URG on the head: nothing is appended.
+        for f in [PSH, FIN, SYN, URG] {
+            let mut t = Tcp::new();
+            t.flags |= f;
+            let mut t2 = Tcp::new();
+            t2.seq += 100;
+            assert_unmerged(&[with(Ip::v4(), t, 0, 100), with(second_ip(), t2, 100, 100)]);
+        }
+        // PSH mid-flow: merged as the last, the next starts anew.
+        let mut t = Tcp::new();
+        t.flags |= PSH;
+        let mut a = testpkt::tcp_train(&Ip::v4(), &t, &[100, 100], 1);
+        a.push(with(
+            {
+                let mut ip = Ip::v4();
+                ip.ident += 2;
+                ip
+            },
+            {
+                let mut t = Tcp::new();
+                t.seq += 200;
+                t
+            },
+            200,
+            100,
+        ));
+        let mut pool = Pool::new(4, SUPER_PACKET_ROOM);
+        let mut v = load(&mut pool, &a);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 1);
+        let lens: Vec<_> = v.as_slice().iter().map(|&id| pool.data(id).len()).collect();
+        assert_eq!(lens, [52 + 200, 52 + 100]);
+        // A short segment ends it too.
+        let a = train(&[100, 50, 100]);
+        let mut pool = Pool::new(4, SUPER_PACKET_ROOM);
+        let mut v = load(&mut pool, &a);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 1);
+        let lens: Vec<_> = v.as_slice().iter().map(|&id| pool.data(id).len()).collect();
+        assert_eq!(lens, [52 + 150, 52 + 100]);
+    }
+
+    #[test]
+    fn a_packet_of_the_flow_that_cannot_merge_ends_it() {
+        let a = train(&[100, 100, 100]);
+        let mut bad = a[1].clone();
+        *bad.last_mut().unwrap() ^= 0xff;
+        // a0, a corrupted a1, the retransmitted a1: nothing may jump the
+        // corrupted one.
+        assert_unmerged(&[a[0].clone(), bad, a[1].clone()]);
+        // A non-first fragment (no ports) ends every flow between the hosts.
+        let mut frag = a[1].clone();
+        frag[6] = 0x00;
+        frag[7] = 0x10;
+        frag[10..12].fill(0);
+        let c = Sum::of(&frag[..20]).checksum();
+        frag[10..12].copy_from_slice(&c.to_be_bytes());
+        assert_unmerged(&[a[0].clone(), frag, a[1].clone()]);
+    }
+
+    #[test]
+    fn other_flow_keys_do_not_merge() {
+        let a = train(&[100, 100]);
+        // Another tunnel.
+        let mut pool = Pool::new(3, SUPER_PACKET_ROOM);
+        let mut v = load(&mut pool, &a);
+        pool.meta_mut(v.as_slice()[1]).tunnel = 4;
+        let before = contents(&pool, &v);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 0);
+        assert_eq!(contents(&pool, &v), before);
+        // Other ports, other addresses.
+        let mut t = second_tcp();
+        t.dport += 1;
+        assert_unmerged(&[a[0].clone(), with(second_ip(), t, 100, 100)]);
+        let mut ip = second_ip();
+        ip.dst[3] += 1;
+        assert_unmerged(&[a[0].clone(), with(ip, second_tcp(), 100, 100)]);
+    }
+
+    #[test]
+    fn ipv6_rules() {
+        let t = Tcp::new();
+        let a = testpkt::tcp_train(&Ip::v6(), &t, &[500, 500, 500], 1);
+        let mut pool = Pool::new(4, SUPER_PACKET_ROOM);
+        let mut v = load(&mut pool, &a);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 2);
+        let m = pool.meta(v.as_slice()[0]);
+        assert_eq!(m.gso.unwrap().kind, GsoKind::Tcp6);
+        assert_eq!(
+            tep_wire::ipv6::Packet::new_unchecked(pool.data(v.as_slice()[0])).payload_len(),
+            32 + 1500
+        );
+
+        let mut t2 = Tcp::new();
+        t2.seq += 500;
+        for change in 0..4 {
+            let mut ip = Ip::v6();
+            match change {
+                0 => ip.ttl = 1,
+                1 => ip.tos = 0x10,
+                2 => ip.flow_label = 7,
+                _ => ip.ext = vec![0, 0, 1, 4, 0, 0, 0, 0],
+            }
+            assert_unmerged(&[
+                a[0].clone(),
+                testpkt::tcp(&ip, &t2, &testpkt::payload(500, 500, 1), Csum::Full),
+            ]);
+        }
+    }
+
+    #[test]
+    fn udp_rules() {
+        let ip = Ip::v4();
+        let a = testpkt::udp_train(&ip, 7, 8, &[300, 300, 100], Csum::Full, 1);
+        let mut pool = Pool::new(4, SUPER_PACKET_ROOM);
+        let mut v = load(&mut pool, &a);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 2);
+        let s = pool.data(v.as_slice()[0]);
+        assert_eq!(
+            &s[24..26],
+            &(8u16 + 700).to_be_bytes(),
+            "UDP length of the whole"
+        );
+
+        // A zero checksum counts as good.
+        let z = testpkt::udp_train(&ip, 7, 8, &[300, 300], Csum::Zero, 1);
+        let mut pool = Pool::new(4, SUPER_PACKET_ROOM);
+        let mut v = load(&mut pool, &z);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 1);
+
+        let longer = testpkt::udp_train(&ip, 7, 8, &[300, 301], Csum::Full, 1);
+        assert_unmerged(&longer);
+        let mut bad = testpkt::udp_train(&ip, 7, 8, &[300, 300], Csum::Full, 1);
+        bad[1][30] ^= 1;
+        assert_unmerged(&bad);
+        let mut id = testpkt::udp_train(&ip, 7, 8, &[300, 300], Csum::Full, 1);
+        id[1] = testpkt::udp(
+            &{
+                let mut i = ip.clone();
+                i.ident += 5;
+                i
+            },
+            7,
+            8,
+            &testpkt::payload(300, 300, 1),
+            Csum::Full,
+        );
+        assert_unmerged(&id);
+
+        // At most 64 datagrams.
+        let many = testpkt::udp_train(&ip, 7, 8, &[10; 70], Csum::Full, 1);
+        let mut pool = Pool::new(71, SUPER_PACKET_ROOM);
+        let mut v = load(&mut pool, &many);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 63 + 5);
+        let gso: Vec<_> = v
+            .as_slice()
+            .iter()
+            .map(|&i| pool.meta(i).gso.is_some())
+            .collect();
+        assert_eq!(gso, [true, true]);
+        let mut out = PacketVector::new();
+        assert_eq!(
+            segment(&mut pool, v.as_slice()[0], &mut out),
+            Ok(UDP_MAX_SEGMENTS)
+        );
+    }
+
+    #[test]
+    fn known_good_checksums_are_not_verified() {
+        let mut a = train(&[100, 100]);
+        a[1][60] ^= 1; // payload damaged after the check
+        let mut pool = Pool::new(3, SUPER_PACKET_ROOM);
+        let mut v = load(&mut pool, &a);
+        pool.meta_mut(v.as_slice()[1]).csum = ChecksumState::Verified;
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 1);
+
+        // Partial at the TCP checksum: locally built, merged.
+        let mut p = train(&[100, 100]);
+        let partial = Ip::v4().pseudo(6, 132).value().to_be_bytes();
+        p[1][36..38].copy_from_slice(&partial);
+        let mut pool = Pool::new(3, SUPER_PACKET_ROOM);
+        let mut v = load(&mut pool, &p);
+        pool.meta_mut(v.as_slice()[1]).csum = ChecksumState::Partial {
+            start: 20,
+            offset: 36,
+        };
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 1);
+        // Partial elsewhere: not known good.
+        let mut pool = Pool::new(3, SUPER_PACKET_ROOM);
+        let mut v = load(&mut pool, &p);
+        pool.meta_mut(v.as_slice()[1]).csum = ChecksumState::Partial {
+            start: 20,
+            offset: 26,
+        };
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 0);
+    }
+
+    #[test]
+    fn size_limits() {
+        // The data room: 20 + 32 + 3 * 1000 does not fit 3000.
+        let a = train(&[1000, 1000, 1000]);
+        let mut pool = Pool::new(4, 3000);
+        let mut v = load(&mut pool, &a);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 1);
+        assert_eq!(v.len(), 2);
+        // 65535 bytes: 50 × 1400 makes two super-packets.
+        let a = train(&[1400; 50]);
+        let mut pool = Pool::new(51, SUPER_PACKET_ROOM);
+        let mut v = load(&mut pool, &a);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 48);
+        let lens: Vec<_> = v.as_slice().iter().map(|&id| pool.data(id).len()).collect();
+        assert_eq!(lens, [52 + 46 * 1400, 52 + 4 * 1400]);
+    }
+
+    #[test]
+    fn the_flow_table_is_bounded_and_reset_per_call() {
+        let mut pkts = Vec::new();
+        let trains: Vec<_> = (0..40)
+            .map(|k| {
+                let mut t = Tcp::new();
+                t.sport = 1000 + k;
+                testpkt::tcp_train(&Ip::v4(), &t, &[100, 100], k as u8)
+            })
+            .collect();
+        for tr in &trains {
+            pkts.push(tr[0].clone());
+        }
+        for tr in &trains {
+            pkts.push(tr[1].clone());
+        }
+        let mut pool = Pool::new(81, SUPER_PACKET_ROOM);
+        let mut v = load(&mut pool, &pkts);
+        let mut gro = Gro::new();
+        assert_eq!(gro.coalesce(&mut pool, &mut v), GRO_FLOWS);
+        assert_eq!(v.len(), 80 - GRO_FLOWS);
+
+        // A new call does not continue the last call's flows.
+        let a = train(&[100, 100]);
+        let mut v1 = load(&mut pool, &a[..1]);
+        let mut v2 = load(&mut pool, &a[1..]);
+        assert_eq!(gro.coalesce(&mut pool, &mut v1), 0);
+        assert_eq!(gro.coalesce(&mut pool, &mut v2), 0);
+    }
+
+    #[test]
+    fn empty_and_odd_vectors() {
+        let mut pool = Pool::new(4, 2048);
+        let mut v = PacketVector::new();
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 0);
+        assert_unmerged(&[vec![], vec![0x45], vec![0x60; 39], vec![0x99; 60]]);
+    }
+}

@@ -922,8 +922,12 @@ pub(crate) mod testpkt {
     }
 
     fn l4_of(bytes: &[u8]) -> usize {
-        if bytes[0] >> 4 == 4 {
+        if bytes.is_empty() {
+            0
+        } else if bytes[0] >> 4 == 4 {
             (bytes[0] & 0x0f) as usize * 4
+        } else if bytes.len() < 40 {
+            0
         } else {
             let mut next = bytes[6];
             let mut at = 40;
