@@ -4,8 +4,9 @@
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tep_csum::Sum;
 use tep_dataplane::buffer::{ChecksumState, PacketId, Pool, SUPER_PACKET_ROOM};
-use tep_dataplane::clock::ManualClock;
+use tep_dataplane::clock::{Clock, ManualClock};
 use tep_dataplane::config::{ChecksumMode, Config, IpPrefix, TunnelConfig};
+use tep_dataplane::drop::DropReason;
 use tep_dataplane::encap::InnerLink;
 use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
 use tep_dataplane::vector::PacketVector;
@@ -145,7 +146,7 @@ pub fn pipeline(config: &Config, link: InnerLink) -> Pipeline<ManualClock> {
         ManualClock::default(),
         PipelineOptions {
             inner_link: link,
-            gro: false,
+            ..PipelineOptions::default()
         },
     )
 }
@@ -249,4 +250,467 @@ pub fn outer_udp_ok(p: &[u8]) -> Option<bool> {
 
 pub fn ids(v: &PacketVector) -> Vec<PacketId> {
     v.as_slice().to_vec()
+}
+
+// ---------------------------------------------------------------------------
+// Accounting: every packet that enters a path leaves it or is counted as a
+// drop on exactly one node.
+
+/// Nodes of the transmit path (the rest of `-encap` names too).
+pub const ENCAP_NODES: &[&str] = &[
+    "encap-classify",
+    "tunnel-lookup",
+    "inner-checksum",
+    "ip-udp-encap",
+    "udp-checksum",
+    "udp-train",
+];
+
+/// Nodes of the receive path (and every `-decap` name).
+pub const DECAP_NODES: &[&str] = &[
+    "ip-input",
+    "udp-input",
+    "udp-checksum-verify",
+    "decap-output",
+];
+
+/// Which path a node belongs to: true for encap. Panics on a node this
+/// helper does not know, so that a new node is classified here rather than
+/// silently left out of the balance.
+pub fn is_encap_node(name: &str) -> bool {
+    if ENCAP_NODES.contains(&name) || name.ends_with("-encap") || name.starts_with("gso") {
+        true
+    } else if DECAP_NODES.contains(&name) || name.ends_with("-decap") || name.starts_with("gro") {
+        false
+    } else {
+        panic!("node {name:?} is neither an encap nor a decap node: add it to ENCAP_NODES or DECAP_NODES in tests/common/mod.rs")
+    }
+}
+
+/// Checks the pipeline's edge counters against the drops of its nodes:
+/// `encap_in + segments_added == encap_out + Σ encap drops` and
+/// `decap_in == decap_out + coalesced + answered + Σ decap drops`.
+pub fn assert_balanced<C: Clock>(p: &Pipeline<C>) {
+    let c = p.counters();
+    let mut encap_drops = 0;
+    let mut decap_drops = 0;
+    for n in p.runtime().nodes() {
+        if is_encap_node(n.name) {
+            encap_drops += n.drops_total();
+        } else {
+            decap_drops += n.drops_total();
+        }
+    }
+    assert_eq!(
+        c.encap_in + c.segments_added,
+        c.encap_out + encap_drops,
+        "encap unbalanced: {c:?}, encap drops {encap_drops}\n{}",
+        p.runtime().report()
+    );
+    assert_eq!(
+        c.decap_in,
+        c.decap_out + c.coalesced + c.answered + decap_drops,
+        "decap unbalanced: {c:?}, decap drops {decap_drops}\n{}",
+        p.runtime().report()
+    );
+    assert_eq!(encap_drops + decap_drops, p.drops_total());
+}
+
+/// Every buffer is back in the pool (the sinks freed theirs).
+pub fn assert_no_leak(pool: &Pool) {
+    assert_eq!(
+        pool.available(),
+        pool.capacity(),
+        "{} buffers leaked",
+        pool.capacity() - pool.available()
+    );
+}
+
+/// The nodes that counted drops of `reason`, with their counts.
+pub fn drop_nodes<C: Clock>(p: &Pipeline<C>, reason: DropReason) -> Vec<(&'static str, u64)> {
+    p.runtime()
+        .nodes()
+        .iter()
+        .filter(|n| n.drops[reason as usize] > 0)
+        .map(|n| (n.name, n.drops[reason as usize]))
+        .collect()
+}
+
+/// Exactly one packet was dropped, for `reason`, on node `node`.
+pub fn assert_dropped_once<C: Clock>(p: &Pipeline<C>, reason: DropReason, node: &str) {
+    assert_eq!(
+        p.drops(reason),
+        1,
+        "drops of {reason}:\n{}",
+        p.runtime().report()
+    );
+    assert_eq!(
+        drop_nodes(p, reason),
+        vec![(node_name(p, node), 1)],
+        "{reason} counted on the wrong node:\n{}",
+        p.runtime().report()
+    );
+    assert_eq!(
+        p.drops_total(),
+        1,
+        "other drops besides {reason}:\n{}",
+        p.runtime().report()
+    );
+}
+
+/// The registered name equal to `name` (panics if the pipeline has none, so
+/// a renamed node fails loudly).
+fn node_name<C: Clock>(p: &Pipeline<C>, name: &str) -> &'static str {
+    p.runtime()
+        .nodes()
+        .iter()
+        .find(|n| n.name == name)
+        .unwrap_or_else(|| panic!("no node named {name:?}"))
+        .name
+}
+
+// ---------------------------------------------------------------------------
+// Outer packet builders and editors (IP header at offset 0).
+
+/// An outer IP/UDP datagram with a valid IPv4 header checksum and a full
+/// UDP checksum.
+pub fn udp_packet(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let udp_len = 8 + payload.len();
+    let mut p = match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let total = 20 + udp_len;
+            let mut p = vec![0u8; total];
+            p[0] = 0x45;
+            p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+            p[4..6].copy_from_slice(&0x4321u16.to_be_bytes());
+            p[8] = 64;
+            p[9] = 17;
+            p[12..16].copy_from_slice(&s.octets());
+            p[16..20].copy_from_slice(&d.octets());
+            p
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let mut p = vec![0u8; 40 + udp_len];
+            p[0] = 0x60;
+            p[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+            p[6] = 17;
+            p[7] = 64;
+            p[8..24].copy_from_slice(&s.octets());
+            p[24..40].copy_from_slice(&d.octets());
+            p
+        }
+        _ => panic!("mixed families"),
+    };
+    let l4 = l4_offset(&p);
+    p[l4..l4 + 2].copy_from_slice(&sport.to_be_bytes());
+    p[l4 + 2..l4 + 4].copy_from_slice(&dport.to_be_bytes());
+    p[l4 + 4..l4 + 6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+    p[l4 + 8..].copy_from_slice(payload);
+    fix_ip_checksum(&mut p);
+    fix_udp_checksum(&mut p);
+    p
+}
+
+/// Offset of the UDP header of an outer packet without IPv6 extension
+/// headers.
+pub fn l4_offset(p: &[u8]) -> usize {
+    if p[0] >> 4 == 4 {
+        usize::from(p[0] & 0xf) * 4
+    } else {
+        40
+    }
+}
+
+/// The UDP payload of an outer packet (the tunnel header on).
+pub fn udp_payload(p: &[u8]) -> &[u8] {
+    &p[l4_offset(p) + 8..]
+}
+
+/// Offset of the UDP payload of an outer packet.
+pub fn udp_payload_offset(p: &[u8]) -> usize {
+    l4_offset(p) + 8
+}
+
+/// Recomputes the IPv4 header checksum (no-op for IPv6).
+pub fn fix_ip_checksum(p: &mut [u8]) {
+    if p[0] >> 4 == 4 {
+        let hl = usize::from(p[0] & 0xf) * 4;
+        p[10..12].copy_from_slice(&[0, 0]);
+        let c = Sum::of(&p[..hl]).checksum();
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+/// The outer UDP pseudo-header sum of a packet (length from the packet).
+pub fn outer_pseudo(p: &[u8]) -> Sum {
+    let l4 = l4_offset(p);
+    let len = p.len() - l4;
+    if p[0] >> 4 == 4 {
+        tep_csum::pseudo_header_v4(
+            p[12..16].try_into().unwrap(),
+            p[16..20].try_into().unwrap(),
+            17,
+            len as u16,
+        )
+    } else {
+        tep_csum::pseudo_header_v6(
+            &p[8..24].try_into().unwrap(),
+            &p[24..40].try_into().unwrap(),
+            17,
+            len as u32,
+        )
+    }
+}
+
+/// Recomputes the outer UDP checksum in full.
+pub fn fix_udp_checksum(p: &mut [u8]) {
+    let l4 = l4_offset(p);
+    p[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
+    let c = outer_pseudo(p).add(Sum::of(&p[l4..])).udp_checksum();
+    p[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
+}
+
+/// Sets the outer UDP checksum to zero (none sent).
+pub fn zero_udp_checksum(p: &mut [u8]) {
+    let l4 = l4_offset(p);
+    p[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
+}
+
+/// Sets the TOS / traffic class byte of the IP header at `at` (fixing an
+/// IPv4 header checksum).
+pub fn set_tos(p: &mut [u8], at: usize, tos: u8) {
+    let ip = &mut p[at..];
+    if ip[0] >> 4 == 4 {
+        ip[1] = tos;
+        let hl = usize::from(ip[0] & 0xf) * 4;
+        ip[10..12].copy_from_slice(&[0, 0]);
+        let c = Sum::of(&ip[..hl]).checksum();
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+    } else {
+        ip[0] = 0x60 | (tos >> 4);
+        ip[1] = (ip[1] & 0x0f) | (tos << 4);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Inner packets with partial checksums (a TUN with virtio-net NEEDS_CSUM).
+
+/// Offset of the transport header of the IP packet at `l3` (no IPv6
+/// extension headers).
+pub fn ip_l4(p: &[u8], l3: usize) -> usize {
+    if p[l3] >> 4 == 4 {
+        l3 + usize::from(p[l3] & 0xf) * 4
+    } else {
+        l3 + 40
+    }
+}
+
+/// The pseudo-header sum of the TCP/UDP segment of the IP packet at `l3`.
+pub fn inner_pseudo(p: &[u8], l3: usize) -> Sum {
+    let ip = &p[l3..];
+    let l4 = ip_l4(p, l3);
+    if ip[0] >> 4 == 4 {
+        let end = l3 + usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+        tep_csum::pseudo_header_v4(
+            ip[12..16].try_into().unwrap(),
+            ip[16..20].try_into().unwrap(),
+            ip[9],
+            (end - l4) as u16,
+        )
+    } else {
+        let end = l3 + 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+        tep_csum::pseudo_header_v6(
+            &ip[8..24].try_into().unwrap(),
+            &ip[24..40].try_into().unwrap(),
+            ip[6],
+            (end - l4) as u32,
+        )
+    }
+}
+
+/// The IP protocol / next header of the IP packet at `l3`.
+pub fn ip_proto(p: &[u8], l3: usize) -> u8 {
+    if p[l3] >> 4 == 4 {
+        p[l3 + 9]
+    } else {
+        p[l3 + 6]
+    }
+}
+
+/// Offset of the checksum field inside a TCP (16) or UDP (6) header.
+pub fn csum_field(proto: u8) -> usize {
+    match proto {
+        6 => 16,
+        17 => 6,
+        p => panic!("no transport checksum for protocol {p}"),
+    }
+}
+
+/// `p` (a complete packet or frame whose IP header is at `l3`) as a TUN
+/// with NEEDS_CSUM hands it over: the transport checksum field holds the
+/// pseudo-header sum, and the metadata says where to finish it.
+pub fn make_partial(p: &[u8], l3: usize) -> (Vec<u8>, ChecksumState) {
+    let mut q = p.to_vec();
+    let l4 = ip_l4(&q, l3);
+    let off = l4 + csum_field(ip_proto(&q, l3));
+    let pseudo = inner_pseudo(&q, l3);
+    q[off..off + 2].copy_from_slice(&pseudo.value().to_be_bytes());
+    (
+        q,
+        ChecksumState::Partial {
+            start: l4 as u16,
+            offset: off as u16,
+        },
+    )
+}
+
+/// Whether the transport checksum of the IP packet at `l3` verifies.
+pub fn inner_checksum_ok(p: &[u8], l3: usize) -> bool {
+    let l4 = ip_l4(p, l3);
+    let end = if p[l3] >> 4 == 4 {
+        l3 + usize::from(u16::from_be_bytes([p[l3 + 2], p[l3 + 3]]))
+    } else {
+        l3 + 40 + usize::from(u16::from_be_bytes([p[l3 + 4], p[l3 + 5]]))
+    };
+    inner_pseudo(p, l3).add(Sum::of(&p[l4..end])).verifies()
+}
+
+/// Loads packets with their checksum metadata into a vector.
+pub fn load_with(pool: &mut Pool, packets: &[(Vec<u8>, ChecksumState)]) -> PacketVector {
+    let mut v = PacketVector::new();
+    for (p, cs) in packets {
+        let id = pool.alloc().expect("pool");
+        assert!(pool.fill(id, p));
+        pool.meta_mut(id).csum = *cs;
+        v.push(id).unwrap();
+    }
+    v
+}
+
+/// Encapsulates packets that carry checksum metadata.
+pub fn run_encap_with(
+    p: &mut Pipeline<ManualClock>,
+    pool: &mut Pool,
+    packets: &[(Vec<u8>, ChecksumState)],
+) -> Out {
+    let mut v = load_with(pool, packets);
+    let mut out = Out::default();
+    p.encap(pool, &mut v, &mut |pool, v| {
+        take(pool, v, &mut out.packets, Some(&mut out.csum))
+    });
+    out
+}
+
+/// Finishes a partial outer checksum the way a NIC or veth would; leaves a
+/// complete one alone.
+pub fn complete_offload(p: &[u8], cs: ChecksumState) -> Vec<u8> {
+    let mut p = p.to_vec();
+    if let ChecksumState::Partial { start, offset } = cs {
+        let c = Sum::of(&p[usize::from(start)..]).udp_checksum();
+        let o = usize::from(offset);
+        p[o..o + 2].copy_from_slice(&c.to_be_bytes());
+    }
+    p
+}
+
+/// Encapsulates `inner` on a fresh pipeline for `config` and returns the one
+/// outer packet (partial outer checksums completed), checking the
+/// pipeline's accounting on the way.
+pub fn encap_one(config: &Config, link: InnerLink, inner: &[u8]) -> Vec<u8> {
+    let mut a = pipeline(config, link);
+    let mut pool = pool();
+    let out = run_encap(&mut a, &mut pool, &[inner.to_vec()]);
+    assert_eq!(out.packets.len(), 1, "{}", a.runtime().report());
+    assert_balanced(&a);
+    assert_no_leak(&pool);
+    complete_offload(&out.packets[0], out.csum[0])
+}
+
+/// Chooses the last two payload bytes of an inner IPv6 UDP datagram so
+/// that its checksum computes to 0 and is therefore sent as 0xffff
+/// (RFC 768): the case where "complement of the sum" and "UDP checksum"
+/// differ.
+pub fn udp6_all_ones_checksum(len: usize) -> Vec<u8> {
+    assert!(len >= 2);
+    let mut payload = vec![0x5a; len];
+    let n = payload.len();
+    payload[n - 2..].copy_from_slice(&[0, 0]);
+    let p = udp6(&payload, 4000);
+    // The sum over pseudo header and segment with the checksum field zero.
+    let mut q = p.clone();
+    q[46..48].copy_from_slice(&[0, 0]);
+    let s = inner_pseudo(&q, 0).add(Sum::of(&q[40..]));
+    // Adding !s makes the total all ones: the checksum then computes to 0.
+    let w = !s.value();
+    payload[n - 2..].copy_from_slice(&w.to_be_bytes());
+    let p = udp6(&payload, 4000);
+    assert_eq!(&p[46..48], &[0xff, 0xff], "checksum field must be 0xffff");
+    p
+}
+
+// ---------------------------------------------------------------------------
+// pcap files.
+
+/// One record of a pcap file.
+#[derive(Clone, Debug)]
+pub struct PcapRecord {
+    /// Bytes captured.
+    pub data: Vec<u8>,
+    /// Length on the wire (more than `data.len()` when snapped).
+    pub orig_len: usize,
+}
+
+/// Reads a classic pcap file: (link type, records).
+pub fn read_pcap(bytes: &[u8]) -> (u32, Vec<PcapRecord>) {
+    let magic = u32::from_le_bytes(bytes[0..4].try_into().unwrap());
+    let le = match magic {
+        0xa1b2_c3d4 | 0xa1b2_3c4d => true,
+        _ if u32::from_be_bytes(bytes[0..4].try_into().unwrap()) & 0xffff_0000 == 0xa1b2_0000 => {
+            false
+        }
+        m => panic!("not a pcap file (magic {m:#x})"),
+    };
+    let u32_at = |at: usize| {
+        let b: [u8; 4] = bytes[at..at + 4].try_into().unwrap();
+        if le {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        }
+    };
+    let linktype = u32_at(20);
+    let mut at = 24;
+    let mut records = Vec::new();
+    while at + 16 <= bytes.len() {
+        let caplen = u32_at(at + 8) as usize;
+        let orig_len = u32_at(at + 12) as usize;
+        let data = bytes[at + 16..at + 16 + caplen].to_vec();
+        records.push(PcapRecord { data, orig_len });
+        at += 16 + caplen;
+    }
+    assert_eq!(at, bytes.len(), "trailing bytes in the pcap file");
+    (linktype, records)
+}
+
+/// LINKTYPE_RAW: each record starts at an IPv4 or IPv6 header.
+pub const LINKTYPE_RAW: u32 = 101;
+
+/// A classic little-endian pcap file of `packets`.
+pub fn write_pcap(linktype: u32, packets: &[Vec<u8>]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    f.extend_from_slice(&2u16.to_le_bytes());
+    f.extend_from_slice(&4u16.to_le_bytes());
+    f.extend_from_slice(&0i32.to_le_bytes());
+    f.extend_from_slice(&0u32.to_le_bytes());
+    f.extend_from_slice(&262_144u32.to_le_bytes());
+    f.extend_from_slice(&linktype.to_le_bytes());
+    for (i, p) in packets.iter().enumerate() {
+        f.extend_from_slice(&(i as u32).to_le_bytes());
+        f.extend_from_slice(&0u32.to_le_bytes());
+        f.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        f.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        f.extend_from_slice(p);
+    }
+    f
 }
