@@ -3,8 +3,9 @@
 mod bench;
 mod capture;
 mod decode;
+mod pcap;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -34,11 +35,80 @@ enum Command {
         #[arg(long = "port", value_name = "PORT=KIND")]
         ports: Vec<String>,
     },
+    /// Run the dataplane pipeline over a capture file.
+    Pcap {
+        #[command(subcommand)]
+        what: PcapCommand,
+    },
     /// Measure tep on this machine.
     Bench {
         #[command(subcommand)]
         what: BenchCommand,
     },
+}
+
+/// Exit codes of `tep pcap`: 0 done (packets may have dropped: see the
+/// report), 1 an output could not be written, 2 bad config or unreadable
+/// capture.
+#[derive(Debug, Subcommand)]
+enum PcapCommand {
+    /// Encapsulate the inner packets of IN with the config's tunnels; write
+    /// the outer packets to OUT.
+    ///
+    /// IN holds inner packets: Ethernet frames (given whole to the pipeline
+    /// when the config has a vxlan or geneve tunnel, else stripped to their
+    /// IP packet), raw IP, or Linux cooked captures. OUT is raw IP
+    /// (LINKTYPE_RAW): one outer IPv4/IPv6 packet per inner packet, with the
+    /// input's time stamp. Checksums left partial (checksum = "offload")
+    /// are finished as the offloading device would. Prints the pipeline's
+    /// runtime report, counters and drops.
+    Encap {
+        #[command(flatten)]
+        common: PcapArgs,
+    },
+    /// Decapsulate the outer packets of IN for the config's tunnels; write
+    /// the inner packets to OUT.
+    ///
+    /// IN holds outer packets (Ethernet with up to two VLAN tags, raw IP,
+    /// Linux cooked). OUT is raw IP (LINKTYPE_RAW) when the config has only
+    /// L3 tunnels; when it has a vxlan or geneve tunnel OUT is Ethernet
+    /// (LINKTYPE_ETHERNET) and inner IP packets of L3 tunnels get a
+    /// synthetic Ethernet header (02:00:00:00:00:01 -> 02:00:00:00:00:02).
+    /// Each packet keeps its input time stamp, which is also the
+    /// pipeline's clock (it paces GTP-U Error Indications).
+    Decap {
+        #[command(flatten)]
+        common: PcapArgs,
+        /// Write the pipeline's replies (GTP-U Echo Responses, Error
+        /// Indications: raw IP) to FILE; without it they are counted and
+        /// dropped.
+        #[arg(long, value_name = "FILE")]
+        replies: Option<PathBuf>,
+        /// Take every outer UDP checksum as verified, as a veth peer or a
+        /// NIC with receive checksum offload does: for captures taken on the
+        /// sending host, where checksums are still partial.
+        #[arg(long)]
+        trust_checksums: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+struct PcapArgs {
+    /// The tunnel configuration (tep.toml).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// The input capture (pcap or pcapng).
+    #[arg(value_name = "IN")]
+    input: PathBuf,
+    /// The output capture (pcap).
+    #[arg(value_name = "OUT")]
+    output: PathBuf,
+    /// Coalesce decapsulated TCP/UDP flows (GRO).
+    #[arg(long)]
+    gro: bool,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -58,6 +128,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Decode { file, json, ports } => decode_command(&file, json, &ports),
+        Command::Pcap { what } => pcap_command(what),
         Command::Bench {
             what: BenchCommand::Checksum { json, samples },
         } => {
@@ -74,6 +145,50 @@ fn main() -> ExitCode {
                 print!("{}", bench::checksum::render(&rows));
             }
             ExitCode::SUCCESS
+        }
+    }
+}
+
+fn pcap_command(what: PcapCommand) -> ExitCode {
+    let (direction, common, replies, trust_checksums) = match what {
+        PcapCommand::Encap { common } => (pcap::Direction::Encap, common, None, false),
+        PcapCommand::Decap {
+            common,
+            replies,
+            trust_checksums,
+        } => (pcap::Direction::Decap, common, replies, trust_checksums),
+    };
+    let json = common.json;
+    let opts = pcap::Options {
+        direction,
+        config: common.config,
+        input: common.input,
+        output: common.output,
+        replies,
+        gro: common.gro,
+        trust_checksums,
+    };
+    let input = opts.input.clone();
+    match pcap::run(opts) {
+        Ok(report) => {
+            if json {
+                println!("{}", report.json());
+            } else {
+                print!("{}", report.text());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e @ pcap::PcapError::Config(_)) => {
+            eprintln!("tep pcap: {e}");
+            ExitCode::from(2)
+        }
+        Err(e @ pcap::PcapError::Capture(_)) => {
+            eprintln!("tep pcap: {}: {e}", input.display());
+            ExitCode::from(2)
+        }
+        Err(e @ pcap::PcapError::Output(..)) => {
+            eprintln!("tep pcap: {e}");
+            ExitCode::from(1)
         }
     }
 }
