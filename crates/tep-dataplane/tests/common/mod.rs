@@ -714,3 +714,111 @@ pub fn write_pcap(linktype: u32, packets: &[Vec<u8>]) -> Vec<u8> {
     }
     f
 }
+
+// ---------------------------------------------------------------------------
+// More inner packets.
+
+/// An inner IPv4 TCP segment `src` → `dst` with a correct checksum (the
+/// layout of [`tcp4`]).
+pub fn tcp4_between(src: [u8; 4], dst: [u8; 4], payload: &[u8], sport: u16) -> Vec<u8> {
+    let mut p = tcp4(payload, sport);
+    p[12..16].copy_from_slice(&src);
+    p[16..20].copy_from_slice(&dst);
+    refresh_checksums(&mut p);
+    p
+}
+
+/// An inner IPv6 UDP datagram `src` → `dst` with a correct checksum (the
+/// layout of [`udp6`]).
+pub fn udp6_between(src: Ipv6Addr, dst: Ipv6Addr, payload: &[u8], sport: u16) -> Vec<u8> {
+    let mut p = udp6(payload, sport);
+    p[8..24].copy_from_slice(&src.octets());
+    p[24..40].copy_from_slice(&dst.octets());
+    refresh_checksums(&mut p);
+    p
+}
+
+/// Recomputes the IPv4 header checksum and the TCP/UDP checksum of an
+/// inner IP packet at offset 0.
+pub fn refresh_checksums(p: &mut [u8]) {
+    fix_ip_checksum(p);
+    let l4 = ip_l4(p, 0);
+    let proto = ip_proto(p, 0);
+    let off = l4 + csum_field(proto);
+    p[off..off + 2].copy_from_slice(&[0, 0]);
+    let s = inner_pseudo(p, 0).add(Sum::of(&p[l4..]));
+    let c = if proto == 17 {
+        s.udp_checksum()
+    } else {
+        s.checksum()
+    };
+    p[off..off + 2].copy_from_slice(&c.to_be_bytes());
+}
+
+/// The default inner packet for a kind: an IPv4 TCP segment (in a frame for
+/// L2 kinds), an IPv6 UDP datagram for FOU-SIT.
+pub fn inner_for(kind: TunnelKind) -> Vec<u8> {
+    match kind {
+        TunnelKind::FouSit => udp6(b"inner payload", 1000),
+        _ if kind.carries_ethernet() => frame(&tcp4(b"inner payload", 1000)),
+        _ => tcp4(b"inner payload", 1000),
+    }
+}
+
+/// A valid outer packet from A to B for `kind` (full checksums): what the
+/// B side of [`pair`] accepts.
+pub fn valid_outer(kind: TunnelKind, v6: bool) -> Vec<u8> {
+    let (ca, _) = pair(kind, v6, ChecksumMode::Full);
+    encap_one(&ca, link_for(kind), &inner_for(kind))
+}
+
+/// Decapsulates `packets` on a fresh pipeline for `config` and returns what
+/// came out, after checking the accounting.
+pub fn decap_fresh(config: &Config, link: InnerLink, packets: &[Vec<u8>]) -> Out {
+    let mut b = pipeline(config, link);
+    let mut pool = pool();
+    let out = run_decap(&mut b, &mut pool, packets, 0);
+    assert_balanced(&b);
+    assert_no_leak(&pool);
+    out
+}
+
+// ---------------------------------------------------------------------------
+// GTP-U messages (the bytes after the UDP header).
+
+/// A G-PDU to `teid` carrying `tpdu`, without optional fields.
+pub fn gtpu_gpdu(teid: u32, tpdu: &[u8]) -> Vec<u8> {
+    let mut g = vec![0x30, 0xff];
+    g.extend_from_slice(&(tpdu.len() as u16).to_be_bytes());
+    g.extend_from_slice(&teid.to_be_bytes());
+    g.extend_from_slice(tpdu);
+    g
+}
+
+/// A signalling message with S set: type, TEID, sequence, then `ies`.
+pub fn gtpu_signalling(msg_type: u8, teid: u32, sequence: u16, ies: &[u8]) -> Vec<u8> {
+    let mut g = vec![0x32, msg_type];
+    g.extend_from_slice(&((4 + ies.len()) as u16).to_be_bytes());
+    g.extend_from_slice(&teid.to_be_bytes());
+    g.extend_from_slice(&sequence.to_be_bytes());
+    g.extend_from_slice(&[0, 0]);
+    g.extend_from_slice(ies);
+    g
+}
+
+/// An Echo Request with `sequence`.
+pub fn gtpu_echo_request(sequence: u16) -> Vec<u8> {
+    gtpu_signalling(1, 0, sequence, &[])
+}
+
+/// A G-PDU with one extension header of `ext_type` (4 bytes: length 1,
+/// two content bytes, next type 0).
+pub fn gtpu_gpdu_with_extension(teid: u32, ext_type: u8, content: [u8; 2], tpdu: &[u8]) -> Vec<u8> {
+    let mut g = vec![0x34, 0xff];
+    g.extend_from_slice(&((8 + tpdu.len()) as u16).to_be_bytes());
+    g.extend_from_slice(&teid.to_be_bytes());
+    g.extend_from_slice(&[0, 0, 0, ext_type]);
+    g.extend_from_slice(&[1, content[0], content[1], 0]);
+    g.extend_from_slice(tpdu);
+    g
+}

@@ -1,0 +1,624 @@
+//! One test per drop reason: the offending packet goes through the
+//! pipeline, and exactly one drop of that reason is counted, on the node
+//! that is supposed to see it. `every_reason_has_a_test` (at the end) reads
+//! this file and fails when a reason has neither a test named after it nor
+//! an entry in `UNREACHABLE`.
+
+mod common;
+use common::*;
+use core::net::{IpAddr, Ipv4Addr};
+use tep_dataplane::buffer::{Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
+use tep_dataplane::config::{ChecksumMode, Config};
+use tep_dataplane::drop::DropReason;
+use tep_dataplane::encap::InnerLink;
+use tep_dataplane::vector::PacketVector;
+use tep_dataplane::TunnelKind;
+
+/// Reasons no packet can trigger through the pipeline today, and why.
+const UNREACHABLE: &[(DropReason, &str)] = &[(
+    DropReason::TtlExpired,
+    "no node drops for TTL: encap sets the outer TTL from the tunnel (or copies \
+     the inner one) and nothing decrements or checks a TTL or hop limit",
+)];
+
+/// Decapsulates `packets` on B (the receiving side of `config`) and checks
+/// that exactly one was dropped, for `reason`, on `node`.
+fn decap_drop(
+    config: &Config,
+    link: InnerLink,
+    packets: &[Vec<u8>],
+    reason: DropReason,
+    node: &str,
+) -> Out {
+    let mut b = pipeline(config, link);
+    let mut pool = pool();
+    let out = run_decap(&mut b, &mut pool, packets, 0);
+    assert_eq!(
+        out.packets.len(),
+        packets.len() - 1,
+        "{}",
+        b.runtime().report()
+    );
+    assert_dropped_once(&b, reason, node);
+    assert_balanced(&b);
+    assert_no_leak(&pool);
+    out
+}
+
+/// Encapsulates `packets` on A (the sending side of `config`) and checks
+/// that exactly one was dropped, for `reason`, on `node`.
+fn encap_drop(
+    config: &Config,
+    link: InnerLink,
+    packets: &[Vec<u8>],
+    reason: DropReason,
+    node: &str,
+) {
+    let mut a = pipeline(config, link);
+    let mut pool = pool();
+    let out = run_encap(&mut a, &mut pool, packets);
+    assert_eq!(
+        out.packets.len(),
+        packets.len() - 1,
+        "{}",
+        a.runtime().report()
+    );
+    assert_dropped_once(&a, reason, node);
+    assert_balanced(&a);
+    assert_no_leak(&pool);
+}
+
+/// B's config for `kind` over IPv4 with full checksums.
+fn b_config(kind: TunnelKind) -> Config {
+    pair(kind, false, ChecksumMode::Full).1
+}
+
+/// A's config for `kind` over IPv4 with full checksums.
+fn a_config(kind: TunnelKind) -> Config {
+    pair(kind, false, ChecksumMode::Full).0
+}
+
+/// The packet is accepted before it is damaged: the drop is the damage's.
+fn accepted(config: &Config, link: InnerLink, p: &[u8]) {
+    let out = decap_fresh(config, link, &[p.to_vec()]);
+    assert_eq!(out.packets.len(), 1, "the undamaged packet must pass");
+}
+
+fn vxlan() -> (Config, Vec<u8>) {
+    let c = b_config(TunnelKind::Vxlan);
+    let p = valid_outer(TunnelKind::Vxlan, false);
+    accepted(&c, InnerLink::Ethernet, &p);
+    (c, p)
+}
+
+const C4: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 99));
+
+// ---------------------------------------------------------------- ip-input
+
+#[test]
+fn not_ip() {
+    let mut p = valid_outer(TunnelKind::FouIpip, false);
+    p[0] = 0x55;
+    let c = b_config(TunnelKind::FouIpip);
+    decap_drop(
+        &c,
+        InnerLink::Ip,
+        &[valid_outer(TunnelKind::FouIpip, false), p],
+        DropReason::NotIp,
+        "ip-input",
+    );
+    // The same on the transmit side: a TUN packet that is not IP.
+    let mut inner = tcp4(b"x", 1);
+    inner[0] = 0x55;
+    encap_drop(
+        &a_config(TunnelKind::FouIpip),
+        InnerLink::Ip,
+        &[tcp4(b"ok", 2), inner],
+        DropReason::NotIp,
+        "encap-classify",
+    );
+}
+
+#[test]
+fn truncated() {
+    // The IPv4 total length says more than arrived.
+    let (c, mut p) = vxlan();
+    p.truncate(40);
+    decap_drop(
+        &c,
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::Truncated,
+        "ip-input",
+    );
+}
+
+#[test]
+fn bad_ip_checksum() {
+    let (c, mut p) = vxlan();
+    p[10] ^= 0x40;
+    decap_drop(
+        &c,
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::BadIpChecksum,
+        "ip-input",
+    );
+}
+
+#[test]
+fn fragment() {
+    // The first fragment of an outer datagram (MF set): tep does not
+    // reassemble.
+    let (c, mut p) = vxlan();
+    p[6] |= 0x20;
+    fix_ip_checksum(&mut p);
+    decap_drop(
+        &c,
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::Fragment,
+        "ip-input",
+    );
+}
+
+#[test]
+fn not_udp() {
+    let (c, mut p) = vxlan();
+    p[9] = 6;
+    fix_ip_checksum(&mut p);
+    decap_drop(
+        &c,
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::NotUdp,
+        "ip-input",
+    );
+}
+
+// --------------------------------------------------------------- udp-input
+
+#[test]
+fn unknown_port() {
+    let p = udp_packet(A4, B4, 40000, 9999, b"to nobody");
+    decap_drop(
+        &b_config(TunnelKind::Vxlan),
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::UnknownPort,
+        "udp-input",
+    );
+}
+
+#[test]
+fn bad_length() {
+    // The UDP length is 10 bytes more than the IP packet holds.
+    let (c, mut p) = vxlan();
+    let l4 = l4_offset(&p);
+    let len = u16::from_be_bytes([p[l4 + 4], p[l4 + 5]]) + 10;
+    p[l4 + 4..l4 + 6].copy_from_slice(&len.to_be_bytes());
+    decap_drop(
+        &c,
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::BadLength,
+        "udp-input",
+    );
+}
+
+// ------------------------------------------------------------- <kind>-decap
+
+#[test]
+fn wrong_peer() {
+    // The right VNI from an address that is not the tunnel's peer.
+    let (c, mut p) = vxlan();
+    if let IpAddr::V4(a) = C4 {
+        p[12..16].copy_from_slice(&a.octets());
+    }
+    fix_ip_checksum(&mut p);
+    fix_udp_checksum(&mut p);
+    decap_drop(
+        &c,
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::WrongPeer,
+        "vxlan-decap",
+    );
+}
+
+#[test]
+fn unknown_vni() {
+    let (c, mut p) = vxlan();
+    let at = udp_payload_offset(&p);
+    p[at + 4..at + 7].copy_from_slice(&[0, 0x10, 0x93]);
+    fix_udp_checksum(&mut p);
+    decap_drop(
+        &c,
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::UnknownVni,
+        "vxlan-decap",
+    );
+}
+
+#[test]
+fn unknown_teid() {
+    let c = b_config(TunnelKind::Gtpu);
+    let ok = udp_packet(A4, B4, 2152, 2152, &gtpu_gpdu(0x1000, &tcp4(b"known", 1)));
+    let bad = udp_packet(A4, B4, 2152, 2152, &gtpu_gpdu(0xdead, &tcp4(b"unknown", 1)));
+    let out = decap_drop(
+        &c,
+        InnerLink::Ip,
+        &[ok, bad],
+        DropReason::UnknownTeid,
+        "gtpu-decap",
+    );
+    assert_eq!(out.replies.len(), 1, "one Error Indication");
+    let g = &out.replies[0][28..];
+    assert_eq!(g[1], 26, "message type Error Indication");
+}
+
+#[test]
+fn unknown_key() {
+    let c = b_config(TunnelKind::GreInUdp);
+    let mut p = valid_outer(TunnelKind::GreInUdp, false);
+    accepted(&c, InnerLink::Ip, &p);
+    let at = udp_payload_offset(&p);
+    assert_eq!(p[at] & 0x20, 0x20, "the K bit is set");
+    assert_eq!(&p[at + 4..at + 8], &77u32.to_be_bytes());
+    p[at + 4..at + 8].copy_from_slice(&78u32.to_be_bytes());
+    fix_udp_checksum(&mut p);
+    decap_drop(&c, InnerLink::Ip, &[p], DropReason::UnknownKey, "gre-decap");
+}
+
+#[test]
+fn remote_checksum_off() {
+    // The peer sends RCO; this end did not opt in (Linux `remcsumrx` off).
+    let (ca, mut cb) = pair(TunnelKind::Vxlan, false, ChecksumMode::Remote);
+    cb.tunnels[0].remote_checksum_rx = false;
+    let p = rco_vxlan(&ca);
+    decap_drop(
+        &cb,
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::RemoteChecksumOff,
+        "vxlan-decap",
+    );
+}
+
+/// A VXLAN packet from A with RCO for an inner TCP checksum.
+fn rco_vxlan(ca: &Config) -> Vec<u8> {
+    let (inner, cs) = make_partial(&frame(&tcp4(b"remote checksum", 7)), 14);
+    let mut a = pipeline(ca, InnerLink::Ethernet);
+    let mut pool = pool();
+    let out = run_encap_with(&mut a, &mut pool, &[(inner, cs)]);
+    assert_balanced(&a);
+    assert_no_leak(&pool);
+    let p = out.packets.into_iter().next().expect("encapsulated");
+    let at = udp_payload_offset(&p);
+    assert_eq!(p[at + 1] & 0x20, 0x20, "RCO flag");
+    p
+}
+
+#[test]
+fn unknown_required_extension() {
+    // 0xC1: comprehension required by every receiver, and unknown.
+    let c = b_config(TunnelKind::Gtpu);
+    let g = gtpu_gpdu_with_extension(0x1000, 0xc1, [0, 0], &tcp4(b"x", 1));
+    let p = udp_packet(A4, B4, 2152, 2152, &g);
+    decap_drop(
+        &c,
+        InnerLink::Ip,
+        &[p],
+        DropReason::UnknownRequiredExtension,
+        "gtpu-decap",
+    );
+    // A known required one (PDCP PDU number, 0xC0) passes.
+    let g = gtpu_gpdu_with_extension(0x1000, 0xc0, [0, 5], &tcp4(b"x", 1));
+    let out = decap_fresh(&c, InnerLink::Ip, &[udp_packet(A4, B4, 2152, 2152, &g)]);
+    assert_eq!(out.packets, vec![tcp4(b"x", 1)]);
+}
+
+#[test]
+fn bad_version() {
+    let c = b_config(TunnelKind::Gtpu);
+    let mut g = gtpu_gpdu(0x1000, &tcp4(b"x", 1));
+    g[0] = 0x50; // version 2, PT
+    decap_drop(
+        &c,
+        InnerLink::Ip,
+        &[udp_packet(A4, B4, 2152, 2152, &g)],
+        DropReason::BadVersion,
+        "gtpu-decap",
+    );
+}
+
+#[test]
+fn gtpu_signalling() {
+    let c = b_config(TunnelKind::Gtpu);
+    let mut end_marker = gtpu_gpdu(0x1000, &[]);
+    end_marker[1] = 254;
+    let p = udp_packet(A4, B4, 2152, 2152, &end_marker);
+    let out = decap_drop(
+        &c,
+        InnerLink::Ip,
+        &[p],
+        DropReason::GtpuSignalling,
+        "gtpu-decap",
+    );
+    assert!(out.replies.is_empty());
+}
+
+#[test]
+fn unknown_critical_option() {
+    let c = b_config(TunnelKind::Geneve);
+    let mut g = vec![0x01, 0x40, 0x65, 0x58, 0, 0x10, 0x92, 0];
+    assert_eq!(4242, 0x1092);
+    g.extend_from_slice(&[0x01, 0x02, 0x80, 0x00]); // class 0x0102, critical type 0x80
+    g.extend_from_slice(&frame(&tcp4(b"x", 1)));
+    let p = udp_packet(A4, B4, 50000, 6081, &g);
+    decap_drop(
+        &c,
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::UnknownCriticalOption,
+        "geneve-decap",
+    );
+    // The same option without the critical bit is skipped.
+    g[1] = 0;
+    g[10] = 0x00;
+    let out = decap_fresh(
+        &c,
+        InnerLink::Ethernet,
+        &[udp_packet(A4, B4, 50000, 6081, &g)],
+    );
+    assert_eq!(out.packets, vec![frame(&tcp4(b"x", 1))]);
+}
+
+#[test]
+fn unsupported() {
+    // Geneve carrying IPv4 directly (protocol 0x0800): tep's Geneve carries
+    // Ethernet only.
+    let c = b_config(TunnelKind::Geneve);
+    let mut g = vec![0x00, 0x00, 0x08, 0x00, 0, 0x10, 0x92, 0];
+    g.extend_from_slice(&tcp4(b"x", 1));
+    let p = udp_packet(A4, B4, 50000, 6081, &g);
+    decap_drop(
+        &c,
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::Unsupported,
+        "geneve-decap",
+    );
+}
+
+#[test]
+fn gue_control() {
+    let c = b_config(TunnelKind::Gue);
+    let g = [0x20, 0x00, 0x00, 0x00, 1, 2, 3, 4];
+    let p = udp_packet(A4, B4, 50000, 6080, &g);
+    decap_drop(&c, InnerLink::Ip, &[p], DropReason::GueControl, "gue-decap");
+}
+
+#[test]
+fn malformed() {
+    // FOU-IPIP says "IPv4" by its port alone; an IPv6 packet there is
+    // malformed.
+    let c = b_config(TunnelKind::FouIpip);
+    let p = udp_packet(A4, B4, 50000, 5555, &udp6(b"v6 on the v4 port", 1));
+    decap_drop(
+        &c,
+        InnerLink::Ip,
+        &[p],
+        DropReason::Malformed,
+        "fou-ipip-decap",
+    );
+}
+
+// ----------------------------------------------------- udp-checksum-verify
+
+#[test]
+fn bad_checksum() {
+    let (c, mut p) = vxlan();
+    let n = p.len();
+    p[n - 1] ^= 0x01;
+    decap_drop(
+        &c,
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::BadChecksum,
+        "udp-checksum-verify",
+    );
+}
+
+#[test]
+fn zero_checksum() {
+    // IPv6 outer with checksum 0 on a tunnel without zero_checksum_rx.
+    let (ca, mut cb) = pair(TunnelKind::Vxlan, true, ChecksumMode::Zero);
+    let p = encap_one(&ca, InnerLink::Ethernet, &inner_for(TunnelKind::Vxlan));
+    assert_eq!(outer_udp_ok(&p), None, "zero checksum sent");
+    accepted(&cb, InnerLink::Ethernet, &p);
+    cb.tunnels[0].zero_checksum_rx = false;
+    decap_drop(
+        &cb,
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::ZeroChecksum,
+        "udp-checksum-verify",
+    );
+}
+
+#[test]
+fn bad_remote_checksum() {
+    // RCO with a zero outer checksum: nothing protects the inner checksum
+    // the receiver would derive.
+    let (ca, cb) = pair(TunnelKind::Vxlan, false, ChecksumMode::Remote);
+    let mut p = rco_vxlan(&ca);
+    accepted(&cb, InnerLink::Ethernet, &p);
+    zero_udp_checksum(&mut p);
+    decap_drop(
+        &cb,
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::BadRemoteChecksum,
+        "udp-checksum-verify",
+    );
+    // GUE RCO whose checksum field lies before the region it covers, and
+    // one at an odd offset: neither can be applied.
+    let (_, cb) = pair(TunnelKind::Gue, false, ChecksumMode::Remote);
+    for (start, offset) in [(20u16, 10u16), (20, 37)] {
+        let mut g = vec![0x02, 4, 0x00, 0x01, 0x80, 0, 0, 0];
+        g.extend_from_slice(&start.to_be_bytes());
+        g.extend_from_slice(&offset.to_be_bytes());
+        g.extend_from_slice(&tcp4(b"some payload bytes", 1));
+        let p = udp_packet(A4, B4, 50000, 6080, &g);
+        decap_drop(
+            &cb,
+            InnerLink::Ip,
+            &[p],
+            DropReason::BadRemoteChecksum,
+            "udp-checksum-verify",
+        );
+    }
+}
+
+/// DropReason::BadRemoteChecksum is documented as "offset out of the
+/// packet", but a VXLAN or GUE RCO offset past the end is refused by the
+/// tep-wire parser first and counted as `bad_length`.
+#[test]
+#[ignore = "BUG: RCO offset past the end is counted as bad_length, not bad_remote_checksum as DropReason documents"]
+fn bad_remote_checksum_offset_past_the_end() {
+    let (c, mut p) = vxlan();
+    let at = udp_payload_offset(&p);
+    p[at + 1] |= 0x20; // RCO
+    p[at + 7] = 127; // start 254, TCP: offset 270, past the 67-byte frame
+    fix_udp_checksum(&mut p);
+    decap_drop(
+        &c,
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::BadRemoteChecksum,
+        "vxlan-decap",
+    );
+}
+
+// ------------------------------------------------------------ decap-output
+
+#[test]
+fn ecn_ce_not_ect() {
+    // RFC 6040 §4.2: CE outside a Not-ECT inner packet must be dropped (the
+    // congestion signal cannot be passed on).
+    let c = b_config(TunnelKind::GreInUdp);
+    let mut inner = tcp4(b"not ect", 1);
+    set_tos(&mut inner, 0, 0x00);
+    let mut p = encap_one(&a_config(TunnelKind::GreInUdp), InnerLink::Ip, &inner);
+    assert_eq!(p[1] & 3, 0, "outer Not-ECT, copied");
+    accepted(&c, InnerLink::Ip, &p);
+    set_tos(&mut p, 0, 0x03);
+    decap_drop(
+        &c,
+        InnerLink::Ip,
+        &[p],
+        DropReason::EcnCeNotEct,
+        "decap-output",
+    );
+}
+
+// ------------------------------------------------------------------ encap
+
+#[test]
+fn no_route() {
+    let a = a_config(TunnelKind::GreInUdp);
+    let lost = tcp4_between([10, 0, 0, 1], [11, 0, 0, 1], b"nowhere", 1);
+    encap_drop(
+        &a,
+        InnerLink::Ip,
+        &[tcp4(b"ok", 1), lost],
+        DropReason::NoRoute,
+        "tunnel-lookup",
+    );
+}
+
+#[test]
+fn too_big() {
+    // A 65500-byte inner IPv4 packet in GRE-in-UDP with a key (8 bytes)
+    // over IPv4: 65500 + 8 + 8 + 20 > 65535.
+    let a = a_config(TunnelKind::GreInUdp);
+    let big = tcp4(&vec![0xab; 65500 - 40], 1);
+    assert_eq!(big.len(), 65500);
+    encap_drop(
+        &a,
+        InnerLink::Ip,
+        &[tcp4(b"ok", 1), big],
+        DropReason::TooBig,
+        "ip-udp-encap",
+    );
+}
+
+#[test]
+fn no_buffer() {
+    // An Echo Response is written into the request's buffer; with buffers of
+    // exactly the request's 40 bytes (IPv4 + UDP + GTP-U with sequence) the
+    // 42-byte response does not fit.
+    let c = b_config(TunnelKind::Gtpu);
+    let req = udp_packet(A4, B4, 2152, 2152, &gtpu_echo_request(7));
+    assert_eq!(req.len(), 40);
+    let mut pool = Pool::new(4, 40);
+    let mut b = pipeline(&c, InnerLink::Ip);
+    let out = run_decap(&mut b, &mut pool, &[req], 0);
+    assert!(out.replies.is_empty() && out.packets.is_empty());
+    assert_dropped_once(&b, DropReason::NoBuffer, "gtpu-decap");
+    assert_balanced(&b);
+    assert_no_leak(&pool);
+
+    // GSO: a super-packet of 5 segments in a pool with no buffer to spare.
+    let a = a_config(TunnelKind::GreInUdp);
+    let mut pool = Pool::new(1, SUPER_PACKET_ROOM);
+    let mut p = pipeline(&a, InnerLink::Ip);
+    let (sp, cs) = make_partial(&tcp4(&[3u8; 5000], 9), 0);
+    let id = pool.alloc().unwrap();
+    assert!(pool.fill(id, &sp));
+    pool.meta_mut(id).csum = cs;
+    pool.meta_mut(id).gso = Some(Gso {
+        kind: GsoKind::Tcp4,
+        segment_size: 1000,
+    });
+    let mut v = PacketVector::new();
+    v.push(id).unwrap();
+    let mut sent = 0;
+    p.encap(&mut pool, &mut v, &mut |pool, v| {
+        for &id in v.as_slice() {
+            sent += 1;
+            pool.free(id);
+        }
+    });
+    assert_eq!(sent, 0);
+    assert_dropped_once(&p, DropReason::NoBuffer, "gso-segment");
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}
+
+// ----------------------------------------------------------------- the list
+
+/// Every reason has a `#[test] fn <reason name>()` in this file, or is in
+/// `UNREACHABLE` with why — not both.
+#[test]
+fn every_reason_has_a_test() {
+    let source = include_str!("drops.rs");
+    let mut missing = Vec::new();
+    for &r in DropReason::ALL {
+        let tested = source.contains(&format!("#[test]\nfn {}() {{", r.name()));
+        let unreachable = UNREACHABLE.iter().any(|&(u, _)| u == r);
+        assert!(
+            !(tested && unreachable),
+            "{r} is tested and listed unreachable"
+        );
+        if !tested && !unreachable {
+            missing.push(r.name());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "drop reasons without a test: {missing:?}"
+    );
+}
