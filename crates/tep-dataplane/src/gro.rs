@@ -233,7 +233,7 @@ fn inspect(data: &[u8], meta: &PacketMeta) -> Seen {
         payload: data.len() - l4 - th,
         seq,
         flags,
-        ident: be16(data, 4),
+        ident: if v6 { 0 } else { be16(data, 4) },
     })
 }
 

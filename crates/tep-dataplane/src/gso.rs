@@ -23,7 +23,7 @@
 //! No allocation per packet: output buffers come from [`Pool::alloc`]. Each
 //! segment is one copy of its bytes and one checksum pass over its
 //! transport bytes (while they are in cache). The pool can neither grow a
-//! buffer at its end nor lend two buffers at once, so [`write_packet`]
+//! buffer at its end nor lend two buffers at once, so `write_packet`
 //! builds each output in a per-thread scratch buffer and stores it with
 //! [`Pool::fill`]: one more memcpy per byte, which goes away when the pool
 //! offers an append and a two-buffer borrow.
@@ -284,12 +284,13 @@ fn udp_layout(data: &[u8], train: bool) -> Result<(Layout, usize), DropReason> {
 /// header checksum; IPv6: payload length), TCP sequence number (CWR only on
 /// the first segment, FIN and PSH only on the last, as Linux's
 /// `tcp_gso_segment`) or UDP length, and a complete transport checksum:
-/// `meta.csum = None`, `meta.gso = None`, `flow_hash` and `tunnel` copied.
+/// `meta.csum = None`, `meta.gso = None`, `l3 = 0`, `l4`; the rest of the
+/// metadata (flow hash, tunnel, inner offsets) is the input's.
 ///
 /// A packet without `meta.gso`, or whose payload fits one segment, is
 /// pushed as it is, normalised: a partial checksum is completed (over
-/// `start` to the IP end; 0 is sent as 0xffff, as Linux's
-/// `skb_checksum_help`), `gso` cleared, `l3`/`l4` set. Without `meta.gso`
+/// `start` to the IP end; a computed 0 is sent as 0xffff, as Linux's
+/// `skb_checksum_help` does), `csum = None`, `gso` cleared, `l3`/`l4` set. Without `meta.gso`
 /// any IP packet passes (fragments too); with it the checksum is computed
 /// afresh as for a segment.
 ///
