@@ -1,0 +1,509 @@
+//! `tep pcap encap|decap` end to end: captures built here go through one
+//! end's pipeline and back through the peer's, and come out byte for byte.
+
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::{DataLink, TsResolution};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+use tep_csum::Sum;
+
+fn repo_file(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel)
+}
+
+/// A fresh directory for one test's files.
+fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("pcap-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn tep(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tep"))
+        .args(args)
+        .output()
+        .expect("run tep")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Runs `tep pcap ... --json` and returns the report, asserting success.
+fn pcap_json(args: &[&str]) -> Value {
+    let mut all = vec!["pcap"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let out = tep(&all);
+    assert!(
+        out.status.success(),
+        "tep {all:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+fn write_pcap(path: &Path, link: DataLink, packets: &[(Duration, Vec<u8>)]) {
+    let header = PcapHeader {
+        datalink: link,
+        ts_resolution: TsResolution::NanoSecond,
+        snaplen: 262_144,
+        ..PcapHeader::default()
+    };
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = PcapWriter::with_header(f, header).unwrap();
+    for (ts, p) in packets {
+        w.write_packet(&PcapPacket::new(*ts, p.len() as u32, p))
+            .unwrap();
+    }
+}
+
+fn read_pcap(path: &Path) -> (DataLink, Vec<(Duration, Vec<u8>)>) {
+    let f = std::fs::File::open(path).unwrap();
+    let mut r = PcapReader::new(f).unwrap();
+    let link = r.header().datalink;
+    let mut v = Vec::new();
+    while let Some(p) = r.next_packet() {
+        let p = p.unwrap();
+        v.push((p.timestamp, p.data.into_owned()));
+    }
+    (link, v)
+}
+
+/// An IPv4 TCP segment with a correct checksum.
+fn tcp4(src: [u8; 4], dst: [u8; 4], sport: u16, payload: &[u8]) -> Vec<u8> {
+    let tcp_len = 20 + payload.len();
+    let total = 20 + tcp_len;
+    let mut p = vec![0u8; total];
+    p[0] = 0x45;
+    p[1] = 0x02; // ECT(0)
+    p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    p[4..6].copy_from_slice(&0x4321u16.to_be_bytes());
+    p[6] = 0x40;
+    p[8] = 64;
+    p[9] = 6;
+    p[12..16].copy_from_slice(&src);
+    p[16..20].copy_from_slice(&dst);
+    let c = Sum::of(&p[..20]).checksum();
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    let t = &mut p[20..];
+    t[0..2].copy_from_slice(&sport.to_be_bytes());
+    t[2..4].copy_from_slice(&443u16.to_be_bytes());
+    t[4..8].copy_from_slice(&7u32.to_be_bytes());
+    t[12] = 0x50;
+    t[13] = 0x18;
+    t[14..16].copy_from_slice(&1024u16.to_be_bytes());
+    t[20..].copy_from_slice(payload);
+    let ph = tep_csum::pseudo_header_v4(src, dst, 6, tcp_len as u16);
+    let c = ph.add(Sum::of(t)).checksum();
+    t[16..18].copy_from_slice(&c.to_be_bytes());
+    p
+}
+
+/// An IPv6 UDP datagram with a correct checksum.
+fn udp6(src: [u8; 16], dst: [u8; 16], sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let udp_len = 8 + payload.len();
+    let mut p = vec![0u8; 40 + udp_len];
+    p[0] = 0x60;
+    p[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+    p[6] = 17;
+    p[7] = 64;
+    p[8..24].copy_from_slice(&src);
+    p[24..40].copy_from_slice(&dst);
+    let u = &mut p[40..];
+    u[0..2].copy_from_slice(&sport.to_be_bytes());
+    u[2..4].copy_from_slice(&dport.to_be_bytes());
+    u[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+    u[8..].copy_from_slice(payload);
+    let ph = tep_csum::pseudo_header_v6(&src, &dst, 17, udp_len as u32);
+    let c = ph.add(Sum::of(u)).udp_checksum();
+    u[6..8].copy_from_slice(&c.to_be_bytes());
+    p
+}
+
+fn v6(last: u16, net: u16) -> [u8; 16] {
+    std::net::Ipv6Addr::new(0x2001, 0xdb8, net, 0, 0, 0, 0, last).octets()
+}
+
+const INNER_DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xbb];
+const INNER_SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xaa];
+
+fn ether(ty: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = INNER_DST_MAC.to_vec();
+    f.extend_from_slice(&INNER_SRC_MAC);
+    f.extend_from_slice(&ty.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+fn ether_ip(ip: &[u8]) -> Vec<u8> {
+    ether(if ip[0] >> 4 == 6 { 0x86dd } else { 0x0800 }, ip)
+}
+
+/// An ARP request frame (not IP: L2 tunnels carry it, L3 ones cannot).
+fn arp() -> Vec<u8> {
+    let mut a = vec![0, 1, 8, 0, 6, 4, 0, 1];
+    a.extend_from_slice(&INNER_SRC_MAC);
+    a.extend_from_slice(&[10, 9, 0, 1]);
+    a.extend_from_slice(&[0; 6]);
+    a.extend_from_slice(&[10, 9, 0, 2]);
+    ether(0x0806, &a)
+}
+
+fn ts(i: usize) -> Duration {
+    // 10 µs apart: vectors close after 1 ms, so 300 packets make several.
+    Duration::new(1_700_000_000, 0) + Duration::from_micros(10 * i as u64)
+}
+
+fn drop_count(report: &Value, node: &str, reason: &str) -> u64 {
+    report["drops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["node"] == node && d["reason"] == reason)
+        .map(|d| d["count"].as_u64().unwrap())
+        .sum()
+}
+
+const GTPU_A: &str = r#"
+[[tunnel]]
+name = "gtp-a"
+kind = "gtpu"
+local = "2001:db8::1"
+remote = "2001:db8::2"
+teid = 0x1234
+local_teid = 0x5678
+qfi = 9
+inner_prefixes = ["10.9.0.0/16", "2001:db8:9::/48"]
+"#;
+
+const GTPU_B: &str = r#"
+[[tunnel]]
+name = "gtp-b"
+kind = "gtpu"
+local = "2001:db8::2"
+remote = "2001:db8::1"
+teid = 0x5678
+local_teid = 0x1234
+qfi = 9
+inner_prefixes = ["10.8.0.0/16"]
+"#;
+
+/// GTP-U over IPv6: Ethernet frames in (stripped to IP: the config has no
+/// L2 tunnel), raw IP out of the peer, equal to the frames' IP packets.
+#[test]
+fn gtpu_ipv6_round_trip_through_both_ends() {
+    let d = scratch("gtpu6");
+    let (ca, cb) = (d.join("a.toml"), d.join("b.toml"));
+    std::fs::write(&ca, GTPU_A).unwrap();
+    std::fs::write(&cb, GTPU_B).unwrap();
+    let mut inner = Vec::new();
+    for i in 0..300usize {
+        let payload: Vec<u8> = (0..(i * 7) % 1400).map(|b| (b ^ i) as u8).collect();
+        inner.push(if i % 3 == 0 {
+            udp6(v6(1, 9), v6(2, 9), 1000 + i as u16, 53, &payload)
+        } else {
+            tcp4([10, 8, 0, 1], [10, 9, 0, 1], 2000 + i as u16, &payload)
+        });
+    }
+    let mut frames: Vec<(Duration, Vec<u8>)> = inner
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (ts(i), ether_ip(p)))
+        .collect();
+    // Not IP: skipped before the pipeline.
+    frames.insert(5, (ts(4), arp()));
+    let input = d.join("inner.pcap");
+    write_pcap(&input, DataLink::ETHERNET, &frames);
+
+    let outer = d.join("outer.pcap");
+    let r = pcap_json(&["encap", "--config", s(&ca), s(&input), s(&outer)]);
+    assert_eq!(r["in"], 301);
+    assert_eq!(r["out"], 300, "{r}");
+    assert_eq!(r["dropped"], 1);
+    assert_eq!(drop_count(&r, "pcap-input", "not_ip"), 1);
+    assert_eq!(r["counters"]["encap_in"], 300);
+    assert_eq!(r["inner_link"], "ip");
+    let names: Vec<&str> = r["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"gtpu-encap") && names.contains(&"udp-checksum"));
+    let (link, outs) = read_pcap(&outer);
+    assert_eq!(link, DataLink::RAW);
+    assert_eq!(outs.len(), 300);
+    for (i, (t, p)) in outs.iter().enumerate() {
+        assert_eq!(*t, ts(i), "the input's time stamp");
+        assert_eq!(p[0] >> 4, 6, "outer IPv6");
+        assert_eq!(&p[42..44], &2152u16.to_be_bytes(), "to the GTP-U port");
+    }
+
+    let back = d.join("back.pcap");
+    let r = pcap_json(&["decap", "--config", s(&cb), s(&outer), s(&back)]);
+    assert_eq!(
+        (r["in"].as_u64(), r["out"].as_u64()),
+        (Some(300), Some(300))
+    );
+    assert_eq!(r["dropped"], 0, "{r}");
+    assert_eq!(r["output_link"], "raw");
+    let (link, got) = read_pcap(&back);
+    assert_eq!(link, DataLink::RAW);
+    let got_packets: Vec<&Vec<u8>> = got.iter().map(|(_, p)| p).collect();
+    let want: Vec<&Vec<u8>> = inner.iter().collect();
+    assert_eq!(got_packets, want, "inner packets byte for byte");
+    for ((t, _), (t0, _)) in got.iter().zip(&outs) {
+        assert_eq!(t, t0, "time stamps kept");
+    }
+}
+
+fn vxlan_config(local: &str, remote: &str, name: &str) -> String {
+    format!(
+        r#"
+[[tunnel]]
+name = "{name}"
+kind = "vxlan"
+local = "{local}"
+remote = "{remote}"
+vni = 4242
+checksum = "remote"
+remote_checksum_rx = true
+"#
+    )
+}
+
+/// VXLAN over IPv4 with checksum = "remote": Ethernet frames (IP and ARP)
+/// in, Ethernet frames out of the peer. The inner checksums are complete,
+/// so no RCO is sent and the outer checksum is a full one.
+#[test]
+fn vxlan_ipv4_round_trip_carries_frames_whole() {
+    let d = scratch("vxlan4");
+    let (ca, cb) = (d.join("a.toml"), d.join("b.toml"));
+    std::fs::write(&ca, vxlan_config("192.0.2.1", "192.0.2.2", "vx-a")).unwrap();
+    std::fs::write(&cb, vxlan_config("192.0.2.2", "192.0.2.1", "vx-b")).unwrap();
+    let mut frames = vec![arp()];
+    for i in 0..40usize {
+        let payload = vec![i as u8; 100 + 33 * i];
+        frames.push(if i % 2 == 0 {
+            ether_ip(&tcp4(
+                [10, 9, 0, 1],
+                [10, 9, 0, 2],
+                3000 + i as u16,
+                &payload,
+            ))
+        } else {
+            ether_ip(&udp6(v6(1, 9), v6(2, 9), 4000, 4001, &payload))
+        });
+    }
+    let input = d.join("inner.pcap");
+    let stamped: Vec<_> = frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (ts(i), f.clone()))
+        .collect();
+    write_pcap(&input, DataLink::ETHERNET, &stamped);
+    let outer = d.join("outer.pcap");
+    let r = pcap_json(&["encap", "--config", s(&ca), s(&input), s(&outer)]);
+    assert_eq!(r["inner_link"], "ethernet");
+    assert_eq!(r["out"], 41, "{r}");
+    let (_, outs) = read_pcap(&outer);
+    for (_, p) in &outs {
+        // Outer UDP checksum present and right.
+        let udp = &p[20..];
+        assert_ne!(&udp[6..8], &[0, 0]);
+        let ph = tep_csum::pseudo_header_v4([192, 0, 2, 1], [192, 0, 2, 2], 17, udp.len() as u16);
+        assert!(ph.add(Sum::of(udp)).verifies());
+    }
+    let back = d.join("back.pcap");
+    let r = pcap_json(&["decap", "--config", s(&cb), s(&outer), s(&back)]);
+    assert_eq!(r["out"], 41, "{r}");
+    assert_eq!(r["output_link"], "ethernet");
+    let (link, got) = read_pcap(&back);
+    assert_eq!(link, DataLink::ETHERNET);
+    assert_eq!(got, stamped, "frames and time stamps come back");
+}
+
+/// A bad config stops before any packet: exit code 2 and the field named.
+#[test]
+fn bad_config_exits_2_naming_the_field() {
+    let d = scratch("badconfig");
+    let cfg = d.join("bad.toml");
+    std::fs::write(
+        &cfg,
+        vxlan_config("192.0.2.1", "192.0.2.2", "vx").replace("4242", "16777216"),
+    )
+    .unwrap();
+    let input = d.join("in.pcap");
+    write_pcap(&input, DataLink::RAW, &[]);
+    let out = tep(&[
+        "pcap",
+        "encap",
+        "--config",
+        s(&cfg),
+        s(&input),
+        s(&d.join("o")),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("vni"), "{err}");
+    assert!(err.contains("\"vx\""), "names the tunnel: {err}");
+
+    // A missing config and an unreadable capture are exit 2 too.
+    let out = tep(&[
+        "pcap",
+        "decap",
+        "--config",
+        s(&d.join("none.toml")),
+        s(&input),
+        s(&d.join("o")),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::write(&cfg, vxlan_config("192.0.2.1", "192.0.2.2", "vx")).unwrap();
+    std::fs::write(d.join("junk"), b"not a capture").unwrap();
+    let out = tep(&[
+        "pcap",
+        "decap",
+        "--config",
+        s(&cfg),
+        s(&d.join("junk")),
+        s(&d.join("o")),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a pcap"));
+}
+
+/// A GTP-U Echo Request is answered: the response goes to --replies.
+#[test]
+fn echo_requests_are_answered_into_the_replies_file() {
+    let d = scratch("echo");
+    let cb = d.join("b.toml");
+    std::fs::write(&cb, GTPU_B).unwrap();
+    // GTP-U v1, PT, S: Echo Request, length 4, TEID 0, sequence 7.
+    let gtp = [0x32, 1, 0, 4, 0, 0, 0, 0, 0, 7, 0, 0];
+    let req = udp6(v6(1, 0), v6(2, 0), 2152, 2152, &gtp);
+    let input = d.join("in.pcap");
+    write_pcap(&input, DataLink::RAW, &[(ts(0), req.clone()), (ts(1), req)]);
+    let replies = d.join("replies.pcap");
+    let r = pcap_json(&[
+        "decap",
+        "--config",
+        s(&cb),
+        s(&input),
+        s(&d.join("out.pcap")),
+        "--replies",
+        s(&replies),
+    ]);
+    assert_eq!(r["replies"], 2, "{r}");
+    assert_eq!(r["counters"]["answered"], 2);
+    let (link, got) = read_pcap(&replies);
+    assert_eq!(link, DataLink::RAW);
+    assert_eq!(got.len(), 2);
+    let (t, p) = &got[0];
+    assert_eq!(*t, ts(0));
+    assert_eq!(&p[8..24], &v6(2, 0), "from us");
+    assert_eq!(&p[24..40], &v6(1, 0), "to the requester");
+    assert_eq!(p[49], 2, "Echo Response");
+    // Without --replies they are counted, not written.
+    let out = tep(&[
+        "pcap",
+        "decap",
+        "--config",
+        s(&cb),
+        s(&input),
+        s(&d.join("o2.pcap")),
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("in 2, out 0, replies 2, dropped 0"), "{text}");
+    assert!(text.contains("--replies"), "{text}");
+}
+
+/// The kernel's VXLAN captures (both ends of a veth pair, snap length 256,
+/// VNI 42 between 10.200.0.1 and 10.200.0.2). Seen as 10.200.0.1:
+/// - frames from 10.200.0.1 itself drop as `wrong_peer`;
+/// - frames cut by the snap length (1514-byte and GSO-sized ones) drop as
+///   `truncated` in ip-input: their IP length runs past the captured bytes;
+/// - the rest, from the peer, drop as `bad_checksum`: they were captured on
+///   the sending veth, where the kernel left the outer UDP checksum partial
+///   (rco capture: only the pseudo-header sum) or computed it by LCO over
+///   inner checksums that are themselves still partial (csum capture).
+///   The receiving veth never verifies them (CHECKSUM_PARTIAL counts as
+///   good); `--trust-checksums` does the same, and then they decapsulate.
+#[test]
+fn kernel_vxlan_captures_decap_as_the_receiving_veth_would() {
+    let d = scratch("kernel");
+    let cfg = d.join("vx.toml");
+    std::fs::write(
+        &cfg,
+        r#"
+[[tunnel]]
+name = "veth-peer"
+kind = "vxlan"
+local = "10.200.0.1"
+remote = "10.200.0.2"
+vni = 42
+remote_checksum_rx = true
+"#,
+    )
+    .unwrap();
+    for (file, cut, ours, theirs) in [
+        ("kernel-vxlan-rco.pcap", 21, 13, 16),
+        ("kernel-vxlan-csum.pcap", 15, 12, 23),
+    ] {
+        let input = repo_file(&format!("crates/tep-wire/tests/vectors/{file}"));
+        let out = d.join(format!("{file}.out"));
+        let r = pcap_json(&["decap", "--config", s(&cfg), s(&input), s(&out)]);
+        assert_eq!(r["in"], 50, "{file}");
+        assert_eq!(r["snap_cut"], cut, "{file}");
+        assert_eq!(drop_count(&r, "ip-input", "truncated"), cut, "{file}: {r}");
+        assert_eq!(drop_count(&r, "vxlan-decap", "wrong_peer"), ours, "{file}");
+        assert_eq!(
+            drop_count(&r, "udp-checksum-verify", "bad_checksum"),
+            theirs,
+            "{file}"
+        );
+        assert_eq!(r["out"], 0);
+
+        let r = pcap_json(&[
+            "decap",
+            "--trust-checksums",
+            "--config",
+            s(&cfg),
+            s(&input),
+            s(&out),
+        ]);
+        assert_eq!(r["out"], theirs, "{file}: {r}");
+        assert_eq!(r["output_link"], "ethernet");
+        let (_, frames) = read_pcap(&out);
+        assert_eq!(frames.len() as u64, theirs);
+        // Inner TCP segments: in the rco capture tep completes RCO, so the
+        // checksums verify; in the csum capture they stay partial, as the
+        // sender's LCO left them (the receiving kernel does not check them
+        // either).
+        let mut tcp = 0;
+        for (_, f) in &frames {
+            if f[12..14] != [0x08, 0x00] || f[14 + 9] != 6 {
+                continue;
+            }
+            tcp += 1;
+            let ip = &f[14..];
+            let seg = &ip[20..usize::from(u16::from_be_bytes([ip[2], ip[3]]))];
+            let ph = tep_csum::pseudo_header_v4(
+                ip[12..16].try_into().unwrap(),
+                ip[16..20].try_into().unwrap(),
+                6,
+                seg.len() as u16,
+            );
+            let good = ph.add(Sum::of(seg)).verifies();
+            assert_eq!(good, file.contains("rco"), "{file}: inner TCP checksum");
+        }
+        assert!(tcp > 10, "{file}: {tcp} TCP segments");
+    }
+}
