@@ -299,7 +299,12 @@ fn parse_tunnel(data: &[u8], at: usize, kind: TunnelKind) -> Result<Parsed, Drop
     Ok(match kind {
         TunnelKind::Vxlan => {
             let p = tep_wire::vxlan::Packet::new_checked(h)?;
-            let r = tep_wire::vxlan::VxlanRepr::parse(&p, tep_wire::vxlan::Extensions::RCO)?;
+            let r = tep_wire::vxlan::VxlanRepr::parse(&p, tep_wire::vxlan::Extensions::RCO)
+                .map_err(|e| match e {
+                    // The only length VXLAN checks is where RCO points.
+                    tep_wire::Error::BadLength => DropReason::BadRemoteChecksum,
+                    e => e.into(),
+                })?;
             Parsed {
                 inner: at + tep_wire::vxlan::HEADER_LEN,
                 id: u64::from(r.vni),
@@ -412,14 +417,16 @@ fn tunnel_decap_one(
             _ => return Err(DropReason::GtpuSignalling),
         }
         if p.first_unknown_required_extension().is_some() {
+            // TS 29.281 §7.3.2: tell the sender what we do understand.
+            if gtpu.limit.allow(now_ns) {
+                send_supported_extensions(pool, gtpu, replies, (dst, dport), (src, sport));
+            }
             return Err(DropReason::UnknownRequiredExtension);
         }
         let teid = p.teid();
         let hl = p.header_len();
-        let end = at + 8 + usize::from(p.length());
         match table.receive(kind, dport, src, u64::from(teid)) {
             Ok(t) => {
-                pool.truncate(id, end);
                 let m = pool.meta_mut(id);
                 m.tunnel = t;
                 m.inner = (at + hl) as u16;
@@ -463,14 +470,13 @@ fn finish_inner(pool: &mut Pool, id: PacketId, ethernet: bool) -> Result<(), Dro
     } else {
         Some(inner)
     };
+    // Bytes after the inner IP packet stay until the outer checksum is
+    // verified (they are covered by it); decap-output cuts them.
     let (l3, l4, proto) = match l3 {
         Some(l3) => {
             let info = parse_ip(data, l3)?;
             if info.end > data.len() {
                 return Err(DropReason::BadLength);
-            }
-            if !ethernet {
-                pool.truncate(id, info.end);
             }
             (l3, info.l4, info.proto)
         }
@@ -483,6 +489,45 @@ fn finish_inner(pool: &mut Pool, id: PacketId, ethernet: bool) -> Result<(), Dro
     Ok(())
 }
 
+/// The extension header types tep parses (and so may receive with the
+/// comprehension-required bit).
+const SUPPORTED_EXTENSIONS: [u8; 4] = [0x40, 0x82, 0x85, 0xc0];
+
+fn send_supported_extensions(
+    pool: &mut Pool,
+    gtpu: &mut GtpuResponder,
+    replies: &mut Replies<'_>,
+    local: (IpAddr, u16),
+    peer: (IpAddr, u16),
+) {
+    let Ok(repr) = GtpuRepr::supported_extension_headers(gtpu.sequence, &SUPPORTED_EXTENSIONS)
+    else {
+        return;
+    };
+    gtpu.sequence = gtpu.sequence.wrapping_add(1);
+    send_generated(pool, replies, &repr, local, peer);
+}
+
+fn send_generated(
+    pool: &mut Pool,
+    replies: &mut Replies<'_>,
+    repr: &GtpuRepr,
+    local: (IpAddr, u16),
+    to: (IpAddr, u16),
+) {
+    let Some(id) = pool.alloc() else {
+        return;
+    };
+    let mut body = [0u8; 64];
+    let n = repr.buffer_len();
+    repr.emit(&mut body[..n], 0);
+    if write_udp_datagram(pool, id, local, to, &body[..n]) && replies.out.push(id).is_ok() {
+        replies.generated += 1;
+    } else {
+        pool.free(id);
+    }
+}
+
 fn send_error_indication(
     pool: &mut Pool,
     gtpu: &mut GtpuResponder,
@@ -491,22 +536,17 @@ fn send_error_indication(
     peer: (IpAddr, u16),
     teid: u32,
 ) {
-    let Some(id) = pool.alloc() else {
-        return;
-    };
     // TS 29.281 §7.3.1: the Error Indication names the TEID and our
     // address; it goes to the sender's address, to port 2152.
     let repr = GtpuRepr::error_indication(gtpu.sequence, teid, local.0, None);
     gtpu.sequence = gtpu.sequence.wrapping_add(1);
-    let mut body = [0u8; 64];
-    let n = repr.buffer_len();
-    repr.emit(&mut body[..n], 0);
-    let to = (peer.0, tep_wire::gtpu::UDP_PORT);
-    if write_udp_datagram(pool, id, local, to, &body[..n]) && replies.out.push(id).is_ok() {
-        replies.generated += 1;
-    } else {
-        pool.free(id);
-    }
+    send_generated(
+        pool,
+        replies,
+        &repr,
+        local,
+        (peer.0, tep_wire::gtpu::UDP_PORT),
+    );
 }
 
 /// Node `udp-checksum-verify`: the outer checksum of each datagram: zero is
@@ -548,6 +588,25 @@ fn inner_pseudo(data: &[u8], l3: usize, l4: usize, proto: u8) -> Option<Sum> {
         let s: [u8; 16] = data[l3 + 8..l3 + 24].try_into().ok()?;
         let d: [u8; 16] = data[l3 + 24..l3 + 40].try_into().ok()?;
         Some(tep_csum::pseudo_header_v6(&s, &d, proto, len as u32))
+    }
+}
+
+/// Where the inner IP packet ends (its total length), or the buffer's end
+/// when the inner is not IP.
+fn inner_end(data: &[u8], inner_l3: usize, inner_l4: usize) -> usize {
+    if inner_l4 == 0 && !matches!(data.get(inner_l3).map(|b| b >> 4), Some(4 | 6)) {
+        return data.len();
+    }
+    match data.get(inner_l3).map(|b| b >> 4) {
+        Some(4) if data.len() >= inner_l3 + 4 => {
+            let n = usize::from(u16::from_be_bytes([data[inner_l3 + 2], data[inner_l3 + 3]]));
+            (inner_l3 + n).min(data.len())
+        }
+        Some(6) if data.len() >= inner_l3 + 6 => {
+            let n = usize::from(u16::from_be_bytes([data[inner_l3 + 4], data[inner_l3 + 5]]));
+            (inner_l3 + 40 + n).min(data.len())
+        }
+        _ => data.len(),
     }
 }
 
@@ -595,9 +654,16 @@ fn verify_one(pool: &mut Pool, id: PacketId, table: &TunnelTable) -> Result<(), 
         if offset + 2 > data.len() || start > data.len() || offset < start {
             return Err(DropReason::BadRemoteChecksum);
         }
+        let end = inner_end(data, usize::from(m.inner_l3), usize::from(m.inner_l4));
+        if offset + 2 > end || start > end {
+            return Err(DropReason::BadRemoteChecksum);
+        }
         let from_start = match datagram {
-            Some(s) => s.sub(Sum::of(&data[l4..start])).at(start - l4),
-            None => Sum::of(&data[start..]),
+            Some(s) => s
+                .sub(Sum::of(&data[l4..start]))
+                .sub(Sum::of_at(&data[end..], end - l4))
+                .at(start - l4),
+            None => Sum::of(&data[start..end]),
         };
         tep_csum::remote_checksum_complete(data, offset, from_start)
             .ok_or(DropReason::BadRemoteChecksum)?;
@@ -606,8 +672,12 @@ fn verify_one(pool: &mut Pool, id: PacketId, table: &TunnelTable) -> Result<(), 
         inner_ok = start == usize::from(m.inner_l4) && outer_good;
     } else if let Some(s) = datagram {
         let il4 = usize::from(m.inner_l4);
-        if let Some(ip) = inner_pseudo(data, usize::from(m.inner_l3), il4, m.inner_proto) {
-            let segment = s.sub(Sum::of(&data[l4..il4])).at(il4 - l4);
+        let end = inner_end(data, usize::from(m.inner_l3), il4);
+        if let Some(ip) = inner_pseudo(&data[..end], usize::from(m.inner_l3), il4, m.inner_proto) {
+            let segment = s
+                .sub(Sum::of(&data[l4..il4]))
+                .sub(Sum::of_at(&data[end..], end - l4))
+                .at(il4 - l4);
             inner_ok = ip.add(segment).verifies();
         }
     }
@@ -647,6 +717,12 @@ fn output_one(pool: &mut Pool, id: PacketId, table: &TunnelTable) -> Result<(), 
     };
     if has_ip && outer_ecn != 0 {
         ecn_decap(&mut data[usize::from(m.inner_l3)..], outer_ecn)?;
+    }
+    if !ethernet {
+        // Trailing bytes after the inner packet (inside the GTP-U length
+        // or the UDP datagram) are not part of it.
+        let end = inner_end(data, usize::from(m.inner_l3), usize::from(m.inner_l4));
+        pool.truncate(id, end);
     }
     let inner = m.inner;
     pool.trim_front(id, usize::from(inner));
