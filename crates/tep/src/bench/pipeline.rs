@@ -1,0 +1,1063 @@
+//! `tep bench pipeline`: ns per packet of the whole encap and decap paths,
+//! for every tunnel kind, outer family, checksum mode and packet size,
+//! each beside a read-only pass over the same bytes measured in the same
+//! run; then the per-node cost of two paths in the shape of seed 002's
+//! "clock cycles per layer" table, and the two checksum targets.
+//!
+//! # What is timed
+//! One call of `Pipeline::encap` / `Pipeline::decap` on a full vector of
+//! 256 packets, sink included: the sink frees every buffer it is given (a
+//! push per packet onto the pool's free list). Not timed: refilling the
+//! vector from its templates before each call (copying packets into
+//! buffers is the receive side's work, not the pipeline's). The read-only
+//! pass is timed the same way: refill, then one `read_only_pass` per packet
+//! over the same buffers. Pipeline and read-only samples alternate, and the
+//! median of each is reported.
+
+use super::median;
+use serde::Serialize;
+use std::hint::black_box;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::Instant;
+use tep_csum::memory::read_only_pass;
+use tep_csum::Sum;
+use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
+use tep_dataplane::clock::{Clock, Tsc};
+use tep_dataplane::config::{ChecksumMode, Config, IpPrefix, TunnelConfig};
+use tep_dataplane::encap::InnerLink;
+use tep_dataplane::node::NodeStats;
+use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
+use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::TunnelKind;
+use tep_wire::ethernet::EthernetAddress;
+
+/// Outer address family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Ipv4,
+    Ipv6,
+}
+
+impl Family {
+    pub const ALL: [Family; 2] = [Family::Ipv6, Family::Ipv4];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Ipv4 => "ipv4",
+            Family::Ipv6 => "ipv6",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Family, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "ipv4" | "v4" | "4" => Ok(Family::Ipv4),
+            "ipv6" | "v6" | "6" => Ok(Family::Ipv6),
+            _ => Err(format!("unknown family '{s}' (ipv4 or ipv6)")),
+        }
+    }
+}
+
+/// An inner packet size: the total IP packet length, or a TSO super-packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Size {
+    /// Inner IP packets of this total length.
+    Ip(usize),
+    /// 64 KiB TCP super-packets (`meta.gso` set), as a TUN with TSO gives.
+    Tso,
+}
+
+/// The inner IP length of a TSO super-packet and its segment payload.
+const TSO_LEN: usize = 65535;
+const TSO_MSS: u16 = 1400;
+
+impl Size {
+    pub const ALL: [Size; 4] = [Size::Ip(64), Size::Ip(576), Size::Ip(1492), Size::Tso];
+
+    fn ip_len(self) -> usize {
+        match self {
+            Size::Ip(n) => n,
+            Size::Tso => TSO_LEN,
+        }
+    }
+
+    pub fn label(self) -> String {
+        match self {
+            Size::Ip(n) => n.to_string(),
+            Size::Tso => "64K-tso".into(),
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Size, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "tso" | "64k" | "64k-tso" | "65535" => Ok(Size::Tso),
+            n => match n.parse::<usize>() {
+                Ok(n) if (64..=9000).contains(&n) => Ok(Size::Ip(n)),
+                _ => Err(format!(
+                    "unknown size '{s}' (an inner IP length 64..=9000, or 64k for TSO)"
+                )),
+            },
+        }
+    }
+}
+
+/// Which path a row measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Encap,
+    Decap,
+}
+
+impl Direction {
+    fn name(self) -> &'static str {
+        match self {
+            Direction::Encap => "encap",
+            Direction::Decap => "decap",
+        }
+    }
+}
+
+/// The checksum modes a kind sends (remote only where the header says it).
+pub fn modes_of(kind: TunnelKind) -> impl Iterator<Item = ChecksumMode> {
+    ChecksumMode::ALL.into_iter().filter(move |&m| {
+        m != ChecksumMode::Remote || matches!(kind, TunnelKind::Vxlan | TunnelKind::Gue)
+    })
+}
+
+/// Parses a checksum mode name.
+pub fn parse_mode(s: &str) -> Result<ChecksumMode, String> {
+    ChecksumMode::ALL
+        .into_iter()
+        .find(|m| m.name().eq_ignore_ascii_case(s))
+        .ok_or_else(|| format!("unknown checksum mode '{s}' (zero, full, lco, offload, remote)"))
+}
+
+/// What to measure and how long.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub samples: usize,
+    /// Timed nanoseconds per sample (at least one call).
+    pub sample_ns: f64,
+    pub kinds: Vec<TunnelKind>,
+    pub families: Vec<Family>,
+    pub modes: Vec<ChecksumMode>,
+    pub sizes: Vec<Size>,
+}
+
+impl Default for Options {
+    /// The full matrix: about half a minute.
+    fn default() -> Self {
+        Options {
+            samples: 11,
+            sample_ns: 3e5,
+            kinds: TunnelKind::ALL.to_vec(),
+            families: Family::ALL.to_vec(),
+            modes: ChecksumMode::ALL.to_vec(),
+            sizes: Size::ALL.to_vec(),
+        }
+    }
+}
+
+impl Options {
+    /// A CI-sized run: every kind and family, zero and full, 1492 bytes,
+    /// one call per sample.
+    pub fn quick() -> Options {
+        Options {
+            samples: 3,
+            sample_ns: 0.0,
+            modes: vec![ChecksumMode::Zero, ChecksumMode::Full],
+            sizes: vec![Size::Ip(1492)],
+            ..Options::default()
+        }
+    }
+}
+
+/// One node's cost in a row, per input packet.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeCost {
+    pub node: &'static str,
+    pub clocks_per_packet: f64,
+}
+
+/// One measured configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub direction: &'static str,
+    pub kind: &'static str,
+    pub family: &'static str,
+    pub mode: &'static str,
+    /// Inner IP packet length.
+    pub size: usize,
+    pub size_label: String,
+    /// The inner transport checksum as given to encap: "complete", or
+    /// "partial" (remote mode, TSO: what a TUN with offloads gives).
+    pub inner_checksum: &'static str,
+    /// Input packets per call (the vector).
+    pub packets_per_call: usize,
+    /// Packets the sink got per call (GSO segments, GRO merges).
+    pub outputs_per_call: f64,
+    /// Bytes the read-only pass reads per input packet.
+    pub bytes_per_packet: f64,
+    /// Wall time per input packet, median.
+    pub ns_per_packet: f64,
+    /// Million input packets per second on one core.
+    pub mpps: f64,
+    /// TSC clocks per input packet around the whole call, median.
+    pub clocks_per_packet: f64,
+    /// The part of it spent inside nodes (the runtime counters).
+    pub node_clocks_per_packet: f64,
+    /// One read-only pass over the same bytes, per packet, median.
+    pub read_only_ns_per_packet: f64,
+    /// `ns_per_packet / read_only_ns_per_packet`.
+    pub ratio: f64,
+    pub nodes: Vec<NodeCost>,
+}
+
+/// A row the pipeline could not run (it dropped the packets).
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    pub direction: &'static str,
+    pub kind: &'static str,
+    pub family: &'static str,
+    pub mode: &'static str,
+    pub size_label: String,
+    pub reason: String,
+}
+
+/// A target with its verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub value: f64,
+    pub limit: f64,
+    pub pass: bool,
+    pub numerator_ns: f64,
+    pub denominator_ns: f64,
+}
+
+/// One line of a per-layer table.
+#[derive(Debug, Clone, Serialize)]
+pub struct LayerLine {
+    pub stack: &'static str,
+    pub layer: &'static str,
+    pub node: &'static str,
+    pub clocks_per_packet: f64,
+    pub share: f64,
+    /// Seed 002's figure for the Linux layer it matches, in clocks.
+    pub seed_clocks: Option<u32>,
+}
+
+/// A "clock cycles per layer" table.
+#[derive(Debug, Clone, Serialize)]
+pub struct LayerTable {
+    pub title: String,
+    pub lines: Vec<LayerLine>,
+    pub total_clocks: f64,
+    pub seed_total: Option<u32>,
+}
+
+/// Everything a run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Results {
+    pub vector_size: usize,
+    pub samples: usize,
+    /// TSC clocks per nanosecond seen during the run.
+    pub tsc_ghz: f64,
+    pub rows: Vec<Row>,
+    pub skipped: Vec<Skipped>,
+    pub tables: Vec<LayerTable>,
+    pub checks: Vec<Check>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Spec {
+    direction: Direction,
+    kind: TunnelKind,
+    family: Family,
+    mode: ChecksumMode,
+    size: Size,
+}
+
+/// A packet to load into a buffer.
+#[derive(Debug, Clone)]
+struct Template {
+    bytes: Vec<u8>,
+    csum: ChecksumState,
+    gso: Option<Gso>,
+}
+
+const A4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+const B4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
+const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+const B6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
+const INNER_DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xbb];
+const INNER_SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xaa];
+const INNER4: ([u8; 4], [u8; 4]) = ([10, 8, 0, 1], [10, 9, 0, 1]);
+const INNER6: ([u8; 16], [u8; 16]) = (
+    Ipv6Addr::new(0x2001, 0xdb8, 8, 0, 0, 0, 0, 1).octets(),
+    Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 1).octets(),
+);
+
+/// The two ends of a tunnel: (sender's config, receiver's config).
+fn configs(kind: TunnelKind, family: Family, mode: ChecksumMode) -> (Config, Config) {
+    let (a, b) = match family {
+        Family::Ipv4 => (IpAddr::V4(A4), IpAddr::V4(B4)),
+        Family::Ipv6 => (IpAddr::V6(A6), IpAddr::V6(B6)),
+    };
+    let end = |local, remote, name: &str| {
+        let mut t = TunnelConfig::new(name, kind, local, remote);
+        t.checksum = mode;
+        t.zero_checksum_tx = true;
+        t.zero_checksum_rx = true;
+        t.remote_checksum_rx = true;
+        match kind {
+            TunnelKind::Vxlan | TunnelKind::Geneve => t.vni = 4242,
+            TunnelKind::Gtpu => {
+                t.teid = 0x1000;
+                t.local_teid = 0x1000;
+                t.qfi = Some(9);
+            }
+            TunnelKind::GreInUdp | TunnelKind::FouGre => t.key = Some(77),
+            _ => {}
+        }
+        if kind.carries_ethernet() {
+            t.inner_macs = vec![EthernetAddress(INNER_DST_MAC)];
+        } else {
+            let v4 = IpPrefix {
+                addr: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)),
+                len: 8,
+            };
+            let v6 = IpPrefix {
+                addr: IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 8, 0, 0, 0, 0, 0)),
+                len: 47,
+            };
+            t.inner_prefixes = match kind {
+                TunnelKind::FouIpip => vec![v4],
+                TunnelKind::FouSit => vec![v6],
+                _ => vec![v4, v6],
+            };
+        }
+        Config {
+            tunnels: vec![t],
+            ..Config::default()
+        }
+    };
+    (end(a, b, "a"), end(b, a, "b"))
+}
+
+/// An inner TCP packet of `total` IP bytes (IPv6 when `v6`), at `l3` bytes
+/// into the returned buffer (after an Ethernet header when `l3` is 14).
+/// With `partial` the TCP checksum field holds the pseudo-header sum only.
+fn tcp_packet(v6: bool, total: usize, sport: u16, partial: bool, l3: usize) -> (Vec<u8>, usize) {
+    let ihl = if v6 { 40 } else { 20 };
+    let tcp_len = total - ihl;
+    let mut f = vec![0u8; l3 + total];
+    if l3 == 14 {
+        f[..6].copy_from_slice(&INNER_DST_MAC);
+        f[6..12].copy_from_slice(&INNER_SRC_MAC);
+        let ty: u16 = if v6 { 0x86dd } else { 0x0800 };
+        f[12..14].copy_from_slice(&ty.to_be_bytes());
+    }
+    let p = &mut f[l3..];
+    let pseudo = if v6 {
+        p[0] = 0x60;
+        p[4..6].copy_from_slice(&(tcp_len as u16).to_be_bytes());
+        p[6] = 6;
+        p[7] = 64;
+        p[8..24].copy_from_slice(&INNER6.0);
+        p[24..40].copy_from_slice(&INNER6.1);
+        tep_csum::pseudo_header_v6(&INNER6.0, &INNER6.1, 6, tcp_len as u32)
+    } else {
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        p[4..6].copy_from_slice(&sport.to_be_bytes());
+        p[6] = 0x40;
+        p[8] = 64;
+        p[9] = 6;
+        p[12..16].copy_from_slice(&INNER4.0);
+        p[16..20].copy_from_slice(&INNER4.1);
+        let c = Sum::of(&p[..20]).checksum();
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        tep_csum::pseudo_header_v4(INNER4.0, INNER4.1, 6, tcp_len as u16)
+    };
+    let t = &mut p[ihl..];
+    t[0..2].copy_from_slice(&sport.to_be_bytes());
+    t[2..4].copy_from_slice(&5201u16.to_be_bytes());
+    t[4..8].copy_from_slice(&(u32::from(sport) << 12).to_be_bytes());
+    t[8..12].copy_from_slice(&1u32.to_be_bytes());
+    t[12] = 0x50;
+    t[13] = 0x10;
+    t[14..16].copy_from_slice(&512u16.to_be_bytes());
+    for (i, b) in t[20..].iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(31).wrapping_add(sport as u8);
+    }
+    let c = if partial {
+        pseudo.value()
+    } else {
+        pseudo.add(Sum::of(t)).checksum()
+    };
+    t[16..18].copy_from_slice(&c.to_be_bytes());
+    (f, l3 + ihl)
+}
+
+/// The 256 inner packets of a row.
+fn inner_templates(spec: &Spec) -> Vec<Template> {
+    let v6 = spec.kind == TunnelKind::FouSit;
+    let l3 = if spec.kind.carries_ethernet() { 14 } else { 0 };
+    let tso = spec.size == Size::Tso;
+    let partial = tso || spec.mode == ChecksumMode::Remote;
+    (0..VECTOR_SIZE)
+        .map(|i| {
+            let (bytes, l4) = tcp_packet(v6, spec.size.ip_len(), 1000 + i as u16, partial, l3);
+            Template {
+                bytes,
+                csum: if partial {
+                    ChecksumState::Partial {
+                        start: l4 as u16,
+                        offset: (l4 + 16) as u16,
+                    }
+                } else {
+                    ChecksumState::None
+                },
+                gso: tso.then_some(Gso {
+                    kind: if v6 { GsoKind::Tcp6 } else { GsoKind::Tcp4 },
+                    segment_size: TSO_MSS,
+                }),
+            }
+        })
+        .collect()
+}
+
+/// Finishes a checksum left partial for an offloading device.
+fn finish_partial(data: &mut [u8], csum: ChecksumState) {
+    if let ChecksumState::Partial { start, offset } = csum {
+        let (s, o) = (usize::from(start), usize::from(offset));
+        let sum = Sum::of(&data[s..]);
+        let c = if o - s == 6 {
+            sum.udp_checksum()
+        } else {
+            sum.checksum()
+        };
+        data[o..o + 2].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+fn load(pool: &mut Pool, v: &mut PacketVector, templates: &[Template]) {
+    for t in templates {
+        let id = pool
+            .alloc()
+            .expect("the pool holds a vector and its outputs");
+        assert!(pool.fill(id, &t.bytes), "templates fit the pool");
+        let m = pool.meta_mut(id);
+        m.csum = t.csum;
+        m.gso = t.gso;
+        v.push(id).expect("at most a vector");
+    }
+}
+
+fn free_all(pool: &mut Pool, v: &mut PacketVector) {
+    for &id in v.as_slice() {
+        pool.free(id);
+    }
+    v.clear();
+}
+
+fn make_pool(size: Size) -> Pool {
+    // Headroom comes on top of the data room; TSO needs 64 KiB buffers
+    // (super-packets in, GRO super-packets out).
+    match size {
+        Size::Tso => Pool::new(1024, SUPER_PACKET_ROOM),
+        Size::Ip(n) => Pool::new(1024, (n + 64).next_multiple_of(64)),
+    }
+}
+
+fn pipeline(config: &Config, kind: TunnelKind, gro: bool) -> Pipeline<Tsc> {
+    Pipeline::new(
+        config,
+        Tsc,
+        PipelineOptions {
+            inner_link: if kind.carries_ethernet() {
+                InnerLink::Ethernet
+            } else {
+                InnerLink::Ip
+            },
+            gro,
+            ..PipelineOptions::default()
+        },
+    )
+}
+
+/// A pipeline ready to be timed, and the vectors it is fed in turn.
+struct Bench {
+    pipeline: Pipeline<Tsc>,
+    pool: Pool,
+    direction: Direction,
+    vectors: Vec<Vec<Template>>,
+    outputs_per_call: f64,
+}
+
+impl Bench {
+    /// Builds both ends, runs encap once (the decap input), and checks
+    /// that one call of the measured path drops nothing.
+    fn new(spec: &Spec) -> Result<Bench, String> {
+        let (ca, cb) = configs(spec.kind, spec.family, spec.mode);
+        let mut pool = make_pool(spec.size);
+        let inner = inner_templates(spec);
+        let mut a = pipeline(&ca, spec.kind, false);
+        let mut outer = Vec::new();
+        let mut v = PacketVector::new();
+        load(&mut pool, &mut v, &inner);
+        a.encap(&mut pool, &mut v, &mut |pool, v| {
+            for &id in v.as_slice() {
+                let mut bytes = pool.data(id).to_vec();
+                finish_partial(&mut bytes, pool.meta(id).csum);
+                outer.push(Template {
+                    bytes,
+                    csum: ChecksumState::None,
+                    gso: None,
+                });
+            }
+            free_all(pool, v);
+        });
+        if a.drops_total() > 0 {
+            return Err(drops_text(&a));
+        }
+        let (pipeline, vectors, outputs) = match spec.direction {
+            Direction::Encap => (a, vec![inner], outer.len() as f64),
+            Direction::Decap => {
+                // GRO is the receive half of TSO.
+                let mut b = pipeline(&cb, spec.kind, spec.size == Size::Tso);
+                let vectors: Vec<Vec<Template>> =
+                    outer.chunks(VECTOR_SIZE).map(|c| c.to_vec()).collect();
+                let mut out = 0usize;
+                for t in &vectors {
+                    load(&mut pool, &mut v, t);
+                    b.decap(&mut pool, &mut v, 0, &mut |_, pool, v| {
+                        out += v.len();
+                        free_all(pool, v);
+                    });
+                }
+                if b.drops_total() > 0 || out == 0 {
+                    return Err(drops_text(&b));
+                }
+                let per_call = out as f64 / vectors.len() as f64;
+                (b, vectors, per_call)
+            }
+        };
+        if pool.available() != pool.capacity() {
+            return Err("buffers leaked".into());
+        }
+        Ok(Bench {
+            pipeline,
+            pool,
+            direction: spec.direction,
+            vectors,
+            outputs_per_call: outputs,
+        })
+    }
+
+    /// One timed call on vector `i`: (ns, clocks, packets).
+    fn call(&mut self, i: usize) -> (f64, u64, usize) {
+        let Bench {
+            pipeline,
+            pool,
+            direction,
+            vectors,
+            ..
+        } = self;
+        let t = &vectors[i % vectors.len()];
+        let mut v = PacketVector::new();
+        load(pool, &mut v, t);
+        let mut sink = |pool: &mut Pool, v: &mut PacketVector| {
+            for &id in v.as_slice() {
+                pool.free(id);
+            }
+        };
+        let start = Instant::now();
+        let c0 = Tsc.now();
+        match direction {
+            Direction::Encap => pipeline.encap(pool, &mut v, &mut sink),
+            Direction::Decap => pipeline.decap(pool, &mut v, 0, &mut |_, pool, v| sink(pool, v)),
+        }
+        let c1 = Tsc.now();
+        let ns = start.elapsed().as_nanos() as f64;
+        (ns, c1.saturating_sub(c0), t.len())
+    }
+
+    /// One timed read-only pass over vector `i` loaded the same way:
+    /// (ns, packets, bytes).
+    fn read_only(&mut self, i: usize) -> (f64, usize, usize) {
+        let t = &self.vectors[i % self.vectors.len()];
+        let mut v = PacketVector::new();
+        load(&mut self.pool, &mut v, t);
+        let pool = &self.pool;
+        let start = Instant::now();
+        let mut acc = 0u64;
+        for &id in v.as_slice() {
+            acc |= read_only_pass(black_box(pool.data(id)));
+        }
+        black_box(acc);
+        let ns = start.elapsed().as_nanos() as f64;
+        let bytes = v.as_slice().iter().map(|&id| pool.data(id).len()).sum();
+        free_all(&mut self.pool, &mut v);
+        (ns, t.len(), bytes)
+    }
+}
+
+fn drops_text<C: Clock>(p: &Pipeline<C>) -> String {
+    let mut parts = Vec::new();
+    for n in p.runtime().nodes() {
+        for (r, c) in n.drops_by_reason() {
+            parts.push(format!("{} {} x{c}", n.name, r.name()));
+        }
+    }
+    if parts.is_empty() {
+        "no output".into()
+    } else {
+        format!("dropped: {}", parts.join(", "))
+    }
+}
+
+fn ticks(nodes: &[NodeStats]) -> Vec<u64> {
+    nodes.iter().map(|n| n.ticks).collect()
+}
+
+fn measure(spec: &Spec, opts: &Options) -> Result<Row, String> {
+    let mut b = Bench::new(spec)?;
+    // Warm up, then size a sample to about `sample_ns`.
+    let (ns, _, _) = b.call(0);
+    let calls = if opts.sample_ns > 0.0 {
+        ((opts.sample_ns / ns.max(1.0)).ceil() as usize).clamp(1, 10_000)
+    } else {
+        1
+    };
+    let before = ticks(b.pipeline.runtime().nodes());
+    let mut pipe_ns = Vec::with_capacity(opts.samples);
+    let mut pipe_clocks = Vec::with_capacity(opts.samples);
+    let mut ro_ns = Vec::with_capacity(opts.samples);
+    let (mut packets, mut ro_bytes, mut ro_packets) = (0usize, 0usize, 0usize);
+    let mut i = 0;
+    for _ in 0..opts.samples {
+        let (mut ns, mut clocks, mut n) = (0.0, 0u64, 0usize);
+        for _ in 0..calls {
+            let (t, c, p) = b.call(i);
+            ns += t;
+            clocks += c;
+            n += p;
+            i += 1;
+        }
+        packets += n;
+        pipe_ns.push(ns / n as f64);
+        pipe_clocks.push(clocks as f64 / n as f64);
+        let (mut ns, mut n) = (0.0, 0usize);
+        for j in 0..calls {
+            let (t, p, bytes) = b.read_only(i + j);
+            ns += t;
+            n += p;
+            ro_bytes += bytes;
+        }
+        ro_packets += n;
+        ro_ns.push(ns / n as f64);
+    }
+    let after = b.pipeline.runtime().nodes();
+    let nodes: Vec<NodeCost> = after
+        .iter()
+        .zip(&before)
+        .filter(|(n, &t0)| n.ticks > t0)
+        .map(|(n, &t0)| NodeCost {
+            node: n.name,
+            clocks_per_packet: (n.ticks - t0) as f64 / packets as f64,
+        })
+        .collect();
+    if b.pipeline.drops_total() > 0 {
+        return Err(drops_text(&b.pipeline));
+    }
+    let ns = median(&mut pipe_ns);
+    let ro = median(&mut ro_ns);
+    Ok(Row {
+        direction: spec.direction.name(),
+        kind: spec.kind.name(),
+        family: spec.family.name(),
+        mode: spec.mode.name(),
+        size: spec.size.ip_len(),
+        size_label: spec.size.label(),
+        inner_checksum: if spec.size == Size::Tso || spec.mode == ChecksumMode::Remote {
+            "partial"
+        } else {
+            "complete"
+        },
+        packets_per_call: b.vectors[0].len(),
+        outputs_per_call: b.outputs_per_call,
+        bytes_per_packet: ro_bytes as f64 / ro_packets.max(1) as f64,
+        ns_per_packet: ns,
+        mpps: 1e3 / ns,
+        clocks_per_packet: median(&mut pipe_clocks),
+        node_clocks_per_packet: nodes.iter().map(|n| n.clocks_per_packet).sum(),
+        read_only_ns_per_packet: ro,
+        ratio: ns / ro,
+        nodes,
+    })
+}
+
+fn spec_matches(r: &Row, s: &Spec) -> bool {
+    r.direction == s.direction.name()
+        && r.kind == s.kind.name()
+        && r.family == s.family.name()
+        && r.mode == s.mode.name()
+        && r.size_label == s.size.label()
+}
+
+/// The rows the tables and checks need, whatever the filters say.
+fn required() -> [Spec; 3] {
+    let gtpu = |mode| Spec {
+        direction: Direction::Encap,
+        kind: TunnelKind::Gtpu,
+        family: Family::Ipv6,
+        mode,
+        size: Size::Ip(1492),
+    };
+    [
+        gtpu(ChecksumMode::Zero),
+        gtpu(ChecksumMode::Full),
+        Spec {
+            direction: Direction::Decap,
+            kind: TunnelKind::Vxlan,
+            family: Family::Ipv4,
+            mode: ChecksumMode::Full,
+            size: Size::Ip(1492),
+        },
+    ]
+}
+
+/// Runs the matrix. `progress` is told of each row as it starts.
+pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Results {
+    let mut specs = Vec::new();
+    for &kind in &opts.kinds {
+        for &family in &opts.families {
+            for mode in modes_of(kind).filter(|m| opts.modes.contains(m)) {
+                for &size in &opts.sizes {
+                    for direction in [Direction::Encap, Direction::Decap] {
+                        specs.push(Spec {
+                            direction,
+                            kind,
+                            family,
+                            mode,
+                            size,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    for s in required() {
+        if !specs.contains(&s) {
+            specs.push(s);
+        }
+    }
+    let mut rows = Vec::new();
+    let mut skipped = Vec::new();
+    let mut tsc = (0.0, 0.0);
+    for s in &specs {
+        progress(&format!(
+            "{} {} {} {} {}",
+            s.direction.name(),
+            s.kind,
+            s.family.name(),
+            s.mode,
+            s.size.label()
+        ));
+        match measure(s, opts) {
+            Ok(r) => {
+                tsc.0 += r.clocks_per_packet;
+                tsc.1 += r.ns_per_packet;
+                rows.push(r);
+            }
+            Err(reason) => skipped.push(Skipped {
+                direction: s.direction.name(),
+                kind: s.kind.name(),
+                family: s.family.name(),
+                mode: s.mode.name(),
+                size_label: s.size.label(),
+                reason,
+            }),
+        }
+    }
+    let find = |s: &Spec| rows.iter().find(|r| spec_matches(r, s));
+    let [zero, full, vx] = required();
+    let mut tables = Vec::new();
+    if let Some(r) = find(&vx) {
+        tables.push(layer_table(
+            "VXLAN receive (tep decap): IPv4 outer, 1492-byte inner TCP/IPv4, checksum full",
+            r,
+            true,
+        ));
+    }
+    if let Some(r) = find(&full) {
+        tables.push(layer_table(
+            "GTP-U transmit (tep encap): IPv6 outer, 1492-byte inner TCP/IPv4, checksum full",
+            r,
+            false,
+        ));
+    }
+    let mut checks = Vec::new();
+    if let (Some(z), Some(f)) = (find(&zero), find(&full)) {
+        let value = f.ns_per_packet / z.ns_per_packet;
+        checks.push(Check {
+            name: "full_vs_zero",
+            description: "encap GTP-U/IPv6 1492 B: checksum full <= 1.3x checksum zero",
+            value,
+            limit: 1.3,
+            pass: value <= 1.3,
+            numerator_ns: f.ns_per_packet,
+            denominator_ns: z.ns_per_packet,
+        });
+        checks.push(Check {
+            name: "full_vs_read_only",
+            description: "encap GTP-U/IPv6 1492 B with checksum full <= 2x one read-only pass over the same bytes",
+            value: f.ratio,
+            limit: 2.0,
+            pass: f.ratio <= 2.0,
+            numerator_ns: f.ns_per_packet,
+            denominator_ns: f.read_only_ns_per_packet,
+        });
+    }
+    Results {
+        vector_size: VECTOR_SIZE,
+        samples: opts.samples,
+        tsc_ghz: if tsc.1 > 0.0 { tsc.0 / tsc.1 } else { 0.0 },
+        rows,
+        skipped,
+        tables,
+        checks,
+    }
+}
+
+/// Where a node sits in seed 002's layering, and the seed's Linux figure
+/// for that layer (VXLAN receive, Linux 3.12, i7-950).
+fn layer_of(node: &str) -> (&'static str, &'static str, Option<u32>) {
+    match node {
+        "ip-input" => ("outer", "L3 (IP)", Some(668)),
+        "udp-input" => ("outer", "L4 (UDP)", Some(180)),
+        "vxlan-decap" => ("outer", "VXLAN", Some(256)),
+        "udp-checksum-verify" => (
+            "outer+inner",
+            "L4 checksum: outer UDP, inner TCP from the same sum",
+            Some(608),
+        ),
+        "decap-output" => ("outer", "Net Core (strip, ECN, hand-off)", Some(120)),
+        "gro" => ("inner", "GRO", None),
+        "gso-segment" => ("inner", "GSO", None),
+        "encap-classify" => ("inner", "L3 (IP) parse, flow hash", None),
+        "tunnel-lookup" => ("inner", "route lookup", None),
+        "inner-checksum" => ("inner", "L4 checksum (partial only)", None),
+        "ip-udp-encap" => ("outer", "L3 + L4 headers", None),
+        "udp-checksum" => ("outer", "L4 checksum", None),
+        "udp-train" => ("outer", "UDP GSO trains", None),
+        n if n.ends_with("-encap") || n.ends_with("-decap") => ("tunnel", "tunnel header", None),
+        _ => ("", "", None),
+    }
+}
+
+fn layer_table(title: &str, r: &Row, seed: bool) -> LayerTable {
+    let total = r.clocks_per_packet.max(r.node_clocks_per_packet);
+    let mut lines: Vec<LayerLine> = r
+        .nodes
+        .iter()
+        .map(|n| {
+            let (stack, layer, seed_clocks) = layer_of(n.node);
+            LayerLine {
+                stack,
+                layer,
+                node: n.node,
+                clocks_per_packet: n.clocks_per_packet,
+                share: n.clocks_per_packet / total,
+                seed_clocks: if seed { seed_clocks } else { None },
+            }
+        })
+        .collect();
+    let between = total - r.node_clocks_per_packet;
+    lines.push(LayerLine {
+        stack: "",
+        layer: "between nodes (vector sorting, counters, sink)",
+        node: "-",
+        clocks_per_packet: between,
+        share: between / total,
+        seed_clocks: None,
+    });
+    LayerTable {
+        title: title.into(),
+        lines,
+        total_clocks: total,
+        // Net core + IP + UDP + VXLAN + the inner TCP checksum.
+        seed_total: seed.then_some(120 + 668 + 180 + 256 + 608),
+    }
+}
+
+/// The results as text.
+pub fn render(res: &Results) -> String {
+    let mut out = format!(
+        "pipeline: vectors of {}, median of {} interleaved samples, TSC {:.2} GHz\n\
+         ns/pkt: one call on a full vector, sink freeing the buffers; refilling the vector is not timed\n\
+         read-only: one pass over the same buffers, refilled the same way; ratio = ns/pkt / read-only\n\n",
+        res.vector_size, res.samples, res.tsc_ghz
+    );
+    out += &format!(
+        "{:<6} {:<9} {:<5} {:<8} {:>8} {:>6} {:>10} {:>8} {:>10} {:>12} {:>7}\n",
+        "dir",
+        "kind",
+        "fam",
+        "mode",
+        "size",
+        "inner",
+        "ns/pkt",
+        "Mpps",
+        "clk/pkt",
+        "read-only ns",
+        "ratio"
+    );
+    for r in &res.rows {
+        out += &format!(
+            "{:<6} {:<9} {:<5} {:<8} {:>8} {:>6} {:>10.1} {:>8.2} {:>10.0} {:>12.1} {:>7.2}\n",
+            r.direction,
+            r.kind,
+            r.family,
+            r.mode,
+            r.size_label,
+            if r.inner_checksum == "partial" {
+                "part"
+            } else {
+                "full"
+            },
+            r.ns_per_packet,
+            r.mpps,
+            r.clocks_per_packet,
+            r.read_only_ns_per_packet,
+            r.ratio
+        );
+    }
+    if res.rows.iter().any(|r| r.size_label.contains("tso")) {
+        out += "64K-tso: 256 super-packets of 65535 bytes (MSS 1400) per call, segmented before encap; \
+                decap gets the segments (256 per call) with GRO on; per packet = per input packet\n";
+    }
+    if !res.skipped.is_empty() {
+        out += "\nnot measured (the pipeline dropped the packets):\n";
+        for s in &res.skipped {
+            out += &format!(
+                "  {} {} {} {} {}: {}\n",
+                s.direction, s.kind, s.family, s.mode, s.size_label, s.reason
+            );
+        }
+    }
+    for t in &res.tables {
+        out += &format!("\nclock cycles per layer: {}\n", t.title);
+        let seed = t.seed_total.is_some();
+        out += &format!(
+            "{:<12} {:<52} {:<20} {:>10} {:>7}{}\n",
+            "stack",
+            "layer",
+            "tep node",
+            "clocks/pkt",
+            "share",
+            if seed { "  Linux (seed 002)" } else { "" }
+        );
+        for l in &t.lines {
+            out += &format!(
+                "{:<12} {:<52} {:<20} {:>10.1} {:>6.1}%{}\n",
+                l.stack,
+                l.layer,
+                l.node,
+                l.clocks_per_packet,
+                100.0 * l.share,
+                match l.seed_clocks {
+                    Some(c) => format!("  {c:>17}"),
+                    None => String::new(),
+                }
+            );
+        }
+        out += &format!(
+            "{:<12} {:<52} {:<20} {:>10.1} {:>6.1}%{}\n",
+            "",
+            "total",
+            "",
+            t.total_clocks,
+            100.0,
+            match t.seed_total {
+                Some(c) => format!("  {c:>17}"),
+                None => String::new(),
+            }
+        );
+        if seed {
+            out += "seed 002: Linux 3.12, i7-950 at 3.07 GHz, MTU-size VXLAN/TCP; its other inner-stack \
+                    costs (IP 252, TCP 652, net core 92) stay with the host stack after tep\n";
+        }
+    }
+    if !res.checks.is_empty() {
+        out += "\ntargets:\n";
+        for c in &res.checks {
+            out += &format!(
+                "  {} {}: {:.2}x (limit {:.1}x; {:.1} ns vs {:.1} ns)\n",
+                if c.pass { "PASS" } else { "FAIL" },
+                c.description,
+                c.value,
+                c.limit,
+                c.numerator_ns,
+                c.denominator_ns
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inner_templates_have_good_or_partial_checksums() {
+        for kind in [TunnelKind::Gtpu, TunnelKind::Vxlan, TunnelKind::FouSit] {
+            for mode in [ChecksumMode::Full, ChecksumMode::Remote] {
+                let spec = Spec {
+                    direction: Direction::Encap,
+                    kind,
+                    family: Family::Ipv4,
+                    mode,
+                    size: Size::Ip(576),
+                };
+                let t = &inner_templates(&spec)[3];
+                let l3 = if kind.carries_ethernet() { 14 } else { 0 };
+                assert_eq!(t.bytes.len(), l3 + 576);
+                let mut b = t.bytes.clone();
+                finish_partial(&mut b, t.csum);
+                let v6 = kind == TunnelKind::FouSit;
+                let ip = &b[l3..];
+                let seg = &ip[if v6 { 40 } else { 20 }..];
+                let ph = if v6 {
+                    tep_csum::pseudo_header_v6(&INNER6.0, &INNER6.1, 6, seg.len() as u32)
+                } else {
+                    tep_csum::pseudo_header_v4(INNER4.0, INNER4.1, 6, seg.len() as u16)
+                };
+                assert!(ph.add(Sum::of(seg)).verifies(), "{kind} {mode}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_quick_row_measures_without_drops() {
+        let opts = Options {
+            samples: 1,
+            ..Options::quick()
+        };
+        for direction in [Direction::Encap, Direction::Decap] {
+            let spec = Spec {
+                direction,
+                kind: TunnelKind::Gtpu,
+                family: Family::Ipv6,
+                mode: ChecksumMode::Full,
+                size: Size::Ip(64),
+            };
+            let r = measure(&spec, &opts).unwrap();
+            assert!(r.ns_per_packet > 0.0 && r.ratio > 0.0, "{r:?}");
+            assert_eq!(r.packets_per_call, VECTOR_SIZE);
+        }
+    }
+}
