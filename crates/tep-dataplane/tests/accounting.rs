@@ -43,16 +43,20 @@ fn all_kinds(v6: bool) -> (Config, Config) {
                 let mut t = TunnelConfig::new(kind.name(), kind, local, remote);
                 t.local_port = port(kind);
                 t.remote_port = port(kind);
-                t.remote_checksum_rx = true;
-                t.vni = 100 + k as u32;
-                t.teid = 300;
-                t.local_teid = 300;
-                t.qfi = Some(1);
-                t.key = Some(400 + k as u32);
+                t.remote_checksum_rx = matches!(kind, TunnelKind::Vxlan | TunnelKind::Gue);
+                match kind {
+                    TunnelKind::Vxlan | TunnelKind::Geneve => t.vni = 100 + k as u32,
+                    TunnelKind::Gtpu => {
+                        t.teid = 300;
+                        t.local_teid = 300;
+                        t.qfi = Some(1);
+                    }
+                    TunnelKind::GreInUdp | TunnelKind::FouGre => t.key = Some(400 + k as u32),
+                    _ => {}
+                }
                 if kind.carries_ethernet() {
                     t.inner_macs = vec![EthernetAddress(mac(k))];
                 } else {
-                    t.vni = 0;
                     if kind != TunnelKind::FouSit {
                         t.inner_prefixes.push(IpPrefix {
                             addr: IpAddr::V4(Ipv4Addr::new(10, k as u8, 0, 0)),
@@ -69,10 +73,12 @@ fn all_kinds(v6: bool) -> (Config, Config) {
                 t
             })
             .collect();
-        Config {
+        let c = Config {
             tunnels,
             ..Config::default()
-        }
+        };
+        assert_eq!(c.validate(), Ok(()));
+        c
     };
     (side(a, b), side(b, a))
 }
