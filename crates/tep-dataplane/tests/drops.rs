@@ -482,9 +482,9 @@ fn bad_remote_checksum() {
     }
 }
 
-/// DropReason::BadRemoteChecksum is documented as "offset out of the
-/// packet", but a VXLAN or GUE RCO offset past the end is refused by the
-/// tep-wire parser first and counted as `bad_length`.
+/// An RCO offset past the end of the packet is bad_remote_checksum (as
+/// DropReason documents it), not the parser's bad_length: counted on
+/// vxlan-decap, where the header is parsed.
 #[test]
 fn bad_remote_checksum_offset_past_the_end() {
     let (c, mut p) = vxlan();

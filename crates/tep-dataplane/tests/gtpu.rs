@@ -332,10 +332,9 @@ fn g_pdu_with_an_extension_chain_is_decapsulated() {
 }
 
 /// Bytes after the GTP-U message (inside the UDP datagram, covered by its
-/// checksum) are not part of the inner packet. gtpu-decap cuts the buffer
-/// to the GTP-U length before udp-checksum-verify sums the datagram, so
-/// the valid outer checksum no longer verifies and the packet is dropped
-/// as bad_checksum.
+/// checksum) are not part of the inner packet, and the outer checksum is
+/// verified over them before they are cut (once cut first, a valid packet
+/// was dropped as bad_checksum).
 #[test]
 fn g_pdu_length_cuts_trailing_bytes() {
     let c = b_side(false);

@@ -181,10 +181,9 @@ fn pad_datagram(p: &[u8], n: usize) -> Vec<u8> {
 }
 
 /// Bytes after the inner IP packet inside a valid UDP datagram are cut
-/// (as Linux's ip_rcv trims to the IP length). The kind nodes cut the
-/// buffer to the inner IP length before udp-checksum-verify sums the
-/// datagram, so its valid checksum fails and the packet is counted as
-/// bad_checksum.
+/// (as Linux's ip_rcv trims to the IP length), after the outer checksum
+/// was verified over them (once cut first, a valid packet was counted as
+/// bad_checksum).
 #[test]
 fn bytes_after_the_inner_packet_are_cut() {
     for kind in [
