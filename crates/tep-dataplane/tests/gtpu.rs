@@ -348,3 +348,39 @@ fn g_pdu_length_cuts_trailing_bytes() {
     assert_balanced(&b);
     assert_no_leak(&pool);
 }
+
+/// A damaged datagram gets no answer: the outer UDP checksum is checked
+/// before anything is sent back. An Echo Request with a bad checksum is
+/// dropped as bad_checksum, and a G-PDU whose TEID was damaged on the way
+/// draws no Error Indication — which would make the peer delete a live
+/// session (TS 29.281 §7.3.1) because of a bit flip.
+#[test]
+#[ignore = "BUG: gtpu-decap answers Echo Requests and sends Error Indications before the outer UDP checksum is verified"]
+fn damaged_datagrams_draw_no_reply() {
+    for v6 in [false, true] {
+        let (peer, us) = addrs(v6);
+        let c = b_side(v6);
+        let mut b = pipeline(&c, InnerLink::Ip);
+        let mut pool = pool();
+        let mut echo = udp_packet(peer, us, 2152, 2152, &gtpu_echo_request(0x4444));
+        let at = udp_payload_offset(&echo);
+        echo[at + 8] ^= 0x01; // the sequence number, after the checksum
+        let mut gpdu = udp_packet(peer, us, 2152, 2152, &gtpu_gpdu(0x1000, &tcp4(b"x", 1)));
+        gpdu[at + 7] ^= 0x01; // TEID 0x1000 -> 0x1001
+        let out = run_decap(&mut b, &mut pool, &[echo, gpdu], 0);
+        assert!(out.packets.is_empty());
+        assert!(
+            out.replies.is_empty(),
+            "v6={v6}: {} replies to damaged datagrams",
+            out.replies.len()
+        );
+        assert_eq!(
+            b.drops(DropReason::BadChecksum),
+            2,
+            "{}",
+            b.runtime().report()
+        );
+        assert_balanced(&b);
+        assert_no_leak(&pool);
+    }
+}
