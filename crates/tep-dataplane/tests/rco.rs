@@ -8,6 +8,7 @@
 mod common;
 use common::*;
 use core::net::{IpAddr, Ipv4Addr};
+use proptest::prelude::*;
 use tep_csum::Sum;
 use tep_dataplane::buffer::ChecksumState;
 use tep_dataplane::config::{ChecksumMode, Config, GueRcoEncoding, TunnelConfig};
@@ -362,4 +363,89 @@ fn kernel_vxlan_rco_capture_decapsulates_to_verified_tcp() {
     // tshark agrees: 29 frames are whole, 6 of them IPv6 ND/MLD without
     // RCO, 23 TCP with RCO.
     assert_eq!((whole, rco_tcp), (29, 23));
+}
+
+#[test]
+fn a_partial_frame_routed_to_an_l3_tunnel_keeps_its_offsets() {
+    // From a TAP: no L2 tunnel claims the frame, the IP packet inside is
+    // routed into GUE; the partial offsets move with the Ethernet header
+    // that is taken off.
+    let (ca, cb) = pair(TunnelKind::Gue, false, ChecksumMode::Remote);
+    let ip = tcp4(b"from a tap", 5);
+    let (partial, cs) = make_partial(&frame(&ip), 14);
+    let mut a = pipeline(&ca, InnerLink::Ethernet);
+    let mut pool = pool();
+    let out = run_encap_with(&mut a, &mut pool, &[(partial, cs)]);
+    assert_balanced(&a);
+    assert_eq!(out.packets.len(), 1, "{}", a.runtime().report());
+    let g = gue::Packet::new_checked(udp_payload(&out.packets[0])).unwrap();
+    assert_eq!(g.rco(), Some(RemoteChecksum::tcp(20)));
+    let dec = decap_fresh(&cb, InnerLink::Ip, &out.packets);
+    assert_eq!(dec.packets, vec![ip]);
+    assert_eq!(dec.csum, vec![ChecksumState::Verified]);
+    assert_no_leak(&pool);
+}
+
+fn kinds() -> impl Strategy<Value = TunnelKind> {
+    proptest::sample::select(TunnelKind::ALL.to_vec())
+}
+
+fn modes() -> impl Strategy<Value = ChecksumMode> {
+    proptest::sample::select(ChecksumMode::ALL.to_vec())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Partial inner checksums of any length, kind, mode and family: the
+    /// peer delivers the complete packet, marked verified unless the outer
+    /// checksum was zero.
+    #[test]
+    fn partial_inner_checksums_round_trip(
+        kind in kinds(),
+        mode in modes(),
+        v6 in any::<bool>(),
+        tcp in any::<bool>(),
+        len in 0usize..1400,
+        seed in any::<u8>(),
+    ) {
+        let mode = if mode == ChecksumMode::Remote
+            && !matches!(kind, TunnelKind::Vxlan | TunnelKind::Gue)
+        {
+            ChecksumMode::Full
+        } else {
+            mode
+        };
+        let payload: Vec<u8> = (0..len).map(|i| seed.wrapping_mul(i as u8 | 1)).collect();
+        let ip = match kind {
+            TunnelKind::FouIpip => tcp4(&payload, 7),
+            TunnelKind::FouSit => udp6(&payload, 7),
+            _ if tcp => tcp4(&payload, 7),
+            _ => udp6(&payload, 7),
+        };
+        // A UDP checksum of 0xffff (its complement is 0) is the case of the
+        // ignored *_zero_udp_checksum_as_all_ones tests.
+        prop_assume!(ip[0] >> 4 == 4 || ip[46..48] != [0xff, 0xff]);
+        let (complete, l3) = wrap(kind, &ip);
+        let (partial, cs) = make_partial(&complete, l3);
+        let (ca, cb) = pair(kind, v6, mode);
+        let link = link_for(kind);
+        let mut a = pipeline(&ca, link);
+        let mut pool = pool();
+        let enc = run_encap_with(&mut a, &mut pool, &[(partial, cs)]);
+        prop_assert_eq!(enc.packets.len(), 1);
+        let wire = complete_offload(&enc.packets[0], enc.csum[0]);
+        let mut b = pipeline(&cb, link);
+        let dec = run_decap(&mut b, &mut pool, &[wire], 0);
+        assert_balanced(&a);
+        assert_balanced(&b);
+        assert_no_leak(&pool);
+        prop_assert_eq!(&dec.packets, &vec![complete]);
+        let want = if mode == ChecksumMode::Zero {
+            ChecksumState::None
+        } else {
+            ChecksumState::Verified
+        };
+        prop_assert_eq!(dec.csum, vec![want]);
+    }
 }

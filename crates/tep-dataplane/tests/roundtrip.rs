@@ -267,3 +267,101 @@ fn ecn_is_combined_on_decapsulation() {
         }
     }
 }
+
+/// The outer IP header follows the tunnel's TTL, DSCP and DF settings;
+/// ECN is the inner one; IPv6 carries a non-zero flow label.
+#[test]
+fn outer_headers_follow_the_tunnel_config() {
+    use tep_dataplane::config::{DontFragment, Dscp, Ttl};
+    // tcp4: TOS 0x02 (DSCP 0, ECT(0)), TTL 61, DF set.
+    let mut inner = tcp4(b"fields", 1);
+    set_tos(&mut inner, 0, (10 << 2) | 2);
+    for (ttl, dscp, df, want_ttl, want_dscp, want_df) in [
+        (
+            Ttl::Fixed(33),
+            Dscp::Fixed(46),
+            DontFragment::Set,
+            33,
+            46,
+            true,
+        ),
+        (
+            Ttl::Inherit,
+            Dscp::Inherit,
+            DontFragment::Inherit,
+            61,
+            10,
+            true,
+        ),
+        (
+            Ttl::Fixed(64),
+            Dscp::Inherit,
+            DontFragment::Unset,
+            64,
+            10,
+            false,
+        ),
+    ] {
+        for v6 in [false, true] {
+            let (mut ca, cb) = pair(TunnelKind::GreInUdp, v6, ChecksumMode::Full);
+            let t = &mut ca.tunnels[0];
+            t.ttl = ttl;
+            t.dscp = dscp;
+            t.df = df;
+            let p = encap_one(&ca, InnerLink::Ip, &inner);
+            let what = format!("{ttl:?} {dscp:?} {df:?} v6={v6}");
+            if v6 {
+                let tc = ((p[0] & 0xf) << 4) | (p[1] >> 4);
+                assert_eq!(tc, (want_dscp << 2) | 2, "{what}");
+                assert_eq!(p[7], want_ttl, "{what}");
+                let label = u32::from_be_bytes([0, p[1] & 0xf, p[2], p[3]]);
+                assert_ne!(label, 0, "{what}: flow label");
+            } else {
+                assert_eq!(p[1], (want_dscp << 2) | 2, "{what}");
+                assert_eq!(p[8], want_ttl, "{what}");
+                assert_eq!(p[6] & 0x40 != 0, want_df, "{what}: DF");
+                assert_eq!(p[6] & 0x20, 0, "{what}: MF");
+                assert!(tep_wire::ipv4::Packet::new_checked(&p[..])
+                    .unwrap()
+                    .verify_checksum());
+            }
+            let out = decap_fresh(&cb, InnerLink::Ip, &[p]);
+            assert_eq!(out.packets, vec![inner.clone()], "{what}");
+        }
+    }
+}
+
+/// Outer IPv4 options and an IPv6 hop-by-hop header are stepped over.
+#[test]
+fn outer_options_and_extension_headers_are_skipped() {
+    let kind = TunnelKind::Vxlan;
+    let inner = inner_for(kind);
+    // IPv4 with a 4-byte option (NOP, NOP, NOP, EOL).
+    let (ca, cb) = pair(kind, false, ChecksumMode::Full);
+    let p = encap_one(&ca, InnerLink::Ethernet, &inner);
+    let mut q = p[..20].to_vec();
+    q.extend_from_slice(&[1, 1, 1, 0]);
+    q.extend_from_slice(&p[20..]);
+    q[0] = 0x46;
+    let total = q.len() as u16;
+    q[2..4].copy_from_slice(&total.to_be_bytes());
+    fix_ip_checksum(&mut q);
+    assert_eq!(outer_udp_ok(&q), Some(true));
+    let out = decap_fresh(&cb, InnerLink::Ethernet, &[q]);
+    assert_eq!(out.packets, vec![inner.clone()], "IPv4 options");
+    // IPv6 with a hop-by-hop header (PadN) before UDP.
+    let (ca, cb) = pair(kind, true, ChecksumMode::Full);
+    let p = encap_one(&ca, InnerLink::Ethernet, &inner);
+    let mut q = p[..40].to_vec();
+    q.extend_from_slice(&[17, 0, 1, 4, 0, 0, 0, 0]);
+    q.extend_from_slice(&p[40..]);
+    q[6] = 0;
+    let plen = (q.len() - 40) as u16;
+    q[4..6].copy_from_slice(&plen.to_be_bytes());
+    let out = decap_fresh(&cb, InnerLink::Ethernet, &[q]);
+    assert_eq!(out.packets, vec![inner], "IPv6 hop-by-hop");
+    assert_eq!(
+        out.csum,
+        vec![tep_dataplane::buffer::ChecksumState::Verified]
+    );
+}
