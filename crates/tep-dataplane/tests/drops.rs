@@ -429,6 +429,34 @@ fn bad_checksum() {
         DropReason::BadChecksum,
         "udp-checksum-verify",
     );
+    // A GRE checksum (RFC 2784 C bit) that does not verify, in a datagram
+    // whose UDP checksum does: counted where GRE is parsed.
+    let c = b_config(TunnelKind::GreInUdp);
+    let inner = tcp4(b"gre with checksum", 1);
+    let good = udp_packet(A4, B4, 50000, 4754, &gre_with_checksum(&inner));
+    accepted(&c, InnerLink::Ip, &good);
+    let mut g = gre_with_checksum(&inner);
+    let n = g.len();
+    g[n - 1] ^= 0x01;
+    let p = udp_packet(A4, B4, 50000, 4754, &g);
+    assert_eq!(outer_udp_ok(&p), Some(true));
+    decap_drop(
+        &c,
+        InnerLink::Ip,
+        &[p],
+        DropReason::BadChecksum,
+        "gre-decap",
+    );
+}
+
+/// GRE with C and K (key 77) and a correct GRE checksum around `ip`.
+fn gre_with_checksum(ip: &[u8]) -> Vec<u8> {
+    let mut g = vec![0xa0, 0x00, 0x08, 0x00, 0, 0, 0, 0];
+    g.extend_from_slice(&77u32.to_be_bytes());
+    g.extend_from_slice(ip);
+    let c = tep_csum::Sum::of(&g).checksum();
+    g[4..6].copy_from_slice(&c.to_be_bytes());
+    g
 }
 
 #[test]

@@ -365,3 +365,39 @@ fn outer_options_and_extension_headers_are_skipped() {
         vec![tep_dataplane::buffer::ChecksumState::Verified]
     );
 }
+
+/// GUE variant 1 (no GUE header: the UDP payload is the IP packet) is
+/// accepted, as Linux accepts it.
+#[test]
+fn gue_variant_1_is_accepted() {
+    for (v6, ip) in [(false, tcp4(b"direct", 1)), (true, udp6(b"direct", 1))] {
+        let (_, cb) = pair(TunnelKind::Gue, v6, ChecksumMode::Full);
+        let (a, b) = if v6 { (A6, B6) } else { (A4, B4) };
+        let p = udp_packet(a, b, 50000, 6080, &ip);
+        let out = decap_fresh(&cb, InnerLink::Ip, &[p]);
+        assert_eq!(out.packets, vec![ip], "v6={v6}");
+    }
+}
+
+/// RFC 8926 §3.4: a Geneve packet with O (control) set carries a control
+/// message; "tunnel endpoints MUST NOT forward the payload". geneve-decap
+/// ignores the bit and delivers it as data.
+#[test]
+#[ignore = "BUG: Geneve packets with the O (control) bit are forwarded as data (RFC 8926 §3.4)"]
+fn geneve_control_packets_are_not_forwarded() {
+    let (ca, cb) = pair(TunnelKind::Geneve, false, ChecksumMode::Full);
+    let mut p = encap_one(&ca, InnerLink::Ethernet, &inner_for(TunnelKind::Geneve));
+    let at = udp_payload_offset(&p);
+    p[at + 1] |= 0x80;
+    fix_udp_checksum(&mut p);
+    let mut b = pipeline(&cb, InnerLink::Ethernet);
+    let mut pool = pool();
+    let out = run_decap(&mut b, &mut pool, &[p], 0);
+    assert_balanced(&b);
+    assert_no_leak(&pool);
+    assert!(
+        out.packets.is_empty(),
+        "an OAM payload was delivered as data"
+    );
+    assert_eq!(b.drops_total(), 1);
+}
