@@ -13,7 +13,7 @@ use tep_dataplane::config::{ChecksumMode, Config, IpPrefix, TunnelConfig};
 use tep_dataplane::drop::DropReason;
 use tep_dataplane::encap::InnerLink;
 use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
-use tep_dataplane::vector::VECTOR_SIZE;
+use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
 use tep_dataplane::TunnelKind;
 use tep_wire::ethernet::EthernetAddress;
 
@@ -436,4 +436,56 @@ fn replies_and_generated_packets_are_outside_the_decap_balance() {
     assert_eq!(out.packets.len() as u64, fine);
     assert_balanced(&b);
     assert_no_leak(&pool);
+}
+
+#[test]
+fn udp_trains_count_as_their_datagrams() {
+    // With UDP GSO trains on, the segments of one super-packet leave as one
+    // train buffer: encap_out still counts datagrams, the balance holds,
+    // and splitting the train gives what was sent without trains.
+    let (ca, _) = pair(TunnelKind::GreInUdp, true, ChecksumMode::Full);
+    let mut runs = Vec::new();
+    for trains in [false, true] {
+        let mut a = Pipeline::new(
+            &ca,
+            ManualClock::default(),
+            PipelineOptions {
+                inner_link: InnerLink::Ip,
+                udp_trains: trains,
+                ..PipelineOptions::default()
+            },
+        );
+        let mut pool = Pool::new(64, SUPER_PACKET_ROOM);
+        let (sp, cs, gso) = super_packet(8, 1200);
+        let mut v = load(&mut pool, &[sp, tcp4(b"single", 5)]);
+        let id = v.as_slice()[0];
+        pool.meta_mut(id).csum = cs;
+        pool.meta_mut(id).gso = Some(gso);
+        let mut datagrams = Vec::new();
+        let mut buffers = 0;
+        a.encap(&mut pool, &mut v, &mut |pool, v| {
+            for &id in v.as_slice() {
+                buffers += 1;
+                if pool.meta(id).gso.is_some() {
+                    let mut split = PacketVector::new();
+                    tep_dataplane::gso::split_udp_train(pool, id, &mut split).unwrap();
+                    for &s in split.as_slice() {
+                        datagrams.push(pool.data(s).to_vec());
+                        pool.free(s);
+                    }
+                } else {
+                    datagrams.push(pool.data(id).to_vec());
+                    pool.free(id);
+                }
+            }
+        });
+        let c = a.counters();
+        assert_eq!((c.encap_in, c.segments_added, c.encap_out), (2, 7, 9));
+        assert_eq!(datagrams.len(), 9);
+        assert_eq!(buffers, if trains { 2 } else { 9 });
+        assert_balanced(&a);
+        assert_no_leak(&pool);
+        runs.push(datagrams);
+    }
+    assert_eq!(runs[0], runs[1]);
 }
