@@ -252,6 +252,29 @@ pub fn write_udp_datagram(
     true
 }
 
+/// Whether a datagram's outer UDP checksum is right (or vouched for by the
+/// I/O layer). Zero counts as right over IPv4 only: over IPv6 it needs a
+/// tunnel that allows it, and a packet we would answer has none.
+fn outer_checksum_good(data: &[u8], l4: usize, state: ChecksumState) -> bool {
+    if state == ChecksumState::Verified {
+        return true;
+    }
+    if data[l4 + 6..l4 + 8] == [0, 0] {
+        return data[0] >> 4 == 4;
+    }
+    let len = data.len() - l4;
+    let pseudo = match outer_addrs(data) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            tep_csum::pseudo_header_v4(s.octets(), d.octets(), 17, len as u16)
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            tep_csum::pseudo_header_v6(&s.octets(), &d.octets(), 17, len as u32)
+        }
+        _ => return false,
+    };
+    pseudo.add(Sum::of(&data[l4..])).verifies()
+}
+
 /// Marks a packet that became a reply inside a kind node.
 const ANSWERED: u32 = u32::MAX - 1;
 
@@ -319,6 +342,9 @@ fn parse_tunnel(data: &[u8], at: usize, kind: TunnelKind) -> Result<Parsed, Drop
             // (RFC 8926 §3.5.1), others are skipped.
             if r.options().any(|o| o.map_or(true, |o| o.critical())) {
                 return Err(DropReason::UnknownCriticalOption);
+            }
+            if r.oam {
+                return Err(DropReason::GeneveControl);
             }
             if r.protocol != EtherType::TransparentEthernet {
                 return Err(DropReason::Unsupported);
@@ -399,6 +425,17 @@ fn tunnel_decap_one(
     let at = l4 + 8;
     let parsed = if kind == TunnelKind::Gtpu {
         let p = tep_wire::gtpu::Packet::new_checked(&data[at..])?;
+        // Anything we answer must be what the peer sent: a reply to a
+        // damaged datagram (an Error Indication for a TEID flipped in
+        // transit) would tear down a live session (TS 29.281 §7.3.1).
+        let replies_possible = p.msg_type() != MessageType::GPdu
+            || p.first_unknown_required_extension().is_some()
+            || table
+                .receive(kind, dport, src, u64::from(p.teid()))
+                .is_err();
+        if replies_possible && !outer_checksum_good(data, l4, pool.meta(id).csum) {
+            return Err(DropReason::BadChecksum);
+        }
         match p.msg_type() {
             MessageType::GPdu => {}
             MessageType::EchoRequest => {
@@ -665,8 +702,13 @@ fn verify_one(pool: &mut Pool, id: PacketId, table: &TunnelTable) -> Result<(), 
                 .at(start - l4),
             None => Sum::of(&data[start..end]),
         };
-        tep_csum::remote_checksum_complete(data, offset, from_start)
+        let done = tep_csum::remote_checksum_complete(data, offset, from_start)
             .ok_or(DropReason::BadRemoteChecksum)?;
+        // RFC 768: a UDP checksum that computes to 0 is sent as all ones
+        // (0 means "none", and is illegal over IPv6).
+        if done.new == 0 && offset - start == 6 && m.inner_proto == 17 {
+            data[offset..offset + 2].copy_from_slice(&[0xff, 0xff]);
+        }
         // The sender's outer checksum covered the bytes from which the inner
         // one is now derived: it is right by construction.
         inner_ok = start == usize::from(m.inner_l4) && outer_good;

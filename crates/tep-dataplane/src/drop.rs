@@ -69,12 +69,13 @@ drop_reasons! {
     UnknownCriticalOption => "unknown_critical_option",
     /// A GUE control message (counted; tep answers none).
     GueControl => "gue_control",
+    /// A Geneve control (O bit) message: RFC 8926 §3.4 forbids forwarding
+    /// its payload, and tep answers none.
+    GeneveControl => "geneve_control",
     /// An IP fragment where a whole packet is needed.
     Fragment => "fragment",
     /// The encapsulated packet would exceed the path MTU with DF set.
     TooBig => "too_big",
-    /// TTL or hop limit expired.
-    TtlExpired => "ttl_expired",
     /// The outer IPv4 header checksum did not verify.
     BadIpChecksum => "bad_ip_checksum",
     /// An outer packet that is not UDP on the tunnel input.

@@ -382,7 +382,13 @@ pub fn inner_checksum(
             pool.meta_mut(id).drop = Some(DropReason::Malformed);
             continue;
         }
-        let c = Sum::of(&data[s..]).checksum();
+        let sum = Sum::of(&data[s..]);
+        // RFC 768: UDP sends a computed 0 as all ones.
+        let c = if o - s == 6 && m.inner_proto == 17 {
+            sum.udp_checksum()
+        } else {
+            sum.checksum()
+        };
         data[o..o + 2].copy_from_slice(&c.to_be_bytes());
         pool.meta_mut(id).csum = ChecksumState::None;
     }

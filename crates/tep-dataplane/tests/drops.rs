@@ -15,11 +15,7 @@ use tep_dataplane::vector::PacketVector;
 use tep_dataplane::TunnelKind;
 
 /// Reasons no packet can trigger through the pipeline today, and why.
-const UNREACHABLE: &[(DropReason, &str)] = &[(
-    DropReason::TtlExpired,
-    "no node drops for TTL: encap sets the outer TTL from the tunnel (or copies \
-     the inner one) and nothing decrements or checks a TTL or hop limit",
-)];
+const UNREACHABLE: &[(DropReason, &str)] = &[];
 
 /// Decapsulates `packets` on B (the receiving side of `config`) and checks
 /// that exactly one was dropped, for `reason`, on `node`.
@@ -398,6 +394,24 @@ fn gue_control() {
     let g = [0x20, 0x00, 0x00, 0x00, 1, 2, 3, 4];
     let p = udp_packet(A4, B4, 50000, 6080, &g);
     decap_drop(&c, InnerLink::Ip, &[p], DropReason::GueControl, "gue-decap");
+}
+
+#[test]
+fn geneve_control() {
+    // RFC 8926 §3.4: the O bit marks a control message, never forwarded.
+    let (ca, cb) = pair(TunnelKind::Geneve, false, ChecksumMode::Full);
+    let good = encap_one(&ca, InnerLink::Ethernet, &inner_for(TunnelKind::Geneve));
+    let mut p = good.clone();
+    let at = udp_payload_offset(&p);
+    p[at + 1] |= 0x80;
+    fix_udp_checksum(&mut p);
+    decap_drop(
+        &cb,
+        InnerLink::Ethernet,
+        &[good, p],
+        DropReason::GeneveControl,
+        "geneve-decap",
+    );
 }
 
 #[test]

@@ -229,7 +229,6 @@ fn remote_mode_with_a_complete_inner_checksum_sends_no_rco() {
 /// inner-checksum node (encap.rs `inner_checksum`) writes
 /// `Sum::checksum()`, i.e. 0.
 #[test]
-#[ignore = "BUG: encap completes a partial inner UDP checksum that computes to 0 as 0x0000 instead of 0xffff"]
 fn encap_completes_a_zero_udp_checksum_as_all_ones() {
     let complete = udp6_all_ones_checksum(30);
     let (partial, cs) = make_partial(&complete, 0);
@@ -247,7 +246,6 @@ fn encap_completes_a_zero_udp_checksum_as_all_ones() {
 /// `tep_csum::remote_checksum_complete`) writes the complement, 0, into a
 /// UDP checksum field.
 #[test]
-#[ignore = "BUG: RCO completion of an inner UDP checksum that computes to 0 writes 0x0000 instead of 0xffff"]
 fn rco_completes_a_zero_udp_checksum_as_all_ones() {
     let complete = udp6_all_ones_checksum(30);
     let (partial, cs) = make_partial(&complete, 0);

@@ -383,7 +383,6 @@ fn gue_variant_1_is_accepted() {
 /// message; "tunnel endpoints MUST NOT forward the payload". geneve-decap
 /// ignores the bit and delivers it as data.
 #[test]
-#[ignore = "BUG: Geneve packets with the O (control) bit are forwarded as data (RFC 8926 §3.4)"]
 fn geneve_control_packets_are_not_forwarded() {
     let (ca, cb) = pair(TunnelKind::Geneve, false, ChecksumMode::Full);
     let mut p = encap_one(&ca, InnerLink::Ethernet, &inner_for(TunnelKind::Geneve));
