@@ -431,7 +431,7 @@ fn tunnel_decap_one(
         let replies_possible = p.msg_type() != MessageType::GPdu
             || p.first_unknown_required_extension().is_some()
             || table
-                .receive(kind, dport, src, u64::from(p.teid()))
+                .receive(kind, dport, src, dst, u64::from(p.teid()))
                 .is_err();
         if replies_possible && !outer_checksum_good(data, l4, pool.meta(id).csum) {
             return Err(DropReason::BadChecksum);
@@ -462,7 +462,7 @@ fn tunnel_decap_one(
         }
         let teid = p.teid();
         let hl = p.header_len();
-        match table.receive(kind, dport, src, u64::from(teid)) {
+        match table.receive(kind, dport, src, dst, u64::from(teid)) {
             Ok(t) => {
                 let m = pool.meta_mut(id);
                 m.tunnel = t;
@@ -481,7 +481,7 @@ fn tunnel_decap_one(
     } else {
         parse_tunnel(data, at, kind)?
     };
-    let t = table.receive(kind, dport, src, parsed.id)?;
+    let t = table.receive(kind, dport, src, dst, parsed.id)?;
     if parsed.rco.is_some() && !table.get(t).remote_checksum_rx {
         return Err(DropReason::RemoteChecksumOff);
     }

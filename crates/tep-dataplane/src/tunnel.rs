@@ -196,21 +196,26 @@ impl TunnelTable {
         self.ports.get(&port).copied()
     }
 
-    /// The tunnel a datagram belongs to, from its local port, peer address
-    /// and tunnel id; the reason to drop it otherwise.
+    /// The tunnel a datagram belongs to, from its local port, its outer
+    /// source (the peer) and destination (our address), and the tunnel id;
+    /// the reason to drop it otherwise.
     #[inline]
     pub fn receive(
         &self,
         kind: TunnelKind,
         port: u16,
         remote: IpAddr,
+        local: IpAddr,
         id: u64,
     ) -> Result<u32, DropReason> {
         match self.receive.get(&(port, id)) {
             Some(list) => list
                 .iter()
                 .copied()
-                .find(|&i| self.tunnels[i as usize].remote == remote)
+                .find(|&i| {
+                    let t = &self.tunnels[i as usize];
+                    t.remote == remote && t.local == local
+                })
                 .ok_or(DropReason::WrongPeer),
             None => Err(match kind {
                 TunnelKind::Vxlan | TunnelKind::Geneve => DropReason::UnknownVni,
@@ -304,20 +309,26 @@ mod tests {
         assert_eq!(t.kind_on_port(2152), Some(k));
         assert_eq!(t.kind_on_port(4789), Some(TunnelKind::Vxlan));
         assert_eq!(t.kind_on_port(1), None);
-        assert_eq!(t.receive(k, 2152, v4([1, 0, 0, 3]), 201), Ok(1));
+        let us = v4([1, 0, 0, 1]);
+        assert_eq!(t.receive(k, 2152, v4([1, 0, 0, 3]), us, 201), Ok(1));
         assert_eq!(
-            t.receive(k, 2152, v4([1, 0, 0, 2]), 201),
+            t.receive(k, 2152, v4([1, 0, 0, 2]), us, 201),
             Err(DropReason::WrongPeer)
         );
         assert_eq!(
-            t.receive(k, 2152, v4([1, 0, 0, 3]), 100),
+            t.receive(k, 2152, v4([1, 0, 0, 3]), v4([1, 0, 0, 9]), 201),
+            Err(DropReason::WrongPeer),
+            "to another of our addresses"
+        );
+        assert_eq!(
+            t.receive(k, 2152, v4([1, 0, 0, 3]), us, 100),
             Err(DropReason::UnknownTeid),
             "the peer's TEID is not ours"
         );
         let v = TunnelKind::Vxlan;
-        assert_eq!(t.receive(v, 4789, v4([1, 0, 0, 5]), 43), Ok(3));
+        assert_eq!(t.receive(v, 4789, v4([1, 0, 0, 5]), us, 43), Ok(3));
         assert_eq!(
-            t.receive(v, 4789, v4([1, 0, 0, 5]), 44),
+            t.receive(v, 4789, v4([1, 0, 0, 5]), us, 44),
             Err(DropReason::UnknownVni)
         );
     }
