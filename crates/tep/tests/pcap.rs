@@ -78,13 +78,24 @@ fn read_pcap(path: &Path) -> (DataLink, Vec<(Duration, Vec<u8>)>) {
 
 /// An IPv4 TCP segment with a correct checksum.
 fn tcp4(src: [u8; 4], dst: [u8; 4], sport: u16, payload: &[u8]) -> Vec<u8> {
+    tcp4_seq(src, dst, sport, (7, 0x4321, 0x18), payload)
+}
+
+/// An IPv4 TCP segment with (sequence number, identification, flags).
+fn tcp4_seq(
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    (seq, id, flags): (u32, u16, u8),
+    payload: &[u8],
+) -> Vec<u8> {
     let tcp_len = 20 + payload.len();
     let total = 20 + tcp_len;
     let mut p = vec![0u8; total];
     p[0] = 0x45;
     p[1] = 0x02; // ECT(0)
     p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-    p[4..6].copy_from_slice(&0x4321u16.to_be_bytes());
+    p[4..6].copy_from_slice(&id.to_be_bytes());
     p[6] = 0x40;
     p[8] = 64;
     p[9] = 6;
@@ -95,9 +106,9 @@ fn tcp4(src: [u8; 4], dst: [u8; 4], sport: u16, payload: &[u8]) -> Vec<u8> {
     let t = &mut p[20..];
     t[0..2].copy_from_slice(&sport.to_be_bytes());
     t[2..4].copy_from_slice(&443u16.to_be_bytes());
-    t[4..8].copy_from_slice(&7u32.to_be_bytes());
+    t[4..8].copy_from_slice(&seq.to_be_bytes());
     t[12] = 0x50;
-    t[13] = 0x18;
+    t[13] = flags;
     t[14..16].copy_from_slice(&1024u16.to_be_bytes());
     t[20..].copy_from_slice(payload);
     let ph = tep_csum::pseudo_header_v4(src, dst, 6, tcp_len as u16);
@@ -262,6 +273,51 @@ fn gtpu_ipv6_round_trip_through_both_ends() {
     for ((t, _), (t0, _)) in got.iter().zip(&outs) {
         assert_eq!(t, t0, "time stamps kept");
     }
+}
+
+/// `--gro` on decap: the segments of one TCP flow come out as one
+/// super-packet, its checksum finished for the capture.
+#[test]
+fn decap_with_gro_coalesces_a_flow() {
+    let d = scratch("gro");
+    let (ca, cb) = (d.join("a.toml"), d.join("b.toml"));
+    std::fs::write(&ca, GTPU_A).unwrap();
+    std::fs::write(&cb, GTPU_B).unwrap();
+    let (src, dst) = ([10, 8, 0, 1], [10, 9, 0, 1]);
+    let mut stream = Vec::new();
+    let segs: Vec<(Duration, Vec<u8>)> = (0..20u32)
+        .map(|i| {
+            let payload: Vec<u8> = (0..1000u32).map(|b| (b * 7 + i) as u8).collect();
+            stream.extend_from_slice(&payload);
+            // ACK only: a PSH would end the flow's super-packet (Linux's rule).
+            let p = tcp4_seq(
+                src,
+                dst,
+                40000,
+                (1000 + 1000 * i, 100 + i as u16, 0x10),
+                &payload,
+            );
+            (ts(i as usize), p)
+        })
+        .collect();
+    let input = d.join("inner.pcap");
+    write_pcap(&input, DataLink::RAW, &segs);
+    let outer = d.join("outer.pcap");
+    let r = pcap_json(&["encap", "--config", s(&ca), s(&input), s(&outer)]);
+    assert_eq!(r["out"], 20);
+    let back = d.join("back.pcap");
+    let r = pcap_json(&["decap", "--gro", "--config", s(&cb), s(&outer), s(&back)]);
+    assert_eq!(r["counters"]["coalesced"], 19, "{r}");
+    assert_eq!(r["out"], 1);
+    let (_, got) = read_pcap(&back);
+    assert_eq!(got.len(), 1);
+    let (t, p) = &got[0];
+    assert_eq!(*t, ts(0), "the head's time stamp");
+    assert_eq!(usize::from(u16::from_be_bytes([p[2], p[3]])), p.len());
+    assert_eq!(&p[40..], &stream[..], "the payloads in order");
+    let seg = &p[20..];
+    let ph = tep_csum::pseudo_header_v4(src, dst, 6, seg.len() as u16);
+    assert!(ph.add(Sum::of(seg)).verifies(), "checksum finished");
 }
 
 fn vxlan_config(local: &str, remote: &str, name: &str) -> String {
