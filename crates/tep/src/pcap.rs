@@ -245,7 +245,12 @@ impl Report {
             .collect();
         json!({
             "direction": self.direction.name(),
-            "inner_link": match self.inner_link { InnerLink::Ip => "ip", InnerLink::Ethernet => "ethernet" },
+            // What encap was given (decap takes outer IP packets only).
+            "inner_link": match (self.direction, self.inner_link) {
+                (Direction::Decap, _) => Value::Null,
+                (_, InnerLink::Ip) => json!("ip"),
+                (_, InnerLink::Ethernet) => json!("ethernet"),
+            },
             "output_link": if self.out_link == DataLink::ETHERNET { "ethernet" } else { "raw" },
             "nodes": nodes,
             "counters": {
