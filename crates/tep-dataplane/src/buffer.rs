@@ -143,6 +143,9 @@ pub struct Pool {
     extents: Box<[Extent]>,
     meta: Box<[PacketMeta]>,
     free: Vec<u32>,
+    // Catches double frees in O(1) (a debug check; `free.contains` made
+    // every free O(pool)).
+    in_use: Box<[bool]>,
 }
 
 impl Pool {
@@ -165,6 +168,7 @@ impl Pool {
             meta: vec![PacketMeta::FRESH; count].into_boxed_slice(),
             // Reversed so that the lowest indices are handed out first.
             free: (0..count as u32).rev().collect(),
+            in_use: vec![false; count].into_boxed_slice(),
         }
     }
 
@@ -191,12 +195,14 @@ impl Pool {
             len: 0,
         };
         self.meta[i as usize] = PacketMeta::FRESH;
+        self.in_use[i as usize] = true;
         Some(PacketId(i))
     }
 
     /// Returns a buffer to the pool.
     pub fn free(&mut self, id: PacketId) {
-        debug_assert!(!self.free.contains(&id.0), "double free of {id:?}");
+        assert!(self.in_use[id.index()], "double free of {id:?}");
+        self.in_use[id.index()] = false;
         self.free.push(id.0);
     }
 
@@ -267,6 +273,41 @@ impl Pool {
         }
         e.len = len as u32;
         true
+    }
+
+    /// Sets the packet's length to `len` bytes from its data start (growing
+    /// it exposes whatever the buffer held: the caller writes them). False
+    /// past the data room.
+    pub fn set_len(&mut self, id: PacketId, len: usize) -> bool {
+        let e = &mut self.extents[id.index()];
+        if e.start as usize + len > self.buf_size {
+            return false;
+        }
+        e.len = len as u32;
+        true
+    }
+
+    /// Copies bytes `range` of `src`'s data to `dst`'s data at `at`, both
+    /// within the packets' current lengths: how segmentation and
+    /// coalescing move payload between buffers with one copy.
+    ///
+    /// # Panics
+    /// If a range is outside its packet.
+    pub fn copy_between(
+        &mut self,
+        src: PacketId,
+        range: core::ops::Range<usize>,
+        dst: PacketId,
+        at: usize,
+    ) {
+        let se = self.extents[src.index()];
+        let de = self.extents[dst.index()];
+        assert!(range.start <= range.end && range.end <= se.len as usize);
+        assert!(at + range.len() <= de.len as usize);
+        let from = self.base(src) + se.start as usize;
+        let to = self.base(dst) + de.start as usize + at;
+        self.arena
+            .copy_within(from + range.start..from + range.end, to);
     }
 
     /// Headroom left before the data.

@@ -34,7 +34,7 @@
 //! No allocation after [`Gro::new`].
 
 use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool};
-use crate::gso::{pseudo_base, set_ip_len, write_packet, MAX_IP_LEN, TCP_CSUM, UDP_CSUM};
+use crate::gso::{pseudo_base, set_ip_len, MAX_IP_LEN, TCP_CSUM, UDP_CSUM};
 use crate::vector::{PacketVector, VECTOR_SIZE};
 use tep_csum::Sum;
 
@@ -457,17 +457,19 @@ impl Gro {
             m = self.next[m as usize];
         }
         let next = &self.next;
-        write_packet(pool, head, total, |pool, buf| {
-            let h = pool.data(head);
-            buf[..h.len()].copy_from_slice(h);
-            let mut at = h.len();
+        {
+            // The head grows in place; each member's payload is copied once.
+            let mut at = pool.data(head).len();
+            pool.set_len(head, total);
             let mut m = next[head_pos];
             while m != END {
-                let p = &pool.data(ids[m as usize])[hdr..];
-                buf[at..at + p.len()].copy_from_slice(p);
-                at += p.len();
+                let id = ids[m as usize];
+                let n = pool.data(id).len() - hdr;
+                pool.copy_between(id, hdr..hdr + n, head, at);
+                at += n;
                 m = next[m as usize];
             }
+            let buf = pool.data_mut(head);
             set_ip_len(buf, v6, total, None);
             let partial = pseudo_base(buf, v6, protocol)
                 .add_u16((total - l4) as u16)
@@ -480,7 +482,7 @@ impl Gro {
                 buf[l4 + 4..l4 + 6].copy_from_slice(&((total - l4) as u16).to_be_bytes());
                 buf[l4 + UDP_CSUM..l4 + UDP_CSUM + 2].copy_from_slice(&partial.to_be_bytes());
             }
-        });
+        }
         let meta = pool.meta_mut(head);
         meta.l3 = 0;
         meta.l4 = l4 as u16;

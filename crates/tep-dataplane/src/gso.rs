@@ -22,19 +22,15 @@
 //! # Cost
 //! No allocation per packet: output buffers come from [`Pool::alloc`]. Each
 //! segment is one copy of its bytes and one checksum pass over its
-//! transport bytes (while they are in cache). The pool can neither grow a
-//! buffer at its end nor lend two buffers at once, so `write_packet`
-//! builds each output in a per-thread scratch buffer and stores it with
-//! [`Pool::fill`]: one more memcpy per byte, which goes away when the pool
-//! offers an append and a two-buffer borrow.
-
-use core::cell::RefCell;
+//! transport bytes (while they are in cache): [`Pool::copy_between`]
+//! moves the payload straight from buffer to buffer, and GRO grows the
+//! head in place ([`Pool::set_len`]).
 
 use tep_csum::{pseudo_header_v4, pseudo_header_v6, Sum};
 use tep_wire::tcp::TcpFlags;
 use tep_wire::{ipv4, ipv6, tcp, udp, IpProtocol};
 
-use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool, SUPER_PACKET_ROOM};
+use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool};
 use crate::drop::DropReason;
 use crate::vector::{PacketVector, VECTOR_SIZE};
 
@@ -55,34 +51,6 @@ pub(crate) const MAX_IP_LEN: usize = 65535;
 
 const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = 17;
-
-thread_local! {
-    static SCRATCH: RefCell<Box<[u8]>> =
-        RefCell::new(vec![0; SUPER_PACKET_ROOM].into_boxed_slice());
-}
-
-/// Stores `len` bytes made by `build` (which may read the pool) as the
-/// whole content of `dst`. The caller has checked `len` against the data
-/// room. The bytes are built in a per-thread scratch buffer, allocated once
-/// (see the module's "Cost").
-pub(crate) fn write_packet(
-    pool: &mut Pool,
-    dst: PacketId,
-    len: usize,
-    build: impl FnOnce(&Pool, &mut [u8]),
-) {
-    SCRATCH.with(|cell| {
-        let mut scratch = cell.borrow_mut();
-        if scratch.len() < len {
-            // Only for pools with a data room above SUPER_PACKET_ROOM.
-            *scratch = vec![0; len].into_boxed_slice();
-        }
-        let buf = &mut scratch[..len];
-        build(pool, buf);
-        let stored = pool.fill(dst, buf);
-        debug_assert!(stored, "callers check the data room");
-    });
-}
 
 /// The transport pseudo-header sum without the length, which is added per
 /// segment (`.add_u16(len)`: for IPv6 the upper 16 bits of the 32-bit length
@@ -449,10 +417,11 @@ fn emit(
         let off = i * seg;
         let chunk = seg.min(payload - off);
         let len = hdr + chunk;
-        write_packet(pool, s, len, |pool, buf| {
-            let src = pool.data(id);
-            buf[..hdr].copy_from_slice(&src[..hdr]);
-            buf[hdr..].copy_from_slice(&src[hdr + off..hdr + off + chunk]);
+        {
+            pool.set_len(s, len);
+            pool.copy_between(id, 0..hdr, s, 0);
+            pool.copy_between(id, hdr + off..hdr + off + chunk, s, hdr);
+            let buf = pool.data_mut(s);
             set_ip_len(buf, lay.v6, len, Some(ident.wrapping_add(i as u16)));
             let transport = &mut buf[lay.l4..];
             if lay.tcp {
@@ -472,7 +441,7 @@ fn emit(
             if !keep_zero {
                 fill_transport_checksum(buf, &lay, len);
             }
-        });
+        }
         *pool.meta_mut(s) = out_meta(meta, &lay, csum);
         push(pool, out, s);
     }
@@ -568,15 +537,14 @@ pub fn build_udp_train(pool: &mut Pool, ids: &[PacketId]) -> Result<PacketId, Dr
         return Err(DropReason::TooBig);
     }
     let train = pool.alloc().ok_or(DropReason::NoBuffer)?;
-    write_packet(pool, train, total, |pool, buf| {
-        buf[..end].copy_from_slice(pool.data(first));
-        let mut at = end;
-        for &id in rest {
-            let p = &pool.data(id)[hdr..];
-            buf[at..at + p.len()].copy_from_slice(p);
-            at += p.len();
-        }
-    });
+    pool.set_len(train, total);
+    pool.copy_between(first, 0..end, train, 0);
+    let mut at = end;
+    for &id in rest {
+        let n = pool.data(id).len() - hdr;
+        pool.copy_between(id, hdr..hdr + n, train, at);
+        at += n;
+    }
     *pool.meta_mut(train) = PacketMeta {
         gso: Some(Gso {
             kind: GsoKind::Udp,
@@ -973,7 +941,7 @@ mod tests {
     use proptest::prelude::*;
     use std::net::{Ipv4Addr, Ipv6Addr};
 
-    const ROOM: usize = SUPER_PACKET_ROOM;
+    const ROOM: usize = crate::buffer::SUPER_PACKET_ROOM;
 
     fn out_bytes(pool: &Pool, out: &PacketVector) -> Vec<Vec<u8>> {
         out.as_slice()
