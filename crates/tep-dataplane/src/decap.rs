@@ -5,7 +5,7 @@
 
 use crate::buffer::{ChecksumState, PacketId, Pool};
 use crate::drop::DropReason;
-use crate::encap::{ethernet_ip_offset, parse_ip, sweep};
+use crate::encap::{ethernet_ip_offset, inner_pseudo, outer_pseudo, parse_ip, sweep};
 use crate::kind::TunnelKind;
 use crate::node::NodeStats;
 use crate::tunnel::{gre_id, TunnelTable};
@@ -262,17 +262,7 @@ fn outer_checksum_good(data: &[u8], l4: usize, state: ChecksumState) -> bool {
     if data[l4 + 6..l4 + 8] == [0, 0] {
         return data[0] >> 4 == 4;
     }
-    let len = data.len() - l4;
-    let pseudo = match outer_addrs(data) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            tep_csum::pseudo_header_v4(s.octets(), d.octets(), 17, len as u16)
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            tep_csum::pseudo_header_v6(&s.octets(), &d.octets(), 17, len as u32)
-        }
-        _ => return false,
-    };
-    pseudo.add(Sum::of(&data[l4..])).verifies()
+    outer_pseudo(data, l4).add(Sum::of(&data[l4..])).verifies()
 }
 
 /// Marks a packet that became a reply inside a kind node.
@@ -606,28 +596,6 @@ pub fn udp_checksum_verify(
     sweep(stats, pool, v);
 }
 
-fn inner_pseudo(data: &[u8], l3: usize, l4: usize, proto: u8) -> Option<Sum> {
-    if l4 == 0 {
-        return None;
-    }
-    let len = data.len() - l4;
-    match proto {
-        6 | 58 => {}
-        17 if data.get(l4 + 6..l4 + 8)? != [0, 0] => {}
-        1 => return Some(Sum::from_value(0)),
-        _ => return None,
-    }
-    if data[l3] >> 4 == 4 {
-        let s: [u8; 4] = data[l3 + 12..l3 + 16].try_into().ok()?;
-        let d: [u8; 4] = data[l3 + 16..l3 + 20].try_into().ok()?;
-        Some(tep_csum::pseudo_header_v4(s, d, proto, len as u16))
-    } else {
-        let s: [u8; 16] = data[l3 + 8..l3 + 24].try_into().ok()?;
-        let d: [u8; 16] = data[l3 + 24..l3 + 40].try_into().ok()?;
-        Some(tep_csum::pseudo_header_v6(&s, &d, proto, len as u32))
-    }
-}
-
 /// Where the inner IP packet ends (its total length), or the buffer's end
 /// when the inner is not IP.
 fn inner_end(data: &[u8], inner_l3: usize, inner_l4: usize) -> usize {
@@ -667,17 +635,7 @@ fn verify_one(pool: &mut Pool, id: PacketId, table: &TunnelTable) -> Result<(), 
             return Err(DropReason::BadRemoteChecksum);
         }
     } else if m.csum != ChecksumState::Verified {
-        let (src, dst) = outer_addrs(data);
-        let len = data.len() - l4;
-        let pseudo = match (src, dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                tep_csum::pseudo_header_v4(s.octets(), d.octets(), 17, len as u16)
-            }
-            (IpAddr::V6(s), IpAddr::V6(d)) => {
-                tep_csum::pseudo_header_v6(&s.octets(), &d.octets(), 17, len as u32)
-            }
-            _ => return Err(DropReason::Malformed),
-        };
+        let pseudo = outer_pseudo(data, l4);
         let s = Sum::of(&data[l4..]);
         if !pseudo.add(s).verifies() {
             return Err(DropReason::BadChecksum);

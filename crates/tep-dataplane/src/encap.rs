@@ -727,8 +727,9 @@ fn ip_udp_encap_one(
     Ok(())
 }
 
-/// The pseudo-header sum of the outer UDP datagram.
-fn outer_pseudo(data: &[u8], l4: usize) -> Sum {
+/// The pseudo-header sum of the outer UDP datagram (IP header at 0, UDP
+/// at `l4`, to the end of `data`).
+pub(crate) fn outer_pseudo(data: &[u8], l4: usize) -> Sum {
     let len = data.len() - l4;
     if data[0] >> 4 == 4 {
         let mut s = [0u8; 4];
@@ -748,7 +749,7 @@ fn outer_pseudo(data: &[u8], l4: usize) -> Sum {
 /// The pseudo-header sum of the inner transport header for local checksum
 /// offload, or `None` when the inner packet has no checksum that covers it
 /// (not TCP/UDP/ICMP, a fragment, or a UDP checksum of zero).
-fn inner_pseudo(data: &[u8], l3: usize, l4: usize, proto: u8) -> Option<Sum> {
+pub(crate) fn inner_pseudo(data: &[u8], l3: usize, l4: usize, proto: u8) -> Option<Sum> {
     if l4 == 0 {
         return None;
     }
