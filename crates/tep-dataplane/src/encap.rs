@@ -12,7 +12,7 @@ use crate::config::{ChecksumMode, DontFragment, Dscp, GueRcoEncoding, Ttl, Tunne
 use crate::drop::DropReason;
 use crate::kind::TunnelKind;
 use crate::node::NodeStats;
-use crate::tunnel::TunnelTable;
+use crate::tunnel::{mix, TunnelTable};
 use crate::vector::PacketVector;
 use core::net::IpAddr;
 use tep_csum::Sum;
@@ -73,10 +73,6 @@ pub struct IpInfo {
     pub ttl: u8,
     /// IPv4 DF.
     pub df: bool,
-}
-
-fn mix(h: u64, w: u64) -> u64 {
-    (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
 }
 
 fn finish(h: u64) -> u32 {

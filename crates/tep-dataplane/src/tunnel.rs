@@ -39,11 +39,18 @@ impl Hasher for FastHasher {
         self.write_u64(u64::from(i));
     }
     fn write_u64(&mut self, i: u64) {
-        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        self.0 = mix(self.0, i);
     }
     fn write_usize(&mut self, i: usize) {
         self.write_u64(i as u64);
     }
+}
+
+/// One multiply-rotate step: the hash of the receive table's keys and of
+/// the inner flow (encap's flow hash).
+#[inline]
+pub(crate) fn mix(h: u64, w: u64) -> u64 {
+    (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
 }
 
 type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;

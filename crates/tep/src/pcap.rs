@@ -34,7 +34,7 @@ pub enum Direction {
 }
 
 impl Direction {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Direction::Encap => "encap",
             Direction::Decap => "decap",

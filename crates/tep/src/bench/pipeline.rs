@@ -15,6 +15,7 @@
 //! median of each is reported.
 
 use super::median;
+use crate::pcap::Direction;
 use serde::Serialize;
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -96,22 +97,6 @@ impl Size {
                     "unknown size '{s}' (an inner IP length 64..=9000, or 64k for TSO)"
                 )),
             },
-        }
-    }
-}
-
-/// Which path a row measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    Encap,
-    Decap,
-}
-
-impl Direction {
-    fn name(self) -> &'static str {
-        match self {
-            Direction::Encap => "encap",
-            Direction::Decap => "decap",
         }
     }
 }
