@@ -418,11 +418,12 @@ fn tunnel_decap_one(
         // Anything we answer must be what the peer sent: a reply to a
         // damaged datagram (an Error Indication for a TEID flipped in
         // transit) would tear down a live session (TS 29.281 §7.3.1).
-        let replies_possible = p.msg_type() != MessageType::GPdu
-            || p.first_unknown_required_extension().is_some()
-            || table
-                .receive(kind, dport, src, dst, u64::from(p.teid()))
-                .is_err();
+        let gpdu = p.msg_type() == MessageType::GPdu;
+        let unknown_extension = p.first_unknown_required_extension().is_some();
+        let teid = p.teid();
+        // Looked up once: a G-PDU to a known tunnel is the common case.
+        let rx = table.receive(kind, dport, src, dst, u64::from(teid));
+        let replies_possible = !gpdu || unknown_extension || rx.is_err();
         if replies_possible && !outer_checksum_good(data, l4, pool.meta(id).csum) {
             return Err(DropReason::BadChecksum);
         }
@@ -443,16 +444,15 @@ fn tunnel_decap_one(
             }
             _ => return Err(DropReason::GtpuSignalling),
         }
-        if p.first_unknown_required_extension().is_some() {
+        if unknown_extension {
             // TS 29.281 §7.3.2: tell the sender what we do understand.
             if gtpu.limit.allow(now_ns) {
                 send_supported_extensions(pool, gtpu, replies, (dst, dport), (src, sport));
             }
             return Err(DropReason::UnknownRequiredExtension);
         }
-        let teid = p.teid();
         let hl = p.header_len();
-        match table.receive(kind, dport, src, dst, u64::from(teid)) {
+        match rx {
             Ok(t) => {
                 let m = pool.meta_mut(id);
                 m.tunnel = t;
