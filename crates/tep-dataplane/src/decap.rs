@@ -485,7 +485,7 @@ fn tunnel_decap_one(
 }
 
 /// Locates the inner packet's IP and transport headers; an inner IP packet
-/// must be whole (its trailing bytes are cut).
+/// must be whole (bytes after it are cut later, by decap-output).
 fn finish_inner(pool: &mut Pool, id: PacketId, ethernet: bool) -> Result<(), DropReason> {
     let inner = usize::from(pool.meta(id).inner);
     let data = pool.data(id);

@@ -2,13 +2,12 @@
 //! lookups (local port → kind, then remote address + VNI/TEID/key), built
 //! once from the config. Lookups allocate nothing.
 
-use crate::config::{ChecksumMode, Config, TunnelConfig};
+use crate::config::{Config, TunnelConfig};
 use crate::drop::DropReason;
 use crate::kind::TunnelKind;
 use core::hash::{BuildHasherDefault, Hasher};
 use core::net::IpAddr;
 use std::collections::HashMap;
-use tep_wire::ethernet::EthernetAddress;
 
 /// A multiply-rotate hasher for the small fixed-size keys of the receive
 /// table: std's SipHash defends against hash flooding at ~20 ns a key,
@@ -192,11 +191,6 @@ impl TunnelTable {
         self.macs.get(&dst).copied().or(self.default_l2)
     }
 
-    /// Whether any tunnel carries Ethernet.
-    pub fn has_l2(&self) -> bool {
-        self.tunnels.iter().any(|t| t.kind.carries_ethernet())
-    }
-
     /// The kind received on a local UDP port.
     #[inline]
     pub fn kind_on_port(&self, port: u16) -> Option<TunnelKind> {
@@ -233,19 +227,6 @@ impl TunnelTable {
             }),
         }
     }
-
-    /// Whether a tunnel's checksum mode leaves the outer checksum to the I/O
-    /// layer.
-    pub fn wants_offload(&self, index: u32) -> bool {
-        self.get(index).checksum == ChecksumMode::Offload
-    }
-}
-
-/// The address bytes of an inner destination MAC.
-pub fn mac(bytes: &[u8]) -> EthernetAddress {
-    let mut m = [0u8; 6];
-    m.copy_from_slice(&bytes[..6]);
-    EthernetAddress(m)
 }
 
 #[cfg(test)]
@@ -254,6 +235,7 @@ mod tests {
     use crate::config::IpPrefix;
     use core::net::{Ipv4Addr, Ipv6Addr};
 
+    use tep_wire::ethernet::EthernetAddress;
     fn v4(a: [u8; 4]) -> IpAddr {
         IpAddr::V4(Ipv4Addr::from(a))
     }
