@@ -1,0 +1,33 @@
+//! Every syscall of tep's host mode.
+//!
+//! tep's dataplane (`tep-dataplane`) is pure: packets in, packets out, no
+//! libc, no I/O. This crate is the other half, in the model of quinn-udp: a
+//! small I/O layer without protocol logic, so the unsafe code and the kernel
+//! interfaces sit in one reviewable place.
+//!
+//! - [`tun`]: TUN/TAP devices with the virtio-net header, checksum and
+//!   segmentation offloads, multi-queue, and interface configuration (MTU,
+//!   addresses, up) through ioctls.
+//! - [`udp`]: non-blocking UDP sockets with batched receive and send
+//!   (recvmmsg/sendmmsg) and UDP GRO/GSO.
+//! - [`poll`]: epoll and eventfd.
+//! - [`signal`]: signals as a descriptor (signalfd).
+//! - [`thread`]: CPU pinning.
+//! - [`netns`]: private network namespaces for tests.
+//!
+//! Linux only. The per-packet calls ([`TunQueue::read_packet`],
+//! [`UdpSocket::recv_batch`], ...) do not allocate and make one syscall.
+#![cfg(target_os = "linux")]
+
+pub mod netns;
+pub mod poll;
+pub mod signal;
+mod sys;
+pub mod thread;
+pub mod tun;
+pub mod udp;
+
+pub use poll::{Epoll, Event, EventFd};
+pub use signal::{Signal, Signals};
+pub use tun::{DeviceKind, Offloads, Tun, TunOptions, TunQueue};
+pub use udp::{RecvMeta, Transmit, UdpCapabilities, UdpOptions, UdpSocket, MAX_BATCH};

@@ -1,0 +1,547 @@
+//! TUN/TAP devices (Linux `drivers/net/tun.c`, `Documentation/networking/tuntap.rst`).
+//!
+//! Packets carry the 10-byte `struct virtio_net_hdr` in front when the device
+//! has IFF_VNET_HDR: that header is how checksum offload (NEEDS_CSUM with
+//! csum_start/csum_offset) and segmentation offload (gso_type/gso_size) cross
+//! the boundary, so the host stack and tep can hand each other 64 KiB
+//! super-packets with unfinished checksums instead of MTU-sized packets.
+
+use std::fmt;
+use std::io;
+use std::mem;
+use std::net::IpAddr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+use crate::sys::{config_socket, context, cvt, cvt_size, ifreq, ifreq_name, ioctl_ifreq, owned};
+
+/// What the device carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceKind {
+    /// IFF_TUN: layer 3, packets start with the IPv4/IPv6 header.
+    Tun,
+    /// IFF_TAP: layer 2, frames start with the Ethernet header.
+    Tap,
+}
+
+impl fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DeviceKind::Tun => "tun",
+            DeviceKind::Tap => "tap",
+        })
+    }
+}
+
+/// Offloads of the TUN device (TUNSETOFFLOAD flags): what the kernel may hand
+/// us unfinished (partial checksums, TCP/UDP super-packets) and accept from us.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Offloads {
+    /// TUN_F_CSUM: partial checksums (virtio NEEDS_CSUM). Everything else needs it.
+    pub csum: bool,
+    /// TUN_F_TSO4: TCP/IPv4 super-packets.
+    pub tso4: bool,
+    /// TUN_F_TSO6: TCP/IPv6 super-packets.
+    pub tso6: bool,
+    /// TUN_F_TSO_ECN: TSO packets with CWR set (needs tso4 or tso6).
+    pub tso_ecn: bool,
+    /// TUN_F_USO4: UDP/IPv4 super-packets (Linux 6.2+; the kernel takes USO4 only with USO6).
+    pub uso4: bool,
+    /// TUN_F_USO6: UDP/IPv6 super-packets.
+    pub uso6: bool,
+}
+
+/// TUNSETOFFLOAD flag values (include/uapi/linux/if_tun.h).
+const TUN_F_CSUM: libc::c_uint = 0x01;
+const TUN_F_TSO4: libc::c_uint = 0x02;
+const TUN_F_TSO6: libc::c_uint = 0x04;
+const TUN_F_TSO_ECN: libc::c_uint = 0x08;
+const TUN_F_USO4: libc::c_uint = 0x20;
+const TUN_F_USO6: libc::c_uint = 0x40;
+
+impl Offloads {
+    /// Everything tep can handle.
+    pub fn all() -> Offloads {
+        Offloads {
+            csum: true,
+            tso4: true,
+            tso6: true,
+            tso_ecn: true,
+            uso4: true,
+            uso6: true,
+        }
+    }
+
+    /// Nothing: complete checksums, MTU-sized packets.
+    pub fn none() -> Offloads {
+        Offloads::default()
+    }
+
+    /// The TUNSETOFFLOAD argument, keeping only what the kernel can take
+    /// together: nothing without csum, tso_ecn only with TSO.
+    pub fn to_flags(self) -> libc::c_uint {
+        if !self.csum {
+            return 0;
+        }
+        let mut flags = TUN_F_CSUM;
+        if self.tso4 {
+            flags |= TUN_F_TSO4;
+        }
+        if self.tso6 {
+            flags |= TUN_F_TSO6;
+        }
+        if self.tso_ecn && (self.tso4 || self.tso6) {
+            flags |= TUN_F_TSO_ECN;
+        }
+        if self.uso4 {
+            flags |= TUN_F_USO4;
+        }
+        if self.uso6 {
+            flags |= TUN_F_USO6;
+        }
+        flags
+    }
+
+    /// The offloads a TUNSETOFFLOAD argument stands for.
+    pub fn from_flags(flags: libc::c_uint) -> Offloads {
+        Offloads {
+            csum: flags & TUN_F_CSUM != 0,
+            tso4: flags & TUN_F_TSO4 != 0,
+            tso6: flags & TUN_F_TSO6 != 0,
+            tso_ecn: flags & TUN_F_TSO_ECN != 0,
+            uso4: flags & TUN_F_USO4 != 0,
+            uso6: flags & TUN_F_USO6 != 0,
+        }
+    }
+}
+
+impl fmt::Display for Offloads {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names = [
+            (self.csum, "csum"),
+            (self.tso4, "tso4"),
+            (self.tso6, "tso6"),
+            (self.tso_ecn, "tso_ecn"),
+            (self.uso4, "uso4"),
+            (self.uso6, "uso6"),
+        ];
+        let mut first = true;
+        for (_, name) in names.iter().filter(|(on, _)| *on) {
+            if !first {
+                f.write_str(" ")?;
+            }
+            f.write_str(name)?;
+            first = false;
+        }
+        if first {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
+}
+
+/// How to open a device.
+#[derive(Clone, Debug)]
+pub struct TunOptions {
+    /// Interface name, or a pattern like "tep%d" the kernel fills in.
+    pub name: String,
+    pub kind: DeviceKind,
+    /// Number of queues (file descriptors); more than 1 means IFF_MULTI_QUEUE.
+    pub queues: usize,
+    /// IFF_VNET_HDR: every packet has the 10-byte virtio_net_hdr in front.
+    pub vnet_hdr: bool,
+    /// Offloads wanted (only with vnet_hdr); [`Tun::offloads`] says what was taken.
+    pub offloads: Offloads,
+}
+
+/// An open TUN/TAP device. A non-persistent device disappears when the last
+/// descriptor of its queues closes.
+#[derive(Debug)]
+pub struct Tun {
+    name: String,
+    kind: DeviceKind,
+    ifindex: u32,
+    queues: Vec<TunQueue>,
+    queue_count: usize,
+    offloads: Offloads,
+}
+
+const DEV_NET_TUN: &std::ffi::CStr = c"/dev/net/tun";
+
+impl Tun {
+    /// Creates the device (or attaches to an existing persistent one of that
+    /// name): IFF_NO_PI, IFF_VNET_HDR when `opts.vnet_hdr`, IFF_MULTI_QUEUE
+    /// when `queues > 1` (one open of /dev/net/tun and one TUNSETIFF per
+    /// queue). Descriptors are non-blocking and close-on-exec.
+    ///
+    /// With vnet_hdr the header size is set to 10 (TUNSETVNETHDRSZ) and the
+    /// wanted offloads are tried with TUNSETOFFLOAD; when the kernel refuses
+    /// (EINVAL) the attempt is repeated without USO, then with csum only,
+    /// then with none. Without vnet_hdr the offloads are 0.
+    pub fn open(opts: &TunOptions) -> io::Result<Tun> {
+        if opts.queues == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "tun: queues must be at least 1",
+            ));
+        }
+        let mut flags = libc::IFF_NO_PI
+            | match opts.kind {
+                DeviceKind::Tun => libc::IFF_TUN,
+                DeviceKind::Tap => libc::IFF_TAP,
+            };
+        if opts.vnet_hdr {
+            flags |= libc::IFF_VNET_HDR;
+        }
+        if opts.queues > 1 {
+            flags |= libc::IFF_MULTI_QUEUE;
+        }
+
+        let mut name = opts.name.clone();
+        let mut queues = Vec::with_capacity(opts.queues);
+        for _ in 0..opts.queues {
+            // SAFETY: the path is a NUL-terminated C string constant.
+            let fd = owned(unsafe {
+                libc::open(
+                    DEV_NET_TUN.as_ptr(),
+                    libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+                )
+            })
+            .map_err(|e| context(e, "open /dev/net/tun"))?;
+            let mut ifr = ifreq(&name)?;
+            ifr.ifr_ifru.ifru_flags = flags as libc::c_short;
+            ioctl_ifreq(&fd, libc::TUNSETIFF, &mut ifr)
+                .map_err(|e| context(e, format_args!("TUNSETIFF {name}")))?;
+            // The kernel writes back the name it chose (a pattern is filled in);
+            // later queues attach to that exact device.
+            name = ifreq_name(&ifr);
+            queues.push(TunQueue {
+                fd,
+                vnet_hdr: opts.vnet_hdr,
+            });
+        }
+
+        let first = &queues[0];
+        let offloads = if opts.vnet_hdr {
+            let size = TunQueue::VNET_HDR_LEN as libc::c_int;
+            // SAFETY: TUNSETVNETHDRSZ reads one c_int through the pointer.
+            cvt(unsafe {
+                libc::ioctl(
+                    first.fd.as_raw_fd(),
+                    libc::TUNSETVNETHDRSZ,
+                    &size as *const libc::c_int,
+                )
+            })
+            .map_err(|e| context(e, format_args!("TUNSETVNETHDRSZ {name}")))?;
+            set_offloads(first, &name, opts.offloads.to_flags())?
+        } else {
+            set_offload_flags(first, 0)
+                .map_err(|e| context(e, format_args!("TUNSETOFFLOAD {name} 0")))?;
+            Offloads::none()
+        };
+
+        let sock = config_socket(libc::AF_INET)?;
+        let mut ifr = ifreq(&name)?;
+        ioctl_ifreq(&sock, libc::SIOCGIFINDEX, &mut ifr)
+            .map_err(|e| context(e, format_args!("SIOCGIFINDEX {name}")))?;
+        // SAFETY: SIOCGIFINDEX filled the ifindex member of the union.
+        let ifindex = unsafe { ifr.ifr_ifru.ifru_ifindex } as u32;
+
+        Ok(Tun {
+            name,
+            kind: opts.kind,
+            ifindex,
+            queue_count: queues.len(),
+            queues,
+            offloads,
+        })
+    }
+
+    /// The kernel's name for the device.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn kind(&self) -> DeviceKind {
+        self.kind
+    }
+
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// The offloads in effect.
+    pub fn offloads(&self) -> Offloads {
+        self.offloads
+    }
+
+    /// The number of queues opened (also after [`Tun::take_queues`]).
+    pub fn queues(&self) -> usize {
+        self.queue_count
+    }
+
+    /// Hands the queues to the workers; later calls return an empty Vec.
+    pub fn take_queues(&mut self) -> Vec<TunQueue> {
+        mem::take(&mut self.queues)
+    }
+
+    fn ifreq(&self) -> io::Result<libc::ifreq> {
+        ifreq(&self.name)
+    }
+
+    /// SIOCSIFMTU.
+    pub fn set_mtu(&self, mtu: u32) -> io::Result<()> {
+        let sock = config_socket(libc::AF_INET)?;
+        let mut ifr = self.ifreq()?;
+        ifr.ifr_ifru.ifru_mtu = libc::c_int::try_from(mtu)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("mtu {mtu}")))?;
+        ioctl_ifreq(&sock, libc::SIOCSIFMTU, &mut ifr)
+            .map_err(|e| context(e, format_args!("SIOCSIFMTU {} {mtu}", self.name)))
+    }
+
+    /// SIOCGIFMTU.
+    pub fn mtu(&self) -> io::Result<u32> {
+        let sock = config_socket(libc::AF_INET)?;
+        let mut ifr = self.ifreq()?;
+        ioctl_ifreq(&sock, libc::SIOCGIFMTU, &mut ifr)
+            .map_err(|e| context(e, format_args!("SIOCGIFMTU {}", self.name)))?;
+        // SAFETY: SIOCGIFMTU filled the mtu member of the union.
+        Ok(unsafe { ifr.ifr_ifru.ifru_mtu } as u32)
+    }
+
+    /// Adds an address. IPv4: SIOCSIFADDR + SIOCSIFNETMASK, which replaces
+    /// the interface's primary IPv4 address. IPv6: SIOCSIFADDR with
+    /// `struct in6_ifreq` on an AF_INET6 socket. An address that is already
+    /// there (EEXIST) is not an error.
+    pub fn add_address(&self, addr: IpAddr, prefix_len: u8) -> io::Result<()> {
+        let what = || format!("{} address {addr}/{prefix_len}", self.name);
+        let ok_if_exists = |r: io::Result<()>| match r {
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
+            r => r,
+        };
+        match addr {
+            IpAddr::V4(v4) => {
+                if prefix_len > 32 {
+                    return Err(io::Error::new(io::ErrorKind::InvalidInput, what()));
+                }
+                let sock = config_socket(libc::AF_INET)?;
+                let mut ifr = self.ifreq()?;
+                ifr.ifr_ifru.ifru_addr = sockaddr_v4(u32::from(v4));
+                ok_if_exists(ioctl_ifreq(&sock, libc::SIOCSIFADDR, &mut ifr))
+                    .map_err(|e| context(e, format_args!("SIOCSIFADDR {}", what())))?;
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(prefix_len))
+                    .unwrap_or(0);
+                let mut ifr = self.ifreq()?;
+                ifr.ifr_ifru.ifru_netmask = sockaddr_v4(mask);
+                ok_if_exists(ioctl_ifreq(&sock, libc::SIOCSIFNETMASK, &mut ifr))
+                    .map_err(|e| context(e, format_args!("SIOCSIFNETMASK {}", what())))
+            }
+            IpAddr::V6(v6) => {
+                if prefix_len > 128 {
+                    return Err(io::Error::new(io::ErrorKind::InvalidInput, what()));
+                }
+                let sock = config_socket(libc::AF_INET6)?;
+                let req = libc::in6_ifreq {
+                    ifr6_addr: libc::in6_addr {
+                        s6_addr: v6.octets(),
+                    },
+                    ifr6_prefixlen: u32::from(prefix_len),
+                    ifr6_ifindex: self.ifindex as libc::c_int,
+                };
+                // SAFETY: SIOCSIFADDR on an AF_INET6 socket reads a
+                // `struct in6_ifreq`, which `req` is.
+                let r = cvt(unsafe {
+                    libc::ioctl(
+                        sock.as_raw_fd(),
+                        libc::SIOCSIFADDR,
+                        &req as *const libc::in6_ifreq,
+                    )
+                });
+                ok_if_exists(r.map(drop))
+                    .map_err(|e| context(e, format_args!("SIOCSIFADDR {}", what())))
+            }
+        }
+    }
+
+    /// SIOCGIFFLAGS, then SIOCSIFFLAGS with IFF_UP added.
+    pub fn set_up(&self) -> io::Result<()> {
+        set_link_up(&self.name)
+    }
+
+    /// SIOCSIFTXQLEN.
+    pub fn set_txqueuelen(&self, len: u32) -> io::Result<()> {
+        let sock = config_socket(libc::AF_INET)?;
+        let mut ifr = self.ifreq()?;
+        // ifr_qlen is the int member of the union, shared with ifr_ifindex.
+        ifr.ifr_ifru.ifru_ifindex = libc::c_int::try_from(len).map_err(|_| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("txqueuelen {len}"))
+        })?;
+        ioctl_ifreq(&sock, libc::SIOCSIFTXQLEN, &mut ifr)
+            .map_err(|e| context(e, format_args!("SIOCSIFTXQLEN {} {len}", self.name)))
+    }
+}
+
+/// Brings the interface `name` up (shared with [`crate::netns`] for `lo`).
+pub(crate) fn set_link_up(name: &str) -> io::Result<()> {
+    let sock = config_socket(libc::AF_INET)?;
+    let mut ifr = ifreq(name)?;
+    ioctl_ifreq(&sock, libc::SIOCGIFFLAGS, &mut ifr)
+        .map_err(|e| context(e, format_args!("SIOCGIFFLAGS {name}")))?;
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
+    let flags = unsafe { ifr.ifr_ifru.ifru_flags };
+    ifr.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
+    ioctl_ifreq(&sock, libc::SIOCSIFFLAGS, &mut ifr)
+        .map_err(|e| context(e, format_args!("SIOCSIFFLAGS {name} up")))
+}
+
+/// A `struct sockaddr_in` with `addr` (host order), as the generic sockaddr
+/// the ifreq union holds.
+fn sockaddr_v4(addr: u32) -> libc::sockaddr {
+    let sin = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: 0,
+        sin_addr: libc::in_addr {
+            s_addr: addr.to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: sockaddr_in and sockaddr are both 16 bytes of plain data; the
+    // kernel reads this sockaddr as a sockaddr_in because of its family.
+    unsafe { mem::transmute::<libc::sockaddr_in, libc::sockaddr>(sin) }
+}
+
+fn set_offload_flags(queue: &TunQueue, flags: libc::c_uint) -> io::Result<()> {
+    // SAFETY: TUNSETOFFLOAD takes its argument by value (an unsigned long),
+    // no memory is accessed.
+    cvt(unsafe {
+        libc::ioctl(
+            queue.fd.as_raw_fd(),
+            libc::TUNSETOFFLOAD,
+            flags as libc::c_ulong,
+        )
+    })
+    .map(drop)
+}
+
+/// TUNSETOFFLOAD with `wanted`, falling back on EINVAL to fewer offloads.
+fn set_offloads(queue: &TunQueue, name: &str, wanted: libc::c_uint) -> io::Result<Offloads> {
+    let attempts = [
+        wanted,
+        wanted & !(TUN_F_USO4 | TUN_F_USO6),
+        wanted & TUN_F_CSUM,
+        0,
+    ];
+    let mut last = None;
+    for (i, &flags) in attempts.iter().enumerate() {
+        if i > 0 && attempts[i - 1] == flags {
+            continue;
+        }
+        match set_offload_flags(queue, flags) {
+            Ok(()) => return Ok(Offloads::from_flags(flags)),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => last = Some(e),
+            Err(e) => {
+                return Err(context(e, format_args!("TUNSETOFFLOAD {name} {flags:#x}")));
+            }
+        }
+    }
+    let e = last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EINVAL));
+    Err(context(e, format_args!("TUNSETOFFLOAD {name} 0")))
+}
+
+/// One queue of a device: a descriptor of /dev/net/tun attached to it.
+#[derive(Debug)]
+pub struct TunQueue {
+    fd: OwnedFd,
+    vnet_hdr: bool,
+}
+
+impl TunQueue {
+    /// `struct virtio_net_hdr` without num_buffers.
+    pub const VNET_HDR_LEN: usize = 10;
+
+    /// Reads one packet. With vnet_hdr: readv([hdr, buf]) and the returned
+    /// length excludes the header. Without: `hdr` is zero-filled and the
+    /// packet goes to `buf`. WouldBlock when the queue is empty. A packet
+    /// longer than `buf` is consumed and reported as InvalidData (the kernel
+    /// cannot give back the rest).
+    pub fn read_packet(&self, hdr: &mut [u8; 10], buf: &mut [u8]) -> io::Result<usize> {
+        let n = if self.vnet_hdr {
+            let iov = [
+                libc::iovec {
+                    iov_base: hdr.as_mut_ptr().cast(),
+                    iov_len: hdr.len(),
+                },
+                libc::iovec {
+                    iov_base: buf.as_mut_ptr().cast(),
+                    iov_len: buf.len(),
+                },
+            ];
+            // SAFETY: both iovecs describe live, exclusively borrowed buffers
+            // of the given lengths.
+            let n = cvt_size(unsafe { libc::readv(self.fd.as_raw_fd(), iov.as_ptr(), 2) })?;
+            if n < Self::VNET_HDR_LEN {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("tun read of {n} bytes: shorter than the vnet header"),
+                ));
+            }
+            n - Self::VNET_HDR_LEN
+        } else {
+            hdr.fill(0);
+            // SAFETY: `buf` is live and exclusively borrowed for buf.len() bytes.
+            cvt_size(unsafe {
+                libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
+            })?
+        };
+        if n > buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "tun packet of {n} bytes truncated to a {}-byte buffer",
+                    buf.len()
+                ),
+            ));
+        }
+        Ok(n)
+    }
+
+    /// Writes one packet: writev([hdr, buf]) with vnet_hdr, else write(buf)
+    /// (`hdr` is ignored). Returns the bytes of `buf` written.
+    pub fn write_packet(&self, hdr: &[u8; 10], buf: &[u8]) -> io::Result<usize> {
+        if self.vnet_hdr {
+            let iov = [
+                libc::iovec {
+                    iov_base: hdr.as_ptr() as *mut libc::c_void,
+                    iov_len: hdr.len(),
+                },
+                libc::iovec {
+                    iov_base: buf.as_ptr() as *mut libc::c_void,
+                    iov_len: buf.len(),
+                },
+            ];
+            // SAFETY: both iovecs describe live buffers of the given lengths;
+            // writev only reads them.
+            let n = cvt_size(unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), 2) })?;
+            Ok(n.saturating_sub(Self::VNET_HDR_LEN))
+        } else {
+            // SAFETY: `buf` is live for buf.len() bytes; write only reads it.
+            cvt_size(unsafe { libc::write(self.fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) })
+        }
+    }
+
+    pub fn has_vnet_hdr(&self) -> bool {
+        self.vnet_hdr
+    }
+}
+
+impl AsRawFd for TunQueue {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl AsFd for TunQueue {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}

@@ -1,0 +1,492 @@
+//! Batched UDP sockets in the style of quinn-udp: recvmmsg/sendmmsg, UDP GSO
+//! (UDP_SEGMENT, Linux 4.18) and UDP GRO (UDP_GRO, Linux 5.0), so one
+//! syscall moves up to [`MAX_BATCH`] messages and one message can be a train
+//! of equal-sized datagrams.
+//!
+//! The mmsghdr/iovec/sockaddr/cmsg arrays live in the socket and are reused
+//! by every call: the per-packet path does not allocate.
+
+use std::fmt;
+use std::io::{self, IoSliceMut};
+use std::mem;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::ptr;
+
+use crate::sys::{context, cvt, owned, retry, setsockopt_int};
+
+/// Most messages one [`UdpSocket::recv_batch`] or [`UdpSocket::send_batch`] moves.
+pub const MAX_BATCH: usize = 64;
+
+/// Segments per GSO message tep uses (the kernel's UDP_MAX_SEGMENTS is 64 or
+/// 128 depending on the version).
+const GSO_MAX_SEGMENTS: usize = 64;
+
+/// Socket options applied by [`UdpSocket::bind`].
+#[derive(Clone, Debug)]
+pub struct UdpOptions {
+    /// SO_REUSEPORT: several sockets (queues) on one address.
+    pub reuse_port: bool,
+    /// SO_RCVBUF (SO_RCVBUFFORCE first, which works as root); 0 leaves the default.
+    pub recv_buffer: usize,
+    /// SO_SNDBUF (SO_SNDBUFFORCE first); 0 leaves the default.
+    pub send_buffer: usize,
+    /// Want UDP_GRO (receive trains of datagrams).
+    pub gro: bool,
+    /// Want UDP_SEGMENT (send trains of datagrams).
+    pub gso: bool,
+    /// Send without UDP checksum: SO_NO_CHECK (IPv4), UDP_NO_CHECK6_TX (IPv6, RFC 6935).
+    /// The kernel refuses GSO on such a socket, so it turns GSO off.
+    pub zero_checksum_tx: bool,
+    /// IPv6: accept datagrams with a zero checksum (UDP_NO_CHECK6_RX). IPv4 always does.
+    pub zero_checksum_rx: bool,
+}
+
+impl Default for UdpOptions {
+    fn default() -> UdpOptions {
+        UdpOptions {
+            reuse_port: false,
+            recv_buffer: 4 << 20,
+            send_buffer: 4 << 20,
+            gro: true,
+            gso: true,
+            zero_checksum_tx: false,
+            zero_checksum_rx: false,
+        }
+    }
+}
+
+/// What the socket can do, as probed at bind time (GSO can be turned off
+/// later when the kernel fails a GSO send).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UdpCapabilities {
+    pub gso: bool,
+    pub gro: bool,
+    /// Most datagrams in one GSO message: 64 with GSO, else 1.
+    pub max_segments: usize,
+}
+
+/// One received message.
+#[derive(Clone, Copy, Debug)]
+pub struct RecvMeta {
+    /// Bytes in the buffer (all segments of a GRO train).
+    pub len: usize,
+    pub source: SocketAddr,
+    /// Some(n): UDP GRO coalesced datagrams of n bytes (the last may be
+    /// shorter) into this buffer. None: a single datagram.
+    pub segment_size: Option<u16>,
+}
+
+impl Default for RecvMeta {
+    fn default() -> RecvMeta {
+        RecvMeta {
+            len: 0,
+            source: SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
+            segment_size: None,
+        }
+    }
+}
+
+/// One message to send.
+#[derive(Clone, Copy, Debug)]
+pub struct Transmit<'a> {
+    pub dest: SocketAddr,
+    pub data: &'a [u8],
+    /// Some(n): GSO, the kernel cuts `data` into datagrams of n bytes (the
+    /// last may be shorter).
+    pub segment_size: Option<u16>,
+}
+
+/// Control message room per message: one int (UDP_GRO) or one u16
+/// (UDP_SEGMENT) needs CMSG_SPACE(4) = 24 bytes; 64 leaves room.
+const CMSG_WORDS: usize = 8;
+
+/// The arrays the batch syscalls point into, allocated once per socket.
+struct Scratch {
+    hdrs: [libc::mmsghdr; MAX_BATCH],
+    iovs: [libc::iovec; MAX_BATCH],
+    names: [libc::sockaddr_storage; MAX_BATCH],
+    /// u64 words: cmsghdr alignment.
+    cmsgs: [[u64; CMSG_WORDS]; MAX_BATCH],
+}
+
+/// A non-blocking UDP socket with batched receive and send.
+pub struct UdpSocket {
+    fd: OwnedFd,
+    local: SocketAddr,
+    caps: UdpCapabilities,
+    scratch: Box<Scratch>,
+}
+
+// SAFETY: the raw pointers in `scratch` are written at the start of every
+// `&mut self` batch call and only used by the kernel during that call; no
+// pointer is ever dereferenced across calls or threads. The rest is an fd and
+// plain values.
+unsafe impl Send for UdpSocket {}
+// SAFETY: `&self` methods read only the fd, the address and the capabilities;
+// `scratch` is touched only through `&mut self`.
+unsafe impl Sync for UdpSocket {}
+
+impl fmt::Debug for UdpSocket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UdpSocket")
+            .field("fd", &self.fd.as_raw_fd())
+            .field("local", &self.local)
+            .field("caps", &self.caps)
+            .finish()
+    }
+}
+
+impl UdpSocket {
+    /// socket(SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC), IPV6_V6ONLY for
+    /// IPv6, the options, bind. Probes UDP_GRO by enabling it and UDP_SEGMENT
+    /// by setting it to 0; GSO is off with `zero_checksum_tx`.
+    pub fn bind(addr: SocketAddr, opts: &UdpOptions) -> io::Result<UdpSocket> {
+        let v6 = addr.is_ipv6();
+        let family = if v6 { libc::AF_INET6 } else { libc::AF_INET };
+        // SAFETY: plain socket(2) call, no pointers.
+        let fd = owned(unsafe {
+            libc::socket(
+                family,
+                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        })
+        .map_err(|e| context(e, format_args!("udp socket for {addr}")))?;
+        let raw = fd.as_raw_fd();
+        let set = |level, name, value, what: &str| {
+            setsockopt_int(raw, level, name, value)
+                .map_err(|e| context(e, format_args!("{what} on udp {addr}")))
+        };
+
+        if v6 {
+            set(libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1, "IPV6_V6ONLY")?;
+        }
+        if opts.reuse_port {
+            set(libc::SOL_SOCKET, libc::SO_REUSEPORT, 1, "SO_REUSEPORT")?;
+        }
+        if opts.recv_buffer > 0 {
+            set_buffer(raw, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, opts.recv_buffer).map_err(
+                |e| {
+                    context(
+                        e,
+                        format_args!("SO_RCVBUF {} on udp {addr}", opts.recv_buffer),
+                    )
+                },
+            )?;
+        }
+        if opts.send_buffer > 0 {
+            set_buffer(raw, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, opts.send_buffer).map_err(
+                |e| {
+                    context(
+                        e,
+                        format_args!("SO_SNDBUF {} on udp {addr}", opts.send_buffer),
+                    )
+                },
+            )?;
+        }
+        if opts.zero_checksum_tx {
+            if v6 {
+                set(libc::SOL_UDP, libc::UDP_NO_CHECK6_TX, 1, "UDP_NO_CHECK6_TX")?;
+            } else {
+                set(libc::SOL_SOCKET, libc::SO_NO_CHECK, 1, "SO_NO_CHECK")?;
+            }
+        }
+        if opts.zero_checksum_rx && v6 {
+            set(libc::SOL_UDP, libc::UDP_NO_CHECK6_RX, 1, "UDP_NO_CHECK6_RX")?;
+        }
+        let gro = opts.gro && setsockopt_int(raw, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
+        let gso = opts.gso
+            && !opts.zero_checksum_tx
+            && setsockopt_int(raw, libc::SOL_UDP, libc::UDP_SEGMENT, 0).is_ok();
+
+        // SAFETY: sockaddr_storage is plain data; all zeroes is valid.
+        let mut storage: libc::sockaddr_storage = unsafe { mem::zeroed() };
+        let len = write_sockaddr(&addr, &mut storage);
+        // SAFETY: `storage` holds a sockaddr of `len` bytes for this family.
+        cvt(unsafe { libc::bind(raw, (&storage as *const libc::sockaddr_storage).cast(), len) })
+            .map_err(|e| context(e, format_args!("bind udp {addr}")))?;
+        let mut len = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: getsockname writes at most `len` bytes into `storage`.
+        cvt(unsafe {
+            libc::getsockname(
+                raw,
+                (&mut storage as *mut libc::sockaddr_storage).cast(),
+                &mut len,
+            )
+        })
+        .map_err(|e| context(e, format_args!("getsockname udp {addr}")))?;
+        let local = read_sockaddr(&storage).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("udp {addr}: odd local address"),
+            )
+        })?;
+
+        // SAFETY: all fields of Scratch are plain data (integers, arrays and
+        // raw pointers); all zeroes (null pointers) is valid.
+        let scratch: Box<Scratch> = Box::new(unsafe { mem::zeroed() });
+        let max_segments = if gso { GSO_MAX_SEGMENTS } else { 1 };
+        Ok(UdpSocket {
+            fd,
+            local,
+            caps: UdpCapabilities {
+                gso,
+                gro,
+                max_segments,
+            },
+            scratch,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    pub fn capabilities(&self) -> UdpCapabilities {
+        self.caps
+    }
+
+    /// recvmmsg(MSG_DONTWAIT) into `bufs`: one datagram or GRO train per
+    /// buffer, up to min(bufs.len(), meta.len(), MAX_BATCH). Returns how many
+    /// were filled; WouldBlock when none. A datagram longer than its buffer
+    /// (MSG_TRUNC) is reported with `len` = the bytes received.
+    pub fn recv_batch(
+        &mut self,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> io::Result<usize> {
+        let n = bufs.len().min(meta.len()).min(MAX_BATCH);
+        if n == 0 {
+            return Ok(0);
+        }
+        let s = &mut *self.scratch;
+        for (i, buf) in bufs.iter_mut().take(n).enumerate() {
+            s.iovs[i] = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
+            };
+            let h = &mut s.hdrs[i];
+            h.msg_len = 0;
+            h.msg_hdr.msg_name = (&mut s.names[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_hdr.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            h.msg_hdr.msg_iov = &mut s.iovs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_control = s.cmsgs[i].as_mut_ptr().cast();
+            h.msg_hdr.msg_controllen = mem::size_of_val(&s.cmsgs[i]);
+            h.msg_hdr.msg_flags = 0;
+        }
+        let fd = self.fd.as_raw_fd();
+        let got = retry(|| {
+            // SAFETY: the first `n` mmsghdrs point at live iovecs (which point
+            // at the caller's exclusively borrowed buffers), sockaddr_storage
+            // and cmsg buffers of the sizes given, all in `s` or `bufs`, which
+            // outlive the call.
+            cvt(unsafe {
+                libc::recvmmsg(
+                    fd,
+                    s.hdrs.as_mut_ptr(),
+                    n as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                    ptr::null_mut(),
+                )
+            })
+        })? as usize;
+        for (i, m) in meta.iter_mut().take(got).enumerate() {
+            let h = &s.hdrs[i];
+            m.len = h.msg_len as usize;
+            m.source = read_sockaddr(&s.names[i])
+                .unwrap_or(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
+            m.segment_size = gro_segment_size(&h.msg_hdr).filter(|&seg| (seg as usize) < m.len);
+        }
+        Ok(got)
+    }
+
+    /// sendmmsg of up to MAX_BATCH messages; `segment_size` adds a
+    /// UDP_SEGMENT cmsg. Returns how many were sent (possibly fewer than
+    /// given). A GSO message failing with EIO (the device cannot segment) or
+    /// EINVAL turns GSO off for good and returns ErrorKind::Other
+    /// "udp gso disabled: ..." so the caller can resend it split.
+    /// A destination of the other address family is InvalidInput.
+    pub fn send_batch(&mut self, msgs: &[Transmit<'_>]) -> io::Result<usize> {
+        let mut n = msgs.len().min(MAX_BATCH);
+        let v6 = self.local.is_ipv6();
+        if let Some(bad) = msgs[..n].iter().position(|m| m.dest.is_ipv6() != v6) {
+            if bad == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("udp {}: cannot send to {}", self.local, msgs[0].dest),
+                ));
+            }
+            n = bad;
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        let s = &mut *self.scratch;
+        for (i, m) in msgs[..n].iter().enumerate() {
+            s.iovs[i] = libc::iovec {
+                iov_base: m.data.as_ptr() as *mut libc::c_void,
+                iov_len: m.data.len(),
+            };
+            let namelen = write_sockaddr(&m.dest, &mut s.names[i]);
+            let h = &mut s.hdrs[i];
+            h.msg_len = 0;
+            h.msg_hdr.msg_name = (&mut s.names[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_hdr.msg_namelen = namelen;
+            h.msg_hdr.msg_iov = &mut s.iovs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_flags = 0;
+            match m.segment_size {
+                Some(seg) => {
+                    h.msg_hdr.msg_control = s.cmsgs[i].as_mut_ptr().cast();
+                    // SAFETY: CMSG_SPACE is arithmetic.
+                    h.msg_hdr.msg_controllen = unsafe { libc::CMSG_SPACE(2) } as usize;
+                    // SAFETY: msg_control points at this message's cmsg
+                    // buffer of 64 u64-aligned bytes, more than CMSG_SPACE(2)
+                    // = 24, so the first header and its 2 data bytes fit.
+                    unsafe {
+                        let cmsg = libc::CMSG_FIRSTHDR(&h.msg_hdr);
+                        (*cmsg).cmsg_level = libc::SOL_UDP;
+                        (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+                        (*cmsg).cmsg_len = libc::CMSG_LEN(2) as usize;
+                        ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), seg);
+                    }
+                }
+                None => {
+                    h.msg_hdr.msg_control = ptr::null_mut();
+                    h.msg_hdr.msg_controllen = 0;
+                }
+            }
+        }
+        let fd = self.fd.as_raw_fd();
+        let r = retry(|| {
+            // SAFETY: the first `n` mmsghdrs point at live iovecs (which point
+            // at the caller's buffers, only read), sockaddrs of the lengths
+            // given and cmsg buffers, all outliving the call.
+            cvt(unsafe {
+                libc::sendmmsg(
+                    fd,
+                    s.hdrs.as_mut_ptr(),
+                    n as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
+            })
+        });
+        match r {
+            Ok(sent) => Ok(sent as usize),
+            Err(e)
+                if msgs[0].segment_size.is_some()
+                    && matches!(e.raw_os_error(), Some(libc::EIO) | Some(libc::EINVAL)) =>
+            {
+                self.caps.gso = false;
+                self.caps.max_segments = 1;
+                Err(io::Error::other(format!("udp gso disabled: {e}")))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl AsRawFd for UdpSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl AsFd for UdpSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// The forcing option first (root may exceed net.core.*mem_max), else the
+/// plain one (clamped by the kernel).
+fn set_buffer(fd: RawFd, force: libc::c_int, plain: libc::c_int, size: usize) -> io::Result<()> {
+    let size = libc::c_int::try_from(size).unwrap_or(libc::c_int::MAX);
+    if setsockopt_int(fd, libc::SOL_SOCKET, force, size).is_ok() {
+        return Ok(());
+    }
+    setsockopt_int(fd, libc::SOL_SOCKET, plain, size)
+}
+
+/// The UDP_GRO cmsg (an int) of a received message.
+fn gro_segment_size(hdr: &libc::msghdr) -> Option<u16> {
+    // SAFETY: after recvmmsg, msg_control/msg_controllen describe the control
+    // messages the kernel wrote into this message's cmsg buffer; the CMSG
+    // macros stay within msg_controllen.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == libc::UDP_GRO {
+                let size = ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
+                return u16::try_from(size).ok();
+            }
+            cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
+        }
+    }
+    None
+}
+
+/// Writes `addr` as sockaddr_in/sockaddr_in6 into `storage`; returns its length.
+fn write_sockaddr(addr: &SocketAddr, storage: &mut libc::sockaddr_storage) -> libc::socklen_t {
+    match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            unsafe { ptr::write((storage as *mut libc::sockaddr_storage).cast(), sin) };
+            mem::size_of::<libc::sockaddr_in>() as libc::socklen_t
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo().to_be(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            unsafe { ptr::write((storage as *mut libc::sockaddr_storage).cast(), sin6) };
+            mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t
+        }
+    }
+}
+
+/// The socket address in `storage`, by its family.
+fn read_sockaddr(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match libc::c_int::from(storage.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in, and
+            // sockaddr_storage is larger than and aligned for it.
+            let sin =
+                unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes()),
+                u16::from_be(sin.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6, and
+            // sockaddr_storage is larger than and aligned for it.
+            let sin6 = unsafe {
+                &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+            };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
+                u16::from_be(sin6.sin6_port),
+                u32::from_be(sin6.sin6_flowinfo),
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
