@@ -280,7 +280,7 @@ pub fn segment(pool: &mut Pool, id: PacketId, out: &mut PacketVector) -> Result<
     let payload = data.len() - lay.l4 - lay.th;
     let seg = gso.segment_size as usize;
     if payload > seg {
-        return emit(pool, id, out, lay, seg, false);
+        return emit(pool, id, out, lay, seg, Pieces::Compute);
     }
     if out.is_full() {
         return Err(DropReason::TooBig);
@@ -363,17 +363,31 @@ fn push(pool: &mut Pool, out: &mut PacketVector, id: PacketId) {
     }
 }
 
+/// What the pieces [`emit`] cuts get as transport checksum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pieces {
+    /// Each its own, computed.
+    Compute,
+    /// None (a UDP train whose template's checksum is 0).
+    Zero,
+    /// The template's field, unchanged, and `meta.csum = Verified`: a
+    /// train the kernel received with `UDP_GRO` after verifying every
+    /// datagram. Its checksum field means nothing (the socket does not
+    /// give the sender's); nobody reads it again.
+    Trusted,
+}
+
 /// Cuts the payload after `lay`'s headers in `id` into pieces of `seg`
 /// bytes (the last shorter), each a new packet with the headers of `id`
-/// fixed up, pushed to `out`; frees `id`. `keep_zero` writes no checksum
-/// (a train whose template says "none").
+/// fixed up, pushed to `out`; frees `id`. `checksums` says what each
+/// piece's transport checksum becomes.
 fn emit(
     pool: &mut Pool,
     id: PacketId,
     out: &mut PacketVector,
     lay: Layout,
     seg: usize,
-    keep_zero: bool,
+    checksums: Pieces,
 ) -> Result<usize, DropReason> {
     let hdr = lay.l4 + lay.th;
     let payload = pool.data(id).len() - hdr;
@@ -407,10 +421,10 @@ fn emit(
     } else {
         (0, TcpFlags::empty())
     };
-    let csum = if keep_zero {
-        ChecksumState::Zero
-    } else {
-        ChecksumState::None
+    let csum = match checksums {
+        Pieces::Compute => ChecksumState::None,
+        Pieces::Zero => ChecksumState::Zero,
+        Pieces::Trusted => ChecksumState::Verified,
     };
 
     for (i, s) in ids[..n].iter().flatten().copied().enumerate() {
@@ -438,7 +452,7 @@ fn emit(
             } else {
                 udp::Packet::new_unchecked(transport).set_len((len - lay.l4) as u16);
             }
-            if !keep_zero {
+            if checksums == Pieces::Compute {
                 fill_transport_checksum(buf, &lay, len);
             }
         }
@@ -567,6 +581,9 @@ pub fn build_udp_train(pool: &mut Pool, ids: &[PacketId]) -> Result<PacketId, Dr
 /// of 0 if the template's is 0 (`meta.csum = Zero`), else the complete
 /// correct one (`meta.csum = None`). This is what the kernel's
 /// `__udp_gso_segment` does for a socket, and what a pcap writer needs.
+/// A train marked `Verified` (received with `UDP_GRO`: the kernel checked
+/// every datagram) is cut without reading the payload for checksums: each
+/// datagram keeps the template's checksum field and is marked `Verified`.
 ///
 /// Errors, with `id` untouched: `Malformed` (no `Gso { kind: Udp }` or a
 /// zero segment size), `BadLength` (the template's UDP payload is not one
@@ -597,7 +614,14 @@ pub fn split_udp_train(
             return Err(DropReason::Unsupported);
         }
     }
-    emit(pool, id, out, lay, seg, zero)
+    let checksums = if zero {
+        Pieces::Zero
+    } else if pool.meta(id).csum == ChecksumState::Verified {
+        Pieces::Trusted
+    } else {
+        Pieces::Compute
+    };
+    emit(pool, id, out, lay, seg, checksums)
 }
 
 /// Packet builders for the GSO and GRO tests, written byte by byte with
@@ -1240,6 +1264,34 @@ mod tests {
         assert_eq!(out_bytes(&pool, &out), dgrams);
         assert_eq!(pool.available(), 16 - 3);
         let _ = udp_ip;
+    }
+
+    /// A train the kernel verified (UDP_GRO) is cut without computing
+    /// checksums: each datagram keeps the template's field and is Verified.
+    #[test]
+    fn trusted_udp_train_split_keeps_checksums_unread() {
+        let mut pool = Pool::new(16, ROOM);
+        let dgrams = testpkt::udp_train(&Ip::v6(), 4789, 4789, &[400, 400, 7], Csum::Full, 5);
+        let ids: Vec<_> = dgrams
+            .iter()
+            .map(|d| testpkt::load(&mut pool, d, testpkt::meta_of(d, ChecksumState::None)))
+            .collect();
+        let train = build_udp_train(&mut pool, &ids).unwrap();
+        // As a socket hands it over: the template's checksum field is a
+        // placeholder, not the first datagram's.
+        pool.data_mut(train)[40 + 6..40 + 8].copy_from_slice(&[0xab, 0xcd]);
+        pool.meta_mut(train).csum = ChecksumState::Verified;
+        let mut out = PacketVector::new();
+        assert_eq!(split_udp_train(&mut pool, train, &mut out), Ok(3));
+        for (k, &id) in out.as_slice().iter().enumerate() {
+            let d = pool.data(id);
+            assert_eq!(d.len(), dgrams[k].len());
+            assert_eq!(&d[48..], &dgrams[k][48..], "payload {k}");
+            assert_eq!(&d[4..6], &dgrams[k][4..6], "IPv6 payload length {k}");
+            assert_eq!(&d[44..46], &dgrams[k][44..46], "UDP length {k}");
+            assert_eq!(&d[46..48], &[0xab, 0xcd], "checksum left as given {k}");
+            assert_eq!(pool.meta(id).csum, ChecksumState::Verified);
+        }
     }
 
     #[test]

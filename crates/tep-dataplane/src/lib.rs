@@ -26,5 +26,6 @@ pub mod node;
 pub mod pipeline;
 pub mod tunnel;
 pub mod vector;
+pub mod vnet;
 
 pub use kind::TunnelKind;

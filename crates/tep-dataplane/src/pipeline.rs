@@ -35,6 +35,13 @@ pub struct PipelineOptions {
     /// a super-packet) to the sink as one UDP GSO train (`meta.gso` =
     /// `Udp`), for a socket that sends them with `UDP_SEGMENT`.
     pub udp_trains: bool,
+    /// The outer IP and UDP headers are written by a kernel UDP socket
+    /// (host mode): the encap path leaves the outer UDP checksum to the
+    /// socket (the kernel computes it, offloaded to the device where it
+    /// can) instead of computing one that is thrown away. `zero` is the
+    /// socket's option; `remote` still leaves the inner checksum to the
+    /// receiver.
+    pub outer_by_socket: bool,
 }
 
 impl Default for PipelineOptions {
@@ -44,6 +51,7 @@ impl Default for PipelineOptions {
             inner_link: InnerLink::Ip,
             gro: false,
             udp_trains: false,
+            outer_by_socket: false,
         }
     }
 }
@@ -60,7 +68,8 @@ pub struct Counters {
     pub encap_out: u64,
     /// Extra packets GSO made (segments minus super-packets).
     pub segments_added: u64,
-    /// Outer packets given to `decap`.
+    /// Outer packets given to `decap` (a UDP GRO train counts as the
+    /// datagrams it holds once split).
     pub decap_in: u64,
     /// Inner packets handed to the sink.
     pub decap_out: u64,
@@ -88,6 +97,7 @@ struct Nodes {
     output: NodeIndex,
     gro: NodeIndex,
     train: NodeIndex,
+    split: NodeIndex,
 }
 
 const ENCAP_NAMES: [&str; 8] = [
@@ -154,6 +164,7 @@ impl<C: Clock> Pipeline<C> {
             output: runtime.register("decap-output"),
             gro: runtime.register("gro"),
             train: runtime.register("udp-train"),
+            split: runtime.register("udp-train-split"),
         };
         Pipeline {
             table: TunnelTable::new(config),
@@ -321,16 +332,75 @@ impl<C: Clock> Pipeline<C> {
         runtime.run(nodes.ip_udp_encap, v.len(), |s| {
             encap::ip_udp_encap(s, pool, v, table, tx)
         });
-        runtime.run(nodes.udp_checksum, v.len(), |_| {
-            encap::udp_checksum(pool, v, table)
-        });
+        if !options.outer_by_socket {
+            runtime.run(nodes.udp_checksum, v.len(), |_| {
+                encap::udp_checksum(pool, v, table)
+            });
+        }
     }
 
     /// Decapsulates a vector of outer packets (IP header at offset 0).
     /// Inner packets go to `sink` with [`Output::Inner`], replies with
     /// [`Output::Reply`]; the sink takes their buffers. `now_ns` (any
     /// monotonic nanoseconds) paces generated packets.
+    ///
+    /// An input marked `gso = Udp` is a UDP GRO train (as a socket with
+    /// `UDP_GRO` hands it over: the outer headers of its first datagram
+    /// and the payloads of all): node `udp-train-split` cuts it into its
+    /// datagrams first, without reading the payload when the train is
+    /// marked `Verified`.
     pub fn decap(
+        &mut self,
+        pool: &mut Pool,
+        input: &mut PacketVector,
+        now_ns: u64,
+        sink: &mut dyn FnMut(Output, &mut Pool, &mut PacketVector),
+    ) {
+        if input
+            .as_slice()
+            .iter()
+            .all(|&id| pool.meta(id).gso.is_none())
+        {
+            self.decap_vector(pool, input, now_ns, sink);
+            return;
+        }
+        let mut work = self
+            .work
+            .take()
+            .unwrap_or_else(|| Box::new(PacketVector::new()));
+        for &id in input.as_slice() {
+            let need = match pool.meta(id).gso {
+                None => 1,
+                Some(g) => {
+                    let hdr = usize::from(pool.meta(id).l4) + 8;
+                    (pool.data(id).len().saturating_sub(hdr))
+                        .div_ceil(usize::from(g.segment_size).max(1))
+                        .clamp(1, VECTOR_SIZE)
+                }
+            };
+            if work.len() + need > VECTOR_SIZE {
+                self.decap_vector(pool, &mut work, now_ns, sink);
+            }
+            if pool.meta(id).gso.is_none() {
+                let _ = work.push(id);
+                continue;
+            }
+            let counters = &mut self.counters;
+            self.runtime.run(self.nodes.split, 1, |s| {
+                if let Err(r) = gso::split_udp_train(pool, id, &mut work) {
+                    // Counted in: the train is one dropped packet.
+                    counters.decap_in += 1;
+                    s.drop(r);
+                    pool.free(id);
+                }
+            });
+        }
+        input.clear();
+        self.decap_vector(pool, &mut work, now_ns, sink);
+        self.work = Some(work);
+    }
+
+    fn decap_vector(
         &mut self,
         pool: &mut Pool,
         input: &mut PacketVector,
@@ -468,7 +538,7 @@ fn make_trains(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::buffer::{GsoKind, SUPER_PACKET_ROOM};
+    use crate::buffer::{ChecksumState, GsoKind, SUPER_PACKET_ROOM};
     use crate::clock::ManualClock;
     use crate::config::{ChecksumMode, TunnelConfig};
     use crate::gso::testpkt::{payload, super_meta, tcp, Csum, Ip, Tcp};
@@ -608,5 +678,74 @@ mod tests {
         split.retain(|p| p != b"end of train");
         assert_eq!(split, runs[0]);
         assert_eq!(pool.available(), pool.capacity());
+    }
+
+    /// Host mode: the encap path leaves the outer UDP checksum to the
+    /// socket and hands UDP GSO trains over; the peer's socket verifies
+    /// and coalesces them (UDP_GRO), and the decap path splits the
+    /// Verified trains without reading payload for checksums, then GRO
+    /// rebuilds the sender's super-packet byte for byte.
+    #[test]
+    fn host_mode_trains_split_on_decap_and_coalesce_back() {
+        for mode in [ChecksumMode::Offload, ChecksumMode::Full] {
+            let (ca, cb) = gtpu_pair(mode);
+            let host = PipelineOptions {
+                udp_trains: true,
+                outer_by_socket: true,
+                gro: true,
+                ..PipelineOptions::default()
+            };
+            let mut a = Pipeline::new(&ca, ManualClock::default(), host);
+            let mut b = Pipeline::new(&cb, ManualClock::default(), host);
+            let mut pool = Pool::new(256, SUPER_PACKET_ROOM + 8192);
+            let mss = 1448;
+            let bytes = tcp(
+                &Ip::v4(),
+                &Tcp::new(),
+                &payload(0, 45 * mss, 3),
+                Csum::Partial,
+            );
+            let meta = super_meta(&bytes, GsoKind::Tcp4, mss as u16);
+            let id = pool.alloc().unwrap();
+            assert!(pool.fill(id, &bytes));
+            *pool.meta_mut(id) = meta;
+            let mut v = PacketVector::new();
+            v.push(id).unwrap();
+            let mut wire = PacketVector::new();
+            a.encap(&mut pool, &mut v, &mut |pool, out| {
+                for &id in out.as_slice() {
+                    // What the receiving socket reports: verified by the kernel.
+                    pool.meta_mut(id).csum = ChecksumState::Verified;
+                    wire.push(id).unwrap();
+                }
+            });
+            assert_eq!(wire.len(), 2, "{mode}: two trains");
+            let names: Vec<_> = a
+                .runtime()
+                .nodes()
+                .iter()
+                .map(|n| (n.name, n.packets))
+                .collect();
+            assert!(
+                names.contains(&("udp-checksum", 0)),
+                "{mode}: no software outer checksum: {}",
+                a.runtime().report()
+            );
+            let mut got = Vec::new();
+            b.decap(&mut pool, &mut wire, 0, &mut |o, pool, out| {
+                assert_eq!(o, Output::Inner);
+                for &id in out.as_slice() {
+                    got.push((pool.data(id).to_vec(), pool.meta(id).gso));
+                    pool.free(id);
+                }
+            });
+            assert_eq!(got.len(), 1, "{mode}: {}", b.runtime().report());
+            assert_eq!(got[0].0, bytes, "{mode}: byte for byte");
+            assert_eq!(got[0].1, meta.gso);
+            let c = b.counters();
+            assert_eq!((c.decap_in, c.decap_out, c.coalesced), (45, 1, 44));
+            assert_eq!(a.drops_total() + b.drops_total(), 0);
+            assert_eq!(pool.available(), pool.capacity());
+        }
     }
 }

@@ -268,6 +268,7 @@ pub const ENCAP_NODES: &[&str] = &[
 
 /// Nodes of the receive path (and every `-decap` name).
 pub const DECAP_NODES: &[&str] = &[
+    "udp-train-split",
     "ip-input",
     "udp-input",
     "udp-checksum-verify",
