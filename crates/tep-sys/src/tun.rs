@@ -184,6 +184,7 @@ impl Tun {
                 "tun: queues must be at least 1",
             ));
         }
+        ifreq(&opts.name)?; // a bad name fails before any device exists
         let mut flags = libc::IFF_NO_PI
             | match opts.kind {
                 DeviceKind::Tun => libc::IFF_TUN,

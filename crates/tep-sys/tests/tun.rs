@@ -1,0 +1,286 @@
+//! TUN/TAP devices in a private network namespace (root only).
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
+use std::os::fd::AsRawFd;
+
+use common::{deadline, icmp_echo_request, in_netns, is_echo_reply, wait_readable};
+use tep_sys::{DeviceKind, Offloads, Tun, TunOptions, TunQueue};
+
+/// Reads packets from `queues` until `wanted` accepts one (others, e.g. IPv6
+/// router solicitations, are logged and skipped); returns the vnet header,
+/// the packet and the index of the queue it came from.
+fn read_until(
+    queues: &[&TunQueue],
+    what: &str,
+    wanted: impl Fn(&[u8]) -> bool,
+) -> ([u8; 10], Vec<u8>, usize) {
+    let fds: Vec<_> = queues.iter().map(|q| q.as_raw_fd()).collect();
+    let end = deadline(1500);
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let Some(i) = wait_readable(&fds, end) else {
+            panic!("no {what} within the deadline");
+        };
+        let mut hdr = [0xaau8; 10];
+        match queues[i].read_packet(&mut hdr, &mut buf) {
+            Ok(n) => {
+                let pkt = &buf[..n];
+                if wanted(pkt) {
+                    return (hdr, pkt.to_vec(), i);
+                }
+                eprintln!(
+                    "skipping a {n}-byte packet while waiting for {what}: {:02x?}",
+                    &pkt[..n.min(24)]
+                );
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("read_packet: {e}"),
+        }
+    }
+}
+
+fn vnet_u16(hdr: &[u8; 10], at: usize) -> u16 {
+    u16::from_le_bytes([hdr[at], hdr[at + 1]])
+}
+
+#[test]
+fn tun_vnet_hdr_offloads_config_and_packets() {
+    if !tep_sys::netns::is_root() {
+        eprintln!(
+            "SKIPPED tun_vnet_hdr_offloads_config_and_packets: needs root (CI runs it as root)"
+        );
+        return;
+    }
+    in_netns(|| {
+        let mut tun = Tun::open(&TunOptions {
+            name: "teptun0".into(),
+            kind: DeviceKind::Tun,
+            queues: 1,
+            vnet_hdr: true,
+            offloads: Offloads::all(),
+        })
+        .unwrap();
+        assert_eq!(tun.name(), "teptun0");
+        assert_eq!(tun.kind(), DeviceKind::Tun);
+        assert_eq!(tun.queues(), 1);
+        assert!(tun.ifindex() > 1, "ifindex {}", tun.ifindex()); // 1 is lo
+        let off = tun.offloads();
+        eprintln!("tun offloads asked: {}, in effect: {off}", Offloads::all());
+        assert!(off.csum && off.tso4 && off.tso6 && off.tso_ecn, "{off}");
+        // USO4/USO6 exist since Linux 6.2; the kernel takes them only as a pair.
+        assert_eq!(off.uso4, off.uso6, "{off}");
+
+        tun.set_mtu(1400).unwrap();
+        assert_eq!(tun.mtu().unwrap(), 1400);
+        tun.set_mtu(1500).unwrap();
+        assert_eq!(tun.mtu().unwrap(), 1500);
+        tun.set_txqueuelen(2000).unwrap();
+        tun.add_address(IpAddr::V4(Ipv4Addr::new(10, 99, 0, 1)), 24)
+            .unwrap();
+        tun.add_address(IpAddr::V4(Ipv4Addr::new(10, 99, 0, 1)), 24)
+            .unwrap();
+        let v6: Ipv6Addr = "fd00:99::1".parse().unwrap();
+        tun.add_address(IpAddr::V6(v6), 64).unwrap();
+        tun.add_address(IpAddr::V6(v6), 64).unwrap(); // EEXIST is fine
+        assert!(tun
+            .add_address(IpAddr::V4(Ipv4Addr::new(10, 99, 0, 1)), 33)
+            .is_err());
+        tun.set_up().unwrap();
+
+        let queues = tun.take_queues();
+        assert_eq!(queues.len(), 1);
+        assert!(tun.take_queues().is_empty());
+        assert_eq!(tun.queues(), 1);
+        let q = &queues[0];
+        assert!(q.has_vnet_hdr());
+
+        // A UDP datagram routed into the TUN: the kernel leaves its checksum
+        // partial (TUN_F_CSUM) and says where it goes in the vnet header.
+        let sock = UdpSocket::bind("0.0.0.0:0").unwrap();
+        let payload = b"hello from the tep-sys test";
+        sock.send_to(payload, "10.99.0.2:9").unwrap();
+        let (hdr, pkt, _) = read_until(&[q], "the IPv4 UDP datagram", |p| {
+            p.len() >= 28 && p[0] == 0x45 && p[9] == 17 && p[16..20] == [10, 99, 0, 2]
+        });
+        assert_eq!(pkt.len(), 28 + payload.len());
+        assert_eq!(&pkt[12..16], &[10, 99, 0, 1]);
+        assert_eq!(u16::from_be_bytes([pkt[22], pkt[23]]), 9);
+        assert_eq!(&pkt[28..], payload);
+        eprintln!("vnet header of the UDP/IPv4 datagram: {hdr:02x?}");
+        assert_eq!(hdr[0] & 1, 1, "VIRTIO_NET_HDR_F_NEEDS_CSUM");
+        assert_eq!(hdr[1], 0, "gso_type NONE");
+        assert_eq!(vnet_u16(&hdr, 6), 20, "csum_start");
+        assert_eq!(vnet_u16(&hdr, 8), 6, "csum_offset");
+
+        // The same over IPv6 (no DAD on a TUN: IFF_NOARP, so the address is usable at once).
+        let sock6 = UdpSocket::bind("[::]:0").unwrap();
+        sock6.send_to(payload, "[fd00:99::2]:9").unwrap();
+        let dst6 = "fd00:99::2".parse::<Ipv6Addr>().unwrap().octets();
+        let (hdr, pkt, _) = read_until(&[q], "the IPv6 UDP datagram", |p| {
+            p.len() >= 48 && p[0] >> 4 == 6 && p[6] == 17 && p[24..40] == dst6
+        });
+        assert_eq!(&pkt[48..], payload);
+        eprintln!("vnet header of the UDP/IPv6 datagram: {hdr:02x?}");
+        assert_eq!(hdr[0] & 1, 1, "VIRTIO_NET_HDR_F_NEEDS_CSUM");
+        assert_eq!(vnet_u16(&hdr, 6), 40, "csum_start");
+        assert_eq!(vnet_u16(&hdr, 8), 6, "csum_offset");
+
+        // An echo request for the TUN's own address, written into the TUN,
+        // comes back as an echo reply.
+        let (me, peer) = ([10, 99, 0, 1], [10, 99, 0, 2]);
+        let ping = icmp_echo_request(peer, me, 0x7e9, 1, b"tep-sys ping");
+        assert_eq!(q.write_packet(&[0; 10], &ping).unwrap(), ping.len());
+        let (hdr, reply, _) = read_until(&[q], "the echo reply", |p| {
+            is_echo_reply(p, peer, me, 0x7e9, 1, b"tep-sys ping")
+        });
+        eprintln!("vnet header of the echo reply: {hdr:02x?}");
+        assert_eq!(common::checksum(&reply[..20]), 0, "IPv4 header checksum");
+        if hdr[0] & 1 == 0 {
+            assert_eq!(common::checksum(&reply[20..]), 0, "ICMP checksum");
+        }
+
+        // Nothing else queued up: WouldBlock, not a hang.
+        let mut buf = [0u8; 2048];
+        let mut hdr = [0u8; 10];
+        loop {
+            match q.read_packet(&mut hdr, &mut buf) {
+                Ok(_) => continue, // stray IPv6 control traffic
+                Err(e) => {
+                    assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+                    break;
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn tap_reads_the_arp_request() {
+    if !tep_sys::netns::is_root() {
+        eprintln!("SKIPPED tap_reads_the_arp_request: needs root (CI runs it as root)");
+        return;
+    }
+    in_netns(|| {
+        let mut tap = Tun::open(&TunOptions {
+            name: "teptap0".into(),
+            kind: DeviceKind::Tap,
+            queues: 1,
+            vnet_hdr: false,
+            offloads: Offloads::all(),
+        })
+        .unwrap();
+        assert_eq!(tap.name(), "teptap0");
+        assert_eq!(tap.kind(), DeviceKind::Tap);
+        assert_eq!(
+            tap.offloads(),
+            Offloads::none(),
+            "no offloads without vnet_hdr"
+        );
+        tap.add_address(IpAddr::V4(Ipv4Addr::new(10, 98, 0, 1)), 24)
+            .unwrap();
+        tap.set_up().unwrap();
+        let queues = tap.take_queues();
+        let q = &queues[0];
+        assert!(!q.has_vnet_hdr());
+
+        let sock = UdpSocket::bind("0.0.0.0:0").unwrap();
+        sock.send_to(b"x", "10.98.0.2:9").unwrap();
+        let (hdr, frame, _) = read_until(&[q], "the ARP request", |f| {
+            f.len() >= 42 && f[12..14] == [0x08, 0x06] && f[14 + 24..14 + 28] == [10, 98, 0, 2]
+        });
+        assert_eq!(hdr, [0; 10], "zero-filled without vnet_hdr");
+        assert_eq!(&frame[0..6], &[0xff; 6], "broadcast");
+        assert_eq!(&frame[14 + 6..14 + 8], &[0, 1], "ARP request");
+        assert_eq!(&frame[14 + 14..14 + 18], &[10, 98, 0, 1], "sender IP");
+        assert_eq!(
+            &frame[6..12],
+            &frame[14 + 8..14 + 14],
+            "sender MAC = source MAC"
+        );
+    });
+}
+
+#[test]
+fn multi_queue_tun_has_one_fd_per_queue() {
+    if !tep_sys::netns::is_root() {
+        eprintln!("SKIPPED multi_queue_tun_has_one_fd_per_queue: needs root (CI runs it as root)");
+        return;
+    }
+    in_netns(|| {
+        let mut tun = Tun::open(&TunOptions {
+            name: "tepmq%d".into(),
+            kind: DeviceKind::Tun,
+            queues: 2,
+            vnet_hdr: true,
+            offloads: Offloads::none(),
+        })
+        .unwrap();
+        assert_eq!(tun.name(), "tepmq0", "the kernel fills the pattern");
+        assert_eq!(tun.queues(), 2);
+        assert_eq!(tun.offloads(), Offloads::none());
+        tun.add_address(IpAddr::V4(Ipv4Addr::new(10, 97, 0, 1)), 24)
+            .unwrap();
+        tun.set_up().unwrap();
+        let queues = tun.take_queues();
+        assert_eq!(queues.len(), 2);
+        assert_ne!(queues[0].as_raw_fd(), queues[1].as_raw_fd());
+        let refs: Vec<&TunQueue> = queues.iter().collect();
+
+        // Either queue takes packets in; the reply comes out of one of them.
+        let (me, peer) = ([10, 97, 0, 1], [10, 97, 0, 2]);
+        for (seq, q) in queues.iter().enumerate() {
+            let seq = seq as u16;
+            let ping = icmp_echo_request(peer, me, 0x3131, seq, b"multi-queue");
+            assert_eq!(q.write_packet(&[0; 10], &ping).unwrap(), ping.len());
+            let (_, _, from) = read_until(&refs, "the echo reply", |p| {
+                is_echo_reply(p, peer, me, 0x3131, seq, b"multi-queue")
+            });
+            eprintln!("echo request written to queue {seq}, reply read from queue {from}");
+        }
+    });
+}
+
+#[test]
+fn bad_options_are_refused_before_opening() {
+    let opts = |name: &str, queues| TunOptions {
+        name: name.into(),
+        kind: DeviceKind::Tun,
+        queues,
+        vnet_hdr: false,
+        offloads: Offloads::none(),
+    };
+    for (name, queues) in [("a-name-that-is-too-long", 1), ("", 1), ("ok", 0)] {
+        let e = Tun::open(&opts(name, queues)).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            std::io::ErrorKind::InvalidInput,
+            "{name:?}/{queues}: {e}"
+        );
+    }
+}
+
+#[test]
+fn offloads_display_and_flags() {
+    assert_eq!(Offloads::none().to_string(), "none");
+    assert_eq!(
+        Offloads::all().to_string(),
+        "csum tso4 tso6 tso_ecn uso4 uso6"
+    );
+    assert_eq!(
+        Offloads::from_flags(Offloads::all().to_flags()),
+        Offloads::all()
+    );
+    let no_csum = Offloads {
+        csum: false,
+        ..Offloads::all()
+    };
+    assert_eq!(no_csum.to_flags(), 0, "everything needs csum");
+    let ecn_only = Offloads {
+        csum: true,
+        tso_ecn: true,
+        ..Offloads::none()
+    };
+    assert_eq!(ecn_only.to_flags(), 1, "tso_ecn needs TSO");
+}
