@@ -4,6 +4,8 @@
 //! TOML and every validation rule live in [`parse`](Config::parse); a bad
 //! config is an error that names the field (`tunnel[1] "gtp-a": vni: ...`).
 
+pub use crate::host_config::HostConfig;
+use crate::host_config::RawHost;
 use crate::kind::TunnelKind;
 use core::fmt;
 use core::net::IpAddr;
@@ -218,6 +220,8 @@ pub struct Config {
     pub dataplane: DataplaneConfig,
     /// `[[tunnel]]`, in file order (the tunnel index is the position).
     pub tunnels: Vec<TunnelConfig>,
+    /// `[host]`: devices, queues and listeners of `tep run`.
+    pub host: HostConfig,
 }
 
 /// A configuration error, naming the field it is about.
@@ -287,6 +291,25 @@ impl FromStr for IpPrefix {
     /// zero: a typo like `10.1.2.3/16` is refused with the corrected prefix
     /// rather than silently masked.
     fn from_str(s: &str) -> Result<IpPrefix, String> {
+        let prefix = IpPrefix::parse_address(s)?;
+        let network = prefix.network();
+        if network != prefix.addr {
+            return Err(format!(
+                "{s} has host bits set; did you mean {}?",
+                IpPrefix {
+                    addr: network,
+                    len: prefix.len
+                }
+            ));
+        }
+        Ok(prefix)
+    }
+}
+
+impl IpPrefix {
+    /// `addr/len` of an interface address, host bits kept
+    /// (`10.0.0.1/24`); a bare address means /32 or /128.
+    pub fn parse_address(s: &str) -> Result<IpPrefix, String> {
         let (addr_text, len_text) = match s.split_once('/') {
             Some((a, l)) => (a, Some(l)),
             None => (s, None),
@@ -317,15 +340,7 @@ impl FromStr for IpPrefix {
                 len as u8
             }
         };
-        let prefix = IpPrefix { addr, len };
-        let network = prefix.network();
-        if network != addr {
-            return Err(format!(
-                "{s} has host bits set; did you mean {}?",
-                IpPrefix { addr: network, len }
-            ));
-        }
-        Ok(prefix)
+        Ok(IpPrefix { addr, len })
     }
 }
 
@@ -370,7 +385,12 @@ impl Config {
             t.check(index)?;
             tunnels.push(t);
         }
-        let config = Config { dataplane, tunnels };
+        let host = raw.host.unwrap_or_default().validate()?;
+        let config = Config {
+            dataplane,
+            tunnels,
+            host,
+        };
         config.check_together()?;
         Ok(config)
     }
@@ -872,6 +892,7 @@ impl<'de> Visitor<'de> for IntOrNameVisitor {
 #[serde(deny_unknown_fields)]
 struct RawFile {
     dataplane: Option<RawDataplane>,
+    host: Option<RawHost>,
     #[serde(default)]
     tunnel: Vec<RawTunnel>,
 }
@@ -1201,6 +1222,7 @@ type LooseTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 #[derive(Deserialize)]
 struct LooseFile {
     dataplane: Option<LooseTable>,
+    host: Option<LooseTable>,
     tunnel: Option<Vec<LooseTable>>,
 }
 
@@ -1246,6 +1268,9 @@ fn locate(text: &str, span: core::ops::Range<usize>) -> Option<String> {
         if let Some(key) = loose.dataplane.as_ref().and_then(|t| find_key(t, &span)) {
             return Some(format!("dataplane.{key}"));
         }
+        if let Some(key) = loose.host.as_ref().and_then(|t| find_key(t, &span)) {
+            return Some(format!("host.{key}"));
+        }
         for (i, t) in loose.tunnel.iter().flatten().enumerate() {
             if let Some(key) = find_key(t, &span) {
                 let name = t
@@ -1268,6 +1293,7 @@ fn tidy_toml_message(m: &str) -> String {
             "expected struct RawDataplane",
             "expected a [dataplane] table",
         )
+        .replace("expected struct RawHost", "expected a [host] table")
         .replace("expected struct RawFile", "expected a table")
 }
 
@@ -1365,7 +1391,7 @@ mod tests {
         assert_eq!(e.field, "tunnels");
         assert_eq!(
             e.message,
-            "unknown field `tunnels`, expected `dataplane` or `tunnel` (line 1)"
+            "unknown field `tunnels`, expected one of `dataplane`, `host`, `tunnel` (line 1)"
         );
         let e = err("tunnel = 5\n");
         assert_eq!(
@@ -2275,8 +2301,8 @@ mod tests {
         let r = v4([192, 0, 2, 2]);
         let mut t = TunnelConfig::new("t", TunnelKind::Gue, l, r);
         let good = Config {
-            dataplane: DataplaneConfig::default(),
             tunnels: vec![t.clone()],
+            ..Config::default()
         };
         assert_eq!(good.validate(), Ok(()));
         t.inner_prefixes = vec![IpPrefix {
@@ -2284,8 +2310,8 @@ mod tests {
             len: 16,
         }];
         let c = Config {
-            dataplane: DataplaneConfig::default(),
             tunnels: vec![t.clone()],
+            ..Config::default()
         };
         assert_eq!(
             c.validate().unwrap_err().to_string(),
@@ -2294,30 +2320,30 @@ mod tests {
         let mut bad = TunnelConfig::new("v", TunnelKind::Vxlan, l, r);
         bad.vni = 1 << 24;
         let c = Config {
-            dataplane: DataplaneConfig::default(),
             tunnels: vec![bad],
+            ..Config::default()
         };
         assert_eq!(c.validate().unwrap_err().field, "tunnel[0] \"v\".vni");
         let mut bad = TunnelConfig::new("g", TunnelKind::Gtpu, l, r);
         bad.key = Some(1);
         let c = Config {
-            dataplane: DataplaneConfig::default(),
             tunnels: vec![bad],
+            ..Config::default()
         };
         assert_eq!(c.validate().unwrap_err().field, "tunnel[0] \"g\".key");
         let mut bad = TunnelConfig::new("z", TunnelKind::Gue, v6("2001:db8::1"), v6("2001:db8::2"));
         bad.checksum = ChecksumMode::Zero;
         let c = Config {
-            dataplane: DataplaneConfig::default(),
             tunnels: vec![bad],
+            ..Config::default()
         };
         assert_eq!(c.validate().unwrap_err().field, "tunnel[0] \"z\".checksum");
         let t = TunnelConfig::new("t", TunnelKind::Gue, l, r);
         let mut t2 = t.clone();
         t2.local_port = 1;
         let two = Config {
-            dataplane: DataplaneConfig::default(),
             tunnels: vec![t, t2],
+            ..Config::default()
         };
         assert_eq!(two.validate().unwrap_err().field, "tunnel[1].name");
     }

@@ -21,6 +21,7 @@ pub mod drop;
 pub mod encap;
 pub mod gro;
 pub mod gso;
+pub mod host_config;
 pub mod kind;
 pub mod node;
 pub mod pipeline;

@@ -1,0 +1,268 @@
+//! The `[host]` section of `tep.toml`: what `tep run` needs beyond the
+//! tunnels — the TUN/TAP devices and their addresses, MTU, queues,
+//! offloads, and where the control socket and metrics listen.
+//!
+//! Pure data like the rest of the config: the daemon acts on it.
+
+use crate::config::{ConfigError, IpPrefix};
+use core::net::SocketAddr;
+use serde::Deserialize;
+
+/// `[host]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostConfig {
+    /// The TUN device for L3 tunnels (GUE, FOU, GRE-in-UDP, GTP-U).
+    pub tun: String,
+    /// The TAP device for L2 tunnels (VXLAN, Geneve).
+    pub tap: String,
+    /// Addresses given to the TUN.
+    pub tun_addresses: Vec<IpPrefix>,
+    /// Addresses given to the TAP.
+    pub tap_addresses: Vec<IpPrefix>,
+    /// The TUN/TAP MTU; `None`: the underlay MTU minus the largest
+    /// encapsulation overhead of the tunnels on the device.
+    pub mtu: Option<u32>,
+    /// The MTU of the underlay path.
+    pub underlay_mtu: u32,
+    /// Queues: one worker thread, one TUN/TAP queue and one socket per
+    /// local address for each.
+    pub queues: usize,
+    /// The CPU of each worker, in order (fewer than `queues`: the rest
+    /// float).
+    pub cpus: Vec<usize>,
+    /// Checksum and segmentation offloads on the TUN/TAP (virtio-net
+    /// header) and the UDP sockets (UDP_SEGMENT, UDP_GRO).
+    pub offloads: bool,
+    /// Prometheus metrics listen address; `None`: off.
+    pub metrics: Option<SocketAddr>,
+    /// The control socket (`tep show`, `tep reload`, `tep trace`).
+    pub control: String,
+}
+
+/// The default control socket path.
+pub const DEFAULT_CONTROL: &str = "/run/tep.sock";
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            tun: "tep0".to_string(),
+            tap: "tep1".to_string(),
+            tun_addresses: Vec::new(),
+            tap_addresses: Vec::new(),
+            mtu: None,
+            underlay_mtu: 1500,
+            queues: 1,
+            cpus: Vec::new(),
+            offloads: true,
+            metrics: None,
+            control: DEFAULT_CONTROL.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHost {
+    tun: Option<String>,
+    tap: Option<String>,
+    tun_addresses: Option<Vec<String>>,
+    tap_addresses: Option<Vec<String>>,
+    mtu: Option<i64>,
+    underlay_mtu: Option<i64>,
+    queues: Option<i64>,
+    cpus: Option<Vec<i64>>,
+    offloads: Option<bool>,
+    metrics: Option<String>,
+    control: Option<String>,
+}
+
+fn err(field: &str, message: String) -> ConfigError {
+    ConfigError {
+        field: format!("host.{field}"),
+        message,
+    }
+}
+
+/// Linux interface names: 1..=15 bytes, no '/', no whitespace, not "." or "..".
+fn device_name(field: &str, v: Option<String>, default: &str) -> Result<String, ConfigError> {
+    let Some(name) = v else {
+        return Ok(default.to_string());
+    };
+    let ok = (1..=15).contains(&name.len())
+        && name != "."
+        && name != ".."
+        && !name.contains('/')
+        && !name.contains(':')
+        && !name.chars().any(char::is_whitespace);
+    if ok {
+        Ok(name)
+    } else {
+        Err(err(
+            field,
+            format!(
+                "\"{name}\" is not an interface name (1 to 15 characters, no '/', ':' or spaces)"
+            ),
+        ))
+    }
+}
+
+/// Interface addresses keep their host bits (`10.0.0.1/24`).
+fn addresses(field: &str, v: Option<Vec<String>>) -> Result<Vec<IpPrefix>, ConfigError> {
+    v.unwrap_or_default()
+        .iter()
+        .map(|s| IpPrefix::parse_address(s).map_err(|m| err(field, m)))
+        .collect()
+}
+
+fn ranged(field: &str, v: i64, lo: i64, hi: i64) -> Result<i64, ConfigError> {
+    if (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err(err(field, format!("{v} is out of range ({lo}..={hi})")))
+    }
+}
+
+impl RawHost {
+    pub(crate) fn validate(self) -> Result<HostConfig, ConfigError> {
+        let d = HostConfig::default();
+        let tun = device_name("tun", self.tun, &d.tun)?;
+        let tap = device_name("tap", self.tap, &d.tap)?;
+        if tun == tap {
+            return Err(err(
+                "tap",
+                format!("\"{tap}\" is also the TUN: the two devices need their own names"),
+            ));
+        }
+        let underlay_mtu = match self.underlay_mtu {
+            Some(v) => ranged("underlay_mtu", v, 1280, 65535)? as u32,
+            None => d.underlay_mtu,
+        };
+        let mtu = match self.mtu {
+            Some(v) => Some(ranged("mtu", v, 576, 65535)? as u32),
+            None => None,
+        };
+        let queues = match self.queues {
+            Some(v) => ranged("queues", v, 1, 64)? as usize,
+            None => d.queues,
+        };
+        let cpus = self
+            .cpus
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| ranged("cpus", c, 0, 4095).map(|c| c as usize))
+            .collect::<Result<Vec<_>, _>>()?;
+        if cpus.len() > queues {
+            return Err(err(
+                "cpus",
+                format!(
+                    "{} CPUs for {queues} queue(s): one CPU per worker at most",
+                    cpus.len()
+                ),
+            ));
+        }
+        let metrics = match self.metrics {
+            Some(s) => Some(s.parse::<SocketAddr>().map_err(|_| {
+                err(
+                    "metrics",
+                    format!(
+                        "\"{s}\" is not a listen address like \"127.0.0.1:9464\" or \"[::1]:9464\""
+                    ),
+                )
+            })?),
+            None => None,
+        };
+        let control = match self.control {
+            Some(p) if p.starts_with('/') && p.len() < 108 => p,
+            Some(p) => {
+                return Err(err(
+                    "control",
+                    format!("\"{p}\" is not an absolute socket path shorter than 108 bytes"),
+                ))
+            }
+            None => d.control,
+        };
+        Ok(HostConfig {
+            tun,
+            tap,
+            tun_addresses: addresses("tun_addresses", self.tun_addresses)?,
+            tap_addresses: addresses("tap_addresses", self.tap_addresses)?,
+            mtu,
+            underlay_mtu,
+            queues,
+            cpus,
+            offloads: self.offloads.unwrap_or(d.offloads),
+            metrics,
+            control,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    fn host_error(body: &str) -> String {
+        Config::parse(&format!("[host]\n{body}\n"))
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn defaults_and_every_field() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.host, super::HostConfig::default());
+        let c = Config::parse(
+            r#"[host]
+tun = "t0"
+tap = "t1"
+tun_addresses = ["10.9.0.1/24", "fd00::1/64"]
+tap_addresses = ["10.8.0.1/24"]
+mtu = 1400
+underlay_mtu = 9000
+queues = 2
+cpus = [1, 0]
+offloads = false
+metrics = "127.0.0.1:9464"
+control = "/tmp/x.sock"
+"#,
+        )
+        .unwrap();
+        let h = c.host;
+        assert_eq!((h.tun.as_str(), h.tap.as_str()), ("t0", "t1"));
+        assert_eq!(h.tun_addresses[0].to_string(), "10.9.0.1/24");
+        assert_eq!(h.tun_addresses[1].to_string(), "fd00::1/64");
+        assert_eq!((h.mtu, h.underlay_mtu, h.queues), (Some(1400), 9000, 2));
+        assert_eq!(h.cpus, vec![1, 0]);
+        assert!(!h.offloads);
+        assert_eq!(h.metrics, Some("127.0.0.1:9464".parse().unwrap()));
+        assert_eq!(h.control, "/tmp/x.sock");
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        for (body, want) in [
+            (
+                "tun = \"a/b\"",
+                "host.tun: \"a/b\" is not an interface name",
+            ),
+            ("tap = \"tep0\"", "host.tap: \"tep0\" is also the TUN"),
+            ("mtu = 100", "host.mtu: 100 is out of range (576..=65535)"),
+            ("queues = 0", "host.queues: 0 is out of range (1..=64)"),
+            ("cpus = [0, 1]", "host.cpus: 2 CPUs for 1 queue(s)"),
+            (
+                "metrics = \"localhost\"",
+                "host.metrics: \"localhost\" is not a listen address",
+            ),
+            (
+                "control = \"rel.sock\"",
+                "host.control: \"rel.sock\" is not an absolute",
+            ),
+            ("tun_addresses = [\"10.0.0.300/24\"]", "host.tun_addresses:"),
+            ("colour = 1", "host.colour"),
+            ("offloads = 1", "host.offloads"),
+        ] {
+            let e = host_error(body);
+            assert!(e.starts_with(want), "{body}: got {e}, want {want}");
+        }
+    }
+}
