@@ -2,7 +2,7 @@
 //! sockets and an eventfd other threads use to wake it.
 
 use std::io;
-use std::mem;
+use std::mem::{self, MaybeUninit};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use crate::sys::{context, cvt, cvt_size, owned};
@@ -78,13 +78,13 @@ impl Epoll {
     pub fn wait(&self, events: &mut Vec<Event>, timeout_ms: i32) -> io::Result<usize> {
         events.clear();
         let max = events.capacity().clamp(1, MAX_EVENTS);
-        // SAFETY: epoll_event is plain data; all zeroes is valid.
-        let mut raw: [libc::epoll_event; MAX_EVENTS] = unsafe { mem::zeroed() };
-        // SAFETY: `raw` has room for `max` <= MAX_EVENTS events.
+        let mut raw = [MaybeUninit::<libc::epoll_event>::uninit(); MAX_EVENTS];
+        // SAFETY: `raw` has room for `max` <= MAX_EVENTS events; the kernel
+        // writes them and reads nothing.
         let n = unsafe {
             libc::epoll_wait(
                 self.fd.as_raw_fd(),
-                raw.as_mut_ptr(),
+                raw.as_mut_ptr().cast(),
                 max as libc::c_int,
                 timeout_ms,
             )
@@ -96,6 +96,8 @@ impl Epoll {
         };
         let hangup = (libc::EPOLLHUP | libc::EPOLLRDHUP | libc::EPOLLERR) as u32;
         for ev in &raw[..n] {
+            // SAFETY: epoll_wait initialised the first `n` entries.
+            let ev = unsafe { ev.assume_init() };
             let bits = ev.events;
             events.push(Event {
                 token: ev.u64,

@@ -462,9 +462,13 @@ impl TunQueue {
 
     /// Reads one packet. With vnet_hdr: readv([hdr, buf]) and the returned
     /// length excludes the header. Without: `hdr` is zero-filled and the
-    /// packet goes to `buf`. WouldBlock when the queue is empty. A packet
-    /// longer than `buf` is consumed and reported as InvalidData (the kernel
-    /// cannot give back the rest).
+    /// packet goes to `buf`. WouldBlock when the queue is empty.
+    ///
+    /// A packet longer than `buf` is cut to `buf.len()` and the rest is lost
+    /// (Linux 6.x reports only the bytes copied), so `buf` must hold the
+    /// largest packet: the MTU (plus 14 for a TAP), or 65535 (+14) with
+    /// TSO/USO offloads. A kernel that reports more than it copied gives
+    /// InvalidData.
     pub fn read_packet(&self, hdr: &mut [u8; 10], buf: &mut [u8]) -> io::Result<usize> {
         let n = if self.vnet_hdr {
             let iov = [

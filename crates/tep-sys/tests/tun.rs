@@ -284,3 +284,170 @@ fn offloads_display_and_flags() {
     };
     assert_eq!(ecn_only.to_flags(), 1, "tso_ecn needs TSO");
 }
+
+/// UDP super-packets across the TUN in both directions, when the kernel took
+/// USO: a GSO send routed into the TUN comes out as one packet with
+/// gso_type UDP_L4; a super-packet written with such a header reaches a local
+/// socket as its datagrams.
+#[test]
+fn tun_udp_super_packets_with_uso() {
+    if !tep_sys::netns::is_root() {
+        eprintln!("SKIPPED tun_udp_super_packets_with_uso: needs root (CI runs it as root)");
+        return;
+    }
+    in_netns(|| {
+        let mut tun = Tun::open(&TunOptions {
+            name: "tepuso0".into(),
+            kind: DeviceKind::Tun,
+            queues: 1,
+            vnet_hdr: true,
+            offloads: Offloads::all(),
+        })
+        .unwrap();
+        let uso = tun.offloads().uso4;
+        eprintln!("offloads in effect: {}", tun.offloads());
+        tun.add_address(IpAddr::V4(Ipv4Addr::new(10, 96, 0, 1)), 24)
+            .unwrap();
+        tun.set_up().unwrap();
+        let queues = tun.take_queues();
+        let q = &queues[0];
+
+        // Out of the TUN: 1300 bytes sent with UDP_SEGMENT 500.
+        let mut tx = tep_sys::UdpSocket::bind(
+            "10.96.0.1:0".parse().unwrap(),
+            &tep_sys::UdpOptions::default(),
+        )
+        .unwrap();
+        let data: Vec<u8> = (0..1300u32).map(|i| i as u8).collect();
+        let dest = "10.96.0.2:4000".parse().unwrap();
+        let msg = tep_sys::Transmit {
+            dest,
+            data: &data,
+            segment_size: Some(500),
+        };
+        assert_eq!(tx.send_batch(&[msg]).unwrap(), 1);
+        let is_ours =
+            |p: &[u8]| p.len() > 28 && p[0] == 0x45 && p[9] == 17 && p[22..24] == [0x0f, 0xa0];
+        let (hdr, pkt, _) = read_until(&[q], "the UDP train", is_ours);
+        eprintln!(
+            "first packet of the train: {} bytes, vnet header {hdr:02x?}",
+            pkt.len()
+        );
+        if uso {
+            assert_eq!(pkt.len(), 28 + 1300, "one super-packet");
+            assert_eq!(hdr[0] & 1, 1, "NEEDS_CSUM");
+            assert_eq!(hdr[1], 5, "VIRTIO_NET_HDR_GSO_UDP_L4");
+            assert_eq!(vnet_u16(&hdr, 4), 500, "gso_size");
+            assert_eq!((vnet_u16(&hdr, 6), vnet_u16(&hdr, 8)), (20, 6));
+            assert_eq!(&pkt[28..], &data[..]);
+        } else {
+            assert_eq!(pkt.len(), 28 + 500, "segmented by the kernel");
+            for len in [500, 300] {
+                let (_, pkt, _) = read_until(&[q], "the next datagram", is_ours);
+                assert_eq!(pkt.len(), 28 + len);
+            }
+            eprintln!(
+                "no USO on this kernel: the super-packet direction into the TUN is not tested"
+            );
+            return;
+        }
+
+        // Into the TUN: an IPv4/UDP super-packet for a local socket, with the
+        // pseudo-header sum in the checksum field (CHECKSUM_PARTIAL).
+        let rx = std::net::UdpSocket::bind("10.96.0.1:5000").unwrap();
+        let (src, dst) = ([10, 96, 0, 2], [10, 96, 0, 1]);
+        let udp_len = 8 + data.len();
+        let mut p = vec![0u8; 20 + udp_len];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
+        p[8] = 64;
+        p[9] = 17;
+        p[12..16].copy_from_slice(&src);
+        p[16..20].copy_from_slice(&dst);
+        let c = common::checksum(&p[..20]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        p[20..22].copy_from_slice(&4000u16.to_be_bytes());
+        p[22..24].copy_from_slice(&5000u16.to_be_bytes());
+        p[24..26].copy_from_slice(&(udp_len as u16).to_be_bytes());
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&src);
+        pseudo.extend_from_slice(&dst);
+        pseudo.extend_from_slice(&[0, 17]);
+        pseudo.extend_from_slice(&(udp_len as u16).to_be_bytes());
+        let partial = !common::checksum(&pseudo); // the folded sum, not complemented
+        p[26..28].copy_from_slice(&partial.to_be_bytes());
+        p[28..].copy_from_slice(&data);
+        let mut hdr = [0u8; 10];
+        hdr[0] = 1; // NEEDS_CSUM
+        hdr[1] = 5; // GSO_UDP_L4
+        hdr[2..4].copy_from_slice(&28u16.to_le_bytes()); // hdr_len
+        hdr[4..6].copy_from_slice(&500u16.to_le_bytes()); // gso_size
+        hdr[6..8].copy_from_slice(&20u16.to_le_bytes()); // csum_start
+        hdr[8..10].copy_from_slice(&6u16.to_le_bytes()); // csum_offset
+        assert_eq!(q.write_packet(&hdr, &p).unwrap(), p.len());
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(1)))
+            .unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 2048];
+        for want in [500, 500, 300] {
+            let (n, from) = rx.recv_from(&mut buf).unwrap();
+            assert_eq!((n, from), (want, "10.96.0.2:4000".parse().unwrap()));
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(got, data);
+    });
+}
+
+/// The kernel cuts a packet that does not fit and says only how much it
+/// copied: the buffer must hold the largest packet (MTU, or 64 KiB with
+/// TSO/USO).
+#[test]
+fn tun_read_into_a_short_buffer_truncates() {
+    if !tep_sys::netns::is_root() {
+        eprintln!(
+            "SKIPPED tun_read_into_a_short_buffer_truncates: needs root (CI runs it as root)"
+        );
+        return;
+    }
+    in_netns(|| {
+        for vnet_hdr in [false, true] {
+            let name = if vnet_hdr { "tepshort1" } else { "tepshort0" };
+            let mut tun = Tun::open(&TunOptions {
+                name: name.into(),
+                kind: DeviceKind::Tun,
+                queues: 1,
+                vnet_hdr,
+                offloads: Offloads::none(),
+            })
+            .unwrap();
+            let net = if vnet_hdr { 94 } else { 95 };
+            tun.add_address(IpAddr::V4(Ipv4Addr::new(10, net, 0, 1)), 24)
+                .unwrap();
+            tun.set_up().unwrap();
+            let queues = tun.take_queues();
+            let q = &queues[0];
+            let sock = UdpSocket::bind("0.0.0.0:0").unwrap();
+            sock.send_to(&[0u8; 100], (Ipv4Addr::new(10, net, 0, 2), 9))
+                .unwrap();
+            let end = deadline(1000);
+            // Whatever comes first (the datagram or an IPv6 solicitation) is
+            // longer than 20 bytes.
+            loop {
+                assert!(
+                    wait_readable(&[q.as_raw_fd()], end).is_some(),
+                    "nothing to read"
+                );
+                let mut hdr = [0u8; 10];
+                let mut small = [0u8; 20];
+                match q.read_packet(&mut hdr, &mut small) {
+                    Ok(n) => {
+                        assert_eq!(n, 20, "vnet_hdr {vnet_hdr}: the bytes copied");
+                        break;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("vnet_hdr {vnet_hdr}: {e}"),
+                }
+            }
+        }
+    });
+}
