@@ -310,6 +310,43 @@ impl Pool {
             .copy_within(from + range.start..from + range.end, to);
     }
 
+    /// The rooms of the distinct buffers `ids`, each from `at` bytes past
+    /// its data start to the end of the buffer, in `ids` order; the other
+    /// `N - ids.len()` entries are empty. This is how a batch receive
+    /// (`recvmmsg`) lands straight in the pool: the caller then sets each
+    /// length with [`set_len`](Pool::set_len).
+    ///
+    /// # Panics
+    /// If an id repeats, or there are more than `N`.
+    pub fn rooms_mut<const N: usize>(&mut self, ids: &[PacketId], at: usize) -> [&mut [u8]; N] {
+        assert!(ids.len() <= N, "{} rooms asked of {N}", ids.len());
+        // (where the room starts in the arena, where it ends, output slot),
+        // in arena order, so that the rooms can be cut off one after the
+        // other with split_at_mut.
+        let mut order = [(0usize, 0usize, 0usize); N];
+        for (slot, &id) in ids.iter().enumerate() {
+            let base = self.base(id);
+            let start =
+                (base + self.extents[id.index()].start as usize + at).min(base + self.buf_size);
+            order[slot] = (start, base + self.buf_size, slot);
+        }
+        let order = &mut order[..ids.len()];
+        order.sort_unstable();
+        let mut out: [&mut [u8]; N] = core::array::from_fn(|_| <&mut [u8]>::default());
+        let mut rest: &mut [u8] = &mut self.arena;
+        let mut consumed = 0;
+        for &(start, end, slot) in order.iter() {
+            assert!(start >= consumed, "buffer given twice");
+            let tail = core::mem::take(&mut rest);
+            let (_, tail) = tail.split_at_mut(start - consumed);
+            let (room, tail) = tail.split_at_mut(end - start);
+            out[slot] = room;
+            rest = tail;
+            consumed = end;
+        }
+        out
+    }
+
     /// Headroom left before the data.
     pub fn headroom(&self, id: PacketId) -> usize {
         self.extents[id.index()].start as usize
@@ -383,5 +420,32 @@ mod tests {
         let id = p.alloc().unwrap();
         assert!(p.fill(id, &vec![1u8; 65535]));
         assert!(p.prepend(id, 18 + 40 + 8 + 16).is_some());
+    }
+
+    #[test]
+    fn rooms_of_several_buffers_at_once() {
+        let mut pool = Pool::new(4, 100);
+        let a = pool.alloc().unwrap();
+        let b = pool.alloc().unwrap();
+        let c = pool.alloc().unwrap();
+        {
+            let rooms: [&mut [u8]; 4] = pool.rooms_mut(&[c, a, b], 10);
+            assert_eq!(rooms.map(|r| r.len()), [90, 90, 90, 0]);
+        }
+        {
+            let [rc, ra, _, _]: [&mut [u8]; 4] = pool.rooms_mut(&[c, a], 0);
+            rc[..3].copy_from_slice(b"ccc");
+            ra[..2].copy_from_slice(b"aa");
+        }
+        assert!(pool.set_len(c, 3) && pool.set_len(a, 2));
+        assert_eq!((pool.data(a), pool.data(c)), (&b"aa"[..], &b"ccc"[..]));
+    }
+
+    #[test]
+    #[should_panic(expected = "buffer given twice")]
+    fn rooms_refuse_a_buffer_twice() {
+        let mut pool = Pool::new(2, 10);
+        let a = pool.alloc().unwrap();
+        let _: [&mut [u8]; 2] = pool.rooms_mut(&[a, a], 0);
     }
 }

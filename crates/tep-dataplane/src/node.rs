@@ -141,37 +141,42 @@ impl<C: Clock> Runtime<C> {
     /// packet, packets per call, drops. Nodes never called are left out,
     /// as VPP does.
     pub fn report(&self) -> String {
-        let unit = self.clock.unit();
-        let mut out = String::new();
+        render_report(&self.nodes, self.clock.unit())
+    }
+}
+
+/// The `show runtime` table of `nodes` (one worker's, or several workers'
+/// summed), costs in `unit` per packet.
+pub fn render_report(nodes: &[NodeStats], unit: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<24} {:>10} {:>10} {:>12} {:>12} {:>12} {:>10}",
+        "Name",
+        "Calls",
+        "Vectors",
+        "Packets",
+        format!("{unit}/pkt"),
+        "Vectors/Call",
+        "Drops"
+    );
+    for n in nodes.iter().filter(|n| n.calls > 0) {
         let _ = writeln!(
             out,
-            "{:<24} {:>10} {:>10} {:>12} {:>12} {:>12} {:>10}",
-            "Name",
-            "Calls",
-            "Vectors",
-            "Packets",
-            format!("{unit}/pkt"),
-            "Vectors/Call",
-            "Drops"
+            "{:<24} {:>10} {:>10} {:>12} {:>12.2} {:>12.2} {:>10}",
+            n.name,
+            n.calls,
+            n.vectors,
+            n.packets,
+            n.ticks_per_packet(),
+            n.packets_per_call(),
+            n.drops_total()
         );
-        for n in self.nodes.iter().filter(|n| n.calls > 0) {
-            let _ = writeln!(
-                out,
-                "{:<24} {:>10} {:>10} {:>12} {:>12.2} {:>12.2} {:>10}",
-                n.name,
-                n.calls,
-                n.vectors,
-                n.packets,
-                n.ticks_per_packet(),
-                n.packets_per_call(),
-                n.drops_total()
-            );
-            for (r, count) in n.drops_by_reason() {
-                let _ = writeln!(out, "  drop {:<30} {:>10}", r.name(), count);
-            }
+        for (r, count) in n.drops_by_reason() {
+            let _ = writeln!(out, "  drop {:<30} {:>10}", r.name(), count);
         }
-        out
     }
+    out
 }
 
 #[cfg(test)]

@@ -187,6 +187,12 @@ impl<C: Clock> Pipeline<C> {
         }
     }
 
+    /// Turns UDP GSO trains on or off (off for good once the socket's
+    /// device turned out unable to segment them).
+    pub fn set_udp_trains(&mut self, on: bool) {
+        self.options.udp_trains = on;
+    }
+
     /// The tunnel table.
     pub fn table(&self) -> &TunnelTable {
         &self.table
@@ -226,13 +232,27 @@ impl<C: Clock> Pipeline<C> {
         input: &mut PacketVector,
         sink: &mut dyn FnMut(&mut Pool, &mut PacketVector),
     ) {
+        let link = self.options.inner_link;
+        self.encap_from(link, pool, input, sink);
+    }
+
+    /// [`encap`](Pipeline::encap) of packets from an inner side of the given
+    /// link type: one pipeline serves both the TUN (IP) and the TAP
+    /// (Ethernet) of a host.
+    pub fn encap_from(
+        &mut self,
+        link: InnerLink,
+        pool: &mut Pool,
+        input: &mut PacketVector,
+        sink: &mut dyn FnMut(&mut Pool, &mut PacketVector),
+    ) {
         self.counters.encap_in += input.len() as u64;
         if input
             .as_slice()
             .iter()
             .all(|&id| pool.meta(id).gso.is_none())
         {
-            self.encap_flush(pool, input, sink);
+            self.encap_flush(link, pool, input, sink);
             return;
         }
         let mut work = self
@@ -249,7 +269,7 @@ impl<C: Clock> Pipeline<C> {
                     .min(VECTOR_SIZE),
             };
             if work.len() + need > VECTOR_SIZE {
-                self.encap_flush(pool, &mut work, sink);
+                self.encap_flush(link, pool, &mut work, sink);
             }
             if pool.meta(id).gso.is_none() {
                 // Room was made above.
@@ -268,17 +288,18 @@ impl<C: Clock> Pipeline<C> {
             });
         }
         input.clear();
-        self.encap_flush(pool, &mut work, sink);
+        self.encap_flush(link, pool, &mut work, sink);
         self.work = Some(work);
     }
 
     fn encap_flush(
         &mut self,
+        link: InnerLink,
         pool: &mut Pool,
         v: &mut PacketVector,
         sink: &mut dyn FnMut(&mut Pool, &mut PacketVector),
     ) {
-        self.encap_vector(pool, v);
+        self.encap_vector(link, pool, v);
         self.counters.encap_out += v.len() as u64;
         if self.options.udp_trains && v.len() > 1 {
             let table = &self.table;
@@ -291,7 +312,7 @@ impl<C: Clock> Pipeline<C> {
         v.clear();
     }
 
-    fn encap_vector(&mut self, pool: &mut Pool, v: &mut PacketVector) {
+    fn encap_vector(&mut self, link: InnerLink, pool: &mut Pool, v: &mut PacketVector) {
         let Pipeline {
             table,
             options,
@@ -302,7 +323,6 @@ impl<C: Clock> Pipeline<C> {
             by_kind,
             ..
         } = self;
-        let link = options.inner_link;
         runtime.run(nodes.classify, v.len(), |s| {
             encap::classify(s, pool, v, link)
         });
