@@ -6,8 +6,21 @@
 //! The rules are Linux's (net/ipv4/tcp_offload.c `tcp_gro_receive`,
 //! net/ipv4/af_inet.c `inet_gro_receive`, net/ipv6/ip6_offload.c,
 //! net/ipv4/udp_offload.c `udp_gro_receive_segment`), with these choices:
-//! - A flow is the tunnel (`meta.tunnel`), IP version, addresses, protocol
-//!   and ports. Any other header difference (TOS / traffic class, flow
+//! - Packets and frames: the caller says per packet what it is (the `link`
+//!   argument of [`Gro::coalesce`]; after decapsulation, the tunnel's kind:
+//!   VXLAN and Geneve carry Ethernet). An [`InnerLink::Ip`] packet is an IP
+//!   packet at the data start. An [`InnerLink::Ethernet`] packet is a
+//!   frame: its IP header is found by reading the Ethernet header (after
+//!   up to two VLAN tags, EtherType 0x0800 / 0x86DD agreeing with the IP
+//!   version), never from `meta.l3`, which is 0 both for an IP packet and
+//!   for a frame without IP and so cannot tell them apart. A frame that
+//!   does not carry IP (ARP, …, or a disagreeing EtherType) is opaque: it
+//!   passes untouched and touches no flow. Within a frame the rules below
+//!   apply to the IP packet after the Ethernet header, and the whole
+//!   Ethernet header (MACs, tags, EtherType) is part of the flow key, as
+//!   Linux's `gro_list_prepare` compares MAC headers.
+//! - A flow is the tunnel (`meta.tunnel`), the Ethernet header of a frame,
+//!   IP version, addresses, protocol and ports. Any other header difference (TOS / traffic class, flow
 //!   label, TTL / hop limit, DF, TCP ack, window, options, flags) ends the
 //!   flow's super-packet and the packet starts a new one, as Linux flushes
 //!   on them. Linux keys IPv6 flows on the flow label too; ending instead
@@ -25,16 +38,20 @@
 //!   transport's checksum (a locally built packet, completed later), or
 //!   checked here. A UDP checksum of zero counts as good; the super-packet
 //!   then has a real one after segmentation.
-//! - A super-packet holds at most 65535 bytes (Linux's `gro_max_size`
-//!   default), what the pool's data room holds, and for UDP 64 datagrams
-//!   (Linux's `UDP_GRO_CNT_MAX`).
+//! - A super-packet's IP packet holds at most 65535 bytes (Linux's
+//!   `gro_max_size` default; a frame adds its Ethernet header), the whole
+//!   fits the pool's data room, and for UDP at most 64 datagrams (Linux's
+//!   `UDP_GRO_CNT_MAX`).
 //!
 //! Cost: one checksum pass per packet not already Verified, and the copy
 //! of each merged payload (twice for now: see [`crate::gso`]'s "Cost").
 //! No allocation after [`Gro::new`].
 
 use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool};
-use crate::gso::{pseudo_base, set_ip_len, MAX_IP_LEN, TCP_CSUM, UDP_CSUM};
+use crate::encap::InnerLink;
+use crate::gso::{
+    ethertype_agrees, ip_start, pseudo_base, set_ip_len, MAX_IP_LEN, TCP_CSUM, UDP_CSUM,
+};
 use crate::vector::{PacketVector, VECTOR_SIZE};
 use tep_csum::Sum;
 
@@ -61,7 +78,7 @@ const END: u16 = u16::MAX;
 /// An open super-packet in the making.
 #[derive(Clone, Copy, Debug, Default)]
 struct Flow {
-    /// Hash of the tunnel, version and addresses.
+    /// Hash of the tunnel, Ethernet header, version and addresses.
     addr_hash: u32,
     /// `addr_hash` with the protocol and ports.
     hash: u32,
@@ -78,6 +95,15 @@ struct Flow {
     next_seq: u32,
     /// IPv4 identification the next member must have.
     next_id: u16,
+    /// Where the head's IP header starts (after its Ethernet header).
+    l3: u8,
+}
+
+/// A super-packet to build: its head's vector position and IP offset.
+#[derive(Clone, Copy, Debug, Default)]
+struct Head {
+    pos: u16,
+    l3: u8,
 }
 
 /// What the first pass learns about a packet.
@@ -92,10 +118,13 @@ enum Seen {
     Candidate(Candidate),
 }
 
+/// Offsets but `l3` are within the IP packet (from its header's start).
 #[derive(Clone, Copy, Debug)]
 struct Candidate {
     addr_hash: u32,
     hash: u32,
+    /// Where the IP header starts: 0, or after the Ethernet header.
+    l3: usize,
     v6: bool,
     tcp: bool,
     l4: usize,
@@ -124,8 +153,8 @@ pub struct Gro {
     nflows: usize,
     /// Per vector position: the next member of its super-packet, or END.
     next: [u16; VECTOR_SIZE],
-    /// Positions of the heads that took at least one packet.
-    heads: [u16; VECTOR_SIZE],
+    /// The heads that took at least one packet.
+    heads: [Head; VECTOR_SIZE],
     nheads: usize,
     /// Per vector position: merged into a head.
     merged: [bool; VECTOR_SIZE],
@@ -154,8 +183,12 @@ fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
-/// Classifies a packet (see [`Seen`]).
-fn inspect(data: &[u8], meta: &PacketMeta) -> Seen {
+/// Classifies a packet or frame (see [`Seen`]).
+fn inspect(frame: &[u8], meta: &PacketMeta, link: InnerLink) -> Seen {
+    let Some(l3) = ip_start(frame, link) else {
+        return Seen::Opaque;
+    };
+    let data = &frame[l3..];
     let Some(&b0) = data.first() else {
         return Seen::Opaque;
     };
@@ -177,7 +210,11 @@ fn inspect(data: &[u8], meta: &PacketMeta) -> Seen {
         }
         _ => return Seen::Opaque,
     };
-    let addr_hash = hash_bytes(mix(meta.tunnel, b0 as u32 >> 4), addrs);
+    if !ethertype_agrees(frame, l3, v6) {
+        return Seen::Opaque;
+    }
+    let link_hash = hash_bytes(mix(meta.tunnel, b0 as u32 >> 4), &frame[..l3]);
+    let addr_hash = hash_bytes(link_hash, addrs);
     if protocol != PROTO_TCP && protocol != PROTO_UDP {
         // IPv6 extension headers may hide TCP or UDP of a flow.
         return match protocol {
@@ -220,12 +257,13 @@ fn inspect(data: &[u8], meta: &PacketMeta) -> Seen {
         // A TCP data offset under 5 words, or no payload.
         return closes;
     }
-    if !checksum_good(data, meta, v6, tcp, l4, protocol) {
+    if !checksum_good(data, meta, v6, tcp, l3, l4, protocol) {
         return closes;
     }
     Seen::Candidate(Candidate {
         addr_hash,
         hash,
+        l3,
         v6,
         tcp,
         l4,
@@ -237,12 +275,15 @@ fn inspect(data: &[u8], meta: &PacketMeta) -> Seen {
     })
 }
 
-/// Whether the transport checksum is known good (see the module doc).
+/// Whether the transport checksum of IP packet `data` is known good (see
+/// the module doc). `meta.csum`'s offsets count from the frame start, `l3`
+/// bytes before `data`.
 fn checksum_good(
     data: &[u8],
     meta: &PacketMeta,
     v6: bool,
     tcp: bool,
+    l3: usize,
     l4: usize,
     protocol: u8,
 ) -> bool {
@@ -250,7 +291,7 @@ fn checksum_good(
     match meta.csum {
         ChecksumState::Verified => return true,
         ChecksumState::Partial { start, offset } => {
-            return start as usize == l4 && offset as usize == field
+            return start as usize == l3 + l4 && offset as usize == l3 + field
         }
         ChecksumState::None | ChecksumState::Zero => {}
     }
@@ -264,8 +305,10 @@ fn checksum_good(
 }
 
 /// Whether `c` (bytes `d`) continues `flow` whose head has bytes `h`, and
-/// fits in `limit` bytes. The key (addresses, ports) is already equal.
+/// fits in `limit` bytes. The key (Ethernet header, addresses, ports) is
+/// already equal.
 fn continues(flow: &Flow, h: &[u8], d: &[u8], c: &Candidate, limit: usize) -> bool {
+    let (h, d) = (&h[c.l3..], &d[c.l3..]);
     let ip_same = if c.v6 {
         // Version, traffic class, flow label; hop limit.
         h[..4] == d[..4] && h[7] == d[7]
@@ -291,9 +334,13 @@ fn continues(flow: &Flow, h: &[u8], d: &[u8], c: &Candidate, limit: usize) -> bo
         && h[l4 + 20..l4 + c.th] == d[l4 + 20..l4 + c.th]
 }
 
-/// Whether `h` and `d` (both candidates of the same version and layout)
-/// carry the same flow key.
+/// Whether `h` and `d` (both candidates of the same version and layout,
+/// IP header at `c.l3`) carry the same flow key.
 fn same_key(h: &[u8], d: &[u8], c: &Candidate, h_tunnel: u32, d_tunnel: u32) -> bool {
+    if h[..c.l3] != d[..c.l3] {
+        return false;
+    }
+    let (h, d) = (&h[c.l3..], &d[c.l3..]);
     let ip = if c.v6 {
         h[0] >> 4 == 6 && h[6] == d[6] && h[8..40] == d[8..40]
     } else {
@@ -309,14 +356,15 @@ impl Gro {
             flows: [Flow::default(); GRO_FLOWS],
             nflows: 0,
             next: [END; VECTOR_SIZE],
-            heads: [0; VECTOR_SIZE],
+            heads: [Head::default(); VECTOR_SIZE],
             nheads: 0,
             merged: [false; VECTOR_SIZE],
         }
     }
 
-    /// Coalesces the packets of `vector` (inner IP packets, after
-    /// decapsulation) in place: each super-packet is built in its first
+    /// Coalesces the packets of `vector` (inner IP packets and Ethernet
+    /// frames, after decapsulation; `link` says which each one is, see the
+    /// module doc) in place: each super-packet is built in its first
     /// packet's buffer, which keeps its position; merged packets are freed
     /// and removed, the others keep their order. Returns how many packets
     /// were merged away. A packet that merged with nothing is left exactly
@@ -325,20 +373,31 @@ impl Gro {
     /// A super-packet gets `meta.gso = Some(Gso { Tcp4 | Tcp6 | Udp, first
     /// payload length })`, `meta.csum = Partial { l4, l4 + 16 | 6 }` with
     /// the pseudo-header sum in the field, IP (and UDP) lengths and the IPv4
-    /// header checksum for its size, `l3 = 0`, `l4`, and for TCP the PSH /
-    /// FIN of its last segment. The flow table starts empty on every call.
-    pub fn coalesce(&mut self, pool: &mut Pool, vector: &mut PacketVector) -> usize {
+    /// header checksum for its size, `l2 = 0`, `l3` (0, or the Ethernet
+    /// header's length), `l4`, and for TCP the PSH / FIN of its last
+    /// segment; in a frame every offset counts from the frame start. The
+    /// flow table starts empty on every call.
+    pub fn coalesce(
+        &mut self,
+        pool: &mut Pool,
+        vector: &mut PacketVector,
+        link: impl Fn(&PacketMeta) -> InnerLink,
+    ) -> usize {
         self.nflows = 0;
         self.nheads = 0;
-        let limit = MAX_IP_LEN.min(pool.data_room());
+        let room = pool.data_room();
         let ids = vector.as_slice();
         for (pos, &id) in ids.iter().enumerate() {
             self.next[pos] = END;
             self.merged[pos] = false;
-            match inspect(pool.data(id), pool.meta(id)) {
+            let meta = pool.meta(id);
+            match inspect(pool.data(id), meta, link(meta)) {
                 Seen::Opaque => {}
                 Seen::Closes { addr_hash, hash } => self.close(addr_hash, hash),
-                Seen::Candidate(c) => self.offer(pool, ids, pos, &c, limit),
+                Seen::Candidate(c) => {
+                    let limit = (MAX_IP_LEN + c.l3).min(room);
+                    self.offer(pool, ids, pos, &c, limit)
+                }
             }
         }
         if self.nheads == 0 {
@@ -346,7 +405,7 @@ impl Gro {
         }
         let mut merged = 0;
         for k in 0..self.nheads {
-            merged += self.build(pool, vector.as_slice(), self.heads[k] as usize);
+            merged += self.build(pool, vector.as_slice(), self.heads[k]);
         }
         let flags = &self.merged;
         let mut pos = 0;
@@ -384,14 +443,19 @@ impl Gro {
         let tunnel = pool.meta(ids[pos]).tunnel;
         let found = self.flows[..self.nflows].iter().position(|f| {
             let head = ids[f.head as usize];
-            f.hash == c.hash && same_key(pool.data(head), d, c, pool.meta(head).tunnel, tunnel)
+            f.hash == c.hash
+                && usize::from(f.l3) == c.l3
+                && same_key(pool.data(head), d, c, pool.meta(head).tunnel, tunnel)
         });
         if let Some(i) = found {
             let flow = self.flows[i];
             if continues(&flow, pool.data(ids[flow.head as usize]), d, c, limit) {
                 self.next[flow.last as usize] = pos as u16;
                 if flow.count == 1 {
-                    self.heads[self.nheads] = flow.head;
+                    self.heads[self.nheads] = Head {
+                        pos: flow.head,
+                        l3: flow.l3,
+                    };
                     self.nheads += 1;
                 }
                 let f = &mut self.flows[i];
@@ -423,27 +487,31 @@ impl Gro {
                 len: d.len() as u32,
                 next_seq: c.seq.wrapping_add(c.payload as u32),
                 next_id: c.ident.wrapping_add(1),
+                l3: c.l3 as u8,
             };
             self.nflows += 1;
         }
     }
 
-    /// Builds the super-packet headed at `head_pos` and frees its other
+    /// Builds the super-packet headed at `head` and frees its other
     /// members; returns how many.
-    fn build(&mut self, pool: &mut Pool, ids: &[PacketId], head_pos: usize) -> usize {
+    fn build(&mut self, pool: &mut Pool, ids: &[PacketId], head: Head) -> usize {
+        let (head_pos, l3) = (head.pos as usize, head.l3 as usize);
         let head = ids[head_pos];
-        let h = pool.data(head);
+        // Offsets within the IP packet, then `hdr` from the frame start.
+        let h = &pool.data(head)[l3..];
         let v6 = h[0] >> 4 == 6;
         let (l4, protocol) = if v6 { (40, h[6]) } else { (20, h[9]) };
         let tcp = protocol == PROTO_TCP;
-        let hdr = l4
+        let hdr = l3
+            + l4
             + if tcp {
                 (h[l4 + 12] >> 4) as usize * 4
             } else {
                 8
             };
-        let mss = h.len() - hdr;
-        let mut total = h.len();
+        let mut total = pool.data(head).len();
+        let mss = total - hdr;
         let mut last_flags = 0;
         let mut members = 0;
         let mut m = self.next[head_pos];
@@ -451,7 +519,7 @@ impl Gro {
             let d = pool.data(ids[m as usize]);
             total += d.len() - hdr;
             if tcp {
-                last_flags = be16(d, l4 + 12);
+                last_flags = be16(d, l3 + l4 + 12);
             }
             members += 1;
             m = self.next[m as usize];
@@ -469,22 +537,25 @@ impl Gro {
                 at += n;
                 m = next[m as usize];
             }
-            let buf = pool.data_mut(head);
-            set_ip_len(buf, v6, total, None);
+            let buf = &mut pool.data_mut(head)[l3..];
+            let ip_len = total - l3;
+            set_ip_len(buf, v6, ip_len, None);
             let partial = pseudo_base(buf, v6, protocol)
-                .add_u16((total - l4) as u16)
+                .add_u16((ip_len - l4) as u16)
                 .value();
             if tcp {
                 let f = be16(buf, l4 + 12) | (last_flags & (PSH | FIN));
                 buf[l4 + 12..l4 + 14].copy_from_slice(&f.to_be_bytes());
                 buf[l4 + TCP_CSUM..l4 + TCP_CSUM + 2].copy_from_slice(&partial.to_be_bytes());
             } else {
-                buf[l4 + 4..l4 + 6].copy_from_slice(&((total - l4) as u16).to_be_bytes());
+                buf[l4 + 4..l4 + 6].copy_from_slice(&((ip_len - l4) as u16).to_be_bytes());
                 buf[l4 + UDP_CSUM..l4 + UDP_CSUM + 2].copy_from_slice(&partial.to_be_bytes());
             }
         }
         let meta = pool.meta_mut(head);
-        meta.l3 = 0;
+        let l4 = l3 + l4;
+        meta.l2 = 0;
+        meta.l3 = l3 as u16;
         meta.l4 = l4 as u16;
         meta.gso = Some(Gso {
             kind: match (tcp, v6) {
@@ -541,7 +612,7 @@ mod tests {
         let mut pool = Pool::new(pkts.len() + 1, SUPER_PACKET_ROOM);
         let mut v = load(&mut pool, pkts);
         let before = contents(&pool, &v);
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 0);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 0);
         assert_eq!(contents(&pool, &v), before);
     }
 
@@ -590,7 +661,7 @@ mod tests {
         ];
         let mut v = load(&mut pool, &pkts);
         let head = v.as_slice()[1];
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 2);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 2);
         assert_eq!(pool.available(), 8 - 3);
         assert_eq!(v.len(), 3);
         assert_eq!(v.as_slice()[1], head, "the head keeps its place");
@@ -646,7 +717,7 @@ mod tests {
                 a[2].clone(),
             ],
         );
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 3);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 3);
         let sizes: Vec<_> = v.as_slice().iter().map(|&id| pool.data(id).len()).collect();
         assert_eq!(sizes, [52 + 300, 52 + 400]);
     }
@@ -769,7 +840,7 @@ mod tests {
             &mut pool,
             &[first.clone(), with(second_ip(), second_tcp(), 1000, 1000)],
         );
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 1);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 1);
     }
 
     #[test]
@@ -802,14 +873,14 @@ mod tests {
         ));
         let mut pool = Pool::new(4, SUPER_PACKET_ROOM);
         let mut v = load(&mut pool, &a);
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 1);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 1);
         let lens: Vec<_> = v.as_slice().iter().map(|&id| pool.data(id).len()).collect();
         assert_eq!(lens, [52 + 200, 52 + 100]);
         // A short segment ends it too.
         let a = train(&[100, 50, 100]);
         let mut pool = Pool::new(4, SUPER_PACKET_ROOM);
         let mut v = load(&mut pool, &a);
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 1);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 1);
         let lens: Vec<_> = v.as_slice().iter().map(|&id| pool.data(id).len()).collect();
         assert_eq!(lens, [52 + 150, 52 + 100]);
     }
@@ -840,7 +911,7 @@ mod tests {
         let mut v = load(&mut pool, &a);
         pool.meta_mut(v.as_slice()[1]).tunnel = 4;
         let before = contents(&pool, &v);
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 0);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 0);
         assert_eq!(contents(&pool, &v), before);
         // Other ports, other addresses.
         let mut t = second_tcp();
@@ -857,7 +928,7 @@ mod tests {
         let a = testpkt::tcp_train(&Ip::v6(), &t, &[500, 500, 500], 1);
         let mut pool = Pool::new(4, SUPER_PACKET_ROOM);
         let mut v = load(&mut pool, &a);
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 2);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 2);
         let m = pool.meta(v.as_slice()[0]);
         assert_eq!(m.gso.unwrap().kind, GsoKind::Tcp6);
         assert_eq!(
@@ -888,7 +959,7 @@ mod tests {
         let a = testpkt::udp_train(&ip, 7, 8, &[300, 300, 100], Csum::Full, 1);
         let mut pool = Pool::new(4, SUPER_PACKET_ROOM);
         let mut v = load(&mut pool, &a);
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 2);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 2);
         let s = pool.data(v.as_slice()[0]);
         assert_eq!(
             &s[24..26],
@@ -900,7 +971,7 @@ mod tests {
         let z = testpkt::udp_train(&ip, 7, 8, &[300, 300], Csum::Zero, 1);
         let mut pool = Pool::new(4, SUPER_PACKET_ROOM);
         let mut v = load(&mut pool, &z);
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 1);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 1);
 
         let longer = testpkt::udp_train(&ip, 7, 8, &[300, 301], Csum::Full, 1);
         assert_unmerged(&longer);
@@ -925,7 +996,10 @@ mod tests {
         let many = testpkt::udp_train(&ip, 7, 8, &[10; 70], Csum::Full, 1);
         let mut pool = Pool::new(71, SUPER_PACKET_ROOM);
         let mut v = load(&mut pool, &many);
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 63 + 5);
+        assert_eq!(
+            Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link),
+            63 + 5
+        );
         let gso: Vec<_> = v
             .as_slice()
             .iter()
@@ -934,7 +1008,7 @@ mod tests {
         assert_eq!(gso, [true, true]);
         let mut out = PacketVector::new();
         assert_eq!(
-            segment(&mut pool, v.as_slice()[0], &mut out),
+            segment(&mut pool, v.as_slice()[0], &mut out, InnerLink::Ip),
             Ok(UDP_MAX_SEGMENTS)
         );
     }
@@ -946,7 +1020,7 @@ mod tests {
         let mut pool = Pool::new(3, SUPER_PACKET_ROOM);
         let mut v = load(&mut pool, &a);
         pool.meta_mut(v.as_slice()[1]).csum = ChecksumState::Verified;
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 1);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 1);
 
         // Partial at the TCP checksum: locally built, merged.
         let mut p = train(&[100, 100]);
@@ -958,7 +1032,7 @@ mod tests {
             start: 20,
             offset: 36,
         };
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 1);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 1);
         // Partial elsewhere: not known good.
         let mut pool = Pool::new(3, SUPER_PACKET_ROOM);
         let mut v = load(&mut pool, &p);
@@ -966,7 +1040,7 @@ mod tests {
             start: 20,
             offset: 26,
         };
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 0);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 0);
     }
 
     #[test]
@@ -975,13 +1049,13 @@ mod tests {
         let a = train(&[1000, 1000, 1000]);
         let mut pool = Pool::new(4, 3000);
         let mut v = load(&mut pool, &a);
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 1);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 1);
         assert_eq!(v.len(), 2);
         // 65535 bytes: 50 × 1400 makes two super-packets.
         let a = train(&[1400; 50]);
         let mut pool = Pool::new(51, SUPER_PACKET_ROOM);
         let mut v = load(&mut pool, &a);
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 48);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 48);
         let lens: Vec<_> = v.as_slice().iter().map(|&id| pool.data(id).len()).collect();
         assert_eq!(lens, [52 + 46 * 1400, 52 + 4 * 1400]);
     }
@@ -1005,22 +1079,22 @@ mod tests {
         let mut pool = Pool::new(81, SUPER_PACKET_ROOM);
         let mut v = load(&mut pool, &pkts);
         let mut gro = Gro::new();
-        assert_eq!(gro.coalesce(&mut pool, &mut v), GRO_FLOWS);
+        assert_eq!(gro.coalesce(&mut pool, &mut v, testpkt::ip_link), GRO_FLOWS);
         assert_eq!(v.len(), 80 - GRO_FLOWS);
 
         // A new call does not continue the last call's flows.
         let a = train(&[100, 100]);
         let mut v1 = load(&mut pool, &a[..1]);
         let mut v2 = load(&mut pool, &a[1..]);
-        assert_eq!(gro.coalesce(&mut pool, &mut v1), 0);
-        assert_eq!(gro.coalesce(&mut pool, &mut v2), 0);
+        assert_eq!(gro.coalesce(&mut pool, &mut v1, testpkt::ip_link), 0);
+        assert_eq!(gro.coalesce(&mut pool, &mut v2, testpkt::ip_link), 0);
     }
 
     #[test]
     fn empty_and_odd_vectors() {
         let mut pool = Pool::new(4, 2048);
         let mut v = PacketVector::new();
-        assert_eq!(Gro::new().coalesce(&mut pool, &mut v), 0);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 0);
         assert_unmerged(&[vec![], vec![0x45], vec![0x60; 39], vec![0x99; 60]]);
     }
 }

@@ -3,15 +3,27 @@
 //! trains (`UDP_SEGMENT`) built from, and split back into, datagrams.
 //!
 //! # Conventions (shared with [`crate::gro`])
-//! - A packet is an IPv4 or IPv6 packet at the data start. Every packet
-//!   these functions output has `meta.l3 = 0` and `meta.l4` = the IP header
-//!   length, IPv4 options and IPv6 extension headers included.
+//! - A packet is an IPv4 or IPv6 packet at the data start, or, from an L2
+//!   side ([`InnerLink::Ethernet`]: a TAP, an L2 tunnel), an Ethernet frame
+//!   carrying one: destination and source MAC, up to two VLAN tags
+//!   (0x8100 / 0x88a8), EtherType 0x0800 or 0x86DD agreeing with the IP
+//!   version, then the IP packet, as [`ethernet_ip_offset`] finds it. Every
+//!   packet these functions output has `meta.l2 = 0`, `meta.l3` = where the
+//!   IP header starts (0, or 14 / 18 / 22 in a frame) and `meta.l4` = where
+//!   the transport header starts, IPv4 options and IPv6 extension headers
+//!   included; every offset is from the data start (the frame start).
+//! - The Ethernet header of a frame is copied to each segment unchanged;
+//!   GRO merges only frames whose Ethernet headers are equal.
+//! - UDP GSO trains ([`build_udp_train`], [`split_udp_train`]) are outer
+//!   datagrams: always IP at the data start.
 //! - A super-packet has `meta.gso = Some(..)`, IP and UDP length fields for
 //!   its whole length (IPv6: payload length ≤ 65535, no jumbograms), a valid
 //!   IPv4 header checksum, and its transport checksum in the partial form
 //!   (virtio-net NEEDS_CSUM, Linux CHECKSUM_PARTIAL): the field holds the
 //!   folded pseudo-header sum over the full transport length and
-//!   `meta.csum = Partial { start: l4, offset: l4 + 16 (TCP) / l4 + 6 (UDP) }`.
+//!   `meta.csum = Partial { start: l4, offset: l4 + 16 (TCP) / l4 + 6 (UDP) }`
+//!   (from the frame start in a frame, as a TAP's virtio-net header has
+//!   them).
 //!   [`segment`] ignores that field and computes every segment's checksum
 //!   from the addresses, so a super-packet whose field is already complete
 //!   segments just as well.
@@ -32,6 +44,7 @@ use tep_wire::{ipv4, ipv6, tcp, udp, IpProtocol};
 
 use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool};
 use crate::drop::DropReason;
+use crate::encap::{ethernet_ip_offset, InnerLink};
 use crate::vector::{PacketVector, VECTOR_SIZE};
 
 /// Most datagrams in one UDP GSO train. Linux's `UDP_MAX_SEGMENTS`
@@ -82,6 +95,40 @@ pub(crate) fn set_ip_len(buf: &mut [u8], v6: bool, len: usize, ident: Option<u16
             p.set_ident(id);
         }
         p.fill_checksum();
+    }
+}
+
+/// Bytes of an Ethernet header without VLAN tags.
+const ETHERNET_HEADER_LEN: usize = 14;
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+
+/// Where the IP header of a packet from a `link` side starts: 0 for an IP
+/// packet, after the Ethernet header (and its VLAN tags) in a frame; `None`
+/// for a frame that does not carry IP (ARP, …) or is too short to say.
+pub(crate) fn ip_start(data: &[u8], link: InnerLink) -> Option<usize> {
+    match link {
+        InnerLink::Ip => Some(0),
+        InnerLink::Ethernet => ethernet_ip_offset(data),
+    }
+}
+
+/// Whether the EtherType before the IP header at `l3` (0: none) names the
+/// IP version the header has.
+pub(crate) fn ethertype_agrees(data: &[u8], l3: usize, v6: bool) -> bool {
+    if l3 == 0 {
+        return true;
+    }
+    let ty = u16::from_be_bytes([data[l3 - 2], data[l3 - 1]]);
+    ty == if v6 { ETHERTYPE_IPV6 } else { ETHERTYPE_IPV4 }
+}
+
+/// [`ip_start`] of a packet that must carry IP.
+fn require_ip(data: &[u8], link: InnerLink) -> Result<usize, DropReason> {
+    match ip_start(data, link) {
+        Some(l3) => Ok(l3),
+        None if data.len() < ETHERNET_HEADER_LEN => Err(DropReason::Truncated),
+        None => Err(DropReason::NotIp),
     }
 }
 
@@ -158,6 +205,9 @@ fn routing_pending(data: &[u8], ip: &Ip) -> bool {
 struct Layout {
     v6: bool,
     tcp: bool,
+    /// Where the IP header starts (after the Ethernet header in a frame).
+    l3: usize,
+    /// Where the transport header starts, from the data start.
     l4: usize,
     /// Transport header length (TCP with options, or UDP's 8).
     th: usize,
@@ -177,12 +227,17 @@ impl Layout {
     }
 }
 
-/// Checks a super-packet of `kind`: one whole IP packet (no padding: a
-/// buffer longer than its IP length is a train, not a super-packet), not a
-/// fragment, the transport `kind` names, a UDP length for the whole
-/// datagram.
-fn super_layout(data: &[u8], kind: GsoKind) -> Result<Layout, DropReason> {
+/// Checks a super-packet of `kind` whose IP header starts at `l3`: one
+/// whole IP packet (no padding: a buffer longer than its IP length is a
+/// train, not a super-packet), not a fragment, the transport `kind` names,
+/// a UDP length for the whole datagram.
+fn super_layout(data: &[u8], l3: usize, kind: GsoKind) -> Result<Layout, DropReason> {
+    let frame = data;
+    let data = &frame[l3..];
     let ip = parse_ip(data)?;
+    if !ethertype_agrees(frame, l3, ip.v6) {
+        return Err(DropReason::BadVersion);
+    }
     if ip.fragment {
         return Err(DropReason::Fragment);
     }
@@ -206,7 +261,8 @@ fn super_layout(data: &[u8], kind: GsoKind) -> Result<Layout, DropReason> {
     Ok(Layout {
         v6: ip.v6,
         tcp,
-        l4: ip.l4,
+        l3,
+        l4: l3 + ip.l4,
         th,
     })
 }
@@ -238,6 +294,7 @@ fn udp_layout(data: &[u8], train: bool) -> Result<(Layout, usize), DropReason> {
     let lay = Layout {
         v6: ip.v6,
         tcp: false,
+        l3: 0,
         l4: ip.l4,
         th: udp::HEADER_LEN,
     };
@@ -246,37 +303,49 @@ fn udp_layout(data: &[u8], train: bool) -> Result<(Layout, usize), DropReason> {
 
 /// Splits super-packet `id` into segments of `meta.gso.segment_size`
 /// payload bytes, each a new buffer pushed to `out`; returns how many and
-/// frees `id`.
+/// frees `id`. `link` says what the packet is: an IP packet, or an Ethernet
+/// frame carrying one (see the module doc); every segment of a frame is a
+/// frame with the same Ethernet header.
 ///
 /// Every segment has its own IP length (IPv4: identification + i and the
 /// header checksum; IPv6: payload length), TCP sequence number (CWR only on
 /// the first segment, FIN and PSH only on the last, as Linux's
 /// `tcp_gso_segment`) or UDP length, and a complete transport checksum:
-/// `meta.csum = None`, `meta.gso = None`, `l3 = 0`, `l4`; the rest of the
-/// metadata (flow hash, tunnel, inner offsets) is the input's.
+/// `meta.csum = None`, `meta.gso = None`, `l2 = 0`, `l3` (0, or the
+/// Ethernet header's length), `l4`; the rest of the metadata (flow hash,
+/// tunnel, inner offsets) is the input's.
 ///
 /// A packet without `meta.gso`, or whose payload fits one segment, is
 /// pushed as it is, normalised: a partial checksum is completed (over
 /// `start` to the IP end; a computed 0 is sent as 0xffff, as Linux's
-/// `skb_checksum_help` does), `csum = None`, `gso` cleared, `l3`/`l4` set. Without `meta.gso`
-/// any IP packet passes (fragments too); with it the checksum is computed
-/// afresh as for a segment.
+/// `skb_checksum_help` does), `csum = None`, `gso` cleared, `l2`/`l3`/`l4`
+/// set. Without `meta.gso` any IP packet passes (fragments too), and so
+/// does a frame that carries no IP (`l3 = l4 = 0`; a partial checksum is
+/// completed to the frame's end); with it the checksum is computed afresh
+/// as for a segment.
 ///
 /// Errors, with `id` untouched and nothing allocated: `TooBig` when `out`
 /// has no room for every segment, `NoBuffer` when the pool has too few
 /// buffers, `Fragment`, `Unsupported` (an IPv6 routing header with segments
-/// left), and `Truncated` / `BadLength` / `BadVersion` / `Malformed` /
-/// `NotIp` for malformed packets (`BadLength` also for a buffer longer than
-/// its IP length: a train goes to [`split_udp_train`]).
-pub fn segment(pool: &mut Pool, id: PacketId, out: &mut PacketVector) -> Result<usize, DropReason> {
+/// left), and `Truncated` / `BadLength` / `BadVersion` (also an EtherType
+/// that is not the IP version's) / `Malformed` / `NotIp` (also a frame
+/// super-packet without IP) for malformed packets (`BadLength` also for a
+/// buffer longer than its IP length: a train goes to [`split_udp_train`]).
+pub fn segment(
+    pool: &mut Pool,
+    id: PacketId,
+    out: &mut PacketVector,
+    link: InnerLink,
+) -> Result<usize, DropReason> {
     let Some(gso) = pool.meta(id).gso else {
-        return normalise(pool, id, out);
+        return normalise(pool, id, out, link);
     };
     if gso.segment_size == 0 {
         return Err(DropReason::Malformed);
     }
     let data = pool.data(id);
-    let lay = super_layout(data, gso.kind)?;
+    let l3 = require_ip(data, link)?;
+    let lay = super_layout(data, l3, gso.kind)?;
     let payload = data.len() - lay.l4 - lay.th;
     let seg = gso.segment_size as usize;
     if payload > seg {
@@ -287,7 +356,7 @@ pub fn segment(pool: &mut Pool, id: PacketId, out: &mut PacketVector) -> Result<
     }
     let data = pool.data_mut(id);
     let len = data.len();
-    set_ip_len(data, lay.v6, len, None);
+    set_ip_len(&mut data[lay.l3..], lay.v6, len - lay.l3, None);
     fill_transport_checksum(data, &lay, len);
     finish_meta(pool, id, &lay, ChecksumState::None);
     push(pool, out, id);
@@ -295,26 +364,44 @@ pub fn segment(pool: &mut Pool, id: PacketId, out: &mut PacketVector) -> Result<
 }
 
 /// The no-split path of [`segment`] for a packet without `meta.gso`.
-fn normalise(pool: &mut Pool, id: PacketId, out: &mut PacketVector) -> Result<usize, DropReason> {
-    let ip = parse_ip(pool.data(id))?;
+fn normalise(
+    pool: &mut Pool,
+    id: PacketId,
+    out: &mut PacketVector,
+    link: InnerLink,
+) -> Result<usize, DropReason> {
+    let data = pool.data(id);
+    // Where a partial checksum's region ends, and the offsets to record.
+    let (end, l3, l4) = match ip_start(data, link) {
+        Some(l3) => {
+            let ip = parse_ip(&data[l3..])?;
+            if !ethertype_agrees(data, l3, ip.v6) {
+                return Err(DropReason::BadVersion);
+            }
+            (l3 + ip.end, l3, l3 + ip.l4)
+        }
+        None if data.len() >= ETHERNET_HEADER_LEN => (data.len(), 0, 0),
+        None => return Err(DropReason::Truncated),
+    };
     if out.is_full() {
         return Err(DropReason::TooBig);
     }
     let mut csum = pool.meta(id).csum;
     if let ChecksumState::Partial { start, offset } = csum {
         let (start, offset) = (start as usize, offset as usize);
-        if start > offset || offset + 2 > ip.end {
+        if start > offset || offset + 2 > end {
             return Err(DropReason::Malformed);
         }
         // The field holds the pseudo-header sum: summing it in completes it.
         let data = pool.data_mut(id);
-        let c = Sum::of(&data[start..ip.end]).udp_checksum();
+        let c = Sum::of(&data[start..end]).udp_checksum();
         data[offset..offset + 2].copy_from_slice(&c.to_be_bytes());
         csum = ChecksumState::None;
     }
     let meta = pool.meta_mut(id);
-    meta.l3 = 0;
-    meta.l4 = ip.l4 as u16;
+    meta.l2 = 0;
+    meta.l3 = l3 as u16;
+    meta.l4 = l4 as u16;
     meta.csum = csum;
     push(pool, out, id);
     Ok(1)
@@ -324,7 +411,7 @@ fn normalise(pool: &mut Pool, id: PacketId, out: &mut PacketVector) -> Result<us
 fn fill_transport_checksum(buf: &mut [u8], lay: &Layout, len: usize) {
     let at = lay.csum_at();
     buf[at..at + 2].fill(0);
-    let sum = pseudo_base(buf, lay.v6, lay.protocol())
+    let sum = pseudo_base(&buf[lay.l3..], lay.v6, lay.protocol())
         .add_u16((len - lay.l4) as u16)
         .add(Sum::of(&buf[lay.l4..len]));
     let c = if lay.tcp {
@@ -345,7 +432,8 @@ fn finish_meta(pool: &mut Pool, id: PacketId, lay: &Layout, csum: ChecksumState)
 /// segment, whose headers have the same layout) is kept.
 fn out_meta(base: PacketMeta, lay: &Layout, csum: ChecksumState) -> PacketMeta {
     PacketMeta {
-        l3: 0,
+        l2: 0,
+        l3: lay.l3 as u16,
         l4: lay.l4 as u16,
         csum,
         gso: None,
@@ -413,7 +501,7 @@ fn emit(
     let ident = if lay.v6 {
         0
     } else {
-        ipv4::Packet::new_unchecked(data).ident()
+        ipv4::Packet::new_unchecked(&data[lay.l3..]).ident()
     };
     let (seq, flags) = if lay.tcp {
         let t = tcp::Packet::new_unchecked(&data[lay.l4..]);
@@ -436,7 +524,8 @@ fn emit(
             pool.copy_between(id, 0..hdr, s, 0);
             pool.copy_between(id, hdr + off..hdr + off + chunk, s, hdr);
             let buf = pool.data_mut(s);
-            set_ip_len(buf, lay.v6, len, Some(ident.wrapping_add(i as u16)));
+            let ident = Some(ident.wrapping_add(i as u16));
+            set_ip_len(&mut buf[lay.l3..], lay.v6, len - lay.l3, ident);
             let transport = &mut buf[lay.l4..];
             if lay.tcp {
                 let mut t = tcp::Packet::new_unchecked(transport);
@@ -629,6 +718,7 @@ pub fn split_udp_train(
 #[cfg(test)]
 pub(crate) mod testpkt {
     use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool};
+    use crate::encap::InnerLink;
     use tep_csum::{reference, Sum};
 
     /// IP header fields (IPv4 uses the first 4 bytes of the addresses).
@@ -948,6 +1038,18 @@ pub(crate) mod testpkt {
         }
     }
 
+    /// The `link` of [`Gro::coalesce`](crate::gro::Gro::coalesce) for IP
+    /// packets only.
+    pub fn ip_link(_: &PacketMeta) -> InnerLink {
+        InnerLink::Ip
+    }
+
+    /// The `link` of [`Gro::coalesce`](crate::gro::Gro::coalesce) for
+    /// Ethernet frames only.
+    pub fn eth_link(_: &PacketMeta) -> InnerLink {
+        InnerLink::Ethernet
+    }
+
     /// A packet in the pool with these bytes and metadata.
     pub fn load(pool: &mut Pool, bytes: &[u8], meta: PacketMeta) -> PacketId {
         let id = pool.alloc().expect("test pool too small");
@@ -1006,7 +1108,7 @@ mod tests {
         let (b, m) = tcp_super(&Ip::v4(), &t, 2500, 1000);
         let id = testpkt::load(&mut pool, &b, m);
         let mut out = PacketVector::new();
-        assert_eq!(segment(&mut pool, id, &mut out), Ok(3));
+        assert_eq!(segment(&mut pool, id, &mut out, InnerLink::Ip), Ok(3));
         assert_eq!(pool.available(), 5, "the super-packet is freed");
         let segs = out_bytes(&pool, &out);
         let want = testpkt::tcp_train(&Ip::v4(), &t, &[1000, 1000, 500], 7);
@@ -1043,7 +1145,7 @@ mod tests {
         assert_eq!(m.l4, 56);
         let id = testpkt::load(&mut pool, &b, m);
         let mut out = PacketVector::new();
-        assert_eq!(segment(&mut pool, id, &mut out), Ok(3));
+        assert_eq!(segment(&mut pool, id, &mut out, InnerLink::Ip), Ok(3));
         let want = testpkt::tcp_train(&ip, &Tcp::new(), &[1400, 1400, 200], 7);
         assert_eq!(out_bytes(&pool, &out), want);
         assert!(out_bytes(&pool, &out).iter().all(|s| tcp_ok(s)));
@@ -1054,7 +1156,7 @@ mod tests {
         let (b, m) = tcp_super(&ip, &Tcp::new(), 30, 10);
         let id = testpkt::load(&mut pool, &b, m);
         out.clear();
-        assert_eq!(segment(&mut pool, id, &mut out), Ok(3));
+        assert_eq!(segment(&mut pool, id, &mut out, InnerLink::Ip), Ok(3));
         let ids: Vec<_> = out_bytes(&pool, &out)
             .iter()
             .map(|s| ipv4::Packet::new_unchecked(&s[..]).ident())
@@ -1070,7 +1172,7 @@ mod tests {
         let (b, m) = tcp_super(&ip, &Tcp::new(), 100, 60);
         let id = testpkt::load(&mut pool, &b, m);
         let mut out = PacketVector::new();
-        assert_eq!(segment(&mut pool, id, &mut out), Ok(2));
+        assert_eq!(segment(&mut pool, id, &mut out, InnerLink::Ip), Ok(2));
         assert_eq!(
             out_bytes(&pool, &out),
             testpkt::tcp_train(&ip, &Tcp::new(), &[60, 40], 7)
@@ -1090,7 +1192,7 @@ mod tests {
             );
             let id = testpkt::load(&mut pool, &b, testpkt::super_meta(&b, GsoKind::Udp, 400));
             let mut out = PacketVector::new();
-            assert_eq!(segment(&mut pool, id, &mut out), Ok(3));
+            assert_eq!(segment(&mut pool, id, &mut out, InnerLink::Ip), Ok(3));
             let want = testpkt::udp_train(&ip, 4789, 4789, &[400, 400, 200], Csum::Full, 1);
             assert_eq!(out_bytes(&pool, &out), want);
         }
@@ -1103,7 +1205,7 @@ mod tests {
         // A super-packet whose payload fits one segment.
         let (b, m) = tcp_super(&Ip::v4(), &Tcp::new(), 500, 1000);
         let id = testpkt::load(&mut pool, &b, m);
-        assert_eq!(segment(&mut pool, id, &mut out), Ok(1));
+        assert_eq!(segment(&mut pool, id, &mut out, InnerLink::Ip), Ok(1));
         assert_eq!(out.as_slice(), [id]);
         let full = testpkt::tcp(
             &Ip::v4(),
@@ -1124,7 +1226,7 @@ mod tests {
             },
         );
         let id = testpkt::load(&mut pool, &b, m);
-        assert_eq!(segment(&mut pool, id, &mut out), Ok(1));
+        assert_eq!(segment(&mut pool, id, &mut out, InnerLink::Ip), Ok(1));
         let full = testpkt::udp(&Ip::v6(), 1, 2, b"hello", Csum::Full);
         assert_eq!(pool.data(id), &full[..]);
         assert_eq!(pool.meta(id).csum, ChecksumState::None);
@@ -1136,7 +1238,7 @@ mod tests {
         b[6] = 0x20; // MF
         let m = testpkt::meta_of(&b, ChecksumState::Zero);
         let id = testpkt::load(&mut pool, &b, m);
-        assert_eq!(segment(&mut pool, id, &mut out), Ok(1));
+        assert_eq!(segment(&mut pool, id, &mut out, InnerLink::Ip), Ok(1));
         assert_eq!(pool.data(id), &b[..]);
         assert_eq!(*pool.meta(id), m);
         assert_eq!(out.len(), 3);
@@ -1151,7 +1253,7 @@ mod tests {
     ) {
         let id = testpkt::load(pool, bytes, meta);
         let (avail, len) = (pool.available(), out.len());
-        assert_eq!(segment(pool, id, out), Err(want));
+        assert_eq!(segment(pool, id, out, InnerLink::Ip), Err(want));
         assert_eq!((pool.available(), out.len()), (avail, len));
         assert_eq!(pool.data(id), bytes, "input untouched");
         assert_eq!(*pool.meta(id), meta);
@@ -1220,7 +1322,11 @@ mod tests {
         assert_refused(&mut pool, &b6, m6, &mut out, DropReason::Unsupported);
         b6[40 + 3] = 0;
         let id = testpkt::load(&mut pool, &b6, m6);
-        assert_eq!(segment(&mut pool, id, &mut out), Ok(3), "no segments left");
+        assert_eq!(
+            segment(&mut pool, id, &mut out, InnerLink::Ip),
+            Ok(3),
+            "no segments left"
+        );
     }
 
     fn udp_ip(ip: &Ip, k: usize) -> Ip {
@@ -1454,9 +1560,25 @@ mod tests {
     fn segment_all(pool: &mut Pool, v: &PacketVector) -> PacketVector {
         let mut out = PacketVector::new();
         for &id in v.as_slice() {
-            segment(pool, id, &mut out).unwrap();
+            segment(pool, id, &mut out, InnerLink::Ip).unwrap();
         }
         out
+    }
+
+    fn segment_ip(
+        pool: &mut Pool,
+        id: PacketId,
+        out: &mut PacketVector,
+    ) -> Result<usize, DropReason> {
+        segment(pool, id, out, InnerLink::Ip)
+    }
+
+    fn segment_eth(
+        pool: &mut Pool,
+        id: PacketId,
+        out: &mut PacketVector,
+    ) -> Result<usize, DropReason> {
+        segment(pool, id, out, InnerLink::Ethernet)
     }
 
     fn metas(pool: &Pool, v: &PacketVector) -> Vec<PacketMeta> {
@@ -1483,7 +1605,7 @@ mod tests {
             let mut pool = Pool::new(2 * n + 4, ROOM);
             let mut v = load_all(&mut pool, &x, ChecksumState::None);
             let want_meta = metas(&pool, &v);
-            let merged = Gro::new().coalesce(&mut pool, &mut v);
+            let merged = Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link);
             prop_assert_eq!(merged + v.len(), n);
             let total: usize = x.iter().map(|p| p.len() - ip.hlen() - 20 - t.options.len()).sum::<usize>()
                 + ip.hlen() + 20 + t.options.len();
@@ -1509,7 +1631,7 @@ mod tests {
             let mut pool = Pool::new(2 * n + 4, ROOM);
             let mut v = load_all(&mut pool, &x, ChecksumState::None);
             let want_meta = metas(&pool, &v);
-            let merged = Gro::new().coalesce(&mut pool, &mut v);
+            let merged = Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link);
             prop_assert_eq!(merged + v.len(), n);
             if n * size <= 65000 && n <= 64 {
                 prop_assert_eq!(v.len(), 1);
@@ -1546,14 +1668,14 @@ mod tests {
             let mut pool = Pool::new(80, ROOM);
             let id = testpkt::load(&mut pool, &b, m);
             let mut v = PacketVector::new();
-            let n = segment(&mut pool, id, &mut v).unwrap();
+            let n = segment(&mut pool, id, &mut v, InnerLink::Ip).unwrap();
             prop_assert_eq!(n, payload.div_ceil(mss));
             for s in out_bytes(&pool, &v) {
                 if !udp {
                     prop_assert!(tcp_ok(&s));
                 }
             }
-            prop_assert_eq!(Gro::new().coalesce(&mut pool, &mut v), n - 1);
+            prop_assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), n - 1);
             prop_assert_eq!(v.len(), 1);
             prop_assert_eq!(pool.data(v.as_slice()[0]), &b[..]);
             prop_assert_eq!(*pool.meta(v.as_slice()[0]), m);
@@ -1612,7 +1734,7 @@ mod tests {
                 csum,
                 ..testpkt::meta_of(&[0x45], ChecksumState::None)
             };
-            for f in [segment, split_udp_train] {
+            for f in [segment_ip, segment_eth, split_udp_train] {
                 let id = testpkt::load(&mut pool, &bytes, meta);
                 let mut out = PacketVector::new();
                 let avail = pool.available();
@@ -1642,7 +1764,8 @@ mod tests {
             let mut v = PacketVector::new();
             v.push(testpkt::load(&mut pool, &bytes, meta)).unwrap();
             v.push(testpkt::load(&mut pool, &bytes, meta)).unwrap();
-            Gro::new().coalesce(&mut pool, &mut v);
+            Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link);
+            Gro::new().coalesce(&mut pool, &mut v, testpkt::eth_link);
         }
 
         /// Valid super-packets and trains with a byte changed or cut short:
@@ -1667,7 +1790,7 @@ mod tests {
             changed[at.index(b.len())] = val;
             let cut = cut.index(b.len());
             for (bytes, must_fail) in [(&changed[..], false), (&b[..cut], true)] {
-                for (k, f) in [segment, split_udp_train].into_iter().enumerate() {
+                for (k, f) in [segment_ip, split_udp_train].into_iter().enumerate() {
                     let id = testpkt::load(&mut pool, bytes, m);
                     let mut out = PacketVector::new();
                     let r = f(&mut pool, id, &mut out);

@@ -136,7 +136,6 @@ pub struct Pipeline<C: Clock> {
     replies: Box<PacketVector>,
     // Taken out while `encap` segments into it (no allocation per call).
     work: Option<Box<PacketVector>>,
-    frames: Box<PacketVector>,
     gro: Box<Gro>,
     counters: Counters,
 }
@@ -181,7 +180,6 @@ impl<C: Clock> Pipeline<C> {
             by_kind: Box::new(core::array::from_fn(|_| PacketVector::new())),
             replies: Box::new(PacketVector::new()),
             work: Some(Box::new(PacketVector::new())),
-            frames: Box::new(PacketVector::new()),
             gro: Box::new(Gro::new()),
             counters: Counters::default(),
         }
@@ -278,7 +276,7 @@ impl<C: Clock> Pipeline<C> {
             }
             let added = &mut self.counters.segments_added;
             self.runtime.run(self.nodes.gso, 1, |s| {
-                match gso::segment(pool, id, &mut work) {
+                match gso::segment(pool, id, &mut work, link) {
                     Ok(n) => *added += n as u64 - 1,
                     Err(r) => {
                         s.drop(r);
@@ -435,7 +433,6 @@ impl<C: Clock> Pipeline<C> {
             nodes,
             by_kind,
             replies,
-            frames,
             gro,
             gtpu,
             counters,
@@ -473,21 +470,18 @@ impl<C: Clock> Pipeline<C> {
             decap::decap_output(s, pool, v, table)
         });
         if options.gro && v.len() > 1 {
-            // GRO works on IP packets: Ethernet frames (L2 tunnels) wait
-            // aside and follow the coalesced packets.
-            v.retain(
-                |id| !table.get(pool.meta(id).tunnel).kind.carries_ethernet(),
-                |id| {
-                    let _ = frames.push(id);
-                },
-            );
+            // Frames of L2 tunnels coalesce like IP packets, by the IP
+            // packet after their Ethernet header.
+            let link = |m: &crate::buffer::PacketMeta| {
+                if table.get(m.tunnel).kind.carries_ethernet() {
+                    InnerLink::Ethernet
+                } else {
+                    InnerLink::Ip
+                }
+            };
             runtime.run(nodes.gro, v.len(), |_| {
-                counters.coalesced += gro.coalesce(pool, v) as u64;
+                counters.coalesced += gro.coalesce(pool, v, link) as u64;
             });
-            for &id in frames.as_slice() {
-                let _ = v.push(id);
-            }
-            frames.clear();
         }
         counters.decap_out += v.len() as u64;
         if !v.is_empty() {
