@@ -584,7 +584,7 @@ impl Gro {
 mod tests {
     use super::*;
     use crate::buffer::SUPER_PACKET_ROOM;
-    use crate::gso::testpkt::{self, Csum, Ip, Tcp, ACK, CWR, FIN, PSH, RST, SYN, URG};
+    use crate::gso::testpkt::{self, Csum, Eth, Ip, Tcp, ACK, CWR, FIN, PSH, RST, SYN, URG};
     use crate::gso::{segment, UDP_MAX_SEGMENTS};
 
     fn load(pool: &mut Pool, pkts: &[Vec<u8>]) -> PacketVector {
@@ -1096,5 +1096,165 @@ mod tests {
         let mut v = PacketVector::new();
         assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 0);
         assert_unmerged(&[vec![], vec![0x45], vec![0x60; 39], vec![0x99; 60]]);
+    }
+
+    // ---- Ethernet frames ----
+
+    /// Frames of the IP packets `pkts`, loaded with their metadata.
+    fn load_frames(pool: &mut Pool, eth: &Eth, pkts: &[Vec<u8>]) -> PacketVector {
+        let mut v = PacketVector::new();
+        for p in pkts {
+            let m = eth.meta(testpkt::meta_of(p, ChecksumState::None));
+            v.push(testpkt::load(pool, &eth.wrap(p), m)).unwrap();
+        }
+        v
+    }
+
+    /// Coalescing these frames merges nothing and changes nothing.
+    fn assert_frames_unmerged(frames: &[Vec<u8>]) {
+        let mut pool = Pool::new(frames.len() + 1, SUPER_PACKET_ROOM);
+        let mut v = load(&mut pool, frames);
+        let before = contents(&pool, &v);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::eth_link), 0);
+        assert_eq!(contents(&pool, &v), before);
+    }
+
+    /// A train of frames becomes the frame of the super-packet the bare
+    /// packets become, with offsets from the frame start; frames without
+    /// IP in between pass untouched.
+    #[test]
+    fn frames_coalesce_by_the_ip_packet_after_their_header() {
+        for (eth, ip) in [(Eth::new(), Ip::v4()), (Eth::tagged(42), Ip::v6())] {
+            let a = testpkt::tcp_train(&ip, &Tcp::new(), &[1000, 1000, 500], 1);
+            let mut pool = Pool::new(8, SUPER_PACKET_ROOM);
+            let mut bare = load(&mut pool, &a);
+            assert_eq!(
+                Gro::new().coalesce(&mut pool, &mut bare, testpkt::ip_link),
+                2
+            );
+            let want = eth.wrap(pool.data(bare.as_slice()[0]));
+            let want_meta = eth.meta(*pool.meta(bare.as_slice()[0]));
+
+            let mut pool = Pool::new(8, SUPER_PACKET_ROOM);
+            let arp = eth.arp();
+            let mut lldp = eth.header(0x88cc);
+            lldp.extend_from_slice(&[0x02, 0x07, 0x04, 1, 2, 3, 4, 5, 6, 0, 0]);
+            let frames = [
+                eth.wrap(&a[0]),
+                arp.clone(),
+                eth.wrap(&a[1]),
+                lldp.clone(),
+                eth.wrap(&a[2]),
+            ];
+            let mut v = PacketVector::new();
+            for (k, f) in frames.iter().enumerate() {
+                let m = if k % 2 == 0 {
+                    eth.meta(testpkt::meta_of(&a[k / 2], ChecksumState::None))
+                } else {
+                    PacketMeta {
+                        l3: 0,
+                        l4: 0,
+                        ..testpkt::meta_of(f, ChecksumState::None)
+                    }
+                };
+                v.push(testpkt::load(&mut pool, f, m)).unwrap();
+            }
+            let others = [
+                contents(&pool, &v)[1].clone(),
+                contents(&pool, &v)[3].clone(),
+            ];
+            assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::eth_link), 2);
+            let got = contents(&pool, &v);
+            assert_eq!(got.len(), 3);
+            assert_eq!(got[0].0, want, "byte for byte");
+            assert_eq!(got[0].1, want_meta);
+            assert_eq!(&got[1..], &others[..], "non-IP frames untouched");
+            let m = got[0].1;
+            let (l3, l4) = (eth.hlen(), eth.hlen() + ip.hlen());
+            assert_eq!((m.l2, m.l3, m.l4), (0, l3 as u16, l4 as u16));
+            assert_eq!(
+                m.csum,
+                ChecksumState::Partial {
+                    start: l4 as u16,
+                    offset: (l4 + 16) as u16
+                }
+            );
+            let kind = if ip.v6 { GsoKind::Tcp6 } else { GsoKind::Tcp4 };
+            assert_eq!(
+                m.gso,
+                Some(Gso {
+                    kind,
+                    segment_size: 1000
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn frames_with_other_ethernet_headers_do_not_merge() {
+        let a = train(&[100, 100]);
+        let base = Eth::new();
+        let mut other_src = Eth::new();
+        other_src.src[5] ^= 0x10;
+        let mut other_dst = Eth::new();
+        other_dst.dst[0] ^= 0x04;
+        for second in [other_src, other_dst, Eth::tagged(1)] {
+            assert_frames_unmerged(&[base.wrap(&a[0]), second.wrap(&a[1])]);
+        }
+        assert_frames_unmerged(&[Eth::tagged(1).wrap(&a[0]), Eth::tagged(2).wrap(&a[1])]);
+        // The control: equal headers merge.
+        let mut pool = Pool::new(3, SUPER_PACKET_ROOM);
+        let mut v = load_frames(&mut pool, &Eth::tagged(1), &a);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::eth_link), 1);
+    }
+
+    /// The link decides how a packet is read: an IP packet read as a frame
+    /// and a frame read as a packet carry no IP; a frame whose EtherType
+    /// names the other IP version is opaque too, and none of them ends the
+    /// flow around it.
+    #[test]
+    fn the_link_decides_and_opaque_frames_do_not_end_flows() {
+        let a = train(&[100, 100]);
+        let mut pool = Pool::new(3, SUPER_PACKET_ROOM);
+        let mut v = load(&mut pool, &a);
+        let before = contents(&pool, &v);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::eth_link), 0);
+        assert_eq!(contents(&pool, &v), before);
+        let eth = Eth::new();
+        let mut pool = Pool::new(3, SUPER_PACKET_ROOM);
+        let mut v = load_frames(&mut pool, &eth, &a);
+        let before = contents(&pool, &v);
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::ip_link), 0);
+        assert_eq!(contents(&pool, &v), before);
+
+        let mut wrong = eth.wrap(&a[1]);
+        wrong[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        assert_frames_unmerged(&[eth.wrap(&a[0]), wrong.clone()]);
+        let mut pool = Pool::new(4, SUPER_PACKET_ROOM);
+        let mut v = load(
+            &mut pool,
+            &[eth.wrap(&a[0]), wrong.clone(), eth.wrap(&a[1])],
+        );
+        assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::eth_link), 1);
+        assert_eq!(pool.data(v.as_slice()[1]), &wrong[..]);
+    }
+
+    /// A partial checksum is known good when its offsets are the
+    /// transport's counted from the frame start.
+    #[test]
+    fn partial_checksums_of_frames_count_from_the_frame_start() {
+        let eth = Eth::new();
+        let mut p = train(&[100, 100]);
+        let partial = Ip::v4().pseudo(6, 132).value().to_be_bytes();
+        p[1][36..38].copy_from_slice(&partial);
+        for (start, offset, merges) in [(34, 50, 1), (20, 36, 0)] {
+            let mut pool = Pool::new(3, SUPER_PACKET_ROOM);
+            let mut v = load_frames(&mut pool, &eth, &p);
+            pool.meta_mut(v.as_slice()[1]).csum = ChecksumState::Partial { start, offset };
+            assert_eq!(
+                Gro::new().coalesce(&mut pool, &mut v, testpkt::eth_link),
+                merges
+            );
+        }
     }
 }

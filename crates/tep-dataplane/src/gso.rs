@@ -1038,6 +1038,90 @@ pub(crate) mod testpkt {
         }
     }
 
+    /// An Ethernet header to put before IP packets.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Eth {
+        pub dst: [u8; 6],
+        pub src: [u8; 6],
+        /// One 802.1Q tag (TPID 0x8100) with this TCI.
+        pub vlan: Option<u16>,
+    }
+
+    impl Eth {
+        pub fn new() -> Eth {
+            Eth {
+                dst: [0x02, 0, 0, 0, 0, 0x02],
+                src: [0x02, 0, 0, 0, 0, 0x01],
+                vlan: None,
+            }
+        }
+
+        pub fn tagged(vlan: u16) -> Eth {
+            Eth {
+                vlan: Some(vlan),
+                ..Eth::new()
+            }
+        }
+
+        /// Bytes of the header: where the IP header starts.
+        pub fn hlen(&self) -> usize {
+            if self.vlan.is_some() {
+                18
+            } else {
+                14
+            }
+        }
+
+        pub fn header(&self, ethertype: u16) -> Vec<u8> {
+            let mut h = Vec::new();
+            h.extend_from_slice(&self.dst);
+            h.extend_from_slice(&self.src);
+            if let Some(tci) = self.vlan {
+                h.extend_from_slice(&0x8100u16.to_be_bytes());
+                h.extend_from_slice(&tci.to_be_bytes());
+            }
+            h.extend_from_slice(&ethertype.to_be_bytes());
+            h
+        }
+
+        /// The frame carrying IP packet `pkt` (EtherType by its version).
+        pub fn wrap(&self, pkt: &[u8]) -> Vec<u8> {
+            let ty = if pkt[0] >> 4 == 6 { 0x86dd } else { 0x0800 };
+            let mut f = self.header(ty);
+            f.extend_from_slice(pkt);
+            f
+        }
+
+        /// An ARP request frame (not IP).
+        pub fn arp(&self) -> Vec<u8> {
+            let mut f = self.header(0x0806);
+            f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+            f.extend_from_slice(&self.src);
+            f.extend_from_slice(&[10, 201, 0, 1]);
+            f.extend_from_slice(&[0; 6]);
+            f.extend_from_slice(&[10, 201, 0, 2]);
+            f
+        }
+
+        /// The metadata of the IP packet with metadata `m`, framed: `l3`,
+        /// `l4` and a partial checksum's offsets move by the header.
+        pub fn meta(&self, m: PacketMeta) -> PacketMeta {
+            let n = self.hlen() as u16;
+            PacketMeta {
+                l3: m.l3 + n,
+                l4: if m.l4 == 0 { 0 } else { m.l4 + n },
+                csum: match m.csum {
+                    ChecksumState::Partial { start, offset } => ChecksumState::Partial {
+                        start: start + n,
+                        offset: offset + n,
+                    },
+                    c => c,
+                },
+                ..m
+            }
+        }
+    }
+
     /// The `link` of [`Gro::coalesce`](crate::gro::Gro::coalesce) for IP
     /// packets only.
     pub fn ip_link(_: &PacketMeta) -> InnerLink {
@@ -1061,7 +1145,7 @@ pub(crate) mod testpkt {
 
 #[cfg(test)]
 mod tests {
-    use super::testpkt::{self, Csum, Ip, Tcp, ACK, CWR, ECE, FIN, PSH};
+    use super::testpkt::{self, Csum, Eth, Ip, Tcp, ACK, CWR, ECE, FIN, PSH};
     use super::*;
     use crate::gro::Gro;
     use proptest::prelude::*;
@@ -1327,6 +1411,148 @@ mod tests {
             Ok(3),
             "no segments left"
         );
+    }
+
+    // ---- Ethernet frames ----
+
+    /// Segments IP super-packet `b` (metadata `m`) bare and framed by
+    /// `eth`: every framed segment must be the header followed by the bare
+    /// segment, with the bare segment's metadata moved by the header.
+    /// Returns how many segments.
+    fn assert_frame_segments_like_the_packet(eth: &Eth, b: &[u8], m: PacketMeta) -> usize {
+        let mut pool = Pool::new(2 * 64 + 2, ROOM);
+        let id = testpkt::load(&mut pool, b, m);
+        let mut bare = PacketVector::new();
+        let n = segment(&mut pool, id, &mut bare, InnerLink::Ip).unwrap();
+        let id = testpkt::load(&mut pool, &eth.wrap(b), eth.meta(m));
+        let mut framed = PacketVector::new();
+        assert_eq!(
+            segment(&mut pool, id, &mut framed, InnerLink::Ethernet),
+            Ok(n)
+        );
+        let hl = eth.hlen();
+        for (&p, &f) in bare.as_slice().iter().zip(framed.as_slice()) {
+            assert_eq!(pool.data(f), &eth.wrap(pool.data(p))[..], "byte for byte");
+            let meta = *pool.meta(f);
+            assert_eq!(meta, eth.meta(*pool.meta(p)));
+            assert_eq!((meta.l2, meta.l3), (0, hl as u16));
+            assert_eq!(usize::from(meta.l4), hl + usize::from(m.l4));
+        }
+        for &o in bare.as_slice().iter().chain(framed.as_slice()) {
+            pool.free(o);
+        }
+        assert_eq!(pool.available(), pool.capacity());
+        n
+    }
+
+    #[test]
+    fn tcp_super_frames_segment_like_the_bare_packet() {
+        let mss = 1448;
+        for eth in [Eth::new(), Eth::tagged(100)] {
+            for ip in [Ip::v4(), Ip::v6()] {
+                let mut t = Tcp::new();
+                t.flags |= PSH | CWR;
+                // 64 KiB: 45 full segments.
+                let (b, m) = tcp_super(&ip, &t, 45 * mss, mss as u16);
+                assert!(b.len() > 65000);
+                let n = assert_frame_segments_like_the_packet(&eth, &b, m);
+                assert_eq!(n, 45);
+            }
+        }
+        // The segments are valid TCP (checked on the bare ones, which the
+        // framed ones contain).
+        let (b, m) = tcp_super(&Ip::v6(), &Tcp::new(), 3000, 1000);
+        let eth = Eth::tagged(7);
+        let mut pool = Pool::new(4, ROOM);
+        let id = testpkt::load(&mut pool, &eth.wrap(&b), eth.meta(m));
+        let mut out = PacketVector::new();
+        assert_eq!(segment(&mut pool, id, &mut out, InnerLink::Ethernet), Ok(3));
+        for s in out_bytes(&pool, &out) {
+            assert_eq!(&s[..18], &eth.header(0x86dd)[..]);
+            assert!(tcp_ok(&s[18..]));
+        }
+    }
+
+    #[test]
+    fn udp_super_frames_segment_like_the_bare_packet() {
+        for eth in [Eth::new(), Eth::tagged(0x2005)] {
+            for ip in [Ip::v4(), Ip::v6()] {
+                let b = testpkt::udp(
+                    &ip,
+                    5000,
+                    5001,
+                    &testpkt::payload(0, 60000, 4),
+                    Csum::Partial,
+                );
+                let m = testpkt::super_meta(&b, GsoKind::Udp, 1400);
+                let n = assert_frame_segments_like_the_packet(&eth, &b, m);
+                assert_eq!(n, 43);
+            }
+        }
+    }
+
+    #[test]
+    fn frame_refusals_and_frames_without_ip() {
+        let mut pool = Pool::new(4, ROOM);
+        let mut out = PacketVector::new();
+        let eth = Eth::new();
+        let (b, m) = tcp_super(&Ip::v4(), &Tcp::new(), 5000, 1000);
+        let (f, fm) = (eth.wrap(&b), eth.meta(m));
+        let refused = |pool: &mut Pool, bytes: &[u8], meta: PacketMeta, want: DropReason| {
+            let id = testpkt::load(pool, bytes, meta);
+            let avail = pool.available();
+            let mut out = PacketVector::new();
+            assert_eq!(segment(pool, id, &mut out, InnerLink::Ethernet), Err(want));
+            assert_eq!(pool.available(), avail);
+            assert_eq!(pool.data(id), bytes, "input untouched");
+            assert_eq!(*pool.meta(id), meta);
+            assert!(out.is_empty());
+            pool.free(id);
+        };
+        let arp = eth.arp();
+        refused(&mut pool, &arp, fm, DropReason::NotIp);
+        refused(&mut pool, &f[..13], fm, DropReason::Truncated);
+        let mut wrong_type = f.clone();
+        wrong_type[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        refused(&mut pool, &wrong_type, fm, DropReason::BadVersion);
+        let mut padded = f.clone();
+        padded.extend_from_slice(&[0; 4]);
+        refused(&mut pool, &padded, fm, DropReason::BadLength);
+        // The bare packet read as a frame: its "EtherType" is the source
+        // address; a frame read as a packet: a MAC is no IP version.
+        refused(&mut pool, &b, m, DropReason::NotIp);
+        let id = testpkt::load(&mut pool, &f, fm);
+        assert_eq!(
+            segment(&mut pool, id, &mut out, InnerLink::Ip),
+            Err(DropReason::NotIp)
+        );
+        pool.free(id);
+
+        // Without gso: a frame without IP passes untouched, offsets 0.
+        let am = PacketMeta {
+            l3: 0,
+            l4: 0,
+            ..testpkt::meta_of(&arp, ChecksumState::None)
+        };
+        let id = testpkt::load(&mut pool, &arp, am);
+        assert_eq!(segment(&mut pool, id, &mut out, InnerLink::Ethernet), Ok(1));
+        assert_eq!((pool.data(id), *pool.meta(id)), (&arp[..], am));
+        // An IP frame with a partial checksum: completed in place.
+        let p = testpkt::udp(&Ip::v6(), 1, 2, b"hello", Csum::Partial);
+        let pm = testpkt::meta_of(
+            &p,
+            ChecksumState::Partial {
+                start: 40,
+                offset: 46,
+            },
+        );
+        let id = testpkt::load(&mut pool, &eth.wrap(&p), eth.meta(pm));
+        assert_eq!(segment(&mut pool, id, &mut out, InnerLink::Ethernet), Ok(1));
+        let full = testpkt::udp(&Ip::v6(), 1, 2, b"hello", Csum::Full);
+        assert_eq!(pool.data(id), &eth.wrap(&full)[..]);
+        let got = *pool.meta(id);
+        assert_eq!((got.l3, got.l4, got.csum), (14, 54, ChecksumState::None));
+        assert_eq!(out.len(), 2);
     }
 
     fn udp_ip(ip: &Ip, k: usize) -> Ip {
@@ -1723,10 +1949,16 @@ mod tests {
                 ChecksumState::Partial { start: 20, offset: 36 },
                 ChecksumState::Partial { start: 400, offset: 2 },
             ]),
+            framed in prop::sample::select(vec![None, Some(0x0800u16), Some(0x86dd), Some(0x8100)]),
         ) {
             let mut bytes = bytes;
             if let (Some(v), Some(b)) = (version, bytes.first_mut()) {
                 *b = v;
+            }
+            if let Some(ty) = framed {
+                let mut f = Eth::new().header(ty);
+                f.extend_from_slice(&bytes);
+                bytes = f;
             }
             let mut pool = Pool::new(VECTOR_SIZE + 2, 2048);
             let meta = PacketMeta {
@@ -1777,6 +2009,7 @@ mod tests {
             at in any::<prop::sample::Index>(),
             val in any::<u8>(),
             cut in any::<prop::sample::Index>(),
+            framed in any::<bool>(),
         ) {
             let (b, m) = if udp {
                 let b = testpkt::udp(&ip, 1, 2, &[3; 900], Csum::Partial);
@@ -1785,12 +2018,19 @@ mod tests {
             } else {
                 tcp_super(&ip, &Tcp::new(), 900, 100)
             };
+            type Segment = fn(&mut Pool, PacketId, &mut PacketVector) -> Result<usize, DropReason>;
+            let (b, m, seg) = if framed {
+                let eth = Eth::tagged(5);
+                (eth.wrap(&b), eth.meta(m), segment_eth as Segment)
+            } else {
+                (b, m, segment_ip as Segment)
+            };
             let mut pool = Pool::new(40, ROOM);
             let mut changed = b.clone();
             changed[at.index(b.len())] = val;
             let cut = cut.index(b.len());
             for (bytes, must_fail) in [(&changed[..], false), (&b[..cut], true)] {
-                for (k, f) in [segment_ip, split_udp_train].into_iter().enumerate() {
+                for (k, f) in [seg, split_udp_train].into_iter().enumerate() {
                     let id = testpkt::load(&mut pool, bytes, m);
                     let mut out = PacketVector::new();
                     let r = f(&mut pool, id, &mut out);
@@ -1804,6 +2044,147 @@ mod tests {
                     prop_assert_eq!(pool.available(), 40);
                 }
             }
+        }
+    }
+
+    fn eth_strategy() -> impl Strategy<Value = Eth> {
+        (
+            any::<[u8; 6]>(),
+            any::<[u8; 6]>(),
+            prop::option::of(any::<u16>()),
+        )
+            .prop_map(|(dst, src, vlan)| Eth { dst, src, vlan })
+    }
+
+    /// Metadata of a frame without IP, as decapsulation leaves it.
+    fn arp_meta(arp: &[u8]) -> PacketMeta {
+        PacketMeta {
+            l3: 0,
+            l4: 0,
+            ..testpkt::meta_of(arp, ChecksumState::None)
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// coalesce(segment(x)) == x for super-frames (TCP and UDP, with or
+        /// without a VLAN tag); ARP frames between the segments pass
+        /// untouched and do not stop the merge.
+        #[test]
+        fn super_frame_segments_then_coalesces_back_around_arp(
+            ip in ip_strategy(),
+            t in tcp_strategy(),
+            eth in eth_strategy(),
+            udp in any::<bool>(),
+            mss in 1usize..=1460,
+            segs in 2usize..=64,
+            short in 0usize..1460,
+            arp_every in 1usize..8,
+        ) {
+            let mss = if udp { mss.min(1000) } else { mss };
+            let hdr = ip.hlen() + if udp { 8 } else { 20 + t.options.len() };
+            let payload = (mss * (segs - 1) + mss - short % mss).min(65535 - hdr);
+            prop_assume!(payload > mss);
+            let (b, m) = if udp {
+                let b = testpkt::udp(&ip, t.sport, t.dport, &testpkt::payload(0, payload, 2), Csum::Partial);
+                let m = testpkt::super_meta(&b, GsoKind::Udp, mss as u16);
+                (b, m)
+            } else {
+                tcp_super(&ip, &t, payload, mss as u16)
+            };
+            let (f, fm) = (eth.wrap(&b), eth.meta(m));
+            let mut pool = Pool::new(140, ROOM);
+            let id = testpkt::load(&mut pool, &f, fm);
+            let mut segv = PacketVector::new();
+            let n = segment(&mut pool, id, &mut segv, InnerLink::Ethernet).unwrap();
+            prop_assert_eq!(n, payload.div_ceil(mss));
+            let arp = eth.arp();
+            let am = arp_meta(&arp);
+            let mut v = PacketVector::new();
+            let mut arps = 0;
+            for (k, &s) in segv.as_slice().iter().enumerate() {
+                v.push(s).unwrap();
+                if k % arp_every == 0 {
+                    v.push(testpkt::load(&mut pool, &arp, am)).unwrap();
+                    arps += 1;
+                }
+            }
+            prop_assert_eq!(Gro::new().coalesce(&mut pool, &mut v, testpkt::eth_link), n - 1);
+            prop_assert_eq!(v.len(), 1 + arps);
+            prop_assert_eq!(pool.data(v.as_slice()[0]), &f[..]);
+            prop_assert_eq!(*pool.meta(v.as_slice()[0]), fm);
+            for &a in &v.as_slice()[1..] {
+                prop_assert_eq!(pool.data(a), &arp[..]);
+                prop_assert_eq!(*pool.meta(a), am);
+            }
+            for &o in v.as_slice() {
+                pool.free(o);
+            }
+            prop_assert_eq!(pool.available(), pool.capacity());
+        }
+
+        /// segment(coalesce(x)) == x for trains of frames (TCP segments or
+        /// UDP datagrams), with an ARP frame somewhere among them.
+        #[test]
+        fn frame_train_coalesces_then_segments_back_around_arp(
+            ip in ip_strategy(),
+            t in tcp_strategy(),
+            eth in eth_strategy(),
+            udp in any::<bool>(),
+            n in 1usize..=45,
+            mss in 1usize..=1400,
+            last in 1usize..=1400,
+            arp_at in any::<prop::sample::Index>(),
+        ) {
+            let x = if udp {
+                testpkt::udp_train(&ip, t.sport, t.dport, &sizes(n, mss, last), Csum::Full, 9)
+            } else {
+                testpkt::tcp_train(&ip, &t, &sizes(n, mss, last), 5)
+            };
+            let frames: Vec<_> = x.iter().map(|p| eth.wrap(p)).collect();
+            let want_meta: Vec<_> = x
+                .iter()
+                .map(|p| eth.meta(testpkt::meta_of(p, ChecksumState::None)))
+                .collect();
+            let arp = eth.arp();
+            let am = arp_meta(&arp);
+            let arp_pos = arp_at.index(n + 1);
+            let mut pool = Pool::new(2 * n + 4, ROOM);
+            let mut v = PacketVector::new();
+            for (k, (f, &m)) in frames.iter().zip(&want_meta).enumerate() {
+                if k == arp_pos {
+                    v.push(testpkt::load(&mut pool, &arp, am)).unwrap();
+                }
+                v.push(testpkt::load(&mut pool, f, m)).unwrap();
+            }
+            if arp_pos == n {
+                v.push(testpkt::load(&mut pool, &arp, am)).unwrap();
+            }
+            let merged = Gro::new().coalesce(&mut pool, &mut v, testpkt::eth_link);
+            prop_assert_eq!(merged + v.len(), n + 1);
+            let total: usize = frames.iter().map(|f| f.len()).sum();
+            if !udp && total - (n - 1) * (eth.hlen() + ip.hlen() + 20 + t.options.len()) <= 65535 + eth.hlen() {
+                prop_assert_eq!(v.len(), 2, "one super-frame and the ARP frame");
+            }
+            let mut out = PacketVector::new();
+            for &id in v.as_slice() {
+                segment(&mut pool, id, &mut out, InnerLink::Ethernet).unwrap();
+            }
+            let (mut got, mut got_meta, mut got_arp) = (Vec::new(), Vec::new(), Vec::new());
+            for &id in out.as_slice() {
+                if pool.data(id) == &arp[..] {
+                    got_arp.push(*pool.meta(id));
+                } else {
+                    got.push(pool.data(id).to_vec());
+                    got_meta.push(*pool.meta(id));
+                }
+                pool.free(id);
+            }
+            prop_assert_eq!(got, frames);
+            prop_assert_eq!(got_meta, want_meta);
+            prop_assert_eq!(got_arp, vec![am]);
+            prop_assert_eq!(pool.available(), pool.capacity());
         }
     }
 
