@@ -20,10 +20,10 @@
 //!   Ethernet header (MACs, tags, EtherType) is part of the flow key, as
 //!   Linux's `gro_list_prepare` compares MAC headers.
 //! - A flow is the tunnel (`meta.tunnel`), the Ethernet header of a frame,
-//!   IP version, addresses, protocol and ports. Any other header difference (TOS / traffic class, flow
-//!   label, TTL / hop limit, DF, TCP ack, window, options, flags) ends the
-//!   flow's super-packet and the packet starts a new one, as Linux flushes
-//!   on them. Linux keys IPv6 flows on the flow label too; ending instead
+//!   IP version, addresses, protocol and ports. Any other header difference
+//!   (TOS / traffic class, flow label, TTL / hop limit, DF, TCP ack,
+//!   window, options, flags) ends the flow's super-packet and the packet
+//!   starts a new one, as Linux flushes on them. Linux keys IPv6 flows on the flow label too; ending instead
 //!   means a flow is never merged around one of its own packets.
 //! - A packet of a flow that cannot merge (bad checksum, a fragment, IP
 //!   options, extension headers, a SYN, no payload, …) passes untouched and
@@ -43,8 +43,9 @@
 //!   fits the pool's data room, and for UDP at most 64 datagrams (Linux's
 //!   `UDP_GRO_CNT_MAX`).
 //!
-//! Cost: one checksum pass per packet not already Verified, and the copy
-//! of each merged payload (twice for now: see [`crate::gso`]'s "Cost").
+//! Cost: one checksum pass per packet not already Verified, and one copy
+//! of each merged payload, into the head's buffer (see [`crate::gso`]'s
+//! "Cost").
 //! No allocation after [`Gro::new`].
 
 use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool};
