@@ -3,6 +3,7 @@
 mod bench;
 mod capture;
 mod decode;
+mod host;
 mod pcap;
 
 use clap::{Args, Parser, Subcommand};
@@ -39,6 +40,51 @@ enum Command {
     Pcap {
         #[command(subcommand)]
         what: PcapCommand,
+    },
+    /// Run the tunnel endpoint: TUN/TAP devices and UDP sockets for the
+    /// config's tunnels, until SIGTERM. SIGHUP (or `tep reload`) re-reads
+    /// the config; a bad one is refused and the running one stays.
+    Run {
+        /// The config (tep.toml) with its [host] section.
+        #[arg(short, long, value_name = "FILE")]
+        config: PathBuf,
+        /// Log debug details too.
+        #[arg(short, long)]
+        verbose: bool,
+    },
+    /// Ask the running daemon for its tunnels, counters or per-node runtime.
+    Show {
+        /// tunnels (traffic, checksum mode and offloads in effect),
+        /// counters (pipeline edges, I/O events, drops by node and reason),
+        /// or runtime (the per-node cost table).
+        #[arg(value_parser = ["tunnels", "counters", "runtime"])]
+        what: String,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Make the running daemon re-read its config (as SIGHUP does); prints
+    /// the error naming the field if the new config is refused.
+    Reload {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Capture the next COUNT packets at the daemon's TUN/TAP and UDP
+    /// edges into a pcapng file (interfaces tun, tap, udp; direction flags).
+    Trace {
+        /// Where to write the capture.
+        #[arg(long, value_name = "FILE")]
+        pcap: PathBuf,
+        /// Packets to capture.
+        #[arg(long, default_value_t = 100)]
+        count: usize,
+        /// Give up waiting after this many seconds (writes what it has).
+        #[arg(long, default_value_t = 10)]
+        timeout: u64,
+        #[command(flatten)]
+        target: Target,
     },
     /// Measure tep on this machine.
     Bench {
@@ -90,6 +136,18 @@ enum PcapCommand {
         #[arg(long)]
         trust_checksums: bool,
     },
+}
+
+/// Which daemon to talk to.
+#[derive(Debug, Args)]
+struct Target {
+    /// The control socket (default: the config's host.control, else
+    /// /run/tep.sock).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Read host.control from this config.
+    #[arg(short, long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -162,6 +220,23 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Decode { file, json, ports } => decode_command(&file, json, &ports),
         Command::Pcap { what } => pcap_command(what),
+        Command::Run { config, verbose } => run_command(&config, verbose),
+        Command::Show { what, json, target } => {
+            let line = format!("show {what}{}", if json { " json" } else { "" });
+            control_command(&target, &line, 10, None)
+        }
+        Command::Reload { target } => control_command(&target, "reload", 35, None),
+        Command::Trace {
+            pcap,
+            count,
+            timeout,
+            target,
+        } => control_command(
+            &target,
+            &format!("trace {count} {}", timeout.saturating_mul(1000)),
+            timeout + 5,
+            Some(&pcap),
+        ),
         Command::Bench {
             what: BenchCommand::Checksum { json, samples },
         } => {
@@ -191,6 +266,65 @@ fn main() -> ExitCode {
                     modes,
                 },
         } => bench_pipeline_command(json, samples, quick, &kinds, &sizes, &families, &modes),
+    }
+}
+
+fn run_command(config: &std::path::Path, verbose: bool) -> ExitCode {
+    let level = if verbose {
+        tracing::Level::DEBUG
+    } else {
+        tracing::Level::INFO
+    };
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    match host::run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("tep run: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Sends `line` to the daemon; prints the answer, or writes it to `out`.
+fn control_command(
+    target: &Target,
+    line: &str,
+    timeout_s: u64,
+    out: Option<&std::path::Path>,
+) -> ExitCode {
+    let path = match host::control_path(target.socket.clone(), target.config.as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("tep: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match host::control::request(&path, line, std::time::Duration::from_secs(timeout_s)) {
+        Ok(body) => match out {
+            Some(file) => match std::fs::write(file, &body) {
+                Ok(()) => {
+                    eprintln!("wrote {} ({} bytes)", file.display(), body.len());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("tep: cannot write {}: {e}", file.display());
+                    ExitCode::from(1)
+                }
+            },
+            None => {
+                print!("{}", String::from_utf8_lossy(&body));
+                ExitCode::SUCCESS
+            }
+        },
+        Err(e) => {
+            eprintln!("tep: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 

@@ -1,0 +1,407 @@
+//! The control socket: `tep show`, `tep reload` and `tep trace` talk to the
+//! daemon over a Unix stream socket (mode 0600: root's only, like the
+//! devices it controls).
+//!
+//! Protocol: the client writes one line (`show tunnels json`, `reload`,
+//! `trace 100 5000`), the daemon answers `ok\n` or `error\n`, then the
+//! body (text, JSON, or pcapng bytes for a trace), and closes.
+
+use super::stats::Totals;
+use super::State;
+use serde::Serialize;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+use tep_dataplane::config::{ChecksumMode, Config};
+use tep_dataplane::node::render_report;
+
+/// The listening socket; its file is removed on [`ControlServer::remove`].
+#[derive(Debug)]
+pub struct ControlServer {
+    path: PathBuf,
+}
+
+impl ControlServer {
+    /// Removes the socket file (at exit).
+    pub fn remove(&self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Listens on `path` and answers requests on a thread of its own.
+pub fn serve(path: &str, state: Arc<State>) -> Result<ControlServer, String> {
+    let p = Path::new(path);
+    if UnixStream::connect(p).is_ok() {
+        return Err(format!(
+            "host.control: another tep answers on {path}; stop it or choose another path"
+        ));
+    }
+    let _ = std::fs::remove_file(p);
+    if let Some(dir) = p.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let listener =
+        UnixListener::bind(p).map_err(|e| format!("host.control: cannot listen on {path}: {e}"))?;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("host.control: chmod 0600 {path}: {e}"))?;
+    std::thread::Builder::new()
+        .name("tep-control".into())
+        .spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                if let Err(e) = answer(stream, &state) {
+                    tracing::debug!("control client: {e}");
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start the control thread: {e}"))?;
+    Ok(ControlServer {
+        path: p.to_path_buf(),
+    })
+}
+
+fn answer(stream: UnixStream, state: &State) -> std::io::Result<()> {
+    let mut line = String::new();
+    BufReader::new(&stream).read_line(&mut line)?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let result = handle(&words, state);
+    let mut out = stream;
+    match result {
+        Ok(body) => {
+            out.write_all(b"ok\n")?;
+            out.write_all(&body)?;
+        }
+        Err(e) => {
+            out.write_all(b"error\n")?;
+            out.write_all(e.as_bytes())?;
+        }
+    }
+    out.flush()
+}
+
+fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
+    match words {
+        ["show", what, rest @ ..] => {
+            let json = rest.contains(&"json");
+            let totals = fresh_totals(state);
+            let config = state.config.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let text = match *what {
+                "tunnels" => show_tunnels(&config, state, &totals, json),
+                "counters" => show_counters(&totals, json),
+                "runtime" => show_runtime(&totals, json),
+                other => return Err(format!("unknown: show {other} (tunnels, counters, runtime)")),
+            };
+            Ok(text.into_bytes())
+        }
+        ["reload"] => {
+            let (tx, rx) = mpsc::channel();
+            state
+                .reload
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .send(tx)
+                .map_err(|_| "the daemon is stopping".to_string())?;
+            let _ = state.main_wake.notify();
+            rx.recv_timeout(Duration::from_secs(30))
+                .map_err(|_| "no answer from the daemon".to_string())??;
+            Ok(b"reloaded\n".to_vec())
+        }
+        ["trace", count, timeout_ms] => {
+            let count: usize = count.parse().map_err(|_| format!("bad count {count}"))?;
+            let timeout: u64 = timeout_ms
+                .parse()
+                .map_err(|_| format!("bad timeout {timeout_ms}"))?;
+            let tracer = &state.shared.tracer;
+            tracer.start(count);
+            let until = Instant::now() + Duration::from_millis(timeout);
+            while !tracer.done() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok(tracer.finish())
+        }
+        _ => Err(format!(
+            "unknown request {:?} (show tunnels|counters|runtime [json], reload, trace COUNT TIMEOUT_MS)",
+            words.join(" ")
+        )),
+    }
+}
+
+/// Asks every worker to publish, waits (briefly) until they have, and sums.
+fn fresh_totals(state: &State) -> Totals {
+    let shared = &state.shared;
+    let target = shared.refresh.fetch_add(1, Ordering::AcqRel) + 1;
+    let wakes = state
+        .wakes
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    for w in &wakes {
+        let _ = w.notify();
+    }
+    let until = Instant::now() + Duration::from_millis(500);
+    let mut snaps = shared.snapshots.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let ready = snaps.len() >= wakes.len() && snaps.iter().all(|s| s.generation >= target);
+        let left = until.saturating_duration_since(Instant::now());
+        if ready || left.is_zero() {
+            break;
+        }
+        snaps = shared
+            .published
+            .wait_timeout(snaps, left)
+            .map(|(g, _)| g)
+            .unwrap_or_else(|e| e.into_inner().0);
+    }
+    Totals::of(&snaps)
+}
+
+/// What the checksum mode means on a socket: the kernel writes the outer
+/// UDP header.
+fn mode_in_effect(m: ChecksumMode) -> &'static str {
+    match m {
+        ChecksumMode::Zero => "zero (socket sends none)",
+        ChecksumMode::Full | ChecksumMode::Lco | ChecksumMode::Offload => {
+            "kernel (socket; device offload where it can)"
+        }
+        ChecksumMode::Remote => "remote (inner left to the peer; outer by the kernel)",
+    }
+}
+
+#[derive(Serialize)]
+struct TunnelRow<'a> {
+    name: &'a str,
+    kind: &'a str,
+    local: String,
+    remote: String,
+    id: String,
+    checksum: &'a str,
+    checksum_in_effect: &'a str,
+    remote_checksum_rx: bool,
+    tx_packets: u64,
+    tx_bytes: u64,
+    rx_packets: u64,
+    rx_bytes: u64,
+}
+
+fn tunnel_id(t: &tep_dataplane::config::TunnelConfig) -> String {
+    use tep_dataplane::TunnelKind as K;
+    match t.kind {
+        K::Vxlan | K::Geneve => format!("vni {}", t.vni),
+        K::Gtpu => format!("teid {:#x}/{:#x}", t.teid, t.local_teid),
+        _ => t
+            .key
+            .map_or_else(|| "-".to_string(), |k| format!("key {k}")),
+    }
+}
+
+fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> String {
+    let rows: Vec<TunnelRow<'_>> = config
+        .tunnels
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let s = totals.tunnels.get(i).copied().unwrap_or_default();
+            TunnelRow {
+                name: &t.name,
+                kind: t.kind.name(),
+                local: format!("{}", std::net::SocketAddr::new(t.local, t.local_port)),
+                remote: format!("{}", std::net::SocketAddr::new(t.remote, t.remote_port)),
+                id: tunnel_id(t),
+                checksum: t.checksum.name(),
+                checksum_in_effect: mode_in_effect(t.checksum),
+                remote_checksum_rx: t.remote_checksum_rx,
+                tx_packets: s.tx_packets,
+                tx_bytes: s.tx_bytes,
+                rx_packets: s.rx_packets,
+                rx_bytes: s.rx_bytes,
+            }
+        })
+        .collect();
+    let io = state.io.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if json {
+        return serde_json::json!({ "tunnels": rows, "io": io }).to_string() + "\n";
+    }
+    let mut out = String::new();
+    out += &format!(
+        "{:<12} {:<10} {:<24} {:<24} {:<18} {:<8} {:>10} {:>12} {:>10} {:>12}\n",
+        "NAME",
+        "KIND",
+        "LOCAL",
+        "REMOTE",
+        "ID",
+        "CHECKSUM",
+        "TX-PKTS",
+        "TX-BYTES",
+        "RX-PKTS",
+        "RX-BYTES"
+    );
+    for r in &rows {
+        out += &format!(
+            "{:<12} {:<10} {:<24} {:<24} {:<18} {:<8} {:>10} {:>12} {:>10} {:>12}\n",
+            r.name,
+            r.kind,
+            r.local,
+            r.remote,
+            r.id,
+            r.checksum,
+            r.tx_packets,
+            r.tx_bytes,
+            r.rx_packets,
+            r.rx_bytes
+        );
+    }
+    out += "\nchecksum in effect:\n";
+    for r in &rows {
+        out += &format!(
+            "  {:<12} {}{}\n",
+            r.name,
+            r.checksum_in_effect,
+            if r.remote_checksum_rx {
+                "; accepts RCO"
+            } else {
+                ""
+            }
+        );
+    }
+    out += &format!("\nworkers: {}\n", io.workers);
+    for d in &io.devices {
+        out += &format!(
+            "device {} ({}): mtu {}, offloads {}\n",
+            d.name, d.kind, d.mtu, d.offloads
+        );
+    }
+    for s in &io.sockets {
+        out += &format!(
+            "socket {}: gso {}, gro {}, zero checksum tx {}, rx {}\n",
+            s.local,
+            on(s.gso),
+            on(s.gro),
+            on(s.zero_checksum_tx),
+            on(s.zero_checksum_rx)
+        );
+    }
+    out
+}
+
+fn on(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+fn show_counters(t: &Totals, json: bool) -> String {
+    let c = &t.counters;
+    let edges = [
+        ("encap_in", c.encap_in),
+        ("segments_added", c.segments_added),
+        ("encap_out", c.encap_out),
+        ("decap_in", c.decap_in),
+        ("decap_out", c.decap_out),
+        ("coalesced", c.coalesced),
+        ("answered", c.answered),
+        ("generated", c.generated),
+    ];
+    let drops = t.drops();
+    if json {
+        let pipeline: serde_json::Map<String, serde_json::Value> = edges
+            .iter()
+            .map(|(k, v)| (k.to_string(), (*v).into()))
+            .collect();
+        let host: serde_json::Map<String, serde_json::Value> = t
+            .host
+            .named()
+            .iter()
+            .map(|(k, v)| (k.to_string(), (*v).into()))
+            .collect();
+        let drops: Vec<_> = drops
+            .iter()
+            .map(|(n, r, c)| serde_json::json!({"node": n, "reason": r.name(), "packets": c}))
+            .collect();
+        return serde_json::json!({
+            "pipeline": pipeline,
+            "host": host,
+            "drops": drops,
+            "drops_total": t.drops_by_reason().iter().map(|(_, c)| c).sum::<u64>() + t.host.drops(),
+        })
+        .to_string()
+            + "\n";
+    }
+    let mut out = String::from("pipeline:\n");
+    for (k, v) in edges {
+        out += &format!("  {k:<24} {v:>14}\n");
+    }
+    out += "host:\n";
+    for (k, v) in t.host.named() {
+        out += &format!("  {k:<24} {v:>14}\n");
+    }
+    out += "drops (node, reason):\n";
+    if drops.is_empty() {
+        out += "  none\n";
+    }
+    for (n, r, c) in drops {
+        out += &format!("  {n:<24} {:<28} {c:>10}\n", r.name());
+    }
+    out
+}
+
+fn show_runtime(t: &Totals, json: bool) -> String {
+    if json {
+        let nodes: Vec<_> = t
+            .nodes
+            .iter()
+            .filter(|n| n.calls > 0)
+            .map(|n| {
+                serde_json::json!({
+                    "name": n.name, "calls": n.calls, "vectors": n.vectors,
+                    "packets": n.packets, "clocks": n.ticks,
+                    "clocks_per_packet": n.ticks_per_packet(),
+                    "vectors_per_call": n.packets_per_call(),
+                    "drops": n.drops_total(),
+                })
+            })
+            .collect();
+        return serde_json::json!({ "nodes": nodes, "host": t.host }).to_string() + "\n";
+    }
+    let mut out = render_report(&t.nodes, "clocks");
+    out += &format!(
+        "\nsuper-packets: {} read from the device (TSO/USO, segmented by tep), {} written (GRO)\n\
+         UDP: {} GSO trains of {} messages sent, {} GRO trains of {} buffers received, {} batch syscalls\n",
+        t.host.device_rx_super,
+        t.host.device_tx_super,
+        t.host.udp_tx_trains,
+        t.host.udp_tx,
+        t.host.udp_rx_trains,
+        t.host.udp_rx,
+        t.host.udp_syscalls
+    );
+    out
+}
+
+/// Sends one request and returns the body, or the daemon's error.
+pub fn request(path: &Path, line: &str, timeout: Duration) -> Result<Vec<u8>, String> {
+    let mut s = UnixStream::connect(path).map_err(|e| {
+        format!(
+            "cannot reach tep at {}: {e} (is `tep run` running? is this the socket of its host.control?)",
+            path.display()
+        )
+    })?;
+    let _ = s.set_read_timeout(Some(timeout));
+    s.write_all(format!("{line}\n").as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).map_err(|e| e.to_string())?;
+    if let Some(body) = all.strip_prefix(b"ok\n") {
+        Ok(body.to_vec())
+    } else if let Some(msg) = all.strip_prefix(b"error\n") {
+        Err(String::from_utf8_lossy(msg).into_owned())
+    } else {
+        Err("the daemon closed the connection without an answer".to_string())
+    }
+}

@@ -1,0 +1,235 @@
+//! Prometheus metrics at `http://host.metrics/metrics`, in the
+//! OpenMetrics text format of prometheus-client.
+//!
+//! The registry is built from the workers' latest snapshots at each scrape
+//! (scrapes are rare, and this keeps the workers free of shared atomics).
+//! The listener is a small blocking HTTP/1.1 responder on its own thread:
+//! one GET route does not justify an HTTP stack.
+
+use super::stats::{Totals, WorkerSnapshot};
+use super::State;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+use tep_dataplane::config::Config;
+
+type Labels = Vec<(String, String)>;
+
+fn family(registry: &mut Registry, name: &str, help: &str) -> Family<Labels, Counter> {
+    let f = Family::<Labels, Counter>::default();
+    registry.register(name, help, f.clone());
+    f
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The metrics text for `config` and the summed `snapshots`.
+pub fn render(config: &Config, snapshots: &[WorkerSnapshot]) -> String {
+    let t = Totals::of(snapshots);
+    let mut r = Registry::with_prefix("tep");
+    let tx_p = family(
+        &mut r,
+        "tunnel_tx_packets",
+        "Outer datagrams sent, by tunnel",
+    );
+    let tx_b = family(
+        &mut r,
+        "tunnel_tx_bytes",
+        "UDP payload bytes sent, by tunnel",
+    );
+    let rx_p = family(
+        &mut r,
+        "tunnel_rx_packets",
+        "Inner packets delivered, by tunnel",
+    );
+    let rx_b = family(
+        &mut r,
+        "tunnel_rx_bytes",
+        "Inner bytes delivered, by tunnel",
+    );
+    for (i, c) in config.tunnels.iter().enumerate() {
+        let s = t.tunnels.get(i).copied().unwrap_or_default();
+        let l = labels(&[("tunnel", &c.name), ("kind", c.kind.name())]);
+        tx_p.get_or_create(&l).inc_by(s.tx_packets);
+        tx_b.get_or_create(&l).inc_by(s.tx_bytes);
+        rx_p.get_or_create(&l).inc_by(s.rx_packets);
+        rx_b.get_or_create(&l).inc_by(s.rx_bytes);
+    }
+    let drops = family(
+        &mut r,
+        "drops",
+        "Packets dropped by the pipeline, by node and reason",
+    );
+    for (node, reason, c) in t.drops() {
+        drops
+            .get_or_create(&labels(&[("node", node), ("reason", reason.name())]))
+            .inc_by(c);
+    }
+    let host_drops = family(
+        &mut r,
+        "host_drops",
+        "Packets dropped by the I/O layer, by reason",
+    );
+    let host_events = family(
+        &mut r,
+        "host_events",
+        "I/O layer events (reads, writes, trains)",
+    );
+    for (name, v) in t.host.named() {
+        match name.strip_prefix("drop_") {
+            Some(reason) => {
+                host_drops
+                    .get_or_create(&labels(&[("reason", reason)]))
+                    .inc_by(v);
+            }
+            None => {
+                host_events
+                    .get_or_create(&labels(&[("event", name)]))
+                    .inc_by(v);
+            }
+        }
+    }
+    let edges = family(
+        &mut r,
+        "pipeline_packets",
+        "Packets at the pipeline's edges",
+    );
+    let c = &t.counters;
+    for (edge, v) in [
+        ("encap_in", c.encap_in),
+        ("segments_added", c.segments_added),
+        ("encap_out", c.encap_out),
+        ("decap_in", c.decap_in),
+        ("decap_out", c.decap_out),
+        ("coalesced", c.coalesced),
+        ("answered", c.answered),
+        ("generated", c.generated),
+    ] {
+        edges.get_or_create(&labels(&[("edge", edge)])).inc_by(v);
+    }
+    let node_packets = family(&mut r, "node_packets", "Packets through each node");
+    let node_clocks = family(&mut r, "node_clocks", "TSC clocks spent in each node");
+    for n in t.nodes.iter().filter(|n| n.calls > 0) {
+        let l = labels(&[("node", n.name)]);
+        node_packets.get_or_create(&l).inc_by(n.packets);
+        node_clocks.get_or_create(&l).inc_by(n.ticks);
+    }
+    let workers = Gauge::<i64>::default();
+    workers.set(snapshots.len() as i64);
+    r.register("workers", "Worker threads", workers);
+    let mut out = String::new();
+    let _ = encode(&mut out, &r);
+    out
+}
+
+/// Serves `/metrics` on `addr` from a thread of its own.
+pub fn serve(addr: SocketAddr, state: Arc<State>) -> Result<(), String> {
+    let listener = TcpListener::bind(addr)
+        .map_err(|e| format!("host.metrics: cannot listen on {addr}: {e}"))?;
+    std::thread::Builder::new()
+        .name("tep-metrics".into())
+        .spawn(move || {
+            for stream in listener.incoming().flatten() {
+                if let Err(e) = respond(stream, &state) {
+                    tracing::debug!("metrics client: {e}");
+                }
+            }
+        })
+        .map_err(|e| format!("cannot start the metrics thread: {e}"))?;
+    tracing::info!(%addr, "metrics at http://{addr}/metrics");
+    Ok(())
+}
+
+fn respond(stream: TcpStream, state: &State) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut reader = BufReader::new(&stream);
+    let mut request = String::new();
+    reader.read_line(&mut request)?;
+    // Headers are read and ignored.
+    let mut line = String::new();
+    while reader.read_line(&mut line)? > 2 {
+        line.clear();
+    }
+    let path = request.split_whitespace().nth(1).unwrap_or("");
+    let mut out = &stream;
+    if !request.starts_with("GET ") || (path != "/metrics" && path != "/") {
+        return out.write_all(
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+    }
+    let config = state
+        .config
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let snaps = state
+        .shared
+        .snapshots
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let body = render(&config, &snaps);
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::stats::TunnelTraffic;
+    use tep_dataplane::drop::DropReason;
+    use tep_dataplane::node::NodeStats;
+
+    #[test]
+    fn metrics_carry_tunnel_and_reason_labels() {
+        let config = Config::parse(
+            r#"
+[[tunnel]]
+name = "gtp-a"
+kind = "gtpu"
+local = "10.0.0.1"
+remote = "10.0.0.2"
+teid = 7
+inner_prefixes = ["10.9.0.0/16"]
+"#,
+        )
+        .unwrap();
+        let mut n = NodeStats::new("gtpu-decap");
+        n.calls = 1;
+        n.packets = 9;
+        n.drops[DropReason::UnknownTeid as usize] = 4;
+        let mut s = WorkerSnapshot {
+            nodes: vec![n],
+            tunnels: vec![TunnelTraffic {
+                tx_packets: 12,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        s.host.drop_send_failed = 2;
+        let text = render(&config, &[s]);
+        for want in [
+            "tep_tunnel_tx_packets_total{tunnel=\"gtp-a\",kind=\"gtpu\"} 12",
+            "tep_drops_total{node=\"gtpu-decap\",reason=\"unknown_teid\"} 4",
+            "tep_host_drops_total{reason=\"send_failed\"} 2",
+            "tep_node_packets_total{node=\"gtpu-decap\"} 9",
+            "tep_workers 1",
+        ] {
+            assert!(text.contains(want), "missing {want} in:\n{text}");
+        }
+    }
+}

@@ -1,0 +1,612 @@
+//! Host mode: `tep run`, the daemon between a TUN/TAP and UDP sockets.
+//!
+//! The main thread owns the devices and the workers: it starts them, waits
+//! for signals (SIGTERM/SIGINT stop, SIGHUP reloads) and for reload
+//! requests from the control socket, and restarts the workers with a new
+//! config when a reload validates. Workers ([`worker`]) own their queues,
+//! sockets, pool and pipeline; the control thread ([`control`]) and the
+//! metrics listener ([`metrics`]) read the counters workers publish.
+
+pub mod control;
+pub mod metrics;
+pub mod stats;
+pub mod trace;
+pub mod worker;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use tep_dataplane::config::{ChecksumMode, Config, ConfigError, GueRcoEncoding, HostConfig};
+use tep_dataplane::encap::HeaderTemplate;
+use tep_dataplane::TunnelKind;
+use tep_sys::{
+    DeviceKind, EventFd, Offloads, Signal, Signals, Tun, TunOptions, UdpOptions, UdpSocket,
+};
+use worker::{Endpoints, Shared, WorkerIo, WorkerSetup};
+
+/// What `tep show tunnels` reports about the I/O in effect.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct IoInfo {
+    /// Per device: name, kind, MTU, offloads in effect.
+    pub devices: Vec<DeviceInfo>,
+    /// Per local endpoint: address, GSO/GRO in effect, zero checksums.
+    pub sockets: Vec<SocketInfo>,
+    /// Worker threads.
+    pub workers: usize,
+}
+
+/// A TUN/TAP device in use.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DeviceInfo {
+    /// Interface name.
+    pub name: String,
+    /// "tun" or "tap".
+    pub kind: String,
+    /// MTU set.
+    pub mtu: u32,
+    /// Offloads the kernel took ("csum tso4 …" or "none").
+    pub offloads: String,
+}
+
+/// A local UDP endpoint in use.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SocketInfo {
+    /// Bound address.
+    pub local: SocketAddr,
+    /// UDP_SEGMENT in use.
+    pub gso: bool,
+    /// UDP_GRO in use.
+    pub gro: bool,
+    /// Sends zero checksums (SO_NO_CHECK / UDP_NO_CHECK6_TX).
+    pub zero_checksum_tx: bool,
+    /// Accepts zero checksums over IPv6 (UDP_NO_CHECK6_RX).
+    pub zero_checksum_rx: bool,
+}
+
+/// Where the control thread finds what it reports.
+#[derive(Debug)]
+pub struct State {
+    /// The config in effect.
+    pub config: Mutex<Arc<Config>>,
+    /// The I/O in effect.
+    pub io: Mutex<IoInfo>,
+    /// The workers' wake-ups.
+    pub wakes: Mutex<Vec<Arc<EventFd>>>,
+    /// Counters and trace.
+    pub shared: Arc<Shared>,
+    /// Reload requests to the main thread, each with where to answer.
+    pub reload: Mutex<mpsc::Sender<mpsc::Sender<Result<(), String>>>>,
+    /// Wakes the main thread for a reload request.
+    pub main_wake: EventFd,
+}
+
+/// The bytes tep adds in front of an inner packet of tunnel `t`: outer IP,
+/// UDP, the tunnel header, and for L2 kinds the inner Ethernet header
+/// (which the device MTU does not count).
+pub fn overhead(t: &tep_dataplane::config::TunnelConfig) -> u32 {
+    let ip = if t.local.is_ipv4() { 20 } else { 40 };
+    let mut header = HeaderTemplate::new(t).len() as u32;
+    // The template is built without RCO; GUE's adds 8 bytes (either
+    // encoding), VXLAN's fits its header.
+    if t.kind == TunnelKind::Gue && t.checksum == ChecksumMode::Remote {
+        header += match t.gue_rco {
+            GueRcoEncoding::Linux | GueRcoEncoding::Ietf => 8,
+        };
+    }
+    let ethernet = if t.kind.carries_ethernet() { 14 } else { 0 };
+    ip + 8 + header + ethernet
+}
+
+/// The MTU of the device carrying `ethernet` (L2) or L3 tunnels.
+pub fn device_mtu(config: &Config, ethernet: bool) -> u32 {
+    if let Some(m) = config.host.mtu {
+        return m;
+    }
+    let worst = config
+        .tunnels
+        .iter()
+        .filter(|t| t.kind.carries_ethernet() == ethernet)
+        .map(overhead)
+        .max()
+        .unwrap_or(0);
+    config.host.underlay_mtu.saturating_sub(worst).max(576)
+}
+
+/// Host-mode rules on top of the config's own: a UDP socket has one
+/// checksum policy, so the tunnels sharing a local address and port must
+/// agree on sending zero checksums.
+pub fn check_host(config: &Config) -> Result<(), ConfigError> {
+    let e = Endpoints::of(config);
+    for (i, t) in config.tunnels.iter().enumerate() {
+        let zero = t.checksum == ChecksumMode::Zero;
+        if zero != e.zero_tx[e.of_tunnel[i]] {
+            return Err(ConfigError {
+                field: format!("tunnel[{i}] \"{}\".checksum", t.name),
+                message: format!(
+                    "the tunnels on {} share one socket: all of them send zero checksums or none (give this one its own local_port)",
+                    e.addrs[e.of_tunnel[i]]
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn needs(config: &Config, ethernet: bool) -> bool {
+    config
+        .tunnels
+        .iter()
+        .any(|t| t.kind.carries_ethernet() == ethernet)
+}
+
+fn open_device(host: &HostConfig, config: &Config, ethernet: bool) -> Result<Tun, String> {
+    let (name, kind, addrs) = if ethernet {
+        (&host.tap, DeviceKind::Tap, &host.tap_addresses)
+    } else {
+        (&host.tun, DeviceKind::Tun, &host.tun_addresses)
+    };
+    let offloads = if host.offloads {
+        Offloads::all()
+    } else {
+        Offloads::none()
+    };
+    let dev = Tun::open(&TunOptions {
+        name: name.clone(),
+        kind,
+        queues: host.queues,
+        vnet_hdr: host.offloads,
+        offloads,
+    })
+    .map_err(|e| {
+        format!(
+            "host.{}: cannot open {name}: {e}",
+            if ethernet { "tap" } else { "tun" }
+        )
+    })?;
+    let mtu = device_mtu(config, ethernet);
+    dev.set_mtu(mtu)
+        .map_err(|e| format!("host.mtu: cannot set {mtu} on {name}: {e}"))?;
+    for a in addrs {
+        dev.add_address(a.addr, a.len)
+            .map_err(|e| format!("host: cannot add {a} to {name}: {e}"))?;
+    }
+    dev.set_up()
+        .map_err(|e| format!("host: cannot bring {name} up: {e}"))?;
+    tracing::info!(
+        device = name.as_str(),
+        %kind,
+        mtu,
+        offloads = %dev.offloads(),
+        "device ready"
+    );
+    Ok(dev)
+}
+
+fn socket_options(host: &HostConfig, e: &Endpoints, i: usize) -> UdpOptions {
+    UdpOptions {
+        reuse_port: host.queues > 1,
+        gro: host.offloads,
+        gso: host.offloads,
+        zero_checksum_tx: e.zero_tx[i],
+        zero_checksum_rx: e.zero_rx[i],
+        ..UdpOptions::default()
+    }
+}
+
+/// Binds one socket per endpoint for each of `queues` workers.
+fn bind_sockets(host: &HostConfig, e: &Endpoints) -> Result<Vec<Vec<UdpSocket>>, String> {
+    let mut per_worker = Vec::new();
+    for _ in 0..host.queues {
+        let mut v = Vec::new();
+        for (i, &a) in e.addrs.iter().enumerate() {
+            let s = UdpSocket::bind(a, &socket_options(host, e, i))
+                .map_err(|err| format!("cannot bind UDP {a}: {err}"))?;
+            v.push(s);
+        }
+        per_worker.push(v);
+    }
+    Ok(per_worker)
+}
+
+struct Running {
+    config: Arc<Config>,
+    endpoints: Endpoints,
+    handles: Vec<JoinHandle<std::io::Result<WorkerIo>>>,
+    wakes: Vec<Arc<EventFd>>,
+}
+
+fn start_workers(
+    config: Arc<Config>,
+    endpoints: Endpoints,
+    ios: Vec<WorkerIo>,
+    shared: &Arc<Shared>,
+) -> Result<Running, String> {
+    shared.stop.store(false, Ordering::Release);
+    shared
+        .snapshots
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
+    let mut handles = Vec::new();
+    let mut wakes = Vec::new();
+    for (index, io) in ios.into_iter().enumerate() {
+        let wake = Arc::new(EventFd::new().map_err(|e| format!("eventfd: {e}"))?);
+        let setup = WorkerSetup {
+            index,
+            config: config.clone(),
+            io,
+            endpoints: endpoints.clone(),
+            cpu: config.host.cpus.get(index).copied(),
+            offloads: config.host.offloads,
+            wake: wake.clone(),
+            shared: shared.clone(),
+        };
+        let h = std::thread::Builder::new()
+            .name(format!("tep-worker-{index}"))
+            .spawn(move || worker::run(setup))
+            .map_err(|e| format!("cannot start a worker: {e}"))?;
+        handles.push(h);
+        wakes.push(wake);
+    }
+    Ok(Running {
+        config,
+        endpoints,
+        handles,
+        wakes,
+    })
+}
+
+/// Stops the workers and takes their descriptors back.
+fn stop_workers(r: Running, shared: &Shared) -> Vec<WorkerIo> {
+    shared.stop.store(true, Ordering::Release);
+    for w in &r.wakes {
+        let _ = w.notify();
+    }
+    let mut ios = Vec::new();
+    for h in r.handles {
+        match h.join() {
+            Ok(Ok(io)) => ios.push(io),
+            Ok(Err(e)) => tracing::error!("worker stopped on an error: {e}"),
+            Err(_) => tracing::error!("worker panicked"),
+        }
+    }
+    ios
+}
+
+fn io_info(devices: &[&Tun], config: &Config, ios: &[WorkerIo], e: &Endpoints) -> IoInfo {
+    IoInfo {
+        devices: devices
+            .iter()
+            .map(|d| DeviceInfo {
+                name: d.name().to_string(),
+                kind: d.kind().to_string(),
+                mtu: device_mtu(config, d.kind() == DeviceKind::Tap),
+                offloads: d.offloads().to_string(),
+            })
+            .collect(),
+        sockets: ios
+            .first()
+            .map(|io| {
+                io.sockets
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| SocketInfo {
+                        local: s.local_addr(),
+                        gso: s.capabilities().gso,
+                        gro: s.capabilities().gro,
+                        zero_checksum_tx: e.zero_tx[i],
+                        zero_checksum_rx: e.zero_rx[i],
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        workers: ios.len(),
+    }
+}
+
+/// `tep run -c FILE`: runs until SIGTERM/SIGINT. Errors are for the user
+/// (they name the field or the system call that failed).
+pub fn run(path: &Path) -> Result<(), String> {
+    // Blocked here, before any thread starts, so every thread inherits
+    // the mask and the signals arrive only through the signalfd.
+    let signals = Signals::new(&[Signal::Terminate, Signal::Interrupt, Signal::Hangup])
+        .map_err(|e| format!("signalfd: {e}"))?;
+    let config = Config::load(path).map_err(|e| e.to_string())?;
+    check_host(&config).map_err(|e| e.to_string())?;
+    let config = Arc::new(config);
+    let host = config.host.clone();
+    let mut tun = if needs(&config, false) {
+        Some(open_device(&host, &config, false)?)
+    } else {
+        None
+    };
+    let mut tap = if needs(&config, true) {
+        Some(open_device(&host, &config, true)?)
+    } else {
+        None
+    };
+    let endpoints = Endpoints::of(&config);
+    let sockets = bind_sockets(&host, &endpoints)?;
+    let mut tun_queues = tun.as_mut().map(Tun::take_queues).unwrap_or_default();
+    let mut tap_queues = tap.as_mut().map(Tun::take_queues).unwrap_or_default();
+    let ios: Vec<WorkerIo> = sockets
+        .into_iter()
+        .map(|s| WorkerIo {
+            tun: (!tun_queues.is_empty()).then(|| tun_queues.remove(0)),
+            tap: (!tap_queues.is_empty()).then(|| tap_queues.remove(0)),
+            sockets: s,
+        })
+        .collect();
+    let devices: Vec<&Tun> = tun.iter().chain(tap.iter()).collect();
+    let info = io_info(&devices, &config, &ios, &endpoints);
+    for s in &info.sockets {
+        tracing::info!(local = %s.local, gso = s.gso, gro = s.gro, zero_tx = s.zero_checksum_tx, "socket ready");
+    }
+    let shared = Arc::new(Shared::default());
+    let (reload_tx, reload_rx) = mpsc::channel();
+    let state = Arc::new(State {
+        config: Mutex::new(config.clone()),
+        io: Mutex::new(info),
+        wakes: Mutex::new(Vec::new()),
+        shared: shared.clone(),
+        reload: Mutex::new(reload_tx),
+        main_wake: EventFd::new().map_err(|e| format!("eventfd: {e}"))?,
+    });
+    let mut running = start_workers(config.clone(), endpoints, ios, &shared)?;
+    *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
+    let control = control::serve(&host.control, state.clone())?;
+    if let Some(addr) = host.metrics {
+        metrics::serve(addr, state.clone())?;
+    }
+    tracing::info!(
+        tunnels = config.tunnels.len(),
+        workers = host.queues,
+        control = host.control.as_str(),
+        "tep running"
+    );
+
+    let epoll = tep_sys::Epoll::new().map_err(|e| e.to_string())?;
+    use std::os::fd::AsRawFd;
+    epoll
+        .add(signals.as_raw_fd(), 0, true, false)
+        .map_err(|e| e.to_string())?;
+    epoll
+        .add(state.main_wake.as_raw_fd(), 1, true, false)
+        .map_err(|e| e.to_string())?;
+    let mut events = Vec::with_capacity(4);
+    loop {
+        if let Err(e) = epoll.wait(&mut events, 1000) {
+            tracing::error!("epoll: {e}");
+        }
+        let mut reload_asked: Vec<Option<mpsc::Sender<Result<(), String>>>> = Vec::new();
+        while let Ok(Some(sig)) = signals.read() {
+            match sig {
+                Signal::Hangup => reload_asked.push(None),
+                Signal::Terminate | Signal::Interrupt => {
+                    tracing::info!(signal = ?sig, "stopping: draining the workers");
+                    let _ = stop_workers(running, &shared);
+                    control.remove();
+                    tracing::info!("stopped");
+                    return Ok(());
+                }
+            }
+        }
+        let _ = state.main_wake.drain();
+        while let Ok(reply) = reload_rx.try_recv() {
+            reload_asked.push(Some(reply));
+        }
+        for reply in reload_asked {
+            let result = reload(
+                path,
+                &mut running,
+                &shared,
+                &state,
+                tun.as_ref(),
+                tap.as_ref(),
+            );
+            match &result {
+                Ok(()) => tracing::info!("reloaded {}", path.display()),
+                Err(e) => tracing::error!("reload refused, the running config stays: {e}"),
+            }
+            if let Some(r) = reply {
+                let _ = r.send(result);
+            }
+        }
+    }
+}
+
+/// Re-reads the config and restarts the workers with it; on any error the
+/// running workers are left untouched.
+fn reload(
+    path: &Path,
+    running: &mut Running,
+    shared: &Arc<Shared>,
+    state: &State,
+    tun: Option<&Tun>,
+    tap: Option<&Tun>,
+) -> Result<(), String> {
+    let new = Config::load(path).map_err(|e| e.to_string())?;
+    check_host(&new).map_err(|e| e.to_string())?;
+    let old = running.config.clone();
+    if new.host != old.host {
+        return Err(
+            "host: the [host] section changed; devices, queues and listeners change only with a restart"
+                .to_string(),
+        );
+    }
+    for (i, t) in new.tunnels.iter().enumerate() {
+        let have = if t.kind.carries_ethernet() {
+            tap.is_some()
+        } else {
+            tun.is_some()
+        };
+        if !have {
+            return Err(format!(
+                "tunnel[{i}] \"{}\".kind: {} needs the {}, which tep did not open at start; restart tep",
+                t.name,
+                t.kind,
+                if t.kind.carries_ethernet() { "TAP" } else { "TUN" }
+            ));
+        }
+    }
+    let endpoints = Endpoints::of(&new);
+    // New endpoints are bound before anything stops, so that a port in
+    // use refuses the reload instead of breaking the running config.
+    let mut fresh: Vec<Vec<Option<UdpSocket>>> = Vec::new();
+    for _ in 0..new.host.queues {
+        let mut v = Vec::new();
+        for (i, &a) in endpoints.addrs.iter().enumerate() {
+            let same = running
+                .endpoints
+                .addrs
+                .iter()
+                .position(|&x| x == a)
+                .filter(|&j| {
+                    running.endpoints.zero_tx[j] == endpoints.zero_tx[i]
+                        && running.endpoints.zero_rx[j] == endpoints.zero_rx[i]
+                });
+            if same.is_some() {
+                v.push(None);
+            } else {
+                let opts = socket_options(&new.host, &endpoints, i);
+                // A changed option on a kept address: the old socket still
+                // holds the port, so this bind may need SO_REUSEPORT.
+                let s = UdpSocket::bind(
+                    a,
+                    &UdpOptions {
+                        reuse_port: true,
+                        ..opts
+                    },
+                )
+                .map_err(|e| format!("cannot bind UDP {a}: {e}"))?;
+                v.push(Some(s));
+            }
+        }
+        fresh.push(v);
+    }
+    let new = Arc::new(new);
+    let old_running = std::mem::replace(
+        running,
+        Running {
+            config: old.clone(),
+            endpoints: running.endpoints.clone(),
+            handles: Vec::new(),
+            wakes: Vec::new(),
+        },
+    );
+    let old_endpoints = old_running.endpoints.clone();
+    let ios = stop_workers(old_running, shared);
+    let mut new_ios = Vec::new();
+    for (mut io, fresh) in ios.into_iter().zip(fresh) {
+        let mut old_sockets: Vec<Option<UdpSocket>> = io.sockets.drain(..).map(Some).collect();
+        let sockets = fresh
+            .into_iter()
+            .enumerate()
+            .map(|(i, f)| match f {
+                Some(s) => s,
+                None => {
+                    let j = old_endpoints
+                        .addrs
+                        .iter()
+                        .position(|&x| x == endpoints.addrs[i])
+                        .unwrap_or(0);
+                    old_sockets[j].take().unwrap_or_else(|| {
+                        // Unreachable: each old endpoint is kept once.
+                        panic!("endpoint {} kept twice", endpoints.addrs[i])
+                    })
+                }
+            })
+            .collect();
+        io.sockets = sockets;
+        new_ios.push(io);
+    }
+    let devices: Vec<&Tun> = tun.iter().chain(tap.iter()).copied().collect();
+    *state.io.lock().unwrap_or_else(|e| e.into_inner()) =
+        io_info(&devices, &new, &new_ios, &endpoints);
+    *running = start_workers(new.clone(), endpoints, new_ios, shared)?;
+    *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
+    *state.config.lock().unwrap_or_else(|e| e.into_inner()) = new;
+    Ok(())
+}
+
+/// Where `tep show` finds the daemon: `--socket`, else the config's
+/// `host.control`, else the default.
+pub fn control_path(socket: Option<PathBuf>, config: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(s) = socket {
+        return Ok(s);
+    }
+    if let Some(c) = config {
+        let config = Config::load(c).map_err(|e| e.to_string())?;
+        return Ok(PathBuf::from(config.host.control));
+    }
+    Ok(PathBuf::from(tep_dataplane::host_config::DEFAULT_CONTROL))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(text: &str) -> Config {
+        Config::parse(text).unwrap()
+    }
+
+    #[test]
+    fn mtu_is_underlay_minus_the_worst_overhead_per_device() {
+        let c = cfg(r#"
+[[tunnel]]
+name = "v"
+kind = "vxlan"
+local = "10.0.0.1"
+remote = "10.0.0.2"
+vni = 1
+[[tunnel]]
+name = "g"
+kind = "gtpu"
+local = "2001:db8::1"
+remote = "2001:db8::2"
+teid = 1
+qfi = 5
+zero_checksum_rx = true
+inner_prefixes = ["10.9.0.0/16"]
+[[tunnel]]
+name = "f"
+kind = "fou-ipip"
+local = "10.0.0.1"
+remote = "10.0.0.2"
+inner_prefixes = ["10.8.0.0/16"]
+"#);
+        // VXLAN over IPv4: 20 + 8 + 8 + inner Ethernet 14 = 50 (Linux's
+        // vxlan default MTU is 1450 for the same reason).
+        assert_eq!(device_mtu(&c, true), 1450);
+        // GTP-U over IPv6 with a PDU session container: 40 + 8 + 8 + 4 + 4
+        // (extension) = 64 at most, FOU over IPv4 28.
+        assert_eq!(device_mtu(&c, false), 1500 - overhead(&c.tunnels[1]));
+        assert!(overhead(&c.tunnels[1]) >= 64, "{}", overhead(&c.tunnels[1]));
+        assert_eq!(overhead(&c.tunnels[2]), 28);
+    }
+
+    #[test]
+    fn tunnels_sharing_a_socket_agree_on_zero_checksums() {
+        let c = cfg(r#"
+[[tunnel]]
+name = "a"
+kind = "gue"
+local = "10.0.0.1"
+remote = "10.0.0.2"
+checksum = "zero"
+inner_prefixes = ["10.1.0.0/16"]
+[[tunnel]]
+name = "b"
+kind = "gue"
+local = "10.0.0.1"
+remote = "10.0.0.3"
+inner_prefixes = ["10.2.0.0/16"]
+"#);
+        let e = check_host(&c).unwrap_err();
+        assert_eq!(e.field, "tunnel[1] \"b\".checksum");
+        assert!(e.message.contains("10.0.0.1:6080"), "{e}");
+    }
+}

@@ -1,0 +1,241 @@
+//! What workers publish and `tep show` / the metrics endpoint read: one
+//! snapshot per worker, merged on demand.
+
+use serde::Serialize;
+use tep_dataplane::drop::DropReason;
+use tep_dataplane::node::NodeStats;
+use tep_dataplane::pipeline::Counters;
+
+/// Traffic of one tunnel on one worker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TunnelTraffic {
+    /// Outer datagrams sent (a GSO train counts as its datagrams).
+    pub tx_packets: u64,
+    /// UDP payload bytes sent (tunnel header + inner packet).
+    pub tx_bytes: u64,
+    /// Inner packets delivered to the TUN/TAP (a GRO super-packet counts as
+    /// the packets it holds).
+    pub rx_packets: u64,
+    /// Inner bytes delivered.
+    pub rx_bytes: u64,
+}
+
+impl TunnelTraffic {
+    fn add(&mut self, o: &TunnelTraffic) {
+        self.tx_packets += o.tx_packets;
+        self.tx_bytes += o.tx_bytes;
+        self.rx_packets += o.rx_packets;
+        self.rx_bytes += o.rx_bytes;
+    }
+}
+
+/// Events of the I/O around the pipeline, each named. Drops here are the
+/// host's own (the pipeline's are per node and reason).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct HostCounters {
+    /// Packets read from the TUN/TAP.
+    pub device_rx: u64,
+    /// Of those, super-packets (TSO/USO): segmented by tep.
+    pub device_rx_super: u64,
+    /// Packets written to the TUN/TAP.
+    pub device_tx: u64,
+    /// Of those, super-packets (GRO): segmented, if at all, by the kernel.
+    pub device_tx_super: u64,
+    /// Buffers (datagrams or GRO trains) received from UDP sockets.
+    pub udp_rx: u64,
+    /// Of those, GRO trains of several datagrams.
+    pub udp_rx_trains: u64,
+    /// Messages given to UDP sockets.
+    pub udp_tx: u64,
+    /// Of those, GSO trains of several datagrams.
+    pub udp_tx_trains: u64,
+    /// `recvmmsg`/`sendmmsg` calls.
+    pub udp_syscalls: u64,
+    /// Dropped: a virtio-net header tep cannot honour.
+    pub drop_bad_vnet_header: u64,
+    /// Dropped: no free buffer to read into.
+    pub drop_no_buffer: u64,
+    /// Dropped: the socket's send queue was full (EAGAIN), or it failed.
+    pub drop_send_failed: u64,
+    /// Dropped: the UDP socket refused GSO (the train was lost; GSO is off
+    /// from then on).
+    pub drop_gso_refused: u64,
+    /// Dropped: writing to the TUN/TAP failed.
+    pub drop_device_write: u64,
+    /// Dropped: an inner packet for a kind whose device is not open.
+    pub drop_no_device: u64,
+}
+
+impl HostCounters {
+    /// Every counter, named (the metrics and `show counters` use it).
+    pub fn named(&self) -> [(&'static str, u64); 15] {
+        [
+            ("device_rx", self.device_rx),
+            ("device_rx_super", self.device_rx_super),
+            ("device_tx", self.device_tx),
+            ("device_tx_super", self.device_tx_super),
+            ("udp_rx", self.udp_rx),
+            ("udp_rx_trains", self.udp_rx_trains),
+            ("udp_tx", self.udp_tx),
+            ("udp_tx_trains", self.udp_tx_trains),
+            ("udp_syscalls", self.udp_syscalls),
+            ("drop_bad_vnet_header", self.drop_bad_vnet_header),
+            ("drop_no_buffer", self.drop_no_buffer),
+            ("drop_send_failed", self.drop_send_failed),
+            ("drop_gso_refused", self.drop_gso_refused),
+            ("drop_device_write", self.drop_device_write),
+            ("drop_no_device", self.drop_no_device),
+        ]
+    }
+
+    fn add(&mut self, o: &HostCounters) {
+        self.device_rx += o.device_rx;
+        self.device_rx_super += o.device_rx_super;
+        self.device_tx += o.device_tx;
+        self.device_tx_super += o.device_tx_super;
+        self.udp_rx += o.udp_rx;
+        self.udp_rx_trains += o.udp_rx_trains;
+        self.udp_tx += o.udp_tx;
+        self.udp_tx_trains += o.udp_tx_trains;
+        self.udp_syscalls += o.udp_syscalls;
+        self.drop_bad_vnet_header += o.drop_bad_vnet_header;
+        self.drop_no_buffer += o.drop_no_buffer;
+        self.drop_send_failed += o.drop_send_failed;
+        self.drop_gso_refused += o.drop_gso_refused;
+        self.drop_device_write += o.drop_device_write;
+        self.drop_no_device += o.drop_no_device;
+    }
+
+    /// Packets the host layer dropped.
+    pub fn drops(&self) -> u64 {
+        self.named()
+            .iter()
+            .filter(|(n, _)| n.starts_with("drop_"))
+            .map(|(_, v)| v)
+            .sum()
+    }
+}
+
+/// One worker's counters at one moment.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerSnapshot {
+    /// The pipeline's nodes.
+    pub nodes: Vec<NodeStats>,
+    /// The pipeline's edge counters.
+    pub counters: Counters,
+    /// Per tunnel, in config order.
+    pub tunnels: Vec<TunnelTraffic>,
+    /// The I/O layer's.
+    pub host: HostCounters,
+    /// The control request this snapshot answers (see `Shared::refresh`).
+    pub generation: u64,
+}
+
+/// All workers' snapshots summed.
+#[derive(Clone, Debug, Default)]
+pub struct Totals {
+    /// Nodes summed by position (every worker registers the same nodes).
+    pub nodes: Vec<NodeStats>,
+    /// Edge counters summed.
+    pub counters: Counters,
+    /// Per tunnel.
+    pub tunnels: Vec<TunnelTraffic>,
+    /// Host counters summed.
+    pub host: HostCounters,
+}
+
+impl Totals {
+    /// Sums `snapshots`.
+    pub fn of(snapshots: &[WorkerSnapshot]) -> Totals {
+        let mut t = Totals::default();
+        for s in snapshots {
+            if t.nodes.is_empty() {
+                t.nodes = s.nodes.clone();
+            } else {
+                for (a, b) in t.nodes.iter_mut().zip(&s.nodes) {
+                    a.calls += b.calls;
+                    a.vectors += b.vectors;
+                    a.packets += b.packets;
+                    a.ticks += b.ticks;
+                    for (x, y) in a.drops.iter_mut().zip(b.drops.iter()) {
+                        *x += y;
+                    }
+                }
+            }
+            let c = &mut t.counters;
+            let d = &s.counters;
+            c.encap_in += d.encap_in;
+            c.encap_out += d.encap_out;
+            c.segments_added += d.segments_added;
+            c.decap_in += d.decap_in;
+            c.decap_out += d.decap_out;
+            c.coalesced += d.coalesced;
+            c.answered += d.answered;
+            c.generated += d.generated;
+            if t.tunnels.len() < s.tunnels.len() {
+                t.tunnels.resize(s.tunnels.len(), TunnelTraffic::default());
+            }
+            for (a, b) in t.tunnels.iter_mut().zip(&s.tunnels) {
+                a.add(b);
+            }
+            t.host.add(&s.host);
+        }
+        t
+    }
+
+    /// Pipeline drops by (node, reason), non-zero only.
+    pub fn drops(&self) -> Vec<(&'static str, DropReason, u64)> {
+        let mut out = Vec::new();
+        for n in &self.nodes {
+            for (r, c) in n.drops_by_reason() {
+                out.push((n.name, r, c));
+            }
+        }
+        out
+    }
+
+    /// Pipeline drops by reason, over all nodes, non-zero only.
+    pub fn drops_by_reason(&self) -> Vec<(DropReason, u64)> {
+        let mut by = [0u64; DropReason::COUNT];
+        for n in &self.nodes {
+            for (r, c) in n.drops_by_reason() {
+                by[r as usize] += c;
+            }
+        }
+        DropReason::ALL
+            .iter()
+            .filter(|r| by[**r as usize] > 0)
+            .map(|&r| (r, by[r as usize]))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_sum_workers() {
+        let mut a = WorkerSnapshot {
+            nodes: vec![NodeStats::new("ip-input")],
+            tunnels: vec![TunnelTraffic {
+                tx_packets: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        a.nodes[0].packets = 5;
+        a.nodes[0].drops[DropReason::BadChecksum as usize] = 2;
+        a.host.udp_rx = 3;
+        a.host.drop_no_buffer = 1;
+        let mut b = a.clone();
+        b.tunnels[0].rx_bytes = 100;
+        let t = Totals::of(&[a, b]);
+        assert_eq!(t.nodes[0].packets, 10);
+        assert_eq!(t.drops_by_reason(), vec![(DropReason::BadChecksum, 4)]);
+        assert_eq!(t.drops(), vec![("ip-input", DropReason::BadChecksum, 4)]);
+        assert_eq!(t.tunnels[0].tx_packets, 2);
+        assert_eq!(t.tunnels[0].rx_bytes, 100);
+        assert_eq!((t.host.udp_rx, t.host.drops()), (6, 2));
+    }
+}

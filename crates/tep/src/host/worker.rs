@@ -1,0 +1,734 @@
+//! One worker: a TUN queue, a TAP queue and one UDP socket per local
+//! endpoint, driven by epoll, feeding batches through its own pipeline.
+//!
+//! Per wake-up, each ready descriptor is read until it is empty or a batch
+//! is full; the batch goes through the pipeline in one call, and what
+//! comes out leaves in batches (`sendmmsg`; a TUN write per packet, where
+//! super-packets make the count small). No allocation per packet: buffers
+//! come from the worker's pool, and the UDP payload is received straight
+//! into them behind room for the outer headers that the decap path parses.
+
+use super::stats::{HostCounters, TunnelTraffic, WorkerSnapshot};
+use super::trace::{Point, Tracer};
+use std::io::{self, IoSliceMut};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, Pool, NO_TUNNEL, SUPER_PACKET_ROOM};
+use tep_dataplane::clock::Tsc;
+use tep_dataplane::config::Config;
+use tep_dataplane::encap::InnerLink;
+use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
+use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::vnet::{VnetHeader, VNET_HDR_LEN};
+use tep_sys::{Epoll, Event, EventFd, RecvMeta, Transmit, TunQueue, UdpSocket, MAX_BATCH};
+
+/// Buffers per worker: a full decap vector, a full encap vector, the
+/// trains and super-packets in flight, with margin. Virtual memory is
+/// `BUFFERS × 64 KiB`; only buffers in use are touched.
+const BUFFERS: usize = 2048;
+/// Reads stop when fewer buffers than this are free, so that segmentation
+/// and splitting (up to a vector's worth each) never run dry.
+const RESERVE: usize = 2 * VECTOR_SIZE + MAX_BATCH;
+/// Packets read from a TUN/TAP per wake-up (then the sockets get a turn).
+const DEVICE_BUDGET: usize = 64;
+/// `recvmmsg` calls per socket per wake-up.
+const SOCKET_ROUNDS: usize = 4;
+/// How often counters are published without being asked.
+const PUBLISH_EVERY: Duration = Duration::from_millis(200);
+
+const TOKEN_WAKE: u64 = 0;
+const TOKEN_TUN: u64 = 1;
+const TOKEN_TAP: u64 = 2;
+const TOKEN_SOCKET: u64 = 16;
+
+/// State shared by the workers and the control thread.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// Set to stop the workers (SIGTERM, reload).
+    pub stop: AtomicBool,
+    /// Generation of counters asked for; workers publish when theirs is older.
+    pub refresh: AtomicU64,
+    /// One snapshot per worker.
+    pub snapshots: Mutex<Vec<WorkerSnapshot>>,
+    /// Signalled on every publish.
+    pub published: Condvar,
+    /// Packet capture for `tep trace`.
+    pub tracer: Tracer,
+}
+
+/// The descriptors a worker owns; handed back when it stops so that a
+/// reload can reuse them.
+#[derive(Debug, Default)]
+pub struct WorkerIo {
+    /// The TUN queue (L3 tunnels), if any tunnel needs it.
+    pub tun: Option<TunQueue>,
+    /// The TAP queue (L2 tunnels).
+    pub tap: Option<TunQueue>,
+    /// One socket per endpoint, in [`Endpoints`] order.
+    pub sockets: Vec<UdpSocket>,
+}
+
+/// The local (address, port) pairs the tunnels receive on, and which one
+/// each tunnel sends from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Endpoints {
+    /// Unique local endpoints, in order of first use.
+    pub addrs: Vec<SocketAddr>,
+    /// Per tunnel: its endpoint's index.
+    pub of_tunnel: Vec<usize>,
+    /// Per endpoint: whether it sends zero checksums (any tunnel on it
+    /// does; the config allows only one checksum policy per socket to make
+    /// sense, so the first tunnel's decides).
+    pub zero_tx: Vec<bool>,
+    /// Per endpoint: accepts zero checksums over IPv6.
+    pub zero_rx: Vec<bool>,
+}
+
+impl Endpoints {
+    /// The endpoints of `config`'s tunnels.
+    pub fn of(config: &Config) -> Endpoints {
+        let mut e = Endpoints::default();
+        for t in &config.tunnels {
+            let a = SocketAddr::new(t.local, t.local_port);
+            let i = match e.addrs.iter().position(|&x| x == a) {
+                Some(i) => i,
+                None => {
+                    e.addrs.push(a);
+                    e.zero_tx
+                        .push(t.checksum == tep_dataplane::config::ChecksumMode::Zero);
+                    e.zero_rx.push(false);
+                    e.addrs.len() - 1
+                }
+            };
+            e.zero_rx[i] |= t.zero_checksum_rx;
+            e.of_tunnel.push(i);
+        }
+        e
+    }
+}
+
+/// Everything a worker needs to start.
+#[derive(Debug)]
+pub struct WorkerSetup {
+    /// Position among the workers (its snapshot slot).
+    pub index: usize,
+    /// The validated config.
+    pub config: Arc<Config>,
+    /// Its descriptors.
+    pub io: WorkerIo,
+    /// Its endpoints (sockets in `io` in this order).
+    pub endpoints: Endpoints,
+    /// Pin to this CPU.
+    pub cpu: Option<usize>,
+    /// Offloads are on: vnet headers, GRO to the device, GSO trains.
+    pub offloads: bool,
+    /// Wakes the worker (stop, refresh, trace).
+    pub wake: Arc<EventFd>,
+    /// Shared with the control thread.
+    pub shared: Arc<Shared>,
+}
+
+/// Per-tunnel facts the sinks need, resolved once.
+#[derive(Debug)]
+struct Routes {
+    endpoint: Vec<usize>,
+    ethernet: Vec<bool>,
+    endpoints: Vec<SocketAddr>,
+}
+
+impl Routes {
+    /// The socket to send an outer packet from: its tunnel's endpoint, or
+    /// for a reply without a tunnel (an Error Indication) the endpoint
+    /// whose address and port are the packet's source.
+    fn endpoint_of(&self, tunnel: u32, data: &[u8], l4: usize) -> Option<usize> {
+        if tunnel != NO_TUNNEL {
+            return self.endpoint.get(tunnel as usize).copied();
+        }
+        let (src, _) = tep_dataplane::decap::outer_addrs(data);
+        let port = u16::from_be_bytes([data[l4], data[l4 + 1]]);
+        self.endpoints
+            .iter()
+            .position(|&e| e == SocketAddr::new(src, port))
+    }
+}
+
+/// The worker's counters besides the pipeline's.
+#[derive(Debug)]
+struct Tallies {
+    tunnels: Vec<TunnelTraffic>,
+    host: HostCounters,
+    /// A socket refused GSO: stop building trains.
+    trains_refused: bool,
+}
+
+/// Runs a worker until `shared.stop`; returns its descriptors.
+pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
+    if let Some(cpu) = setup.cpu {
+        if let Err(e) = tep_sys::thread::pin_current_thread(cpu) {
+            tracing::warn!(worker = setup.index, cpu, "cannot pin: {e}");
+        }
+    }
+    let config = &setup.config;
+    let gso_ok = setup.io.sockets.iter().all(|s| s.capabilities().gso);
+    let options = PipelineOptions {
+        inner_link: InnerLink::Ip,
+        gro: setup.offloads,
+        udp_trains: setup.offloads && gso_ok,
+        outer_by_socket: true,
+    };
+    let mut pipeline = Pipeline::new(config, Tsc, options);
+    let mut pool = Pool::new(BUFFERS, SUPER_PACKET_ROOM);
+    let mut io = setup.io;
+    let routes = Routes {
+        endpoint: setup.endpoints.of_tunnel.clone(),
+        ethernet: config
+            .tunnels
+            .iter()
+            .map(|t| t.kind.carries_ethernet())
+            .collect(),
+        endpoints: setup.endpoints.addrs.clone(),
+    };
+    let mut tallies = Tallies {
+        tunnels: vec![TunnelTraffic::default(); config.tunnels.len()],
+        host: HostCounters::default(),
+        trains_refused: false,
+    };
+    let epoll = Epoll::new()?;
+    use std::os::fd::AsRawFd;
+    epoll.add(setup.wake.as_raw_fd(), TOKEN_WAKE, true, false)?;
+    if let Some(q) = &io.tun {
+        epoll.add(q.as_raw_fd(), TOKEN_TUN, true, false)?;
+    }
+    if let Some(q) = &io.tap {
+        epoll.add(q.as_raw_fd(), TOKEN_TAP, true, false)?;
+    }
+    for (i, s) in io.sockets.iter().enumerate() {
+        epoll.add(s.as_raw_fd(), TOKEN_SOCKET + i as u64, true, false)?;
+    }
+    let started = Instant::now();
+    let mut events: Vec<Event> = Vec::with_capacity(64);
+    let mut input = PacketVector::new();
+    let mut published_at = Instant::now();
+    let mut generation = 0;
+    let shared = &setup.shared;
+    loop {
+        epoll.wait(&mut events, 100)?;
+        for ev in events.iter() {
+            match ev.token {
+                TOKEN_WAKE => {
+                    let _ = setup.wake.drain();
+                }
+                TOKEN_TUN | TOKEN_TAP => {
+                    let (queue, link) = if ev.token == TOKEN_TUN {
+                        (io.tun.as_ref(), InnerLink::Ip)
+                    } else {
+                        (io.tap.as_ref(), InnerLink::Ethernet)
+                    };
+                    if let Some(q) = queue {
+                        read_device(
+                            q,
+                            link,
+                            &mut pool,
+                            &mut input,
+                            &mut tallies.host,
+                            &shared.tracer,
+                        );
+                        let sockets = &mut io.sockets;
+                        pipeline.encap_from(link, &mut pool, &mut input, &mut |pool, out| {
+                            send_outer(pool, out, sockets, &routes, &mut tallies, &shared.tracer)
+                        });
+                    }
+                }
+                t => {
+                    let i = (t - TOKEN_SOCKET) as usize;
+                    for _ in 0..SOCKET_ROUNDS {
+                        let local = setup.endpoints.addrs[i];
+                        let full = read_socket(
+                            &mut io.sockets[i],
+                            local,
+                            &mut pool,
+                            &mut input,
+                            &mut tallies.host,
+                            &shared.tracer,
+                        );
+                        let now_ns = started.elapsed().as_nanos() as u64;
+                        let WorkerIo { tun, tap, sockets } = &mut io;
+                        pipeline.decap(
+                            &mut pool,
+                            &mut input,
+                            now_ns,
+                            &mut |o, pool, out| match o {
+                                Output::Inner => write_inner(
+                                    pool,
+                                    out,
+                                    tun.as_ref(),
+                                    tap.as_ref(),
+                                    &routes,
+                                    &mut tallies,
+                                    &shared.tracer,
+                                ),
+                                Output::Reply => send_outer(
+                                    pool,
+                                    out,
+                                    sockets,
+                                    &routes,
+                                    &mut tallies,
+                                    &shared.tracer,
+                                ),
+                            },
+                        );
+                        if !full {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        if tallies.trains_refused {
+            pipeline.set_udp_trains(false);
+            tallies.trains_refused = false;
+        }
+        let wanted = shared.refresh.load(Ordering::Acquire);
+        let stopping = shared.stop.load(Ordering::Acquire);
+        if wanted != generation || published_at.elapsed() >= PUBLISH_EVERY || stopping {
+            generation = wanted;
+            published_at = Instant::now();
+            let snap = WorkerSnapshot {
+                nodes: pipeline.runtime().nodes().to_vec(),
+                counters: pipeline.counters(),
+                tunnels: tallies.tunnels.clone(),
+                host: tallies.host,
+                generation,
+            };
+            let mut all = shared.snapshots.lock().unwrap_or_else(|e| e.into_inner());
+            if all.len() <= setup.index {
+                all.resize(setup.index + 1, WorkerSnapshot::default());
+            }
+            all[setup.index] = snap;
+            drop(all);
+            shared.published.notify_all();
+        }
+        if stopping {
+            return Ok(io);
+        }
+    }
+}
+
+/// Reads up to [`DEVICE_BUDGET`] packets from a TUN/TAP queue into `input`.
+fn read_device(
+    q: &TunQueue,
+    link: InnerLink,
+    pool: &mut Pool,
+    input: &mut PacketVector,
+    host: &mut HostCounters,
+    tracer: &Tracer,
+) {
+    let mut hdr = [0u8; VNET_HDR_LEN];
+    for _ in 0..DEVICE_BUDGET {
+        if pool.available() < RESERVE {
+            break;
+        }
+        let Some(id) = pool.alloc() else { break };
+        let room = pool.data_room();
+        pool.set_len(id, room);
+        match q.read_packet(&mut hdr, pool.data_mut(id)) {
+            Ok(n) => {
+                pool.set_len(id, n);
+                host.device_rx += 1;
+                match VnetHeader::parse(&hdr).to_meta(n) {
+                    Ok((csum, gso)) => {
+                        let m = pool.meta_mut(id);
+                        m.csum = csum;
+                        m.gso = gso;
+                        if gso.is_some() {
+                            host.device_rx_super += 1;
+                        }
+                        tracer.record(Point::DeviceRx(link), pool.data(id));
+                        let _ = input.push(id);
+                    }
+                    Err(_) => {
+                        host.drop_bad_vnet_header += 1;
+                        pool.free(id);
+                    }
+                }
+            }
+            Err(e) => {
+                pool.free(id);
+                if e.kind() != io::ErrorKind::WouldBlock {
+                    tracing::warn!("device read: {e}");
+                }
+                break;
+            }
+        }
+    }
+}
+
+/// One `recvmmsg` into fresh buffers, each behind room for the outer IP
+/// and UDP headers, which are then written from what the socket reports
+/// (source, local address, lengths). The kernel verified the UDP checksum
+/// (or accepted a zero one where the socket allows it), so the packets are
+/// marked `Verified`. Returns whether the batch came back full.
+fn read_socket(
+    sock: &mut UdpSocket,
+    local: SocketAddr,
+    pool: &mut Pool,
+    input: &mut PacketVector,
+    host: &mut HostCounters,
+    tracer: &Tracer,
+) -> bool {
+    let hdr_len = if local.is_ipv6() { 48 } else { 28 };
+    let want = MAX_BATCH.min(pool.available().saturating_sub(RESERVE));
+    let Some(first) = (want > 0).then(|| pool.alloc()).flatten() else {
+        return false;
+    };
+    let mut ids = [first; MAX_BATCH];
+    let mut n = 1;
+    while n < want {
+        match pool.alloc() {
+            Some(id) => ids[n] = id,
+            None => break,
+        }
+        n += 1;
+    }
+    let mut metas = [RecvMeta::default(); MAX_BATCH];
+    let got = {
+        let rooms: [&mut [u8]; MAX_BATCH] = pool.rooms_mut(&ids[..n], hdr_len);
+        let mut iov = rooms.map(IoSliceMut::new);
+        sock.recv_batch(&mut iov[..n], &mut metas[..n])
+    };
+    host.udp_syscalls += 1;
+    let got = match got {
+        Ok(g) => g,
+        Err(e) => {
+            if e.kind() != io::ErrorKind::WouldBlock {
+                tracing::warn!("udp receive on {local}: {e}");
+            }
+            0
+        }
+    };
+    for (k, &id) in ids[..n].iter().enumerate() {
+        if k >= got {
+            pool.free(id);
+            continue;
+        }
+        let m = metas[k];
+        let first = m.segment_size.map_or(m.len, usize::from).min(m.len);
+        pool.set_len(id, hdr_len + m.len);
+        write_outer_headers(pool.data_mut(id), m.source, local, first);
+        let meta = pool.meta_mut(id);
+        meta.csum = ChecksumState::Verified;
+        meta.l4 = (hdr_len - 8) as u16;
+        host.udp_rx += 1;
+        if let Some(seg) = m.segment_size {
+            meta.gso = Some(Gso {
+                kind: GsoKind::Udp,
+                segment_size: seg,
+            });
+            host.udp_rx_trains += 1;
+        }
+        tracer.record(Point::UdpRx, pool.data(id));
+        let _ = input.push(id);
+    }
+    got == n
+}
+
+/// The outer IPv4/IPv6 + UDP headers of a received datagram (the first of
+/// a GRO train: `first` payload bytes), as the decap path expects them.
+/// The outer TOS / traffic class is not known (the socket does not report
+/// it), so it is 0 and RFC 6040 has no outer ECN to merge.
+fn write_outer_headers(buf: &mut [u8], source: SocketAddr, local: SocketAddr, first: usize) {
+    let udp_len = (first + 8) as u16;
+    let l4 = match (source.ip(), local.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let total = (20 + first + 8) as u16;
+            buf[..20].copy_from_slice(&[
+                0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            ]);
+            buf[2..4].copy_from_slice(&total.to_be_bytes());
+            buf[12..16].copy_from_slice(&s.octets());
+            buf[16..20].copy_from_slice(&d.octets());
+            let c = tep_csum::Sum::of(&buf[..20]).checksum();
+            buf[10..12].copy_from_slice(&c.to_be_bytes());
+            20
+        }
+        (s, d) => {
+            let s = match s {
+                IpAddr::V6(a) => a,
+                IpAddr::V4(a) => a.to_ipv6_mapped(),
+            };
+            let d = match d {
+                IpAddr::V6(a) => a,
+                IpAddr::V4(a) => a.to_ipv6_mapped(),
+            };
+            buf[..8].copy_from_slice(&[0x60, 0, 0, 0, 0, 0, 17, 64]);
+            buf[4..6].copy_from_slice(&udp_len.to_be_bytes());
+            buf[8..24].copy_from_slice(&s.octets());
+            buf[24..40].copy_from_slice(&d.octets());
+            40
+        }
+    };
+    buf[l4..l4 + 2].copy_from_slice(&source.port().to_be_bytes());
+    buf[l4 + 2..l4 + 4].copy_from_slice(&local.port().to_be_bytes());
+    buf[l4 + 4..l4 + 6].copy_from_slice(&udp_len.to_be_bytes());
+    // Not the sender's checksum (the socket does not give it): a non-zero
+    // stand-in; the packet is marked Verified and nobody reads it.
+    buf[l4 + 6..l4 + 8].copy_from_slice(&[0xff, 0xff]);
+}
+
+/// Datagrams in an outer packet or train.
+fn datagrams(len: usize, hdr: usize, gso: Option<Gso>) -> u64 {
+    match gso {
+        Some(g) if g.segment_size > 0 => len
+            .saturating_sub(hdr)
+            .div_ceil(usize::from(g.segment_size))
+            .max(1) as u64,
+        _ => 1,
+    }
+}
+
+/// Sends a vector of outer packets (full IP/UDP headers, as the pipeline
+/// builds them) from their endpoints' sockets: the UDP payload goes, the
+/// kernel writes the headers. Frees every buffer.
+fn send_outer(
+    pool: &mut Pool,
+    out: &mut PacketVector,
+    sockets: &mut [UdpSocket],
+    routes: &Routes,
+    tallies: &mut Tallies,
+    tracer: &Tracer,
+) {
+    let placeholder = Transmit {
+        dest: SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0),
+        data: &[],
+        segment_size: None,
+    };
+    for (e, sock) in sockets.iter_mut().enumerate() {
+        let mut msgs = [placeholder; MAX_BATCH];
+        let mut counts = [0u64; MAX_BATCH];
+        let mut n = 0;
+        let ids = out.as_slice();
+        let mut k = 0;
+        while k <= ids.len() {
+            let flush = k == ids.len() || n == MAX_BATCH;
+            if flush && n > 0 {
+                send_all(
+                    sock,
+                    &msgs[..n],
+                    &counts[..n],
+                    &mut tallies.host,
+                    &mut tallies.trains_refused,
+                );
+                n = 0;
+            }
+            if k == ids.len() {
+                break;
+            }
+            let id = ids[k];
+            k += 1;
+            let m = *pool.meta(id);
+            let data = pool.data(id);
+            let l4 = usize::from(m.l4);
+            if routes.endpoint_of(m.tunnel, data, l4) != Some(e) {
+                continue;
+            }
+            let (_, dst) = tep_dataplane::decap::outer_addrs(data);
+            let port = u16::from_be_bytes([data[l4 + 2], data[l4 + 3]]);
+            let payload = &data[l4 + 8..];
+            let count = datagrams(data.len(), l4 + 8, m.gso);
+            if let Some(t) = tallies.tunnels.get_mut(m.tunnel as usize) {
+                t.tx_packets += count;
+                t.tx_bytes += payload.len() as u64;
+            }
+            tallies.host.udp_tx += 1;
+            if count > 1 {
+                tallies.host.udp_tx_trains += 1;
+            }
+            tracer.record(Point::UdpTx, data);
+            msgs[n] = Transmit {
+                dest: SocketAddr::new(dst, port),
+                data: payload,
+                segment_size: m.gso.map(|g| g.segment_size),
+            };
+            counts[n] = count;
+            n += 1;
+        }
+    }
+    // Packets with no endpoint (cannot happen with a valid config) are
+    // freed here with the rest.
+    for &id in out.as_slice() {
+        pool.free(id);
+    }
+}
+
+/// Sends `msgs`, retrying what the socket did not take; counts what is
+/// lost. A socket whose send queue is full is waited for briefly (the
+/// back-pressure a TUN lacks), then the rest is dropped.
+fn send_all(
+    sock: &mut UdpSocket,
+    msgs: &[Transmit<'_>],
+    counts: &[u64],
+    host: &mut HostCounters,
+    trains_refused: &mut bool,
+) {
+    let mut sent = 0;
+    let mut waits = 0;
+    while sent < msgs.len() {
+        host.udp_syscalls += 1;
+        match sock.send_batch(&msgs[sent..]) {
+            Ok(0) => {
+                host.drop_send_failed += counts[sent..].iter().sum::<u64>();
+                return;
+            }
+            Ok(k) => sent += k,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && waits < 20 => {
+                waits += 1;
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Err(e) => {
+                if msgs[sent].segment_size.is_some() && !sock.capabilities().gso {
+                    tracing::warn!(
+                        "{}: {e}; sending without GSO from now on",
+                        sock.local_addr()
+                    );
+                    host.drop_gso_refused += counts[sent];
+                    *trains_refused = true;
+                } else {
+                    if e.kind() != io::ErrorKind::WouldBlock {
+                        tracing::debug!("udp send from {}: {e}", sock.local_addr());
+                    }
+                    host.drop_send_failed += counts[sent];
+                }
+                sent += 1;
+            }
+        }
+    }
+}
+
+/// Writes decapsulated packets and frames to the TUN or TAP, with the
+/// virtio-net header that carries their checksum and GRO state. Frees
+/// every buffer.
+fn write_inner(
+    pool: &mut Pool,
+    out: &mut PacketVector,
+    tun: Option<&TunQueue>,
+    tap: Option<&TunQueue>,
+    routes: &Routes,
+    tallies: &mut Tallies,
+    tracer: &Tracer,
+) {
+    let mut hdr = [0u8; VNET_HDR_LEN];
+    for &id in out.as_slice() {
+        let m = *pool.meta(id);
+        let t = m.tunnel as usize;
+        let ethernet = routes.ethernet.get(t).copied().unwrap_or(false);
+        let queue = if ethernet { tap } else { tun };
+        let Some(q) = queue else {
+            tallies.host.drop_no_device += 1;
+            pool.free(id);
+            continue;
+        };
+        VnetHeader::for_packet(pool.data_mut(id), &m).emit(&mut hdr);
+        let data = pool.data(id);
+        let count = datagrams(data.len(), usize::from(m.l4), m.gso);
+        tracer.record(
+            Point::DeviceTx(if ethernet {
+                InnerLink::Ethernet
+            } else {
+                InnerLink::Ip
+            }),
+            data,
+        );
+        match q.write_packet(&hdr, data) {
+            Ok(_) => {
+                tallies.host.device_tx += 1;
+                if m.gso.is_some() {
+                    tallies.host.device_tx_super += 1;
+                }
+                if let Some(s) = tallies.tunnels.get_mut(t) {
+                    s.rx_packets += count;
+                    s.rx_bytes += data.len() as u64;
+                }
+            }
+            Err(e) => {
+                tracing::debug!("device write: {e}");
+                tallies.host.drop_device_write += count;
+            }
+        }
+        pool.free(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outer_headers_parse_as_the_decap_path_expects() {
+        let mut b = [0u8; 28 + 100];
+        let s: SocketAddr = "192.0.2.2:40000".parse().unwrap();
+        let l: SocketAddr = "192.0.2.1:4789".parse().unwrap();
+        write_outer_headers(&mut b, s, l, 100);
+        let ip = tep_wire::ipv4::Packet::new_checked(&b[..]).unwrap();
+        assert!(ip.verify_checksum());
+        assert_eq!(ip.total_len(), 128);
+        assert_eq!(tep_dataplane::decap::outer_addrs(&b), (s.ip(), l.ip()));
+        assert_eq!(&b[20..26], &[0x9c, 0x40, 0x12, 0xb5, 0, 108]);
+        let mut b6 = [0u8; 48 + 10];
+        let s: SocketAddr = "[2001:db8::2]:1".parse().unwrap();
+        let l: SocketAddr = "[2001:db8::1]:6081".parse().unwrap();
+        write_outer_headers(&mut b6, s, l, 10);
+        let ip = tep_wire::ipv6::Packet::new_checked(&b6[..]).unwrap();
+        assert_eq!(ip.payload_len(), 18);
+        assert_eq!(tep_dataplane::decap::outer_addrs(&b6), (s.ip(), l.ip()));
+    }
+
+    #[test]
+    fn endpoints_are_shared_by_tunnels_on_one_address_and_port() {
+        let c = Config::parse(
+            r#"
+[[tunnel]]
+name = "a"
+kind = "vxlan"
+local = "10.0.0.1"
+remote = "10.0.0.2"
+vni = 1
+inner_macs = ["02:00:00:00:00:01"]
+[[tunnel]]
+name = "b"
+kind = "vxlan"
+local = "10.0.0.1"
+remote = "10.0.0.3"
+vni = 2
+[[tunnel]]
+name = "c"
+kind = "gue"
+local = "10.0.0.1"
+remote = "10.0.0.2"
+checksum = "zero"
+"#,
+        )
+        .unwrap();
+        let e = Endpoints::of(&c);
+        assert_eq!(
+            e.addrs,
+            vec![
+                "10.0.0.1:4789".parse::<SocketAddr>().unwrap(),
+                "10.0.0.1:6080".parse().unwrap()
+            ]
+        );
+        assert_eq!(e.of_tunnel, vec![0, 0, 1]);
+        assert_eq!(e.zero_tx, vec![false, true]);
+    }
+
+    #[test]
+    fn datagram_counts() {
+        let g = Some(Gso {
+            kind: GsoKind::Udp,
+            segment_size: 100,
+        });
+        assert_eq!(datagrams(28 + 250, 28, g), 3);
+        assert_eq!(datagrams(28 + 250, 28, None), 1);
+    }
+}
