@@ -199,6 +199,10 @@ pub struct TunnelConfig {
     pub remote_checksum_rx: bool,
     /// GUE: which RCO encoding to send.
     pub gue_rco: GueRcoEncoding,
+    /// GUE: the variant sent. 0: the 4-byte header; 1: no header, the
+    /// inner IPv4/IPv6 packet right after UDP (draft-ietf-intarea-gue §4;
+    /// Linux receives it but never sends it). Both are always received.
+    pub gue_variant: u8,
     /// L3 kinds: the inner destinations routed into this tunnel.
     pub inner_prefixes: Vec<IpPrefix>,
     /// L2 kinds: the inner destination MACs sent into this tunnel; empty
@@ -264,6 +268,7 @@ impl TunnelConfig {
             zero_checksum_rx: false,
             remote_checksum_rx: false,
             gue_rco: GueRcoEncoding::Linux,
+            gue_variant: 0,
             inner_prefixes: Vec::new(),
             inner_macs: Vec::new(),
             ttl: Ttl::Fixed(64),
@@ -705,6 +710,24 @@ impl TunnelConfig {
                 not_used(kind, "it chooses GUE's remote checksum offload encoding"),
             ));
         }
+        if self.gue_variant != 0 && kind != TunnelKind::Gue {
+            return Err(at(
+                "gue_variant",
+                not_used(kind, "it chooses the GUE variant sent"),
+            ));
+        }
+        if self.gue_variant > 1 {
+            return Err(at(
+                "gue_variant",
+                format!("{} is not a GUE variant (0 or 1)", self.gue_variant),
+            ));
+        }
+        if self.gue_variant == 1 && self.checksum == ChecksumMode::Remote {
+            return Err(at(
+                "checksum",
+                "\"remote\" needs a GUE header to carry the checksum's start and offset; variant 1 has none (use gue_variant = 0)".to_string(),
+            ));
+        }
         if self.checksum == ChecksumMode::Remote && !uses_remote_checksum(kind) {
             return Err(at(
                 "checksum",
@@ -924,6 +947,7 @@ struct RawTunnel {
     zero_checksum_rx: Option<bool>,
     remote_checksum_rx: Option<bool>,
     gue_rco: Option<String>,
+    gue_variant: Option<Int>,
     inner_prefixes: Option<Vec<String>>,
     inner_macs: Option<Vec<String>>,
     ttl: Option<IntOrName>,
@@ -1130,6 +1154,15 @@ impl RawTunnel {
                 ],
             )
             .map_err(|m| at("gue_rco", m))?;
+        }
+        if let Some(v) = self.gue_variant {
+            if kind != TunnelKind::Gue {
+                return Err(at(
+                    "gue_variant",
+                    not_used(kind, "it chooses the GUE variant sent"),
+                ));
+            }
+            t.gue_variant = in_range(v, 0, 1).map_err(|m| at("gue_variant", m))? as u8;
         }
         if let Some(ps) = &self.inner_prefixes {
             if kind.carries_ethernet() {
@@ -2346,5 +2379,24 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(two.validate().unwrap_err().field, "tunnel[1].name");
+    }
+
+    #[test]
+    fn gue_variant() {
+        let c = ok(&tunnel("gue", "gue", "gue_variant = 1"));
+        assert_eq!(c.tunnels[0].gue_variant, 1);
+        assert_eq!(ok(&tunnel("gue", "gue", "")).tunnels[0].gue_variant, 0);
+        for (kind, extra, field) in [
+            ("gue", "gue_variant = 2", "gue_variant"),
+            ("vxlan", "gue_variant = 1", "gue_variant"),
+            (
+                "gue",
+                "gue_variant = 1\nchecksum = \"remote\"\nremote_checksum_rx = true",
+                "checksum",
+            ),
+        ] {
+            let e = err(&tunnel("t", kind, extra));
+            assert!(e.field.ends_with(field), "{kind} {extra}: {e}");
+        }
     }
 }

@@ -506,6 +506,8 @@ fn emit_header(
             repr.emit(&mut tep_wire::gre::Packet::new_unchecked(&mut buf[..n]));
             n
         }
+        // Variant 1: the inner IP packet follows UDP directly.
+        TunnelKind::Gue if t.gue_variant == 1 => 0,
         TunnelKind::Gue => {
             let proto = if inner_v6 {
                 IpProtocol::Ipv6
@@ -584,7 +586,7 @@ fn tunnel_encap_one(
         TunnelKind::GreInUdp | TunnelKind::FouGre if inner_v6 => {
             h[2..4].copy_from_slice(&0x86ddu16.to_be_bytes());
         }
-        TunnelKind::Gue if inner_v6 => h[1] = 41,
+        TunnelKind::Gue if inner_v6 && n > 1 => h[1] = 41,
         _ => {}
     }
     shift(pool, id, n);
