@@ -1,0 +1,225 @@
+//! `tep run` between two network namespaces: every kind × outer family ×
+//! checksum mode carries ping and a bounded TCP transfer, and the daemons'
+//! counters match the traffic. Root only (CI is root); skipped loudly
+//! otherwise.
+
+mod netns;
+
+use netns::{iperf, ping, root_or_skip, Pair};
+
+/// One tunnel between the namespaces.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    kind: &'static str,
+    /// Extra keys for the kind (GUE variant).
+    extra: &'static str,
+    v6: bool,
+    mode: &'static str,
+}
+
+impl Case {
+    fn ethernet(&self) -> bool {
+        matches!(self.kind, "vxlan" | "geneve")
+    }
+
+    /// The inner addresses: IPv6 for FOU-SIT (it carries IPv6 only).
+    fn inner(&self, side: u8) -> String {
+        if self.kind == "fou-sit" {
+            format!("fd09::{side}")
+        } else {
+            format!("10.9.0.{side}")
+        }
+    }
+
+    fn config(&self, pair: &Pair, ns: &str, side: u8) -> String {
+        let (local, remote) = match (self.v6, side) {
+            (false, 1) => (Pair::A4, Pair::B4),
+            (false, _) => (Pair::B4, Pair::A4),
+            (true, 1) => (Pair::A6, Pair::B6),
+            (true, _) => (Pair::B6, Pair::A6),
+        };
+        let (prefix, len) = if self.kind == "fou-sit" {
+            ("fd09::/64", 64)
+        } else {
+            ("10.9.0.0/24", 24)
+        };
+        let addr = format!("\"{}/{len}\"", self.inner(side));
+        let device = if self.ethernet() {
+            format!("tap = \"tepl2\"\ntap_addresses = [{addr}]")
+        } else {
+            format!("tun = \"tepl3\"\ntun_addresses = [{addr}]")
+        };
+        let id = match self.kind {
+            "vxlan" | "geneve" => "vni = 42".to_string(),
+            "gtpu" => {
+                let (tx, rx) = if side == 1 { (200, 100) } else { (100, 200) };
+                format!("teid = {tx}\nlocal_teid = {rx}\nqfi = 9")
+            }
+            "gre" | "fou-gre" => "key = 7".to_string(),
+            _ => String::new(),
+        };
+        let routes = if self.ethernet() {
+            String::new()
+        } else {
+            format!("inner_prefixes = [\"{prefix}\"]")
+        };
+        let zero = if self.v6 && self.mode == "zero" {
+            "zero_checksum_tx = true\nzero_checksum_rx = true"
+        } else {
+            ""
+        };
+        let rco = if self.mode == "remote" {
+            "remote_checksum_rx = true"
+        } else {
+            ""
+        };
+        format!(
+            r#"[host]
+{device}
+control = "{control}"
+
+[[tunnel]]
+name = "t"
+kind = "{kind}"
+local = "{local}"
+remote = "{remote}"
+checksum = "{mode}"
+{id}
+{routes}
+{zero}
+{rco}
+{extra}
+"#,
+            control = pair.socket(ns),
+            kind = self.kind,
+            mode = self.mode,
+            extra = self.extra,
+        )
+    }
+}
+
+/// Runs one case: both daemons up, ping both ways, a TCP transfer, then
+/// the counters.
+fn run_case(c: Case) {
+    let pair = Pair::new();
+    let da = pair.daemon(&pair.a, &c.config(&pair, &pair.a, 1));
+    let db = pair.daemon(&pair.b, &c.config(&pair, &pair.b, 2));
+    let label = format!(
+        "{} {} over {}",
+        c.kind,
+        c.mode,
+        if c.v6 { "IPv6" } else { "IPv4" }
+    );
+    // L2 tunnels resolve the peer with ARP / ND through the tunnel first.
+    let got = ping(&pair, &pair.a, &c.inner(2), 5);
+    assert!(
+        got >= 4,
+        "{label}: ping a→b got {got}/5\nA:\n{}\nB:\n{}\n{}",
+        da.log(),
+        db.log(),
+        da.control(&["show", "counters"]).unwrap_or_default()
+    );
+    assert!(
+        ping(&pair, &pair.b, &c.inner(1), 3) >= 3,
+        "{label}: ping b→a"
+    );
+    let bps = iperf(&pair, &c.inner(2), 1.0, 1)
+        .unwrap_or_else(|e| panic!("{label}: iperf3: {e}\n{}", da.log()));
+    eprintln!("{label}: {:.2} Gbit/s", bps / 1e9);
+    assert!(bps > 1e6, "{label}: {bps} bit/s");
+
+    for (d, who) in [(&da, "a"), (&db, "b")] {
+        let t = d.show("tunnels");
+        let row = &t["tunnels"][0];
+        let tx = row["tx_packets"].as_u64().unwrap();
+        let rx = row["rx_packets"].as_u64().unwrap();
+        // At least the pings and their replies, and the TCP segments.
+        assert!(tx >= 8 && rx >= 8, "{label} {who}: tx {tx} rx {rx}: {t}");
+        let counters = d.show("counters");
+        let drops: Vec<_> = counters["drops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            // IPv6 router solicitations and MLD reports from the devices
+            // to multicast groups no tunnel routes.
+            .filter(|d| d["reason"] != "no_route")
+            .collect();
+        assert!(drops.is_empty(), "{label} {who}: drops {drops:?}");
+        let host = &counters["host"];
+        for k in [
+            "drop_bad_vnet_header",
+            "drop_no_buffer",
+            "drop_gso_refused",
+            "drop_no_device",
+        ] {
+            assert_eq!(host[k], 0, "{label} {who}: {k}: {counters}");
+        }
+        let p = &counters["pipeline"];
+        assert!(
+            p["encap_out"].as_u64().unwrap() >= tx.min(1),
+            "{label} {who}: {counters}"
+        );
+    }
+}
+
+fn cases(kinds: &[(&'static str, &'static str)]) -> Vec<Case> {
+    let mut v = Vec::new();
+    for &(kind, extra) in kinds {
+        for v6 in [false, true] {
+            let mut modes = vec!["zero", "full"];
+            if matches!(kind, "vxlan" | "gue") && extra.is_empty() {
+                modes.push("remote");
+            }
+            for mode in modes {
+                v.push(Case {
+                    kind,
+                    extra,
+                    v6,
+                    mode,
+                });
+            }
+        }
+    }
+    v
+}
+
+fn run_all(test: &str, kinds: &[(&'static str, &'static str)]) {
+    if !root_or_skip(test) {
+        return;
+    }
+    for c in cases(kinds) {
+        run_case(c);
+    }
+}
+
+#[test]
+fn vxlan_and_geneve_carry_ping_and_tcp() {
+    run_all(
+        "vxlan_and_geneve_carry_ping_and_tcp",
+        &[("vxlan", ""), ("geneve", "")],
+    );
+}
+
+#[test]
+fn gue_both_variants_carry_ping_and_tcp() {
+    run_all(
+        "gue_both_variants_carry_ping_and_tcp",
+        &[("gue", ""), ("gue", "gue_variant = 1")],
+    );
+}
+
+#[test]
+fn fou_carries_ping_and_tcp() {
+    run_all(
+        "fou_carries_ping_and_tcp",
+        &[("fou-ipip", ""), ("fou-sit", ""), ("fou-gre", "")],
+    );
+}
+
+#[test]
+fn gre_in_udp_and_gtpu_carry_ping_and_tcp() {
+    run_all(
+        "gre_in_udp_and_gtpu_carry_ping_and_tcp",
+        &[("gre", ""), ("gtpu", "")],
+    );
+}

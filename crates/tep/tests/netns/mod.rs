@@ -1,0 +1,348 @@
+//! Network-namespace test rig: two namespaces joined by a veth pair, a
+//! `tep run` daemon in each, traffic between their tunnel devices.
+//!
+//! Everything is created under names unique to the test process and the
+//! case, bounded in time, and deleted on drop (also when a test fails).
+//! Tests need root: without it they print a loud SKIPPED line and return.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// The tep binary under test.
+pub const TEP: &str = env!("CARGO_BIN_EXE_tep");
+
+/// Whether this process may create namespaces; prints why not.
+pub fn root_or_skip(test: &str) -> bool {
+    // SAFETY-free check: /proc/self/status Uid line.
+    let uid = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(str::to_string))
+        })
+        .unwrap_or_default();
+    let have = |c: &str| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {c}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if uid != "0" {
+        eprintln!("SKIPPED {test}: needs root for network namespaces (CI runs it as root)");
+        return false;
+    }
+    for tool in ["ip", "ping", "iperf3"] {
+        if !have(tool) {
+            eprintln!("SKIPPED {test}: `{tool}` is not installed (.ci/run installs it)");
+            return false;
+        }
+    }
+    true
+}
+
+/// Runs a command, returning its output; panics with its stderr when it
+/// fails and `must` is set.
+pub fn sh(args: &[&str], must: bool) -> Output {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", args[0]));
+    if must && !out.status.success() {
+        panic!(
+            "`{}` failed: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out
+}
+
+static CASES: AtomicUsize = AtomicUsize::new(0);
+
+/// Two namespaces `a` and `b` with a veth pair: `a` has 192.0.2.1/24 and
+/// 2001:db8::1/64 on `va`, `b` the .2 / ::2 addresses on `vb`.
+pub struct Pair {
+    pub a: String,
+    pub b: String,
+    pub dir: PathBuf,
+}
+
+impl Pair {
+    /// Underlay addresses of each side.
+    pub const A4: &'static str = "192.0.2.1";
+    pub const B4: &'static str = "192.0.2.2";
+    pub const A6: &'static str = "2001:db8::1";
+    pub const B6: &'static str = "2001:db8::2";
+
+    pub fn new() -> Pair {
+        let n = CASES.fetch_add(1, Ordering::Relaxed);
+        let tag = format!("tep{}x{n}", std::process::id());
+        let a = format!("{tag}a");
+        let b = format!("{tag}b");
+        let dir = std::env::temp_dir().join(&tag);
+        let _ = std::fs::create_dir_all(&dir);
+        let pair = Pair { a, b, dir };
+        for ns in [&pair.a, &pair.b] {
+            sh(&["ip", "netns", "add", ns], true);
+            pair.exec(ns, &["ip", "link", "set", "lo", "up"], true);
+            // No duplicate address detection: addresses work at once.
+            pair.exec(
+                ns,
+                &["sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0"],
+                false,
+            );
+            pair.exec(
+                ns,
+                &["sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0"],
+                false,
+            );
+        }
+        sh(
+            &[
+                "ip", "link", "add", "va", "netns", &pair.a, "type", "veth", "peer", "name", "vb",
+                "netns", &pair.b,
+            ],
+            true,
+        );
+        for (ns, dev, v4, v6) in [
+            (&pair.a, "va", Self::A4, Self::A6),
+            (&pair.b, "vb", Self::B4, Self::B6),
+        ] {
+            pair.exec(
+                ns,
+                &["ip", "addr", "add", &format!("{v4}/24"), "dev", dev],
+                true,
+            );
+            pair.exec(
+                ns,
+                &[
+                    "ip",
+                    "addr",
+                    "add",
+                    &format!("{v6}/64"),
+                    "dev",
+                    dev,
+                    "nodad",
+                ],
+                true,
+            );
+            pair.exec(ns, &["ip", "link", "set", dev, "up"], true);
+        }
+        pair
+    }
+
+    /// Runs `args` inside namespace `ns`.
+    pub fn exec(&self, ns: &str, args: &[&str], must: bool) -> Output {
+        let mut full = vec!["ip", "netns", "exec", ns];
+        full.extend_from_slice(args);
+        sh(&full, must)
+    }
+
+    /// Starts `tep run` in `ns` with `config` (TOML text); waits until its
+    /// control socket answers.
+    pub fn daemon(&self, ns: &str, config: &str) -> Daemon {
+        let path = self.dir.join(format!("{ns}.toml"));
+        std::fs::write(&path, config).unwrap();
+        let log = self.dir.join(format!("{ns}.log"));
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, TEP, "run", "-c"])
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start tep");
+        let socket = self.dir.join(format!("{ns}.sock"));
+        let d = Daemon {
+            child: Some(child),
+            socket,
+            log,
+            config: path,
+        };
+        let until = Instant::now() + Duration::from_secs(10);
+        while d.control(&["show", "tunnels"]).is_err() {
+            if Instant::now() > until {
+                panic!("tep did not come up:\n{}", d.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        d
+    }
+
+    /// The control socket path for a daemon in `ns` (use in the config's
+    /// host.control).
+    pub fn socket(&self, ns: &str) -> String {
+        self.dir.join(format!("{ns}.sock")).display().to_string()
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            // Kills whatever still runs inside (iperf3 servers).
+            let _ = Command::new("ip")
+                .args(["netns", "pids", ns])
+                .output()
+                .map(|o| {
+                    for pid in String::from_utf8_lossy(&o.stdout).split_whitespace() {
+                        let _ = Command::new("kill").args(["-9", pid]).status();
+                    }
+                });
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A running `tep run`; SIGTERM on drop.
+pub struct Daemon {
+    child: Option<Child>,
+    pub socket: PathBuf,
+    pub log: PathBuf,
+    pub config: PathBuf,
+}
+
+impl Daemon {
+    /// `tep <args> --socket S`: stdout, or the error text.
+    pub fn control(&self, args: &[&str]) -> Result<String, String> {
+        let out = Command::new(TEP)
+            .args(args)
+            .arg("--socket")
+            .arg(&self.socket)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    }
+
+    /// `tep show WHAT --json`, parsed.
+    pub fn show(&self, what: &str) -> serde_json::Value {
+        let text = self
+            .control(&["show", what, "--json"])
+            .unwrap_or_else(|e| panic!("show {what}: {e}\n{}", self.log()));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("show {what}: {e}: {text}"))
+    }
+
+    /// The daemon's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM and wait (at most 5 s); returns the exit status code.
+    pub fn stop(&mut self) -> Option<i32> {
+        let mut child = self.child.take()?;
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let until = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Ok(Some(s)) = child.try_wait() {
+                return s.code();
+            }
+            if Instant::now() > until {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Whether the process still runs.
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// `ping` from `ns` to `dst`: the packets received.
+pub fn ping(pair: &Pair, ns: &str, dst: &str, count: u32) -> u32 {
+    let out = pair.exec(
+        ns,
+        &[
+            "ping",
+            "-c",
+            &count.to_string(),
+            "-i",
+            "0.05",
+            "-W",
+            "1",
+            "-w",
+            "5",
+            dst,
+        ],
+        false,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| {
+            l.split(", ")
+                .find(|p| p.ends_with("received"))
+                .and_then(|p| p.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// A bounded iperf3 TCP transfer from `a` to the server in `b` at `dst`:
+/// bits per second received, or an error with iperf3's words.
+pub fn iperf(pair: &Pair, dst: &str, seconds: f64, streams: u32) -> Result<f64, String> {
+    let port = "5201";
+    let mut server = Command::new("ip")
+        .args([
+            "netns", "exec", &pair.b, "iperf3", "-s", "-1", "-p", port, "-B", dst,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_millis(200));
+    let out = Command::new("timeout")
+        .args([
+            &format!("{}", seconds as u64 + 10),
+            "ip",
+            "netns",
+            "exec",
+            &pair.a,
+            "iperf3",
+            "-c",
+            dst,
+            "-p",
+            port,
+            "-t",
+            &seconds.to_string(),
+            "-P",
+            &streams.to_string(),
+            "-J",
+        ])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let _ = server.kill();
+    let _ = server.wait();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+        format!(
+            "iperf3 gave no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    if let Some(err) = v.get("error") {
+        return Err(err.to_string());
+    }
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .ok_or_else(|| format!("no result: {v}"))
+}
