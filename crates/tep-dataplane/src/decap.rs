@@ -3,7 +3,7 @@
 //! (or trust) the outer checksum, complete remote checksum offload, and hand
 //! the inner packet on marked checksum-verified when it is.
 
-use crate::buffer::{ChecksumState, PacketId, Pool};
+use crate::buffer::{ChecksumState, PacketId, Pool, NO_TUNNEL};
 use crate::drop::DropReason;
 use crate::encap::{ethernet_ip_offset, inner_pseudo, outer_pseudo, parse_ip, sweep};
 use crate::kind::TunnelKind;
@@ -304,6 +304,13 @@ pub fn tunnel_decap(
     // Answered requests left the vector as replies: take them out
     // without counting or freeing them.
     v.retain(|id| pool.meta(id).tunnel != ANSWERED, |_| {});
+    // The mark was only for the retain: a reply belongs to no tunnel (the
+    // I/O layer sends it from the endpoint its source names).
+    for &id in replies.out.as_slice() {
+        if pool.meta(id).tunnel == ANSWERED {
+            pool.meta_mut(id).tunnel = NO_TUNNEL;
+        }
+    }
     sweep(stats, pool, v);
 }
 

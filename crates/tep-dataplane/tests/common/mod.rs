@@ -210,7 +210,18 @@ pub fn run_decap(
     let mut out = Out::default();
     p.decap(pool, &mut v, now_ns, &mut |o, pool, v| match o {
         Output::Inner => take(pool, v, &mut out.packets, Some(&mut out.csum)),
-        Output::Reply => take(pool, v, &mut out.replies, None),
+        Output::Reply => {
+            for &id in v.as_slice() {
+                // The I/O layer sends a reply from the endpoint its source
+                // names: it belongs to no tunnel.
+                assert_eq!(
+                    pool.meta(id).tunnel,
+                    tep_dataplane::buffer::NO_TUNNEL,
+                    "a reply leaves with no tunnel"
+                );
+            }
+            take(pool, v, &mut out.replies, None)
+        }
     });
     out
 }

@@ -76,6 +76,16 @@ pub fn render(config: &Config, snapshots: &[WorkerSnapshot]) -> String {
             .get_or_create(&labels(&[("node", node), ("reason", reason.name())]))
             .inc_by(c);
     }
+    let kernel = family(
+        &mut r,
+        "kernel_udp_drops",
+        "UDP datagrams the kernel dropped before tep (bad checksum, full buffer), this namespace",
+    );
+    for (reason, v) in super::control::kernel_udp_drops() {
+        kernel
+            .get_or_create(&labels(&[("reason", reason)]))
+            .inc_by(v);
+    }
     let host_drops = family(
         &mut r,
         "host_drops",

@@ -1,0 +1,318 @@
+//! The daemon's behaviour around the traffic: bad peers are dropped and
+//! counted by reason, offloads move super-packets across the TUN, reload
+//! refuses a bad config and keeps running, SIGTERM exits cleanly, `tep
+//! trace` captures, metrics are served. Root only (CI is root).
+
+mod netns;
+
+use netns::{iperf, ping, root_or_skip, Pair};
+use std::time::Duration;
+
+fn gue_config(pair: &Pair, ns: &str, side: u8, offloads: bool, metrics: Option<&str>) -> String {
+    let (l, r) = if side == 1 {
+        (Pair::A4, Pair::B4)
+    } else {
+        (Pair::B4, Pair::A4)
+    };
+    let metrics = metrics
+        .map(|m| format!("metrics = \"{m}\""))
+        .unwrap_or_default();
+    format!(
+        r#"[host]
+tun = "tepl3"
+tun_addresses = ["10.9.0.{side}/24"]
+offloads = {offloads}
+control = "{control}"
+{metrics}
+
+[[tunnel]]
+name = "g"
+kind = "gue"
+local = "{l}"
+remote = "{r}"
+inner_prefixes = ["10.9.0.0/24"]
+"#,
+        control = pair.socket(ns),
+    )
+}
+
+/// Python 3 (any) in namespace `ns`; returns stdout.
+fn python(pair: &Pair, ns: &str, code: &str) -> String {
+    let out = pair.exec(ns, &["python3", "-c", code], false);
+    assert!(
+        out.status.success(),
+        "python: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn drop_count(counters: &serde_json::Value, reason: &str) -> u64 {
+    counters["drops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["reason"] == reason)
+        .map(|d| d["packets"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn bad_peers_are_dropped_and_counted_by_reason() {
+    if !root_or_skip("bad_peers_are_dropped_and_counted_by_reason") {
+        return;
+    }
+    let pair = Pair::new();
+    let config = format!(
+        r#"[host]
+tap = "tepl2"
+tap_addresses = ["10.9.0.1/24"]
+tun = "tepl3"
+tun_addresses = ["10.8.0.1/24"]
+control = "{}"
+
+[[tunnel]]
+name = "vx"
+kind = "vxlan"
+local = "{a}"
+remote = "{b}"
+vni = 42
+
+[[tunnel]]
+name = "gtp"
+kind = "gtpu"
+local = "{a}"
+remote = "{b}"
+teid = 1
+local_teid = 2
+inner_prefixes = ["10.8.0.0/24"]
+"#,
+        pair.socket(&pair.a),
+        a = Pair::A4,
+        b = Pair::B4
+    );
+    let mut d = pair.daemon(&pair.a, &config);
+    pair.exec(
+        &pair.b,
+        &["ip", "addr", "add", "192.0.2.3/24", "dev", "vb"],
+        true,
+    );
+    // A valid inner frame: broadcast ARP request, 42 bytes.
+    let frame =
+        "ffffffffffff020000000002080600010800060400010200000000020a090002000000000000 0a090001"
+            .replace(' ', "");
+    let ipv4_icmp = "4500001c0001000040017cd90a0800020a0800010800f7ff00000000";
+    let code = format!(
+        r#"
+import socket, struct, time
+A = "{a}"
+def udp(src=None, sport=0):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((src or "0.0.0.0", sport))
+    return s
+frame = bytes.fromhex("{frame}")
+s = udp()
+for vni in (99, 98, 97):
+    s.sendto(bytes([8, 0, 0, 0]) + vni.to_bytes(3, "big") + b"\0" + frame, (A, 4789))
+s.sendto(b"\x08\0\0", (A, 4789))
+s.sendto(bytes(range(200)), (A, 4789))
+udp("192.0.2.3").sendto(bytes([8, 0, 0, 0, 0, 0, 42, 0]) + frame, (A, 4789))
+# A UDP datagram with a wrong checksum: the kernel drops it before tep.
+r = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+payload = bytes([8, 0, 0, 0, 0, 0, 42, 0]) + frame
+r.sendto(struct.pack("!HHHH", 40000, 4789, 8 + len(payload), 0x1234) + payload, (A, 0))
+g = udp("{b}", 2152)
+g.settimeout(2)
+inner = bytes.fromhex("{ipv4_icmp}")
+g.sendto(bytes([0x30, 255]) + len(inner).to_bytes(2, "big") + (0x999).to_bytes(4, "big") + inner, (A, 2152))
+def answer():
+    try:
+        return g.recvfrom(2000)[0][1]
+    except socket.timeout:
+        return "none"
+ei = answer()
+g.sendto(bytes([0x32, 1, 0, 4, 0, 0, 0, 0, 0, 7, 0, 0]), (A, 2152))
+print(ei, answer())
+"#,
+        a = Pair::A4,
+        b = Pair::B4,
+    );
+    let types = python(&pair, &pair.b, &code);
+    std::thread::sleep(Duration::from_millis(200));
+    let c = d.show("counters");
+    // 26 Error Indication (unknown TEID), 2 Echo Response.
+    assert_eq!(
+        types.trim(),
+        "26 2",
+        "GTP-U answers: {types}\n{c}\n{}",
+        d.log()
+    );
+    assert_eq!(drop_count(&c, "unknown_vni"), 3, "{c}");
+    assert_eq!(drop_count(&c, "truncated"), 1, "{c}");
+    assert_eq!(drop_count(&c, "wrong_peer"), 1, "{c}");
+    assert_eq!(drop_count(&c, "unknown_teid"), 1, "{c}");
+    assert!(
+        drop_count(&c, "malformed") + drop_count(&c, "bad_version") + drop_count(&c, "unsupported")
+            >= 1,
+        "the 200 garbage bytes: {c}"
+    );
+    assert_eq!(c["kernel"]["udp_bad_checksum"], 1, "{c}");
+    assert_eq!(c["pipeline"]["generated"], 1, "{c}");
+    assert_eq!(c["pipeline"]["answered"], 1, "{c}");
+    assert!(d.alive(), "tep died:\n{}", d.log());
+    assert_eq!(d.stop(), Some(0), "{}", d.log());
+}
+
+#[test]
+fn offloads_carry_super_packets_across_the_tun() {
+    if !root_or_skip("offloads_carry_super_packets_across_the_tun") {
+        return;
+    }
+    let mut rates = Vec::new();
+    for offloads in [true, false] {
+        let pair = Pair::new();
+        let da = pair.daemon(&pair.a, &gue_config(&pair, &pair.a, 1, offloads, None));
+        let db = pair.daemon(&pair.b, &gue_config(&pair, &pair.b, 2, offloads, None));
+        assert_eq!(ping(&pair, &pair.a, "10.9.0.2", 2), 2);
+        let bps = iperf(&pair, "10.9.0.2", 2.0, 1).unwrap();
+        rates.push(bps);
+        let sent = da.show("counters");
+        let got = db.show("counters");
+        let (rx_super, tx_super) = (
+            sent["host"]["device_rx_super"].as_u64().unwrap(),
+            got["host"]["device_tx_super"].as_u64().unwrap(),
+        );
+        let runtime = da.control(&["show", "runtime"]).unwrap();
+        eprintln!(
+            "offloads {}: {:.2} Gbit/s, {rx_super} TSO super-packets read, {tx_super} GRO super-packets written\n{runtime}",
+            if offloads { "on" } else { "off" },
+            bps / 1e9
+        );
+        if offloads {
+            assert!(rx_super > 0, "no TSO super-packet from the TUN: {sent}");
+            assert!(tx_super > 0, "no GRO super-packet to the TUN: {got}");
+            assert!(runtime.contains("gso-segment"), "{runtime}");
+            assert!(
+                sent["host"]["udp_tx_trains"].as_u64().unwrap() > 0,
+                "{sent}"
+            );
+        } else {
+            assert_eq!((rx_super, tx_super), (0, 0));
+        }
+    }
+    eprintln!(
+        "TCP through tep GUE: offloads on {:.2} Gbit/s, off {:.2} Gbit/s",
+        rates[0] / 1e9,
+        rates[1] / 1e9
+    );
+}
+
+#[test]
+fn reload_refuses_a_bad_config_and_applies_a_good_one() {
+    if !root_or_skip("reload_refuses_a_bad_config_and_applies_a_good_one") {
+        return;
+    }
+    let pair = Pair::new();
+    let good = gue_config(&pair, &pair.a, 1, true, None);
+    let mut da = pair.daemon(&pair.a, &good);
+    let _db = pair.daemon(&pair.b, &gue_config(&pair, &pair.b, 2, true, None));
+    assert_eq!(ping(&pair, &pair.a, "10.9.0.2", 2), 2);
+
+    // A typo: the field is named, the old config keeps running.
+    std::fs::write(
+        &da.config,
+        good.replace("kind = \"gue\"", "kind = \"gue\"\nvni = 5"),
+    )
+    .unwrap();
+    let e = da.control(&["reload"]).unwrap_err();
+    assert!(e.contains("tunnel[0] \"g\".vni"), "{e}");
+    assert_eq!(ping(&pair, &pair.a, "10.9.0.2", 2), 2, "still running");
+
+    // The same through SIGHUP: logged, refused, still running.
+    let pid = String::from_utf8(
+        pair.exec(
+            &pair.a,
+            &["sh", "-c", "pgrep -f 'tep run' | head -1"],
+            false,
+        )
+        .stdout,
+    )
+    .unwrap();
+    if let Ok(pid) = pid.trim().parse::<u32>() {
+        netns::sh(&["kill", "-HUP", &pid.to_string()], true);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(da.log().contains("reload refused"), "{}", da.log());
+    }
+
+    // A second tunnel: applied; traffic still flows.
+    let two = format!(
+        "{good}\n[[tunnel]]\nname = \"f\"\nkind = \"fou-ipip\"\nlocal = \"{}\"\nremote = \"{}\"\ninner_prefixes = [\"10.7.0.0/16\"]\n",
+        Pair::A4,
+        Pair::B4
+    );
+    std::fs::write(&da.config, two).unwrap();
+    assert_eq!(da.control(&["reload"]).unwrap().trim(), "reloaded");
+    let t = da.show("tunnels");
+    assert_eq!(t["tunnels"].as_array().unwrap().len(), 2, "{t}");
+    assert_eq!(ping(&pair, &pair.a, "10.9.0.2", 3), 3, "after reload");
+    assert!(da.alive());
+    // SIGTERM: drains, exits 0, removes its control socket.
+    assert_eq!(da.stop(), Some(0), "{}", da.log());
+    assert!(!da.socket.exists(), "control socket left behind");
+}
+
+#[test]
+fn trace_captures_and_metrics_are_served() {
+    if !root_or_skip("trace_captures_and_metrics_are_served") {
+        return;
+    }
+    let pair = Pair::new();
+    let da = pair.daemon(
+        &pair.a,
+        &gue_config(&pair, &pair.a, 1, true, Some("127.0.0.1:19464")),
+    );
+    let _db = pair.daemon(&pair.b, &gue_config(&pair, &pair.b, 2, true, None));
+    let file = pair.dir.join("trace.pcapng");
+    let socket = da.socket.clone();
+    let f = file.clone();
+    let tracer = std::thread::spawn(move || {
+        std::process::Command::new(netns::TEP)
+            .args(["trace", "--count", "8", "--timeout", "10", "--pcap"])
+            .arg(&f)
+            .arg("--socket")
+            .arg(&socket)
+            .status()
+            .unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(ping(&pair, &pair.a, "10.9.0.2", 4), 4);
+    assert!(tracer.join().unwrap().success());
+    let bytes = std::fs::read(&file).unwrap();
+    let mut r = pcap_file::pcapng::PcapNgReader::new(&bytes[..]).unwrap();
+    let mut interfaces = Vec::new();
+    let mut packets = 0;
+    while let Some(b) = r.next_block() {
+        if let pcap_file::pcapng::Block::EnhancedPacket(p) = b.unwrap() {
+            packets += 1;
+            interfaces.push(p.interface_id);
+        }
+    }
+    assert_eq!(packets, 8);
+    // Echo requests read from the TUN (0) and their outer packets (2).
+    assert!(
+        interfaces.contains(&0) && interfaces.contains(&2),
+        "{interfaces:?}"
+    );
+
+    let text = python(
+        &pair,
+        &pair.a,
+        "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:19464/metrics', timeout=5).read().decode())",
+    );
+    assert!(
+        text.contains("tep_tunnel_tx_packets_total{tunnel=\"g\",kind=\"gue\"}"),
+        "{text}"
+    );
+    assert!(text.contains("tep_kernel_udp_drops_total"), "{text}");
+    assert!(text.trim_end().ends_with("# EOF"), "{text}");
+}
