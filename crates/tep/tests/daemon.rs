@@ -316,3 +316,29 @@ fn trace_captures_and_metrics_are_served() {
     assert!(text.contains("tep_kernel_udp_drops_total"), "{text}");
     assert!(text.trim_end().ends_with("# EOF"), "{text}");
 }
+
+#[test]
+fn two_queues_run_two_workers() {
+    if !root_or_skip("two_queues_run_two_workers") {
+        return;
+    }
+    let pair = Pair::new();
+    let two = |ns: &str, side| {
+        gue_config(&pair, ns, side, true, None)
+            .replace("offloads = true", "offloads = true\nqueues = 2")
+    };
+    let da = pair.daemon(&pair.a, &two(&pair.a, 1));
+    let db = pair.daemon(&pair.b, &two(&pair.b, 2));
+    assert_eq!(ping(&pair, &pair.a, "10.9.0.2", 3), 3);
+    let bps = iperf(&pair, "10.9.0.2", 2.0, 4).unwrap();
+    eprintln!("two queues, 4 streams: {:.2} Gbit/s", bps / 1e9);
+    for d in [&da, &db] {
+        let t = d.show("tunnels");
+        assert_eq!(t["io"]["workers"], 2, "{t}");
+        let row = &t["tunnels"][0];
+        assert!(row["tx_packets"].as_u64().unwrap() > 100, "{t}");
+        assert!(row["rx_packets"].as_u64().unwrap() > 100, "{t}");
+    }
+    let runtime = da.control(&["show", "runtime"]).unwrap();
+    assert!(runtime.contains("gue-encap"), "{runtime}");
+}
