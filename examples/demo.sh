@@ -1,0 +1,359 @@
+#!/usr/bin/env bash
+# demo.sh: tep's host mode, every tunnel kind, in one minute.
+#
+#   sudo ./examples/demo.sh [--quick] [--kinds K,...] [--modes M,...] [--families F,...]
+#
+# Two network namespaces joined by a veth pair stand for two hosts. For each
+# tunnel kind in turn, a `tep run` daemon in each namespace brings up one
+# tunnel between them; ping and a short iperf3 TCP transfer cross it, and
+# tep's own counters (`tep show tunnels|counters --json`) say what it
+# carried and dropped. One table at the end. Nothing is left behind: the
+# namespaces, the daemons and the temporary files go on exit, also on
+# Ctrl-C. The root namespace's interfaces are never touched.
+#
+# Kinds: gue (variant 0), gue-v1 (gue_variant = 1: no GUE header),
+# fou-ipip, fou-sit (carries IPv6), fou-gre, gre (GRE-in-UDP), vxlan,
+# geneve, gtpu. Modes: zero, full, lco, offload, remote (vxlan and gue
+# only). Families (the outer IP): ipv4, ipv6.
+#
+# Environment: TEP=/path/to/tep skips the build and runs that binary.
+# Exit status: 0 when every tunnel passed traffic, 1 when one did not,
+# 2 for bad usage or a missing tool.
+set -euo pipefail
+
+usage() {
+    sed -n '2,20s/^# \{0,1\}//p' "$0"
+    exit "${1:-2}"
+}
+
+all_kinds="gue,gue-v1,fou-ipip,fou-sit,fou-gre,gre,vxlan,geneve,gtpu"
+kinds=$all_kinds
+modes=full
+families=ipv4
+seconds=2
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --quick) seconds=1 ;;
+    --kinds) kinds=${2:?--kinds needs a list}; shift ;;
+    --kinds=*) kinds=${1#*=} ;;
+    --modes) modes=${2:?--modes needs a list}; shift ;;
+    --modes=*) modes=${1#*=} ;;
+    --families) families=${2:?--families needs a list}; shift ;;
+    --families=*) families=${1#*=} ;;
+    -h | --help) usage 0 ;;
+    *) echo "demo.sh: unknown option $1" >&2; usage 2 ;;
+    esac
+    shift
+done
+IFS=, read -r -a kind_list <<<"$kinds"
+IFS=, read -r -a mode_list <<<"$modes"
+IFS=, read -r -a family_list <<<"$families"
+for k in "${kind_list[@]}"; do
+    case ",$all_kinds," in *",$k,"*) ;; *) echo "demo.sh: unknown kind $k (one of $all_kinds)" >&2; exit 2 ;; esac
+done
+for m in "${mode_list[@]}"; do
+    case "$m" in zero | full | lco | offload | remote) ;; *) echo "demo.sh: unknown mode $m (zero, full, lco, offload, remote)" >&2; exit 2 ;; esac
+done
+for f in "${family_list[@]}"; do
+    case "$f" in ipv4 | ipv6) ;; *) echo "demo.sh: unknown family $f (ipv4, ipv6)" >&2; exit 2 ;; esac
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "demo.sh: network namespaces need root: sudo $0 $*" >&2
+    exit 2
+fi
+missing=()
+command -v ip >/dev/null || missing+=(iproute2)
+command -v ping >/dev/null || missing+=(iputils-ping)
+command -v iperf3 >/dev/null || missing+=(iperf3)
+command -v python3 >/dev/null || missing+=(python3)
+command -v timeout >/dev/null || missing+=(coreutils)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "demo.sh: missing tools; install them with:" >&2
+    echo "  sudo apt-get install ${missing[*]}" >&2
+    exit 2
+fi
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+if [ -z "${TEP:-}" ]; then
+    # Under sudo, root's PATH usually lacks the user's ~/.cargo/bin: build as
+    # that user with their cargo, so target/ does not become root's.
+    cargo=$(command -v cargo || true)
+    as_user=()
+    if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
+        home=$(getent passwd "$SUDO_USER" | cut -d: -f6)
+        [ -z "$cargo" ] && [ -x "$home/.cargo/bin/cargo" ] && cargo=$home/.cargo/bin/cargo
+        as_user=(sudo -u "$SUDO_USER" env "PATH=$home/.cargo/bin:$PATH")
+    fi
+    if [ -z "$cargo" ]; then
+        echo "demo.sh: cargo not found; build tep first and run: sudo TEP=/path/to/tep $0" >&2
+        exit 2
+    fi
+    echo "building tep (cargo build --release -p tep)..." >&2
+    (cd "$repo" && "${as_user[@]}" "$cargo" build --release -p tep --quiet)
+    TEP=${CARGO_TARGET_DIR:-$repo/target}/release/tep
+fi
+[ -x "$TEP" ] || { echo "demo.sh: $TEP is not an executable" >&2; exit 2; }
+
+# Unique names: several demos (or the tests) may run side by side.
+tag="tepdemo$$"
+ns_a="${tag}a"
+ns_b="${tag}b"
+work=$(mktemp -d "/tmp/${tag}.XXXXXX")
+daemons=()
+
+cleanup() {
+    set +e
+    for pid in "${daemons[@]}"; do
+        kill -TERM "$pid" 2>/dev/null
+    done
+    for ns in "$ns_a" "$ns_b"; do
+        # Whatever still runs inside (an iperf3 server, a daemon that did
+        # not stop) would keep the namespace alive.
+        for pid in $(ip netns pids "$ns" 2>/dev/null); do
+            kill -KILL "$pid" 2>/dev/null
+        done
+        ip netns del "$ns" 2>/dev/null
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+# Ctrl-C and kill end the script through the EXIT trap.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+in_a() { ip netns exec "$ns_a" "$@"; }
+in_b() { ip netns exec "$ns_b" "$@"; }
+
+for ns in "$ns_a" "$ns_b"; do
+    ip netns add "$ns"
+    ip netns exec "$ns" ip link set lo up
+    # No duplicate address detection: IPv6 addresses work at once.
+    ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
+done
+# The veth ends are created inside the namespaces directly.
+ip link add va netns "$ns_a" type veth peer name vb netns "$ns_b"
+in_a ip addr add 192.0.2.1/24 dev va
+in_a ip addr add 2001:db8::1/64 dev va nodad
+in_b ip addr add 192.0.2.2/24 dev vb
+in_b ip addr add 2001:db8::2/64 dev vb nodad
+in_a ip link set va up
+in_b ip link set vb up
+
+# config KIND MODE FAMILY SIDE: the tep.toml of one side (1 = a, 2 = b).
+config() {
+    local kind=$1 mode=$2 family=$3 side=$4
+    local local_ip remote_ip tep_kind=$kind extra=""
+    if [ "$family" = ipv4 ]; then
+        local_ip=192.0.2.$side remote_ip=192.0.2.$((3 - side))
+    else
+        local_ip=2001:db8::$side remote_ip=2001:db8::$((3 - side))
+    fi
+    # FOU-SIT carries IPv6 only; every other L3 kind gets IPv4 inside.
+    local inner="10.9.0.$side/24" prefix="10.9.0.0/24"
+    if [ "$kind" = fou-sit ]; then
+        inner="fd09::$side/64" prefix="fd09::/64"
+    fi
+    case "$kind" in
+    gue-v1) tep_kind=gue extra="gue_variant = 1" ;;
+    vxlan | geneve) extra="vni = 42" ;;
+    # Each side sends the TEID the other accepts.
+    gtpu) if [ "$side" = 1 ]; then extra=$'teid = 200\nlocal_teid = 100\nqfi = 9'; else extra=$'teid = 100\nlocal_teid = 200\nqfi = 9'; fi ;;
+    gre | fou-gre) extra="key = 7" ;;
+    esac
+    echo "[host]"
+    case "$kind" in
+    vxlan | geneve) printf 'tap = "tepdemo1"\ntap_addresses = ["%s"]\n' "$inner" ;;
+    *) printf 'tun = "tepdemo0"\ntun_addresses = ["%s"]\n' "$inner" ;;
+    esac
+    printf 'control = "%s/%s.sock"\n\n' "$work" "$side"
+    printf '[[tunnel]]\nname = "demo"\nkind = "%s"\nlocal = "%s"\nremote = "%s"\nchecksum = "%s"\n' \
+        "$tep_kind" "$local_ip" "$remote_ip" "$mode"
+    echo "$extra"
+    case "$kind" in vxlan | geneve) ;; *) printf 'inner_prefixes = ["%s"]\n' "$prefix" ;; esac
+    # RFC 6935/6936: zero over IPv6 is opt-in on both ends.
+    if [ "$mode" = zero ] && [ "$family" = ipv6 ]; then
+        printf 'zero_checksum_tx = true\nzero_checksum_rx = true\n'
+    fi
+    # Remote checksum offload is opt-in on the receiver.
+    if [ "$mode" = remote ]; then echo "remote_checksum_rx = true"; fi
+}
+
+# tep_ctl SIDE ARGS...: `tep ARGS --socket` of that side's daemon.
+tep_ctl() {
+    local side=$1
+    shift
+    timeout 10 "$TEP" "$@" --socket "$work/$side.sock"
+}
+
+# start SIDE NS: starts the daemon of SIDE with $work/SIDE.toml, waits until
+# its control socket answers.
+start() {
+    local side=$1 ns=$2 pid i
+    ip netns exec "$ns" "$TEP" run -c "$work/$side.toml" >/dev/null 2>"$work/$side.log" &
+    pid=$!
+    daemons+=("$pid")
+    for i in $(seq 100); do
+        if tep_ctl "$side" show tunnels >/dev/null 2>&1; then
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "tep did not come up on side $side:" >&2
+    cat "$work/$side.log" >&2
+    return 1
+}
+
+# stop_all: SIGTERM to every daemon, wait (5 s at most each), forget them.
+stop_all() {
+    local pid i
+    for pid in "${daemons[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || continue
+        for i in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    daemons=()
+}
+
+# iperf3_gbps DST: a TCP transfer from a to the server in b, bounded in
+# time; prints Gbit/s received, or "ERR: why".
+iperf3_gbps() {
+    local dst=$1 server i
+    in_b iperf3 -s -1 -B "$dst" -p 5201 >/dev/null 2>&1 &
+    server=$!
+    # Ready when it listens (ss is part of iproute2).
+    for i in $(seq 50); do
+        in_b ss -Hltn "sport = :5201" | grep -q . && break
+        sleep 0.05
+    done
+    # --foreground: Ctrl-C reaches iperf3 too (timeout otherwise runs it in
+    # a process group of its own).
+    timeout --foreground -k 2 $((seconds + 8)) \
+        ip netns exec "$ns_a" iperf3 -c "$dst" -p 5201 -t "$seconds" -J >"$work/iperf.json" 2>/dev/null || true
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    python3 - "$work/iperf.json" <<'EOF'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("ERR: iperf3 gave no JSON")
+    sys.exit()
+if "error" in r:
+    print("ERR: " + r["error"])
+else:
+    print("%.2f" % (r["end"]["sum_received"]["bits_per_second"] / 1e9))
+EOF
+}
+
+# summary: reads the four JSON files of a case and prints one table row's
+# counter fields and the offload line, tab-separated.
+summary() {
+    python3 - "$work" <<'EOF'
+import json, sys
+w = sys.argv[1]
+def load(n):
+    return json.load(open(f"{w}/{n}.json"))
+ta, tb, ca, cb = load("tunnels-1"), load("tunnels-2"), load("counters-1"), load("counters-2")
+ra, rb = ta["tunnels"][0], tb["tunnels"][0]
+drops = other = 0
+names = []
+for c in (ca, cb):
+    # drops_total = pipeline drops (every node, every reason) + host drops.
+    drops += c["drops_total"]
+    for d in c["drops"]:
+        # IPv6 router solicitations and MLD reports the devices send to
+        # multicast groups no tunnel routes: expected, listed apart.
+        if d["reason"] == "no_route":
+            other += d["packets"]
+        else:
+            names.append(f'{d["node"]}/{d["reason"]}')
+    names += [k for k, v in c["host"].items() if k.startswith("drop_") and v]
+io = ta["io"]
+dev = "; ".join(f'{d["name"]} ({d["kind"]}, mtu {d["mtu"]}): {d["offloads"]}' for d in io["devices"])
+on = lambda b: "on" if b else "off"
+sock = "; ".join(
+    f'udp {s["local"]}: gso {on(s["gso"])}, gro {on(s["gro"])}, zero csum tx {on(s["zero_checksum_tx"])}/rx {on(s["zero_checksum_rx"])}'
+    for s in io["sockets"])
+offl = f'{dev} | {sock} | checksum: {ra["checksum_in_effect"]}'
+print("\t".join(map(str, [ra["tx_packets"], rb["rx_packets"], rb["tx_packets"], ra["rx_packets"],
+                          drops - other, other, ",".join(sorted(set(names))) or "-", offl])))
+EOF
+}
+
+rows=()
+offloads=()
+failed=0
+started=$SECONDS
+for kind in "${kind_list[@]}"; do
+    for family in "${family_list[@]}"; do
+        for mode in "${mode_list[@]}"; do
+            # RCO exists for VXLAN and GUE's header only (variant 1 has none).
+            if [ "$mode" = remote ] && [ "$kind" != vxlan ] && [ "$kind" != gue ]; then
+                continue
+            fi
+            label="$kind $family $mode"
+            printf '%-24s' "$label" >&2
+            config "$kind" "$mode" "$family" 1 >"$work/1.toml"
+            config "$kind" "$mode" "$family" 2 >"$work/2.toml"
+            if ! start 1 "$ns_a" || ! start 2 "$ns_b"; then
+                stop_all
+                rows+=("$kind|$family|$mode|FAIL|-|-|-|-|-|-|tep did not start")
+                failed=1
+                continue
+            fi
+            if [ "$kind" = fou-sit ]; then dst=fd09::2; else dst=10.9.0.2; fi
+            # One ping first: L2 tunnels resolve the peer (ARP/ND) through
+            # the tunnel; the measured pings then see the path alone.
+            in_a ping -c 1 -W 2 "$dst" >/dev/null 2>&1 || true
+            ping_out=$(in_a timeout 10 ping -c 5 -i 0.2 -W 1 "$dst" 2>&1 || true)
+            received=$(sed -n 's/.* \([0-9]*\) received.*/\1/p' <<<"$ping_out")
+            received=${received:-0}
+            rtt=$(sed -n 's|^rtt [^=]*= [0-9.]*/\([0-9.]*\)/\([0-9.]*\)/.*|\1 \2|p' <<<"$ping_out")
+            read -r ping_avg ping_max <<<"${rtt:-- -}"
+            gbps=$(iperf3_gbps "$dst")
+            note=""
+            for side in 1 2; do
+                tep_ctl "$side" show tunnels --json >"$work/tunnels-$side.json"
+                tep_ctl "$side" show counters --json >"$work/counters-$side.json"
+            done
+            IFS=$'\t' read -r a_tx b_rx b_tx a_rx drops expected why offl <<<"$(summary)"
+            stop_all
+            status=ok
+            if [ "$received" -eq 0 ] || [[ $gbps == ERR* ]]; then
+                status=FAIL
+                failed=1
+            fi
+            [ "$received" -lt 5 ] && note="ping $received/5"
+            [[ $gbps == ERR* ]] && note="${note:+$note; }iperf3: ${gbps#ERR: }" && gbps=-
+            [ "$drops" != 0 ] && note="${note:+$note; }dropped: $why"
+            echo "$status  ${gbps} Gbit/s, ping ${ping_avg} ms" >&2
+            rows+=("$kind|$family|$mode|$status|$gbps|$ping_avg|$ping_max|$a_tx/$b_rx|$b_tx/$a_rx|$drops|$expected|$note")
+            offloads+=("$(printf '%-24s %s' "$label" "$offl")")
+        done
+    done
+done
+
+echo
+printf '%-9s %-6s %-8s %-5s %8s %15s %17s %17s %6s  %s\n' \
+    kind outer checksum pass Gbit/s "ping avg/max ms" "pkts a→b tx/rx" "pkts b→a tx/rx" drops "notes"
+for r in "${rows[@]}"; do
+    IFS='|' read -r k f m s g pa pm ab ba d e n <<<"$r"
+    [ "${e:-0}" != 0 ] && [ "$e" != - ] && n="${n:+$n; }$e no_route (IPv6 RS/MLD, not tunnelled)"
+    printf '%-9s %-6s %-8s %-5s %8s %15s %17s %17s %6s  %s\n' \
+        "$k" "$f" "$m" "$s" "$g" "$pa/$pm" "$ab" "$ba" "$d" "$n"
+done
+echo
+echo "offloads in effect (side a; from \`tep show tunnels --json\` .io):"
+for o in "${offloads[@]}"; do
+    echo "  $o"
+done
+echo
+echo "iperf3 TCP ${seconds} s, one stream, a→b; ping -c 5 -i 0.2 a→b; drops = pipeline + host drops of both"
+echo "daemons except no_route; packets from tep's tunnel counters. $((SECONDS - started)) s in all."
+exit "$failed"
