@@ -22,7 +22,8 @@
 set -euo pipefail
 
 usage() {
-    sed -n '2,20s/^# \{0,1\}//p' "$0"
+    # The comment block at the top of this file.
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
     exit "${1:-2}"
 }
 
@@ -119,7 +120,7 @@ cleanup() {
 }
 trap cleanup EXIT
 # Ctrl-C and kill end the script through the EXIT trap.
-trap 'exit 130' INT
+trap 'echo " interrupted" >&2; exit 130' INT
 trap 'exit 143' TERM
 
 in_a() { ip netns exec "$ns_a" "$@"; }

@@ -1,0 +1,517 @@
+#!/usr/bin/env bash
+# bench-tunnel.sh: tep's host mode against the Linux kernel's VXLAN, over the
+# same veth pair, in one run.
+#
+#   sudo ./examples/bench-tunnel.sh [--quick] [--json] [--rr-tool sockperf|netperf|python] [--cpus C,S]
+#                                   [--paths P,...]
+#
+# Two network namespaces joined by one veth pair. One path at a time
+# between them: the kernel's VXLAN (udpcsum: outer UDP checksums on, both
+# ends kernel), tep VXLAN in each checksum mode (zero, full, lco, offload,
+# remote), tep GUE (full). Through each path:
+#   - iperf3 TCP throughput with 1 and with 4 streams: 10 s runs, 3
+#     repetitions, the median (--quick: 3 s, 1 repetition);
+#   - TCP request/response latency (64-byte request and response, one at a
+#     time) p50 and p99 of the round trip, with sockperf (apt-get install
+#     sockperf), else netperf TCP_RR, else a small python3 ping-pong;
+#     the table says which.
+# Client and server are pinned to different CPUs (default 0 and 1). Prints
+# the table, the ratios tep/kernel per tep row, and tep's `show runtime`
+# (per-node clocks) for VXLAN full. --json prints one JSON object instead.
+# --paths runs some of the paths only (kernel-vxlan, tep-vxlan-zero,
+# tep-vxlan-full, tep-vxlan-lco, tep-vxlan-offload, tep-vxlan-remote,
+# tep-gue-full); ratios need kernel-vxlan among them.
+#
+# Note: on veth, a checksum the sender leaves partial is not computed in
+# software: the peer trusts CHECKSUM_PARTIAL, for the kernel and tep alike. In
+# host mode full/lco/offload all mean "the kernel writes the outer
+# checksum", so those rows measure the same I/O path.
+#
+# Environment: TEP=/path/to/tep skips the build. Exit 1 if a path did not
+# pass traffic, 2 for bad usage or a missing tool.
+set -euo pipefail
+
+usage() {
+    # The comment block at the top of this file.
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
+    exit "${1:-2}"
+}
+
+quick=0
+json=0
+rr_tool=auto
+cpus=""
+all_paths="kernel-vxlan,tep-vxlan-zero,tep-vxlan-full,tep-vxlan-lco,tep-vxlan-offload,tep-vxlan-remote,tep-gue-full"
+path_arg=$all_paths
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --quick) quick=1 ;;
+    --json) json=1 ;;
+    --rr-tool) rr_tool=${2:?--rr-tool needs a name}; shift ;;
+    --rr-tool=*) rr_tool=${1#*=} ;;
+    --cpus) cpus=${2:?--cpus needs C,S}; shift ;;
+    --cpus=*) cpus=${1#*=} ;;
+    --paths) path_arg=${2:?--paths needs a list}; shift ;;
+    --paths=*) path_arg=${1#*=} ;;
+    -h | --help) usage 0 ;;
+    *) echo "bench-tunnel.sh: unknown option $1" >&2; usage 2 ;;
+    esac
+    shift
+done
+IFS=, read -r -a paths <<<"$path_arg"
+for p in "${paths[@]}"; do
+    case ",$all_paths," in *",$p,"*) ;; *) echo "bench-tunnel.sh: unknown path $p ($all_paths)" >&2; exit 2 ;; esac
+done
+if [ "$quick" = 1 ]; then
+    seconds=3 reps=1 rr_seconds=2
+else
+    seconds=10 reps=3 rr_seconds=5
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "bench-tunnel.sh: network namespaces need root: sudo $0 $*" >&2
+    exit 2
+fi
+missing=()
+command -v ip >/dev/null || missing+=(iproute2)
+command -v ping >/dev/null || missing+=(iputils-ping)
+command -v iperf3 >/dev/null || missing+=(iperf3)
+command -v python3 >/dev/null || missing+=(python3)
+command -v taskset >/dev/null || missing+=(util-linux)
+command -v timeout >/dev/null || missing+=(coreutils)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "bench-tunnel.sh: missing tools; install them with:" >&2
+    echo "  sudo apt-get install ${missing[*]}" >&2
+    exit 2
+fi
+if [ "$rr_tool" = auto ]; then
+    if command -v sockperf >/dev/null; then
+        rr_tool=sockperf
+    elif command -v netperf >/dev/null && command -v netserver >/dev/null; then
+        rr_tool=netperf
+    else
+        rr_tool=python
+        echo "note: sockperf not found (sudo apt-get install sockperf); latency from a python3 ping-pong" >&2
+    fi
+fi
+case "$rr_tool" in
+sockperf) command -v sockperf >/dev/null || { echo "bench-tunnel.sh: sockperf is not installed" >&2; exit 2; } ;;
+netperf) command -v netperf >/dev/null && command -v netserver >/dev/null ||
+    { echo "bench-tunnel.sh: netperf/netserver are not installed" >&2; exit 2; } ;;
+python) ;;
+*) echo "bench-tunnel.sh: --rr-tool is sockperf, netperf or python" >&2; exit 2 ;;
+esac
+
+# Client and server on different CPUs, so neither steals the other's time.
+if [ -z "$cpus" ]; then
+    if [ "$(nproc)" -gt 1 ]; then cpus=0,1; else cpus=0,0; fi
+fi
+IFS=, read -r cli_cpu srv_cpu <<<"$cpus"
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+if [ -z "${TEP:-}" ]; then
+    # Under sudo, root's PATH usually lacks the user's ~/.cargo/bin: build as
+    # that user with their cargo, so target/ does not become root's.
+    cargo=$(command -v cargo || true)
+    as_user=()
+    if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
+        home=$(getent passwd "$SUDO_USER" | cut -d: -f6)
+        [ -z "$cargo" ] && [ -x "$home/.cargo/bin/cargo" ] && cargo=$home/.cargo/bin/cargo
+        as_user=(sudo -u "$SUDO_USER" env "PATH=$home/.cargo/bin:$PATH")
+    fi
+    if [ -z "$cargo" ]; then
+        echo "bench-tunnel.sh: cargo not found; build tep first and run: sudo TEP=/path/to/tep $0" >&2
+        exit 2
+    fi
+    echo "building tep (cargo build --release -p tep)..." >&2
+    (cd "$repo" && "${as_user[@]}" "$cargo" build --release -p tep --quiet)
+    TEP=${CARGO_TARGET_DIR:-$repo/target}/release/tep
+fi
+[ -x "$TEP" ] || { echo "bench-tunnel.sh: $TEP is not an executable" >&2; exit 2; }
+
+tag="tepbench$$"
+ns_a="${tag}a"
+ns_b="${tag}b"
+work=$(mktemp -d "/tmp/${tag}.XXXXXX")
+daemons=()
+
+cleanup() {
+    set +e
+    for pid in "${daemons[@]}"; do
+        kill -TERM "$pid" 2>/dev/null
+    done
+    for ns in "$ns_a" "$ns_b"; do
+        # Servers (iperf3, sockperf) and any daemon that did not stop would
+        # keep the namespace alive.
+        for pid in $(ip netns pids "$ns" 2>/dev/null); do
+            kill -KILL "$pid" 2>/dev/null
+        done
+        ip netns del "$ns" 2>/dev/null
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'echo " interrupted" >&2; exit 130' INT
+trap 'exit 143' TERM
+
+in_a() { ip netns exec "$ns_a" "$@"; }
+in_b() { ip netns exec "$ns_b" "$@"; }
+say() { echo "$@" >&2; }
+join() {
+    local IFS=,
+    echo "$*"
+}
+
+for ns in "$ns_a" "$ns_b"; do
+    ip netns add "$ns"
+    ip netns exec "$ns" ip link set lo up
+done
+# The veth ends are created inside the namespaces directly.
+ip link add va netns "$ns_a" type veth peer name vb netns "$ns_b"
+in_a ip addr add 192.0.2.1/24 dev va
+in_b ip addr add 192.0.2.2/24 dev vb
+in_a ip link set va up
+in_b ip link set vb up
+
+dst=10.9.0.2
+
+# tep_config KIND MODE SIDE: one side's tep.toml (side 1 = a, 2 = b).
+tep_config() {
+    local kind=$1 mode=$2 side=$3
+    echo "[host]"
+    if [ "$kind" = vxlan ]; then
+        printf 'tap = "tepbench1"\ntap_addresses = ["10.9.0.%s/24"]\n' "$side"
+    else
+        printf 'tun = "tepbench0"\ntun_addresses = ["10.9.0.%s/24"]\n' "$side"
+    fi
+    printf 'control = "%s/%s.sock"\n\n' "$work" "$side"
+    printf '[[tunnel]]\nname = "bench"\nkind = "%s"\nlocal = "192.0.2.%s"\nremote = "192.0.2.%s"\nchecksum = "%s"\n' \
+        "$kind" "$side" "$((3 - side))" "$mode"
+    if [ "$kind" = vxlan ]; then echo "vni = 42"; else echo 'inner_prefixes = ["10.9.0.0/24"]'; fi
+    # Remote checksum offload is opt-in on the receiver.
+    if [ "$mode" = remote ]; then echo "remote_checksum_rx = true"; fi
+}
+
+tep_ctl() {
+    local side=$1
+    shift
+    timeout 10 "$TEP" "$@" --socket "$work/$side.sock"
+}
+
+# tep_start SIDE NS: the daemon of SIDE with $work/SIDE.toml; waits until
+# its control socket answers.
+tep_start() {
+    local side=$1 ns=$2 pid i
+    ip netns exec "$ns" "$TEP" run -c "$work/$side.toml" >/dev/null 2>"$work/$side.log" &
+    pid=$!
+    daemons+=("$pid")
+    for i in $(seq 100); do
+        tep_ctl "$side" show tunnels >/dev/null 2>&1 && return 0
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    say "tep did not come up on side $side:"
+    cat "$work/$side.log" >&2
+    return 1
+}
+
+tep_stop_all() {
+    local pid i
+    for pid in "${daemons[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || continue
+        for i in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    daemons=()
+}
+
+# path_up NAME: brings up the path; path_down NAME takes it away.
+path_up() {
+    case "$1" in
+    kernel-vxlan)
+        local side ns
+        for side in 1 2; do
+            if [ "$side" = 1 ]; then ns=$ns_a; else ns=$ns_b; fi
+            local dev=va
+            [ "$side" = 2 ] && dev=vb
+            ip netns exec "$ns" ip link add vx0 type vxlan id 42 local "192.0.2.$side" \
+                remote "192.0.2.$((3 - side))" dstport 4789 udpcsum dev "$dev"
+            ip netns exec "$ns" ip addr add "10.9.0.$side/24" dev vx0
+            ip netns exec "$ns" ip link set vx0 up
+        done
+        ;;
+    tep-*)
+        local rest=${1#tep-}
+        local kind=${rest%-*} mode=${rest##*-}
+        tep_config "$kind" "$mode" 1 >"$work/1.toml"
+        tep_config "$kind" "$mode" 2 >"$work/2.toml"
+        tep_start 1 "$ns_a" && tep_start 2 "$ns_b"
+        ;;
+    esac
+}
+path_down() {
+    case "$1" in
+    kernel-vxlan)
+        in_a ip link del vx0 2>/dev/null || true
+        in_b ip link del vx0 2>/dev/null || true
+        ;;
+    tep-*) tep_stop_all ;;
+    esac
+}
+
+# wait_listen PORT: until something in b listens on TCP PORT (2.5 s at most).
+wait_listen() {
+    local i
+    for i in $(seq 50); do
+        in_b ss -Hltn "sport = :$1" | grep -q . && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# stop_server PID: the server started in the background is gone.
+stop_server() {
+    kill "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+}
+
+# iperf_gbps STREAMS: one bounded iperf3 TCP run a→b; Gbit/s received, or
+# "ERR: why".
+iperf_gbps() {
+    local streams=$1 server
+    in_b taskset -c "$srv_cpu" iperf3 -s -1 -B "$dst" -p 5201 >/dev/null 2>&1 &
+    server=$!
+    wait_listen 5201 || true
+    # --foreground: Ctrl-C reaches iperf3 too.
+    timeout --foreground -k 2 $((seconds + 10)) \
+        ip netns exec "$ns_a" taskset -c "$cli_cpu" iperf3 -c "$dst" -p 5201 -t "$seconds" -P "$streams" -J \
+        >"$work/iperf.json" 2>/dev/null || true
+    stop_server "$server"
+    python3 - "$work/iperf.json" <<'EOF'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except Exception:
+    print("ERR: iperf3 gave no JSON")
+    sys.exit()
+if "error" in r:
+    print("ERR: " + r["error"])
+else:
+    print("%.3f" % (r["end"]["sum_received"]["bits_per_second"] / 1e9))
+EOF
+}
+
+# A TCP ping-pong in python3, for when neither sockperf nor netperf is
+# there: 64-byte request, 64-byte response, one at a time, TCP_NODELAY.
+cat >"$work/pingpong.py" <<'EOF'
+import socket, sys, time
+mode, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+SIZE = 64
+def recv_all(s, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+if mode == "server":
+    l = socket.socket()
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind((host, port))
+    l.listen(1)
+    c, _ = l.accept()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while True:
+        m = recv_all(c, SIZE)
+        if m is None:
+            break
+        c.sendall(m)
+else:
+    seconds = float(sys.argv[4])
+    s = socket.create_connection((host, port), timeout=5)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    msg = b"x" * SIZE
+    rtts = []
+    warm = time.monotonic() + 0.2
+    end = warm + seconds
+    while True:
+        t0 = time.perf_counter_ns()
+        s.sendall(msg)
+        if recv_all(s, SIZE) is None:
+            break
+        t1 = time.perf_counter_ns()
+        if t0 / 1e9 > end:
+            break
+        if time.monotonic() >= warm:
+            rtts.append((t1 - t0) / 1000)
+    s.close()
+    rtts.sort()
+    pick = lambda p: rtts[min(len(rtts) - 1, int(p * len(rtts)))]
+    print("%.1f %.1f" % (pick(0.50), pick(0.99)))
+EOF
+
+# rr_us: TCP request/response round trip a→b→a, "p50 p99" in µs, or "ERR".
+rr_us() {
+    local server out
+    case "$rr_tool" in
+    sockperf)
+        in_b taskset -c "$srv_cpu" sockperf server --tcp -i "$dst" -p 11111 >/dev/null 2>&1 &
+        server=$!
+        wait_listen 11111 || true
+        out=$(timeout --foreground -k 2 $((rr_seconds + 15)) ip netns exec "$ns_a" taskset -c "$cli_cpu" \
+            sockperf ping-pong --tcp -i "$dst" -p 11111 -m 64 -t "$rr_seconds" --full-rtt 2>&1 || true)
+        stop_server "$server"
+        # "---> percentile 50.000 =   23.456" (µs).
+        local p50 p99
+        p50=$(sed -n 's/.*percentile 50\.000 = *\([0-9.]*\).*/\1/p' <<<"$out")
+        p99=$(sed -n 's/.*percentile 99\.000 = *\([0-9.]*\).*/\1/p' <<<"$out")
+        if [ -n "$p50" ] && [ -n "$p99" ]; then echo "$p50 $p99"; else echo ERR; fi
+        ;;
+    netperf)
+        in_b taskset -c "$srv_cpu" netserver -D -L "$dst" -p 12865 >/dev/null 2>&1 &
+        server=$!
+        wait_listen 12865 || true
+        # Percentiles come from netperf's omni output selectors (µs).
+        out=$(timeout --foreground -k 2 $((rr_seconds + 15)) ip netns exec "$ns_a" taskset -c "$cli_cpu" \
+            netperf -H "$dst" -p 12865 -t TCP_RR -l "$rr_seconds" -- -r 64,64 -o P50_LATENCY,P99_LATENCY 2>&1 || true)
+        stop_server "$server"
+        tail -n 1 <<<"$out" | awk -F, 'NF == 2 && $1 + 0 > 0 { print $1, $2; ok = 1 } END { if (!ok) print "ERR" }'
+        ;;
+    python)
+        in_b taskset -c "$srv_cpu" python3 "$work/pingpong.py" server "$dst" 11111 >/dev/null 2>&1 &
+        server=$!
+        wait_listen 11111 || true
+        out=$(timeout --foreground -k 2 $((rr_seconds + 15)) ip netns exec "$ns_a" taskset -c "$cli_cpu" \
+            python3 "$work/pingpong.py" client "$dst" 11111 "$rr_seconds" 2>/dev/null || true)
+        stop_server "$server"
+        if [ -n "$out" ]; then echo "$out"; else echo ERR; fi
+        ;;
+    esac
+}
+
+failed=0
+started=$SECONDS
+: >"$work/results"
+say "bench: ${#paths[@]} paths, iperf3 ${seconds} s x ${reps} (1 and 4 streams), $rr_tool ${rr_seconds} s; client CPU $cli_cpu, server CPU $srv_cpu"
+for path in "${paths[@]}"; do
+    printf '%-20s' "$path" >&2
+    if ! path_up "$path"; then
+        path_down "$path"
+        echo "$path fail -" >>"$work/results"
+        say "FAIL: did not come up"
+        failed=1
+        continue
+    fi
+    # L2 paths resolve the peer through the tunnel first; a path that cannot
+    # carry ping is not measured.
+    if ! in_a ping -c 3 -i 0.2 -W 2 -w 5 "$dst" >/dev/null 2>&1; then
+        say "FAIL: no ping through the tunnel"
+        path_down "$path"
+        echo "$path fail -" >>"$work/results"
+        failed=1
+        continue
+    fi
+    one=() four=()
+    for r in $(seq "$reps"); do
+        one+=("$(iperf_gbps 1)")
+        four+=("$(iperf_gbps 4)")
+        printf ' %s/%s' "${one[-1]}" "${four[-1]}" >&2
+    done
+    rr=$(rr_us)
+    say "  rr $rr"
+    # One line per path: name, status, then key=value lists for python.
+    echo "$path ok 1=$(join "${one[@]}") 4=$(join "${four[@]}") rr=${rr// /,}" >>"$work/results"
+    if [ "$path" = tep-vxlan-full ]; then
+        for side in 1 2; do
+            tep_ctl "$side" show runtime >"$work/runtime-$side.txt" 2>&1 || true
+            tep_ctl "$side" show runtime --json >"$work/runtime-$side.json" 2>/dev/null || echo null >"$work/runtime-$side.json"
+        done
+    fi
+    path_down "$path"
+done
+
+python3 - "$work" "$json" "$rr_tool" "$seconds" "$reps" "$rr_seconds" "$cpus" "$((SECONDS - started))" <<'EOF' || failed=1
+import json, statistics, sys
+work, as_json, tool, seconds, reps, rr_seconds, cpus, took = sys.argv[1:]
+rows = []
+bad = False
+for line in open(f"{work}/results"):
+    f = line.split()
+    row = {"path": f[0], "ok": f[1] == "ok"}
+    kv = dict(x.split("=", 1) for x in f[2:] if "=" in x)
+    def gbps(key):
+        vals = [v for v in kv.get(key, "").split(",") if v and not v.startswith("ERR")]
+        return [float(v) for v in vals]
+    if row["ok"]:
+        one, four = gbps("1"), gbps("4")
+        row["gbps_1"] = statistics.median(one) if one else None
+        row["gbps_4"] = statistics.median(four) if four else None
+        row["samples_1"], row["samples_4"] = one, four
+        rr = kv.get("rr", "ERR").split(",")
+        row["rr_p50_us"], row["rr_p99_us"] = (float(rr[0]), float(rr[1])) if len(rr) == 2 else (None, None)
+        if None in (row["gbps_1"], row["gbps_4"]):
+            bad = True
+    else:
+        bad = True
+    rows.append(row)
+kernel = next((r for r in rows if r["path"] == "kernel-vxlan" and r["ok"]), None)
+keys = ["gbps_1", "gbps_4", "rr_p50_us", "rr_p99_us"]
+for r in rows:
+    if r["path"].startswith("tep-") and kernel and r["ok"]:
+        r["ratio"] = {k: (round(r[k] / kernel[k], 3) if r.get(k) and kernel.get(k) else None) for k in keys}
+def runtime(side):
+    try:
+        return json.load(open(f"{work}/runtime-{side}.json"))
+    except Exception:
+        return None
+if as_json == "1":
+    print(json.dumps({
+        "rr_tool": tool, "iperf3_seconds": int(seconds), "repetitions": int(reps),
+        "rr_seconds": int(rr_seconds), "cpus": cpus, "seconds_total": int(took),
+        "rows": rows,
+        "runtime_vxlan_full": {"a": runtime(1), "b": runtime(2)},
+    }, indent=1))
+    sys.exit(1 if bad else 0)
+fmt = lambda v, p: "-" if v is None else f"{v:.{p}f}"
+print()
+print(f"{'path':<20} {'1-stream Gbit/s':>15} {'4-stream Gbit/s':>15} {'RR p50 µs':>10} {'RR p99 µs':>10}")
+for r in rows:
+    if not r["ok"]:
+        print(f"{r['path']:<20} {'FAILED':>15}")
+        continue
+    print(f"{r['path']:<20} {fmt(r['gbps_1'], 2):>15} {fmt(r['gbps_4'], 2):>15} "
+          f"{fmt(r['rr_p50_us'], 1):>10} {fmt(r['rr_p99_us'], 1):>10}")
+if kernel:
+    print()
+    print("tep / kernel-vxlan (throughput: higher is better; latency: lower is better)")
+    print(f"{'path':<20} {'1-stream':>15} {'4-stream':>15} {'RR p50':>10} {'RR p99':>10}")
+    for r in rows:
+        if "ratio" in r:
+            q = r["ratio"]
+            print(f"{r['path']:<20} {fmt(q['gbps_1'], 2):>15} {fmt(q['gbps_4'], 2):>15} "
+                  f"{fmt(q['rr_p50_us'], 2):>10} {fmt(q['rr_p99_us'], 2):>10}")
+print()
+print(f"iperf3 TCP a→b, {seconds} s runs, median of {reps}; RR: {tool}, 64-byte request/response, "
+      f"{rr_seconds} s, round-trip percentiles; client/server CPUs {cpus}; {took} s in all.")
+sys.exit(1 if bad else 0)
+EOF
+
+if [ "$json" != 1 ]; then
+    for side in 1 2; do
+        if [ -s "$work/runtime-$side.txt" ]; then
+            echo
+            if [ "$side" = 1 ]; then
+                echo "tep show runtime, VXLAN full, side a (sends the iperf3 data: encap):"
+            else
+                echo "tep show runtime, VXLAN full, side b (receives it: decap):"
+            fi
+            cat "$work/runtime-$side.txt"
+        fi
+    done
+fi
+exit "$failed"
