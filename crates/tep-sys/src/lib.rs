@@ -30,4 +30,6 @@ pub mod udp;
 pub use poll::{Epoll, Event, EventFd};
 pub use signal::{Signal, Signals};
 pub use tun::{DeviceKind, Offloads, Tun, TunOptions, TunQueue};
-pub use udp::{RecvMeta, Transmit, UdpCapabilities, UdpOptions, UdpSocket, MAX_BATCH};
+pub use udp::{
+    Gathered, RecvMeta, Transmit, UdpCapabilities, UdpOptions, UdpSocket, MAX_BATCH, MAX_PARTS,
+};

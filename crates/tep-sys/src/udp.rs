@@ -7,7 +7,7 @@
 //! by every call: the per-packet path does not allocate.
 
 use std::fmt;
-use std::io::{self, IoSliceMut};
+use std::io::{self, IoSlice, IoSliceMut};
 use std::mem;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -97,6 +97,20 @@ pub struct Transmit<'a> {
     pub segment_size: Option<u16>,
 }
 
+/// Most buffers one [`UdpSocket::send_gathered`] call sends from: a
+/// vector's worth of datagrams (256) four times over.
+pub const MAX_PARTS: usize = 1024;
+
+/// One message to send, its bytes in several buffers.
+#[derive(Clone, Copy, Debug)]
+pub struct Gathered<'a> {
+    pub dest: SocketAddr,
+    /// Concatenated by the kernel.
+    pub parts: &'a [IoSlice<'a>],
+    /// As in [`Transmit`]: GSO segment size.
+    pub segment_size: Option<u16>,
+}
+
 /// Control message room per message: one int (UDP_GRO) or one u16
 /// (UDP_SEGMENT) needs CMSG_SPACE(4) = 24 bytes; 64 leaves room.
 const CMSG_WORDS: usize = 8;
@@ -104,7 +118,8 @@ const CMSG_WORDS: usize = 8;
 /// The arrays the batch syscalls point into, allocated once per socket.
 struct Scratch {
     hdrs: [libc::mmsghdr; MAX_BATCH],
-    iovs: [libc::iovec; MAX_BATCH],
+    /// Receive: one per message. Send: the parts of all messages.
+    iovs: [libc::iovec; MAX_PARTS],
     names: [libc::sockaddr_storage; MAX_BATCH],
     /// u64 words: cmsghdr alignment.
     cmsgs: [[u64; CMSG_WORDS]; MAX_BATCH],
@@ -309,6 +324,27 @@ impl UdpSocket {
     /// "udp gso disabled: ..." so the caller can resend it split.
     /// A destination of the other address family is InvalidInput.
     pub fn send_batch(&mut self, msgs: &[Transmit<'_>]) -> io::Result<usize> {
+        let Some(first) = msgs.first() else {
+            return Ok(0);
+        };
+        let n = msgs.len().min(MAX_BATCH);
+        let slices: [IoSlice<'_>; MAX_BATCH] =
+            core::array::from_fn(|i| IoSlice::new(msgs.get(i).map_or(&[][..], |m| m.data)));
+        let gathered: [Gathered<'_>; MAX_BATCH] = core::array::from_fn(|i| Gathered {
+            dest: msgs.get(i).map_or(first.dest, |m| m.dest),
+            parts: if i < n { &slices[i..i + 1] } else { &[] },
+            segment_size: msgs.get(i).and_then(|m| m.segment_size),
+        });
+        self.send_gathered(&gathered[..n])
+    }
+
+    /// [`send_batch`](UdpSocket::send_batch) of messages whose bytes lie in
+    /// several buffers: the kernel concatenates each message's `parts`. A
+    /// GSO train can so go out straight from the buffers of its datagrams
+    /// (each part one datagram's payload) without being copied together
+    /// first. At most [`MAX_PARTS`] parts per call: messages past that wait
+    /// for the next call (the count returned says how many went).
+    pub fn send_gathered(&mut self, msgs: &[Gathered<'_>]) -> io::Result<usize> {
         let mut n = msgs.len().min(MAX_BATCH);
         let v6 = self.local.is_ipv6();
         if let Some(bad) = msgs[..n].iter().position(|m| m.dest.is_ipv6() != v6) {
@@ -320,22 +356,44 @@ impl UdpSocket {
             }
             n = bad;
         }
+        let mut parts = 0;
+        for (i, m) in msgs[..n].iter().enumerate() {
+            if parts + m.parts.len() > MAX_PARTS {
+                n = i;
+                break;
+            }
+            parts += m.parts.len();
+        }
         if n == 0 {
+            if msgs.first().is_some_and(|m| m.parts.len() > MAX_PARTS) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "a message of {} parts: at most {MAX_PARTS}",
+                        msgs[0].parts.len()
+                    ),
+                ));
+            }
             return Ok(0);
         }
         let s = &mut *self.scratch;
+        let mut at = 0;
         for (i, m) in msgs[..n].iter().enumerate() {
-            s.iovs[i] = libc::iovec {
-                iov_base: m.data.as_ptr() as *mut libc::c_void,
-                iov_len: m.data.len(),
-            };
+            let first = at;
+            for p in m.parts {
+                s.iovs[at] = libc::iovec {
+                    iov_base: p.as_ptr() as *mut libc::c_void,
+                    iov_len: p.len(),
+                };
+                at += 1;
+            }
             let namelen = write_sockaddr(&m.dest, &mut s.names[i]);
             let h = &mut s.hdrs[i];
             h.msg_len = 0;
             h.msg_hdr.msg_name = (&mut s.names[i] as *mut libc::sockaddr_storage).cast();
             h.msg_hdr.msg_namelen = namelen;
-            h.msg_hdr.msg_iov = &mut s.iovs[i];
-            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_iov = &mut s.iovs[first];
+            h.msg_hdr.msg_iovlen = at - first;
             h.msg_hdr.msg_flags = 0;
             match m.segment_size {
                 Some(seg) => {
