@@ -9,12 +9,14 @@
 # between them: the kernel's VXLAN (udpcsum: outer UDP checksums on, both
 # ends kernel), tep VXLAN in each checksum mode (zero, full, lco, offload,
 # remote), tep GUE (full). Through each path:
-#   - iperf3 TCP throughput with 1 and with 4 streams: 10 s runs, 3
-#     repetitions, the median (--quick: 3 s, 1 repetition);
+#   - iperf3 TCP throughput with 1 and with 4 streams, 10 s runs;
 #   - TCP request/response latency (64-byte request and response, one at a
-#     time) p50 and p99 of the round trip, with sockperf (apt-get install
-#     sockperf), else netperf TCP_RR, else a small python3 ping-pong;
-#     the table says which.
+#     time) p50 and p99 of the round trip over 5 s, with sockperf
+#     (apt-get install sockperf), else netperf TCP_RR, else a small python3
+#     ping-pong; the table says which.
+# Three rounds over all paths; each figure is the median of its three
+# (--quick: one round, 3 s transfers, 2 s of ping-pong). About ten minutes
+# (--quick: a minute and a half).
 # Client and server are pinned to different CPUs (default 0 and 1). Prints
 # the table, the ratios tep/kernel per tep row, and tep's `show runtime`
 # (per-node clocks) for VXLAN full. --json prints one JSON object instead.
@@ -397,64 +399,80 @@ rr_us() {
 failed=0
 started=$SECONDS
 : >"$work/results"
-say "bench: ${#paths[@]} paths, iperf3 ${seconds} s x ${reps} (1 and 4 streams), $rr_tool ${rr_seconds} s; client CPU $cli_cpu, server CPU $srv_cpu"
-for path in "${paths[@]}"; do
-    printf '%-20s' "$path" >&2
-    if ! path_up "$path"; then
+declare -A dead=()
+say "bench: ${#paths[@]} paths, ${reps} round(s) of iperf3 ${seconds} s (1 and 4 streams) and $rr_tool ${rr_seconds} s; client CPU $cli_cpu, server CPU $srv_cpu"
+# Rounds: every path once per round, so that a slow spell of a shared
+# machine spreads over all rows instead of spoiling one; medians over rounds.
+for round in $(seq "$reps"); do
+    [ "$reps" -gt 1 ] && say "round $round of $reps"
+    for path in "${paths[@]}"; do
+        [ -n "${dead[$path]:-}" ] && continue
+        printf '  %-20s' "$path" >&2
+        if ! path_up "$path"; then
+            path_down "$path"
+            echo "$path fail" >>"$work/results"
+            say "FAIL: did not come up"
+            dead[$path]=1 failed=1
+            continue
+        fi
+        # L2 paths resolve the peer through the tunnel first; a path that
+        # cannot carry ping is not measured.
+        if ! in_a ping -c 3 -i 0.2 -W 2 -w 5 "$dst" >/dev/null 2>&1; then
+            say "FAIL: no ping through the tunnel"
+            path_down "$path"
+            echo "$path fail" >>"$work/results"
+            dead[$path]=1 failed=1
+            continue
+        fi
+        one=$(iperf_gbps 1)
+        four=$(iperf_gbps 4)
+        rr=$(rr_us)
+        say "$one / $four Gbit/s, rr $rr µs"
+        # One line per path and round: name, status, key=value for python.
+        echo "$path ok 1=$one 4=$four rr=${rr// /,}" >>"$work/results"
+        # The per-node clocks of the last round's VXLAN full daemons.
+        if [ "$path" = tep-vxlan-full ] && [ "$round" = "$reps" ]; then
+            for side in 1 2; do
+                tep_ctl "$side" show runtime >"$work/runtime-$side.txt" 2>&1 || true
+                tep_ctl "$side" show runtime --json >"$work/runtime-$side.json" 2>/dev/null ||
+                    echo null >"$work/runtime-$side.json"
+            done
+        fi
         path_down "$path"
-        echo "$path fail -" >>"$work/results"
-        say "FAIL: did not come up"
-        failed=1
-        continue
-    fi
-    # L2 paths resolve the peer through the tunnel first; a path that cannot
-    # carry ping is not measured.
-    if ! in_a ping -c 3 -i 0.2 -W 2 -w 5 "$dst" >/dev/null 2>&1; then
-        say "FAIL: no ping through the tunnel"
-        path_down "$path"
-        echo "$path fail -" >>"$work/results"
-        failed=1
-        continue
-    fi
-    one=() four=()
-    for r in $(seq "$reps"); do
-        one+=("$(iperf_gbps 1)")
-        four+=("$(iperf_gbps 4)")
-        printf ' %s/%s' "${one[-1]}" "${four[-1]}" >&2
     done
-    rr=$(rr_us)
-    say "  rr $rr"
-    # One line per path: name, status, then key=value lists for python.
-    echo "$path ok 1=$(join "${one[@]}") 4=$(join "${four[@]}") rr=${rr// /,}" >>"$work/results"
-    if [ "$path" = tep-vxlan-full ]; then
-        for side in 1 2; do
-            tep_ctl "$side" show runtime >"$work/runtime-$side.txt" 2>&1 || true
-            tep_ctl "$side" show runtime --json >"$work/runtime-$side.json" 2>/dev/null || echo null >"$work/runtime-$side.json"
-        done
-    fi
-    path_down "$path"
 done
 
 python3 - "$work" "$json" "$rr_tool" "$seconds" "$reps" "$rr_seconds" "$cpus" "$((SECONDS - started))" <<'EOF' || failed=1
 import json, statistics, sys
 work, as_json, tool, seconds, reps, rr_seconds, cpus, took = sys.argv[1:]
-rows = []
-bad = False
+by_path = {}
 for line in open(f"{work}/results"):
     f = line.split()
-    row = {"path": f[0], "ok": f[1] == "ok"}
-    kv = dict(x.split("=", 1) for x in f[2:] if "=" in x)
-    def gbps(key):
-        vals = [v for v in kv.get(key, "").split(",") if v and not v.startswith("ERR")]
-        return [float(v) for v in vals]
-    if row["ok"]:
-        one, four = gbps("1"), gbps("4")
-        row["gbps_1"] = statistics.median(one) if one else None
-        row["gbps_4"] = statistics.median(four) if four else None
-        row["samples_1"], row["samples_4"] = one, four
-        rr = kv.get("rr", "ERR").split(",")
-        row["rr_p50_us"], row["rr_p99_us"] = (float(rr[0]), float(rr[1])) if len(rr) == 2 else (None, None)
-        if None in (row["gbps_1"], row["gbps_4"]):
+    r = by_path.setdefault(f[0], {"ok": True, "1": [], "4": [], "p50": [], "p99": []})
+    if f[1] != "ok":
+        r["ok"] = False
+        continue
+    kv = dict(x.split("=", 1) for x in f[2:])
+    for k in ("1", "4"):
+        if not kv[k].startswith("ERR"):
+            r[k].append(float(kv[k]))
+    rr = kv["rr"].split(",")
+    if len(rr) == 2:
+        r["p50"].append(float(rr[0]))
+        r["p99"].append(float(rr[1]))
+med = lambda v: statistics.median(v) if v else None
+rows = []
+bad = False
+for path, r in by_path.items():
+    row = {"path": path, "ok": r["ok"]}
+    if r["ok"]:
+        row.update({
+            "gbps_1": med(r["1"]), "gbps_4": med(r["4"]),
+            "rr_p50_us": med(r["p50"]), "rr_p99_us": med(r["p99"]),
+            "samples": {"gbps_1": r["1"], "gbps_4": r["4"], "rr_p50_us": r["p50"], "rr_p99_us": r["p99"]},
+        })
+        # A transfer that failed in any round counts as a failure.
+        if len(r["1"]) < int(reps) or len(r["4"]) < int(reps):
             bad = True
     else:
         bad = True
@@ -471,7 +489,7 @@ def runtime(side):
         return None
 if as_json == "1":
     print(json.dumps({
-        "rr_tool": tool, "iperf3_seconds": int(seconds), "repetitions": int(reps),
+        "rr_tool": tool, "iperf3_seconds": int(seconds), "rounds": int(reps),
         "rr_seconds": int(rr_seconds), "cpus": cpus, "seconds_total": int(took),
         "rows": rows,
         "runtime_vxlan_full": {"a": runtime(1), "b": runtime(2)},
@@ -496,8 +514,9 @@ if kernel:
             print(f"{r['path']:<20} {fmt(q['gbps_1'], 2):>15} {fmt(q['gbps_4'], 2):>15} "
                   f"{fmt(q['rr_p50_us'], 2):>10} {fmt(q['rr_p99_us'], 2):>10}")
 print()
-print(f"iperf3 TCP a→b, {seconds} s runs, median of {reps}; RR: {tool}, 64-byte request/response, "
-      f"{rr_seconds} s, round-trip percentiles; client/server CPUs {cpus}; {took} s in all.")
+print(f"iperf3 TCP a→b {seconds} s; RR: {tool}, 64-byte request/response for {rr_seconds} s, "
+      f"round-trip percentiles; medians of {reps} round(s), paths interleaved; "
+      f"client/server CPUs {cpus}; {took} s in all.")
 sys.exit(1 if bad else 0)
 EOF
 
