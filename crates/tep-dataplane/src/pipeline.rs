@@ -1,7 +1,7 @@
 //! The pipeline: the encap and decap node graphs over one tunnel table,
 //! with the runtime counters of every node. One per worker.
 
-use crate::buffer::Pool;
+use crate::buffer::{PacketId, Pool};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::decap::{self, GtpuResponder, RateLimit, Replies};
@@ -495,45 +495,60 @@ impl<C: Clock> Pipeline<C> {
     }
 }
 
-/// Node `udp-train`: runs of datagrams of one tunnel and flow, all the
-/// size of the first but the last, become one train each. Zero-checksum
-/// tunnels are left alone (Linux refuses UDP GSO without checksums).
+/// Where the UDP GSO train that can start at `ids[i]` ends (exclusive):
+/// the datagrams after it of the same tunnel and flow, each the size of
+/// the first but the last (which may be shorter), at most
+/// [`gso::UDP_MAX_SEGMENTS`], within the 16-bit IP length the kernel
+/// builds the train as (IPv4 total length, IPv6 payload length). A
+/// zero-checksum tunnel, or a packet of no tunnel (a reply), makes no train
+/// (`i + 1`): Linux refuses UDP GSO without checksums.
+///
+/// [`make_trains`] copies each run into one buffer; host mode sends a run
+/// straight from its buffers (one message of several parts).
+pub fn train_end(pool: &Pool, ids: &[PacketId], i: usize, table: &TunnelTable) -> usize {
+    let first = ids[i];
+    let m = *pool.meta(first);
+    let mut j = i + 1;
+    if (m.tunnel as usize) >= table.tunnels().len()
+        || table.get(m.tunnel).checksum == crate::config::ChecksumMode::Zero
+    {
+        return j;
+    }
+    let size = pool.data(first).len();
+    let headers = usize::from(m.l4) + 8;
+    let limit = if pool.data(first)[0] >> 4 == 4 {
+        65535 - headers
+    } else {
+        65535 - 8
+    };
+    let mut total = size - headers;
+    while j < ids.len() && j - i < gso::UDP_MAX_SEGMENTS {
+        let n = pool.meta(ids[j]);
+        let len = pool.data(ids[j]).len();
+        if n.tunnel != m.tunnel
+            || n.flow_hash != m.flow_hash
+            || len > size
+            || len < headers
+            || total + len - headers > limit
+        {
+            break;
+        }
+        total += len - headers;
+        j += 1;
+        if len < size {
+            break;
+        }
+    }
+    j
+}
+
+/// Node `udp-train`: each run [`train_end`] finds becomes one train.
 fn make_trains(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable) {
     let ids = v.as_slice();
     let mut out = PacketVector::new();
     let mut i = 0;
     while i < ids.len() {
-        let first = ids[i];
-        let m = *pool.meta(first);
-        let size = pool.data(first).len();
-        let mut j = i + 1;
-        // The kernel sends a train as one IP packet first: its IPv4 total
-        // length / IPv6 payload length must fit 16 bits.
-        let headers = usize::from(m.l4) + 8;
-        let limit = if pool.data(first)[0] >> 4 == 4 {
-            65535 - headers
-        } else {
-            65535 - 8
-        };
-        let mut total = size - headers;
-        if table.get(m.tunnel).checksum != crate::config::ChecksumMode::Zero {
-            while j < ids.len() && j - i < gso::UDP_MAX_SEGMENTS {
-                let n = pool.meta(ids[j]);
-                let len = pool.data(ids[j]).len();
-                if n.tunnel != m.tunnel
-                    || n.flow_hash != m.flow_hash
-                    || len > size
-                    || total + len - headers > limit
-                {
-                    break;
-                }
-                total += len - headers;
-                j += 1;
-                if len < size {
-                    break;
-                }
-            }
-        }
+        let j = train_end(pool, ids, i, table);
         if j - i > 1 {
             if let Ok(train) = gso::build_udp_train(pool, &ids[i..j]) {
                 let _ = out.push(train);
