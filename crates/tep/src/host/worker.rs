@@ -15,7 +15,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, Pool, NO_TUNNEL, SUPER_PACKET_ROOM};
+use tep_dataplane::buffer::{
+    ChecksumState, Gso, GsoKind, PacketMeta, Pool, NO_TUNNEL, SUPER_PACKET_ROOM,
+};
 use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::Config;
 use tep_dataplane::encap::InnerLink;
@@ -620,7 +622,7 @@ fn write_inner(
 ) {
     let mut hdr = [0u8; VNET_HDR_LEN];
     for &id in out.as_slice() {
-        let m = *pool.meta(id);
+        let mut m = *pool.meta(id);
         let t = m.tunnel as usize;
         let ethernet = routes.ethernet.get(t).copied().unwrap_or(false);
         let queue = if ethernet { tap } else { tun };
@@ -629,6 +631,7 @@ fn write_inner(
             pool.free(id);
             continue;
         };
+        m.csum = inner_checksum(pool.data(id), &m);
         VnetHeader::for_packet(pool.data_mut(id), &m).emit(&mut hdr);
         let data = pool.data(id);
         let count = datagrams(data.len(), usize::from(m.l4), m.gso);
@@ -658,6 +661,72 @@ fn write_inner(
         }
         pool.free(id);
     }
+}
+
+/// The inner TCP/UDP checksum state of a decapsulated packet that
+/// nobody verified (the socket vouches for the outer datagram only).
+///
+/// A Linux sender on this host — a kernel tunnel in another namespace,
+/// over veth — leaves the inner checksum partial: the field holds the
+/// pseudo-header sum (`CHECKSUM_PARTIAL`), veth never completes it, and
+/// the UDP socket hands the payload over as it is. The kernel's own tunnel
+/// would pass such a packet on still partial, so it goes to the device
+/// partial too (`NEEDS_CSUM`): trusted on local delivery, completed if the
+/// host forwards it. A checksum that verifies is marked `Verified` (the
+/// host does not sum it again); anything else stays `None` and the host
+/// verifies, drops and counts it. A corrupted packet whose checksum field
+/// happens to equal its pseudo-header sum passes: one in 65536, what the
+/// checksum itself lets through anyway.
+fn inner_checksum(data: &[u8], m: &PacketMeta) -> ChecksumState {
+    let (l3, l4) = (usize::from(m.l3), usize::from(m.l4));
+    let field = match m.inner_proto {
+        6 => 16,
+        17 => 6,
+        _ => return m.csum,
+    };
+    if m.gso.is_some() || m.csum != ChecksumState::None || l4 <= l3 {
+        return m.csum;
+    }
+    let word = |at: usize| u16::from_be_bytes([data[at], data[at + 1]]);
+    // The transport segment ends where the IP header says (not at any
+    // Ethernet padding).
+    let end = match data.get(l3).map(|b| b >> 4) {
+        Some(4) if data.len() >= l3 + 20 => l3 + usize::from(word(l3 + 2)),
+        Some(6) if data.len() >= l3 + 40 => l3 + 40 + usize::from(word(l3 + 4)),
+        _ => return m.csum,
+    };
+    let at = l4 + field;
+    if end > data.len() || at + 2 > end {
+        return m.csum;
+    }
+    let value = word(at);
+    if field == 6 && value == 0 {
+        // No UDP checksum (IPv4).
+        return m.csum;
+    }
+    let len = end - l4;
+    let pseudo = if data[l3] >> 4 == 4 {
+        let a = |i: usize| [data[i], data[i + 1], data[i + 2], data[i + 3]];
+        tep_csum::pseudo_header_v4(a(l3 + 12), a(l3 + 16), m.inner_proto, len as u16)
+    } else {
+        let mut s = [0u8; 16];
+        let mut d = [0u8; 16];
+        s.copy_from_slice(&data[l3 + 8..l3 + 24]);
+        d.copy_from_slice(&data[l3 + 24..l3 + 40]);
+        tep_csum::pseudo_header_v6(&s, &d, m.inner_proto, len as u32)
+    };
+    if pseudo.add(tep_csum::Sum::of(&data[l4..end])).verifies() {
+        return ChecksumState::Verified;
+    }
+    // 0 and 0xffff are the same one's-complement sum.
+    let p = pseudo.value();
+    if value == p || (value, p) == (0, 0xffff) || (value, p) == (0xffff, 0) {
+        return ChecksumState::Partial {
+            start: l4 as u16,
+            offset: at as u16,
+        };
+    }
+    m.csum
 }
 
 #[cfg(test)]
