@@ -159,10 +159,6 @@ trap 'exit 143' TERM
 in_a() { ip netns exec "$ns_a" "$@"; }
 in_b() { ip netns exec "$ns_b" "$@"; }
 say() { echo "$@" >&2; }
-join() {
-    local IFS=,
-    echo "$*"
-}
 
 for ns in "$ns_a" "$ns_b"; do
     ip netns add "$ns"
