@@ -149,7 +149,19 @@ fn iperf(pair: &Pair, reverse: bool) -> Result<f64, String> {
         .map_err(|e| e.to_string())?;
     std::thread::sleep(Duration::from_millis(200));
     let mut args = vec![
-        "10", "ip", "netns", "exec", &pair.a, "iperf3", "-c", "10.9.0.2", "-t", "1", "-J",
+        "15",
+        "ip",
+        "netns",
+        "exec",
+        &pair.a,
+        "iperf3",
+        "-c",
+        "10.9.0.2",
+        "-t",
+        "1",
+        "--connect-timeout",
+        "3000",
+        "-J",
     ];
     if reverse {
         args.push("-R");
@@ -378,7 +390,7 @@ fn check_frames(c: &Case, who: &str, frames: &[&Frame]) {
         let start = 14 + hl;
         let want = match proto {
             6 => start / 2,
-            17 => 0x80 | start / 2,
+            17 => 0x80 | (start / 2),
             p => panic!("{label}: {who}: RCO for protocol {p}: {f:?}"),
         };
         assert_eq!(f.byte7, want, "{label}: {who}: RCO byte 7: {f:?}");
@@ -449,6 +461,19 @@ fn run_case(c: Case) {
     let frames = capture.stop();
 
     let from = |addr: &str| -> Vec<&Frame> { frames.iter().filter(|f| f.src == addr).collect() };
+    for (who, addr) in [("tep", a_addr), ("kernel", b_addr)] {
+        let v = from(addr);
+        let zero = v.iter().filter(|f| f.udp_checksum == 0).count();
+        let rco: Vec<_> = v.iter().filter(|f| f.rco()).map(|f| f.byte7).collect();
+        let mut bytes7 = rco.clone();
+        bytes7.sort_unstable();
+        bytes7.dedup();
+        eprintln!(
+            "{label}: tshark: {who} sent {} VXLAN packets, {zero} with a zero UDP checksum, {} with RCO (byte 7: {bytes7:?})",
+            v.len(),
+            rco.len()
+        );
+    }
     check_frames(&c, "tep", &from(a_addr));
     check_frames(&c, "the kernel", &from(b_addr));
 

@@ -792,6 +792,57 @@ checksum = "zero"
     }
 
     #[test]
+    fn inner_checksums_are_verified_partial_or_left_to_the_host() {
+        let mut pool = Pool::new(1, 2048);
+        let id = pool.alloc().unwrap();
+        let mut m = *pool.meta(id);
+        m.l3 = 14;
+        m.l4 = 34;
+        m.inner_proto = 6;
+        // Ethernet, IPv4 10.9.0.2 → 10.9.0.1, TCP with 6 bytes, then 4
+        // bytes of Ethernet padding.
+        let mut f = vec![0u8; 14 + 20 + 20 + 6 + 4];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14..34].copy_from_slice(&[
+            0x45, 0, 0, 46, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 9, 0, 2, 10, 9, 0, 1,
+        ]);
+        f[34..38].copy_from_slice(&[0x9c, 0x40, 0x14, 0x51]);
+        f[46] = 5 << 4;
+        f[54..60].copy_from_slice(b"abcdef");
+        let pseudo = tep_csum::pseudo_header_v4([10, 9, 0, 2], [10, 9, 0, 1], 6, 26);
+        // As a Linux sender leaves it: the pseudo-header sum.
+        f[50..52].copy_from_slice(&pseudo.value().to_be_bytes());
+        assert_eq!(
+            inner_checksum(&f, &m),
+            ChecksumState::Partial {
+                start: 34,
+                offset: 50
+            }
+        );
+        f[50..52].copy_from_slice(&[0, 0]);
+        let c = pseudo.add(tep_csum::Sum::of(&f[34..60])).checksum();
+        f[50..52].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(inner_checksum(&f, &m), ChecksumState::Verified);
+        // Super-packets keep their state: the device header marks them.
+        let mut g = m;
+        g.gso = Some(Gso {
+            kind: GsoKind::Tcp4,
+            segment_size: 1000,
+        });
+        assert_eq!(inner_checksum(&f, &g), ChecksumState::None);
+        f[55] ^= 1;
+        assert_eq!(inner_checksum(&f, &m), ChecksumState::None);
+        // A UDP datagram without a checksum stays as it is.
+        m.inner_proto = 17;
+        f[23] = 17;
+        f[40..42].copy_from_slice(&[0, 0]);
+        assert_eq!(inner_checksum(&f, &m), ChecksumState::None);
+        // A truncated packet is left to the host.
+        m.inner_proto = 6;
+        assert_eq!(inner_checksum(&f[..40], &m), ChecksumState::None);
+    }
+
+    #[test]
     fn datagram_counts() {
         let g = Some(Gso {
             kind: GsoKind::Udp,
