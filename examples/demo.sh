@@ -375,7 +375,7 @@ echo "¹ no_route: IPv6 router solicitations and MLD reports the TUN device send
 echo "  groups no tunnel routes; expected, not counted in drops."
 if [ "$rx_more" = 1 ]; then
     echo "² rx above tx: tep counts a GRO super-packet written to the device as one datagram more"
-    echo "  than it carried (the inner TCP header is counted as payload); decap_in matches tx."
+    echo "  than it carried (the inner TCP header is counted as payload)."
 fi
 echo "$((SECONDS - started)) s in all."
 exit "$failed"
