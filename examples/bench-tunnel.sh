@@ -199,11 +199,11 @@ tep_ctl() {
 # tep_start SIDE NS: the daemon of SIDE with $work/SIDE.toml; waits until
 # its control socket answers.
 tep_start() {
-    local side=$1 ns=$2 pid i
+    local side=$1 ns=$2 pid
     ip netns exec "$ns" "$TEP" run -c "$work/$side.toml" >/dev/null 2>"$work/$side.log" &
     pid=$!
     daemons+=("$pid")
-    for i in $(seq 100); do
+    for _ in $(seq 100); do
         tep_ctl "$side" show tunnels >/dev/null 2>&1 && return 0
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
@@ -214,10 +214,10 @@ tep_start() {
 }
 
 tep_stop_all() {
-    local pid i
+    local pid
     for pid in "${daemons[@]}"; do
         kill -TERM "$pid" 2>/dev/null || continue
-        for i in $(seq 50); do
+        for _ in $(seq 50); do
             kill -0 "$pid" 2>/dev/null || break
             sleep 0.1
         done
@@ -263,8 +263,7 @@ path_down() {
 
 # wait_listen PORT: until something in b listens on TCP PORT (2.5 s at most).
 wait_listen() {
-    local i
-    for i in $(seq 50); do
+    for _ in $(seq 50); do
         in_b ss -Hltn "sport = :$1" | grep -q . && return 0
         sleep 0.05
     done

@@ -190,11 +190,11 @@ tep_ctl() {
 # start SIDE NS: starts the daemon of SIDE with $work/SIDE.toml, waits until
 # its control socket answers.
 start() {
-    local side=$1 ns=$2 pid i
+    local side=$1 ns=$2 pid
     ip netns exec "$ns" "$TEP" run -c "$work/$side.toml" >/dev/null 2>"$work/$side.log" &
     pid=$!
     daemons+=("$pid")
-    for i in $(seq 100); do
+    for _ in $(seq 100); do
         if tep_ctl "$side" show tunnels >/dev/null 2>&1; then
             return 0
         fi
@@ -208,10 +208,10 @@ start() {
 
 # stop_all: SIGTERM to every daemon, wait (5 s at most each), forget them.
 stop_all() {
-    local pid i
+    local pid
     for pid in "${daemons[@]}"; do
         kill -TERM "$pid" 2>/dev/null || continue
-        for i in $(seq 50); do
+        for _ in $(seq 50); do
             kill -0 "$pid" 2>/dev/null || break
             sleep 0.1
         done
@@ -224,11 +224,11 @@ stop_all() {
 # iperf3_gbps DST: a TCP transfer from a to the server in b, bounded in
 # time; prints Gbit/s received, or "ERR: why".
 iperf3_gbps() {
-    local dst=$1 server i
+    local dst=$1 server
     in_b iperf3 -s -1 -B "$dst" -p 5201 >/dev/null 2>&1 &
     server=$!
     # Ready when it listens (ss is part of iproute2).
-    for i in $(seq 50); do
+    for _ in $(seq 50); do
         in_b ss -Hltn "sport = :5201" | grep -q . && break
         sleep 0.05
     done
