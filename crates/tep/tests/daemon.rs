@@ -188,6 +188,21 @@ fn offloads_carry_super_packets_across_the_tun() {
             if offloads { "on" } else { "off" },
             bps / 1e9
         );
+        // Every datagram a sent is an inner packet b delivered (a GRO
+        // super-packet counts as its segments), unless b's kernel dropped
+        // some before tep saw them.
+        let tx = da.show("tunnels")["tunnels"][0]["tx_packets"]
+            .as_u64()
+            .unwrap();
+        let rx = db.show("tunnels")["tunnels"][0]["rx_packets"]
+            .as_u64()
+            .unwrap();
+        let lost = got["kernel"]["udp_receive_buffer_full"].as_u64().unwrap();
+        if lost == 0 {
+            assert_eq!(tx, rx, "a sent {tx} datagrams, b delivered {rx} packets");
+        } else {
+            assert!(rx <= tx, "a sent {tx}, b delivered {rx}");
+        }
         if offloads {
             assert!(rx_super > 0, "no TSO super-packet from the TUN: {sent}");
             assert!(tx_super > 0, "no GRO super-packet to the TUN: {got}");

@@ -10,7 +10,7 @@
 
 use super::stats::{HostCounters, TunnelTraffic, WorkerSnapshot};
 use super::trace::{Point, Tracer};
-use std::io::{self, IoSliceMut};
+use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -21,10 +21,11 @@ use tep_dataplane::buffer::{
 use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::Config;
 use tep_dataplane::encap::InnerLink;
-use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
+use tep_dataplane::pipeline::{train_end, Output, Pipeline, PipelineOptions};
+use tep_dataplane::tunnel::TunnelTable;
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
 use tep_dataplane::vnet::{VnetHeader, VNET_HDR_LEN};
-use tep_sys::{Epoll, Event, EventFd, RecvMeta, Transmit, TunQueue, UdpSocket, MAX_BATCH};
+use tep_sys::{Epoll, Event, EventFd, Gathered, RecvMeta, TunQueue, UdpSocket, MAX_BATCH};
 
 /// Buffers per worker: a full decap vector, a full encap vector, the
 /// trains and super-packets in flight, with margin. Virtual memory is
@@ -138,6 +139,8 @@ struct Routes {
     endpoint: Vec<usize>,
     ethernet: Vec<bool>,
     endpoints: Vec<SocketAddr>,
+    /// The tunnels, for finding GSO runs.
+    table: TunnelTable,
 }
 
 impl Routes {
@@ -161,8 +164,8 @@ impl Routes {
 struct Tallies {
     tunnels: Vec<TunnelTraffic>,
     host: HostCounters,
-    /// A socket refused GSO: stop building trains.
-    trains_refused: bool,
+    /// Send runs of datagrams as GSO trains (off when a socket refused).
+    trains: bool,
 }
 
 /// Runs a worker until `shared.stop`; returns its descriptors.
@@ -177,7 +180,9 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
     let options = PipelineOptions {
         inner_link: InnerLink::Ip,
         gro: setup.offloads,
-        udp_trains: setup.offloads && gso_ok,
+        // Trains are gathered at the socket from the datagrams' own
+        // buffers (send_outer), not copied together in the pipeline.
+        udp_trains: false,
         outer_by_socket: true,
     };
     let mut pipeline = Pipeline::new(config, Tsc, options);
@@ -191,11 +196,12 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
             .map(|t| t.kind.carries_ethernet())
             .collect(),
         endpoints: setup.endpoints.addrs.clone(),
+        table: TunnelTable::new(config),
     };
     let mut tallies = Tallies {
         tunnels: vec![TunnelTraffic::default(); config.tunnels.len()],
         host: HostCounters::default(),
-        trains_refused: false,
+        trains: setup.offloads && gso_ok,
     };
     let epoll = Epoll::new()?;
     use std::os::fd::AsRawFd;
@@ -287,10 +293,6 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                     }
                 }
             }
-        }
-        if tallies.trains_refused {
-            pipeline.set_udp_trains(false);
-            tallies.trains_refused = false;
         }
         let wanted = shared.refresh.load(Ordering::Acquire);
         let stopping = shared.stop.load(Ordering::Acquire);
@@ -492,7 +494,10 @@ fn datagrams(len: usize, hdr: usize, gso: Option<Gso>) -> u64 {
 
 /// Sends a vector of outer packets (full IP/UDP headers, as the pipeline
 /// builds them) from their endpoints' sockets: the UDP payload goes, the
-/// kernel writes the headers. Frees every buffer.
+/// kernel writes the headers. Consecutive datagrams of one flow (the
+/// segments of a super-packet) leave as one GSO message gathered straight
+/// from their buffers: one syscall, no copy into a train. Frees every
+/// buffer.
 fn send_outer(
     pool: &mut Pool,
     out: &mut PacketVector,
@@ -501,60 +506,80 @@ fn send_outer(
     tallies: &mut Tallies,
     tracer: &Tracer,
 ) {
-    let placeholder = Transmit {
-        dest: SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0),
-        data: &[],
-        segment_size: None,
-    };
-    for (e, sock) in sockets.iter_mut().enumerate() {
-        let mut msgs = [placeholder; MAX_BATCH];
-        let mut counts = [0u64; MAX_BATCH];
-        let mut n = 0;
+    {
+        let pool: &Pool = pool;
         let ids = out.as_slice();
-        let mut k = 0;
-        while k <= ids.len() {
-            let flush = k == ids.len() || n == MAX_BATCH;
-            if flush && n > 0 {
-                send_all(
-                    sock,
-                    &msgs[..n],
-                    &counts[..n],
-                    &mut tallies.host,
-                    &mut tallies.trains_refused,
-                );
-                n = 0;
+        let placeholder = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+        let Some(&filler) = ids.first() else {
+            return;
+        };
+        for (e, sock) in sockets.iter_mut().enumerate() {
+            let mut mine = [filler; VECTOR_SIZE];
+            let mut n = 0;
+            for &id in ids {
+                let m = pool.meta(id);
+                if routes.endpoint_of(m.tunnel, pool.data(id), usize::from(m.l4)) == Some(e) {
+                    mine[n] = id;
+                    n += 1;
+                }
             }
-            if k == ids.len() {
-                break;
-            }
-            let id = ids[k];
-            k += 1;
-            let m = *pool.meta(id);
-            let data = pool.data(id);
-            let l4 = usize::from(m.l4);
-            if routes.endpoint_of(m.tunnel, data, l4) != Some(e) {
+            if n == 0 {
                 continue;
             }
-            let (_, dst) = tep_dataplane::decap::outer_addrs(data);
-            let port = u16::from_be_bytes([data[l4 + 2], data[l4 + 3]]);
-            let payload = &data[l4 + 8..];
-            let count = datagrams(data.len(), l4 + 8, m.gso);
-            if let Some(t) = tallies.tunnels.get_mut(m.tunnel as usize) {
-                t.tx_packets += count;
-                t.tx_bytes += payload.len() as u64;
+            let mine = &mine[..n];
+            let slices: [IoSlice<'_>; VECTOR_SIZE] = core::array::from_fn(|k| {
+                mine.get(k).map_or(IoSlice::new(&[]), |&id| {
+                    let d = pool.data(id);
+                    IoSlice::new(&d[usize::from(pool.meta(id).l4) + 8..])
+                })
+            });
+            let mut msgs: [Gathered<'_>; VECTOR_SIZE] = core::array::from_fn(|_| Gathered {
+                dest: placeholder,
+                parts: &[],
+                segment_size: None,
+            });
+            let mut counts = [0u64; VECTOR_SIZE];
+            let mut k = 0;
+            let mut i = 0;
+            while i < mine.len() {
+                let j = if tallies.trains {
+                    train_end(pool, mine, i, &routes.table)
+                } else {
+                    i + 1
+                };
+                let first = mine[i];
+                let m = *pool.meta(first);
+                let data = pool.data(first);
+                let l4 = usize::from(m.l4);
+                let (_, dst) = tep_dataplane::decap::outer_addrs(data);
+                let port = u16::from_be_bytes([data[l4 + 2], data[l4 + 3]]);
+                for &id in &mine[i..j] {
+                    tracer.record(Point::UdpTx, pool.data(id));
+                    if let Some(t) = tallies.tunnels.get_mut(m.tunnel as usize) {
+                        t.tx_packets += 1;
+                        t.tx_bytes += (pool.data(id).len() - l4 - 8) as u64;
+                    }
+                }
+                tallies.host.udp_tx += 1;
+                if j - i > 1 {
+                    tallies.host.udp_tx_trains += 1;
+                }
+                msgs[k] = Gathered {
+                    dest: SocketAddr::new(dst, port),
+                    parts: &slices[i..j],
+                    segment_size: (j - i > 1).then(|| (data.len() - l4 - 8) as u16),
+                };
+                counts[k] = (j - i) as u64;
+                k += 1;
+                i = j;
             }
-            tallies.host.udp_tx += 1;
-            if count > 1 {
-                tallies.host.udp_tx_trains += 1;
-            }
-            tracer.record(Point::UdpTx, data);
-            msgs[n] = Transmit {
-                dest: SocketAddr::new(dst, port),
-                data: payload,
-                segment_size: m.gso.map(|g| g.segment_size),
-            };
-            counts[n] = count;
-            n += 1;
+            send_all(
+                sock,
+                &msgs[..k],
+                &counts[..k],
+                &mut tallies.host,
+                &mut tallies.trains,
+            );
         }
     }
     // Packets with no endpoint (cannot happen with a valid config) are
@@ -566,19 +591,20 @@ fn send_outer(
 
 /// Sends `msgs`, retrying what the socket did not take; counts what is
 /// lost. A socket whose send queue is full is waited for briefly (the
-/// back-pressure a TUN lacks), then the rest is dropped.
+/// back-pressure a TUN lacks), then the rest is dropped. A socket that
+/// refuses GSO turns `trains` off for good.
 fn send_all(
     sock: &mut UdpSocket,
-    msgs: &[Transmit<'_>],
+    msgs: &[Gathered<'_>],
     counts: &[u64],
     host: &mut HostCounters,
-    trains_refused: &mut bool,
+    trains: &mut bool,
 ) {
     let mut sent = 0;
     let mut waits = 0;
     while sent < msgs.len() {
         host.udp_syscalls += 1;
-        match sock.send_batch(&msgs[sent..]) {
+        match sock.send_gathered(&msgs[sent..]) {
             Ok(0) => {
                 host.drop_send_failed += counts[sent..].iter().sum::<u64>();
                 return;
@@ -595,7 +621,7 @@ fn send_all(
                         sock.local_addr()
                     );
                     host.drop_gso_refused += counts[sent];
-                    *trains_refused = true;
+                    *trains = false;
                 } else {
                     if e.kind() != io::ErrorKind::WouldBlock {
                         tracing::debug!("udp send from {}: {e}", sock.local_addr());
@@ -631,10 +657,23 @@ fn write_inner(
             pool.free(id);
             continue;
         };
-        m.csum = inner_checksum(pool.data(id), &m);
-        VnetHeader::for_packet(pool.data_mut(id), &m).emit(&mut hdr);
+        if q.has_vnet_hdr() {
+            m.csum = inner_checksum(pool.data(id), &m);
+            VnetHeader::for_packet(pool.data_mut(id), &m).emit(&mut hdr);
+        } else {
+            // No header to carry a partial checksum: the packet goes as it
+            // came, and the host verifies it.
+            hdr = [0; VNET_HDR_LEN];
+        }
         let data = pool.data(id);
-        let count = datagrams(data.len(), usize::from(m.l4), m.gso);
+        // A GRO super-packet counts as the segments it holds: its payload
+        // after the transport header, in segment-size pieces.
+        let l4 = usize::from(m.l4);
+        let transport = match (m.gso.map(|g| g.kind), data.get(l4 + 12)) {
+            (Some(GsoKind::Tcp4 | GsoKind::Tcp6), Some(&off)) => usize::from(off >> 4) * 4,
+            _ => 8,
+        };
+        let count = datagrams(data.len(), l4 + transport, m.gso);
         tracer.record(
             Point::DeviceTx(if ethernet {
                 InnerLink::Ethernet
