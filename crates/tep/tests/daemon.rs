@@ -199,7 +199,12 @@ fn offloads_carry_super_packets_across_the_tun() {
             .unwrap();
         let lost = got["kernel"]["udp_receive_buffer_full"].as_u64().unwrap();
         if lost == 0 {
-            assert_eq!(tx, rx, "a sent {tx} datagrams, b delivered {rx} packets");
+            assert_eq!(
+                tx,
+                rx,
+                "a sent {tx} datagrams, b delivered {rx} packets\na: {sent}\nb: {got}\n{}",
+                db.control(&["show", "counters"]).unwrap_or_default()
+            );
         } else {
             assert!(rx <= tx, "a sent {tx}, b delivered {rx}");
         }
@@ -244,20 +249,18 @@ fn reload_refuses_a_bad_config_and_applies_a_good_one() {
     assert_eq!(ping(&pair, &pair.a, "10.9.0.2", 2), 2, "still running");
 
     // The same through SIGHUP: logged, refused, still running.
-    let pid = String::from_utf8(
-        pair.exec(
-            &pair.a,
-            &["sh", "-c", "pgrep -f 'tep run' | head -1"],
-            false,
-        )
-        .stdout,
-    )
-    .unwrap();
-    if let Ok(pid) = pid.trim().parse::<u32>() {
-        netns::sh(&["kill", "-HUP", &pid.to_string()], true);
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(da.log().contains("reload refused"), "{}", da.log());
+    netns::sh(&["kill", "-HUP", &da.pid().to_string()], true);
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while !da.log().contains("reload refused") && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
     }
+    assert!(da.log().contains("reload refused"), "{}", da.log());
+    assert!(da.log().contains("tunnel[0] \"g\".vni"), "{}", da.log());
+    assert_eq!(
+        ping(&pair, &pair.a, "10.9.0.2", 2),
+        2,
+        "still running after SIGHUP"
+    );
 
     // A second tunnel: applied; traffic still flows.
     let two = format!(

@@ -231,6 +231,11 @@ impl Daemon {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("show {what}: {e}: {text}"))
     }
 
+    /// The daemon's process id (`ip netns exec` execs tep in place).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
     /// The daemon's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
