@@ -341,17 +341,7 @@ pub fn kernel_udp_drops() -> [(&'static str, u64); 3] {
 }
 
 fn show_counters(t: &Totals, json: bool) -> String {
-    let c = &t.counters;
-    let edges = [
-        ("encap_in", c.encap_in),
-        ("segments_added", c.segments_added),
-        ("encap_out", c.encap_out),
-        ("decap_in", c.decap_in),
-        ("decap_out", c.decap_out),
-        ("coalesced", c.coalesced),
-        ("answered", c.answered),
-        ("generated", c.generated),
-    ];
+    let edges = t.edges();
     let drops = t.drops();
     if json {
         let pipeline: serde_json::Map<String, serde_json::Value> = edges

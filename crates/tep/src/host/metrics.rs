@@ -115,17 +115,7 @@ pub fn render(config: &Config, snapshots: &[WorkerSnapshot]) -> String {
         "pipeline_packets",
         "Packets at the pipeline's edges",
     );
-    let c = &t.counters;
-    for (edge, v) in [
-        ("encap_in", c.encap_in),
-        ("segments_added", c.segments_added),
-        ("encap_out", c.encap_out),
-        ("decap_in", c.decap_in),
-        ("decap_out", c.decap_out),
-        ("coalesced", c.coalesced),
-        ("answered", c.answered),
-        ("generated", c.generated),
-    ] {
+    for (edge, v) in t.edges() {
         edges.get_or_create(&labels(&[("edge", edge)])).inc_by(v);
     }
     let node_packets = family(&mut r, "node_packets", "Packets through each node");

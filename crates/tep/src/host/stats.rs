@@ -183,6 +183,21 @@ impl Totals {
         t
     }
 
+    /// The pipeline's edge counters, named.
+    pub fn edges(&self) -> [(&'static str, u64); 8] {
+        let c = &self.counters;
+        [
+            ("encap_in", c.encap_in),
+            ("segments_added", c.segments_added),
+            ("encap_out", c.encap_out),
+            ("decap_in", c.decap_in),
+            ("decap_out", c.decap_out),
+            ("coalesced", c.coalesced),
+            ("answered", c.answered),
+            ("generated", c.generated),
+        ]
+    }
+
     /// Pipeline drops by (node, reason), non-zero only.
     pub fn drops(&self) -> Vec<(&'static str, DropReason, u64)> {
         let mut out = Vec::new();
