@@ -16,15 +16,18 @@
 //!   kernel alike.
 //! - `udp.checksum` 0x0000 exactly where configured (`noudpcsum`,
 //!   `udp6zerocsumtx`, tep's `zero`), non-zero otherwise. The capture is on
-//!   veth, where `CHECKSUM_PARTIAL` is never completed: a sender's outer
-//!   checksum (the kernel's, and tep's, which its UDP socket offloads)
-//!   shows as the pseudo-header sum, "incorrect" to tshark, and the
-//!   kernel's inner TCP/UDP checksums without RCO likewise. So the capture
-//!   is asserted on zero vs non-zero only; that the inner checksums arrive
-//!   right is asserted by the receivers' `TcpInCsumErrors` staying 0.
-//! - The kernel's TSO super-frames cross veth unsegmented (tshark shows one
-//!   frame of up to 64 KiB); tep's UDP GSO trains likewise, the first
-//!   datagram's headers visible.
+//!   veth, where `CHECKSUM_PARTIAL` is never completed: the senders' outer
+//!   checksums (the kernel's, and tep's, which its UDP socket offloads)
+//!   hold the pseudo-header sum or a sum over bytes that are not final,
+//!   "incorrect" to tshark, and the kernel's inner TCP/UDP checksums
+//!   without RCO hold the pseudo-header sum (tep completes those:
+//!   `inner_checksum` in src/host/worker.rs). So the capture is asserted
+//!   on zero vs non-zero only; that the inner checksums arrive right is
+//!   asserted by the receivers' `TcpInCsumErrors` staying 0.
+//! - Without RCO the kernel's TSO super-frames cross veth unsegmented
+//!   (tshark shows frames of up to 64 KiB); with RCO veth cannot take them
+//!   and the kernel segments first. tep's UDP GSO trains show as one
+//!   frame, the first datagram's headers visible.
 
 mod netns;
 
@@ -42,6 +45,8 @@ struct Case {
     kernel: &'static [&'static str],
     /// tep's `checksum`.
     mode: &'static str,
+    /// tep's `host.offloads` (virtio-net headers, UDP GSO/GRO).
+    offloads: bool,
 }
 
 impl Case {
@@ -55,9 +60,10 @@ impl Case {
 
     fn label(&self) -> String {
         format!(
-            "kernel [{}] / tep {} over {}",
+            "kernel [{}] / tep {}{} over {}",
             self.kernel.join(" "),
             self.mode,
+            if self.offloads { "" } else { " (offloads off)" },
             if self.v6 { "IPv6" } else { "IPv4" }
         )
     }
@@ -98,6 +104,7 @@ impl Case {
 tap = "tepl2"
 tap_addresses = ["10.9.0.1/24"]
 mtu = {mtu}
+offloads = {offloads}
 control = "{control}"
 
 [[tunnel]]
@@ -111,6 +118,7 @@ checksum = "{mode}"
 {rco}
 "#,
             mtu = self.mtu(),
+            offloads = self.offloads,
             control = pair.socket(&pair.a),
             mode = self.mode,
         )
@@ -396,7 +404,7 @@ fn check_frames(c: &Case, who: &str, frames: &[&Frame]) {
         assert_eq!(f.byte7, want, "{label}: {who}: RCO byte 7: {f:?}");
     }
     if c.rco() {
-        // Both TCP (the transfers) and UDP (the datagrams sent below).
+        // Both TCP (the transfers) and UDP (the datagrams to port 9).
         for proto in [6, 17] {
             assert!(
                 frames
@@ -543,6 +551,7 @@ fn ipv4_udpcsum() {
             v6: false,
             kernel: &["udpcsum"],
             mode: "full",
+            offloads: true,
         },
     );
 }
@@ -555,6 +564,7 @@ fn ipv4_noudpcsum() {
             v6: false,
             kernel: &["noudpcsum"],
             mode: "zero",
+            offloads: true,
         },
     );
 }
@@ -567,6 +577,7 @@ fn ipv4_remote_checksum_offload() {
             v6: false,
             kernel: &["udpcsum", "remcsumtx", "remcsumrx"],
             mode: "remote",
+            offloads: true,
         },
     );
 }
@@ -579,6 +590,7 @@ fn ipv6_zero_checksums() {
             v6: true,
             kernel: &["udp6zerocsumtx", "udp6zerocsumrx"],
             mode: "zero",
+            offloads: true,
         },
     );
 }
@@ -591,6 +603,7 @@ fn ipv6_checksummed() {
             v6: true,
             kernel: &[],
             mode: "full",
+            offloads: true,
         },
     );
 }
@@ -603,6 +616,22 @@ fn ipv6_remote_checksum_offload() {
             v6: true,
             kernel: &["remcsumtx", "remcsumrx"],
             mode: "remote",
+            offloads: true,
+        },
+    );
+}
+
+/// Without a virtio-net header tep cannot hand a partial checksum on: it
+/// completes the ones the kernel left partial itself.
+#[test]
+fn ipv4_udpcsum_without_offloads() {
+    run(
+        "ipv4_udpcsum_without_offloads",
+        Case {
+            v6: false,
+            kernel: &["udpcsum"],
+            mode: "full",
+            offloads: false,
         },
     );
 }

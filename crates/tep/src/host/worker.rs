@@ -662,7 +662,11 @@ fn write_inner(
             VnetHeader::for_packet(pool.data_mut(id), &m).emit(&mut hdr);
         } else {
             // No header to carry a partial checksum: the packet goes as it
-            // came, and the host verifies it.
+            // came, and the host verifies it; one a same-host sender left
+            // partial is completed first.
+            if let ChecksumState::Partial { start, offset } = inner_checksum(pool.data(id), &m) {
+                complete_partial(pool.data_mut(id), &m, start, offset);
+            }
             hdr = [0; VNET_HDR_LEN];
         }
         let data = pool.data(id);
@@ -726,19 +730,14 @@ fn inner_checksum(data: &[u8], m: &PacketMeta) -> ChecksumState {
     if m.gso.is_some() || m.csum != ChecksumState::None || l4 <= l3 {
         return m.csum;
     }
-    let word = |at: usize| u16::from_be_bytes([data[at], data[at + 1]]);
-    // The transport segment ends where the IP header says (not at any
-    // Ethernet padding).
-    let end = match data.get(l3).map(|b| b >> 4) {
-        Some(4) if data.len() >= l3 + 20 => l3 + usize::from(word(l3 + 2)),
-        Some(6) if data.len() >= l3 + 40 => l3 + 40 + usize::from(word(l3 + 4)),
-        _ => return m.csum,
+    let Some(end) = transport_end(data, l3) else {
+        return m.csum;
     };
     let at = l4 + field;
-    if end > data.len() || at + 2 > end {
+    if at + 2 > end {
         return m.csum;
     }
-    let value = word(at);
+    let value = u16::from_be_bytes([data[at], data[at + 1]]);
     if field == 6 && value == 0 {
         // No UDP checksum (IPv4).
         return m.csum;
@@ -766,6 +765,36 @@ fn inner_checksum(data: &[u8], m: &PacketMeta) -> ChecksumState {
         };
     }
     m.csum
+}
+
+/// Where the transport segment of the IP packet at `l3` ends: where the
+/// IP header says, not at any Ethernet padding. None when it does not fit.
+fn transport_end(data: &[u8], l3: usize) -> Option<usize> {
+    let word = |at: usize| usize::from(u16::from_be_bytes([data[at], data[at + 1]]));
+    let end = match data.get(l3).map(|b| b >> 4) {
+        Some(4) if data.len() >= l3 + 20 => l3 + word(l3 + 2),
+        Some(6) if data.len() >= l3 + 40 => l3 + 40 + word(l3 + 4),
+        _ => return None,
+    };
+    (end <= data.len()).then_some(end)
+}
+
+/// Completes a partial inner checksum (as [`inner_checksum`] found it) in
+/// place: the field holds the pseudo-header sum, so the sum of the segment
+/// as it is is the sum the checksum complements.
+fn complete_partial(data: &mut [u8], m: &PacketMeta, start: u16, offset: u16) {
+    let (start, offset) = (usize::from(start), usize::from(offset));
+    let Some(end) = transport_end(data, usize::from(m.l3)) else {
+        return;
+    };
+    let sum = tep_csum::Sum::of(&data[start..end]);
+    // RFC 768: UDP sends a computed 0 as all ones.
+    let c = if m.inner_proto == 17 {
+        sum.udp_checksum()
+    } else {
+        sum.checksum()
+    };
+    data[offset..offset + 2].copy_from_slice(&c.to_be_bytes());
 }
 
 #[cfg(test)]
@@ -862,6 +891,11 @@ checksum = "zero"
         let c = pseudo.add(tep_csum::Sum::of(&f[34..60])).checksum();
         f[50..52].copy_from_slice(&c.to_be_bytes());
         assert_eq!(inner_checksum(&f, &m), ChecksumState::Verified);
+        // Completing the partial form gives the same checksum.
+        let mut p = f.clone();
+        p[50..52].copy_from_slice(&pseudo.value().to_be_bytes());
+        complete_partial(&mut p, &m, 34, 50);
+        assert_eq!(p, f);
         // Super-packets keep their state: the device header marks them.
         let mut g = m;
         g.gso = Some(Gso {
