@@ -17,21 +17,21 @@
 # the receiving namespace: behind tep that is the stack tep writes to) and
 # the sender's retransmits, summed over the runs.
 #
-# Measured on this machine (kernel 6.18, 2 vCPUs, release tep 674787f, a
+# Measured on this machine (kernel 6.18, 2 vCPUs, release tep 4441e20, a
 # quiet moment), 3 x 5 s, median:
 #
 # | cell (sender -> receiver)                    |    TCP, median | rx TcpInCsumErrors | retransmits |
 # |----------------------------------------------|----------------|--------------------|-------------|
-# | kernel -> kernel, udpcsum (baseline)         |    9.32 Gbit/s |                  0 |        9230 |
-# | kernel -> kernel, RCO, sender TSO on         |    0.14 Mbit/s |                435 |         421 |
-# | kernel -> kernel, RCO, sender TSO/GSO off    |    3.07 Gbit/s |                  0 |        5024 |
-# | tep -> kernel, RCO                           |    4.13 Gbit/s |                  0 |           0 |
-# | tep -> kernel, udpcsum / full                |    4.07 Gbit/s |                  0 |           0 |
-# | kernel -> tep, RCO, kernel TSO on            |    3.67 Gbit/s |                  0 |         571 |
-# | kernel -> tep, RCO, kernel TSO/GSO off       |    2.66 Gbit/s |                  0 |         468 |
-# | kernel -> tep, udpcsum / full                |    7.79 Gbit/s |                  0 |        1312 |
-# | tep -> tep, RCO                              |    4.69 Gbit/s |                  0 |           0 |
-# | tep -> tep, full                             |    4.08 Gbit/s |                  0 |           0 |
+# | kernel -> kernel, udpcsum (baseline)         |    8.75 Gbit/s |                  0 |        8734 |
+# | kernel -> kernel, RCO, sender TSO on         |    0.12 Mbit/s |                379 |         364 |
+# | kernel -> kernel, RCO, sender TSO/GSO off    |    3.27 Gbit/s |                  0 |        2154 |
+# | tep -> kernel, RCO                           |    4.04 Gbit/s |                  0 |           0 |
+# | tep -> kernel, udpcsum / full                |    4.12 Gbit/s |                  0 |           0 |
+# | kernel -> tep, RCO, kernel TSO on            |    4.02 Gbit/s |                  0 |          94 |
+# | kernel -> tep, RCO, kernel TSO/GSO off       |    3.36 Gbit/s |                  0 |         185 |
+# | kernel -> tep, udpcsum / full                |    8.05 Gbit/s |                  0 |        1757 |
+# | tep -> tep, RCO                              |    4.77 Gbit/s |                  0 |           0 |
+# | tep -> tep, full                             |    4.95 Gbit/s |                  0 |           0 |
 #
 # Runs while other benchmarks shared the 2 vCPUs gave 10-40 % less in
 # every cell; the kernel<->kernel RCO collapse (0.12-0.22 Mbit/s,
