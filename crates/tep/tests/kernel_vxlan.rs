@@ -31,7 +31,7 @@
 
 mod netns;
 
-use netns::{ping, root_or_skip, sh, Pair};
+use netns::{iperf_directed, ping, root_or_skip, sh, Pair};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -142,56 +142,6 @@ fn kernel_vxlan(pair: &Pair, c: &Case) {
         true,
     );
     pair.exec(&pair.b, &["ip", "link", "set", "vx0", "up"], true);
-}
-
-/// A bounded iperf3 TCP transfer between the client in `a` and the server
-/// in `b` (`reverse`: from `b` to `a`): bytes received, or iperf3's words.
-fn iperf(pair: &Pair, reverse: bool) -> Result<f64, String> {
-    let mut server = Command::new("ip")
-        .args([
-            "netns", "exec", &pair.b, "iperf3", "-s", "-1", "-B", "10.9.0.2",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    std::thread::sleep(Duration::from_millis(200));
-    let mut args = vec![
-        "15",
-        "ip",
-        "netns",
-        "exec",
-        &pair.a,
-        "iperf3",
-        "-c",
-        "10.9.0.2",
-        "-t",
-        "1",
-        "--connect-timeout",
-        "3000",
-        "-J",
-    ];
-    if reverse {
-        args.push("-R");
-    }
-    let out = Command::new("timeout")
-        .args(&args)
-        .output()
-        .map_err(|e| e.to_string())?;
-    let _ = server.kill();
-    let _ = server.wait();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
-        format!(
-            "iperf3 gave no JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })?;
-    if let Some(err) = v.get("error") {
-        return Err(err.to_string());
-    }
-    v["end"]["sum_received"]["bytes"]
-        .as_f64()
-        .ok_or_else(|| format!("no result: {v}"))
 }
 
 /// `nstat -az` counters of namespace `ns`, by name.
@@ -455,15 +405,16 @@ fn run_case(c: Case) {
     }
     for reverse in [false, true] {
         let dir = if reverse { "b→a" } else { "a→b" };
-        let bytes = iperf(&pair, reverse).unwrap_or_else(|e| {
+        let bps = iperf_directed(&pair, "10.9.0.2", 1.0, 1, reverse).unwrap_or_else(|e| {
             panic!(
                 "{label}: iperf3 {dir}: {e}\n{}\n{}",
                 da.log(),
                 da.control(&["show", "counters"]).unwrap_or_default()
             )
         });
-        eprintln!("{label}: TCP {dir}: {:.1} MB in 1 s", bytes / 1e6);
-        assert!(bytes > 1e6, "{label}: TCP {dir}: {bytes} bytes in 1 s");
+        eprintln!("{label}: TCP {dir}: {:.2} Gbit/s", bps / 1e9);
+        // Over 8 Mbit/s: more than a megabyte in the 1 s transfer.
+        assert!(bps > 8e6, "{label}: TCP {dir}: {bps} bit/s");
     }
     std::thread::sleep(Duration::from_millis(300));
     let frames = capture.stop();

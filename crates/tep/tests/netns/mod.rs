@@ -306,6 +306,17 @@ pub fn ping(pair: &Pair, ns: &str, dst: &str, count: u32) -> u32 {
 /// A bounded iperf3 TCP transfer from `a` to the server in `b` at `dst`:
 /// bits per second received, or an error with iperf3's words.
 pub fn iperf(pair: &Pair, dst: &str, seconds: f64, streams: u32) -> Result<f64, String> {
+    iperf_directed(pair, dst, seconds, streams, false)
+}
+
+/// [`iperf`], with `reverse` sending from `b` to `a` (`-R`).
+pub fn iperf_directed(
+    pair: &Pair,
+    dst: &str,
+    seconds: f64,
+    streams: u32,
+    reverse: bool,
+) -> Result<f64, String> {
     let port = "5201";
     let mut server = Command::new("ip")
         .args([
@@ -332,8 +343,11 @@ pub fn iperf(pair: &Pair, dst: &str, seconds: f64, streams: u32) -> Result<f64, 
             &seconds.to_string(),
             "-P",
             &streams.to_string(),
+            "--connect-timeout",
+            "3000",
             "-J",
         ])
+        .args(reverse.then_some("-R"))
         .output()
         .map_err(|e| e.to_string())?;
     let _ = server.kill();
