@@ -109,6 +109,24 @@ pub struct PacketMeta {
     /// Decap: remote checksum offload found in the tunnel header, as
     /// absolute offsets (start of the checksummed region, checksum field).
     pub remote_csum: Option<(u16, u16)>,
+    /// More of this packet in another buffer, gathered rather than copied
+    /// (see [`Tail`]); freed with the packet.
+    pub tail: Option<Tail>,
+}
+
+/// The rest of a packet that lives in another buffer: the payloads of the
+/// datagrams of a UDP GRO train that [`crate::train`] merged into one
+/// super-packet without copying them. `buf`'s data is a run of `stride`-byte
+/// datagrams (the last may be shorter); of each, the bytes after the first
+/// `skip` (its headers) follow the packet's own data, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tail {
+    /// The buffer holding the datagrams.
+    pub buf: PacketId,
+    /// Bytes from one datagram to the next.
+    pub stride: u16,
+    /// Header bytes of each datagram that are not part of the packet.
+    pub skip: u16,
 }
 
 impl PacketMeta {
@@ -126,6 +144,7 @@ impl PacketMeta {
         inner_proto: 0,
         inner: 0,
         remote_csum: None,
+        tail: None,
     };
 }
 
@@ -199,11 +218,58 @@ impl Pool {
         Some(PacketId(i))
     }
 
-    /// Returns a buffer to the pool.
+    /// Returns a buffer to the pool, with the buffer of its [`Tail`].
     pub fn free(&mut self, id: PacketId) {
         assert!(self.in_use[id.index()], "double free of {id:?}");
         self.in_use[id.index()] = false;
         self.free.push(id.0);
+        if let Some(t) = self.meta[id.index()].tail.take() {
+            self.free(t.buf);
+        }
+    }
+
+    /// The pieces of a packet's [`Tail`], in order (none without one): what
+    /// a gathered write sends after [`data`](Pool::data).
+    pub fn tail_parts(&self, id: PacketId) -> impl Iterator<Item = &[u8]> {
+        let (rest, stride, skip) = match self.meta[id.index()].tail {
+            Some(t) => (self.data(t.buf), usize::from(t.stride), usize::from(t.skip)),
+            None => (&[][..], 1, 0),
+        };
+        rest.chunks(stride.max(1))
+            .map(move |d| &d[skip.min(d.len())..])
+    }
+
+    /// The packet's length with its tail.
+    pub fn total_len(&self, id: PacketId) -> usize {
+        self.data(id).len() + self.tail_parts(id).map(<[u8]>::len).sum::<usize>()
+    }
+
+    /// Copies the packet's tail after its data and frees the tail's buffer,
+    /// for a consumer that cannot gather. False (and nothing changed) if it
+    /// does not fit the data room.
+    pub fn linearize(&mut self, id: PacketId) -> bool {
+        let Some(t) = self.meta[id.index()].tail else {
+            return true;
+        };
+        let len = self.data(id).len();
+        let total = self.total_len(id);
+        if !self.set_len(id, total) {
+            return false;
+        }
+        let (stride, skip) = (usize::from(t.stride).max(1), usize::from(t.skip));
+        let rest = self.data(t.buf).len();
+        let mut at = len;
+        let mut from = 0;
+        while from < rest {
+            let end = (from + stride).min(rest);
+            let start = (from + skip).min(end);
+            self.copy_between(t.buf, start..end, id, at);
+            at += end - start;
+            from = end;
+        }
+        self.meta[id.index()].tail = None;
+        self.free(t.buf);
+        true
     }
 
     fn base(&self, id: PacketId) -> usize {
@@ -447,5 +513,34 @@ mod tests {
         let mut pool = Pool::new(2, 10);
         let a = pool.alloc().unwrap();
         let _: [&mut [u8]; 2] = pool.rooms_mut(&[a, a], 0);
+    }
+
+    #[test]
+    fn a_tail_is_gathered_linearized_and_freed_with_its_packet() {
+        let mut pool = Pool::new(4, 256);
+        let head = pool.alloc().unwrap();
+        let rest = pool.alloc().unwrap();
+        assert!(pool.fill(head, b"HEAD"));
+        // Three datagrams of 6 bytes (the last of 4), 2 header bytes each.
+        assert!(pool.fill(rest, b"h1abcdh2efghh3ij"));
+        pool.meta_mut(head).tail = Some(Tail {
+            buf: rest,
+            stride: 6,
+            skip: 2,
+        });
+        let parts: Vec<&[u8]> = pool.tail_parts(head).collect();
+        assert_eq!(parts, [&b"abcd"[..], b"efgh", b"ij"]);
+        assert_eq!(pool.total_len(head), 14);
+        assert!(pool.linearize(head));
+        assert_eq!(pool.data(head), b"HEADabcdefghij");
+        assert_eq!(pool.meta(head).tail, None);
+        assert_eq!(pool.available(), 3, "the tail's buffer went back");
+        pool.meta_mut(head).tail = Some(Tail {
+            buf: pool.alloc().unwrap(),
+            stride: 6,
+            skip: 2,
+        });
+        pool.free(head);
+        assert_eq!(pool.available(), 4, "freed with its packet");
     }
 }

@@ -48,7 +48,7 @@
 //! "Cost").
 //! No allocation after [`Gro::new`].
 
-use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool};
+use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool, Tail};
 use crate::encap::InnerLink;
 use crate::gso::{
     ethertype_agrees, ip_start, pseudo_base, set_ip_len, MAX_IP_LEN, TCP_CSUM, UDP_CSUM,
@@ -350,6 +350,222 @@ fn same_key(h: &[u8], d: &[u8], c: &Candidate, h_tunnel: u32, d_tunnel: u32) -> 
     ip && h_tunnel == d_tunnel && h[c.l4..c.l4 + 4] == d[c.l4..c.l4 + 4]
 }
 
+/// Writes a super-packet's headers for its size (IP packet at `buf`,
+/// transport header at `l4` in it, `ip_len` bytes in all): IP length and
+/// IPv4 header checksum, UDP length, the pseudo-header sum in the
+/// transport checksum (the partial convention), and for TCP the PSH / FIN
+/// of its last segment (`last_flags`).
+fn finish_headers(
+    buf: &mut [u8],
+    v6: bool,
+    l4: usize,
+    protocol: u8,
+    ip_len: usize,
+    last_flags: u16,
+) {
+    set_ip_len(buf, v6, ip_len, None);
+    let partial = pseudo_base(buf, v6, protocol)
+        .add_u16((ip_len - l4) as u16)
+        .value();
+    if protocol == PROTO_TCP {
+        let f = be16(buf, l4 + 12) | (last_flags & (PSH | FIN));
+        buf[l4 + 12..l4 + 14].copy_from_slice(&f.to_be_bytes());
+        buf[l4 + TCP_CSUM..l4 + TCP_CSUM + 2].copy_from_slice(&partial.to_be_bytes());
+    } else {
+        buf[l4 + 4..l4 + 6].copy_from_slice(&((ip_len - l4) as u16).to_be_bytes());
+        buf[l4 + UDP_CSUM..l4 + UDP_CSUM + 2].copy_from_slice(&partial.to_be_bytes());
+    }
+}
+
+/// A super-packet's segmentation metadata.
+fn super_gso(tcp: bool, v6: bool, mss: usize) -> Gso {
+    Gso {
+        kind: match (tcp, v6) {
+            (true, false) => GsoKind::Tcp4,
+            (true, true) => GsoKind::Tcp6,
+            (false, _) => GsoKind::Udp,
+        },
+        segment_size: mss as u16,
+    }
+}
+
+/// A super-packet's checksum state: partial at its transport header `l4`
+/// (from the frame start).
+fn super_csum(tcp: bool, l4: usize) -> ChecksumState {
+    let offset = l4 + if tcp { TCP_CSUM } else { UDP_CSUM };
+    ChecksumState::Partial {
+        start: l4 as u16,
+        offset: offset as u16,
+    }
+}
+
+/// Whether a datagram's tunnel header `d` (of a `len`-byte datagram)
+/// equals the head's `h`, but for a length field holding its own length.
+fn same_tunnel_header(
+    h: &[u8],
+    d: &[u8],
+    len: usize,
+    length_field: Option<(usize, usize)>,
+) -> bool {
+    match length_field {
+        Some((at, after)) if at + 2 <= h.len() => {
+            h[..at] == d[..at]
+                && h[at + 2..] == d[at + 2..]
+                && usize::from(be16(d, at)) + after == len
+        }
+        _ => h == d,
+    }
+}
+
+/// What [`merge_train`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TrainMerge {
+    /// Datagrams merged into the head.
+    pub merged: usize,
+    /// The datagrams after those, as a new train (or one datagram) to
+    /// decapsulate next; None when all merged or none did.
+    pub remainder: Option<PacketId>,
+    /// Datagrams lost because no buffer was left for the remainder.
+    pub lost: usize,
+}
+
+/// GRO for a UDP GRO train without copying its payload.
+///
+/// `head` is the first datagram of a train ([`crate::gso::detach_first`]
+/// cut it off), decapsulated up to but not including `decap-output`: its
+/// data starts at the outer IP header, `meta.inner` is where the inner
+/// packet (`link`: IP packet or Ethernet frame) starts. `rest` holds the
+/// train's other datagrams (`segment` bytes each, the last may be
+/// shorter), untouched. The datagrams of `rest` that carry the same
+/// tunnel header as the head (byte for byte, so the same tunnel and the
+/// same decapsulation) and whose inner packets [`Gro::coalesce`] would
+/// merge into the head's, by the same rules, become the head's [`Tail`]:
+/// the head becomes a super-packet (headers as `coalesce` writes them)
+/// whose payload beyond the first segment stays where the socket put it.
+/// `trusted`: the inner checksums of `rest` need no check (remote checksum
+/// offload, whose inner checksum the receiver derives from the verified
+/// outer one); otherwise each is verified, as `coalesce` does.
+/// `length_field`: where the tunnel header has a 16-bit length of the
+/// datagram's bytes after the first `.1` (GTP-U: `(2, 8)`); it may differ
+/// from the head's where it holds the datagram's own length.
+///
+/// When nothing merges, `rest` is left as it was (for
+/// [`crate::gso::split_udp_train`]). When only the first datagrams merge,
+/// the others are copied into a new train (`remainder`), which the caller
+/// decapsulates next, before anything received after it.
+pub fn merge_train(
+    pool: &mut Pool,
+    head: PacketId,
+    rest: PacketId,
+    segment: usize,
+    link: InnerLink,
+    trusted: bool,
+    length_field: Option<(usize, usize)>,
+) -> TrainMerge {
+    let none = TrainMerge::default();
+    let m = *pool.meta(head);
+    let (hdr, inner) = (usize::from(m.l4) + 8, usize::from(m.inner));
+    if inner < hdr || m.tail.is_some() || m.gso.is_some() || segment == 0 {
+        return none;
+    }
+    let rest_hdr = usize::from(pool.meta(rest).l4) + 8;
+    let hd = pool.data(head);
+    let (tunnel, frame) = (&hd[hdr..inner], &hd[inner..]);
+    let t = tunnel.len();
+    let head_meta = PacketMeta {
+        gso: None,
+        drop: None,
+        ..m
+    };
+    let c0 = match inspect(frame, &head_meta, link) {
+        Seen::Candidate(c) if c.tcp && c.can_head() => c,
+        _ => return none,
+    };
+    let limit = (MAX_IP_LEN + c0.l3).min(pool.data_room());
+    let mut flow = Flow {
+        addr_hash: c0.addr_hash,
+        hash: c0.hash,
+        head: 0,
+        last: 0,
+        mss: c0.payload as u16,
+        count: 1,
+        len: frame.len() as u32,
+        next_seq: c0.seq.wrapping_add(c0.payload as u32),
+        next_id: c0.ident.wrapping_add(1),
+        l3: c0.l3 as u8,
+    };
+    let member_meta = PacketMeta {
+        csum: if trusted {
+            ChecksumState::Verified
+        } else {
+            ChecksumState::None
+        },
+        ..head_meta
+    };
+    let members = pool.data(rest).get(rest_hdr..).unwrap_or_default();
+    let mut merged = 0;
+    let mut last_flags = 0;
+    for dg in members.chunks(segment) {
+        if dg.len() <= t || !same_tunnel_header(tunnel, &dg[..t], dg.len(), length_field) {
+            break;
+        }
+        let d = &dg[t..];
+        let Seen::Candidate(c) = inspect(d, &member_meta, link) else {
+            break;
+        };
+        if !(c.tcp
+            && c.hash == flow.hash
+            && c.l3 == c0.l3
+            && same_key(frame, d, &c, 0, 0)
+            && continues(&flow, frame, d, &c, limit))
+        {
+            break;
+        }
+        merged += 1;
+        flow.count += 1;
+        flow.len += c.payload as u32;
+        flow.next_seq = flow.next_seq.wrapping_add(c.payload as u32);
+        flow.next_id = flow.next_id.wrapping_add(1);
+        last_flags = c.flags;
+        if c.payload < usize::from(flow.mss) || c.flags & (PSH | FIN) != 0 {
+            break;
+        }
+    }
+    if merged == 0 {
+        return none;
+    }
+    let total = members.len().div_ceil(segment);
+    let kept = (merged * segment).min(members.len());
+    let mut out = TrainMerge { merged, ..none };
+    if merged < total {
+        match crate::gso::train_from(pool, rest, kept) {
+            Ok(r) => out.remainder = Some(r),
+            Err(_) => out.lost = total - merged,
+        }
+    }
+    pool.trim_front(rest, rest_hdr);
+    pool.truncate(rest, kept);
+    let (l3, l4) = (c0.l3, c0.l3 + c0.l4);
+    let buf = &mut pool.data_mut(head)[inner + l3..];
+    finish_headers(
+        buf,
+        c0.v6,
+        c0.l4,
+        PROTO_TCP,
+        flow.len as usize - l3,
+        last_flags,
+    );
+    let meta = pool.meta_mut(head);
+    meta.gso = Some(super_gso(true, c0.v6, c0.payload));
+    meta.csum = super_csum(true, l4);
+    meta.tail = Some(Tail {
+        buf: rest,
+        stride: segment as u16,
+        skip: (t + l4 + c0.th) as u16,
+    });
+    out
+}
+
 impl Gro {
     /// An engine with an empty table.
     pub fn new() -> Gro {
@@ -539,38 +755,14 @@ impl Gro {
                 m = next[m as usize];
             }
             let buf = &mut pool.data_mut(head)[l3..];
-            let ip_len = total - l3;
-            set_ip_len(buf, v6, ip_len, None);
-            let partial = pseudo_base(buf, v6, protocol)
-                .add_u16((ip_len - l4) as u16)
-                .value();
-            if tcp {
-                let f = be16(buf, l4 + 12) | (last_flags & (PSH | FIN));
-                buf[l4 + 12..l4 + 14].copy_from_slice(&f.to_be_bytes());
-                buf[l4 + TCP_CSUM..l4 + TCP_CSUM + 2].copy_from_slice(&partial.to_be_bytes());
-            } else {
-                buf[l4 + 4..l4 + 6].copy_from_slice(&((ip_len - l4) as u16).to_be_bytes());
-                buf[l4 + UDP_CSUM..l4 + UDP_CSUM + 2].copy_from_slice(&partial.to_be_bytes());
-            }
+            finish_headers(buf, v6, l4, protocol, total - l3, last_flags);
         }
         let meta = pool.meta_mut(head);
-        let l4 = l3 + l4;
         meta.l2 = 0;
         meta.l3 = l3 as u16;
-        meta.l4 = l4 as u16;
-        meta.gso = Some(Gso {
-            kind: match (tcp, v6) {
-                (true, false) => GsoKind::Tcp4,
-                (true, true) => GsoKind::Tcp6,
-                (false, _) => GsoKind::Udp,
-            },
-            segment_size: mss as u16,
-        });
-        let offset = l4 + if tcp { TCP_CSUM } else { UDP_CSUM };
-        meta.csum = ChecksumState::Partial {
-            start: l4 as u16,
-            offset: offset as u16,
-        };
+        meta.l4 = (l3 + l4) as u16;
+        meta.gso = Some(super_gso(tcp, v6, mss));
+        meta.csum = super_csum(tcp, l3 + l4);
         let mut m = self.next[head_pos];
         while m != END {
             pool.free(ids[m as usize]);

@@ -438,6 +438,7 @@ fn out_meta(base: PacketMeta, lay: &Layout, csum: ChecksumState) -> PacketMeta {
         csum,
         gso: None,
         drop: None,
+        tail: None,
         ..base
     }
 }
@@ -711,6 +712,86 @@ pub fn split_udp_train(
         Pieces::Compute
     };
     emit(pool, id, out, lay, seg, checksums)
+}
+
+/// Takes the first datagram of a UDP GRO train (as [`split_udp_train`]
+/// takes one: outer headers of the first datagram, then the datagrams)
+/// into a buffer of its own, outer headers and all, and leaves `train`
+/// holding the others as a train: its outer headers move up over the
+/// detached datagram's bytes and are resized for the new first one. Returns
+/// the detached packet and the segment size. One datagram is copied; the
+/// others do not move. This is how [`crate::gro::merge_train`] gets a
+/// packet to run through decapsulation while the rest of the train waits
+/// in place.
+pub fn detach_first(pool: &mut Pool, train: PacketId) -> Result<(PacketId, usize), DropReason> {
+    let seg = match pool.meta(train).gso {
+        Some(Gso {
+            kind: GsoKind::Udp,
+            segment_size,
+        }) if segment_size > 0 => segment_size as usize,
+        _ => return Err(DropReason::Malformed),
+    };
+    let (lay, end) = udp_layout(pool.data(train), true)?;
+    let hdr = lay.l4 + udp::HEADER_LEN;
+    let len = pool.data(train).len();
+    if end != hdr + seg || len <= end {
+        return Err(DropReason::BadLength);
+    }
+    let first = pool.alloc().ok_or(DropReason::NoBuffer)?;
+    pool.set_len(first, end);
+    pool.copy_between(train, 0..end, first, 0);
+    *pool.meta_mut(first) = PacketMeta {
+        gso: None,
+        tail: None,
+        ..*pool.meta(train)
+    };
+    pool.data_mut(train).copy_within(0..hdr, seg);
+    pool.trim_front(train, seg);
+    retitle_train(pool, train, &lay, seg);
+    Ok((first, seg))
+}
+
+/// Writes the outer lengths of UDP train `id` (headers `lay`, then
+/// datagrams of `seg` bytes) for its first datagram, and marks it a train
+/// only if it holds more than one.
+fn retitle_train(pool: &mut Pool, id: PacketId, lay: &Layout, seg: usize) {
+    let hdr = lay.l4 + udp::HEADER_LEN;
+    let payload = pool.data(id).len() - hdr;
+    let first = payload.min(seg);
+    let data = pool.data_mut(id);
+    set_ip_len(data, lay.v6, hdr + first, None);
+    data[lay.l4 + 4..lay.l4 + 6].copy_from_slice(&((first + udp::HEADER_LEN) as u16).to_be_bytes());
+    pool.meta_mut(id).gso = (payload > seg).then_some(Gso {
+        kind: GsoKind::Udp,
+        segment_size: seg as u16,
+    });
+}
+
+/// A new train of the datagrams of train `id` (see [`detach_first`]) from
+/// payload offset `from` on, with `id`'s outer headers and metadata: what
+/// is left of a train when only its start could be merged. `id` keeps its
+/// bytes.
+pub fn train_from(pool: &mut Pool, id: PacketId, from: usize) -> Result<PacketId, DropReason> {
+    let seg = match pool.meta(id).gso {
+        Some(g) if g.segment_size > 0 => usize::from(g.segment_size),
+        _ => return Err(DropReason::Malformed),
+    };
+    let (lay, _) = udp_layout(pool.data(id), true)?;
+    let hdr = lay.l4 + udp::HEADER_LEN;
+    let len = pool.data(id).len();
+    if from >= len - hdr {
+        return Err(DropReason::BadLength);
+    }
+    let out = pool.alloc().ok_or(DropReason::NoBuffer)?;
+    pool.set_len(out, len - from);
+    pool.copy_between(id, 0..hdr, out, 0);
+    pool.copy_between(id, hdr + from..len, out, hdr);
+    *pool.meta_mut(out) = PacketMeta {
+        tail: None,
+        ..*pool.meta(id)
+    };
+    retitle_train(pool, out, &lay, seg);
+    Ok(out)
 }
 
 /// Packet builders for the GSO and GRO tests, written byte by byte with

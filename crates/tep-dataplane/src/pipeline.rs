@@ -1,7 +1,7 @@
 //! The pipeline: the encap and decap node graphs over one tunnel table,
 //! with the runtime counters of every node. One per worker.
 
-use crate::buffer::{PacketId, Pool};
+use crate::buffer::{ChecksumState, GsoKind, PacketId, Pool};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::decap::{self, GtpuResponder, RateLimit, Replies};
@@ -42,6 +42,12 @@ pub struct PipelineOptions {
     /// socket's option; `remote` still leaves the inner checksum to the
     /// receiver.
     pub outer_by_socket: bool,
+    /// A UDP GRO train the kernel verified is decapsulated once and its
+    /// datagrams merged into one inner super-packet without copying their
+    /// payloads (node `train-merge`, [`crate::gro::merge_train`]): the
+    /// output then has a [`crate::buffer::Tail`], for a sink that writes
+    /// gathered. Off: trains are split and copied ([`gso::split_udp_train`]).
+    pub merge_trains: bool,
 }
 
 impl Default for PipelineOptions {
@@ -52,6 +58,7 @@ impl Default for PipelineOptions {
             gro: false,
             udp_trains: false,
             outer_by_socket: false,
+            merge_trains: false,
         }
     }
 }
@@ -98,6 +105,7 @@ struct Nodes {
     gro: NodeIndex,
     train: NodeIndex,
     split: NodeIndex,
+    merge: NodeIndex,
 }
 
 const ENCAP_NAMES: [&str; 8] = [
@@ -138,6 +146,26 @@ pub struct Pipeline<C: Clock> {
     work: Option<Box<PacketVector>>,
     gro: Box<Gro>,
     counters: Counters,
+    // The train whose first datagram is in the vector being decapsulated.
+    train: Option<PendingTrain>,
+}
+
+/// A train [`gso::detach_first`] cut: its first datagram `head` goes
+/// through decapsulation, the rest waits in `rest`.
+#[derive(Clone, Copy, Debug)]
+struct PendingTrain {
+    head: PacketId,
+    rest: PacketId,
+    segment: usize,
+}
+
+/// What is left of a train after its first datagram was decapsulated.
+#[derive(Clone, Copy, Debug)]
+enum Leftover {
+    /// Nothing merged: the train goes the copying way.
+    Split(PacketId),
+    /// Datagrams after a merged run: a train to try again.
+    Again(PacketId),
 }
 
 fn kind_index(k: TunnelKind) -> usize {
@@ -164,6 +192,7 @@ impl<C: Clock> Pipeline<C> {
             gro: runtime.register("gro"),
             train: runtime.register("udp-train"),
             split: runtime.register("udp-train-split"),
+            merge: runtime.register("train-merge"),
         };
         Pipeline {
             table: TunnelTable::new(config),
@@ -182,6 +211,7 @@ impl<C: Clock> Pipeline<C> {
             work: Some(Box::new(PacketVector::new())),
             gro: Box::new(Gro::new()),
             counters: Counters::default(),
+            train: None,
         }
     }
 
@@ -387,44 +417,105 @@ impl<C: Clock> Pipeline<C> {
             .take()
             .unwrap_or_else(|| Box::new(PacketVector::new()));
         for &id in input.as_slice() {
-            let need = match pool.meta(id).gso {
-                None => 1,
-                Some(g) => {
-                    let hdr = usize::from(pool.meta(id).l4) + 8;
-                    (pool.data(id).len().saturating_sub(hdr))
-                        .div_ceil(usize::from(g.segment_size).max(1))
-                        .clamp(1, VECTOR_SIZE)
-                }
-            };
-            if work.len() + need > VECTOR_SIZE {
-                self.decap_vector(pool, &mut work, now_ns, sink);
+            let mut next = Some(Leftover::Again(id));
+            while let Some(left) = next.take() {
+                let id = match left {
+                    Leftover::Again(id) => {
+                        if let Some((head, segment)) = self.detach(pool, id) {
+                            if work.len() == VECTOR_SIZE {
+                                self.decap_vector(pool, &mut work, now_ns, sink);
+                            }
+                            let _ = work.push(head);
+                            self.train = Some(PendingTrain {
+                                head,
+                                rest: id,
+                                segment,
+                            });
+                            next = self.decap_vector(pool, &mut work, now_ns, sink);
+                            continue;
+                        }
+                        id
+                    }
+                    Leftover::Split(id) => id,
+                };
+                self.split_into(pool, id, &mut work, now_ns, sink);
             }
-            if pool.meta(id).gso.is_none() {
-                let _ = work.push(id);
-                continue;
-            }
-            let counters = &mut self.counters;
-            self.runtime.run(self.nodes.split, 1, |s| {
-                if let Err(r) = gso::split_udp_train(pool, id, &mut work) {
-                    // Counted in: the train is one dropped packet.
-                    counters.decap_in += 1;
-                    s.drop(r);
-                    pool.free(id);
-                }
-            });
         }
         input.clear();
         self.decap_vector(pool, &mut work, now_ns, sink);
         self.work = Some(work);
     }
 
+    /// Cuts the first datagram off a train that [`merge_trains`] takes:
+    /// one the socket verified, whose outer ECN field is clear (the merged
+    /// datagrams skip `decap-output`'s RFC 6040 step).
+    ///
+    /// [`merge_trains`]: PipelineOptions::merge_trains
+    fn detach(&mut self, pool: &mut Pool, id: PacketId) -> Option<(PacketId, usize)> {
+        let m = pool.meta(id);
+        if !self.options.merge_trains
+            || m.csum != ChecksumState::Verified
+            || !matches!(m.gso, Some(g) if g.kind == GsoKind::Udp)
+        {
+            return None;
+        }
+        let d = pool.data(id);
+        let ecn = match d.first()? >> 4 {
+            4 => d.get(1)? & 3,
+            _ => (d.get(1)? >> 4) & 3,
+        };
+        if ecn != 0 {
+            return None;
+        }
+        gso::detach_first(pool, id).ok()
+    }
+
+    /// Adds `id` to `work`: a plain packet as it is, a train cut into its
+    /// datagrams by node `udp-train-split`.
+    fn split_into(
+        &mut self,
+        pool: &mut Pool,
+        id: PacketId,
+        work: &mut PacketVector,
+        now_ns: u64,
+        sink: &mut dyn FnMut(Output, &mut Pool, &mut PacketVector),
+    ) {
+        let need = match pool.meta(id).gso {
+            None => 1,
+            Some(g) => {
+                let hdr = usize::from(pool.meta(id).l4) + 8;
+                (pool.data(id).len().saturating_sub(hdr))
+                    .div_ceil(usize::from(g.segment_size).max(1))
+                    .clamp(1, VECTOR_SIZE)
+            }
+        };
+        if work.len() + need > VECTOR_SIZE {
+            self.decap_vector(pool, work, now_ns, sink);
+        }
+        if pool.meta(id).gso.is_none() {
+            let _ = work.push(id);
+            return;
+        }
+        let counters = &mut self.counters;
+        self.runtime.run(self.nodes.split, 1, |s| {
+            if let Err(r) = gso::split_udp_train(pool, id, work) {
+                // Counted in: the train is one dropped packet.
+                counters.decap_in += 1;
+                s.drop(r);
+                pool.free(id);
+            }
+        });
+    }
+
+    /// Runs the decap nodes over `input` and hands the results to `sink`.
+    /// Returns what is left of the pending train, if one is.
     fn decap_vector(
         &mut self,
         pool: &mut Pool,
         input: &mut PacketVector,
         now_ns: u64,
         sink: &mut dyn FnMut(Output, &mut Pool, &mut PacketVector),
-    ) {
+    ) -> Option<Leftover> {
         self.counters.decap_in += input.len() as u64;
         let Pipeline {
             table,
@@ -436,6 +527,7 @@ impl<C: Clock> Pipeline<C> {
             gro,
             gtpu,
             counters,
+            train,
             ..
         } = self;
         let v = input;
@@ -466,6 +558,40 @@ impl<C: Clock> Pipeline<C> {
         runtime.run(nodes.verify, v.len(), |s| {
             decap::udp_checksum_verify(s, pool, v, table)
         });
+        let mut leftover = None;
+        if let Some(t) = train.take() {
+            leftover = Some(Leftover::Split(t.rest));
+            if v.as_slice().contains(&t.head) {
+                runtime.run(nodes.merge, 1, |s| {
+                    let m = *pool.meta(t.head);
+                    let link = if table.get(m.tunnel).kind.carries_ethernet() {
+                        InnerLink::Ethernet
+                    } else {
+                        InnerLink::Ip
+                    };
+                    let trusted = m.remote_csum.is_some() && m.csum == ChecksumState::Verified;
+                    let kind = table.get(m.tunnel).kind;
+                    let length_field = (kind == TunnelKind::Gtpu).then_some((2, 8));
+                    let r = crate::gro::merge_train(
+                        pool,
+                        t.head,
+                        t.rest,
+                        t.segment,
+                        link,
+                        trusted,
+                        length_field,
+                    );
+                    if r.merged > 0 {
+                        counters.decap_in += (r.merged + r.lost) as u64;
+                        counters.coalesced += r.merged as u64;
+                        for _ in 0..r.lost {
+                            s.drop(DropReason::NoBuffer);
+                        }
+                        leftover = r.remainder.map(Leftover::Again);
+                    }
+                });
+            }
+        }
         runtime.run(nodes.output, v.len(), |s| {
             decap::decap_output(s, pool, v, table)
         });
@@ -492,6 +618,7 @@ impl<C: Clock> Pipeline<C> {
             sink(Output::Reply, pool, replies);
         }
         replies.clear();
+        leftover
     }
 }
 
@@ -855,6 +982,384 @@ mod tests {
                 assert_eq!(a.drops_total() + b.drops_total(), 0);
                 assert_eq!(pool.available(), pool.capacity());
             }
+        }
+    }
+    /// What one receiver made of a wire vector: each output linearized,
+    /// with its metadata.
+    struct Received {
+        outputs: Vec<(Vec<u8>, crate::buffer::PacketMeta)>,
+        counters: Counters,
+        drops: Vec<(DropReason, u64)>,
+        report: String,
+    }
+
+    /// Sends `frames` (bytes, metadata) through `a` as host mode does (UDP
+    /// GSO trains, the kernel's verification on receive), lets `tamper`
+    /// touch the wire, and decapsulates at `b` with or without
+    /// `merge_trains`.
+    fn over_the_wire(
+        ca: &Config,
+        cb: &Config,
+        link: InnerLink,
+        frames: &[(Vec<u8>, crate::buffer::PacketMeta)],
+        merge: bool,
+        tamper: &dyn Fn(&mut Pool, &PacketVector),
+    ) -> Received {
+        let tx = PipelineOptions {
+            inner_link: link,
+            udp_trains: true,
+            outer_by_socket: true,
+            ..PipelineOptions::default()
+        };
+        let rx = PipelineOptions {
+            inner_link: link,
+            gro: true,
+            merge_trains: merge,
+            ..PipelineOptions::default()
+        };
+        let mut a = Pipeline::new(ca, ManualClock::default(), tx);
+        let mut b = Pipeline::new(cb, ManualClock::default(), rx);
+        let mut pool = Pool::new(512, SUPER_PACKET_ROOM + 8192);
+        let mut wire = PacketVector::new();
+        for (bytes, meta) in frames {
+            let id = pool.alloc().unwrap();
+            assert!(pool.fill(id, bytes));
+            *pool.meta_mut(id) = *meta;
+            let mut v = PacketVector::new();
+            v.push(id).unwrap();
+            a.encap_from(link, &mut pool, &mut v, &mut |pool, out| {
+                for &id in out.as_slice() {
+                    pool.meta_mut(id).csum = ChecksumState::Verified;
+                    wire.push(id).unwrap();
+                }
+            });
+        }
+        assert_eq!(a.drops_total(), 0, "{}", a.runtime().report());
+        tamper(&mut pool, &wire);
+        let mut outputs = Vec::new();
+        b.decap(&mut pool, &mut wire, 0, &mut |o, pool, out| {
+            for &id in out.as_slice() {
+                if o == Output::Reply {
+                    // GTP-U Error Indications for an unknown TEID.
+                    pool.free(id);
+                    continue;
+                }
+                assert!(pool.linearize(id));
+                outputs.push((pool.data(id).to_vec(), *pool.meta(id)));
+                pool.free(id);
+            }
+        });
+        assert_eq!(pool.available(), pool.capacity(), "every buffer back");
+        let drops = DropReason::ALL
+            .iter()
+            .map(|&r| (r, b.drops(r)))
+            .filter(|&(_, n)| n > 0)
+            .collect();
+        Received {
+            outputs,
+            counters: b.counters(),
+            drops,
+            report: b.runtime().report(),
+        }
+    }
+
+    /// The TCP payload of each output, in order, after checking that the
+    /// output is a well-formed packet or super-packet: IP length, IPv4
+    /// header checksum, and for a super-packet the partial checksum and
+    /// segment size.
+    fn tcp_stream(outputs: &[(Vec<u8>, crate::buffer::PacketMeta)], mss: u16) -> Vec<u8> {
+        let mut stream = Vec::new();
+        for (d, m) in outputs {
+            let l3 = usize::from(m.l3);
+            let ip = &d[l3..];
+            let v6 = ip[0] >> 4 == 6;
+            let (hl, len) = if v6 {
+                (40, 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]])))
+            } else {
+                assert!(
+                    tep_csum::Sum::of(&ip[..20]).verifies(),
+                    "IPv4 header checksum"
+                );
+                (20, usize::from(u16::from_be_bytes([ip[2], ip[3]])))
+            };
+            assert_eq!(len, ip.len(), "IP length");
+            let th = usize::from(ip[hl + 12] >> 4) * 4;
+            if let Some(g) = m.gso {
+                assert_eq!(g.segment_size, mss);
+                let partial = crate::gso::pseudo_base(ip, v6, 6)
+                    .add_u16((len - hl) as u16)
+                    .value();
+                assert_eq!(
+                    u16::from_be_bytes([ip[hl + 16], ip[hl + 17]]),
+                    partial,
+                    "pseudo-header sum in a super-packet"
+                );
+                let l4 = (l3 + hl) as u16;
+                assert_eq!(
+                    m.csum,
+                    ChecksumState::Partial {
+                        start: l4,
+                        offset: l4 + 16
+                    }
+                );
+            }
+            stream.extend_from_slice(&ip[hl + th..]);
+        }
+        stream
+    }
+
+    /// A case: name, sender and receiver config, inner link, frame, meta.
+    type TrainCase = (
+        &'static str,
+        Config,
+        Config,
+        InnerLink,
+        Vec<u8>,
+        crate::buffer::PacketMeta,
+    );
+
+    fn train_cases() -> Vec<TrainCase> {
+        use crate::gso::testpkt::Eth;
+        let mss = 1448;
+        let mut cases = Vec::new();
+        let data = payload(0, 45 * mss, 3);
+        for mode in [ChecksumMode::Full, ChecksumMode::Offload] {
+            let (ca, cb) = gtpu_pair(mode);
+            let bytes = tcp(&Ip::v4(), &Tcp::new(), &data, Csum::Partial);
+            let meta = super_meta(&bytes, GsoKind::Tcp4, mss as u16);
+            cases.push(("gtpu/ipv4", ca, cb, InnerLink::Ip, bytes, meta));
+            for (name, ip, eth) in [
+                ("vxlan/ipv4", Ip::v4(), Eth::new()),
+                ("vxlan/ipv6+vlan", Ip::v6(), Eth::tagged(10)),
+            ] {
+                let (ca, cb) = vxlan_pair(mode);
+                let packet = tcp(&ip, &Tcp::new(), &data, Csum::Partial);
+                let kind = if ip.v6 { GsoKind::Tcp6 } else { GsoKind::Tcp4 };
+                let meta = eth.meta(super_meta(&packet, kind, mss as u16));
+                cases.push((name, ca, cb, InnerLink::Ethernet, eth.wrap(&packet), meta));
+            }
+        }
+        cases
+    }
+
+    /// Merging trains in place gives the receiver the byte stream that
+    /// splitting and coalescing them gives, in super-packets as the host
+    /// expects them, with no payload copied and the counters balanced.
+    #[test]
+    fn merged_trains_carry_what_split_trains_carry() {
+        let mss = 1448;
+        for (name, ca, cb, link, bytes, meta) in train_cases() {
+            let frames = [(bytes.clone(), meta)];
+            let split = over_the_wire(&ca, &cb, link, &frames, false, &|_, _| {});
+            let merged = over_the_wire(&ca, &cb, link, &frames, true, &|_, _| {});
+            let want = payload(0, 45 * mss, 3);
+            assert_eq!(tcp_stream(&split.outputs, mss as u16), want, "{name}");
+            assert_eq!(tcp_stream(&merged.outputs, mss as u16), want, "{name}");
+            // The head's headers are the original's: link header, IP
+            // addresses, TCP ports, seq, ack, flags, window.
+            let (first, m) = &merged.outputs[0];
+            let (l3, l4) = (usize::from(m.l3), usize::from(m.l4));
+            let addrs = if first[l3] >> 4 == 6 { 8..40 } else { 12..20 };
+            let (a, b) = (&first[l3..], &bytes[l3..]);
+            assert_eq!(first[..l3], bytes[..l3], "{name}: link header");
+            assert_eq!(a[addrs.clone()], b[addrs], "{name}: addresses");
+            assert_eq!(first[l4..l4 + 16], bytes[l4..l4 + 16], "{name}: TCP header");
+            assert!(merged.outputs.len() <= 2, "{name}: {}", merged.report);
+            assert!(merged.outputs.iter().all(|(_, m)| m.gso.is_some()));
+            assert!(merged.drops.is_empty(), "{name}: {:?}", merged.drops);
+            let c = merged.counters;
+            assert_eq!(c.decap_in, 45, "{name}: {}", merged.report);
+            assert_eq!(c.decap_out + c.coalesced, 45);
+            assert!(merged.report.contains("train-merge"));
+            assert!(
+                !merged.report.contains("udp-train-split"),
+                "{name}: nothing split: {}",
+                merged.report
+            );
+        }
+    }
+
+    /// Two super-packets back to back with different acks: a train that
+    /// runs across them merges in two runs, never mixing the acks, and the
+    /// stream is whole.
+    #[test]
+    fn a_train_across_super_packets_merges_in_runs() {
+        let mss = 1448;
+        for (name, ca, cb, link, _, _) in train_cases() {
+            let ip = if name.contains("ipv6") {
+                Ip::v6()
+            } else {
+                Ip::v4()
+            };
+            let mut frames = Vec::new();
+            for k in 0..3u32 {
+                let t = Tcp {
+                    seq: Tcp::new().seq.wrapping_add(k * 45 * mss as u32),
+                    ack: 1000 + k,
+                    ..Tcp::new()
+                };
+                let data = payload(k as usize * 45 * mss, 45 * mss, 3);
+                let packet = tcp(&ip, &t, &data, Csum::Partial);
+                let kind = if ip.v6 { GsoKind::Tcp6 } else { GsoKind::Tcp4 };
+                let meta = super_meta(&packet, kind, mss as u16);
+                frames.push(if link == InnerLink::Ethernet {
+                    let eth = if ip.v6 {
+                        crate::gso::testpkt::Eth::tagged(10)
+                    } else {
+                        crate::gso::testpkt::Eth::new()
+                    };
+                    (eth.wrap(&packet), eth.meta(meta))
+                } else {
+                    (packet, meta)
+                });
+            }
+            let r = over_the_wire(&ca, &cb, link, &frames, true, &|_, _| {});
+            assert_eq!(
+                tcp_stream(&r.outputs, mss as u16),
+                payload(0, 135 * mss, 3),
+                "{name}"
+            );
+            for (d, m) in &r.outputs {
+                let at = usize::from(m.l4) + 8;
+                let ack = u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]]);
+                let seq = u32::from_be_bytes([d[at - 4], d[at - 3], d[at - 2], d[at - 1]]);
+                let k = seq.wrapping_sub(Tcp::new().seq) / (45 * mss as u32);
+                assert_eq!(ack, 1000 + k, "{name}: one ack per super-packet");
+            }
+            assert!(r.drops.is_empty(), "{name}: {:?}", r.drops);
+            assert_eq!(r.counters.decap_in, 135, "{name}: {}", r.report);
+            assert_eq!(r.counters.decap_out + r.counters.coalesced, 135);
+        }
+    }
+
+    /// A datagram of a train with another tunnel header (here an unknown
+    /// VNI / TEID) ends the merged run and is dropped alone, counted; the
+    /// datagrams around it still arrive. A bad first datagram leaves the
+    /// rest to the copying path.
+    #[test]
+    fn a_stranger_in_a_train_is_dropped_alone() {
+        let mss = 1448;
+        for (name, ca, cb, link, bytes, meta) in train_cases() {
+            for bad in [0usize, 7] {
+                let tamper = |pool: &mut Pool, wire: &PacketVector| {
+                    let id = wire.as_slice()[0];
+                    let m = *pool.meta(id);
+                    let seg = usize::from(m.gso.unwrap().segment_size);
+                    let at = usize::from(m.l4) + 8 + bad * seg;
+                    let d = pool.data_mut(id);
+                    // VXLAN VNI (bytes 4..7), GTP-U TEID (bytes 4..8).
+                    d[at + 5] ^= 0x5a;
+                };
+                let frames = [(bytes.clone(), meta)];
+                let r = over_the_wire(&ca, &cb, link, &frames, true, &tamper);
+                let mut want = payload(0, 45 * mss, 3);
+                want.drain(bad * mss..(bad + 1) * mss);
+                assert_eq!(tcp_stream(&r.outputs, mss as u16), want, "{name} bad {bad}");
+                let reason = if name.starts_with("gtpu") {
+                    DropReason::UnknownTeid
+                } else {
+                    DropReason::UnknownVni
+                };
+                assert_eq!(r.drops, [(reason, 1)], "{name} bad {bad}: {}", r.report);
+                let c = r.counters;
+                assert_eq!(c.decap_in, 45, "{name} bad {bad}: {}", r.report);
+                assert_eq!(c.decap_out + c.coalesced + 1, 45);
+            }
+        }
+    }
+
+    /// Trains of inner UDP (or anything but TCP) do not merge: they take
+    /// the copying path and come out as they would without merging.
+    #[test]
+    fn trains_of_inner_udp_come_out_as_split_ones() {
+        use crate::gso::testpkt::udp;
+        let (ca, cb) = vxlan_pair(ChecksumMode::Full);
+        let eth = crate::gso::testpkt::Eth::new();
+        let frames: Vec<_> = (0..40)
+            .map(|k| {
+                let p = udp(
+                    &Ip::v4(),
+                    5000,
+                    6000,
+                    &payload(k * 1200, 1200, 5),
+                    Csum::Full,
+                );
+                let m = eth.meta(crate::gso::testpkt::meta_of(&p, ChecksumState::None));
+                (eth.wrap(&p), m)
+            })
+            .collect();
+        let split = over_the_wire(&ca, &cb, InnerLink::Ethernet, &frames, false, &|_, _| {});
+        let merged = over_the_wire(&ca, &cb, InnerLink::Ethernet, &frames, true, &|_, _| {});
+        let bytes = |r: &Received| r.outputs.iter().map(|(d, _)| d.clone()).collect::<Vec<_>>();
+        assert_eq!(bytes(&merged), bytes(&split));
+        assert!(merged.drops.is_empty());
+        assert_eq!(merged.counters.decap_in, 40);
+    }
+
+    /// Where the headers change inside a train (here the ack and window,
+    /// the checksum unchanged), the merged run ends and the rest of the
+    /// train merges on its own: two super-packets, each with one ack.
+    #[test]
+    fn a_run_ends_where_the_headers_change_and_the_rest_merges_alone() {
+        let mss = 1448;
+        for (name, ca, cb, link, bytes, meta) in train_cases() {
+            let v6 = name.contains("ipv6");
+            let tamper = |pool: &mut Pool, wire: &PacketVector| {
+                let id = wire.as_slice()[0];
+                let m = *pool.meta(id);
+                let seg = usize::from(m.gso.unwrap().segment_size);
+                let hdr = usize::from(m.l4) + 8;
+                let d = pool.data_mut(id);
+                let n = (d.len() - hdr).div_ceil(seg);
+                for k in 5..n {
+                    let dg = &mut d[hdr + k * seg..];
+                    // The inner IP header, found by its addresses.
+                    let (addrs, at) = if v6 { (32, 8) } else { (8, 12) };
+                    let key = &Ip::v4().src[..4];
+                    let key: Vec<u8> = if v6 {
+                        [&Ip::v6().src[..], &Ip::v6().dst[..]].concat()
+                    } else {
+                        [key, &Ip::v4().dst[..4]].concat()
+                    };
+                    let ip = dg.windows(addrs).position(|w| w == key).unwrap() - at;
+                    let th = ip + if v6 { 40 } else { 20 };
+                    // ack + 1 and window - 1: the same one's-complement sum.
+                    let ack = u16::from_be_bytes([dg[th + 10], dg[th + 11]]);
+                    let win = u16::from_be_bytes([dg[th + 14], dg[th + 15]]);
+                    dg[th + 10..th + 12].copy_from_slice(&ack.wrapping_add(1).to_be_bytes());
+                    dg[th + 14..th + 16].copy_from_slice(&win.wrapping_sub(1).to_be_bytes());
+                }
+            };
+            let frames = [(bytes.clone(), meta)];
+            let r = over_the_wire(&ca, &cb, link, &frames, true, &tamper);
+            assert_eq!(
+                tcp_stream(&r.outputs, mss as u16),
+                payload(0, 45 * mss, 3),
+                "{name}"
+            );
+            assert!(r.drops.is_empty(), "{name}: {:?}", r.drops);
+            assert_eq!(r.outputs.len(), 3, "{name}: {}", r.report);
+            let seqs: Vec<u32> = r
+                .outputs
+                .iter()
+                .map(|(d, m)| {
+                    let at = usize::from(m.l4) + 4;
+                    u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]])
+                })
+                .collect();
+            let base = Tcp::new().seq;
+            assert_eq!(
+                seqs[..2],
+                [base, base.wrapping_add(5 * mss as u32)],
+                "{name}"
+            );
+            assert!(
+                !r.report.contains("udp-train-split"),
+                "{name}: {}",
+                r.report
+            );
+            assert_eq!(r.counters.decap_in, 45);
+            assert_eq!(r.counters.decap_out + r.counters.coalesced, 45);
         }
     }
 }

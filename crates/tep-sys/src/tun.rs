@@ -7,7 +7,7 @@
 //! super-packets with unfinished checksums instead of MTU-sized packets.
 
 use std::fmt;
-use std::io;
+use std::io::{self, IoSlice};
 use std::mem;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -510,28 +510,50 @@ impl TunQueue {
         Ok(n)
     }
 
-    /// Writes one packet: writev([hdr, buf]) with vnet_hdr, else write(buf)
+    /// Writes one packet: writev([hdr, buf]) with vnet_hdr, else writev([buf])
     /// (`hdr` is ignored). Returns the bytes of `buf` written.
     pub fn write_packet(&self, hdr: &[u8; 10], buf: &[u8]) -> io::Result<usize> {
-        if self.vnet_hdr {
-            let iov = [
-                libc::iovec {
-                    iov_base: hdr.as_ptr() as *mut libc::c_void,
-                    iov_len: hdr.len(),
-                },
-                libc::iovec {
-                    iov_base: buf.as_ptr() as *mut libc::c_void,
-                    iov_len: buf.len(),
-                },
-            ];
-            // SAFETY: both iovecs describe live buffers of the given lengths;
-            // writev only reads them.
-            let n = cvt_size(unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), 2) })?;
-            Ok(n.saturating_sub(Self::VNET_HDR_LEN))
-        } else {
-            // SAFETY: `buf` is live for buf.len() bytes; write only reads it.
-            cvt_size(unsafe { libc::write(self.fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) })
+        self.write_gathered(hdr, &[IoSlice::new(buf)])
+    }
+
+    /// Most pieces [`write_gathered`](TunQueue::write_gathered) takes.
+    pub const MAX_PARTS: usize = 128;
+
+    /// Writes one packet whose bytes are `parts`, in order, with one
+    /// writev (after `hdr` with vnet_hdr): a super-packet gathered from
+    /// the buffers its payload arrived in. Returns the packet bytes written.
+    /// EINVAL for more than [`MAX_PARTS`](TunQueue::MAX_PARTS) parts.
+    pub fn write_gathered(&self, hdr: &[u8; 10], parts: &[IoSlice<'_>]) -> io::Result<usize> {
+        if parts.len() > Self::MAX_PARTS {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
+        let mut iov = [libc::iovec {
+            iov_base: core::ptr::null_mut(),
+            iov_len: 0,
+        }; Self::MAX_PARTS + 1];
+        let mut n = 0;
+        if self.vnet_hdr {
+            iov[0] = libc::iovec {
+                iov_base: hdr.as_ptr() as *mut libc::c_void,
+                iov_len: hdr.len(),
+            };
+            n = 1;
+        }
+        for p in parts {
+            iov[n] = libc::iovec {
+                iov_base: p.as_ptr() as *mut libc::c_void,
+                iov_len: p.len(),
+            };
+            n += 1;
+        }
+        // SAFETY: the first `n` iovecs describe live buffers (`hdr` and
+        // `parts`) of the given lengths; writev only reads them.
+        let w = cvt_size(unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), n as i32) })?;
+        Ok(if self.vnet_hdr {
+            w.saturating_sub(Self::VNET_HDR_LEN)
+        } else {
+            w
+        })
     }
 
     pub fn has_vnet_hdr(&self) -> bool {

@@ -280,6 +280,7 @@ pub const ENCAP_NODES: &[&str] = &[
 /// Nodes of the receive path (and every `-decap` name).
 pub const DECAP_NODES: &[&str] = &[
     "udp-train-split",
+    "train-merge",
     "ip-input",
     "udp-input",
     "udp-checksum-verify",

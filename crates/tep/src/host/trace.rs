@@ -88,6 +88,18 @@ impl Tracer {
         self.record_slow(point, data);
     }
 
+    /// [`record`](Tracer::record) of a packet gathered from `parts`.
+    pub fn record_parts(&self, point: Point, parts: &[std::io::IoSlice<'_>]) {
+        if self.remaining.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut data = Vec::new();
+        for p in parts {
+            data.extend_from_slice(&p[..p.len().min(SNAPLEN.saturating_sub(data.len()))]);
+        }
+        self.record_slow(point, &data);
+    }
+
     #[cold]
     fn record_slow(&self, point: Point, data: &[u8]) {
         let mut r = self.records.lock().unwrap_or_else(|e| e.into_inner());

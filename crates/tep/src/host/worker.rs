@@ -184,6 +184,9 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         // buffers (send_outer), not copied together in the pipeline.
         udp_trains: false,
         outer_by_socket: true,
+        // Written gathered (write_inner): the payload of a train goes
+        // from the socket's buffer to the device with no copy here.
+        merge_trains: true,
     };
     let mut pipeline = Pipeline::new(config, Tsc, options);
     let mut pool = Pool::new(BUFFERS, SUPER_PACKET_ROOM);
@@ -657,6 +660,13 @@ fn write_inner(
             pool.free(id);
             continue;
         };
+        if m.tail.is_some() && !q.has_vnet_hdr() {
+            // A super-packet needs the header to describe it: without one
+            // it goes as one plain (over-MTU) packet, which cannot happen
+            // with GRO off, the only way to run without vnet headers.
+            pool.linearize(id);
+            m = *pool.meta(id);
+        }
         if q.has_vnet_hdr() {
             m.csum = inner_checksum(pool.data(id), &m);
             VnetHeader::for_packet(pool.data_mut(id), &m).emit(&mut hdr);
@@ -670,6 +680,19 @@ fn write_inner(
             hdr = [0; VNET_HDR_LEN];
         }
         let data = pool.data(id);
+        let mut parts = [IoSlice::new(&[]); TunQueue::MAX_PARTS];
+        parts[0] = IoSlice::new(data);
+        let mut nparts = 1;
+        let mut len = data.len();
+        for p in pool.tail_parts(id) {
+            // A train holds at most 64 datagrams: always room.
+            if let Some(slot) = parts.get_mut(nparts) {
+                *slot = IoSlice::new(p);
+                nparts += 1;
+                len += p.len();
+            }
+        }
+        let parts = &parts[..nparts];
         // A GRO super-packet counts as the segments it holds: its payload
         // after the transport header, in segment-size pieces.
         let l4 = usize::from(m.l4);
@@ -677,16 +700,16 @@ fn write_inner(
             (Some(GsoKind::Tcp4 | GsoKind::Tcp6), Some(&off)) => usize::from(off >> 4) * 4,
             _ => 8,
         };
-        let count = datagrams(data.len(), l4 + transport, m.gso);
-        tracer.record(
+        let count = datagrams(len, l4 + transport, m.gso);
+        tracer.record_parts(
             Point::DeviceTx(if ethernet {
                 InnerLink::Ethernet
             } else {
                 InnerLink::Ip
             }),
-            data,
+            parts,
         );
-        match q.write_packet(&hdr, data) {
+        match q.write_gathered(&hdr, parts) {
             Ok(_) => {
                 tallies.host.device_tx += 1;
                 if m.gso.is_some() {
@@ -694,7 +717,7 @@ fn write_inner(
                 }
                 if let Some(s) = tallies.tunnels.get_mut(t) {
                     s.rx_packets += count;
-                    s.rx_bytes += data.len() as u64;
+                    s.rx_bytes += len as u64;
                 }
             }
             Err(e) => {
