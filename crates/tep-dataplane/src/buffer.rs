@@ -114,18 +114,27 @@ pub struct PacketMeta {
     pub tail: Option<Tail>,
 }
 
-/// The rest of a packet that lives in another buffer: the payloads of the
-/// datagrams of a UDP GRO train that [`crate::train`] merged into one
-/// super-packet without copying them. `buf`'s data is a run of `stride`-byte
-/// datagrams (the last may be shorter); of each, the bytes after the first
-/// `skip` (its headers) follow the packet's own data, in order.
+/// The rest of a packet that lives in another buffer, gathered rather than
+/// copied: bytes `start..start + len` of `buf`'s data, cut into
+/// `stride`-byte pieces (0: one piece) of which the first `skip` bytes are
+/// not the packet's. Receive: the payloads of the datagrams of a UDP GRO
+/// train that [`crate::gro::merge_train`] merged into one super-packet
+/// (each datagram a piece, its headers skipped). Transmit: a segment's
+/// payload inside the super-packet [`crate::gso::segment`] cut it from.
+///
+/// A tail holds a reference on `buf` (see [`Pool::set_tail`]): the buffer
+/// goes back to the pool once it is freed and no tail refers to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tail {
-    /// The buffer holding the datagrams.
+    /// The buffer holding the bytes.
     pub buf: PacketId,
-    /// Bytes from one datagram to the next.
+    /// Where they start in its data.
+    pub start: u32,
+    /// How many.
+    pub len: u32,
+    /// Bytes from one piece to the next; 0 for one piece.
     pub stride: u16,
-    /// Header bytes of each datagram that are not part of the packet.
+    /// Leading bytes of each piece that are not the packet's.
     pub skip: u16,
 }
 
@@ -165,6 +174,10 @@ pub struct Pool {
     // Catches double frees in O(1) (a debug check; `free.contains` made
     // every free O(pool)).
     in_use: Box<[bool]>,
+    // Tails referring to each buffer, and whether its owner freed it
+    // while some did (it returns to the pool with the last reference).
+    refs: Box<[u32]>,
+    released: Box<[bool]>,
 }
 
 impl Pool {
@@ -188,6 +201,8 @@ impl Pool {
             // Reversed so that the lowest indices are handed out first.
             free: (0..count as u32).rev().collect(),
             in_use: vec![false; count].into_boxed_slice(),
+            refs: vec![0; count].into_boxed_slice(),
+            released: vec![false; count].into_boxed_slice(),
         }
     }
 
@@ -218,25 +233,64 @@ impl Pool {
         Some(PacketId(i))
     }
 
-    /// Returns a buffer to the pool, with the buffer of its [`Tail`].
+    /// Returns a buffer to the pool and drops its [`Tail`]'s reference.
+    /// A buffer that tails still refer to returns when the last of them
+    /// is freed.
     pub fn free(&mut self, id: PacketId) {
-        assert!(self.in_use[id.index()], "double free of {id:?}");
-        self.in_use[id.index()] = false;
-        self.free.push(id.0);
-        if let Some(t) = self.meta[id.index()].tail.take() {
-            self.free(t.buf);
+        let i = id.index();
+        assert!(self.in_use[i] && !self.released[i], "double free of {id:?}");
+        if let Some(t) = self.meta[i].tail.take() {
+            self.unref(t.buf);
         }
+        if self.refs[i] > 0 {
+            self.released[i] = true;
+        } else {
+            self.in_use[i] = false;
+            self.free.push(id.0);
+        }
+    }
+
+    fn unref(&mut self, buf: PacketId) {
+        let i = buf.index();
+        self.refs[i] -= 1;
+        if self.refs[i] == 0 && self.released[i] {
+            self.released[i] = false;
+            self.in_use[i] = false;
+            self.free.push(buf.0);
+        }
+    }
+
+    /// Gives packet `id` the tail `t` (replacing any it had), which keeps
+    /// `t.buf` alive: its owner may free it at once. False (and nothing
+    /// changed) if `t` is not inside `t.buf`'s data.
+    pub fn set_tail(&mut self, id: PacketId, t: Tail) -> bool {
+        let end = t.start as usize + t.len as usize;
+        if !self.in_use[t.buf.index()] || t.buf == id || end > self.data(t.buf).len() {
+            return false;
+        }
+        self.refs[t.buf.index()] += 1;
+        if let Some(old) = self.meta[id.index()].tail.replace(t) {
+            self.unref(old.buf);
+        }
+        true
     }
 
     /// The pieces of a packet's [`Tail`], in order (none without one): what
     /// a gathered write sends after [`data`](Pool::data).
     pub fn tail_parts(&self, id: PacketId) -> impl Iterator<Item = &[u8]> {
         let (rest, stride, skip) = match self.meta[id.index()].tail {
-            Some(t) => (self.data(t.buf), usize::from(t.stride), usize::from(t.skip)),
+            Some(t) => {
+                let start = t.start as usize;
+                let rest = &self.data(t.buf)[start..start + t.len as usize];
+                let stride = match t.stride {
+                    0 => rest.len().max(1),
+                    s => usize::from(s),
+                };
+                (rest, stride, usize::from(t.skip))
+            }
             None => (&[][..], 1, 0),
         };
-        rest.chunks(stride.max(1))
-            .map(move |d| &d[skip.min(d.len())..])
+        rest.chunks(stride).map(move |d| &d[skip.min(d.len())..])
     }
 
     /// The packet's length with its tail.
@@ -244,31 +298,34 @@ impl Pool {
         self.data(id).len() + self.tail_parts(id).map(<[u8]>::len).sum::<usize>()
     }
 
-    /// Copies the packet's tail after its data and frees the tail's buffer,
-    /// for a consumer that cannot gather. False (and nothing changed) if it
-    /// does not fit the data room.
+    /// Copies the packet's tail after its data and drops the tail, for a
+    /// consumer that cannot gather. False (and nothing changed) if it does
+    /// not fit the data room.
     pub fn linearize(&mut self, id: PacketId) -> bool {
         let Some(t) = self.meta[id.index()].tail else {
             return true;
         };
         let len = self.data(id).len();
-        let total = self.total_len(id);
-        if !self.set_len(id, total) {
+        if !self.set_len(id, self.total_len(id)) {
             return false;
         }
-        let (stride, skip) = (usize::from(t.stride).max(1), usize::from(t.skip));
-        let rest = self.data(t.buf).len();
         let mut at = len;
-        let mut from = 0;
-        while from < rest {
-            let end = (from + stride).min(rest);
-            let start = (from + skip).min(end);
-            self.copy_between(t.buf, start..end, id, at);
-            at += end - start;
-            from = end;
+        let (start, end) = (t.start as usize, t.start as usize + t.len as usize);
+        let stride = match t.stride {
+            0 => t.len as usize,
+            s => usize::from(s),
+        }
+        .max(1);
+        let mut from = start;
+        while from < end {
+            let piece_end = (from + stride).min(end);
+            let piece = (from + usize::from(t.skip)).min(piece_end);
+            self.copy_between(t.buf, piece..piece_end, id, at);
+            at += piece_end - piece;
+            from = piece_end;
         }
         self.meta[id.index()].tail = None;
-        self.free(t.buf);
+        self.unref(t.buf);
         true
     }
 
@@ -521,13 +578,19 @@ mod tests {
         let head = pool.alloc().unwrap();
         let rest = pool.alloc().unwrap();
         assert!(pool.fill(head, b"HEAD"));
-        // Three datagrams of 6 bytes (the last of 4), 2 header bytes each.
-        assert!(pool.fill(rest, b"h1abcdh2efghh3ij"));
-        pool.meta_mut(head).tail = Some(Tail {
+        // Three datagrams of 6 bytes (the last of 4), 2 header bytes each,
+        // after 3 bytes that are not the tail's.
+        assert!(pool.fill(rest, b"xyzh1abcdh2efghh3ij"));
+        let tail = Tail {
             buf: rest,
+            start: 3,
+            len: 16,
             stride: 6,
             skip: 2,
-        });
+        };
+        assert!(pool.set_tail(head, tail));
+        pool.free(rest);
+        assert_eq!(pool.available(), 2, "kept for its tail");
         let parts: Vec<&[u8]> = pool.tail_parts(head).collect();
         assert_eq!(parts, [&b"abcd"[..], b"efgh", b"ij"]);
         assert_eq!(pool.total_len(head), 14);
@@ -535,12 +598,26 @@ mod tests {
         assert_eq!(pool.data(head), b"HEADabcdefghij");
         assert_eq!(pool.meta(head).tail, None);
         assert_eq!(pool.available(), 3, "the tail's buffer went back");
-        pool.meta_mut(head).tail = Some(Tail {
-            buf: pool.alloc().unwrap(),
-            stride: 6,
-            skip: 2,
-        });
+        // Two tails on one buffer (segments of one super-packet): it
+        // returns with the last.
+        let sup = pool.alloc().unwrap();
+        let other = pool.alloc().unwrap();
+        assert!(pool.fill(sup, b"0123456789"));
+        let piece = |start| Tail {
+            buf: sup,
+            start,
+            len: 5,
+            stride: 0,
+            skip: 0,
+        };
+        assert!(pool.set_tail(head, piece(0)));
+        assert!(pool.set_tail(other, piece(5)));
+        assert!(!pool.set_tail(other, piece(6)), "past the data");
+        pool.free(sup);
+        assert_eq!(pool.tail_parts(other).collect::<Vec<_>>(), [b"56789"]);
         pool.free(head);
-        assert_eq!(pool.available(), 4, "freed with its packet");
+        assert_eq!(pool.available(), 2, "head back, sup kept for other");
+        pool.free(other);
+        assert_eq!(pool.available(), 4, "all back");
     }
 }

@@ -97,11 +97,28 @@ fn ports_word(data: &[u8], l4: usize, proto: u8) -> u64 {
 /// transport header, the flow hash (addresses, protocol, ports; fragments
 /// without ports so that all pieces hash alike).
 pub fn parse_ip(data: &[u8], at: usize) -> Result<IpInfo, DropReason> {
+    parse_ip_with_tail(data, at, 0)
+}
+
+/// [`parse_ip`] of a packet whose last `tail` bytes are not in `data` (a
+/// segment whose payload is its [`crate::buffer::Tail`]): the headers must
+/// be in `data`, the lengths may reach into the tail.
+pub fn parse_ip_with_tail(data: &[u8], at: usize, tail: usize) -> Result<IpInfo, DropReason> {
     let p = data.get(at..).ok_or(DropReason::Truncated)?;
     let first = *p.first().ok_or(DropReason::Truncated)?;
     match first >> 4 {
         4 => {
-            let pkt = tep_wire::ipv4::Packet::new_checked(p)?;
+            if p.len() < 20 {
+                return Err(DropReason::Truncated);
+            }
+            let pkt = tep_wire::ipv4::Packet::new_unchecked(p);
+            let (hl, total) = (pkt.header_len(), usize::from(pkt.total_len()));
+            if hl < 20 || total < hl {
+                return Err(DropReason::BadLength);
+            }
+            if p.len() < hl || p.len() + tail < total {
+                return Err(DropReason::Truncated);
+            }
             let ihl = pkt.header_len();
             let total = usize::from(pkt.total_len());
             let frag = pkt.is_fragment();
@@ -128,7 +145,26 @@ pub fn parse_ip(data: &[u8], at: usize) -> Result<IpInfo, DropReason> {
             })
         }
         6 => {
-            let pkt = tep_wire::ipv6::Packet::new_checked(p)?;
+            if p.len() < 40 {
+                return Err(DropReason::Truncated);
+            }
+            let payload_len = usize::from(u16::from_be_bytes([p[4], p[5]]));
+            if p.len() + tail < 40 + payload_len {
+                return Err(DropReason::Truncated);
+            }
+            // With a tail, the headers alone, their payload length cut to
+            // what is here, so that the extension headers are walked
+            // within them.
+            let mut headers = [0u8; 256];
+            let view = if tail == 0 {
+                p
+            } else {
+                let n = p.len().min(headers.len());
+                headers[..n].copy_from_slice(&p[..n]);
+                headers[4..6].copy_from_slice(&((n - 40) as u16).to_be_bytes());
+                &headers[..n]
+            };
+            let pkt = tep_wire::ipv6::Packet::new_checked(view)?;
             let upper = pkt.upper_layer()?;
             let frag = upper.fragment.is_some();
             let proto = if frag { 0 } else { u8::from(upper.protocol) };
@@ -143,7 +179,7 @@ pub fn parse_ip(data: &[u8], at: usize) -> Result<IpInfo, DropReason> {
             Ok(IpInfo {
                 l4: if frag { 0 } else { l4 },
                 proto,
-                end: at + tep_wire::ipv6::HEADER_LEN + usize::from(pkt.payload_len()),
+                end: at + tep_wire::ipv6::HEADER_LEN + payload_len,
                 hash: finish(h),
                 tos: pkt.traffic_class(),
                 ttl: pkt.hop_limit(),
@@ -183,10 +219,12 @@ pub fn classify(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector, li
 
 fn classify_one(pool: &mut Pool, id: PacketId, link: InnerLink) -> Result<(), DropReason> {
     let data = pool.data(id);
+    // A segment's payload left in its super-packet (exactly its IP length).
+    let tail = pool.total_len(id) - data.len();
     match link {
         InnerLink::Ip => {
-            let info = parse_ip(data, 0)?;
-            if !pool.truncate(id, info.end) {
+            let info = parse_ip_with_tail(data, 0, tail)?;
+            if tail == 0 && !pool.truncate(id, info.end) {
                 return Err(DropReason::BadLength);
             }
             let m = pool.meta_mut(id);
@@ -204,8 +242,8 @@ fn classify_one(pool: &mut Pool, id: PacketId, link: InnerLink) -> Result<(), Dr
             }
             let (l3, l4, proto, hash) = match ethernet_ip_offset(data) {
                 Some(l3) => {
-                    let info = parse_ip(data, l3)?;
-                    if info.end > data.len() {
+                    let info = parse_ip_with_tail(data, l3, tail)?;
+                    if info.end > data.len() + tail {
                         return Err(DropReason::BadLength);
                     }
                     (l3, info.l4, info.proto, info.hash)
@@ -284,9 +322,12 @@ fn lookup_one(
         }
         // Route the IP packet inside.
         let l3 = usize::from(m.inner_l3);
-        let info = parse_ip(data, l3)?;
+        let tail = pool.total_len(id) - data.len();
+        let info = parse_ip_with_tail(data, l3, tail)?;
         pool.trim_front(id, l3);
-        pool.truncate(id, info.end - l3);
+        if tail == 0 {
+            pool.truncate(id, info.end - l3);
+        }
         let mm = pool.meta_mut(id);
         mm.l3 = 0;
         mm.inner_l3 = 0;
@@ -558,7 +599,8 @@ fn tunnel_encap_one(
     let m = *pool.meta(id);
     let t = table.get(m.tunnel);
     let tpl = &templates[m.tunnel as usize];
-    let payload_len = pool.data(id).len();
+    // With its tail: a segment whose payload stays in the super-packet.
+    let payload_len = pool.total_len(id);
     let inner_v6 = !t.kind.carries_ethernet() && pool.data(id)[0] >> 4 == 6;
     let n = tpl.len();
     if t.kind == TunnelKind::Gtpu
@@ -646,7 +688,7 @@ fn ip_udp_encap_one(
 ) -> Result<(), DropReason> {
     let m = *pool.meta(id);
     let t = table.get(m.tunnel);
-    let udp_len = pool.data(id).len() + 8;
+    let udp_len = pool.total_len(id) + 8;
     let has_ip = m.inner_l3 != m.inner || !t.kind.carries_ethernet();
     let (tos, ttl, df) = inner_ip_fields(pool.data(id), usize::from(m.inner_l3), has_ip);
     let ttl = match t.ttl {

@@ -543,8 +543,6 @@ pub fn merge_train(
             Err(_) => out.lost = total - merged,
         }
     }
-    pool.trim_front(rest, rest_hdr);
-    pool.truncate(rest, kept);
     let (l3, l4) = (c0.l3, c0.l3 + c0.l4);
     let buf = &mut pool.data_mut(head)[inner + l3..];
     finish_headers(
@@ -558,11 +556,17 @@ pub fn merge_train(
     let meta = pool.meta_mut(head);
     meta.gso = Some(super_gso(true, c0.v6, c0.payload));
     meta.csum = super_csum(true, l4);
-    meta.tail = Some(Tail {
+    let tail = Tail {
         buf: rest,
+        start: rest_hdr as u32,
+        len: kept as u32,
         stride: segment as u16,
         skip: (t + l4 + c0.th) as u16,
-    });
+    };
+    let kept_tail = pool.set_tail(head, tail);
+    debug_assert!(kept_tail, "inside rest by construction");
+    // The tail holds `rest` now.
+    pool.free(rest);
     out
 }
 

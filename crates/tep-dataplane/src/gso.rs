@@ -42,7 +42,7 @@ use tep_csum::{pseudo_header_v4, pseudo_header_v6, Sum};
 use tep_wire::tcp::TcpFlags;
 use tep_wire::{ipv4, ipv6, tcp, udp, IpProtocol};
 
-use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool};
+use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool, Tail};
 use crate::drop::DropReason;
 use crate::encap::{ethernet_ip_offset, InnerLink};
 use crate::vector::{PacketVector, VECTOR_SIZE};
@@ -337,6 +337,30 @@ pub fn segment(
     out: &mut PacketVector,
     link: InnerLink,
 ) -> Result<usize, DropReason> {
+    segment_into(pool, id, out, link, false)
+}
+
+/// [`segment`] without copying the payload: each segment holds its
+/// headers and, as its [`Tail`], its piece of the super-packet, which
+/// stays where it is until the last segment is freed. For a consumer that
+/// writes gathered (host mode's socket); the transport checksum is
+/// computed all the same, from the piece in place.
+pub fn segment_gathered(
+    pool: &mut Pool,
+    id: PacketId,
+    out: &mut PacketVector,
+    link: InnerLink,
+) -> Result<usize, DropReason> {
+    segment_into(pool, id, out, link, true)
+}
+
+fn segment_into(
+    pool: &mut Pool,
+    id: PacketId,
+    out: &mut PacketVector,
+    link: InnerLink,
+    gathered: bool,
+) -> Result<usize, DropReason> {
     let Some(gso) = pool.meta(id).gso else {
         return normalise(pool, id, out, link);
     };
@@ -349,7 +373,7 @@ pub fn segment(
     let payload = data.len() - lay.l4 - lay.th;
     let seg = gso.segment_size as usize;
     if payload > seg {
-        return emit(pool, id, out, lay, seg, Pieces::Compute);
+        return emit(pool, id, out, lay, seg, Pieces::Compute, gathered);
     }
     if out.is_full() {
         return Err(DropReason::TooBig);
@@ -409,11 +433,19 @@ fn normalise(
 
 /// Zeroes and fills the transport checksum of a `len`-byte packet.
 fn fill_transport_checksum(buf: &mut [u8], lay: &Layout, len: usize) {
+    fill_checksum_with(buf, lay, len, Sum::default());
+}
+
+/// [`fill_transport_checksum`] of a `len`-byte packet of which `buf` holds
+/// the headers (or all) and the rest, elsewhere, sums to `rest`.
+fn fill_checksum_with(buf: &mut [u8], lay: &Layout, len: usize, rest: Sum) {
     let at = lay.csum_at();
     buf[at..at + 2].fill(0);
+    let here = len.min(buf.len());
     let sum = pseudo_base(&buf[lay.l3..], lay.v6, lay.protocol())
         .add_u16((len - lay.l4) as u16)
-        .add(Sum::of(&buf[lay.l4..len]));
+        .add(Sum::of(&buf[lay.l4..here]))
+        .add(rest);
     let c = if lay.tcp {
         sum.checksum()
     } else {
@@ -469,7 +501,8 @@ enum Pieces {
 /// Cuts the payload after `lay`'s headers in `id` into pieces of `seg`
 /// bytes (the last shorter), each a new packet with the headers of `id`
 /// fixed up, pushed to `out`; frees `id`. `checksums` says what each
-/// piece's transport checksum becomes.
+/// piece's transport checksum becomes. `gathered`: each piece's payload
+/// stays in `id` as the piece's [`Tail`] instead of being copied.
 fn emit(
     pool: &mut Pool,
     id: PacketId,
@@ -477,6 +510,7 @@ fn emit(
     lay: Layout,
     seg: usize,
     checksums: Pieces,
+    gathered: bool,
 ) -> Result<usize, DropReason> {
     let hdr = lay.l4 + lay.th;
     let payload = pool.data(id).len() - hdr;
@@ -521,9 +555,18 @@ fn emit(
         let chunk = seg.min(payload - off);
         let len = hdr + chunk;
         {
-            pool.set_len(s, len);
-            pool.copy_between(id, 0..hdr, s, 0);
-            pool.copy_between(id, hdr + off..hdr + off + chunk, s, hdr);
+            if gathered {
+                pool.set_len(s, hdr);
+                pool.copy_between(id, 0..hdr, s, 0);
+            } else {
+                pool.set_len(s, len);
+                pool.copy_between(id, 0..hdr, s, 0);
+                pool.copy_between(id, hdr + off..hdr + off + chunk, s, hdr);
+            }
+            // Sum of the payload where it lies (even offset from l4: the
+            // transport header is whole 32-bit words).
+            let piece = (gathered && checksums == Pieces::Compute)
+                .then(|| Sum::of(&pool.data(id)[hdr + off..hdr + off + chunk]));
             let buf = pool.data_mut(s);
             let ident = Some(ident.wrapping_add(i as u16));
             set_ip_len(&mut buf[lay.l3..], lay.v6, len - lay.l3, ident);
@@ -542,11 +585,24 @@ fn emit(
             } else {
                 udp::Packet::new_unchecked(transport).set_len((len - lay.l4) as u16);
             }
-            if checksums == Pieces::Compute {
-                fill_transport_checksum(buf, &lay, len);
+            match (checksums, piece) {
+                (Pieces::Compute, Some(p)) => fill_checksum_with(buf, &lay, len, p),
+                (Pieces::Compute, None) => fill_transport_checksum(buf, &lay, len),
+                _ => {}
             }
         }
         *pool.meta_mut(s) = out_meta(meta, &lay, csum);
+        if gathered {
+            let tail = Tail {
+                buf: id,
+                start: (hdr + off) as u32,
+                len: chunk as u32,
+                stride: 0,
+                skip: 0,
+            };
+            let kept = pool.set_tail(s, tail);
+            debug_assert!(kept, "a piece of id by construction");
+        }
         push(pool, out, s);
     }
     pool.free(id);
@@ -711,7 +767,7 @@ pub fn split_udp_train(
     } else {
         Pieces::Compute
     };
-    emit(pool, id, out, lay, seg, checksums)
+    emit(pool, id, out, lay, seg, checksums, false)
 }
 
 /// Takes the first datagram of a UDP GRO train (as [`split_udp_train`]
@@ -1263,6 +1319,55 @@ mod tests {
         let kind = if ip.v6 { GsoKind::Tcp6 } else { GsoKind::Tcp4 };
         let m = testpkt::super_meta(&b, kind, mss);
         (b, m)
+    }
+
+    /// Gathered segments are the copied ones, byte for byte once
+    /// linearized; the super-packet stays until the last segment goes.
+    #[test]
+    fn gathered_segments_are_the_copied_ones() {
+        let t = Tcp {
+            flags: ACK | PSH,
+            options: vec![1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2],
+            ..Tcp::new()
+        };
+        for ip in [Ip::v4(), Ip::v6()] {
+            for (link, eth) in [
+                (InnerLink::Ip, None),
+                (InnerLink::Ethernet, Some(Eth::tagged(5))),
+            ] {
+                for payload in [1448 * 45, 1448 * 3 + 1, 1000] {
+                    let (b, m) = tcp_super(&ip, &t, payload, 1448);
+                    let (b, m) = match &eth {
+                        Some(e) => (e.wrap(&b), e.meta(m)),
+                        None => (b, m),
+                    };
+                    let mut pool = Pool::new(128, ROOM);
+                    let mut got = Vec::new();
+                    for gathered in [false, true] {
+                        let id = testpkt::load(&mut pool, &b, m);
+                        let mut out = PacketVector::new();
+                        let n = if gathered {
+                            segment_gathered(&mut pool, id, &mut out, link)
+                        } else {
+                            segment(&mut pool, id, &mut out, link)
+                        }
+                        .unwrap();
+                        assert_eq!(n, out.len());
+                        let mut segs = Vec::new();
+                        for &s in out.as_slice() {
+                            let tail = pool.meta(s).tail.is_some();
+                            assert_eq!(tail, gathered && payload > 1448);
+                            assert!(pool.linearize(s));
+                            segs.push((pool.data(s).to_vec(), *pool.meta(s)));
+                            pool.free(s);
+                        }
+                        got.push(segs);
+                        assert_eq!(pool.available(), pool.capacity());
+                    }
+                    assert_eq!(got[0], got[1], "v6 {} {link:?} {payload}", ip.v6);
+                }
+            }
+        }
     }
 
     #[test]

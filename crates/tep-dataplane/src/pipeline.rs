@@ -42,12 +42,14 @@ pub struct PipelineOptions {
     /// socket's option; `remote` still leaves the inner checksum to the
     /// receiver.
     pub outer_by_socket: bool,
-    /// A UDP GRO train the kernel verified is decapsulated once and its
-    /// datagrams merged into one inner super-packet without copying their
-    /// payloads (node `train-merge`, [`crate::gro::merge_train`]): the
-    /// output then has a [`crate::buffer::Tail`], for a sink that writes
-    /// gathered. Off: trains are split and copied ([`gso::split_udp_train`]).
-    pub merge_trains: bool,
+    /// The sinks write gathered (packets with a [`crate::buffer::Tail`]), so
+    /// payloads are not copied between buffers. Encap: a super-packet's
+    /// segments keep their payload in it ([`gso::segment_gathered`]).
+    /// Decap: a UDP GRO train the kernel verified is decapsulated once and
+    /// its datagrams merged into one inner super-packet where they lie
+    /// (node `train-merge`, [`crate::gro::merge_train`]). Off: segments and
+    /// datagrams are copied into buffers of their own.
+    pub gather: bool,
 }
 
 impl Default for PipelineOptions {
@@ -58,7 +60,7 @@ impl Default for PipelineOptions {
             gro: false,
             udp_trains: false,
             outer_by_socket: false,
-            merge_trains: false,
+            gather: false,
         }
     }
 }
@@ -305,8 +307,14 @@ impl<C: Clock> Pipeline<C> {
                 continue;
             }
             let added = &mut self.counters.segments_added;
+            let gather = self.options.gather;
             self.runtime.run(self.nodes.gso, 1, |s| {
-                match gso::segment(pool, id, &mut work, link) {
+                let cut = if gather {
+                    gso::segment_gathered
+                } else {
+                    gso::segment
+                };
+                match cut(pool, id, &mut work, link) {
                     Ok(n) => *added += n as u64 - 1,
                     Err(r) => {
                         s.drop(r);
@@ -446,14 +454,14 @@ impl<C: Clock> Pipeline<C> {
         self.work = Some(work);
     }
 
-    /// Cuts the first datagram off a train that [`merge_trains`] takes:
+    /// Cuts the first datagram off a train that [`gather`] takes:
     /// one the socket verified, whose outer ECN field is clear (the merged
     /// datagrams skip `decap-output`'s RFC 6040 step).
     ///
-    /// [`merge_trains`]: PipelineOptions::merge_trains
+    /// [`gather`]: PipelineOptions::gather
     fn detach(&mut self, pool: &mut Pool, id: PacketId) -> Option<(PacketId, usize)> {
         let m = pool.meta(id);
-        if !self.options.merge_trains
+        if !self.options.gather
             || m.csum != ChecksumState::Verified
             || !matches!(m.gso, Some(g) if g.kind == GsoKind::Udp)
         {
@@ -641,7 +649,7 @@ pub fn train_end(pool: &Pool, ids: &[PacketId], i: usize, table: &TunnelTable) -
     {
         return j;
     }
-    let size = pool.data(first).len();
+    let size = pool.total_len(first);
     let headers = usize::from(m.l4) + 8;
     let limit = if pool.data(first)[0] >> 4 == 4 {
         65535 - headers
@@ -651,7 +659,7 @@ pub fn train_end(pool: &Pool, ids: &[PacketId], i: usize, table: &TunnelTable) -
     let mut total = size - headers;
     while j < ids.len() && j - i < gso::UDP_MAX_SEGMENTS {
         let n = pool.meta(ids[j]);
-        let len = pool.data(ids[j]).len();
+        let len = pool.total_len(ids[j]);
         if n.tunnel != m.tunnel
             || n.flow_hash != m.flow_hash
             || len > size
@@ -993,10 +1001,10 @@ mod tests {
         report: String,
     }
 
-    /// Sends `frames` (bytes, metadata) through `a` as host mode does (UDP
-    /// GSO trains, the kernel's verification on receive), lets `tamper`
-    /// touch the wire, and decapsulates at `b` with or without
-    /// `merge_trains`.
+    /// Sends `frames` (bytes, metadata) through `a` as host mode does
+    /// (segments gathered, sent as UDP GSO trains; the kernel's
+    /// verification on receive), lets `tamper` touch the wire, and
+    /// decapsulates at `b` with or without `gather`.
     fn over_the_wire(
         ca: &Config,
         cb: &Config,
@@ -1007,14 +1015,14 @@ mod tests {
     ) -> Received {
         let tx = PipelineOptions {
             inner_link: link,
-            udp_trains: true,
             outer_by_socket: true,
+            gather: true,
             ..PipelineOptions::default()
         };
         let rx = PipelineOptions {
             inner_link: link,
             gro: true,
-            merge_trains: merge,
+            gather: merge,
             ..PipelineOptions::default()
         };
         let mut a = Pipeline::new(ca, ManualClock::default(), tx);
@@ -1027,10 +1035,25 @@ mod tests {
             *pool.meta_mut(id) = *meta;
             let mut v = PacketVector::new();
             v.push(id).unwrap();
+            let table = TunnelTable::new(ca);
             a.encap_from(link, &mut pool, &mut v, &mut |pool, out| {
+                // What the socket does: gathers each datagram, sends runs
+                // as GSO trains, which the peer's socket receives as trains.
                 for &id in out.as_slice() {
+                    assert!(pool.linearize(id));
+                }
+                let ids = out.as_slice();
+                let mut i = 0;
+                while i < ids.len() {
+                    let j = train_end(pool, ids, i, &table);
+                    let id = if j - i > 1 {
+                        gso::build_udp_train(pool, &ids[i..j]).unwrap()
+                    } else {
+                        ids[i]
+                    };
                     pool.meta_mut(id).csum = ChecksumState::Verified;
                     wire.push(id).unwrap();
+                    i = j;
                 }
             });
         }

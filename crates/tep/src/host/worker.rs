@@ -184,9 +184,9 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         // buffers (send_outer), not copied together in the pipeline.
         udp_trains: false,
         outer_by_socket: true,
-        // Written gathered (write_inner): the payload of a train goes
-        // from the socket's buffer to the device with no copy here.
-        merge_trains: true,
+        // Written gathered (send_outer, write_inner): payloads go from the
+        // buffer they were read into to the other side with no copy here.
+        gather: true,
     };
     let mut pipeline = Pipeline::new(config, Tsc, options);
     let mut pool = Pool::new(BUFFERS, SUPER_PACKET_ROOM);
@@ -530,12 +530,24 @@ fn send_outer(
                 continue;
             }
             let mine = &mine[..n];
-            let slices: [IoSlice<'_>; VECTOR_SIZE] = core::array::from_fn(|k| {
-                mine.get(k).map_or(IoSlice::new(&[]), |&id| {
-                    let d = pool.data(id);
-                    IoSlice::new(&d[usize::from(pool.meta(id).l4) + 8..])
-                })
-            });
+            // Each datagram's UDP payload: its buffer's part, then its
+            // tail (a segment's payload, left in the super-packet).
+            let mut slices = [IoSlice::new(&[]); 2 * VECTOR_SIZE];
+            let mut first_part = [0usize; VECTOR_SIZE + 1];
+            let mut nslices = 0;
+            for (k, &id) in mine.iter().enumerate() {
+                first_part[k] = nslices;
+                let d = pool.data(id);
+                for part in core::iter::once(&d[usize::from(pool.meta(id).l4) + 8..])
+                    .chain(pool.tail_parts(id))
+                {
+                    if let Some(slot) = slices.get_mut(nslices) {
+                        *slot = IoSlice::new(part);
+                        nslices += 1;
+                    }
+                }
+            }
+            first_part[mine.len()] = nslices;
             let mut msgs: [Gathered<'_>; VECTOR_SIZE] = core::array::from_fn(|_| Gathered {
                 dest: placeholder,
                 parts: &[],
@@ -553,14 +565,25 @@ fn send_outer(
                 let first = mine[i];
                 let m = *pool.meta(first);
                 let data = pool.data(first);
+                let total = pool.total_len(first);
                 let l4 = usize::from(m.l4);
                 let (_, dst) = tep_dataplane::decap::outer_addrs(data);
                 let port = u16::from_be_bytes([data[l4 + 2], data[l4 + 3]]);
-                for &id in &mine[i..j] {
-                    tracer.record(Point::UdpTx, pool.data(id));
+                for (k, &id) in mine[i..j].iter().enumerate() {
+                    // The outer headers, then the UDP payload's parts.
+                    let d = pool.data(id);
+                    let mut whole = [
+                        IoSlice::new(&d[..l4 + 8]),
+                        IoSlice::new(&[]),
+                        IoSlice::new(&[]),
+                    ];
+                    let parts = &slices[first_part[i + k]..first_part[i + k + 1]];
+                    let n = parts.len().min(2);
+                    whole[1..1 + n].copy_from_slice(&parts[..n]);
+                    tracer.record_parts(Point::UdpTx, &whole[..1 + n]);
                     if let Some(t) = tallies.tunnels.get_mut(m.tunnel as usize) {
                         t.tx_packets += 1;
-                        t.tx_bytes += (pool.data(id).len() - l4 - 8) as u64;
+                        t.tx_bytes += (pool.total_len(id) - l4 - 8) as u64;
                     }
                 }
                 tallies.host.udp_tx += 1;
@@ -569,8 +592,8 @@ fn send_outer(
                 }
                 msgs[k] = Gathered {
                     dest: SocketAddr::new(dst, port),
-                    parts: &slices[i..j],
-                    segment_size: (j - i > 1).then(|| (data.len() - l4 - 8) as u16),
+                    parts: &slices[first_part[i]..first_part[j]],
+                    segment_size: (j - i > 1).then(|| (total - l4 - 8) as u16),
                 };
                 counts[k] = (j - i) as u64;
                 k += 1;
