@@ -293,6 +293,19 @@ impl Pool {
         rest.chunks(stride).map(move |d| &d[skip.min(d.len())..])
     }
 
+    /// The Internet checksum sum of the packet's bytes from `start` of its
+    /// data to its end, its tail included.
+    pub fn sum_from(&self, id: PacketId, start: usize) -> tep_csum::Sum {
+        let here = &self.data(id)[start.min(self.data(id).len())..];
+        let mut sum = tep_csum::Sum::of(here);
+        let mut at = here.len();
+        for part in self.tail_parts(id) {
+            sum = sum.add(tep_csum::Sum::of_at(part, at));
+            at += part.len();
+        }
+        sum
+    }
+
     /// The packet's length with its tail.
     pub fn total_len(&self, id: PacketId) -> usize {
         self.data(id).len() + self.tail_parts(id).map(<[u8]>::len).sum::<usize>()

@@ -413,13 +413,14 @@ pub fn inner_checksum(
         if t.checksum == ChecksumMode::Remote && rco_encodable(t.kind, start, offset) {
             continue;
         }
-        let data = pool.data_mut(id);
         let (s, o) = (usize::from(start), usize::from(offset));
-        if o + 2 > data.len() || s > o || o & 1 != (s & 1) {
+        if o + 2 > pool.data(id).len() || s > o || o & 1 != (s & 1) {
             pool.meta_mut(id).drop = Some(DropReason::Malformed);
             continue;
         }
-        let sum = Sum::of(&data[s..]);
+        // A gathered segment's payload is its tail.
+        let sum = pool.sum_from(id, s);
+        let data = pool.data_mut(id);
         // RFC 768: UDP sends a computed 0 as all ones.
         let c = if o - s == 6 && m.inner_proto == 17 {
             sum.udp_checksum()

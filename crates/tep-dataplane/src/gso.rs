@@ -343,8 +343,11 @@ pub fn segment(
 /// [`segment`] without copying the payload: each segment holds its
 /// headers and, as its [`Tail`], its piece of the super-packet, which
 /// stays where it is until the last segment is freed. For a consumer that
-/// writes gathered (host mode's socket); the transport checksum is
-/// computed all the same, from the piece in place.
+/// writes gathered (host mode's socket). The transport checksum of a
+/// segment is left partial (`meta.csum = Partial` at the transport header,
+/// the pseudo-header sum in the field, as Linux leaves a GSO segment
+/// CHECKSUM_PARTIAL): the encap path completes it, from the piece in place,
+/// unless the tunnel leaves it to the receiver (remote checksum offload).
 pub fn segment_gathered(
     pool: &mut Pool,
     id: PacketId,
@@ -433,19 +436,11 @@ fn normalise(
 
 /// Zeroes and fills the transport checksum of a `len`-byte packet.
 fn fill_transport_checksum(buf: &mut [u8], lay: &Layout, len: usize) {
-    fill_checksum_with(buf, lay, len, Sum::default());
-}
-
-/// [`fill_transport_checksum`] of a `len`-byte packet of which `buf` holds
-/// the headers (or all) and the rest, elsewhere, sums to `rest`.
-fn fill_checksum_with(buf: &mut [u8], lay: &Layout, len: usize, rest: Sum) {
     let at = lay.csum_at();
     buf[at..at + 2].fill(0);
-    let here = len.min(buf.len());
     let sum = pseudo_base(&buf[lay.l3..], lay.v6, lay.protocol())
         .add_u16((len - lay.l4) as u16)
-        .add(Sum::of(&buf[lay.l4..here]))
-        .add(rest);
+        .add(Sum::of(&buf[lay.l4..len]));
     let c = if lay.tcp {
         sum.checksum()
     } else {
@@ -563,10 +558,6 @@ fn emit(
                 pool.copy_between(id, 0..hdr, s, 0);
                 pool.copy_between(id, hdr + off..hdr + off + chunk, s, hdr);
             }
-            // Sum of the payload where it lies (even offset from l4: the
-            // transport header is whole 32-bit words).
-            let piece = (gathered && checksums == Pieces::Compute)
-                .then(|| Sum::of(&pool.data(id)[hdr + off..hdr + off + chunk]));
             let buf = pool.data_mut(s);
             let ident = Some(ident.wrapping_add(i as u16));
             set_ip_len(&mut buf[lay.l3..], lay.v6, len - lay.l3, ident);
@@ -585,12 +576,26 @@ fn emit(
             } else {
                 udp::Packet::new_unchecked(transport).set_len((len - lay.l4) as u16);
             }
-            match (checksums, piece) {
-                (Pieces::Compute, Some(p)) => fill_checksum_with(buf, &lay, len, p),
-                (Pieces::Compute, None) => fill_transport_checksum(buf, &lay, len),
-                _ => {}
+            if checksums == Pieces::Compute {
+                if gathered {
+                    let at = lay.csum_at();
+                    let partial = pseudo_base(&buf[lay.l3..], lay.v6, lay.protocol())
+                        .add_u16((len - lay.l4) as u16)
+                        .value();
+                    buf[at..at + 2].copy_from_slice(&partial.to_be_bytes());
+                } else {
+                    fill_transport_checksum(buf, &lay, len);
+                }
             }
         }
+        let csum = if gathered && checksums == Pieces::Compute {
+            ChecksumState::Partial {
+                start: lay.l4 as u16,
+                offset: lay.csum_at() as u16,
+            }
+        } else {
+            csum
+        };
         *pool.meta_mut(s) = out_meta(meta, &lay, csum);
         if gathered {
             let tail = Tail {
@@ -1358,6 +1363,13 @@ mod tests {
                             let tail = pool.meta(s).tail.is_some();
                             assert_eq!(tail, gathered && payload > 1448);
                             assert!(pool.linearize(s));
+                            if let ChecksumState::Partial { start, offset } = pool.meta(s).csum {
+                                // What the encap path's inner-checksum node does.
+                                let (st, o) = (usize::from(start), usize::from(offset));
+                                let c = Sum::of(&pool.data(s)[st..]).checksum();
+                                pool.data_mut(s)[o..o + 2].copy_from_slice(&c.to_be_bytes());
+                                pool.meta_mut(s).csum = ChecksumState::None;
+                            }
                             segs.push((pool.data(s).to_vec(), *pool.meta(s)));
                             pool.free(s);
                         }

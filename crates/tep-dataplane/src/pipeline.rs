@@ -921,6 +921,7 @@ mod tests {
             let mut t = TunnelConfig::new("t", TunnelKind::Vxlan, l, r);
             t.vni = 42;
             t.checksum = mode;
+            t.remote_checksum_rx = mode == ChecksumMode::Remote;
             t.zero_checksum_tx = true;
             t.zero_checksum_rx = true;
             Config {
@@ -1041,6 +1042,10 @@ mod tests {
                 // as GSO trains, which the peer's socket receives as trains.
                 for &id in out.as_slice() {
                     assert!(pool.linearize(id));
+                    // The receiving host's stand-in for the checksum its
+                    // socket verified (none of these tunnels is `zero`).
+                    let l4 = usize::from(pool.meta(id).l4);
+                    pool.data_mut(id)[l4 + 6..l4 + 8].copy_from_slice(&[0xff, 0xff]);
                 }
                 let ids = out.as_slice();
                 let mut i = 0;
@@ -1151,6 +1156,12 @@ mod tests {
             let bytes = tcp(&Ip::v4(), &Tcp::new(), &data, Csum::Partial);
             let meta = super_meta(&bytes, GsoKind::Tcp4, mss as u16);
             cases.push(("gtpu/ipv4", ca, cb, InnerLink::Ip, bytes, meta));
+        }
+        for mode in [
+            ChecksumMode::Full,
+            ChecksumMode::Offload,
+            ChecksumMode::Remote,
+        ] {
             for (name, ip, eth) in [
                 ("vxlan/ipv4", Ip::v4(), Eth::new()),
                 ("vxlan/ipv6+vlan", Ip::v6(), Eth::tagged(10)),
@@ -1176,6 +1187,12 @@ mod tests {
             let split = over_the_wire(&ca, &cb, link, &frames, false, &|_, _| {});
             let merged = over_the_wire(&ca, &cb, link, &frames, true, &|_, _| {});
             let want = payload(0, 45 * mss, 3);
+            assert!(
+                split.drops.is_empty(),
+                "{name}: {:?} {}",
+                split.drops,
+                split.report
+            );
             assert_eq!(tcp_stream(&split.outputs, mss as u16), want, "{name}");
             assert_eq!(tcp_stream(&merged.outputs, mss as u16), want, "{name}");
             // The head's headers are the original's: link header, IP
