@@ -100,6 +100,24 @@ struct Flow {
     l3: u8,
 }
 
+impl Flow {
+    /// A flow headed by candidate `c` (`len` bytes) at vector position `pos`.
+    fn start(c: &Candidate, pos: usize, len: usize) -> Flow {
+        Flow {
+            addr_hash: c.addr_hash,
+            hash: c.hash,
+            head: pos as u16,
+            last: pos as u16,
+            mss: c.payload as u16,
+            count: 1,
+            len: len as u32,
+            next_seq: c.seq.wrapping_add(c.payload as u32),
+            next_id: c.ident.wrapping_add(1),
+            l3: c.l3 as u8,
+        }
+    }
+}
+
 /// A super-packet to build: its head's vector position and IP offset.
 #[derive(Clone, Copy, Debug, Default)]
 struct Head {
@@ -482,18 +500,7 @@ pub fn merge_train(
         _ => return none,
     };
     let limit = (MAX_IP_LEN + c0.l3).min(pool.data_room());
-    let mut flow = Flow {
-        addr_hash: c0.addr_hash,
-        hash: c0.hash,
-        head: 0,
-        last: 0,
-        mss: c0.payload as u16,
-        count: 1,
-        len: frame.len() as u32,
-        next_seq: c0.seq.wrapping_add(c0.payload as u32),
-        next_id: c0.ident.wrapping_add(1),
-        l3: c0.l3 as u8,
-    };
+    let mut flow = Flow::start(&c0, 0, frame.len());
     let member_meta = PacketMeta {
         csum: if trusted {
             ChecksumState::Verified
@@ -698,18 +705,7 @@ impl Gro {
             self.remove(i);
         }
         if c.can_head() && self.nflows < GRO_FLOWS {
-            self.flows[self.nflows] = Flow {
-                addr_hash: c.addr_hash,
-                hash: c.hash,
-                head: pos as u16,
-                last: pos as u16,
-                mss: c.payload as u16,
-                count: 1,
-                len: d.len() as u32,
-                next_seq: c.seq.wrapping_add(c.payload as u32),
-                next_id: c.ident.wrapping_add(1),
-                l3: c.l3 as u8,
-            };
+            self.flows[self.nflows] = Flow::start(c, pos, d.len());
             self.nflows += 1;
         }
     }
