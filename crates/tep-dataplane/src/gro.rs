@@ -435,6 +435,32 @@ fn same_tunnel_header(
     }
 }
 
+/// Whether the TCP checksum of the frame's IP packet (headers at `l3`,
+/// `l4`) holds just its pseudo-header sum: a Linux sender on this host (a
+/// kernel tunnel over veth) leaves it so (CHECKSUM_PARTIAL, never completed
+/// on the way), and the socket verified the outer checksum that covers the
+/// bytes. Such a packet merges like a verified one; the super-packet is
+/// partial anyway. (One corrupted packet in 65536 could carry that value by
+/// chance: what the checksum itself lets through.)
+fn left_partial(frame: &[u8], l3: usize, l4: usize) -> bool {
+    let Some(ip) = frame.get(l3..) else {
+        return false;
+    };
+    if l4 <= l3 || frame.len() < l4 + 20 || ip.len() < 20 {
+        return false;
+    }
+    let v6 = ip[0] >> 4 == 6;
+    if v6 && ip.len() < 40 {
+        return false;
+    }
+    let pseudo = pseudo_base(ip, v6, PROTO_TCP)
+        .add_u16((frame.len() - l4) as u16)
+        .value();
+    let field = be16(frame, l4 + TCP_CSUM);
+    // 0 and 0xffff are the same one's-complement sum.
+    field == pseudo || (field, pseudo) == (0, 0xffff) || (field, pseudo) == (0xffff, 0)
+}
+
 /// What [`merge_train`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TrainMerge {
@@ -490,9 +516,19 @@ pub fn merge_train(
     let hd = pool.data(head);
     let (tunnel, frame) = (&hd[hdr..inner], &hd[inner..]);
     let t = tunnel.len();
+    // Offsets in the frame of the head's IP and TCP headers.
+    let (il3, il4) = (
+        usize::from(m.inner_l3).saturating_sub(inner),
+        usize::from(m.inner_l4).saturating_sub(inner),
+    );
     let head_meta = PacketMeta {
         gso: None,
         drop: None,
+        csum: if m.inner_proto == PROTO_TCP && left_partial(frame, il3, il4) {
+            ChecksumState::Verified
+        } else {
+            m.csum
+        },
         ..m
     };
     let c0 = match inspect(frame, &head_meta, link) {
@@ -517,7 +553,16 @@ pub fn merge_train(
             break;
         }
         let d = &dg[t..];
-        let Seen::Candidate(c) = inspect(d, &member_meta, link) else {
+        let partial = !trusted && left_partial(d, c0.l3, c0.l3 + c0.l4);
+        let mm = PacketMeta {
+            csum: if partial {
+                ChecksumState::Verified
+            } else {
+                member_meta.csum
+            },
+            ..member_meta
+        };
+        let Seen::Candidate(c) = inspect(d, &mm, link) else {
             break;
         };
         if !(c.tcp
