@@ -454,14 +454,16 @@ impl<C: Clock> Pipeline<C> {
         self.work = Some(work);
     }
 
-    /// Cuts the first datagram off a train that [`gather`] takes:
-    /// one the socket verified, whose outer ECN field is clear (the merged
+    /// Cuts the first datagram off a train that [`gather`] with GRO
+    /// takes: one the socket verified, whose outer ECN field is clear (the merged
     /// datagrams skip `decap-output`'s RFC 6040 step).
     ///
     /// [`gather`]: PipelineOptions::gather
     fn detach(&mut self, pool: &mut Pool, id: PacketId) -> Option<(PacketId, usize)> {
         let m = pool.meta(id);
+        // Merging is GRO: not without it (a device without offloads).
         if !self.options.gather
+            || !self.options.gro
             || m.csum != ChecksumState::Verified
             || !matches!(m.gso, Some(g) if g.kind == GsoKind::Udp)
         {
