@@ -466,42 +466,40 @@ fn left_partial(frame: &[u8], l3: usize, l4: usize) -> bool {
 pub struct TrainMerge {
     /// Datagrams merged into the head.
     pub merged: usize,
-    /// The datagrams after those, as a new train (or one datagram) to
-    /// decapsulate next; None when all merged or none did.
-    pub remainder: Option<PacketId>,
-    /// Datagrams lost because no buffer was left for the remainder.
-    pub lost: usize,
+    /// Where the datagrams not merged start in the train's payload, if
+    /// any are left.
+    pub next: Option<usize>,
 }
 
 /// GRO for a UDP GRO train without copying its payload.
 ///
-/// `head` is the first datagram of a train ([`crate::gso::detach_first`]
-/// cut it off), decapsulated up to but not including `decap-output`: its
-/// data starts at the outer IP header, `meta.inner` is where the inner
-/// packet (`link`: IP packet or Ethernet frame) starts. `rest` holds the
-/// train's other datagrams (`segment` bytes each, the last may be
-/// shorter), untouched. The datagrams of `rest` that carry the same
-/// tunnel header as the head (byte for byte, so the same tunnel and the
-/// same decapsulation) and whose inner packets [`Gro::coalesce`] would
-/// merge into the head's, by the same rules, become the head's [`Tail`]:
-/// the head becomes a super-packet (headers as `coalesce` writes them)
-/// whose payload beyond the first segment stays where the socket put it.
-/// `trusted`: the inner checksums of `rest` need no check (remote checksum
-/// offload, whose inner checksum the receiver derives from the verified
-/// outer one); otherwise each is verified, as `coalesce` does.
-/// `length_field`: where the tunnel header has a 16-bit length of the
-/// datagram's bytes after the first `.1` (GTP-U: `(2, 8)`); it may differ
-/// from the head's where it holds the datagram's own length.
+/// `head` is a datagram of train `rest` ([`crate::gso::detach_at`] copied
+/// it), decapsulated up to but not including `decap-output`: its data
+/// starts at the outer IP header, `meta.inner` is where the inner packet
+/// (`link`: IP packet or Ethernet frame) starts. The datagrams of `rest`
+/// from payload offset `from` on (`segment` bytes each, the last may be
+/// shorter) that carry the same tunnel header as the head (byte for byte,
+/// so the same tunnel and the same decapsulation) and whose inner packets
+/// [`Gro::coalesce`] would merge into the head's, by the same rules,
+/// become the head's [`Tail`]: the head becomes a super-packet (headers as
+/// `coalesce` writes them) whose payload beyond the first segment stays
+/// where the socket put it. `trusted`: the inner checksums need no check
+/// (remote checksum offload, whose inner checksum the receiver derives
+/// from the verified outer one); otherwise each is verified, as
+/// `coalesce` does. `length_field`: where the tunnel header has a 16-bit
+/// length of the datagram's bytes after the first `.1` (GTP-U: `(2, 8)`);
+/// it may differ from the head's where it holds the datagram's own length.
 ///
-/// When nothing merges, `rest` is left as it was (for
-/// [`crate::gso::split_udp_train`]). When only the first datagrams merge,
-/// the others are copied into a new train (`remainder`), which the caller
-/// decapsulates next, before anything received after it.
+/// `rest` is not changed; the tail holds a reference on it. The datagrams
+/// after a merged run (`next`) are for the caller to decapsulate next,
+/// before anything received after them.
+#[allow(clippy::too_many_arguments)]
 pub fn merge_train(
     pool: &mut Pool,
     head: PacketId,
     rest: PacketId,
     segment: usize,
+    from: usize,
     link: InnerLink,
     trusted: bool,
     length_field: Option<(usize, usize)>,
@@ -545,7 +543,7 @@ pub fn merge_train(
         },
         ..head_meta
     };
-    let members = pool.data(rest).get(rest_hdr..).unwrap_or_default();
+    let members = pool.data(rest).get(rest_hdr + from..).unwrap_or_default();
     let mut merged = 0;
     let mut last_flags = 0;
     for dg in members.chunks(segment) {
@@ -586,15 +584,11 @@ pub fn merge_train(
     if merged == 0 {
         return none;
     }
-    let total = members.len().div_ceil(segment);
     let kept = (merged * segment).min(members.len());
-    let mut out = TrainMerge { merged, ..none };
-    if merged < total {
-        match crate::gso::train_from(pool, rest, kept) {
-            Ok(r) => out.remainder = Some(r),
-            Err(_) => out.lost = total - merged,
-        }
-    }
+    let out = TrainMerge {
+        merged,
+        next: (kept < members.len()).then_some(from + kept),
+    };
     let (l3, l4) = (c0.l3, c0.l3 + c0.l4);
     let buf = &mut pool.data_mut(head)[inner + l3..];
     finish_headers(
@@ -610,15 +604,13 @@ pub fn merge_train(
     meta.csum = super_csum(true, l4);
     let tail = Tail {
         buf: rest,
-        start: rest_hdr as u32,
+        start: (rest_hdr + from) as u32,
         len: kept as u32,
         stride: segment as u16,
         skip: (t + l4 + c0.th) as u16,
     };
     let kept_tail = pool.set_tail(head, tail);
     debug_assert!(kept_tail, "inside rest by construction");
-    // The tail holds `rest` now.
-    pool.free(rest);
     out
 }
 

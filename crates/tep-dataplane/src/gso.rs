@@ -775,41 +775,74 @@ pub fn split_udp_train(
     emit(pool, id, out, lay, seg, checksums, false)
 }
 
-/// Takes the first datagram of a UDP GRO train (as [`split_udp_train`]
-/// takes one: outer headers of the first datagram, then the datagrams)
-/// into a buffer of its own, outer headers and all, and leaves `train`
-/// holding the others as a train: its outer headers move up over the
-/// detached datagram's bytes and are resized for the new first one. Returns
-/// the detached packet and the segment size. One datagram is copied; the
-/// others do not move. This is how [`crate::gro::merge_train`] gets a
-/// packet to run through decapsulation while the rest of the train waits
-/// in place.
-pub fn detach_first(pool: &mut Pool, train: PacketId) -> Result<(PacketId, usize), DropReason> {
-    let seg = match pool.meta(train).gso {
+/// The segment size and outer header length of UDP GRO train `id` (as
+/// [`split_udp_train`] takes one: outer headers of the first datagram,
+/// then the datagrams), and its layout.
+fn train_shape(pool: &Pool, id: PacketId) -> Result<(usize, usize, Layout), DropReason> {
+    let seg = match pool.meta(id).gso {
         Some(Gso {
             kind: GsoKind::Udp,
             segment_size,
         }) if segment_size > 0 => segment_size as usize,
         _ => return Err(DropReason::Malformed),
     };
-    let (lay, end) = udp_layout(pool.data(train), true)?;
+    let (lay, end) = udp_layout(pool.data(id), true)?;
     let hdr = lay.l4 + udp::HEADER_LEN;
-    let len = pool.data(train).len();
-    if end != hdr + seg || len <= end {
+    if end != hdr + seg {
         return Err(DropReason::BadLength);
     }
-    let first = pool.alloc().ok_or(DropReason::NoBuffer)?;
-    pool.set_len(first, end);
-    pool.copy_between(train, 0..end, first, 0);
-    *pool.meta_mut(first) = PacketMeta {
-        gso: None,
+    Ok((seg, hdr, lay))
+}
+
+/// Copies the datagram of UDP GRO train `train` that starts `at` bytes
+/// into its payload into a buffer of its own, behind a copy of the
+/// train's outer headers sized for it, and returns it with the segment
+/// size. The train is left as it is: this is how
+/// [`crate::gro::merge_train`] gets a packet to run through
+/// decapsulation while the rest of the train waits in place.
+pub fn detach_at(
+    pool: &mut Pool,
+    train: PacketId,
+    at: usize,
+) -> Result<(PacketId, usize), DropReason> {
+    let (seg, hdr, lay) = train_shape(pool, train)?;
+    let len = pool.data(train).len();
+    if hdr + at >= len {
+        return Err(DropReason::BadLength);
+    }
+    let n = seg.min(len - hdr - at);
+    let one = pool.alloc().ok_or(DropReason::NoBuffer)?;
+    pool.set_len(one, hdr + n);
+    pool.copy_between(train, 0..hdr, one, 0);
+    pool.copy_between(train, hdr + at..hdr + at + n, one, hdr);
+    *pool.meta_mut(one) = PacketMeta {
         tail: None,
         ..*pool.meta(train)
     };
-    pool.data_mut(train).copy_within(0..hdr, seg);
-    pool.trim_front(train, seg);
+    retitle_train(pool, one, &lay, seg);
+    Ok((one, seg))
+}
+
+/// Makes UDP GRO train `train` start at the datagram `at` bytes into its
+/// payload: its outer headers move up over the end of the datagram before
+/// it (which the caller has done with: [`detach_at`] copied it) and are
+/// sized for the new first datagram. No payload moves. `TooBig` when the
+/// headers are longer than a datagram (then [`train_from`] copies).
+pub fn advance_train(pool: &mut Pool, train: PacketId, at: usize) -> Result<(), DropReason> {
+    let (seg, hdr, lay) = train_shape(pool, train)?;
+    if at == 0 {
+        return Ok(());
+    }
+    if hdr > seg {
+        return Err(DropReason::TooBig);
+    }
+    if hdr + at >= pool.data(train).len() {
+        return Err(DropReason::BadLength);
+    }
+    pool.data_mut(train).copy_within(0..hdr, at);
+    pool.trim_front(train, at);
     retitle_train(pool, train, &lay, seg);
-    Ok((first, seg))
+    Ok(())
 }
 
 /// Writes the outer lengths of UDP train `id` (headers `lay`, then
@@ -828,19 +861,13 @@ fn retitle_train(pool: &mut Pool, id: PacketId, lay: &Layout, seg: usize) {
     });
 }
 
-/// A new train of the datagrams of train `id` (see [`detach_first`]) from
-/// payload offset `from` on, with `id`'s outer headers and metadata: what
-/// is left of a train when only its start could be merged. `id` keeps its
-/// bytes.
+/// A new train of the datagrams of train `id` from payload offset `from`
+/// on, with `id`'s outer headers and metadata, copied; `id` keeps its
+/// bytes. For when [`advance_train`] cannot move the headers.
 pub fn train_from(pool: &mut Pool, id: PacketId, from: usize) -> Result<PacketId, DropReason> {
-    let seg = match pool.meta(id).gso {
-        Some(g) if g.segment_size > 0 => usize::from(g.segment_size),
-        _ => return Err(DropReason::Malformed),
-    };
-    let (lay, _) = udp_layout(pool.data(id), true)?;
-    let hdr = lay.l4 + udp::HEADER_LEN;
+    let (seg, hdr, lay) = train_shape(pool, id)?;
     let len = pool.data(id).len();
-    if from >= len - hdr {
+    if hdr + from >= len {
         return Err(DropReason::BadLength);
     }
     let out = pool.alloc().ok_or(DropReason::NoBuffer)?;

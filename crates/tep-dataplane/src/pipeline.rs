@@ -152,22 +152,25 @@ pub struct Pipeline<C: Clock> {
     train: Option<PendingTrain>,
 }
 
-/// A train [`gso::detach_first`] cut: its first datagram `head` goes
-/// through decapsulation, the rest waits in `rest`.
+/// A train being merged: `head`, a copy of its datagram at payload offset
+/// `at` ([`gso::detach_at`]), goes through decapsulation; the train waits
+/// in `rest`, untouched.
 #[derive(Clone, Copy, Debug)]
 struct PendingTrain {
     head: PacketId,
     rest: PacketId,
+    at: usize,
     segment: usize,
 }
 
-/// What is left of a train after its first datagram was decapsulated.
+/// What is left of a train after one of its datagrams was decapsulated.
 #[derive(Clone, Copy, Debug)]
 enum Leftover {
-    /// Nothing merged: the train goes the copying way.
-    Split(PacketId),
-    /// Datagrams after a merged run: a train to try again.
-    Again(PacketId),
+    /// Nothing merged: the train, from its datagram at this payload
+    /// offset, goes the copying way.
+    Split(PacketId, usize),
+    /// Datagrams after a merged run, from this payload offset: merge again.
+    Again(PacketId, usize),
 }
 
 fn kind_index(k: TunnelKind) -> usize {
@@ -425,11 +428,11 @@ impl<C: Clock> Pipeline<C> {
             .take()
             .unwrap_or_else(|| Box::new(PacketVector::new()));
         for &id in input.as_slice() {
-            let mut next = Some(Leftover::Again(id));
+            let mut next = Some(Leftover::Again(id, 0));
             while let Some(left) = next.take() {
-                let id = match left {
-                    Leftover::Again(id) => {
-                        if let Some((head, segment)) = self.detach(pool, id) {
+                let (id, at) = match left {
+                    Leftover::Again(id, at) => {
+                        if let Some((head, segment)) = self.detach(pool, id, at) {
                             if work.len() == VECTOR_SIZE {
                                 self.decap_vector(pool, &mut work, now_ns, sink);
                             }
@@ -437,14 +440,18 @@ impl<C: Clock> Pipeline<C> {
                             self.train = Some(PendingTrain {
                                 head,
                                 rest: id,
+                                at,
                                 segment,
                             });
                             next = self.decap_vector(pool, &mut work, now_ns, sink);
                             continue;
                         }
-                        id
+                        (id, at)
                     }
-                    Leftover::Split(id) => id,
+                    Leftover::Split(id, at) => (id, at),
+                };
+                let Some(id) = self.train_from_offset(pool, id, at) else {
+                    continue;
                 };
                 self.split_into(pool, id, &mut work, now_ns, sink);
             }
@@ -459,7 +466,7 @@ impl<C: Clock> Pipeline<C> {
     /// datagrams skip `decap-output`'s RFC 6040 step).
     ///
     /// [`gather`]: PipelineOptions::gather
-    fn detach(&mut self, pool: &mut Pool, id: PacketId) -> Option<(PacketId, usize)> {
+    fn detach(&mut self, pool: &mut Pool, id: PacketId, at: usize) -> Option<(PacketId, usize)> {
         let m = pool.meta(id);
         // Merging is GRO: not without it (a device without offloads).
         if !self.options.gather
@@ -477,7 +484,29 @@ impl<C: Clock> Pipeline<C> {
         if ecn != 0 {
             return None;
         }
-        gso::detach_first(pool, id).ok()
+        gso::detach_at(pool, id, at).ok()
+    }
+
+    /// Train `id` from its datagram at payload offset `at` on, for the
+    /// copying way: in place when the headers can move up, else copied
+    /// (and `id` let go). None, counted, when that fails.
+    fn train_from_offset(&mut self, pool: &mut Pool, id: PacketId, at: usize) -> Option<PacketId> {
+        if at == 0 || gso::advance_train(pool, id, at).is_ok() {
+            return Some(id);
+        }
+        let copy = gso::train_from(pool, id, at);
+        pool.free(id);
+        match copy {
+            Ok(c) => Some(c),
+            Err(r) => {
+                let counters = &mut self.counters;
+                self.runtime.run(self.nodes.split, 1, |s| {
+                    counters.decap_in += 1;
+                    s.drop(r);
+                });
+                None
+            }
+        }
     }
 
     /// Adds `id` to `work`: a plain packet as it is, a train cut into its
@@ -570,37 +599,49 @@ impl<C: Clock> Pipeline<C> {
         });
         let mut leftover = None;
         if let Some(t) = train.take() {
-            leftover = Some(Leftover::Split(t.rest));
-            if v.as_slice().contains(&t.head) {
-                runtime.run(nodes.merge, 1, |s| {
+            // The datagrams after the head's, if any.
+            let hdr = usize::from(pool.meta(t.rest).l4) + 8;
+            let after = t.at + t.segment;
+            let mut next = Some(after).filter(|&a| hdr + a < pool.data(t.rest).len());
+            let mut merged = false;
+            if next.is_some() && v.as_slice().contains(&t.head) {
+                runtime.run(nodes.merge, 1, |_| {
                     let m = *pool.meta(t.head);
-                    let link = if table.get(m.tunnel).kind.carries_ethernet() {
+                    let kind = table.get(m.tunnel).kind;
+                    let link = if kind.carries_ethernet() {
                         InnerLink::Ethernet
                     } else {
                         InnerLink::Ip
                     };
                     let trusted = m.remote_csum.is_some() && m.csum == ChecksumState::Verified;
-                    let kind = table.get(m.tunnel).kind;
                     let length_field = (kind == TunnelKind::Gtpu).then_some((2, 8));
                     let r = crate::gro::merge_train(
                         pool,
                         t.head,
                         t.rest,
                         t.segment,
+                        after,
                         link,
                         trusted,
                         length_field,
                     );
                     if r.merged > 0 {
-                        counters.decap_in += (r.merged + r.lost) as u64;
+                        merged = true;
+                        counters.decap_in += r.merged as u64;
                         counters.coalesced += r.merged as u64;
-                        for _ in 0..r.lost {
-                            s.drop(DropReason::NoBuffer);
-                        }
-                        leftover = r.remainder.map(Leftover::Again);
+                        next = r.next;
                     }
                 });
             }
+            leftover = match next {
+                Some(at) if merged => Some(Leftover::Again(t.rest, at)),
+                Some(at) => Some(Leftover::Split(t.rest, at)),
+                None => {
+                    // Done with the train: what merged keeps it alive.
+                    pool.free(t.rest);
+                    None
+                }
+            };
         }
         runtime.run(nodes.output, v.len(), |s| {
             decap::decap_output(s, pool, v, table)
