@@ -120,7 +120,8 @@ pub struct PacketMeta {
 /// not the packet's. Receive: the payloads of the datagrams of a UDP GRO
 /// train that [`crate::gro::merge_train`] merged into one super-packet
 /// (each datagram a piece, its headers skipped). Transmit: a segment's
-/// payload inside the super-packet [`crate::gso::segment`] cut it from.
+/// payload inside the super-packet [`crate::gso::segment_gathered`] cut it
+/// from.
 ///
 /// A tail holds a reference on `buf` (see [`Pool::set_tail`]): the buffer
 /// goes back to the pool once it is freed and no tail refers to it.
