@@ -108,17 +108,8 @@ pub fn parse_ip_with_tail(data: &[u8], at: usize, tail: usize) -> Result<IpInfo,
     let first = *p.first().ok_or(DropReason::Truncated)?;
     match first >> 4 {
         4 => {
-            if p.len() < 20 {
-                return Err(DropReason::Truncated);
-            }
             let pkt = tep_wire::ipv4::Packet::new_unchecked(p);
-            let (hl, total) = (pkt.header_len(), usize::from(pkt.total_len()));
-            if hl < 20 || total < hl {
-                return Err(DropReason::BadLength);
-            }
-            if p.len() < hl || p.len() + tail < total {
-                return Err(DropReason::Truncated);
-            }
+            pkt.check_len_with_tail(tail)?;
             let ihl = pkt.header_len();
             let total = usize::from(pkt.total_len());
             let frag = pkt.is_fragment();
@@ -145,26 +136,8 @@ pub fn parse_ip_with_tail(data: &[u8], at: usize, tail: usize) -> Result<IpInfo,
             })
         }
         6 => {
-            if p.len() < 40 {
-                return Err(DropReason::Truncated);
-            }
-            let payload_len = usize::from(u16::from_be_bytes([p[4], p[5]]));
-            if p.len() + tail < 40 + payload_len {
-                return Err(DropReason::Truncated);
-            }
-            // With a tail, the headers alone, their payload length cut to
-            // what is here, so that the extension headers are walked
-            // within them.
-            let mut headers = [0u8; 256];
-            let view = if tail == 0 {
-                p
-            } else {
-                let n = p.len().min(headers.len());
-                headers[..n].copy_from_slice(&p[..n]);
-                headers[4..6].copy_from_slice(&((n - 40) as u16).to_be_bytes());
-                &headers[..n]
-            };
-            let pkt = tep_wire::ipv6::Packet::new_checked(view)?;
+            let pkt = tep_wire::ipv6::Packet::new_unchecked(p);
+            pkt.check_len_with_tail(tail)?;
             let upper = pkt.upper_layer()?;
             let frag = upper.fragment.is_some();
             let proto = if frag { 0 } else { u8::from(upper.protocol) };
@@ -179,7 +152,7 @@ pub fn parse_ip_with_tail(data: &[u8], at: usize, tail: usize) -> Result<IpInfo,
             Ok(IpInfo {
                 l4: if frag { 0 } else { l4 },
                 proto,
-                end: at + tep_wire::ipv6::HEADER_LEN + payload_len,
+                end: at + tep_wire::ipv6::HEADER_LEN + usize::from(pkt.payload_len()),
                 hash: finish(h),
                 tos: pkt.traffic_class(),
                 ttl: pkt.hop_limit(),

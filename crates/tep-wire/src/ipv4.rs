@@ -53,6 +53,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// total length ≥ IHL (`BadLength`), total length fits (`Truncated`).
     /// Bytes past the total length (link padding) are allowed.
     pub fn check_len(&self) -> Result<()> {
+        self.check_len_with_tail(0)
+    }
+
+    /// [`check_len`](Packet::check_len) of a packet whose last `tail` bytes
+    /// are not in the buffer (a segment whose payload is elsewhere, sent
+    /// gathered): the header must be here, the total length may reach
+    /// into the tail.
+    pub fn check_len_with_tail(&self, tail: usize) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN {
             return Err(Error::Truncated);
@@ -71,7 +79,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if total < hl {
             return Err(Error::BadLength);
         }
-        if len < total {
+        if len + tail < total {
             return Err(Error::Truncated);
         }
         Ok(())
@@ -641,5 +649,17 @@ mod tests {
                 let _ = Ipv4Repr::parse(&p);
             }
         }
+    }
+
+    #[test]
+    fn a_header_checks_with_its_tail() {
+        // The 20-byte header of a 1500-byte packet whose payload is elsewhere.
+        let mut h = [0u8; 20];
+        h[0] = 0x45;
+        h[2..4].copy_from_slice(&1500u16.to_be_bytes());
+        let p = Packet::new_unchecked(&h[..]);
+        assert_eq!(p.check_len(), Err(Error::Truncated));
+        assert_eq!(p.check_len_with_tail(1479), Err(Error::Truncated));
+        assert_eq!(p.check_len_with_tail(1480), Ok(()));
     }
 }

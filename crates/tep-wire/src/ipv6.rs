@@ -48,6 +48,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// (payload length 0 with a jumbo option, RFC 2675) are not recognised:
     /// they show an empty payload.
     pub fn check_len(&self) -> Result<()> {
+        self.check_len_with_tail(0)
+    }
+
+    /// [`check_len`](Packet::check_len) of a packet whose last `tail` bytes
+    /// are not in the buffer (a segment whose payload is elsewhere, sent
+    /// gathered): the fixed header must be here, the payload length may
+    /// reach into the tail.
+    pub fn check_len_with_tail(&self, tail: usize) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN {
             return Err(Error::Truncated);
@@ -55,7 +63,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if self.version() != 6 {
             return Err(Error::BadVersion);
         }
-        if len < HEADER_LEN + self.payload_len() as usize {
+        if len + tail < HEADER_LEN + self.payload_len() as usize {
             return Err(Error::Truncated);
         }
         Ok(())
@@ -131,10 +139,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
         &self.buffer.as_ref()[HEADER_LEN..HEADER_LEN + self.payload_len() as usize]
     }
 
-    /// Walks the extension headers of the payload to the upper layer.
+    /// Walks the extension headers of the payload to the upper layer,
+    /// within the bytes the buffer holds (all of them once checked; the
+    /// headers of one checked with a tail).
     #[inline]
     pub fn upper_layer(&self) -> Result<UpperLayer> {
-        walk_extensions(self.next_header(), self.payload())
+        let b = self.buffer.as_ref();
+        let end = (HEADER_LEN + self.payload_len() as usize).min(b.len());
+        walk_extensions(self.next_header(), &b[HEADER_LEN.min(end)..end])
     }
 }
 
@@ -606,5 +618,22 @@ mod tests {
                 prop_assert!(up.offset <= b.len());
             }
         }
+    }
+
+    #[test]
+    fn headers_check_and_walk_with_their_tail() {
+        // IPv6 + an 8-byte destination-options header + a TCP header, of a
+        // packet with 1000 more payload bytes elsewhere.
+        let mut h = [0u8; 40 + 8 + 20];
+        h[0] = 0x60;
+        h[4..6].copy_from_slice(&(8u16 + 20 + 1000).to_be_bytes());
+        h[6] = 60;
+        h[40] = 6;
+        let p = Packet::new_unchecked(&h[..]);
+        assert_eq!(p.check_len(), Err(Error::Truncated));
+        assert_eq!(p.check_len_with_tail(999), Err(Error::Truncated));
+        assert_eq!(p.check_len_with_tail(1000), Ok(()));
+        let upper = p.upper_layer().unwrap();
+        assert_eq!((upper.protocol, upper.offset), (IpProtocol::Tcp, 8));
     }
 }
