@@ -763,7 +763,7 @@ pub(crate) fn outer_pseudo(data: &[u8], l4: usize) -> Sum {
 /// The pseudo-header sum of the inner transport header for local checksum
 /// offload, or `None` when the inner packet has no checksum that covers it
 /// (not TCP/UDP/ICMP, a fragment, or a UDP checksum of zero).
-pub(crate) fn inner_pseudo(data: &[u8], l3: usize, l4: usize, proto: u8) -> Option<Sum> {
+pub fn inner_pseudo(data: &[u8], l3: usize, l4: usize, proto: u8) -> Option<Sum> {
     if l4 == 0 {
         return None;
     }
@@ -792,6 +792,36 @@ pub(crate) fn inner_pseudo(data: &[u8], l3: usize, l4: usize, proto: u8) -> Opti
         d.copy_from_slice(&data[l3 + 24..l3 + 40]);
         Some(tep_csum::pseudo_header_v6(&s, &d, proto, len as u32))
     }
+}
+
+/// Whether the inner TCP/UDP checksum field holds just its pseudo-header
+/// sum: the partial form (CHECKSUM_PARTIAL) a Linux sender on this host
+/// leaves, which veth never completes. `data` ends where the transport
+/// segment ends. 0 and 0xffff are the same one's-complement sum. A
+/// corrupted packet whose field happens to hold that value passes: one in
+/// 65536, what the checksum itself lets through.
+pub fn holds_pseudo_sum(data: &[u8], l3: usize, l4: usize, proto: u8) -> bool {
+    let field = match proto {
+        6 => 16,
+        17 => 6,
+        _ => return false,
+    };
+    let ip_len = match data.get(l3).map(|b| b >> 4) {
+        Some(4) => 20,
+        Some(6) => 40,
+        _ => return false,
+    };
+    let Some(f) = data.get(l4 + field..l4 + field + 2) else {
+        return false;
+    };
+    if l4 < l3 + ip_len {
+        return false;
+    }
+    let Some(p) = inner_pseudo(data, l3, l4, proto) else {
+        return false;
+    };
+    let (v, p) = (u16::from_be_bytes([f[0], f[1]]), p.value());
+    v == p || (v, p) == (0, 0xffff) || (v, p) == (0xffff, 0)
 }
 
 /// Node `udp-checksum`: the outer UDP checksum by the tunnel's mode.

@@ -49,7 +49,7 @@
 //! No allocation after [`Gro::new`].
 
 use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool, Tail};
-use crate::encap::InnerLink;
+use crate::encap::{holds_pseudo_sum, InnerLink};
 use crate::gso::{
     ethertype_agrees, ip_start, pseudo_base, set_ip_len, MAX_IP_LEN, TCP_CSUM, UDP_CSUM,
 };
@@ -115,6 +115,19 @@ impl Flow {
             next_id: c.ident.wrapping_add(1),
             l3: c.l3 as u8,
         }
+    }
+
+    /// Takes candidate `c` as the flow's next member; returns whether that
+    /// ends the super-packet: a short packet, PSH or FIN (Linux: `flush =
+    /// len < mss` and the flags check), or UDP's cap.
+    fn take(&mut self, c: &Candidate) -> bool {
+        self.count += 1;
+        self.len += c.payload as u32;
+        self.next_seq = self.next_seq.wrapping_add(c.payload as u32);
+        self.next_id = self.next_id.wrapping_add(1);
+        c.payload < self.mss as usize
+            || (c.tcp && c.flags & (PSH | FIN) != 0)
+            || (!c.tcp && self.count >= UDP_GRO_MAX)
     }
 }
 
@@ -435,32 +448,6 @@ fn same_tunnel_header(
     }
 }
 
-/// Whether the TCP checksum of the frame's IP packet (headers at `l3`,
-/// `l4`) holds just its pseudo-header sum: a Linux sender on this host (a
-/// kernel tunnel over veth) leaves it so (CHECKSUM_PARTIAL, never completed
-/// on the way), and the socket verified the outer checksum that covers the
-/// bytes. Such a packet merges like a verified one; the super-packet is
-/// partial anyway. (One corrupted packet in 65536 could carry that value by
-/// chance: what the checksum itself lets through.)
-fn left_partial(frame: &[u8], l3: usize, l4: usize) -> bool {
-    let Some(ip) = frame.get(l3..) else {
-        return false;
-    };
-    if l4 <= l3 || frame.len() < l4 + 20 || ip.len() < 20 {
-        return false;
-    }
-    let v6 = ip[0] >> 4 == 6;
-    if v6 && ip.len() < 40 {
-        return false;
-    }
-    let pseudo = pseudo_base(ip, v6, PROTO_TCP)
-        .add_u16((frame.len() - l4) as u16)
-        .value();
-    let field = be16(frame, l4 + TCP_CSUM);
-    // 0 and 0xffff are the same one's-complement sum.
-    field == pseudo || (field, pseudo) == (0, 0xffff) || (field, pseudo) == (0xffff, 0)
-}
-
 /// What [`merge_train`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TrainMerge {
@@ -522,7 +509,7 @@ pub fn merge_train(
     let head_meta = PacketMeta {
         gso: None,
         drop: None,
-        csum: if m.inner_proto == PROTO_TCP && left_partial(frame, il3, il4) {
+        csum: if m.inner_proto == PROTO_TCP && holds_pseudo_sum(frame, il3, il4, PROTO_TCP) {
             ChecksumState::Verified
         } else {
             m.csum
@@ -551,7 +538,7 @@ pub fn merge_train(
             break;
         }
         let d = &dg[t..];
-        let partial = !trusted && left_partial(d, c0.l3, c0.l3 + c0.l4);
+        let partial = !trusted && holds_pseudo_sum(d, c0.l3, c0.l3 + c0.l4, PROTO_TCP);
         let mm = PacketMeta {
             csum: if partial {
                 ChecksumState::Verified
@@ -572,12 +559,8 @@ pub fn merge_train(
             break;
         }
         merged += 1;
-        flow.count += 1;
-        flow.len += c.payload as u32;
-        flow.next_seq = flow.next_seq.wrapping_add(c.payload as u32);
-        flow.next_id = flow.next_id.wrapping_add(1);
         last_flags = c.flags;
-        if c.payload < usize::from(flow.mss) || c.flags & (PSH | FIN) != 0 {
+        if flow.take(&c) {
             break;
         }
     }
@@ -725,16 +708,7 @@ impl Gro {
                 }
                 let f = &mut self.flows[i];
                 f.last = pos as u16;
-                f.count += 1;
-                f.len += c.payload as u32;
-                f.next_seq = f.next_seq.wrapping_add(c.payload as u32);
-                f.next_id = f.next_id.wrapping_add(1);
-                // A short packet, PSH or FIN ends the super-packet (Linux:
-                // `flush = len < mss` and the flags check), as does UDP's cap.
-                let ends = c.payload < f.mss as usize
-                    || (c.tcp && c.flags & (PSH | FIN) != 0)
-                    || (!c.tcp && f.count >= UDP_GRO_MAX);
-                if ends {
+                if f.take(c) {
                     self.remove(i);
                 }
                 return;

@@ -20,7 +20,7 @@ use tep_dataplane::buffer::{
 };
 use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::Config;
-use tep_dataplane::encap::InnerLink;
+use tep_dataplane::encap::{holds_pseudo_sum, inner_pseudo, InnerLink};
 use tep_dataplane::pipeline::{train_end, Output, Pipeline, PipelineOptions};
 use tep_dataplane::tunnel::TunnelTable;
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
@@ -783,28 +783,15 @@ fn inner_checksum(data: &[u8], m: &PacketMeta) -> ChecksumState {
     if at + 2 > end {
         return m.csum;
     }
-    let value = u16::from_be_bytes([data[at], data[at + 1]]);
-    if field == 6 && value == 0 {
-        // No UDP checksum (IPv4).
+    // inner_pseudo: none for a UDP checksum of zero (none sent, IPv4).
+    let data = &data[..end];
+    let Some(pseudo) = inner_pseudo(data, l3, l4, m.inner_proto) else {
         return m.csum;
-    }
-    let len = end - l4;
-    let pseudo = if data[l3] >> 4 == 4 {
-        let a = |i: usize| [data[i], data[i + 1], data[i + 2], data[i + 3]];
-        tep_csum::pseudo_header_v4(a(l3 + 12), a(l3 + 16), m.inner_proto, len as u16)
-    } else {
-        let mut s = [0u8; 16];
-        let mut d = [0u8; 16];
-        s.copy_from_slice(&data[l3 + 8..l3 + 24]);
-        d.copy_from_slice(&data[l3 + 24..l3 + 40]);
-        tep_csum::pseudo_header_v6(&s, &d, m.inner_proto, len as u32)
     };
-    if pseudo.add(tep_csum::Sum::of(&data[l4..end])).verifies() {
+    if pseudo.add(tep_csum::Sum::of(&data[l4..])).verifies() {
         return ChecksumState::Verified;
     }
-    // 0 and 0xffff are the same one's-complement sum.
-    let p = pseudo.value();
-    if value == p || (value, p) == (0, 0xffff) || (value, p) == (0xffff, 0) {
+    if holds_pseudo_sum(data, l3, l4, m.inner_proto) {
         return ChecksumState::Partial {
             start: l4 as u16,
             offset: at as u16,
