@@ -307,9 +307,26 @@ impl Pool {
         sum
     }
 
-    /// The packet's length with its tail.
+    /// The packet's length with its tail (what [`tail_parts`] yields, from
+    /// the tail's fields alone: this is asked per packet).
+    ///
+    /// [`tail_parts`]: Pool::tail_parts
     pub fn total_len(&self, id: PacketId) -> usize {
-        self.data(id).len() + self.tail_parts(id).map(<[u8]>::len).sum::<usize>()
+        let here = self.data(id).len();
+        let Some(t) = self.meta[id.index()].tail else {
+            return here;
+        };
+        let (len, skip) = (t.len as usize, usize::from(t.skip));
+        if len == 0 {
+            return here;
+        }
+        let stride = match t.stride {
+            0 => len,
+            s => usize::from(s),
+        };
+        let pieces = len.div_ceil(stride);
+        let last = len - (pieces - 1) * stride;
+        here + len - (pieces - 1) * skip.min(stride) - skip.min(last)
     }
 
     /// Copies the packet's tail after its data and drops the tail, for a
@@ -608,6 +625,27 @@ mod tests {
         let parts: Vec<&[u8]> = pool.tail_parts(head).collect();
         assert_eq!(parts, [&b"abcd"[..], b"efgh", b"ij"]);
         assert_eq!(pool.total_len(head), 14);
+        // The length from the fields is the parts' for every shape,
+        // including a last piece shorter than the skip.
+        for (start, len, stride, skip) in [
+            (3, 16, 6, 2),
+            (3, 13, 6, 2),
+            (0, 19, 5, 3),
+            (0, 19, 0, 4),
+            (2, 0, 0, 0),
+        ] {
+            let t = Tail {
+                buf: rest,
+                start,
+                len,
+                stride,
+                skip,
+            };
+            assert!(pool.set_tail(head, t));
+            let sum: usize = pool.tail_parts(head).map(<[u8]>::len).sum();
+            assert_eq!(pool.total_len(head), 4 + sum, "{t:?}");
+        }
+        assert!(pool.set_tail(head, tail));
         assert!(pool.linearize(head));
         assert_eq!(pool.data(head), b"HEADabcdefghij");
         assert_eq!(pool.meta(head).tail, None);

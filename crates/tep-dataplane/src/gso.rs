@@ -550,12 +550,9 @@ fn emit(
         let chunk = seg.min(payload - off);
         let len = hdr + chunk;
         {
-            if gathered {
-                pool.set_len(s, hdr);
-                pool.copy_between(id, 0..hdr, s, 0);
-            } else {
-                pool.set_len(s, len);
-                pool.copy_between(id, 0..hdr, s, 0);
+            pool.set_len(s, if gathered { hdr } else { len });
+            pool.copy_between(id, 0..hdr, s, 0);
+            if !gathered {
                 pool.copy_between(id, hdr + off..hdr + off + chunk, s, hdr);
             }
             let buf = pool.data_mut(s);
@@ -805,22 +802,35 @@ pub fn detach_at(
     train: PacketId,
     at: usize,
 ) -> Result<(PacketId, usize), DropReason> {
-    let (seg, hdr, lay) = train_shape(pool, train)?;
-    let len = pool.data(train).len();
-    if hdr + at >= len {
+    let (seg, _, _) = train_shape(pool, train)?;
+    Ok((copy_from_train(pool, train, at, seg)?, seg))
+}
+
+/// A new train: the outer headers of train `id`, sized for its datagrams
+/// from payload offset `from` on, and up to `len` bytes of them, copied,
+/// with `id`'s metadata. `id` keeps its bytes.
+fn copy_from_train(
+    pool: &mut Pool,
+    id: PacketId,
+    from: usize,
+    len: usize,
+) -> Result<PacketId, DropReason> {
+    let (seg, hdr, lay) = train_shape(pool, id)?;
+    let end = pool.data(id).len();
+    if hdr + from >= end {
         return Err(DropReason::BadLength);
     }
-    let n = seg.min(len - hdr - at);
-    let one = pool.alloc().ok_or(DropReason::NoBuffer)?;
-    pool.set_len(one, hdr + n);
-    pool.copy_between(train, 0..hdr, one, 0);
-    pool.copy_between(train, hdr + at..hdr + at + n, one, hdr);
-    *pool.meta_mut(one) = PacketMeta {
+    let n = len.min(end - hdr - from);
+    let out = pool.alloc().ok_or(DropReason::NoBuffer)?;
+    pool.set_len(out, hdr + n);
+    pool.copy_between(id, 0..hdr, out, 0);
+    pool.copy_between(id, hdr + from..hdr + from + n, out, hdr);
+    *pool.meta_mut(out) = PacketMeta {
         tail: None,
-        ..*pool.meta(train)
+        ..*pool.meta(id)
     };
-    retitle_train(pool, one, &lay, seg);
-    Ok((one, seg))
+    retitle_train(pool, out, &lay, seg);
+    Ok(out)
 }
 
 /// Makes UDP GRO train `train` start at the datagram `at` bytes into its
@@ -865,21 +875,7 @@ fn retitle_train(pool: &mut Pool, id: PacketId, lay: &Layout, seg: usize) {
 /// on, with `id`'s outer headers and metadata, copied; `id` keeps its
 /// bytes. For when [`advance_train`] cannot move the headers.
 pub fn train_from(pool: &mut Pool, id: PacketId, from: usize) -> Result<PacketId, DropReason> {
-    let (seg, hdr, lay) = train_shape(pool, id)?;
-    let len = pool.data(id).len();
-    if hdr + from >= len {
-        return Err(DropReason::BadLength);
-    }
-    let out = pool.alloc().ok_or(DropReason::NoBuffer)?;
-    pool.set_len(out, len - from);
-    pool.copy_between(id, 0..hdr, out, 0);
-    pool.copy_between(id, hdr + from..len, out, hdr);
-    *pool.meta_mut(out) = PacketMeta {
-        tail: None,
-        ..*pool.meta(id)
-    };
-    retitle_train(pool, out, &lay, seg);
-    Ok(out)
+    copy_from_train(pool, id, from, usize::MAX)
 }
 
 /// Packet builders for the GSO and GRO tests, written byte by byte with
