@@ -82,15 +82,21 @@ impl Tracer {
     /// Captures `data` at `point` while a capture is on.
     #[inline]
     pub fn record(&self, point: Point, data: &[u8]) {
-        if self.remaining.load(Ordering::Relaxed) == 0 {
+        if !self.active() {
             return;
         }
         self.record_slow(point, data);
     }
 
+    /// Whether a capture is running (so that a caller can skip gathering
+    /// what it would record).
+    pub fn active(&self) -> bool {
+        self.remaining.load(Ordering::Relaxed) != 0
+    }
+
     /// [`record`](Tracer::record) of a packet gathered from `parts`.
     pub fn record_parts(&self, point: Point, parts: &[std::io::IoSlice<'_>]) {
-        if self.remaining.load(Ordering::Relaxed) == 0 {
+        if !self.active() {
             return;
         }
         let mut data = Vec::new();

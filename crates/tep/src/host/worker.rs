@@ -570,17 +570,19 @@ fn send_outer(
                 let (_, dst) = tep_dataplane::decap::outer_addrs(data);
                 let port = u16::from_be_bytes([data[l4 + 2], data[l4 + 3]]);
                 for (k, &id) in mine[i..j].iter().enumerate() {
-                    // The outer headers, then the UDP payload's parts.
-                    let d = pool.data(id);
-                    let mut whole = [
-                        IoSlice::new(&d[..l4 + 8]),
-                        IoSlice::new(&[]),
-                        IoSlice::new(&[]),
-                    ];
-                    let parts = &slices[first_part[i + k]..first_part[i + k + 1]];
-                    let n = parts.len().min(2);
-                    whole[1..1 + n].copy_from_slice(&parts[..n]);
-                    tracer.record_parts(Point::UdpTx, &whole[..1 + n]);
+                    if tracer.active() {
+                        // The outer headers, then the UDP payload's parts.
+                        let d = pool.data(id);
+                        let mut whole = [
+                            IoSlice::new(&d[..l4 + 8]),
+                            IoSlice::new(&[]),
+                            IoSlice::new(&[]),
+                        ];
+                        let parts = &slices[first_part[i + k]..first_part[i + k + 1]];
+                        let n = parts.len().min(2);
+                        whole[1..1 + n].copy_from_slice(&parts[..n]);
+                        tracer.record_parts(Point::UdpTx, &whole[..1 + n]);
+                    }
                     if let Some(t) = tallies.tunnels.get_mut(m.tunnel as usize) {
                         t.tx_packets += 1;
                         t.tx_bytes += (pool.total_len(id) - l4 - 8) as u64;
@@ -683,13 +685,8 @@ fn write_inner(
             pool.free(id);
             continue;
         };
-        if m.tail.is_some() && !q.has_vnet_hdr() {
-            // A super-packet needs the header to describe it: without one
-            // it goes as one plain (over-MTU) packet, which cannot happen
-            // with GRO off, the only way to run without vnet headers.
-            pool.linearize(id);
-            m = *pool.meta(id);
-        }
+        // Merged trains (tails) come with GRO only, which needs the header.
+        debug_assert!(m.tail.is_none() || q.has_vnet_hdr());
         if q.has_vnet_hdr() {
             m.csum = inner_checksum(pool.data(id), &m);
             VnetHeader::for_packet(pool.data_mut(id), &m).emit(&mut hdr);
