@@ -712,16 +712,22 @@ pub fn decap_output(
     sweep(stats, pool, v);
 }
 
+/// The ECN field of the outer IP header at the start of `data` (IPv4 TOS
+/// or IPv6 traffic class, low two bits).
+pub(crate) fn outer_ecn(data: &[u8]) -> u8 {
+    if data[0] >> 4 == 4 {
+        data[1] & 3
+    } else {
+        (data[1] >> 4) & 3
+    }
+}
+
 fn output_one(pool: &mut Pool, id: PacketId, table: &TunnelTable) -> Result<(), DropReason> {
     let m = *pool.meta(id);
     let ethernet = table.get(m.tunnel).kind.carries_ethernet();
     let has_ip = !ethernet || m.inner_l3 != m.inner;
     let data = pool.data_mut(id);
-    let outer_ecn = if data[0] >> 4 == 4 {
-        data[1] & 3
-    } else {
-        (data[1] >> 4) & 3
-    };
+    let outer_ecn = outer_ecn(data);
     if has_ip && outer_ecn != 0 {
         ecn_decap(&mut data[usize::from(m.inner_l3)..], outer_ecn)?;
     }

@@ -461,9 +461,10 @@ impl<C: Clock> Pipeline<C> {
         self.work = Some(work);
     }
 
-    /// Cuts the first datagram off a train that [`gather`] with GRO
-    /// takes: one the socket verified, whose outer ECN field is clear (the merged
-    /// datagrams skip `decap-output`'s RFC 6040 step).
+    /// A copy of the datagram at payload offset `at` of a train that
+    /// [`gather`] with GRO merges ([`gso::detach_at`]): one the socket
+    /// verified, whose outer ECN field is clear (the merged datagrams skip
+    /// `decap-output`'s RFC 6040 step). None for any other packet.
     ///
     /// [`gather`]: PipelineOptions::gather
     fn detach(&mut self, pool: &mut Pool, id: PacketId, at: usize) -> Option<(PacketId, usize)> {
@@ -476,12 +477,7 @@ impl<C: Clock> Pipeline<C> {
         {
             return None;
         }
-        let d = pool.data(id);
-        let ecn = match d.first()? >> 4 {
-            4 => d.get(1)? & 3,
-            _ => (d.get(1)? >> 4) & 3,
-        };
-        if ecn != 0 {
+        if pool.data(id).len() < 2 || decap::outer_ecn(pool.data(id)) != 0 {
             return None;
         }
         gso::detach_at(pool, id, at).ok()
