@@ -33,6 +33,16 @@ pub fn outer_addrs(data: &[u8]) -> (IpAddr, IpAddr) {
     }
 }
 
+/// Outer TOS / traffic class (DSCP and ECN) and TTL / hop limit of a
+/// packet starting at its IP header.
+pub fn outer_tos_ttl(data: &[u8]) -> (u8, u8) {
+    if data[0] >> 4 == 4 {
+        (data[1], data[8])
+    } else {
+        ((data[0] << 4) | (data[1] >> 4), data[7])
+    }
+}
+
 /// Node `ip-input`: the outer IP header must be whole, carry UDP, not be a
 /// fragment, and (IPv4) have a good header checksum. Trims link padding.
 pub fn ip_input(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) {
@@ -715,11 +725,7 @@ pub fn decap_output(
 /// The ECN field of the outer IP header at the start of `data` (IPv4 TOS
 /// or IPv6 traffic class, low two bits).
 pub(crate) fn outer_ecn(data: &[u8]) -> u8 {
-    if data[0] >> 4 == 4 {
-        data[1] & 3
-    } else {
-        (data[1] >> 4) & 3
-    }
+    outer_tos_ttl(data).0 & 3
 }
 
 fn output_one(pool: &mut Pool, id: PacketId, table: &TunnelTable) -> Result<(), DropReason> {

@@ -463,8 +463,11 @@ impl<C: Clock> Pipeline<C> {
 
     /// A copy of the datagram at payload offset `at` of a train that
     /// [`gather`] with GRO merges ([`gso::detach_at`]): one the socket
-    /// verified, whose outer ECN field is clear (the merged datagrams skip
-    /// `decap-output`'s RFC 6040 step). None for any other packet.
+    /// verified, whose outer ECN leaves the inner one as it is. The merged
+    /// datagrams skip `decap-output`'s RFC 6040 step; the socket's GRO only
+    /// builds trains of one outer TOS, and by RFC 6040 §4.2 an outer
+    /// Not-ECT or ECT(0) changes no inner ECN field, where ECT(1) and CE
+    /// can. None for any other packet.
     ///
     /// [`gather`]: PipelineOptions::gather
     fn detach(&mut self, pool: &mut Pool, id: PacketId, at: usize) -> Option<(PacketId, usize)> {
@@ -477,7 +480,9 @@ impl<C: Clock> Pipeline<C> {
         {
             return None;
         }
-        if pool.data(id).len() < 2 || decap::outer_ecn(pool.data(id)) != 0 {
+        const NOT_ECT: u8 = 0;
+        const ECT0: u8 = 2;
+        if pool.data(id).len() < 2 || !matches!(decap::outer_ecn(pool.data(id)), NOT_ECT | ECT0) {
             return None;
         }
         gso::detach_at(pool, id, at).ok()
@@ -670,9 +675,9 @@ impl<C: Clock> Pipeline<C> {
 }
 
 /// Where the UDP GSO train that can start at `ids[i]` ends (exclusive):
-/// the datagrams after it of the same tunnel and flow, each the size of
-/// the first but the last (which may be shorter), at most
-/// [`gso::UDP_MAX_SEGMENTS`], within the 16-bit IP length the kernel
+/// the datagrams after it of the same tunnel, flow and outer TOS and TTL,
+/// each the size of the first but the last (which may be shorter), at
+/// most [`gso::UDP_MAX_SEGMENTS`], within the 16-bit IP length the kernel
 /// builds the train as (IPv4 total length, IPv6 payload length). A
 /// zero-checksum tunnel, or a packet of no tunnel (a reply), makes no train
 /// (`i + 1`): Linux refuses UDP GSO without checksums.
@@ -696,11 +701,14 @@ pub fn train_end(pool: &Pool, ids: &[PacketId], i: usize, table: &TunnelTable) -
         65535 - 8
     };
     let mut total = size - headers;
+    // One train, one outer header: the same DSCP, ECN and TTL throughout.
+    let outer = decap::outer_tos_ttl(pool.data(first));
     while j < ids.len() && j - i < gso::UDP_MAX_SEGMENTS {
         let n = pool.meta(ids[j]);
         let len = pool.total_len(ids[j]);
         if n.tunnel != m.tunnel
             || n.flow_hash != m.flow_hash
+            || decap::outer_tos_ttl(pool.data(ids[j])) != outer
             || len > size
             || len < headers
             || total + len - headers > limit
@@ -1255,6 +1263,87 @@ mod tests {
                 "{name}: nothing split: {}",
                 merged.report
             );
+        }
+    }
+
+    /// The outer ECN of a train reaches every inner packet by RFC 6040:
+    /// an outer ECT(0) changes nothing, so the train merges; ECT(1) and CE
+    /// can change the inner field, so the train takes the split path, where
+    /// each datagram gets `decap-output`'s step.
+    #[test]
+    fn outer_ecn_of_a_train_reaches_every_inner_packet() {
+        const ECT1: u8 = 1;
+        const ECT0: u8 = 2;
+        const CE: u8 = 3;
+        let mss = 1448;
+        for (name, ca, cb, link, _, _) in train_cases() {
+            let ip = if name.contains("ipv6") {
+                Ip {
+                    tos: ECT0,
+                    ..Ip::v6()
+                }
+            } else {
+                Ip {
+                    tos: ECT0,
+                    ..Ip::v4()
+                }
+            };
+            let data = payload(0, 45 * mss, 3);
+            let packet = tcp(&ip, &Tcp::new(), &data, Csum::Partial);
+            let kind = if ip.v6 { GsoKind::Tcp6 } else { GsoKind::Tcp4 };
+            let meta = super_meta(&packet, kind, mss as u16);
+            let frame = if link == InnerLink::Ethernet {
+                let eth = if ip.v6 {
+                    crate::gso::testpkt::Eth::tagged(10)
+                } else {
+                    crate::gso::testpkt::Eth::new()
+                };
+                (eth.wrap(&packet), eth.meta(meta))
+            } else {
+                (packet, meta)
+            };
+            for (outer, inner, merges) in [(ECT0, ECT0, true), (ECT1, ECT1, false), (CE, CE, false)]
+            {
+                let set_outer_ecn = |pool: &mut Pool, wire: &PacketVector| {
+                    for &id in wire.as_slice() {
+                        let d = pool.data_mut(id);
+                        if d[0] >> 4 == 4 {
+                            d[1] = (d[1] & !3) | outer;
+                            d[10..12].fill(0);
+                            let c = tep_csum::Sum::of(&d[..20]).checksum();
+                            d[10..12].copy_from_slice(&c.to_be_bytes());
+                        } else {
+                            d[1] = (d[1] & !0x30) | (outer << 4);
+                        }
+                    }
+                };
+                let r = over_the_wire(
+                    &ca,
+                    &cb,
+                    link,
+                    std::slice::from_ref(&frame),
+                    true,
+                    &set_outer_ecn,
+                );
+                let label = format!("{name} outer ECN {outer}");
+                assert!(r.drops.is_empty(), "{label}: {:?}", r.drops);
+                assert_eq!(tcp_stream(&r.outputs, mss as u16), data, "{label}");
+                for (d, m) in &r.outputs {
+                    let ip = &d[usize::from(m.l3)..];
+                    let ecn = if ip[0] >> 4 == 4 {
+                        ip[1] & 3
+                    } else {
+                        (ip[1] >> 4) & 3
+                    };
+                    assert_eq!(ecn, inner, "{label}: {}", r.report);
+                }
+                assert_eq!(
+                    r.report.contains("udp-train-split"),
+                    !merges,
+                    "{label}: {}",
+                    r.report
+                );
+            }
         }
     }
 

@@ -75,6 +75,13 @@ pub struct RecvMeta {
     /// Some(n): UDP GRO coalesced datagrams of n bytes (the last may be
     /// shorter) into this buffer. None: a single datagram.
     pub segment_size: Option<u16>,
+    /// The outer IPv4 TOS / IPv6 traffic class (DSCP and ECN), as
+    /// IP_RECVTOS / IPV6_RECVTCLASS report it; 0 when not reported. GRO
+    /// only merges datagrams whose TOS is the same.
+    pub tos: u8,
+    /// The outer TTL / hop limit (IP_RECVTTL / IPV6_RECVHOPLIMIT); 0 when
+    /// not reported.
+    pub ttl: u8,
 }
 
 impl Default for RecvMeta {
@@ -83,6 +90,8 @@ impl Default for RecvMeta {
             len: 0,
             source: SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
             segment_size: None,
+            tos: 0,
+            ttl: 0,
         }
     }
 }
@@ -109,11 +118,19 @@ pub struct Gathered<'a> {
     pub parts: &'a [IoSlice<'a>],
     /// As in [`Transmit`]: GSO segment size.
     pub segment_size: Option<u16>,
+    /// The outer IPv4 TOS / IPv6 traffic class (DSCP and ECN) for every
+    /// datagram of the message (IP_TOS / IPV6_TCLASS cmsg); None: the
+    /// socket's (0).
+    pub tos: Option<u8>,
+    /// The outer TTL / hop limit (IP_TTL / IPV6_HOPLIMIT cmsg); None: the
+    /// system default.
+    pub ttl: Option<u8>,
 }
 
-/// Control message room per message: one int (UDP_GRO) or one u16
-/// (UDP_SEGMENT) needs CMSG_SPACE(4) = 24 bytes; 64 leaves room.
-const CMSG_WORDS: usize = 8;
+/// Control message room per message, in u64 words (cmsghdr alignment).
+/// Receive: UDP_GRO, TOS and TTL; send: UDP_SEGMENT, TOS and TTL. Each is
+/// at most CMSG_SPACE(4) = 24 bytes: 72 of the 96.
+const CMSG_WORDS: usize = 12;
 
 /// The arrays the batch syscalls point into, allocated once per socket.
 struct Scratch {
@@ -209,6 +226,25 @@ impl UdpSocket {
         }
         if opts.zero_checksum_rx && v6 {
             set(libc::SOL_UDP, libc::UDP_NO_CHECK6_RX, 1, "UDP_NO_CHECK6_RX")?;
+        }
+        // The outer TOS and TTL of each datagram: the decap path applies
+        // RFC 6040 to the inner ECN field from the outer one.
+        if v6 {
+            set(
+                libc::IPPROTO_IPV6,
+                libc::IPV6_RECVTCLASS,
+                1,
+                "IPV6_RECVTCLASS",
+            )?;
+            set(
+                libc::IPPROTO_IPV6,
+                libc::IPV6_RECVHOPLIMIT,
+                1,
+                "IPV6_RECVHOPLIMIT",
+            )?;
+        } else {
+            set(libc::IPPROTO_IP, libc::IP_RECVTOS, 1, "IP_RECVTOS")?;
+            set(libc::IPPROTO_IP, libc::IP_RECVTTL, 1, "IP_RECVTTL")?;
         }
         let gro = opts.gro && setsockopt_int(raw, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
         let gso = opts.gso
@@ -312,7 +348,10 @@ impl UdpSocket {
             m.len = h.msg_len as usize;
             m.source = read_sockaddr(&s.names[i])
                 .unwrap_or(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
-            m.segment_size = gro_segment_size(&h.msg_hdr).filter(|&seg| (seg as usize) < m.len);
+            let c = received_cmsgs(&h.msg_hdr);
+            m.segment_size = c.segment_size.filter(|&seg| (seg as usize) < m.len);
+            m.tos = c.tos;
+            m.ttl = c.ttl;
         }
         Ok(got)
     }
@@ -334,6 +373,8 @@ impl UdpSocket {
             dest: msgs.get(i).map_or(first.dest, |m| m.dest),
             parts: if i < n { &slices[i..i + 1] } else { &[] },
             segment_size: msgs.get(i).and_then(|m| m.segment_size),
+            tos: None,
+            ttl: None,
         });
         self.send_gathered(&gathered[..n])
     }
@@ -395,27 +436,12 @@ impl UdpSocket {
             h.msg_hdr.msg_iov = &mut s.iovs[first];
             h.msg_hdr.msg_iovlen = at - first;
             h.msg_hdr.msg_flags = 0;
-            match m.segment_size {
-                Some(seg) => {
-                    h.msg_hdr.msg_control = s.cmsgs[i].as_mut_ptr().cast();
-                    // SAFETY: CMSG_SPACE is arithmetic.
-                    h.msg_hdr.msg_controllen = unsafe { libc::CMSG_SPACE(2) } as usize;
-                    // SAFETY: msg_control points at this message's cmsg
-                    // buffer of 64 u64-aligned bytes, more than CMSG_SPACE(2)
-                    // = 24, so the first header and its 2 data bytes fit.
-                    unsafe {
-                        let cmsg = libc::CMSG_FIRSTHDR(&h.msg_hdr);
-                        (*cmsg).cmsg_level = libc::SOL_UDP;
-                        (*cmsg).cmsg_type = libc::UDP_SEGMENT;
-                        (*cmsg).cmsg_len = libc::CMSG_LEN(2) as usize;
-                        ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), seg);
-                    }
-                }
-                None => {
-                    h.msg_hdr.msg_control = ptr::null_mut();
-                    h.msg_hdr.msg_controllen = 0;
-                }
-            }
+            let c = SendCmsgs {
+                segment_size: m.segment_size,
+                tos: m.tos,
+                ttl: m.ttl,
+            };
+            write_send_cmsgs(&mut h.msg_hdr, &mut s.cmsgs[i], c, v6);
         }
         let fd = self.fd.as_raw_fd();
         let r = retry(|| {
@@ -468,22 +494,94 @@ fn set_buffer(fd: RawFd, force: libc::c_int, plain: libc::c_int, size: usize) ->
     setsockopt_int(fd, libc::SOL_SOCKET, plain, size)
 }
 
-/// The UDP_GRO cmsg (an int) of a received message.
-fn gro_segment_size(hdr: &libc::msghdr) -> Option<u16> {
+/// What the control messages of a received message say.
+#[derive(Default)]
+struct RecvCmsgs {
+    segment_size: Option<u16>,
+    tos: u8,
+    ttl: u8,
+}
+
+/// Reads UDP_GRO (an int), IP_TOS (a byte) / IPV6_TCLASS (an int) and
+/// IP_TTL / IPV6_HOPLIMIT (ints) from a received message.
+fn received_cmsgs(hdr: &libc::msghdr) -> RecvCmsgs {
+    let mut r = RecvCmsgs::default();
     // SAFETY: after recvmmsg, msg_control/msg_controllen describe the control
     // messages the kernel wrote into this message's cmsg buffer; the CMSG
-    // macros stay within msg_controllen.
+    // macros stay within msg_controllen, and each read below is of the
+    // size the kernel writes for that level and type.
     unsafe {
         let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
         while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == libc::UDP_GRO {
-                let size = ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
-                return u16::try_from(size).ok();
+            let data = libc::CMSG_DATA(cmsg);
+            let int = || ptr::read_unaligned(data.cast::<libc::c_int>());
+            match ((*cmsg).cmsg_level, (*cmsg).cmsg_type) {
+                (libc::SOL_UDP, libc::UDP_GRO) => r.segment_size = u16::try_from(int()).ok(),
+                (libc::IPPROTO_IP, libc::IP_TOS) => r.tos = *data,
+                (libc::IPPROTO_IP, libc::IP_TTL) => r.ttl = int() as u8,
+                (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => r.tos = int() as u8,
+                (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT) => r.ttl = int() as u8,
+                _ => {}
             }
             cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
         }
     }
-    None
+    r
+}
+
+/// The control messages of one message to send.
+#[derive(Clone, Copy)]
+struct SendCmsgs {
+    segment_size: Option<u16>,
+    tos: Option<u8>,
+    ttl: Option<u8>,
+}
+
+/// Points `hdr` at `buf` filled with the control messages `c` asks for
+/// (none: no control buffer at all).
+fn write_send_cmsgs(hdr: &mut libc::msghdr, buf: &mut [u64; CMSG_WORDS], c: SendCmsgs, v6: bool) {
+    let (tos_level, tos_type, ttl_type) = if v6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS, libc::IPV6_HOPLIMIT)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_TOS, libc::IP_TTL)
+    };
+    let ints = [
+        c.tos.map(|t| (tos_level, tos_type, libc::c_int::from(t))),
+        c.ttl.map(|t| (tos_level, ttl_type, libc::c_int::from(t))),
+    ];
+    if c.segment_size.is_none() && ints.iter().all(Option::is_none) {
+        hdr.msg_control = ptr::null_mut();
+        hdr.msg_controllen = 0;
+        return;
+    }
+    let base: *mut u8 = buf.as_mut_ptr().cast();
+    let mut used = 0;
+    // Written at offsets of our own, not with CMSG_NXTHDR: that one reads
+    // the length field of the next header, which holds whatever a previous
+    // call left in the buffer.
+    // SAFETY: at most three messages are written, each CMSG_SPACE(2) or
+    // CMSG_SPACE(4) = 24 bytes (a multiple of 8, so every header stays
+    // u64-aligned), 72 of the 96 bytes of `buf`.
+    unsafe {
+        if let Some(seg) = c.segment_size {
+            let cmsg = base.add(used).cast::<libc::cmsghdr>();
+            (*cmsg).cmsg_level = libc::SOL_UDP;
+            (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(2) as usize;
+            ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), seg);
+            used += libc::CMSG_SPACE(2) as usize;
+        }
+        for (level, ty, value) in ints.into_iter().flatten() {
+            let cmsg = base.add(used).cast::<libc::cmsghdr>();
+            (*cmsg).cmsg_level = level;
+            (*cmsg).cmsg_type = ty;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(4) as usize;
+            ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), value);
+            used += libc::CMSG_SPACE(4) as usize;
+        }
+    }
+    hdr.msg_control = base.cast();
+    hdr.msg_controllen = used;
 }
 
 /// Writes `addr` as sockaddr_in/sockaddr_in6 into `storage`; returns its length.

@@ -371,11 +371,15 @@ fn gathered_train(ip: IpAddr) {
             dest: rx.local_addr(),
             parts: &slices,
             segment_size: Some(500),
+            tos: None,
+            ttl: None,
         },
         Gathered {
             dest: rx.local_addr(),
             parts: &tail,
             segment_size: None,
+            tos: None,
+            ttl: None,
         },
     ];
     assert_eq!(tx.send_gathered(&msgs).unwrap(), 2);
@@ -397,5 +401,56 @@ fn udp_gathered_train_v4_and_v6() {
     in_netns(|| {
         gathered_train(V4);
         gathered_train(V6);
+    });
+}
+
+/// The TOS / traffic class and TTL / hop limit given per message reach the
+/// receiver, which reads them back per message (and per GRO train): what
+/// carries DSCP, ECN and the tunnel's TTL across the socket.
+fn tos_and_ttl(ip: IpAddr) {
+    let mut tx = bind(ip, &UdpOptions::default());
+    let mut rx = bind(ip, &UdpOptions::default());
+    let payload = vec![0x5au8; 3000];
+    let whole = [std::io::IoSlice::new(&payload)];
+    let one = [std::io::IoSlice::new(b"one")];
+    let plain = [std::io::IoSlice::new(b"plain")];
+    let msg = |parts, segment_size, tos, ttl| Gathered {
+        dest: rx.local_addr(),
+        parts,
+        segment_size,
+        tos,
+        ttl,
+    };
+    // ECT(0) with DSCP AF11; CE with DSCP 46 on a GSO train of 3; the
+    // socket's defaults.
+    let msgs = [
+        msg(&one[..], None, Some(0x2a), Some(33)),
+        msg(&whole[..], Some(1000), Some(0xbb), Some(7)),
+        msg(&plain[..], None, None, None),
+    ];
+    assert_eq!(tx.send_gathered(&msgs).unwrap(), 3);
+    let got = recv_bytes(&mut rx, 3 + 3000 + 5);
+    let seen: Vec<(usize, u8, u8)> = got.iter().map(|(m, _)| (m.len, m.tos, m.ttl)).collect();
+    let train: Vec<&(usize, u8, u8)> = seen.iter().filter(|s| s.0 >= 1000).collect();
+    assert_eq!(seen[0], (3, 0x2a, 33), "{ip}: {seen:?}");
+    assert!(!train.is_empty(), "{ip}: {seen:?}");
+    for t in train {
+        assert_eq!((t.1, t.2), (0xbb, 7), "{ip}: {seen:?}");
+    }
+    let last = seen.last().unwrap();
+    assert_eq!(last.0, 5, "{ip}: {seen:?}");
+    assert_eq!(last.1, 0, "{ip}: {seen:?}");
+    assert!(last.2 > 7 && last.2 != 33, "{ip}: default TTL {seen:?}");
+}
+
+#[test]
+fn udp_tos_and_ttl_per_message_v4_and_v6() {
+    if !tep_sys::netns::is_root() {
+        eprintln!("SKIPPED udp_tos_and_ttl_per_message_v4_and_v6: needs root (CI runs it as root)");
+        return;
+    }
+    in_netns(|| {
+        tos_and_ttl(V4);
+        tos_and_ttl(V6);
     });
 }

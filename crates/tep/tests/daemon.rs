@@ -360,3 +360,127 @@ fn two_queues_run_two_workers() {
     let runtime = da.control(&["show", "runtime"]).unwrap();
     assert!(runtime.contains("gue-encap"), "{runtime}");
 }
+
+/// Runs Python 3 in `ns` in the background; its stdout when it ends.
+fn python_bg(ns: &str, code: &str) -> std::process::Child {
+    std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "python3", "-c", code])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3")
+}
+
+fn output_of(child: std::process::Child) -> String {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "python: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// DSCP, ECN and TTL cross the socket both ways: what tep puts in the outer
+/// header (the tunnel's DSCP and TTL, the inner ECN copied) is what the peer
+/// receives, and the outer ECN a peer sends merges into the inner packet
+/// by RFC 6040 (CE marks it, ECT(1) over ECT(0) gives ECT(1), CE over
+/// Not-ECT is dropped and counted).
+#[test]
+fn dscp_ecn_and_ttl_cross_the_socket() {
+    if !root_or_skip("dscp_ecn_and_ttl_cross_the_socket") {
+        return;
+    }
+    let pair = Pair::new();
+    let config = gue_config(&pair, &pair.a, 1, true, None) + "dscp = 10\nttl = 33\n";
+    let mut d = pair.daemon(&pair.a, &config);
+
+    // Encap: an ECT(0) datagram into the TUN; the peer's socket reads the
+    // outer TOS and TTL and the inner TOS.
+    let listen = python_bg(
+        &pair.b,
+        &format!(
+            r#"
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+s.setsockopt(socket.IPPROTO_IP, 12, 1)  # IP_RECVTTL
+s.bind(("{b}", 6080))
+s.settimeout(5)
+data, anc, _, _ = s.recvmsg(4000, 256)
+c = {{t: v for (l, t, v) in anc}}
+inner = 0 if data[0] >> 6 == 1 else 4 + 4 * (data[0] & 31)
+print(c[socket.IP_TOS][0], int.from_bytes(c[2], "little"), data[inner + 1])
+"#,
+            b = Pair::B4
+        ),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    python(
+        &pair,
+        &pair.a,
+        r#"
+import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 2)
+for _ in range(3):
+    s.sendto(b"ect0", ("10.9.0.2", 7000))
+    time.sleep(0.05)
+"#,
+    );
+    let seen = output_of(listen);
+    assert_eq!(
+        seen,
+        format!("{} 33 2", (10 << 2) | 2),
+        "outer TOS, TTL, inner TOS"
+    );
+
+    // Decap: GUE datagrams from the peer with outer CE and ECT(1).
+    let listen = python_bg(
+        &pair.a,
+        r#"
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+s.bind(("10.9.0.1", 7001))
+s.settimeout(5)
+got = []
+for _ in range(2):
+    data, anc, _, _ = s.recvmsg(2000, 256)
+    got.append("%s:%d" % (data.decode(), anc[0][2][0]))
+print(" ".join(sorted(got)))
+"#,
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    python(
+        &pair,
+        &pair.b,
+        &format!(
+            r#"
+import socket, struct
+def ipv4_udp(tos, payload):
+    udp = struct.pack("!HHHH", 40000, 7001, 8 + len(payload), 0) + payload
+    h = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, tos, 20 + len(udp), 1, 0, 64, 17, 0,
+                              socket.inet_aton("10.9.0.2"), socket.inet_aton("10.9.0.1")))
+    s = sum(struct.unpack("!10H", h))
+    s = (s & 0xffff) + (s >> 16)
+    s = (s & 0xffff) + (s >> 16)
+    h[10:12] = struct.pack("!H", ~s & 0xffff)
+    return bytes(h) + udp
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("{b}", 0))
+for outer, inner, name in ((3, 2, b"ce"), (1, 2, b"e1"), (3, 0, b"notect")):
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, outer)
+    s.sendto(bytes([0, 4, 0, 0]) + ipv4_udp(inner, name), ("{a}", 6080))
+"#,
+            a = Pair::A4,
+            b = Pair::B4
+        ),
+    );
+    assert_eq!(output_of(listen), "ce:3 e1:1", "inner TOS after decap");
+    std::thread::sleep(Duration::from_millis(100));
+    let c = d.show("counters");
+    assert_eq!(drop_count(&c, "ecn_ce_not_ect"), 1, "{c}");
+    assert!(d.alive(), "{}", d.log());
+    assert_eq!(d.stop(), Some(0), "{}", d.log());
+}

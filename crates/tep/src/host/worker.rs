@@ -423,7 +423,13 @@ fn read_socket(
         let m = metas[k];
         let first = m.segment_size.map_or(m.len, usize::from).min(m.len);
         pool.set_len(id, hdr_len + m.len);
-        write_outer_headers(pool.data_mut(id), m.source, local, first);
+        let outer = OuterFields {
+            source: m.source,
+            local,
+            tos: m.tos,
+            ttl: m.ttl,
+        };
+        write_outer_headers(pool.data_mut(id), &outer, first);
         let meta = pool.meta_mut(id);
         meta.csum = ChecksumState::Verified;
         meta.l4 = (hdr_len - 8) as u16;
@@ -441,17 +447,28 @@ fn read_socket(
     got == n
 }
 
+/// What the socket tells of a received datagram's outer headers.
+struct OuterFields {
+    source: SocketAddr,
+    local: SocketAddr,
+    /// TOS / traffic class: the decap path merges its ECN field into the
+    /// inner one (RFC 6040).
+    tos: u8,
+    /// TTL / hop limit (0 if not reported: written as 64).
+    ttl: u8,
+}
+
 /// The outer IPv4/IPv6 + UDP headers of a received datagram (the first of
 /// a GRO train: `first` payload bytes), as the decap path expects them.
-/// The outer TOS / traffic class is not known (the socket does not report
-/// it), so it is 0 and RFC 6040 has no outer ECN to merge.
-fn write_outer_headers(buf: &mut [u8], source: SocketAddr, local: SocketAddr, first: usize) {
+fn write_outer_headers(buf: &mut [u8], outer: &OuterFields, first: usize) {
+    let (source, local, tos) = (outer.source, outer.local, outer.tos);
+    let ttl = if outer.ttl == 0 { 64 } else { outer.ttl };
     let udp_len = (first + 8) as u16;
     let l4 = match (source.ip(), local.ip()) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
             let total = (20 + first + 8) as u16;
             buf[..20].copy_from_slice(&[
-                0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                0x45, tos, 0, 0, 0, 0, 0x40, 0, ttl, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
             ]);
             buf[2..4].copy_from_slice(&total.to_be_bytes());
             buf[12..16].copy_from_slice(&s.octets());
@@ -469,7 +486,7 @@ fn write_outer_headers(buf: &mut [u8], source: SocketAddr, local: SocketAddr, fi
                 IpAddr::V6(a) => a,
                 IpAddr::V4(a) => a.to_ipv6_mapped(),
             };
-            buf[..8].copy_from_slice(&[0x60, 0, 0, 0, 0, 0, 17, 64]);
+            buf[..8].copy_from_slice(&[0x60 | tos >> 4, tos << 4, 0, 0, 0, 0, 17, ttl]);
             buf[4..6].copy_from_slice(&udp_len.to_be_bytes());
             buf[8..24].copy_from_slice(&s.octets());
             buf[24..40].copy_from_slice(&d.octets());
@@ -552,6 +569,8 @@ fn send_outer(
                 dest: placeholder,
                 parts: &[],
                 segment_size: None,
+                tos: None,
+                ttl: None,
             });
             let mut counts = [0u64; VECTOR_SIZE];
             let mut k = 0;
@@ -592,10 +611,16 @@ fn send_outer(
                 if j - i > 1 {
                     tallies.host.udp_tx_trains += 1;
                 }
+                // The DSCP, ECN and TTL the pipeline chose (one per train:
+                // train_end), for the kernel to write; a TTL of 0 (inherited
+                // from an inner 0) would fail the whole batch (EINVAL).
+                let (tos, ttl) = tep_dataplane::decap::outer_tos_ttl(data);
                 msgs[k] = Gathered {
                     dest: SocketAddr::new(dst, port),
                     parts: &slices[first_part[i]..first_part[j]],
                     segment_size: (j - i > 1).then(|| (total - l4 - 8) as u16),
+                    tos: Some(tos),
+                    ttl: (ttl > 0).then_some(ttl),
                 };
                 counts[k] = (j - i) as u64;
                 k += 1;
@@ -836,18 +861,31 @@ mod tests {
         let mut b = [0u8; 28 + 100];
         let s: SocketAddr = "192.0.2.2:40000".parse().unwrap();
         let l: SocketAddr = "192.0.2.1:4789".parse().unwrap();
-        write_outer_headers(&mut b, s, l, 100);
+        let outer = |source, local, tos, ttl| OuterFields {
+            source,
+            local,
+            tos,
+            ttl,
+        };
+        write_outer_headers(&mut b, &outer(s, l, 0xbb, 9), 100);
         let ip = tep_wire::ipv4::Packet::new_checked(&b[..]).unwrap();
         assert!(ip.verify_checksum());
         assert_eq!(ip.total_len(), 128);
         assert_eq!(tep_dataplane::decap::outer_addrs(&b), (s.ip(), l.ip()));
+        assert_eq!(tep_dataplane::decap::outer_tos_ttl(&b), (0xbb, 9));
         assert_eq!(&b[20..26], &[0x9c, 0x40, 0x12, 0xb5, 0, 108]);
+        // Not reported: TOS 0, TTL 64.
+        write_outer_headers(&mut b, &outer(s, l, 0, 0), 100);
+        assert_eq!(tep_dataplane::decap::outer_tos_ttl(&b), (0, 64));
         let mut b6 = [0u8; 48 + 10];
         let s: SocketAddr = "[2001:db8::2]:1".parse().unwrap();
         let l: SocketAddr = "[2001:db8::1]:6081".parse().unwrap();
-        write_outer_headers(&mut b6, s, l, 10);
+        write_outer_headers(&mut b6, &outer(s, l, 0x2b, 200), 10);
         let ip = tep_wire::ipv6::Packet::new_checked(&b6[..]).unwrap();
         assert_eq!(ip.payload_len(), 18);
+        assert_eq!(ip.traffic_class(), 0x2b);
+        assert_eq!(ip.hop_limit(), 200);
+        assert_eq!(ip.flow_label(), 0);
         assert_eq!(tep_dataplane::decap::outer_addrs(&b6), (s.ip(), l.ip()));
     }
 
