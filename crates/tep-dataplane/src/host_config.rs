@@ -33,6 +33,13 @@ pub struct HostConfig {
     /// Checksum and segmentation offloads on the TUN/TAP (virtio-net
     /// header) and the UDP sockets (UDP_SEGMENT, UDP_GRO).
     pub offloads: bool,
+    /// Sockets per endpoint and worker that send tunnel traffic, each bound
+    /// to its own port from the endpoint's first tunnel's `source_ports`:
+    /// a flow leaves from the one its hash picks, so flows spread over that
+    /// many outer source ports (underlay ECMP, the peer's RSS and
+    /// SO_REUSEPORT queues). 0: tunnel traffic leaves from the receiving
+    /// socket, whose port is the tunnel's.
+    pub source_sockets: usize,
     /// Prometheus metrics listen address; `None`: off.
     pub metrics: Option<SocketAddr>,
     /// The control socket (`tep show`, `tep reload`, `tep trace`).
@@ -54,6 +61,7 @@ impl Default for HostConfig {
             queues: 1,
             cpus: Vec::new(),
             offloads: true,
+            source_sockets: 8,
             metrics: None,
             control: DEFAULT_CONTROL.to_string(),
         }
@@ -72,6 +80,7 @@ pub(crate) struct RawHost {
     queues: Option<i64>,
     cpus: Option<Vec<i64>>,
     offloads: Option<bool>,
+    source_sockets: Option<i64>,
     metrics: Option<String>,
     control: Option<String>,
 }
@@ -160,6 +169,10 @@ impl RawHost {
                 ),
             ));
         }
+        let source_sockets = match self.source_sockets {
+            Some(v) => ranged("source_sockets", v, 0, 64)? as usize,
+            None => d.source_sockets,
+        };
         let metrics = match self.metrics {
             Some(s) => Some(s.parse::<SocketAddr>().map_err(|_| {
                 err(
@@ -191,6 +204,7 @@ impl RawHost {
             queues,
             cpus,
             offloads: self.offloads.unwrap_or(d.offloads),
+            source_sockets,
             metrics,
             control,
         })
@@ -222,6 +236,7 @@ underlay_mtu = 9000
 queues = 2
 cpus = [1, 0]
 offloads = false
+source_sockets = 0
 metrics = "127.0.0.1:9464"
 control = "/tmp/x.sock"
 "#,
@@ -234,6 +249,7 @@ control = "/tmp/x.sock"
         assert_eq!((h.mtu, h.underlay_mtu, h.queues), (Some(1400), 9000, 2));
         assert_eq!(h.cpus, vec![1, 0]);
         assert!(!h.offloads);
+        assert_eq!(h.source_sockets, 0);
         assert_eq!(h.metrics, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(h.control, "/tmp/x.sock");
     }
@@ -248,6 +264,10 @@ control = "/tmp/x.sock"
             ("tap = \"tep0\"", "host.tap: \"tep0\" is also the TUN"),
             ("mtu = 100", "host.mtu: 100 is out of range (576..=65535)"),
             ("queues = 0", "host.queues: 0 is out of range (1..=64)"),
+            (
+                "source_sockets = 65",
+                "host.source_sockets: 65 is out of range (0..=64)",
+            ),
             ("cpus = [0, 1]", "host.cpus: 2 CPUs for 1 queue(s)"),
             (
                 "metrics = \"localhost\"",

@@ -484,3 +484,103 @@ for outer, inner, name in ((3, 2, b"ce"), (1, 2, b"e1"), (3, 0, b"notect")):
     assert!(d.alive(), "{}", d.log());
     assert_eq!(d.stop(), Some(0), "{}", d.log());
 }
+
+/// Sends `flows` UDP flows of two datagrams each into the TUN from ns a;
+/// the peer (a plain socket in ns b on the GUE port) reports each
+/// datagram's outer source port and inner source port.
+fn outer_ports_of_flows(pair: &Pair, flows: u16) -> Vec<(u16, u16)> {
+    let want = 2 * flows;
+    let listen = python_bg(
+        &pair.b,
+        &format!(
+            r#"
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("{b}", 6080))
+s.settimeout(3)
+try:
+    for _ in range({want}):
+        data, (_, port) = s.recvfrom(4000)
+        inner = 0 if data[0] >> 6 == 1 else 4 + 4 * (data[0] & 31)
+        ihl = 4 * (data[inner] & 15)
+        print(port, int.from_bytes(data[inner + ihl:inner + ihl + 2], "big"))
+except socket.timeout:
+    pass
+"#,
+            b = Pair::B4
+        ),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    python(
+        pair,
+        &pair.a,
+        &format!(
+            r#"
+import socket, time
+for _ in range(2):
+    for k in range({flows}):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("10.9.0.1", 41000 + k))
+        s.sendto(b"flow", ("10.9.0.2", 7000))
+        s.close()
+    time.sleep(0.05)
+"#
+        ),
+    );
+    output_of(listen)
+        .lines()
+        .map(|l| {
+            let mut w = l.split_whitespace().map(|x| x.parse::<u16>().unwrap());
+            (w.next().unwrap(), w.next().unwrap())
+        })
+        .collect()
+}
+
+/// Flows leave from several outer source ports, each flow from one, all in
+/// the tunnel's source_ports range (underlay ECMP and the peer's receive
+/// queues see them apart); `source_sockets = 0` sends all from the tunnel
+/// port.
+#[test]
+fn flows_spread_over_source_ports() {
+    if !root_or_skip("flows_spread_over_source_ports") {
+        return;
+    }
+    let pair = Pair::new();
+    let config = gue_config(&pair, &pair.a, 1, true, None) + "source_ports = [50000, 50999]\n";
+    let mut d = pair.daemon(&pair.a, &config);
+    let t = d.show("tunnels");
+    let ports: Vec<u64> = t["io"]["sockets"][0]["source_ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap())
+        .collect();
+    assert_eq!(ports.len(), 8, "{t}");
+    assert!(ports.iter().all(|p| (50000..=50999).contains(p)), "{t}");
+    let seen = outer_ports_of_flows(&pair, 16);
+    assert_eq!(seen.len(), 32, "{seen:?}\n{}", d.log());
+    let mut by_flow = std::collections::BTreeMap::new();
+    for &(outer, inner) in &seen {
+        assert!(
+            ports.contains(&u64::from(outer)),
+            "{outer} not in {ports:?}"
+        );
+        by_flow.entry(inner).or_insert_with(Vec::new).push(outer);
+    }
+    for (flow, outers) in &by_flow {
+        assert!(
+            outers.iter().all(|&o| o == outers[0]),
+            "flow {flow}: {outers:?}"
+        );
+    }
+    let distinct: std::collections::BTreeSet<u16> = seen.iter().map(|s| s.0).collect();
+    assert!(distinct.len() >= 3, "16 flows over {distinct:?}");
+    assert_eq!(d.stop(), Some(0), "{}", d.log());
+
+    let one = config.replace("offloads = true", "offloads = true\nsource_sockets = 0");
+    let mut d = pair.daemon(&pair.a, &one);
+    let seen = outer_ports_of_flows(&pair, 4);
+    assert_eq!(seen.len(), 8, "{seen:?}");
+    assert!(seen.iter().all(|s| s.0 == 6080), "{seen:?}");
+    assert_eq!(d.stop(), Some(0), "{}", d.log());
+}

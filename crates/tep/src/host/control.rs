@@ -284,6 +284,18 @@ fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> 
             on(s.zero_checksum_tx),
             on(s.zero_checksum_rx)
         );
+        out += &match s.source_ports.as_slice() {
+            [] => format!("  sends from {}\n", s.local.port()),
+            ports => format!(
+                "  sends from {} source ports: {}\n",
+                ports.len(),
+                ports
+                    .iter()
+                    .map(u16::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        };
     }
     out
 }

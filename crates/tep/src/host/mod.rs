@@ -64,6 +64,9 @@ pub struct SocketInfo {
     pub zero_checksum_tx: bool,
     /// Accepts zero checksums over IPv6 (UDP_NO_CHECK6_RX).
     pub zero_checksum_rx: bool,
+    /// The source ports tunnel traffic leaves from (`host.source_sockets`
+    /// of them; first worker's). Empty: the socket's own port.
+    pub source_ports: Vec<u16>,
 }
 
 /// Where the control thread finds what it reports.
@@ -227,6 +230,55 @@ fn socket_options(host: &HostConfig, e: &Endpoints, i: usize) -> UdpOptions {
     }
 }
 
+/// Binds `host.source_sockets` sending sockets per endpoint for worker
+/// `worker` (of `host.queues`), on ports of the endpoint's source port
+/// range: spread evenly over the range between workers and sockets, each
+/// moving on to the next port while one is taken. Best effort: an endpoint
+/// whose range has no free port left sends from its receiving socket.
+fn bind_senders(host: &HostConfig, e: &Endpoints, worker: usize) -> Vec<Vec<UdpSocket>> {
+    let n = host.source_sockets;
+    let mut all = Vec::new();
+    for (i, &a) in e.addrs.iter().enumerate() {
+        let (lo, hi) = e.source_ports[i];
+        let span = usize::from(hi - lo) + 1;
+        let opts = UdpOptions {
+            reuse_port: false,
+            gro: false,
+            recv_buffer: 0,
+            ..socket_options(host, e, i)
+        };
+        let mut v = Vec::with_capacity(n);
+        let mut tries = 0;
+        for k in 0..n.min(span) {
+            let mut at = (worker * n + k) * span / (host.queues * n).max(1);
+            while tries < span {
+                let port = lo + (at % span) as u16;
+                tries += 1;
+                at += 1;
+                if port == a.port() {
+                    continue;
+                }
+                match UdpSocket::bind(SocketAddr::new(a.ip(), port), &opts) {
+                    Ok(s) => {
+                        v.push(s);
+                        break;
+                    }
+                    Err(err) if err.kind() == std::io::ErrorKind::AddrInUse => continue,
+                    Err(err) => {
+                        tracing::warn!(local = %a, port, "cannot bind a sending socket: {err}");
+                        tries = span;
+                    }
+                }
+            }
+        }
+        if v.len() < n {
+            tracing::warn!(local = %a, bound = v.len(), wanted = n, "fewer sending sockets than asked");
+        }
+        all.push(v);
+    }
+    all
+}
+
 /// Binds one socket per endpoint for each of `queues` workers.
 fn bind_sockets(host: &HostConfig, e: &Endpoints) -> Result<Vec<Vec<UdpSocket>>, String> {
     let mut per_worker = Vec::new();
@@ -330,6 +382,11 @@ fn io_info(devices: &[&Tun], config: &Config, ios: &[WorkerIo], e: &Endpoints) -
                         gro: s.capabilities().gro,
                         zero_checksum_tx: e.zero_tx[i],
                         zero_checksum_rx: e.zero_rx[i],
+                        source_ports: io
+                            .senders
+                            .get(i)
+                            .map(|v| v.iter().map(|s| s.local_addr().port()).collect())
+                            .unwrap_or_default(),
                     })
                     .collect()
             })
@@ -365,10 +422,12 @@ pub fn run(path: &Path) -> Result<(), String> {
     let mut tap_queues = tap.as_mut().map(Tun::take_queues).unwrap_or_default();
     let ios: Vec<WorkerIo> = sockets
         .into_iter()
-        .map(|s| WorkerIo {
+        .enumerate()
+        .map(|(w, s)| WorkerIo {
             tun: (!tun_queues.is_empty()).then(|| tun_queues.remove(0)),
             tap: (!tap_queues.is_empty()).then(|| tap_queues.remove(0)),
             sockets: s,
+            senders: bind_senders(&host, &endpoints, w),
         })
         .collect();
     let devices: Vec<&Tun> = tun.iter().chain(tap.iter()).collect();
@@ -518,6 +577,11 @@ fn reload(
         }
         fresh.push(v);
     }
+    // Sending sockets are bound afresh (ports the running ones hold are
+    // skipped); they hold no state worth keeping.
+    let mut senders: Vec<Vec<Vec<UdpSocket>>> = (0..new.host.queues)
+        .map(|w| bind_senders(&new.host, &endpoints, w))
+        .collect();
     let new = Arc::new(new);
     let old_running = std::mem::replace(
         running,
@@ -552,6 +616,7 @@ fn reload(
             })
             .collect();
         io.sockets = sockets;
+        io.senders = std::mem::take(&mut senders[new_ios.len()]);
         new_ios.push(io);
     }
     let devices: Vec<&Tun> = tun.iter().chain(tap.iter()).copied().collect();

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use tep_dataplane::buffer::{
-    ChecksumState, Gso, GsoKind, PacketMeta, Pool, NO_TUNNEL, SUPER_PACKET_ROOM,
+    ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool, NO_TUNNEL, SUPER_PACKET_ROOM,
 };
 use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::Config;
@@ -71,6 +71,9 @@ pub struct WorkerIo {
     pub tap: Option<TunQueue>,
     /// One socket per endpoint, in [`Endpoints`] order.
     pub sockets: Vec<UdpSocket>,
+    /// Per endpoint: the sockets tunnel traffic leaves from, one source
+    /// port each (`host.source_sockets`); empty: from `sockets`.
+    pub senders: Vec<Vec<UdpSocket>>,
 }
 
 /// The local (address, port) pairs the tunnels receive on, and which one
@@ -87,6 +90,8 @@ pub struct Endpoints {
     pub zero_tx: Vec<bool>,
     /// Per endpoint: accepts zero checksums over IPv6.
     pub zero_rx: Vec<bool>,
+    /// Per endpoint: the source port range of its first tunnel.
+    pub source_ports: Vec<(u16, u16)>,
 }
 
 impl Endpoints {
@@ -102,6 +107,7 @@ impl Endpoints {
                     e.zero_tx
                         .push(t.checksum == tep_dataplane::config::ChecksumMode::Zero);
                     e.zero_rx.push(false);
+                    e.source_ports.push(t.source_ports);
                     e.addrs.len() - 1
                 }
             };
@@ -176,7 +182,12 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         }
     }
     let config = &setup.config;
-    let gso_ok = setup.io.sockets.iter().all(|s| s.capabilities().gso);
+    let gso_ok = setup
+        .io
+        .sockets
+        .iter()
+        .chain(setup.io.senders.iter().flatten())
+        .all(|s| s.capabilities().gso);
     let options = PipelineOptions {
         inner_link: InnerLink::Ip,
         gro: setup.offloads,
@@ -246,9 +257,12 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                             &mut tallies.host,
                             &shared.tracer,
                         );
-                        let sockets = &mut io.sockets;
+                        let mut to = Senders {
+                            sockets: &mut io.sockets,
+                            senders: &mut io.senders,
+                        };
                         pipeline.encap_from(link, &mut pool, &mut input, &mut |pool, out| {
-                            send_outer(pool, out, sockets, &routes, &mut tallies, &shared.tracer)
+                            send_outer(pool, out, &mut to, &routes, &mut tallies, &shared.tracer)
                         });
                     }
                 }
@@ -265,7 +279,13 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                             &shared.tracer,
                         );
                         let now_ns = started.elapsed().as_nanos() as u64;
-                        let WorkerIo { tun, tap, sockets } = &mut io;
+                        let WorkerIo {
+                            tun,
+                            tap,
+                            sockets,
+                            senders,
+                        } = &mut io;
+                        let mut to = Senders { sockets, senders };
                         pipeline.decap(
                             &mut pool,
                             &mut input,
@@ -283,7 +303,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                                 Output::Reply => send_outer(
                                     pool,
                                     out,
-                                    sockets,
+                                    &mut to,
                                     &routes,
                                     &mut tallies,
                                     &shared.tracer,
@@ -512,16 +532,54 @@ fn datagrams(len: usize, hdr: usize, gso: Option<Gso>) -> u64 {
     }
 }
 
+/// The sockets outer packets leave from.
+struct Senders<'a> {
+    /// Per endpoint: the receiving socket (replies, and all traffic when
+    /// there are no sending sockets).
+    sockets: &'a mut [UdpSocket],
+    /// Per endpoint: the sending sockets, one source port each.
+    senders: &'a mut [Vec<UdpSocket>],
+}
+
+impl Senders<'_> {
+    /// Which socket sends an outer packet: (endpoint, 0) for the receiving
+    /// one, (endpoint, 1 + k) for sending socket k. A tunnel's flow keeps
+    /// one sending socket: the pipeline's source port, which the flow hash
+    /// chose, picks it.
+    fn slot_of(
+        &self,
+        routes: &Routes,
+        tunnel: u32,
+        data: &[u8],
+        l4: usize,
+    ) -> Option<(usize, usize)> {
+        let e = routes.endpoint_of(tunnel, data, l4)?;
+        let n = self.senders.get(e).map_or(0, Vec::len);
+        if tunnel == NO_TUNNEL || n == 0 {
+            return Some((e, 0));
+        }
+        let port = u16::from_be_bytes([data[l4], data[l4 + 1]]);
+        Some((e, 1 + usize::from(port) % n))
+    }
+
+    fn socket(&mut self, (e, k): (usize, usize)) -> &mut UdpSocket {
+        match k {
+            0 => &mut self.sockets[e],
+            k => &mut self.senders[e][k - 1],
+        }
+    }
+}
+
 /// Sends a vector of outer packets (full IP/UDP headers, as the pipeline
-/// builds them) from their endpoints' sockets: the UDP payload goes, the
-/// kernel writes the headers. Consecutive datagrams of one flow (the
-/// segments of a super-packet) leave as one GSO message gathered straight
-/// from their buffers: one syscall, no copy into a train. Frees every
-/// buffer.
+/// builds them) from their sockets ([`Senders::slot_of`]): the UDP payload
+/// goes, the kernel writes the headers. Consecutive datagrams of one flow
+/// (the segments of a super-packet) leave as one GSO message gathered
+/// straight from their buffers: one syscall, no copy into a train. Frees
+/// every buffer.
 fn send_outer(
     pool: &mut Pool,
     out: &mut PacketVector,
-    sockets: &mut [UdpSocket],
+    to: &mut Senders<'_>,
     routes: &Routes,
     tallies: &mut Tallies,
     tracer: &Tracer,
@@ -529,117 +587,128 @@ fn send_outer(
     {
         let pool: &Pool = pool;
         let ids = out.as_slice();
-        let placeholder = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
-        let Some(&filler) = ids.first() else {
-            return;
-        };
-        for (e, sock) in sockets.iter_mut().enumerate() {
-            let mut mine = [filler; VECTOR_SIZE];
+        let mut slots = [None; VECTOR_SIZE];
+        for (slot, &id) in slots.iter_mut().zip(ids) {
+            let m = pool.meta(id);
+            *slot = to.slot_of(routes, m.tunnel, pool.data(id), usize::from(m.l4));
+        }
+        let slots = &mut slots[..ids.len()];
+        // One socket at a time, in the order they first appear; a packet
+        // with no socket (cannot happen with a valid config) stays None.
+        while let Some(slot) = slots.iter().flatten().next().copied() {
+            let mut mine = [ids[0]; VECTOR_SIZE];
             let mut n = 0;
-            for &id in ids {
-                let m = pool.meta(id);
-                if routes.endpoint_of(m.tunnel, pool.data(id), usize::from(m.l4)) == Some(e) {
+            for (s, &id) in slots.iter_mut().zip(ids) {
+                if *s == Some(slot) {
                     mine[n] = id;
                     n += 1;
+                    *s = None;
                 }
             }
-            if n == 0 {
-                continue;
-            }
-            let mine = &mine[..n];
-            // Each datagram's UDP payload: its buffer's part, then its
-            // tail (a segment's payload, left in the super-packet).
-            let mut slices = [IoSlice::new(&[]); 2 * VECTOR_SIZE];
-            let mut first_part = [0usize; VECTOR_SIZE + 1];
-            let mut nslices = 0;
-            for (k, &id) in mine.iter().enumerate() {
-                first_part[k] = nslices;
-                let d = pool.data(id);
-                for part in core::iter::once(&d[usize::from(pool.meta(id).l4) + 8..])
-                    .chain(pool.tail_parts(id))
-                {
-                    if let Some(slot) = slices.get_mut(nslices) {
-                        *slot = IoSlice::new(part);
-                        nslices += 1;
-                    }
-                }
-            }
-            first_part[mine.len()] = nslices;
-            let mut msgs: [Gathered<'_>; VECTOR_SIZE] = core::array::from_fn(|_| Gathered {
-                dest: placeholder,
-                parts: &[],
-                segment_size: None,
-                tos: None,
-                ttl: None,
-            });
-            let mut counts = [0u64; VECTOR_SIZE];
-            let mut k = 0;
-            let mut i = 0;
-            while i < mine.len() {
-                let j = if tallies.trains {
-                    train_end(pool, mine, i, &routes.table)
-                } else {
-                    i + 1
-                };
-                let first = mine[i];
-                let m = *pool.meta(first);
-                let data = pool.data(first);
-                let total = pool.total_len(first);
-                let l4 = usize::from(m.l4);
-                let (_, dst) = tep_dataplane::decap::outer_addrs(data);
-                let port = u16::from_be_bytes([data[l4 + 2], data[l4 + 3]]);
-                for (k, &id) in mine[i..j].iter().enumerate() {
-                    if tracer.active() {
-                        // The outer headers, then the UDP payload's parts.
-                        let d = pool.data(id);
-                        let mut whole = [
-                            IoSlice::new(&d[..l4 + 8]),
-                            IoSlice::new(&[]),
-                            IoSlice::new(&[]),
-                        ];
-                        let parts = &slices[first_part[i + k]..first_part[i + k + 1]];
-                        let n = parts.len().min(2);
-                        whole[1..1 + n].copy_from_slice(&parts[..n]);
-                        tracer.record_parts(Point::UdpTx, &whole[..1 + n]);
-                    }
-                    if let Some(t) = tallies.tunnels.get_mut(m.tunnel as usize) {
-                        t.tx_packets += 1;
-                        t.tx_bytes += (pool.total_len(id) - l4 - 8) as u64;
-                    }
-                }
-                tallies.host.udp_tx += 1;
-                if j - i > 1 {
-                    tallies.host.udp_tx_trains += 1;
-                }
-                // The DSCP, ECN and TTL the pipeline chose (one per train:
-                // train_end), for the kernel to write; a TTL of 0 (inherited
-                // from an inner 0) would fail the whole batch (EINVAL).
-                let (tos, ttl) = tep_dataplane::decap::outer_tos_ttl(data);
-                msgs[k] = Gathered {
-                    dest: SocketAddr::new(dst, port),
-                    parts: &slices[first_part[i]..first_part[j]],
-                    segment_size: (j - i > 1).then(|| (total - l4 - 8) as u16),
-                    tos: Some(tos),
-                    ttl: (ttl > 0).then_some(ttl),
-                };
-                counts[k] = (j - i) as u64;
-                k += 1;
-                i = j;
-            }
-            send_all(
-                sock,
-                &msgs[..k],
-                &counts[..k],
-                &mut tallies.host,
-                &mut tallies.trains,
-            );
+            send_from(to.socket(slot), pool, &mine[..n], routes, tallies, tracer);
         }
     }
-    // Packets with no endpoint (cannot happen with a valid config) are
-    // freed here with the rest.
     for &id in out.as_slice() {
         pool.free(id);
     }
+}
+
+/// [`send_outer`]'s part for one socket: `mine`, in order.
+fn send_from(
+    sock: &mut UdpSocket,
+    pool: &Pool,
+    mine: &[PacketId],
+    routes: &Routes,
+    tallies: &mut Tallies,
+    tracer: &Tracer,
+) {
+    let placeholder = SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+    // Each datagram's UDP payload: its buffer's part, then its
+    // tail (a segment's payload, left in the super-packet).
+    let mut slices = [IoSlice::new(&[]); 2 * VECTOR_SIZE];
+    let mut first_part = [0usize; VECTOR_SIZE + 1];
+    let mut nslices = 0;
+    for (k, &id) in mine.iter().enumerate() {
+        first_part[k] = nslices;
+        let d = pool.data(id);
+        for part in
+            core::iter::once(&d[usize::from(pool.meta(id).l4) + 8..]).chain(pool.tail_parts(id))
+        {
+            if let Some(slot) = slices.get_mut(nslices) {
+                *slot = IoSlice::new(part);
+                nslices += 1;
+            }
+        }
+    }
+    first_part[mine.len()] = nslices;
+    let mut msgs: [Gathered<'_>; VECTOR_SIZE] = core::array::from_fn(|_| Gathered {
+        dest: placeholder,
+        parts: &[],
+        segment_size: None,
+        tos: None,
+        ttl: None,
+    });
+    let mut counts = [0u64; VECTOR_SIZE];
+    let mut k = 0;
+    let mut i = 0;
+    while i < mine.len() {
+        let j = if tallies.trains {
+            train_end(pool, mine, i, &routes.table)
+        } else {
+            i + 1
+        };
+        let first = mine[i];
+        let m = *pool.meta(first);
+        let data = pool.data(first);
+        let total = pool.total_len(first);
+        let l4 = usize::from(m.l4);
+        let (_, dst) = tep_dataplane::decap::outer_addrs(data);
+        let port = u16::from_be_bytes([data[l4 + 2], data[l4 + 3]]);
+        for (k, &id) in mine[i..j].iter().enumerate() {
+            if tracer.active() {
+                // The outer headers, then the UDP payload's parts.
+                let d = pool.data(id);
+                let mut whole = [
+                    IoSlice::new(&d[..l4 + 8]),
+                    IoSlice::new(&[]),
+                    IoSlice::new(&[]),
+                ];
+                let parts = &slices[first_part[i + k]..first_part[i + k + 1]];
+                let n = parts.len().min(2);
+                whole[1..1 + n].copy_from_slice(&parts[..n]);
+                tracer.record_parts(Point::UdpTx, &whole[..1 + n]);
+            }
+            if let Some(t) = tallies.tunnels.get_mut(m.tunnel as usize) {
+                t.tx_packets += 1;
+                t.tx_bytes += (pool.total_len(id) - l4 - 8) as u64;
+            }
+        }
+        tallies.host.udp_tx += 1;
+        if j - i > 1 {
+            tallies.host.udp_tx_trains += 1;
+        }
+        // The DSCP, ECN and TTL the pipeline chose (one per train:
+        // train_end), for the kernel to write; a TTL of 0 (inherited
+        // from an inner 0) would fail the whole batch (EINVAL).
+        let (tos, ttl) = tep_dataplane::decap::outer_tos_ttl(data);
+        msgs[k] = Gathered {
+            dest: SocketAddr::new(dst, port),
+            parts: &slices[first_part[i]..first_part[j]],
+            segment_size: (j - i > 1).then(|| (total - l4 - 8) as u16),
+            tos: Some(tos),
+            ttl: (ttl > 0).then_some(ttl),
+        };
+        counts[k] = (j - i) as u64;
+        k += 1;
+        i = j;
+    }
+    send_all(
+        sock,
+        &msgs[..k],
+        &counts[..k],
+        &mut tallies.host,
+        &mut tallies.trains,
+    );
 }
 
 /// Sends `msgs`, retrying what the socket did not take; counts what is
