@@ -268,11 +268,25 @@ fn reload_refuses_a_bad_config_and_applies_a_good_one() {
         Pair::A4,
         Pair::B4
     );
+    let before = da.show("tunnels")["tunnels"][0]["tx_packets"]
+        .as_u64()
+        .unwrap();
+    assert!(before >= 6, "three pairs of pings at least: {before}");
     std::fs::write(&da.config, two).unwrap();
     assert_eq!(da.control(&["reload"]).unwrap().trim(), "reloaded");
     let t = da.show("tunnels");
     assert_eq!(t["tunnels"].as_array().unwrap().len(), 2, "{t}");
+    // The counts carry over the reload (tunnel "g" by name).
+    let carried = t["tunnels"][0]["tx_packets"].as_u64().unwrap();
+    assert!(
+        carried >= before,
+        "tx_packets {before} before, {carried} after: {t}"
+    );
     assert_eq!(ping(&pair, &pair.a, "10.9.0.2", 3), 3, "after reload");
+    let after = da.show("tunnels")["tunnels"][0]["tx_packets"]
+        .as_u64()
+        .unwrap();
+    assert!(after >= carried + 3, "{carried} then {after}");
     assert!(da.alive());
     // SIGTERM: drains, exits 0, removes its control socket.
     assert_eq!(da.stop(), Some(0), "{}", da.log());

@@ -88,8 +88,8 @@ fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
     match words {
         ["show", what, rest @ ..] => {
             let json = rest.contains(&"json");
-            let totals = fresh_totals(state);
             let config = state.config.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let totals = fresh_totals(state, &config);
             let text = match *what {
                 "tunnels" => show_tunnels(&config, state, &totals, json),
                 "counters" => show_counters(&totals, json),
@@ -132,7 +132,7 @@ fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
 }
 
 /// Asks every worker to publish, waits (briefly) until they have, and sums.
-fn fresh_totals(state: &State) -> Totals {
+fn fresh_totals(state: &State, config: &Config) -> Totals {
     let shared = &state.shared;
     let target = shared.refresh.fetch_add(1, Ordering::AcqRel) + 1;
     let wakes = state
@@ -157,7 +157,7 @@ fn fresh_totals(state: &State) -> Totals {
             .map(|(g, _)| g)
             .unwrap_or_else(|e| e.into_inner().0);
     }
-    Totals::of(&snaps)
+    shared.totals(&snaps, config)
 }
 
 /// What the checksum mode means on a socket: the kernel writes the outer

@@ -6,7 +6,7 @@
 //! The listener is a small blocking HTTP/1.1 responder on its own thread:
 //! one GET route does not justify an HTTP stack.
 
-use super::stats::{Totals, WorkerSnapshot};
+use super::stats::Totals;
 use super::State;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -34,9 +34,9 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
         .collect()
 }
 
-/// The metrics text for `config` and the summed `snapshots`.
-pub fn render(config: &Config, snapshots: &[WorkerSnapshot]) -> String {
-    let t = Totals::of(snapshots);
+/// The metrics text for `config`, the counts since start `t` and the
+/// number of workers.
+pub fn render(config: &Config, t: &Totals, worker_count: usize) -> String {
     let mut r = Registry::with_prefix("tep");
     let tx_p = family(
         &mut r,
@@ -126,7 +126,7 @@ pub fn render(config: &Config, snapshots: &[WorkerSnapshot]) -> String {
         node_clocks.get_or_create(&l).inc_by(n.ticks);
     }
     let workers = Gauge::<i64>::default();
-    workers.set(snapshots.len() as i64);
+    workers.set(worker_count as i64);
     r.register("workers", "Worker threads", workers);
     let mut out = String::new();
     let _ = encode(&mut out, &r);
@@ -179,7 +179,7 @@ fn respond(stream: TcpStream, state: &State) -> std::io::Result<()> {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
-    let body = render(&config, &snaps);
+    let body = render(&config, &state.shared.totals(&snaps, &config), snaps.len());
     write!(
         out,
         "HTTP/1.1 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -190,7 +190,7 @@ fn respond(stream: TcpStream, state: &State) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::stats::TunnelTraffic;
+    use crate::host::stats::{TunnelTraffic, WorkerSnapshot};
     use tep_dataplane::drop::DropReason;
     use tep_dataplane::node::NodeStats;
 
@@ -221,7 +221,7 @@ inner_prefixes = ["10.9.0.0/16"]
             ..Default::default()
         };
         s.host.drop_send_failed = 2;
-        let text = render(&config, &[s]);
+        let text = render(&config, &Totals::of(&[s]), 1);
         for want in [
             "tep_tunnel_tx_packets_total{tunnel=\"gtp-a\",kind=\"gtpu\"} 12",
             "tep_drops_total{node=\"gtpu-decap\",reason=\"unknown_teid\"} 4",

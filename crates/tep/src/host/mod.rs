@@ -594,6 +594,7 @@ fn reload(
     );
     let old_endpoints = old_running.endpoints.clone();
     let ios = stop_workers(old_running, shared);
+    shared.carry_over(&old);
     let mut new_ios = Vec::new();
     for (mut io, fresh) in ios.into_iter().zip(fresh) {
         let mut old_sockets: Vec<Option<UdpSocket>> = io.sockets.drain(..).map(Some).collect();

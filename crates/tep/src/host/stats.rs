@@ -144,6 +144,38 @@ pub struct Totals {
     pub host: HostCounters,
 }
 
+/// What the workers of earlier configs counted (they stop at a reload):
+/// the running workers' counts are added to it, so that counters only
+/// grow for the daemon's lifetime.
+#[derive(Clone, Debug, Default)]
+pub struct Carried {
+    /// Summed over every stopped worker.
+    pub totals: Totals,
+    /// The tunnel name of each entry of `totals.tunnels`.
+    pub tunnels: Vec<String>,
+}
+
+fn add_node(a: &mut NodeStats, b: &NodeStats) {
+    a.calls += b.calls;
+    a.vectors += b.vectors;
+    a.packets += b.packets;
+    a.ticks += b.ticks;
+    for (x, y) in a.drops.iter_mut().zip(b.drops.iter()) {
+        *x += y;
+    }
+}
+
+fn add_counters(c: &mut Counters, d: &Counters) {
+    c.encap_in += d.encap_in;
+    c.encap_out += d.encap_out;
+    c.segments_added += d.segments_added;
+    c.decap_in += d.decap_in;
+    c.decap_out += d.decap_out;
+    c.coalesced += d.coalesced;
+    c.answered += d.answered;
+    c.generated += d.generated;
+}
+
 impl Totals {
     /// Sums `snapshots`.
     pub fn of(snapshots: &[WorkerSnapshot]) -> Totals {
@@ -153,25 +185,10 @@ impl Totals {
                 t.nodes = s.nodes.clone();
             } else {
                 for (a, b) in t.nodes.iter_mut().zip(&s.nodes) {
-                    a.calls += b.calls;
-                    a.vectors += b.vectors;
-                    a.packets += b.packets;
-                    a.ticks += b.ticks;
-                    for (x, y) in a.drops.iter_mut().zip(b.drops.iter()) {
-                        *x += y;
-                    }
+                    add_node(a, b);
                 }
             }
-            let c = &mut t.counters;
-            let d = &s.counters;
-            c.encap_in += d.encap_in;
-            c.encap_out += d.encap_out;
-            c.segments_added += d.segments_added;
-            c.decap_in += d.decap_in;
-            c.decap_out += d.decap_out;
-            c.coalesced += d.coalesced;
-            c.answered += d.answered;
-            c.generated += d.generated;
+            add_counters(&mut t.counters, &s.counters);
             if t.tunnels.len() < s.tunnels.len() {
                 t.tunnels.resize(s.tunnels.len(), TunnelTraffic::default());
             }
@@ -179,6 +196,35 @@ impl Totals {
                 a.add(b);
             }
             t.host.add(&s.host);
+        }
+        t
+    }
+
+    /// Sums `snapshots` on top of what stopped workers `carried`: nodes
+    /// matched by name, tunnels by name against `tunnels` (the running
+    /// config's, in order; a tunnel a reload removed is no longer shown).
+    pub fn since_start(
+        snapshots: &[WorkerSnapshot],
+        carried: &Carried,
+        tunnels: &[&str],
+    ) -> Totals {
+        let mut t = Totals::of(snapshots);
+        for b in &carried.totals.nodes {
+            match t.nodes.iter_mut().find(|a| a.name == b.name) {
+                Some(a) => add_node(a, b),
+                None => t.nodes.push(b.clone()),
+            }
+        }
+        add_counters(&mut t.counters, &carried.totals.counters);
+        t.host.add(&carried.totals.host);
+        if t.tunnels.len() < tunnels.len() {
+            t.tunnels.resize(tunnels.len(), TunnelTraffic::default());
+        }
+        for (a, name) in t.tunnels.iter_mut().zip(tunnels) {
+            let before = carried.tunnels.iter().position(|n| n == name);
+            if let Some(b) = before.and_then(|j| carried.totals.tunnels.get(j)) {
+                a.add(b);
+            }
         }
         t
     }
@@ -252,5 +298,51 @@ mod tests {
         assert_eq!(t.tunnels[0].tx_packets, 2);
         assert_eq!(t.tunnels[0].rx_bytes, 100);
         assert_eq!((t.host.udp_rx, t.host.drops()), (6, 2));
+    }
+
+    /// A reload: the old workers' counts carry over, nodes by name,
+    /// tunnels by name (one renamed away, one added, one reordered).
+    #[test]
+    fn counts_carry_over_a_reload() {
+        let mut old = WorkerSnapshot {
+            nodes: vec![NodeStats::new("ip-input"), NodeStats::new("gro")],
+            tunnels: vec![
+                TunnelTraffic {
+                    tx_packets: 7,
+                    ..Default::default()
+                },
+                TunnelTraffic {
+                    rx_packets: 9,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        old.nodes[0].drops[DropReason::BadChecksum as usize] = 3;
+        old.nodes[1].packets = 4;
+        old.counters.decap_in = 11;
+        old.host.udp_rx = 5;
+        let carried = Carried {
+            totals: Totals::of(&[old]),
+            tunnels: vec!["a".into(), "gone".into()],
+        };
+        let mut new = WorkerSnapshot {
+            nodes: vec![NodeStats::new("ip-input")],
+            tunnels: vec![TunnelTraffic::default(); 2],
+            ..Default::default()
+        };
+        new.nodes[0].drops[DropReason::BadChecksum as usize] = 1;
+        new.tunnels[1].tx_packets = 1;
+        new.counters.decap_in = 2;
+        let t = Totals::since_start(&[new], &carried, &["b", "a"]);
+        assert_eq!(t.drops_by_reason(), vec![(DropReason::BadChecksum, 4)]);
+        assert_eq!(t.nodes.iter().find(|n| n.name == "gro").unwrap().packets, 4);
+        assert_eq!(t.counters.decap_in, 13);
+        assert_eq!(t.host.udp_rx, 5);
+        assert_eq!(t.tunnels[0], TunnelTraffic::default(), "b is new");
+        assert_eq!(t.tunnels[1].tx_packets, 8, "a: 7 before, 1 since");
+        // Before the first worker publishes: what was carried.
+        let t = Totals::since_start(&[], &carried, &["a"]);
+        assert_eq!((t.tunnels[0].tx_packets, t.counters.decap_in), (7, 11));
     }
 }

@@ -8,7 +8,7 @@
 //! come from the worker's pool, and the UDP payload is received straight
 //! into them behind room for the outer headers that the decap path parses.
 
-use super::stats::{HostCounters, TunnelTraffic, WorkerSnapshot};
+use super::stats::{Carried, HostCounters, Totals, TunnelTraffic, WorkerSnapshot};
 use super::trace::{Point, Tracer};
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
@@ -59,6 +59,34 @@ pub struct Shared {
     pub published: Condvar,
     /// Packet capture for `tep trace`.
     pub tracer: Tracer,
+    /// What the workers of earlier configs counted.
+    pub carried: Mutex<Carried>,
+}
+
+impl Shared {
+    /// The daemon's counts since it started: `snapshots` (the running
+    /// workers') on top of what the workers before the last reload counted.
+    pub fn totals(&self, snapshots: &[WorkerSnapshot], config: &Config) -> Totals {
+        let names: Vec<&str> = config.tunnels.iter().map(|t| t.name.as_str()).collect();
+        let carried = self.carried.lock().unwrap_or_else(|e| e.into_inner());
+        Totals::since_start(snapshots, &carried, &names)
+    }
+
+    /// Folds the stopped workers' last snapshots into [`Shared::carried`]
+    /// (they counted under `config`). Called between a reload's stop and
+    /// start, while no worker publishes.
+    pub fn carry_over(&self, config: &Config) {
+        let snaps = self
+            .snapshots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let totals = self.totals(&snaps, config);
+        *self.carried.lock().unwrap_or_else(|e| e.into_inner()) = Carried {
+            totals,
+            tunnels: config.tunnels.iter().map(|t| t.name.clone()).collect(),
+        };
+    }
 }
 
 /// The descriptors a worker owns; handed back when it stops so that a
