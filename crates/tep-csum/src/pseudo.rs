@@ -1,12 +1,12 @@
 //! Transport pseudo-header sums (RFC 768/793 for IPv4, RFC 8200 §8.1 for IPv6).
 
-use crate::{fold64, Sum};
+use crate::Sum;
 
 /// The big-endian 32-bit words of an address added into a u64: no carry is
 /// folded until the end, so the adds of a pseudo-header do not wait on each
 /// other (folding after every 16-bit word made the IPv6 pseudo-header a
 /// chain of 16 dependent add-and-fold steps). 2^16 = 1 modulo 0xffff, so
-/// [`fold64`] of this sum is the one's-complement sum of the 16-bit words.
+/// [`Sum::from_words`] of this sum is the one's-complement sum of the 16-bit words.
 #[inline]
 fn wide<const N: usize>(bytes: &[u8; N]) -> u64 {
     bytes
@@ -19,18 +19,14 @@ fn wide<const N: usize>(bytes: &[u8; N]) -> u64 {
 /// transport length (header plus payload).
 #[inline]
 pub fn pseudo_header_v4(src: [u8; 4], dst: [u8; 4], protocol: u8, length: u16) -> Sum {
-    Sum::from_value(fold64(
-        wide(&src) + wide(&dst) + protocol as u64 + length as u64,
-    ))
+    Sum::from_words(wide(&src) + wide(&dst) + protocol as u64 + length as u64)
 }
 
 /// The IPv6 pseudo-header sum: source, destination, 32-bit upper-layer
 /// length, three zero bytes and the next header value.
 #[inline]
 pub fn pseudo_header_v6(src: &[u8; 16], dst: &[u8; 16], next_header: u8, length: u32) -> Sum {
-    Sum::from_value(fold64(
-        wide(src) + wide(dst) + length as u64 + next_header as u64,
-    ))
+    Sum::from_words(wide(src) + wide(dst) + length as u64 + next_header as u64)
 }
 
 #[cfg(test)]

@@ -312,7 +312,9 @@ impl Pool {
     ///
     /// [`tail_parts`]: Pool::tail_parts
     pub fn total_len(&self, id: PacketId) -> usize {
-        let here = self.data(id).len();
+        // The extent's length: the same as `data(id).len()` without
+        // slicing the arena for it.
+        let here = self.extents[id.index()].len as usize;
         let Some(t) = self.meta[id.index()].tail else {
             return here;
         };

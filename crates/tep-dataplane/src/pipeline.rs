@@ -204,7 +204,7 @@ impl<C: Clock> Pipeline<C> {
             options,
             runtime,
             nodes,
-            tx: vec![TxState::default(); config.tunnels.len()],
+            tx: config.tunnels.iter().map(TxState::new).collect(),
             templates: config.tunnels.iter().map(HeaderTemplate::new).collect(),
             gtpu: GtpuResponder {
                 restart_counter: config.dataplane.restart_counter,
