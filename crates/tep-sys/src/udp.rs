@@ -40,6 +40,10 @@ pub struct UdpOptions {
     pub zero_checksum_tx: bool,
     /// IPv6: accept datagrams with a zero checksum (UDP_NO_CHECK6_RX). IPv4 always does.
     pub zero_checksum_rx: bool,
+    /// IPv4 Don't-Fragment: Some(true) sets it on every datagram
+    /// (IP_PMTUDISC_DO), Some(false) never (IP_PMTUDISC_DONT); None leaves
+    /// the kernel's default (IP_PMTUDISC_WANT: set). Ignored over IPv6.
+    pub dont_fragment: Option<bool>,
 }
 
 impl Default for UdpOptions {
@@ -52,6 +56,7 @@ impl Default for UdpOptions {
             gso: true,
             zero_checksum_tx: false,
             zero_checksum_rx: false,
+            dont_fragment: None,
         }
     }
 }
@@ -223,6 +228,19 @@ impl UdpSocket {
             } else {
                 set(libc::SOL_SOCKET, libc::SO_NO_CHECK, 1, "SO_NO_CHECK")?;
             }
+        }
+        if let (Some(df), false) = (opts.dont_fragment, v6) {
+            let mode = if df {
+                libc::IP_PMTUDISC_DO
+            } else {
+                libc::IP_PMTUDISC_DONT
+            };
+            set(
+                libc::IPPROTO_IP,
+                libc::IP_MTU_DISCOVER,
+                mode,
+                "IP_MTU_DISCOVER",
+            )?;
         }
         if opts.zero_checksum_rx && v6 {
             set(libc::SOL_UDP, libc::UDP_NO_CHECK6_RX, 1, "UDP_NO_CHECK6_RX")?;

@@ -409,25 +409,25 @@ fn dscp_ecn_and_ttl_cross_the_socket() {
     let config = gue_config(&pair, &pair.a, 1, true, None) + "dscp = 10\nttl = 33\n";
     let mut d = pair.daemon(&pair.a, &config);
 
-    // Encap: an ECT(0) datagram into the TUN; the peer's socket reads the
-    // outer TOS and TTL and the inner TOS.
+    // Encap: an ECT(0) datagram into the TUN; the peer reads the outer IP
+    // header (raw socket): TOS, TTL, DF (the tunnel's default: unset), and
+    // the inner TOS.
     let listen = python_bg(
         &pair.b,
-        &format!(
-            r#"
+        r#"
 import socket
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
-s.setsockopt(socket.IPPROTO_IP, 12, 1)  # IP_RECVTTL
-s.bind(("{b}", 6080))
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
 s.settimeout(5)
-data, anc, _, _ = s.recvmsg(4000, 256)
-c = {{t: v for (l, t, v) in anc}}
-inner = 0 if data[0] >> 6 == 1 else 4 + 4 * (data[0] & 31)
-print(c[socket.IP_TOS][0], int.from_bytes(c[2], "little"), data[inner + 1])
+while True:
+    ip = s.recv(4000)
+    udp = 4 * (ip[0] & 15)
+    if int.from_bytes(ip[udp + 2:udp + 4], "big") != 6080:
+        continue
+    data = ip[udp + 8:]
+    inner = 0 if data[0] >> 6 == 1 else 4 + 4 * (data[0] & 31)
+    print(ip[1], ip[8], (ip[6] >> 6) & 1, data[inner + 1])
+    break
 "#,
-            b = Pair::B4
-        ),
     );
     std::thread::sleep(Duration::from_millis(300));
     python(
@@ -445,8 +445,8 @@ for _ in range(3):
     let seen = output_of(listen);
     assert_eq!(
         seen,
-        format!("{} 33 2", (10 << 2) | 2),
-        "outer TOS, TTL, inner TOS"
+        format!("{} 33 0 2", (10 << 2) | 2),
+        "outer TOS, TTL, DF, inner TOS"
     );
 
     // Decap: GUE datagrams from the peer with outer CE and ECT(1).

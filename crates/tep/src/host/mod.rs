@@ -226,6 +226,7 @@ fn socket_options(host: &HostConfig, e: &Endpoints, i: usize) -> UdpOptions {
         gso: host.offloads,
         zero_checksum_tx: e.zero_tx[i],
         zero_checksum_rx: e.zero_rx[i],
+        dont_fragment: e.dont_fragment[i],
         ..UdpOptions::default()
     }
 }
@@ -557,6 +558,7 @@ fn reload(
                 .filter(|&j| {
                     running.endpoints.zero_tx[j] == endpoints.zero_tx[i]
                         && running.endpoints.zero_rx[j] == endpoints.zero_rx[i]
+                        && running.endpoints.dont_fragment[j] == endpoints.dont_fragment[i]
                 });
             if same.is_some() {
                 v.push(None);

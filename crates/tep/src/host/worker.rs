@@ -19,7 +19,7 @@ use tep_dataplane::buffer::{
     ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool, NO_TUNNEL, SUPER_PACKET_ROOM,
 };
 use tep_dataplane::clock::Tsc;
-use tep_dataplane::config::Config;
+use tep_dataplane::config::{Config, DontFragment};
 use tep_dataplane::encap::{holds_pseudo_sum, inner_pseudo, InnerLink};
 use tep_dataplane::pipeline::{train_end, Output, Pipeline, PipelineOptions};
 use tep_dataplane::tunnel::TunnelTable;
@@ -120,6 +120,10 @@ pub struct Endpoints {
     pub zero_rx: Vec<bool>,
     /// Per endpoint: the source port range of its first tunnel.
     pub source_ports: Vec<(u16, u16)>,
+    /// Per endpoint: its first tunnel's outer Don't-Fragment (a socket
+    /// sets DF for all it sends; `inherit` cannot be done per packet and
+    /// is left to the kernel, which sets it).
+    pub dont_fragment: Vec<Option<bool>>,
 }
 
 impl Endpoints {
@@ -136,6 +140,11 @@ impl Endpoints {
                         .push(t.checksum == tep_dataplane::config::ChecksumMode::Zero);
                     e.zero_rx.push(false);
                     e.source_ports.push(t.source_ports);
+                    e.dont_fragment.push(match t.df {
+                        DontFragment::Set => Some(true),
+                        DontFragment::Unset => Some(false),
+                        DontFragment::Inherit => None,
+                    });
                     e.addrs.len() - 1
                 }
             };
