@@ -1193,6 +1193,30 @@ mod tests {
         crate::buffer::PacketMeta,
     );
 
+    /// A TCP super-packet of `data` (checksum partial, as a TUN/TAP with
+    /// TSO gives it), framed for `link`: an IPv6 one in a VLAN-tagged
+    /// Ethernet frame, an IPv4 one in a plain frame.
+    fn super_frame(
+        ip: &Ip,
+        t: &Tcp,
+        data: &[u8],
+        link: InnerLink,
+        mss: u16,
+    ) -> (Vec<u8>, crate::buffer::PacketMeta) {
+        let packet = tcp(ip, t, data, Csum::Partial);
+        let kind = if ip.v6 { GsoKind::Tcp6 } else { GsoKind::Tcp4 };
+        let meta = super_meta(&packet, kind, mss);
+        if link == InnerLink::Ip {
+            return (packet, meta);
+        }
+        let eth = if ip.v6 {
+            crate::gso::testpkt::Eth::tagged(10)
+        } else {
+            crate::gso::testpkt::Eth::new()
+        };
+        (eth.wrap(&packet), eth.meta(meta))
+    }
+
     fn train_cases() -> Vec<TrainCase> {
         use crate::gso::testpkt::Eth;
         let mss = 1448;
@@ -1289,19 +1313,7 @@ mod tests {
                 }
             };
             let data = payload(0, 45 * mss, 3);
-            let packet = tcp(&ip, &Tcp::new(), &data, Csum::Partial);
-            let kind = if ip.v6 { GsoKind::Tcp6 } else { GsoKind::Tcp4 };
-            let meta = super_meta(&packet, kind, mss as u16);
-            let frame = if link == InnerLink::Ethernet {
-                let eth = if ip.v6 {
-                    crate::gso::testpkt::Eth::tagged(10)
-                } else {
-                    crate::gso::testpkt::Eth::new()
-                };
-                (eth.wrap(&packet), eth.meta(meta))
-            } else {
-                (packet, meta)
-            };
+            let frame = super_frame(&ip, &Tcp::new(), &data, link, mss as u16);
             for (outer, inner, merges) in [(ECT0, ECT0, true), (ECT1, ECT1, false), (CE, CE, false)]
             {
                 let set_outer_ecn = |pool: &mut Pool, wire: &PacketVector| {
@@ -1367,19 +1379,7 @@ mod tests {
                     ..Tcp::new()
                 };
                 let data = payload(k as usize * 45 * mss, 45 * mss, 3);
-                let packet = tcp(&ip, &t, &data, Csum::Partial);
-                let kind = if ip.v6 { GsoKind::Tcp6 } else { GsoKind::Tcp4 };
-                let meta = super_meta(&packet, kind, mss as u16);
-                frames.push(if link == InnerLink::Ethernet {
-                    let eth = if ip.v6 {
-                        crate::gso::testpkt::Eth::tagged(10)
-                    } else {
-                        crate::gso::testpkt::Eth::new()
-                    };
-                    (eth.wrap(&packet), eth.meta(meta))
-                } else {
-                    (packet, meta)
-                });
+                frames.push(super_frame(&ip, &t, &data, link, mss as u16));
             }
             let r = over_the_wire(&ca, &cb, link, &frames, true, &|_, _| {});
             assert_eq!(

@@ -36,15 +36,9 @@ inner_prefixes = ["10.9.0.0/24"]
     )
 }
 
-/// Python 3 (any) in namespace `ns`; returns stdout.
-fn python(pair: &Pair, ns: &str, code: &str) -> String {
-    let out = pair.exec(ns, &["python3", "-c", code], false);
-    assert!(
-        out.status.success(),
-        "python: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// Python 3 (any) in namespace `ns`; returns its stdout, trimmed.
+fn python(ns: &str, code: &str) -> String {
+    output_of(python_bg(ns, code))
 }
 
 fn drop_count(counters: &serde_json::Value, reason: &str) -> u64 {
@@ -137,7 +131,7 @@ print(ei, answer())
         a = Pair::A4,
         b = Pair::B4,
     );
-    let types = python(&pair, &pair.b, &code);
+    let types = python(&pair.b, &code);
     std::thread::sleep(Duration::from_millis(200));
     let c = d.show("counters");
     // 26 Error Indication (unknown TEID), 2 Echo Response.
@@ -337,7 +331,6 @@ fn trace_captures_and_metrics_are_served() {
     );
 
     let text = python(
-        &pair,
         &pair.a,
         "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:19464/metrics', timeout=5).read().decode())",
     );
@@ -431,7 +424,6 @@ while True:
     );
     std::thread::sleep(Duration::from_millis(300));
     python(
-        &pair,
         &pair.a,
         r#"
 import socket, time
@@ -467,7 +459,6 @@ print(" ".join(sorted(got)))
     );
     std::thread::sleep(Duration::from_millis(300));
     python(
-        &pair,
         &pair.b,
         &format!(
             r#"
@@ -526,7 +517,6 @@ except socket.timeout:
     );
     std::thread::sleep(Duration::from_millis(300));
     python(
-        pair,
         &pair.a,
         &format!(
             r#"
