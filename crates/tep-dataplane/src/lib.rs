@@ -19,6 +19,7 @@ pub mod config;
 pub mod decap;
 pub mod drop;
 pub mod encap;
+pub mod example;
 pub mod gro;
 pub mod gso;
 pub mod host_config;

@@ -1,22 +1,22 @@
 //! Packet builders and pipeline drivers shared by the integration tests.
 #![allow(dead_code)]
 
-use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use core::net::{IpAddr, Ipv6Addr};
 use tep_csum::Sum;
 use tep_dataplane::buffer::{ChecksumState, PacketId, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::{Clock, ManualClock};
-use tep_dataplane::config::{ChecksumMode, Config, IpPrefix, TunnelConfig};
+use tep_dataplane::config::{ChecksumMode, Config};
 use tep_dataplane::drop::DropReason;
 use tep_dataplane::encap::InnerLink;
+use tep_dataplane::example;
 use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
 use tep_dataplane::vector::PacketVector;
 use tep_dataplane::TunnelKind;
-use tep_wire::ethernet::EthernetAddress;
 
-pub const A4: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
-pub const B4: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2));
-pub const A6: IpAddr = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1));
-pub const B6: IpAddr = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2));
+pub const A4: IpAddr = IpAddr::V4(example::A4);
+pub const B4: IpAddr = IpAddr::V4(example::B4);
+pub const A6: IpAddr = IpAddr::V6(example::A6);
+pub const B6: IpAddr = IpAddr::V6(example::B6);
 
 /// An inner IPv4 TCP segment 10.0.0.1 → 10.9.0.1 with `payload` and a
 /// correct checksum.
@@ -73,7 +73,7 @@ pub fn udp6(payload: &[u8], sport: u16) -> Vec<u8> {
     p
 }
 
-pub const INNER_DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xbb];
+pub const INNER_DST_MAC: [u8; 6] = example::INNER_DST_MAC;
 
 /// An Ethernet frame around `ip`.
 pub fn frame(ip: &[u8]) -> Vec<u8> {
@@ -88,48 +88,7 @@ pub fn frame(ip: &[u8]) -> Vec<u8> {
 
 /// The two ends of a tunnel of `kind`: (A's config, B's config).
 pub fn pair(kind: TunnelKind, v6: bool, mode: ChecksumMode) -> (Config, Config) {
-    let (a, b) = if v6 { (A6, B6) } else { (A4, B4) };
-    let mk = |local, remote, name: &str| {
-        let mut t = TunnelConfig::new(name, kind, local, remote);
-        t.checksum = mode;
-        t.zero_checksum_tx = true;
-        t.zero_checksum_rx = true;
-        t.remote_checksum_rx = true;
-        match kind {
-            TunnelKind::Vxlan | TunnelKind::Geneve => t.vni = 4242,
-            TunnelKind::Gtpu => {
-                t.teid = 0x1000;
-                t.local_teid = 0x1000;
-                t.qfi = Some(9);
-            }
-            TunnelKind::GreInUdp | TunnelKind::FouGre => t.key = Some(77),
-            _ => {}
-        }
-        if kind.carries_ethernet() {
-            t.inner_macs = vec![EthernetAddress(INNER_DST_MAC)];
-        } else {
-            t.inner_prefixes = vec![
-                IpPrefix {
-                    addr: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)),
-                    len: 8,
-                },
-                IpPrefix {
-                    addr: IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 0)),
-                    len: 48,
-                },
-            ];
-        }
-        t
-    };
-    let ca = Config {
-        tunnels: vec![mk(a, b, "a-to-b")],
-        ..Config::default()
-    };
-    let cb = Config {
-        tunnels: vec![mk(b, a, "b-to-a")],
-        ..Config::default()
-    };
-    (ca, cb)
+    tep_dataplane::example::tunnel_pair(kind, v6, mode)
 }
 
 pub fn link_for(kind: TunnelKind) -> InnerLink {

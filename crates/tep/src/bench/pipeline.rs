@@ -18,19 +18,18 @@ use super::median;
 use crate::pcap::Direction;
 use serde::Serialize;
 use std::hint::black_box;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::Ipv6Addr;
 use std::time::Instant;
 use tep_csum::memory::read_only_pass;
 use tep_csum::Sum;
 use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::{Clock, Tsc};
-use tep_dataplane::config::{ChecksumMode, Config, IpPrefix, TunnelConfig};
+use tep_dataplane::config::{ChecksumMode, Config};
 use tep_dataplane::encap::InnerLink;
 use tep_dataplane::node::NodeStats;
 use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
 use tep_dataplane::TunnelKind;
-use tep_wire::ethernet::EthernetAddress;
 
 /// Outer address family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,11 +270,6 @@ struct Template {
     gso: Option<Gso>,
 }
 
-const A4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
-const B4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
-const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
-const B6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
-const INNER_DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xbb];
 const INNER_SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xaa];
 const INNER4: ([u8; 4], [u8; 4]) = ([10, 8, 0, 1], [10, 9, 0, 1]);
 const INNER6: ([u8; 16], [u8; 16]) = (
@@ -283,51 +277,10 @@ const INNER6: ([u8; 16], [u8; 16]) = (
     Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 1).octets(),
 );
 
-/// The two ends of a tunnel: (sender's config, receiver's config).
+/// The two ends of a tunnel: (sender's config, receiver's config), as the
+/// integration tests set them up.
 fn configs(kind: TunnelKind, family: Family, mode: ChecksumMode) -> (Config, Config) {
-    let (a, b) = match family {
-        Family::Ipv4 => (IpAddr::V4(A4), IpAddr::V4(B4)),
-        Family::Ipv6 => (IpAddr::V6(A6), IpAddr::V6(B6)),
-    };
-    let end = |local, remote, name: &str| {
-        let mut t = TunnelConfig::new(name, kind, local, remote);
-        t.checksum = mode;
-        t.zero_checksum_tx = true;
-        t.zero_checksum_rx = true;
-        t.remote_checksum_rx = true;
-        match kind {
-            TunnelKind::Vxlan | TunnelKind::Geneve => t.vni = 4242,
-            TunnelKind::Gtpu => {
-                t.teid = 0x1000;
-                t.local_teid = 0x1000;
-                t.qfi = Some(9);
-            }
-            TunnelKind::GreInUdp | TunnelKind::FouGre => t.key = Some(77),
-            _ => {}
-        }
-        if kind.carries_ethernet() {
-            t.inner_macs = vec![EthernetAddress(INNER_DST_MAC)];
-        } else {
-            let v4 = IpPrefix {
-                addr: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)),
-                len: 8,
-            };
-            let v6 = IpPrefix {
-                addr: IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 8, 0, 0, 0, 0, 0)),
-                len: 47,
-            };
-            t.inner_prefixes = match kind {
-                TunnelKind::FouIpip => vec![v4],
-                TunnelKind::FouSit => vec![v6],
-                _ => vec![v4, v6],
-            };
-        }
-        Config {
-            tunnels: vec![t],
-            ..Config::default()
-        }
-    };
-    (end(a, b, "a"), end(b, a, "b"))
+    tep_dataplane::example::tunnel_pair(kind, family == Family::Ipv6, mode)
 }
 
 /// An inner TCP packet of `total` IP bytes (IPv6 when `v6`), at `l3` bytes
@@ -338,7 +291,7 @@ fn tcp_packet(v6: bool, total: usize, sport: u16, partial: bool, l3: usize) -> (
     let tcp_len = total - ihl;
     let mut f = vec![0u8; l3 + total];
     if l3 == 14 {
-        f[..6].copy_from_slice(&INNER_DST_MAC);
+        f[..6].copy_from_slice(&tep_dataplane::example::INNER_DST_MAC);
         f[6..12].copy_from_slice(&INNER_SRC_MAC);
         let ty: u16 = if v6 { 0x86dd } else { 0x0800 };
         f[12..14].copy_from_slice(&ty.to_be_bytes());
