@@ -110,66 +110,12 @@ if [ -z "$cpus" ]; then
 fi
 IFS=, read -r cli_cpu srv_cpu <<<"$cpus"
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-if [ -z "${TEP:-}" ]; then
-    # Under sudo, root's PATH usually lacks the user's ~/.cargo/bin: build as
-    # that user with their cargo, so target/ does not become root's.
-    cargo=$(command -v cargo || true)
-    as_user=()
-    if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
-        home=$(getent passwd "$SUDO_USER" | cut -d: -f6)
-        [ -z "$cargo" ] && [ -x "$home/.cargo/bin/cargo" ] && cargo=$home/.cargo/bin/cargo
-        as_user=(sudo -u "$SUDO_USER" env "PATH=$home/.cargo/bin:$PATH")
-    fi
-    if [ -z "$cargo" ]; then
-        echo "bench-tunnel.sh: cargo not found; build tep first and run: sudo TEP=/path/to/tep $0" >&2
-        exit 2
-    fi
-    echo "building tep (cargo build --release -p tep)..." >&2
-    (cd "$repo" && "${as_user[@]}" "$cargo" build --release -p tep --quiet)
-    TEP=${CARGO_TARGET_DIR:-$repo/target}/release/tep
-fi
-[ -x "$TEP" ] || { echo "bench-tunnel.sh: $TEP is not an executable" >&2; exit 2; }
-
-tag="tepbench$$"
-ns_a="${tag}a"
-ns_b="${tag}b"
-work=$(mktemp -d "/tmp/${tag}.XXXXXX")
-daemons=()
-
-cleanup() {
-    set +e
-    for pid in "${daemons[@]}"; do
-        kill -TERM "$pid" 2>/dev/null
-    done
-    for ns in "$ns_a" "$ns_b"; do
-        # Servers (iperf3, sockperf) and any daemon that did not stop would
-        # keep the namespace alive.
-        for pid in $(ip netns pids "$ns" 2>/dev/null); do
-            kill -KILL "$pid" 2>/dev/null
-        done
-        ip netns del "$ns" 2>/dev/null
-    done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'echo " interrupted" >&2; exit 130' INT
-trap 'exit 143' TERM
-
-in_a() { ip netns exec "$ns_a" "$@"; }
-in_b() { ip netns exec "$ns_b" "$@"; }
+script=bench-tunnel.sh
+# shellcheck source=lib/two-hosts.sh
+. "$(dirname "$0")/lib/two-hosts.sh"
+find_tep
+two_hosts "tepbench$$"
 say() { echo "$@" >&2; }
-
-for ns in "$ns_a" "$ns_b"; do
-    ip netns add "$ns"
-    ip netns exec "$ns" ip link set lo up
-done
-# The veth ends are created inside the namespaces directly.
-ip link add va netns "$ns_a" type veth peer name vb netns "$ns_b"
-in_a ip addr add 192.0.2.1/24 dev va
-in_b ip addr add 192.0.2.2/24 dev vb
-in_a ip link set va up
-in_b ip link set vb up
 
 dst=10.9.0.2
 
@@ -188,43 +134,6 @@ tep_config() {
     if [ "$kind" = vxlan ]; then echo "vni = 42"; else echo 'inner_prefixes = ["10.9.0.0/24"]'; fi
     # Remote checksum offload is opt-in on the receiver.
     if [ "$mode" = remote ]; then echo "remote_checksum_rx = true"; fi
-}
-
-tep_ctl() {
-    local side=$1
-    shift
-    timeout 10 "$TEP" "$@" --socket "$work/$side.sock"
-}
-
-# tep_start SIDE NS: the daemon of SIDE with $work/SIDE.toml; waits until
-# its control socket answers.
-tep_start() {
-    local side=$1 ns=$2 pid
-    ip netns exec "$ns" "$TEP" run -c "$work/$side.toml" >/dev/null 2>"$work/$side.log" &
-    pid=$!
-    daemons+=("$pid")
-    for _ in $(seq 100); do
-        tep_ctl "$side" show tunnels >/dev/null 2>&1 && return 0
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    say "tep did not come up on side $side:"
-    cat "$work/$side.log" >&2
-    return 1
-}
-
-tep_stop_all() {
-    local pid
-    for pid in "${daemons[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || continue
-        for _ in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    daemons=()
 }
 
 # path_up NAME: brings up the path; path_down NAME takes it away.

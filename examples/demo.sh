@@ -75,71 +75,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 2
 fi
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-if [ -z "${TEP:-}" ]; then
-    # Under sudo, root's PATH usually lacks the user's ~/.cargo/bin: build as
-    # that user with their cargo, so target/ does not become root's.
-    cargo=$(command -v cargo || true)
-    as_user=()
-    if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
-        home=$(getent passwd "$SUDO_USER" | cut -d: -f6)
-        [ -z "$cargo" ] && [ -x "$home/.cargo/bin/cargo" ] && cargo=$home/.cargo/bin/cargo
-        as_user=(sudo -u "$SUDO_USER" env "PATH=$home/.cargo/bin:$PATH")
-    fi
-    if [ -z "$cargo" ]; then
-        echo "demo.sh: cargo not found; build tep first and run: sudo TEP=/path/to/tep $0" >&2
-        exit 2
-    fi
-    echo "building tep (cargo build --release -p tep)..." >&2
-    (cd "$repo" && "${as_user[@]}" "$cargo" build --release -p tep --quiet)
-    TEP=${CARGO_TARGET_DIR:-$repo/target}/release/tep
-fi
-[ -x "$TEP" ] || { echo "demo.sh: $TEP is not an executable" >&2; exit 2; }
-
-# Unique names: several demos (or the tests) may run side by side.
-tag="tepdemo$$"
-ns_a="${tag}a"
-ns_b="${tag}b"
-work=$(mktemp -d "/tmp/${tag}.XXXXXX")
-daemons=()
-
-cleanup() {
-    set +e
-    for pid in "${daemons[@]}"; do
-        kill -TERM "$pid" 2>/dev/null
-    done
-    for ns in "$ns_a" "$ns_b"; do
-        # Whatever still runs inside (an iperf3 server, a daemon that did
-        # not stop) would keep the namespace alive.
-        for pid in $(ip netns pids "$ns" 2>/dev/null); do
-            kill -KILL "$pid" 2>/dev/null
-        done
-        ip netns del "$ns" 2>/dev/null
-    done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-# Ctrl-C and kill end the script through the EXIT trap.
-trap 'echo " interrupted" >&2; exit 130' INT
-trap 'exit 143' TERM
-
-in_a() { ip netns exec "$ns_a" "$@"; }
-in_b() { ip netns exec "$ns_b" "$@"; }
-
-for ns in "$ns_a" "$ns_b"; do
-    ip netns add "$ns"
-    ip netns exec "$ns" ip link set lo up
-    # No duplicate address detection: IPv6 addresses work at once.
-    ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
-done
-# The veth ends are created inside the namespaces directly.
-ip link add va netns "$ns_a" type veth peer name vb netns "$ns_b"
-in_a ip addr add 192.0.2.1/24 dev va
-in_a ip addr add 2001:db8::1/64 dev va nodad
-in_b ip addr add 192.0.2.2/24 dev vb
-in_b ip addr add 2001:db8::2/64 dev vb nodad
-in_a ip link set va up
-in_b ip link set vb up
+script=demo.sh
+# shellcheck source=lib/two-hosts.sh
+. "$(dirname "$0")/lib/two-hosts.sh"
+find_tep
+two_hosts "tepdemo$$"
 
 # config KIND MODE FAMILY SIDE: the tep.toml of one side (1 = a, 2 = b).
 config() {
@@ -178,47 +118,6 @@ config() {
     fi
     # Remote checksum offload is opt-in on the receiver.
     if [ "$mode" = remote ]; then echo "remote_checksum_rx = true"; fi
-}
-
-# tep_ctl SIDE ARGS...: `tep ARGS --socket` of that side's daemon.
-tep_ctl() {
-    local side=$1
-    shift
-    timeout 10 "$TEP" "$@" --socket "$work/$side.sock"
-}
-
-# start SIDE NS: starts the daemon of SIDE with $work/SIDE.toml, waits until
-# its control socket answers.
-start() {
-    local side=$1 ns=$2 pid
-    ip netns exec "$ns" "$TEP" run -c "$work/$side.toml" >/dev/null 2>"$work/$side.log" &
-    pid=$!
-    daemons+=("$pid")
-    for _ in $(seq 100); do
-        if tep_ctl "$side" show tunnels >/dev/null 2>&1; then
-            return 0
-        fi
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    echo "tep did not come up on side $side:" >&2
-    cat "$work/$side.log" >&2
-    return 1
-}
-
-# stop_all: SIGTERM to every daemon, wait (5 s at most each), forget them.
-stop_all() {
-    local pid
-    for pid in "${daemons[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || continue
-        for _ in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    daemons=()
 }
 
 # iperf3_gbps DST: a TCP transfer from a to the server in b, bounded in
@@ -307,8 +206,8 @@ for kind in "${kind_list[@]}"; do
             printf '%-24s' "$label" >&2
             config "$kind" "$mode" "$family" 1 >"$work/1.toml"
             config "$kind" "$mode" "$family" 2 >"$work/2.toml"
-            if ! start 1 "$ns_a" || ! start 2 "$ns_b"; then
-                stop_all
+            if ! tep_start 1 "$ns_a" || ! tep_start 2 "$ns_b"; then
+                tep_stop_all
                 rows+=("$kind|$family|$mode|FAIL|-|-|-|-| |-|-|0|tep did not start (log above)")
                 failed=1
                 continue
@@ -330,7 +229,7 @@ for kind in "${kind_list[@]}"; do
                 tep_ctl "$side" show counters --json >"$work/counters-$side.json" 2>/dev/null || echo '{}' >"$work/counters-$side.json"
             done
             IFS=$'\t' read -r a_tx b_rx b_tx a_rx drops expected why offl <<<"$(summary)"
-            stop_all
+            tep_stop_all
             status=ok
             if [ "$received" -eq 0 ] || [[ $gbps == ERR* ]] || [ "$a_tx" = - ]; then
                 status=FAIL

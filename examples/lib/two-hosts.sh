@@ -1,0 +1,121 @@
+# two-hosts.sh: sourced by demo.sh and bench-tunnel.sh. Two network
+# namespaces joined by one veth pair stand for two hosts, with a `tep run`
+# daemon on either side. Nothing is left behind: the namespaces, the daemons
+# and the temporary files go on exit, also on Ctrl-C.
+#
+# The caller sets `script` (its name, for messages) before sourcing, then
+# calls find_tep and two_hosts TAG. Afterwards: $ns_a, $ns_b, $work, in_a,
+# in_b, tep_ctl, tep_start, tep_stop_all.
+
+# find_tep: $TEP if set, else builds tep (release) and points TEP at it.
+find_tep() {
+    local repo cargo home
+    repo=$(cd "$(dirname "$0")/.." && pwd)
+    if [ -z "${TEP:-}" ]; then
+        # Under sudo, root's PATH usually lacks the user's ~/.cargo/bin: build
+        # as that user with their cargo, so target/ does not become root's.
+        cargo=$(command -v cargo || true)
+        local as_user=()
+        if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
+            home=$(getent passwd "$SUDO_USER" | cut -d: -f6)
+            [ -z "$cargo" ] && [ -x "$home/.cargo/bin/cargo" ] && cargo=$home/.cargo/bin/cargo
+            as_user=(sudo -u "$SUDO_USER" env "PATH=$home/.cargo/bin:$PATH")
+        fi
+        if [ -z "$cargo" ]; then
+            echo "$script: cargo not found; build tep first and run: sudo TEP=/path/to/tep $0" >&2
+            exit 2
+        fi
+        echo "building tep (cargo build --release -p tep)..." >&2
+        (cd "$repo" && "${as_user[@]}" "$cargo" build --release -p tep --quiet)
+        TEP=${CARGO_TARGET_DIR:-$repo/target}/release/tep
+    fi
+    [ -x "$TEP" ] || { echo "$script: $TEP is not an executable" >&2; exit 2; }
+}
+
+# two_hosts TAG: namespaces ${TAG}a and ${TAG}b (unique names: several runs,
+# or the tests, may go side by side), a veth pair va–vb with 192.0.2.1/24,
+# 2001:db8::1/64 on a and .2 on b, and the cleanup on exit.
+two_hosts() {
+    local tag=$1 ns
+    ns_a="${tag}a"
+    ns_b="${tag}b"
+    work=$(mktemp -d "/tmp/${tag}.XXXXXX")
+    daemons=()
+    trap two_hosts_cleanup EXIT
+    # Ctrl-C and kill end the script through the EXIT trap.
+    trap 'echo " interrupted" >&2; exit 130' INT
+    trap 'exit 143' TERM
+    for ns in "$ns_a" "$ns_b"; do
+        ip netns add "$ns"
+        ip netns exec "$ns" ip link set lo up
+        # No duplicate address detection: IPv6 addresses work at once.
+        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
+    done
+    # The veth ends are created inside the namespaces directly.
+    ip link add va netns "$ns_a" type veth peer name vb netns "$ns_b"
+    in_a ip addr add 192.0.2.1/24 dev va
+    in_a ip addr add 2001:db8::1/64 dev va nodad
+    in_b ip addr add 192.0.2.2/24 dev vb
+    in_b ip addr add 2001:db8::2/64 dev vb nodad
+    in_a ip link set va up
+    in_b ip link set vb up
+}
+
+two_hosts_cleanup() {
+    set +e
+    local pid ns
+    for pid in "${daemons[@]}"; do
+        kill -TERM "$pid" 2>/dev/null
+    done
+    for ns in "$ns_a" "$ns_b"; do
+        # Whatever still runs inside (a server, a daemon that did not stop)
+        # would keep the namespace alive.
+        for pid in $(ip netns pids "$ns" 2>/dev/null); do
+            kill -KILL "$pid" 2>/dev/null
+        done
+        ip netns del "$ns" 2>/dev/null
+    done
+    rm -rf "$work"
+}
+
+in_a() { ip netns exec "$ns_a" "$@"; }
+in_b() { ip netns exec "$ns_b" "$@"; }
+
+# tep_ctl SIDE ARGS...: `tep ARGS --socket` of that side's daemon.
+tep_ctl() {
+    local side=$1
+    shift
+    timeout 10 "$TEP" "$@" --socket "$work/$side.sock"
+}
+
+# tep_start SIDE NS: starts the daemon of SIDE with $work/SIDE.toml (whose
+# host.control is $work/SIDE.sock); waits until its control socket answers.
+tep_start() {
+    local side=$1 ns=$2 pid
+    ip netns exec "$ns" "$TEP" run -c "$work/$side.toml" >/dev/null 2>"$work/$side.log" &
+    pid=$!
+    daemons+=("$pid")
+    for _ in $(seq 100); do
+        tep_ctl "$side" show tunnels >/dev/null 2>&1 && return 0
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "tep did not come up on side $side:" >&2
+    cat "$work/$side.log" >&2
+    return 1
+}
+
+# tep_stop_all: SIGTERM to every daemon, wait (5 s at most each), forget them.
+tep_stop_all() {
+    local pid
+    for pid in "${daemons[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || continue
+        for _ in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    daemons=()
+}
