@@ -5,7 +5,7 @@
 
 use crate::buffer::{ChecksumState, PacketId, Pool, NO_TUNNEL};
 use crate::drop::DropReason;
-use crate::encap::{ethernet_ip_offset, inner_pseudo, outer_pseudo, parse_ip, sweep};
+use crate::encap::{ethernet_ip_offset, inner_pseudo, locate_ip, outer_pseudo, sweep};
 use crate::kind::TunnelKind;
 use crate::node::NodeStats;
 use crate::tunnel::{gre_id, TunnelTable};
@@ -518,7 +518,7 @@ fn finish_inner(pool: &mut Pool, id: PacketId, ethernet: bool) -> Result<(), Dro
     // verified (they are covered by it); decap-output cuts them.
     let (l3, l4, proto) = match l3 {
         Some(l3) => {
-            let info = parse_ip(data, l3)?;
+            let info = locate_ip(data, l3, 0)?;
             if info.end > data.len() {
                 return Err(DropReason::BadLength);
             }
