@@ -164,7 +164,7 @@ fn fresh_totals(state: &State, config: &Config) -> Totals {
 /// UDP header.
 fn mode_in_effect(m: ChecksumMode) -> &'static str {
     match m {
-        ChecksumMode::Zero => "zero (socket sends none)",
+        ChecksumMode::Zero => "zero (socket sends none; no UDP GSO without checksums)",
         ChecksumMode::Full | ChecksumMode::Lco | ChecksumMode::Offload => {
             "kernel (socket; device offload where it can)"
         }
