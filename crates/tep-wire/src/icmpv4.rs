@@ -5,22 +5,13 @@ use core::fmt;
 
 use tep_csum::Sum;
 
-use crate::{get_u16, get_u32, set_u16, set_u32, Error, Result};
+use crate::icmp::{self, V4};
+use crate::{get_u16, set_u16, Result};
 
-mod field {
-    use core::ops::Range;
-    pub const TYPE: usize = 0;
-    pub const CODE: usize = 1;
-    pub const CHECKSUM: Range<usize> = 2..4;
-    /// The second word: echo ident/seq, or unused + next-hop MTU.
-    pub const REST: Range<usize> = 4..8;
-    pub const ECHO_IDENT: Range<usize> = 4..6;
-    pub const ECHO_SEQNO: Range<usize> = 6..8;
-    pub const NEXT_HOP_MTU: Range<usize> = 6..8;
-}
+pub use crate::icmp::HEADER_LEN;
 
-/// Length of the ICMP header (type, code, checksum, one word).
-pub const HEADER_LEN: usize = 8;
+/// Bytes 6..8 of a "fragmentation needed" message.
+const NEXT_HOP_MTU: usize = 6;
 
 /// Message type numbers.
 pub mod msg_type {
@@ -37,157 +28,37 @@ pub mod msg_type {
 /// Destination unreachable code 4: fragmentation needed and DF set.
 pub const CODE_FRAG_NEEDED: u8 = 4;
 
-/// A read/write view of an ICMPv4 message. The buffer must be exactly the
-/// message (the IP payload): the checksum covers all of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+/// A read/write view of an ICMPv4 message (the IP payload, whole): the
+/// shared [`icmp::Packet`] with the next-hop MTU and a checksum over the
+/// message alone.
+pub type Packet<T> = icmp::Packet<T, V4>;
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    /// A view without checks.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// A view whose 8-byte header fits.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Checks the 8-byte header fits.
-    pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            return Err(Error::Truncated);
-        }
-        Ok(())
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// Message type.
-    #[inline]
-    pub fn msg_type(&self) -> u8 {
-        self.buffer.as_ref()[field::TYPE]
-    }
-
-    /// Code.
-    #[inline]
-    pub fn code(&self) -> u8 {
-        self.buffer.as_ref()[field::CODE]
-    }
-
-    /// Checksum field.
-    #[inline]
-    pub fn checksum(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), field::CHECKSUM.start)
-    }
-
-    /// The second header word, whatever the type.
-    #[inline]
-    pub fn rest_of_header(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), field::REST.start)
-    }
-
-    /// Echo identifier.
-    #[inline]
-    pub fn echo_ident(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), field::ECHO_IDENT.start)
-    }
-
-    /// Echo sequence number.
-    #[inline]
-    pub fn echo_seq_no(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), field::ECHO_SEQNO.start)
-    }
-
+impl<T: AsRef<[u8]>> icmp::Packet<T, V4> {
     /// Next-hop MTU of a "fragmentation needed" message (RFC 1191 §4);
     /// 0 from routers older than RFC 1191.
     #[inline]
     pub fn next_hop_mtu(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), field::NEXT_HOP_MTU.start)
-    }
-
-    /// Always 8.
-    #[inline]
-    pub const fn header_len(&self) -> usize {
-        HEADER_LEN
-    }
-
-    /// The data: echo payload, or the quoted invoking packet (its IP header
-    /// and at least 8 bytes of its payload, RFC 792).
-    #[inline]
-    pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[HEADER_LEN..]
+        get_u16(self.buffer(), NEXT_HOP_MTU)
     }
 
     /// Whether the whole message sums to all ones.
     #[inline]
     pub fn verify_checksum(&self) -> bool {
-        Sum::of(self.buffer.as_ref()).verifies()
+        self.sum_with(Sum::ZERO).verifies()
     }
 }
 
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Sets the message type.
-    #[inline]
-    pub fn set_msg_type(&mut self, v: u8) {
-        self.buffer.as_mut()[field::TYPE] = v;
-    }
-
-    /// Sets the code.
-    #[inline]
-    pub fn set_code(&mut self, v: u8) {
-        self.buffer.as_mut()[field::CODE] = v;
-    }
-
-    /// Sets the checksum field.
-    #[inline]
-    pub fn set_checksum(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), field::CHECKSUM.start, v);
-    }
-
-    /// Sets the second header word.
-    #[inline]
-    pub fn set_rest_of_header(&mut self, v: u32) {
-        set_u32(self.buffer.as_mut(), field::REST.start, v);
-    }
-
-    /// Sets the echo identifier.
-    #[inline]
-    pub fn set_echo_ident(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), field::ECHO_IDENT.start, v);
-    }
-
-    /// Sets the echo sequence number.
-    #[inline]
-    pub fn set_echo_seq_no(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), field::ECHO_SEQNO.start, v);
-    }
-
+impl<T: AsRef<[u8]> + AsMut<[u8]>> icmp::Packet<T, V4> {
     /// Sets the next-hop MTU.
     #[inline]
     pub fn set_next_hop_mtu(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), field::NEXT_HOP_MTU.start, v);
+        set_u16(self.buffer_mut(), NEXT_HOP_MTU, v);
     }
 
     /// Computes and writes the checksum over the whole buffer.
     #[inline]
     pub fn fill_checksum(&mut self) {
-        self.set_checksum(0);
-        let c = Sum::of(self.buffer.as_ref()).checksum();
-        self.set_checksum(c);
-    }
-
-    /// The data, writable.
-    #[inline]
-    pub fn payload_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[HEADER_LEN..]
+        self.fill_checksum_with(Sum::ZERO);
     }
 }
 
@@ -324,6 +195,7 @@ impl fmt::Display for Icmpv4Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Error;
     use crate::{ipv4, udp, IpProtocol};
     use proptest::prelude::*;
 

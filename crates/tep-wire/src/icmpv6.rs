@@ -6,22 +6,13 @@ use core::net::Ipv6Addr;
 
 use tep_csum::Sum;
 
-use crate::{get_u16, get_u32, set_u16, set_u32, Error, Result};
+use crate::icmp::{self, V6};
+use crate::{get_u32, set_u32, Result};
 
-mod field {
-    use core::ops::Range;
-    pub const TYPE: usize = 0;
-    pub const CODE: usize = 1;
-    pub const CHECKSUM: Range<usize> = 2..4;
-    /// The second word: echo ident/seq, MTU, or unused.
-    pub const REST: Range<usize> = 4..8;
-    pub const ECHO_IDENT: Range<usize> = 4..6;
-    pub const ECHO_SEQNO: Range<usize> = 6..8;
-    pub const MTU: Range<usize> = 4..8;
-}
+pub use crate::icmp::HEADER_LEN;
 
-/// Length of the ICMPv6 header (type, code, checksum, one word).
-pub const HEADER_LEN: usize = 8;
+/// Bytes 4..8 of a Packet Too Big message.
+const MTU: usize = 4;
 
 const NEXT_HEADER_ICMPV6: u8 = 58;
 
@@ -41,99 +32,23 @@ pub mod msg_type {
     pub const ECHO_REPLY: u8 = 129;
 }
 
-/// A read/write view of an ICMPv6 message. The buffer must be exactly the
-/// message (the upper-layer payload): the checksum covers all of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+/// A read/write view of an ICMPv6 message (the upper-layer payload,
+/// whole): the shared [`icmp::Packet`] with the Packet Too Big MTU and a
+/// checksum that also covers the IPv6 pseudo-header.
+pub type Packet<T> = icmp::Packet<T, V6>;
 
-impl<T: AsRef<[u8]>> Packet<T> {
-    /// A view without checks.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// A view whose 8-byte header fits.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Checks the 8-byte header fits.
-    pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            return Err(Error::Truncated);
-        }
-        Ok(())
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
-    /// Message type.
-    #[inline]
-    pub fn msg_type(&self) -> u8 {
-        self.buffer.as_ref()[field::TYPE]
-    }
-
-    /// Code.
-    #[inline]
-    pub fn code(&self) -> u8 {
-        self.buffer.as_ref()[field::CODE]
-    }
-
-    /// Checksum field.
-    #[inline]
-    pub fn checksum(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), field::CHECKSUM.start)
-    }
-
-    /// The second header word, whatever the type.
-    #[inline]
-    pub fn rest_of_header(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), field::REST.start)
-    }
-
-    /// Echo identifier.
-    #[inline]
-    pub fn echo_ident(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), field::ECHO_IDENT.start)
-    }
-
-    /// Echo sequence number.
-    #[inline]
-    pub fn echo_seq_no(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), field::ECHO_SEQNO.start)
-    }
-
+impl<T: AsRef<[u8]>> icmp::Packet<T, V6> {
     /// MTU of a Packet Too Big message (RFC 4443 §3.2).
     #[inline]
     pub fn mtu(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), field::MTU.start)
-    }
-
-    /// Always 8.
-    #[inline]
-    pub const fn header_len(&self) -> usize {
-        HEADER_LEN
-    }
-
-    /// The data: echo payload, or as much of the invoking packet as fits
-    /// the minimum MTU (RFC 4443 §2.4 (c)).
-    #[inline]
-    pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[HEADER_LEN..]
+        get_u32(self.buffer(), MTU)
     }
 
     /// Whether pseudo-header plus message sum to all ones.
     #[inline]
     pub fn verify_checksum(&self, src: &Ipv6Addr, dst: &Ipv6Addr) -> bool {
-        let b = self.buffer.as_ref();
-        pseudo(src, dst, b.len()).add(Sum::of(b)).verifies()
+        self.sum_with(pseudo(src, dst, self.buffer().len()))
+            .verifies()
     }
 }
 
@@ -141,62 +56,18 @@ fn pseudo(src: &Ipv6Addr, dst: &Ipv6Addr, len: usize) -> Sum {
     tep_csum::pseudo_header_v6(&src.octets(), &dst.octets(), NEXT_HEADER_ICMPV6, len as u32)
 }
 
-impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
-    /// Sets the message type.
-    #[inline]
-    pub fn set_msg_type(&mut self, v: u8) {
-        self.buffer.as_mut()[field::TYPE] = v;
-    }
-
-    /// Sets the code.
-    #[inline]
-    pub fn set_code(&mut self, v: u8) {
-        self.buffer.as_mut()[field::CODE] = v;
-    }
-
-    /// Sets the checksum field.
-    #[inline]
-    pub fn set_checksum(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), field::CHECKSUM.start, v);
-    }
-
-    /// Sets the second header word.
-    #[inline]
-    pub fn set_rest_of_header(&mut self, v: u32) {
-        set_u32(self.buffer.as_mut(), field::REST.start, v);
-    }
-
-    /// Sets the echo identifier.
-    #[inline]
-    pub fn set_echo_ident(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), field::ECHO_IDENT.start, v);
-    }
-
-    /// Sets the echo sequence number.
-    #[inline]
-    pub fn set_echo_seq_no(&mut self, v: u16) {
-        set_u16(self.buffer.as_mut(), field::ECHO_SEQNO.start, v);
-    }
-
+impl<T: AsRef<[u8]> + AsMut<[u8]>> icmp::Packet<T, V6> {
     /// Sets the Packet Too Big MTU.
     #[inline]
     pub fn set_mtu(&mut self, v: u32) {
-        set_u32(self.buffer.as_mut(), field::MTU.start, v);
+        set_u32(self.buffer_mut(), MTU, v);
     }
 
     /// Computes and writes the checksum over pseudo-header and buffer.
     #[inline]
     pub fn fill_checksum(&mut self, src: &Ipv6Addr, dst: &Ipv6Addr) {
-        self.set_checksum(0);
-        let b = self.buffer.as_ref();
-        let c = pseudo(src, dst, b.len()).add(Sum::of(b)).checksum();
-        self.set_checksum(c);
-    }
-
-    /// The data, writable.
-    #[inline]
-    pub fn payload_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[HEADER_LEN..]
+        let p = pseudo(src, dst, self.buffer().len());
+        self.fill_checksum_with(p);
     }
 }
 
@@ -326,6 +197,7 @@ impl fmt::Display for Icmpv6Repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Error;
     use crate::{ipv6, udp, IpProtocol};
     use proptest::prelude::*;
 

@@ -20,6 +20,7 @@ mod error;
 pub mod ip;
 
 pub mod ethernet;
+pub mod icmp;
 pub mod icmpv4;
 pub mod icmpv6;
 pub mod ipv4;
