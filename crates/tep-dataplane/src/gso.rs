@@ -1306,6 +1306,17 @@ pub(crate) mod testpkt {
         *pool.meta_mut(id) = meta;
         id
     }
+
+    /// A vector of one packet [`load`]ed with these bytes and metadata.
+    pub fn vector_of(
+        pool: &mut Pool,
+        bytes: &[u8],
+        meta: PacketMeta,
+    ) -> crate::vector::PacketVector {
+        let mut v = crate::vector::PacketVector::new();
+        v.push(load(pool, bytes, meta)).expect("an empty vector");
+        v
+    }
 }
 
 #[cfg(test)]

@@ -752,7 +752,7 @@ mod tests {
     use crate::buffer::{ChecksumState, GsoKind, SUPER_PACKET_ROOM};
     use crate::clock::ManualClock;
     use crate::config::{ChecksumMode, TunnelConfig};
-    use crate::gso::testpkt::{payload, super_meta, tcp, Csum, Ip, Tcp};
+    use crate::gso::testpkt::{payload, super_meta, tcp, vector_of, Csum, Ip, Tcp};
     use core::net::{IpAddr, Ipv6Addr};
 
     fn gtpu_pair(mode: ChecksumMode) -> (Config, Config) {
@@ -799,11 +799,7 @@ mod tests {
                 Csum::Partial,
             );
             let meta = super_meta(&bytes, GsoKind::Tcp4, mss as u16);
-            let id = pool.alloc().unwrap();
-            assert!(pool.fill(id, &bytes));
-            *pool.meta_mut(id) = meta;
-            let mut v = PacketVector::new();
-            v.push(id).unwrap();
+            let mut v = vector_of(&mut pool, &bytes, meta);
             let mut wire = PacketVector::new();
             a.encap(&mut pool, &mut v, &mut |_, out| {
                 for &id in out.as_slice() {
@@ -856,11 +852,7 @@ mod tests {
                     ..PipelineOptions::default()
                 },
             );
-            let id = pool.alloc().unwrap();
-            assert!(pool.fill(id, &bytes));
-            *pool.meta_mut(id) = meta;
-            let mut v = PacketVector::new();
-            v.push(id).unwrap();
+            let mut v = vector_of(&mut pool, &bytes, meta);
             let mut got = Vec::new();
             p.encap(&mut pool, &mut v, &mut |pool, out| {
                 for &id in out.as_slice() {
@@ -917,11 +909,7 @@ mod tests {
                 Csum::Partial,
             );
             let meta = super_meta(&bytes, GsoKind::Tcp4, mss as u16);
-            let id = pool.alloc().unwrap();
-            assert!(pool.fill(id, &bytes));
-            *pool.meta_mut(id) = meta;
-            let mut v = PacketVector::new();
-            v.push(id).unwrap();
+            let mut v = vector_of(&mut pool, &bytes, meta);
             let mut wire = PacketVector::new();
             a.encap(&mut pool, &mut v, &mut |pool, out| {
                 for &id in out.as_slice() {
@@ -1005,11 +993,7 @@ mod tests {
                 let kind = if ip.v6 { GsoKind::Tcp6 } else { GsoKind::Tcp4 };
                 let bytes = eth.wrap(&packet);
                 let meta = eth.meta(super_meta(&packet, kind, mss as u16));
-                let id = pool.alloc().unwrap();
-                assert!(pool.fill(id, &bytes));
-                *pool.meta_mut(id) = meta;
-                let mut v = PacketVector::new();
-                v.push(id).unwrap();
+                let mut v = vector_of(&mut pool, &bytes, meta);
                 let mut wire = PacketVector::new();
                 a.encap_from(InnerLink::Ethernet, &mut pool, &mut v, &mut |_, out| {
                     for &id in out.as_slice() {
@@ -1078,11 +1062,7 @@ mod tests {
         let mut pool = Pool::new(512, SUPER_PACKET_ROOM + 8192);
         let mut wire = PacketVector::new();
         for (bytes, meta) in frames {
-            let id = pool.alloc().unwrap();
-            assert!(pool.fill(id, bytes));
-            *pool.meta_mut(id) = *meta;
-            let mut v = PacketVector::new();
-            v.push(id).unwrap();
+            let mut v = vector_of(&mut pool, bytes, *meta);
             let table = TunnelTable::new(ca);
             a.encap_from(link, &mut pool, &mut v, &mut |pool, out| {
                 // What the socket does: gathers each datagram, sends runs
