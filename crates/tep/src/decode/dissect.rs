@@ -167,6 +167,13 @@ impl Walker<'_> {
         })
     }
 
+    /// Enters a layer and checks its view: None (the failure recorded) when
+    /// the nesting is too deep or the header does not hold.
+    fn open<P>(&mut self, layer: &'static str, at: usize, view: tep_wire::Result<P>) -> Option<P> {
+        self.enter().ok()?;
+        self.check(layer, at, view).ok()
+    }
+
     /// Stops at a header that lies beyond the captured bytes.
     fn captured_at(&self, at: usize) -> bool {
         at < self.captured
@@ -206,10 +213,8 @@ impl Walker<'_> {
 
     fn ethernet(&mut self, at: usize, end: usize) {
         let buf = self.buf;
-        if self.enter().is_err() {
-            return;
-        }
-        let Ok(p) = self.check("ethernet", at, ethernet::Packet::new_checked(&buf[at..end])) else {
+        let Some(p) = self.open("ethernet", at, ethernet::Packet::new_checked(&buf[at..end]))
+        else {
             return;
         };
         let mut l = Layer::new("ethernet")
@@ -255,10 +260,7 @@ impl Walker<'_> {
 
     fn ipv4(&mut self, at: usize, end: usize) {
         let buf = self.buf;
-        if self.enter().is_err() {
-            return;
-        }
-        let Ok(p) = self.check("ipv4", at, ipv4::Packet::new_checked(&buf[at..end])) else {
+        let Some(p) = self.open("ipv4", at, ipv4::Packet::new_checked(&buf[at..end])) else {
             return;
         };
         let Ok(repr) = self.check("ipv4", at, ipv4::Ipv4Repr::parse(&p)) else {
@@ -307,10 +309,7 @@ impl Walker<'_> {
 
     fn ipv6(&mut self, at: usize, end: usize) {
         let buf = self.buf;
-        if self.enter().is_err() {
-            return;
-        }
-        let Ok(p) = self.check("ipv6", at, ipv6::Packet::new_checked(&buf[at..end])) else {
+        let Some(p) = self.open("ipv6", at, ipv6::Packet::new_checked(&buf[at..end])) else {
             return;
         };
         let Ok(repr) = self.check("ipv6", at, ipv6::Ipv6Repr::parse(&p)) else {
@@ -374,10 +373,7 @@ impl Walker<'_> {
 
     fn gre(&mut self, at: usize, end: usize) {
         let buf = self.buf;
-        if self.enter().is_err() {
-            return;
-        }
-        let Ok(p) = self.check("gre", at, gre::Packet::new_checked(&buf[at..end])) else {
+        let Some(p) = self.open("gre", at, gre::Packet::new_checked(&buf[at..end])) else {
             return;
         };
         let Ok(repr) = self.check("gre", at, gre::GreRepr::parse(&p)) else {
@@ -606,10 +602,7 @@ impl Walker<'_> {
 
     fn gtpu(&mut self, at: usize, end: usize) {
         let buf = self.buf;
-        if self.enter().is_err() {
-            return;
-        }
-        let Ok(p) = self.check("gtpu", at, gtpu::Packet::new_checked(&buf[at..end])) else {
+        let Some(p) = self.open("gtpu", at, gtpu::Packet::new_checked(&buf[at..end])) else {
             return;
         };
         let mut l = Layer::new("gtpu")
@@ -686,10 +679,7 @@ impl Walker<'_> {
 
     fn vxlan(&mut self, at: usize, end: usize) {
         let buf = self.buf;
-        if self.enter().is_err() {
-            return;
-        }
-        let Ok(p) = self.check("vxlan", at, vxlan::Packet::new_checked(&buf[at..end])) else {
+        let Some(p) = self.open("vxlan", at, vxlan::Packet::new_checked(&buf[at..end])) else {
             return;
         };
         let payload = at + vxlan::HEADER_LEN;
@@ -727,10 +717,7 @@ impl Walker<'_> {
 
     fn geneve(&mut self, at: usize, end: usize) {
         let buf = self.buf;
-        if self.enter().is_err() {
-            return;
-        }
-        let Ok(p) = self.check("geneve", at, geneve::Packet::new_checked(&buf[at..end])) else {
+        let Some(p) = self.open("geneve", at, geneve::Packet::new_checked(&buf[at..end])) else {
             return;
         };
         let Ok(repr) = self.check("geneve", at, geneve::GeneveRepr::parse(&p)) else {
@@ -759,10 +746,7 @@ impl Walker<'_> {
 
     fn gue(&mut self, at: usize, end: usize) {
         let buf = self.buf;
-        if self.enter().is_err() {
-            return;
-        }
-        let Ok(p) = self.check("gue", at, gue::Packet::new_checked(&buf[at..end])) else {
+        let Some(p) = self.open("gue", at, gue::Packet::new_checked(&buf[at..end])) else {
             return;
         };
         let Ok(repr) = self.check("gue", at, GueRepr::parse(&p)) else {
