@@ -70,6 +70,19 @@ fn quick_json_has_every_kind_positive_ratios_and_both_checks() {
         assert!(c["value"].as_f64().unwrap() > 0.0);
         assert!(c["limit"].as_f64().unwrap() > 1.0);
     }
+    // The joint requirement is derived from the two checks' own figures.
+    let j = &v["joint"];
+    let (full, zero) = (
+        checks[0]["numerator_ns"].as_f64().unwrap(),
+        checks[0]["denominator_ns"].as_f64().unwrap(),
+    );
+    let c = j["checksum_ns"].as_f64().unwrap();
+    assert!((c - (full - zero)).abs() < 1e-9, "{j}");
+    assert!((j["limit"].as_f64().unwrap() - 6.0 / 13.0).abs() < 1e-12);
+    assert_eq!(
+        j["read_only_ns"].as_f64().unwrap(),
+        checks[1]["denominator_ns"].as_f64().unwrap()
+    );
     let tables = v["tables"].as_array().unwrap();
     assert_eq!(tables.len(), 2);
     let vx: Vec<&str> = tables[0]["lines"]

@@ -251,6 +251,42 @@ pub struct Results {
     pub skipped: Vec<Skipped>,
     pub tables: Vec<LayerTable>,
     pub checks: Vec<Check>,
+    /// What the two targets ask of the checksum together.
+    pub joint: Option<Joint>,
+}
+
+/// The two targets together. With checksum cost C (full − zero), zero path
+/// Z and read-only pass R, `full <= 1.3 zero` is C <= 0.3 Z and `full <= 2
+/// read-only` is Z + C <= 2 R; both hold only if C <= (2 / 4.33) R = 6/13 R,
+/// i.e. if summing the bytes takes under half the time of reading them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Joint {
+    /// C: full − zero, ns per packet.
+    pub checksum_ns: f64,
+    /// R, ns per packet.
+    pub read_only_ns: f64,
+    /// C / R.
+    pub value: f64,
+    /// 6/13: the largest C / R that lets both targets pass.
+    pub limit: f64,
+}
+
+impl Joint {
+    /// From the two checks as `measure_checks` returns them (full vs zero,
+    /// full vs read-only).
+    fn of(checks: &[Check]) -> Option<Joint> {
+        let [a, b] = checks else {
+            return None;
+        };
+        let (full, zero, read_only) = (a.numerator_ns, a.denominator_ns, b.denominator_ns);
+        let checksum_ns = full - zero;
+        Some(Joint {
+            checksum_ns,
+            read_only_ns: read_only,
+            value: checksum_ns / read_only,
+            limit: 6.0 / 13.0,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -855,6 +891,7 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Results {
         rows,
         skipped,
         tables,
+        joint: Joint::of(&checks),
         checks,
     }
 }
@@ -1039,6 +1076,13 @@ pub fn render(res: &Results) -> String {
                 c.denominator_ns
             );
         }
+    }
+    if let Some(j) = &res.joint {
+        out += &format!(
+            "  both together: the checksum alone (full - zero, {:.1} ns) is {:.2}x a read-only pass; \
+             both limits hold only below {:.2}x (summing the bytes faster than half a read of them)\n",
+            j.checksum_ns, j.value, j.limit
+        );
     }
     out
 }
