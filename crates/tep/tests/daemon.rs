@@ -317,10 +317,15 @@ fn trace_captures_and_metrics_are_served() {
     let mut r = pcap_file::pcapng::PcapNgReader::new(&bytes[..]).unwrap();
     let mut interfaces = Vec::new();
     let mut packets = 0;
+    let mut sent_from = Vec::new();
     while let Some(b) = r.next_block() {
         if let pcap_file::pcapng::Block::EnhancedPacket(p) = b.unwrap() {
             packets += 1;
             interfaces.push(p.interface_id);
+            if p.interface_id == 2 {
+                let ihl = usize::from(p.data[0] & 15) * 4;
+                sent_from.push(u16::from_be_bytes([p.data[ihl], p.data[ihl + 1]]));
+            }
         }
     }
     assert_eq!(packets, 8);
@@ -329,6 +334,15 @@ fn trace_captures_and_metrics_are_served() {
         interfaces.contains(&0) && interfaces.contains(&2),
         "{interfaces:?}"
     );
+    // The outer packets show the source port they left from.
+    let t = da.show("tunnels");
+    let ports = &t["io"]["sockets"][0]["source_ports"];
+    for port in &sent_from {
+        assert!(
+            ports.as_array().unwrap().contains(&(*port).into()),
+            "{port} not in {ports}"
+        );
+    }
 
     let text = python(
         &pair.a,

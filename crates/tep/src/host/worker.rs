@@ -599,6 +599,14 @@ impl Senders<'_> {
         Some((e, 1 + usize::from(port) % n))
     }
 
+    /// The local port of the socket at `slot`.
+    fn port_of(&self, (e, k): (usize, usize)) -> u16 {
+        match k {
+            0 => self.sockets[e].local_addr().port(),
+            k => self.senders[e][k - 1].local_addr().port(),
+        }
+    }
+
     fn socket(&mut self, (e, k): (usize, usize)) -> &mut UdpSocket {
         match k {
             0 => &mut self.sockets[e],
@@ -622,13 +630,18 @@ fn send_outer(
     tracer: &Tracer,
 ) {
     {
-        let pool: &Pool = pool;
         let ids = out.as_slice();
         let mut slots = [None; VECTOR_SIZE];
         for (slot, &id) in slots.iter_mut().zip(ids) {
-            let m = pool.meta(id);
-            *slot = to.slot_of(routes, m.tunnel, pool.data(id), usize::from(m.l4));
+            let l4 = usize::from(pool.meta(id).l4);
+            *slot = to.slot_of(routes, pool.meta(id).tunnel, pool.data(id), l4);
+            // The header says what goes on the wire (a trace shows it): the
+            // kernel writes the sending socket's port, not the pipeline's.
+            if let Some(port) = slot.map(|s| to.port_of(s)) {
+                pool.data_mut(id)[l4..l4 + 2].copy_from_slice(&port.to_be_bytes());
+            }
         }
+        let pool: &Pool = pool;
         let slots = &mut slots[..ids.len()];
         // One socket at a time, in the order they first appear; a packet
         // with no socket (cannot happen with a valid config) stays None.
