@@ -8,21 +8,22 @@
 # Two network namespaces joined by one veth pair. One path at a time
 # between them: the kernel's VXLAN (udpcsum: outer UDP checksums on, both
 # ends kernel), tep VXLAN in each checksum mode (zero, full, lco, offload,
-# remote), tep GUE (full). Through each path:
+# remote), tep GUE (full), and tep VXLAN full with the workers busy-polling
+# for 200 µs before they sleep (host.busy_poll_us = 200). Through each path:
 #   - iperf3 TCP throughput with 1 and with 4 streams, 10 s runs;
 #   - TCP request/response latency (64-byte request and response, one at a
 #     time) p50 and p99 of the round trip over 5 s, with sockperf
 #     (apt-get install sockperf), else netperf TCP_RR, else a small python3
 #     ping-pong; the table says which.
 # Three rounds over all paths; each figure is the median of its three
-# (--quick: one round, 3 s transfers, 2 s of ping-pong). About ten minutes
-# (--quick: a minute and a half).
+# (--quick: one round, 3 s transfers, 2 s of ping-pong). About twelve
+# minutes (--quick: under two).
 # Client and server are pinned to different CPUs (default 0 and 1). Prints
 # the table, the ratios tep/kernel per tep row, and tep's `show runtime`
 # (per-node clocks) for VXLAN full. --json prints one JSON object instead.
 # --paths runs some of the paths only (kernel-vxlan, tep-vxlan-zero,
 # tep-vxlan-full, tep-vxlan-lco, tep-vxlan-offload, tep-vxlan-remote,
-# tep-gue-full); ratios need kernel-vxlan among them.
+# tep-gue-full, tep-vxlan-full-poll); ratios need kernel-vxlan among them.
 #
 # Note: on veth, a checksum the sender leaves partial is not computed in
 # software: the peer trusts CHECKSUM_PARTIAL, for the kernel and tep alike. In
@@ -43,7 +44,7 @@ quick=0
 json=0
 rr_tool=auto
 cpus=""
-all_paths="kernel-vxlan,tep-vxlan-zero,tep-vxlan-full,tep-vxlan-lco,tep-vxlan-offload,tep-vxlan-remote,tep-gue-full"
+all_paths="kernel-vxlan,tep-vxlan-zero,tep-vxlan-full,tep-vxlan-lco,tep-vxlan-offload,tep-vxlan-remote,tep-gue-full,tep-vxlan-full-poll"
 path_arg=$all_paths
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -119,10 +120,12 @@ say() { echo "$@" >&2; }
 
 dst=10.9.0.2
 
-# tep_config KIND MODE SIDE: one side's tep.toml (side 1 = a, 2 = b).
+# tep_config KIND MODE SIDE [POLL_US]: one side's tep.toml (side 1 = a,
+# 2 = b), with host.busy_poll_us = POLL_US when given.
 tep_config() {
-    local kind=$1 mode=$2 side=$3
+    local kind=$1 mode=$2 side=$3 poll=${4:-}
     echo "[host]"
+    if [ -n "$poll" ]; then echo "busy_poll_us = $poll"; fi
     if [ "$kind" = vxlan ]; then
         printf 'tap = "tepbench1"\ntap_addresses = ["10.9.0.%s/24"]\n' "$side"
     else
@@ -152,10 +155,12 @@ path_up() {
         done
         ;;
     tep-*)
-        local rest=${1#tep-}
+        local rest=${1#tep-} poll=""
+        # A "-poll" path: the workers busy-poll for 200 µs before sleeping.
+        if [ "${rest%-poll}" != "$rest" ]; then rest=${rest%-poll} poll=200; fi
         local kind=${rest%-*} mode=${rest##*-}
-        tep_config "$kind" "$mode" 1 >"$work/1.toml"
-        tep_config "$kind" "$mode" 2 >"$work/2.toml"
+        tep_config "$kind" "$mode" 1 $poll >"$work/1.toml"
+        tep_config "$kind" "$mode" 2 $poll >"$work/2.toml"
         tep_start 1 "$ns_a" && tep_start 2 "$ns_b"
         ;;
     esac

@@ -40,6 +40,11 @@ pub struct HostConfig {
     /// SO_REUSEPORT queues). 0: tunnel traffic leaves from the receiving
     /// socket, whose port is the tunnel's.
     pub source_sockets: usize,
+    /// Microseconds a worker keeps polling its devices and sockets after
+    /// its last packet before it sleeps. 0: it sleeps at once, and every
+    /// packet after a pause costs a wake-up. Polling trades a CPU for
+    /// latency, as VPP's and the kernel's busy polling do.
+    pub busy_poll_us: u32,
     /// Prometheus metrics listen address; `None`: off.
     pub metrics: Option<SocketAddr>,
     /// The control socket (`tep show`, `tep reload`, `tep trace`).
@@ -62,6 +67,7 @@ impl Default for HostConfig {
             cpus: Vec::new(),
             offloads: true,
             source_sockets: 8,
+            busy_poll_us: 0,
             metrics: None,
             control: DEFAULT_CONTROL.to_string(),
         }
@@ -81,6 +87,7 @@ pub(crate) struct RawHost {
     cpus: Option<Vec<i64>>,
     offloads: Option<bool>,
     source_sockets: Option<i64>,
+    busy_poll_us: Option<i64>,
     metrics: Option<String>,
     control: Option<String>,
 }
@@ -173,6 +180,10 @@ impl RawHost {
             Some(v) => ranged("source_sockets", v, 0, 64)? as usize,
             None => d.source_sockets,
         };
+        let busy_poll_us = match self.busy_poll_us {
+            Some(v) => ranged("busy_poll_us", v, 0, 1_000_000)? as u32,
+            None => d.busy_poll_us,
+        };
         let metrics = match self.metrics {
             Some(s) => Some(s.parse::<SocketAddr>().map_err(|_| {
                 err(
@@ -205,6 +216,7 @@ impl RawHost {
             cpus,
             offloads: self.offloads.unwrap_or(d.offloads),
             source_sockets,
+            busy_poll_us,
             metrics,
             control,
         })
@@ -237,6 +249,7 @@ queues = 2
 cpus = [1, 0]
 offloads = false
 source_sockets = 0
+busy_poll_us = 200
 metrics = "127.0.0.1:9464"
 control = "/tmp/x.sock"
 "#,
@@ -250,6 +263,7 @@ control = "/tmp/x.sock"
         assert_eq!(h.cpus, vec![1, 0]);
         assert!(!h.offloads);
         assert_eq!(h.source_sockets, 0);
+        assert_eq!(h.busy_poll_us, 200);
         assert_eq!(h.metrics, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(h.control, "/tmp/x.sock");
     }
@@ -264,6 +278,10 @@ control = "/tmp/x.sock"
             ("tap = \"tep0\"", "host.tap: \"tep0\" is also the TUN"),
             ("mtu = 100", "host.mtu: 100 is out of range (576..=65535)"),
             ("queues = 0", "host.queues: 0 is out of range (1..=64)"),
+            (
+                "busy_poll_us = -1",
+                "host.busy_poll_us: -1 is out of range (0..=1000000)",
+            ),
             (
                 "source_sockets = 65",
                 "host.source_sockets: 65 is out of range (0..=64)",

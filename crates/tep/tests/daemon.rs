@@ -602,3 +602,42 @@ fn flows_spread_over_source_ports() {
     assert!(seen.iter().all(|s| s.0 == 6080), "{seen:?}");
     assert_eq!(d.stop(), Some(0), "{}", d.log());
 }
+
+/// CPU time (user + system, in clock ticks) of process `pid` so far.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the parenthesised command name; utime and stime are
+    // the 14th and 15th fields of the whole line.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// With `busy_poll_us`, workers carry traffic as before, say so in `show
+/// tunnels`, and stop polling once traffic stops: an idle daemon sleeps.
+#[test]
+fn busy_polling_workers_carry_traffic_and_sleep_when_idle() {
+    if !root_or_skip("busy_polling_workers_carry_traffic_and_sleep_when_idle") {
+        return;
+    }
+    let pair = Pair::new();
+    let poll = |ns: &str, side| {
+        gue_config(&pair, ns, side, true, None)
+            .replace("offloads = true", "offloads = true\nbusy_poll_us = 2000")
+    };
+    let da = pair.daemon(&pair.a, &poll(&pair.a, 1));
+    let db = pair.daemon(&pair.b, &poll(&pair.b, 2));
+    assert_eq!(ping(&pair, &pair.a, "10.9.0.2", 5), 5);
+    let bps = iperf(&pair, "10.9.0.2", 1.0, 1).unwrap();
+    assert!(bps > 1e6, "{bps}");
+    let t = da.show("tunnels");
+    assert_eq!(t["io"]["busy_poll_us"], 2000, "{t}");
+    let text = da.control(&["show", "tunnels"]).unwrap();
+    assert!(text.contains("busy polling 2000 µs"), "{text}");
+    // Idle: both daemons together use well under a tenth of a CPU.
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_ticks(da.pid()) + cpu_ticks(db.pid());
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_ticks(da.pid()) + cpu_ticks(db.pid()) - before;
+    assert!(used < 20, "{used} ticks in 2 s idle: still polling");
+}

@@ -268,7 +268,10 @@ fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> 
             }
         );
     }
-    out += &format!("\nworkers: {}\n", io.workers);
+    out += &match io.busy_poll_us {
+        0 => format!("\nworkers: {}\n", io.workers),
+        us => format!("\nworkers: {}, busy polling {us} µs\n", io.workers),
+    };
     for d in &io.devices {
         out += &format!(
             "device {} ({}): mtu {}, offloads {}\n",

@@ -36,6 +36,8 @@ pub struct IoInfo {
     pub sockets: Vec<SocketInfo>,
     /// Worker threads.
     pub workers: usize,
+    /// `host.busy_poll_us`: how long workers poll before they sleep.
+    pub busy_poll_us: u32,
 }
 
 /// A TUN/TAP device in use.
@@ -393,6 +395,7 @@ fn io_info(devices: &[&Tun], config: &Config, ios: &[WorkerIo], e: &Endpoints) -
             })
             .unwrap_or_default(),
         workers: ios.len(),
+        busy_poll_us: config.host.busy_poll_us,
     }
 }
 

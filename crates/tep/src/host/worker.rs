@@ -272,8 +272,21 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
     let mut published_at = Instant::now();
     let mut generation = 0;
     let shared = &setup.shared;
+    // Busy polling: epoll_wait without sleeping until `busy_poll` has gone
+    // by since the last event, so that the next packet finds the worker
+    // awake (no wake-up on its path).
+    let busy_poll = Duration::from_micros(u64::from(config.host.busy_poll_us));
+    let mut last_event = Instant::now();
     loop {
-        epoll.wait(&mut events, 100)?;
+        let timeout = if last_event.elapsed() < busy_poll {
+            0
+        } else {
+            100
+        };
+        epoll.wait(&mut events, timeout)?;
+        if !events.is_empty() {
+            last_event = Instant::now();
+        }
         for ev in events.iter() {
             match ev.token {
                 TOKEN_WAKE => {
