@@ -1163,6 +1163,17 @@ mod tests {
         stream
     }
 
+    /// The receiver got one 45-segment super-packet's stream whole, with
+    /// nothing dropped.
+    fn assert_whole_stream(r: &Received, name: &str, mss: usize) {
+        assert_eq!(
+            tcp_stream(&r.outputs, mss as u16),
+            payload(0, 45 * mss, 3),
+            "{name}"
+        );
+        assert!(r.drops.is_empty(), "{name}: {:?}", r.drops);
+    }
+
     /// A case: name, sender and receiver config, inner link, frame, meta.
     type TrainCase = (
         &'static str,
@@ -1489,12 +1500,7 @@ mod tests {
             };
             let frames = [(bytes.clone(), meta)];
             let r = over_the_wire(&ca, &cb, link, &frames, true, &tamper);
-            assert_eq!(
-                tcp_stream(&r.outputs, mss as u16),
-                payload(0, 45 * mss, 3),
-                "{name}"
-            );
-            assert!(r.drops.is_empty(), "{name}: {:?}", r.drops);
+            assert_whole_stream(&r, name, mss);
             assert!(
                 !r.report.contains("udp-train-split"),
                 "{name}: {}",
@@ -1531,12 +1537,7 @@ mod tests {
             };
             let frames = [(bytes.clone(), meta)];
             let r = over_the_wire(&ca, &cb, link, &frames, true, &tamper);
-            assert_eq!(
-                tcp_stream(&r.outputs, mss as u16),
-                payload(0, 45 * mss, 3),
-                "{name}"
-            );
-            assert!(r.drops.is_empty(), "{name}: {:?}", r.drops);
+            assert_whole_stream(&r, name, mss);
             assert_eq!(r.outputs.len(), 3, "{name}: {}", r.report);
             let seqs: Vec<u32> = r
                 .outputs
