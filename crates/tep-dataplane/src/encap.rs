@@ -646,10 +646,9 @@ impl TxState {
 }
 
 /// A tunnel's outer IPv4/IPv6 and UDP headers, built once: addresses,
-/// version, protocol, destination port, and the fixed TTL where the tunnel
-/// has one. Per packet, `ip-udp-encap` copies it and writes the fields that
-/// vary: lengths, TOS / traffic class, flow label, IPv4 identification,
-/// DF and TTL where inherited, source port. For IPv4 the header checksum
+/// version, protocol, destination port. Per packet, `ip-udp-encap` copies
+/// it and writes the rest: lengths, TOS / traffic class, flow label, IPv4
+/// identification, DF, TTL, source port. For IPv4 the header checksum
 /// of the fixed words is summed here too, so the per-packet one adds five
 /// words instead of summing twenty bytes.
 #[derive(Clone, Copy, Debug)]
@@ -658,7 +657,7 @@ struct OuterTemplate {
     /// 28 (IPv4 + UDP) or 48 (IPv6 + UDP).
     len: usize,
     /// IPv4: the sum of the 16-bit words that do not change per packet
-    /// (addresses, protocol), unfolded.
+    /// (addresses, protocol).
     fixed_sum: u32,
 }
 
@@ -671,11 +670,9 @@ impl OuterTemplate {
                 bytes[9] = 17;
                 bytes[12..16].copy_from_slice(&src.octets());
                 bytes[16..20].copy_from_slice(&dst.octets());
-                let words = |a: [u8; 4]| {
-                    u32::from(u16::from_be_bytes([a[0], a[1]]))
-                        + u32::from(u16::from_be_bytes([a[2], a[3]]))
-                };
-                (28, words(src.octets()) + words(dst.octets()) + 17)
+                // Addresses and protocol: a pseudo-header of length 0.
+                let fixed = tep_csum::pseudo_header_v4(src.octets(), dst.octets(), 17, 0);
+                (28, u32::from(fixed.value()))
             }
             (src, dst) => {
                 let v6 = |a: IpAddr| match a {
