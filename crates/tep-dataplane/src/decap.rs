@@ -5,7 +5,7 @@
 
 use crate::buffer::{ChecksumState, PacketId, Pool, NO_TUNNEL};
 use crate::drop::DropReason;
-use crate::encap::{ethernet_ip_offset, inner_pseudo, locate_ip, outer_pseudo, sweep};
+use crate::encap::{each, ethernet_ip_offset, inner_pseudo, locate_ip, outer_pseudo, sweep};
 use crate::kind::TunnelKind;
 use crate::node::NodeStats;
 use crate::tunnel::{gre_id, TunnelTable};
@@ -46,12 +46,7 @@ pub fn outer_tos_ttl(data: &[u8]) -> (u8, u8) {
 /// Node `ip-input`: the outer IP header must be whole, carry UDP, not be a
 /// fragment, and (IPv4) have a good header checksum. Trims link padding.
 pub fn ip_input(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) {
-    for &id in v.as_slice() {
-        if let Err(r) = ip_input_one(pool, id) {
-            pool.meta_mut(id).drop = Some(r);
-        }
-    }
-    sweep(stats, pool, v);
+    each(stats, pool, v, ip_input_one);
 }
 
 fn ip_input_one(pool: &mut Pool, id: PacketId) -> Result<(), DropReason> {
@@ -605,12 +600,7 @@ pub fn udp_checksum_verify(
     v: &mut PacketVector,
     table: &TunnelTable,
 ) {
-    for &id in v.as_slice() {
-        if let Err(r) = verify_one(pool, id, table) {
-            pool.meta_mut(id).drop = Some(r);
-        }
-    }
-    sweep(stats, pool, v);
+    each(stats, pool, v, |pool, id| verify_one(pool, id, table));
 }
 
 /// Where the inner IP packet ends (its total length), or the buffer's end
@@ -714,12 +704,7 @@ pub fn decap_output(
     v: &mut PacketVector,
     table: &TunnelTable,
 ) {
-    for &id in v.as_slice() {
-        if let Err(r) = output_one(pool, id, table) {
-            pool.meta_mut(id).drop = Some(r);
-        }
-    }
-    sweep(stats, pool, v);
+    each(stats, pool, v, |pool, id| output_one(pool, id, table));
 }
 
 /// The ECN field of the outer IP header at the start of `data` (IPv4 TOS

@@ -30,6 +30,28 @@ pub enum InnerLink {
     Ethernet,
 }
 
+/// Runs a node's per-packet step over `v`: a packet the step refuses is
+/// marked with its reason and then swept out. The vector is walked again
+/// only when some packet was refused (a scan per node and vector cost ~10
+/// instructions per packet, for nothing in the common case).
+pub fn each(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    mut step: impl FnMut(&mut Pool, PacketId) -> Result<(), DropReason>,
+) {
+    let mut refused = false;
+    for &id in v.as_slice() {
+        if let Err(r) = step(pool, id) {
+            pool.meta_mut(id).drop = Some(r);
+            refused = true;
+        }
+    }
+    if refused {
+        remove_dropped(stats, pool, v);
+    }
+}
+
 /// Removes the packets a node marked dropped: counts each by its reason on
 /// the node and returns its buffer to the pool.
 pub fn sweep(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) {
@@ -37,9 +59,12 @@ pub fn sweep(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) {
     for &id in v.as_slice() {
         any |= pool.meta(id).drop.is_some();
     }
-    if !any {
-        return;
+    if any {
+        remove_dropped(stats, pool, v);
     }
+}
+
+fn remove_dropped(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) {
     let mut dropped = PacketVector::new();
     v.retain(
         |id| pool.meta(id).drop.is_none(),
@@ -80,16 +105,14 @@ fn finish(h: u64) -> u32 {
     (h ^ (h >> 32)) as u32
 }
 
+/// The transport ports as one word (source high), for the protocols that
+/// have them at the start of their header; 0 otherwise.
 fn ports_word(data: &[u8], l4: usize, proto: u8) -> u64 {
-    if matches!(proto, 6 | 17 | 132 | 136) && data.len() >= l4 + 4 {
-        u64::from(u32::from_be_bytes([
-            data[l4],
-            data[l4 + 1],
-            data[l4 + 2],
-            data[l4 + 3],
-        ]))
-    } else {
-        0
+    match data.get(l4..l4 + 4) {
+        Some(&[a, b, c, d]) if matches!(proto, 6 | 17 | 132 | 136) => {
+            u64::from(u32::from_be_bytes([a, b, c, d]))
+        }
+        _ => 0,
     }
 }
 
@@ -118,24 +141,25 @@ fn ip_info<const HASH: bool>(data: &[u8], at: usize, tail: usize) -> Result<IpIn
     let first = *p.first().ok_or(DropReason::Truncated)?;
     match first >> 4 {
         4 => {
-            let pkt = tep_wire::ipv4::Packet::new_unchecked(p);
-            pkt.check_len_with_tail(tail)?;
-            let ihl = pkt.header_len();
-            let total = usize::from(pkt.total_len());
-            let frag = pkt.is_fragment();
-            let proto = if frag { 0 } else { u8::from(pkt.protocol()) };
+            tep_wire::ipv4::Packet::new_unchecked(p).check_len_with_tail(tail)?;
+            // Checked above: the fixed header is here; reading it as one
+            // array spares a bounds check per field.
+            let h: &[u8; 20] = p.first_chunk().ok_or(DropReason::Truncated)?;
+            let ihl = usize::from(h[0] & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+            let flags_frag = u16::from_be_bytes([h[6], h[7]]);
+            // More fragments, or an offset: a piece of a fragmented packet.
+            let frag = flags_frag & 0x3fff != 0;
+            let proto = if frag { 0 } else { h[9] };
             let l4 = at + ihl;
             let hash = if HASH {
-                let mut h = mix(
-                    0,
-                    u64::from(u32::from_be_bytes([p[12], p[13], p[14], p[15]])),
-                );
-                h = mix(
-                    h,
-                    u64::from(u32::from_be_bytes([p[16], p[17], p[18], p[19]])),
-                );
-                h = mix(h, u64::from(u8::from(pkt.protocol())));
-                finish(mix(h, ports_word(data, l4, proto)))
+                let addrs =
+                    u64::from_be_bytes([h[12], h[13], h[14], h[15], h[16], h[17], h[18], h[19]]);
+                let x = mix(0, addrs);
+                finish(mix(
+                    x,
+                    (u64::from(h[9]) << 32) | ports_word(data, l4, proto),
+                ))
             } else {
                 0
             };
@@ -144,9 +168,9 @@ fn ip_info<const HASH: bool>(data: &[u8], at: usize, tail: usize) -> Result<IpIn
                 proto,
                 end: at + total,
                 hash,
-                tos: p[1],
-                ttl: pkt.ttl(),
-                df: pkt.dont_frag(),
+                tos: h[1],
+                ttl: h[8],
+                df: flags_frag & 0x4000 != 0,
             })
         }
         6 => {
@@ -161,9 +185,11 @@ fn ip_info<const HASH: bool>(data: &[u8], at: usize, tail: usize) -> Result<IpIn
                 for w in p[8..40].chunks_exact(8) {
                     h = mix(h, u64::from_be_bytes(w.try_into().unwrap_or_default()));
                 }
-                h = mix(h, u64::from(pkt.flow_label()));
-                h = mix(h, u64::from(u8::from(upper.protocol)));
-                finish(mix(h, ports_word(data, l4, proto)))
+                // Label (20 bits), protocol and ports fill one word.
+                let rest = (u64::from(pkt.flow_label()) << 40)
+                    | (u64::from(u8::from(upper.protocol)) << 32)
+                    | ports_word(data, l4, proto);
+                finish(mix(h, rest))
             } else {
                 0
             };
@@ -199,13 +225,7 @@ pub fn ethernet_ip_offset(frame: &[u8]) -> Option<usize> {
 /// Node `encap-classify`: parses the inner packet, records its offsets and
 /// flow hash, and trims link padding after an IP packet.
 pub fn classify(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector, link: InnerLink) {
-    for &id in v.as_slice() {
-        let r = classify_one(pool, id, link);
-        if let Err(reason) = r {
-            pool.meta_mut(id).drop = Some(reason);
-        }
-    }
-    sweep(stats, pool, v);
+    each(stats, pool, v, |pool, id| classify_one(pool, id, link));
 }
 
 fn classify_one(pool: &mut Pool, id: PacketId, link: InnerLink) -> Result<(), DropReason> {
@@ -282,14 +302,11 @@ pub fn lookup(
     link: InnerLink,
 ) {
     let mut last = LastHit::default();
-    for &id in v.as_slice() {
-        let r = lookup_one(pool, id, table, link, &mut last);
-        match r {
-            Ok(t) => pool.meta_mut(id).tunnel = t,
-            Err(reason) => pool.meta_mut(id).drop = Some(reason),
-        }
-    }
-    sweep(stats, pool, v);
+    each(stats, pool, v, |pool, id| {
+        let t = lookup_one(pool, id, table, link, &mut last)?;
+        pool.meta_mut(id).tunnel = t;
+        Ok(())
+    });
 }
 
 fn lookup_one(
@@ -395,33 +412,33 @@ pub fn inner_checksum(
     v: &mut PacketVector,
     table: &TunnelTable,
 ) {
-    for &id in v.as_slice() {
-        let m = *pool.meta(id);
+    each(stats, pool, v, |pool, id| {
+        let m = pool.meta(id);
         let ChecksumState::Partial { start, offset } = m.csum else {
-            continue;
+            return Ok(());
         };
-        let t = table.get(m.tunnel);
+        let (tunnel, proto) = (m.tunnel, m.inner_proto);
+        let t = table.get(tunnel);
         if t.checksum == ChecksumMode::Remote && rco_encodable(t.kind, start, offset) {
-            continue;
+            return Ok(());
         }
         let (s, o) = (usize::from(start), usize::from(offset));
         if o + 2 > pool.data(id).len() || s > o || o & 1 != (s & 1) {
-            pool.meta_mut(id).drop = Some(DropReason::Malformed);
-            continue;
+            return Err(DropReason::Malformed);
         }
         // A gathered segment's payload is its tail.
         let sum = pool.sum_from(id, s);
         let data = pool.data_mut(id);
         // RFC 768: UDP sends a computed 0 as all ones.
-        let c = if o - s == 6 && m.inner_proto == 17 {
+        let c = if o - s == 6 && proto == 17 {
             sum.udp_checksum()
         } else {
             sum.checksum()
         };
         data[o..o + 2].copy_from_slice(&c.to_be_bytes());
         pool.meta_mut(id).csum = ChecksumState::None;
-    }
-    sweep(stats, pool, v);
+        Ok(())
+    });
 }
 
 /// Moves the inner offsets after `n` bytes were prepended.
@@ -574,12 +591,9 @@ pub fn tunnel_encap(
     table: &TunnelTable,
     templates: &[HeaderTemplate],
 ) {
-    for &id in v.as_slice() {
-        if let Err(r) = tunnel_encap_one(pool, id, table, templates) {
-            pool.meta_mut(id).drop = Some(r);
-        }
-    }
-    sweep(stats, pool, v);
+    each(stats, pool, v, |pool, id| {
+        tunnel_encap_one(pool, id, table, templates)
+    });
 }
 
 fn tunnel_encap_one(
@@ -611,7 +625,12 @@ fn tunnel_encap_one(
         return Ok(());
     }
     let h = pool.prepend(id, n).ok_or(DropReason::TooBig)?;
-    h.copy_from_slice(&tpl.bytes[..n]);
+    // The common lengths as constant copies: no call to memcpy per packet.
+    match n {
+        8 => h.copy_from_slice(&tpl.bytes[..8]),
+        16 => h.copy_from_slice(&tpl.bytes[..16]),
+        _ => h.copy_from_slice(&tpl.bytes[..n]),
+    }
     match t.kind {
         TunnelKind::Gtpu => {
             let len = (n - tep_wire::gtpu::HEADER_LEN + payload_len) as u16;
@@ -651,6 +670,10 @@ impl TxState {
 /// identification, DF, TTL, source port. For IPv4 the header checksum
 /// of the fixed words is summed here too, so the per-packet one adds five
 /// words instead of summing twenty bytes.
+///
+/// It also keeps the tunnel's per-packet settings in the form the node
+/// uses them, so that the node reads one small struct per packet rather
+/// than the tunnel's configuration.
 #[derive(Clone, Copy, Debug)]
 struct OuterTemplate {
     bytes: [u8; 48],
@@ -659,6 +682,16 @@ struct OuterTemplate {
     /// IPv4: the sum of the 16-bit words that do not change per packet
     /// (addresses, protocol).
     fixed_sum: u32,
+    /// The fixed TTL, or None to copy the inner one.
+    ttl: Option<u8>,
+    /// The fixed DSCP, or None to copy the inner one.
+    dscp: Option<u8>,
+    df: DontFragment,
+    /// The source-port range: its first port and its size.
+    port_lo: u16,
+    port_span: u64,
+    /// Whether the inner packet may be an Ethernet frame.
+    ethernet: bool,
 }
 
 impl OuterTemplate {
@@ -688,10 +721,24 @@ impl OuterTemplate {
             }
         };
         bytes[len - 6..len - 4].copy_from_slice(&t.remote_port.to_be_bytes());
+        let (lo, hi) = t.source_ports;
         OuterTemplate {
             bytes,
             len,
             fixed_sum,
+            ttl: match t.ttl {
+                Ttl::Inherit => None,
+                Ttl::Fixed(v) => Some(v),
+            },
+            dscp: match t.dscp {
+                Dscp::Inherit => None,
+                Dscp::Fixed(d) => Some(d),
+            },
+            df: t.df,
+            port_lo: lo,
+            // The config keeps lo <= hi.
+            port_span: u64::from(hi.saturating_sub(lo)) + 1,
+            ethernet: t.kind.carries_ethernet(),
         }
     }
 }
@@ -723,67 +770,52 @@ pub fn ip_udp_encap(
     stats: &mut NodeStats,
     pool: &mut Pool,
     v: &mut PacketVector,
-    table: &TunnelTable,
     state: &mut [TxState],
 ) {
-    for &id in v.as_slice() {
-        if let Err(r) = ip_udp_encap_one(pool, id, table, state) {
-            pool.meta_mut(id).drop = Some(r);
-        }
-    }
-    sweep(stats, pool, v);
+    each(stats, pool, v, |pool, id| ip_udp_encap_one(pool, id, state));
 }
 
 fn ip_udp_encap_one(
     pool: &mut Pool,
     id: PacketId,
-    table: &TunnelTable,
     state: &mut [TxState],
 ) -> Result<(), DropReason> {
-    let m = *pool.meta(id);
-    let t = table.get(m.tunnel);
+    let m = pool.meta(id);
+    let (tunnel, inner, inner_l3, flow_hash) = (m.tunnel, m.inner, m.inner_l3, m.flow_hash);
+    let st = state.get_mut(tunnel as usize).ok_or(DropReason::NoRoute)?;
+    let TxState {
+        ip_id,
+        outer: template,
+    } = st;
     let udp_len = pool.total_len(id) + 8;
-    let has_ip = m.inner_l3 != m.inner || !t.kind.carries_ethernet();
-    let (tos, ttl, df) = inner_ip_fields(pool.data(id), usize::from(m.inner_l3), has_ip);
-    let ttl = match t.ttl {
-        Ttl::Inherit => ttl,
-        Ttl::Fixed(v) => v,
-    };
-    let dscp = match t.dscp {
-        Dscp::Inherit => tos >> 2,
-        Dscp::Fixed(d) => d,
-    };
+    let has_ip = inner_l3 != inner || !template.ethernet;
+    let (tos, ttl, df) = inner_ip_fields(pool.data(id), usize::from(inner_l3), has_ip);
+    let ttl = template.ttl.unwrap_or(ttl);
+    let dscp = template.dscp.unwrap_or(tos >> 2);
     let tos = (dscp << 2) | (tos & 0x03);
-    let (lo, hi) = t.source_ports;
-    let span = u64::from(hi - lo) + 1;
-    let sport = lo + ((u64::from(m.flow_hash) * span) >> 32) as u16;
-    let st = &mut state[m.tunnel as usize];
-    let template = &st.outer;
+    let sport = template.port_lo + ((u64::from(flow_hash) * template.port_span) >> 32) as u16;
     let hdr = template.len;
     if udp_len > usize::from(u16::MAX) || (hdr == 28 && udp_len + 20 > usize::from(u16::MAX)) {
         return Err(DropReason::TooBig);
     }
     let h = pool.prepend(id, hdr).ok_or(DropReason::TooBig)?;
-    h.copy_from_slice(&template.bytes[..hdr]);
-    let udp = &mut h[hdr - 8..];
-    udp[0..2].copy_from_slice(&sport.to_be_bytes());
-    udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-    if hdr == 28 {
-        let ident = st.ip_id;
-        st.ip_id = st.ip_id.wrapping_add(1);
-        let df = match t.df {
+    // Constant-length copies: no call to memcpy per packet.
+    if let Ok(h) = <&mut [u8; 28]>::try_from(&mut *h) {
+        *h = *template.bytes.first_chunk().unwrap_or(&[0; 28]);
+        let ident = *ip_id;
+        *ip_id = ident.wrapping_add(1);
+        let df = match template.df {
             DontFragment::Set => true,
             DontFragment::Unset => false,
             DontFragment::Inherit => df,
         };
         let flags: u16 = if df { 0x4000 } else { 0 };
         let total = (udp_len + 20) as u16;
-        let ip = &mut h[..20];
-        ip[1] = tos;
-        ip[2..4].copy_from_slice(&total.to_be_bytes());
-        ip[4..6].copy_from_slice(&ident.to_be_bytes());
-        ip[6..8].copy_from_slice(&flags.to_be_bytes());
-        ip[8] = ttl;
+        h[1] = tos;
+        h[2..4].copy_from_slice(&total.to_be_bytes());
+        h[4..6].copy_from_slice(&ident.to_be_bytes());
+        h[6..8].copy_from_slice(&flags.to_be_bytes());
+        h[8] = ttl;
         // The template's words (addresses, protocol) plus the five that
         // vary: version/IHL/TOS, length, identification, flags, TTL.
         let sum = template.fixed_sum
@@ -793,19 +825,23 @@ fn ip_udp_encap_one(
             + u32::from(flags)
             + (u32::from(ttl) << 8);
         let c = Sum::from_words(u64::from(sum)).checksum();
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
-    } else {
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        h[20..22].copy_from_slice(&sport.to_be_bytes());
+        h[24..26].copy_from_slice(&(udp_len as u16).to_be_bytes());
+    } else if let Ok(h) = <&mut [u8; 48]>::try_from(h) {
+        *h = template.bytes;
         // RFC 6438: the flow label carries the inner flow's entropy;
         // zero means "no label", so it is avoided.
-        let label = match m.flow_hash & 0xf_ffff {
+        let label = match flow_hash & 0xf_ffff {
             0 => 1,
             l => l,
         };
         let w = (6u32 << 28) | (u32::from(tos) << 20) | label;
-        let ip = &mut h[..40];
-        ip[0..4].copy_from_slice(&w.to_be_bytes());
-        ip[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-        ip[7] = ttl;
+        h[0..4].copy_from_slice(&w.to_be_bytes());
+        h[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+        h[7] = ttl;
+        h[40..42].copy_from_slice(&sport.to_be_bytes());
+        h[44..46].copy_from_slice(&(udp_len as u16).to_be_bytes());
     }
     shift(pool, id, hdr);
     let m = pool.meta_mut(id);

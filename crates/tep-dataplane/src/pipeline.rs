@@ -389,7 +389,7 @@ impl<C: Clock> Pipeline<C> {
             kv.clear();
         }
         runtime.run(nodes.ip_udp_encap, v.len(), |s| {
-            encap::ip_udp_encap(s, pool, v, table, tx)
+            encap::ip_udp_encap(s, pool, v, tx)
         });
         if !options.outer_by_socket {
             runtime.run(nodes.udp_checksum, v.len(), |_| {
