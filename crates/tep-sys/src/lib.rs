@@ -13,6 +13,7 @@
 //! - [`poll`]: epoll and eventfd.
 //! - [`signal`]: signals as a descriptor (signalfd).
 //! - [`thread`]: CPU pinning.
+//! - [`unix`]: the control socket, private from its creation.
 //! - [`netns`]: private network namespaces for tests.
 //!
 //! Linux only. The per-packet calls ([`TunQueue::read_packet`],
@@ -26,6 +27,7 @@ mod sys;
 pub mod thread;
 pub mod tun;
 pub mod udp;
+pub mod unix;
 
 pub use poll::{Epoll, Event, EventFd};
 pub use signal::{Signal, Signals};

@@ -362,9 +362,13 @@ fn two_queues_run_two_workers() {
         return;
     }
     let pair = Pair::new();
+    // Side a pins its workers (worker 0 on CPU 1, worker 1 on CPU 0).
     let two = |ns: &str, side| {
-        gue_config(&pair, ns, side, true, None)
-            .replace("offloads = true", "offloads = true\nqueues = 2")
+        let pin = if side == 1 { "\ncpus = [1, 0]" } else { "" };
+        gue_config(&pair, ns, side, true, None).replace(
+            "offloads = true",
+            &format!("offloads = true\nqueues = 2{pin}"),
+        )
     };
     let da = pair.daemon(&pair.a, &two(&pair.a, 1));
     let db = pair.daemon(&pair.b, &two(&pair.b, 2));
@@ -380,6 +384,47 @@ fn two_queues_run_two_workers() {
     }
     let runtime = da.control(&["show", "runtime"]).unwrap();
     assert!(runtime.contains("gue-encap"), "{runtime}");
+    let nodes = da.show("runtime");
+    let encap = nodes["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "gue-encap")
+        .unwrap_or_else(|| panic!("{nodes}"));
+    assert!(encap["packets"].as_u64().unwrap() > 100, "{nodes}");
+    assert_eq!(
+        worker_cpus(da.pid()),
+        [
+            ("tep-worker-0".into(), "1".into()),
+            ("tep-worker-1".into(), "0".into())
+        ]
+    );
+    // Only root may talk to the daemon.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&da.socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "control socket mode {mode:o}");
+}
+
+/// (thread name, allowed CPUs) of a process's worker threads, by name.
+fn worker_cpus(pid: u32) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = task.unwrap().path();
+        let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        let name = name.trim();
+        if !name.starts_with("tep-worker") {
+            continue;
+        }
+        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+        let cpus = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap_or("?")
+            .trim();
+        out.push((name.to_string(), cpus.to_string()));
+    }
+    out.sort();
+    out
 }
 
 /// Runs Python 3 in `ns` in the background; its stdout when it ends.

@@ -10,8 +10,7 @@ use super::stats::Totals;
 use super::State;
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -44,10 +43,8 @@ pub fn serve(path: &str, state: Arc<State>) -> Result<ControlServer, String> {
     if let Some(dir) = p.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    let listener =
-        UnixListener::bind(p).map_err(|e| format!("host.control: cannot listen on {path}: {e}"))?;
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| format!("host.control: chmod 0600 {path}: {e}"))?;
+    let listener = tep_sys::unix::bind_private(p)
+        .map_err(|e| format!("host.control: cannot listen on {path}: {e}"))?;
     std::thread::Builder::new()
         .name("tep-control".into())
         .spawn(move || {
