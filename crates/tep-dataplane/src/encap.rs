@@ -74,8 +74,9 @@ fn remove_dropped(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) 
         },
     );
     for &id in dropped.as_slice() {
-        if let Some(r) = pool.meta(id).drop {
-            stats.drop(r);
+        let m = pool.meta(id);
+        if let Some(r) = m.drop {
+            stats.drop_in(r, m.tunnel);
         }
         pool.free(id);
     }

@@ -20,6 +20,10 @@ pub struct NodeStats {
     pub ticks: u64,
     /// Packets it dropped, by reason ([`DropReason`] as index).
     pub drops: [u64; DropReason::COUNT],
+    /// The same drops for packets that had a tunnel when they were dropped:
+    /// one row per tunnel index (grown on the first such drop, so a node
+    /// that never drops one holds nothing).
+    pub by_tunnel: Vec<[u64; DropReason::COUNT]>,
 }
 
 impl NodeStats {
@@ -32,6 +36,7 @@ impl NodeStats {
             packets: 0,
             ticks: 0,
             drops: [0; DropReason::COUNT],
+            by_tunnel: Vec::new(),
         }
     }
 
@@ -42,6 +47,22 @@ impl NodeStats {
     }
 
     /// All drops of this node.
+    /// Counts a drop of a packet of tunnel `tunnel` (an index of the
+    /// config's tunnels; [`NO_TUNNEL`] before the lookup found one).
+    ///
+    /// [`NO_TUNNEL`]: crate::buffer::NO_TUNNEL
+    pub fn drop_in(&mut self, reason: DropReason, tunnel: u32) {
+        self.drop(reason);
+        if tunnel == crate::buffer::NO_TUNNEL {
+            return;
+        }
+        let t = tunnel as usize;
+        if self.by_tunnel.len() <= t {
+            self.by_tunnel.resize(t + 1, [0; DropReason::COUNT]);
+        }
+        self.by_tunnel[t][reason as usize] += 1;
+    }
+
     pub fn drops_total(&self) -> u64 {
         self.drops.iter().sum()
     }
@@ -147,6 +168,20 @@ impl<C: Clock> Runtime<C> {
 
 /// The `show runtime` table of `nodes` (one worker's, or several workers'
 /// summed), costs in `unit` per packet.
+/// Drops by tunnel and reason over `nodes`: one row per tunnel index, for
+/// `tunnels` tunnels.
+pub fn tunnel_drops(nodes: &[NodeStats], tunnels: usize) -> Vec<[u64; DropReason::COUNT]> {
+    let mut rows = vec![[0u64; DropReason::COUNT]; tunnels];
+    for n in nodes {
+        for (row, by) in rows.iter_mut().zip(&n.by_tunnel) {
+            for (a, b) in row.iter_mut().zip(by) {
+                *a += b;
+            }
+        }
+    }
+    rows
+}
+
 pub fn render_report(nodes: &[NodeStats], unit: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(

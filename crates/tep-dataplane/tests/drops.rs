@@ -663,3 +663,56 @@ fn every_reason_has_a_test() {
         "drop reasons without a test: {missing:?}"
     );
 }
+
+/// Drops of packets whose tunnel was known are also counted under that
+/// tunnel (what `show tunnels` and the per-tunnel metric report); drops
+/// before a tunnel is found are not.
+#[test]
+fn drops_are_counted_per_tunnel_once_the_tunnel_is_known() {
+    use tep_dataplane::node::tunnel_drops;
+    let rows = |nodes: &[tep_dataplane::node::NodeStats]| tunnel_drops(nodes, 1)[0];
+    // Decap: a bad checksum is found after the VNI named the tunnel.
+    let (c, good) = vxlan();
+    let mut bad = good.clone();
+    let n = bad.len();
+    bad[n - 1] ^= 0x01;
+    let mut unknown = good.clone();
+    let at = udp_payload_offset(&unknown);
+    unknown[at + 4..at + 7].copy_from_slice(&[0, 0x10, 0x93]);
+    fix_udp_checksum(&mut unknown);
+    let mut b = pipeline(&c, InnerLink::Ethernet);
+    let mut pool = pool();
+    let out = run_decap(&mut b, &mut pool, &[good, bad, unknown], 0);
+    assert_eq!(out.packets.len(), 1);
+    let row = rows(b.runtime().nodes());
+    assert_eq!(
+        row[DropReason::BadChecksum as usize],
+        1,
+        "{}",
+        b.runtime().report()
+    );
+    assert_eq!(
+        row[DropReason::UnknownVni as usize],
+        0,
+        "no tunnel has that VNI"
+    );
+    assert_eq!(row.iter().sum::<u64>(), 1);
+    assert_eq!(b.drops_total(), 2);
+    // Encap: too big for the tunnel it was routed to; no route: no tunnel.
+    let a = a_config(TunnelKind::GreInUdp);
+    let big = tcp4(&vec![0xab; 65500 - 40], 1);
+    let lost = tcp4_between([10, 0, 0, 1], [11, 0, 0, 1], b"nowhere", 1);
+    let mut p = pipeline(&a, InnerLink::Ip);
+    let out = run_encap(&mut p, &mut pool, &[tcp4(b"ok", 1), big, lost]);
+    assert_eq!(out.packets.len(), 1);
+    let row = rows(p.runtime().nodes());
+    assert_eq!(
+        row[DropReason::TooBig as usize],
+        1,
+        "{}",
+        p.runtime().report()
+    );
+    assert_eq!(row.iter().sum::<u64>(), 1, "no_route has no tunnel");
+    assert_eq!(p.drops_total(), 2);
+    assert_no_leak(&pool);
+}

@@ -545,6 +545,11 @@ for outer, inner, name in ((3, 2, b"ce"), (1, 2, b"e1"), (3, 0, b"notect")):
     std::thread::sleep(Duration::from_millis(100));
     let c = d.show("counters");
     assert_eq!(drop_count(&c, "ecn_ce_not_ect"), 1, "{c}");
+    // Its tunnel was known: counted under it too, in show and the metrics.
+    let t = d.show("tunnels");
+    assert_eq!(t["tunnels"][0]["drops"]["ecn_ce_not_ect"], 1, "{t}");
+    let text = d.control(&["show", "tunnels"]).unwrap();
+    assert!(text.contains("drop ecn_ce_not_ect"), "{text}");
     assert!(d.alive(), "{}", d.log());
     assert_eq!(d.stop(), Some(0), "{}", d.log());
 }

@@ -183,6 +183,8 @@ struct TunnelRow<'a> {
     tx_bytes: u64,
     rx_packets: u64,
     rx_bytes: u64,
+    /// Reason → packets, for the drops once the tunnel was known.
+    drops: std::collections::BTreeMap<&'static str, u64>,
 }
 
 fn tunnel_id(t: &tep_dataplane::config::TunnelConfig) -> String {
@@ -216,6 +218,7 @@ fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> 
                 tx_bytes: s.tx_bytes,
                 rx_packets: s.rx_packets,
                 rx_bytes: s.rx_bytes,
+                drops: s.drops_by_reason().map(|(r, n)| (r.name(), n)).collect(),
             }
         })
         .collect();
@@ -225,7 +228,7 @@ fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> 
     }
     let mut out = String::new();
     out += &format!(
-        "{:<12} {:<10} {:<24} {:<24} {:<18} {:<8} {:>10} {:>12} {:>10} {:>12}\n",
+        "{:<12} {:<10} {:<24} {:<24} {:<18} {:<8} {:>10} {:>12} {:>10} {:>12} {:>8}\n",
         "NAME",
         "KIND",
         "LOCAL",
@@ -235,11 +238,12 @@ fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> 
         "TX-PKTS",
         "TX-BYTES",
         "RX-PKTS",
-        "RX-BYTES"
+        "RX-BYTES",
+        "DROPS"
     );
     for r in &rows {
         out += &format!(
-            "{:<12} {:<10} {:<24} {:<24} {:<18} {:<8} {:>10} {:>12} {:>10} {:>12}\n",
+            "{:<12} {:<10} {:<24} {:<24} {:<18} {:<8} {:>10} {:>12} {:>10} {:>12} {:>8}\n",
             r.name,
             r.kind,
             r.local,
@@ -249,8 +253,12 @@ fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> 
             r.tx_packets,
             r.tx_bytes,
             r.rx_packets,
-            r.rx_bytes
+            r.rx_bytes,
+            r.drops.values().sum::<u64>()
         );
+        for (reason, n) in &r.drops {
+            out += &format!("  drop {reason:<30} {n:>10}\n");
+        }
     }
     out += "\nchecksum in effect:\n";
     for r in &rows {

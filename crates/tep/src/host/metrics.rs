@@ -76,6 +76,23 @@ pub fn render(config: &Config, t: &Totals, worker_count: usize) -> String {
             .get_or_create(&labels(&[("node", node), ("reason", reason.name())]))
             .inc_by(c);
     }
+    let tunnel_drops = family(
+        &mut r,
+        "tunnel_drops",
+        "Packets of a tunnel the pipeline dropped once the tunnel was known, by tunnel and reason",
+    );
+    for (i, c) in config.tunnels.iter().enumerate() {
+        let s = t.tunnels.get(i).copied().unwrap_or_default();
+        for (reason, n) in s.drops_by_reason() {
+            tunnel_drops
+                .get_or_create(&labels(&[
+                    ("tunnel", &c.name),
+                    ("kind", c.kind.name()),
+                    ("reason", reason.name()),
+                ]))
+                .inc_by(n);
+        }
+    }
     let kernel = family(
         &mut r,
         "kernel_udp_drops",
@@ -212,19 +229,26 @@ inner_prefixes = ["10.9.0.0/16"]
         n.calls = 1;
         n.packets = 9;
         n.drops[DropReason::UnknownTeid as usize] = 4;
-        let mut s = WorkerSnapshot {
-            nodes: vec![n],
-            tunnels: vec![TunnelTraffic {
-                tx_packets: 12,
-                ..Default::default()
-            }],
+        for _ in 0..3 {
+            n.drop_in(DropReason::BadChecksum, 0);
+        }
+        let traffic = TunnelTraffic {
+            tx_packets: 12,
             ..Default::default()
         };
+        let mut s =
+            WorkerSnapshot::new(&[n], Default::default(), &[traffic], Default::default(), 0);
+        assert!(
+            s.nodes[0].by_tunnel.is_empty(),
+            "moved to the tunnels' rows"
+        );
         s.host.drop_send_failed = 2;
         let text = render(&config, &Totals::of(&[s]), 1);
         for want in [
             "tep_tunnel_tx_packets_total{tunnel=\"gtp-a\",kind=\"gtpu\"} 12",
             "tep_drops_total{node=\"gtpu-decap\",reason=\"unknown_teid\"} 4",
+            "tep_drops_total{node=\"gtpu-decap\",reason=\"bad_checksum\"} 3",
+            "tep_tunnel_drops_total{tunnel=\"gtp-a\",kind=\"gtpu\",reason=\"bad_checksum\"} 3",
             "tep_host_drops_total{reason=\"send_failed\"} 2",
             "tep_node_packets_total{node=\"gtpu-decap\"} 9",
             "tep_workers 1",

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use tep_dataplane::drop::DropReason;
-use tep_dataplane::node::NodeStats;
+use tep_dataplane::node::{tunnel_drops, NodeStats};
 use tep_dataplane::pipeline::Counters;
 
 /// Traffic of one tunnel on one worker.
@@ -18,6 +18,10 @@ pub struct TunnelTraffic {
     pub rx_packets: u64,
     /// Inner bytes delivered.
     pub rx_bytes: u64,
+    /// Packets of this tunnel the pipeline dropped, by reason (indexed by
+    /// `DropReason as usize`): those dropped once their tunnel was known.
+    #[serde(skip)]
+    pub drops: [u64; DropReason::COUNT],
 }
 
 impl TunnelTraffic {
@@ -26,6 +30,17 @@ impl TunnelTraffic {
         self.tx_bytes += o.tx_bytes;
         self.rx_packets += o.rx_packets;
         self.rx_bytes += o.rx_bytes;
+        for (a, b) in self.drops.iter_mut().zip(&o.drops) {
+            *a += b;
+        }
+    }
+
+    /// Drops by reason, non-zero only.
+    pub fn drops_by_reason(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL
+            .iter()
+            .map(|&r| (r, self.drops[r as usize]))
+            .filter(|&(_, n)| n > 0)
     }
 }
 
@@ -129,6 +144,39 @@ pub struct WorkerSnapshot {
     pub host: HostCounters,
     /// The control request this snapshot answers (see `Shared::refresh`).
     pub generation: u64,
+}
+
+impl WorkerSnapshot {
+    /// A worker's counters now. The nodes' per-tunnel drops move into the
+    /// tunnels' rows: tunnels are matched by name across a reload, nodes
+    /// by theirs, and a tunnel's index may change.
+    pub fn new(
+        nodes: &[NodeStats],
+        counters: Counters,
+        tunnels: &[TunnelTraffic],
+        host: HostCounters,
+        generation: u64,
+    ) -> WorkerSnapshot {
+        let rows = tunnel_drops(nodes, tunnels.len());
+        let mut tunnels = tunnels.to_vec();
+        for (t, row) in tunnels.iter_mut().zip(rows) {
+            t.drops = row;
+        }
+        let nodes = nodes
+            .iter()
+            .map(|n| NodeStats {
+                by_tunnel: Vec::new(),
+                ..n.clone()
+            })
+            .collect();
+        WorkerSnapshot {
+            nodes,
+            counters,
+            tunnels,
+            host,
+            generation,
+        }
+    }
 }
 
 /// All workers' snapshots summed.
@@ -309,6 +357,11 @@ mod tests {
             tunnels: vec![
                 TunnelTraffic {
                     tx_packets: 7,
+                    drops: {
+                        let mut d = [0; DropReason::COUNT];
+                        d[DropReason::TooBig as usize] = 2;
+                        d
+                    },
                     ..Default::default()
                 },
                 TunnelTraffic {
@@ -341,6 +394,11 @@ mod tests {
         assert_eq!(t.host.udp_rx, 5);
         assert_eq!(t.tunnels[0], TunnelTraffic::default(), "b is new");
         assert_eq!(t.tunnels[1].tx_packets, 8, "a: 7 before, 1 since");
+        assert_eq!(
+            t.tunnels[1].drops_by_reason().collect::<Vec<_>>(),
+            vec![(DropReason::TooBig, 2)],
+            "a's drops carried"
+        );
         // Before the first worker publishes: what was carried.
         let t = Totals::since_start(&[], &carried, &["a"]);
         assert_eq!((t.tunnels[0].tx_packets, t.counters.decap_in), (7, 11));

@@ -372,13 +372,13 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         if wanted != generation || published_at.elapsed() >= PUBLISH_EVERY || stopping {
             generation = wanted;
             published_at = Instant::now();
-            let snap = WorkerSnapshot {
-                nodes: pipeline.runtime().nodes().to_vec(),
-                counters: pipeline.counters(),
-                tunnels: tallies.tunnels.clone(),
-                host: tallies.host,
+            let snap = WorkerSnapshot::new(
+                pipeline.runtime().nodes(),
+                pipeline.counters(),
+                &tallies.tunnels,
+                tallies.host,
                 generation,
-            };
+            );
             let mut all = shared.snapshots.lock().unwrap_or_else(|e| e.into_inner());
             if all.len() <= setup.index {
                 all.resize(setup.index + 1, WorkerSnapshot::default());
