@@ -1,0 +1,214 @@
+//! "No allocation per packet": once a pipeline has run a vector (its
+//! scratch vectors and GRO tables exist), encap and decap of further
+//! vectors allocate nothing, for every kind and checksum mode, TSO
+//! super-packets and GRO included. A counting allocator checks it.
+
+mod common;
+use common::*;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use tep_csum::Sum;
+use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, PacketId, Pool, SUPER_PACKET_ROOM};
+use tep_dataplane::clock::ManualClock;
+use tep_dataplane::config::ChecksumMode;
+use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
+use tep_dataplane::vector::PacketVector;
+use tep_dataplane::TunnelKind;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The system allocator, counting this thread's allocations while
+/// `COUNTING` is on.
+struct Counting;
+
+// SAFETY: every call is forwarded to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: the caller's layout contract is passed on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        // SAFETY: as in `alloc` and `dealloc`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+fn note() {
+    // `try_with`: the thread-locals may be gone while a thread exits.
+    if COUNTING.try_with(Cell::get).unwrap_or(false) {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Allocations made by `f` on this thread.
+fn allocations_in(f: impl FnOnce()) -> u64 {
+    ALLOCATIONS.with(|n| n.set(0));
+    COUNTING.with(|c| c.set(true));
+    f();
+    COUNTING.with(|c| c.set(false));
+    ALLOCATIONS.with(Cell::get)
+}
+
+/// What one round feeds the encap side: plain packets and, for L3 kinds, a
+/// TSO super-packet with a partial checksum.
+fn inputs(kind: TunnelKind) -> Vec<(Vec<u8>, ChecksumState, Option<Gso>)> {
+    let l3 = !kind.carries_ethernet();
+    let ip = |n: u16| match kind {
+        TunnelKind::FouSit => udp6(&[n as u8; 300], 1000 + n),
+        _ => tcp4(&[n as u8; 300], 1000 + n),
+    };
+    let mut v: Vec<_> = (0..16)
+        .map(|n| {
+            let p = if l3 { ip(n) } else { frame(&ip(n)) };
+            (p, ChecksumState::None, None)
+        })
+        .collect();
+    if l3 && kind != TunnelKind::FouSit {
+        let payload: Vec<u8> = (0..8 * 1000).map(|i| (i * 7) as u8).collect();
+        let (p, cs) = make_partial(&tcp4(&payload, 4242), 0);
+        let gso = Gso {
+            kind: GsoKind::Tcp4,
+            segment_size: 1000,
+        };
+        v.push((p, cs, Some(gso)));
+    }
+    v
+}
+
+/// Finishes a checksum left for an offloading device, in place (what the
+/// NIC would do before the packet reaches the peer).
+fn complete_in_place(data: &mut [u8], cs: ChecksumState) {
+    if let ChecksumState::Partial { start, offset } = cs {
+        let (s, o) = (usize::from(start), usize::from(offset));
+        let c = Sum::of(&data[s..]).udp_checksum();
+        data[o..o + 2].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+/// One round: the inputs through A's encap, every outer packet copied
+/// into a fresh buffer (as a receive would) and through B's decap.
+/// Returns the inner packets delivered.
+#[allow(clippy::too_many_arguments)]
+fn round(
+    a: &mut Pipeline<ManualClock>,
+    b: &mut Pipeline<ManualClock>,
+    pool: &mut Pool,
+    packets: &[(Vec<u8>, ChecksumState, Option<Gso>)],
+    scratch: &mut [u8],
+    outer: &mut PacketVector,
+) -> usize {
+    let mut v = PacketVector::new();
+    for (p, cs, gso) in packets {
+        let id = pool.alloc().expect("pool");
+        assert!(pool.fill(id, p));
+        let m = pool.meta_mut(id);
+        m.csum = *cs;
+        m.gso = *gso;
+        v.push(id).expect("a vector");
+    }
+    outer.clear();
+    a.encap(pool, &mut v, &mut |pool, out| {
+        for &id in out.as_slice() {
+            let n = pool.data(id).len();
+            scratch[..n].copy_from_slice(pool.data(id));
+            complete_in_place(&mut scratch[..n], pool.meta(id).csum);
+            pool.free(id);
+            let fresh: PacketId = pool.alloc().expect("pool");
+            assert!(pool.fill(fresh, &scratch[..n]));
+            outer.push(fresh).expect("a vector");
+        }
+        out.clear();
+    });
+    let mut delivered = 0;
+    b.decap(pool, outer, 0, &mut |_, pool, out| {
+        for &id in out.as_slice() {
+            delivered += 1;
+            pool.free(id);
+        }
+        out.clear();
+    });
+    delivered
+}
+
+#[test]
+fn encap_and_decap_allocate_nothing_per_packet() {
+    // The counter counts.
+    assert_eq!(
+        allocations_in(|| drop(std::hint::black_box(vec![1u8; 10]))),
+        1
+    );
+    let mut pool = Pool::new(512, SUPER_PACKET_ROOM);
+    let mut scratch = vec![0u8; SUPER_PACKET_ROOM];
+    let mut outer = PacketVector::new();
+    let mut cases = 0;
+    for kind in TunnelKind::ALL {
+        for v6 in [false, true] {
+            let mut modes = vec![
+                ChecksumMode::Zero,
+                ChecksumMode::Full,
+                ChecksumMode::Lco,
+                ChecksumMode::Offload,
+            ];
+            if matches!(kind, TunnelKind::Vxlan | TunnelKind::Gue) {
+                modes.push(ChecksumMode::Remote);
+            }
+            for mode in modes {
+                let (ca, cb) = pair(kind, v6, mode);
+                let link = link_for(kind);
+                let options = PipelineOptions {
+                    inner_link: link,
+                    gro: true,
+                    ..PipelineOptions::default()
+                };
+                let mut a = pipeline(&ca, link);
+                let mut b = Pipeline::new(&cb, ManualClock::default(), options);
+                let packets = inputs(kind);
+                let what = format!("{kind} {mode} v6={v6}");
+                // The first round sets up what stays.
+                let first = round(
+                    &mut a,
+                    &mut b,
+                    &mut pool,
+                    &packets,
+                    &mut scratch,
+                    &mut outer,
+                );
+                assert!(first > 0, "{what}: nothing delivered");
+                let mut later = 0;
+                let n = allocations_in(|| {
+                    for _ in 0..3 {
+                        later += round(
+                            &mut a,
+                            &mut b,
+                            &mut pool,
+                            &packets,
+                            &mut scratch,
+                            &mut outer,
+                        );
+                    }
+                });
+                assert_eq!(n, 0, "{what}: {n} allocations in 3 rounds");
+                assert_eq!(later, 3 * first, "{what}");
+                assert_eq!(a.drops_total() + b.drops_total(), 0, "{what}");
+                assert_no_leak(&pool);
+                cases += 1;
+            }
+        }
+    }
+    // Every kind × 2 families × 4 modes, and remote for VXLAN and GUE.
+    assert_eq!(cases, TunnelKind::ALL.len() * 2 * 4 + 2 * 2, "cases run");
+}
