@@ -22,8 +22,9 @@ pub struct HostConfig {
     /// The TUN/TAP MTU; `None`: the underlay MTU minus the largest
     /// encapsulation overhead of the tunnels on the device.
     pub mtu: Option<u32>,
-    /// The MTU of the underlay path.
-    pub underlay_mtu: u32,
+    /// The MTU of the underlay path; None: the MTU of the interface that
+    /// holds each tunnel's local address, asked at start.
+    pub underlay_mtu: Option<u32>,
     /// Queues: one worker thread, one TUN/TAP queue and one socket per
     /// local address for each.
     pub queues: usize,
@@ -62,7 +63,7 @@ impl Default for HostConfig {
             tun_addresses: Vec::new(),
             tap_addresses: Vec::new(),
             mtu: None,
-            underlay_mtu: 1500,
+            underlay_mtu: None,
             queues: 1,
             cpus: Vec::new(),
             offloads: true,
@@ -150,7 +151,7 @@ impl RawHost {
             ));
         }
         let underlay_mtu = match self.underlay_mtu {
-            Some(v) => ranged("underlay_mtu", v, 1280, 65535)? as u32,
+            Some(v) => Some(ranged("underlay_mtu", v, 1280, 65535)? as u32),
             None => d.underlay_mtu,
         };
         let mtu = match self.mtu {
@@ -259,7 +260,7 @@ control = "/tmp/x.sock"
         assert_eq!((h.tun.as_str(), h.tap.as_str()), ("t0", "t1"));
         assert_eq!(h.tun_addresses[0].to_string(), "10.9.0.1/24");
         assert_eq!(h.tun_addresses[1].to_string(), "fd00::1/64");
-        assert_eq!((h.mtu, h.underlay_mtu, h.queues), (Some(1400), 9000, 2));
+        assert_eq!((h.mtu, h.underlay_mtu, h.queues), (Some(1400), Some(9000), 2));
         assert_eq!(h.cpus, vec![1, 0]);
         assert!(!h.offloads);
         assert_eq!(h.source_sockets, 0);

@@ -12,6 +12,7 @@
 //!   (recvmmsg/sendmmsg) and UDP GRO/GSO.
 //! - [`poll`]: epoll and eventfd.
 //! - [`signal`]: signals as a descriptor (signalfd).
+//! - [`iface`]: the interface holding an address, and its MTU.
 //! - [`thread`]: CPU pinning.
 //! - [`unix`]: the control socket, private from its creation.
 //! - [`netns`]: private network namespaces for tests.
@@ -20,6 +21,7 @@
 //! [`UdpSocket::recv_batch`], ...) do not allocate and make one syscall.
 #![cfg(target_os = "linux")]
 
+pub mod iface;
 pub mod netns;
 pub mod poll;
 pub mod signal;

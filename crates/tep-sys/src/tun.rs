@@ -301,12 +301,7 @@ impl Tun {
 
     /// SIOCGIFMTU.
     pub fn mtu(&self) -> io::Result<u32> {
-        let sock = config_socket(libc::AF_INET)?;
-        let mut ifr = self.ifreq()?;
-        ioctl_ifreq(&sock, libc::SIOCGIFMTU, &mut ifr)
-            .map_err(|e| context(e, format_args!("SIOCGIFMTU {}", self.name)))?;
-        // SAFETY: SIOCGIFMTU filled the mtu member of the union.
-        Ok(unsafe { ifr.ifr_ifru.ifru_mtu } as u32)
+        crate::iface::mtu(&self.name)
     }
 
     /// Adds an address. IPv4: SIOCSIFADDR + SIOCSIFNETMASK, which replaces

@@ -19,7 +19,9 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use tep_dataplane::config::{ChecksumMode, Config, ConfigError, GueRcoEncoding, HostConfig};
+use tep_dataplane::config::{
+    ChecksumMode, Config, ConfigError, GueRcoEncoding, HostConfig, TunnelConfig,
+};
 use tep_dataplane::encap::HeaderTemplate;
 use tep_dataplane::TunnelKind;
 use tep_sys::{
@@ -105,19 +107,37 @@ pub fn overhead(t: &tep_dataplane::config::TunnelConfig) -> u32 {
     ip + 8 + header + ethernet
 }
 
-/// The MTU of the device carrying `ethernet` (L2) or L3 tunnels.
+/// The MTU of the path a tunnel's datagrams leave on: `host.underlay_mtu`
+/// when set, else the MTU of the interface holding the tunnel's local
+/// address; 1500 when no interface holds it (an address not configured
+/// yet).
+pub fn underlay_mtu(config: &Config, t: &TunnelConfig) -> u32 {
+    if let Some(m) = config.host.underlay_mtu {
+        return m;
+    }
+    match tep_sys::iface::holding(t.local) {
+        Ok(Some((_, mtu))) => mtu,
+        _ => DEFAULT_UNDERLAY_MTU,
+    }
+}
+
+/// Ethernet's.
+const DEFAULT_UNDERLAY_MTU: u32 = 1500;
+
+/// The MTU of the device carrying `ethernet` (L2) or L3 tunnels: what
+/// leaves every tunnel on it in one underlay packet.
 pub fn device_mtu(config: &Config, ethernet: bool) -> u32 {
     if let Some(m) = config.host.mtu {
         return m;
     }
-    let worst = config
+    config
         .tunnels
         .iter()
         .filter(|t| t.kind.carries_ethernet() == ethernet)
-        .map(overhead)
-        .max()
-        .unwrap_or(0);
-    config.host.underlay_mtu.saturating_sub(worst).max(576)
+        .map(|t| underlay_mtu(config, t).saturating_sub(overhead(t)))
+        .min()
+        .unwrap_or(config.host.underlay_mtu.unwrap_or(DEFAULT_UNDERLAY_MTU))
+        .max(576)
 }
 
 /// The largest TSO super-packet to let the host hand the device carrying
@@ -197,6 +217,21 @@ fn open_device(host: &HostConfig, config: &Config, ethernet: bool) -> Result<Tun
     let mtu = device_mtu(config, ethernet);
     dev.set_mtu(mtu)
         .map_err(|e| format!("host.mtu: cannot set {mtu} on {name}: {e}"))?;
+    if config.host.mtu.is_none() {
+        for t in config
+            .tunnels
+            .iter()
+            .filter(|t| t.kind.carries_ethernet() == ethernet)
+        {
+            tracing::info!(
+                device = %name,
+                tunnel = %t.name,
+                underlay_mtu = underlay_mtu(config, t),
+                overhead = overhead(t),
+                "device MTU {mtu}: the smallest underlay MTU less overhead"
+            );
+        }
+    }
     for a in addrs {
         dev.add_address(a.addr, a.len)
             .map_err(|e| format!("host: cannot add {a} to {name}: {e}"))?;
@@ -658,6 +693,8 @@ mod tests {
     #[test]
     fn mtu_is_underlay_minus_the_worst_overhead_per_device() {
         let c = cfg(r#"
+[host]
+underlay_mtu = 1500
 [[tunnel]]
 name = "v"
 kind = "vxlan"

@@ -1,0 +1,100 @@
+//! Questions about the host's interfaces.
+
+use crate::sys::{config_socket, context, ifreq, ioctl_ifreq};
+use std::ffi::CStr;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// The MTU of interface `name` (SIOCGIFMTU).
+pub fn mtu(name: &str) -> io::Result<u32> {
+    let sock = config_socket(libc::AF_INET)?;
+    let mut ifr = ifreq(name)?;
+    ioctl_ifreq(&sock, libc::SIOCGIFMTU, &mut ifr)
+        .map_err(|e| context(e, format_args!("SIOCGIFMTU {name}")))?;
+    // SAFETY: SIOCGIFMTU filled the mtu member of the union.
+    Ok(unsafe { ifr.ifr_ifru.ifru_mtu } as u32)
+}
+
+/// The interface holding address `addr` and its MTU; None when no
+/// interface of this namespace has it (a wildcard address, or one not
+/// configured yet).
+pub fn holding(addr: IpAddr) -> io::Result<Option<(String, u32)>> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list head into `list` on success.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Err(context(io::Error::last_os_error(), "getifaddrs"));
+    }
+    let mut name = None;
+    let mut at = list;
+    while !at.is_null() {
+        // SAFETY: `at` is a node of the list getifaddrs returned, not yet
+        // freed.
+        let ifa = unsafe { &*at };
+        at = ifa.ifa_next;
+        // SAFETY: a non-null ifa_addr points to a sockaddr of the family
+        // it names, sockaddr_in or sockaddr_in6 for the two read here.
+        let here = unsafe { address(ifa.ifa_addr) };
+        if here == Some(addr) && !ifa.ifa_name.is_null() {
+            // SAFETY: ifa_name is a NUL-terminated string of the list.
+            name = Some(
+                unsafe { CStr::from_ptr(ifa.ifa_name) }
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+            break;
+        }
+    }
+    // SAFETY: `list` came from getifaddrs and is freed once; nothing
+    // borrowed from it outlives this line (the name was copied).
+    unsafe { libc::freeifaddrs(list) };
+    match name {
+        Some(n) => {
+            let m = mtu(&n)?;
+            Ok(Some((n, m)))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The IP address in a sockaddr of family AF_INET or AF_INET6.
+///
+/// # Safety
+/// `sa` is null or points to a sockaddr whose size matches its family.
+unsafe fn address(sa: *const libc::sockaddr) -> Option<IpAddr> {
+    if sa.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's contract: a readable sockaddr.
+    match i32::from(unsafe { (*sa).sa_family }) {
+        libc::AF_INET => {
+            // SAFETY: the family says it is a sockaddr_in.
+            let v4 = unsafe { &*sa.cast::<libc::sockaddr_in>() };
+            Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr))))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says it is a sockaddr_in6.
+            let v6 = unsafe { &*sa.cast::<libc::sockaddr_in6>() };
+            Some(IpAddr::V6(Ipv6Addr::from(v6.sin6_addr.s6_addr)))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_holds_127_0_0_1() {
+        let (name, mtu) = holding(IpAddr::V4(Ipv4Addr::LOCALHOST))
+            .unwrap()
+            .expect("lo has 127.0.0.1");
+        assert_eq!(name, "lo");
+        assert_eq!(mtu, super::mtu("lo").unwrap());
+        assert!(mtu >= 1280, "{mtu}");
+        assert_eq!(
+            holding(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 213))).unwrap(),
+            None
+        );
+    }
+}
