@@ -260,7 +260,10 @@ control = "/tmp/x.sock"
         assert_eq!((h.tun.as_str(), h.tap.as_str()), ("t0", "t1"));
         assert_eq!(h.tun_addresses[0].to_string(), "10.9.0.1/24");
         assert_eq!(h.tun_addresses[1].to_string(), "fd00::1/64");
-        assert_eq!((h.mtu, h.underlay_mtu, h.queues), (Some(1400), Some(9000), 2));
+        assert_eq!(
+            (h.mtu, h.underlay_mtu, h.queues),
+            (Some(1400), Some(9000), 2)
+        );
         assert_eq!(h.cpus, vec![1, 0]);
         assert!(!h.offloads);
         assert_eq!(h.source_sockets, 0);

@@ -392,6 +392,18 @@ fn two_queues_run_two_workers() {
         .find(|n| n["name"] == "gue-encap")
         .unwrap_or_else(|| panic!("{nodes}"));
     assert!(encap["packets"].as_u64().unwrap() > 100, "{nodes}");
+    // Per worker, as VPP shows per thread: the workers' tables add up to
+    // the total (no reload happened, so nothing was carried).
+    let workers = nodes["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 2, "{nodes}");
+    let per_worker: u64 = workers
+        .iter()
+        .flat_map(|w| w["nodes"].as_array().unwrap())
+        .filter(|n| n["name"] == "gue-encap")
+        .map(|n| n["packets"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_worker, encap["packets"].as_u64().unwrap(), "{nodes}");
+    assert!(runtime.contains("Worker 1 (tep-worker-1)"), "{runtime}");
     assert_eq!(
         worker_cpus(da.pid()),
         [

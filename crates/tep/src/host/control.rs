@@ -6,7 +6,7 @@
 //! `trace 100 5000`), the daemon answers `ok\n` or `error\n`, then the
 //! body (text, JSON, or pcapng bytes for a trace), and closes.
 
-use super::stats::Totals;
+use super::stats::{Totals, WorkerSnapshot};
 use super::State;
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 use tep_dataplane::config::{ChecksumMode, Config};
-use tep_dataplane::node::render_report;
+use tep_dataplane::node::{render_report, NodeStats};
 
 /// The listening socket; its file is removed on [`ControlServer::remove`].
 #[derive(Debug)]
@@ -86,11 +86,11 @@ fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
         ["show", what, rest @ ..] => {
             let json = rest.contains(&"json");
             let config = state.config.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let totals = fresh_totals(state, &config);
+            let (totals, workers) = fresh_totals(state, &config);
             let text = match *what {
                 "tunnels" => show_tunnels(&config, state, &totals, json),
                 "counters" => show_counters(&totals, json),
-                "runtime" => show_runtime(&totals, json),
+                "runtime" => show_runtime(&totals, &workers, json),
                 other => return Err(format!("unknown: show {other} (tunnels, counters, runtime)")),
             };
             Ok(text.into_bytes())
@@ -129,7 +129,7 @@ fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
 }
 
 /// Asks every worker to publish, waits (briefly) until they have, and sums.
-fn fresh_totals(state: &State, config: &Config) -> Totals {
+fn fresh_totals(state: &State, config: &Config) -> (Totals, Vec<WorkerSnapshot>) {
     let shared = &state.shared;
     let target = shared.refresh.fetch_add(1, Ordering::AcqRel) + 1;
     let wakes = state
@@ -154,7 +154,7 @@ fn fresh_totals(state: &State, config: &Config) -> Totals {
             .map(|(g, _)| g)
             .unwrap_or_else(|e| e.into_inner().0);
     }
-    shared.totals(&snaps, config)
+    (shared.totals(&snaps, config), snaps.clone())
 }
 
 /// What the checksum mode means on a socket: the kernel writes the outer
@@ -414,25 +414,48 @@ fn show_counters(t: &Totals, json: bool) -> String {
     out
 }
 
-fn show_runtime(t: &Totals, json: bool) -> String {
+fn show_runtime(t: &Totals, workers: &[WorkerSnapshot], json: bool) -> String {
     if json {
-        let nodes: Vec<_> = t
-            .nodes
-            .iter()
-            .filter(|n| n.calls > 0)
-            .map(|n| {
-                serde_json::json!({
-                    "name": n.name, "calls": n.calls, "vectors": n.vectors,
-                    "packets": n.packets, "clocks": n.ticks,
-                    "clocks_per_packet": n.ticks_per_packet(),
-                    "vectors_per_call": n.packets_per_call(),
-                    "drops": n.drops_total(),
+        let nodes_json = |nodes: &[NodeStats]| -> Vec<serde_json::Value> {
+            nodes
+                .iter()
+                .filter(|n| n.calls > 0)
+                .map(|n| {
+                    serde_json::json!({
+                        "name": n.name, "calls": n.calls, "vectors": n.vectors,
+                        "packets": n.packets, "clocks": n.ticks,
+                        "clocks_per_packet": n.ticks_per_packet(),
+                        "vectors_per_call": n.packets_per_call(),
+                        "drops": n.drops_total(),
+                    })
                 })
-            })
+                .collect()
+        };
+        let per_worker: Vec<_> = workers
+            .iter()
+            .enumerate()
+            .map(|(i, w)| serde_json::json!({ "worker": i, "nodes": nodes_json(&w.nodes) }))
             .collect();
-        return serde_json::json!({ "nodes": nodes, "host": t.host }).to_string() + "\n";
+        return serde_json::json!({
+            "nodes": nodes_json(&t.nodes),
+            "workers": per_worker,
+            "host": t.host,
+        })
+        .to_string()
+            + "\n";
     }
-    let mut out = render_report(&t.nodes, "clocks");
+    let mut out = String::new();
+    // Per worker as VPP prints per thread, when there is more than one;
+    // these count since the last (re)load.
+    if workers.len() > 1 {
+        for (i, w) in workers.iter().enumerate() {
+            out += &format!("Worker {i} (tep-worker-{i}), since the last (re)load:\n");
+            out += &render_report(&w.nodes, "clocks");
+            out += "\n";
+        }
+        out += "All workers, since start:\n";
+    }
+    out += &render_report(&t.nodes, "clocks");
     out += &format!(
         "\nsuper-packets: {} read from the device (TSO/USO, segmented by tep), {} written (GRO)\n\
          UDP: {} GSO trains of {} messages sent, {} GRO trains of {} buffers received, {} batch syscalls\n",
