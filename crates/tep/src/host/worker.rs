@@ -38,6 +38,8 @@ const RESERVE: usize = 2 * VECTOR_SIZE + MAX_BATCH;
 const DEVICE_BUDGET: usize = 64;
 /// `recvmmsg` calls per socket per wake-up.
 const SOCKET_ROUNDS: usize = 4;
+/// The longest a stopping worker keeps serving packets already queued.
+const DRAIN_LIMIT: Duration = Duration::from_millis(200);
 /// How often counters are published without being asked.
 const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 
@@ -277,8 +279,13 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
     // awake (no wake-up on its path).
     let busy_poll = Duration::from_micros(u64::from(config.host.busy_poll_us));
     let mut last_event = Instant::now();
+    // Set once told to stop: from then on the worker serves what is
+    // already queued (epoll without sleeping) and leaves when nothing is,
+    // or after DRAIN_LIMIT under a flow that does not stop.
+    let mut draining: Option<Instant> = None;
+    let mut read_before_drain = 0;
     loop {
-        let timeout = if last_event.elapsed() < busy_poll {
+        let timeout = if draining.is_some() || last_event.elapsed() < busy_poll {
             0
         } else {
             100
@@ -287,6 +294,10 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         if !events.is_empty() {
             last_event = Instant::now();
         }
+        let drained = match draining {
+            Some(since) => events.is_empty() || since.elapsed() >= DRAIN_LIMIT,
+            None => false,
+        };
         for ev in events.iter() {
             match ev.token {
                 TOKEN_WAKE => {
@@ -368,7 +379,12 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
             }
         }
         let wanted = shared.refresh.load(Ordering::Acquire);
-        let stopping = shared.stop.load(Ordering::Acquire);
+        let read = tallies.host.device_rx + tallies.host.udp_rx;
+        if draining.is_none() && shared.stop.load(Ordering::Acquire) {
+            draining = Some(Instant::now());
+            read_before_drain = read;
+        }
+        let stopping = drained;
         if wanted != generation || published_at.elapsed() >= PUBLISH_EVERY || stopping {
             generation = wanted;
             published_at = Instant::now();
@@ -388,6 +404,12 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
             shared.published.notify_all();
         }
         if stopping {
+            tracing::info!(
+                worker = setup.index,
+                packets = read - read_before_drain,
+                delivered = tallies.tunnels.iter().map(|t| t.rx_packets).sum::<u64>(),
+                "stopped; served what was queued"
+            );
             return Ok(io);
         }
     }
