@@ -371,6 +371,38 @@ impl<C: Clock> Pipeline<C> {
         runtime.run(nodes.inner_checksum, v.len(), |s| {
             encap::inner_checksum(s, pool, v, table)
         });
+        // One kind in the vector (the common case): its node runs on the
+        // vector as it is, without sorting it into per-kind vectors.
+        let kind_of = |id| table.get(pool.meta(id).tunnel).kind;
+        let first = v.as_slice().first().map(|&id| kind_of(id));
+        if let Some(k) = first.filter(|&k| v.as_slice().iter().all(|&id| kind_of(id) == k)) {
+            runtime.run(nodes.encap[kind_index(k)], v.len(), |s| {
+                encap::tunnel_encap(s, pool, v, table, templates)
+            });
+        } else {
+            Self::encap_by_kind(runtime, nodes, by_kind, pool, v, table, templates);
+        }
+        runtime.run(nodes.ip_udp_encap, v.len(), |s| {
+            encap::ip_udp_encap(s, pool, v, tx)
+        });
+        if !options.outer_by_socket {
+            runtime.run(nodes.udp_checksum, v.len(), |_| {
+                encap::udp_checksum(pool, v, table)
+            });
+        }
+    }
+
+    /// Node `<kind>-encap` for a vector of several kinds: each kind's
+    /// packets through its own node, then back into `v`.
+    fn encap_by_kind(
+        runtime: &mut Runtime<C>,
+        nodes: &Nodes,
+        by_kind: &mut [PacketVector; 8],
+        pool: &mut Pool,
+        v: &mut PacketVector,
+        table: &TunnelTable,
+        templates: &[HeaderTemplate],
+    ) {
         for &id in v.as_slice() {
             let k = kind_index(table.get(pool.meta(id).tunnel).kind);
             let _ = by_kind[k].push(id);
@@ -387,14 +419,6 @@ impl<C: Clock> Pipeline<C> {
                 let _ = v.push(id);
             }
             kv.clear();
-        }
-        runtime.run(nodes.ip_udp_encap, v.len(), |s| {
-            encap::ip_udp_encap(s, pool, v, tx)
-        });
-        if !options.outer_by_socket {
-            runtime.run(nodes.udp_checksum, v.len(), |_| {
-                encap::udp_checksum(pool, v, table)
-            });
         }
     }
 
