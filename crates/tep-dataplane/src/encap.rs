@@ -663,6 +663,12 @@ impl TxState {
             outer: OuterTemplate::new(t),
         }
     }
+
+    /// The pseudo-header sum of one of the tunnel's outer datagrams of
+    /// `udp_len` bytes, from the sum kept with the template.
+    fn outer_pseudo(&self, udp_len: usize) -> Sum {
+        Sum::from_words(u64::from(self.outer.fixed_sum) + udp_len as u64)
+    }
 }
 
 /// A tunnel's outer IPv4/IPv6 and UDP headers, built once: addresses,
@@ -680,8 +686,9 @@ struct OuterTemplate {
     bytes: [u8; 48],
     /// 28 (IPv4 + UDP) or 48 (IPv6 + UDP).
     len: usize,
-    /// IPv4: the sum of the 16-bit words that do not change per packet
-    /// (addresses, protocol).
+    /// The pseudo-header sum of a datagram of length 0 (addresses,
+    /// protocol): per packet, the outer UDP checksum adds the length, and
+    /// the IPv4 header checksum adds its five words that vary.
     fixed_sum: u32,
     /// The fixed TTL, or None to copy the inner one.
     ttl: Option<u8>,
@@ -718,7 +725,8 @@ impl OuterTemplate {
                 bytes[6] = 17;
                 bytes[8..24].copy_from_slice(&v6(src));
                 bytes[24..40].copy_from_slice(&v6(dst));
-                (48, 0)
+                let fixed = tep_csum::pseudo_header_v6(&v6(src), &v6(dst), 17, 0);
+                (48, u32::from(fixed.value()))
             }
         };
         bytes[len - 6..len - 4].copy_from_slice(&t.remote_port.to_be_bytes());
@@ -936,7 +944,7 @@ pub fn holds_pseudo_sum(data: &[u8], l3: usize, l4: usize, proto: u8) -> bool {
 }
 
 /// Node `udp-checksum`: the outer UDP checksum by the tunnel's mode.
-pub fn udp_checksum(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable) {
+pub fn udp_checksum(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable, tx: &[TxState]) {
     for &id in v.as_slice() {
         let m = *pool.meta(id);
         let mode = table.get(m.tunnel).checksum;
@@ -947,7 +955,11 @@ pub fn udp_checksum(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable) 
             pool.meta_mut(id).csum = ChecksumState::Zero;
             continue;
         }
-        let pseudo = outer_pseudo(data, l4);
+        // ip-udp-encap wrote the outer headers from this tunnel's template.
+        let pseudo = match tx.get(m.tunnel as usize) {
+            Some(st) => st.outer_pseudo(data.len() - l4),
+            None => outer_pseudo(data, l4),
+        };
         let (value, state) = match mode {
             ChecksumMode::Zero => (0, ChecksumState::Zero),
             ChecksumMode::Offload => (

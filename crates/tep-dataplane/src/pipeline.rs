@@ -387,7 +387,7 @@ impl<C: Clock> Pipeline<C> {
         });
         if !options.outer_by_socket {
             runtime.run(nodes.udp_checksum, v.len(), |_| {
-                encap::udp_checksum(pool, v, table)
+                encap::udp_checksum(pool, v, table, tx)
             });
         }
     }
