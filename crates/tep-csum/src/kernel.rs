@@ -118,32 +118,38 @@ fn scalar(data: &[u8]) -> u16 {
 /// Native-order sum of `data` into a u64 that has not been folded. Four
 /// accumulators of 32-bit words keep the adds independent; a u64 cannot
 /// overflow before 2^32 words (16 GiB).
+/// The sum of `data` as native-order 32-bit words (a last partial word
+/// padded with zeros), for [`fold64`]: two halves of one 64-bit load per
+/// eight bytes. Short regions (headers, for local checksum offload and the
+/// pseudo-header sums) and the SIMD kernels' tails go through here, so it
+/// is kept to a few instructions per word.
 #[inline]
 fn scalar_wide(data: &[u8]) -> u64 {
-    let mut acc = [0u64; 4];
-    let mut blocks = data.chunks_exact(16);
-    for b in &mut blocks {
-        for (i, a) in acc.iter_mut().enumerate() {
-            *a += u32::from_ne_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]) as u64;
+    let mut acc = 0u64;
+    let mut words = data.chunks_exact(8);
+    for w in &mut words {
+        if let &[a, b, c, d, e, f, g, h] = w {
+            let v = u64::from_ne_bytes([a, b, c, d, e, f, g, h]);
+            acc += (v & 0xffff_ffff) + (v >> 32);
         }
     }
-    let mut total = acc.iter().sum::<u64>();
-    let mut words = blocks.remainder().chunks_exact(2);
-    for w in &mut words {
-        total += u16::from_ne_bytes([w[0], w[1]]) as u64;
+    // Up to seven bytes: a 32-bit word, a 16-bit one, a last byte padded
+    // with zero (each is its 16-bit words' sum modulo 0xffff).
+    let mut rest = words.remainder();
+    if let [a, b, c, d, tail @ ..] = rest {
+        acc += u64::from(u32::from_ne_bytes([*a, *b, *c, *d]));
+        rest = tail;
     }
-    if let [last] = words.remainder() {
-        total += u16::from_ne_bytes([*last, 0]) as u64;
+    if let [a, b, tail @ ..] = rest {
+        acc += u64::from(u16::from_ne_bytes([*a, *b]));
+        rest = tail;
     }
-    total
+    if let [a] = rest {
+        acc += u64::from(u16::from_ne_bytes([*a, 0]));
+    }
+    acc
 }
 
-/// The SIMD kernels' trick: a 32-bit lane `x` holds two 16-bit words,
-/// `x >> 16` and `x & 0xffff`. Keeping per lane only `all = Σx mod 2^32` and
-/// `hi = Σ(x >> 16)` costs one shift and two adds per vector, and still gives
-/// the low words' sum exactly, `lo = all - (hi << 16) mod 2^32`, as long as
-/// `lo` stays below 2^32, i.e. at most 65537 vectors per lane between
-/// flushes. The kernels flush every `FLUSH_BLOCK` bytes, far inside that.
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::scalar_wide;
