@@ -99,49 +99,60 @@ fn complete_in_place(data: &mut [u8], cs: ChecksumState) {
     }
 }
 
-/// One round: the inputs through A's encap, every outer packet copied
-/// into a fresh buffer (as a receive would) and through B's decap.
-/// Returns the inner packets delivered.
-#[allow(clippy::too_many_arguments)]
-fn round(
-    a: &mut Pipeline<ManualClock>,
-    b: &mut Pipeline<ManualClock>,
-    pool: &mut Pool,
-    packets: &[(Vec<u8>, ChecksumState, Option<Gso>)],
-    scratch: &mut [u8],
-    outer: &mut PacketVector,
-) -> usize {
-    let mut v = PacketVector::new();
-    for (p, cs, gso) in packets {
-        let id = pool.alloc().expect("pool");
-        assert!(pool.fill(id, p));
-        let m = pool.meta_mut(id);
-        m.csum = *cs;
-        m.gso = *gso;
-        v.push(id).expect("a vector");
+/// Two pipelines, A encapsulating and B decapsulating, with what their
+/// rounds share.
+struct Rig {
+    a: Pipeline<ManualClock>,
+    b: Pipeline<ManualClock>,
+    pool: Pool,
+    scratch: Vec<u8>,
+    outer: PacketVector,
+}
+
+impl Rig {
+    /// One round: the inputs through A's encap, every outer packet copied
+    /// into a fresh buffer (as a receive would) and through B's decap.
+    /// Returns the inner packets delivered.
+    fn round(&mut self, packets: &[(Vec<u8>, ChecksumState, Option<Gso>)]) -> usize {
+        let Rig {
+            a,
+            b,
+            pool,
+            scratch,
+            outer,
+        } = self;
+        let mut v = PacketVector::new();
+        for (p, cs, gso) in packets {
+            let id = pool.alloc().expect("pool");
+            assert!(pool.fill(id, p));
+            let m = pool.meta_mut(id);
+            m.csum = *cs;
+            m.gso = *gso;
+            v.push(id).expect("a vector");
+        }
+        outer.clear();
+        a.encap(pool, &mut v, &mut |pool, out| {
+            for &id in out.as_slice() {
+                let n = pool.data(id).len();
+                scratch[..n].copy_from_slice(pool.data(id));
+                complete_in_place(&mut scratch[..n], pool.meta(id).csum);
+                pool.free(id);
+                let fresh: PacketId = pool.alloc().expect("pool");
+                assert!(pool.fill(fresh, &scratch[..n]));
+                outer.push(fresh).expect("a vector");
+            }
+            out.clear();
+        });
+        let mut delivered = 0;
+        b.decap(pool, outer, 0, &mut |_, pool, out| {
+            for &id in out.as_slice() {
+                delivered += 1;
+                pool.free(id);
+            }
+            out.clear();
+        });
+        delivered
     }
-    outer.clear();
-    a.encap(pool, &mut v, &mut |pool, out| {
-        for &id in out.as_slice() {
-            let n = pool.data(id).len();
-            scratch[..n].copy_from_slice(pool.data(id));
-            complete_in_place(&mut scratch[..n], pool.meta(id).csum);
-            pool.free(id);
-            let fresh: PacketId = pool.alloc().expect("pool");
-            assert!(pool.fill(fresh, &scratch[..n]));
-            outer.push(fresh).expect("a vector");
-        }
-        out.clear();
-    });
-    let mut delivered = 0;
-    b.decap(pool, outer, 0, &mut |_, pool, out| {
-        for &id in out.as_slice() {
-            delivered += 1;
-            pool.free(id);
-        }
-        out.clear();
-    });
-    delivered
 }
 
 #[test]
@@ -151,9 +162,7 @@ fn encap_and_decap_allocate_nothing_per_packet() {
         allocations_in(|| drop(std::hint::black_box(vec![1u8; 10]))),
         1
     );
-    let mut pool = Pool::new(512, SUPER_PACKET_ROOM);
-    let mut scratch = vec![0u8; SUPER_PACKET_ROOM];
-    let mut outer = PacketVector::new();
+    let mut rig: Option<Rig> = None;
     let mut cases = 0;
     for kind in TunnelKind::ALL {
         for v6 in [false, true] {
@@ -174,37 +183,36 @@ fn encap_and_decap_allocate_nothing_per_packet() {
                     gro: true,
                     ..PipelineOptions::default()
                 };
-                let mut a = pipeline(&ca, link);
-                let mut b = Pipeline::new(&cb, ManualClock::default(), options);
+                // The pool and scratch space carry over from case to case.
+                let (pool, scratch) = match rig.take() {
+                    Some(r) => (r.pool, r.scratch),
+                    None => (
+                        Pool::new(512, SUPER_PACKET_ROOM),
+                        vec![0u8; SUPER_PACKET_ROOM],
+                    ),
+                };
+                let r = rig.insert(Rig {
+                    a: pipeline(&ca, link),
+                    b: Pipeline::new(&cb, ManualClock::default(), options),
+                    pool,
+                    scratch,
+                    outer: PacketVector::new(),
+                });
                 let packets = inputs(kind);
                 let what = format!("{kind} {mode} v6={v6}");
                 // The first round sets up what stays.
-                let first = round(
-                    &mut a,
-                    &mut b,
-                    &mut pool,
-                    &packets,
-                    &mut scratch,
-                    &mut outer,
-                );
+                let first = r.round(&packets);
                 assert!(first > 0, "{what}: nothing delivered");
                 let mut later = 0;
                 let n = allocations_in(|| {
                     for _ in 0..3 {
-                        later += round(
-                            &mut a,
-                            &mut b,
-                            &mut pool,
-                            &packets,
-                            &mut scratch,
-                            &mut outer,
-                        );
+                        later += r.round(&packets);
                     }
                 });
                 assert_eq!(n, 0, "{what}: {n} allocations in 3 rounds");
                 assert_eq!(later, 3 * first, "{what}");
-                assert_eq!(a.drops_total() + b.drops_total(), 0, "{what}");
-                assert_no_leak(&pool);
+                assert_eq!(r.a.drops_total() + r.b.drops_total(), 0, "{what}");
+                assert_no_leak(&r.pool);
                 cases += 1;
             }
         }
