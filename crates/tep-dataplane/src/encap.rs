@@ -674,9 +674,10 @@ impl TxState {
 /// A tunnel's outer IPv4/IPv6 and UDP headers, built once: addresses,
 /// version, protocol, destination port. Per packet, `ip-udp-encap` copies
 /// it and writes the rest: lengths, TOS / traffic class, flow label, IPv4
-/// identification, DF, TTL, source port. For IPv4 the header checksum
-/// of the fixed words is summed here too, so the per-packet one adds five
-/// words instead of summing twenty bytes.
+/// identification, DF, TTL, source port. The pseudo-header words that
+/// never change are summed here too, so that per packet the IPv4 header
+/// checksum adds five words instead of summing twenty bytes, and the outer
+/// UDP checksum adds the length instead of summing the addresses.
 ///
 /// It also keeps the tunnel's per-packet settings in the form the node
 /// uses them, so that the node reads one small struct per packet rather

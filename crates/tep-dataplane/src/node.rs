@@ -46,7 +46,6 @@ impl NodeStats {
         self.drops[reason as usize] += 1;
     }
 
-    /// All drops of this node.
     /// Counts a drop of a packet of tunnel `tunnel` (an index of the
     /// config's tunnels; [`NO_TUNNEL`] before the lookup found one).
     ///
@@ -63,6 +62,7 @@ impl NodeStats {
         self.by_tunnel[t][reason as usize] += 1;
     }
 
+    /// All drops of this node.
     pub fn drops_total(&self) -> u64 {
         self.drops.iter().sum()
     }
@@ -166,8 +166,6 @@ impl<C: Clock> Runtime<C> {
     }
 }
 
-/// The `show runtime` table of `nodes` (one worker's, or several workers'
-/// summed), costs in `unit` per packet.
 /// Drops by tunnel and reason over `nodes`: one row per tunnel index, for
 /// `tunnels` tunnels.
 pub fn tunnel_drops(nodes: &[NodeStats], tunnels: usize) -> Vec<[u64; DropReason::COUNT]> {
@@ -182,6 +180,8 @@ pub fn tunnel_drops(nodes: &[NodeStats], tunnels: usize) -> Vec<[u64; DropReason
     rows
 }
 
+/// The `show runtime` table of `nodes` (one worker's, or several workers'
+/// summed), costs in `unit` per packet.
 pub fn render_report(nodes: &[NodeStats], unit: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
