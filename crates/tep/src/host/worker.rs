@@ -406,7 +406,8 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         if stopping {
             tracing::info!(
                 worker = setup.index,
-                packets = read - read_before_drain,
+                // Device packets and socket buffers (a GRO train is one).
+                reads_while_draining = read - read_before_drain,
                 delivered = tallies.tunnels.iter().map(|t| t.rx_packets).sum::<u64>(),
                 "stopped; served what was queued"
             );
