@@ -8,7 +8,7 @@ use crate::drop::DropReason;
 use crate::encap::{each, ethernet_ip_offset, inner_pseudo, locate_ip, outer_pseudo, sweep};
 use crate::kind::TunnelKind;
 use crate::node::NodeStats;
-use crate::tunnel::{gre_id, TunnelTable};
+use crate::tunnel::{gre_id, ReceiveCache, TunnelTable};
 use crate::vector::PacketVector;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tep_csum::Sum;
@@ -299,8 +299,13 @@ pub fn tunnel_decap(
     replies: &mut Replies<'_>,
     now_ns: u64,
 ) {
+    let mut cache = ReceiveCache::default();
     for &id in v.as_slice() {
-        match tunnel_decap_one(pool, id, table, kind, gtpu, replies, now_ns) {
+        let at = Lookup {
+            table,
+            cache: &mut cache,
+        };
+        match tunnel_decap_one(pool, id, at, kind, gtpu, replies, now_ns) {
             Ok(true) => {}
             Ok(false) => pool.meta_mut(id).tunnel = ANSWERED,
             Err(r) => pool.meta_mut(id).drop = Some(r),
@@ -410,15 +415,22 @@ fn parse_tunnel(data: &[u8], at: usize, kind: TunnelKind) -> Result<Parsed, Drop
 }
 
 /// Ok(true): forward; Ok(false): answered in place (moved to replies).
+/// The receive table and the vector's last hit in front of it.
+struct Lookup<'a> {
+    table: &'a TunnelTable,
+    cache: &'a mut ReceiveCache,
+}
+
 fn tunnel_decap_one(
     pool: &mut Pool,
     id: PacketId,
-    table: &TunnelTable,
+    lookup: Lookup<'_>,
     kind: TunnelKind,
     gtpu: &mut GtpuResponder,
     replies: &mut Replies<'_>,
     now_ns: u64,
 ) -> Result<bool, DropReason> {
+    let Lookup { table, cache } = lookup;
     let l4 = usize::from(pool.meta(id).l4);
     let data = pool.data(id);
     let (src, dst) = outer_addrs(data);
@@ -434,7 +446,7 @@ fn tunnel_decap_one(
         let unknown_extension = p.first_unknown_required_extension().is_some();
         let teid = p.teid();
         // Looked up once: a G-PDU to a known tunnel is the common case.
-        let rx = table.receive(kind, dport, src, dst, u64::from(teid));
+        let rx = cache.receive(table, kind, dport, src, dst, u64::from(teid));
         let replies_possible = !gpdu || unknown_extension || rx.is_err();
         if replies_possible && !outer_checksum_good(data, l4, pool.meta(id).csum) {
             return Err(DropReason::BadChecksum);
@@ -483,7 +495,7 @@ fn tunnel_decap_one(
     } else {
         parse_tunnel(data, at, kind)?
     };
-    let t = table.receive(kind, dport, src, dst, parsed.id)?;
+    let t = cache.receive(table, kind, dport, src, dst, parsed.id)?;
     if parsed.rco.is_some() && !table.get(t).remote_checksum_rx {
         return Err(DropReason::RemoteChecksumOff);
     }

@@ -229,6 +229,38 @@ impl TunnelTable {
     }
 }
 
+/// The last receive lookup that found a tunnel, kept for one vector: the
+/// datagrams of a vector mostly come from one peer for one tunnel, and a
+/// hit skips the hash lookup and the peer scan behind it (the transmit
+/// side keeps the same kind of cache in front of its routes).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReceiveCache {
+    last: Option<(u16, u64, IpAddr, IpAddr, u32)>,
+}
+
+impl ReceiveCache {
+    /// [`TunnelTable::receive`] through the cache.
+    #[inline]
+    pub fn receive(
+        &mut self,
+        table: &TunnelTable,
+        kind: TunnelKind,
+        port: u16,
+        remote: IpAddr,
+        local: IpAddr,
+        id: u64,
+    ) -> Result<u32, DropReason> {
+        if let Some((p, i, r, l, t)) = self.last {
+            if p == port && i == id && r == remote && l == local {
+                return Ok(t);
+            }
+        }
+        let t = table.receive(kind, port, remote, local, id)?;
+        self.last = Some((port, id, remote, local, t));
+        Ok(t)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,6 +352,35 @@ mod tests {
             t.receive(v, 4789, v4([1, 0, 0, 5]), us, 44),
             Err(DropReason::UnknownVni)
         );
+    }
+
+    /// The cache answers what the table would, for every part of the key.
+    #[test]
+    fn the_receive_cache_answers_as_the_table() {
+        let t = TunnelTable::new(&config());
+        let (k, v) = (TunnelKind::Gtpu, TunnelKind::Vxlan);
+        let us = v4([1, 0, 0, 1]);
+        let mut cache = ReceiveCache::default();
+        let asks = [
+            (k, 2152, v4([1, 0, 0, 3]), us, 201),
+            (k, 2152, v4([1, 0, 0, 3]), us, 201),
+            (k, 2152, v4([1, 0, 0, 2]), us, 200),
+            (k, 2152, v4([1, 0, 0, 3]), us, 200),
+            (k, 2152, v4([1, 0, 0, 2]), us, 201),
+            (k, 2152, v4([1, 0, 0, 3]), v4([1, 0, 0, 9]), 201),
+            (v, 4789, v4([1, 0, 0, 5]), us, 43),
+            (v, 4789, v4([1, 0, 0, 5]), us, 42),
+            (v, 4789, v4([1, 0, 0, 4]), us, 42),
+            (v, 4789, v4([1, 0, 0, 4]), us, 43),
+            (k, 4789, v4([1, 0, 0, 4]), us, 201),
+        ];
+        for (kind, port, remote, local, id) in asks {
+            assert_eq!(
+                cache.receive(&t, kind, port, remote, local, id),
+                t.receive(kind, port, remote, local, id),
+                "{kind} {port} {remote} {local} {id}"
+            );
+        }
     }
 
     #[test]
