@@ -692,6 +692,7 @@ mod tests {
 
     #[test]
     fn mtu_is_underlay_minus_the_worst_overhead_per_device() {
+        // The underlay MTU is pinned: this host's interfaces do not count.
         let c = cfg(r#"
 [host]
 underlay_mtu = 1500
@@ -729,7 +730,10 @@ inner_prefixes = ["10.8.0.0/16"]
 
     #[test]
     fn super_packets_fit_one_udp_gso_send() {
+        // The underlay MTU is pinned: this host's interfaces do not count.
         let c = cfg(r#"
+[host]
+underlay_mtu = 1500
 [[tunnel]]
 name = "v"
 kind = "vxlan"
