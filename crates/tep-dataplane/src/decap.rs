@@ -414,13 +414,13 @@ fn parse_tunnel(data: &[u8], at: usize, kind: TunnelKind) -> Result<Parsed, Drop
     })
 }
 
-/// Ok(true): forward; Ok(false): answered in place (moved to replies).
 /// The receive table and the vector's last hit in front of it.
 struct Lookup<'a> {
     table: &'a TunnelTable,
     cache: &'a mut ReceiveCache,
 }
 
+/// Ok(true): forward; Ok(false): answered in place (moved to replies).
 fn tunnel_decap_one(
     pool: &mut Pool,
     id: PacketId,
