@@ -40,7 +40,9 @@ pub enum ChecksumState {
     None,
     /// The checksum at `offset` is to be completed over `start..end`, and
     /// holds the pseudo-header sum (virtio-net NEEDS_CSUM, Linux
-    /// CHECKSUM_PARTIAL). Offsets are from the data start.
+    /// CHECKSUM_PARTIAL). Offsets are from the data start; on the decap
+    /// path before `decap-output` strips the outer headers, from the inner
+    /// packet's start (`meta.inner`): where they will be.
     Partial {
         /// Where the checksummed region starts.
         start: u16,

@@ -5,7 +5,9 @@
 
 use crate::buffer::{ChecksumState, PacketId, Pool, NO_TUNNEL};
 use crate::drop::DropReason;
-use crate::encap::{each, ethernet_ip_offset, inner_pseudo, locate_ip, outer_pseudo, sweep};
+use crate::encap::{
+    each, ethernet_ip_offset, holds_pseudo_sum, inner_pseudo, locate_ip, outer_pseudo, sweep,
+};
 use crate::kind::TunnelKind;
 use crate::node::NodeStats;
 use crate::tunnel::{gre_id, ReceiveCache, TunnelTable};
@@ -606,13 +608,24 @@ fn send_error_indication(
 /// completes remote checksum offload and verifies the inner transport
 /// checksum without reading the payload again; the inner packet leaves
 /// marked `Verified` when its checksum is known good.
+///
+/// `inner_partial`: the sink takes an inner packet whose checksum is still
+/// to be computed (host mode: `NEEDS_CSUM` to the device, which the host
+/// trusts on local delivery and completes when it forwards). Remote
+/// checksum offload over an outer checksum the I/O layer verified then
+/// leaves the inner checksum partial, as the sender did, instead of
+/// summing the payload to complete it: the verified outer checksum
+/// already vouches for every byte.
 pub fn udp_checksum_verify(
     stats: &mut NodeStats,
     pool: &mut Pool,
     v: &mut PacketVector,
     table: &TunnelTable,
+    inner_partial: bool,
 ) {
-    each(stats, pool, v, |pool, id| verify_one(pool, id, table));
+    each(stats, pool, v, |pool, id| {
+        verify_one(pool, id, table, inner_partial)
+    });
 }
 
 /// Where the inner IP packet ends (its total length), or the buffer's end
@@ -634,7 +647,12 @@ fn inner_end(data: &[u8], inner_l3: usize, inner_l4: usize) -> usize {
     }
 }
 
-fn verify_one(pool: &mut Pool, id: PacketId, table: &TunnelTable) -> Result<(), DropReason> {
+fn verify_one(
+    pool: &mut Pool,
+    id: PacketId,
+    table: &TunnelTable,
+    inner_partial: bool,
+) -> Result<(), DropReason> {
     let m = *pool.meta(id);
     let t = table.get(m.tunnel);
     let l4 = usize::from(m.l4);
@@ -671,6 +689,27 @@ fn verify_one(pool: &mut Pool, id: PacketId, table: &TunnelTable) -> Result<(), 
         let end = inner_end(data, usize::from(m.inner_l3), usize::from(m.inner_l4));
         if offset + 2 > end || start > end {
             return Err(DropReason::BadRemoteChecksum);
+        }
+        let (il3, il4) = (usize::from(m.inner_l3), usize::from(m.inner_l4));
+        let field = match m.inner_proto {
+            6 => 16,
+            _ => 6,
+        };
+        if inner_partial
+            && datagram.is_none()
+            && outer_good
+            && start == il4
+            && offset == il4 + field
+            && holds_pseudo_sum(&data[..end], il3, il4, m.inner_proto)
+        {
+            // From the inner frame's start, as the GRO nodes and a
+            // merged train's head have it.
+            let inner = usize::from(m.inner);
+            pool.meta_mut(id).csum = ChecksumState::Partial {
+                start: (start - inner) as u16,
+                offset: (offset - inner) as u16,
+            };
+            return Ok(());
         }
         let from_start = match datagram {
             Some(s) => s

@@ -50,6 +50,11 @@ pub struct PipelineOptions {
     /// (node `train-merge`, [`crate::gro::merge_train`]). Off: segments and
     /// datagrams are copied into buffers of their own.
     pub gather: bool,
+    /// The decap sink takes inner packets whose transport checksum is left
+    /// partial (host mode: the virtio-net header's `NEEDS_CSUM`). Remote
+    /// checksum offload over an outer checksum the I/O layer verified then
+    /// reads no payload ([`decap::udp_checksum_verify`]).
+    pub inner_partial: bool,
 }
 
 impl Default for PipelineOptions {
@@ -61,6 +66,7 @@ impl Default for PipelineOptions {
             udp_trains: false,
             outer_by_socket: false,
             gather: false,
+            inner_partial: false,
         }
     }
 }
@@ -620,7 +626,7 @@ impl<C: Clock> Pipeline<C> {
         counters.answered += r.answered;
         counters.generated += r.generated;
         runtime.run(nodes.verify, v.len(), |s| {
-            decap::udp_checksum_verify(s, pool, v, table)
+            decap::udp_checksum_verify(s, pool, v, table, options.inner_partial)
         });
         let mut leftover = None;
         if let Some(t) = train.take() {
@@ -1048,6 +1054,110 @@ mod tests {
             }
         }
     }
+
+    /// Host mode with remote checksum offload: the socket verified the
+    /// outer checksum, which vouches for the bytes, so the decap path
+    /// leaves the inner checksum partial where the sink takes it (no
+    /// payload read), and completes it where the sink does not. Both
+    /// outputs carry the same packet once the partial one is completed.
+    #[test]
+    fn remote_checksum_is_left_partial_for_a_sink_that_takes_it() {
+        use crate::gso::testpkt::{meta_of, udp, Eth};
+        for (ip, tcp_inner) in [(Ip::v4(), true), (Ip::v6(), true), (Ip::v4(), false)] {
+            let (ca, cb) = vxlan_pair(ChecksumMode::Remote);
+            let l2 = PipelineOptions {
+                inner_link: InnerLink::Ethernet,
+                outer_by_socket: true,
+                ..PipelineOptions::default()
+            };
+            let eth = Eth::new();
+            let packet = if tcp_inner {
+                tcp(&ip, &Tcp::new(), &payload(0, 1200, 7), Csum::Partial)
+            } else {
+                udp(&ip, 4000, 5000, &payload(0, 1200, 7), Csum::Partial)
+            };
+            let (off, proto): (u16, u8) = if tcp_inner { (16, 6) } else { (6, 17) };
+            let frame = eth.wrap(&packet);
+            let meta = eth.meta(meta_of(
+                &packet,
+                ChecksumState::Partial {
+                    start: l4_start(&packet),
+                    offset: l4_start(&packet) + off,
+                },
+            ));
+            let mut outputs = Vec::new();
+            for inner_partial in [true, false] {
+                let mut a = Pipeline::new(&ca, ManualClock::default(), l2);
+                let mut b = Pipeline::new(
+                    &cb,
+                    ManualClock::default(),
+                    PipelineOptions {
+                        inner_partial,
+                        ..l2
+                    },
+                );
+                let mut pool = Pool::new(16, 4096);
+                let mut v = vector_of(&mut pool, &frame, meta);
+                let mut wire = PacketVector::new();
+                a.encap_from(InnerLink::Ethernet, &mut pool, &mut v, &mut |pool, out| {
+                    for &id in out.as_slice() {
+                        // What host mode's receiving socket reports: the
+                        // kernel verified a non-zero checksum (the field
+                        // is a stand-in there, the socket does not give it).
+                        let l4 = usize::from(pool.meta(id).l4);
+                        pool.data_mut(id)[l4 + 6..l4 + 8].copy_from_slice(&[0xff, 0xff]);
+                        pool.meta_mut(id).csum = ChecksumState::Verified;
+                        wire.push(id).unwrap();
+                    }
+                });
+                assert_eq!(wire.len(), 1);
+                b.decap(&mut pool, &mut wire, 0, &mut |_, pool, out| {
+                    for &id in out.as_slice() {
+                        outputs.push((pool.data(id).to_vec(), pool.meta(id).csum));
+                        pool.free(id);
+                    }
+                });
+                assert_eq!(b.drops_total(), 0, "{}", b.runtime().report());
+                assert_eq!(pool.available(), pool.capacity());
+            }
+            let (partial, partial_csum) = &outputs[0];
+            let (done, done_csum) = &outputs[1];
+            assert_eq!(*done_csum, ChecksumState::Verified);
+            let (l3, l4) = (usize::from(meta.l3), usize::from(meta.l4));
+            assert_eq!(
+                *partial_csum,
+                ChecksumState::Partial {
+                    start: meta.l4,
+                    offset: meta.l4 + off
+                },
+                "offsets from the frame start"
+            );
+            assert_eq!(partial, &frame, "left as the sender left it");
+            assert!(crate::encap::holds_pseudo_sum(partial, l3, l4, proto));
+            // Completing it gives the packet the other sink got.
+            let mut completed = partial.clone();
+            let sum = tep_csum::Sum::of(&completed[l4..]);
+            let c = if proto == 17 {
+                sum.udp_checksum()
+            } else {
+                sum.checksum()
+            };
+            let at = l4 + usize::from(off);
+            completed[at..at + 2].copy_from_slice(&c.to_be_bytes());
+            assert_eq!(&completed, done);
+        }
+    }
+
+    /// Where the transport header of IP packet `p` starts (no options or
+    /// extension headers).
+    fn l4_start(p: &[u8]) -> u16 {
+        if p[0] >> 4 == 4 {
+            u16::from(p[0] & 0x0f) * 4
+        } else {
+            40
+        }
+    }
+
     /// What one receiver made of a wire vector: each output linearized,
     /// with its metadata.
     struct Received {

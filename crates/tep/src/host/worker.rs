@@ -237,6 +237,9 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         // Written gathered (send_outer, write_inner): payloads go from the
         // buffer they were read into to the other side with no copy here.
         gather: true,
+        // write_inner hands a partial inner checksum to the device as
+        // NEEDS_CSUM (or completes it where the device has no header).
+        inner_partial: true,
     };
     let mut pipeline = Pipeline::new(config, Tsc, options);
     let mut pool = Pool::new(BUFFERS, SUPER_PACKET_ROOM);
