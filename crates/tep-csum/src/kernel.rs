@@ -115,9 +115,6 @@ fn scalar(data: &[u8]) -> u16 {
     fold64(scalar_wide(data))
 }
 
-/// Native-order sum of `data` into a u64 that has not been folded. Four
-/// accumulators of 32-bit words keep the adds independent; a u64 cannot
-/// overflow before 2^32 words (16 GiB).
 /// The sum of `data` as native-order 32-bit words (a last partial word
 /// padded with zeros), for [`fold64`]: two halves of one 64-bit load per
 /// eight bytes. Short regions (headers, for local checksum offload and the
@@ -160,6 +157,14 @@ mod x86 {
     /// four accumulator pairs then takes 8192 vectors of 32 or 64 bytes).
     const FLUSH_BLOCK: usize = 1 << 20;
 
+    /// The SIMD kernels' trick: a 32-bit lane `x` holds two 16-bit words,
+    /// `x >> 16` and `x & 0xffff`. Keeping per lane only `all = Σx mod 2^32`
+    /// and `hi = Σ(x >> 16)` costs one shift and two adds per vector, and
+    /// still gives the low words' sum exactly, `lo = all - (hi << 16) mod
+    /// 2^32`, as long as `lo` stays below 2^32, i.e. at most 65537 vectors
+    /// per lane between flushes. The kernels flush every `FLUSH_BLOCK`
+    /// bytes, far inside that. This turns the lanes into their 16-bit
+    /// words' total.
     #[inline]
     fn lanes_total(all: &[u32], hi: &[u32]) -> u64 {
         all.iter()
