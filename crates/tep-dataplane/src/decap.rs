@@ -7,6 +7,7 @@ use crate::buffer::{ChecksumState, PacketId, Pool, NO_TUNNEL};
 use crate::drop::DropReason;
 use crate::encap::{
     each, ethernet_ip_offset, holds_pseudo_sum, inner_pseudo, locate_ip, outer_pseudo, sweep,
+    transport_checksum_offset,
 };
 use crate::kind::TunnelKind;
 use crate::node::NodeStats;
@@ -691,15 +692,11 @@ fn verify_one(
             return Err(DropReason::BadRemoteChecksum);
         }
         let (il3, il4) = (usize::from(m.inner_l3), usize::from(m.inner_l4));
-        let field = match m.inner_proto {
-            6 => 16,
-            _ => 6,
-        };
         if inner_partial
             && datagram.is_none()
             && outer_good
             && start == il4
-            && offset == il4 + field
+            && transport_checksum_offset(m.inner_proto) == Some(offset - il4)
             && holds_pseudo_sum(&data[..end], il3, il4, m.inner_proto)
         {
             // From the inner frame's start, as the GRO nodes and a

@@ -921,10 +921,8 @@ pub fn inner_pseudo(data: &[u8], l3: usize, l4: usize, proto: u8) -> Option<Sum>
 /// corrupted packet whose field happens to hold that value passes: one in
 /// 65536, what the checksum itself lets through.
 pub fn holds_pseudo_sum(data: &[u8], l3: usize, l4: usize, proto: u8) -> bool {
-    let field = match proto {
-        6 => 16,
-        17 => 6,
-        _ => return false,
+    let Some(field) = transport_checksum_offset(proto) else {
+        return false;
     };
     let ip_len = match data.get(l3).map(|b| b >> 4) {
         Some(4) => 20,
@@ -942,6 +940,16 @@ pub fn holds_pseudo_sum(data: &[u8], l3: usize, l4: usize, proto: u8) -> bool {
     };
     let (v, p) = (u16::from_be_bytes([f[0], f[1]]), p.value());
     v == p || (v, p) == (0, 0xffff) || (v, p) == (0xffff, 0)
+}
+
+/// Where the checksum field of a TCP (6) or UDP (17) header is, from the
+/// header's start; None for other protocols.
+pub fn transport_checksum_offset(proto: u8) -> Option<usize> {
+    match proto {
+        6 => Some(tep_wire::tcp::CHECKSUM_OFFSET),
+        17 => Some(tep_wire::udp::CHECKSUM_OFFSET),
+        _ => None,
+    }
 }
 
 /// Node `udp-checksum`: the outer UDP checksum by the tunnel's mode.

@@ -12,7 +12,7 @@
 
 use crate::buffer::{ChecksumState, Gso, GsoKind, PacketMeta};
 use crate::drop::DropReason;
-use crate::encap::inner_pseudo;
+use crate::encap::{inner_pseudo, transport_checksum_offset};
 
 /// Bytes of the header.
 pub const VNET_HDR_LEN: usize = 10;
@@ -137,11 +137,7 @@ impl VnetHeader {
     pub fn for_packet(data: &mut [u8], meta: &PacketMeta) -> VnetHeader {
         let l3 = usize::from(meta.l3);
         let l4 = usize::from(meta.l4);
-        let field = match meta.inner_proto {
-            6 => 16,
-            17 => 6,
-            _ => 0,
-        };
+        let field = transport_checksum_offset(meta.inner_proto).unwrap_or(0);
         let partial = |start: usize, offset: usize| VnetHeader {
             flags: F_NEEDS_CSUM,
             csum_start: start as u16,

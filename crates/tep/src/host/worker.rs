@@ -953,10 +953,8 @@ fn write_inner(
 /// checksum itself lets through anyway.
 fn inner_checksum(data: &[u8], m: &PacketMeta) -> ChecksumState {
     let (l3, l4) = (usize::from(m.l3), usize::from(m.l4));
-    let field = match m.inner_proto {
-        6 => 16,
-        17 => 6,
-        _ => return m.csum,
+    let Some(field) = tep_dataplane::encap::transport_checksum_offset(m.inner_proto) else {
+        return m.csum;
     };
     if m.gso.is_some() || m.csum != ChecksumState::None || l4 <= l3 {
         return m.csum;
