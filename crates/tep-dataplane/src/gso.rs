@@ -1169,7 +1169,9 @@ pub(crate) mod testpkt {
         }
     }
 
-    fn l4_of(bytes: &[u8]) -> usize {
+    /// Where the transport header of IP packet `bytes` starts (after IPv4
+    /// options or IPv6 destination options); 0 when it cannot be told.
+    pub fn l4_of(bytes: &[u8]) -> usize {
         if bytes.is_empty() {
             0
         } else if bytes[0] >> 4 == 4 {

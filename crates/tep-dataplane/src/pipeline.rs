@@ -1062,7 +1062,7 @@ mod tests {
     /// outputs carry the same packet once the partial one is completed.
     #[test]
     fn remote_checksum_is_left_partial_for_a_sink_that_takes_it() {
-        use crate::gso::testpkt::{meta_of, udp, Eth};
+        use crate::gso::testpkt::{l4_of, meta_of, udp, Eth};
         for (ip, tcp_inner) in [(Ip::v4(), true), (Ip::v6(), true), (Ip::v4(), false)] {
             let (ca, cb) = vxlan_pair(ChecksumMode::Remote);
             let l2 = PipelineOptions {
@@ -1078,11 +1078,12 @@ mod tests {
             };
             let (off, proto): (u16, u8) = if tcp_inner { (16, 6) } else { (6, 17) };
             let frame = eth.wrap(&packet);
+            let l4 = l4_of(&packet) as u16;
             let meta = eth.meta(meta_of(
                 &packet,
                 ChecksumState::Partial {
-                    start: l4_start(&packet),
-                    offset: l4_start(&packet) + off,
+                    start: l4,
+                    offset: l4 + off,
                 },
             ));
             let mut outputs = Vec::new();
@@ -1145,16 +1146,6 @@ mod tests {
             let at = l4 + usize::from(off);
             completed[at..at + 2].copy_from_slice(&c.to_be_bytes());
             assert_eq!(&completed, done);
-        }
-    }
-
-    /// Where the transport header of IP packet `p` starts (no options or
-    /// extension headers).
-    fn l4_start(p: &[u8]) -> u16 {
-        if p[0] >> 4 == 4 {
-            u16::from(p[0] & 0x0f) * 4
-        } else {
-            40
         }
     }
 
