@@ -387,8 +387,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
             draining = Some(Instant::now());
             read_before_drain = read;
         }
-        let stopping = drained;
-        if wanted != generation || published_at.elapsed() >= PUBLISH_EVERY || stopping {
+        if wanted != generation || published_at.elapsed() >= PUBLISH_EVERY || drained {
             generation = wanted;
             published_at = Instant::now();
             let snap = WorkerSnapshot::new(
@@ -406,7 +405,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
             drop(all);
             shared.published.notify_all();
         }
-        if stopping {
+        if drained {
             tracing::info!(
                 worker = setup.index,
                 // Device packets and socket buffers (a GRO train is one).
