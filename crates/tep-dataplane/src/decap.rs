@@ -441,7 +441,8 @@ fn tunnel_decap_one(
     let dport = u16::from_be_bytes([data[l4 + 2], data[l4 + 3]]);
     let at = l4 + 8;
     let parsed = if kind == TunnelKind::Gtpu {
-        let p = tep_wire::gtpu::Packet::new_checked(&data[at..])?;
+        let p = tep_wire::gtpu::Packet::new_unchecked(&data[at..]);
+        let hl = p.checked_header_len()?;
         // Anything we answer must be what the peer sent: a reply to a
         // damaged datagram (an Error Indication for a TEID flipped in
         // transit) would tear down a live session (TS 29.281 §7.3.1).
@@ -478,7 +479,6 @@ fn tunnel_decap_one(
             }
             return Err(DropReason::UnknownRequiredExtension);
         }
-        let hl = p.header_len();
         match rx {
             Ok(t) => {
                 let m = pool.meta_mut(id);

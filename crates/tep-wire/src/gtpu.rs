@@ -333,6 +333,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
     ///
     /// Bytes past `8 + length` (link padding) are ignored.
     pub fn check_len(&self) -> Result<()> {
+        self.checked_header_len().map(drop)
+    }
+
+    /// [`Packet::check_len`] and [`Packet::header_len`] in one walk of the
+    /// extension chain: the receive path needs both for every G-PDU.
+    pub fn checked_header_len(&self) -> Result<usize> {
         let b = self.buffer.as_ref();
         if b.len() < HEADER_LEN {
             return Err(Error::Truncated);
@@ -347,15 +353,18 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if end > b.len() {
             return Err(Error::Truncated);
         }
-        if b[field::FLAGS] & FLAGS_OPT != 0 {
-            if end < HEADER_LEN + OPTIONAL_LEN {
-                return Err(Error::BadLength);
-            }
-            if self.e_flag() {
-                check_chain(&b[field::EXT_START..end], b[field::NEXT_EXT])?;
-            }
+        if b[field::FLAGS] & FLAGS_OPT == 0 {
+            return Ok(HEADER_LEN);
         }
-        Ok(())
+        if end < HEADER_LEN + OPTIONAL_LEN {
+            return Err(Error::BadLength);
+        }
+        let chain = if self.e_flag() {
+            check_chain(&b[field::EXT_START..end], b[field::NEXT_EXT])?
+        } else {
+            0
+        };
+        Ok(field::EXT_START + chain)
     }
 
     /// Consumes the view, returning the buffer.
@@ -2167,7 +2176,10 @@ mod tests {
             for bytes in [&b[..], &b[..b.len() / 2]] {
                 // parse checks the view itself.
                 let _ = GtpuRepr::parse(&Packet::new_unchecked(bytes));
+                let view = Packet::new_unchecked(bytes);
+                prop_assert_eq!(view.checked_header_len().map(drop), view.check_len());
                 if let Ok(p) = Packet::new_checked(bytes) {
+                    prop_assert_eq!(p.checked_header_len(), Ok(p.header_len()));
                     let _ = (p.flags(), p.version(), p.pt(), p.spare(), p.msg_type(), p.length(), p.teid());
                     let _ = (p.sequence(), p.npdu(), p.next_ext(), p.raw_sequence(), p.raw_npdu(), p.raw_next_ext());
                     let _ = (p.header_len(), p.payload());
