@@ -485,6 +485,21 @@ fn set_offload_flags(queue: &TunQueue, flags: libc::c_uint) -> io::Result<()> {
 
 /// TUNSETOFFLOAD with `wanted`, falling back on EINVAL to fewer offloads.
 fn set_offloads(queue: &TunQueue, name: &str, wanted: libc::c_uint) -> io::Result<Offloads> {
+    negotiate_offloads(wanted, |flags| set_offload_flags(queue, flags))
+        .map(Offloads::from_flags)
+        .map_err(|(e, flags)| context(e, format_args!("TUNSETOFFLOAD {name} {flags:#x}")))
+}
+
+/// The fallback of [`set_offloads`], apart from the ioctl so that it can
+/// be tried against kernels this machine does not run: `wanted`, then
+/// without USO (before Linux 6.2), then checksum only, then nothing. Only
+/// EINVAL (flags the kernel does not know) moves on; any other error is
+/// returned at once. Gives the flags taken, or the last error and the
+/// flags it came from.
+fn negotiate_offloads(
+    wanted: libc::c_uint,
+    mut set: impl FnMut(libc::c_uint) -> io::Result<()>,
+) -> Result<libc::c_uint, (io::Error, libc::c_uint)> {
     let attempts = [
         wanted,
         wanted & !(TUN_F_USO4 | TUN_F_USO6),
@@ -496,16 +511,13 @@ fn set_offloads(queue: &TunQueue, name: &str, wanted: libc::c_uint) -> io::Resul
         if i > 0 && attempts[i - 1] == flags {
             continue;
         }
-        match set_offload_flags(queue, flags) {
-            Ok(()) => return Ok(Offloads::from_flags(flags)),
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => last = Some(e),
-            Err(e) => {
-                return Err(context(e, format_args!("TUNSETOFFLOAD {name} {flags:#x}")));
-            }
+        match set(flags) {
+            Ok(()) => return Ok(flags),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => last = Some((e, flags)),
+            Err(e) => return Err((e, flags)),
         }
     }
-    let e = last.unwrap_or_else(|| io::Error::from_raw_os_error(libc::EINVAL));
-    Err(context(e, format_args!("TUNSETOFFLOAD {name} 0")))
+    Err(last.unwrap_or_else(|| (io::Error::from_raw_os_error(libc::EINVAL), 0)))
 }
 
 /// One queue of a device: a descriptor of /dev/net/tun attached to it.
@@ -629,5 +641,85 @@ impl AsRawFd for TunQueue {
 impl AsFd for TunQueue {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `negotiate_offloads` tries against a kernel that takes only
+    /// flags within `known`, and what it ends with.
+    fn against(
+        wanted: libc::c_uint,
+        known: libc::c_uint,
+    ) -> (Vec<libc::c_uint>, Option<libc::c_uint>) {
+        let mut tried = Vec::new();
+        let got = negotiate_offloads(wanted, |flags| {
+            tried.push(flags);
+            if flags & !known == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::from_raw_os_error(libc::EINVAL))
+            }
+        });
+        (tried, got.ok())
+    }
+
+    #[test]
+    fn a_kernel_with_every_offload_takes_them_at_once() {
+        let all = Offloads::all().to_flags();
+        assert_eq!(against(all, all), (vec![all], Some(all)));
+    }
+
+    #[test]
+    fn a_kernel_without_uso_gets_tso_and_csum() {
+        let all = Offloads::all().to_flags();
+        let pre_6_2 = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN;
+        let (tried, got) = against(all, pre_6_2);
+        assert_eq!(tried, vec![all, pre_6_2]);
+        let taken = Offloads::from_flags(got.unwrap());
+        assert!(taken.csum && taken.tso4 && taken.tso6 && taken.tso_ecn);
+        assert!(!taken.uso4 && !taken.uso6);
+        assert_eq!(taken.to_string(), "csum tso4 tso6 tso_ecn");
+    }
+
+    #[test]
+    fn a_kernel_with_csum_only_and_one_with_nothing() {
+        let all = Offloads::all().to_flags();
+        let (tried, got) = against(all, TUN_F_CSUM);
+        assert_eq!(tried.len(), 3);
+        assert_eq!(got, Some(TUN_F_CSUM));
+        let (tried, got) = against(all, 0);
+        assert_eq!(tried.last(), Some(&0));
+        assert_eq!(got, Some(0));
+    }
+
+    #[test]
+    fn an_attempt_already_made_is_not_repeated() {
+        // Wanting no USO: the "without USO" step is the first one again.
+        let tso = TUN_F_CSUM | TUN_F_TSO4;
+        assert_eq!(
+            against(tso, TUN_F_CSUM),
+            (vec![tso, TUN_F_CSUM], Some(TUN_F_CSUM))
+        );
+    }
+
+    #[test]
+    fn other_errors_stop_the_fallback() {
+        let all = Offloads::all().to_flags();
+        let mut tried = 0;
+        let got = negotiate_offloads(all, |_| {
+            tried += 1;
+            Err(io::Error::from_raw_os_error(libc::EBADFD))
+        });
+        let (e, flags) = got.unwrap_err();
+        assert_eq!((tried, flags), (1, all));
+        assert_eq!(e.raw_os_error(), Some(libc::EBADFD));
+        // A kernel that refuses even 0 reports the last EINVAL, for 0.
+        let (e, flags) =
+            negotiate_offloads(all, |_| Err(io::Error::from_raw_os_error(libc::EINVAL)))
+                .unwrap_err();
+        assert_eq!((e.raw_os_error(), flags), (Some(libc::EINVAL), 0));
     }
 }

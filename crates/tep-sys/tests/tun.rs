@@ -295,107 +295,136 @@ fn tun_udp_super_packets_with_uso() {
         eprintln!("SKIPPED tun_udp_super_packets_with_uso: needs root (CI runs it as root)");
         return;
     }
-    in_netns(|| {
-        let mut tun = Tun::open(&TunOptions {
-            name: "tepuso0".into(),
-            kind: DeviceKind::Tun,
-            queues: 1,
-            vnet_hdr: true,
-            offloads: Offloads::all(),
-        })
-        .unwrap();
-        let uso = tun.offloads().uso4;
-        eprintln!("offloads in effect: {}", tun.offloads());
-        tun.add_address(IpAddr::V4(Ipv4Addr::new(10, 96, 0, 1)), 24)
-            .unwrap();
-        tun.set_up().unwrap();
-        let queues = tun.take_queues();
-        let q = &queues[0];
+    in_netns(|| udp_through_the_tun(Offloads::all()));
+}
 
-        // Out of the TUN: 1300 bytes sent with UDP_SEGMENT 500.
-        let mut tx = tep_sys::UdpSocket::bind(
-            "10.96.0.1:0".parse().unwrap(),
-            &tep_sys::UdpOptions::default(),
-        )
+/// TSO without USO, as the offload fallback leaves a kernel older than
+/// 6.2: the kernel segments UDP super-packets before the TUN, and the
+/// device still takes TCP ones.
+#[test]
+fn tun_udp_datagrams_without_uso() {
+    if !tep_sys::netns::is_root() {
+        eprintln!("SKIPPED tun_udp_datagrams_without_uso: needs root (CI runs it as root)");
+        return;
+    }
+    let no_uso = Offloads {
+        uso4: false,
+        uso6: false,
+        ..Offloads::all()
+    };
+    in_netns(move || udp_through_the_tun(no_uso));
+}
+
+/// A UDP_SEGMENT send routed out of a TUN opened with `offloads`: one
+/// super-packet with USO, else the kernel's datagrams; with USO, also a
+/// super-packet written into the TUN reaching a local socket as datagrams.
+fn udp_through_the_tun(offloads: Offloads) {
+    let mut tun = Tun::open(&TunOptions {
+        name: "tepuso0".into(),
+        kind: DeviceKind::Tun,
+        queues: 1,
+        vnet_hdr: true,
+        offloads,
+    })
+    .unwrap();
+    let taken = tun.offloads();
+    assert!(taken.csum && taken.tso4 && taken.tso6, "TSO in {taken}");
+    if !offloads.uso4 {
+        assert!(!taken.uso4 && !taken.uso6, "USO not wanted, but {taken}");
+    }
+    let uso = taken.uso4;
+    eprintln!("offloads in effect: {}", tun.offloads());
+    tun.add_address(IpAddr::V4(Ipv4Addr::new(10, 96, 0, 1)), 24)
         .unwrap();
-        let data: Vec<u8> = (0..1300u32).map(|i| i as u8).collect();
-        let dest = "10.96.0.2:4000".parse().unwrap();
-        let msg = tep_sys::Transmit {
-            dest,
-            data: &data,
-            segment_size: Some(500),
-        };
-        assert_eq!(tx.send_batch(&[msg]).unwrap(), 1);
-        let is_ours =
-            |p: &[u8]| p.len() > 28 && p[0] == 0x45 && p[9] == 17 && p[22..24] == [0x0f, 0xa0];
-        let (hdr, pkt, _) = read_until(&[q], "the UDP train", is_ours);
-        eprintln!(
-            "first packet of the train: {} bytes, vnet header {hdr:02x?}",
-            pkt.len()
-        );
-        if uso {
-            assert_eq!(pkt.len(), 28 + 1300, "one super-packet");
-            assert_eq!(hdr[0] & 1, 1, "NEEDS_CSUM");
-            assert_eq!(hdr[1], 5, "VIRTIO_NET_HDR_GSO_UDP_L4");
-            assert_eq!(vnet_u16(&hdr, 4), 500, "gso_size");
-            assert_eq!((vnet_u16(&hdr, 6), vnet_u16(&hdr, 8)), (20, 6));
-            assert_eq!(&pkt[28..], &data[..]);
-        } else {
-            assert_eq!(pkt.len(), 28 + 500, "segmented by the kernel");
-            for len in [500, 300] {
-                let (_, pkt, _) = read_until(&[q], "the next datagram", is_ours);
-                assert_eq!(pkt.len(), 28 + len);
-            }
+    tun.set_up().unwrap();
+    let queues = tun.take_queues();
+    let q = &queues[0];
+
+    // Out of the TUN: 1300 bytes sent with UDP_SEGMENT 500.
+    let mut tx = tep_sys::UdpSocket::bind(
+        "10.96.0.1:0".parse().unwrap(),
+        &tep_sys::UdpOptions::default(),
+    )
+    .unwrap();
+    let data: Vec<u8> = (0..1300u32).map(|i| i as u8).collect();
+    let dest = "10.96.0.2:4000".parse().unwrap();
+    let msg = tep_sys::Transmit {
+        dest,
+        data: &data,
+        segment_size: Some(500),
+    };
+    assert_eq!(tx.send_batch(&[msg]).unwrap(), 1);
+    let is_ours =
+        |p: &[u8]| p.len() > 28 && p[0] == 0x45 && p[9] == 17 && p[22..24] == [0x0f, 0xa0];
+    let (hdr, pkt, _) = read_until(&[q], "the UDP train", is_ours);
+    eprintln!(
+        "first packet of the train: {} bytes, vnet header {hdr:02x?}",
+        pkt.len()
+    );
+    if uso {
+        assert_eq!(pkt.len(), 28 + 1300, "one super-packet");
+        assert_eq!(hdr[0] & 1, 1, "NEEDS_CSUM");
+        assert_eq!(hdr[1], 5, "VIRTIO_NET_HDR_GSO_UDP_L4");
+        assert_eq!(vnet_u16(&hdr, 4), 500, "gso_size");
+        assert_eq!((vnet_u16(&hdr, 6), vnet_u16(&hdr, 8)), (20, 6));
+        assert_eq!(&pkt[28..], &data[..]);
+    } else {
+        assert_eq!(pkt.len(), 28 + 500, "segmented by the kernel");
+        for len in [500, 300] {
+            let (_, pkt, _) = read_until(&[q], "the next datagram", is_ours);
+            assert_eq!(pkt.len(), 28 + len);
+        }
+        if offloads.uso4 {
             eprintln!(
                 "no USO on this kernel: the super-packet direction into the TUN is not tested"
             );
-            return;
         }
+        return;
+    }
 
-        // Into the TUN: an IPv4/UDP super-packet for a local socket, with the
-        // pseudo-header sum in the checksum field (CHECKSUM_PARTIAL).
-        let rx = std::net::UdpSocket::bind("10.96.0.1:5000").unwrap();
-        let (src, dst) = ([10, 96, 0, 2], [10, 96, 0, 1]);
-        let udp_len = 8 + data.len();
-        let mut p = vec![0u8; 20 + udp_len];
-        p[0] = 0x45;
-        p[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
-        p[8] = 64;
-        p[9] = 17;
-        p[12..16].copy_from_slice(&src);
-        p[16..20].copy_from_slice(&dst);
-        let c = common::checksum(&p[..20]);
-        p[10..12].copy_from_slice(&c.to_be_bytes());
-        p[20..22].copy_from_slice(&4000u16.to_be_bytes());
-        p[22..24].copy_from_slice(&5000u16.to_be_bytes());
-        p[24..26].copy_from_slice(&(udp_len as u16).to_be_bytes());
-        let mut pseudo = Vec::new();
-        pseudo.extend_from_slice(&src);
-        pseudo.extend_from_slice(&dst);
-        pseudo.extend_from_slice(&[0, 17]);
-        pseudo.extend_from_slice(&(udp_len as u16).to_be_bytes());
-        let partial = !common::checksum(&pseudo); // the folded sum, not complemented
-        p[26..28].copy_from_slice(&partial.to_be_bytes());
-        p[28..].copy_from_slice(&data);
-        let mut hdr = [0u8; 10];
-        hdr[0] = 1; // NEEDS_CSUM
-        hdr[1] = 5; // GSO_UDP_L4
-        hdr[2..4].copy_from_slice(&28u16.to_le_bytes()); // hdr_len
-        hdr[4..6].copy_from_slice(&500u16.to_le_bytes()); // gso_size
-        hdr[6..8].copy_from_slice(&20u16.to_le_bytes()); // csum_start
-        hdr[8..10].copy_from_slice(&6u16.to_le_bytes()); // csum_offset
-        assert_eq!(q.write_packet(&hdr, &p).unwrap(), p.len());
-        rx.set_read_timeout(Some(std::time::Duration::from_secs(1)))
-            .unwrap();
-        let mut got = Vec::new();
-        let mut buf = [0u8; 2048];
-        for want in [500, 500, 300] {
-            let (n, from) = rx.recv_from(&mut buf).unwrap();
-            assert_eq!((n, from), (want, "10.96.0.2:4000".parse().unwrap()));
-            got.extend_from_slice(&buf[..n]);
-        }
-        assert_eq!(got, data);
-    });
+    // Into the TUN: an IPv4/UDP super-packet for a local socket, with the
+    // pseudo-header sum in the checksum field (CHECKSUM_PARTIAL).
+    let rx = std::net::UdpSocket::bind("10.96.0.1:5000").unwrap();
+    let (src, dst) = ([10, 96, 0, 2], [10, 96, 0, 1]);
+    let udp_len = 8 + data.len();
+    let mut p = vec![0u8; 20 + udp_len];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
+    p[8] = 64;
+    p[9] = 17;
+    p[12..16].copy_from_slice(&src);
+    p[16..20].copy_from_slice(&dst);
+    let c = common::checksum(&p[..20]);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p[20..22].copy_from_slice(&4000u16.to_be_bytes());
+    p[22..24].copy_from_slice(&5000u16.to_be_bytes());
+    p[24..26].copy_from_slice(&(udp_len as u16).to_be_bytes());
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&src);
+    pseudo.extend_from_slice(&dst);
+    pseudo.extend_from_slice(&[0, 17]);
+    pseudo.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    let partial = !common::checksum(&pseudo); // the folded sum, not complemented
+    p[26..28].copy_from_slice(&partial.to_be_bytes());
+    p[28..].copy_from_slice(&data);
+    let mut hdr = [0u8; 10];
+    hdr[0] = 1; // NEEDS_CSUM
+    hdr[1] = 5; // GSO_UDP_L4
+    hdr[2..4].copy_from_slice(&28u16.to_le_bytes()); // hdr_len
+    hdr[4..6].copy_from_slice(&500u16.to_le_bytes()); // gso_size
+    hdr[6..8].copy_from_slice(&20u16.to_le_bytes()); // csum_start
+    hdr[8..10].copy_from_slice(&6u16.to_le_bytes()); // csum_offset
+    assert_eq!(q.write_packet(&hdr, &p).unwrap(), p.len());
+    rx.set_read_timeout(Some(std::time::Duration::from_secs(1)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 2048];
+    for want in [500, 500, 300] {
+        let (n, from) = rx.recv_from(&mut buf).unwrap();
+        assert_eq!((n, from), (want, "10.96.0.2:4000".parse().unwrap()));
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(got, data);
 }
 
 /// The kernel cuts a packet that does not fit and says only how much it
