@@ -100,6 +100,36 @@ impl Kernel {
         };
         to_network_order(native)
     }
+
+    /// Copies `src` into `dst` (of the same length) and returns the sum of
+    /// the bytes, as [`Kernel::sum`] would: one pass over memory instead of
+    /// a copy and then a read (segmentation's payload copy, whose checksum
+    /// is needed anyway).
+    ///
+    /// # Panics
+    /// If the lengths differ.
+    #[inline]
+    pub fn copy_sum(self, dst: &mut [u8], src: &[u8]) -> Sum {
+        assert_eq!(dst.len(), src.len(), "copy_sum: lengths differ");
+        let native = match self {
+            _ if src.len() < SIMD_MIN_LEN => {
+                dst.copy_from_slice(src);
+                scalar(src)
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 | Kernel::Avx512 if Kernel::Avx2.is_available() => {
+                // SAFETY: the CPU has AVX2 (checked just above); the lengths
+                // are equal (asserted above). AVX-512 gains nothing here: the
+                // copy is bound by the stores.
+                unsafe { x86::avx2_copy(dst, src) }
+            }
+            _ => {
+                dst.copy_from_slice(src);
+                scalar(src)
+            }
+        };
+        to_network_order(native)
+    }
 }
 
 /// The kernels add 16-bit words as they sit in memory (native order); the
@@ -226,6 +256,65 @@ mod x86 {
         total
     }
 
+    /// [`avx2`] that also stores every vector it loads into `dst`.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and `dst.len() == src.len()`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn avx2_copy(dst: &mut [u8], src: &[u8]) -> u16 {
+        debug_assert_eq!(dst.len(), src.len());
+        let mut total = 0u64;
+        for (dblock, block) in dst.chunks_mut(FLUSH_BLOCK).zip(src.chunks(FLUSH_BLOCK)) {
+            let (mut all0, mut hi0) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+            let (mut all1, mut hi1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+            let vectors = block.len() / 32;
+            let (s, d) = (block.as_ptr(), dblock.as_mut_ptr());
+            // Two vectors per step, each into its own accumulator pair, so
+            // that the adds of one do not wait for the other's.
+            for n in (0..vectors / 2 * 2).step_by(2) {
+                // SAFETY: vectors `n` and `n + 1` are within both blocks
+                // (same length, `n + 1 < len / 32`); loadu/storeu have no
+                // alignment requirement.
+                let (v0, v1) = unsafe {
+                    let v0 = _mm256_loadu_si256(s.add(32 * n).cast());
+                    let v1 = _mm256_loadu_si256(s.add(32 * n + 32).cast());
+                    _mm256_storeu_si256(d.add(32 * n).cast(), v0);
+                    _mm256_storeu_si256(d.add(32 * n + 32).cast(), v1);
+                    (v0, v1)
+                };
+                all0 = _mm256_add_epi32(all0, v0);
+                hi0 = _mm256_add_epi32(hi0, _mm256_srli_epi32::<16>(v0));
+                all1 = _mm256_add_epi32(all1, v1);
+                hi1 = _mm256_add_epi32(hi1, _mm256_srli_epi32::<16>(v1));
+            }
+            if vectors % 2 == 1 {
+                let n = vectors - 1;
+                // SAFETY: vector `n` is the last whole one of both blocks.
+                let v = unsafe {
+                    let v = _mm256_loadu_si256(s.add(32 * n).cast());
+                    _mm256_storeu_si256(d.add(32 * n).cast(), v);
+                    v
+                };
+                all0 = _mm256_add_epi32(all0, v);
+                hi0 = _mm256_add_epi32(hi0, _mm256_srli_epi32::<16>(v));
+            }
+            let done = vectors * 32;
+            dblock[done..].copy_from_slice(&block[done..]);
+            // Two pairs: at most 2 * FLUSH_BLOCK / 64 vectors per lane.
+            let all = _mm256_add_epi32(all0, all1);
+            let hi = _mm256_add_epi32(hi0, hi1);
+            let mut a = [0u32; 8];
+            let mut h = [0u32; 8];
+            // SAFETY: each store writes 32 bytes into an array of 8 u32.
+            unsafe {
+                _mm256_storeu_si256(a.as_mut_ptr().cast(), all);
+                _mm256_storeu_si256(h.as_mut_ptr().cast(), hi);
+            }
+            total += lanes_total(&a, &h) + scalar_wide(&block[done..]);
+        }
+        fold64(total)
+    }
+
     #[target_feature(enable = "avx512f,avx2")]
     pub(super) unsafe fn avx512(data: &[u8]) -> u16 {
         let mut total = 0u64;
@@ -294,6 +383,38 @@ mod tests {
         check_all(&vec![0xffu8; (1 << 20) * 3 + 77]);
     }
 
+    /// Every kernel's copy gives the bytes back and the reference sum.
+    fn check_copies(src: &[u8]) {
+        let want = reference(src);
+        for k in Kernel::available() {
+            let mut dst = vec![0x5au8; src.len()];
+            assert_eq!(
+                k.copy_sum(&mut dst, src),
+                want,
+                "{} on {} bytes",
+                k.name(),
+                src.len()
+            );
+            assert!(dst == src, "{} copied {} bytes wrong", k.name(), src.len());
+        }
+    }
+
+    #[test]
+    fn copy_sum_edge_lengths_and_values() {
+        for len in (0..300).chain([1491, 1492, 9000, 65535]) {
+            check_copies(&vec![0xffu8; len]);
+            let mixed: Vec<u8> = (0..len).map(|i| (i * 151 + 17) as u8).collect();
+            check_copies(&mixed);
+        }
+        check_copies(&vec![0xffu8; (1 << 20) * 2 + 33]);
+    }
+
+    #[test]
+    #[should_panic(expected = "lengths differ")]
+    fn copy_sum_refuses_different_lengths() {
+        Kernel::best().copy_sum(&mut [0u8; 3], &[0u8; 4]);
+    }
+
     #[test]
     fn reports_which_kernels_run_here() {
         let avail: Vec<_> = Kernel::available().map(Kernel::name).collect();
@@ -320,6 +441,22 @@ mod tests {
             let want = reference(data);
             for k in Kernel::available() {
                 prop_assert_eq!(k.sum(data), want, "{}", k.name());
+            }
+        }
+
+        #[test]
+        fn copy_sum_agrees_with_reference(
+            data in prop::collection::vec(any::<u8>(), 0..=20_000usize),
+            start in 0usize..64,
+            to in 0usize..64,
+        ) {
+            let src = &data[start.min(data.len())..];
+            let want = reference(src);
+            for k in Kernel::available() {
+                // A random destination offset: unaligned stores too.
+                let mut room = vec![0u8; src.len() + to];
+                prop_assert_eq!(k.copy_sum(&mut room[to..], src), want, "{}", k.name());
+                prop_assert_eq!(&room[to..], src);
             }
         }
 

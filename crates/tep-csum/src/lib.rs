@@ -62,6 +62,16 @@ impl Sum {
         Kernel::best().sum(data)
     }
 
+    /// Copies `src` into `dst` (same length) and returns the sum of the
+    /// bytes, laid at an even offset, in one pass ([`Kernel::copy_sum`]).
+    ///
+    /// # Panics
+    /// If the lengths differ.
+    #[inline]
+    pub fn copy_of(dst: &mut [u8], src: &[u8]) -> Sum {
+        Kernel::best().copy_sum(dst, src)
+    }
+
     /// The sum of `data` as it contributes to a packet sum when it starts at
     /// byte `offset` of the checksummed region: a piece at an odd offset has
     /// its bytes in the other halves of the 16-bit words, which the

@@ -7,6 +7,7 @@
 //! so neither copies the payload.
 
 use crate::drop::DropReason;
+use tep_csum::Sum;
 
 /// Room before the data for outer headers. The deepest stack tep builds —
 /// Ethernet with a VLAN tag (18), IPv6 (40), UDP (8), and a tunnel header
@@ -458,14 +459,52 @@ impl Pool {
         dst: PacketId,
         at: usize,
     ) {
+        let (from, to) = self.copy_ends(src, range, dst, at);
+        self.arena.copy_within(from, to);
+    }
+
+    /// [`copy_between`](Pool::copy_between) that also returns the sum of
+    /// the bytes copied (laid at an even offset), in the same pass: how
+    /// segmentation fills each segment's checksum without reading its
+    /// payload twice.
+    ///
+    /// # Panics
+    /// If a range is outside its packet, or `src` and `dst` are the same.
+    pub fn copy_between_summed(
+        &mut self,
+        src: PacketId,
+        range: core::ops::Range<usize>,
+        dst: PacketId,
+        at: usize,
+    ) -> Sum {
+        assert_ne!(src, dst, "a summed copy is between two buffers");
+        let (from, to) = self.copy_ends(src, range, dst, at);
+        let len = from.len();
+        // Distinct buffers do not overlap: split the arena between them.
+        if from.start < to {
+            let (a, b) = self.arena.split_at_mut(to);
+            Sum::copy_of(&mut b[..len], &a[from])
+        } else {
+            let (a, b) = self.arena.split_at_mut(from.start);
+            Sum::copy_of(&mut a[to..to + len], &b[..len])
+        }
+    }
+
+    /// The arena range a copy reads and where it writes, checked.
+    fn copy_ends(
+        &self,
+        src: PacketId,
+        range: core::ops::Range<usize>,
+        dst: PacketId,
+        at: usize,
+    ) -> (core::ops::Range<usize>, usize) {
         let se = self.extents[src.index()];
         let de = self.extents[dst.index()];
         assert!(range.start <= range.end && range.end <= se.len as usize);
         assert!(at + range.len() <= de.len as usize);
         let from = self.base(src) + se.start as usize;
         let to = self.base(dst) + de.start as usize + at;
-        self.arena
-            .copy_within(from + range.start..from + range.end, to);
+        (from + range.start..from + range.end, to)
     }
 
     /// The rooms of the distinct buffers `ids`, each from `at` bytes past
@@ -536,6 +575,32 @@ mod tests {
         assert_eq!(again, ids[1]);
         assert_eq!(p.data(again).len(), 0, "a reused buffer starts empty");
         assert_eq!(*p.meta(again), PacketMeta::FRESH);
+    }
+
+    #[test]
+    fn summed_copies_go_either_way_in_the_arena() {
+        let mut p = Pool::new(2, 2048);
+        let (a, b) = (p.alloc().unwrap(), p.alloc().unwrap());
+        let bytes: Vec<u8> = (0..1500u32).map(|i| (i * 7 + 3) as u8).collect();
+        assert!(p.fill(a, &bytes));
+        assert!(p.fill(b, &[0u8; 1500]));
+        // Later buffer to earlier, and back, with offsets at both ends.
+        for (src, dst) in [(a, b), (b, a)] {
+            let sum = p.copy_between_summed(src, 100..1400, dst, 50);
+            assert_eq!(sum, tep_csum::reference(&bytes[100..1400]));
+            assert_eq!(&p.data(dst)[50..1350], &bytes[100..1400]);
+            p.copy_between(src, 0..1500, dst, 0);
+        }
+        assert_eq!(p.data(a), &bytes[..]);
+    }
+
+    #[test]
+    #[should_panic(expected = "between two buffers")]
+    fn a_summed_copy_within_one_buffer_is_refused() {
+        let mut p = Pool::new(1, 64);
+        let a = p.alloc().unwrap();
+        assert!(p.fill(a, &[1u8; 64]));
+        p.copy_between_summed(a, 0..8, a, 32);
     }
 
     #[test]

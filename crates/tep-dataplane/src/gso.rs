@@ -438,9 +438,17 @@ fn normalise(
 fn fill_transport_checksum(buf: &mut [u8], lay: &Layout, len: usize) {
     let at = lay.csum_at();
     buf[at..at + 2].fill(0);
+    let transport = Sum::of(&buf[lay.l4..len]);
+    set_transport_checksum(buf, lay, len, transport);
+}
+
+/// Fills the transport checksum of a `len`-byte packet whose transport
+/// bytes, with the checksum field zero, sum to `transport`.
+fn set_transport_checksum(buf: &mut [u8], lay: &Layout, len: usize, transport: Sum) {
+    let at = lay.csum_at();
     let sum = pseudo_base(&buf[lay.l3..], lay.v6, lay.protocol())
         .add_u16((len - lay.l4) as u16)
-        .add(Sum::of(&buf[lay.l4..len]));
+        .add(transport);
     let c = if lay.tcp {
         sum.checksum()
     } else {
@@ -552,9 +560,17 @@ fn emit(
         {
             pool.set_len(s, if gathered { hdr } else { len });
             pool.copy_between(id, 0..hdr, s, 0);
-            if !gathered {
-                pool.copy_between(id, hdr + off..hdr + off + chunk, s, hdr);
-            }
+            let body = hdr + off..hdr + off + chunk;
+            // The payload's sum, when the segment's checksum needs it: taken
+            // in the same pass as the copy.
+            let payload_sum = match (gathered, checksums) {
+                (true, _) => None,
+                (false, Pieces::Compute) => Some(pool.copy_between_summed(id, body, s, hdr)),
+                (false, _) => {
+                    pool.copy_between(id, body, s, hdr);
+                    None
+                }
+            };
             let buf = pool.data_mut(s);
             let ident = Some(ident.wrapping_add(i as u16));
             set_ip_len(&mut buf[lay.l3..], lay.v6, len - lay.l3, ident);
@@ -580,8 +596,13 @@ fn emit(
                         .add_u16((len - lay.l4) as u16)
                         .value();
                     buf[at..at + 2].copy_from_slice(&partial.to_be_bytes());
-                } else {
-                    fill_transport_checksum(buf, &lay, len);
+                } else if let Some(payload) = payload_sum {
+                    // The payload starts at an even offset of the segment
+                    // (transport headers are 4-byte multiples).
+                    let at = lay.csum_at();
+                    buf[at..at + 2].fill(0);
+                    let headers = Sum::of(&buf[lay.l4..hdr]);
+                    set_transport_checksum(buf, &lay, len, headers.add(payload));
                 }
             }
         }

@@ -171,7 +171,8 @@ struct PcapArgs {
 
 #[derive(Debug, Subcommand)]
 enum BenchCommand {
-    /// GB/s of each checksum kernel against a read-only pass over the same bytes.
+    /// GB/s of each checksum kernel against a read-only pass over the same
+    /// bytes, and of a copy then a sum against the fused copy and sum.
     Checksum {
         /// One JSON object per row instead of a table.
         #[arg(long)]
