@@ -6,11 +6,11 @@
 use crate::buffer::{ChecksumState, PacketId, Pool, NO_TUNNEL};
 use crate::drop::DropReason;
 use crate::encap::{
-    each, ethernet_ip_offset, holds_pseudo_sum, inner_pseudo, locate_ip, outer_pseudo, sweep,
+    ethernet_ip_offset, holds_pseudo_sum, inner_pseudo, locate_ip, outer_pseudo,
     transport_checksum_offset,
 };
 use crate::kind::TunnelKind;
-use crate::node::NodeStats;
+use crate::node::{each, sweep, NodeStats};
 use crate::tunnel::{gre_id, ReceiveCache, TunnelTable};
 use crate::vector::PacketVector;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -106,9 +106,8 @@ pub fn udp_input(
     for &id in v.as_slice() {
         match udp_input_one(pool, id, table) {
             Ok(kind) => {
-                let i = TunnelKind::ALL.iter().position(|&k| k == kind).unwrap_or(0);
                 // Same size as the input vector: it cannot be full.
-                let _ = by_kind[i].push(id);
+                let _ = by_kind[kind.index()].push(id);
             }
             Err(r) => pool.meta_mut(id).drop = Some(r),
         }

@@ -11,7 +11,7 @@ use crate::buffer::{ChecksumState, PacketId, Pool};
 use crate::config::{ChecksumMode, DontFragment, Dscp, GueRcoEncoding, Ttl, TunnelConfig};
 use crate::drop::DropReason;
 use crate::kind::TunnelKind;
-use crate::node::NodeStats;
+use crate::node::{each, NodeStats};
 use crate::tunnel::{mix, TunnelTable};
 use crate::vector::PacketVector;
 use core::net::IpAddr;
@@ -28,58 +28,6 @@ pub enum InnerLink {
     Ip,
     /// Ethernet frames (TAP).
     Ethernet,
-}
-
-/// Runs a node's per-packet step over `v`: a packet the step refuses is
-/// marked with its reason and then swept out. The vector is walked again
-/// only when some packet was refused (a scan per node and vector cost ~10
-/// instructions per packet, for nothing in the common case).
-pub fn each(
-    stats: &mut NodeStats,
-    pool: &mut Pool,
-    v: &mut PacketVector,
-    mut step: impl FnMut(&mut Pool, PacketId) -> Result<(), DropReason>,
-) {
-    let mut refused = false;
-    for &id in v.as_slice() {
-        if let Err(r) = step(pool, id) {
-            pool.meta_mut(id).drop = Some(r);
-            refused = true;
-        }
-    }
-    if refused {
-        remove_dropped(stats, pool, v);
-    }
-}
-
-/// Removes the packets a node marked dropped: counts each by its reason on
-/// the node and returns its buffer to the pool.
-pub fn sweep(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) {
-    let mut any = false;
-    for &id in v.as_slice() {
-        any |= pool.meta(id).drop.is_some();
-    }
-    if any {
-        remove_dropped(stats, pool, v);
-    }
-}
-
-fn remove_dropped(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) {
-    let mut dropped = PacketVector::new();
-    v.retain(
-        |id| pool.meta(id).drop.is_none(),
-        |id| {
-            // At most as many as the vector held.
-            let _ = dropped.push(id);
-        },
-    );
-    for &id in dropped.as_slice() {
-        let m = pool.meta(id);
-        if let Some(r) = m.drop {
-            stats.drop_in(r, m.tunnel);
-        }
-        pool.free(id);
-    }
 }
 
 /// What classification learns about an inner IP packet.

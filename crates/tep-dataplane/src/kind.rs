@@ -37,6 +37,11 @@ impl TunnelKind {
         TunnelKind::FouGre,
     ];
 
+    /// The kind's place in [`TunnelKind::ALL`] (per-kind arrays).
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
     /// The IANA / customary UDP destination port. FOU has none (Linux
     /// makes the user pick one); tep uses 5555 as the iproute2 examples do.
     pub const fn default_port(self) -> u16 {
@@ -94,5 +99,18 @@ impl FromStr for TunnelKind {
                 let names: Vec<_> = TunnelKind::ALL.iter().map(|k| k.name()).collect();
                 format!("unknown tunnel kind '{s}' (one of: {})", names.join(", "))
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_is_the_place_in_all_and_names_parse_back() {
+        for (i, k) in TunnelKind::ALL.iter().enumerate() {
+            assert_eq!(k.index(), i);
+            assert_eq!(k.name().parse::<TunnelKind>(), Ok(*k));
+        }
     }
 }

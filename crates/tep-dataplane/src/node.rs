@@ -1,9 +1,135 @@
-//! Per-node counters and the `show runtime` report, after VPP: each node is
-//! one function over a vector, and its cost is visible per packet.
+//! The nodes of the graph, each declared once, their counters, the
+//! driver every node function runs under, and the `show runtime` report,
+//! after VPP: each node is one function over a vector, and its cost is
+//! visible per packet.
 
+use crate::buffer::{PacketId, Pool};
 use crate::clock::Clock;
 use crate::drop::DropReason;
+use crate::kind::TunnelKind;
+use crate::vector::PacketVector;
 use core::fmt::Write;
+
+macro_rules! nodes {
+    ($($(#[$doc:meta])* $variant:ident => $name:literal,)+) => {
+        /// A node of the encap or decap graph.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum Node {
+            $($(#[$doc])* $variant,)+
+        }
+
+        impl Node {
+            /// Every node, in the order `show runtime` lists them.
+            pub const ALL: &'static [Node] = &[$(Node::$variant,)+];
+            /// How many nodes there are.
+            pub const COUNT: usize = Node::ALL.len();
+
+            /// The node's name in `show runtime`, metrics and drops.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Node::$variant => $name,)+
+                }
+            }
+        }
+    };
+}
+
+nodes! {
+    /// Encap: TSO super-packets cut into segments.
+    GsoSegment => "gso-segment",
+    /// Encap: parses the inner packet (offsets, flow hash).
+    EncapClassify => "encap-classify",
+    /// Encap: the tunnel by inner MAC or destination prefix.
+    TunnelLookup => "tunnel-lookup",
+    /// Encap: completes a partial inner checksum unless RCO carries it.
+    InnerChecksum => "inner-checksum",
+    /// Encap: the VXLAN header.
+    VxlanEncap => "vxlan-encap",
+    /// Encap: the Geneve header.
+    GeneveEncap => "geneve-encap",
+    /// Encap: the GTP-U header.
+    GtpuEncap => "gtpu-encap",
+    /// Encap: the GRE header of GRE-in-UDP.
+    GreEncap => "gre-encap",
+    /// Encap: the GUE header.
+    GueEncap => "gue-encap",
+    /// Encap: FOU of IPv4 (no header).
+    FouIpipEncap => "fou-ipip-encap",
+    /// Encap: FOU of IPv6 (no header).
+    FouSitEncap => "fou-sit-encap",
+    /// Encap: the GRE header of FOU-GRE.
+    FouGreEncap => "fou-gre-encap",
+    /// Encap: the outer IP and UDP fields (and headers, where tep writes
+    /// them).
+    IpUdpEncap => "ip-udp-encap",
+    /// Encap: the outer UDP checksum by the tunnel's mode.
+    UdpChecksum => "udp-checksum",
+    /// Decap: the outer IP header.
+    IpInput => "ip-input",
+    /// Decap: the outer UDP header; the port picks the kind.
+    UdpInput => "udp-input",
+    /// Decap: the VXLAN header.
+    VxlanDecap => "vxlan-decap",
+    /// Decap: the Geneve header.
+    GeneveDecap => "geneve-decap",
+    /// Decap: the GTP-U header (and the replies it draws).
+    GtpuDecap => "gtpu-decap",
+    /// Decap: the GRE header of GRE-in-UDP.
+    GreDecap => "gre-decap",
+    /// Decap: the GUE header.
+    GueDecap => "gue-decap",
+    /// Decap: FOU of IPv4.
+    FouIpipDecap => "fou-ipip-decap",
+    /// Decap: FOU of IPv6.
+    FouSitDecap => "fou-sit-decap",
+    /// Decap: the GRE header of FOU-GRE.
+    FouGreDecap => "fou-gre-decap",
+    /// Decap: the outer UDP checksum, and what its sum says of the inner
+    /// one.
+    UdpChecksumVerify => "udp-checksum-verify",
+    /// Decap: strips the outer headers, RFC 6040 ECN, the inner checksum
+    /// settled for the sink.
+    DecapOutput => "decap-output",
+    /// Decap: coalesces inner TCP/UDP flows.
+    Gro => "gro",
+    /// Encap: runs of datagrams become UDP GSO trains.
+    UdpTrain => "udp-train",
+    /// Decap: a UDP GRO train cut into its datagrams.
+    UdpTrainSplit => "udp-train-split",
+    /// Decap: the datagrams of a UDP GRO train merged where they lie.
+    TrainMerge => "train-merge",
+}
+
+impl Node {
+    /// The `<kind>-encap` node.
+    pub const fn encap(kind: TunnelKind) -> Node {
+        match kind {
+            TunnelKind::Vxlan => Node::VxlanEncap,
+            TunnelKind::Geneve => Node::GeneveEncap,
+            TunnelKind::Gtpu => Node::GtpuEncap,
+            TunnelKind::GreInUdp => Node::GreEncap,
+            TunnelKind::Gue => Node::GueEncap,
+            TunnelKind::FouIpip => Node::FouIpipEncap,
+            TunnelKind::FouSit => Node::FouSitEncap,
+            TunnelKind::FouGre => Node::FouGreEncap,
+        }
+    }
+
+    /// The `<kind>-decap` node.
+    pub const fn decap(kind: TunnelKind) -> Node {
+        match kind {
+            TunnelKind::Vxlan => Node::VxlanDecap,
+            TunnelKind::Geneve => Node::GeneveDecap,
+            TunnelKind::Gtpu => Node::GtpuDecap,
+            TunnelKind::GreInUdp => Node::GreDecap,
+            TunnelKind::Gue => Node::GueDecap,
+            TunnelKind::FouIpip => Node::FouIpipDecap,
+            TunnelKind::FouSit => Node::FouSitDecap,
+            TunnelKind::FouGre => Node::FouGreDecap,
+        }
+    }
+}
 
 /// The counters of one node on one worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,44 +220,30 @@ impl NodeStats {
     }
 }
 
-/// The nodes of one worker, with the clock they are timed by.
+/// The nodes of one worker, with the clock they are timed by: the
+/// counters of every [`Node`], in [`Node::ALL`] order.
 #[derive(Debug)]
 pub struct Runtime<C: Clock> {
     clock: C,
     nodes: Vec<NodeStats>,
 }
 
-/// A node's place in its [`Runtime`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NodeIndex(usize);
-
 impl<C: Clock> Runtime<C> {
-    /// An empty runtime timed by `clock`.
+    /// Zeroed counters for every node, timed by `clock`.
     pub fn new(clock: C) -> Runtime<C> {
         Runtime {
             clock,
-            nodes: Vec::new(),
+            nodes: Node::ALL.iter().map(|n| NodeStats::new(n.name())).collect(),
         }
-    }
-
-    /// Registers a node (at set-up, not per packet).
-    pub fn register(&mut self, name: &'static str) -> NodeIndex {
-        self.nodes.push(NodeStats::new(name));
-        NodeIndex(self.nodes.len() - 1)
     }
 
     /// Runs one node function over a vector of `packets` packets, timing
     /// it and counting the call. The function gets the node's counters to
     /// record its drops.
     #[inline]
-    pub fn run<R>(
-        &mut self,
-        node: NodeIndex,
-        packets: usize,
-        f: impl FnOnce(&mut NodeStats) -> R,
-    ) -> R {
+    pub fn run<R>(&mut self, node: Node, packets: usize, f: impl FnOnce(&mut NodeStats) -> R) -> R {
         let start = self.clock.now();
-        let stats = &mut self.nodes[node.0];
+        let stats = &mut self.nodes[node as usize];
         let r = f(stats);
         let end = self.clock.now();
         stats.calls += 1;
@@ -144,11 +256,11 @@ impl<C: Clock> Runtime<C> {
     }
 
     /// The counters of one node.
-    pub fn stats(&self, node: NodeIndex) -> &NodeStats {
-        &self.nodes[node.0]
+    pub fn stats(&self, node: Node) -> &NodeStats {
+        &self.nodes[node as usize]
     }
 
-    /// Every node's counters, in registration order.
+    /// Every node's counters, in [`Node::ALL`] order.
     pub fn nodes(&self) -> &[NodeStats] {
         &self.nodes
     }
@@ -163,6 +275,58 @@ impl<C: Clock> Runtime<C> {
     /// as VPP does.
     pub fn report(&self) -> String {
         render_report(&self.nodes, self.clock.unit())
+    }
+}
+
+/// Runs a node's per-packet step over `v`: a packet the step refuses is
+/// marked with its reason and then swept out. The vector is walked again
+/// only when some packet was refused (a scan per node and vector cost ~10
+/// instructions per packet, for nothing in the common case).
+pub(crate) fn each(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    mut step: impl FnMut(&mut Pool, PacketId) -> Result<(), DropReason>,
+) {
+    let mut refused = false;
+    for &id in v.as_slice() {
+        if let Err(r) = step(pool, id) {
+            pool.meta_mut(id).drop = Some(r);
+            refused = true;
+        }
+    }
+    if refused {
+        remove_dropped(stats, pool, v);
+    }
+}
+
+/// Removes the packets a node marked dropped: counts each by its reason on
+/// the node and returns its buffer to the pool.
+pub(crate) fn sweep(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) {
+    let mut any = false;
+    for &id in v.as_slice() {
+        any |= pool.meta(id).drop.is_some();
+    }
+    if any {
+        remove_dropped(stats, pool, v);
+    }
+}
+
+fn remove_dropped(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) {
+    let mut dropped = PacketVector::new();
+    v.retain(
+        |id| pool.meta(id).drop.is_none(),
+        |id| {
+            // At most as many as the vector held.
+            let _ = dropped.push(id);
+        },
+    );
+    for &id in dropped.as_slice() {
+        let m = pool.meta(id);
+        if let Some(r) = m.drop {
+            stats.drop_in(r, m.tunnel);
+        }
+        pool.free(id);
     }
 }
 
@@ -222,8 +386,8 @@ mod tests {
     #[test]
     fn counts_calls_vectors_packets_ticks_and_drops() {
         let mut rt = Runtime::new(ManualClock::default());
-        let decap = rt.register("vxlan-decap");
-        let lookup = rt.register("tunnel-lookup");
+        let decap = Node::VxlanDecap;
+        let lookup = Node::TunnelLookup;
         for _ in 0..3 {
             rt.run(decap, 256, |s| {
                 s.drop(DropReason::BadChecksum);
@@ -239,15 +403,27 @@ mod tests {
         let report = rt.report();
         assert!(report.contains("vxlan-decap") && report.contains("tunnel-lookup"));
         assert!(report.contains("drop bad_checksum"));
-        rt.register("never-called");
-        assert!(!rt.report().contains("never-called"));
+        assert!(!rt.report().contains("gtpu-encap"), "never called");
         assert!(report.lines().next().unwrap().contains("ticks/pkt"));
+    }
+
+    #[test]
+    fn every_node_is_named_once_and_each_kind_has_its_two() {
+        let mut seen = std::collections::HashSet::new();
+        for (i, n) in Node::ALL.iter().enumerate() {
+            assert_eq!(*n as usize, i);
+            assert!(seen.insert(n.name()), "{} twice", n.name());
+        }
+        for k in TunnelKind::ALL {
+            assert_eq!(Node::encap(k).name(), format!("{}-encap", k.name()));
+            assert_eq!(Node::decap(k).name(), format!("{}-decap", k.name()));
+        }
     }
 
     #[test]
     fn ticks_are_measured_around_the_node_function() {
         let mut rt = Runtime::new(ManualClock::default());
-        let n = rt.register("gtpu-encap");
+        let n = Node::GtpuEncap;
         rt.run(n, 100, |_| ());
         assert_eq!(
             rt.stats(n).ticks,
@@ -255,7 +431,6 @@ mod tests {
             "a clock that does not move costs nothing"
         );
         let mut rt = Runtime::new(AdvancingClock::default());
-        let n = rt.register("gtpu-encap");
         rt.run(n, 100, |_| ());
         assert_eq!(rt.stats(n).ticks, 250, "one now() before, one after");
         assert_eq!(rt.stats(n).ticks_per_packet(), 2.5);

@@ -10,7 +10,7 @@ use crate::encap::{self, HeaderTemplate, InnerLink, TxState};
 use crate::gro::Gro;
 use crate::gso;
 use crate::kind::TunnelKind;
-use crate::node::{NodeIndex, Runtime};
+use crate::node::{Node, Runtime};
 use crate::tunnel::TunnelTable;
 use crate::vector::{PacketVector, VECTOR_SIZE};
 
@@ -96,55 +96,12 @@ pub struct Counters {
     pub generated: u64,
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Nodes {
-    gso: NodeIndex,
-    classify: NodeIndex,
-    lookup: NodeIndex,
-    inner_checksum: NodeIndex,
-    encap: [NodeIndex; 8],
-    ip_udp_encap: NodeIndex,
-    udp_checksum: NodeIndex,
-    ip_input: NodeIndex,
-    udp_input: NodeIndex,
-    decap: [NodeIndex; 8],
-    verify: NodeIndex,
-    output: NodeIndex,
-    gro: NodeIndex,
-    train: NodeIndex,
-    split: NodeIndex,
-    merge: NodeIndex,
-}
-
-const ENCAP_NAMES: [&str; 8] = [
-    "vxlan-encap",
-    "geneve-encap",
-    "gtpu-encap",
-    "gre-encap",
-    "gue-encap",
-    "fou-ipip-encap",
-    "fou-sit-encap",
-    "fou-gre-encap",
-];
-
-const DECAP_NAMES: [&str; 8] = [
-    "vxlan-decap",
-    "geneve-decap",
-    "gtpu-decap",
-    "gre-decap",
-    "gue-decap",
-    "fou-ipip-decap",
-    "fou-sit-decap",
-    "fou-gre-decap",
-];
-
 /// The encap and decap paths of one worker.
 #[derive(Debug)]
 pub struct Pipeline<C: Clock> {
     table: TunnelTable,
     options: PipelineOptions,
     runtime: Runtime<C>,
-    nodes: Nodes,
     tx: Vec<TxState>,
     templates: Vec<HeaderTemplate>,
     gtpu: GtpuResponder,
@@ -179,37 +136,14 @@ enum Leftover {
     Again(PacketId, usize),
 }
 
-fn kind_index(k: TunnelKind) -> usize {
-    TunnelKind::ALL.iter().position(|&x| x == k).unwrap_or(0)
-}
-
 impl<C: Clock> Pipeline<C> {
     /// A pipeline for a validated config, timed by `clock`.
     pub fn new(config: &Config, clock: C, options: PipelineOptions) -> Pipeline<C> {
-        let mut runtime = Runtime::new(clock);
-        let nodes = Nodes {
-            gso: runtime.register("gso-segment"),
-            classify: runtime.register("encap-classify"),
-            lookup: runtime.register("tunnel-lookup"),
-            inner_checksum: runtime.register("inner-checksum"),
-            encap: ENCAP_NAMES.map(|n| runtime.register(n)),
-            ip_udp_encap: runtime.register("ip-udp-encap"),
-            udp_checksum: runtime.register("udp-checksum"),
-            ip_input: runtime.register("ip-input"),
-            udp_input: runtime.register("udp-input"),
-            decap: DECAP_NAMES.map(|n| runtime.register(n)),
-            verify: runtime.register("udp-checksum-verify"),
-            output: runtime.register("decap-output"),
-            gro: runtime.register("gro"),
-            train: runtime.register("udp-train"),
-            split: runtime.register("udp-train-split"),
-            merge: runtime.register("train-merge"),
-        };
+        let runtime = Runtime::new(clock);
         Pipeline {
             table: TunnelTable::new(config),
             options,
             runtime,
-            nodes,
             tx: config.tunnels.iter().map(TxState::new).collect(),
             templates: config.tunnels.iter().map(HeaderTemplate::new).collect(),
             gtpu: GtpuResponder {
@@ -317,7 +251,7 @@ impl<C: Clock> Pipeline<C> {
             }
             let added = &mut self.counters.segments_added;
             let gather = self.options.gather;
-            self.runtime.run(self.nodes.gso, 1, |s| {
+            self.runtime.run(Node::GsoSegment, 1, |s| {
                 let cut = if gather {
                     gso::segment_gathered
                 } else {
@@ -349,7 +283,7 @@ impl<C: Clock> Pipeline<C> {
         if self.options.udp_trains && v.len() > 1 {
             let table = &self.table;
             self.runtime
-                .run(self.nodes.train, v.len(), |_| make_trains(pool, v, table));
+                .run(Node::UdpTrain, v.len(), |_| make_trains(pool, v, table));
         }
         if !v.is_empty() {
             sink(pool, v);
@@ -362,19 +296,18 @@ impl<C: Clock> Pipeline<C> {
             table,
             options,
             runtime,
-            nodes,
             tx,
             templates,
             by_kind,
             ..
         } = self;
-        runtime.run(nodes.classify, v.len(), |s| {
+        runtime.run(Node::EncapClassify, v.len(), |s| {
             encap::classify(s, pool, v, link)
         });
-        runtime.run(nodes.lookup, v.len(), |s| {
+        runtime.run(Node::TunnelLookup, v.len(), |s| {
             encap::lookup(s, pool, v, table, link)
         });
-        runtime.run(nodes.inner_checksum, v.len(), |s| {
+        runtime.run(Node::InnerChecksum, v.len(), |s| {
             encap::inner_checksum(s, pool, v, table)
         });
         // One kind in the vector (the common case): its node runs on the
@@ -382,17 +315,17 @@ impl<C: Clock> Pipeline<C> {
         let kind_of = |id| table.get(pool.meta(id).tunnel).kind;
         let first = v.as_slice().first().map(|&id| kind_of(id));
         if let Some(k) = first.filter(|&k| v.as_slice().iter().all(|&id| kind_of(id) == k)) {
-            runtime.run(nodes.encap[kind_index(k)], v.len(), |s| {
+            runtime.run(Node::encap(k), v.len(), |s| {
                 encap::tunnel_encap(s, pool, v, table, templates)
             });
         } else {
-            Self::encap_by_kind(runtime, nodes, by_kind, pool, v, table, templates);
+            Self::encap_by_kind(runtime, by_kind, pool, v, table, templates);
         }
-        runtime.run(nodes.ip_udp_encap, v.len(), |s| {
+        runtime.run(Node::IpUdpEncap, v.len(), |s| {
             encap::ip_udp_encap(s, pool, v, tx)
         });
         if !options.outer_by_socket {
-            runtime.run(nodes.udp_checksum, v.len(), |_| {
+            runtime.run(Node::UdpChecksum, v.len(), |_| {
                 encap::udp_checksum(pool, v, table, tx)
             });
         }
@@ -402,7 +335,6 @@ impl<C: Clock> Pipeline<C> {
     /// packets through its own node, then back into `v`.
     fn encap_by_kind(
         runtime: &mut Runtime<C>,
-        nodes: &Nodes,
         by_kind: &mut [PacketVector; 8],
         pool: &mut Pool,
         v: &mut PacketVector,
@@ -410,15 +342,15 @@ impl<C: Clock> Pipeline<C> {
         templates: &[HeaderTemplate],
     ) {
         for &id in v.as_slice() {
-            let k = kind_index(table.get(pool.meta(id).tunnel).kind);
-            let _ = by_kind[k].push(id);
+            let k = table.get(pool.meta(id).tunnel).kind;
+            let _ = by_kind[k.index()].push(id);
         }
         v.clear();
         for (k, kv) in by_kind.iter_mut().enumerate() {
             if kv.is_empty() {
                 continue;
             }
-            runtime.run(nodes.encap[k], kv.len(), |s| {
+            runtime.run(Node::encap(TunnelKind::ALL[k]), kv.len(), |s| {
                 encap::tunnel_encap(s, pool, kv, table, templates)
             });
             for &id in kv.as_slice() {
@@ -531,7 +463,7 @@ impl<C: Clock> Pipeline<C> {
             Ok(c) => Some(c),
             Err(r) => {
                 let counters = &mut self.counters;
-                self.runtime.run(self.nodes.split, 1, |s| {
+                self.runtime.run(Node::UdpTrainSplit, 1, |s| {
                     counters.decap_in += 1;
                     s.drop(r);
                 });
@@ -567,7 +499,7 @@ impl<C: Clock> Pipeline<C> {
             return;
         }
         let counters = &mut self.counters;
-        self.runtime.run(self.nodes.split, 1, |s| {
+        self.runtime.run(Node::UdpTrainSplit, 1, |s| {
             if let Err(r) = gso::split_udp_train(pool, id, work) {
                 // Counted in: the train is one dropped packet.
                 counters.decap_in += 1;
@@ -591,7 +523,6 @@ impl<C: Clock> Pipeline<C> {
             table,
             options,
             runtime,
-            nodes,
             by_kind,
             replies,
             gro,
@@ -601,8 +532,8 @@ impl<C: Clock> Pipeline<C> {
             ..
         } = self;
         let v = input;
-        runtime.run(nodes.ip_input, v.len(), |s| decap::ip_input(s, pool, v));
-        runtime.run(nodes.udp_input, v.len(), |s| {
+        runtime.run(Node::IpInput, v.len(), |s| decap::ip_input(s, pool, v));
+        runtime.run(Node::UdpInput, v.len(), |s| {
             decap::udp_input(s, pool, v, table, by_kind)
         });
         let mut r = Replies {
@@ -615,7 +546,7 @@ impl<C: Clock> Pipeline<C> {
                 continue;
             }
             let kind = TunnelKind::ALL[k];
-            runtime.run(nodes.decap[k], kv.len(), |s| {
+            runtime.run(Node::decap(kind), kv.len(), |s| {
                 decap::tunnel_decap(s, pool, kv, table, kind, gtpu, &mut r, now_ns)
             });
             for &id in kv.as_slice() {
@@ -625,7 +556,7 @@ impl<C: Clock> Pipeline<C> {
         }
         counters.answered += r.answered;
         counters.generated += r.generated;
-        runtime.run(nodes.verify, v.len(), |s| {
+        runtime.run(Node::UdpChecksumVerify, v.len(), |s| {
             decap::udp_checksum_verify(s, pool, v, table, options.inner_partial)
         });
         let mut leftover = None;
@@ -636,7 +567,7 @@ impl<C: Clock> Pipeline<C> {
             let mut next = Some(after).filter(|&a| hdr + a < pool.data(t.rest).len());
             let mut merged = false;
             if next.is_some() && v.as_slice().contains(&t.head) {
-                runtime.run(nodes.merge, 1, |_| {
+                runtime.run(Node::TrainMerge, 1, |_| {
                     let m = *pool.meta(t.head);
                     let kind = table.get(m.tunnel).kind;
                     let link = if kind.carries_ethernet() {
@@ -674,7 +605,7 @@ impl<C: Clock> Pipeline<C> {
                 }
             };
         }
-        runtime.run(nodes.output, v.len(), |s| {
+        runtime.run(Node::DecapOutput, v.len(), |s| {
             decap::decap_output(s, pool, v, table)
         });
         if options.gro && v.len() > 1 {
@@ -687,7 +618,7 @@ impl<C: Clock> Pipeline<C> {
                     InnerLink::Ip
                 }
             };
-            runtime.run(nodes.gro, v.len(), |_| {
+            runtime.run(Node::Gro, v.len(), |_| {
                 counters.coalesced += gro.coalesce(pool, v, link) as u64;
             });
         }
