@@ -15,9 +15,9 @@ use tep_csum::Sum;
 use tep_dataplane::buffer::Pool;
 use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::{ChecksumMode, Config, IpPrefix, TunnelConfig};
-use tep_dataplane::encap::InnerLink;
 use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
 use tep_wire::ethernet::EthernetAddress;
 

@@ -3,11 +3,11 @@
 //! (or trust) the outer checksum, complete remote checksum offload, and hand
 //! the inner packet on marked checksum-verified when it is.
 
-use crate::buffer::{ChecksumState, PacketId, Pool, NO_TUNNEL};
+use crate::buffer::{ChecksumState, PacketId, PacketMeta, Pool, NO_TUNNEL};
 use crate::drop::DropReason;
-use crate::encap::{
-    ethernet_ip_offset, holds_pseudo_sum, inner_pseudo, locate_ip, outer_pseudo,
-    transport_checksum_offset,
+use crate::geometry::{
+    ethernet_ip_offset, holds_pseudo_sum, ip_end, locate_ip, pseudo_header,
+    transport_checksum_offset, transport_pseudo, PROTO_UDP,
 };
 use crate::kind::TunnelKind;
 use crate::node::{each, sweep, NodeStats};
@@ -54,42 +54,21 @@ pub fn ip_input(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) {
 
 fn ip_input_one(pool: &mut Pool, id: PacketId) -> Result<(), DropReason> {
     let data = pool.data(id);
-    let first = *data.first().ok_or(DropReason::Truncated)?;
-    let (l4, end) = match first >> 4 {
-        4 => {
-            let p = tep_wire::ipv4::Packet::new_checked(data)?;
-            if !p.verify_checksum() {
-                return Err(DropReason::BadIpChecksum);
-            }
-            if p.is_fragment() {
-                return Err(DropReason::Fragment);
-            }
-            if p.protocol() != IpProtocol::Udp {
-                return Err(DropReason::NotUdp);
-            }
-            (p.header_len(), usize::from(p.total_len()))
-        }
-        6 => {
-            let p = tep_wire::ipv6::Packet::new_checked(data)?;
-            let upper = p.upper_layer()?;
-            if upper.fragment.is_some() {
-                return Err(DropReason::Fragment);
-            }
-            if upper.protocol != IpProtocol::Udp {
-                return Err(DropReason::NotUdp);
-            }
-            (
-                tep_wire::ipv6::HEADER_LEN + upper.offset,
-                tep_wire::ipv6::HEADER_LEN + usize::from(p.payload_len()),
-            )
-        }
-        _ => return Err(DropReason::NotIp),
-    };
-    pool.truncate(id, end);
+    let ip = locate_ip(data, 0, 0)?;
+    if !ip.v6 && !Sum::of(&data[..ip.l4]).verifies() {
+        return Err(DropReason::BadIpChecksum);
+    }
+    if ip.fragment {
+        return Err(DropReason::Fragment);
+    }
+    if ip.proto != PROTO_UDP {
+        return Err(DropReason::NotUdp);
+    }
+    pool.truncate(id, ip.end);
     let m = pool.meta_mut(id);
     m.l2 = 0;
     m.l3 = 0;
-    m.l4 = l4 as u16;
+    m.l4 = ip.l4 as u16;
     Ok(())
 }
 
@@ -269,7 +248,9 @@ fn outer_checksum_good(data: &[u8], l4: usize, state: ChecksumState) -> bool {
     if data[l4 + 6..l4 + 8] == [0, 0] {
         return data[0] >> 4 == 4;
     }
-    outer_pseudo(data, l4).add(Sum::of(&data[l4..])).verifies()
+    pseudo_header(data, PROTO_UDP, data.len() - l4)
+        .add(Sum::of(&data[l4..]))
+        .verifies()
 }
 
 /// Marks a packet that became a reply inside a kind node.
@@ -531,7 +512,8 @@ fn finish_inner(pool: &mut Pool, id: PacketId, ethernet: bool) -> Result<(), Dro
             if info.end > data.len() {
                 return Err(DropReason::BadLength);
             }
-            (l3, info.l4, info.proto)
+            let (l4, proto) = info.transport();
+            (l3, l4, proto)
         }
         None => (inner, 0, 0),
     };
@@ -628,23 +610,13 @@ pub fn udp_checksum_verify(
     });
 }
 
-/// Where the inner IP packet ends (its total length), or the buffer's end
-/// when the inner is not IP.
-fn inner_end(data: &[u8], inner_l3: usize, inner_l4: usize) -> usize {
-    if inner_l4 == 0 && !matches!(data.get(inner_l3).map(|b| b >> 4), Some(4 | 6)) {
+/// Where the inner packet ends: its IP length, or the buffer's end for a
+/// frame that carries no IP.
+fn inner_end(data: &[u8], m: &PacketMeta, ethernet: bool) -> usize {
+    if ethernet && m.inner_l3 == m.inner {
         return data.len();
     }
-    match data.get(inner_l3).map(|b| b >> 4) {
-        Some(4) if data.len() >= inner_l3 + 4 => {
-            let n = usize::from(u16::from_be_bytes([data[inner_l3 + 2], data[inner_l3 + 3]]));
-            (inner_l3 + n).min(data.len())
-        }
-        Some(6) if data.len() >= inner_l3 + 6 => {
-            let n = usize::from(u16::from_be_bytes([data[inner_l3 + 4], data[inner_l3 + 5]]));
-            (inner_l3 + 40 + n).min(data.len())
-        }
-        _ => data.len(),
-    }
+    ip_end(data, usize::from(m.inner_l3))
 }
 
 fn verify_one(
@@ -655,6 +627,7 @@ fn verify_one(
 ) -> Result<(), DropReason> {
     let m = *pool.meta(id);
     let t = table.get(m.tunnel);
+    let ethernet = t.kind.carries_ethernet();
     let l4 = usize::from(m.l4);
     let data = pool.data_mut(id);
     let zero = data[l4 + 6..l4 + 8] == [0, 0];
@@ -672,7 +645,7 @@ fn verify_one(
             return Err(DropReason::BadRemoteChecksum);
         }
     } else if m.csum != ChecksumState::Verified {
-        let pseudo = outer_pseudo(data, l4);
+        let pseudo = pseudo_header(data, PROTO_UDP, data.len() - l4);
         let s = Sum::of(&data[l4..]);
         if !pseudo.add(s).verifies() {
             return Err(DropReason::BadChecksum);
@@ -686,7 +659,7 @@ fn verify_one(
         if offset + 2 > data.len() || start > data.len() || offset < start {
             return Err(DropReason::BadRemoteChecksum);
         }
-        let end = inner_end(data, usize::from(m.inner_l3), usize::from(m.inner_l4));
+        let end = inner_end(data, &m, ethernet);
         if offset + 2 > end || start > end {
             return Err(DropReason::BadRemoteChecksum);
         }
@@ -726,8 +699,10 @@ fn verify_one(
         inner_ok = start == usize::from(m.inner_l4) && outer_good;
     } else if let Some(s) = datagram {
         let il4 = usize::from(m.inner_l4);
-        let end = inner_end(data, usize::from(m.inner_l3), il4);
-        if let Some(ip) = inner_pseudo(&data[..end], usize::from(m.inner_l3), il4, m.inner_proto) {
+        let end = inner_end(data, &m, ethernet);
+        if let Some(ip) =
+            transport_pseudo(&data[..end], usize::from(m.inner_l3), il4, m.inner_proto)
+        {
             let segment = s
                 .sub(Sum::of(&data[l4..il4]))
                 .sub(Sum::of_at(&data[end..], end - l4))
@@ -772,7 +747,7 @@ fn output_one(pool: &mut Pool, id: PacketId, table: &TunnelTable) -> Result<(), 
     if !ethernet {
         // Trailing bytes after the inner packet (inside the GTP-U length
         // or the UDP datagram) are not part of it.
-        let end = inner_end(data, usize::from(m.inner_l3), usize::from(m.inner_l4));
+        let end = inner_end(data, &m, ethernet);
         pool.truncate(id, end);
     }
     let inner = m.inner;

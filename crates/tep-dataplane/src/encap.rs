@@ -10,9 +10,13 @@
 use crate::buffer::{ChecksumState, PacketId, Pool};
 use crate::config::{ChecksumMode, DontFragment, Dscp, GueRcoEncoding, Ttl, TunnelConfig};
 use crate::drop::DropReason;
+use crate::geometry::{
+    complete_partial, ethernet_ip_offset, locate_ip, mac_hash, parse_ip, pseudo_header,
+    transport_pseudo, InnerLink, PROTO_UDP,
+};
 use crate::kind::TunnelKind;
 use crate::node::{each, NodeStats};
-use crate::tunnel::{mix, TunnelTable};
+use crate::tunnel::TunnelTable;
 use crate::vector::PacketVector;
 use core::net::IpAddr;
 use tep_csum::Sum;
@@ -20,156 +24,6 @@ use tep_wire::ethernet::EtherType;
 use tep_wire::gue::{GueFields, GueRepr, RemoteChecksum};
 use tep_wire::ip::IpProtocol;
 use tep_wire::vxlan::{VxlanRco, VxlanRepr};
-
-/// What the inner side hands the encap path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InnerLink {
-    /// IP packets (TUN).
-    Ip,
-    /// Ethernet frames (TAP).
-    Ethernet,
-}
-
-/// What classification learns about an inner IP packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IpInfo {
-    /// Offset of the transport header (0 for a fragment or no transport).
-    pub l4: usize,
-    /// Its protocol (0 for a fragment: its checksum covers other pieces).
-    pub proto: u8,
-    /// Where the IP packet ends (its total length).
-    pub end: usize,
-    /// The inner flow hash.
-    pub hash: u32,
-    /// DSCP and ECN (the TOS / traffic class byte).
-    pub tos: u8,
-    /// TTL / hop limit.
-    pub ttl: u8,
-    /// IPv4 DF.
-    pub df: bool,
-}
-
-fn finish(h: u64) -> u32 {
-    let h = h ^ (h >> 29);
-    (h ^ (h >> 32)) as u32
-}
-
-/// The transport ports as one word (source high), for the protocols that
-/// have them at the start of their header; 0 otherwise.
-fn ports_word(data: &[u8], l4: usize, proto: u8) -> u64 {
-    match data.get(l4..l4 + 4) {
-        Some(&[a, b, c, d]) if matches!(proto, 6 | 17 | 132 | 136) => {
-            u64::from(u32::from_be_bytes([a, b, c, d]))
-        }
-        _ => 0,
-    }
-}
-
-/// Parses the IP packet at `at` enough to tunnel it: lengths, the
-/// transport header, the flow hash (addresses, protocol, ports; fragments
-/// without ports so that all pieces hash alike).
-pub fn parse_ip(data: &[u8], at: usize) -> Result<IpInfo, DropReason> {
-    parse_ip_with_tail(data, at, 0)
-}
-
-/// [`parse_ip`] of a packet whose last `tail` bytes are not in `data` (a
-/// segment whose payload is its [`crate::buffer::Tail`]): the headers must
-/// be in `data`, the lengths may reach into the tail.
-pub fn parse_ip_with_tail(data: &[u8], at: usize, tail: usize) -> Result<IpInfo, DropReason> {
-    ip_info::<true>(data, at, tail)
-}
-
-/// [`parse_ip_with_tail`] without the flow hash (`hash` is 0): what decap
-/// and re-routing need, offsets and lengths, at a third of the cost.
-pub fn locate_ip(data: &[u8], at: usize, tail: usize) -> Result<IpInfo, DropReason> {
-    ip_info::<false>(data, at, tail)
-}
-
-fn ip_info<const HASH: bool>(data: &[u8], at: usize, tail: usize) -> Result<IpInfo, DropReason> {
-    let p = data.get(at..).ok_or(DropReason::Truncated)?;
-    let first = *p.first().ok_or(DropReason::Truncated)?;
-    match first >> 4 {
-        4 => {
-            tep_wire::ipv4::Packet::new_unchecked(p).check_len_with_tail(tail)?;
-            // Checked above: the fixed header is here; reading it as one
-            // array spares a bounds check per field.
-            let h: &[u8; 20] = p.first_chunk().ok_or(DropReason::Truncated)?;
-            let ihl = usize::from(h[0] & 0x0f) * 4;
-            let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
-            let flags_frag = u16::from_be_bytes([h[6], h[7]]);
-            // More fragments, or an offset: a piece of a fragmented packet.
-            let frag = flags_frag & 0x3fff != 0;
-            let proto = if frag { 0 } else { h[9] };
-            let l4 = at + ihl;
-            let hash = if HASH {
-                let addrs =
-                    u64::from_be_bytes([h[12], h[13], h[14], h[15], h[16], h[17], h[18], h[19]]);
-                let x = mix(0, addrs);
-                finish(mix(
-                    x,
-                    (u64::from(h[9]) << 32) | ports_word(data, l4, proto),
-                ))
-            } else {
-                0
-            };
-            Ok(IpInfo {
-                l4: if frag { 0 } else { l4 },
-                proto,
-                end: at + total,
-                hash,
-                tos: h[1],
-                ttl: h[8],
-                df: flags_frag & 0x4000 != 0,
-            })
-        }
-        6 => {
-            let pkt = tep_wire::ipv6::Packet::new_unchecked(p);
-            pkt.check_len_with_tail(tail)?;
-            let upper = pkt.upper_layer()?;
-            let frag = upper.fragment.is_some();
-            let proto = if frag { 0 } else { u8::from(upper.protocol) };
-            let l4 = at + tep_wire::ipv6::HEADER_LEN + upper.offset;
-            let hash = if HASH {
-                let mut h = 0;
-                for w in p[8..40].chunks_exact(8) {
-                    h = mix(h, u64::from_be_bytes(w.try_into().unwrap_or_default()));
-                }
-                // Label (20 bits), protocol and ports fill one word.
-                let rest = (u64::from(pkt.flow_label()) << 40)
-                    | (u64::from(u8::from(upper.protocol)) << 32)
-                    | ports_word(data, l4, proto);
-                finish(mix(h, rest))
-            } else {
-                0
-            };
-            Ok(IpInfo {
-                l4: if frag { 0 } else { l4 },
-                proto,
-                end: at + tep_wire::ipv6::HEADER_LEN + usize::from(pkt.payload_len()),
-                hash,
-                tos: pkt.traffic_class(),
-                ttl: pkt.hop_limit(),
-                df: true,
-            })
-        }
-        _ => Err(DropReason::NotIp),
-    }
-}
-
-/// Offset of the IP header inside an Ethernet frame (after up to two VLAN
-/// tags), or `None` when the frame does not carry IP.
-pub fn ethernet_ip_offset(frame: &[u8]) -> Option<usize> {
-    let mut at = 12;
-    for _ in 0..3 {
-        let ty = u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]);
-        match ty {
-            0x8100 | 0x88a8 => at += 4,
-            0x0800 | 0x86dd => return Some(at + 2),
-            _ => return None,
-        }
-    }
-    None
-}
 
 /// Node `encap-classify`: parses the inner packet, records its offsets and
 /// flow hash, and trims link padding after an IP packet.
@@ -183,17 +37,18 @@ fn classify_one(pool: &mut Pool, id: PacketId, link: InnerLink) -> Result<(), Dr
     let tail = pool.total_len(id) - data.len();
     match link {
         InnerLink::Ip => {
-            let info = parse_ip_with_tail(data, 0, tail)?;
+            let info = parse_ip(data, 0, tail)?;
             if tail == 0 && !pool.truncate(id, info.end) {
                 return Err(DropReason::BadLength);
             }
+            let (l4, proto) = info.transport();
             let m = pool.meta_mut(id);
             m.l2 = 0;
             m.l3 = 0;
             m.inner = 0;
             m.inner_l3 = 0;
-            m.inner_l4 = info.l4 as u16;
-            m.inner_proto = info.proto;
+            m.inner_l4 = l4 as u16;
+            m.inner_proto = proto;
             m.flow_hash = info.hash;
         }
         InnerLink::Ethernet => {
@@ -202,21 +57,14 @@ fn classify_one(pool: &mut Pool, id: PacketId, link: InnerLink) -> Result<(), Dr
             }
             let (l3, l4, proto, hash) = match ethernet_ip_offset(data) {
                 Some(l3) => {
-                    let info = parse_ip_with_tail(data, l3, tail)?;
+                    let info = parse_ip(data, l3, tail)?;
                     if info.end > data.len() + tail {
                         return Err(DropReason::BadLength);
                     }
-                    (l3, info.l4, info.proto, info.hash)
+                    let (l4, proto) = info.transport();
+                    (l3, l4, proto, info.hash)
                 }
-                None => {
-                    let mut h = 0;
-                    for w in data[..12].chunks_exact(6) {
-                        let mut b = [0u8; 8];
-                        b[..6].copy_from_slice(w);
-                        h = mix(h, u64::from_be_bytes(b));
-                    }
-                    (0, 0, 0, finish(h))
-                }
+                None => (0, 0, 0, mac_hash(data)),
             };
             let m = pool.meta_mut(id);
             m.l2 = 0;
@@ -285,14 +133,11 @@ fn lookup_one(
         if tail == 0 {
             pool.truncate(id, info.end - l3);
         }
+        let (l4, _) = info.transport();
         let mm = pool.meta_mut(id);
         mm.l3 = 0;
         mm.inner_l3 = 0;
-        mm.inner_l4 = if info.l4 == 0 {
-            0
-        } else {
-            (info.l4 - l3) as u16
-        };
+        mm.inner_l4 = if l4 == 0 { 0 } else { (l4 - l3) as u16 };
         if let ChecksumState::Partial { start, offset } = mm.csum {
             let l3 = l3 as u16;
             if start < l3 {
@@ -366,8 +211,7 @@ pub fn inner_checksum(
         let ChecksumState::Partial { start, offset } = m.csum else {
             return Ok(());
         };
-        let (tunnel, proto) = (m.tunnel, m.inner_proto);
-        let t = table.get(tunnel);
+        let t = table.get(m.tunnel);
         if t.checksum == ChecksumMode::Remote && rco_encodable(t.kind, start, offset) {
             return Ok(());
         }
@@ -377,14 +221,7 @@ pub fn inner_checksum(
         }
         // A gathered segment's payload is its tail.
         let sum = pool.sum_from(id, s);
-        let data = pool.data_mut(id);
-        // RFC 768: UDP sends a computed 0 as all ones.
-        let c = if o - s == 6 && proto == 17 {
-            sum.udp_checksum()
-        } else {
-            sum.checksum()
-        };
-        data[o..o + 2].copy_from_slice(&c.to_be_bytes());
+        complete_partial(pool.data_mut(id), s, o, sum);
         pool.meta_mut(id).csum = ChecksumState::None;
         Ok(())
     });
@@ -809,97 +646,6 @@ fn ip_udp_encap_one(
     Ok(())
 }
 
-/// The pseudo-header sum of the outer UDP datagram (IP header at 0, UDP
-/// at `l4`, to the end of `data`).
-pub(crate) fn outer_pseudo(data: &[u8], l4: usize) -> Sum {
-    let len = data.len() - l4;
-    if data[0] >> 4 == 4 {
-        let mut s = [0u8; 4];
-        let mut d = [0u8; 4];
-        s.copy_from_slice(&data[12..16]);
-        d.copy_from_slice(&data[16..20]);
-        tep_csum::pseudo_header_v4(s, d, 17, len as u16)
-    } else {
-        let mut s = [0u8; 16];
-        let mut d = [0u8; 16];
-        s.copy_from_slice(&data[8..24]);
-        d.copy_from_slice(&data[24..40]);
-        tep_csum::pseudo_header_v6(&s, &d, 17, len as u32)
-    }
-}
-
-/// The pseudo-header sum of the inner transport header for local checksum
-/// offload, or `None` when the inner packet has no checksum that covers it
-/// (not TCP/UDP/ICMP, a fragment, or a UDP checksum of zero).
-pub fn inner_pseudo(data: &[u8], l3: usize, l4: usize, proto: u8) -> Option<Sum> {
-    if l4 == 0 {
-        return None;
-    }
-    let len = data.len() - l4;
-    match proto {
-        6 | 58 => {}
-        17 => {
-            if data.get(l4 + 6..l4 + 8)? == [0, 0] {
-                return None;
-            }
-        }
-        // ICMPv4 sums no pseudo-header.
-        1 => return Some(Sum::from_value(0)),
-        _ => return None,
-    }
-    if data[l3] >> 4 == 4 {
-        let mut s = [0u8; 4];
-        let mut d = [0u8; 4];
-        s.copy_from_slice(&data[l3 + 12..l3 + 16]);
-        d.copy_from_slice(&data[l3 + 16..l3 + 20]);
-        Some(tep_csum::pseudo_header_v4(s, d, proto, len as u16))
-    } else {
-        let mut s = [0u8; 16];
-        let mut d = [0u8; 16];
-        s.copy_from_slice(&data[l3 + 8..l3 + 24]);
-        d.copy_from_slice(&data[l3 + 24..l3 + 40]);
-        Some(tep_csum::pseudo_header_v6(&s, &d, proto, len as u32))
-    }
-}
-
-/// Whether the inner TCP/UDP checksum field holds just its pseudo-header
-/// sum: the partial form (CHECKSUM_PARTIAL) a Linux sender on this host
-/// leaves, which veth never completes. `data` ends where the transport
-/// segment ends. 0 and 0xffff are the same one's-complement sum. A
-/// corrupted packet whose field happens to hold that value passes: one in
-/// 65536, what the checksum itself lets through.
-pub fn holds_pseudo_sum(data: &[u8], l3: usize, l4: usize, proto: u8) -> bool {
-    let Some(field) = transport_checksum_offset(proto) else {
-        return false;
-    };
-    let ip_len = match data.get(l3).map(|b| b >> 4) {
-        Some(4) => 20,
-        Some(6) => 40,
-        _ => return false,
-    };
-    let Some(f) = data.get(l4 + field..l4 + field + 2) else {
-        return false;
-    };
-    if l4 < l3 + ip_len {
-        return false;
-    }
-    let Some(p) = inner_pseudo(data, l3, l4, proto) else {
-        return false;
-    };
-    let (v, p) = (u16::from_be_bytes([f[0], f[1]]), p.value());
-    v == p || (v, p) == (0, 0xffff) || (v, p) == (0xffff, 0)
-}
-
-/// Where the checksum field of a TCP (6) or UDP (17) header is, from the
-/// header's start; None for other protocols.
-pub fn transport_checksum_offset(proto: u8) -> Option<usize> {
-    match proto {
-        6 => Some(tep_wire::tcp::CHECKSUM_OFFSET),
-        17 => Some(tep_wire::udp::CHECKSUM_OFFSET),
-        _ => None,
-    }
-}
-
 /// Node `udp-checksum`: the outer UDP checksum by the tunnel's mode.
 pub fn udp_checksum(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable, tx: &[TxState]) {
     for &id in v.as_slice() {
@@ -915,7 +661,7 @@ pub fn udp_checksum(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable, 
         // ip-udp-encap wrote the outer headers from this tunnel's template.
         let pseudo = match tx.get(m.tunnel as usize) {
             Some(st) => st.outer_pseudo(data.len() - l4),
-            None => outer_pseudo(data, l4),
+            None => pseudo_header(data, PROTO_UDP, data.len() - l4),
         };
         let (value, state) = match mode {
             ChecksumMode::Zero => (0, ChecksumState::Zero),
@@ -929,7 +675,7 @@ pub fn udp_checksum(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable, 
             ChecksumMode::Lco => {
                 let il4 = usize::from(m.inner_l4);
                 let inner_complete = !matches!(m.csum, ChecksumState::Partial { .. });
-                match inner_pseudo(data, usize::from(m.inner_l3), il4, m.inner_proto) {
+                match transport_pseudo(data, usize::from(m.inner_l3), il4, m.inner_proto) {
                     Some(ip) if inner_complete => (
                         tep_csum::local_checksum_offload(pseudo, &data[l4..il4], ip),
                         ChecksumState::None,

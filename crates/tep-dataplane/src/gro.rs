@@ -49,21 +49,20 @@
 //! No allocation after [`Gro::new`].
 
 use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool, Tail};
-use crate::encap::{holds_pseudo_sum, InnerLink};
-use crate::gso::{
-    ethertype_agrees, ip_start, pseudo_base, set_ip_len, MAX_IP_LEN, TCP_CSUM, UDP_CSUM,
+use crate::geometry::{
+    ethertype_agrees, holds_pseudo_sum, ip_start, pseudo_header, set_ip_len, InnerLink, MAX_IP_LEN,
+    PROTO_TCP, PROTO_UDP,
 };
 use crate::vector::{PacketVector, VECTOR_SIZE};
 use tep_csum::Sum;
+use tep_wire::tcp::CHECKSUM_OFFSET as TCP_CSUM;
+use tep_wire::udp::CHECKSUM_OFFSET as UDP_CSUM;
 
 /// Flows one [`Gro`] follows at a time within a vector.
 pub const GRO_FLOWS: usize = 32;
 
 /// Linux's `UDP_GRO_CNT_MAX` (net/ipv4/udp_offload.c).
 const UDP_GRO_MAX: u16 = 64;
-
-const PROTO_TCP: u8 = 6;
-const PROTO_UDP: u8 = 17;
 
 // Bits of the TCP header's 16-bit word at offset 12 (RFC 9293 §3.1).
 const FIN: u16 = 0x001;
@@ -289,7 +288,7 @@ fn inspect(frame: &[u8], meta: &PacketMeta, link: InnerLink) -> Seen {
         // A TCP data offset under 5 words, or no payload.
         return closes;
     }
-    if !checksum_good(data, meta, v6, tcp, l3, l4, protocol) {
+    if !checksum_good(data, meta, tcp, l3, l4, protocol) {
         return closes;
     }
     Seen::Candidate(Candidate {
@@ -313,7 +312,6 @@ fn inspect(frame: &[u8], meta: &PacketMeta, link: InnerLink) -> Seen {
 fn checksum_good(
     data: &[u8],
     meta: &PacketMeta,
-    v6: bool,
     tcp: bool,
     l3: usize,
     l4: usize,
@@ -330,8 +328,7 @@ fn checksum_good(
     if !tcp && be16(data, field) == 0 {
         return true;
     }
-    pseudo_base(data, v6, protocol)
-        .add_u16((data.len() - l4) as u16)
+    pseudo_header(data, protocol, data.len() - l4)
         .add(Sum::of(&data[l4..]))
         .verifies()
 }
@@ -395,9 +392,7 @@ fn finish_headers(
     last_flags: u16,
 ) {
     set_ip_len(buf, v6, ip_len, None);
-    let partial = pseudo_base(buf, v6, protocol)
-        .add_u16((ip_len - l4) as u16)
-        .value();
+    let partial = pseudo_header(buf, protocol, ip_len - l4).value();
     if protocol == PROTO_TCP {
         let f = be16(buf, l4 + 12) | (last_flags & (PSH | FIN));
         buf[l4 + 12..l4 + 14].copy_from_slice(&f.to_be_bytes());

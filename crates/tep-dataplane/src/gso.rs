@@ -38,13 +38,16 @@
 //! moves the payload straight from buffer to buffer, and GRO grows the
 //! head in place ([`Pool::set_len`]).
 
-use tep_csum::{pseudo_header_v4, pseudo_header_v6, Sum};
+use tep_csum::Sum;
 use tep_wire::tcp::TcpFlags;
 use tep_wire::{ipv4, ipv6, tcp, udp, IpProtocol};
 
 use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool, Tail};
 use crate::drop::DropReason;
-use crate::encap::{ethernet_ip_offset, InnerLink};
+use crate::geometry::{
+    ethertype_agrees, ip_start, locate_ip, pseudo_header, set_ip_len, InnerLink, IpInfo,
+    MAX_IP_LEN, PROTO_TCP, PROTO_UDP,
+};
 use crate::vector::{PacketVector, VECTOR_SIZE};
 
 /// Most datagrams in one UDP GSO train. Linux's `UDP_MAX_SEGMENTS`
@@ -55,73 +58,8 @@ use crate::vector::{PacketVector, VECTOR_SIZE};
 /// EINVAL. 64 is what every kernel with `UDP_SEGMENT` accepts.
 pub const UDP_MAX_SEGMENTS: usize = 64;
 
-/// Offset of the TCP checksum in the TCP header.
-pub(crate) const TCP_CSUM: usize = tcp::CHECKSUM_OFFSET;
-/// Offset of the UDP checksum in the UDP header.
-pub(crate) const UDP_CSUM: usize = udp::CHECKSUM_OFFSET;
-/// The largest IPv4 total length; also the GRO limit on a whole packet.
-pub(crate) const MAX_IP_LEN: usize = 65535;
-
-const PROTO_TCP: u8 = 6;
-const PROTO_UDP: u8 = 17;
-
-/// The transport pseudo-header sum without the length, which is added per
-/// segment (`.add_u16(len)`: for IPv6 the upper 16 bits of the 32-bit length
-/// are zero). `data` starts with a checked IP header.
-pub(crate) fn pseudo_base(data: &[u8], v6: bool, protocol: u8) -> Sum {
-    if v6 {
-        let (mut src, mut dst) = ([0u8; 16], [0u8; 16]);
-        src.copy_from_slice(&data[8..24]);
-        dst.copy_from_slice(&data[24..40]);
-        pseudo_header_v6(&src, &dst, protocol, 0)
-    } else {
-        let (mut src, mut dst) = ([0u8; 4], [0u8; 4]);
-        src.copy_from_slice(&data[12..16]);
-        dst.copy_from_slice(&data[16..20]);
-        pseudo_header_v4(src, dst, protocol, 0)
-    }
-}
-
-/// Writes the IP length of a packet of `len` bytes in `buf` (its header
-/// checked): IPv4 total length, identification if given, and the header
-/// checksum; IPv6 payload length.
-pub(crate) fn set_ip_len(buf: &mut [u8], v6: bool, len: usize, ident: Option<u16>) {
-    if v6 {
-        ipv6::Packet::new_unchecked(buf).set_payload_len((len - ipv6::HEADER_LEN) as u16);
-    } else {
-        let mut p = ipv4::Packet::new_unchecked(buf);
-        p.set_total_len(len as u16);
-        if let Some(id) = ident {
-            p.set_ident(id);
-        }
-        p.fill_checksum();
-    }
-}
-
 /// Bytes of an Ethernet header without VLAN tags.
 const ETHERNET_HEADER_LEN: usize = 14;
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const ETHERTYPE_IPV6: u16 = 0x86dd;
-
-/// Where the IP header of a packet from a `link` side starts: 0 for an IP
-/// packet, after the Ethernet header (and its VLAN tags) in a frame; `None`
-/// for a frame that does not carry IP (ARP, …) or is too short to say.
-pub(crate) fn ip_start(data: &[u8], link: InnerLink) -> Option<usize> {
-    match link {
-        InnerLink::Ip => Some(0),
-        InnerLink::Ethernet => ethernet_ip_offset(data),
-    }
-}
-
-/// Whether the EtherType before the IP header at `l3` (0: none) names the
-/// IP version the header has.
-pub(crate) fn ethertype_agrees(data: &[u8], l3: usize, v6: bool) -> bool {
-    if l3 == 0 {
-        return true;
-    }
-    let ty = u16::from_be_bytes([data[l3 - 2], data[l3 - 1]]);
-    ty == if v6 { ETHERTYPE_IPV6 } else { ETHERTYPE_IPV4 }
-}
 
 /// [`ip_start`] of a packet that must carry IP.
 fn require_ip(data: &[u8], link: InnerLink) -> Result<usize, DropReason> {
@@ -132,51 +70,11 @@ fn require_ip(data: &[u8], link: InnerLink) -> Result<usize, DropReason> {
     }
 }
 
-/// An IP header as far as segmentation cares.
-#[derive(Clone, Copy, Debug)]
-struct Ip {
-    v6: bool,
-    /// Transport offset: header length with options / extension headers.
-    l4: usize,
-    /// End of the IP packet by its length field (≤ the buffer's length).
-    end: usize,
-    protocol: IpProtocol,
-    fragment: bool,
-}
-
-fn parse_ip(data: &[u8]) -> Result<Ip, DropReason> {
-    match data.first().map(|b| b >> 4) {
-        None => Err(DropReason::Truncated),
-        Some(4) => {
-            let p = ipv4::Packet::new_checked(data)?;
-            Ok(Ip {
-                v6: false,
-                l4: p.header_len(),
-                end: p.total_len() as usize,
-                protocol: p.protocol(),
-                fragment: p.is_fragment(),
-            })
-        }
-        Some(6) => {
-            let p = ipv6::Packet::new_checked(data)?;
-            let upper = p.upper_layer()?;
-            Ok(Ip {
-                v6: true,
-                l4: ipv6::HEADER_LEN + upper.offset,
-                end: ipv6::HEADER_LEN + p.payload_len() as usize,
-                protocol: upper.protocol,
-                fragment: upper.fragment.is_some(),
-            })
-        }
-        Some(_) => Err(DropReason::NotIp),
-    }
-}
-
 /// Whether an IPv6 routing header still has segments left. The
 /// pseudo-header then names the final destination, which sits in the
 /// routing header (RFC 8200 §8.1); tep does not dig it out and refuses to
 /// compute such checksums.
-fn routing_pending(data: &[u8], ip: &Ip) -> bool {
+fn routing_pending(data: &[u8], ip: &IpInfo) -> bool {
     if !ip.v6 {
         return false;
     }
@@ -215,7 +113,12 @@ struct Layout {
 
 impl Layout {
     fn csum_at(&self) -> usize {
-        self.l4 + if self.tcp { TCP_CSUM } else { UDP_CSUM }
+        self.l4
+            + if self.tcp {
+                tcp::CHECKSUM_OFFSET
+            } else {
+                udp::CHECKSUM_OFFSET
+            }
     }
 
     fn protocol(&self) -> u8 {
@@ -234,7 +137,7 @@ impl Layout {
 fn super_layout(data: &[u8], l3: usize, kind: GsoKind) -> Result<Layout, DropReason> {
     let frame = data;
     let data = &frame[l3..];
-    let ip = parse_ip(data)?;
+    let ip = locate_ip(data, 0, 0)?;
     if !ethertype_agrees(frame, l3, ip.v6) {
         return Err(DropReason::BadVersion);
     }
@@ -244,9 +147,9 @@ fn super_layout(data: &[u8], l3: usize, kind: GsoKind) -> Result<Layout, DropRea
     if ip.end != data.len() {
         return Err(DropReason::BadLength);
     }
-    let tcp = match (kind, ip.v6, ip.protocol) {
-        (GsoKind::Tcp4, false, IpProtocol::Tcp) | (GsoKind::Tcp6, true, IpProtocol::Tcp) => true,
-        (GsoKind::Udp, _, IpProtocol::Udp) => false,
+    let tcp = match (kind, ip.v6, ip.proto) {
+        (GsoKind::Tcp4, false, PROTO_TCP) | (GsoKind::Tcp6, true, PROTO_TCP) => true,
+        (GsoKind::Udp, _, PROTO_UDP) => false,
         _ => return Err(DropReason::Malformed),
     };
     let transport = &data[ip.l4..];
@@ -280,11 +183,11 @@ fn udp_header(transport: &[u8]) -> Result<usize, DropReason> {
 /// `train`, the first datagram of a train (the buffer goes on). Returns the
 /// layout and the IP packet's end.
 fn udp_layout(data: &[u8], train: bool) -> Result<(Layout, usize), DropReason> {
-    let ip = parse_ip(data)?;
+    let ip = locate_ip(data, 0, 0)?;
     if ip.fragment {
         return Err(DropReason::Fragment);
     }
-    if ip.protocol != IpProtocol::Udp {
+    if ip.proto != PROTO_UDP {
         return Err(DropReason::Malformed);
     }
     if !train && ip.end != data.len() {
@@ -401,7 +304,7 @@ fn normalise(
     // Where a partial checksum's region ends, and the offsets to record.
     let (end, l3, l4) = match ip_start(data, link) {
         Some(l3) => {
-            let ip = parse_ip(&data[l3..])?;
+            let ip = locate_ip(&data[l3..], 0, 0)?;
             if !ethertype_agrees(data, l3, ip.v6) {
                 return Err(DropReason::BadVersion);
             }
@@ -446,9 +349,7 @@ fn fill_transport_checksum(buf: &mut [u8], lay: &Layout, len: usize) {
 /// bytes, with the checksum field zero, sum to `transport`.
 fn set_transport_checksum(buf: &mut [u8], lay: &Layout, len: usize, transport: Sum) {
     let at = lay.csum_at();
-    let sum = pseudo_base(&buf[lay.l3..], lay.v6, lay.protocol())
-        .add_u16((len - lay.l4) as u16)
-        .add(transport);
+    let sum = pseudo_header(&buf[lay.l3..], lay.protocol(), len - lay.l4).add(transport);
     let c = if lay.tcp {
         sum.checksum()
     } else {
@@ -592,9 +493,8 @@ fn emit(
             if checksums == Pieces::Compute {
                 if gathered {
                     let at = lay.csum_at();
-                    let partial = pseudo_base(&buf[lay.l3..], lay.v6, lay.protocol())
-                        .add_u16((len - lay.l4) as u16)
-                        .value();
+                    let partial =
+                        pseudo_header(&buf[lay.l3..], lay.protocol(), len - lay.l4).value();
                     buf[at..at + 2].copy_from_slice(&partial.to_be_bytes());
                 } else if let Some(payload) = payload_sum {
                     // The payload starts at an even offset of the segment
@@ -778,7 +678,7 @@ pub fn split_udp_train(
     }
     let zero = udp::Packet::new_unchecked(&data[lay.l4..]).checksum_zero();
     if !zero && lay.v6 {
-        let ip = parse_ip(data)?;
+        let ip = locate_ip(data, 0, 0)?;
         if routing_pending(data, &ip) {
             return Err(DropReason::Unsupported);
         }
@@ -904,7 +804,7 @@ pub fn train_from(pool: &mut Pool, id: PacketId, from: usize) -> Result<PacketId
 #[cfg(test)]
 pub(crate) mod testpkt {
     use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool};
-    use crate::encap::InnerLink;
+    use crate::geometry::InnerLink;
     use tep_csum::{reference, Sum};
 
     /// IP header fields (IPv4 uses the first 4 bytes of the addresses).

@@ -20,6 +20,7 @@ pub mod decap;
 pub mod drop;
 pub mod encap;
 pub mod example;
+pub mod geometry;
 pub mod gro;
 pub mod gso;
 pub mod host_config;
@@ -30,4 +31,5 @@ pub mod tunnel;
 pub mod vector;
 pub mod vnet;
 
+pub use geometry::InnerLink;
 pub use kind::TunnelKind;

@@ -6,7 +6,8 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::decap::{self, GtpuResponder, RateLimit, Replies};
 use crate::drop::DropReason;
-use crate::encap::{self, HeaderTemplate, InnerLink, TxState};
+use crate::encap::{self, HeaderTemplate, TxState};
+use crate::geometry::InnerLink;
 use crate::gro::Gro;
 use crate::gso;
 use crate::kind::TunnelKind;
@@ -1065,7 +1066,7 @@ mod tests {
                 "offsets from the frame start"
             );
             assert_eq!(partial, &frame, "left as the sender left it");
-            assert!(crate::encap::holds_pseudo_sum(partial, l3, l4, proto));
+            assert!(crate::geometry::holds_pseudo_sum(partial, l3, l4, proto));
             // Completing it gives the packet the other sink got.
             let mut completed = partial.clone();
             let sum = tep_csum::Sum::of(&completed[l4..]);
@@ -1197,9 +1198,7 @@ mod tests {
             let th = usize::from(ip[hl + 12] >> 4) * 4;
             if let Some(g) = m.gso {
                 assert_eq!(g.segment_size, mss);
-                let partial = crate::gso::pseudo_base(ip, v6, 6)
-                    .add_u16((len - hl) as u16)
-                    .value();
+                let partial = crate::geometry::pseudo_header(ip, 6, len - hl).value();
                 assert_eq!(
                     u16::from_be_bytes([ip[hl + 16], ip[hl + 17]]),
                     partial,
@@ -1547,9 +1546,7 @@ mod tests {
                         let dg = &mut d[hdr + k * seg..end];
                         let (ip, th) = inner_ip_tcp(dg, v6);
                         let len = dg.len() - th;
-                        let p = crate::gso::pseudo_base(&dg[ip..], v6, 6)
-                            .add_u16(len as u16)
-                            .value();
+                        let p = crate::geometry::pseudo_header(&dg[ip..], 6, len).value();
                         dg[th + 16..th + 18].copy_from_slice(&p.to_be_bytes());
                     }
                 }

@@ -12,7 +12,7 @@
 
 use crate::buffer::{ChecksumState, Gso, GsoKind, PacketMeta};
 use crate::drop::DropReason;
-use crate::encap::{inner_pseudo, transport_checksum_offset};
+use crate::geometry::{transport_checksum_offset, transport_pseudo};
 
 /// Bytes of the header.
 pub const VNET_HDR_LEN: usize = 10;
@@ -208,7 +208,7 @@ fn write_pseudo(data: &mut [u8], l3: usize, l4: usize, proto: u8, at: usize) -> 
     if end > data.len() || end < at + 2 || l4 <= l3 {
         return false;
     }
-    match inner_pseudo(&data[..end], l3, l4, proto) {
+    match transport_pseudo(&data[..end], l3, l4, proto) {
         Some(sum) if proto == 6 || proto == 17 => {
             data[at..at + 2].copy_from_slice(&sum.value().to_be_bytes());
             true

@@ -11,9 +11,9 @@ use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, Pool, SUPER_PACKET_ROOM
 use tep_dataplane::clock::ManualClock;
 use tep_dataplane::config::{ChecksumMode, Config, IpPrefix, TunnelConfig};
 use tep_dataplane::drop::DropReason;
-use tep_dataplane::encap::InnerLink;
 use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
 use tep_wire::ethernet::EthernetAddress;
 

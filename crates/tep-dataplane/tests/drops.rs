@@ -10,8 +10,8 @@ use core::net::{IpAddr, Ipv4Addr};
 use tep_dataplane::buffer::{Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::config::{ChecksumMode, Config};
 use tep_dataplane::drop::DropReason;
-use tep_dataplane::encap::InnerLink;
 use tep_dataplane::vector::PacketVector;
+use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
 
 /// Reasons no packet can trigger through the pipeline today, and why.

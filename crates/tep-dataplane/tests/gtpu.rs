@@ -9,7 +9,7 @@ use core::net::IpAddr;
 use tep_dataplane::buffer::ChecksumState;
 use tep_dataplane::config::{ChecksumMode, Config};
 use tep_dataplane::drop::DropReason;
-use tep_dataplane::encap::InnerLink;
+use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
 use tep_wire::gtpu::{
     Extension, GtpuMessage, GtpuRepr, MessageType, Packet, PduSessionContainer, PDU_TYPE_UL,

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use tep_csum::Sum;
 use tep_dataplane::buffer::ChecksumState;
 use tep_dataplane::config::{ChecksumMode, Config, GueRcoEncoding, TunnelConfig};
-use tep_dataplane::encap::InnerLink;
+use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
 use tep_wire::gue::{self, GueFields, GueRepr, RemoteChecksum};
 use tep_wire::vxlan;

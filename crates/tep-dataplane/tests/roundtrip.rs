@@ -6,7 +6,7 @@ use common::*;
 use proptest::prelude::*;
 use tep_dataplane::buffer::ChecksumState;
 use tep_dataplane::config::ChecksumMode;
-use tep_dataplane::encap::InnerLink;
+use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
 
 fn modes(kind: TunnelKind) -> Vec<ChecksumMode> {

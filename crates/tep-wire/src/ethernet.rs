@@ -6,7 +6,9 @@ use core::ops::Range;
 
 use crate::{get_u16, set_u16, Error, Result};
 
-mod field {
+/// Field offsets in the header, public for the dataplane's fast paths,
+/// which read and write them in place where a view would cost a check.
+pub mod field {
     use core::ops::Range;
     pub const DESTINATION: Range<usize> = 0..6;
     pub const SOURCE: Range<usize> = 6..12;

@@ -11,7 +11,9 @@ use core::fmt;
 use crate::ethernet::EtherType;
 use crate::{get_u16, get_u32, set_u16, Error, Result};
 
-mod field {
+/// Field offsets in the header, public for the dataplane's fast paths,
+/// which read and write them in place where a view would cost a check.
+pub mod field {
     use core::ops::Range;
 
     pub const VER_OPT_LEN: usize = 0;

@@ -14,7 +14,9 @@ use crate::{get_u16, get_u32, set_u16, set_u32, Error, Result};
 /// The UDP port of GTP-U (TS 29.281 §4.4.2).
 pub const UDP_PORT: u16 = 2152;
 
-mod field {
+/// Field offsets in the header, public for the dataplane's fast paths,
+/// which read and write them in place where a view would cost a check.
+pub mod field {
     use core::ops::Range;
 
     pub const FLAGS: usize = 0;

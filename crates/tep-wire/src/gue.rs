@@ -39,7 +39,9 @@ use core::fmt;
 use crate::ip::IpProtocol;
 use crate::{get_u16, get_u32, set_u16, set_u32, Error, Result};
 
-mod field {
+/// Field offsets in the header, public for the dataplane's fast paths,
+/// which read and write them in place where a view would cost a check.
+pub mod field {
     pub const VER_C_HLEN: usize = 0;
     pub const PROTO_CTYPE: usize = 1;
     pub const FLAGS: usize = 2;

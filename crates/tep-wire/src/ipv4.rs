@@ -7,7 +7,9 @@ use tep_csum::Sum;
 
 use crate::{get_u16, set_u16, Error, IpProtocol, Result};
 
-mod field {
+/// Field offsets in the header, public for the dataplane's fast paths,
+/// which read and write them in place where a view would cost a check.
+pub mod field {
     use core::ops::Range;
     pub const VER_IHL: usize = 0;
     pub const DSCP_ECN: usize = 1;

@@ -10,7 +10,9 @@ use tep_csum::Sum;
 
 use crate::{get_u16, get_u32, set_u16, set_u32, Error, Result};
 
-mod field {
+/// Field offsets in the header, public for the dataplane's fast paths,
+/// which read and write them in place where a view would cost a check.
+pub mod field {
     use core::ops::Range;
     pub const SRC_PORT: Range<usize> = 0..2;
     pub const DST_PORT: Range<usize> = 2..4;

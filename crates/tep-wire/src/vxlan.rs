@@ -21,7 +21,9 @@ use core::fmt;
 pub use crate::gue::RemoteChecksum;
 use crate::{get_u16, get_u32, set_u32, Error, Result};
 
-mod field {
+/// Field offsets in the header, public for the dataplane's fast paths,
+/// which read and write them in place where a view would cost a check.
+pub mod field {
     use core::ops::Range;
 
     pub const FLAGS: usize = 0;

@@ -15,14 +15,14 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tep_csum::Sum;
 use tep_dataplane::buffer::{ChecksumState, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::{Config, ConfigError};
 use tep_dataplane::drop::DropReason;
-use tep_dataplane::encap::{ethernet_ip_offset, InnerLink};
+use tep_dataplane::geometry::{ethernet_ip_offset, finish_offloaded};
 use tep_dataplane::pipeline::{Counters, Output, Pipeline, PipelineOptions};
 use tep_dataplane::vector::PacketVector;
+use tep_dataplane::InnerLink;
 
 /// Which way packets go through the pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -321,25 +321,6 @@ impl PcapOut {
     }
 }
 
-/// Finishes a checksum left partial for an offloading device, as the
-/// device would before the packet reaches the wire.
-fn finish_partial(data: &mut [u8], csum: ChecksumState) {
-    if let ChecksumState::Partial { start, offset } = csum {
-        let (s, o) = (usize::from(start), usize::from(offset));
-        if s > o || o + 2 > data.len() {
-            return;
-        }
-        let sum = Sum::of(&data[s..]);
-        // UDP sends 0xffff for a computed zero (RFC 768).
-        let c = if o - s == 6 {
-            sum.udp_checksum()
-        } else {
-            sum.checksum()
-        };
-        data[o..o + 2].copy_from_slice(&c.to_be_bytes());
-    }
-}
-
 /// The IP packet of a frame whose link layer is not Ethernet: raw IP, Linux
 /// cooked (SLL, SLL2), BSD loopback. `None` if it carries something else.
 fn ip_of_non_ethernet(frame: &Frame) -> Option<&[u8]> {
@@ -558,7 +539,8 @@ impl Run {
             for &id in v.as_slice() {
                 let csum = pool.meta(id).csum;
                 let tunnel = pool.meta(id).tunnel as usize;
-                finish_partial(pool.data_mut(id), csum);
+                // Offsets outside the packet: written as they are.
+                let _ = finish_offloaded(pool.data_mut(id), csum);
                 if let (Some(o), None) = (to.as_mut(), error.as_ref()) {
                     let data = pool.data(id);
                     let r = match wrap {
@@ -682,6 +664,7 @@ pub fn run(options: Options) -> Result<Report, PcapError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tep_csum::Sum;
 
     #[test]
     fn partial_udp_checksums_are_finished_as_a_device_would() {
@@ -695,13 +678,14 @@ mod tests {
         p[28..].copy_from_slice(b"abcd");
         let ph = tep_csum::pseudo_header_v4([192, 0, 2, 1], [192, 0, 2, 2], 17, 12);
         p[26..28].copy_from_slice(&ph.value().to_be_bytes());
-        finish_partial(
+        finish_offloaded(
             &mut p,
             ChecksumState::Partial {
                 start: 20,
                 offset: 26,
             },
-        );
+        )
+        .unwrap();
         assert!(ph.add(Sum::of(&p[20..])).verifies());
     }
 

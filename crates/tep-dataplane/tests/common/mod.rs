@@ -7,10 +7,10 @@ use tep_dataplane::buffer::{ChecksumState, PacketId, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::{Clock, ManualClock};
 use tep_dataplane::config::{ChecksumMode, Config};
 use tep_dataplane::drop::DropReason;
-use tep_dataplane::encap::InnerLink;
 use tep_dataplane::example;
 use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
 use tep_dataplane::vector::PacketVector;
+use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
 
 pub const A4: IpAddr = IpAddr::V4(example::A4);

@@ -25,10 +25,11 @@ use tep_csum::Sum;
 use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::{Clock, Tsc};
 use tep_dataplane::config::{ChecksumMode, Config};
-use tep_dataplane::encap::InnerLink;
+use tep_dataplane::geometry::finish_offloaded;
 use tep_dataplane::node::NodeStats;
 use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
 
 /// Outer address family.
@@ -402,20 +403,6 @@ fn inner_templates(spec: &Spec) -> Vec<Template> {
         .collect()
 }
 
-/// Finishes a checksum left partial for an offloading device.
-fn finish_partial(data: &mut [u8], csum: ChecksumState) {
-    if let ChecksumState::Partial { start, offset } = csum {
-        let (s, o) = (usize::from(start), usize::from(offset));
-        let sum = Sum::of(&data[s..]);
-        let c = if o - s == 6 {
-            sum.udp_checksum()
-        } else {
-            sum.checksum()
-        };
-        data[o..o + 2].copy_from_slice(&c.to_be_bytes());
-    }
-}
-
 fn load(pool: &mut Pool, v: &mut PacketVector, templates: &[Template]) {
     for t in templates {
         let id = pool
@@ -485,7 +472,7 @@ impl Bench {
         a.encap(&mut pool, &mut v, &mut |pool, v| {
             for &id in v.as_slice() {
                 let mut bytes = pool.data(id).to_vec();
-                finish_partial(&mut bytes, pool.meta(id).csum);
+                finish_offloaded(&mut bytes, pool.meta(id).csum).expect("the pipeline's offsets");
                 outer.push(Template {
                     bytes,
                     csum: ChecksumState::None,
@@ -1106,7 +1093,7 @@ mod tests {
                 let l3 = if kind.carries_ethernet() { 14 } else { 0 };
                 assert_eq!(t.bytes.len(), l3 + 576);
                 let mut b = t.bytes.clone();
-                finish_partial(&mut b, t.csum);
+                finish_offloaded(&mut b, t.csum).expect("the template's offsets");
                 let v6 = kind == TunnelKind::FouSit;
                 let ip = &b[l3..];
                 let seg = &ip[if v6 { 40 } else { 20 }..];

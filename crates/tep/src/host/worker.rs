@@ -20,11 +20,12 @@ use tep_dataplane::buffer::{
 };
 use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::{Config, DontFragment};
-use tep_dataplane::encap::{holds_pseudo_sum, inner_pseudo, InnerLink};
+use tep_dataplane::geometry::{holds_pseudo_sum, transport_pseudo};
 use tep_dataplane::pipeline::{train_end, Output, Pipeline, PipelineOptions};
 use tep_dataplane::tunnel::TunnelTable;
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
 use tep_dataplane::vnet::{VnetHeader, VNET_HDR_LEN};
+use tep_dataplane::InnerLink;
 use tep_sys::{Epoll, Event, EventFd, Gathered, RecvMeta, TunQueue, UdpSocket, MAX_BATCH};
 
 /// Buffers per worker: a full decap vector, a full encap vector, the
@@ -952,7 +953,7 @@ fn write_inner(
 /// checksum itself lets through anyway.
 fn inner_checksum(data: &[u8], m: &PacketMeta) -> ChecksumState {
     let (l3, l4) = (usize::from(m.l3), usize::from(m.l4));
-    let Some(field) = tep_dataplane::encap::transport_checksum_offset(m.inner_proto) else {
+    let Some(field) = tep_dataplane::geometry::transport_checksum_offset(m.inner_proto) else {
         return m.csum;
     };
     if m.gso.is_some() || m.csum != ChecksumState::None || l4 <= l3 {
@@ -967,7 +968,7 @@ fn inner_checksum(data: &[u8], m: &PacketMeta) -> ChecksumState {
     }
     // inner_pseudo: none for a UDP checksum of zero (none sent, IPv4).
     let data = &data[..end];
-    let Some(pseudo) = inner_pseudo(data, l3, l4, m.inner_proto) else {
+    let Some(pseudo) = transport_pseudo(data, l3, l4, m.inner_proto) else {
         return m.csum;
     };
     if pseudo.add(tep_csum::Sum::of(&data[l4..])).verifies() {
@@ -1002,14 +1003,7 @@ fn complete_partial(data: &mut [u8], m: &PacketMeta, start: u16, offset: u16) {
     let Some(end) = transport_end(data, usize::from(m.l3)) else {
         return;
     };
-    let sum = tep_csum::Sum::of(&data[start..end]);
-    // RFC 768: UDP sends a computed 0 as all ones.
-    let c = if m.inner_proto == 17 {
-        sum.udp_checksum()
-    } else {
-        sum.checksum()
-    };
-    data[offset..offset + 2].copy_from_slice(&c.to_be_bytes());
+    let _ = tep_dataplane::geometry::complete_partial_in(data, start, offset, end);
 }
 
 #[cfg(test)]
