@@ -9,6 +9,7 @@ use crate::geometry::{
     ethernet_ip_offset, holds_pseudo_sum, ip_end, locate_ip, pseudo_header,
     transport_checksum_offset, transport_pseudo, PROTO_UDP,
 };
+use crate::gtpu_reply::{GtpuResponder, Replies};
 use crate::kind::TunnelKind;
 use crate::node::{each, sweep, NodeStats};
 use crate::tunnel::{gre_id, ReceiveCache, TunnelTable};
@@ -16,7 +17,7 @@ use crate::vector::PacketVector;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tep_csum::Sum;
 use tep_wire::ethernet::EtherType;
-use tep_wire::gtpu::{GtpuRepr, MessageType};
+use tep_wire::gtpu::MessageType;
 use tep_wire::gue::GueRepr;
 use tep_wire::ip::IpProtocol;
 
@@ -113,131 +114,6 @@ fn udp_input_one(
     Ok(kind)
 }
 
-/// Rate limit for generated packets (GTP-U Error Indications): a token
-/// bucket of one second's worth.
-#[derive(Clone, Copy, Debug)]
-pub struct RateLimit {
-    per_second: u32,
-    tokens: u32,
-    last_ns: u64,
-}
-
-impl RateLimit {
-    /// At most `per_second`, in bursts of at most `per_second`.
-    pub fn new(per_second: u32) -> RateLimit {
-        RateLimit {
-            per_second,
-            tokens: per_second,
-            last_ns: 0,
-        }
-    }
-
-    /// Whether one more may go at time `now_ns`.
-    pub fn allow(&mut self, now_ns: u64) -> bool {
-        if self.per_second == 0 {
-            return false;
-        }
-        let elapsed = now_ns.saturating_sub(self.last_ns);
-        let refill = elapsed.saturating_mul(u64::from(self.per_second)) / 1_000_000_000;
-        if refill > 0 {
-            self.tokens = (u64::from(self.tokens) + refill).min(u64::from(self.per_second)) as u32;
-            self.last_ns = now_ns;
-        }
-        if self.tokens > 0 {
-            self.tokens -= 1;
-            true
-        } else {
-            false
-        }
-    }
-}
-
-/// GTP-U state of the receive path: what it answers with and how often.
-#[derive(Clone, Copy, Debug)]
-pub struct GtpuResponder {
-    /// Restart counter for the Recovery IE.
-    pub restart_counter: u8,
-    /// Error Indication rate limit.
-    pub limit: RateLimit,
-    /// Sequence number of the next Error Indication.
-    pub sequence: u16,
-}
-
-/// Where a kind node sends what it does not forward.
-#[derive(Debug)]
-pub struct Replies<'a> {
-    /// Outer packets to send back (Echo Responses, Error Indications).
-    pub out: &'a mut PacketVector,
-    /// Requests answered in place (their buffer became the reply).
-    pub answered: u64,
-    /// Packets generated (new buffers).
-    pub generated: u64,
-}
-
-/// Writes an outer IPv4/IPv6 + UDP datagram carrying `body` into `id`
-/// (replacing its contents), with a full UDP checksum and TTL 64.
-pub fn write_udp_datagram(
-    pool: &mut Pool,
-    id: PacketId,
-    src: (IpAddr, u16),
-    dst: (IpAddr, u16),
-    body: &[u8],
-) -> bool {
-    let mut b = [0u8; 512];
-    let ip_len = if src.0.is_ipv4() { 20 } else { 40 };
-    let total = ip_len + 8 + body.len();
-    if total > b.len() {
-        return false;
-    }
-    let udp_len = (8 + body.len()) as u16;
-    match (src.0, dst.0) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            b[0] = 0x45;
-            b[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-            b[6] = 0x40;
-            b[8] = 64;
-            b[9] = 17;
-            b[12..16].copy_from_slice(&s.octets());
-            b[16..20].copy_from_slice(&d.octets());
-            let c = Sum::of(&b[..20]).checksum();
-            b[10..12].copy_from_slice(&c.to_be_bytes());
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            b[0] = 0x60;
-            b[4..6].copy_from_slice(&udp_len.to_be_bytes());
-            b[6] = 17;
-            b[7] = 64;
-            b[8..24].copy_from_slice(&s.octets());
-            b[24..40].copy_from_slice(&d.octets());
-        }
-        _ => return false,
-    }
-    let u = ip_len;
-    b[u..u + 2].copy_from_slice(&src.1.to_be_bytes());
-    b[u + 2..u + 4].copy_from_slice(&dst.1.to_be_bytes());
-    b[u + 4..u + 6].copy_from_slice(&udp_len.to_be_bytes());
-    b[u + 8..total].copy_from_slice(body);
-    let pseudo = match (src.0, dst.0) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            tep_csum::pseudo_header_v4(s.octets(), d.octets(), 17, udp_len)
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            tep_csum::pseudo_header_v6(&s.octets(), &d.octets(), 17, u32::from(udp_len))
-        }
-        _ => return false,
-    };
-    let c = pseudo.add(Sum::of(&b[u..total])).udp_checksum();
-    b[u + 6..u + 8].copy_from_slice(&c.to_be_bytes());
-    if !pool.fill(id, &b[..total]) {
-        return false;
-    }
-    let m = pool.meta_mut(id);
-    m.l3 = 0;
-    m.l4 = ip_len as u16;
-    m.csum = ChecksumState::None;
-    true
-}
-
 /// Whether a datagram's outer UDP checksum is right (or vouched for by the
 /// I/O layer). Zero counts as right over IPv4 only: over IPv6 it needs a
 /// tunnel that allows it, and a packet we would answer has none.
@@ -272,7 +148,7 @@ struct Parsed {
 /// tunnel, records the payload offset and any RCO. GTP-U Echo Requests are
 /// answered; G-PDUs to unknown TEIDs draw a rate-limited Error Indication.
 #[allow(clippy::too_many_arguments)]
-pub fn tunnel_decap(
+pub(crate) fn tunnel_decap(
     stats: &mut NodeStats,
     pool: &mut Pool,
     v: &mut PacketVector,
@@ -438,25 +314,13 @@ fn tunnel_decap_one(
         match p.msg_type() {
             MessageType::GPdu => {}
             MessageType::EchoRequest => {
-                let resp = GtpuRepr::echo_response_for(&p, gtpu.restart_counter)?;
-                let mut body = [0u8; 64];
-                let n = resp.buffer_len();
-                resp.emit(&mut body[..n], 0);
-                if !write_udp_datagram(pool, id, (dst, dport), (src, sport), &body[..n])
-                    || replies.out.push(id).is_err()
-                {
-                    return Err(DropReason::NoBuffer);
-                }
-                replies.answered += 1;
+                gtpu.answer_echo(pool, id, at, (dst, dport), (src, sport), replies)?;
                 return Ok(false);
             }
             _ => return Err(DropReason::GtpuSignalling),
         }
         if unknown_extension {
-            // TS 29.281 §7.3.2: tell the sender what we do understand.
-            if gtpu.limit.allow(now_ns) {
-                send_supported_extensions(pool, gtpu, replies, (dst, dport), (src, sport));
-            }
+            gtpu.supported_extensions(pool, replies, (dst, dport), (src, sport), now_ns);
             return Err(DropReason::UnknownRequiredExtension);
         }
         match rx {
@@ -468,9 +332,7 @@ fn tunnel_decap_one(
                 return finish_inner(pool, id, false).map(|_| true);
             }
             Err(DropReason::UnknownTeid) => {
-                if gtpu.limit.allow(now_ns) {
-                    send_error_indication(pool, gtpu, replies, (dst, dport), (src, sport), teid);
-                }
+                gtpu.error_indication(pool, replies, (dst, dport), (src, sport), teid, now_ns);
                 return Err(DropReason::UnknownTeid);
             }
             Err(r) => return Err(r),
@@ -522,66 +384,6 @@ fn finish_inner(pool: &mut Pool, id: PacketId, ethernet: bool) -> Result<(), Dro
     m.inner_l4 = l4 as u16;
     m.inner_proto = proto;
     Ok(())
-}
-
-/// The extension header types tep parses (and so may receive with the
-/// comprehension-required bit).
-const SUPPORTED_EXTENSIONS: [u8; 4] = [0x40, 0x82, 0x85, 0xc0];
-
-fn send_supported_extensions(
-    pool: &mut Pool,
-    gtpu: &mut GtpuResponder,
-    replies: &mut Replies<'_>,
-    local: (IpAddr, u16),
-    peer: (IpAddr, u16),
-) {
-    let Ok(repr) = GtpuRepr::supported_extension_headers(gtpu.sequence, &SUPPORTED_EXTENSIONS)
-    else {
-        return;
-    };
-    gtpu.sequence = gtpu.sequence.wrapping_add(1);
-    send_generated(pool, replies, &repr, local, peer);
-}
-
-fn send_generated(
-    pool: &mut Pool,
-    replies: &mut Replies<'_>,
-    repr: &GtpuRepr,
-    local: (IpAddr, u16),
-    to: (IpAddr, u16),
-) {
-    let Some(id) = pool.alloc() else {
-        return;
-    };
-    let mut body = [0u8; 64];
-    let n = repr.buffer_len();
-    repr.emit(&mut body[..n], 0);
-    if write_udp_datagram(pool, id, local, to, &body[..n]) && replies.out.push(id).is_ok() {
-        replies.generated += 1;
-    } else {
-        pool.free(id);
-    }
-}
-
-fn send_error_indication(
-    pool: &mut Pool,
-    gtpu: &mut GtpuResponder,
-    replies: &mut Replies<'_>,
-    local: (IpAddr, u16),
-    peer: (IpAddr, u16),
-    teid: u32,
-) {
-    // TS 29.281 §7.3.1: the Error Indication names the TEID and our
-    // address; it goes to the sender's address, to port 2152.
-    let repr = GtpuRepr::error_indication(gtpu.sequence, teid, local.0, None);
-    gtpu.sequence = gtpu.sequence.wrapping_add(1);
-    send_generated(
-        pool,
-        replies,
-        &repr,
-        local,
-        (peer.0, tep_wire::gtpu::UDP_PORT),
-    );
 }
 
 /// Node `udp-checksum-verify`: the outer checksum of each datagram: zero is

@@ -45,8 +45,8 @@ use tep_wire::{ipv4, ipv6, tcp, udp, IpProtocol};
 use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool, Tail};
 use crate::drop::DropReason;
 use crate::geometry::{
-    ethertype_agrees, ip_start, locate_ip, pseudo_header, set_ip_len, InnerLink, IpInfo,
-    MAX_IP_LEN, PROTO_TCP, PROTO_UDP,
+    complete_partial_in, ethertype_agrees, ip_start, locate_ip, pseudo_header, set_ip_len,
+    InnerLink, IpInfo, MAX_IP_LEN, PROTO_TCP, PROTO_UDP,
 };
 use crate::vector::{PacketVector, VECTOR_SIZE};
 
@@ -220,8 +220,7 @@ fn udp_layout(data: &[u8], train: bool) -> Result<(Layout, usize), DropReason> {
 ///
 /// A packet without `meta.gso`, or whose payload fits one segment, is
 /// pushed as it is, normalised: a partial checksum is completed (over
-/// `start` to the IP end; a computed 0 is sent as 0xffff, as Linux's
-/// `skb_checksum_help` does), `csum = None`, `gso` cleared, `l2`/`l3`/`l4`
+/// `start` to the IP end, by [`complete_partial_in`]), `csum = None`, `gso` cleared, `l2`/`l3`/`l4`
 /// set. Without `meta.gso` any IP packet passes (fragments too), and so
 /// does a frame that carries no IP (`l3 = l4 = 0`; a partial checksum is
 /// completed to the frame's end); with it the checksum is computed afresh
@@ -318,14 +317,7 @@ fn normalise(
     }
     let mut csum = pool.meta(id).csum;
     if let ChecksumState::Partial { start, offset } = csum {
-        let (start, offset) = (start as usize, offset as usize);
-        if start > offset || offset + 2 > end {
-            return Err(DropReason::Malformed);
-        }
-        // The field holds the pseudo-header sum: summing it in completes it.
-        let data = pool.data_mut(id);
-        let c = Sum::of(&data[start..end]).udp_checksum();
-        data[offset..offset + 2].copy_from_slice(&c.to_be_bytes());
+        complete_partial_in(pool.data_mut(id), start.into(), offset.into(), end)?;
         csum = ChecksumState::None;
     }
     let meta = pool.meta_mut(id);

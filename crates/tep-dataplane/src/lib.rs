@@ -23,6 +23,7 @@ pub mod example;
 pub mod geometry;
 pub mod gro;
 pub mod gso;
+pub mod gtpu_reply;
 pub mod host_config;
 pub mod kind;
 pub mod node;

@@ -4,12 +4,13 @@
 use crate::buffer::{ChecksumState, GsoKind, PacketId, Pool};
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::decap::{self, GtpuResponder, RateLimit, Replies};
+use crate::decap;
 use crate::drop::DropReason;
 use crate::encap::{self, HeaderTemplate, TxState};
 use crate::geometry::InnerLink;
 use crate::gro::Gro;
 use crate::gso;
+use crate::gtpu_reply::{GtpuResponder, Replies};
 use crate::kind::TunnelKind;
 use crate::node::{Node, Runtime};
 use crate::tunnel::TunnelTable;
@@ -147,11 +148,10 @@ impl<C: Clock> Pipeline<C> {
             runtime,
             tx: config.tunnels.iter().map(TxState::new).collect(),
             templates: config.tunnels.iter().map(HeaderTemplate::new).collect(),
-            gtpu: GtpuResponder {
-                restart_counter: config.dataplane.restart_counter,
-                limit: RateLimit::new(config.dataplane.error_indication_rate),
-                sequence: 0,
-            },
+            gtpu: GtpuResponder::new(
+                config.dataplane.restart_counter,
+                config.dataplane.error_indication_rate,
+            ),
             by_kind: Box::new(core::array::from_fn(|_| PacketVector::new())),
             replies: Box::new(PacketVector::new()),
             work: Some(Box::new(PacketVector::new())),

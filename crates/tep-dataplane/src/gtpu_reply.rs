@@ -1,0 +1,300 @@
+//! The GTP-U reply plane of the receive path (TS 29.281 §7.2, §7.3): Echo
+//! Responses, rate-limited Error Indications and Supported Extension
+//! Headers Notifications, each an outer datagram back to the peer that
+//! drew it. `gtpu-decap` decides when to answer; this module writes the
+//! answers.
+
+use crate::buffer::{ChecksumState, PacketId, Pool};
+use crate::drop::DropReason;
+use crate::vector::PacketVector;
+use core::net::IpAddr;
+use tep_wire::gtpu::{self, GtpuRepr};
+use tep_wire::ipv4::{self, Ipv4Repr};
+use tep_wire::ipv6::{self, Ipv6Repr};
+use tep_wire::udp::{self, UdpRepr};
+use tep_wire::IpProtocol;
+
+/// The extension header types tep parses (and so may receive with the
+/// comprehension-required bit).
+const SUPPORTED_EXTENSIONS: [u8; 4] = [0x40, 0x82, 0x85, 0xc0];
+
+/// The hop limit of replies.
+const REPLY_TTL: u8 = 64;
+
+/// Rate limit for generated packets (GTP-U Error Indications): a token
+/// bucket of one second's worth.
+#[derive(Clone, Copy, Debug)]
+pub struct RateLimit {
+    per_second: u32,
+    tokens: u32,
+    last_ns: u64,
+}
+
+impl RateLimit {
+    /// At most `per_second`, in bursts of at most `per_second`.
+    pub fn new(per_second: u32) -> RateLimit {
+        RateLimit {
+            per_second,
+            tokens: per_second,
+            last_ns: 0,
+        }
+    }
+
+    /// Whether one more may go at time `now_ns`.
+    pub fn allow(&mut self, now_ns: u64) -> bool {
+        if self.per_second == 0 {
+            return false;
+        }
+        let elapsed = now_ns.saturating_sub(self.last_ns);
+        let refill = elapsed.saturating_mul(u64::from(self.per_second)) / 1_000_000_000;
+        if refill > 0 {
+            self.tokens = (u64::from(self.tokens) + refill).min(u64::from(self.per_second)) as u32;
+            self.last_ns = now_ns;
+        }
+        if self.tokens > 0 {
+            self.tokens -= 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Where replies go while a vector is decapsulated, and how many.
+#[derive(Debug)]
+pub(crate) struct Replies<'a> {
+    /// Outer packets to send back.
+    pub out: &'a mut PacketVector,
+    /// Requests answered in place (their buffer became the reply).
+    pub answered: u64,
+    /// Packets generated (new buffers).
+    pub generated: u64,
+}
+
+/// One end of a reply: address and UDP port.
+pub(crate) type Endpoint = (IpAddr, u16);
+
+/// GTP-U state of the receive path: what it answers with and how often.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GtpuResponder {
+    /// Restart counter for the Recovery IE.
+    restart_counter: u8,
+    /// Error Indications and Supported Extension Headers Notifications.
+    limit: RateLimit,
+    /// Sequence number of the next generated message.
+    sequence: u16,
+}
+
+impl GtpuResponder {
+    /// A responder with the Recovery restart counter and the rate of
+    /// generated messages per second.
+    pub fn new(restart_counter: u8, per_second: u32) -> GtpuResponder {
+        GtpuResponder {
+            restart_counter,
+            limit: RateLimit::new(per_second),
+            sequence: 0,
+        }
+    }
+
+    /// Turns the Echo Request at offset `at` of `id` into its Echo
+    /// Response, in place, from `local` back to `peer` (TS 29.281 §7.2.2).
+    pub fn answer_echo(
+        &self,
+        pool: &mut Pool,
+        id: PacketId,
+        at: usize,
+        local: Endpoint,
+        peer: Endpoint,
+        replies: &mut Replies<'_>,
+    ) -> Result<(), DropReason> {
+        let request = gtpu::Packet::new_unchecked(&pool.data(id)[at..]);
+        let resp = GtpuRepr::echo_response_for(&request, self.restart_counter)?;
+        if !write_datagram(pool, id, local, peer, &resp) || replies.out.push(id).is_err() {
+            return Err(DropReason::NoBuffer);
+        }
+        replies.answered += 1;
+        Ok(())
+    }
+
+    /// TS 29.281 §7.3.1: an Error Indication for a G-PDU to `teid`, which
+    /// no tunnel has, naming the TEID and our address; to the sender's
+    /// address at port 2152. At most the rate limit's per second.
+    pub fn error_indication(
+        &mut self,
+        pool: &mut Pool,
+        replies: &mut Replies<'_>,
+        local: Endpoint,
+        peer: Endpoint,
+        teid: u32,
+        now_ns: u64,
+    ) {
+        if !self.limit.allow(now_ns) {
+            return;
+        }
+        let repr = GtpuRepr::error_indication(self.next_sequence(), teid, local.0, None);
+        generate(pool, replies, &repr, local, (peer.0, gtpu::UDP_PORT));
+    }
+
+    /// TS 29.281 §7.3.2: tells a sender of an extension header we must
+    /// understand and do not which ones we do. Rate-limited with the Error
+    /// Indications.
+    pub fn supported_extensions(
+        &mut self,
+        pool: &mut Pool,
+        replies: &mut Replies<'_>,
+        local: Endpoint,
+        peer: Endpoint,
+        now_ns: u64,
+    ) {
+        if !self.limit.allow(now_ns) {
+            return;
+        }
+        let Ok(repr) = GtpuRepr::supported_extension_headers(self.sequence, &SUPPORTED_EXTENSIONS)
+        else {
+            return;
+        };
+        self.next_sequence();
+        generate(pool, replies, &repr, local, peer);
+    }
+
+    fn next_sequence(&mut self) -> u16 {
+        let s = self.sequence;
+        self.sequence = s.wrapping_add(1);
+        s
+    }
+}
+
+/// A reply in a buffer of its own, counted as generated.
+fn generate(
+    pool: &mut Pool,
+    replies: &mut Replies<'_>,
+    repr: &GtpuRepr,
+    local: Endpoint,
+    to: Endpoint,
+) {
+    let Some(id) = pool.alloc() else {
+        return;
+    };
+    if write_datagram(pool, id, local, to, repr) && replies.out.push(id).is_ok() {
+        replies.generated += 1;
+    } else {
+        pool.free(id);
+    }
+}
+
+/// Replaces the contents of `id` with an outer IPv4/IPv6 + UDP datagram
+/// from `src` to `dst` carrying the GTP-U message `repr`, with a full UDP
+/// checksum and TTL 64. False when the families differ or it does not fit.
+fn write_datagram(
+    pool: &mut Pool,
+    id: PacketId,
+    src: Endpoint,
+    dst: Endpoint,
+    repr: &GtpuRepr,
+) -> bool {
+    let mut b = [0u8; 512];
+    let body_len = repr.buffer_len();
+    let udp_repr = UdpRepr {
+        src_port: src.1,
+        dst_port: dst.1,
+        payload_len: body_len,
+        checksum: 0,
+    };
+    let ip_len = match (src.0, dst.0) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let ip = Ipv4Repr {
+                src_addr: s,
+                dst_addr: d,
+                protocol: IpProtocol::Udp,
+                payload_len: udp::HEADER_LEN + body_len,
+                ttl: REPLY_TTL,
+                dscp: 0,
+                ecn: 0,
+                ident: 0,
+                dont_frag: true,
+                more_frags: false,
+                frag_offset: 0,
+            };
+            ip.emit(&mut ipv4::Packet::new_unchecked(&mut b[..]));
+            ipv4::HEADER_LEN
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let ip = Ipv6Repr {
+                src_addr: s,
+                dst_addr: d,
+                next_header: IpProtocol::Udp,
+                payload_len: udp::HEADER_LEN + body_len,
+                hop_limit: REPLY_TTL,
+                traffic_class: 0,
+                flow_label: 0,
+            };
+            ip.emit(&mut ipv6::Packet::new_unchecked(&mut b[..]));
+            ipv6::HEADER_LEN
+        }
+        _ => return false,
+    };
+    let total = ip_len + udp::HEADER_LEN + body_len;
+    if total > b.len() {
+        return false;
+    }
+    let mut u = udp::Packet::new_unchecked(&mut b[ip_len..total]);
+    udp_repr.emit(&mut u);
+    repr.emit(u.payload_mut(), 0);
+    match (src.0, dst.0) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => u.fill_checksum_v4(&s, &d),
+        (IpAddr::V6(s), IpAddr::V6(d)) => u.fill_checksum_v6(&s, &d),
+        _ => return false,
+    }
+    if !pool.fill(id, &b[..total]) {
+        return false;
+    }
+    let m = pool.meta_mut(id);
+    m.l3 = 0;
+    m.l4 = ip_len as u16;
+    m.csum = ChecksumState::None;
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_limit_refills_per_second_up_to_a_burst() {
+        let mut r = RateLimit::new(2);
+        assert!(r.allow(0) && r.allow(0));
+        assert!(!r.allow(1), "the burst is spent");
+        assert!(r.allow(600_000_000), "one more after half a second");
+        assert!(!r.allow(600_000_001));
+        assert!(r.allow(10_000_000_000) && r.allow(10_000_000_000));
+        assert!(!r.allow(10_000_000_000), "refill stops at the burst");
+        assert!(!RateLimit::new(0).allow(u64::MAX), "0 means none");
+    }
+
+    #[test]
+    fn replies_are_whole_checksummed_datagrams() {
+        let mut pool = Pool::new(2, 2048);
+        let id = pool.alloc().unwrap();
+        let repr = GtpuRepr::error_indication(7, 99, IpAddr::from([192, 0, 2, 1]), None);
+        let local = (IpAddr::from([192, 0, 2, 1]), 2152);
+        let peer = (IpAddr::from([192, 0, 2, 2]), 2152);
+        assert!(write_datagram(&mut pool, id, local, peer, &repr));
+        let d = pool.data(id);
+        let ip = ipv4::Packet::new_checked(d).unwrap();
+        assert!(ip.verify_checksum());
+        let u = udp::Packet::new_checked(ip.payload()).unwrap();
+        assert_eq!(
+            u.verify_checksum_v4(&ip.src_addr(), &ip.dst_addr()),
+            udp::ChecksumStatus::Valid
+        );
+        let g = gtpu::Packet::new_checked(u.payload()).unwrap();
+        assert_eq!(GtpuRepr::parse(&g).unwrap(), repr);
+        assert!(!write_datagram(
+            &mut pool,
+            id,
+            local,
+            ("::1".parse().unwrap(), 1),
+            &repr
+        ));
+    }
+}
