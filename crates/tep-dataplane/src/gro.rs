@@ -455,7 +455,7 @@ pub struct TrainMerge {
 
 /// GRO for a UDP GRO train without copying its payload.
 ///
-/// `head` is a datagram of train `rest` ([`crate::gso::detach_at`] copied
+/// `head` is a datagram of train `rest` ([`crate::udp_train::detach_at`] copied
 /// it), decapsulated up to but not including `decap-output`: its data
 /// starts at the outer IP header, `meta.inner` is where the inner packet
 /// (`link`: IP packet or Ethernet frame) starts. The datagrams of `rest`
@@ -783,8 +783,9 @@ impl Gro {
 mod tests {
     use super::*;
     use crate::buffer::SUPER_PACKET_ROOM;
-    use crate::gso::testpkt::{self, Csum, Eth, Ip, Tcp, ACK, CWR, FIN, PSH, RST, SYN, URG};
-    use crate::gso::{segment, UDP_MAX_SEGMENTS};
+    use crate::gso::segment;
+    use crate::testpkt::{self, Csum, Eth, Ip, Tcp, ACK, CWR, FIN, PSH, RST, SYN, URG};
+    use crate::udp_train::UDP_MAX_SEGMENTS;
 
     fn load(pool: &mut Pool, pkts: &[Vec<u8>]) -> PacketVector {
         let mut v = PacketVector::new();

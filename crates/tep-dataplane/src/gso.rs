@@ -7,14 +7,14 @@
 //!   side ([`InnerLink::Ethernet`]: a TAP, an L2 tunnel), an Ethernet frame
 //!   carrying one: destination and source MAC, up to two VLAN tags
 //!   (0x8100 / 0x88a8), EtherType 0x0800 or 0x86DD agreeing with the IP
-//!   version, then the IP packet, as [`ethernet_ip_offset`] finds it. Every
+//!   version, then the IP packet, as [`ethernet_ip_offset`](crate::geometry::ethernet_ip_offset) finds it. Every
 //!   packet these functions output has `meta.l2 = 0`, `meta.l3` = where the
 //!   IP header starts (0, or 14 / 18 / 22 in a frame) and `meta.l4` = where
 //!   the transport header starts, IPv4 options and IPv6 extension headers
 //!   included; every offset is from the data start (the frame start).
 //! - The Ethernet header of a frame is copied to each segment unchanged;
 //!   GRO merges only frames whose Ethernet headers are equal.
-//! - UDP GSO trains ([`build_udp_train`], [`split_udp_train`]) are outer
+//! - UDP GSO trains ([`build_udp_train`](crate::udp_train::build_udp_train), [`split_udp_train`](crate::udp_train::split_udp_train)) are outer
 //!   datagrams: always IP at the data start.
 //! - A super-packet has `meta.gso = Some(..)`, IP and UDP length fields for
 //!   its whole length (IPv6: payload length ≤ 65535, no jumbograms), a valid
@@ -27,7 +27,7 @@
 //!   [`segment`] ignores that field and computes every segment's checksum
 //!   from the addresses, so a super-packet whose field is already complete
 //!   segments just as well.
-//! - A UDP GSO train ([`build_udp_train`]) is different: its IP and UDP
+//! - A UDP GSO train ([`build_udp_train`](crate::udp_train::build_udp_train)) is different: its IP and UDP
 //!   length fields describe the first datagram only, as in the template the
 //!   kernel's `UDP_SEGMENT` send builds, and its length is the buffer's.
 //!
@@ -42,21 +42,13 @@ use tep_csum::Sum;
 use tep_wire::tcp::TcpFlags;
 use tep_wire::{ipv4, ipv6, tcp, udp, IpProtocol};
 
-use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool, Tail};
+use crate::buffer::{ChecksumState, GsoKind, PacketId, PacketMeta, Pool, Tail};
 use crate::drop::DropReason;
 use crate::geometry::{
     complete_partial_in, ethertype_agrees, ip_start, locate_ip, pseudo_header, set_ip_len,
-    InnerLink, IpInfo, MAX_IP_LEN, PROTO_TCP, PROTO_UDP,
+    InnerLink, IpInfo, PROTO_TCP, PROTO_UDP,
 };
 use crate::vector::{PacketVector, VECTOR_SIZE};
-
-/// Most datagrams in one UDP GSO train. Linux's `UDP_MAX_SEGMENTS`
-/// (include/linux/udp.h) was `1 << 6` from `UDP_SEGMENT`'s introduction
-/// (bec1f6f69736, "udp: generate gso with UDP_SEGMENT", 4.18) and became
-/// `1 << 7` in 1382e3b6a350 ("net: change maximum number of UDP segments to
-/// 128", 2024, backported to stable); `udp_send_skb` refuses more with
-/// EINVAL. 64 is what every kernel with `UDP_SEGMENT` accepts.
-pub const UDP_MAX_SEGMENTS: usize = 64;
 
 /// Bytes of an Ethernet header without VLAN tags.
 const ETHERNET_HEADER_LEN: usize = 14;
@@ -74,7 +66,7 @@ fn require_ip(data: &[u8], link: InnerLink) -> Result<usize, DropReason> {
 /// pseudo-header then names the final destination, which sits in the
 /// routing header (RFC 8200 §8.1); tep does not dig it out and refuses to
 /// compute such checksums.
-fn routing_pending(data: &[u8], ip: &IpInfo) -> bool {
+pub(crate) fn routing_pending(data: &[u8], ip: &IpInfo) -> bool {
     if !ip.v6 {
         return false;
     }
@@ -100,19 +92,19 @@ fn routing_pending(data: &[u8], ip: &IpInfo) -> bool {
 
 /// Where the headers of a packet to cut end.
 #[derive(Clone, Copy, Debug)]
-struct Layout {
-    v6: bool,
-    tcp: bool,
+pub(crate) struct Layout {
+    pub v6: bool,
+    pub tcp: bool,
     /// Where the IP header starts (after the Ethernet header in a frame).
-    l3: usize,
+    pub l3: usize,
     /// Where the transport header starts, from the data start.
-    l4: usize,
+    pub l4: usize,
     /// Transport header length (TCP with options, or UDP's 8).
-    th: usize,
+    pub th: usize,
 }
 
 impl Layout {
-    fn csum_at(&self) -> usize {
+    pub fn csum_at(&self) -> usize {
         self.l4
             + if self.tcp {
                 tcp::CHECKSUM_OFFSET
@@ -182,7 +174,7 @@ fn udp_header(transport: &[u8]) -> Result<usize, DropReason> {
 /// Checks one whole UDP datagram (IP length = buffer length), or, with
 /// `train`, the first datagram of a train (the buffer goes on). Returns the
 /// layout and the IP packet's end.
-fn udp_layout(data: &[u8], train: bool) -> Result<(Layout, usize), DropReason> {
+pub(crate) fn udp_layout(data: &[u8], train: bool) -> Result<(Layout, usize), DropReason> {
     let ip = locate_ip(data, 0, 0)?;
     if ip.fragment {
         return Err(DropReason::Fragment);
@@ -232,7 +224,7 @@ fn udp_layout(data: &[u8], train: bool) -> Result<(Layout, usize), DropReason> {
 /// left), and `Truncated` / `BadLength` / `BadVersion` (also an EtherType
 /// that is not the IP version's) / `Malformed` / `NotIp` (also a frame
 /// super-packet without IP) for malformed packets (`BadLength` also for a
-/// buffer longer than its IP length: a train goes to [`split_udp_train`]).
+/// buffer longer than its IP length: a train goes to [`split_udp_train`](crate::udp_train::split_udp_train)).
 pub fn segment(
     pool: &mut Pool,
     id: PacketId,
@@ -358,7 +350,7 @@ fn finish_meta(pool: &mut Pool, id: PacketId, lay: &Layout, csum: ChecksumState)
 /// The metadata of an output made from a packet with metadata `base`:
 /// everything else (flow hash, tunnel, inner offsets: the same for every
 /// segment, whose headers have the same layout) is kept.
-fn out_meta(base: PacketMeta, lay: &Layout, csum: ChecksumState) -> PacketMeta {
+pub(crate) fn out_meta(base: PacketMeta, lay: &Layout, csum: ChecksumState) -> PacketMeta {
     PacketMeta {
         l2: 0,
         l3: lay.l3 as u16,
@@ -382,7 +374,7 @@ fn push(pool: &mut Pool, out: &mut PacketVector, id: PacketId) {
 
 /// What the pieces [`emit`] cuts get as transport checksum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Pieces {
+pub(crate) enum Pieces {
     /// Each its own, computed.
     Compute,
     /// None (a UDP train whose template's checksum is 0).
@@ -399,7 +391,7 @@ enum Pieces {
 /// fixed up, pushed to `out`; frees `id`. `checksums` says what each
 /// piece's transport checksum becomes. `gathered`: each piece's payload
 /// stays in `id` as the piece's [`Tail`] instead of being copied.
-fn emit(
+pub(crate) fn emit(
     pool: &mut Pool,
     id: PacketId,
     out: &mut PacketVector,
@@ -524,732 +516,20 @@ fn emit(
     Ok(n)
 }
 
-/// Whether two IP headers of length `l4` differ only in what differs
-/// between the datagrams of one train: IPv4 total length, identification
-/// and header checksum; IPv6 payload length.
-fn same_ip_template(a: &[u8], b: &[u8], l4: usize, v6: bool) -> bool {
-    if v6 {
-        a[..4] == b[..4] && a[6..l4] == b[6..l4]
-    } else {
-        a[..2] == b[..2] && a[6..10] == b[6..10] && a[12..l4] == b[12..l4]
-    }
-}
-
-/// Builds a UDP GSO train for one `UDP_SEGMENT` send from the complete
-/// datagrams `ids` (outer tunnel traffic), and frees them.
-///
-/// The datagrams must share everything the socket fixes: IP version,
-/// addresses, ports, TOS / traffic class and flow label, TTL / hop limit,
-/// IPv4 flags and options (IPv6 extension headers), whether the UDP
-/// checksum is zero, and `meta.csum` (all equal: None, Verified, Zero, or
-/// Partial at the same offsets). Every UDP payload but the last has the
-/// first one's length (≥ 1); the last is not longer and not empty. IPv4
-/// identifications after the first are not kept: [`split_udp_train`]
-/// numbers the datagrams first + i, as the kernel's segmentation does.
-/// Checksums are not verified: the kernel computes them for a
-/// `UDP_SEGMENT` send, and the split writes correct ones.
-///
-/// The train is the first datagram as it is followed by the other UDP
-/// payloads, so its IP and UDP lengths describe the first datagram (the
-/// template). `meta.gso = Some(Gso { kind: Udp, segment_size: first
-/// payload length })`; `csum`, `flow_hash` and `tunnel` come from the first
-/// datagram.
-///
-/// A zero-checksum train cannot go out as one send: Linux's `udp_send_skb`
-/// refuses GSO on a socket with `SO_NO_CHECK` / `UDP_NO_CHECK6_TX` (EINVAL),
-/// so the host layer splits it. Sizes follow `udp_send_skb` and
-/// `__ip_append_data`: at most [`UDP_MAX_SEGMENTS`] datagrams, the IPv4
-/// packet the kernel builds ≤ 65535 bytes (IPv6: its payload ≤ 65535).
-///
-/// Errors, with the inputs untouched: `Malformed` (empty list, a duplicate,
-/// datagrams that do not qualify), `TooBig` (too many datagrams, or more
-/// than the data room or the IP limit), `NoBuffer`, and the parse errors of
-/// a datagram that is not whole UDP.
-pub fn build_udp_train(pool: &mut Pool, ids: &[PacketId]) -> Result<PacketId, DropReason> {
-    let Some((&first, rest)) = ids.split_first() else {
-        return Err(DropReason::Malformed);
-    };
-    if ids.len() > UDP_MAX_SEGMENTS {
-        return Err(DropReason::TooBig);
-    }
-    let head = pool.data(first);
-    let (lay, end) = udp_layout(head, false)?;
-    let hdr = lay.l4 + udp::HEADER_LEN;
-    let seg = end - hdr;
-    if seg == 0 {
-        return Err(DropReason::Malformed);
-    }
-    let csum = pool.meta(first).csum;
-    let zero = udp::Packet::new_unchecked(&head[lay.l4..]).checksum_zero();
-    let mut total = end;
-    for (k, &id) in rest.iter().enumerate() {
-        if ids[..=k].contains(&id) {
-            return Err(DropReason::Malformed);
-        }
-        let data = pool.data(id);
-        let (l, e) = udp_layout(data, false)?;
-        let p = e - hdr.min(e);
-        let last = k + 1 == rest.len();
-        let qualifies = l.v6 == lay.v6
-            && l.l4 == lay.l4
-            && same_ip_template(head, data, lay.l4, lay.v6)
-            && head[lay.l4..lay.l4 + 4] == data[lay.l4..lay.l4 + 4]
-            && udp::Packet::new_unchecked(&data[lay.l4..]).checksum_zero() == zero
-            && pool.meta(id).csum == csum
-            && p >= 1
-            && (p == seg || (last && p < seg));
-        if !qualifies {
-            return Err(DropReason::Malformed);
-        }
-        total += p;
-    }
-    let ip_len = if lay.v6 {
-        total - ipv6::HEADER_LEN
-    } else {
-        total
-    };
-    if total > pool.data_room() || ip_len > MAX_IP_LEN {
-        return Err(DropReason::TooBig);
-    }
-    let train = pool.alloc().ok_or(DropReason::NoBuffer)?;
-    pool.set_len(train, total);
-    pool.copy_between(first, 0..end, train, 0);
-    let mut at = end;
-    for &id in rest {
-        let n = pool.data(id).len() - hdr;
-        pool.copy_between(id, hdr..hdr + n, train, at);
-        at += n;
-    }
-    *pool.meta_mut(train) = PacketMeta {
-        gso: Some(Gso {
-            kind: GsoKind::Udp,
-            segment_size: seg as u16,
-        }),
-        ..out_meta(*pool.meta(first), &lay, csum)
-    };
-    for &id in ids {
-        pool.free(id);
-    }
-    Ok(train)
-}
-
-/// Splits a UDP GSO train (as [`build_udp_train`] makes, or as a socket
-/// hands one to the kernel) into whole datagrams pushed to `out`; returns
-/// how many and frees `id`.
-///
-/// Each datagram has the template's headers with its own lengths (IPv4:
-/// identification = template's + i, header checksum), and a UDP checksum
-/// of 0 if the template's is 0 (`meta.csum = Zero`), else the complete
-/// correct one (`meta.csum = None`). This is what the kernel's
-/// `__udp_gso_segment` does for a socket, and what a pcap writer needs.
-/// A train marked `Verified` (received with `UDP_GRO`: the kernel checked
-/// every datagram) is cut without reading the payload for checksums: each
-/// datagram keeps the template's checksum field and is marked `Verified`.
-///
-/// Errors, with `id` untouched: `Malformed` (no `Gso { kind: Udp }` or a
-/// zero segment size), `BadLength` (the template's UDP payload is not one
-/// segment), `TooBig` (no room in `out`), `NoBuffer`, `Unsupported` (an
-/// IPv6 routing header with segments left and a checksum to compute), and
-/// the parse errors.
-pub fn split_udp_train(
-    pool: &mut Pool,
-    id: PacketId,
-    out: &mut PacketVector,
-) -> Result<usize, DropReason> {
-    let seg = match pool.meta(id).gso {
-        Some(Gso {
-            kind: GsoKind::Udp,
-            segment_size,
-        }) if segment_size > 0 => segment_size as usize,
-        _ => return Err(DropReason::Malformed),
-    };
-    let data = pool.data(id);
-    let (lay, end) = udp_layout(data, true)?;
-    if end - lay.l4 - udp::HEADER_LEN != seg {
-        return Err(DropReason::BadLength);
-    }
-    let zero = udp::Packet::new_unchecked(&data[lay.l4..]).checksum_zero();
-    if !zero && lay.v6 {
-        let ip = locate_ip(data, 0, 0)?;
-        if routing_pending(data, &ip) {
-            return Err(DropReason::Unsupported);
-        }
-    }
-    let checksums = if zero {
-        Pieces::Zero
-    } else if pool.meta(id).csum == ChecksumState::Verified {
-        Pieces::Trusted
-    } else {
-        Pieces::Compute
-    };
-    emit(pool, id, out, lay, seg, checksums, false)
-}
-
-/// The segment size and outer header length of UDP GRO train `id` (as
-/// [`split_udp_train`] takes one: outer headers of the first datagram,
-/// then the datagrams), and its layout.
-fn train_shape(pool: &Pool, id: PacketId) -> Result<(usize, usize, Layout), DropReason> {
-    let seg = match pool.meta(id).gso {
-        Some(Gso {
-            kind: GsoKind::Udp,
-            segment_size,
-        }) if segment_size > 0 => segment_size as usize,
-        _ => return Err(DropReason::Malformed),
-    };
-    let (lay, end) = udp_layout(pool.data(id), true)?;
-    let hdr = lay.l4 + udp::HEADER_LEN;
-    if end != hdr + seg {
-        return Err(DropReason::BadLength);
-    }
-    Ok((seg, hdr, lay))
-}
-
-/// Copies the datagram of UDP GRO train `train` that starts `at` bytes
-/// into its payload into a buffer of its own, behind a copy of the
-/// train's outer headers sized for it, and returns it with the segment
-/// size. The train is left as it is: this is how
-/// [`crate::gro::merge_train`] gets a packet to run through
-/// decapsulation while the rest of the train waits in place.
-pub fn detach_at(
-    pool: &mut Pool,
-    train: PacketId,
-    at: usize,
-) -> Result<(PacketId, usize), DropReason> {
-    let (seg, _, _) = train_shape(pool, train)?;
-    Ok((copy_from_train(pool, train, at, seg)?, seg))
-}
-
-/// A new train: the outer headers of train `id`, sized for its datagrams
-/// from payload offset `from` on, and up to `len` bytes of them, copied,
-/// with `id`'s metadata. `id` keeps its bytes.
-fn copy_from_train(
-    pool: &mut Pool,
-    id: PacketId,
-    from: usize,
-    len: usize,
-) -> Result<PacketId, DropReason> {
-    let (seg, hdr, lay) = train_shape(pool, id)?;
-    let end = pool.data(id).len();
-    if hdr + from >= end {
-        return Err(DropReason::BadLength);
-    }
-    let n = len.min(end - hdr - from);
-    let out = pool.alloc().ok_or(DropReason::NoBuffer)?;
-    pool.set_len(out, hdr + n);
-    pool.copy_between(id, 0..hdr, out, 0);
-    pool.copy_between(id, hdr + from..hdr + from + n, out, hdr);
-    *pool.meta_mut(out) = PacketMeta {
-        tail: None,
-        ..*pool.meta(id)
-    };
-    retitle_train(pool, out, &lay, seg);
-    Ok(out)
-}
-
-/// Makes UDP GRO train `train` start at the datagram `at` bytes into its
-/// payload: its outer headers move up over the end of the datagram before
-/// it (which the caller has done with: [`detach_at`] copied it) and are
-/// sized for the new first datagram. No payload moves. `TooBig` when the
-/// headers are longer than a datagram (then [`train_from`] copies).
-pub fn advance_train(pool: &mut Pool, train: PacketId, at: usize) -> Result<(), DropReason> {
-    let (seg, hdr, lay) = train_shape(pool, train)?;
-    if at == 0 {
-        return Ok(());
-    }
-    if hdr > seg {
-        return Err(DropReason::TooBig);
-    }
-    if hdr + at >= pool.data(train).len() {
-        return Err(DropReason::BadLength);
-    }
-    pool.data_mut(train).copy_within(0..hdr, at);
-    pool.trim_front(train, at);
-    retitle_train(pool, train, &lay, seg);
-    Ok(())
-}
-
-/// Writes the outer lengths of UDP train `id` (headers `lay`, then
-/// datagrams of `seg` bytes) for its first datagram, and marks it a train
-/// only if it holds more than one.
-fn retitle_train(pool: &mut Pool, id: PacketId, lay: &Layout, seg: usize) {
-    let hdr = lay.l4 + udp::HEADER_LEN;
-    let payload = pool.data(id).len() - hdr;
-    let first = payload.min(seg);
-    let data = pool.data_mut(id);
-    set_ip_len(data, lay.v6, hdr + first, None);
-    data[lay.l4 + 4..lay.l4 + 6].copy_from_slice(&((first + udp::HEADER_LEN) as u16).to_be_bytes());
-    pool.meta_mut(id).gso = (payload > seg).then_some(Gso {
-        kind: GsoKind::Udp,
-        segment_size: seg as u16,
-    });
-}
-
-/// A new train of the datagrams of train `id` from payload offset `from`
-/// on, with `id`'s outer headers and metadata, copied; `id` keeps its
-/// bytes. For when [`advance_train`] cannot move the headers.
-pub fn train_from(pool: &mut Pool, id: PacketId, from: usize) -> Result<PacketId, DropReason> {
-    copy_from_train(pool, id, from, usize::MAX)
-}
-
-/// Packet builders for the GSO and GRO tests, written byte by byte with
-/// the naive reference checksum (not the code under test).
-#[cfg(test)]
-pub(crate) mod testpkt {
-    use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool};
-    use crate::geometry::InnerLink;
-    use tep_csum::{reference, Sum};
-
-    /// IP header fields (IPv4 uses the first 4 bytes of the addresses).
-    #[derive(Clone, Debug)]
-    pub struct Ip {
-        pub v6: bool,
-        pub src: [u8; 16],
-        pub dst: [u8; 16],
-        pub tos: u8,
-        pub ttl: u8,
-        pub df: bool,
-        pub ident: u16,
-        pub flow_label: u32,
-        /// IPv6 extension headers (next-header bytes fixed up), or IPv4
-        /// options, raw.
-        pub ext: Vec<u8>,
-    }
-
-    impl Ip {
-        pub fn v4() -> Ip {
-            Ip {
-                v6: false,
-                src: [10, 201, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-                dst: [10, 201, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-                tos: 0,
-                ttl: 64,
-                df: true,
-                ident: 0x1234,
-                flow_label: 0,
-                ext: Vec::new(),
-            }
-        }
-
-        pub fn v6() -> Ip {
-            let mut src = [0u8; 16];
-            src[..2].copy_from_slice(&[0xfd, 0x00]);
-            src[15] = 1;
-            let mut dst = src;
-            dst[15] = 2;
-            Ip {
-                v6: true,
-                src,
-                dst,
-                tos: 0,
-                ttl: 64,
-                df: false,
-                ident: 0,
-                flow_label: 0x12345,
-                ext: Vec::new(),
-            }
-        }
-
-        pub fn hlen(&self) -> usize {
-            if self.v6 {
-                40 + self.ext.len()
-            } else {
-                20 + self.ext.len()
-            }
-        }
-
-        /// The IP header for `transport_len` transport bytes. For IPv6 the
-        /// extension headers are chained: each 8-byte-multiple block of
-        /// `ext` is taken as one destination-options header.
-        pub fn header(&self, protocol: u8, transport_len: usize) -> Vec<u8> {
-            let mut h = Vec::new();
-            if self.v6 {
-                let first = u32::from(6u8) << 28 | u32::from(self.tos) << 20 | self.flow_label;
-                h.extend_from_slice(&first.to_be_bytes());
-                h.extend_from_slice(&((self.ext.len() + transport_len) as u16).to_be_bytes());
-                h.push(if self.ext.is_empty() { protocol } else { 60 });
-                h.push(self.ttl);
-                h.extend_from_slice(&self.src);
-                h.extend_from_slice(&self.dst);
-                let mut ext = self.ext.clone();
-                let mut at = 0;
-                while at < ext.len() {
-                    let len = (ext[at + 1] as usize + 1) * 8;
-                    ext[at] = if at + len >= ext.len() { protocol } else { 60 };
-                    at += len;
-                }
-                h.extend_from_slice(&ext);
-            } else {
-                let hl = 20 + self.ext.len();
-                h.push(0x40 | (hl / 4) as u8);
-                h.push(self.tos);
-                h.extend_from_slice(&((hl + transport_len) as u16).to_be_bytes());
-                h.extend_from_slice(&self.ident.to_be_bytes());
-                h.extend_from_slice(&(if self.df { 0x4000u16 } else { 0 }).to_be_bytes());
-                h.push(self.ttl);
-                h.push(protocol);
-                h.extend_from_slice(&[0, 0]);
-                h.extend_from_slice(&self.src[..4]);
-                h.extend_from_slice(&self.dst[..4]);
-                h.extend_from_slice(&self.ext);
-                let c = reference(&h).checksum();
-                h[10..12].copy_from_slice(&c.to_be_bytes());
-            }
-            h
-        }
-
-        pub fn pseudo(&self, protocol: u8, len: usize) -> Sum {
-            let mut p = Vec::new();
-            if self.v6 {
-                p.extend_from_slice(&self.src);
-                p.extend_from_slice(&self.dst);
-                p.extend_from_slice(&(len as u32).to_be_bytes());
-                p.extend_from_slice(&[0, 0, 0, protocol]);
-            } else {
-                p.extend_from_slice(&self.src[..4]);
-                p.extend_from_slice(&self.dst[..4]);
-                p.extend_from_slice(&[0, protocol]);
-                p.extend_from_slice(&(len as u16).to_be_bytes());
-            }
-            reference(&p)
-        }
-    }
-
-    /// TCP header fields.
-    #[derive(Clone, Debug)]
-    pub struct Tcp {
-        pub sport: u16,
-        pub dport: u16,
-        pub seq: u32,
-        pub ack: u32,
-        /// The low 9 bits of the word at offset 12.
-        pub flags: u16,
-        pub window: u16,
-        pub urgent: u16,
-        /// Raw options, a multiple of 4 bytes.
-        pub options: Vec<u8>,
-    }
-
-    pub const FIN: u16 = 0x001;
-    pub const SYN: u16 = 0x002;
-    pub const RST: u16 = 0x004;
-    pub const PSH: u16 = 0x008;
-    pub const ACK: u16 = 0x010;
-    pub const URG: u16 = 0x020;
-    pub const ECE: u16 = 0x040;
-    pub const CWR: u16 = 0x080;
-
-    impl Tcp {
-        pub fn new() -> Tcp {
-            Tcp {
-                sport: 40000,
-                dport: 5201,
-                seq: 1_000_000,
-                ack: 77,
-                flags: ACK,
-                window: 502,
-                urgent: 0,
-                // NOP NOP timestamps.
-                options: vec![1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2],
-            }
-        }
-    }
-
-    /// How the transport checksum field is filled.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum Csum {
-        /// Complete and correct.
-        Full,
-        /// The pseudo-header sum (partial form).
-        Partial,
-        /// Zero (UDP: none).
-        Zero,
-    }
-
-    fn finish(ip: &Ip, protocol: u8, mut t: Vec<u8>, at: usize, csum: Csum) -> Vec<u8> {
-        let p = ip.pseudo(protocol, t.len());
-        let v = match csum {
-            Csum::Full if protocol == 17 => p.add(reference(&t)).udp_checksum(),
-            Csum::Full => p.add(reference(&t)).checksum(),
-            Csum::Partial => p.value(),
-            Csum::Zero => 0,
-        };
-        t[at..at + 2].copy_from_slice(&v.to_be_bytes());
-        let mut pkt = ip.header(protocol, t.len());
-        pkt.extend_from_slice(&t);
-        pkt
-    }
-
-    /// A TCP packet.
-    pub fn tcp(ip: &Ip, tcp: &Tcp, payload: &[u8], csum: Csum) -> Vec<u8> {
-        let mut t = Vec::new();
-        t.extend_from_slice(&tcp.sport.to_be_bytes());
-        t.extend_from_slice(&tcp.dport.to_be_bytes());
-        t.extend_from_slice(&tcp.seq.to_be_bytes());
-        t.extend_from_slice(&tcp.ack.to_be_bytes());
-        let doff = (20 + tcp.options.len()) as u16 / 4;
-        t.extend_from_slice(&(doff << 12 | tcp.flags).to_be_bytes());
-        t.extend_from_slice(&tcp.window.to_be_bytes());
-        t.extend_from_slice(&[0, 0]);
-        t.extend_from_slice(&tcp.urgent.to_be_bytes());
-        t.extend_from_slice(&tcp.options);
-        t.extend_from_slice(payload);
-        finish(ip, 6, t, 16, csum)
-    }
-
-    /// A UDP datagram.
-    pub fn udp(ip: &Ip, sport: u16, dport: u16, payload: &[u8], csum: Csum) -> Vec<u8> {
-        let mut t = Vec::new();
-        t.extend_from_slice(&sport.to_be_bytes());
-        t.extend_from_slice(&dport.to_be_bytes());
-        t.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-        t.extend_from_slice(&[0, 0]);
-        t.extend_from_slice(payload);
-        finish(ip, 17, t, 6, csum)
-    }
-
-    /// A payload whose bytes depend on their offset in the flow.
-    pub fn payload(offset: usize, len: usize, salt: u8) -> Vec<u8> {
-        (offset..offset + len)
-            .map(|i| {
-                (i as u8)
-                    .wrapping_mul(31)
-                    .wrapping_add(salt ^ (i >> 8) as u8)
-            })
-            .collect()
-    }
-
-    /// The segments a sender with this MSS sends for `sizes`: IDs and
-    /// sequence numbers advance, CWR (if set) only on the first, FIN/PSH
-    /// (if set) only on the last.
-    pub fn tcp_train(ip: &Ip, t: &Tcp, sizes: &[usize], salt: u8) -> Vec<Vec<u8>> {
-        let mut off = 0;
-        let n = sizes.len();
-        sizes
-            .iter()
-            .enumerate()
-            .map(|(i, &len)| {
-                let mut ip = ip.clone();
-                ip.ident = ip.ident.wrapping_add(i as u16);
-                let mut t = t.clone();
-                t.seq = t.seq.wrapping_add(off as u32);
-                if i > 0 {
-                    t.flags &= !CWR;
-                }
-                if i + 1 < n {
-                    t.flags &= !(FIN | PSH);
-                }
-                let p = tcp(&ip, &t, &payload(off, len, salt), Csum::Full);
-                off += len;
-                p
-            })
-            .collect()
-    }
-
-    /// Datagrams of one flow with these payload sizes and advancing IDs.
-    pub fn udp_train(
-        ip: &Ip,
-        sport: u16,
-        dport: u16,
-        sizes: &[usize],
-        csum: Csum,
-        salt: u8,
-    ) -> Vec<Vec<u8>> {
-        let mut off = 0;
-        sizes
-            .iter()
-            .enumerate()
-            .map(|(i, &len)| {
-                let mut ip = ip.clone();
-                ip.ident = ip.ident.wrapping_add(i as u16);
-                let p = udp(&ip, sport, dport, &payload(off, len, salt), csum);
-                off += len;
-                p
-            })
-            .collect()
-    }
-
-    /// Metadata of a plain packet with these bytes.
-    pub fn meta_of(bytes: &[u8], csum: ChecksumState) -> PacketMeta {
-        let mut pool = Pool::new(1, 0);
-        let id = pool.alloc().expect("one buffer");
-        PacketMeta {
-            l4: l4_of(bytes) as u16,
-            csum,
-            flow_hash: 0xabcd,
-            tunnel: 3,
-            inner_l4: 99,
-            ..*pool.meta(id)
-        }
-    }
-
-    /// Where the transport header of IP packet `bytes` starts (after IPv4
-    /// options or IPv6 destination options); 0 when it cannot be told.
-    pub fn l4_of(bytes: &[u8]) -> usize {
-        if bytes.is_empty() {
-            0
-        } else if bytes[0] >> 4 == 4 {
-            (bytes[0] & 0x0f) as usize * 4
-        } else if bytes.len() < 40 {
-            0
-        } else {
-            let mut next = bytes[6];
-            let mut at = 40;
-            while next == 60 {
-                next = bytes[at];
-                at += (bytes[at + 1] as usize + 1) * 8;
-            }
-            at
-        }
-    }
-
-    /// Metadata of a super-packet in the partial convention.
-    pub fn super_meta(bytes: &[u8], kind: GsoKind, segment_size: u16) -> PacketMeta {
-        let l4 = l4_of(bytes) as u16;
-        let off = if kind == GsoKind::Udp { 6 } else { 16 };
-        PacketMeta {
-            gso: Some(Gso { kind, segment_size }),
-            ..meta_of(
-                bytes,
-                ChecksumState::Partial {
-                    start: l4,
-                    offset: l4 + off,
-                },
-            )
-        }
-    }
-
-    /// An Ethernet header to put before IP packets.
-    #[derive(Clone, Debug, PartialEq, Eq)]
-    pub struct Eth {
-        pub dst: [u8; 6],
-        pub src: [u8; 6],
-        /// One 802.1Q tag (TPID 0x8100) with this TCI.
-        pub vlan: Option<u16>,
-    }
-
-    impl Eth {
-        pub fn new() -> Eth {
-            Eth {
-                dst: [0x02, 0, 0, 0, 0, 0x02],
-                src: [0x02, 0, 0, 0, 0, 0x01],
-                vlan: None,
-            }
-        }
-
-        pub fn tagged(vlan: u16) -> Eth {
-            Eth {
-                vlan: Some(vlan),
-                ..Eth::new()
-            }
-        }
-
-        /// Bytes of the header: where the IP header starts.
-        pub fn hlen(&self) -> usize {
-            if self.vlan.is_some() {
-                18
-            } else {
-                14
-            }
-        }
-
-        pub fn header(&self, ethertype: u16) -> Vec<u8> {
-            let mut h = Vec::new();
-            h.extend_from_slice(&self.dst);
-            h.extend_from_slice(&self.src);
-            if let Some(tci) = self.vlan {
-                h.extend_from_slice(&0x8100u16.to_be_bytes());
-                h.extend_from_slice(&tci.to_be_bytes());
-            }
-            h.extend_from_slice(&ethertype.to_be_bytes());
-            h
-        }
-
-        /// The frame carrying IP packet `pkt` (EtherType by its version).
-        pub fn wrap(&self, pkt: &[u8]) -> Vec<u8> {
-            let ty = if pkt[0] >> 4 == 6 { 0x86dd } else { 0x0800 };
-            let mut f = self.header(ty);
-            f.extend_from_slice(pkt);
-            f
-        }
-
-        /// An ARP request frame (not IP).
-        pub fn arp(&self) -> Vec<u8> {
-            let mut f = self.header(0x0806);
-            f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
-            f.extend_from_slice(&self.src);
-            f.extend_from_slice(&[10, 201, 0, 1]);
-            f.extend_from_slice(&[0; 6]);
-            f.extend_from_slice(&[10, 201, 0, 2]);
-            f
-        }
-
-        /// The metadata of the IP packet with metadata `m`, framed: `l3`,
-        /// `l4` and a partial checksum's offsets move by the header.
-        pub fn meta(&self, m: PacketMeta) -> PacketMeta {
-            let n = self.hlen() as u16;
-            PacketMeta {
-                l3: m.l3 + n,
-                l4: if m.l4 == 0 { 0 } else { m.l4 + n },
-                csum: match m.csum {
-                    ChecksumState::Partial { start, offset } => ChecksumState::Partial {
-                        start: start + n,
-                        offset: offset + n,
-                    },
-                    c => c,
-                },
-                ..m
-            }
-        }
-    }
-
-    /// The `link` of [`Gro::coalesce`](crate::gro::Gro::coalesce) for IP
-    /// packets only.
-    pub fn ip_link(_: &PacketMeta) -> InnerLink {
-        InnerLink::Ip
-    }
-
-    /// The `link` of [`Gro::coalesce`](crate::gro::Gro::coalesce) for
-    /// Ethernet frames only.
-    pub fn eth_link(_: &PacketMeta) -> InnerLink {
-        InnerLink::Ethernet
-    }
-
-    /// A packet in the pool with these bytes and metadata.
-    pub fn load(pool: &mut Pool, bytes: &[u8], meta: PacketMeta) -> PacketId {
-        let id = pool.alloc().expect("test pool too small");
-        assert!(pool.fill(id, bytes));
-        *pool.meta_mut(id) = meta;
-        id
-    }
-
-    /// A vector of one packet [`load`]ed with these bytes and metadata.
-    pub fn vector_of(
-        pool: &mut Pool,
-        bytes: &[u8],
-        meta: PacketMeta,
-    ) -> crate::vector::PacketVector {
-        let mut v = crate::vector::PacketVector::new();
-        v.push(load(pool, bytes, meta)).expect("an empty vector");
-        v
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::testpkt::{self, Csum, Eth, Ip, Tcp, ACK, CWR, ECE, FIN, PSH};
     use super::*;
+    use crate::buffer::Gso;
     use crate::gro::Gro;
+    use crate::testpkt::{
+        self, eth_strategy, ip_strategy, load_all, metas, out_bytes, sizes, tcp_strategy, Csum,
+        Eth, Ip, Tcp, ACK, CWR, ECE, FIN, PSH,
+    };
+    use crate::udp_train::{build_udp_train, split_udp_train};
     use proptest::prelude::*;
     use std::net::{Ipv4Addr, Ipv6Addr};
 
     const ROOM: usize = crate::buffer::SUPER_PACKET_ROOM;
-
-    fn out_bytes(pool: &Pool, out: &PacketVector) -> Vec<Vec<u8>> {
-        out.as_slice()
-            .iter()
-            .map(|&id| pool.data(id).to_vec())
-            .collect()
-    }
 
     fn tcp_ok(seg: &[u8]) -> bool {
         if seg[0] >> 4 == 4 {
@@ -1702,232 +982,7 @@ mod tests {
         assert_eq!(out.len(), 2);
     }
 
-    fn udp_ip(ip: &Ip, k: usize) -> Ip {
-        let mut ip = ip.clone();
-        ip.ident = ip.ident.wrapping_add(k as u16);
-        ip
-    }
-
-    #[test]
-    fn udp_train_round_trip_and_layout() {
-        let mut pool = Pool::new(16, ROOM);
-        let dgrams = testpkt::udp_train(&Ip::v4(), 5000, 4789, &[300, 300, 120], Csum::Full, 3);
-        let ids: Vec<_> = dgrams
-            .iter()
-            .map(|d| testpkt::load(&mut pool, d, testpkt::meta_of(d, ChecksumState::None)))
-            .collect();
-        let train = build_udp_train(&mut pool, &ids).unwrap();
-        assert_eq!(pool.available(), 16 - 1);
-        let t = pool.data(train);
-        assert_eq!(t.len(), 20 + 8 + 720);
-        assert_eq!(
-            &t[..328],
-            &dgrams[0][..],
-            "the first datagram is the template"
-        );
-        assert_eq!(&t[328..628], &dgrams[1][28..]);
-        let m = *pool.meta(train);
-        assert_eq!(
-            m.gso,
-            Some(Gso {
-                kind: GsoKind::Udp,
-                segment_size: 300
-            })
-        );
-        assert_eq!(
-            (m.l3, m.l4, m.csum, m.tunnel),
-            (0, 20, ChecksumState::None, 3)
-        );
-        let mut out = PacketVector::new();
-        assert_eq!(split_udp_train(&mut pool, train, &mut out), Ok(3));
-        assert_eq!(out_bytes(&pool, &out), dgrams);
-        assert_eq!(pool.available(), 16 - 3);
-        let _ = udp_ip;
-    }
-
-    /// A train the kernel verified (UDP_GRO) is cut without computing
-    /// checksums: each datagram keeps the template's field and is Verified.
-    #[test]
-    fn trusted_udp_train_split_keeps_checksums_unread() {
-        let mut pool = Pool::new(16, ROOM);
-        let dgrams = testpkt::udp_train(&Ip::v6(), 4789, 4789, &[400, 400, 7], Csum::Full, 5);
-        let ids: Vec<_> = dgrams
-            .iter()
-            .map(|d| testpkt::load(&mut pool, d, testpkt::meta_of(d, ChecksumState::None)))
-            .collect();
-        let train = build_udp_train(&mut pool, &ids).unwrap();
-        // As a socket hands it over: the template's checksum field is a
-        // placeholder, not the first datagram's.
-        pool.data_mut(train)[40 + 6..40 + 8].copy_from_slice(&[0xab, 0xcd]);
-        pool.meta_mut(train).csum = ChecksumState::Verified;
-        let mut out = PacketVector::new();
-        assert_eq!(split_udp_train(&mut pool, train, &mut out), Ok(3));
-        for (k, &id) in out.as_slice().iter().enumerate() {
-            let d = pool.data(id);
-            assert_eq!(d.len(), dgrams[k].len());
-            assert_eq!(&d[48..], &dgrams[k][48..], "payload {k}");
-            assert_eq!(&d[4..6], &dgrams[k][4..6], "IPv6 payload length {k}");
-            assert_eq!(&d[44..46], &dgrams[k][44..46], "UDP length {k}");
-            assert_eq!(&d[46..48], &[0xab, 0xcd], "checksum left as given {k}");
-            assert_eq!(pool.meta(id).csum, ChecksumState::Verified);
-        }
-    }
-
-    #[test]
-    fn udp_train_refusals() {
-        let mut pool = Pool::new(80, ROOM);
-        let mk = |pool: &mut Pool, ip: &Ip, sizes: &[usize], csum: Csum| -> Vec<PacketId> {
-            testpkt::udp_train(ip, 5000, 4789, sizes, csum, 0)
-                .iter()
-                .map(|d| {
-                    let c = if csum == Csum::Zero {
-                        ChecksumState::Zero
-                    } else {
-                        ChecksumState::None
-                    };
-                    testpkt::load(pool, d, testpkt::meta_of(d, c))
-                })
-                .collect()
-        };
-        let check = |pool: &mut Pool, ids: &[PacketId], want: DropReason| {
-            let before: Vec<_> = ids.iter().map(|&i| pool.data(i).to_vec()).collect();
-            let avail = pool.available();
-            assert_eq!(build_udp_train(pool, ids), Err(want));
-            assert_eq!(pool.available(), avail);
-            let after: Vec<_> = ids.iter().map(|&i| pool.data(i).to_vec()).collect();
-            assert_eq!(before, after);
-        };
-        let ids = mk(&mut pool, &Ip::v4(), &[100, 200], Csum::Full);
-        check(&mut pool, &ids, DropReason::Malformed); // last longer
-        let ids2 = mk(&mut pool, &Ip::v4(), &[100, 50, 100], Csum::Full);
-        check(&mut pool, &ids2, DropReason::Malformed); // short in the middle
-        check(&mut pool, &[ids2[0], ids2[0]], DropReason::Malformed);
-        check(&mut pool, &[], DropReason::Malformed);
-        let mut ttl = Ip::v4();
-        ttl.ttl = 9;
-        let other = mk(&mut pool, &ttl, &[100], Csum::Full);
-        check(&mut pool, &[ids2[0], other[0]], DropReason::Malformed);
-        let zero = mk(&mut pool, &Ip::v4(), &[100], Csum::Zero);
-        check(&mut pool, &[ids2[0], zero[0]], DropReason::Malformed);
-        let v6 = mk(&mut pool, &Ip::v6(), &[100], Csum::Full);
-        check(&mut pool, &[ids2[0], v6[0]], DropReason::Malformed);
-        for id in ids
-            .iter()
-            .chain(&ids2)
-            .chain(&other)
-            .chain(&zero)
-            .chain(&v6)
-        {
-            pool.free(*id);
-        }
-        let many = mk(
-            &mut pool,
-            &Ip::v4(),
-            &[10; UDP_MAX_SEGMENTS + 1],
-            Csum::Full,
-        );
-        check(&mut pool, &many, DropReason::TooBig);
-        assert!(build_udp_train(&mut pool, &many[..UDP_MAX_SEGMENTS]).is_ok());
-        pool.free(many[UDP_MAX_SEGMENTS]);
-        let big = mk(&mut pool, &Ip::v4(), &[1400; 47], Csum::Full);
-        check(&mut pool, &big, DropReason::TooBig); // 20 + 8 + 65800 > 65535
-        assert!(build_udp_train(&mut pool, &big[..46]).is_ok());
-    }
-
-    #[test]
-    fn split_refusals() {
-        let mut pool = Pool::new(4, ROOM);
-        let mut out = PacketVector::new();
-        let d = testpkt::udp(&Ip::v4(), 1, 2, &[7; 100], Csum::Full);
-        let plain = testpkt::meta_of(&d, ChecksumState::None);
-        let id = testpkt::load(&mut pool, &d, plain);
-        assert_eq!(
-            split_udp_train(&mut pool, id, &mut out),
-            Err(DropReason::Malformed)
-        );
-        let m = PacketMeta {
-            gso: Some(Gso {
-                kind: GsoKind::Udp,
-                segment_size: 60,
-            }),
-            ..plain
-        };
-        *pool.meta_mut(id) = m;
-        assert_eq!(
-            split_udp_train(&mut pool, id, &mut out),
-            Err(DropReason::BadLength),
-            "the template's payload is not one segment"
-        );
-        assert_eq!(pool.data(id), &d[..]);
-        assert!(out.is_empty());
-    }
-
     // ---- properties ----
-
-    fn ip_strategy() -> impl Strategy<Value = Ip> {
-        (
-            any::<bool>(),
-            any::<[u8; 16]>(),
-            any::<[u8; 16]>(),
-            any::<u8>(),
-            1u8..,
-            any::<bool>(),
-            any::<u16>(),
-            0u32..1 << 20,
-        )
-            .prop_map(|(v6, src, dst, tos, ttl, df, ident, flow_label)| Ip {
-                v6,
-                src,
-                dst,
-                tos,
-                ttl,
-                df: df && !v6,
-                ident: if v6 { 0 } else { ident },
-                flow_label: if v6 { flow_label } else { 0 },
-                ext: Vec::new(),
-            })
-    }
-
-    fn tcp_strategy() -> impl Strategy<Value = Tcp> {
-        (
-            any::<(u16, u16, u32, u32, u16, u16)>(),
-            prop::sample::select(vec![ACK, ACK | ECE, 0, ACK | 0x100]),
-            any::<bool>(),
-            prop::collection::vec(any::<u8>(), 0..=10).prop_map(|w| {
-                let mut o = w;
-                o.truncate(o.len() / 4 * 4);
-                o
-            }),
-        )
-            .prop_map(
-                |((sport, dport, seq, ack, window, urgent), flags, cwr, options)| Tcp {
-                    sport,
-                    dport,
-                    seq,
-                    ack,
-                    flags: flags | if cwr { CWR } else { 0 },
-                    window,
-                    urgent,
-                    options,
-                },
-            )
-    }
-
-    /// Sizes of a train: `n` segments of `mss`, the last `last` (≤ mss).
-    fn sizes(n: usize, mss: usize, last: usize) -> Vec<usize> {
-        let mut s = vec![mss; n];
-        s[n - 1] = last.clamp(1, mss);
-        s
-    }
-
-    fn load_all(pool: &mut Pool, pkts: &[Vec<u8>], csum: ChecksumState) -> PacketVector {
-        let mut v = PacketVector::new();
-        for p in pkts {
-            let id = testpkt::load(pool, p, testpkt::meta_of(p, csum));
-            v.push(id).unwrap();
-        }
-        v
-    }
 
     /// Segments every packet of `v` into a new vector.
     fn segment_all(pool: &mut Pool, v: &PacketVector) -> PacketVector {
@@ -1952,10 +1007,6 @@ mod tests {
         out: &mut PacketVector,
     ) -> Result<usize, DropReason> {
         segment(pool, id, out, InnerLink::Ethernet)
-    }
-
-    fn metas(pool: &Pool, v: &PacketVector) -> Vec<PacketMeta> {
-        v.as_slice().iter().map(|&id| *pool.meta(id)).collect()
     }
 
     proptest! {
@@ -2053,32 +1104,6 @@ mod tests {
             prop_assert_eq!(pool.data(v.as_slice()[0]), &b[..]);
             prop_assert_eq!(*pool.meta(v.as_slice()[0]), m);
             prop_assert_eq!(pool.available(), 79);
-        }
-
-        /// split_udp_train(build_udp_train(xs)) == xs.
-        #[test]
-        fn udp_train_builds_then_splits_back(
-            ip in ip_strategy(),
-            ports in any::<(u16, u16)>(),
-            n in 1usize..=UDP_MAX_SEGMENTS,
-            size in 1usize..=1400,
-            last in 1usize..=1400,
-            zero in any::<bool>(),
-        ) {
-            let csum = if zero { Csum::Zero } else { Csum::Full };
-            let state = if zero { ChecksumState::Zero } else { ChecksumState::None };
-            let s = sizes(n, size, last);
-            prop_assume!(ip.hlen() + 8 + s.iter().sum::<usize>() <= 65535);
-            let xs = testpkt::udp_train(&ip, ports.0, ports.1, &s, csum, 4);
-            let mut pool = Pool::new(2 * n + 2, ROOM);
-            let v = load_all(&mut pool, &xs, state);
-            let want_meta = metas(&pool, &v);
-            let train = build_udp_train(&mut pool, v.as_slice()).unwrap();
-            prop_assert_eq!(pool.available(), pool.capacity() - 1);
-            let mut out = PacketVector::new();
-            prop_assert_eq!(split_udp_train(&mut pool, train, &mut out), Ok(n));
-            prop_assert_eq!(out_bytes(&pool, &out), xs);
-            prop_assert_eq!(metas(&pool, &out), want_meta);
         }
 
         /// Arbitrary bytes with arbitrary metadata: never a panic; an error
@@ -2192,15 +1217,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    fn eth_strategy() -> impl Strategy<Value = Eth> {
-        (
-            any::<[u8; 6]>(),
-            any::<[u8; 6]>(),
-            prop::option::of(any::<u16>()),
-        )
-            .prop_map(|(dst, src, vlan)| Eth { dst, src, vlan })
     }
 
     /// Metadata of a frame without IP, as decapsulation leaves it.

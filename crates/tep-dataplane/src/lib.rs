@@ -28,7 +28,10 @@ pub mod host_config;
 pub mod kind;
 pub mod node;
 pub mod pipeline;
+#[cfg(test)]
+pub(crate) mod testpkt;
 pub mod tunnel;
+pub mod udp_train;
 pub mod vector;
 pub mod vnet;
 

@@ -14,6 +14,7 @@ use crate::gtpu_reply::{GtpuResponder, Replies};
 use crate::kind::TunnelKind;
 use crate::node::{Node, Runtime};
 use crate::tunnel::TunnelTable;
+use crate::udp_train;
 use crate::vector::{PacketVector, VECTOR_SIZE};
 
 /// Where a decap output goes.
@@ -118,7 +119,7 @@ pub struct Pipeline<C: Clock> {
 }
 
 /// A train being merged: `head`, a copy of its datagram at payload offset
-/// `at` ([`gso::detach_at`]), goes through decapsulation; the train waits
+/// `at` ([`udp_train::detach_at`]), goes through decapsulation; the train waits
 /// in `rest`, untouched.
 #[derive(Clone, Copy, Debug)]
 struct PendingTrain {
@@ -283,8 +284,9 @@ impl<C: Clock> Pipeline<C> {
         self.counters.encap_out += v.len() as u64;
         if self.options.udp_trains && v.len() > 1 {
             let table = &self.table;
-            self.runtime
-                .run(Node::UdpTrain, v.len(), |_| make_trains(pool, v, table));
+            self.runtime.run(Node::UdpTrain, v.len(), |_| {
+                udp_train::make_trains(pool, v, table)
+            });
         }
         if !v.is_empty() {
             sink(pool, v);
@@ -425,7 +427,7 @@ impl<C: Clock> Pipeline<C> {
     }
 
     /// A copy of the datagram at payload offset `at` of a train that
-    /// [`gather`] with GRO merges ([`gso::detach_at`]): one the socket
+    /// [`gather`] with GRO merges ([`udp_train::detach_at`]): one the socket
     /// verified, whose outer ECN leaves the inner one as it is. The merged
     /// datagrams skip `decap-output`'s RFC 6040 step; the socket's GRO only
     /// builds trains of one outer TOS, and by RFC 6040 §4.2 an outer
@@ -448,17 +450,17 @@ impl<C: Clock> Pipeline<C> {
         if pool.data(id).len() < 2 || !matches!(decap::outer_ecn(pool.data(id)), NOT_ECT | ECT0) {
             return None;
         }
-        gso::detach_at(pool, id, at).ok()
+        udp_train::detach_at(pool, id, at).ok()
     }
 
     /// Train `id` from its datagram at payload offset `at` on, for the
     /// copying way: in place when the headers can move up, else copied
     /// (and `id` let go). None, counted, when that fails.
     fn train_from_offset(&mut self, pool: &mut Pool, id: PacketId, at: usize) -> Option<PacketId> {
-        if at == 0 || gso::advance_train(pool, id, at).is_ok() {
+        if at == 0 || udp_train::advance_train(pool, id, at).is_ok() {
             return Some(id);
         }
-        let copy = gso::train_from(pool, id, at);
+        let copy = udp_train::train_from(pool, id, at);
         pool.free(id);
         match copy {
             Ok(c) => Some(c),
@@ -501,7 +503,7 @@ impl<C: Clock> Pipeline<C> {
         }
         let counters = &mut self.counters;
         self.runtime.run(Node::UdpTrainSplit, 1, |s| {
-            if let Err(r) = gso::split_udp_train(pool, id, work) {
+            if let Err(r) = udp_train::split_udp_train(pool, id, work) {
                 // Counted in: the train is one dropped packet.
                 counters.decap_in += 1;
                 s.drop(r);
@@ -636,85 +638,13 @@ impl<C: Clock> Pipeline<C> {
     }
 }
 
-/// Where the UDP GSO train that can start at `ids[i]` ends (exclusive):
-/// the datagrams after it of the same tunnel, flow and outer TOS and TTL,
-/// each the size of the first but the last (which may be shorter), at
-/// most [`gso::UDP_MAX_SEGMENTS`], within the 16-bit IP length the kernel
-/// builds the train as (IPv4 total length, IPv6 payload length). A
-/// zero-checksum tunnel, or a packet of no tunnel (a reply), makes no train
-/// (`i + 1`): Linux refuses UDP GSO without checksums.
-///
-/// [`make_trains`] copies each run into one buffer; host mode sends a run
-/// straight from its buffers (one message of several parts).
-pub fn train_end(pool: &Pool, ids: &[PacketId], i: usize, table: &TunnelTable) -> usize {
-    let first = ids[i];
-    let m = *pool.meta(first);
-    let mut j = i + 1;
-    if (m.tunnel as usize) >= table.tunnels().len()
-        || table.get(m.tunnel).checksum == crate::config::ChecksumMode::Zero
-    {
-        return j;
-    }
-    let size = pool.total_len(first);
-    let headers = usize::from(m.l4) + 8;
-    let limit = if pool.data(first)[0] >> 4 == 4 {
-        65535 - headers
-    } else {
-        65535 - 8
-    };
-    let mut total = size - headers;
-    // One train, one outer header: the same DSCP, ECN and TTL throughout.
-    let outer = decap::outer_tos_ttl(pool.data(first));
-    while j < ids.len() && j - i < gso::UDP_MAX_SEGMENTS {
-        let n = pool.meta(ids[j]);
-        let len = pool.total_len(ids[j]);
-        if n.tunnel != m.tunnel
-            || n.flow_hash != m.flow_hash
-            || decap::outer_tos_ttl(pool.data(ids[j])) != outer
-            || len > size
-            || len < headers
-            || total + len - headers > limit
-        {
-            break;
-        }
-        total += len - headers;
-        j += 1;
-        if len < size {
-            break;
-        }
-    }
-    j
-}
-
-/// Node `udp-train`: each run [`train_end`] finds becomes one train.
-fn make_trains(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable) {
-    let ids = v.as_slice();
-    let mut out = PacketVector::new();
-    let mut i = 0;
-    while i < ids.len() {
-        let j = train_end(pool, ids, i, table);
-        if j - i > 1 {
-            if let Ok(train) = gso::build_udp_train(pool, &ids[i..j]) {
-                let _ = out.push(train);
-                i = j;
-                continue;
-            }
-        }
-        for &id in &ids[i..j] {
-            let _ = out.push(id);
-        }
-        i = j;
-    }
-    *v = out;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::buffer::{ChecksumState, GsoKind, SUPER_PACKET_ROOM};
     use crate::clock::ManualClock;
     use crate::config::{ChecksumMode, TunnelConfig};
-    use crate::gso::testpkt::{payload, super_meta, tcp, vector_of, Csum, Ip, Tcp};
+    use crate::testpkt::{payload, super_meta, tcp, vector_of, Csum, Ip, Tcp};
     use core::net::{IpAddr, Ipv6Addr};
 
     fn gtpu_pair(mode: ChecksumMode) -> (Config, Config) {
@@ -821,7 +751,7 @@ mod tests {
                     if pool.meta(id).gso.is_some() {
                         let mut split = PacketVector::new();
                         // Frees the train.
-                        gso::split_udp_train(pool, id, &mut split).unwrap();
+                        udp_train::split_udp_train(pool, id, &mut split).unwrap();
                         for &s in split.as_slice() {
                             got.push(pool.data(s).to_vec());
                             pool.free(s);
@@ -935,7 +865,7 @@ mod tests {
     /// offsets from the frame start.
     #[test]
     fn tso_super_frame_crosses_vxlan_and_coalesces_back() {
-        use crate::gso::testpkt::Eth;
+        use crate::testpkt::Eth;
         for mode in [ChecksumMode::Full, ChecksumMode::Lco, ChecksumMode::Zero] {
             for (ip, eth) in [(Ip::v4(), Eth::new()), (Ip::v6(), Eth::tagged(10))] {
                 let (ca, cb) = vxlan_pair(mode);
@@ -994,7 +924,7 @@ mod tests {
     /// outputs carry the same packet once the partial one is completed.
     #[test]
     fn remote_checksum_is_left_partial_for_a_sink_that_takes_it() {
-        use crate::gso::testpkt::{l4_of, meta_of, udp, Eth};
+        use crate::testpkt::{l4_of, meta_of, udp, Eth};
         for (ip, tcp_inner) in [(Ip::v4(), true), (Ip::v6(), true), (Ip::v4(), false)] {
             let (ca, cb) = vxlan_pair(ChecksumMode::Remote);
             let l2 = PipelineOptions {
@@ -1134,9 +1064,9 @@ mod tests {
                 let ids = out.as_slice();
                 let mut i = 0;
                 while i < ids.len() {
-                    let j = train_end(pool, ids, i, &table);
+                    let j = udp_train::train_end(pool, ids, i, &table);
                     let id = if j - i > 1 {
-                        gso::build_udp_train(pool, &ids[i..j]).unwrap()
+                        udp_train::build_udp_train(pool, &ids[i..j]).unwrap()
                     } else {
                         ids[i]
                     };
@@ -1256,15 +1186,15 @@ mod tests {
             return (packet, meta);
         }
         let eth = if ip.v6 {
-            crate::gso::testpkt::Eth::tagged(10)
+            crate::testpkt::Eth::tagged(10)
         } else {
-            crate::gso::testpkt::Eth::new()
+            crate::testpkt::Eth::new()
         };
         (eth.wrap(&packet), eth.meta(meta))
     }
 
     fn train_cases() -> Vec<TrainCase> {
-        use crate::gso::testpkt::Eth;
+        use crate::testpkt::Eth;
         let mss = 1448;
         let mut cases = Vec::new();
         let data = payload(0, 45 * mss, 3);
@@ -1486,9 +1416,9 @@ mod tests {
     /// the copying path and come out as they would without merging.
     #[test]
     fn trains_of_inner_udp_come_out_as_split_ones() {
-        use crate::gso::testpkt::udp;
+        use crate::testpkt::udp;
         let (ca, cb) = vxlan_pair(ChecksumMode::Full);
-        let eth = crate::gso::testpkt::Eth::new();
+        let eth = crate::testpkt::Eth::new();
         let frames: Vec<_> = (0..40)
             .map(|k| {
                 let p = udp(
@@ -1498,7 +1428,7 @@ mod tests {
                     &payload(k * 1200, 1200, 5),
                     Csum::Full,
                 );
-                let m = eth.meta(crate::gso::testpkt::meta_of(&p, ChecksumState::None));
+                let m = eth.meta(crate::testpkt::meta_of(&p, ChecksumState::None));
                 (eth.wrap(&p), m)
             })
             .collect();

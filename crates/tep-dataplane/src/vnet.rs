@@ -220,7 +220,7 @@ fn write_pseudo(data: &mut [u8], l3: usize, l4: usize, proto: u8, at: usize) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gso::testpkt::{self, payload, tcp, udp, Csum, Ip, Tcp};
+    use crate::testpkt::{self, payload, tcp, udp, Csum, Ip, Tcp};
     use tep_csum::Sum;
 
     #[test]

@@ -468,7 +468,7 @@ fn udp_trains_count_as_their_datagrams() {
                 buffers += 1;
                 if pool.meta(id).gso.is_some() {
                     let mut split = PacketVector::new();
-                    tep_dataplane::gso::split_udp_train(pool, id, &mut split).unwrap();
+                    tep_dataplane::udp_train::split_udp_train(pool, id, &mut split).unwrap();
                     for &s in split.as_slice() {
                         datagrams.push(pool.data(s).to_vec());
                         pool.free(s);

@@ -21,8 +21,9 @@ use tep_dataplane::buffer::{
 use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::{Config, DontFragment};
 use tep_dataplane::geometry::{holds_pseudo_sum, transport_pseudo};
-use tep_dataplane::pipeline::{train_end, Output, Pipeline, PipelineOptions};
+use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
 use tep_dataplane::tunnel::TunnelTable;
+use tep_dataplane::udp_train::train_end;
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
 use tep_dataplane::vnet::{VnetHeader, VNET_HDR_LEN};
 use tep_dataplane::InnerLink;

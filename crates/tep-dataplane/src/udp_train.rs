@@ -1,0 +1,556 @@
+//! UDP GSO trains (`UDP_SEGMENT` / `UDP_GRO`): built from datagrams for
+//! one send, split back into datagrams, and, on receive, cut up where they
+//! lie so that decapsulation can merge them ([`crate::gro::merge_train`]).
+//! The conventions are [`crate::gso`]'s.
+
+use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool};
+use crate::drop::DropReason;
+use crate::geometry::{locate_ip, set_ip_len, MAX_IP_LEN};
+use crate::gso::{emit, out_meta, routing_pending, udp_layout, Layout, Pieces};
+use crate::tunnel::TunnelTable;
+use crate::vector::PacketVector;
+use tep_wire::{ipv6, udp};
+
+/// Most datagrams in one UDP GSO train. Linux's `UDP_MAX_SEGMENTS`
+/// (include/linux/udp.h) was `1 << 6` from `UDP_SEGMENT`'s introduction
+/// (bec1f6f69736, "udp: generate gso with UDP_SEGMENT", 4.18) and became
+/// `1 << 7` in 1382e3b6a350 ("net: change maximum number of UDP segments to
+/// 128", 2024, backported to stable); `udp_send_skb` refuses more with
+/// EINVAL. 64 is what every kernel with `UDP_SEGMENT` accepts.
+pub const UDP_MAX_SEGMENTS: usize = 64;
+
+/// Whether two IP headers of length `l4` differ only in what differs
+/// between the datagrams of one train: IPv4 total length, identification
+/// and header checksum; IPv6 payload length.
+fn same_ip_template(a: &[u8], b: &[u8], l4: usize, v6: bool) -> bool {
+    if v6 {
+        a[..4] == b[..4] && a[6..l4] == b[6..l4]
+    } else {
+        a[..2] == b[..2] && a[6..10] == b[6..10] && a[12..l4] == b[12..l4]
+    }
+}
+
+/// Builds a UDP GSO train for one `UDP_SEGMENT` send from the complete
+/// datagrams `ids` (outer tunnel traffic), and frees them.
+///
+/// The datagrams must share everything the socket fixes: IP version,
+/// addresses, ports, TOS / traffic class and flow label, TTL / hop limit,
+/// IPv4 flags and options (IPv6 extension headers), whether the UDP
+/// checksum is zero, and `meta.csum` (all equal: None, Verified, Zero, or
+/// Partial at the same offsets). Every UDP payload but the last has the
+/// first one's length (≥ 1); the last is not longer and not empty. IPv4
+/// identifications after the first are not kept: [`split_udp_train`]
+/// numbers the datagrams first + i, as the kernel's segmentation does.
+/// Checksums are not verified: the kernel computes them for a
+/// `UDP_SEGMENT` send, and the split writes correct ones.
+///
+/// The train is the first datagram as it is followed by the other UDP
+/// payloads, so its IP and UDP lengths describe the first datagram (the
+/// template). `meta.gso = Some(Gso { kind: Udp, segment_size: first
+/// payload length })`; `csum`, `flow_hash` and `tunnel` come from the first
+/// datagram.
+///
+/// A zero-checksum train cannot go out as one send: Linux's `udp_send_skb`
+/// refuses GSO on a socket with `SO_NO_CHECK` / `UDP_NO_CHECK6_TX` (EINVAL),
+/// so the host layer splits it. Sizes follow `udp_send_skb` and
+/// `__ip_append_data`: at most [`UDP_MAX_SEGMENTS`] datagrams, the IPv4
+/// packet the kernel builds ≤ 65535 bytes (IPv6: its payload ≤ 65535).
+///
+/// Errors, with the inputs untouched: `Malformed` (empty list, a duplicate,
+/// datagrams that do not qualify), `TooBig` (too many datagrams, or more
+/// than the data room or the IP limit), `NoBuffer`, and the parse errors of
+/// a datagram that is not whole UDP.
+pub fn build_udp_train(pool: &mut Pool, ids: &[PacketId]) -> Result<PacketId, DropReason> {
+    let Some((&first, rest)) = ids.split_first() else {
+        return Err(DropReason::Malformed);
+    };
+    if ids.len() > UDP_MAX_SEGMENTS {
+        return Err(DropReason::TooBig);
+    }
+    let head = pool.data(first);
+    let (lay, end) = udp_layout(head, false)?;
+    let hdr = lay.l4 + udp::HEADER_LEN;
+    let seg = end - hdr;
+    if seg == 0 {
+        return Err(DropReason::Malformed);
+    }
+    let csum = pool.meta(first).csum;
+    let zero = udp::Packet::new_unchecked(&head[lay.l4..]).checksum_zero();
+    let mut total = end;
+    for (k, &id) in rest.iter().enumerate() {
+        if ids[..=k].contains(&id) {
+            return Err(DropReason::Malformed);
+        }
+        let data = pool.data(id);
+        let (l, e) = udp_layout(data, false)?;
+        let p = e - hdr.min(e);
+        let last = k + 1 == rest.len();
+        let qualifies = l.v6 == lay.v6
+            && l.l4 == lay.l4
+            && same_ip_template(head, data, lay.l4, lay.v6)
+            && head[lay.l4..lay.l4 + 4] == data[lay.l4..lay.l4 + 4]
+            && udp::Packet::new_unchecked(&data[lay.l4..]).checksum_zero() == zero
+            && pool.meta(id).csum == csum
+            && p >= 1
+            && (p == seg || (last && p < seg));
+        if !qualifies {
+            return Err(DropReason::Malformed);
+        }
+        total += p;
+    }
+    let ip_len = if lay.v6 {
+        total - ipv6::HEADER_LEN
+    } else {
+        total
+    };
+    if total > pool.data_room() || ip_len > MAX_IP_LEN {
+        return Err(DropReason::TooBig);
+    }
+    let train = pool.alloc().ok_or(DropReason::NoBuffer)?;
+    pool.set_len(train, total);
+    pool.copy_between(first, 0..end, train, 0);
+    let mut at = end;
+    for &id in rest {
+        let n = pool.data(id).len() - hdr;
+        pool.copy_between(id, hdr..hdr + n, train, at);
+        at += n;
+    }
+    *pool.meta_mut(train) = PacketMeta {
+        gso: Some(Gso {
+            kind: GsoKind::Udp,
+            segment_size: seg as u16,
+        }),
+        ..out_meta(*pool.meta(first), &lay, csum)
+    };
+    for &id in ids {
+        pool.free(id);
+    }
+    Ok(train)
+}
+
+/// Splits a UDP GSO train (as [`build_udp_train`] makes, or as a socket
+/// hands one to the kernel) into whole datagrams pushed to `out`; returns
+/// how many and frees `id`.
+///
+/// Each datagram has the template's headers with its own lengths (IPv4:
+/// identification = template's + i, header checksum), and a UDP checksum
+/// of 0 if the template's is 0 (`meta.csum = Zero`), else the complete
+/// correct one (`meta.csum = None`). This is what the kernel's
+/// `__udp_gso_segment` does for a socket, and what a pcap writer needs.
+/// A train marked `Verified` (received with `UDP_GRO`: the kernel checked
+/// every datagram) is cut without reading the payload for checksums: each
+/// datagram keeps the template's checksum field and is marked `Verified`.
+///
+/// Errors, with `id` untouched: `Malformed` (no `Gso { kind: Udp }` or a
+/// zero segment size), `BadLength` (the template's UDP payload is not one
+/// segment), `TooBig` (no room in `out`), `NoBuffer`, `Unsupported` (an
+/// IPv6 routing header with segments left and a checksum to compute), and
+/// the parse errors.
+pub fn split_udp_train(
+    pool: &mut Pool,
+    id: PacketId,
+    out: &mut PacketVector,
+) -> Result<usize, DropReason> {
+    let seg = match pool.meta(id).gso {
+        Some(Gso {
+            kind: GsoKind::Udp,
+            segment_size,
+        }) if segment_size > 0 => segment_size as usize,
+        _ => return Err(DropReason::Malformed),
+    };
+    let data = pool.data(id);
+    let (lay, end) = udp_layout(data, true)?;
+    if end - lay.l4 - udp::HEADER_LEN != seg {
+        return Err(DropReason::BadLength);
+    }
+    let zero = udp::Packet::new_unchecked(&data[lay.l4..]).checksum_zero();
+    if !zero && lay.v6 {
+        let ip = locate_ip(data, 0, 0)?;
+        if routing_pending(data, &ip) {
+            return Err(DropReason::Unsupported);
+        }
+    }
+    let checksums = if zero {
+        Pieces::Zero
+    } else if pool.meta(id).csum == ChecksumState::Verified {
+        Pieces::Trusted
+    } else {
+        Pieces::Compute
+    };
+    emit(pool, id, out, lay, seg, checksums, false)
+}
+
+/// The segment size and outer header length of UDP GRO train `id` (as
+/// [`split_udp_train`] takes one: outer headers of the first datagram,
+/// then the datagrams), and its layout.
+fn train_shape(pool: &Pool, id: PacketId) -> Result<(usize, usize, Layout), DropReason> {
+    let seg = match pool.meta(id).gso {
+        Some(Gso {
+            kind: GsoKind::Udp,
+            segment_size,
+        }) if segment_size > 0 => segment_size as usize,
+        _ => return Err(DropReason::Malformed),
+    };
+    let (lay, end) = udp_layout(pool.data(id), true)?;
+    let hdr = lay.l4 + udp::HEADER_LEN;
+    if end != hdr + seg {
+        return Err(DropReason::BadLength);
+    }
+    Ok((seg, hdr, lay))
+}
+
+/// Copies the datagram of UDP GRO train `train` that starts `at` bytes
+/// into its payload into a buffer of its own, behind a copy of the
+/// train's outer headers sized for it, and returns it with the segment
+/// size. The train is left as it is: this is how
+/// [`crate::gro::merge_train`] gets a packet to run through
+/// decapsulation while the rest of the train waits in place.
+pub fn detach_at(
+    pool: &mut Pool,
+    train: PacketId,
+    at: usize,
+) -> Result<(PacketId, usize), DropReason> {
+    let (seg, _, _) = train_shape(pool, train)?;
+    Ok((copy_from_train(pool, train, at, seg)?, seg))
+}
+
+/// A new train: the outer headers of train `id`, sized for its datagrams
+/// from payload offset `from` on, and up to `len` bytes of them, copied,
+/// with `id`'s metadata. `id` keeps its bytes.
+fn copy_from_train(
+    pool: &mut Pool,
+    id: PacketId,
+    from: usize,
+    len: usize,
+) -> Result<PacketId, DropReason> {
+    let (seg, hdr, lay) = train_shape(pool, id)?;
+    let end = pool.data(id).len();
+    if hdr + from >= end {
+        return Err(DropReason::BadLength);
+    }
+    let n = len.min(end - hdr - from);
+    let out = pool.alloc().ok_or(DropReason::NoBuffer)?;
+    pool.set_len(out, hdr + n);
+    pool.copy_between(id, 0..hdr, out, 0);
+    pool.copy_between(id, hdr + from..hdr + from + n, out, hdr);
+    *pool.meta_mut(out) = PacketMeta {
+        tail: None,
+        ..*pool.meta(id)
+    };
+    retitle_train(pool, out, &lay, seg);
+    Ok(out)
+}
+
+/// Makes UDP GRO train `train` start at the datagram `at` bytes into its
+/// payload: its outer headers move up over the end of the datagram before
+/// it (which the caller has done with: [`detach_at`] copied it) and are
+/// sized for the new first datagram. No payload moves. `TooBig` when the
+/// headers are longer than a datagram (then [`train_from`] copies).
+pub fn advance_train(pool: &mut Pool, train: PacketId, at: usize) -> Result<(), DropReason> {
+    let (seg, hdr, lay) = train_shape(pool, train)?;
+    if at == 0 {
+        return Ok(());
+    }
+    if hdr > seg {
+        return Err(DropReason::TooBig);
+    }
+    if hdr + at >= pool.data(train).len() {
+        return Err(DropReason::BadLength);
+    }
+    pool.data_mut(train).copy_within(0..hdr, at);
+    pool.trim_front(train, at);
+    retitle_train(pool, train, &lay, seg);
+    Ok(())
+}
+
+/// Writes the outer lengths of UDP train `id` (headers `lay`, then
+/// datagrams of `seg` bytes) for its first datagram, and marks it a train
+/// only if it holds more than one.
+fn retitle_train(pool: &mut Pool, id: PacketId, lay: &Layout, seg: usize) {
+    let hdr = lay.l4 + udp::HEADER_LEN;
+    let payload = pool.data(id).len() - hdr;
+    let first = payload.min(seg);
+    let data = pool.data_mut(id);
+    set_ip_len(data, lay.v6, hdr + first, None);
+    data[lay.l4 + 4..lay.l4 + 6].copy_from_slice(&((first + udp::HEADER_LEN) as u16).to_be_bytes());
+    pool.meta_mut(id).gso = (payload > seg).then_some(Gso {
+        kind: GsoKind::Udp,
+        segment_size: seg as u16,
+    });
+}
+
+/// A new train of the datagrams of train `id` from payload offset `from`
+/// on, with `id`'s outer headers and metadata, copied; `id` keeps its
+/// bytes. For when [`advance_train`] cannot move the headers.
+pub fn train_from(pool: &mut Pool, id: PacketId, from: usize) -> Result<PacketId, DropReason> {
+    copy_from_train(pool, id, from, usize::MAX)
+}
+
+/// Where the UDP GSO train that can start at `ids[i]` ends (exclusive):
+/// the datagrams after it of the same tunnel, flow and outer TOS and TTL,
+/// each the size of the first but the last (which may be shorter), at
+/// most [`UDP_MAX_SEGMENTS`], within the 16-bit IP length the kernel
+/// builds the train as (IPv4 total length, IPv6 payload length). A
+/// zero-checksum tunnel, or a packet of no tunnel (a reply), makes no train
+/// (`i + 1`): Linux refuses UDP GSO without checksums.
+///
+/// Node `udp-train` copies each run into one buffer; host mode sends a run
+/// straight from its buffers (one message of several parts).
+pub fn train_end(pool: &Pool, ids: &[PacketId], i: usize, table: &TunnelTable) -> usize {
+    let first = ids[i];
+    let m = *pool.meta(first);
+    let mut j = i + 1;
+    if (m.tunnel as usize) >= table.tunnels().len()
+        || table.get(m.tunnel).checksum == crate::config::ChecksumMode::Zero
+    {
+        return j;
+    }
+    let size = pool.total_len(first);
+    let headers = usize::from(m.l4) + 8;
+    let limit = if pool.data(first)[0] >> 4 == 4 {
+        65535 - headers
+    } else {
+        65535 - 8
+    };
+    let mut total = size - headers;
+    // One train, one outer header: the same DSCP, ECN and TTL throughout.
+    let outer = crate::decap::outer_tos_ttl(pool.data(first));
+    while j < ids.len() && j - i < UDP_MAX_SEGMENTS {
+        let n = pool.meta(ids[j]);
+        let len = pool.total_len(ids[j]);
+        if n.tunnel != m.tunnel
+            || n.flow_hash != m.flow_hash
+            || crate::decap::outer_tos_ttl(pool.data(ids[j])) != outer
+            || len > size
+            || len < headers
+            || total + len - headers > limit
+        {
+            break;
+        }
+        total += len - headers;
+        j += 1;
+        if len < size {
+            break;
+        }
+    }
+    j
+}
+
+/// Node `udp-train`: each run [`train_end`] finds becomes one train.
+pub(crate) fn make_trains(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable) {
+    let ids = v.as_slice();
+    let mut out = PacketVector::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let j = train_end(pool, ids, i, table);
+        if j - i > 1 {
+            if let Ok(train) = build_udp_train(pool, &ids[i..j]) {
+                let _ = out.push(train);
+                i = j;
+                continue;
+            }
+        }
+        for &id in &ids[i..j] {
+            let _ = out.push(id);
+        }
+        i = j;
+    }
+    *v = out;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testpkt::{self, ip_strategy, load_all, metas, out_bytes, sizes, Csum, Ip};
+    use proptest::prelude::*;
+
+    const ROOM: usize = crate::buffer::SUPER_PACKET_ROOM;
+
+    fn udp_ip(ip: &Ip, k: usize) -> Ip {
+        let mut ip = ip.clone();
+        ip.ident = ip.ident.wrapping_add(k as u16);
+        ip
+    }
+
+    #[test]
+    fn udp_train_round_trip_and_layout() {
+        let mut pool = Pool::new(16, ROOM);
+        let dgrams = testpkt::udp_train(&Ip::v4(), 5000, 4789, &[300, 300, 120], Csum::Full, 3);
+        let ids: Vec<_> = dgrams
+            .iter()
+            .map(|d| testpkt::load(&mut pool, d, testpkt::meta_of(d, ChecksumState::None)))
+            .collect();
+        let train = build_udp_train(&mut pool, &ids).unwrap();
+        assert_eq!(pool.available(), 16 - 1);
+        let t = pool.data(train);
+        assert_eq!(t.len(), 20 + 8 + 720);
+        assert_eq!(
+            &t[..328],
+            &dgrams[0][..],
+            "the first datagram is the template"
+        );
+        assert_eq!(&t[328..628], &dgrams[1][28..]);
+        let m = *pool.meta(train);
+        assert_eq!(
+            m.gso,
+            Some(Gso {
+                kind: GsoKind::Udp,
+                segment_size: 300
+            })
+        );
+        assert_eq!(
+            (m.l3, m.l4, m.csum, m.tunnel),
+            (0, 20, ChecksumState::None, 3)
+        );
+        let mut out = PacketVector::new();
+        assert_eq!(split_udp_train(&mut pool, train, &mut out), Ok(3));
+        assert_eq!(out_bytes(&pool, &out), dgrams);
+        assert_eq!(pool.available(), 16 - 3);
+        let _ = udp_ip;
+    }
+
+    /// A train the kernel verified (UDP_GRO) is cut without computing
+    /// checksums: each datagram keeps the template's field and is Verified.
+    #[test]
+    fn trusted_udp_train_split_keeps_checksums_unread() {
+        let mut pool = Pool::new(16, ROOM);
+        let dgrams = testpkt::udp_train(&Ip::v6(), 4789, 4789, &[400, 400, 7], Csum::Full, 5);
+        let ids: Vec<_> = dgrams
+            .iter()
+            .map(|d| testpkt::load(&mut pool, d, testpkt::meta_of(d, ChecksumState::None)))
+            .collect();
+        let train = build_udp_train(&mut pool, &ids).unwrap();
+        // As a socket hands it over: the template's checksum field is a
+        // placeholder, not the first datagram's.
+        pool.data_mut(train)[40 + 6..40 + 8].copy_from_slice(&[0xab, 0xcd]);
+        pool.meta_mut(train).csum = ChecksumState::Verified;
+        let mut out = PacketVector::new();
+        assert_eq!(split_udp_train(&mut pool, train, &mut out), Ok(3));
+        for (k, &id) in out.as_slice().iter().enumerate() {
+            let d = pool.data(id);
+            assert_eq!(d.len(), dgrams[k].len());
+            assert_eq!(&d[48..], &dgrams[k][48..], "payload {k}");
+            assert_eq!(&d[4..6], &dgrams[k][4..6], "IPv6 payload length {k}");
+            assert_eq!(&d[44..46], &dgrams[k][44..46], "UDP length {k}");
+            assert_eq!(&d[46..48], &[0xab, 0xcd], "checksum left as given {k}");
+            assert_eq!(pool.meta(id).csum, ChecksumState::Verified);
+        }
+    }
+
+    #[test]
+    fn udp_train_refusals() {
+        let mut pool = Pool::new(80, ROOM);
+        let mk = |pool: &mut Pool, ip: &Ip, sizes: &[usize], csum: Csum| -> Vec<PacketId> {
+            testpkt::udp_train(ip, 5000, 4789, sizes, csum, 0)
+                .iter()
+                .map(|d| {
+                    let c = if csum == Csum::Zero {
+                        ChecksumState::Zero
+                    } else {
+                        ChecksumState::None
+                    };
+                    testpkt::load(pool, d, testpkt::meta_of(d, c))
+                })
+                .collect()
+        };
+        let check = |pool: &mut Pool, ids: &[PacketId], want: DropReason| {
+            let before: Vec<_> = ids.iter().map(|&i| pool.data(i).to_vec()).collect();
+            let avail = pool.available();
+            assert_eq!(build_udp_train(pool, ids), Err(want));
+            assert_eq!(pool.available(), avail);
+            let after: Vec<_> = ids.iter().map(|&i| pool.data(i).to_vec()).collect();
+            assert_eq!(before, after);
+        };
+        let ids = mk(&mut pool, &Ip::v4(), &[100, 200], Csum::Full);
+        check(&mut pool, &ids, DropReason::Malformed); // last longer
+        let ids2 = mk(&mut pool, &Ip::v4(), &[100, 50, 100], Csum::Full);
+        check(&mut pool, &ids2, DropReason::Malformed); // short in the middle
+        check(&mut pool, &[ids2[0], ids2[0]], DropReason::Malformed);
+        check(&mut pool, &[], DropReason::Malformed);
+        let mut ttl = Ip::v4();
+        ttl.ttl = 9;
+        let other = mk(&mut pool, &ttl, &[100], Csum::Full);
+        check(&mut pool, &[ids2[0], other[0]], DropReason::Malformed);
+        let zero = mk(&mut pool, &Ip::v4(), &[100], Csum::Zero);
+        check(&mut pool, &[ids2[0], zero[0]], DropReason::Malformed);
+        let v6 = mk(&mut pool, &Ip::v6(), &[100], Csum::Full);
+        check(&mut pool, &[ids2[0], v6[0]], DropReason::Malformed);
+        for id in ids
+            .iter()
+            .chain(&ids2)
+            .chain(&other)
+            .chain(&zero)
+            .chain(&v6)
+        {
+            pool.free(*id);
+        }
+        let many = mk(
+            &mut pool,
+            &Ip::v4(),
+            &[10; UDP_MAX_SEGMENTS + 1],
+            Csum::Full,
+        );
+        check(&mut pool, &many, DropReason::TooBig);
+        assert!(build_udp_train(&mut pool, &many[..UDP_MAX_SEGMENTS]).is_ok());
+        pool.free(many[UDP_MAX_SEGMENTS]);
+        let big = mk(&mut pool, &Ip::v4(), &[1400; 47], Csum::Full);
+        check(&mut pool, &big, DropReason::TooBig); // 20 + 8 + 65800 > 65535
+        assert!(build_udp_train(&mut pool, &big[..46]).is_ok());
+    }
+
+    #[test]
+    fn split_refusals() {
+        let mut pool = Pool::new(4, ROOM);
+        let mut out = PacketVector::new();
+        let d = testpkt::udp(&Ip::v4(), 1, 2, &[7; 100], Csum::Full);
+        let plain = testpkt::meta_of(&d, ChecksumState::None);
+        let id = testpkt::load(&mut pool, &d, plain);
+        assert_eq!(
+            split_udp_train(&mut pool, id, &mut out),
+            Err(DropReason::Malformed)
+        );
+        let m = PacketMeta {
+            gso: Some(Gso {
+                kind: GsoKind::Udp,
+                segment_size: 60,
+            }),
+            ..plain
+        };
+        *pool.meta_mut(id) = m;
+        assert_eq!(
+            split_udp_train(&mut pool, id, &mut out),
+            Err(DropReason::BadLength),
+            "the template's payload is not one segment"
+        );
+        assert_eq!(pool.data(id), &d[..]);
+        assert!(out.is_empty());
+    }
+
+    proptest! {
+        /// split_udp_train(build_udp_train(xs)) == xs.
+        #[test]
+        fn udp_train_builds_then_splits_back(
+            ip in ip_strategy(),
+            ports in any::<(u16, u16)>(),
+            n in 1usize..=UDP_MAX_SEGMENTS,
+            size in 1usize..=1400,
+            last in 1usize..=1400,
+            zero in any::<bool>(),
+        ) {
+            let csum = if zero { Csum::Zero } else { Csum::Full };
+            let state = if zero { ChecksumState::Zero } else { ChecksumState::None };
+            let s = sizes(n, size, last);
+            prop_assume!(ip.hlen() + 8 + s.iter().sum::<usize>() <= 65535);
+            let xs = testpkt::udp_train(&ip, ports.0, ports.1, &s, csum, 4);
+            let mut pool = Pool::new(2 * n + 2, ROOM);
+            let v = load_all(&mut pool, &xs, state);
+            let want_meta = metas(&pool, &v);
+            let train = build_udp_train(&mut pool, v.as_slice()).unwrap();
+            prop_assert_eq!(pool.available(), pool.capacity() - 1);
+            let mut out = PacketVector::new();
+            prop_assert_eq!(split_udp_train(&mut pool, train, &mut out), Ok(n));
+            prop_assert_eq!(out_bytes(&pool, &out), xs);
+            prop_assert_eq!(metas(&pool, &out), want_meta);
+        }
+    }
+}
