@@ -7,6 +7,7 @@
 //! so neither copies the payload.
 
 use crate::drop::DropReason;
+use crate::io::Outer;
 use tep_csum::Sum;
 
 /// Room before the data for outer headers. The deepest stack tep builds —
@@ -115,6 +116,40 @@ pub struct PacketMeta {
     /// More of this packet in another buffer, gathered rather than copied
     /// (see [`Tail`]); freed with the packet.
     pub tail: Option<Tail>,
+    /// The outer IP and UDP fields of a tunnel datagram.
+    pub outer: Outer,
+    /// Offset of the outer UDP payload (the tunnel header): after the outer
+    /// IP and UDP headers (`l4 + 8`) where they are in the buffer, once
+    /// `udp-input` or `ip-udp-encap` placed them; 0 where a socket writes
+    /// and reads them.
+    pub udp_payload: u16,
+    /// A socket writes and reads the outer IP and UDP headers: the buffer
+    /// holds the UDP payload, the fields are only in [`PacketMeta::outer`]
+    /// ([`OuterLayers::UdpPayload`](crate::io::OuterLayers)).
+    pub by_socket: bool,
+}
+
+impl PacketMeta {
+    /// Whether the outer IP and UDP headers are in the buffer (tep writes
+    /// and parses them) rather than only in [`PacketMeta::outer`].
+    pub const fn outer_in_buffer(&self) -> bool {
+        !self.by_socket
+    }
+
+    /// Records a datagram a kernel socket received: its payload is the
+    /// buffer, `outer` what the socket reports of the headers (source,
+    /// local address and port, TOS, TTL), and its checksum verified (the
+    /// kernel drops bad ones, and accepts none only where the socket
+    /// allows it).
+    pub fn received_by_socket(&mut self, outer: Outer) {
+        self.outer = outer;
+        self.by_socket = true;
+        self.udp_payload = 0;
+        self.l2 = 0;
+        self.l3 = 0;
+        self.l4 = 0;
+        self.csum = ChecksumState::Verified;
+    }
 }
 
 /// The rest of a packet that lives in another buffer, gathered rather than
@@ -158,6 +193,9 @@ impl PacketMeta {
         inner: 0,
         remote_csum: None,
         tail: None,
+        outer: Outer::NONE,
+        udp_payload: 0,
+        by_socket: false,
     };
 }
 

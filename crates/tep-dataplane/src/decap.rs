@@ -6,49 +6,27 @@
 use crate::buffer::{ChecksumState, PacketId, PacketMeta, Pool, NO_TUNNEL};
 use crate::drop::DropReason;
 use crate::geometry::{
-    ethernet_ip_offset, holds_pseudo_sum, ip_end, locate_ip, pseudo_header,
+    complete_partial_in, ethernet_ip_offset, holds_pseudo_sum, ip_end, locate_ip, pseudo_header,
     transport_checksum_offset, transport_pseudo, PROTO_UDP,
 };
 use crate::gtpu_reply::{GtpuResponder, Replies};
+use crate::io::{InnerChecksums, OuterLayers};
 use crate::kind::TunnelKind;
 use crate::node::{each, sweep, NodeStats};
 use crate::tunnel::{gre_id, ReceiveCache, TunnelTable};
 use crate::vector::PacketVector;
-use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use core::net::IpAddr;
 use tep_csum::Sum;
 use tep_wire::ethernet::EtherType;
 use tep_wire::gtpu::MessageType;
 use tep_wire::gue::GueRepr;
 use tep_wire::ip::IpProtocol;
+use tep_wire::{ipv4, ipv6, udp};
 
-/// Outer source and destination address of a packet starting at its IP
-/// header (checked by [`ip_input`]).
-pub fn outer_addrs(data: &[u8]) -> (IpAddr, IpAddr) {
-    if data[0] >> 4 == 4 {
-        let s: [u8; 4] = [data[12], data[13], data[14], data[15]];
-        let d: [u8; 4] = [data[16], data[17], data[18], data[19]];
-        (IpAddr::V4(Ipv4Addr::from(s)), IpAddr::V4(Ipv4Addr::from(d)))
-    } else {
-        let mut s = [0u8; 16];
-        let mut d = [0u8; 16];
-        s.copy_from_slice(&data[8..24]);
-        d.copy_from_slice(&data[24..40]);
-        (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)))
-    }
-}
-
-/// Outer TOS / traffic class (DSCP and ECN) and TTL / hop limit of a
-/// packet starting at its IP header.
-pub fn outer_tos_ttl(data: &[u8]) -> (u8, u8) {
-    if data[0] >> 4 == 4 {
-        (data[1], data[8])
-    } else {
-        ((data[0] << 4) | (data[1] >> 4), data[7])
-    }
-}
-
-/// Node `ip-input`: the outer IP header must be whole, carry UDP, not be a
-/// fragment, and (IPv4) have a good header checksum. Trims link padding.
+/// Node `ip-input` (where tep parses the outer headers): the outer IP
+/// header must be whole, carry UDP, not be a fragment, and (IPv4) have a
+/// good header checksum. Trims link padding; the addresses, TOS and TTL go
+/// to `meta.outer`.
 pub fn ip_input(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) {
     each(stats, pool, v, ip_input_one);
 }
@@ -65,16 +43,28 @@ fn ip_input_one(pool: &mut Pool, id: PacketId) -> Result<(), DropReason> {
     if ip.proto != PROTO_UDP {
         return Err(DropReason::NotUdp);
     }
+    let (src, dst) = if ip.v6 {
+        let p = ipv6::Packet::new_unchecked(data);
+        (IpAddr::V6(p.src_addr()), IpAddr::V6(p.dst_addr()))
+    } else {
+        let p = ipv4::Packet::new_unchecked(data);
+        (IpAddr::V4(p.src_addr()), IpAddr::V4(p.dst_addr()))
+    };
     pool.truncate(id, ip.end);
     let m = pool.meta_mut(id);
     m.l2 = 0;
     m.l3 = 0;
     m.l4 = ip.l4 as u16;
+    m.outer.src = src;
+    m.outer.dst = dst;
+    m.outer.tos = ip.tos;
+    m.outer.ttl = ip.ttl;
     Ok(())
 }
 
-/// Node `udp-input`: the UDP length must fit; the destination port picks
-/// the kind. Packets leave sorted into one vector per kind (VPP's next
+/// Node `udp-input`: the destination port picks the kind. Where tep parses
+/// the outer headers, the UDP length must fit, and the ports go to
+/// `meta.outer`. Packets leave sorted into one vector per kind (VPP's next
 /// nodes), in [`TunnelKind::ALL`] order.
 pub fn udp_input(
     stats: &mut NodeStats,
@@ -82,9 +72,15 @@ pub fn udp_input(
     v: &mut PacketVector,
     table: &TunnelTable,
     by_kind: &mut [PacketVector; 8],
+    layers: OuterLayers,
 ) {
     for &id in v.as_slice() {
-        match udp_input_one(pool, id, table) {
+        let kind = match layers {
+            OuterLayers::IpUdp => udp_input_one(pool, id),
+            OuterLayers::UdpPayload => Ok(pool.meta(id).outer.dst_port),
+        }
+        .and_then(|port| table.kind_on_port(port).ok_or(DropReason::UnknownPort));
+        match kind {
             Ok(kind) => {
                 // Same size as the input vector: it cannot be full.
                 let _ = by_kind[kind.index()].push(id);
@@ -96,31 +92,39 @@ pub fn udp_input(
     v.clear();
 }
 
-fn udp_input_one(
-    pool: &mut Pool,
-    id: PacketId,
-    table: &TunnelTable,
-) -> Result<TunnelKind, DropReason> {
+/// The UDP header of a datagram whose IP header `ip-input` checked: its
+/// length is cut to, its ports recorded; returns the destination port.
+fn udp_input_one(pool: &mut Pool, id: PacketId) -> Result<u16, DropReason> {
     let l4 = usize::from(pool.meta(id).l4);
     let data = pool.data(id);
-    let udp = data.get(l4..l4 + 8).ok_or(DropReason::Truncated)?;
-    let len = usize::from(u16::from_be_bytes([udp[4], udp[5]]));
-    if len < 8 || l4 + len > data.len() {
+    let h = data
+        .get(l4..l4 + udp::HEADER_LEN)
+        .ok_or(DropReason::Truncated)?;
+    let u = udp::Packet::new_unchecked(h);
+    let (len, sport, dport) = (usize::from(u.len()), u.src_port(), u.dst_port());
+    if len < udp::HEADER_LEN || l4 + len > data.len() {
         return Err(DropReason::BadLength);
     }
-    let dport = u16::from_be_bytes([udp[2], udp[3]]);
-    let kind = table.kind_on_port(dport).ok_or(DropReason::UnknownPort)?;
     pool.truncate(id, l4 + len);
-    Ok(kind)
+    let m = pool.meta_mut(id);
+    m.outer.src_port = sport;
+    m.outer.dst_port = dport;
+    m.udp_payload = (l4 + udp::HEADER_LEN) as u16;
+    Ok(dport)
 }
 
 /// Whether a datagram's outer UDP checksum is right (or vouched for by the
 /// I/O layer). Zero counts as right over IPv4 only: over IPv6 it needs a
 /// tunnel that allows it, and a packet we would answer has none.
-fn outer_checksum_good(data: &[u8], l4: usize, state: ChecksumState) -> bool {
-    if state == ChecksumState::Verified {
+fn outer_checksum_good(data: &[u8], m: &PacketMeta) -> bool {
+    if m.csum == ChecksumState::Verified {
         return true;
     }
+    if !m.outer_in_buffer() {
+        // Nothing to verify it with: only the I/O layer could have.
+        return false;
+    }
+    let l4 = usize::from(m.l4);
     if data[l4 + 6..l4 + 8] == [0, 0] {
         return data[0] >> 4 == 4;
     }
@@ -290,12 +294,10 @@ fn tunnel_decap_one(
     now_ns: u64,
 ) -> Result<bool, DropReason> {
     let Lookup { table, cache } = lookup;
-    let l4 = usize::from(pool.meta(id).l4);
+    let m = pool.meta(id);
+    let (o, at) = (m.outer, usize::from(m.udp_payload));
+    let (src, dst, sport, dport) = (o.src, o.dst, o.src_port, o.dst_port);
     let data = pool.data(id);
-    let (src, dst) = outer_addrs(data);
-    let sport = u16::from_be_bytes([data[l4], data[l4 + 1]]);
-    let dport = u16::from_be_bytes([data[l4 + 2], data[l4 + 3]]);
-    let at = l4 + 8;
     let parsed = if kind == TunnelKind::Gtpu {
         let p = tep_wire::gtpu::Packet::new_unchecked(&data[at..]);
         let hl = p.checked_header_len()?;
@@ -308,7 +310,7 @@ fn tunnel_decap_one(
         // Looked up once: a G-PDU to a known tunnel is the common case.
         let rx = cache.receive(table, kind, dport, src, dst, u64::from(teid));
         let replies_possible = !gpdu || unknown_extension || rx.is_err();
-        if replies_possible && !outer_checksum_good(data, l4, pool.meta(id).csum) {
+        if replies_possible && !outer_checksum_good(data, pool.meta(id)) {
             return Err(DropReason::BadChecksum);
         }
         match p.msg_type() {
@@ -320,7 +322,8 @@ fn tunnel_decap_one(
             _ => return Err(DropReason::GtpuSignalling),
         }
         if unknown_extension {
-            gtpu.supported_extensions(pool, replies, (dst, dport), (src, sport), now_ns);
+            let headers = pool.meta(id).outer_in_buffer();
+            gtpu.supported_extensions(pool, replies, (dst, dport), (src, sport), headers, now_ns);
             return Err(DropReason::UnknownRequiredExtension);
         }
         match rx {
@@ -332,7 +335,9 @@ fn tunnel_decap_one(
                 return finish_inner(pool, id, false).map(|_| true);
             }
             Err(DropReason::UnknownTeid) => {
-                gtpu.error_indication(pool, replies, (dst, dport), (src, sport), teid, now_ns);
+                let headers = pool.meta(id).outer_in_buffer();
+                let (local, peer) = ((dst, dport), (src, sport));
+                gtpu.error_indication(pool, replies, local, peer, teid, headers, now_ns);
                 return Err(DropReason::UnknownTeid);
             }
             Err(r) => return Err(r),
@@ -432,8 +437,11 @@ fn verify_one(
     let ethernet = t.kind.carries_ethernet();
     let l4 = usize::from(m.l4);
     let data = pool.data_mut(id);
-    let zero = data[l4 + 6..l4 + 8] == [0, 0];
-    let v6 = data[0] >> 4 == 6;
+    // Where a socket took the headers, it accepted a zero checksum only
+    // where the tunnel allows one: it cannot be told from a verified one.
+    let in_buffer = m.outer_in_buffer();
+    let zero = in_buffer && data[l4 + 6..l4 + 8] == [0, 0];
+    let v6 = m.outer.src.is_ipv6();
     // The sum of the datagram's bytes, when we read them.
     let mut datagram: Option<Sum> = None;
     if zero {
@@ -447,6 +455,10 @@ fn verify_one(
             return Err(DropReason::BadRemoteChecksum);
         }
     } else if m.csum != ChecksumState::Verified {
+        if !in_buffer {
+            // Nothing to verify it with: only the I/O layer could have.
+            return Err(DropReason::BadChecksum);
+        }
         let pseudo = pseudo_header(data, PROTO_UDP, data.len() - l4);
         let s = Sum::of(&data[l4..]);
         if !pseudo.add(s).verifies() {
@@ -520,29 +532,30 @@ fn verify_one(
     Ok(())
 }
 
-/// Node `decap-output`: strips the outer headers and applies RFC 6040
-/// decapsulation to the inner ECN field.
+/// Node `decap-output`: strips the outer headers, applies RFC 6040
+/// decapsulation to the inner ECN field, and settles the inner checksum for
+/// the sink ([`settle_inner_checksum`]).
 pub fn decap_output(
     stats: &mut NodeStats,
     pool: &mut Pool,
     v: &mut PacketVector,
     table: &TunnelTable,
+    sink: InnerChecksums,
 ) {
-    each(stats, pool, v, |pool, id| output_one(pool, id, table));
+    each(stats, pool, v, |pool, id| output_one(pool, id, table, sink));
 }
 
-/// The ECN field of the outer IP header at the start of `data` (IPv4 TOS
-/// or IPv6 traffic class, low two bits).
-pub(crate) fn outer_ecn(data: &[u8]) -> u8 {
-    outer_tos_ttl(data).0 & 3
-}
-
-fn output_one(pool: &mut Pool, id: PacketId, table: &TunnelTable) -> Result<(), DropReason> {
+fn output_one(
+    pool: &mut Pool,
+    id: PacketId,
+    table: &TunnelTable,
+    sink: InnerChecksums,
+) -> Result<(), DropReason> {
     let m = *pool.meta(id);
     let ethernet = table.get(m.tunnel).kind.carries_ethernet();
     let has_ip = !ethernet || m.inner_l3 != m.inner;
     let data = pool.data_mut(id);
-    let outer_ecn = outer_ecn(data);
+    let outer_ecn = m.outer.tos & 3;
     if has_ip && outer_ecn != 0 {
         ecn_decap(&mut data[usize::from(m.inner_l3)..], outer_ecn)?;
     }
@@ -566,7 +579,64 @@ fn output_one(pool: &mut Pool, id: PacketId, table: &TunnelTable) -> Result<(), 
     m.inner_l3 = m.l3;
     m.inner_l4 = m.l4;
     m.remote_csum = None;
+    m.udp_payload = 0;
+    if sink != InnerChecksums::AsFound {
+        let mut m = *m;
+        settle_inner_checksum(pool.data_mut(id), &mut m, sink);
+        pool.meta_mut(id).csum = m.csum;
+    }
     Ok(())
+}
+
+/// The inner TCP/UDP checksum of a decapsulated packet (offsets from its
+/// start) that nobody verified, settled for a sink that takes checksum
+/// state or one that needs it complete.
+///
+/// A Linux sender on this host, a kernel tunnel in another namespace over
+/// veth, leaves the inner checksum partial: the field holds the
+/// pseudo-header sum (`CHECKSUM_PARTIAL`), veth never completes it, and
+/// the UDP socket hands the payload over as it is. The kernel's own tunnel
+/// would pass such a packet on still partial, so for a sink that takes it
+/// ([`InnerChecksums::Stated`]) it stays partial (`NEEDS_CSUM`): trusted on
+/// local delivery, completed if the host forwards it; a sink that does not
+/// ([`InnerChecksums::Completed`]) gets it completed. A checksum that
+/// verifies is marked `Verified` (the host does not sum it again); anything
+/// else stays `None` and the host verifies, drops and counts it. A
+/// corrupted packet whose checksum field happens to equal its pseudo-header
+/// sum passes: one in 65536, what the checksum itself lets through anyway.
+/// Super-packets (GRO) keep their state: they are partial by construction.
+pub(crate) fn settle_inner_checksum(data: &mut [u8], m: &mut PacketMeta, sink: InnerChecksums) {
+    let (l3, l4) = (usize::from(m.l3), usize::from(m.l4));
+    let Some(field) = transport_checksum_offset(m.inner_proto) else {
+        return;
+    };
+    if m.gso.is_some() || m.csum != ChecksumState::None || l4 <= l3 {
+        return;
+    }
+    // Where the IP header says, not at any Ethernet padding.
+    let end = ip_end(data, l3);
+    let at = l4 + field;
+    if at + 2 > end {
+        return;
+    }
+    let segment = &data[..end];
+    // None for a UDP checksum of zero (none sent, IPv4).
+    let Some(pseudo) = transport_pseudo(segment, l3, l4, m.inner_proto) else {
+        return;
+    };
+    if pseudo.add(Sum::of(&segment[l4..])).verifies() {
+        m.csum = ChecksumState::Verified;
+    } else if holds_pseudo_sum(segment, l3, l4, m.inner_proto) {
+        if sink == InnerChecksums::Completed {
+            // In bounds: checked above.
+            let _ = complete_partial_in(data, l4, at, end);
+        } else {
+            m.csum = ChecksumState::Partial {
+                start: l4 as u16,
+                offset: at as u16,
+            };
+        }
+    }
 }
 
 /// RFC 6040 §4.2 for an inner IP header and an outer ECN codepoint.
@@ -598,4 +668,72 @@ fn ecn_decap(ip: &mut [u8], outer: u8) -> Result<(), DropReason> {
         ip[1] = (ip[1] & !0x30) | (new << 4);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inner_checksums_are_verified_partial_or_left_to_the_host() {
+        let mut pool = Pool::new(1, 2048);
+        let id = pool.alloc().unwrap();
+        let mut m = *pool.meta(id);
+        // What decap-output settles for a sink that takes checksum state.
+        let inner_checksum = |f: &[u8], m: &PacketMeta| {
+            let (mut f, mut m) = (f.to_vec(), *m);
+            settle_inner_checksum(&mut f, &mut m, InnerChecksums::Stated);
+            m.csum
+        };
+        m.l3 = 14;
+        m.l4 = 34;
+        m.inner_proto = 6;
+        // Ethernet, IPv4 10.9.0.2 → 10.9.0.1, TCP with 6 bytes, then 4
+        // bytes of Ethernet padding.
+        let mut f = vec![0u8; 14 + 20 + 20 + 6 + 4];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14..34].copy_from_slice(&[
+            0x45, 0, 0, 46, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 9, 0, 2, 10, 9, 0, 1,
+        ]);
+        f[34..38].copy_from_slice(&[0x9c, 0x40, 0x14, 0x51]);
+        f[46] = 5 << 4;
+        f[54..60].copy_from_slice(b"abcdef");
+        let pseudo = tep_csum::pseudo_header_v4([10, 9, 0, 2], [10, 9, 0, 1], 6, 26);
+        // As a Linux sender leaves it: the pseudo-header sum.
+        f[50..52].copy_from_slice(&pseudo.value().to_be_bytes());
+        assert_eq!(
+            inner_checksum(&f, &m),
+            ChecksumState::Partial {
+                start: 34,
+                offset: 50
+            }
+        );
+        f[50..52].copy_from_slice(&[0, 0]);
+        let c = pseudo.add(tep_csum::Sum::of(&f[34..60])).checksum();
+        f[50..52].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(inner_checksum(&f, &m), ChecksumState::Verified);
+        // Completing the partial form gives the same checksum.
+        let mut p = f.clone();
+        p[50..52].copy_from_slice(&pseudo.value().to_be_bytes());
+        let mut mp = m;
+        settle_inner_checksum(&mut p, &mut mp, InnerChecksums::Completed);
+        assert_eq!(p, f);
+        // Super-packets keep their state: the device header marks them.
+        let mut g = m;
+        g.gso = Some(crate::buffer::Gso {
+            kind: crate::buffer::GsoKind::Tcp4,
+            segment_size: 1000,
+        });
+        assert_eq!(inner_checksum(&f, &g), ChecksumState::None);
+        f[55] ^= 1;
+        assert_eq!(inner_checksum(&f, &m), ChecksumState::None);
+        // A UDP datagram without a checksum stays as it is.
+        m.inner_proto = 17;
+        f[23] = 17;
+        f[40..42].copy_from_slice(&[0, 0]);
+        assert_eq!(inner_checksum(&f, &m), ChecksumState::None);
+        // A truncated packet is left to the host.
+        m.inner_proto = 6;
+        assert_eq!(inner_checksum(&f[..40], &m), ChecksumState::None);
+    }
 }

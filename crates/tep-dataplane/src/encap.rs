@@ -14,6 +14,7 @@ use crate::geometry::{
     complete_partial, ethernet_ip_offset, locate_ip, mac_hash, parse_ip, pseudo_header,
     transport_pseudo, InnerLink, PROTO_UDP,
 };
+use crate::io::{Outer, OuterLayers};
 use crate::kind::TunnelKind;
 use crate::node::{each, NodeStats};
 use crate::tunnel::TunnelTable;
@@ -23,6 +24,9 @@ use tep_csum::Sum;
 use tep_wire::ethernet::EtherType;
 use tep_wire::gue::{GueFields, GueRepr, RemoteChecksum};
 use tep_wire::ip::IpProtocol;
+use tep_wire::ipv4::{self, field as ip4};
+use tep_wire::ipv6::{self, field as ip6};
+use tep_wire::udp::{self, field as udpf};
 use tep_wire::vxlan::{VxlanRco, VxlanRepr};
 
 /// Node `encap-classify`: parses the inner packet, records its offsets and
@@ -469,7 +473,7 @@ impl TxState {
 /// than the tunnel's configuration.
 #[derive(Clone, Copy, Debug)]
 struct OuterTemplate {
-    bytes: [u8; 48],
+    bytes: [u8; IPV6_UDP],
     /// 28 (IPv4 + UDP) or 48 (IPv6 + UDP).
     len: usize,
     /// The pseudo-header sum of a datagram of length 0 (addresses,
@@ -486,20 +490,29 @@ struct OuterTemplate {
     port_span: u64,
     /// Whether the inner packet may be an Ethernet frame.
     ethernet: bool,
+    /// The tunnel's local and remote addresses and the remote port, for
+    /// [`PacketMeta::outer`](crate::buffer::PacketMeta).
+    src: IpAddr,
+    dst: IpAddr,
+    dst_port: u16,
 }
+
+/// Outer IPv4 + UDP and IPv6 + UDP header lengths.
+const IPV4_UDP: usize = ipv4::HEADER_LEN + udp::HEADER_LEN;
+const IPV6_UDP: usize = ipv6::HEADER_LEN + udp::HEADER_LEN;
 
 impl OuterTemplate {
     fn new(t: &TunnelConfig) -> OuterTemplate {
-        let mut bytes = [0u8; 48];
+        let mut bytes = [0u8; IPV6_UDP];
         let (len, fixed_sum) = match (t.local, t.remote) {
             (IpAddr::V4(src), IpAddr::V4(dst)) => {
-                bytes[0] = 0x45;
-                bytes[9] = 17;
-                bytes[12..16].copy_from_slice(&src.octets());
-                bytes[16..20].copy_from_slice(&dst.octets());
+                bytes[ip4::VER_IHL] = 0x45;
+                bytes[ip4::PROTOCOL] = PROTO_UDP;
+                bytes[ip4::SRC_ADDR].copy_from_slice(&src.octets());
+                bytes[ip4::DST_ADDR].copy_from_slice(&dst.octets());
                 // Addresses and protocol: a pseudo-header of length 0.
-                let fixed = tep_csum::pseudo_header_v4(src.octets(), dst.octets(), 17, 0);
-                (28, u32::from(fixed.value()))
+                let fixed = tep_csum::pseudo_header_v4(src.octets(), dst.octets(), PROTO_UDP, 0);
+                (IPV4_UDP, u32::from(fixed.value()))
             }
             (src, dst) => {
                 let v6 = |a: IpAddr| match a {
@@ -507,15 +520,16 @@ impl OuterTemplate {
                     // The config forbids mixed families.
                     IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
                 };
-                bytes[0] = 0x60;
-                bytes[6] = 17;
-                bytes[8..24].copy_from_slice(&v6(src));
-                bytes[24..40].copy_from_slice(&v6(dst));
-                let fixed = tep_csum::pseudo_header_v6(&v6(src), &v6(dst), 17, 0);
-                (48, u32::from(fixed.value()))
+                bytes[ip6::VER_TC_FLOW.start] = 0x60;
+                bytes[ip6::NXT_HDR] = PROTO_UDP;
+                bytes[ip6::SRC_ADDR].copy_from_slice(&v6(src));
+                bytes[ip6::DST_ADDR].copy_from_slice(&v6(dst));
+                let fixed = tep_csum::pseudo_header_v6(&v6(src), &v6(dst), PROTO_UDP, 0);
+                (IPV6_UDP, u32::from(fixed.value()))
             }
         };
-        bytes[len - 6..len - 4].copy_from_slice(&t.remote_port.to_be_bytes());
+        let u = &mut bytes[len - udp::HEADER_LEN..len];
+        u[udpf::DST_PORT].copy_from_slice(&t.remote_port.to_be_bytes());
         let (lo, hi) = t.source_ports;
         OuterTemplate {
             bytes,
@@ -534,6 +548,9 @@ impl OuterTemplate {
             // The config keeps lo <= hi.
             port_span: u64::from(hi.saturating_sub(lo)) + 1,
             ethernet: t.kind.carries_ethernet(),
+            src: t.local,
+            dst: t.remote,
+            dst_port: t.remote_port,
         }
     }
 }
@@ -566,14 +583,18 @@ pub fn ip_udp_encap(
     pool: &mut Pool,
     v: &mut PacketVector,
     state: &mut [TxState],
+    layers: OuterLayers,
 ) {
-    each(stats, pool, v, |pool, id| ip_udp_encap_one(pool, id, state));
+    each(stats, pool, v, |pool, id| {
+        ip_udp_encap_one(pool, id, state, layers)
+    });
 }
 
 fn ip_udp_encap_one(
     pool: &mut Pool,
     id: PacketId,
     state: &mut [TxState],
+    layers: OuterLayers,
 ) -> Result<(), DropReason> {
     let m = pool.meta(id);
     let (tunnel, inner, inner_l3, flow_hash) = (m.tunnel, m.inner, m.inner_l3, m.flow_hash);
@@ -582,7 +603,8 @@ fn ip_udp_encap_one(
         ip_id,
         outer: template,
     } = st;
-    let udp_len = pool.total_len(id) + 8;
+    let payload_len = pool.total_len(id);
+    let udp_len = payload_len + udp::HEADER_LEN;
     let has_ip = inner_l3 != inner || !template.ethernet;
     let (tos, ttl, df) = inner_ip_fields(pool.data(id), usize::from(inner_l3), has_ip);
     let ttl = template.ttl.unwrap_or(ttl);
@@ -590,13 +612,37 @@ fn ip_udp_encap_one(
     let tos = (dscp << 2) | (tos & 0x03);
     let sport = template.port_lo + ((u64::from(flow_hash) * template.port_span) >> 32) as u16;
     let hdr = template.len;
-    if udp_len > usize::from(u16::MAX) || (hdr == 28 && udp_len + 20 > usize::from(u16::MAX)) {
+    let ip_payload_max = if hdr == IPV4_UDP {
+        usize::from(u16::MAX) - ipv4::HEADER_LEN
+    } else {
+        usize::from(u16::MAX)
+    };
+    if udp_len > ip_payload_max {
         return Err(DropReason::TooBig);
+    }
+    let outer = Outer {
+        src: template.src,
+        dst: template.dst,
+        src_port: sport,
+        dst_port: template.dst_port,
+        tos,
+        ttl,
+    };
+    if layers == OuterLayers::UdpPayload {
+        // The socket writes the headers from these fields.
+        let m = pool.meta_mut(id);
+        m.outer = outer;
+        m.udp_payload = 0;
+        m.by_socket = true;
+        m.l2 = 0;
+        m.l3 = 0;
+        m.l4 = 0;
+        return Ok(());
     }
     let h = pool.prepend(id, hdr).ok_or(DropReason::TooBig)?;
     // Constant-length copies: no call to memcpy per packet.
-    if let Ok(h) = <&mut [u8; 28]>::try_from(&mut *h) {
-        *h = *template.bytes.first_chunk().unwrap_or(&[0; 28]);
+    if let Ok(h) = <&mut [u8; IPV4_UDP]>::try_from(&mut *h) {
+        *h = *template.bytes.first_chunk().unwrap_or(&[0; IPV4_UDP]);
         let ident = *ip_id;
         *ip_id = ident.wrapping_add(1);
         let df = match template.df {
@@ -605,12 +651,12 @@ fn ip_udp_encap_one(
             DontFragment::Inherit => df,
         };
         let flags: u16 = if df { 0x4000 } else { 0 };
-        let total = (udp_len + 20) as u16;
-        h[1] = tos;
-        h[2..4].copy_from_slice(&total.to_be_bytes());
-        h[4..6].copy_from_slice(&ident.to_be_bytes());
-        h[6..8].copy_from_slice(&flags.to_be_bytes());
-        h[8] = ttl;
+        let total = (udp_len + ipv4::HEADER_LEN) as u16;
+        h[ip4::DSCP_ECN] = tos;
+        h[ip4::LENGTH].copy_from_slice(&total.to_be_bytes());
+        h[ip4::IDENT].copy_from_slice(&ident.to_be_bytes());
+        h[ip4::FLG_OFF].copy_from_slice(&flags.to_be_bytes());
+        h[ip4::TTL] = ttl;
         // The template's words (addresses, protocol) plus the five that
         // vary: version/IHL/TOS, length, identification, flags, TTL.
         let sum = template.fixed_sum
@@ -620,10 +666,11 @@ fn ip_udp_encap_one(
             + u32::from(flags)
             + (u32::from(ttl) << 8);
         let c = Sum::from_words(u64::from(sum)).checksum();
-        h[10..12].copy_from_slice(&c.to_be_bytes());
-        h[20..22].copy_from_slice(&sport.to_be_bytes());
-        h[24..26].copy_from_slice(&(udp_len as u16).to_be_bytes());
-    } else if let Ok(h) = <&mut [u8; 48]>::try_from(h) {
+        h[ip4::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+        let u = &mut h[ipv4::HEADER_LEN..];
+        u[udpf::SRC_PORT].copy_from_slice(&sport.to_be_bytes());
+        u[udpf::LENGTH].copy_from_slice(&(udp_len as u16).to_be_bytes());
+    } else if let Ok(h) = <&mut [u8; IPV6_UDP]>::try_from(h) {
         *h = template.bytes;
         // RFC 6438: the flow label carries the inner flow's entropy;
         // zero means "no label", so it is avoided.
@@ -632,17 +679,20 @@ fn ip_udp_encap_one(
             l => l,
         };
         let w = (6u32 << 28) | (u32::from(tos) << 20) | label;
-        h[0..4].copy_from_slice(&w.to_be_bytes());
-        h[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-        h[7] = ttl;
-        h[40..42].copy_from_slice(&sport.to_be_bytes());
-        h[44..46].copy_from_slice(&(udp_len as u16).to_be_bytes());
+        h[ip6::VER_TC_FLOW].copy_from_slice(&w.to_be_bytes());
+        h[ip6::LENGTH].copy_from_slice(&(udp_len as u16).to_be_bytes());
+        h[ip6::HOP_LIMIT] = ttl;
+        let u = &mut h[ipv6::HEADER_LEN..];
+        u[udpf::SRC_PORT].copy_from_slice(&sport.to_be_bytes());
+        u[udpf::LENGTH].copy_from_slice(&(udp_len as u16).to_be_bytes());
     }
     shift(pool, id, hdr);
     let m = pool.meta_mut(id);
+    m.outer = outer;
+    m.udp_payload = hdr as u16;
     m.l2 = 0;
     m.l3 = 0;
-    m.l4 = (hdr - 8) as u16;
+    m.l4 = (hdr - udp::HEADER_LEN) as u16;
     Ok(())
 }
 

@@ -456,8 +456,9 @@ pub struct TrainMerge {
 /// GRO for a UDP GRO train without copying its payload.
 ///
 /// `head` is a datagram of train `rest` ([`crate::udp_train::detach_at`] copied
-/// it), decapsulated up to but not including `decap-output`: its data
-/// starts at the outer IP header, `meta.inner` is where the inner packet
+/// it), decapsulated up to but not including `decap-output`: its tunnel
+/// header starts at `meta.udp_payload` (after the outer IP and UDP headers,
+/// where they are in the buffer), `meta.inner` is where the inner packet
 /// (`link`: IP packet or Ethernet frame) starts. The datagrams of `rest`
 /// from payload offset `from` on (`segment` bytes each, the last may be
 /// shorter) that carry the same tunnel header as the head (byte for byte,
@@ -488,11 +489,11 @@ pub fn merge_train(
 ) -> TrainMerge {
     let none = TrainMerge::default();
     let m = *pool.meta(head);
-    let (hdr, inner) = (usize::from(m.l4) + 8, usize::from(m.inner));
+    let (hdr, inner) = (usize::from(m.udp_payload), usize::from(m.inner));
     if inner < hdr || m.tail.is_some() || m.gso.is_some() || segment == 0 {
         return none;
     }
-    let rest_hdr = usize::from(pool.meta(rest).l4) + 8;
+    let rest_hdr = usize::from(pool.meta(rest).udp_payload);
     let hd = pool.data(head);
     let (tunnel, frame) = (&hd[hdr..inner], &hd[inner..]);
     let t = tunnel.len();

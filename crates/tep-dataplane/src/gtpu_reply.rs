@@ -6,13 +6,11 @@
 
 use crate::buffer::{ChecksumState, PacketId, Pool};
 use crate::drop::DropReason;
+use crate::io::Outer;
 use crate::vector::PacketVector;
 use core::net::IpAddr;
 use tep_wire::gtpu::{self, GtpuRepr};
-use tep_wire::ipv4::{self, Ipv4Repr};
-use tep_wire::ipv6::{self, Ipv6Repr};
-use tep_wire::udp::{self, UdpRepr};
-use tep_wire::IpProtocol;
+use tep_wire::udp;
 
 /// The extension header types tep parses (and so may receive with the
 /// comprehension-required bit).
@@ -109,7 +107,8 @@ impl GtpuResponder {
     ) -> Result<(), DropReason> {
         let request = gtpu::Packet::new_unchecked(&pool.data(id)[at..]);
         let resp = GtpuRepr::echo_response_for(&request, self.restart_counter)?;
-        if !write_datagram(pool, id, local, peer, &resp) || replies.out.push(id).is_err() {
+        let headers = pool.meta(id).outer_in_buffer();
+        if !write_datagram(pool, id, local, peer, &resp, headers) || replies.out.push(id).is_err() {
             return Err(DropReason::NoBuffer);
         }
         replies.answered += 1;
@@ -119,6 +118,7 @@ impl GtpuResponder {
     /// TS 29.281 §7.3.1: an Error Indication for a G-PDU to `teid`, which
     /// no tunnel has, naming the TEID and our address; to the sender's
     /// address at port 2152. At most the rate limit's per second.
+    #[allow(clippy::too_many_arguments)]
     pub fn error_indication(
         &mut self,
         pool: &mut Pool,
@@ -126,13 +126,15 @@ impl GtpuResponder {
         local: Endpoint,
         peer: Endpoint,
         teid: u32,
+        headers: bool,
         now_ns: u64,
     ) {
         if !self.limit.allow(now_ns) {
             return;
         }
         let repr = GtpuRepr::error_indication(self.next_sequence(), teid, local.0, None);
-        generate(pool, replies, &repr, local, (peer.0, gtpu::UDP_PORT));
+        let to = (peer.0, gtpu::UDP_PORT);
+        generate(pool, replies, &repr, local, to, headers);
     }
 
     /// TS 29.281 §7.3.2: tells a sender of an extension header we must
@@ -144,6 +146,7 @@ impl GtpuResponder {
         replies: &mut Replies<'_>,
         local: Endpoint,
         peer: Endpoint,
+        headers: bool,
         now_ns: u64,
     ) {
         if !self.limit.allow(now_ns) {
@@ -154,7 +157,7 @@ impl GtpuResponder {
             return;
         };
         self.next_sequence();
-        generate(pool, replies, &repr, local, peer);
+        generate(pool, replies, &repr, local, peer, headers);
     }
 
     fn next_sequence(&mut self) -> u16 {
@@ -171,86 +174,73 @@ fn generate(
     repr: &GtpuRepr,
     local: Endpoint,
     to: Endpoint,
+    headers: bool,
 ) {
     let Some(id) = pool.alloc() else {
         return;
     };
-    if write_datagram(pool, id, local, to, repr) && replies.out.push(id).is_ok() {
+    if write_datagram(pool, id, local, to, repr, headers) && replies.out.push(id).is_ok() {
         replies.generated += 1;
     } else {
         pool.free(id);
     }
 }
 
-/// Replaces the contents of `id` with an outer IPv4/IPv6 + UDP datagram
-/// from `src` to `dst` carrying the GTP-U message `repr`, with a full UDP
-/// checksum and TTL 64. False when the families differ or it does not fit.
+/// Replaces the contents of `id` with the GTP-U message `repr` from `src`
+/// to `dst`: `meta.outer` says where it goes, and, where tep writes the
+/// outer headers (`headers`), an IPv4/IPv6 + UDP header with a full UDP
+/// checksum goes in front. TTL 64. False when the families differ or it
+/// does not fit.
 fn write_datagram(
     pool: &mut Pool,
     id: PacketId,
     src: Endpoint,
     dst: Endpoint,
     repr: &GtpuRepr,
+    headers: bool,
 ) -> bool {
-    let mut b = [0u8; 512];
-    let body_len = repr.buffer_len();
-    let udp_repr = UdpRepr {
+    if src.0.is_ipv4() != dst.0.is_ipv4() {
+        return false;
+    }
+    let outer = Outer {
+        src: src.0,
+        dst: dst.0,
         src_port: src.1,
         dst_port: dst.1,
-        payload_len: body_len,
-        checksum: 0,
+        tos: 0,
+        ttl: REPLY_TTL,
     };
-    let ip_len = match (src.0, dst.0) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let ip = Ipv4Repr {
-                src_addr: s,
-                dst_addr: d,
-                protocol: IpProtocol::Udp,
-                payload_len: udp::HEADER_LEN + body_len,
-                ttl: REPLY_TTL,
-                dscp: 0,
-                ecn: 0,
-                ident: 0,
-                dont_frag: true,
-                more_frags: false,
-                frag_offset: 0,
-            };
-            ip.emit(&mut ipv4::Packet::new_unchecked(&mut b[..]));
-            ipv4::HEADER_LEN
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let ip = Ipv6Repr {
-                src_addr: s,
-                dst_addr: d,
-                next_header: IpProtocol::Udp,
-                payload_len: udp::HEADER_LEN + body_len,
-                hop_limit: REPLY_TTL,
-                traffic_class: 0,
-                flow_label: 0,
-            };
-            ip.emit(&mut ipv6::Packet::new_unchecked(&mut b[..]));
-            ipv6::HEADER_LEN
-        }
-        _ => return false,
+    let mut b = [0u8; 512];
+    let body_len = repr.buffer_len();
+    let hdr = match headers {
+        true => match outer.emit(body_len, &mut b) {
+            Some(n) => n,
+            None => return false,
+        },
+        false => 0,
     };
-    let total = ip_len + udp::HEADER_LEN + body_len;
+    let total = hdr + body_len;
     if total > b.len() {
         return false;
     }
-    let mut u = udp::Packet::new_unchecked(&mut b[ip_len..total]);
-    udp_repr.emit(&mut u);
-    repr.emit(u.payload_mut(), 0);
-    match (src.0, dst.0) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => u.fill_checksum_v4(&s, &d),
-        (IpAddr::V6(s), IpAddr::V6(d)) => u.fill_checksum_v6(&s, &d),
-        _ => return false,
+    repr.emit(&mut b[hdr..total], 0);
+    if headers {
+        let mut u = udp::Packet::new_unchecked(&mut b[hdr - udp::HEADER_LEN..total]);
+        match (src.0, dst.0) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => u.fill_checksum_v4(&s, &d),
+            (IpAddr::V6(s), IpAddr::V6(d)) => u.fill_checksum_v6(&s, &d),
+            _ => return false,
+        }
     }
     if !pool.fill(id, &b[..total]) {
         return false;
     }
     let m = pool.meta_mut(id);
+    m.outer = outer;
+    m.udp_payload = hdr as u16;
+    m.by_socket = !headers;
     m.l3 = 0;
-    m.l4 = ip_len as u16;
+    m.l4 = hdr.saturating_sub(udp::HEADER_LEN) as u16;
     m.csum = ChecksumState::None;
     true
 }
@@ -278,9 +268,9 @@ mod tests {
         let repr = GtpuRepr::error_indication(7, 99, IpAddr::from([192, 0, 2, 1]), None);
         let local = (IpAddr::from([192, 0, 2, 1]), 2152);
         let peer = (IpAddr::from([192, 0, 2, 2]), 2152);
-        assert!(write_datagram(&mut pool, id, local, peer, &repr));
+        assert!(write_datagram(&mut pool, id, local, peer, &repr, true));
         let d = pool.data(id);
-        let ip = ipv4::Packet::new_checked(d).unwrap();
+        let ip = tep_wire::ipv4::Packet::new_checked(d).unwrap();
         assert!(ip.verify_checksum());
         let u = udp::Packet::new_checked(ip.payload()).unwrap();
         assert_eq!(
@@ -289,12 +279,14 @@ mod tests {
         );
         let g = gtpu::Packet::new_checked(u.payload()).unwrap();
         assert_eq!(GtpuRepr::parse(&g).unwrap(), repr);
-        assert!(!write_datagram(
-            &mut pool,
-            id,
-            local,
-            ("::1".parse().unwrap(), 1),
-            &repr
-        ));
+        assert_eq!(pool.meta(id).outer.dst, peer.0);
+        let other = ("::1".parse().unwrap(), 1);
+        assert!(!write_datagram(&mut pool, id, local, other, &repr, true));
+        // Where a socket writes the headers: the message alone.
+        assert!(write_datagram(&mut pool, id, local, peer, &repr, false));
+        let g = gtpu::Packet::new_checked(pool.data(id)).unwrap();
+        assert_eq!(GtpuRepr::parse(&g).unwrap(), repr);
+        let m = pool.meta(id);
+        assert_eq!((m.outer.src, m.udp_payload), (local.0, 0));
     }
 }

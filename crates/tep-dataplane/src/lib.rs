@@ -25,6 +25,7 @@ pub mod gro;
 pub mod gso;
 pub mod gtpu_reply;
 pub mod host_config;
+pub mod io;
 pub mod kind;
 pub mod node;
 pub mod pipeline;

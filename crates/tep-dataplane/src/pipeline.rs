@@ -11,6 +11,7 @@ use crate::geometry::InnerLink;
 use crate::gro::Gro;
 use crate::gso;
 use crate::gtpu_reply::{GtpuResponder, Replies};
+pub use crate::io::{InnerChecksums, OuterLayers};
 use crate::kind::TunnelKind;
 use crate::node::{Node, Runtime};
 use crate::tunnel::TunnelTable;
@@ -38,13 +39,8 @@ pub struct PipelineOptions {
     /// a super-packet) to the sink as one UDP GSO train (`meta.gso` =
     /// `Udp`), for a socket that sends them with `UDP_SEGMENT`.
     pub udp_trains: bool,
-    /// The outer IP and UDP headers are written by a kernel UDP socket
-    /// (host mode): the encap path leaves the outer UDP checksum to the
-    /// socket (the kernel computes it, offloaded to the device where it
-    /// can) instead of computing one that is thrown away. `zero` is the
-    /// socket's option; `remote` still leaves the inner checksum to the
-    /// receiver.
-    pub outer_by_socket: bool,
+    /// Which outer layers tep writes and parses.
+    pub outer: OuterLayers,
     /// The sinks write gathered (packets with a [`crate::buffer::Tail`]), so
     /// payloads are not copied between buffers. Encap: a super-packet's
     /// segments keep their payload in it ([`gso::segment_gathered`]).
@@ -53,11 +49,8 @@ pub struct PipelineOptions {
     /// (node `train-merge`, [`crate::gro::merge_train`]). Off: segments and
     /// datagrams are copied into buffers of their own.
     pub gather: bool,
-    /// The decap sink takes inner packets whose transport checksum is left
-    /// partial (host mode: the virtio-net header's `NEEDS_CSUM`). Remote
-    /// checksum offload over an outer checksum the I/O layer verified then
-    /// reads no payload ([`decap::udp_checksum_verify`]).
-    pub inner_partial: bool,
+    /// What the decap sink does with inner checksums.
+    pub inner_checksums: InnerChecksums,
 }
 
 impl Default for PipelineOptions {
@@ -67,9 +60,9 @@ impl Default for PipelineOptions {
             inner_link: InnerLink::Ip,
             gro: false,
             udp_trains: false,
-            outer_by_socket: false,
+            outer: OuterLayers::IpUdp,
             gather: false,
-            inner_partial: false,
+            inner_checksums: InnerChecksums::AsFound,
         }
     }
 }
@@ -324,10 +317,11 @@ impl<C: Clock> Pipeline<C> {
         } else {
             Self::encap_by_kind(runtime, by_kind, pool, v, table, templates);
         }
+        let outer = options.outer;
         runtime.run(Node::IpUdpEncap, v.len(), |s| {
-            encap::ip_udp_encap(s, pool, v, tx)
+            encap::ip_udp_encap(s, pool, v, tx, outer)
         });
-        if !options.outer_by_socket {
+        if outer == OuterLayers::IpUdp {
             runtime.run(Node::UdpChecksum, v.len(), |_| {
                 encap::udp_checksum(pool, v, table, tx)
             });
@@ -447,7 +441,7 @@ impl<C: Clock> Pipeline<C> {
         }
         const NOT_ECT: u8 = 0;
         const ECT0: u8 = 2;
-        if pool.data(id).len() < 2 || !matches!(decap::outer_ecn(pool.data(id)), NOT_ECT | ECT0) {
+        if !matches!(m.outer.tos & 3, NOT_ECT | ECT0) {
             return None;
         }
         udp_train::detach_at(pool, id, at).ok()
@@ -488,7 +482,7 @@ impl<C: Clock> Pipeline<C> {
         let need = match pool.meta(id).gso {
             None => 1,
             Some(g) => {
-                let hdr = usize::from(pool.meta(id).l4) + 8;
+                let hdr = usize::from(pool.meta(id).udp_payload);
                 (pool.data(id).len().saturating_sub(hdr))
                     .div_ceil(usize::from(g.segment_size).max(1))
                     .clamp(1, VECTOR_SIZE)
@@ -535,9 +529,12 @@ impl<C: Clock> Pipeline<C> {
             ..
         } = self;
         let v = input;
-        runtime.run(Node::IpInput, v.len(), |s| decap::ip_input(s, pool, v));
+        let outer = options.outer;
+        if outer == OuterLayers::IpUdp {
+            runtime.run(Node::IpInput, v.len(), |s| decap::ip_input(s, pool, v));
+        }
         runtime.run(Node::UdpInput, v.len(), |s| {
-            decap::udp_input(s, pool, v, table, by_kind)
+            decap::udp_input(s, pool, v, table, by_kind, outer)
         });
         let mut r = Replies {
             out: replies,
@@ -560,12 +557,13 @@ impl<C: Clock> Pipeline<C> {
         counters.answered += r.answered;
         counters.generated += r.generated;
         runtime.run(Node::UdpChecksumVerify, v.len(), |s| {
-            decap::udp_checksum_verify(s, pool, v, table, options.inner_partial)
+            let partial_ok = options.inner_checksums == InnerChecksums::Stated;
+            decap::udp_checksum_verify(s, pool, v, table, partial_ok)
         });
         let mut leftover = None;
         if let Some(t) = train.take() {
             // The datagrams after the head's, if any.
-            let hdr = usize::from(pool.meta(t.rest).l4) + 8;
+            let hdr = usize::from(pool.meta(t.rest).udp_payload);
             let after = t.at + t.segment;
             let mut next = Some(after).filter(|&a| hdr + a < pool.data(t.rest).len());
             let mut merged = false;
@@ -609,7 +607,7 @@ impl<C: Clock> Pipeline<C> {
             };
         }
         runtime.run(Node::DecapOutput, v.len(), |s| {
-            decap::decap_output(s, pool, v, table)
+            decap::decap_output(s, pool, v, table, options.inner_checksums)
         });
         if options.gro && v.len() > 1 {
             // Frames of L2 tunnels coalesce like IP packets, by the IP
@@ -786,7 +784,7 @@ mod tests {
             let (ca, cb) = gtpu_pair(mode);
             let host = PipelineOptions {
                 udp_trains: true,
-                outer_by_socket: true,
+                outer: OuterLayers::UdpPayload,
                 gro: true,
                 ..PipelineOptions::default()
             };
@@ -929,7 +927,7 @@ mod tests {
             let (ca, cb) = vxlan_pair(ChecksumMode::Remote);
             let l2 = PipelineOptions {
                 inner_link: InnerLink::Ethernet,
-                outer_by_socket: true,
+                outer: OuterLayers::UdpPayload,
                 ..PipelineOptions::default()
             };
             let eth = Eth::new();
@@ -955,7 +953,11 @@ mod tests {
                     &cb,
                     ManualClock::default(),
                     PipelineOptions {
-                        inner_partial,
+                        inner_checksums: if inner_partial {
+                            InnerChecksums::Stated
+                        } else {
+                            InnerChecksums::AsFound
+                        },
                         ..l2
                     },
                 );
@@ -965,10 +967,7 @@ mod tests {
                 a.encap_from(InnerLink::Ethernet, &mut pool, &mut v, &mut |pool, out| {
                     for &id in out.as_slice() {
                         // What host mode's receiving socket reports: the
-                        // kernel verified a non-zero checksum (the field
-                        // is a stand-in there, the socket does not give it).
-                        let l4 = usize::from(pool.meta(id).l4);
-                        pool.data_mut(id)[l4 + 6..l4 + 8].copy_from_slice(&[0xff, 0xff]);
+                        // kernel verified a non-zero checksum.
                         pool.meta_mut(id).csum = ChecksumState::Verified;
                         wire.push(id).unwrap();
                     }
@@ -1034,12 +1033,13 @@ mod tests {
     ) -> Received {
         let tx = PipelineOptions {
             inner_link: link,
-            outer_by_socket: true,
+            outer: OuterLayers::UdpPayload,
             gather: true,
             ..PipelineOptions::default()
         };
         let rx = PipelineOptions {
             inner_link: link,
+            outer: OuterLayers::UdpPayload,
             gro: true,
             gather: merge,
             ..PipelineOptions::default()
@@ -1056,10 +1056,6 @@ mod tests {
                 // as GSO trains, which the peer's socket receives as trains.
                 for &id in out.as_slice() {
                     assert!(pool.linearize(id));
-                    // The receiving host's stand-in for the checksum its
-                    // socket verified (none of these tunnels is `zero`).
-                    let l4 = usize::from(pool.meta(id).l4);
-                    pool.data_mut(id)[l4 + 6..l4 + 8].copy_from_slice(&[0xff, 0xff]);
                 }
                 let ids = out.as_slice();
                 let mut i = 0;
@@ -1292,17 +1288,11 @@ mod tests {
             let frame = super_frame(&ip, &Tcp::new(), &data, link, mss as u16);
             for (outer, inner, merges) in [(ECT0, ECT0, true), (ECT1, ECT1, false), (CE, CE, false)]
             {
+                // What the receiving socket reports of the underlay's marks.
                 let set_outer_ecn = |pool: &mut Pool, wire: &PacketVector| {
                     for &id in wire.as_slice() {
-                        let d = pool.data_mut(id);
-                        if d[0] >> 4 == 4 {
-                            d[1] = (d[1] & !3) | outer;
-                            d[10..12].fill(0);
-                            let c = tep_csum::Sum::of(&d[..20]).checksum();
-                            d[10..12].copy_from_slice(&c.to_be_bytes());
-                        } else {
-                            d[1] = (d[1] & !0x30) | (outer << 4);
-                        }
+                        let o = &mut pool.meta_mut(id).outer;
+                        o.tos = (o.tos & !3) | outer;
                     }
                 };
                 let r = over_the_wire(
@@ -1389,7 +1379,7 @@ mod tests {
                     let id = wire.as_slice()[0];
                     let m = *pool.meta(id);
                     let seg = usize::from(m.gso.unwrap().segment_size);
-                    let at = usize::from(m.l4) + 8 + bad * seg;
+                    let at = usize::from(m.udp_payload) + bad * seg;
                     let d = pool.data_mut(id);
                     // VXLAN VNI (bytes 4..7), GTP-U TEID (bytes 4..8).
                     d[at + 5] ^= 0x5a;
@@ -1467,7 +1457,7 @@ mod tests {
             let tamper = |pool: &mut Pool, wire: &PacketVector| {
                 for &id in wire.as_slice() {
                     let m = *pool.meta(id);
-                    let hdr = usize::from(m.l4) + 8;
+                    let hdr = usize::from(m.udp_payload);
                     let d = pool.data_mut(id);
                     let seg = m.gso.map_or(d.len() - hdr, |g| usize::from(g.segment_size));
                     let n = (d.len() - hdr).div_ceil(seg);
@@ -1505,7 +1495,7 @@ mod tests {
                 let id = wire.as_slice()[0];
                 let m = *pool.meta(id);
                 let seg = usize::from(m.gso.unwrap().segment_size);
-                let hdr = usize::from(m.l4) + 8;
+                let hdr = usize::from(m.udp_payload);
                 let d = pool.data_mut(id);
                 let n = (d.len() - hdr).div_ceil(seg);
                 for k in 5..n {
@@ -1563,7 +1553,7 @@ mod tests {
             let (_, ca, cb, link, bytes, meta) = &cases[case % cases.len()];
             let tamper = |pool: &mut Pool, wire: &PacketVector| {
                 for &id in wire.as_slice() {
-                    let hdr = usize::from(pool.meta(id).l4) + 8;
+                    let hdr = usize::from(pool.meta(id).udp_payload);
                     let d = pool.data_mut(id);
                     for &(at, x) in &flips {
                         // Past the outer headers, which the socket vouches for.
@@ -1574,7 +1564,7 @@ mod tests {
                 // A train cut short, mid-datagram.
                 if let Some(&id) = wire.as_slice().first() {
                     let len = pool.data(id).len();
-                    let hdr = usize::from(pool.meta(id).l4) + 8;
+                    let hdr = usize::from(pool.meta(id).udp_payload);
                     let seg = pool.meta(id).gso.map_or(len, |g| usize::from(g.segment_size));
                     pool.truncate(id, (len - cut.min(len - hdr - seg.min(len - hdr))).max(hdr + 1));
                 }

@@ -8,8 +8,8 @@ use crate::drop::DropReason;
 use crate::geometry::{locate_ip, set_ip_len, MAX_IP_LEN};
 use crate::gso::{emit, out_meta, routing_pending, udp_layout, Layout, Pieces};
 use crate::tunnel::TunnelTable;
-use crate::vector::PacketVector;
-use tep_wire::{ipv6, udp};
+use crate::vector::{PacketVector, VECTOR_SIZE};
+use tep_wire::{ipv4, ipv6, udp};
 
 /// Most datagrams in one UDP GSO train. Linux's `UDP_MAX_SEGMENTS`
 /// (include/linux/udp.h) was `1 << 6` from `UDP_SEGMENT`'s introduction
@@ -66,6 +66,9 @@ pub fn build_udp_train(pool: &mut Pool, ids: &[PacketId]) -> Result<PacketId, Dr
     };
     if ids.len() > UDP_MAX_SEGMENTS {
         return Err(DropReason::TooBig);
+    }
+    if !pool.meta(first).outer_in_buffer() {
+        return build_bare(pool, first, rest);
     }
     let head = pool.data(first);
     let (lay, end) = udp_layout(head, false)?;
@@ -128,6 +131,62 @@ pub fn build_udp_train(pool: &mut Pool, ids: &[PacketId]) -> Result<PacketId, Dr
     Ok(train)
 }
 
+/// [`build_udp_train`] of datagrams without outer headers (a socket writes
+/// them: [`OuterLayers::UdpPayload`](crate::io::OuterLayers)): their
+/// payloads one after the other, which must share `meta.outer` and
+/// `meta.csum`, sized as there.
+fn build_bare(pool: &mut Pool, first: PacketId, rest: &[PacketId]) -> Result<PacketId, DropReason> {
+    let (seg, m) = (pool.data(first).len(), *pool.meta(first));
+    if seg == 0 || m.tail.is_some() {
+        return Err(DropReason::Malformed);
+    }
+    let mut total = seg;
+    for (k, &id) in rest.iter().enumerate() {
+        let n = pool.meta(id);
+        let len = pool.data(id).len();
+        let last = k + 1 == rest.len();
+        let qualifies = id != first
+            && !rest[..k].contains(&id)
+            && n.tail.is_none()
+            && !n.outer_in_buffer()
+            && (n.outer, n.csum) == (m.outer, m.csum)
+            && len >= 1
+            && (len == seg || (last && len < seg));
+        if !qualifies {
+            return Err(DropReason::Malformed);
+        }
+        total += len;
+    }
+    let limit = if m.outer.dst.is_ipv4() {
+        MAX_IP_LEN - ipv4::HEADER_LEN - udp::HEADER_LEN
+    } else {
+        MAX_IP_LEN - udp::HEADER_LEN
+    };
+    if total > pool.data_room() || total > limit {
+        return Err(DropReason::TooBig);
+    }
+    let train = pool.alloc().ok_or(DropReason::NoBuffer)?;
+    pool.set_len(train, total);
+    let mut at = 0;
+    for &id in core::iter::once(&first).chain(rest) {
+        let n = pool.data(id).len();
+        pool.copy_between(id, 0..n, train, at);
+        at += n;
+    }
+    *pool.meta_mut(train) = PacketMeta {
+        gso: Some(Gso {
+            kind: GsoKind::Udp,
+            segment_size: seg as u16,
+        }),
+        ..m
+    };
+    pool.free(first);
+    for &id in rest {
+        pool.free(id);
+    }
+    Ok(train)
+}
+
 /// Splits a UDP GSO train (as [`build_udp_train`] makes, or as a socket
 /// hands one to the kernel) into whole datagrams pushed to `out`; returns
 /// how many and frees `id`.
@@ -158,6 +217,9 @@ pub fn split_udp_train(
         }) if segment_size > 0 => segment_size as usize,
         _ => return Err(DropReason::Malformed),
     };
+    if !pool.meta(id).outer_in_buffer() {
+        return split_bare(pool, id, out, seg);
+    }
     let data = pool.data(id);
     let (lay, end) = udp_layout(data, true)?;
     if end - lay.l4 - udp::HEADER_LEN != seg {
@@ -180,10 +242,48 @@ pub fn split_udp_train(
     emit(pool, id, out, lay, seg, checksums, false)
 }
 
+/// [`split_udp_train`] of a train without outer headers (a socket took
+/// them: [`OuterLayers::UdpPayload`](crate::io::OuterLayers)): each
+/// datagram is copied into a buffer of its own with the train's metadata,
+/// its checksum state included (the socket verified every datagram).
+fn split_bare(
+    pool: &mut Pool,
+    id: PacketId,
+    out: &mut PacketVector,
+    seg: usize,
+) -> Result<usize, DropReason> {
+    let len = pool.data(id).len();
+    let n = len.div_ceil(seg).max(1);
+    if n > VECTOR_SIZE - out.len() {
+        return Err(DropReason::TooBig);
+    }
+    if n > pool.available() {
+        return Err(DropReason::NoBuffer);
+    }
+    let meta = PacketMeta {
+        gso: None,
+        tail: None,
+        ..*pool.meta(id)
+    };
+    for k in 0..n {
+        let (start, end) = (k * seg, ((k + 1) * seg).min(len));
+        // Available: checked above.
+        let Some(d) = pool.alloc() else { break };
+        pool.set_len(d, end - start);
+        pool.copy_between(id, start..end, d, 0);
+        *pool.meta_mut(d) = meta;
+        // Room: checked above.
+        let _ = out.push(d);
+    }
+    pool.free(id);
+    Ok(n)
+}
+
 /// The segment size and outer header length of UDP GRO train `id` (as
-/// [`split_udp_train`] takes one: outer headers of the first datagram,
-/// then the datagrams), and its layout.
-fn train_shape(pool: &Pool, id: PacketId) -> Result<(usize, usize, Layout), DropReason> {
+/// [`split_udp_train`] takes one: outer headers of the first datagram, if
+/// tep parses them, then the datagrams), and its layout (`None` without
+/// headers).
+fn train_shape(pool: &Pool, id: PacketId) -> Result<(usize, usize, Option<Layout>), DropReason> {
     let seg = match pool.meta(id).gso {
         Some(Gso {
             kind: GsoKind::Udp,
@@ -191,18 +291,21 @@ fn train_shape(pool: &Pool, id: PacketId) -> Result<(usize, usize, Layout), Drop
         }) if segment_size > 0 => segment_size as usize,
         _ => return Err(DropReason::Malformed),
     };
+    if !pool.meta(id).outer_in_buffer() {
+        return Ok((seg, 0, None));
+    }
     let (lay, end) = udp_layout(pool.data(id), true)?;
     let hdr = lay.l4 + udp::HEADER_LEN;
     if end != hdr + seg {
         return Err(DropReason::BadLength);
     }
-    Ok((seg, hdr, lay))
+    Ok((seg, hdr, Some(lay)))
 }
 
 /// Copies the datagram of UDP GRO train `train` that starts `at` bytes
 /// into its payload into a buffer of its own, behind a copy of the
-/// train's outer headers sized for it, and returns it with the segment
-/// size. The train is left as it is: this is how
+/// train's outer headers (if it has them) sized for it, and returns it
+/// with the segment size. The train is left as it is: this is how
 /// [`crate::gro::merge_train`] gets a packet to run through
 /// decapsulation while the rest of the train waits in place.
 pub fn detach_at(
@@ -237,15 +340,16 @@ fn copy_from_train(
         tail: None,
         ..*pool.meta(id)
     };
-    retitle_train(pool, out, &lay, seg);
+    retitle_train(pool, out, lay.as_ref(), hdr, seg);
     Ok(out)
 }
 
 /// Makes UDP GRO train `train` start at the datagram `at` bytes into its
-/// payload: its outer headers move up over the end of the datagram before
-/// it (which the caller has done with: [`detach_at`] copied it) and are
-/// sized for the new first datagram. No payload moves. `TooBig` when the
-/// headers are longer than a datagram (then [`train_from`] copies).
+/// payload: its outer headers, if it has them, move up over the end of the
+/// datagram before it (which the caller has done with: [`detach_at`]
+/// copied it) and are sized for the new first datagram. No payload moves.
+/// `TooBig` when the headers are longer than a datagram (then
+/// [`train_from`] copies).
 pub fn advance_train(pool: &mut Pool, train: PacketId, at: usize) -> Result<(), DropReason> {
     let (seg, hdr, lay) = train_shape(pool, train)?;
     if at == 0 {
@@ -259,20 +363,22 @@ pub fn advance_train(pool: &mut Pool, train: PacketId, at: usize) -> Result<(), 
     }
     pool.data_mut(train).copy_within(0..hdr, at);
     pool.trim_front(train, at);
-    retitle_train(pool, train, &lay, seg);
+    retitle_train(pool, train, lay.as_ref(), hdr, seg);
     Ok(())
 }
 
-/// Writes the outer lengths of UDP train `id` (headers `lay`, then
-/// datagrams of `seg` bytes) for its first datagram, and marks it a train
-/// only if it holds more than one.
-fn retitle_train(pool: &mut Pool, id: PacketId, lay: &Layout, seg: usize) {
-    let hdr = lay.l4 + udp::HEADER_LEN;
+/// Writes the outer lengths of UDP train `id` (headers `lay` of `hdr`
+/// bytes, if any, then datagrams of `seg` bytes) for its first datagram,
+/// and marks it a train only if it holds more than one.
+fn retitle_train(pool: &mut Pool, id: PacketId, lay: Option<&Layout>, hdr: usize, seg: usize) {
     let payload = pool.data(id).len() - hdr;
     let first = payload.min(seg);
-    let data = pool.data_mut(id);
-    set_ip_len(data, lay.v6, hdr + first, None);
-    data[lay.l4 + 4..lay.l4 + 6].copy_from_slice(&((first + udp::HEADER_LEN) as u16).to_be_bytes());
+    if let Some(lay) = lay {
+        let data = pool.data_mut(id);
+        set_ip_len(data, lay.v6, hdr + first, None);
+        let u = &mut data[lay.l4..];
+        u[udp::field::LENGTH].copy_from_slice(&((first + udp::HEADER_LEN) as u16).to_be_bytes());
+    }
     pool.meta_mut(id).gso = (payload > seg).then_some(Gso {
         kind: GsoKind::Udp,
         segment_size: seg as u16,
@@ -306,21 +412,24 @@ pub fn train_end(pool: &Pool, ids: &[PacketId], i: usize, table: &TunnelTable) -
         return j;
     }
     let size = pool.total_len(first);
-    let headers = usize::from(m.l4) + 8;
-    let limit = if pool.data(first)[0] >> 4 == 4 {
-        65535 - headers
+    let headers = usize::from(m.udp_payload);
+    // The 16-bit length the kernel builds the train's IP packet with:
+    // IPv4's total length (the header is 20 bytes: tep writes no options),
+    // IPv6's payload length.
+    let limit = if m.outer.dst.is_ipv4() {
+        usize::from(u16::MAX) - ipv4::HEADER_LEN - udp::HEADER_LEN
     } else {
-        65535 - 8
+        usize::from(u16::MAX) - udp::HEADER_LEN
     };
     let mut total = size - headers;
     // One train, one outer header: the same DSCP, ECN and TTL throughout.
-    let outer = crate::decap::outer_tos_ttl(pool.data(first));
+    let (tos, ttl) = (m.outer.tos, m.outer.ttl);
     while j < ids.len() && j - i < UDP_MAX_SEGMENTS {
         let n = pool.meta(ids[j]);
         let len = pool.total_len(ids[j]);
         if n.tunnel != m.tunnel
             || n.flow_hash != m.flow_hash
-            || crate::decap::outer_tos_ttl(pool.data(ids[j])) != outer
+            || (n.outer.tos, n.outer.ttl) != (tos, ttl)
             || len > size
             || len < headers
             || total + len - headers > limit

@@ -8,11 +8,15 @@
 //! metrics listener ([`metrics`]) read the counters workers publish.
 
 pub mod control;
+mod device_io;
+pub mod endpoints;
 pub mod metrics;
 pub mod stats;
 pub mod trace;
+mod udp_io;
 pub mod worker;
 
+use endpoints::Endpoints;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -27,7 +31,7 @@ use tep_dataplane::TunnelKind;
 use tep_sys::{
     DeviceKind, EventFd, Offloads, Signal, Signals, Tun, TunOptions, UdpOptions, UdpSocket,
 };
-use worker::{Endpoints, Shared, WorkerIo, WorkerSetup};
+use worker::{Shared, WorkerIo, WorkerSetup};
 
 /// What `tep show tunnels` reports about the I/O in effect.
 #[derive(Clone, Debug, Default, serde::Serialize)]

@@ -1,0 +1,140 @@
+//! A worker's TUN/TAP side: inner packets read with their virtio-net
+//! header (checksum and GSO state into the packet's metadata), and
+//! decapsulated ones written back gathered, with the header that carries
+//! the state the pipeline settled for them.
+
+use super::stats::HostCounters;
+use super::trace::{Point, Tracer};
+use super::udp_io::{datagrams, Routes, Tallies};
+use std::io::{self, IoSlice};
+use tep_dataplane::buffer::{GsoKind, Pool};
+use tep_dataplane::vector::PacketVector;
+use tep_dataplane::vnet::{VnetHeader, VNET_HDR_LEN};
+use tep_dataplane::InnerLink;
+use tep_sys::TunQueue;
+
+/// Reads up to `budget` packets from a TUN/TAP queue into `input`, while
+/// more than `reserve` buffers are free.
+pub(super) fn read_device(
+    q: &TunQueue,
+    link: InnerLink,
+    pool: &mut Pool,
+    input: &mut PacketVector,
+    (budget, reserve): (usize, usize),
+    host: &mut HostCounters,
+    tracer: &Tracer,
+) {
+    let mut hdr = [0u8; VNET_HDR_LEN];
+    for _ in 0..budget {
+        if pool.available() < reserve {
+            break;
+        }
+        let Some(id) = pool.alloc() else { break };
+        let room = pool.data_room();
+        pool.set_len(id, room);
+        match q.read_packet(&mut hdr, pool.data_mut(id)) {
+            Ok(n) => {
+                pool.set_len(id, n);
+                host.device_rx += 1;
+                match VnetHeader::parse(&hdr).to_meta(n) {
+                    Ok((csum, gso)) => {
+                        let m = pool.meta_mut(id);
+                        m.csum = csum;
+                        m.gso = gso;
+                        if gso.is_some() {
+                            host.device_rx_super += 1;
+                        }
+                        tracer.record(Point::DeviceRx(link), pool.data(id));
+                        let _ = input.push(id);
+                    }
+                    Err(_) => {
+                        host.drop_bad_vnet_header += 1;
+                        pool.free(id);
+                    }
+                }
+            }
+            Err(e) => {
+                pool.free(id);
+                if e.kind() != io::ErrorKind::WouldBlock {
+                    tracing::warn!("device read: {e}");
+                }
+                break;
+            }
+        }
+    }
+}
+
+/// Writes decapsulated packets and frames to the TUN or TAP, with the
+/// virtio-net header that carries the checksum and GRO state the pipeline
+/// settled (`decap-output`). Frees every buffer.
+pub(super) fn write_inner(
+    pool: &mut Pool,
+    out: &mut PacketVector,
+    (tun, tap): (Option<&TunQueue>, Option<&TunQueue>),
+    routes: &Routes,
+    tallies: &mut Tallies,
+    tracer: &Tracer,
+) {
+    let mut hdr = [0u8; VNET_HDR_LEN];
+    for &id in out.as_slice() {
+        let m = *pool.meta(id);
+        let t = m.tunnel as usize;
+        let ethernet = routes.ethernet.get(t).copied().unwrap_or(false);
+        let queue = if ethernet { tap } else { tun };
+        let Some(q) = queue else {
+            tallies.host.drop_no_device += 1;
+            pool.free(id);
+            continue;
+        };
+        // Merged trains (tails) come with GRO only, which needs the header.
+        debug_assert!(m.tail.is_none() || q.has_vnet_hdr());
+        if q.has_vnet_hdr() {
+            VnetHeader::for_packet(pool.data_mut(id), &m).emit(&mut hdr);
+        }
+        let data = pool.data(id);
+        let mut parts = [IoSlice::new(&[]); TunQueue::MAX_PARTS];
+        parts[0] = IoSlice::new(data);
+        let mut nparts = 1;
+        let mut len = data.len();
+        for p in pool.tail_parts(id) {
+            // A train holds at most 64 datagrams: always room.
+            if let Some(slot) = parts.get_mut(nparts) {
+                *slot = IoSlice::new(p);
+                nparts += 1;
+                len += p.len();
+            }
+        }
+        let parts = &parts[..nparts];
+        // A GRO super-packet counts as the segments it holds: its payload
+        // after the transport header, in segment-size pieces.
+        let l4 = usize::from(m.l4);
+        let transport = match (m.gso.map(|g| g.kind), data.get(l4 + 12)) {
+            (Some(GsoKind::Tcp4 | GsoKind::Tcp6), Some(&off)) => usize::from(off >> 4) * 4,
+            _ => 8,
+        };
+        let count = datagrams(len, l4 + transport, m.gso);
+        let link = if ethernet {
+            InnerLink::Ethernet
+        } else {
+            InnerLink::Ip
+        };
+        tracer.record_parts(Point::DeviceTx(link), parts);
+        match q.write_gathered(&hdr, parts) {
+            Ok(_) => {
+                tallies.host.device_tx += 1;
+                if m.gso.is_some() {
+                    tallies.host.device_tx_super += 1;
+                }
+                if let Some(s) = tallies.tunnels.get_mut(t) {
+                    s.rx_packets += count;
+                    s.rx_bytes += len as u64;
+                }
+            }
+            Err(e) => {
+                tracing::debug!("device write: {e}");
+                tallies.host.drop_device_write += count;
+            }
+        }
+        pool.free(id);
+    }
+}
