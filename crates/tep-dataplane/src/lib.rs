@@ -22,7 +22,6 @@ pub mod encap;
 pub mod example;
 pub mod gro;
 pub mod gso;
-pub mod host_config;
 pub mod kind;
 pub mod node;
 pub mod pipeline;

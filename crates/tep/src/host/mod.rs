@@ -679,7 +679,7 @@ pub fn control_path(socket: Option<PathBuf>, config: Option<&Path>) -> Result<Pa
         let config = Config::load(c).map_err(|e| e.to_string())?;
         return Ok(PathBuf::from(config.host.control));
     }
-    Ok(PathBuf::from(tep_dataplane::host_config::DEFAULT_CONTROL))
+    Ok(PathBuf::from(tep_dataplane::config::DEFAULT_CONTROL))
 }
 
 #[cfg(test)]

@@ -4,12 +4,14 @@
 //! TOML and every validation rule live in [`parse`](Config::parse); a bad
 //! config is an error that names the field (`tunnel[1] "gtp-a": vni: ...`).
 
-pub use crate::host_config::HostConfig;
-use crate::host_config::RawHost;
+mod host;
+
 use crate::kind::TunnelKind;
 use core::fmt;
 use core::net::IpAddr;
 use core::str::FromStr;
+use host::RawHost;
+pub use host::{HostConfig, DEFAULT_CONTROL};
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -1335,7 +1337,7 @@ mod tests {
     use super::*;
     use core::net::{Ipv4Addr, Ipv6Addr};
 
-    const EXAMPLE: &str = include_str!("../../../examples/tep.toml");
+    const EXAMPLE: &str = include_str!("../../../../examples/tep.toml");
 
     fn err(text: &str) -> ConfigError {
         match Config::parse(text) {
