@@ -60,11 +60,10 @@ fn find_key(table: &LooseTable, span: &core::ops::Range<usize>) -> Option<String
 
 fn locate(text: &str, span: core::ops::Range<usize>) -> Option<String> {
     if let Ok(loose) = toml::from_str::<LooseFile>(text) {
-        if let Some(key) = loose.dataplane.as_ref().and_then(|t| find_key(t, &span)) {
-            return Some(format!("dataplane.{key}"));
-        }
-        if let Some(key) = loose.host.as_ref().and_then(|t| find_key(t, &span)) {
-            return Some(format!("host.{key}"));
+        for (section, table) in [("dataplane", &loose.dataplane), ("host", &loose.host)] {
+            if let Some(key) = table.as_ref().and_then(|t| find_key(t, &span)) {
+                return Some(format!("{section}.{key}"));
+            }
         }
         for (i, t) in loose.tunnel.iter().flatten().enumerate() {
             if let Some(key) = find_key(t, &span) {
