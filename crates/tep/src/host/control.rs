@@ -6,8 +6,8 @@
 //! `trace 100 5000`), the daemon answers `ok\n` or `error\n`, then the
 //! body (text, JSON, or pcapng bytes for a trace), and closes.
 
+use super::state::State;
 use super::stats::{Totals, WorkerSnapshot};
-use super::State;
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;

@@ -6,8 +6,8 @@
 //! The listener is a small blocking HTTP/1.1 responder on its own thread:
 //! one GET route does not justify an HTTP stack.
 
+use super::state::State;
 use super::stats::Totals;
-use super::State;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
