@@ -24,7 +24,6 @@ pub mod geometry;
 pub mod gro;
 pub mod gso;
 pub mod gtpu_reply;
-pub mod host_config;
 pub mod io;
 pub mod kind;
 pub mod node;

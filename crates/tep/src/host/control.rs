@@ -6,8 +6,8 @@
 //! `trace 100 5000`), the daemon answers `ok\n` or `error\n`, then the
 //! body (text, JSON, or pcapng bytes for a trace), and closes.
 
+use super::state::State;
 use super::stats::{Totals, WorkerSnapshot};
-use super::State;
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -316,50 +316,6 @@ fn on(b: bool) -> &'static str {
     }
 }
 
-/// What the kernel dropped before tep saw it: datagrams with a bad UDP
-/// checksum and full socket buffers, from /proc/net/snmp{,6} of the
-/// daemon's namespace (IPv4 + IPv6 summed). In host mode the kernel
-/// verifies the outer checksum, so these are the `bad_checksum` drops.
-pub fn kernel_udp_drops() -> [(&'static str, u64); 3] {
-    let mut csum = 0;
-    let mut rcvbuf = 0;
-    let mut errors = 0;
-    if let Ok(text) = std::fs::read_to_string("/proc/net/snmp") {
-        let mut lines = text.lines().filter(|l| l.starts_with("Udp: "));
-        if let (Some(names), Some(values)) = (lines.next(), lines.next()) {
-            for (n, v) in names.split_whitespace().zip(values.split_whitespace()) {
-                let v: u64 = v.parse().unwrap_or(0);
-                match n {
-                    "InCsumErrors" => csum += v,
-                    "RcvbufErrors" => rcvbuf += v,
-                    "InErrors" => errors += v,
-                    _ => {}
-                }
-            }
-        }
-    }
-    if let Ok(text) = std::fs::read_to_string("/proc/net/snmp6") {
-        for l in text.lines() {
-            let mut w = l.split_whitespace();
-            let (Some(n), Some(v)) = (w.next(), w.next()) else {
-                continue;
-            };
-            let v: u64 = v.parse().unwrap_or(0);
-            match n {
-                "Udp6InCsumErrors" => csum += v,
-                "Udp6RcvbufErrors" => rcvbuf += v,
-                "Udp6InErrors" => errors += v,
-                _ => {}
-            }
-        }
-    }
-    [
-        ("udp_bad_checksum", csum),
-        ("udp_receive_buffer_full", rcvbuf),
-        ("udp_receive_errors", errors),
-    ]
-}
-
 fn show_counters(t: &Totals, json: bool) -> String {
     let edges = t.edges();
     let drops = t.drops();
@@ -378,7 +334,8 @@ fn show_counters(t: &Totals, json: bool) -> String {
             .iter()
             .map(|(n, r, c)| serde_json::json!({"node": n, "reason": r.name(), "packets": c}))
             .collect();
-        let kernel: serde_json::Map<String, serde_json::Value> = kernel_udp_drops()
+        let kernel: serde_json::Map<String, serde_json::Value> = tep_sys::snmp::udp_drops()
+            .named()
             .iter()
             .map(|(k, v)| (k.to_string(), (*v).into()))
             .collect();
@@ -401,7 +358,7 @@ fn show_counters(t: &Totals, json: bool) -> String {
         out += &format!("  {k:<24} {v:>14}\n");
     }
     out += "kernel (this namespace, before tep: the socket verifies the outer checksum):\n";
-    for (k, v) in kernel_udp_drops() {
+    for (k, v) in tep_sys::snmp::udp_drops().named() {
         out += &format!("  {k:<24} {v:>14}\n");
     }
     out += "drops (node, reason):\n";

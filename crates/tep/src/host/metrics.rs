@@ -6,8 +6,8 @@
 //! The listener is a small blocking HTTP/1.1 responder on its own thread:
 //! one GET route does not justify an HTTP stack.
 
+use super::state::State;
 use super::stats::Totals;
-use super::State;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -98,7 +98,7 @@ pub fn render(config: &Config, t: &Totals, worker_count: usize) -> String {
         "kernel_udp_drops",
         "UDP datagrams the kernel dropped before tep (bad checksum, full buffer), this namespace",
     );
-    for (reason, v) in super::control::kernel_udp_drops() {
+    for (reason, v) in tep_sys::snmp::udp_drops().named() {
         kernel
             .get_or_create(&labels(&[("reason", reason)]))
             .inc_by(v);

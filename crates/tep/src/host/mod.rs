@@ -5,18 +5,21 @@
 //! requests from the control socket, and restarts the workers with a new
 //! config when a reload validates. Workers ([`worker`]) own their queues,
 //! sockets, pool and pipeline; the control thread ([`control`]) and the
-//! metrics listener ([`metrics`]) read the counters workers publish.
+//! metrics listener ([`metrics`]) read the counters workers publish and
+//! what the main thread shares with them ([`state`]).
 
 pub mod control;
 mod device_io;
 pub mod endpoints;
 pub mod metrics;
+pub mod state;
 pub mod stats;
 pub mod trace;
 mod udp_io;
 pub mod worker;
 
 use endpoints::Endpoints;
+use state::{DeviceInfo, IoInfo, SocketInfo, State};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -32,67 +35,6 @@ use tep_sys::{
     DeviceKind, EventFd, Offloads, Signal, Signals, Tun, TunOptions, UdpOptions, UdpSocket,
 };
 use worker::{Shared, WorkerIo, WorkerSetup};
-
-/// What `tep show tunnels` reports about the I/O in effect.
-#[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct IoInfo {
-    /// Per device: name, kind, MTU, offloads in effect.
-    pub devices: Vec<DeviceInfo>,
-    /// Per local endpoint: address, GSO/GRO in effect, zero checksums.
-    pub sockets: Vec<SocketInfo>,
-    /// Worker threads.
-    pub workers: usize,
-    /// `host.busy_poll_us`: how long workers poll before they sleep.
-    pub busy_poll_us: u32,
-}
-
-/// A TUN/TAP device in use.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct DeviceInfo {
-    /// Interface name.
-    pub name: String,
-    /// "tun" or "tap".
-    pub kind: String,
-    /// MTU set.
-    pub mtu: u32,
-    /// Offloads the kernel took ("csum tso4 …" or "none").
-    pub offloads: String,
-}
-
-/// A local UDP endpoint in use.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct SocketInfo {
-    /// Bound address.
-    pub local: SocketAddr,
-    /// UDP_SEGMENT in use.
-    pub gso: bool,
-    /// UDP_GRO in use.
-    pub gro: bool,
-    /// Sends zero checksums (SO_NO_CHECK / UDP_NO_CHECK6_TX).
-    pub zero_checksum_tx: bool,
-    /// Accepts zero checksums over IPv6 (UDP_NO_CHECK6_RX).
-    pub zero_checksum_rx: bool,
-    /// The source ports tunnel traffic leaves from (`host.source_sockets`
-    /// of them; first worker's). Empty: the socket's own port.
-    pub source_ports: Vec<u16>,
-}
-
-/// Where the control thread finds what it reports.
-#[derive(Debug)]
-pub struct State {
-    /// The config in effect.
-    pub config: Mutex<Arc<Config>>,
-    /// The I/O in effect.
-    pub io: Mutex<IoInfo>,
-    /// The workers' wake-ups.
-    pub wakes: Mutex<Vec<Arc<EventFd>>>,
-    /// Counters and trace.
-    pub shared: Arc<Shared>,
-    /// Reload requests to the main thread, each with where to answer.
-    pub reload: Mutex<mpsc::Sender<mpsc::Sender<Result<(), String>>>>,
-    /// Wakes the main thread for a reload request.
-    pub main_wake: EventFd,
-}
 
 /// The bytes tep adds in front of an inner packet of tunnel `t`: outer IP,
 /// UDP, the tunnel header, and for L2 kinds the inner Ethernet header
@@ -683,7 +625,7 @@ pub fn control_path(socket: Option<PathBuf>, config: Option<&Path>) -> Result<Pa
         let config = Config::load(c).map_err(|e| e.to_string())?;
         return Ok(PathBuf::from(config.host.control));
     }
-    Ok(PathBuf::from(tep_dataplane::host_config::DEFAULT_CONTROL))
+    Ok(PathBuf::from(tep_dataplane::config::DEFAULT_CONTROL))
 }
 
 #[cfg(test)]

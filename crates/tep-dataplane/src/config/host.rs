@@ -4,7 +4,7 @@
 //!
 //! Pure data like the rest of the config: the daemon acts on it.
 
-use crate::config::{ConfigError, IpPrefix};
+use super::{ConfigError, IpPrefix};
 use core::net::SocketAddr;
 use serde::Deserialize;
 
@@ -77,7 +77,7 @@ impl Default for HostConfig {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RawHost {
+pub(super) struct RawHost {
     tun: Option<String>,
     tap: Option<String>,
     tun_addresses: Option<Vec<String>>,
@@ -140,7 +140,7 @@ fn ranged(field: &str, v: i64, lo: i64, hi: i64) -> Result<i64, ConfigError> {
 }
 
 impl RawHost {
-    pub(crate) fn validate(self) -> Result<HostConfig, ConfigError> {
+    pub(super) fn validate(self) -> Result<HostConfig, ConfigError> {
         let d = HostConfig::default();
         let tun = device_name("tun", self.tun, &d.tun)?;
         let tap = device_name("tap", self.tap, &d.tap)?;

@@ -1,0 +1,719 @@
+//! The rules on typed values, per tunnel and between tunnels: the same for
+//! a parsed config and one built in code (tests, benches, a control plane),
+//! so they are written against the model, not the TOML.
+
+use super::{ChecksumMode, Config, ConfigError, Dscp, GueRcoEncoding, IpPrefix, Ttl, TunnelConfig};
+use crate::kind::TunnelKind;
+use core::net::IpAddr;
+use tep_wire::ethernet::EthernetAddress;
+
+/// The longest tunnel name (it ends up in counter names and log lines).
+const MAX_NAME_LEN: usize = 32;
+/// The largest VXLAN / Geneve VNI (24 bits).
+pub(super) const MAX_VNI: u32 = 0x00FF_FFFF;
+
+impl Config {
+    /// The rules between tunnels: unique names, one kind per port, every
+    /// packet received belongs to one tunnel, every inner destination routes
+    /// to one tunnel.
+    pub(super) fn check_together(&self) -> Result<(), ConfigError> {
+        let ts = &self.tunnels;
+        for (j, b) in ts.iter().enumerate() {
+            let at = |field: &str, message: String| tunnel_error(j, Some(&b.name), field, message);
+            for (i, a) in ts[..j].iter().enumerate() {
+                let earlier = tunnel_label(i, &a.name);
+                if a.name == b.name {
+                    return Err(tunnel_error(
+                        j,
+                        None,
+                        "name",
+                        format!(
+                            "\"{}\" is already the name of {earlier}; names must be unique",
+                            b.name
+                        ),
+                    ));
+                }
+                if a.local_port == b.local_port && a.kind != b.kind {
+                    return Err(at(
+                        "local_port",
+                        format!(
+                            "port {} already receives {} for {earlier}; a UDP port carries one tunnel kind, so this {} tunnel needs another local_port",
+                            b.local_port, a.kind, b.kind
+                        ),
+                    ));
+                }
+                if a.local_port == b.local_port
+                    && a.local == b.local
+                    && a.remote == b.remote
+                    && receive_id(a) == receive_id(b)
+                {
+                    let (field, what) = match receive_id(b) {
+                        ReceiveId::Vni(v) => ("vni", format!(" and vni {v}")),
+                        ReceiveId::Teid(t) => ("local_teid", format!(" and local_teid {t:#x}")),
+                        ReceiveId::Key(Some(k)) => ("key", format!(" and key {k}")),
+                        ReceiveId::Key(None) => ("key", " and no key".to_string()),
+                        ReceiveId::None => ("remote", String::new()),
+                    };
+                    let fix = match receive_id(b) {
+                        ReceiveId::None => "give one a different local_port, local or remote",
+                        _ => "give one a different identifier, local_port, local or remote",
+                    };
+                    return Err(at(
+                        field,
+                        format!(
+                            "received packets could not be told apart from {earlier}'s: same local {} port {}, remote {}{what}; {fix}",
+                            b.local, b.local_port, b.remote
+                        ),
+                    ));
+                }
+                if !a.kind.carries_ethernet() && !b.kind.carries_ethernet() {
+                    for (k, p) in b.inner_prefixes.iter().enumerate() {
+                        if a.inner_prefixes.contains(p) {
+                            return Err(at(
+                                &format!("inner_prefixes[{k}]"),
+                                format!("{p} is already routed into {earlier}; a prefix may route to one tunnel only"),
+                            ));
+                        }
+                    }
+                }
+                if a.kind.carries_ethernet() && b.kind.carries_ethernet() {
+                    for (k, m) in b.inner_macs.iter().enumerate() {
+                        if a.inner_macs.contains(m) {
+                            return Err(at(
+                                &format!("inner_macs[{k}]"),
+                                format!("{m} is already sent into {earlier}; a MAC may go to one tunnel only"),
+                            ));
+                        }
+                    }
+                    if a.kind == b.kind && a.inner_macs.is_empty() && b.inner_macs.is_empty() {
+                        return Err(at(
+                            "inner_macs",
+                            format!(
+                                "{earlier} is already the default {} tunnel (empty inner_macs); only one per kind may be, so list this tunnel's MACs",
+                                b.kind
+                            ),
+                        ));
+                    }
+                }
+            }
+            for (k, p) in b.inner_prefixes.iter().enumerate() {
+                if b.inner_prefixes[..k].contains(p) {
+                    return Err(at(
+                        &format!("inner_prefixes[{k}]"),
+                        format!("{p} is listed twice"),
+                    ));
+                }
+            }
+            for (k, m) in b.inner_macs.iter().enumerate() {
+                if b.inner_macs[..k].contains(m) {
+                    return Err(at(
+                        &format!("inner_macs[{k}]"),
+                        format!("{m} is listed twice"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the receive path tells tunnels on the same port and addresses
+/// apart by.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ReceiveId {
+    Vni(u32),
+    Teid(u32),
+    Key(Option<u32>),
+    None,
+}
+
+fn receive_id(t: &TunnelConfig) -> ReceiveId {
+    match t.kind {
+        TunnelKind::Vxlan | TunnelKind::Geneve => ReceiveId::Vni(t.vni),
+        TunnelKind::Gtpu => ReceiveId::Teid(t.local_teid),
+        TunnelKind::GreInUdp | TunnelKind::FouGre => ReceiveId::Key(t.key),
+        TunnelKind::Gue | TunnelKind::FouIpip | TunnelKind::FouSit => ReceiveId::None,
+    }
+}
+
+pub(super) fn uses_vni(kind: TunnelKind) -> bool {
+    matches!(kind, TunnelKind::Vxlan | TunnelKind::Geneve)
+}
+
+pub(super) fn uses_key(kind: TunnelKind) -> bool {
+    matches!(kind, TunnelKind::GreInUdp | TunnelKind::FouGre)
+}
+
+fn uses_remote_checksum(kind: TunnelKind) -> bool {
+    matches!(kind, TunnelKind::Vxlan | TunnelKind::Gue)
+}
+
+/// `tunnel[1] "gtp-a"`, or `tunnel[1]` without a (usable) name.
+pub(super) fn tunnel_label(index: usize, name: &str) -> String {
+    if valid_name(name) {
+        format!("tunnel[{index}] \"{name}\"")
+    } else {
+        format!("tunnel[{index}]")
+    }
+}
+
+pub(super) fn tunnel_error(
+    index: usize,
+    name: Option<&str>,
+    field: &str,
+    message: String,
+) -> ConfigError {
+    let label = match name {
+        Some(n) => tunnel_label(index, n),
+        None => format!("tunnel[{index}]"),
+    };
+    ConfigError {
+        field: format!("{label}.{field}"),
+        message,
+    }
+}
+
+pub(super) fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+fn family(a: IpAddr) -> &'static str {
+    if a.is_ipv4() {
+        "IPv4"
+    } else {
+        "IPv6"
+    }
+}
+
+pub(super) fn check_mac(m: EthernetAddress) -> Result<(), String> {
+    if m.is_multicast() {
+        return Err(format!(
+            "{m} is a multicast address (low bit of the first octet set); inner_macs lists unicast destinations, and multicast/broadcast frames go to every tunnel of the kind"
+        ));
+    }
+    if m.0 == [0; 6] {
+        return Err(format!(
+            "{m} is not a usable address; to make this the default tunnel of its kind, leave inner_macs empty"
+        ));
+    }
+    Ok(())
+}
+
+impl TunnelConfig {
+    /// The per-tunnel rules on the typed values.
+    pub(super) fn check(&self, index: usize) -> Result<(), ConfigError> {
+        if !valid_name(&self.name) {
+            return Err(tunnel_error(
+                index,
+                None,
+                "name",
+                bad_name_message(&self.name),
+            ));
+        }
+        let at =
+            |field: &str, message: String| tunnel_error(index, Some(&self.name), field, message);
+        let kind = self.kind;
+        if self.local.is_ipv4() != self.remote.is_ipv4() {
+            return Err(at(
+                "remote",
+                format!(
+                    "{} is {} but local {} is {}; both ends of the outer path must be the same family",
+                    self.remote,
+                    family(self.remote),
+                    self.local,
+                    family(self.local)
+                ),
+            ));
+        }
+        for (field, port) in [
+            ("local_port", self.local_port),
+            ("remote_port", self.remote_port),
+        ] {
+            if port == 0 {
+                return Err(at(field, "0 is not a usable port (1..=65535)".to_string()));
+            }
+        }
+        let (lo, hi) = self.source_ports;
+        if lo == 0 || lo > hi {
+            return Err(at(
+                "source_ports",
+                format!("[{lo}, {hi}] is not a range: give [low, high] with 1 <= low <= high, like [49152, 65535]"),
+            ));
+        }
+        if uses_vni(kind) {
+            if self.vni > MAX_VNI {
+                return Err(at(
+                    "vni",
+                    format!("{} is out of range (0..={MAX_VNI})", self.vni),
+                ));
+            }
+        } else if self.vni != 0 {
+            return Err(at(
+                "vni",
+                not_used(kind, "only vxlan and geneve have a VNI"),
+            ));
+        }
+        if kind != TunnelKind::Gtpu {
+            let gtp_only = "only gtpu has TEIDs and QFIs";
+            if self.teid != 0 {
+                return Err(at("teid", not_used(kind, gtp_only)));
+            }
+            if self.local_teid != 0 {
+                return Err(at("local_teid", not_used(kind, gtp_only)));
+            }
+            if self.qfi.is_some() {
+                return Err(at("qfi", not_used(kind, gtp_only)));
+            }
+        }
+        if let Some(q) = self.qfi {
+            if q > 63 {
+                return Err(at("qfi", format!("{q} is out of range (0..=63)")));
+            }
+        }
+        if self.key.is_some() && !uses_key(kind) {
+            return Err(at(
+                "key",
+                not_used(kind, "only gre and fou-gre have a GRE key"),
+            ));
+        }
+        if self.gue_rco != GueRcoEncoding::Linux && kind != TunnelKind::Gue {
+            return Err(at(
+                "gue_rco",
+                not_used(kind, "it chooses GUE's remote checksum offload encoding"),
+            ));
+        }
+        if self.gue_variant != 0 && kind != TunnelKind::Gue {
+            return Err(at(
+                "gue_variant",
+                not_used(kind, "it chooses the GUE variant sent"),
+            ));
+        }
+        if self.gue_variant > 1 {
+            return Err(at(
+                "gue_variant",
+                format!("{} is not a GUE variant (0 or 1)", self.gue_variant),
+            ));
+        }
+        if self.gue_variant == 1 && self.checksum == ChecksumMode::Remote {
+            return Err(at(
+                "checksum",
+                "\"remote\" needs a GUE header to carry the checksum's start and offset; variant 1 has none (use gue_variant = 0)".to_string(),
+            ));
+        }
+        if self.checksum == ChecksumMode::Remote && !uses_remote_checksum(kind) {
+            return Err(at(
+                "checksum",
+                format!("\"remote\" (remote checksum offload) exists only for vxlan and gue, not {kind}; use \"full\", \"lco\" or \"offload\""),
+            ));
+        }
+        if self.remote_checksum_rx && !uses_remote_checksum(kind) {
+            return Err(at(
+                "remote_checksum_rx",
+                format!("remote checksum offload exists only for vxlan and gue, not {kind}; remove it or set it to false"),
+            ));
+        }
+        if self.checksum == ChecksumMode::Zero && self.local.is_ipv6() && !self.zero_checksum_tx {
+            return Err(at(
+                "checksum",
+                "\"zero\" over IPv6 needs zero_checksum_tx = true: RFC 6935 and RFC 6936 allow a zero UDP checksum over IPv6 only for tunnels that opt in explicitly (and the peer must accept it, e.g. Linux udp6zerocsumrx); set zero_checksum_tx = true, or use \"full\", \"lco\" or \"offload\"".to_string(),
+            ));
+        }
+        if kind.carries_ethernet() {
+            if !self.inner_prefixes.is_empty() {
+                return Err(at(
+                    "inner_prefixes",
+                    format!(
+                        "not used by kind {kind}: it carries Ethernet frames, routed by inner_macs"
+                    ),
+                ));
+            }
+        } else if !self.inner_macs.is_empty() {
+            return Err(at(
+                "inner_macs",
+                format!("not used by kind {kind}: it carries IP packets, routed by inner_prefixes"),
+            ));
+        }
+        for (k, p) in self.inner_prefixes.iter().enumerate() {
+            if p.len > p.max_len() {
+                return Err(at(
+                    &format!("inner_prefixes[{k}]"),
+                    format!(
+                        "{p}: the prefix length {} is too long for {} (0..={})",
+                        p.len,
+                        family(p.addr),
+                        p.max_len()
+                    ),
+                ));
+            }
+            let only = match kind {
+                TunnelKind::FouIpip => Some(false),
+                TunnelKind::FouSit => Some(true),
+                _ => None,
+            };
+            if only.is_some_and(|v6| v6 != p.addr.is_ipv6()) {
+                return Err(at(
+                    &format!("inner_prefixes[{k}]"),
+                    format!(
+                        "{p} is {} but {kind} carries only {} (fou-ipip: IPv4, fou-sit: IPv6; gue carries both)",
+                        family(p.addr),
+                        if p.addr.is_ipv6() { "IPv4" } else { "IPv6" }
+                    ),
+                ));
+            }
+            if p.network() != p.addr {
+                let fixed = IpPrefix {
+                    addr: p.network(),
+                    len: p.len,
+                };
+                return Err(at(
+                    &format!("inner_prefixes[{k}]"),
+                    format!("{p} has host bits set; did you mean {fixed}?"),
+                ));
+            }
+        }
+        for (k, m) in self.inner_macs.iter().enumerate() {
+            check_mac(*m).map_err(|e| at(&format!("inner_macs[{k}]"), e))?;
+        }
+        if self.ttl == Ttl::Fixed(0) {
+            return Err(at(
+                "ttl",
+                "0 is out of range (1..=255, or \"inherit\")".to_string(),
+            ));
+        }
+        if let Dscp::Fixed(d) = self.dscp {
+            if d > 63 {
+                return Err(at(
+                    "dscp",
+                    format!("{d} is out of range (0..=63, or \"inherit\")"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+pub(super) fn not_used(kind: TunnelKind, why: &str) -> String {
+    format!("not used by kind {kind} ({why}); remove it")
+}
+
+pub(super) fn bad_name_message(name: &str) -> String {
+    if name.is_empty() {
+        "the name is empty; use 1 to 32 characters from A-Z a-z 0-9 _ . -".to_string()
+    } else if name.len() > MAX_NAME_LEN {
+        format!(
+            "\"{name}\" is {} characters long; use at most {MAX_NAME_LEN}",
+            name.len()
+        )
+    } else {
+        format!("\"{name}\" is not a valid name; use 1 to 32 characters from A-Z a-z 0-9 _ . -")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::testing::{err, ok, tunnel, v4, v6};
+
+    #[test]
+    fn zero_checksum_over_ipv6_needs_opt_in() {
+        let six = |extra: &str| {
+            tunnel("z", "fou-sit", extra)
+                .replace("192.0.2.1", "2001:db8::1")
+                .replace("192.0.2.2", "2001:db8::2")
+        };
+        let e = err(&six("checksum = \"zero\""));
+        assert_eq!(e.field, "tunnel[0] \"z\".checksum");
+        assert_eq!(
+            e.message,
+            "\"zero\" over IPv6 needs zero_checksum_tx = true: RFC 6935 and RFC 6936 allow a zero UDP checksum over IPv6 only for tunnels that opt in explicitly (and the peer must accept it, e.g. Linux udp6zerocsumrx); set zero_checksum_tx = true, or use \"full\", \"lco\" or \"offload\""
+        );
+        let t = &ok(&six("checksum = \"zero\"\nzero_checksum_tx = true")).tunnels[0];
+        assert!(t.zero_checksum_tx && t.checksum == ChecksumMode::Zero);
+        // IPv4: always legal (RFC 768).
+        ok(&tunnel("z", "fou-sit", "checksum = \"zero\""));
+    }
+
+    #[test]
+    fn remote_checksum_only_vxlan_and_gue() {
+        ok(&tunnel(
+            "a",
+            "vxlan",
+            "checksum = \"remote\"\nremote_checksum_rx = true",
+        ));
+        ok(&tunnel(
+            "a",
+            "gue",
+            "checksum = \"remote\"\nremote_checksum_rx = true",
+        ));
+        for kind in ["geneve", "gtpu", "gre", "fou-ipip", "fou-sit", "fou-gre"] {
+            let e = err(&tunnel("a", kind, "checksum = \"remote\""));
+            assert_eq!(e.field, "tunnel[0] \"a\".checksum", "{kind}");
+            let e = err(&tunnel("a", kind, "remote_checksum_rx = true"));
+            assert_eq!(e.field, "tunnel[0] \"a\".remote_checksum_rx", "{kind}");
+            ok(&tunnel("a", kind, "remote_checksum_rx = false"));
+        }
+        let e = err(&tunnel("a", "gtpu", "checksum = \"remote\""));
+        assert_eq!(
+            e.to_string(),
+            "tunnel[0] \"a\".checksum: \"remote\" (remote checksum offload) exists only for vxlan and gue, not gtpu; use \"full\", \"lco\" or \"offload\""
+        );
+    }
+
+    #[test]
+    fn fou_prefix_families() {
+        let e = err(&tunnel(
+            "i",
+            "fou-ipip",
+            "inner_prefixes = [\"10.0.0.0/8\", \"2001:db8::/32\"]",
+        ));
+        assert_eq!(
+            e.to_string(),
+            "tunnel[0] \"i\".inner_prefixes[1]: 2001:db8::/32 is IPv6 but fou-ipip carries only IPv4 (fou-ipip: IPv4, fou-sit: IPv6; gue carries both)"
+        );
+        let e = err(&tunnel("s", "fou-sit", "inner_prefixes = [\"10.0.0.0/8\"]"));
+        assert_eq!(e.field, "tunnel[0] \"s\".inner_prefixes[0]");
+        ok(&tunnel(
+            "s",
+            "fou-sit",
+            "inner_prefixes = [\"2001:db8::/32\"]",
+        ));
+        ok(&tunnel(
+            "f",
+            "fou-gre",
+            "inner_prefixes = [\"10.0.0.0/8\", \"2001:db8::/32\"]",
+        ));
+    }
+
+    // --- Between tunnels -----------------------------------------------
+
+    #[test]
+    fn duplicate_names() {
+        let e = err(&[
+            tunnel("a", "gue", ""),
+            tunnel("b", "gue", "local_port = 1"),
+            tunnel("a", "gue", "local_port = 2"),
+        ]
+        .concat());
+        assert_eq!(
+            e.to_string(),
+            "tunnel[2].name: \"a\" is already the name of tunnel[0] \"a\"; names must be unique"
+        );
+    }
+
+    #[test]
+    fn tunnels_the_receive_path_cannot_tell_apart() {
+        // VXLAN: same VNI.
+        let e = err(&[
+            tunnel("a", "vxlan", "inner_macs = [\"02:00:00:00:00:01\"]"),
+            tunnel("b", "vxlan", ""),
+        ]
+        .concat());
+        assert_eq!(
+            e.to_string(),
+            "tunnel[1] \"b\".vni: received packets could not be told apart from tunnel[0] \"a\"'s: same local 192.0.2.1 port 4789, remote 192.0.2.2 and vni 1; give one a different identifier, local_port, local or remote"
+        );
+        // A different VNI, remote, local or port tells them apart.
+        let a = tunnel("a", "vxlan", "inner_macs = [\"02:00:00:00:00:01\"]");
+        ok(&(a.clone() + &tunnel("b", "vxlan", "").replace("vni = 1", "vni = 2")));
+        ok(&(a.clone() + &tunnel("b", "vxlan", "").replace("192.0.2.2", "192.0.2.9")));
+        ok(&(a.clone() + &tunnel("b", "vxlan", "").replace("192.0.2.1", "192.0.2.9")));
+        ok(&(a.clone() + &tunnel("b", "vxlan", "local_port = 4790")));
+        // The remote port does not.
+        let e = err(&(a + &tunnel("b", "vxlan", "remote_port = 4790")));
+        assert_eq!(e.field, "tunnel[1] \"b\".vni");
+
+        // GTP-U: the local TEID decides, not the TEID sent.
+        let e = err(&[
+            tunnel("g1", "gtpu", "teid = 5\nlocal_teid = 9").replace("teid = 1\n", ""),
+            tunnel("g2", "gtpu", "teid = 6\nlocal_teid = 9").replace("teid = 1\n", ""),
+        ]
+        .concat());
+        assert_eq!(e.field, "tunnel[1] \"g2\".local_teid");
+        assert!(e.message.contains("local_teid 0x9"), "{e}");
+        ok(&[
+            tunnel("g1", "gtpu", "teid = 5").replace("teid = 1\n", ""),
+            tunnel("g2", "gtpu", "teid = 5\nlocal_teid = 6").replace("teid = 1\n", ""),
+        ]
+        .concat());
+
+        // GRE kinds: the key, or both without one.
+        let e = err(&[
+            tunnel("k1", "gre", "key = 3"),
+            tunnel("k2", "gre", "key = 3"),
+        ]
+        .concat());
+        assert_eq!(e.field, "tunnel[1] \"k2\".key");
+        let e = err(&[tunnel("k1", "fou-gre", ""), tunnel("k2", "fou-gre", "")].concat());
+        assert_eq!(e.field, "tunnel[1] \"k2\".key");
+        assert!(e.message.contains("and no key;"), "{e}");
+        ok(&[tunnel("k1", "gre", "key = 3"), tunnel("k2", "gre", "")].concat());
+
+        // GUE and FOU have no identifier at all.
+        for kind in ["gue", "fou-ipip", "fou-sit"] {
+            let e = err(&[tunnel("x", kind, ""), tunnel("y", kind, "")].concat());
+            assert_eq!(e.field, "tunnel[1] \"y\".remote", "{kind}");
+            assert!(
+                e.message
+                    .ends_with("give one a different local_port, local or remote"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn one_kind_per_port() {
+        let e = err(&[
+            tunnel("v", "vxlan", ""),
+            tunnel("g", "gue", "local_port = 4789"),
+        ]
+        .concat());
+        assert_eq!(
+            e.to_string(),
+            "tunnel[1] \"g\".local_port: port 4789 already receives vxlan for tunnel[0] \"v\"; a UDP port carries one tunnel kind, so this gue tunnel needs another local_port"
+        );
+        // FOU kinds share the default port 5555 but not a kind.
+        let e = err(&[
+            tunnel("i", "fou-ipip", ""),
+            tunnel("s", "fou-sit", "").replace("192.0.2.2", "192.0.2.3"),
+        ]
+        .concat());
+        assert_eq!(e.field, "tunnel[1] \"s\".local_port");
+        // Different remote ports are fine.
+        ok(&[
+            tunnel("v", "vxlan", ""),
+            tunnel("g", "gue", "remote_port = 4789"),
+        ]
+        .concat());
+    }
+
+    #[test]
+    fn one_tunnel_per_prefix() {
+        let e = err(&[
+            tunnel("a", "gue", "inner_prefixes = [\"10.1.0.0/16\"]"),
+            tunnel(
+                "b",
+                "gtpu",
+                "inner_prefixes = [\"10.2.0.0/16\", \"10.1.0.0/16\"]",
+            ),
+        ]
+        .concat());
+        assert_eq!(
+            e.to_string(),
+            "tunnel[1] \"b\".inner_prefixes[1]: 10.1.0.0/16 is already routed into tunnel[0] \"a\"; a prefix may route to one tunnel only"
+        );
+        // Overlapping is longest-prefix match, not ambiguous.
+        ok(&[
+            tunnel("a", "gue", "inner_prefixes = [\"10.0.0.0/8\"]"),
+            tunnel("b", "gtpu", "inner_prefixes = [\"10.1.0.0/16\"]"),
+        ]
+        .concat());
+        let e = err(&tunnel(
+            "a",
+            "gue",
+            "inner_prefixes = [\"10.1.0.0/16\", \"10.1.0.0/16\"]",
+        ));
+        assert_eq!(
+            e.to_string(),
+            "tunnel[0] \"a\".inner_prefixes[1]: 10.1.0.0/16 is listed twice"
+        );
+    }
+
+    #[test]
+    fn one_tunnel_per_mac() {
+        let e = err(&[
+            tunnel("a", "vxlan", "inner_macs = [\"02:00:00:00:00:01\"]"),
+            tunnel("b", "geneve", "inner_macs = [\"02-00-00-00-00-01\"]"),
+        ]
+        .concat());
+        assert_eq!(
+            e.to_string(),
+            "tunnel[1] \"b\".inner_macs[0]: 02:00:00:00:00:01 is already sent into tunnel[0] \"a\"; a MAC may go to one tunnel only"
+        );
+        let e = err(&tunnel(
+            "a",
+            "vxlan",
+            "inner_macs = [\"02:00:00:00:00:01\", \"02:00:00:00:00:01\"]",
+        ));
+        assert_eq!(e.field, "tunnel[0] \"a\".inner_macs[1]");
+    }
+
+    #[test]
+    fn one_default_l2_tunnel_per_kind() {
+        let e = err(&[
+            tunnel("a", "vxlan", ""),
+            tunnel("b", "vxlan", "").replace("vni = 1", "vni = 2"),
+        ]
+        .concat());
+        assert_eq!(
+            e.to_string(),
+            "tunnel[1] \"b\".inner_macs: tunnel[0] \"a\" is already the default vxlan tunnel (empty inner_macs); only one per kind may be, so list this tunnel's MACs"
+        );
+        // One default per kind.
+        ok(&[tunnel("a", "vxlan", ""), tunnel("b", "geneve", "")].concat());
+        ok(&[
+            tunnel("a", "vxlan", ""),
+            tunnel("b", "vxlan", "inner_macs = [\"02:00:00:00:00:01\"]")
+                .replace("vni = 1", "vni = 2"),
+        ]
+        .concat());
+    }
+
+    // --- Typed configs built in code -----------------------------------
+
+    #[test]
+    fn validate_typed_configs() {
+        let l = v4([192, 0, 2, 1]);
+        let r = v4([192, 0, 2, 2]);
+        let mut t = TunnelConfig::new("t", TunnelKind::Gue, l, r);
+        let good = Config {
+            tunnels: vec![t.clone()],
+            ..Config::default()
+        };
+        assert_eq!(good.validate(), Ok(()));
+        t.inner_prefixes = vec![IpPrefix {
+            addr: v4([10, 1, 2, 3]),
+            len: 16,
+        }];
+        let c = Config {
+            tunnels: vec![t.clone()],
+            ..Config::default()
+        };
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "tunnel[0] \"t\".inner_prefixes[0]: 10.1.2.3/16 has host bits set; did you mean 10.1.0.0/16?"
+        );
+        let mut bad = TunnelConfig::new("v", TunnelKind::Vxlan, l, r);
+        bad.vni = 1 << 24;
+        let c = Config {
+            tunnels: vec![bad],
+            ..Config::default()
+        };
+        assert_eq!(c.validate().unwrap_err().field, "tunnel[0] \"v\".vni");
+        let mut bad = TunnelConfig::new("g", TunnelKind::Gtpu, l, r);
+        bad.key = Some(1);
+        let c = Config {
+            tunnels: vec![bad],
+            ..Config::default()
+        };
+        assert_eq!(c.validate().unwrap_err().field, "tunnel[0] \"g\".key");
+        let mut bad = TunnelConfig::new("z", TunnelKind::Gue, v6("2001:db8::1"), v6("2001:db8::2"));
+        bad.checksum = ChecksumMode::Zero;
+        let c = Config {
+            tunnels: vec![bad],
+            ..Config::default()
+        };
+        assert_eq!(c.validate().unwrap_err().field, "tunnel[0] \"z\".checksum");
+        let t = TunnelConfig::new("t", TunnelKind::Gue, l, r);
+        let mut t2 = t.clone();
+        t2.local_port = 1;
+        let two = Config {
+            tunnels: vec![t, t2],
+            ..Config::default()
+        };
+        assert_eq!(two.validate().unwrap_err().field, "tunnel[1].name");
+    }
+}
