@@ -17,7 +17,6 @@ use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::{ChecksumMode, Config, IpPrefix, TunnelConfig};
 use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
-use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
 use tep_wire::ethernet::EthernetAddress;
 
@@ -102,11 +101,7 @@ fn inner_packet(total: usize, sport: u16, ethernet: bool) -> Vec<u8> {
 }
 
 fn pipeline(config: &Config, kind: TunnelKind) -> Pipeline<Tsc> {
-    let inner_link = if kind.carries_ethernet() {
-        InnerLink::Ethernet
-    } else {
-        InnerLink::Ip
-    };
+    let inner_link = kind.link();
     Pipeline::new(
         config,
         Tsc,

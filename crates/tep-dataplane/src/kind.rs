@@ -1,5 +1,6 @@
 //! The tunnel kinds tep speaks.
 
+use crate::geometry::InnerLink;
 use core::fmt;
 use core::str::FromStr;
 
@@ -59,6 +60,15 @@ impl TunnelKind {
     /// MAC) rather than IP packets (looked up by destination prefix).
     pub const fn carries_ethernet(self) -> bool {
         matches!(self, TunnelKind::Vxlan | TunnelKind::Geneve)
+    }
+
+    /// What the tunnel carries: Ethernet frames or IP packets.
+    pub const fn link(self) -> InnerLink {
+        if self.carries_ethernet() {
+            InnerLink::Ethernet
+        } else {
+            InnerLink::Ip
+        }
     }
 
     /// The name used on the command line and in the config.

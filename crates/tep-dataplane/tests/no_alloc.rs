@@ -177,7 +177,7 @@ fn encap_and_decap_allocate_nothing_per_packet() {
             }
             for mode in modes {
                 let (ca, cb) = pair(kind, v6, mode);
-                let link = link_for(kind);
+                let link = kind.link();
                 let options = PipelineOptions {
                     inner_link: link,
                     gro: true,

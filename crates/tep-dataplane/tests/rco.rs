@@ -55,7 +55,7 @@ fn remote_mode_sends_rco_and_the_peer_completes_it() {
         for v6 in [false, true] {
             let (mut ca, cb) = pair(kind, v6, ChecksumMode::Remote);
             ca.tunnels[0].gue_rco = enc;
-            let link = link_for(kind);
+            let link = kind.link();
             for ip in inner_ips() {
                 let what = format!("{kind} {enc:?} v6={v6} inner {}", ip.len());
                 let (complete, l3) = wrap(kind, &ip);
@@ -171,7 +171,7 @@ fn other_modes_complete_the_inner_checksum_before_sending() {
         ] {
             for v6 in [false, true] {
                 let (ca, cb) = pair(kind, v6, mode);
-                let link = link_for(kind);
+                let link = kind.link();
                 for ip in inner_ips() {
                     if (kind == TunnelKind::FouIpip && v6_inner(&ip))
                         || (kind == TunnelKind::FouSit && !v6_inner(&ip))
@@ -214,10 +214,10 @@ fn remote_mode_with_a_complete_inner_checksum_sends_no_rco() {
     for kind in [TunnelKind::Vxlan, TunnelKind::Gue] {
         let (ca, cb) = pair(kind, false, ChecksumMode::Remote);
         let (complete, _) = wrap(kind, &tcp4(b"already complete", 9));
-        let p = encap_one(&ca, link_for(kind), &complete);
+        let p = encap_one(&ca, kind.link(), &complete);
         assert!(!has_rco(kind, &p, complete.len()), "{kind}");
         assert_eq!(outer_udp_ok(&p), Some(true));
-        let dec = decap_fresh(&cb, link_for(kind), &[p]);
+        let dec = decap_fresh(&cb, kind.link(), &[p]);
         assert_eq!(dec.packets, vec![complete]);
         assert_eq!(dec.csum, vec![ChecksumState::Verified]);
     }
@@ -427,7 +427,7 @@ proptest! {
         let (complete, l3) = wrap(kind, &ip);
         let (partial, cs) = make_partial(&complete, l3);
         let (ca, cb) = pair(kind, v6, mode);
-        let link = link_for(kind);
+        let link = kind.link();
         let mut a = pipeline(&ca, link);
         let mut pool = pool();
         let enc = run_encap_with(&mut a, &mut pool, &[(partial, cs)]);

@@ -25,7 +25,7 @@ fn every_kind_family_and_mode_round_trips() {
         for v6 in [false, true] {
             for mode in modes(kind) {
                 let (ca, cb) = pair(kind, v6, mode);
-                let link = link_for(kind);
+                let link = kind.link();
                 let mut a = pipeline(&ca, link);
                 let mut b = pipeline(&cb, link);
                 let mut pool = pool();
@@ -106,7 +106,7 @@ fn mode_strategy() -> impl Strategy<Value = ChecksumMode> {
 /// NIC would, decapsulates on B: returns what B delivered.
 fn round_trip(kind: TunnelKind, v6: bool, mode: ChecksumMode, inner: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let (ca, cb) = pair(kind, v6, mode);
-    let link = link_for(kind);
+    let link = kind.link();
     let mut a = pipeline(&ca, link);
     let mut b = pipeline(&cb, link);
     let mut pool = pool();
@@ -196,9 +196,9 @@ fn bytes_after_the_inner_packet_are_cut() {
         for v6 in [false, true] {
             let (ca, cb) = pair(kind, v6, ChecksumMode::Full);
             let inner = inner_for(kind);
-            let p = pad_datagram(&encap_one(&ca, link_for(kind), &inner), 4);
+            let p = pad_datagram(&encap_one(&ca, kind.link(), &inner), 4);
             assert_eq!(outer_udp_ok(&p), Some(true));
-            let mut b = pipeline(&cb, link_for(kind));
+            let mut b = pipeline(&cb, kind.link());
             let mut pool = pool();
             let out = run_decap(&mut b, &mut pool, &[p], 0);
             assert_eq!(

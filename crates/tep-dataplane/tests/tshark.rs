@@ -130,7 +130,7 @@ fn cases() -> Vec<Case> {
                         ip
                     };
                     // Offload: completed as the NIC would.
-                    let packet = encap_one(&config, link_for(kind), &inner);
+                    let packet = encap_one(&config, kind.link(), &inner);
                     out.push(Case {
                         kind,
                         v6,

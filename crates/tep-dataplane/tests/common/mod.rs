@@ -91,14 +91,6 @@ pub fn pair(kind: TunnelKind, v6: bool, mode: ChecksumMode) -> (Config, Config) 
     tep_dataplane::example::tunnel_pair(kind, v6, mode)
 }
 
-pub fn link_for(kind: TunnelKind) -> InnerLink {
-    if kind.carries_ethernet() {
-        InnerLink::Ethernet
-    } else {
-        InnerLink::Ip
-    }
-}
-
 pub fn pipeline(config: &Config, link: InnerLink) -> Pipeline<ManualClock> {
     Pipeline::new(
         config,
@@ -741,7 +733,7 @@ pub fn inner_for(kind: TunnelKind) -> Vec<u8> {
 /// B side of [`pair`] accepts.
 pub fn valid_outer(kind: TunnelKind, v6: bool) -> Vec<u8> {
     let (ca, _) = pair(kind, v6, ChecksumMode::Full);
-    encap_one(&ca, link_for(kind), &inner_for(kind))
+    encap_one(&ca, kind.link(), &inner_for(kind))
 }
 
 /// Decapsulates `packets` on a fresh pipeline for `config` and returns what

@@ -29,7 +29,6 @@ use tep_dataplane::geometry::finish_offloaded;
 use tep_dataplane::node::NodeStats;
 use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
-use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
 
 /// Outer address family.
@@ -438,11 +437,7 @@ fn pipeline(config: &Config, kind: TunnelKind, gro: bool) -> Pipeline<Tsc> {
         config,
         Tsc,
         PipelineOptions {
-            inner_link: if kind.carries_ethernet() {
-                InnerLink::Ethernet
-            } else {
-                InnerLink::Ip
-            },
+            inner_link: kind.link(),
             gro,
             ..PipelineOptions::default()
         },

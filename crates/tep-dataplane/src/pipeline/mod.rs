@@ -1,0 +1,452 @@
+//! The pipeline: the encap and decap node graphs over one tunnel table,
+//! with the runtime counters of every node. One per worker.
+
+use crate::buffer::Pool;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::decap;
+use crate::drop::DropReason;
+use crate::encap::{self, HeaderTemplate, TxState};
+use crate::geometry::InnerLink;
+use crate::gro::Gro;
+use crate::gso;
+use crate::gtpu_reply::{GtpuResponder, Replies};
+pub use crate::io::{InnerChecksums, OuterLayers};
+use crate::kind::TunnelKind;
+use crate::node::{Node, Runtime};
+use crate::tunnel::TunnelTable;
+use crate::udp_train;
+use crate::vector::{PacketVector, VECTOR_SIZE};
+use trains::{Leftover, PendingTrain};
+
+mod trains;
+
+/// Where a decap output goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Inner packets and frames, to the TUN/TAP side.
+    Inner,
+    /// Outer packets back to peers (GTP-U Echo Responses, Error
+    /// Indications), to the UDP side.
+    Reply,
+}
+
+/// How the pipeline is wired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PipelineOptions {
+    /// What the inner side gives the encap path.
+    pub inner_link: InnerLink,
+    /// Coalesce decapsulated inner TCP/UDP flows (GRO).
+    pub gro: bool,
+    /// Hand consecutive equal-size datagrams of one flow (the segments of
+    /// a super-packet) to the sink as one UDP GSO train (`meta.gso` =
+    /// `Udp`), for a socket that sends them with `UDP_SEGMENT`.
+    pub udp_trains: bool,
+    /// Which outer layers tep writes and parses.
+    pub outer: OuterLayers,
+    /// The sinks write gathered (packets with a [`crate::buffer::Tail`]), so
+    /// payloads are not copied between buffers. Encap: a super-packet's
+    /// segments keep their payload in it ([`gso::segment_gathered`]).
+    /// Decap: a UDP GRO train the kernel verified is decapsulated once and
+    /// its datagrams merged into one inner super-packet where they lie
+    /// (node `train-merge`, [`crate::gro::merge_train`]). Off: segments and
+    /// datagrams are copied into buffers of their own.
+    pub gather: bool,
+    /// What the decap sink does with inner checksums.
+    pub inner_checksums: InnerChecksums,
+}
+
+impl Default for PipelineOptions {
+    /// IP on the inner side, no GRO.
+    fn default() -> Self {
+        PipelineOptions {
+            inner_link: InnerLink::Ip,
+            gro: false,
+            udp_trains: false,
+            outer: OuterLayers::IpUdp,
+            gather: false,
+            inner_checksums: InnerChecksums::AsFound,
+        }
+    }
+}
+
+/// Packet counts at the pipeline's edges. With the node drops they balance:
+/// `encap_in + segments_added = encap_out + encap drops` and
+/// `decap_in = decap_out + coalesced + answered + decap drops`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Inner packets given to `encap`.
+    pub encap_in: u64,
+    /// Outer packets handed to the sink (a UDP GSO train counts as the
+    /// datagrams it holds).
+    pub encap_out: u64,
+    /// Extra packets GSO made (segments minus super-packets).
+    pub segments_added: u64,
+    /// Outer packets given to `decap` (a UDP GRO train counts as the
+    /// datagrams it holds once split).
+    pub decap_in: u64,
+    /// Inner packets handed to the sink.
+    pub decap_out: u64,
+    /// Inner packets GRO merged into others.
+    pub coalesced: u64,
+    /// Requests answered (their buffer became the reply).
+    pub answered: u64,
+    /// Packets generated (Error Indications).
+    pub generated: u64,
+}
+
+/// The encap and decap paths of one worker.
+#[derive(Debug)]
+pub struct Pipeline<C: Clock> {
+    table: TunnelTable,
+    options: PipelineOptions,
+    runtime: Runtime<C>,
+    tx: Vec<TxState>,
+    templates: Vec<HeaderTemplate>,
+    gtpu: GtpuResponder,
+    by_kind: Box<[PacketVector; 8]>,
+    replies: Box<PacketVector>,
+    // Taken out while `encap` segments into it (no allocation per call).
+    work: Option<Box<PacketVector>>,
+    gro: Box<Gro>,
+    counters: Counters,
+    // The train whose first datagram is in the vector being decapsulated.
+    train: Option<PendingTrain>,
+}
+
+impl<C: Clock> Pipeline<C> {
+    /// A pipeline for a validated config, timed by `clock`.
+    pub fn new(config: &Config, clock: C, options: PipelineOptions) -> Pipeline<C> {
+        let runtime = Runtime::new(clock);
+        Pipeline {
+            table: TunnelTable::new(config),
+            options,
+            runtime,
+            tx: config.tunnels.iter().map(TxState::new).collect(),
+            templates: config.tunnels.iter().map(HeaderTemplate::new).collect(),
+            gtpu: GtpuResponder::new(
+                config.dataplane.restart_counter,
+                config.dataplane.error_indication_rate,
+            ),
+            by_kind: Box::new(core::array::from_fn(|_| PacketVector::new())),
+            replies: Box::new(PacketVector::new()),
+            work: Some(Box::new(PacketVector::new())),
+            gro: Box::new(Gro::new()),
+            counters: Counters::default(),
+            train: None,
+        }
+    }
+
+    /// Turns UDP GSO trains on or off (off for good once the socket's
+    /// device turned out unable to segment them).
+    pub fn set_udp_trains(&mut self, on: bool) {
+        self.options.udp_trains = on;
+    }
+
+    /// The tunnel table.
+    pub fn table(&self) -> &TunnelTable {
+        &self.table
+    }
+
+    /// The per-node counters.
+    pub fn runtime(&self) -> &Runtime<C> {
+        &self.runtime
+    }
+
+    /// The edge counters.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// All drops of all nodes.
+    pub fn drops_total(&self) -> u64 {
+        self.runtime.nodes().iter().map(|n| n.drops_total()).sum()
+    }
+
+    /// Drops of one reason over all nodes.
+    pub fn drops(&self, reason: DropReason) -> u64 {
+        self.runtime
+            .nodes()
+            .iter()
+            .map(|n| n.drops[reason as usize])
+            .sum()
+    }
+
+    /// Encapsulates a vector of inner packets. Super-packets (`meta.gso`)
+    /// are segmented first. The finished outer packets (IP header at
+    /// offset 0) go to `sink`, which takes their buffers, in vectors of at
+    /// most [`VECTOR_SIZE`]; `input` is left empty.
+    pub fn encap(
+        &mut self,
+        pool: &mut Pool,
+        input: &mut PacketVector,
+        sink: &mut dyn FnMut(&mut Pool, &mut PacketVector),
+    ) {
+        let link = self.options.inner_link;
+        self.encap_from(link, pool, input, sink);
+    }
+
+    /// [`encap`](Pipeline::encap) of packets from an inner side of the given
+    /// link type: one pipeline serves both the TUN (IP) and the TAP
+    /// (Ethernet) of a host.
+    pub fn encap_from(
+        &mut self,
+        link: InnerLink,
+        pool: &mut Pool,
+        input: &mut PacketVector,
+        sink: &mut dyn FnMut(&mut Pool, &mut PacketVector),
+    ) {
+        self.counters.encap_in += input.len() as u64;
+        if input
+            .as_slice()
+            .iter()
+            .all(|&id| pool.meta(id).gso.is_none())
+        {
+            self.encap_flush(link, pool, input, sink);
+            return;
+        }
+        let mut work = self
+            .work
+            .take()
+            .unwrap_or_else(|| Box::new(PacketVector::new()));
+        for &id in input.as_slice() {
+            let need = match pool.meta(id).gso {
+                None => 1,
+                Some(g) => pool
+                    .data(id)
+                    .len()
+                    .div_ceil(usize::from(g.segment_size).max(1))
+                    .min(VECTOR_SIZE),
+            };
+            if work.len() + need > VECTOR_SIZE {
+                self.encap_flush(link, pool, &mut work, sink);
+            }
+            if pool.meta(id).gso.is_none() {
+                // Room was made above.
+                let _ = work.push(id);
+                continue;
+            }
+            let added = &mut self.counters.segments_added;
+            let gather = self.options.gather;
+            self.runtime.run(Node::GsoSegment, 1, |s| {
+                let cut = if gather {
+                    gso::segment_gathered
+                } else {
+                    gso::segment
+                };
+                match cut(pool, id, &mut work, link) {
+                    Ok(n) => *added += n as u64 - 1,
+                    Err(r) => {
+                        s.drop(r);
+                        pool.free(id);
+                    }
+                }
+            });
+        }
+        input.clear();
+        self.encap_flush(link, pool, &mut work, sink);
+        self.work = Some(work);
+    }
+
+    fn encap_flush(
+        &mut self,
+        link: InnerLink,
+        pool: &mut Pool,
+        v: &mut PacketVector,
+        sink: &mut dyn FnMut(&mut Pool, &mut PacketVector),
+    ) {
+        self.encap_vector(link, pool, v);
+        self.counters.encap_out += v.len() as u64;
+        if self.options.udp_trains && v.len() > 1 {
+            let table = &self.table;
+            self.runtime.run(Node::UdpTrain, v.len(), |_| {
+                udp_train::make_trains(pool, v, table)
+            });
+        }
+        if !v.is_empty() {
+            sink(pool, v);
+        }
+        v.clear();
+    }
+
+    fn encap_vector(&mut self, link: InnerLink, pool: &mut Pool, v: &mut PacketVector) {
+        let Pipeline {
+            table,
+            options,
+            runtime,
+            tx,
+            templates,
+            by_kind,
+            ..
+        } = self;
+        runtime.run(Node::EncapClassify, v.len(), |s| {
+            encap::classify(s, pool, v, link)
+        });
+        runtime.run(Node::TunnelLookup, v.len(), |s| {
+            encap::lookup(s, pool, v, table, link)
+        });
+        runtime.run(Node::InnerChecksum, v.len(), |s| {
+            encap::inner_checksum(s, pool, v, table)
+        });
+        // One kind in the vector (the common case): its node runs on the
+        // vector as it is, without sorting it into per-kind vectors.
+        let kind_of = |id| table.get(pool.meta(id).tunnel).kind;
+        let first = v.as_slice().first().map(|&id| kind_of(id));
+        if let Some(k) = first.filter(|&k| v.as_slice().iter().all(|&id| kind_of(id) == k)) {
+            runtime.run(Node::encap(k), v.len(), |s| {
+                encap::tunnel_encap(s, pool, v, table, templates)
+            });
+        } else {
+            Self::encap_by_kind(runtime, by_kind, pool, v, table, templates);
+        }
+        let outer = options.outer;
+        runtime.run(Node::IpUdpEncap, v.len(), |s| {
+            encap::ip_udp_encap(s, pool, v, tx, outer)
+        });
+        if outer == OuterLayers::IpUdp {
+            runtime.run(Node::UdpChecksum, v.len(), |_| {
+                encap::udp_checksum(pool, v, table, tx)
+            });
+        }
+    }
+
+    /// Node `<kind>-encap` for a vector of several kinds: each kind's
+    /// packets through its own node, then back into `v`.
+    fn encap_by_kind(
+        runtime: &mut Runtime<C>,
+        by_kind: &mut [PacketVector; 8],
+        pool: &mut Pool,
+        v: &mut PacketVector,
+        table: &TunnelTable,
+        templates: &[HeaderTemplate],
+    ) {
+        for &id in v.as_slice() {
+            let k = table.get(pool.meta(id).tunnel).kind;
+            let _ = by_kind[k.index()].push(id);
+        }
+        v.clear();
+        for (k, kv) in by_kind.iter_mut().enumerate() {
+            if kv.is_empty() {
+                continue;
+            }
+            runtime.run(Node::encap(TunnelKind::ALL[k]), kv.len(), |s| {
+                encap::tunnel_encap(s, pool, kv, table, templates)
+            });
+            for &id in kv.as_slice() {
+                let _ = v.push(id);
+            }
+            kv.clear();
+        }
+    }
+
+    /// Decapsulates a vector of outer packets (IP header at offset 0).
+    /// Inner packets go to `sink` with [`Output::Inner`], replies with
+    /// [`Output::Reply`]; the sink takes their buffers. `now_ns` (any
+    /// monotonic nanoseconds) paces generated packets.
+    ///
+    /// An input marked `gso = Udp` is a UDP GRO train (as a socket with
+    /// `UDP_GRO` hands it over: the outer headers of its first datagram
+    /// and the payloads of all): node `udp-train-split` cuts it into its
+    /// datagrams first, without reading the payload when the train is
+    /// marked `Verified`.
+    pub fn decap(
+        &mut self,
+        pool: &mut Pool,
+        input: &mut PacketVector,
+        now_ns: u64,
+        sink: &mut dyn FnMut(Output, &mut Pool, &mut PacketVector),
+    ) {
+        if input
+            .as_slice()
+            .iter()
+            .all(|&id| pool.meta(id).gso.is_none())
+        {
+            self.decap_vector(pool, input, now_ns, sink);
+            return;
+        }
+        self.decap_trains(pool, input, now_ns, sink);
+    }
+
+    /// Runs the decap nodes over `input` and hands the results to `sink`.
+    /// Returns what is left of the pending train, if one is.
+    fn decap_vector(
+        &mut self,
+        pool: &mut Pool,
+        input: &mut PacketVector,
+        now_ns: u64,
+        sink: &mut dyn FnMut(Output, &mut Pool, &mut PacketVector),
+    ) -> Option<Leftover> {
+        self.counters.decap_in += input.len() as u64;
+        let Pipeline {
+            table,
+            options,
+            runtime,
+            by_kind,
+            replies,
+            gro,
+            gtpu,
+            counters,
+            train,
+            ..
+        } = self;
+        let v = input;
+        let outer = options.outer;
+        if outer == OuterLayers::IpUdp {
+            runtime.run(Node::IpInput, v.len(), |s| decap::ip_input(s, pool, v));
+        }
+        runtime.run(Node::UdpInput, v.len(), |s| {
+            decap::udp_input(s, pool, v, table, by_kind, outer)
+        });
+        let mut r = Replies {
+            out: replies,
+            answered: 0,
+            generated: 0,
+        };
+        for (k, kv) in by_kind.iter_mut().enumerate() {
+            if kv.is_empty() {
+                continue;
+            }
+            let kind = TunnelKind::ALL[k];
+            runtime.run(Node::decap(kind), kv.len(), |s| {
+                decap::tunnel_decap(s, pool, kv, table, kind, gtpu, &mut r, now_ns)
+            });
+            for &id in kv.as_slice() {
+                let _ = v.push(id);
+            }
+            kv.clear();
+        }
+        counters.answered += r.answered;
+        counters.generated += r.generated;
+        runtime.run(Node::UdpChecksumVerify, v.len(), |s| {
+            let partial_ok = options.inner_checksums == InnerChecksums::Stated;
+            decap::udp_checksum_verify(s, pool, v, table, partial_ok)
+        });
+        let leftover = train
+            .take()
+            .and_then(|t| trains::merge_pending(runtime, counters, table, pool, v, t));
+        runtime.run(Node::DecapOutput, v.len(), |s| {
+            decap::decap_output(s, pool, v, table, options.inner_checksums)
+        });
+        if options.gro && v.len() > 1 {
+            // Frames of L2 tunnels coalesce like IP packets, by the IP
+            // packet after their Ethernet header.
+            let link = |m: &crate::buffer::PacketMeta| table.get(m.tunnel).kind.link();
+            runtime.run(Node::Gro, v.len(), |_| {
+                counters.coalesced += gro.coalesce(pool, v, link) as u64;
+            });
+        }
+        counters.decap_out += v.len() as u64;
+        if !v.is_empty() {
+            sink(Output::Inner, pool, v);
+        }
+        v.clear();
+        if !replies.is_empty() {
+            sink(Output::Reply, pool, replies);
+        }
+        replies.clear();
+        leftover
+    }
+}
+
+#[cfg(test)]
+mod tests;
