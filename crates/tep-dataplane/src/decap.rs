@@ -125,8 +125,8 @@ fn outer_checksum_good(data: &[u8], m: &PacketMeta) -> bool {
         return false;
     }
     let l4 = usize::from(m.l4);
-    if data[l4 + 6..l4 + 8] == [0, 0] {
-        return data[0] >> 4 == 4;
+    if data[l4 + udp::CHECKSUM_OFFSET..][..2] == [0, 0] {
+        return m.outer.src.is_ipv4();
     }
     pseudo_header(data, PROTO_UDP, data.len() - l4)
         .add(Sum::of(&data[l4..]))
@@ -440,7 +440,7 @@ fn verify_one(
     // Where a socket took the headers, it accepted a zero checksum only
     // where the tunnel allows one: it cannot be told from a verified one.
     let in_buffer = m.outer_in_buffer();
-    let zero = in_buffer && data[l4 + 6..l4 + 8] == [0, 0];
+    let zero = in_buffer && data[l4 + udp::CHECKSUM_OFFSET..][..2] == [0, 0];
     let v6 = m.outer.src.is_ipv6();
     // The sum of the datagram's bytes, when we read them.
     let mut datagram: Option<Sum> = None;
@@ -658,12 +658,12 @@ fn ecn_decap(ip: &mut [u8], outer: u8) -> Result<(), DropReason> {
         return Ok(());
     }
     if v4 {
-        let old_word = u16::from_be_bytes([ip[0], ip[1]]);
-        ip[1] = (ip[1] & !3) | new;
-        let new_word = u16::from_be_bytes([ip[0], ip[1]]);
-        let c = u16::from_be_bytes([ip[10], ip[11]]);
-        let c = tep_csum::incremental_update(c, old_word, new_word);
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        let word = |ip: &[u8]| u16::from_be_bytes([ip[0], ip[1]]);
+        let old_word = word(ip);
+        ip[ipv4::field::DSCP_ECN] = (ip[ipv4::field::DSCP_ECN] & !3) | new;
+        let c = word(&ip[ipv4::field::CHECKSUM]);
+        let c = tep_csum::incremental_update(c, old_word, word(ip));
+        ip[ipv4::field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
     } else {
         ip[1] = (ip[1] & !0x30) | (new << 4);
     }

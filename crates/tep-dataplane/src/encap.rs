@@ -155,13 +155,14 @@ fn lookup_one(
     }
     let data = pool.data(id);
     let (family, key) = match data[0] >> 4 {
-        4 => (
-            4u8,
-            u128::from(u32::from_be_bytes([data[16], data[17], data[18], data[19]])),
-        ),
+        4 => {
+            let mut a = [0u8; 4];
+            a.copy_from_slice(&data[ip4::DST_ADDR]);
+            (4u8, u128::from(u32::from_be_bytes(a)))
+        }
         _ => {
             let mut a = [0u8; 16];
-            a.copy_from_slice(&data[24..40]);
+            a.copy_from_slice(&data[ip6::DST_ADDR]);
             (6u8, u128::from_be_bytes(a))
         }
     };
@@ -424,12 +425,15 @@ fn tunnel_encap_one(
     match t.kind {
         TunnelKind::Gtpu => {
             let len = (n - tep_wire::gtpu::HEADER_LEN + payload_len) as u16;
-            h[2..4].copy_from_slice(&len.to_be_bytes());
+            h[tep_wire::gtpu::field::LENGTH].copy_from_slice(&len.to_be_bytes());
         }
         TunnelKind::GreInUdp | TunnelKind::FouGre if inner_v6 => {
-            h[2..4].copy_from_slice(&0x86ddu16.to_be_bytes());
+            let ty = u16::from(EtherType::Ipv6);
+            h[tep_wire::gre::field::PROTOCOL].copy_from_slice(&ty.to_be_bytes());
         }
-        TunnelKind::Gue if inner_v6 && n > 1 => h[1] = 41,
+        TunnelKind::Gue if inner_v6 && n > 1 => {
+            h[tep_wire::gue::field::PROTO_CTYPE] = IpProtocol::Ipv6.into()
+        }
         _ => {}
     }
     shift(pool, id, n);
@@ -561,15 +565,16 @@ fn inner_ip_fields(data: &[u8], inner_l3: usize, has_ip: bool) -> (u8, u8, bool)
     if !has_ip {
         return (0, 64, false);
     }
-    match data[inner_l3] >> 4 {
+    let ip = &data[inner_l3..];
+    match ip[0] >> 4 {
         4 => (
-            data[inner_l3 + 1],
-            data[inner_l3 + 8],
-            data[inner_l3 + 6] & 0x40 != 0,
+            ip[ip4::DSCP_ECN],
+            ip[ip4::TTL],
+            ip[ip4::FLG_OFF.start] & 0x40 != 0,
         ),
         _ => {
-            let tc = ((data[inner_l3] & 0x0f) << 4) | (data[inner_l3 + 1] >> 4);
-            (tc, data[inner_l3 + 7], false)
+            let tc = ((ip[0] & 0x0f) << 4) | (ip[1] >> 4);
+            (tc, ip[ip6::HOP_LIMIT], false)
         }
     }
 }
@@ -704,7 +709,7 @@ pub fn udp_checksum(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable, 
         let l4 = usize::from(m.l4);
         let data = pool.data_mut(id);
         if mode == ChecksumMode::Zero {
-            data[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
+            data[l4 + udp::CHECKSUM_OFFSET..][..2].copy_from_slice(&[0, 0]);
             pool.meta_mut(id).csum = ChecksumState::Zero;
             continue;
         }
@@ -741,7 +746,7 @@ pub fn udp_checksum(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable, 
                 ChecksumState::None,
             ),
         };
-        data[l4 + 6..l4 + 8].copy_from_slice(&value.to_be_bytes());
+        data[l4 + udp::CHECKSUM_OFFSET..][..2].copy_from_slice(&value.to_be_bytes());
         pool.meta_mut(id).csum = state;
     }
 }
