@@ -89,6 +89,31 @@ drop_reasons! {
     /// Remote checksum offload from a peer the tunnel does not accept it
     /// from (`remote_checksum_rx` off).
     RemoteChecksumOff => "remote_checksum_off",
+    /// I/O: a virtio-net header tep cannot honour.
+    BadVnetHeader => "bad_vnet_header",
+    /// I/O: the socket's send queue stayed full (EAGAIN), or the send
+    /// failed.
+    SendFailed => "send_failed",
+    /// I/O: the UDP socket refused GSO (the train is lost; GSO is off from
+    /// then on).
+    GsoRefused => "gso_refused",
+    /// I/O: writing to the TUN/TAP failed.
+    DeviceWrite => "device_write",
+    /// I/O: an inner packet for a kind whose device is not open.
+    NoDevice => "no_device",
+}
+
+impl DropReason {
+    /// The reasons the I/O layer around the pipeline drops for (its own
+    /// counters, beside the nodes'): host mode's reads and writes.
+    pub const IO: &'static [DropReason] = &[
+        DropReason::BadVnetHeader,
+        DropReason::NoBuffer,
+        DropReason::SendFailed,
+        DropReason::GsoRefused,
+        DropReason::DeviceWrite,
+        DropReason::NoDevice,
+    ];
 }
 
 impl fmt::Display for DropReason {

@@ -641,13 +641,16 @@ fn no_buffer() {
 
 // ----------------------------------------------------------------- the list
 
-/// Every reason has a `#[test] fn <reason name>()` in this file, or is in
-/// `UNREACHABLE` with why — not both.
+/// Every reason the pipeline drops for has a `#[test] fn <reason name>()`
+/// in this file, or is in `UNREACHABLE` with why — not both. The reasons
+/// only the I/O layer counts (`DropReason::IO`, but `no_buffer`, which the
+/// pipeline counts too) are host mode's, counted and tested in crates/tep.
 #[test]
 fn every_reason_has_a_test() {
     let source = include_str!("drops.rs");
     let mut missing = Vec::new();
-    for &r in DropReason::ALL {
+    let io_only = |r: DropReason| DropReason::IO.contains(&r) && r != DropReason::NoBuffer;
+    for &r in DropReason::ALL.iter().filter(|&&r| !io_only(r)) {
         let tested = source.contains(&format!("#[test]\nfn {}() {{", r.name()));
         let unreachable = UNREACHABLE.iter().any(|&(u, _)| u == r);
         assert!(

@@ -8,6 +8,7 @@ use super::trace::{Point, Tracer};
 use super::udp_io::{datagrams, Routes, Tallies};
 use std::io::{self, IoSlice};
 use tep_dataplane::buffer::{GsoKind, Pool};
+use tep_dataplane::drop::DropReason;
 use tep_dataplane::vector::PacketVector;
 use tep_dataplane::vnet::{VnetHeader, VNET_HDR_LEN};
 use tep_dataplane::InnerLink;
@@ -48,7 +49,7 @@ pub(super) fn read_device(
                         let _ = input.push(id);
                     }
                     Err(_) => {
-                        host.drop_bad_vnet_header += 1;
+                        host.drop(DropReason::BadVnetHeader, 1);
                         pool.free(id);
                     }
                 }
@@ -82,7 +83,7 @@ pub(super) fn write_inner(
         let ethernet = routes.ethernet.get(t).copied().unwrap_or(false);
         let queue = if ethernet { tap } else { tun };
         let Some(q) = queue else {
-            tallies.host.drop_no_device += 1;
+            tallies.host.drop(DropReason::NoDevice, 1);
             pool.free(id);
             continue;
         };
@@ -132,7 +133,7 @@ pub(super) fn write_inner(
             }
             Err(e) => {
                 tracing::debug!("device write: {e}");
-                tallies.host.drop_device_write += count;
+                tallies.host.drop(DropReason::DeviceWrite, count);
             }
         }
         pool.free(id);

@@ -122,7 +122,7 @@ pub fn render(config: &Config, t: &Totals, worker_count: usize) -> String {
             }
             None => {
                 host_events
-                    .get_or_create(&labels(&[("event", name)]))
+                    .get_or_create(&labels(&[("event", &name)]))
                     .inc_by(v);
             }
         }
@@ -242,7 +242,7 @@ inner_prefixes = ["10.9.0.0/16"]
             s.nodes[0].by_tunnel.is_empty(),
             "moved to the tunnels' rows"
         );
-        s.host.drop_send_failed = 2;
+        s.host.drop(DropReason::SendFailed, 2);
         let text = render(&config, &Totals::of(&[s]), 1);
         for want in [
             "tep_tunnel_tx_packets_total{tunnel=\"gtp-a\",kind=\"gtpu\"} 12",

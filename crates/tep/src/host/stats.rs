@@ -46,7 +46,7 @@ impl TunnelTraffic {
 
 /// Events of the I/O around the pipeline, each named. Drops here are the
 /// host's own (the pipeline's are per node and reason).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostCounters {
     /// Packets read from the TUN/TAP.
     pub device_rx: u64,
@@ -66,25 +66,53 @@ pub struct HostCounters {
     pub udp_tx_trains: u64,
     /// `recvmmsg`/`sendmmsg` calls.
     pub udp_syscalls: u64,
-    /// Dropped: a virtio-net header tep cannot honour.
-    pub drop_bad_vnet_header: u64,
-    /// Dropped: no free buffer to read into.
-    pub drop_no_buffer: u64,
-    /// Dropped: the socket's send queue was full (EAGAIN), or it failed.
-    pub drop_send_failed: u64,
-    /// Dropped: the UDP socket refused GSO (the train was lost; GSO is off
-    /// from then on).
-    pub drop_gso_refused: u64,
-    /// Dropped: writing to the TUN/TAP failed.
-    pub drop_device_write: u64,
-    /// Dropped: an inner packet for a kind whose device is not open.
-    pub drop_no_device: u64,
+    /// Packets the I/O layer dropped, by reason ([`DropReason::IO`]; the
+    /// reason as index).
+    pub drops: [u64; DropReason::COUNT],
+}
+
+/// As a JSON object of [`HostCounters::named`]: the field names it always
+/// had.
+impl Serialize for HostCounters {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let named = self.named();
+        let mut map = s.serialize_map(Some(named.len()))?;
+        for (k, v) in &named {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl Default for HostCounters {
+    // By hand: arrays have Default only up to 32 entries.
+    fn default() -> HostCounters {
+        HostCounters {
+            device_rx: 0,
+            device_rx_super: 0,
+            device_tx: 0,
+            device_tx_super: 0,
+            udp_rx: 0,
+            udp_rx_trains: 0,
+            udp_tx: 0,
+            udp_tx_trains: 0,
+            udp_syscalls: 0,
+            drops: [0; DropReason::COUNT],
+        }
+    }
 }
 
 impl HostCounters {
-    /// Every counter, named (the metrics and `show counters` use it).
-    pub fn named(&self) -> [(&'static str, u64); 15] {
-        [
+    /// Counts `n` packets dropped for `reason`.
+    pub fn drop(&mut self, reason: DropReason, n: u64) {
+        self.drops[reason as usize] += n;
+    }
+
+    /// Every counter, named (the metrics and `show counters` use it): the
+    /// events, then the drops as `drop_<reason>`.
+    pub fn named(&self) -> Vec<(String, u64)> {
+        let events = [
             ("device_rx", self.device_rx),
             ("device_rx_super", self.device_rx_super),
             ("device_tx", self.device_tx),
@@ -94,13 +122,15 @@ impl HostCounters {
             ("udp_tx", self.udp_tx),
             ("udp_tx_trains", self.udp_tx_trains),
             ("udp_syscalls", self.udp_syscalls),
-            ("drop_bad_vnet_header", self.drop_bad_vnet_header),
-            ("drop_no_buffer", self.drop_no_buffer),
-            ("drop_send_failed", self.drop_send_failed),
-            ("drop_gso_refused", self.drop_gso_refused),
-            ("drop_device_write", self.drop_device_write),
-            ("drop_no_device", self.drop_no_device),
-        ]
+        ];
+        let drops = DropReason::IO
+            .iter()
+            .map(|&r| (format!("drop_{}", r.name()), self.drops[r as usize]));
+        events
+            .iter()
+            .map(|&(n, v)| (n.to_string(), v))
+            .chain(drops)
+            .collect()
     }
 
     fn add(&mut self, o: &HostCounters) {
@@ -113,21 +143,14 @@ impl HostCounters {
         self.udp_tx += o.udp_tx;
         self.udp_tx_trains += o.udp_tx_trains;
         self.udp_syscalls += o.udp_syscalls;
-        self.drop_bad_vnet_header += o.drop_bad_vnet_header;
-        self.drop_no_buffer += o.drop_no_buffer;
-        self.drop_send_failed += o.drop_send_failed;
-        self.drop_gso_refused += o.drop_gso_refused;
-        self.drop_device_write += o.drop_device_write;
-        self.drop_no_device += o.drop_no_device;
+        for (a, b) in self.drops.iter_mut().zip(o.drops) {
+            *a += b;
+        }
     }
 
     /// Packets the host layer dropped.
     pub fn drops(&self) -> u64 {
-        self.named()
-            .iter()
-            .filter(|(n, _)| n.starts_with("drop_"))
-            .map(|(_, v)| v)
-            .sum()
+        self.drops.iter().sum()
     }
 }
 
@@ -336,7 +359,7 @@ mod tests {
         a.nodes[0].packets = 5;
         a.nodes[0].drops[DropReason::BadChecksum as usize] = 2;
         a.host.udp_rx = 3;
-        a.host.drop_no_buffer = 1;
+        a.host.drop(DropReason::NoBuffer, 1);
         let mut b = a.clone();
         b.tunnels[0].rx_bytes = 100;
         let t = Totals::of(&[a, b]);

@@ -12,6 +12,7 @@ use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 use tep_dataplane::buffer::{Gso, GsoKind, PacketId, PacketMeta, Pool, NO_TUNNEL};
+use tep_dataplane::drop::DropReason;
 use tep_dataplane::io::Outer;
 use tep_dataplane::tunnel::TunnelTable;
 use tep_dataplane::udp_train::train_end;
@@ -359,7 +360,7 @@ fn send_all(
         host.udp_syscalls += 1;
         match sock.send_gathered(&msgs[sent..]) {
             Ok(0) => {
-                host.drop_send_failed += counts[sent..].iter().sum::<u64>();
+                host.drop(DropReason::SendFailed, counts[sent..].iter().sum());
                 return;
             }
             Ok(k) => sent += k,
@@ -373,13 +374,13 @@ fn send_all(
                         "{}: {e}; sending without GSO from now on",
                         sock.local_addr()
                     );
-                    host.drop_gso_refused += counts[sent];
+                    host.drop(DropReason::GsoRefused, counts[sent]);
                     *trains = false;
                 } else {
                     if e.kind() != io::ErrorKind::WouldBlock {
                         tracing::debug!("udp send from {}: {e}", sock.local_addr());
                     }
-                    host.drop_send_failed += counts[sent];
+                    host.drop(DropReason::SendFailed, counts[sent]);
                 }
                 sent += 1;
             }
