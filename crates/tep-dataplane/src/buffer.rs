@@ -156,9 +156,9 @@ impl PacketMeta {
 /// copied: bytes `start..start + len` of `buf`'s data, cut into
 /// `stride`-byte pieces (0: one piece) of which the first `skip` bytes are
 /// not the packet's. Receive: the payloads of the datagrams of a UDP GRO
-/// train that [`crate::gro::merge_train`] merged into one super-packet
+/// train that `gro::merge_train` merged into one super-packet
 /// (each datagram a piece, its headers skipped). Transmit: a segment's
-/// payload inside the super-packet [`crate::gso::segment_gathered`] cut it
+/// payload inside the super-packet `gso::segment_gathered` cut it
 /// from.
 ///
 /// A tail holds a reference on `buf` (see [`Pool::set_tail`]): the buffer

@@ -278,11 +278,23 @@ impl HeaderTemplate {
     pub fn len(&self) -> usize {
         usize::from(self.len)
     }
+}
 
-    /// Whether the kind has no header (FOU IPIP/SIT).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+/// The bytes tep adds in front of an inner packet of tunnel `t`: outer IP,
+/// UDP, the tunnel header, and for L2 kinds the inner Ethernet header
+/// (which the device MTU does not count).
+pub fn overhead(t: &TunnelConfig) -> u32 {
+    let ip = if t.local.is_ipv4() { 20 } else { 40 };
+    let mut header = HeaderTemplate::new(t).len() as u32;
+    // The template is built without RCO; GUE's adds 8 bytes (either
+    // encoding), VXLAN's fits its header.
+    if t.kind == TunnelKind::Gue && t.checksum == ChecksumMode::Remote {
+        header += match t.gue_rco {
+            GueRcoEncoding::Linux | GueRcoEncoding::Ietf => 8,
+        };
     }
+    let ethernet = if t.kind.carries_ethernet() { 14 } else { 0 };
+    ip + 8 + header + ethernet
 }
 
 /// Writes the tunnel header of `t` into `buf` for a payload of

@@ -273,7 +273,7 @@ pub(crate) fn pseudo_header(ip: &[u8], proto: u8, len: usize) -> Sum {
 /// at `l3` (running to the end of `data`), or `None` when it has no
 /// checksum that covers one (not TCP/UDP/ICMP, a fragment, or a UDP
 /// checksum of zero). ICMPv4 sums no pseudo-header: its sum is 0.
-pub fn transport_pseudo(data: &[u8], l3: usize, l4: usize, proto: u8) -> Option<Sum> {
+pub(crate) fn transport_pseudo(data: &[u8], l3: usize, l4: usize, proto: u8) -> Option<Sum> {
     if l4 == 0 {
         return None;
     }
@@ -292,7 +292,7 @@ pub fn transport_pseudo(data: &[u8], l3: usize, l4: usize, proto: u8) -> Option<
 
 /// Where the checksum field of a TCP (6) or UDP (17) header is, from the
 /// header's start; None for other protocols.
-pub fn transport_checksum_offset(proto: u8) -> Option<usize> {
+pub(crate) fn transport_checksum_offset(proto: u8) -> Option<usize> {
     match proto {
         PROTO_TCP => Some(tcp::CHECKSUM_OFFSET),
         PROTO_UDP => Some(udp::CHECKSUM_OFFSET),
@@ -306,7 +306,7 @@ pub fn transport_checksum_offset(proto: u8) -> Option<usize> {
 /// segment ends. 0 and 0xffff are the same one's-complement sum. A
 /// corrupted packet whose field happens to hold that value passes: one in
 /// 65536, what the checksum itself lets through.
-pub fn holds_pseudo_sum(data: &[u8], l3: usize, l4: usize, proto: u8) -> bool {
+pub(crate) fn holds_pseudo_sum(data: &[u8], l3: usize, l4: usize, proto: u8) -> bool {
     let Some(field) = transport_checksum_offset(proto) else {
         return false;
     };
@@ -334,7 +334,7 @@ pub fn holds_pseudo_sum(data: &[u8], l3: usize, l4: usize, proto: u8) -> bool {
 /// that sum is the checksum. A UDP checksum (the field 6 bytes into the
 /// region) that computes to 0 goes as all ones (RFC 768: 0 means none).
 /// The one place tep finishes what an offloading device would.
-pub fn complete_partial(data: &mut [u8], start: usize, offset: usize, region: Sum) {
+pub(crate) fn complete_partial(data: &mut [u8], start: usize, offset: usize, region: Sum) {
     let c = if offset - start == udp::CHECKSUM_OFFSET {
         region.udp_checksum()
     } else {
@@ -345,7 +345,7 @@ pub fn complete_partial(data: &mut [u8], start: usize, offset: usize, region: Su
 
 /// [`complete_partial`] over `start..end` of `data`, checked: `Malformed`
 /// when the field is not inside the region.
-pub fn complete_partial_in(
+pub(crate) fn complete_partial_in(
     data: &mut [u8],
     start: usize,
     offset: usize,

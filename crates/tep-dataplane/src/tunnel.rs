@@ -15,7 +15,7 @@ use std::collections::HashMap;
 /// operator's config, not the attacker (a packet only chooses which
 /// existing key it asks for).
 #[derive(Default, Clone, Copy, Debug)]
-pub struct FastHasher(u64);
+pub(crate) struct FastHasher(u64);
 
 impl Hasher for FastHasher {
     fn finish(&self) -> u64 {
@@ -56,7 +56,7 @@ type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
 /// What identifies a tunnel on receive besides port and peer: the VNI, the
 /// TEID, the GRE key (or its absence), nothing (GUE, FOU).
-pub fn receive_id(t: &TunnelConfig) -> u64 {
+pub(crate) fn receive_id(t: &TunnelConfig) -> u64 {
     match t.kind {
         TunnelKind::Vxlan | TunnelKind::Geneve => u64::from(t.vni),
         TunnelKind::Gtpu => u64::from(t.local_teid),
@@ -66,7 +66,7 @@ pub fn receive_id(t: &TunnelConfig) -> u64 {
 }
 
 /// The receive id of a GRE header's key: keyless is distinct from key 0.
-pub const fn gre_id(key: Option<u32>) -> u64 {
+pub(crate) const fn gre_id(key: Option<u32>) -> u64 {
     match key {
         Some(k) => k as u64,
         None => 1 << 32,
@@ -234,7 +234,7 @@ impl TunnelTable {
 /// hit skips the hash lookup and the peer scan behind it (the transmit
 /// side keeps the same kind of cache in front of its routes).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ReceiveCache {
+pub(crate) struct ReceiveCache {
     last: Option<(u16, u64, IpAddr, IpAddr, u32)>,
 }
 

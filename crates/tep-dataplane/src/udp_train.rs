@@ -1,7 +1,8 @@
 //! UDP GSO trains (`UDP_SEGMENT` / `UDP_GRO`): built from datagrams for
 //! one send, split back into datagrams, and, on receive, cut up where they
-//! lie so that decapsulation can merge them ([`crate::gro::merge_train`]).
-//! The conventions are [`crate::gso`]'s.
+//! lie so that decapsulation can merge them (`gro::merge_train`).
+//! The conventions are segmentation's (`gso`): IP at the data start where tep
+//! parses the outer headers.
 
 use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool};
 use crate::drop::DropReason;
@@ -60,7 +61,7 @@ fn same_ip_template(a: &[u8], b: &[u8], l4: usize, v6: bool) -> bool {
 /// datagrams that do not qualify), `TooBig` (too many datagrams, or more
 /// than the data room or the IP limit), `NoBuffer`, and the parse errors of
 /// a datagram that is not whole UDP.
-pub fn build_udp_train(pool: &mut Pool, ids: &[PacketId]) -> Result<PacketId, DropReason> {
+pub(crate) fn build_udp_train(pool: &mut Pool, ids: &[PacketId]) -> Result<PacketId, DropReason> {
     let Some((&first, rest)) = ids.split_first() else {
         return Err(DropReason::Malformed);
     };
@@ -187,7 +188,7 @@ fn build_bare(pool: &mut Pool, first: PacketId, rest: &[PacketId]) -> Result<Pac
     Ok(train)
 }
 
-/// Splits a UDP GSO train (as [`build_udp_train`] makes, or as a socket
+/// Splits a UDP GSO train (as `build_udp_train` makes, or as a socket
 /// hands one to the kernel) into whole datagrams pushed to `out`; returns
 /// how many and frees `id`.
 ///
@@ -306,9 +307,9 @@ fn train_shape(pool: &Pool, id: PacketId) -> Result<(usize, usize, Option<Layout
 /// into its payload into a buffer of its own, behind a copy of the
 /// train's outer headers (if it has them) sized for it, and returns it
 /// with the segment size. The train is left as it is: this is how
-/// [`crate::gro::merge_train`] gets a packet to run through
+/// `gro::merge_train` gets a packet to run through
 /// decapsulation while the rest of the train waits in place.
-pub fn detach_at(
+pub(crate) fn detach_at(
     pool: &mut Pool,
     train: PacketId,
     at: usize,
@@ -350,7 +351,7 @@ fn copy_from_train(
 /// copied it) and are sized for the new first datagram. No payload moves.
 /// `TooBig` when the headers are longer than a datagram (then
 /// [`train_from`] copies).
-pub fn advance_train(pool: &mut Pool, train: PacketId, at: usize) -> Result<(), DropReason> {
+pub(crate) fn advance_train(pool: &mut Pool, train: PacketId, at: usize) -> Result<(), DropReason> {
     let (seg, hdr, lay) = train_shape(pool, train)?;
     if at == 0 {
         return Ok(());
@@ -388,7 +389,11 @@ fn retitle_train(pool: &mut Pool, id: PacketId, lay: Option<&Layout>, hdr: usize
 /// A new train of the datagrams of train `id` from payload offset `from`
 /// on, with `id`'s outer headers and metadata, copied; `id` keeps its
 /// bytes. For when [`advance_train`] cannot move the headers.
-pub fn train_from(pool: &mut Pool, id: PacketId, from: usize) -> Result<PacketId, DropReason> {
+pub(crate) fn train_from(
+    pool: &mut Pool,
+    id: PacketId,
+    from: usize,
+) -> Result<PacketId, DropReason> {
     copy_from_train(pool, id, from, usize::MAX)
 }
 

@@ -46,10 +46,10 @@ pub struct PipelineOptions {
     pub outer: OuterLayers,
     /// The sinks write gathered (packets with a [`crate::buffer::Tail`]), so
     /// payloads are not copied between buffers. Encap: a super-packet's
-    /// segments keep their payload in it ([`gso::segment_gathered`]).
+    /// segments keep their payload in it (`gso::segment_gathered`).
     /// Decap: a UDP GRO train the kernel verified is decapsulated once and
     /// its datagrams merged into one inner super-packet where they lie
-    /// (node `train-merge`, [`crate::gro::merge_train`]). Off: segments and
+    /// (node `train-merge`, `gro::merge_train`). Off: segments and
     /// datagrams are copied into buffers of their own.
     pub gather: bool,
     /// What the decap sink does with inner checksums.
@@ -173,8 +173,9 @@ impl<C: Clock> Pipeline<C> {
     }
 
     /// Encapsulates a vector of inner packets. Super-packets (`meta.gso`)
-    /// are segmented first. The finished outer packets (IP header at
-    /// offset 0) go to `sink`, which takes their buffers, in vectors of at
+    /// are segmented first. The finished outer packets (as [`OuterLayers`]
+    /// says: IP header at offset 0, or the UDP payload with the headers'
+    /// fields in `meta.outer`) go to `sink`, which takes their buffers, in vectors of at
     /// most [`VECTOR_SIZE`]; `input` is left empty.
     pub fn encap(
         &mut self,
@@ -339,16 +340,18 @@ impl<C: Clock> Pipeline<C> {
         }
     }
 
-    /// Decapsulates a vector of outer packets (IP header at offset 0).
-    /// Inner packets go to `sink` with [`Output::Inner`], replies with
-    /// [`Output::Reply`]; the sink takes their buffers. `now_ns` (any
-    /// monotonic nanoseconds) paces generated packets.
+    /// Decapsulates a vector of outer packets, as [`OuterLayers`] says: IP
+    /// header at offset 0, or the UDP payload with the headers' fields in
+    /// `meta.outer`. Inner packets go to `sink` with [`Output::Inner`],
+    /// replies with [`Output::Reply`]; the sink takes their buffers.
+    /// `now_ns` (any monotonic nanoseconds) paces generated packets.
     ///
     /// An input marked `gso = Udp` is a UDP GRO train (as a socket with
-    /// `UDP_GRO` hands it over: the outer headers of its first datagram
-    /// and the payloads of all): node `udp-train-split` cuts it into its
-    /// datagrams first, without reading the payload when the train is
-    /// marked `Verified`.
+    /// `UDP_GRO` hands it over: the payloads of its datagrams one after the
+    /// other, behind the outer headers of the first where tep parses them):
+    /// its datagrams are merged where they lie (`train-merge`) or cut apart
+    /// (`udp-train-split`), without reading the payload for checksums when
+    /// the train is marked `Verified`.
     pub fn decap(
         &mut self,
         pool: &mut Pool,

@@ -26,32 +26,12 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use tep_dataplane::config::{
-    ChecksumMode, Config, ConfigError, GueRcoEncoding, HostConfig, TunnelConfig,
-};
-use tep_dataplane::encap::HeaderTemplate;
-use tep_dataplane::TunnelKind;
+use tep_dataplane::config::{ChecksumMode, Config, ConfigError, HostConfig, TunnelConfig};
+use tep_dataplane::overhead;
 use tep_sys::{
     DeviceKind, EventFd, Offloads, Signal, Signals, Tun, TunOptions, UdpOptions, UdpSocket,
 };
 use worker::{Shared, WorkerIo, WorkerSetup};
-
-/// The bytes tep adds in front of an inner packet of tunnel `t`: outer IP,
-/// UDP, the tunnel header, and for L2 kinds the inner Ethernet header
-/// (which the device MTU does not count).
-pub fn overhead(t: &tep_dataplane::config::TunnelConfig) -> u32 {
-    let ip = if t.local.is_ipv4() { 20 } else { 40 };
-    let mut header = HeaderTemplate::new(t).len() as u32;
-    // The template is built without RCO; GUE's adds 8 bytes (either
-    // encoding), VXLAN's fits its header.
-    if t.kind == TunnelKind::Gue && t.checksum == ChecksumMode::Remote {
-        header += match t.gue_rco {
-            GueRcoEncoding::Linux | GueRcoEncoding::Ietf => 8,
-        };
-    }
-    let ethernet = if t.kind.carries_ethernet() { 14 } else { 0 };
-    ip + 8 + header + ethernet
-}
 
 /// The MTU of the path a tunnel's datagrams leave on: `host.underlay_mtu`
 /// when set, else the MTU of the interface holding the tunnel's local
