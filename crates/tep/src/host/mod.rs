@@ -19,7 +19,7 @@ mod udp_io;
 pub mod worker;
 
 use endpoints::Endpoints;
-use state::{DeviceInfo, IoInfo, SocketInfo, State};
+use state::{DeviceInfo, IoInfo, Shared, SocketInfo, State};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -31,7 +31,7 @@ use tep_dataplane::overhead;
 use tep_sys::{
     DeviceKind, EventFd, Offloads, Signal, Signals, Tun, TunOptions, UdpOptions, UdpSocket,
 };
-use worker::{Shared, WorkerIo, WorkerSetup};
+use worker::{WorkerIo, WorkerSetup};
 
 /// The MTU of the path a tunnel's datagrams leave on: `host.underlay_mtu`
 /// when set, else the MTU of the interface holding the tunnel's local

@@ -1,10 +1,14 @@
 //! What the main thread shares with the control thread and the metrics
 //! listener: the config and I/O in effect, the workers' wake-ups and
-//! counters, and the way to ask for a reload. It has a module of its own so
+//! counters (which the workers publish into [`Shared`]), and the way to ask
+//! for a reload. It has a module of its own so
 //! that those readers depend on it and not on the daemon that fills it.
 
-use super::worker::Shared;
+use super::stats::{Carried, Totals, WorkerSnapshot};
+use super::trace::Tracer;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Condvar;
 use std::sync::{mpsc, Arc, Mutex};
 use tep_dataplane::config::Config;
 use tep_sys::EventFd;
@@ -68,4 +72,47 @@ pub struct State {
     pub reload: Mutex<mpsc::Sender<mpsc::Sender<Result<(), String>>>>,
     /// Wakes the main thread for a reload request.
     pub main_wake: EventFd,
+}
+
+/// State shared by the workers and the control thread.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// Set to stop the workers (SIGTERM, reload).
+    pub stop: AtomicBool,
+    /// Generation of counters asked for; workers publish when theirs is older.
+    pub refresh: AtomicU64,
+    /// One snapshot per worker.
+    pub snapshots: Mutex<Vec<WorkerSnapshot>>,
+    /// Signalled on every publish.
+    pub published: Condvar,
+    /// Packet capture for `tep trace`.
+    pub tracer: Tracer,
+    /// What the workers of earlier configs counted.
+    pub carried: Mutex<Carried>,
+}
+
+impl Shared {
+    /// The daemon's counts since it started: `snapshots` (the running
+    /// workers') on top of what the workers before the last reload counted.
+    pub fn totals(&self, snapshots: &[WorkerSnapshot], config: &Config) -> Totals {
+        let names: Vec<&str> = config.tunnels.iter().map(|t| t.name.as_str()).collect();
+        let carried = self.carried.lock().unwrap_or_else(|e| e.into_inner());
+        Totals::since_start(snapshots, &carried, &names)
+    }
+
+    /// Folds the stopped workers' last snapshots into [`Shared::carried`]
+    /// (they counted under `config`). Called between a reload's stop and
+    /// start, while no worker publishes.
+    pub fn carry_over(&self, config: &Config) {
+        let snaps = self
+            .snapshots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let totals = self.totals(&snaps, config);
+        *self.carried.lock().unwrap_or_else(|e| e.into_inner()) = Carried {
+            totals,
+            tunnels: config.tunnels.iter().map(|t| t.name.clone()).collect(),
+        };
+    }
 }

@@ -11,12 +11,12 @@
 
 use super::device_io::{read_device, write_inner};
 use super::endpoints::Endpoints;
-use super::stats::{Carried, HostCounters, Totals, TunnelTraffic, WorkerSnapshot};
-use super::trace::Tracer;
+use super::state::Shared;
+use super::stats::{HostCounters, TunnelTraffic, WorkerSnapshot};
 use super::udp_io::{read_socket, send_outer, Routes, Senders, Tallies};
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tep_dataplane::buffer::{Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::Tsc;
@@ -47,49 +47,6 @@ const TOKEN_WAKE: u64 = 0;
 const TOKEN_TUN: u64 = 1;
 const TOKEN_TAP: u64 = 2;
 const TOKEN_SOCKET: u64 = 16;
-
-/// State shared by the workers and the control thread.
-#[derive(Debug, Default)]
-pub struct Shared {
-    /// Set to stop the workers (SIGTERM, reload).
-    pub stop: AtomicBool,
-    /// Generation of counters asked for; workers publish when theirs is older.
-    pub refresh: AtomicU64,
-    /// One snapshot per worker.
-    pub snapshots: Mutex<Vec<WorkerSnapshot>>,
-    /// Signalled on every publish.
-    pub published: Condvar,
-    /// Packet capture for `tep trace`.
-    pub tracer: Tracer,
-    /// What the workers of earlier configs counted.
-    pub carried: Mutex<Carried>,
-}
-
-impl Shared {
-    /// The daemon's counts since it started: `snapshots` (the running
-    /// workers') on top of what the workers before the last reload counted.
-    pub fn totals(&self, snapshots: &[WorkerSnapshot], config: &Config) -> Totals {
-        let names: Vec<&str> = config.tunnels.iter().map(|t| t.name.as_str()).collect();
-        let carried = self.carried.lock().unwrap_or_else(|e| e.into_inner());
-        Totals::since_start(snapshots, &carried, &names)
-    }
-
-    /// Folds the stopped workers' last snapshots into [`Shared::carried`]
-    /// (they counted under `config`). Called between a reload's stop and
-    /// start, while no worker publishes.
-    pub fn carry_over(&self, config: &Config) {
-        let snaps = self
-            .snapshots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let totals = self.totals(&snaps, config);
-        *self.carried.lock().unwrap_or_else(|e| e.into_inner()) = Carried {
-            totals,
-            tunnels: config.tunnels.iter().map(|t| t.name.clone()).collect(),
-        };
-    }
-}
 
 /// The descriptors a worker owns; handed back when it stops so that a
 /// reload can reuse them.
