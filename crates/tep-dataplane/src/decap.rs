@@ -9,7 +9,7 @@ use crate::geometry::{
     complete_partial_in, ethernet_ip_offset, holds_pseudo_sum, ip_end, locate_ip, pseudo_header,
     transport_checksum_offset, transport_pseudo, PROTO_UDP,
 };
-use crate::gtpu_reply::{GtpuResponder, Replies};
+use crate::gtpu_reply::{GtpuResponder, Notice, Replies, ReplyPath};
 use crate::io::{InnerChecksums, OuterLayers};
 use crate::kind::TunnelKind;
 use crate::node::{each, sweep, NodeStats};
@@ -301,6 +301,11 @@ fn tunnel_decap_one(
     let parsed = if kind == TunnelKind::Gtpu {
         let p = tep_wire::gtpu::Packet::new_unchecked(&data[at..]);
         let hl = p.checked_header_len()?;
+        let path = ReplyPath {
+            local: (dst, dport),
+            peer: (src, sport),
+            headers: pool.meta(id).outer_in_buffer(),
+        };
         // Anything we answer must be what the peer sent: a reply to a
         // damaged datagram (an Error Indication for a TEID flipped in
         // transit) would tear down a live session (TS 29.281 §7.3.1).
@@ -316,14 +321,14 @@ fn tunnel_decap_one(
         match p.msg_type() {
             MessageType::GPdu => {}
             MessageType::EchoRequest => {
-                gtpu.answer_echo(pool, id, at, (dst, dport), (src, sport), replies)?;
+                gtpu.answer_echo(pool, id, at, path, replies)?;
                 return Ok(false);
             }
             _ => return Err(DropReason::GtpuSignalling),
         }
         if unknown_extension {
-            let headers = pool.meta(id).outer_in_buffer();
-            gtpu.supported_extensions(pool, replies, (dst, dport), (src, sport), headers, now_ns);
+            let notice = Notice::UnsupportedExtension;
+            gtpu.notify(pool, replies, notice, path, now_ns);
             return Err(DropReason::UnknownRequiredExtension);
         }
         match rx {
@@ -335,9 +340,8 @@ fn tunnel_decap_one(
                 return finish_inner(pool, id, false).map(|_| true);
             }
             Err(DropReason::UnknownTeid) => {
-                let headers = pool.meta(id).outer_in_buffer();
-                let (local, peer) = ((dst, dport), (src, sport));
-                gtpu.error_indication(pool, replies, local, peer, teid, headers, now_ns);
+                let notice = Notice::UnknownTeid(teid);
+                gtpu.notify(pool, replies, notice, path, now_ns);
                 return Err(DropReason::UnknownTeid);
             }
             Err(r) => return Err(r),

@@ -3,104 +3,82 @@
 
 use core::fmt;
 
-macro_rules! drop_reasons {
-    ($($(#[$doc:meta])* $variant:ident => $name:literal,)+) => {
-        /// A named, counted reason for dropping a packet.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        #[repr(u8)]
-        pub enum DropReason {
-            $($(#[$doc])* $variant,)+
-        }
-
-        impl DropReason {
-            /// Every reason, in counter order.
-            pub const ALL: &'static [DropReason] = &[$(DropReason::$variant,)+];
-            /// How many reasons there are (the size of a counter array).
-            pub const COUNT: usize = DropReason::ALL.len();
-
-            /// The stable snake_case name (metric label, JSON key).
-            pub const fn name(self) -> &'static str {
-                match self {
-                    $(DropReason::$variant => $name,)+
-                }
-            }
-        }
-    };
-}
-
-drop_reasons! {
-    /// No buffer was free in the pool.
-    NoBuffer => "no_buffer",
-    /// A header ended before its length (outer or inner).
-    Truncated => "truncated",
-    /// A length field contradicts the packet.
-    BadLength => "bad_length",
-    /// A version field this endpoint does not speak.
-    BadVersion => "bad_version",
-    /// A header with forbidden bits or values.
-    Malformed => "malformed",
-    /// A header feature tep does not implement.
-    Unsupported => "unsupported",
-    /// Not IPv4 or IPv6 where an IP packet was expected.
-    NotIp => "not_ip",
-    /// A datagram to a UDP port no tunnel listens on.
-    UnknownPort => "unknown_port",
-    /// From a source address that is not the tunnel's configured peer.
-    WrongPeer => "wrong_peer",
-    /// A VNI no tunnel is configured with.
-    UnknownVni => "unknown_vni",
-    /// A GTP-U TEID no tunnel is configured with.
-    UnknownTeid => "unknown_teid",
-    /// A GRE key no tunnel is configured with.
-    UnknownKey => "unknown_key",
-    /// An inner packet no tunnel routes (no prefix or MAC matched).
-    NoRoute => "no_route",
-    /// The outer UDP checksum did not verify.
-    BadChecksum => "bad_checksum",
-    /// A zero UDP checksum over IPv6 on a tunnel that does not allow it
-    /// (RFC 6935/6936).
-    ZeroChecksum => "zero_checksum",
-    /// Remote checksum offload that cannot be applied (offset out of the
-    /// packet, or RCO not enabled on the tunnel).
-    BadRemoteChecksum => "bad_remote_checksum",
-    /// A GTP-U extension header whose type says it must be understood.
-    UnknownRequiredExtension => "unknown_required_extension",
-    /// A Geneve option marked critical that tep does not understand.
-    UnknownCriticalOption => "unknown_critical_option",
-    /// A GUE control message (counted; tep answers none).
-    GueControl => "gue_control",
-    /// A Geneve control (O bit) message: RFC 8926 §3.4 forbids forwarding
-    /// its payload, and tep answers none.
-    GeneveControl => "geneve_control",
-    /// An IP fragment where a whole packet is needed.
-    Fragment => "fragment",
-    /// The encapsulated packet would exceed the path MTU with DF set.
-    TooBig => "too_big",
-    /// The outer IPv4 header checksum did not verify.
-    BadIpChecksum => "bad_ip_checksum",
-    /// An outer packet that is not UDP on the tunnel input.
-    NotUdp => "not_udp",
-    /// A GTP-U signalling message that ends here (Echo Response, End
-    /// Marker, Error Indication, Supported Extension Headers Notification):
-    /// counted, not forwarded.
-    GtpuSignalling => "gtpu_signalling",
-    /// RFC 6040 §4.2: outer CE over an inner Not-ECT packet must be dropped.
-    EcnCeNotEct => "ecn_ce_not_ect",
-    /// Remote checksum offload from a peer the tunnel does not accept it
-    /// from (`remote_checksum_rx` off).
-    RemoteChecksumOff => "remote_checksum_off",
-    /// I/O: a virtio-net header tep cannot honour.
-    BadVnetHeader => "bad_vnet_header",
-    /// I/O: the socket's send queue stayed full (EAGAIN), or the send
-    /// failed.
-    SendFailed => "send_failed",
-    /// I/O: the UDP socket refused GSO (the train is lost; GSO is off from
-    /// then on).
-    GsoRefused => "gso_refused",
-    /// I/O: writing to the TUN/TAP failed.
-    DeviceWrite => "device_write",
-    /// I/O: an inner packet for a kind whose device is not open.
-    NoDevice => "no_device",
+crate::named_enum! {
+    /// A named, counted reason for dropping a packet.
+    pub enum DropReason {
+        /// No buffer was free in the pool.
+        NoBuffer => "no_buffer",
+        /// A header ended before its length (outer or inner).
+        Truncated => "truncated",
+        /// A length field contradicts the packet.
+        BadLength => "bad_length",
+        /// A version field this endpoint does not speak.
+        BadVersion => "bad_version",
+        /// A header with forbidden bits or values.
+        Malformed => "malformed",
+        /// A header feature tep does not implement.
+        Unsupported => "unsupported",
+        /// Not IPv4 or IPv6 where an IP packet was expected.
+        NotIp => "not_ip",
+        /// A datagram to a UDP port no tunnel listens on.
+        UnknownPort => "unknown_port",
+        /// From a source address that is not the tunnel's configured peer.
+        WrongPeer => "wrong_peer",
+        /// A VNI no tunnel is configured with.
+        UnknownVni => "unknown_vni",
+        /// A GTP-U TEID no tunnel is configured with.
+        UnknownTeid => "unknown_teid",
+        /// A GRE key no tunnel is configured with.
+        UnknownKey => "unknown_key",
+        /// An inner packet no tunnel routes (no prefix or MAC matched).
+        NoRoute => "no_route",
+        /// The outer UDP checksum did not verify.
+        BadChecksum => "bad_checksum",
+        /// A zero UDP checksum over IPv6 on a tunnel that does not allow it
+        /// (RFC 6935/6936).
+        ZeroChecksum => "zero_checksum",
+        /// Remote checksum offload that cannot be applied (offset out of the
+        /// packet, or RCO not enabled on the tunnel).
+        BadRemoteChecksum => "bad_remote_checksum",
+        /// A GTP-U extension header whose type says it must be understood.
+        UnknownRequiredExtension => "unknown_required_extension",
+        /// A Geneve option marked critical that tep does not understand.
+        UnknownCriticalOption => "unknown_critical_option",
+        /// A GUE control message (counted; tep answers none).
+        GueControl => "gue_control",
+        /// A Geneve control (O bit) message: RFC 8926 §3.4 forbids forwarding
+        /// its payload, and tep answers none.
+        GeneveControl => "geneve_control",
+        /// An IP fragment where a whole packet is needed.
+        Fragment => "fragment",
+        /// The encapsulated packet would exceed the path MTU with DF set.
+        TooBig => "too_big",
+        /// The outer IPv4 header checksum did not verify.
+        BadIpChecksum => "bad_ip_checksum",
+        /// An outer packet that is not UDP on the tunnel input.
+        NotUdp => "not_udp",
+        /// A GTP-U signalling message that ends here (Echo Response, End
+        /// Marker, Error Indication, Supported Extension Headers Notification):
+        /// counted, not forwarded.
+        GtpuSignalling => "gtpu_signalling",
+        /// RFC 6040 §4.2: outer CE over an inner Not-ECT packet must be dropped.
+        EcnCeNotEct => "ecn_ce_not_ect",
+        /// Remote checksum offload from a peer the tunnel does not accept it
+        /// from (`remote_checksum_rx` off).
+        RemoteChecksumOff => "remote_checksum_off",
+        /// I/O: a virtio-net header tep cannot honour.
+        BadVnetHeader => "bad_vnet_header",
+        /// I/O: the socket's send queue stayed full (EAGAIN), or the send
+        /// failed.
+        SendFailed => "send_failed",
+        /// I/O: the UDP socket refused GSO (the train is lost; GSO is off from
+        /// then on).
+        GsoRefused => "gso_refused",
+        /// I/O: writing to the TUN/TAP failed.
+        DeviceWrite => "device_write",
+        /// I/O: an inner packet for a kind whose device is not open.
+        NoDevice => "no_device",
+    }
 }
 
 impl DropReason {

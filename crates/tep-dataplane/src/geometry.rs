@@ -377,20 +377,12 @@ mod tests {
     use super::*;
 
     fn tcp4() -> Vec<u8> {
-        let mut p = vec![0u8; 20 + 20 + 4];
-        p[0] = 0x45;
-        p[2..4].copy_from_slice(&44u16.to_be_bytes());
-        p[6] = 0x40;
-        p[8] = 64;
-        p[9] = 6;
-        p[12..16].copy_from_slice(&[10, 0, 0, 1]);
-        p[16..20].copy_from_slice(&[10, 0, 0, 2]);
-        let c = Sum::of(&p[..20]).checksum();
-        p[10..12].copy_from_slice(&c.to_be_bytes());
-        p[20..24].copy_from_slice(&[0x9c, 0x40, 0, 80]);
-        p[32] = 5 << 4;
-        p[40..44].copy_from_slice(b"data");
-        p
+        use crate::testpkt::{tcp, Csum, Ip, Tcp};
+        let bare = Tcp {
+            options: Vec::new(),
+            ..Tcp::new()
+        };
+        tcp(&Ip::v4(), &bare, b"data", Csum::Full)
     }
 
     #[test]
@@ -427,8 +419,10 @@ mod tests {
     #[test]
     fn a_partial_checksum_completes_to_the_full_one() {
         let mut p = tcp4();
+        let full = u16::from_be_bytes([p[36], p[37]]);
+        p[36..38].fill(0);
         let pseudo = transport_pseudo(&p, 0, 20, 6).unwrap();
-        let full = pseudo.add(Sum::of(&p[20..])).checksum();
+        assert_eq!(pseudo.add(Sum::of(&p[20..])).checksum(), full);
         p[36..38].copy_from_slice(&pseudo.value().to_be_bytes());
         assert!(holds_pseudo_sum(&p, 0, 20, 6));
         complete_partial_in(&mut p, 20, 36, 44).unwrap();

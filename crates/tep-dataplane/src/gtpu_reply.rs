@@ -95,19 +95,22 @@ impl GtpuResponder {
     }
 
     /// Turns the Echo Request at offset `at` of `id` into its Echo
-    /// Response, in place, from `local` back to `peer` (TS 29.281 §7.2.2).
+    /// Response, in place, along `path` (TS 29.281 §7.2.2).
     pub fn answer_echo(
         &self,
         pool: &mut Pool,
         id: PacketId,
         at: usize,
-        local: Endpoint,
-        peer: Endpoint,
+        path: ReplyPath,
         replies: &mut Replies<'_>,
     ) -> Result<(), DropReason> {
         let request = gtpu::Packet::new_unchecked(&pool.data(id)[at..]);
         let resp = GtpuRepr::echo_response_for(&request, self.restart_counter)?;
-        let headers = pool.meta(id).outer_in_buffer();
+        let ReplyPath {
+            local,
+            peer,
+            headers,
+        } = path;
         if !write_datagram(pool, id, local, peer, &resp, headers) || replies.out.push(id).is_err() {
             return Err(DropReason::NoBuffer);
         }
@@ -115,56 +118,57 @@ impl GtpuResponder {
         Ok(())
     }
 
-    /// TS 29.281 §7.3.1: an Error Indication for a G-PDU to `teid`, which
-    /// no tunnel has, naming the TEID and our address; to the sender's
-    /// address at port 2152. At most the rate limit's per second.
-    #[allow(clippy::too_many_arguments)]
-    pub fn error_indication(
+    /// Tells the peer what drew no answer of its own, in a message of a
+    /// buffer of its own, at most the rate limit's per second: an Error
+    /// Indication for a G-PDU to a TEID no tunnel has (TS 29.281 §7.3.1:
+    /// naming the TEID and our address, to the sender's address at port
+    /// 2152), or the extension headers we understand to a sender of one we
+    /// must and do not (§7.3.2).
+    pub fn notify(
         &mut self,
         pool: &mut Pool,
         replies: &mut Replies<'_>,
-        local: Endpoint,
-        peer: Endpoint,
-        teid: u32,
-        headers: bool,
+        notice: Notice,
+        path: ReplyPath,
         now_ns: u64,
     ) {
         if !self.limit.allow(now_ns) {
             return;
         }
-        let repr = GtpuRepr::error_indication(self.next_sequence(), teid, local.0, None);
-        let to = (peer.0, gtpu::UDP_PORT);
-        generate(pool, replies, &repr, local, to, headers);
-    }
-
-    /// TS 29.281 §7.3.2: tells a sender of an extension header we must
-    /// understand and do not which ones we do. Rate-limited with the Error
-    /// Indications.
-    pub fn supported_extensions(
-        &mut self,
-        pool: &mut Pool,
-        replies: &mut Replies<'_>,
-        local: Endpoint,
-        peer: Endpoint,
-        headers: bool,
-        now_ns: u64,
-    ) {
-        if !self.limit.allow(now_ns) {
-            return;
-        }
-        let Ok(repr) = GtpuRepr::supported_extension_headers(self.sequence, &SUPPORTED_EXTENSIONS)
-        else {
-            return;
+        let seq = self.sequence;
+        let (repr, to) = match notice {
+            Notice::UnknownTeid(teid) => (
+                GtpuRepr::error_indication(seq, teid, path.local.0, None),
+                (path.peer.0, gtpu::UDP_PORT),
+            ),
+            Notice::UnsupportedExtension => {
+                match GtpuRepr::supported_extension_headers(seq, &SUPPORTED_EXTENSIONS) {
+                    Ok(r) => (r, path.peer),
+                    Err(_) => return,
+                }
+            }
         };
-        self.next_sequence();
-        generate(pool, replies, &repr, local, peer, headers);
+        self.sequence = seq.wrapping_add(1);
+        generate(pool, replies, &repr, path.local, to, path.headers);
     }
+}
 
-    fn next_sequence(&mut self) -> u16 {
-        let s = self.sequence;
-        self.sequence = s.wrapping_add(1);
-        s
-    }
+/// What a generated message tells the peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Notice {
+    /// A G-PDU came to this TEID, which no tunnel has.
+    UnknownTeid(u32),
+    /// A G-PDU carried an extension header we must understand and do not.
+    UnsupportedExtension,
+}
+
+/// Where a reply goes: from `local` back to `peer`, with the outer headers
+/// in the buffer where tep writes them (`headers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReplyPath {
+    pub local: Endpoint,
+    pub peer: Endpoint,
+    pub headers: bool,
 }
 
 /// A reply in a buffer of its own, counted as generated.

@@ -44,6 +44,7 @@ mod gso;
 mod gtpu_reply;
 pub mod io;
 mod kind;
+mod named;
 pub mod node;
 pub mod pipeline;
 #[cfg(test)]

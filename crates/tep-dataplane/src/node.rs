@@ -10,95 +10,73 @@ use crate::kind::TunnelKind;
 use crate::vector::PacketVector;
 use core::fmt::Write;
 
-macro_rules! nodes {
-    ($($(#[$doc:meta])* $variant:ident => $name:literal,)+) => {
-        /// A node of the encap or decap graph.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        #[repr(u8)]
-        pub enum Node {
-            $($(#[$doc])* $variant,)+
-        }
-
-        impl Node {
-            /// Every node, in the order `show runtime` lists them.
-            pub const ALL: &'static [Node] = &[$(Node::$variant,)+];
-            /// How many nodes there are.
-            pub const COUNT: usize = Node::ALL.len();
-
-            /// The node's name in `show runtime`, metrics and drops.
-            pub const fn name(self) -> &'static str {
-                match self {
-                    $(Node::$variant => $name,)+
-                }
-            }
-        }
-    };
-}
-
-nodes! {
-    /// Encap: TSO super-packets cut into segments.
-    GsoSegment => "gso-segment",
-    /// Encap: parses the inner packet (offsets, flow hash).
-    EncapClassify => "encap-classify",
-    /// Encap: the tunnel by inner MAC or destination prefix.
-    TunnelLookup => "tunnel-lookup",
-    /// Encap: completes a partial inner checksum unless RCO carries it.
-    InnerChecksum => "inner-checksum",
-    /// Encap: the VXLAN header.
-    VxlanEncap => "vxlan-encap",
-    /// Encap: the Geneve header.
-    GeneveEncap => "geneve-encap",
-    /// Encap: the GTP-U header.
-    GtpuEncap => "gtpu-encap",
-    /// Encap: the GRE header of GRE-in-UDP.
-    GreEncap => "gre-encap",
-    /// Encap: the GUE header.
-    GueEncap => "gue-encap",
-    /// Encap: FOU of IPv4 (no header).
-    FouIpipEncap => "fou-ipip-encap",
-    /// Encap: FOU of IPv6 (no header).
-    FouSitEncap => "fou-sit-encap",
-    /// Encap: the GRE header of FOU-GRE.
-    FouGreEncap => "fou-gre-encap",
-    /// Encap: the outer IP and UDP fields (and headers, where tep writes
-    /// them).
-    IpUdpEncap => "ip-udp-encap",
-    /// Encap: the outer UDP checksum by the tunnel's mode.
-    UdpChecksum => "udp-checksum",
-    /// Decap: the outer IP header.
-    IpInput => "ip-input",
-    /// Decap: the outer UDP header; the port picks the kind.
-    UdpInput => "udp-input",
-    /// Decap: the VXLAN header.
-    VxlanDecap => "vxlan-decap",
-    /// Decap: the Geneve header.
-    GeneveDecap => "geneve-decap",
-    /// Decap: the GTP-U header (and the replies it draws).
-    GtpuDecap => "gtpu-decap",
-    /// Decap: the GRE header of GRE-in-UDP.
-    GreDecap => "gre-decap",
-    /// Decap: the GUE header.
-    GueDecap => "gue-decap",
-    /// Decap: FOU of IPv4.
-    FouIpipDecap => "fou-ipip-decap",
-    /// Decap: FOU of IPv6.
-    FouSitDecap => "fou-sit-decap",
-    /// Decap: the GRE header of FOU-GRE.
-    FouGreDecap => "fou-gre-decap",
-    /// Decap: the outer UDP checksum, and what its sum says of the inner
-    /// one.
-    UdpChecksumVerify => "udp-checksum-verify",
-    /// Decap: strips the outer headers, RFC 6040 ECN, the inner checksum
-    /// settled for the sink.
-    DecapOutput => "decap-output",
-    /// Decap: coalesces inner TCP/UDP flows.
-    Gro => "gro",
-    /// Encap: runs of datagrams become UDP GSO trains.
-    UdpTrain => "udp-train",
-    /// Decap: a UDP GRO train cut into its datagrams.
-    UdpTrainSplit => "udp-train-split",
-    /// Decap: the datagrams of a UDP GRO train merged where they lie.
-    TrainMerge => "train-merge",
+crate::named_enum! {
+    /// A node of the encap or decap graph.
+    pub enum Node {
+        /// Encap: TSO super-packets cut into segments.
+        GsoSegment => "gso-segment",
+        /// Encap: parses the inner packet (offsets, flow hash).
+        EncapClassify => "encap-classify",
+        /// Encap: the tunnel by inner MAC or destination prefix.
+        TunnelLookup => "tunnel-lookup",
+        /// Encap: completes a partial inner checksum unless RCO carries it.
+        InnerChecksum => "inner-checksum",
+        /// Encap: the VXLAN header.
+        VxlanEncap => "vxlan-encap",
+        /// Encap: the Geneve header.
+        GeneveEncap => "geneve-encap",
+        /// Encap: the GTP-U header.
+        GtpuEncap => "gtpu-encap",
+        /// Encap: the GRE header of GRE-in-UDP.
+        GreEncap => "gre-encap",
+        /// Encap: the GUE header.
+        GueEncap => "gue-encap",
+        /// Encap: FOU of IPv4 (no header).
+        FouIpipEncap => "fou-ipip-encap",
+        /// Encap: FOU of IPv6 (no header).
+        FouSitEncap => "fou-sit-encap",
+        /// Encap: the GRE header of FOU-GRE.
+        FouGreEncap => "fou-gre-encap",
+        /// Encap: the outer IP and UDP fields (and headers, where tep writes
+        /// them).
+        IpUdpEncap => "ip-udp-encap",
+        /// Encap: the outer UDP checksum by the tunnel's mode.
+        UdpChecksum => "udp-checksum",
+        /// Decap: the outer IP header.
+        IpInput => "ip-input",
+        /// Decap: the outer UDP header; the port picks the kind.
+        UdpInput => "udp-input",
+        /// Decap: the VXLAN header.
+        VxlanDecap => "vxlan-decap",
+        /// Decap: the Geneve header.
+        GeneveDecap => "geneve-decap",
+        /// Decap: the GTP-U header (and the replies it draws).
+        GtpuDecap => "gtpu-decap",
+        /// Decap: the GRE header of GRE-in-UDP.
+        GreDecap => "gre-decap",
+        /// Decap: the GUE header.
+        GueDecap => "gue-decap",
+        /// Decap: FOU of IPv4.
+        FouIpipDecap => "fou-ipip-decap",
+        /// Decap: FOU of IPv6.
+        FouSitDecap => "fou-sit-decap",
+        /// Decap: the GRE header of FOU-GRE.
+        FouGreDecap => "fou-gre-decap",
+        /// Decap: the outer UDP checksum, and what its sum says of the inner
+        /// one.
+        UdpChecksumVerify => "udp-checksum-verify",
+        /// Decap: strips the outer headers, RFC 6040 ECN, the inner checksum
+        /// settled for the sink.
+        DecapOutput => "decap-output",
+        /// Decap: coalesces inner TCP/UDP flows.
+        Gro => "gro",
+        /// Encap: runs of datagrams become UDP GSO trains.
+        UdpTrain => "udp-train",
+        /// Decap: a UDP GRO train cut into its datagrams.
+        UdpTrainSplit => "udp-train-split",
+        /// Decap: the datagrams of a UDP GRO train merged where they lie.
+        TrainMerge => "train-merge",
+    }
 }
 
 impl Node {

@@ -137,6 +137,14 @@ impl<C: Clock> Pipeline<C> {
         }
     }
 
+    /// The spare vector segmentation and train splitting fill (taken out
+    /// while they do, so that no call allocates).
+    fn take_work(&mut self) -> Box<PacketVector> {
+        self.work
+            .take()
+            .unwrap_or_else(|| Box::new(PacketVector::new()))
+    }
+
     /// Turns UDP GSO trains on or off (off for good once the socket's
     /// device turned out unable to segment them).
     pub fn set_udp_trains(&mut self, on: bool) {
@@ -198,18 +206,11 @@ impl<C: Clock> Pipeline<C> {
         sink: &mut dyn FnMut(&mut Pool, &mut PacketVector),
     ) {
         self.counters.encap_in += input.len() as u64;
-        if input
-            .as_slice()
-            .iter()
-            .all(|&id| pool.meta(id).gso.is_none())
-        {
+        if !holds_super_packets(pool, input) {
             self.encap_flush(link, pool, input, sink);
             return;
         }
-        let mut work = self
-            .work
-            .take()
-            .unwrap_or_else(|| Box::new(PacketVector::new()));
+        let mut work = self.take_work();
         for &id in input.as_slice() {
             let need = match pool.meta(id).gso {
                 None => 1,
@@ -359,11 +360,7 @@ impl<C: Clock> Pipeline<C> {
         now_ns: u64,
         sink: &mut dyn FnMut(Output, &mut Pool, &mut PacketVector),
     ) {
-        if input
-            .as_slice()
-            .iter()
-            .all(|&id| pool.meta(id).gso.is_none())
-        {
+        if !holds_super_packets(pool, input) {
             self.decap_vector(pool, input, now_ns, sink);
             return;
         }
@@ -449,6 +446,11 @@ impl<C: Clock> Pipeline<C> {
         replies.clear();
         leftover
     }
+}
+
+/// Whether any packet of `v` is a super-packet or a train (`meta.gso`).
+fn holds_super_packets(pool: &Pool, v: &PacketVector) -> bool {
+    v.as_slice().iter().any(|&id| pool.meta(id).gso.is_some())
 }
 
 #[cfg(test)]

@@ -43,10 +43,7 @@ impl<C: Clock> Pipeline<C> {
         now_ns: u64,
         sink: &mut dyn FnMut(Output, &mut Pool, &mut PacketVector),
     ) {
-        let mut work = self
-            .work
-            .take()
-            .unwrap_or_else(|| Box::new(PacketVector::new()));
+        let mut work = self.take_work();
         for &id in input.as_slice() {
             let mut next = Some(Leftover::Again(id, 0));
             while let Some(left) = next.take() {

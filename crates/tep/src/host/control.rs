@@ -7,7 +7,7 @@
 //! body (text, JSON, or pcapng bytes for a trace), and closes.
 
 use super::state::State;
-use super::stats::{Totals, WorkerSnapshot};
+use super::stats::{HostEvent, Totals, WorkerSnapshot};
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -416,13 +416,13 @@ fn show_runtime(t: &Totals, workers: &[WorkerSnapshot], json: bool) -> String {
     out += &format!(
         "\nsuper-packets: {} read from the device (TSO/USO, segmented by tep), {} written (GRO)\n\
          UDP: {} GSO trains of {} messages sent, {} GRO trains of {} buffers received, {} batch syscalls\n",
-        t.host.device_rx_super,
-        t.host.device_tx_super,
-        t.host.udp_tx_trains,
-        t.host.udp_tx,
-        t.host.udp_rx_trains,
-        t.host.udp_rx,
-        t.host.udp_syscalls
+        t.host.get(HostEvent::DeviceRxSuper),
+        t.host.get(HostEvent::DeviceTxSuper),
+        t.host.get(HostEvent::UdpTxTrains),
+        t.host.get(HostEvent::UdpTx),
+        t.host.get(HostEvent::UdpRxTrains),
+        t.host.get(HostEvent::UdpRx),
+        t.host.get(HostEvent::UdpSyscalls)
     );
     out
 }

@@ -4,6 +4,7 @@
 //! the state the pipeline settled for them.
 
 use super::stats::HostCounters;
+use super::stats::HostEvent;
 use super::trace::{Point, Tracer};
 use super::udp_io::{datagrams, Routes, Tallies};
 use std::io::{self, IoSlice};
@@ -36,14 +37,14 @@ pub(super) fn read_device(
         match q.read_packet(&mut hdr, pool.data_mut(id)) {
             Ok(n) => {
                 pool.set_len(id, n);
-                host.device_rx += 1;
+                host.count(HostEvent::DeviceRx, 1);
                 match VnetHeader::parse(&hdr).to_meta(n) {
                     Ok((csum, gso)) => {
                         let m = pool.meta_mut(id);
                         m.csum = csum;
                         m.gso = gso;
                         if gso.is_some() {
-                            host.device_rx_super += 1;
+                            host.count(HostEvent::DeviceRxSuper, 1);
                         }
                         tracer.record(Point::DeviceRx(link), pool.data(id));
                         let _ = input.push(id);
@@ -122,9 +123,9 @@ pub(super) fn write_inner(
         tracer.record_parts(Point::DeviceTx(link), parts);
         match q.write_gathered(&hdr, parts) {
             Ok(_) => {
-                tallies.host.device_tx += 1;
+                tallies.host.count(HostEvent::DeviceTx, 1);
                 if m.gso.is_some() {
-                    tallies.host.device_tx_super += 1;
+                    tallies.host.count(HostEvent::DeviceTxSuper, 1);
                 }
                 if let Some(s) = tallies.tunnels.get_mut(t) {
                     s.rx_packets += count;

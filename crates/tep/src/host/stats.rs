@@ -44,31 +44,37 @@ impl TunnelTraffic {
     }
 }
 
-/// Events of the I/O around the pipeline, each named. Drops here are the
-/// host's own (the pipeline's are per node and reason).
+tep_dataplane::named_enum! {
+    /// What the I/O layer around the pipeline counts besides its drops.
+    pub enum HostEvent {
+        /// Packets read from the TUN/TAP.
+        DeviceRx => "device_rx",
+        /// Of those, super-packets (TSO/USO): segmented by tep.
+        DeviceRxSuper => "device_rx_super",
+        /// Packets written to the TUN/TAP.
+        DeviceTx => "device_tx",
+        /// Of those, super-packets (GRO): segmented, if at all, by the
+        /// kernel.
+        DeviceTxSuper => "device_tx_super",
+        /// Buffers (datagrams or GRO trains) received from UDP sockets.
+        UdpRx => "udp_rx",
+        /// Of those, GRO trains of several datagrams.
+        UdpRxTrains => "udp_rx_trains",
+        /// Messages given to UDP sockets.
+        UdpTx => "udp_tx",
+        /// Of those, GSO trains of several datagrams.
+        UdpTxTrains => "udp_tx_trains",
+        /// `recvmmsg`/`sendmmsg` calls.
+        UdpSyscalls => "udp_syscalls",
+    }
+}
+
+/// Events and drops of the I/O around the pipeline, each named. Drops here
+/// are the host's own (the pipeline's are per node and reason).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostCounters {
-    /// Packets read from the TUN/TAP.
-    pub device_rx: u64,
-    /// Of those, super-packets (TSO/USO): segmented by tep.
-    pub device_rx_super: u64,
-    /// Packets written to the TUN/TAP.
-    pub device_tx: u64,
-    /// Of those, super-packets (GRO): segmented, if at all, by the kernel.
-    pub device_tx_super: u64,
-    /// Buffers (datagrams or GRO trains) received from UDP sockets.
-    pub udp_rx: u64,
-    /// Of those, GRO trains of several datagrams.
-    pub udp_rx_trains: u64,
-    /// Messages given to UDP sockets.
-    pub udp_tx: u64,
-    /// Of those, GSO trains of several datagrams.
-    pub udp_tx_trains: u64,
-    /// `recvmmsg`/`sendmmsg` calls.
-    pub udp_syscalls: u64,
-    /// Packets the I/O layer dropped, by reason ([`DropReason::IO`]; the
-    /// reason as index).
-    pub drops: [u64; DropReason::COUNT],
+    events: [u64; HostEvent::COUNT],
+    drops: [u64; DropReason::COUNT],
 }
 
 /// As a JSON object of [`HostCounters::named`]: the field names it always
@@ -86,24 +92,25 @@ impl Serialize for HostCounters {
 }
 
 impl Default for HostCounters {
-    // By hand: arrays have Default only up to 32 entries.
     fn default() -> HostCounters {
         HostCounters {
-            device_rx: 0,
-            device_rx_super: 0,
-            device_tx: 0,
-            device_tx_super: 0,
-            udp_rx: 0,
-            udp_rx_trains: 0,
-            udp_tx: 0,
-            udp_tx_trains: 0,
-            udp_syscalls: 0,
+            events: [0; HostEvent::COUNT],
             drops: [0; DropReason::COUNT],
         }
     }
 }
 
 impl HostCounters {
+    /// Counts `n` of event `e`.
+    pub fn count(&mut self, e: HostEvent, n: u64) {
+        self.events[e as usize] += n;
+    }
+
+    /// How many of event `e`.
+    pub fn get(&self, e: HostEvent) -> u64 {
+        self.events[e as usize]
+    }
+
     /// Counts `n` packets dropped for `reason`.
     pub fn drop(&mut self, reason: DropReason, n: u64) {
         self.drops[reason as usize] += n;
@@ -112,37 +119,19 @@ impl HostCounters {
     /// Every counter, named (the metrics and `show counters` use it): the
     /// events, then the drops as `drop_<reason>`.
     pub fn named(&self) -> Vec<(String, u64)> {
-        let events = [
-            ("device_rx", self.device_rx),
-            ("device_rx_super", self.device_rx_super),
-            ("device_tx", self.device_tx),
-            ("device_tx_super", self.device_tx_super),
-            ("udp_rx", self.udp_rx),
-            ("udp_rx_trains", self.udp_rx_trains),
-            ("udp_tx", self.udp_tx),
-            ("udp_tx_trains", self.udp_tx_trains),
-            ("udp_syscalls", self.udp_syscalls),
-        ];
+        let events = HostEvent::ALL
+            .iter()
+            .map(|&e| (e.name().to_string(), self.get(e)));
         let drops = DropReason::IO
             .iter()
             .map(|&r| (format!("drop_{}", r.name()), self.drops[r as usize]));
-        events
-            .iter()
-            .map(|&(n, v)| (n.to_string(), v))
-            .chain(drops)
-            .collect()
+        events.chain(drops).collect()
     }
 
     fn add(&mut self, o: &HostCounters) {
-        self.device_rx += o.device_rx;
-        self.device_rx_super += o.device_rx_super;
-        self.device_tx += o.device_tx;
-        self.device_tx_super += o.device_tx_super;
-        self.udp_rx += o.udp_rx;
-        self.udp_rx_trains += o.udp_rx_trains;
-        self.udp_tx += o.udp_tx;
-        self.udp_tx_trains += o.udp_tx_trains;
-        self.udp_syscalls += o.udp_syscalls;
+        for (a, b) in self.events.iter_mut().zip(o.events) {
+            *a += b;
+        }
         for (a, b) in self.drops.iter_mut().zip(o.drops) {
             *a += b;
         }
@@ -358,7 +347,7 @@ mod tests {
         };
         a.nodes[0].packets = 5;
         a.nodes[0].drops[DropReason::BadChecksum as usize] = 2;
-        a.host.udp_rx = 3;
+        a.host.count(HostEvent::UdpRx, 3);
         a.host.drop(DropReason::NoBuffer, 1);
         let mut b = a.clone();
         b.tunnels[0].rx_bytes = 100;
@@ -368,7 +357,7 @@ mod tests {
         assert_eq!(t.drops(), vec![("ip-input", DropReason::BadChecksum, 4)]);
         assert_eq!(t.tunnels[0].tx_packets, 2);
         assert_eq!(t.tunnels[0].rx_bytes, 100);
-        assert_eq!((t.host.udp_rx, t.host.drops()), (6, 2));
+        assert_eq!((t.host.get(HostEvent::UdpRx), t.host.drops()), (6, 2));
     }
 
     /// A reload: the old workers' counts carry over, nodes by name,
@@ -397,7 +386,7 @@ mod tests {
         old.nodes[0].drops[DropReason::BadChecksum as usize] = 3;
         old.nodes[1].packets = 4;
         old.counters.decap_in = 11;
-        old.host.udp_rx = 5;
+        old.host.count(HostEvent::UdpRx, 5);
         let carried = Carried {
             totals: Totals::of(&[old]),
             tunnels: vec!["a".into(), "gone".into()],
@@ -414,7 +403,7 @@ mod tests {
         assert_eq!(t.drops_by_reason(), vec![(DropReason::BadChecksum, 4)]);
         assert_eq!(t.nodes.iter().find(|n| n.name == "gro").unwrap().packets, 4);
         assert_eq!(t.counters.decap_in, 13);
-        assert_eq!(t.host.udp_rx, 5);
+        assert_eq!(t.host.get(HostEvent::UdpRx), 5);
         assert_eq!(t.tunnels[0], TunnelTraffic::default(), "b is new");
         assert_eq!(t.tunnels[1].tx_packets, 8, "a: 7 before, 1 since");
         assert_eq!(

@@ -6,7 +6,7 @@
 //!
 //! [`OuterLayers::UdpPayload`]: tep_dataplane::io::OuterLayers
 
-use super::stats::{HostCounters, TunnelTraffic};
+use super::stats::{HostCounters, HostEvent, TunnelTraffic};
 use super::trace::{Point, Tracer};
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
@@ -87,7 +87,7 @@ pub(super) fn read_socket(
         let mut iov = rooms.map(IoSliceMut::new);
         sock.recv_batch(&mut iov[..n], &mut metas[..n])
     };
-    host.udp_syscalls += 1;
+    host.count(HostEvent::UdpSyscalls, 1);
     let got = match got {
         Ok(g) => g,
         Err(e) => {
@@ -114,13 +114,13 @@ pub(super) fn read_socket(
         };
         let meta = pool.meta_mut(id);
         meta.received_by_socket(outer);
-        host.udp_rx += 1;
+        host.count(HostEvent::UdpRx, 1);
         if let Some(seg) = r.segment_size {
             meta.gso = Some(Gso {
                 kind: GsoKind::Udp,
                 segment_size: seg,
             });
-            host.udp_rx_trains += 1;
+            host.count(HostEvent::UdpRxTrains, 1);
         }
         if tracer.active() {
             let first = r.segment_size.map_or(r.len, usize::from).min(r.len);
@@ -313,9 +313,9 @@ fn send_from(
                 t.tx_bytes += len as u64;
             }
         }
-        tallies.host.udp_tx += 1;
+        tallies.host.count(HostEvent::UdpTx, 1);
         if j - i > 1 {
-            tallies.host.udp_tx_trains += 1;
+            tallies.host.count(HostEvent::UdpTxTrains, 1);
         }
         // The DSCP, ECN and TTL the pipeline chose (one per train:
         // train_end), for the kernel to write; a TTL of 0 (inherited
@@ -357,7 +357,7 @@ fn send_all(
     let mut sent = 0;
     let mut waits = 0;
     while sent < msgs.len() {
-        host.udp_syscalls += 1;
+        host.count(HostEvent::UdpSyscalls, 1);
         match sock.send_gathered(&msgs[sent..]) {
             Ok(0) => {
                 host.drop(DropReason::SendFailed, counts[sent..].iter().sum());

@@ -12,7 +12,7 @@
 use super::device_io::{read_device, write_inner};
 use super::endpoints::Endpoints;
 use super::state::Shared;
-use super::stats::{HostCounters, TunnelTraffic, WorkerSnapshot};
+use super::stats::{HostCounters, HostEvent, TunnelTraffic, WorkerSnapshot};
 use super::udp_io::{read_socket, send_outer, Routes, Senders, Tallies};
 use std::io;
 use std::sync::atomic::Ordering;
@@ -260,7 +260,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
             }
         }
         let wanted = shared.refresh.load(Ordering::Acquire);
-        let read = tallies.host.device_rx + tallies.host.udp_rx;
+        let read = tallies.host.get(HostEvent::DeviceRx) + tallies.host.get(HostEvent::UdpRx);
         if draining.is_none() && shared.stop.load(Ordering::Acquire) {
             draining = Some(Instant::now());
             read_before_drain = read;
