@@ -148,26 +148,11 @@ pub fn emit_options(options: &[GeneveOption<'_>], buf: &mut [u8]) -> usize {
     at
 }
 
-/// A read/write view of a Geneve header, its options and payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+packet_view! {
+    /// A read/write view of a Geneve header, its options and payload.
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after checking the header, the option area and every
-    /// option's length.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
     /// `Truncated` if the buffer ends inside the base header or the option
     /// area; `Malformed` if an option overruns the option area.
     pub fn check_len(&self) -> Result<()> {
@@ -179,11 +164,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             o?;
         }
         Ok(())
-    }
-
-    /// Returns the underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Version (2 bits).

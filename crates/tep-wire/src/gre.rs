@@ -47,25 +47,11 @@ pub const RESERVED0_MASK: u16 = 0x0ff8;
 /// Version (bits 13-15); 0 for GRE, 1 is PPTP's enhanced GRE.
 pub const VERSION_MASK: u16 = 0x0007;
 
-/// A read/write view of a GRE header followed by its payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+packet_view! {
+    /// A read/write view of a GRE header followed by its payload.
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer and checks that the header its flags announce fits.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
     /// `Truncated` if the buffer is shorter than the header the flags imply.
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
@@ -73,11 +59,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// Returns the underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The whole first 16-bit word: flags, reserved0 and version.

@@ -304,26 +304,11 @@ pub fn first_unknown_required<'a>(
         .find(|t| t.comprehension_required() && !t.is_known())
 }
 
-/// A read/write view of a GTP-U message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+packet_view! {
+    /// A read/write view of a GTP-U message.
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checks.
-    #[inline]
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer and checks it with [`Packet::check_len`].
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Checks everything the accessors rely on:
     /// - at least 8 bytes, else `Truncated`;
     /// - version 1, else `BadVersion`; PT 1, else `Unsupported` (GTP');
@@ -367,12 +352,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             0
         };
         Ok(field::EXT_START + chain)
-    }
-
-    /// Consumes the view, returning the buffer.
-    #[inline]
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The raw flags octet.

@@ -160,26 +160,11 @@ pub enum FlagEncoding {
     Ietf,
 }
 
-/// A read/write view of a GUE header (or a variant 1 packet) and payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+packet_view! {
+    /// A read/write view of a GUE header (or a variant 1 packet) and payload.
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after checking it holds the header hlen announces and
-    /// that the fields the flags imply fit in hlen.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let packet = Self::new_unchecked(buffer);
-        packet.check_len()?;
-        Ok(packet)
-    }
-
     /// `Truncated` if the buffer is under 4 bytes or ends inside the header;
     /// `BadLength` if the known flags imply more optional bytes than hlen.
     pub fn check_len(&self) -> Result<()> {
@@ -194,11 +179,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(Error::BadLength);
         }
         Ok(())
-    }
-
-    /// Returns the underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The first two bits: 0 = GUE header, 1 = direct IP, 2/3 undefined.

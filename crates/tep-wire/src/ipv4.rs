@@ -31,25 +31,11 @@ const FLAG_DF: u16 = 0x4000;
 const FLAG_MF: u16 = 0x2000;
 const OFFSET_MASK: u16 = 0x1fff;
 
-/// A read/write view of an IPv4 packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+packet_view! {
+    /// A read/write view of an IPv4 packet.
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// A view without checks.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// A view whose header, options and total length fit the buffer.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Checks, in order: the fixed header fits (`Truncated`), version 4
     /// (`BadVersion`), IHL ≥ 5 (`BadLength`), the options fit (`Truncated`),
     /// total length ≥ IHL (`BadLength`), total length fits (`Truncated`).
@@ -85,11 +71,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Version nibble.

@@ -26,25 +26,11 @@ pub const HEADER_LEN: usize = 40;
 /// Most extension headers [`walk_extensions`] steps over before giving up.
 pub const MAX_EXT_HEADERS: usize = 16;
 
-/// A read/write view of an IPv6 packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+packet_view! {
+    /// A read/write view of an IPv6 packet.
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// A view without checks.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// A view whose fixed header and payload length fit the buffer.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Checks the fixed header fits (`Truncated`), the version is 6
     /// (`BadVersion`), and the payload length fits (`Truncated`). Jumbograms
     /// (payload length 0 with a jumbo option, RFC 2675) are not recognised:
@@ -69,11 +55,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Version nibble.

@@ -16,6 +16,41 @@
 //! than `Repr::buffer_len()` (a programming error, not bad input).
 #![forbid(unsafe_code)]
 
+/// Declares a format's `Packet<T: AsRef<[u8]>>` view and the part of it
+/// every format has alike: `new_unchecked`, `new_checked` (which runs the
+/// format's own `check_len`) and `into_inner`. Each format writes its
+/// `check_len`, accessors and setters beside it.
+macro_rules! packet_view {
+    ($(#[$doc:meta])*) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct Packet<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> Packet<T> {
+            /// A view without checks.
+            #[inline]
+            pub const fn new_unchecked(buffer: T) -> Packet<T> {
+                Packet { buffer }
+            }
+
+            /// A view that passed [`Packet::check_len`]: every accessor of
+            /// it is safe to call.
+            pub fn new_checked(buffer: T) -> Result<Packet<T>> {
+                let p = Self::new_unchecked(buffer);
+                p.check_len()?;
+                Ok(p)
+            }
+
+            /// The underlying buffer.
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+        }
+    };
+}
+
 mod error;
 pub mod ip;
 

@@ -237,26 +237,12 @@ impl<'a> Iterator for TcpOptions<'a> {
     }
 }
 
-/// A read/write view of a TCP segment. TCP has no length field: the
-/// buffer must be exactly the segment (the IP payload).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
+packet_view! {
+    /// A read/write view of a TCP segment. TCP has no length field: the
+    /// buffer must be exactly the segment (the IP payload).
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// A view without checks.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// A view whose header and options fit the buffer.
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Checks the fixed header fits (`Truncated`), data offset ≥ 5
     /// (`BadLength`), and the options fit (`Truncated`).
     pub fn check_len(&self) -> Result<()> {
@@ -272,11 +258,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(Error::Truncated);
         }
         Ok(())
-    }
-
-    /// The underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Source port.
