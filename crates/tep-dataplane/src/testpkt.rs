@@ -237,8 +237,7 @@ pub fn tcp_train(ip: &Ip, t: &Tcp, sizes: &[usize], salt: u8) -> Vec<Vec<u8>> {
         .iter()
         .enumerate()
         .map(|(i, &len)| {
-            let mut ip = ip.clone();
-            ip.ident = ip.ident.wrapping_add(i as u16);
+            let ip = nth(ip, i);
             let mut t = t.clone();
             t.seq = t.seq.wrapping_add(off as u32);
             if i > 0 {
@@ -252,6 +251,14 @@ pub fn tcp_train(ip: &Ip, t: &Tcp, sizes: &[usize], salt: u8) -> Vec<Vec<u8>> {
             p
         })
         .collect()
+}
+
+/// The IP header of packet `i` of a flow that starts with `ip`: the
+/// identification advances by one per packet, as segmentation numbers them.
+fn nth(ip: &Ip, i: usize) -> Ip {
+    let mut ip = ip.clone();
+    ip.ident = ip.ident.wrapping_add(i as u16);
+    ip
 }
 
 /// Datagrams of one flow with these payload sizes and advancing IDs.
@@ -268,8 +275,7 @@ pub fn udp_train(
         .iter()
         .enumerate()
         .map(|(i, &len)| {
-            let mut ip = ip.clone();
-            ip.ident = ip.ident.wrapping_add(i as u16);
+            let ip = nth(ip, i);
             let p = udp(&ip, sport, dport, &payload(off, len, salt), csum);
             off += len;
             p

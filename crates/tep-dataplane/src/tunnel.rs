@@ -73,18 +73,26 @@ pub(crate) const fn gre_id(key: Option<u32>) -> u64 {
     }
 }
 
+/// An inner prefix routed into a tunnel (`A`: the address as an integer).
 #[derive(Clone, Copy, Debug)]
-struct Route4 {
-    net: u32,
-    mask: u32,
+struct Route<A> {
+    net: A,
+    mask: A,
     tunnel: u32,
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Route6 {
-    net: u128,
-    mask: u128,
-    tunnel: u32,
+impl Route<u128> {
+    /// The route of the first `len` bits of `addr`, a `width`-bit address
+    /// in the low bits.
+    fn of(addr: u128, len: u8, width: u32, tunnel: u32) -> Route<u128> {
+        let all = u128::MAX >> (128 - width);
+        let mask = all.checked_shl(width - u32::from(len)).unwrap_or(0) & all;
+        Route {
+            net: addr & mask,
+            mask,
+            tunnel,
+        }
+    }
 }
 
 /// The tunnels and their lookup structures.
@@ -93,8 +101,8 @@ pub struct TunnelTable {
     tunnels: Vec<TunnelConfig>,
     // Longest prefix first; a linear scan behind the last-hit cache is
     // enough for the tens of prefixes a tunnel endpoint routes.
-    routes4: Vec<Route4>,
-    routes6: Vec<Route6>,
+    routes4: Vec<Route<u32>>,
+    routes6: Vec<Route<u128>>,
     macs: FastMap<[u8; 6], u32>,
     default_l2: Option<u32>,
     ports: FastMap<u16, TunnelKind>,
@@ -120,21 +128,14 @@ impl TunnelTable {
             for p in &tun.inner_prefixes {
                 match p.addr {
                     IpAddr::V4(a) => {
-                        let mask = u32::MAX.checked_shl(32 - u32::from(p.len)).unwrap_or(0);
-                        t.routes4.push(Route4 {
-                            net: u32::from(a) & mask,
-                            mask,
+                        let r = Route::of(u32::from(a).into(), p.len, 32, i);
+                        t.routes4.push(Route {
+                            net: r.net as u32,
+                            mask: r.mask as u32,
                             tunnel: i,
                         });
                     }
-                    IpAddr::V6(a) => {
-                        let mask = u128::MAX.checked_shl(128 - u32::from(p.len)).unwrap_or(0);
-                        t.routes6.push(Route6 {
-                            net: u128::from(a) & mask,
-                            mask,
-                            tunnel: i,
-                        });
-                    }
+                    IpAddr::V6(a) => t.routes6.push(Route::of(a.into(), p.len, 128, i)),
                 }
             }
             if tun.kind.carries_ethernet() {

@@ -211,13 +211,7 @@ pub fn split_udp_train(
     id: PacketId,
     out: &mut PacketVector,
 ) -> Result<usize, DropReason> {
-    let seg = match pool.meta(id).gso {
-        Some(Gso {
-            kind: GsoKind::Udp,
-            segment_size,
-        }) if segment_size > 0 => segment_size as usize,
-        _ => return Err(DropReason::Malformed),
-    };
+    let seg = segment_of(pool, id)?;
     if !pool.meta(id).outer_in_buffer() {
         return split_bare(pool, id, out, seg);
     }
@@ -280,18 +274,23 @@ fn split_bare(
     Ok(n)
 }
 
+/// The datagram size of UDP train `id`: `Malformed` for anything else.
+fn segment_of(pool: &Pool, id: PacketId) -> Result<usize, DropReason> {
+    match pool.meta(id).gso {
+        Some(Gso {
+            kind: GsoKind::Udp,
+            segment_size,
+        }) if segment_size > 0 => Ok(usize::from(segment_size)),
+        _ => Err(DropReason::Malformed),
+    }
+}
+
 /// The segment size and outer header length of UDP GRO train `id` (as
 /// [`split_udp_train`] takes one: outer headers of the first datagram, if
 /// tep parses them, then the datagrams), and its layout (`None` without
 /// headers).
 fn train_shape(pool: &Pool, id: PacketId) -> Result<(usize, usize, Option<Layout>), DropReason> {
-    let seg = match pool.meta(id).gso {
-        Some(Gso {
-            kind: GsoKind::Udp,
-            segment_size,
-        }) if segment_size > 0 => segment_size as usize,
-        _ => return Err(DropReason::Malformed),
-    };
+    let seg = segment_of(pool, id)?;
     if !pool.meta(id).outer_in_buffer() {
         return Ok((seg, 0, None));
     }
@@ -480,20 +479,19 @@ mod tests {
 
     const ROOM: usize = crate::buffer::SUPER_PACKET_ROOM;
 
-    fn udp_ip(ip: &Ip, k: usize) -> Ip {
-        let mut ip = ip.clone();
-        ip.ident = ip.ident.wrapping_add(k as u16);
-        ip
+    /// Datagrams loaded into `pool` as the encap path leaves them.
+    fn load_datagrams(pool: &mut Pool, dgrams: &[Vec<u8>]) -> Vec<PacketId> {
+        dgrams
+            .iter()
+            .map(|d| testpkt::load(pool, d, testpkt::meta_of(d, ChecksumState::None)))
+            .collect()
     }
 
     #[test]
     fn udp_train_round_trip_and_layout() {
         let mut pool = Pool::new(16, ROOM);
         let dgrams = testpkt::udp_train(&Ip::v4(), 5000, 4789, &[300, 300, 120], Csum::Full, 3);
-        let ids: Vec<_> = dgrams
-            .iter()
-            .map(|d| testpkt::load(&mut pool, d, testpkt::meta_of(d, ChecksumState::None)))
-            .collect();
+        let ids = load_datagrams(&mut pool, &dgrams);
         let train = build_udp_train(&mut pool, &ids).unwrap();
         assert_eq!(pool.available(), 16 - 1);
         let t = pool.data(train);
@@ -520,7 +518,6 @@ mod tests {
         assert_eq!(split_udp_train(&mut pool, train, &mut out), Ok(3));
         assert_eq!(out_bytes(&pool, &out), dgrams);
         assert_eq!(pool.available(), 16 - 3);
-        let _ = udp_ip;
     }
 
     /// A train the kernel verified (UDP_GRO) is cut without computing
@@ -529,10 +526,7 @@ mod tests {
     fn trusted_udp_train_split_keeps_checksums_unread() {
         let mut pool = Pool::new(16, ROOM);
         let dgrams = testpkt::udp_train(&Ip::v6(), 4789, 4789, &[400, 400, 7], Csum::Full, 5);
-        let ids: Vec<_> = dgrams
-            .iter()
-            .map(|d| testpkt::load(&mut pool, d, testpkt::meta_of(d, ChecksumState::None)))
-            .collect();
+        let ids = load_datagrams(&mut pool, &dgrams);
         let train = build_udp_train(&mut pool, &ids).unwrap();
         // As a socket hands it over: the template's checksum field is a
         // placeholder, not the first datagram's.
