@@ -116,39 +116,22 @@ pub struct PacketMeta {
     /// More of this packet in another buffer, gathered rather than copied
     /// (see [`Tail`]); freed with the packet.
     pub tail: Option<Tail>,
-    /// The outer IP and UDP fields of a tunnel datagram.
-    pub outer: Outer,
     /// Offset of the outer UDP payload (the tunnel header): after the outer
     /// IP and UDP headers (`l4 + 8`) where they are in the buffer, once
     /// `udp-input` or `ip-udp-encap` placed them; 0 where a socket writes
     /// and reads them.
     pub udp_payload: u16,
     /// A socket writes and reads the outer IP and UDP headers: the buffer
-    /// holds the UDP payload, the fields are only in [`PacketMeta::outer`]
+    /// holds the UDP payload, the fields are only in [`Pool::outer`]
     /// ([`OuterLayers::UdpPayload`](crate::io::OuterLayers)).
     pub by_socket: bool,
 }
 
 impl PacketMeta {
     /// Whether the outer IP and UDP headers are in the buffer (tep writes
-    /// and parses them) rather than only in [`PacketMeta::outer`].
+    /// and parses them) rather than only in [`Pool::outer`].
     pub const fn outer_in_buffer(&self) -> bool {
         !self.by_socket
-    }
-
-    /// Records a datagram a kernel socket received: its payload is the
-    /// buffer, `outer` what the socket reports of the headers (source,
-    /// local address and port, TOS, TTL), and its checksum verified (the
-    /// kernel drops bad ones, and accepts none only where the socket
-    /// allows it).
-    pub fn received_by_socket(&mut self, outer: Outer) {
-        self.outer = outer;
-        self.by_socket = true;
-        self.udp_payload = 0;
-        self.l2 = 0;
-        self.l3 = 0;
-        self.l4 = 0;
-        self.csum = ChecksumState::Verified;
     }
 }
 
@@ -193,7 +176,6 @@ impl PacketMeta {
         inner: 0,
         remote_csum: None,
         tail: None,
-        outer: Outer::NONE,
         udp_payload: 0,
         by_socket: false,
     };
@@ -212,6 +194,9 @@ pub struct Pool {
     buf_size: usize,
     extents: Box<[Extent]>,
     meta: Box<[PacketMeta]>,
+    // Apart from `meta`, which every node reads: only the outer nodes and
+    // the I/O layer touch these (a vector's `meta` then stays in L1).
+    outer: Box<[Outer]>,
     free: Vec<u32>,
     // Catches double frees in O(1) (a debug check; `free.contains` made
     // every free O(pool)).
@@ -240,6 +225,7 @@ impl Pool {
             ]
             .into_boxed_slice(),
             meta: vec![PacketMeta::FRESH; count].into_boxed_slice(),
+            outer: vec![Outer::NONE; count].into_boxed_slice(),
             // Reversed so that the lowest indices are handed out first.
             free: (0..count as u32).rev().collect(),
             in_use: vec![false; count].into_boxed_slice(),
@@ -595,6 +581,41 @@ impl Pool {
     /// The packet's metadata, writable.
     pub fn meta_mut(&mut self, id: PacketId) -> &mut PacketMeta {
         &mut self.meta[id.index()]
+    }
+
+    /// The outer IP and UDP fields of a tunnel datagram (see [`Outer`]):
+    /// metadata beside [`Pool::meta`], kept apart because few nodes read
+    /// it. Not reset on allocation: whoever makes a datagram fills it.
+    pub fn outer(&self, id: PacketId) -> &Outer {
+        &self.outer[id.index()]
+    }
+
+    /// The outer fields, writable.
+    pub fn outer_mut(&mut self, id: PacketId) -> &mut Outer {
+        &mut self.outer[id.index()]
+    }
+
+    /// Gives `to` the metadata and outer fields of `from` (a buffer cut
+    /// from another: a datagram of a train).
+    pub(crate) fn copy_meta(&mut self, from: PacketId, to: PacketId, meta: PacketMeta) {
+        self.meta[to.index()] = meta;
+        self.outer[to.index()] = self.outer[from.index()];
+    }
+
+    /// Records a datagram a kernel socket received into `id`: its payload
+    /// is the buffer, `outer` what the socket reports of the headers
+    /// (source, local address and port, TOS, TTL), and its checksum
+    /// verified (the kernel drops bad ones, and accepts none only where the
+    /// socket allows it).
+    pub fn received_by_socket(&mut self, id: PacketId, outer: Outer) {
+        self.outer[id.index()] = outer;
+        let m = &mut self.meta[id.index()];
+        m.by_socket = true;
+        m.udp_payload = 0;
+        m.l2 = 0;
+        m.l3 = 0;
+        m.l4 = 0;
+        m.csum = ChecksumState::Verified;
     }
 }
 

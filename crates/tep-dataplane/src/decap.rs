@@ -44,22 +44,37 @@ fn ip_input_one(pool: &mut Pool, id: PacketId) -> Result<(), DropReason> {
         return Err(DropReason::NotUdp);
     }
     let (src, dst) = if ip.v6 {
-        let p = ipv6::Packet::new_unchecked(data);
-        (IpAddr::V6(p.src_addr()), IpAddr::V6(p.dst_addr()))
+        let (s, d) = (ipv6::field::SRC_ADDR, ipv6::field::DST_ADDR);
+        (
+            IpAddr::from(bytes::<16>(&data[s])),
+            IpAddr::from(bytes::<16>(&data[d])),
+        )
     } else {
-        let p = ipv4::Packet::new_unchecked(data);
-        (IpAddr::V4(p.src_addr()), IpAddr::V4(p.dst_addr()))
+        let (s, d) = (ipv4::field::SRC_ADDR, ipv4::field::DST_ADDR);
+        (
+            IpAddr::from(bytes::<4>(&data[s])),
+            IpAddr::from(bytes::<4>(&data[d])),
+        )
     };
     pool.truncate(id, ip.end);
     let m = pool.meta_mut(id);
     m.l2 = 0;
     m.l3 = 0;
     m.l4 = ip.l4 as u16;
-    m.outer.src = src;
-    m.outer.dst = dst;
-    m.outer.tos = ip.tos;
-    m.outer.ttl = ip.ttl;
+    let o = pool.outer_mut(id);
+    o.src = src;
+    o.dst = dst;
+    o.tos = ip.tos;
+    o.ttl = ip.ttl;
     Ok(())
+}
+
+/// A field of `N` bytes as an array (the caller sliced exactly `N`).
+#[inline(always)]
+fn bytes<const N: usize>(field: &[u8]) -> [u8; N] {
+    let mut a = [0; N];
+    a.copy_from_slice(field);
+    a
 }
 
 /// Node `udp-input`: the destination port picks the kind. Where tep parses
@@ -77,7 +92,7 @@ pub fn udp_input(
     for &id in v.as_slice() {
         let kind = match layers {
             OuterLayers::IpUdp => udp_input_one(pool, id),
-            OuterLayers::UdpPayload => Ok(pool.meta(id).outer.dst_port),
+            OuterLayers::UdpPayload => Ok(pool.outer(id).dst_port),
         }
         .and_then(|port| table.kind_on_port(port).ok_or(DropReason::UnknownPort));
         match kind {
@@ -106,10 +121,10 @@ fn udp_input_one(pool: &mut Pool, id: PacketId) -> Result<u16, DropReason> {
         return Err(DropReason::BadLength);
     }
     pool.truncate(id, l4 + len);
-    let m = pool.meta_mut(id);
-    m.outer.src_port = sport;
-    m.outer.dst_port = dport;
-    m.udp_payload = (l4 + udp::HEADER_LEN) as u16;
+    pool.meta_mut(id).udp_payload = (l4 + udp::HEADER_LEN) as u16;
+    let o = pool.outer_mut(id);
+    o.src_port = sport;
+    o.dst_port = dport;
     Ok(dport)
 }
 
@@ -126,7 +141,7 @@ fn outer_checksum_good(data: &[u8], m: &PacketMeta) -> bool {
     }
     let l4 = usize::from(m.l4);
     if data[l4 + udp::CHECKSUM_OFFSET..][..2] == [0, 0] {
-        return m.outer.src.is_ipv4();
+        return data[0] >> 4 == 4;
     }
     pseudo_header(data, PROTO_UDP, data.len() - l4)
         .add(Sum::of(&data[l4..]))
@@ -294,8 +309,7 @@ fn tunnel_decap_one(
     now_ns: u64,
 ) -> Result<bool, DropReason> {
     let Lookup { table, cache } = lookup;
-    let m = pool.meta(id);
-    let (o, at) = (m.outer, usize::from(m.udp_payload));
+    let (o, at) = (*pool.outer(id), usize::from(pool.meta(id).udp_payload));
     let (src, dst, sport, dport) = (o.src, o.dst, o.src_port, o.dst_port);
     let data = pool.data(id);
     let parsed = if kind == TunnelKind::Gtpu {
@@ -440,12 +454,12 @@ fn verify_one(
     let t = table.get(m.tunnel);
     let ethernet = t.kind.carries_ethernet();
     let l4 = usize::from(m.l4);
+    let v6 = pool.outer(id).src.is_ipv6();
     let data = pool.data_mut(id);
     // Where a socket took the headers, it accepted a zero checksum only
     // where the tunnel allows one: it cannot be told from a verified one.
     let in_buffer = m.outer_in_buffer();
     let zero = in_buffer && data[l4 + udp::CHECKSUM_OFFSET..][..2] == [0, 0];
-    let v6 = m.outer.src.is_ipv6();
     // The sum of the datagram's bytes, when we read them.
     let mut datagram: Option<Sum> = None;
     if zero {
@@ -558,8 +572,8 @@ fn output_one(
     let m = *pool.meta(id);
     let ethernet = table.get(m.tunnel).kind.carries_ethernet();
     let has_ip = !ethernet || m.inner_l3 != m.inner;
+    let outer_ecn = pool.outer(id).tos & 3;
     let data = pool.data_mut(id);
-    let outer_ecn = m.outer.tos & 3;
     if has_ip && outer_ecn != 0 {
         ecn_decap(&mut data[usize::from(m.inner_l3)..], outer_ecn)?;
     }

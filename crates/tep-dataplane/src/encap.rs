@@ -506,11 +506,9 @@ struct OuterTemplate {
     port_span: u64,
     /// Whether the inner packet may be an Ethernet frame.
     ethernet: bool,
-    /// The tunnel's local and remote addresses and the remote port, for
-    /// [`PacketMeta::outer`](crate::buffer::PacketMeta).
-    src: IpAddr,
-    dst: IpAddr,
-    dst_port: u16,
+    /// The fields of [`PacketMeta::outer`](crate::buffer::PacketMeta) that
+    /// never change: addresses and destination port.
+    outer: Outer,
 }
 
 /// Outer IPv4 + UDP and IPv6 + UDP header lengths.
@@ -564,9 +562,12 @@ impl OuterTemplate {
             // The config keeps lo <= hi.
             port_span: u64::from(hi.saturating_sub(lo)) + 1,
             ethernet: t.kind.carries_ethernet(),
-            src: t.local,
-            dst: t.remote,
-            dst_port: t.remote_port,
+            outer: Outer {
+                src: t.local,
+                dst: t.remote,
+                dst_port: t.remote_port,
+                ..Outer::NONE
+            },
         }
     }
 }
@@ -637,18 +638,15 @@ fn ip_udp_encap_one(
     if udp_len > ip_payload_max {
         return Err(DropReason::TooBig);
     }
-    let outer = Outer {
-        src: template.src,
-        dst: template.dst,
-        src_port: sport,
-        dst_port: template.dst_port,
-        tos,
-        ttl,
-    };
     if layers == OuterLayers::UdpPayload {
         // The socket writes the headers from these fields.
+        *pool.outer_mut(id) = Outer {
+            src_port: sport,
+            tos,
+            ttl,
+            ..template.outer
+        };
         let m = pool.meta_mut(id);
-        m.outer = outer;
         m.udp_payload = 0;
         m.by_socket = true;
         m.l2 = 0;
@@ -704,8 +702,8 @@ fn ip_udp_encap_one(
         u[udpf::LENGTH].copy_from_slice(&(udp_len as u16).to_be_bytes());
     }
     shift(pool, id, hdr);
+    // The headers carry the outer fields: `Pool::outer` is left alone.
     let m = pool.meta_mut(id);
-    m.outer = outer;
     m.udp_payload = hdr as u16;
     m.l2 = 0;
     m.l3 = 0;

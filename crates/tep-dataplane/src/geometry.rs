@@ -85,16 +85,19 @@ fn ports_word(data: &[u8], l4: usize, proto: u8) -> u64 {
 /// the packet are not in `data` (a segment whose payload is its
 /// [`crate::buffer::Tail`]): the headers must be in `data`, the lengths may
 /// reach into the tail.
+#[inline]
 pub(crate) fn parse_ip(data: &[u8], at: usize, tail: usize) -> Result<IpInfo, DropReason> {
     ip_info::<true>(data, at, tail)
 }
 
 /// [`parse_ip`] without the flow hash (`hash` is 0): what decap, routing
 /// and segmentation need, offsets and lengths, at a third of the cost.
+#[inline]
 pub(crate) fn locate_ip(data: &[u8], at: usize, tail: usize) -> Result<IpInfo, DropReason> {
     ip_info::<false>(data, at, tail)
 }
 
+#[inline(always)]
 fn ip_info<const HASH: bool>(data: &[u8], at: usize, tail: usize) -> Result<IpInfo, DropReason> {
     let p = data.get(at..).ok_or(DropReason::Truncated)?;
     let first = *p.first().ok_or(DropReason::Truncated)?;
@@ -232,6 +235,16 @@ pub(crate) fn ip_end(data: &[u8], l3: usize) -> usize {
         Some(4) if data.len() >= l3 + 4 => (l3 + word(l3 + 2)).min(data.len()),
         Some(6) if data.len() >= l3 + 6 => (l3 + ipv6::HEADER_LEN + word(l3 + 4)).min(data.len()),
         _ => data.len(),
+    }
+}
+
+/// The TOS / traffic class (DSCP and ECN) and TTL / hop limit of the
+/// checked IP header at the start of `ip`.
+pub(crate) fn ip_tos_ttl(ip: &[u8]) -> (u8, u8) {
+    if ip[0] >> 4 == 4 {
+        (ip[ipv4::field::DSCP_ECN], ip[ipv4::field::TTL])
+    } else {
+        ((ip[0] << 4) | (ip[1] >> 4), ip[ipv6::field::HOP_LIMIT])
     }
 }
 

@@ -239,8 +239,8 @@ fn write_datagram(
     if !pool.fill(id, &b[..total]) {
         return false;
     }
+    *pool.outer_mut(id) = outer;
     let m = pool.meta_mut(id);
-    m.outer = outer;
     m.udp_payload = hdr as u16;
     m.by_socket = !headers;
     m.l3 = 0;
@@ -283,14 +283,16 @@ mod tests {
         );
         let g = gtpu::Packet::new_checked(u.payload()).unwrap();
         assert_eq!(GtpuRepr::parse(&g).unwrap(), repr);
-        assert_eq!(pool.meta(id).outer.dst, peer.0);
+        assert_eq!(pool.outer(id).dst, peer.0);
         let other = ("::1".parse().unwrap(), 1);
         assert!(!write_datagram(&mut pool, id, local, other, &repr, true));
         // Where a socket writes the headers: the message alone.
         assert!(write_datagram(&mut pool, id, local, peer, &repr, false));
         let g = gtpu::Packet::new_checked(pool.data(id)).unwrap();
         assert_eq!(GtpuRepr::parse(&g).unwrap(), repr);
-        let m = pool.meta(id);
-        assert_eq!((m.outer.src, m.udp_payload), (local.0, 0));
+        assert_eq!(
+            (pool.outer(id).src, pool.meta(id).udp_payload),
+            (local.0, 0)
+        );
     }
 }

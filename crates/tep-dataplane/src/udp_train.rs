@@ -6,7 +6,7 @@
 
 use crate::buffer::{ChecksumState, Gso, GsoKind, PacketId, PacketMeta, Pool};
 use crate::drop::DropReason;
-use crate::geometry::{locate_ip, set_ip_len, MAX_IP_LEN};
+use crate::geometry::{ip_tos_ttl, locate_ip, set_ip_len, MAX_IP_LEN};
 use crate::gso::{emit, out_meta, routing_pending, udp_layout, Layout, Pieces};
 use crate::tunnel::TunnelTable;
 use crate::vector::{PacketVector, VECTOR_SIZE};
@@ -119,13 +119,14 @@ pub(crate) fn build_udp_train(pool: &mut Pool, ids: &[PacketId]) -> Result<Packe
         pool.copy_between(id, hdr..hdr + n, train, at);
         at += n;
     }
-    *pool.meta_mut(train) = PacketMeta {
+    let meta = PacketMeta {
         gso: Some(Gso {
             kind: GsoKind::Udp,
             segment_size: seg as u16,
         }),
         ..out_meta(*pool.meta(first), &lay, csum)
     };
+    pool.copy_meta(first, train, meta);
     for &id in ids {
         pool.free(id);
     }
@@ -134,10 +135,14 @@ pub(crate) fn build_udp_train(pool: &mut Pool, ids: &[PacketId]) -> Result<Packe
 
 /// [`build_udp_train`] of datagrams without outer headers (a socket writes
 /// them: [`OuterLayers::UdpPayload`](crate::io::OuterLayers)): their
-/// payloads one after the other, which must share `meta.outer` and
+/// payloads one after the other, which must share their outer fields and
 /// `meta.csum`, sized as there.
 fn build_bare(pool: &mut Pool, first: PacketId, rest: &[PacketId]) -> Result<PacketId, DropReason> {
-    let (seg, m) = (pool.data(first).len(), *pool.meta(first));
+    let (seg, m, outer) = (
+        pool.data(first).len(),
+        *pool.meta(first),
+        *pool.outer(first),
+    );
     if seg == 0 || m.tail.is_some() {
         return Err(DropReason::Malformed);
     }
@@ -150,7 +155,7 @@ fn build_bare(pool: &mut Pool, first: PacketId, rest: &[PacketId]) -> Result<Pac
             && !rest[..k].contains(&id)
             && n.tail.is_none()
             && !n.outer_in_buffer()
-            && (n.outer, n.csum) == (m.outer, m.csum)
+            && (*pool.outer(id), n.csum) == (outer, m.csum)
             && len >= 1
             && (len == seg || (last && len < seg));
         if !qualifies {
@@ -158,7 +163,7 @@ fn build_bare(pool: &mut Pool, first: PacketId, rest: &[PacketId]) -> Result<Pac
         }
         total += len;
     }
-    let limit = if m.outer.dst.is_ipv4() {
+    let limit = if outer.dst.is_ipv4() {
         MAX_IP_LEN - ipv4::HEADER_LEN - udp::HEADER_LEN
     } else {
         MAX_IP_LEN - udp::HEADER_LEN
@@ -174,13 +179,14 @@ fn build_bare(pool: &mut Pool, first: PacketId, rest: &[PacketId]) -> Result<Pac
         pool.copy_between(id, 0..n, train, at);
         at += n;
     }
-    *pool.meta_mut(train) = PacketMeta {
+    let meta = PacketMeta {
         gso: Some(Gso {
             kind: GsoKind::Udp,
             segment_size: seg as u16,
         }),
         ..m
     };
+    pool.copy_meta(first, train, meta);
     pool.free(first);
     for &id in rest {
         pool.free(id);
@@ -266,7 +272,7 @@ fn split_bare(
         let Some(d) = pool.alloc() else { break };
         pool.set_len(d, end - start);
         pool.copy_between(id, start..end, d, 0);
-        *pool.meta_mut(d) = meta;
+        pool.copy_meta(id, d, meta);
         // Room: checked above.
         let _ = out.push(d);
     }
@@ -336,10 +342,11 @@ fn copy_from_train(
     pool.set_len(out, hdr + n);
     pool.copy_between(id, 0..hdr, out, 0);
     pool.copy_between(id, hdr + from..hdr + from + n, out, hdr);
-    *pool.meta_mut(out) = PacketMeta {
+    let meta = PacketMeta {
         tail: None,
         ..*pool.meta(id)
     };
+    pool.copy_meta(id, out, meta);
     retitle_train(pool, out, lay.as_ref(), hdr, seg);
     Ok(out)
 }
@@ -417,23 +424,23 @@ pub fn train_end(pool: &Pool, ids: &[PacketId], i: usize, table: &TunnelTable) -
     }
     let size = pool.total_len(first);
     let headers = usize::from(m.udp_payload);
+    let (tos, ttl, v4) = outer_class(pool, first);
     // The 16-bit length the kernel builds the train's IP packet with:
     // IPv4's total length (the header is 20 bytes: tep writes no options),
     // IPv6's payload length.
-    let limit = if m.outer.dst.is_ipv4() {
+    let limit = if v4 {
         usize::from(u16::MAX) - ipv4::HEADER_LEN - udp::HEADER_LEN
     } else {
         usize::from(u16::MAX) - udp::HEADER_LEN
     };
     let mut total = size - headers;
     // One train, one outer header: the same DSCP, ECN and TTL throughout.
-    let (tos, ttl) = (m.outer.tos, m.outer.ttl);
     while j < ids.len() && j - i < UDP_MAX_SEGMENTS {
         let n = pool.meta(ids[j]);
         let len = pool.total_len(ids[j]);
         if n.tunnel != m.tunnel
             || n.flow_hash != m.flow_hash
-            || (n.outer.tos, n.outer.ttl) != (tos, ttl)
+            || outer_class(pool, ids[j]) != (tos, ttl, v4)
             || len > size
             || len < headers
             || total + len - headers > limit
@@ -447,6 +454,19 @@ pub fn train_end(pool: &Pool, ids: &[PacketId], i: usize, table: &TunnelTable) -
         }
     }
     j
+}
+
+/// The outer TOS, TTL and family (IPv4) of an encapsulated packet: from
+/// its headers where tep wrote them, else from `meta.outer`.
+fn outer_class(pool: &Pool, id: PacketId) -> (u8, u8, bool) {
+    let m = pool.meta(id);
+    if m.outer_in_buffer() {
+        let (tos, ttl) = ip_tos_ttl(pool.data(id));
+        (tos, ttl, pool.data(id)[0] >> 4 == 4)
+    } else {
+        let o = pool.outer(id);
+        (o.tos, o.ttl, o.dst.is_ipv4())
+    }
 }
 
 /// Node `udp-train`: each run [`train_end`] finds becomes one train.

@@ -652,7 +652,7 @@ fn outer_ecn_of_a_train_reaches_every_inner_packet() {
             // What the receiving socket reports of the underlay's marks.
             let set_outer_ecn = |pool: &mut Pool, wire: &PacketVector| {
                 for &id in wire.as_slice() {
-                    let o = &mut pool.meta_mut(id).outer;
+                    let o = pool.outer_mut(id);
                     o.tos = (o.tos & !3) | outer;
                 }
             };

@@ -99,7 +99,7 @@ impl<C: Clock> Pipeline<C> {
         }
         const NOT_ECT: u8 = 0;
         const ECT0: u8 = 2;
-        if !matches!(m.outer.tos & 3, NOT_ECT | ECT0) {
+        if !matches!(pool.outer(id).tos & 3, NOT_ECT | ECT0) {
             return None;
         }
         udp_train::detach_at(pool, id, at).ok()

@@ -36,11 +36,11 @@ impl Routes {
     /// The socket to send an outer packet from: its tunnel's endpoint, or
     /// for a reply without a tunnel (an Error Indication) the endpoint
     /// whose address and port are the packet's source.
-    fn endpoint_of(&self, m: &PacketMeta) -> Option<usize> {
+    fn endpoint_of(&self, m: &PacketMeta, outer: &Outer) -> Option<usize> {
         if m.tunnel != NO_TUNNEL {
             return self.endpoint.get(m.tunnel as usize).copied();
         }
-        let src = SocketAddr::new(m.outer.src, m.outer.src_port);
+        let src = SocketAddr::new(outer.src, outer.src_port);
         self.endpoints.iter().position(|&e| e == src)
     }
 }
@@ -112,11 +112,10 @@ pub(super) fn read_socket(
             tos: r.tos,
             ttl: r.ttl,
         };
-        let meta = pool.meta_mut(id);
-        meta.received_by_socket(outer);
+        pool.received_by_socket(id, outer);
         host.count(HostEvent::UdpRx, 1);
         if let Some(seg) = r.segment_size {
-            meta.gso = Some(Gso {
+            pool.meta_mut(id).gso = Some(Gso {
                 kind: GsoKind::Udp,
                 segment_size: seg,
             });
@@ -183,13 +182,13 @@ impl Senders<'_> {
     /// one, (endpoint, 1 + k) for sending socket k. A tunnel's flow keeps
     /// one sending socket: the pipeline's source port, which the flow hash
     /// chose, picks it.
-    fn slot_of(&self, routes: &Routes, m: &PacketMeta) -> Option<(usize, usize)> {
-        let e = routes.endpoint_of(m)?;
+    fn slot_of(&self, routes: &Routes, m: &PacketMeta, outer: &Outer) -> Option<(usize, usize)> {
+        let e = routes.endpoint_of(m, outer)?;
         let n = self.senders.get(e).map_or(0, Vec::len);
         if m.tunnel == NO_TUNNEL || n == 0 {
             return Some((e, 0));
         }
-        Some((e, 1 + usize::from(m.outer.src_port) % n))
+        Some((e, 1 + usize::from(outer.src_port) % n))
     }
 
     /// The local port of the socket at `slot`.
@@ -226,11 +225,11 @@ pub(super) fn send_outer(
         let ids = out.as_slice();
         let mut slots = [None; VECTOR_SIZE];
         for (slot, &id) in slots.iter_mut().zip(ids) {
-            *slot = to.slot_of(routes, pool.meta(id));
+            *slot = to.slot_of(routes, pool.meta(id), pool.outer(id));
             // The kernel writes the sending socket's port, not the
             // pipeline's: what the trace shows.
             if let Some(port) = slot.map(|s| to.port_of(s)) {
-                pool.meta_mut(id).outer.src_port = port;
+                pool.outer_mut(id).src_port = port;
             }
         }
         let pool: &Pool = pool;
@@ -300,13 +299,13 @@ fn send_from(
         } else {
             i + 1
         };
-        let m = *pool.meta(mine[i]);
+        let (m, o) = (*pool.meta(mine[i]), *pool.outer(mine[i]));
         let payload = pool.total_len(mine[i]) - usize::from(m.udp_payload);
         for (k, &id) in mine[i..j].iter().enumerate() {
             let len = pool.total_len(id) - usize::from(pool.meta(id).udp_payload);
             if tracer.active() {
                 let parts = &slices[first_part[i + k]..first_part[i + k + 1]];
-                trace_datagram(tracer, Point::UdpTx, &pool.meta(id).outer, len, parts);
+                trace_datagram(tracer, Point::UdpTx, pool.outer(id), len, parts);
             }
             if let Some(t) = tallies.tunnels.get_mut(m.tunnel as usize) {
                 t.tx_packets += 1;
@@ -321,11 +320,11 @@ fn send_from(
         // train_end), for the kernel to write; a TTL of 0 (inherited
         // from an inner 0) would fail the whole batch (EINVAL).
         msgs[k] = Gathered {
-            dest: SocketAddr::new(m.outer.dst, m.outer.dst_port),
+            dest: SocketAddr::new(o.dst, o.dst_port),
             parts: &slices[first_part[i]..first_part[j]],
             segment_size: (j - i > 1).then_some(payload as u16),
-            tos: Some(m.outer.tos),
-            ttl: (m.outer.ttl > 0).then_some(m.outer.ttl),
+            tos: Some(o.tos),
+            ttl: (o.ttl > 0).then_some(o.ttl),
         };
         counts[k] = (j - i) as u64;
         k += 1;
