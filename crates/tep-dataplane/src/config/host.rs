@@ -93,15 +93,27 @@ pub(super) struct RawHost {
     control: Option<String>,
 }
 
+const SECTION: &str = "host";
+
 fn err(field: &str, message: String) -> ConfigError {
+    section_err(SECTION, field, message)
+}
+
+/// An error about `field` of `[section]`.
+fn section_err(section: &str, field: &str, message: String) -> ConfigError {
     ConfigError {
-        field: format!("host.{field}"),
+        field: format!("{section}.{field}"),
         message,
     }
 }
 
 /// Linux interface names: 1..=15 bytes, no '/', no whitespace, not "." or "..".
-fn device_name(field: &str, v: Option<String>, default: &str) -> Result<String, ConfigError> {
+pub(super) fn device_name(
+    section: &str,
+    field: &str,
+    v: Option<String>,
+    default: &str,
+) -> Result<String, ConfigError> {
     let Some(name) = v else {
         return Ok(default.to_string());
     };
@@ -114,7 +126,8 @@ fn device_name(field: &str, v: Option<String>, default: &str) -> Result<String, 
     if ok {
         Ok(name)
     } else {
-        Err(err(
+        Err(section_err(
+            section,
             field,
             format!(
                 "\"{name}\" is not an interface name (1 to 15 characters, no '/', ':' or spaces)"
@@ -131,19 +144,89 @@ fn addresses(field: &str, v: Option<Vec<String>>) -> Result<Vec<IpPrefix>, Confi
         .collect()
 }
 
-fn ranged(field: &str, v: i64, lo: i64, hi: i64) -> Result<i64, ConfigError> {
+pub(super) fn ranged(
+    section: &str,
+    field: &str,
+    v: i64,
+    lo: i64,
+    hi: i64,
+) -> Result<i64, ConfigError> {
     if (lo..=hi).contains(&v) {
         Ok(v)
     } else {
-        Err(err(field, format!("{v} is out of range ({lo}..={hi})")))
+        Err(section_err(
+            section,
+            field,
+            format!("{v} is out of range ({lo}..={hi})"),
+        ))
+    }
+}
+
+/// `queues` (1 by default) and `cpus`: at most one CPU per worker.
+pub(super) fn workers(
+    section: &str,
+    queues: Option<i64>,
+    cpus: Option<Vec<i64>>,
+) -> Result<(usize, Vec<usize>), ConfigError> {
+    let queues = match queues {
+        Some(v) => ranged(section, "queues", v, 1, 64)? as usize,
+        None => 1,
+    };
+    let cpus = cpus
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| ranged(section, "cpus", c, 0, 4095).map(|c| c as usize))
+        .collect::<Result<Vec<_>, _>>()?;
+    if cpus.len() > queues {
+        return Err(section_err(
+            section,
+            "cpus",
+            format!(
+                "{} CPUs for {queues} queue(s): one CPU per worker at most",
+                cpus.len()
+            ),
+        ));
+    }
+    Ok((queues, cpus))
+}
+
+/// `metrics`: a listen address, or none.
+pub(super) fn listen_address(
+    section: &str,
+    v: Option<String>,
+) -> Result<Option<SocketAddr>, ConfigError> {
+    v.map(|s| {
+        s.parse::<SocketAddr>().map_err(|_| {
+            section_err(
+                section,
+                "metrics",
+                format!(
+                    "\"{s}\" is not a listen address like \"127.0.0.1:9464\" or \"[::1]:9464\""
+                ),
+            )
+        })
+    })
+    .transpose()
+}
+
+/// `control`: an absolute Unix socket path, by default [`DEFAULT_CONTROL`].
+pub(super) fn socket_path(section: &str, v: Option<String>) -> Result<String, ConfigError> {
+    match v {
+        Some(p) if p.starts_with('/') && p.len() < 108 => Ok(p),
+        Some(p) => Err(section_err(
+            section,
+            "control",
+            format!("\"{p}\" is not an absolute socket path shorter than 108 bytes"),
+        )),
+        None => Ok(DEFAULT_CONTROL.to_string()),
     }
 }
 
 impl RawHost {
     pub(super) fn validate(self) -> Result<HostConfig, ConfigError> {
         let d = HostConfig::default();
-        let tun = device_name("tun", self.tun, &d.tun)?;
-        let tap = device_name("tap", self.tap, &d.tap)?;
+        let tun = device_name(SECTION, "tun", self.tun, &d.tun)?;
+        let tap = device_name(SECTION, "tap", self.tap, &d.tap)?;
         if tun == tap {
             return Err(err(
                 "tap",
@@ -151,61 +234,24 @@ impl RawHost {
             ));
         }
         let underlay_mtu = match self.underlay_mtu {
-            Some(v) => Some(ranged("underlay_mtu", v, 1280, 65535)? as u32),
+            Some(v) => Some(ranged(SECTION, "underlay_mtu", v, 1280, 65535)? as u32),
             None => d.underlay_mtu,
         };
         let mtu = match self.mtu {
-            Some(v) => Some(ranged("mtu", v, 576, 65535)? as u32),
+            Some(v) => Some(ranged(SECTION, "mtu", v, 576, 65535)? as u32),
             None => None,
         };
-        let queues = match self.queues {
-            Some(v) => ranged("queues", v, 1, 64)? as usize,
-            None => d.queues,
-        };
-        let cpus = self
-            .cpus
-            .unwrap_or_default()
-            .into_iter()
-            .map(|c| ranged("cpus", c, 0, 4095).map(|c| c as usize))
-            .collect::<Result<Vec<_>, _>>()?;
-        if cpus.len() > queues {
-            return Err(err(
-                "cpus",
-                format!(
-                    "{} CPUs for {queues} queue(s): one CPU per worker at most",
-                    cpus.len()
-                ),
-            ));
-        }
+        let (queues, cpus) = workers(SECTION, self.queues, self.cpus)?;
         let source_sockets = match self.source_sockets {
-            Some(v) => ranged("source_sockets", v, 0, 64)? as usize,
+            Some(v) => ranged(SECTION, "source_sockets", v, 0, 64)? as usize,
             None => d.source_sockets,
         };
         let busy_poll_us = match self.busy_poll_us {
-            Some(v) => ranged("busy_poll_us", v, 0, 1_000_000)? as u32,
+            Some(v) => ranged(SECTION, "busy_poll_us", v, 0, 1_000_000)? as u32,
             None => d.busy_poll_us,
         };
-        let metrics = match self.metrics {
-            Some(s) => Some(s.parse::<SocketAddr>().map_err(|_| {
-                err(
-                    "metrics",
-                    format!(
-                        "\"{s}\" is not a listen address like \"127.0.0.1:9464\" or \"[::1]:9464\""
-                    ),
-                )
-            })?),
-            None => None,
-        };
-        let control = match self.control {
-            Some(p) if p.starts_with('/') && p.len() < 108 => p,
-            Some(p) => {
-                return Err(err(
-                    "control",
-                    format!("\"{p}\" is not an absolute socket path shorter than 108 bytes"),
-                ))
-            }
-            None => d.control,
-        };
+        let metrics = listen_address(SECTION, self.metrics)?;
+        let control = socket_path(SECTION, self.control)?;
         Ok(HostConfig {
             tun,
             tap,

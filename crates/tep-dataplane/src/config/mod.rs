@@ -7,16 +7,18 @@
 //! each can be read (and grown) on its own: `parse` types the TOML into the
 //! model field by field, `toml_error` names the field of an error the TOML
 //! reader reports, `check` holds the rules on typed values (shared by
-//! parsed configs and configs built in code), and `host` is the `[host]`
-//! section of `tep run`.
+//! parsed configs and configs built in code), and `host` and `gateway` are
+//! the `[host]` and `[gateway]` sections of `tep run`, one per I/O mode.
 
 mod check;
+mod gateway;
 mod host;
 mod parse;
 #[cfg(test)]
 mod testing;
 mod toml_error;
 
+pub use gateway::{GatewayConfig, XdpMode};
 pub use host::{HostConfig, DEFAULT_CONTROL};
 
 use crate::kind::TunnelKind;
@@ -315,8 +317,22 @@ pub struct Config {
     pub dataplane: DataplaneConfig,
     /// `[[tunnel]]`, in file order (the tunnel index is the position).
     pub tunnels: Vec<TunnelConfig>,
-    /// `[host]`: devices, queues and listeners of `tep run`.
+    /// `[host]`: devices, queues and listeners of `tep run` in host mode
+    /// (its defaults when the file has no `[host]`).
     pub host: HostConfig,
+    /// Whether the file has a `[host]` section.
+    pub host_given: bool,
+    /// `[gateway]`: the interfaces of `tep run` in gateway mode.
+    pub gateway: Option<GatewayConfig>,
+}
+
+/// The I/O mode `tep run` starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunMode {
+    /// Between a TUN/TAP and kernel UDP sockets (`[host]`).
+    Host,
+    /// Between two network interfaces over AF_XDP (`[gateway]`).
+    Gateway,
 }
 
 /// A configuration error, naming the field it is about.
@@ -370,6 +386,25 @@ impl TunnelConfig {
 }
 
 impl Config {
+    /// The mode `tep run` starts: the one section of `[host]` and
+    /// `[gateway]` the file has. Other commands (`tep pcap`) read the
+    /// tunnels alone and need neither.
+    pub fn run_mode(&self) -> Result<RunMode, ConfigError> {
+        match (self.host_given, self.gateway.is_some()) {
+            (true, false) => Ok(RunMode::Host),
+            (false, true) => Ok(RunMode::Gateway),
+            (true, true) => Err(ConfigError {
+                field: "gateway".to_string(),
+                message: "a config runs host mode ([host]) or gateway mode ([gateway]), not both"
+                    .to_string(),
+            }),
+            (false, false) => Err(ConfigError {
+                field: "host".to_string(),
+                message: "`tep run` needs a [host] section (TUN/TAP and sockets) or a [gateway] section (two interfaces over AF_XDP)".to_string(),
+            }),
+        }
+    }
+
     /// Parses and validates `tep.toml` text. An empty text is a valid
     /// config with no tunnels.
     ///

@@ -6,6 +6,7 @@
 use super::check::{
     bad_name_message, check_mac, not_used, tunnel_error, uses_key, uses_vni, valid_name, MAX_VNI,
 };
+use super::gateway::RawGateway;
 use super::host::RawHost;
 use super::toml_error::toml_error;
 use super::{
@@ -33,11 +34,15 @@ pub(super) fn config(text: &str) -> Result<Config, ConfigError> {
         t.check(index)?;
         tunnels.push(t);
     }
+    let host_given = raw.host.is_some();
     let host = raw.host.unwrap_or_default().validate()?;
+    let gateway = raw.gateway.map(RawGateway::validate).transpose()?;
     let config = Config {
         dataplane,
         tunnels,
         host,
+        host_given,
+        gateway,
     };
     config.check_together()?;
     Ok(config)
@@ -116,6 +121,7 @@ impl<'de> Visitor<'de> for IntOrNameVisitor {
 struct RawFile {
     dataplane: Option<RawDataplane>,
     host: Option<RawHost>,
+    gateway: Option<RawGateway>,
     #[serde(default)]
     tunnel: Vec<RawTunnel>,
 }

@@ -16,6 +16,7 @@ type LooseTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 struct LooseFile {
     dataplane: Option<LooseTable>,
     host: Option<LooseTable>,
+    gateway: Option<LooseTable>,
     tunnel: Option<Vec<LooseTable>>,
 }
 
@@ -60,7 +61,12 @@ fn find_key(table: &LooseTable, span: &core::ops::Range<usize>) -> Option<String
 
 fn locate(text: &str, span: core::ops::Range<usize>) -> Option<String> {
     if let Ok(loose) = toml::from_str::<LooseFile>(text) {
-        for (section, table) in [("dataplane", &loose.dataplane), ("host", &loose.host)] {
+        let sections = [
+            ("dataplane", &loose.dataplane),
+            ("host", &loose.host),
+            ("gateway", &loose.gateway),
+        ];
+        for (section, table) in sections {
             if let Some(key) = table.as_ref().and_then(|t| find_key(t, &span)) {
                 return Some(format!("{section}.{key}"));
             }
@@ -88,6 +94,7 @@ fn tidy_toml_message(m: &str) -> String {
             "expected a [dataplane] table",
         )
         .replace("expected struct RawHost", "expected a [host] table")
+        .replace("expected struct RawGateway", "expected a [gateway] table")
         .replace("expected struct RawFile", "expected a table")
 }
 
@@ -110,7 +117,7 @@ mod tests {
         assert_eq!(e.field, "tunnels");
         assert_eq!(
             e.message,
-            "unknown field `tunnels`, expected one of `dataplane`, `host`, `tunnel` (line 1)"
+            "unknown field `tunnels`, expected one of `dataplane`, `host`, `gateway`, `tunnel` (line 1)"
         );
         let e = err("tunnel = 5\n");
         assert_eq!(

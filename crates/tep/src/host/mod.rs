@@ -26,7 +26,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use tep_dataplane::config::{ChecksumMode, Config, ConfigError, HostConfig, TunnelConfig};
+use tep_dataplane::config::{ChecksumMode, Config, ConfigError, HostConfig, RunMode, TunnelConfig};
 use tep_dataplane::overhead;
 use tep_sys::{
     DeviceKind, EventFd, Offloads, Signal, Signals, Tun, TunOptions, UdpOptions, UdpSocket,
@@ -87,6 +87,18 @@ pub fn gso_max_size(config: &Config, ethernet: bool) -> u32 {
         + mtu;
     let segments = (65507 / per_datagram.max(1)).min(64);
     (segments * mtu.saturating_sub(80)).max(mtu)
+}
+
+/// A config `tep run` starts in host mode: it has `[host]` and no
+/// `[gateway]`.
+fn check_mode(config: &Config) -> Result<(), ConfigError> {
+    match config.run_mode()? {
+        RunMode::Host => Ok(()),
+        RunMode::Gateway => Err(ConfigError {
+            field: "gateway".to_string(),
+            message: "this config runs gateway mode, not host mode".to_string(),
+        }),
+    }
 }
 
 /// Host-mode rules on top of the config's own: a UDP socket has one
@@ -368,6 +380,7 @@ pub fn run(path: &Path) -> Result<(), String> {
     let signals = Signals::new(&[Signal::Terminate, Signal::Interrupt, Signal::Hangup])
         .map_err(|e| format!("signalfd: {e}"))?;
     let config = Config::load(path).map_err(|e| e.to_string())?;
+    check_mode(&config).map_err(|e| e.to_string())?;
     check_host(&config).map_err(|e| e.to_string())?;
     let config = Arc::new(config);
     let host = config.host.clone();
@@ -484,6 +497,7 @@ fn reload(
     tap: Option<&Tun>,
 ) -> Result<(), String> {
     let new = Config::load(path).map_err(|e| e.to_string())?;
+    check_mode(&new).map_err(|e| e.to_string())?;
     check_host(&new).map_err(|e| e.to_string())?;
     let old = running.config.clone();
     if new.host != old.host {
