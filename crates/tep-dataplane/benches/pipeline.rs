@@ -132,7 +132,7 @@ fn encapsulate(p: &mut Pipeline<Tsc>, pool: &mut Pool, inner: &[Vec<u8>]) -> Vec
     let mut v = PacketVector::new();
     load(pool, &mut v, inner);
     let mut out = Vec::new();
-    p.encap(pool, &mut v, &mut |pool, v| {
+    p.encap(pool, &mut v, &mut |_, pool, v| {
         out.extend(v.as_slice().iter().map(|&id| pool.data(id).to_vec()));
         free(pool, v);
     });
@@ -162,7 +162,7 @@ fn bench_pipeline(c: &mut Criterion) {
                         for _ in 0..iters {
                             load(&mut pool, &mut v, &inner);
                             let t = Instant::now();
-                            a.encap(&mut pool, &mut v, &mut free);
+                            a.encap(&mut pool, &mut v, &mut |_, pool, v| free(pool, v));
                             total += t.elapsed();
                         }
                         total

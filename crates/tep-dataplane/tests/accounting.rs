@@ -323,7 +323,7 @@ fn gso_segments_and_gro_merges_are_counted() {
         pool.meta_mut(id).csum = cs;
         pool.meta_mut(id).gso = Some(gso);
         let mut wire = Vec::new();
-        a.encap(&mut pool, &mut v, &mut |pool, v| {
+        a.encap(&mut pool, &mut v, &mut |_, pool, v| {
             for &id in v.as_slice() {
                 wire.push(pool.data(id).to_vec());
                 pool.free(id);
@@ -392,7 +392,7 @@ fn a_gso_refusal_is_one_drop() {
         segment_size: 0,
     });
     let mut n = 0;
-    a.encap(&mut pool, &mut v, &mut |pool, v| {
+    a.encap(&mut pool, &mut v, &mut |_, pool, v| {
         for &id in v.as_slice() {
             n += 1;
             pool.free(id);
@@ -463,7 +463,7 @@ fn udp_trains_count_as_their_datagrams() {
         pool.meta_mut(id).gso = Some(gso);
         let mut datagrams = Vec::new();
         let mut buffers = 0;
-        a.encap(&mut pool, &mut v, &mut |pool, v| {
+        a.encap(&mut pool, &mut v, &mut |_, pool, v| {
             for &id in v.as_slice() {
                 buffers += 1;
                 if pool.meta(id).gso.is_some() {

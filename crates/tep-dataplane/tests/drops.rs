@@ -627,7 +627,7 @@ fn no_buffer() {
     let mut v = PacketVector::new();
     v.push(id).unwrap();
     let mut sent = 0;
-    p.encap(&mut pool, &mut v, &mut |pool, v| {
+    p.encap(&mut pool, &mut v, &mut |_, pool, v| {
         for &id in v.as_slice() {
             sent += 1;
             pool.free(id);

@@ -131,7 +131,7 @@ impl Rig {
             v.push(id).expect("a vector");
         }
         outer.clear();
-        a.encap(pool, &mut v, &mut |pool, out| {
+        a.encap(pool, &mut v, &mut |_, pool, out| {
             for &id in out.as_slice() {
                 let n = pool.data(id).len();
                 scratch[..n].copy_from_slice(pool.data(id));

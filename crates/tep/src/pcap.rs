@@ -571,7 +571,7 @@ impl Run {
         let wrap = (*out_link == DataLink::ETHERNET).then_some(&tunnel_l2[..]);
         match direction {
             Direction::Encap => {
-                pipeline.encap(pool, vector, &mut |pool, v| {
+                pipeline.encap(pool, vector, &mut |_, pool, v| {
                     *written += v.len() as u64;
                     write(pool, v, out, None);
                 });
@@ -579,11 +579,12 @@ impl Run {
             Direction::Decap => {
                 let now_ns = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
                 pipeline.decap(pool, vector, now_ns, &mut |o, pool, v| match o {
-                    Output::Inner => {
+                    // Kernel: none without an Ethernet outer layer.
+                    Output::Inner | Output::Kernel => {
                         *written += v.len() as u64;
                         write(pool, v, out, wrap);
                     }
-                    Output::Reply => {
+                    Output::Reply | Output::Outer => {
                         *replies_seen += v.len() as u64;
                         write(pool, v, replies, None);
                     }

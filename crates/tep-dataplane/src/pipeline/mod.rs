@@ -21,15 +21,26 @@ use trains::{Leftover, PendingTrain};
 
 mod trains;
 
-/// Where a decap output goes.
+/// Where a vector the pipeline hands its sink goes (VPP's next nodes of
+/// the graph's last node).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Output {
-    /// Inner packets and frames, to the TUN/TAP side.
+    /// Decap: inner packets and frames, to the inner side (TUN/TAP, the
+    /// inner interface).
     Inner,
-    /// Outer packets back to peers (GTP-U Echo Responses, Error
-    /// Indications), to the UDP side.
+    /// Encap: tunnel packets, to the underlay.
+    Outer,
+    /// Decap: outer packets back to peers (GTP-U Echo Responses, Error
+    /// Indications), to the underlay.
     Reply,
+    /// Packets whose next hop has no known MAC yet (where tep writes whole
+    /// frames): for the I/O layer to hand to the kernel's stack, which
+    /// resolves the neighbour and delivers them.
+    Kernel,
 }
+
+/// Takes each vector the pipeline hands out, and its buffers.
+pub type Sink<'a> = dyn FnMut(Output, &mut Pool, &mut PacketVector) + 'a;
 
 /// How the pipeline is wired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,12 +196,7 @@ impl<C: Clock> Pipeline<C> {
     /// says: IP header at offset 0, or the UDP payload with the headers'
     /// fields in `meta.outer`) go to `sink`, which takes their buffers, in vectors of at
     /// most [`VECTOR_SIZE`]; `input` is left empty.
-    pub fn encap(
-        &mut self,
-        pool: &mut Pool,
-        input: &mut PacketVector,
-        sink: &mut dyn FnMut(&mut Pool, &mut PacketVector),
-    ) {
+    pub fn encap(&mut self, pool: &mut Pool, input: &mut PacketVector, sink: &mut Sink<'_>) {
         let link = self.options.inner_link;
         self.encap_from(link, pool, input, sink);
     }
@@ -203,7 +209,7 @@ impl<C: Clock> Pipeline<C> {
         link: InnerLink,
         pool: &mut Pool,
         input: &mut PacketVector,
-        sink: &mut dyn FnMut(&mut Pool, &mut PacketVector),
+        sink: &mut Sink<'_>,
     ) {
         self.counters.encap_in += input.len() as u64;
         if !holds_super_packets(pool, input) {
@@ -255,7 +261,7 @@ impl<C: Clock> Pipeline<C> {
         link: InnerLink,
         pool: &mut Pool,
         v: &mut PacketVector,
-        sink: &mut dyn FnMut(&mut Pool, &mut PacketVector),
+        sink: &mut Sink<'_>,
     ) {
         self.encap_vector(link, pool, v);
         self.counters.encap_out += v.len() as u64;
@@ -266,7 +272,7 @@ impl<C: Clock> Pipeline<C> {
             });
         }
         if !v.is_empty() {
-            sink(pool, v);
+            sink(Output::Outer, pool, v);
         }
         v.clear();
     }
@@ -358,7 +364,7 @@ impl<C: Clock> Pipeline<C> {
         pool: &mut Pool,
         input: &mut PacketVector,
         now_ns: u64,
-        sink: &mut dyn FnMut(Output, &mut Pool, &mut PacketVector),
+        sink: &mut Sink<'_>,
     ) {
         if !holds_super_packets(pool, input) {
             self.decap_vector(pool, input, now_ns, sink);
@@ -374,7 +380,7 @@ impl<C: Clock> Pipeline<C> {
         pool: &mut Pool,
         input: &mut PacketVector,
         now_ns: u64,
-        sink: &mut dyn FnMut(Output, &mut Pool, &mut PacketVector),
+        sink: &mut Sink<'_>,
     ) -> Option<Leftover> {
         self.counters.decap_in += input.len() as u64;
         let Pipeline {

@@ -53,7 +53,7 @@ fn tso_super_packet_segments_tunnels_and_coalesces_back() {
         let meta = super_meta(&bytes, GsoKind::Tcp4, mss as u16);
         let mut v = vector_of(&mut pool, &bytes, meta);
         let mut wire = PacketVector::new();
-        a.encap(&mut pool, &mut v, &mut |_, out| {
+        a.encap(&mut pool, &mut v, &mut |_, _, out| {
             for &id in out.as_slice() {
                 wire.push(id).unwrap();
             }
@@ -106,7 +106,7 @@ fn segments_leave_as_one_udp_gso_train() {
         );
         let mut v = vector_of(&mut pool, &bytes, meta);
         let mut got = Vec::new();
-        p.encap(&mut pool, &mut v, &mut |pool, out| {
+        p.encap(&mut pool, &mut v, &mut |_, pool, out| {
             for &id in out.as_slice() {
                 if pool.meta(id).gso.is_some() {
                     let mut split = PacketVector::new();
@@ -163,7 +163,7 @@ fn host_mode_trains_split_on_decap_and_coalesce_back() {
         let meta = super_meta(&bytes, GsoKind::Tcp4, mss as u16);
         let mut v = vector_of(&mut pool, &bytes, meta);
         let mut wire = PacketVector::new();
-        a.encap(&mut pool, &mut v, &mut |pool, out| {
+        a.encap(&mut pool, &mut v, &mut |_, pool, out| {
             for &id in out.as_slice() {
                 // What the receiving socket reports: verified by the kernel.
                 pool.meta_mut(id).csum = ChecksumState::Verified;
@@ -247,7 +247,7 @@ fn tso_super_frame_crosses_vxlan_and_coalesces_back() {
             let meta = eth.meta(super_meta(&packet, kind, mss as u16));
             let mut v = vector_of(&mut pool, &bytes, meta);
             let mut wire = PacketVector::new();
-            a.encap_from(InnerLink::Ethernet, &mut pool, &mut v, &mut |_, out| {
+            a.encap_from(InnerLink::Ethernet, &mut pool, &mut v, &mut |_, _, out| {
                 for &id in out.as_slice() {
                     wire.push(id).unwrap();
                 }
@@ -326,14 +326,19 @@ fn remote_checksum_is_left_partial_for_a_sink_that_takes_it() {
             let mut pool = Pool::new(16, 4096);
             let mut v = vector_of(&mut pool, &frame, meta);
             let mut wire = PacketVector::new();
-            a.encap_from(InnerLink::Ethernet, &mut pool, &mut v, &mut |pool, out| {
-                for &id in out.as_slice() {
-                    // What host mode's receiving socket reports: the
-                    // kernel verified a non-zero checksum.
-                    pool.meta_mut(id).csum = ChecksumState::Verified;
-                    wire.push(id).unwrap();
-                }
-            });
+            a.encap_from(
+                InnerLink::Ethernet,
+                &mut pool,
+                &mut v,
+                &mut |_, pool, out| {
+                    for &id in out.as_slice() {
+                        // What host mode's receiving socket reports: the
+                        // kernel verified a non-zero checksum.
+                        pool.meta_mut(id).csum = ChecksumState::Verified;
+                        wire.push(id).unwrap();
+                    }
+                },
+            );
             assert_eq!(wire.len(), 1);
             b.decap(&mut pool, &mut wire, 0, &mut |_, pool, out| {
                 for &id in out.as_slice() {
@@ -413,7 +418,7 @@ fn over_the_wire(
     for (bytes, meta) in frames {
         let mut v = vector_of(&mut pool, bytes, *meta);
         let table = TunnelTable::new(ca);
-        a.encap_from(link, &mut pool, &mut v, &mut |pool, out| {
+        a.encap_from(link, &mut pool, &mut v, &mut |_, pool, out| {
             // What the socket does: gathers each datagram, sends runs
             // as GSO trains, which the peer's socket receives as trains.
             for &id in out.as_slice() {

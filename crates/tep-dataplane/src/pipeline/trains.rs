@@ -3,7 +3,7 @@
 //! it that continue the same inner flow are merged into it where they lie
 //! (`train-merge`); the rest is cut into datagrams (`udp-train-split`).
 
-use super::{Counters, Output, Pipeline};
+use super::{Counters, Pipeline, Sink};
 use crate::buffer::{ChecksumState, GsoKind, PacketId, Pool};
 use crate::clock::Clock;
 use crate::kind::TunnelKind;
@@ -41,7 +41,7 @@ impl<C: Clock> Pipeline<C> {
         pool: &mut Pool,
         input: &mut PacketVector,
         now_ns: u64,
-        sink: &mut dyn FnMut(Output, &mut Pool, &mut PacketVector),
+        sink: &mut Sink<'_>,
     ) {
         let mut work = self.take_work();
         for &id in input.as_slice() {
@@ -135,7 +135,7 @@ impl<C: Clock> Pipeline<C> {
         id: PacketId,
         work: &mut PacketVector,
         now_ns: u64,
-        sink: &mut dyn FnMut(Output, &mut Pool, &mut PacketVector),
+        sink: &mut Sink<'_>,
     ) {
         let need = match pool.meta(id).gso {
             None => 1,

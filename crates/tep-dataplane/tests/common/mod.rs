@@ -145,7 +145,7 @@ fn take(
 pub fn run_encap(p: &mut Pipeline<ManualClock>, pool: &mut Pool, packets: &[Vec<u8>]) -> Out {
     let mut v = load(pool, packets);
     let mut out = Out::default();
-    p.encap(pool, &mut v, &mut |pool, v| {
+    p.encap(pool, &mut v, &mut |_, pool, v| {
         take(pool, v, &mut out.packets, Some(&mut out.csum))
     });
     out
@@ -161,6 +161,7 @@ pub fn run_decap(
     let mut out = Out::default();
     p.decap(pool, &mut v, now_ns, &mut |o, pool, v| match o {
         Output::Inner => take(pool, v, &mut out.packets, Some(&mut out.csum)),
+        Output::Outer | Output::Kernel => panic!("{o:?} out of decap"),
         Output::Reply => {
             for &id in v.as_slice() {
                 // The I/O layer sends a reply from the endpoint its source
@@ -559,7 +560,7 @@ pub fn run_encap_with(
 ) -> Out {
     let mut v = load_with(pool, packets);
     let mut out = Out::default();
-    p.encap(pool, &mut v, &mut |pool, v| {
+    p.encap(pool, &mut v, &mut |_, pool, v| {
         take(pool, v, &mut out.packets, Some(&mut out.csum))
     });
     out

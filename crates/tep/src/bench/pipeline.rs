@@ -464,7 +464,7 @@ impl Bench {
         let mut outer = Vec::new();
         let mut v = PacketVector::new();
         load(&mut pool, &mut v, &inner);
-        a.encap(&mut pool, &mut v, &mut |pool, v| {
+        a.encap(&mut pool, &mut v, &mut |_, pool, v| {
             for &id in v.as_slice() {
                 let mut bytes = pool.data(id).to_vec();
                 finish_offloaded(&mut bytes, pool.meta(id).csum).expect("the pipeline's offsets");
@@ -525,7 +525,7 @@ impl Bench {
         let t = &vectors[i % vectors.len()];
         let mut v = PacketVector::new();
         load(pool, &mut v, t);
-        let mut sink = |pool: &mut Pool, v: &mut PacketVector| {
+        let sink = |pool: &mut Pool, v: &mut PacketVector| {
             for &id in v.as_slice() {
                 pool.free(id);
             }
@@ -533,7 +533,7 @@ impl Bench {
         let start = Instant::now();
         let c0 = Tsc.now();
         match direction {
-            Direction::Encap => pipeline.encap(pool, &mut v, &mut sink),
+            Direction::Encap => pipeline.encap(pool, &mut v, &mut |_, pool, v| sink(pool, v)),
             Direction::Decap => pipeline.decap(pool, &mut v, 0, &mut |_, pool, v| sink(pool, v)),
         }
         let c1 = Tsc.now();

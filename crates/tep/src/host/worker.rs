@@ -203,7 +203,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                             sockets: &mut io.sockets,
                             senders: &mut io.senders,
                         };
-                        pipeline.encap_from(link, &mut pool, &mut input, &mut |pool, out| {
+                        pipeline.encap_from(link, &mut pool, &mut input, &mut |_, pool, out| {
                             send_outer(pool, out, &mut to, &routes, &mut tallies, &shared.tracer)
                         });
                     }
@@ -234,7 +234,8 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                             &mut input,
                             now_ns,
                             &mut |o, pool, out| match o {
-                                Output::Inner => write_inner(
+                                // The TUN/TAP is the kernel's stack.
+                                Output::Inner | Output::Kernel => write_inner(
                                     pool,
                                     out,
                                     (tun.as_ref(), tap.as_ref()),
@@ -242,7 +243,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                                     &mut tallies,
                                     &shared.tracer,
                                 ),
-                                Output::Reply => send_outer(
+                                Output::Reply | Output::Outer => send_outer(
                                     pool,
                                     out,
                                     &mut to,
