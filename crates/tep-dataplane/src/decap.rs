@@ -6,12 +6,13 @@
 use crate::buffer::{ChecksumState, PacketId, PacketMeta, Pool, NO_TUNNEL};
 use crate::drop::DropReason;
 use crate::geometry::{
-    complete_partial_in, ethernet_ip_offset, holds_pseudo_sum, ip_end, locate_ip, pseudo_header,
-    transport_checksum_offset, transport_pseudo, PROTO_UDP,
+    complete_partial_in, decrement_ttl, ethernet_ip_offset, holds_pseudo_sum, ip_end, locate_ip,
+    pseudo_header, transport_checksum_offset, transport_pseudo, PROTO_UDP,
 };
 use crate::gtpu_reply::{GtpuResponder, Notice, Replies, ReplyPath};
 use crate::io::{InnerChecksums, OuterLayers};
 use crate::kind::TunnelKind;
+use crate::nexthop::NextHops;
 use crate::node::{each, sweep, NodeStats};
 use crate::tunnel::{gre_id, ReceiveCache, TunnelTable};
 use crate::vector::PacketVector;
@@ -22,6 +23,97 @@ use tep_wire::gtpu::MessageType;
 use tep_wire::gue::GueRepr;
 use tep_wire::ip::IpProtocol;
 use tep_wire::{ipv4, ipv6, udp};
+
+/// Node `ethernet-input` (whole frames): the outer Ethernet header, up to
+/// two VLAN tags, must carry IPv4 or IPv6; it is stripped, so that
+/// `ip-input` finds the IP header at the data start.
+pub fn ethernet_input(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) {
+    each(stats, pool, v, |pool, id| {
+        let data = pool.data(id);
+        let l3 = match ethernet_ip_offset(data) {
+            Some(l3) => l3,
+            None if data.len() < tep_wire::ethernet::HEADER_LEN => {
+                return Err(DropReason::Truncated)
+            }
+            None => return Err(DropReason::NotIp),
+        };
+        if !pool.trim_front(id, l3) {
+            return Err(DropReason::Truncated);
+        }
+        Ok(())
+    });
+}
+
+/// Node `ip-rewrite` (whole frames): an inner IP packet of an L3 tunnel
+/// leaves on the inner interface as a router forwards it: its TTL / hop
+/// limit decremented, behind the Ethernet header to the next hop for its
+/// destination. A destination without a known next hop goes to
+/// `unresolved` (for the kernel) and is noted for the I/O layer. Frames of
+/// L2 tunnels pass as they are: they are bridged, not routed.
+pub fn ip_rewrite(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    table: &TunnelTable,
+    next_hops: &mut NextHops,
+    unresolved: &mut PacketVector,
+) {
+    let mut keep = PacketVector::new();
+    for &id in v.as_slice() {
+        let m = *pool.meta(id);
+        if table.get(m.tunnel).kind.carries_ethernet() {
+            let _ = keep.push(id);
+            continue;
+        }
+        let data = pool.data_mut(id);
+        let v6 = data[0] >> 4 == 6;
+        let dst = ip_dst(data);
+        let Some(&h) = next_hops.get(dst) else {
+            // The kernel forwards it (and decrements its TTL) itself.
+            next_hops.want(dst);
+            // At most as many as the vector held.
+            let _ = unresolved.push(id);
+            continue;
+        };
+        if let Err(r) = decrement_ttl(data) {
+            pool.meta_mut(id).drop = Some(r);
+            let _ = keep.push(id);
+            continue;
+        }
+        match pool.prepend(id, h.len()) {
+            Some(b) => {
+                h.write(b, v6);
+                let n = h.len() as u16;
+                let m = pool.meta_mut(id);
+                m.l3 += n;
+                m.l4 += n;
+                m.inner_l3 += n;
+                if m.inner_l4 != 0 {
+                    m.inner_l4 += n;
+                }
+                if let ChecksumState::Partial { start, offset } = m.csum {
+                    m.csum = ChecksumState::Partial {
+                        start: start + n,
+                        offset: offset + n,
+                    };
+                }
+            }
+            None => pool.meta_mut(id).drop = Some(DropReason::TooBig),
+        }
+        let _ = keep.push(id);
+    }
+    *v = keep;
+    sweep(stats, pool, v);
+}
+
+/// The destination address of the checked IP header at the start of `ip`.
+pub(crate) fn ip_dst(ip: &[u8]) -> IpAddr {
+    if ip[0] >> 4 == 6 {
+        IpAddr::from(bytes::<16>(&ip[ipv6::field::DST_ADDR]))
+    } else {
+        IpAddr::from(bytes::<4>(&ip[ipv4::field::DST_ADDR]))
+    }
+}
 
 /// Node `ip-input` (where tep parses the outer headers): the outer IP
 /// header must be whole, carry UDP, not be a fragment, and (IPv4) have a
@@ -91,7 +183,7 @@ pub fn udp_input(
 ) {
     for &id in v.as_slice() {
         let kind = match layers {
-            OuterLayers::IpUdp => udp_input_one(pool, id),
+            OuterLayers::IpUdp | OuterLayers::EthernetIpUdp => udp_input_one(pool, id),
             OuterLayers::UdpPayload => Ok(pool.outer(id).dst_port),
         }
         .and_then(|port| table.kind_on_port(port).ok_or(DropReason::UnknownPort));

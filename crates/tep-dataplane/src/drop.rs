@@ -66,6 +66,9 @@ crate::named_enum! {
         /// Remote checksum offload from a peer the tunnel does not accept it
         /// from (`remote_checksum_rx` off).
         RemoteChecksumOff => "remote_checksum_off",
+        /// A forwarded IP packet whose TTL / hop limit ran out (RFC 791,
+        /// RFC 8200): tep routes as a router in gateway mode.
+        TtlExpired => "ttl_expired",
         /// I/O: a virtio-net header tep cannot honour.
         BadVnetHeader => "bad_vnet_header",
         /// I/O: the socket's send queue stayed full (EAGAIN), or the send
@@ -92,6 +95,55 @@ impl DropReason {
         DropReason::DeviceWrite,
         DropReason::NoDevice,
     ];
+}
+
+/// A counter per drop reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DropCounts([u64; DropReason::COUNT]);
+
+impl Default for DropCounts {
+    // By hand: arrays have `Default` only up to 32 entries.
+    fn default() -> Self {
+        DropCounts::ZERO
+    }
+}
+
+impl core::ops::Index<DropReason> for DropCounts {
+    type Output = u64;
+    fn index(&self, r: DropReason) -> &u64 {
+        &self.0[r as usize]
+    }
+}
+
+impl core::ops::IndexMut<DropReason> for DropCounts {
+    fn index_mut(&mut self, r: DropReason) -> &mut u64 {
+        &mut self.0[r as usize]
+    }
+}
+
+impl DropCounts {
+    /// No drops.
+    pub const ZERO: DropCounts = DropCounts([0; DropReason::COUNT]);
+
+    /// All drops counted.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// The reasons counted at least once, with their counts.
+    pub fn nonzero(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL
+            .iter()
+            .map(|&r| (r, self[r]))
+            .filter(|&(_, n)| n > 0)
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &DropCounts) {
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a += b;
+        }
+    }
 }
 
 impl fmt::Display for DropReason {

@@ -11,11 +11,12 @@ use crate::buffer::{ChecksumState, PacketId, Pool};
 use crate::config::{ChecksumMode, DontFragment, Dscp, GueRcoEncoding, Ttl, TunnelConfig};
 use crate::drop::DropReason;
 use crate::geometry::{
-    complete_partial, ethernet_ip_offset, locate_ip, mac_hash, parse_ip, pseudo_header,
-    transport_pseudo, InnerLink, PROTO_UDP,
+    complete_partial, decrement_ttl, ethernet_ip_offset, locate_ip, mac_hash, parse_ip,
+    pseudo_header, transport_pseudo, InnerLink, PROTO_UDP,
 };
 use crate::io::{Outer, OuterLayers};
 use crate::kind::TunnelKind;
+use crate::nexthop::{LinkHeader, NextHops};
 use crate::node::{each, NodeStats};
 use crate::tunnel::TunnelTable;
 use crate::vector::PacketVector;
@@ -709,6 +710,73 @@ fn ip_udp_encap_one(
     m.l3 = 0;
     m.l4 = (hdr - udp::HEADER_LEN) as u16;
     Ok(())
+}
+
+/// Node `ip-forward` (whole frames): an inner IP packet routed into an L3
+/// tunnel is forwarded as a router does: its TTL / hop limit decremented
+/// (`TtlExpired` when it runs out). Frames into L2 tunnels are bridged and
+/// keep theirs.
+pub fn ip_forward(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    table: &TunnelTable,
+) {
+    each(stats, pool, v, |pool, id| {
+        let m = pool.meta(id);
+        if table.get(m.tunnel).kind.carries_ethernet() {
+            return Ok(());
+        }
+        let l3 = usize::from(m.inner_l3);
+        decrement_ttl(&mut pool.data_mut(id)[l3..])
+    });
+}
+
+/// Node `ethernet-encap` (whole frames): the outer Ethernet header to the
+/// next hop of each packet's tunnel, from [`NextHops`] by the tunnel's
+/// remote address. A packet whose next hop is not known yet goes to
+/// `unresolved` (for the kernel, which resolves it) and the remote is
+/// noted for the I/O layer.
+pub fn ethernet_encap(
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    table: &TunnelTable,
+    next_hops: &mut NextHops,
+    unresolved: &mut PacketVector,
+) {
+    let mut keep = PacketVector::new();
+    // One tunnel's header asked once per run of its packets.
+    let mut last: Option<(u32, Option<LinkHeader>)> = None;
+    for &id in v.as_slice() {
+        let tunnel = pool.meta(id).tunnel;
+        let header = match last {
+            Some((t, h)) if t == tunnel => h,
+            _ => {
+                let h = next_hops.get(table.get(tunnel).remote).copied();
+                last = Some((tunnel, h));
+                h
+            }
+        };
+        let Some(h) = header else {
+            next_hops.want(table.get(tunnel).remote);
+            // At most as many as the vector held.
+            let _ = unresolved.push(id);
+            continue;
+        };
+        let v6 = pool.data(id)[0] >> 4 == 6;
+        // The headroom holds the deepest stack (see HEADROOM).
+        if let Some(b) = pool.prepend(id, h.len()) {
+            h.write(b, v6);
+            shift(pool, id, h.len());
+            let n = h.len() as u16;
+            let m = pool.meta_mut(id);
+            m.l3 += n;
+            m.l4 += n;
+            m.udp_payload += n;
+        }
+        let _ = keep.push(id);
+    }
+    *v = keep;
 }
 
 /// Node `udp-checksum`: the outer UDP checksum by the tunnel's mode.

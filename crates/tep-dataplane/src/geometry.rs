@@ -248,6 +248,31 @@ pub(crate) fn ip_tos_ttl(ip: &[u8]) -> (u8, u8) {
     }
 }
 
+/// Decrements the TTL / hop limit of the checked IP header at the start of
+/// `ip`, as a router forwarding it does (IPv4: the header checksum updated
+/// by RFC 1624); `TtlExpired` when it would reach 0.
+pub(crate) fn decrement_ttl(ip: &mut [u8]) -> Result<(), DropReason> {
+    let at = if ip[0] >> 4 == 4 {
+        ipv4::field::TTL
+    } else {
+        ipv6::field::HOP_LIMIT
+    };
+    let ttl = ip[at];
+    if ttl <= 1 {
+        return Err(DropReason::TtlExpired);
+    }
+    ip[at] = ttl - 1;
+    if ip[0] >> 4 == 4 {
+        // TTL is the high byte of the word it shares with the protocol.
+        let word = |ttl: u8| u16::from_be_bytes([ttl, ip[ipv4::field::PROTOCOL]]);
+        let (old, new) = (word(ttl), word(ttl - 1));
+        let c = &ip[ipv4::field::CHECKSUM];
+        let c = tep_csum::incremental_update(u16::from_be_bytes([c[0], c[1]]), old, new);
+        ip[ipv4::field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+    }
+    Ok(())
+}
+
 /// Writes the IP length of a packet of `len` bytes in `buf` (its header
 /// checked): IPv4 total length, identification if given, and the header
 /// checksum; IPv6 payload length.
@@ -445,6 +470,23 @@ mod tests {
             complete_partial_in(&mut p, 20, 43, 44),
             Err(DropReason::Malformed)
         );
+    }
+
+    #[test]
+    fn ttl_decrements_with_the_header_checksum_until_it_runs_out() {
+        let mut p = tcp4();
+        assert_eq!(p[8], 64);
+        decrement_ttl(&mut p).unwrap();
+        assert_eq!(p[8], 63);
+        assert!(Sum::of(&p[..20]).verifies());
+        p[8] = 1;
+        assert_eq!(decrement_ttl(&mut p), Err(DropReason::TtlExpired));
+        let mut v6 = [0u8; 40];
+        v6[0] = 0x60;
+        v6[7] = 2;
+        decrement_ttl(&mut v6).unwrap();
+        assert_eq!(v6[7], 1);
+        assert_eq!(decrement_ttl(&mut v6), Err(DropReason::TtlExpired));
     }
 
     #[test]

@@ -29,6 +29,21 @@ pub enum OuterLayers {
     /// reported with
     /// [`PacketMeta::received_by_socket`](crate::buffer::PacketMeta::received_by_socket).
     UdpPayload,
+    /// Whole Ethernet frames (gateway mode, AF_XDP): tep writes the outer
+    /// Ethernet header too (the next hop's MAC from
+    /// [`NextHops`](crate::nexthop::NextHops), which the I/O layer keeps
+    /// from the kernel's tables) and strips it on receive; as a router it
+    /// decrements the TTL of the IP packets it forwards and writes their
+    /// Ethernet header on the inner side too. A packet whose next hop is
+    /// not known yet goes to [`Output::Kernel`](crate::pipeline::Output).
+    EthernetIpUdp,
+}
+
+impl OuterLayers {
+    /// Whether tep writes and parses the outer IP and UDP headers.
+    pub const fn ip_in_buffer(self) -> bool {
+        !matches!(self, OuterLayers::UdpPayload)
+    }
 }
 
 /// What the decap sink does with an inner packet's transport checksum.

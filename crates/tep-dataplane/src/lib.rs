@@ -23,7 +23,8 @@
 //! - [`vnet`] (the virtio-net header as packet metadata), [`udp_train`]
 //!   (UDP GSO trains, which a sink sends as one message), [`geometry`]
 //!   (where a packet's headers are, checksum completion), [`tunnel`] (the
-//!   tunnel table), [`clock`], [`example`] (one tunnel of each kind, for
+//!   tunnel table), [`nexthop`] (the Ethernet header to each next hop,
+//!   where tep writes whole frames), [`clock`], [`example`] (one tunnel of each kind, for
 //!   tests and benchmarks).
 //!
 //! The rest, the nodes themselves, is the crate's own: `encap` and
@@ -45,6 +46,7 @@ mod gtpu_reply;
 pub mod io;
 mod kind;
 mod named;
+pub mod nexthop;
 pub mod node;
 pub mod pipeline;
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use crate::buffer::{PacketId, Pool};
 use crate::clock::Clock;
-use crate::drop::DropReason;
+use crate::drop::{DropCounts, DropReason};
 use crate::kind::TunnelKind;
 use crate::vector::PacketVector;
 use core::fmt::Write;
@@ -42,6 +42,14 @@ crate::named_enum! {
         IpUdpEncap => "ip-udp-encap",
         /// Encap: the outer UDP checksum by the tunnel's mode.
         UdpChecksum => "udp-checksum",
+        /// Encap, whole frames: the TTL of an IP packet routed into a
+        /// tunnel, as a router forwards it.
+        IpForward => "ip-forward",
+        /// Encap, whole frames: the outer Ethernet header to the next hop.
+        EthernetEncap => "ethernet-encap",
+        /// Decap, whole frames: the outer Ethernet header (and VLAN tags)
+        /// stripped.
+        EthernetInput => "ethernet-input",
         /// Decap: the outer IP header.
         IpInput => "ip-input",
         /// Decap: the outer UDP header; the port picks the kind.
@@ -70,6 +78,9 @@ crate::named_enum! {
         DecapOutput => "decap-output",
         /// Decap: coalesces inner TCP/UDP flows.
         Gro => "gro",
+        /// Decap, whole frames: an inner IP packet forwarded as a router
+        /// does (TTL), with the Ethernet header to its next hop.
+        IpRewrite => "ip-rewrite",
         /// Encap: runs of datagrams become UDP GSO trains.
         UdpTrain => "udp-train",
         /// Decap: a UDP GRO train cut into its datagrams.
@@ -123,11 +134,11 @@ pub struct NodeStats {
     /// Clock ticks spent inside it.
     pub ticks: u64,
     /// Packets it dropped, by reason ([`DropReason`] as index).
-    pub drops: [u64; DropReason::COUNT],
+    pub drops: DropCounts,
     /// The same drops for packets that had a tunnel when they were dropped:
     /// one row per tunnel index (grown on the first such drop, so a node
     /// that never drops one holds nothing).
-    pub by_tunnel: Vec<[u64; DropReason::COUNT]>,
+    pub by_tunnel: Vec<DropCounts>,
 }
 
 impl NodeStats {
@@ -139,7 +150,7 @@ impl NodeStats {
             vectors: 0,
             packets: 0,
             ticks: 0,
-            drops: [0; DropReason::COUNT],
+            drops: DropCounts::ZERO,
             by_tunnel: Vec::new(),
         }
     }
@@ -147,7 +158,7 @@ impl NodeStats {
     /// Counts one dropped packet.
     #[inline]
     pub fn drop(&mut self, reason: DropReason) {
-        self.drops[reason as usize] += 1;
+        self.drops[reason] += 1;
     }
 
     /// Counts a drop of a packet of tunnel `tunnel` (an index of the
@@ -161,22 +172,19 @@ impl NodeStats {
         }
         let t = tunnel as usize;
         if self.by_tunnel.len() <= t {
-            self.by_tunnel.resize(t + 1, [0; DropReason::COUNT]);
+            self.by_tunnel.resize(t + 1, DropCounts::ZERO);
         }
-        self.by_tunnel[t][reason as usize] += 1;
+        self.by_tunnel[t][reason] += 1;
     }
 
     /// All drops of this node.
     pub fn drops_total(&self) -> u64 {
-        self.drops.iter().sum()
+        self.drops.total()
     }
 
     /// The drops by reason, skipping zeros.
     pub fn drops_by_reason(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
-        DropReason::ALL
-            .iter()
-            .map(|&r| (r, self.drops[r as usize]))
-            .filter(|&(_, n)| n > 0)
+        self.drops.nonzero()
     }
 
     /// Ticks per packet (0 before any packet).
@@ -310,13 +318,11 @@ fn remove_dropped(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) 
 
 /// Drops by tunnel and reason over `nodes`: one row per tunnel index, for
 /// `tunnels` tunnels.
-pub fn tunnel_drops(nodes: &[NodeStats], tunnels: usize) -> Vec<[u64; DropReason::COUNT]> {
-    let mut rows = vec![[0u64; DropReason::COUNT]; tunnels];
+pub fn tunnel_drops(nodes: &[NodeStats], tunnels: usize) -> Vec<DropCounts> {
+    let mut rows = vec![DropCounts::ZERO; tunnels];
     for n in nodes {
         for (row, by) in rows.iter_mut().zip(&n.by_tunnel) {
-            for (a, b) in row.iter_mut().zip(by) {
-                *a += b;
-            }
+            row.add(by);
         }
     }
     rows
@@ -375,7 +381,7 @@ mod tests {
         rt.run(decap, 0, |_| ());
         let d = rt.stats(decap);
         assert_eq!((d.calls, d.vectors, d.packets), (4, 3, 768));
-        assert_eq!(d.drops[DropReason::BadChecksum as usize], 3);
+        assert_eq!(d.drops[DropReason::BadChecksum], 3);
         assert_eq!(d.drops_total(), 3);
         assert_eq!(d.packets_per_call(), 192.0);
         let report = rt.report();

@@ -639,6 +639,67 @@ fn no_buffer() {
     assert_no_leak(&pool);
 }
 
+// ------------------------------------------------- whole frames (gateway)
+
+/// A router drops what it would forward with a TTL of 0: into a tunnel
+/// (`ip-forward`) and out of one (`ip-rewrite`).
+#[test]
+fn ttl_expired() {
+    use tep_dataplane::clock::ManualClock;
+    use tep_dataplane::io::OuterLayers;
+    use tep_dataplane::nexthop::LinkHeader;
+    use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
+    let gateway = |c: &Config| {
+        Pipeline::new(
+            c,
+            ManualClock::default(),
+            PipelineOptions {
+                inner_link: InnerLink::Ethernet,
+                outer: OuterLayers::EthernetIpUdp,
+                ..PipelineOptions::default()
+            },
+        )
+    };
+    let hop = LinkHeader {
+        dst: [2, 0, 0, 0, 0, 2],
+        src: [2, 0, 0, 0, 0, 1],
+        vlan: None,
+    };
+    let mut last_hop = tcp4(b"ttl", 1000);
+    last_hop[8] = 1;
+    last_hop[10..12].fill(0);
+    let c = tep_csum::Sum::of(&last_hop[..20]).checksum();
+    last_hop[10..12].copy_from_slice(&c.to_be_bytes());
+    let frames = [frame(&tcp4(b"ok", 1001)), frame(&last_hop)];
+    let (ca, cb) = pair(TunnelKind::Gue, false, ChecksumMode::Full);
+    let mut a = gateway(&ca);
+    a.next_hops().set(ca.tunnels[0].remote, Some(hop));
+    let mut pool = pool();
+    let out = run_encap(&mut a, &mut pool, &frames);
+    assert_eq!(out.packets.len(), 1, "{}", a.runtime().report());
+    assert_dropped_once(&a, DropReason::TtlExpired, "ip-forward");
+    assert_balanced(&a);
+    // A TTL of 2 crosses A and runs out at B.
+    let mut two_hops = last_hop.clone();
+    two_hops[8] = 2;
+    two_hops[10..12].fill(0);
+    let c = tep_csum::Sum::of(&two_hops[..20]).checksum();
+    two_hops[10..12].copy_from_slice(&c.to_be_bytes());
+    let out = run_encap(
+        &mut a,
+        &mut pool,
+        &[frame(&tcp4(b"ok", 1001)), frame(&two_hops)],
+    );
+    let mut b = gateway(&cb);
+    b.next_hops()
+        .set(core::net::IpAddr::from([10, 9, 0, 1]), Some(hop));
+    let dec = run_decap(&mut b, &mut pool, &out.packets, 0);
+    assert_eq!(dec.packets.len(), 1, "{}", b.runtime().report());
+    assert_dropped_once(&b, DropReason::TtlExpired, "ip-rewrite");
+    assert_balanced(&b);
+    assert_no_leak(&pool);
+}
+
 // ----------------------------------------------------------------- the list
 
 /// Every reason the pipeline drops for has a `#[test] fn <reason name>()`
@@ -688,18 +749,9 @@ fn drops_are_counted_per_tunnel_once_the_tunnel_is_known() {
     let out = run_decap(&mut b, &mut pool, &[good, bad, unknown], 0);
     assert_eq!(out.packets.len(), 1);
     let row = rows(b.runtime().nodes());
-    assert_eq!(
-        row[DropReason::BadChecksum as usize],
-        1,
-        "{}",
-        b.runtime().report()
-    );
-    assert_eq!(
-        row[DropReason::UnknownVni as usize],
-        0,
-        "no tunnel has that VNI"
-    );
-    assert_eq!(row.iter().sum::<u64>(), 1);
+    assert_eq!(row[DropReason::BadChecksum], 1, "{}", b.runtime().report());
+    assert_eq!(row[DropReason::UnknownVni], 0, "no tunnel has that VNI");
+    assert_eq!(row.total(), 1);
     assert_eq!(b.drops_total(), 2);
     // Encap: too big for the tunnel it was routed to; no route: no tunnel.
     let a = a_config(TunnelKind::GreInUdp);
@@ -709,13 +761,8 @@ fn drops_are_counted_per_tunnel_once_the_tunnel_is_known() {
     let out = run_encap(&mut p, &mut pool, &[tcp4(b"ok", 1), big, lost]);
     assert_eq!(out.packets.len(), 1);
     let row = rows(p.runtime().nodes());
-    assert_eq!(
-        row[DropReason::TooBig as usize],
-        1,
-        "{}",
-        p.runtime().report()
-    );
-    assert_eq!(row.iter().sum::<u64>(), 1, "no_route has no tunnel");
+    assert_eq!(row[DropReason::TooBig], 1, "{}", p.runtime().report());
+    assert_eq!(row.total(), 1, "no_route has no tunnel");
     assert_eq!(p.drops_total(), 2);
     assert_no_leak(&pool);
 }

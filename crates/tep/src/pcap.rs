@@ -18,7 +18,7 @@ use std::time::Duration;
 use tep_dataplane::buffer::{ChecksumState, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::{Config, ConfigError};
-use tep_dataplane::drop::DropReason;
+use tep_dataplane::drop::{DropCounts, DropReason};
 use tep_dataplane::geometry::{ethernet_ip_offset, finish_offloaded};
 use tep_dataplane::pipeline::{Counters, Output, Pipeline, PipelineOptions};
 use tep_dataplane::vector::PacketVector;
@@ -367,7 +367,7 @@ struct Run {
     out: Option<PcapOut>,
     out_link: DataLink,
     replies: Option<PcapOut>,
-    skipped: [u64; DropReason::COUNT],
+    skipped: DropCounts,
     frames: u64,
     snap_cut: u64,
     written: u64,
@@ -410,7 +410,7 @@ impl Run {
             out: Some(out),
             out_link,
             replies,
-            skipped: [0; DropReason::COUNT],
+            skipped: DropCounts::ZERO,
             frames: 0,
             snap_cut: 0,
             written: 0,
@@ -444,7 +444,7 @@ impl Run {
     }
 
     fn skip(&mut self, r: DropReason) {
-        self.skipped[r as usize] += 1;
+        self.skipped[r] += 1;
     }
 
     fn frame(&mut self, frame: Frame) {
@@ -633,7 +633,7 @@ impl Run {
             counters: p.counters(),
             skipped: DropReason::ALL
                 .iter()
-                .map(|&r| (r, self.skipped[r as usize]))
+                .map(|&r| (r, self.skipped[r]))
                 .filter(|&(_, n)| n > 0)
                 .collect(),
             frames: self.frames,

@@ -13,6 +13,7 @@ use crate::gso;
 use crate::gtpu_reply::{GtpuResponder, Replies};
 pub use crate::io::{InnerChecksums, OuterLayers};
 use crate::kind::TunnelKind;
+use crate::nexthop::NextHops;
 use crate::node::{Node, Runtime};
 use crate::tunnel::TunnelTable;
 use crate::udp_train;
@@ -104,6 +105,9 @@ pub struct Counters {
     pub answered: u64,
     /// Packets generated (Error Indications).
     pub generated: u64,
+    /// Packets handed to the kernel because their next hop was not known
+    /// yet (whole frames; counted in `encap_out` / `decap_out` too).
+    pub to_kernel: u64,
 }
 
 /// The encap and decap paths of one worker.
@@ -120,6 +124,10 @@ pub struct Pipeline<C: Clock> {
     // Taken out while `encap` segments into it (no allocation per call).
     work: Option<Box<PacketVector>>,
     gro: Box<Gro>,
+    // Whole frames: the Ethernet header to each next hop, and the packets
+    // whose next hop is not known yet.
+    next_hops: NextHops,
+    unresolved: Box<PacketVector>,
     counters: Counters,
     // The train whose first datagram is in the vector being decapsulated.
     train: Option<PendingTrain>,
@@ -143,9 +151,18 @@ impl<C: Clock> Pipeline<C> {
             replies: Box::new(PacketVector::new()),
             work: Some(Box::new(PacketVector::new())),
             gro: Box::new(Gro::new()),
+            next_hops: NextHops::default(),
+            unresolved: Box::new(PacketVector::new()),
             counters: Counters::default(),
             train: None,
         }
+    }
+
+    /// The next hops tep writes whole frames to ([`OuterLayers::EthernetIpUdp`]):
+    /// the I/O layer fills them, and drains the destinations the pipeline
+    /// met without one ([`NextHops::take_wanted`]).
+    pub fn next_hops(&mut self) -> &mut NextHops {
+        &mut self.next_hops
     }
 
     /// The spare vector segmentation and train splitting fill (taken out
@@ -184,11 +201,7 @@ impl<C: Clock> Pipeline<C> {
 
     /// Drops of one reason over all nodes.
     pub fn drops(&self, reason: DropReason) -> u64 {
-        self.runtime
-            .nodes()
-            .iter()
-            .map(|n| n.drops[reason as usize])
-            .sum()
+        self.runtime.nodes().iter().map(|n| n.drops[reason]).sum()
     }
 
     /// Encapsulates a vector of inner packets. Super-packets (`meta.gso`)
@@ -271,10 +284,21 @@ impl<C: Clock> Pipeline<C> {
                 udp_train::make_trains(pool, v, table)
             });
         }
+        self.counters.encap_out += self.unresolved.len() as u64;
         if !v.is_empty() {
             sink(Output::Outer, pool, v);
         }
         v.clear();
+        self.hand_unresolved(pool, sink);
+    }
+
+    /// Hands the packets whose next hop was not known to the kernel.
+    fn hand_unresolved(&mut self, pool: &mut Pool, sink: &mut Sink<'_>) {
+        if !self.unresolved.is_empty() {
+            self.counters.to_kernel += self.unresolved.len() as u64;
+            sink(Output::Kernel, pool, &mut self.unresolved);
+            self.unresolved.clear();
+        }
     }
 
     fn encap_vector(&mut self, link: InnerLink, pool: &mut Pool, v: &mut PacketVector) {
@@ -285,6 +309,8 @@ impl<C: Clock> Pipeline<C> {
             tx,
             templates,
             by_kind,
+            next_hops,
+            unresolved,
             ..
         } = self;
         runtime.run(Node::EncapClassify, v.len(), |s| {
@@ -293,6 +319,11 @@ impl<C: Clock> Pipeline<C> {
         runtime.run(Node::TunnelLookup, v.len(), |s| {
             encap::lookup(s, pool, v, table, link)
         });
+        if options.outer == OuterLayers::EthernetIpUdp {
+            runtime.run(Node::IpForward, v.len(), |s| {
+                encap::ip_forward(s, pool, v, table)
+            });
+        }
         runtime.run(Node::InnerChecksum, v.len(), |s| {
             encap::inner_checksum(s, pool, v, table)
         });
@@ -311,9 +342,14 @@ impl<C: Clock> Pipeline<C> {
         runtime.run(Node::IpUdpEncap, v.len(), |s| {
             encap::ip_udp_encap(s, pool, v, tx, outer)
         });
-        if outer == OuterLayers::IpUdp {
+        if outer.ip_in_buffer() {
             runtime.run(Node::UdpChecksum, v.len(), |_| {
                 encap::udp_checksum(pool, v, table, tx)
+            });
+        }
+        if outer == OuterLayers::EthernetIpUdp {
+            runtime.run(Node::EthernetEncap, v.len(), |_| {
+                encap::ethernet_encap(pool, v, table, next_hops, unresolved)
             });
         }
     }
@@ -393,11 +429,18 @@ impl<C: Clock> Pipeline<C> {
             gtpu,
             counters,
             train,
+            next_hops,
+            unresolved,
             ..
         } = self;
         let v = input;
         let outer = options.outer;
-        if outer == OuterLayers::IpUdp {
+        if outer == OuterLayers::EthernetIpUdp {
+            runtime.run(Node::EthernetInput, v.len(), |s| {
+                decap::ethernet_input(s, pool, v)
+            });
+        }
+        if outer.ip_in_buffer() {
             runtime.run(Node::IpInput, v.len(), |s| decap::ip_input(s, pool, v));
         }
         runtime.run(Node::UdpInput, v.len(), |s| {
@@ -441,7 +484,12 @@ impl<C: Clock> Pipeline<C> {
                 counters.coalesced += gro.coalesce(pool, v, link) as u64;
             });
         }
-        counters.decap_out += v.len() as u64;
+        if outer == OuterLayers::EthernetIpUdp {
+            runtime.run(Node::IpRewrite, v.len(), |s| {
+                decap::ip_rewrite(s, pool, v, table, next_hops, unresolved)
+            });
+        }
+        counters.decap_out += (v.len() + unresolved.len()) as u64;
         if !v.is_empty() {
             sink(Output::Inner, pool, v);
         }
@@ -450,6 +498,7 @@ impl<C: Clock> Pipeline<C> {
             sink(Output::Reply, pool, replies);
         }
         replies.clear();
+        self.hand_unresolved(pool, sink);
         leftover
     }
 }

@@ -227,6 +227,7 @@ pub const ENCAP_NODES: &[&str] = &[
     "ip-udp-encap",
     "udp-checksum",
     "udp-train",
+    "ip-forward",
 ];
 
 /// Nodes of the receive path (and every `-decap` name).
@@ -237,6 +238,8 @@ pub const DECAP_NODES: &[&str] = &[
     "udp-input",
     "udp-checksum-verify",
     "decap-output",
+    "ethernet-input",
+    "ip-rewrite",
 ];
 
 /// Which path a node belongs to: true for encap. Panics on a node this
@@ -296,8 +299,8 @@ pub fn drop_nodes<C: Clock>(p: &Pipeline<C>, reason: DropReason) -> Vec<(&'stati
     p.runtime()
         .nodes()
         .iter()
-        .filter(|n| n.drops[reason as usize] > 0)
-        .map(|n| (n.name, n.drops[reason as usize]))
+        .filter(|n| n.drops[reason] > 0)
+        .map(|n| (n.name, n.drops[reason]))
         .collect()
 }
 

@@ -228,7 +228,7 @@ inner_prefixes = ["10.9.0.0/16"]
         let mut n = NodeStats::new("gtpu-decap");
         n.calls = 1;
         n.packets = 9;
-        n.drops[DropReason::UnknownTeid as usize] = 4;
+        n.drops[DropReason::UnknownTeid] = 4;
         for _ in 0..3 {
             n.drop_in(DropReason::BadChecksum, 0);
         }

@@ -2,7 +2,7 @@
 //! snapshot per worker, merged on demand.
 
 use serde::Serialize;
-use tep_dataplane::drop::DropReason;
+use tep_dataplane::drop::{DropCounts, DropReason};
 use tep_dataplane::node::{tunnel_drops, NodeStats};
 use tep_dataplane::pipeline::Counters;
 
@@ -21,7 +21,7 @@ pub struct TunnelTraffic {
     /// Packets of this tunnel the pipeline dropped, by reason (indexed by
     /// `DropReason as usize`): those dropped once their tunnel was known.
     #[serde(skip)]
-    pub drops: [u64; DropReason::COUNT],
+    pub drops: DropCounts,
 }
 
 impl TunnelTraffic {
@@ -30,17 +30,12 @@ impl TunnelTraffic {
         self.tx_bytes += o.tx_bytes;
         self.rx_packets += o.rx_packets;
         self.rx_bytes += o.rx_bytes;
-        for (a, b) in self.drops.iter_mut().zip(&o.drops) {
-            *a += b;
-        }
+        self.drops.add(&o.drops);
     }
 
     /// Drops by reason, non-zero only.
     pub fn drops_by_reason(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
-        DropReason::ALL
-            .iter()
-            .map(|&r| (r, self.drops[r as usize]))
-            .filter(|&(_, n)| n > 0)
+        self.drops.nonzero()
     }
 }
 
@@ -74,7 +69,7 @@ tep_dataplane::named_enum! {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostCounters {
     events: [u64; HostEvent::COUNT],
-    drops: [u64; DropReason::COUNT],
+    drops: DropCounts,
 }
 
 /// As a JSON object of [`HostCounters::named`]: the field names it always
@@ -95,7 +90,7 @@ impl Default for HostCounters {
     fn default() -> HostCounters {
         HostCounters {
             events: [0; HostEvent::COUNT],
-            drops: [0; DropReason::COUNT],
+            drops: DropCounts::ZERO,
         }
     }
 }
@@ -113,7 +108,7 @@ impl HostCounters {
 
     /// Counts `n` packets dropped for `reason`.
     pub fn drop(&mut self, reason: DropReason, n: u64) {
-        self.drops[reason as usize] += n;
+        self.drops[reason] += n;
     }
 
     /// Every counter, named (the metrics and `show counters` use it): the
@@ -124,7 +119,7 @@ impl HostCounters {
             .map(|&e| (e.name().to_string(), self.get(e)));
         let drops = DropReason::IO
             .iter()
-            .map(|&r| (format!("drop_{}", r.name()), self.drops[r as usize]));
+            .map(|&r| (format!("drop_{}", r.name()), self.drops[r]));
         events.chain(drops).collect()
     }
 
@@ -132,14 +127,12 @@ impl HostCounters {
         for (a, b) in self.events.iter_mut().zip(o.events) {
             *a += b;
         }
-        for (a, b) in self.drops.iter_mut().zip(o.drops) {
-            *a += b;
-        }
+        self.drops.add(&o.drops);
     }
 
     /// Packets the host layer dropped.
     pub fn drops(&self) -> u64 {
-        self.drops.iter().sum()
+        self.drops.total()
     }
 }
 
@@ -220,9 +213,7 @@ fn add_node(a: &mut NodeStats, b: &NodeStats) {
     a.vectors += b.vectors;
     a.packets += b.packets;
     a.ticks += b.ticks;
-    for (x, y) in a.drops.iter_mut().zip(b.drops.iter()) {
-        *x += y;
-    }
+    a.drops.add(&b.drops);
 }
 
 fn add_counters(c: &mut Counters, d: &Counters) {
@@ -234,6 +225,7 @@ fn add_counters(c: &mut Counters, d: &Counters) {
     c.coalesced += d.coalesced;
     c.answered += d.answered;
     c.generated += d.generated;
+    c.to_kernel += d.to_kernel;
 }
 
 impl Totals {
@@ -346,7 +338,7 @@ mod tests {
             ..Default::default()
         };
         a.nodes[0].packets = 5;
-        a.nodes[0].drops[DropReason::BadChecksum as usize] = 2;
+        a.nodes[0].drops[DropReason::BadChecksum] = 2;
         a.host.count(HostEvent::UdpRx, 3);
         a.host.drop(DropReason::NoBuffer, 1);
         let mut b = a.clone();
@@ -370,8 +362,8 @@ mod tests {
                 TunnelTraffic {
                     tx_packets: 7,
                     drops: {
-                        let mut d = [0; DropReason::COUNT];
-                        d[DropReason::TooBig as usize] = 2;
+                        let mut d = DropCounts::ZERO;
+                        d[DropReason::TooBig] = 2;
                         d
                     },
                     ..Default::default()
@@ -383,7 +375,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        old.nodes[0].drops[DropReason::BadChecksum as usize] = 3;
+        old.nodes[0].drops[DropReason::BadChecksum] = 3;
         old.nodes[1].packets = 4;
         old.counters.decap_in = 11;
         old.host.count(HostEvent::UdpRx, 5);
@@ -396,7 +388,7 @@ mod tests {
             tunnels: vec![TunnelTraffic::default(); 2],
             ..Default::default()
         };
-        new.nodes[0].drops[DropReason::BadChecksum as usize] = 1;
+        new.nodes[0].drops[DropReason::BadChecksum] = 1;
         new.tunnels[1].tx_packets = 1;
         new.counters.decap_in = 2;
         let t = Totals::since_start(&[new], &carried, &["b", "a"]);

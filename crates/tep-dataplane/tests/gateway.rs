@@ -1,0 +1,224 @@
+//! Whole frames (gateway mode, `OuterLayers::EthernetIpUdp`): tep writes
+//! the outer Ethernet header to the next hop the I/O layer resolved, strips
+//! it on receive, forwards the inner IP packets of L3 tunnels as a router
+//! (TTL, the Ethernet header to the inner next hop), and hands what has no
+//! next hop yet to the kernel.
+
+mod common;
+use common::*;
+use core::net::IpAddr;
+use tep_dataplane::buffer::{ChecksumState, Pool};
+use tep_dataplane::clock::ManualClock;
+use tep_dataplane::config::{ChecksumMode, Config};
+use tep_dataplane::drop::DropReason;
+use tep_dataplane::io::OuterLayers;
+use tep_dataplane::nexthop::LinkHeader;
+use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
+use tep_dataplane::InnerLink;
+use tep_dataplane::TunnelKind;
+
+/// A gateway's pipeline: frames on both sides.
+fn gateway(config: &Config) -> Pipeline<ManualClock> {
+    Pipeline::new(
+        config,
+        ManualClock::default(),
+        PipelineOptions {
+            inner_link: InnerLink::Ethernet,
+            outer: OuterLayers::EthernetIpUdp,
+            ..PipelineOptions::default()
+        },
+    )
+}
+
+/// The header to a next hop of MAC `..:nn` from an interface of MAC `..:ee`.
+fn hop(nn: u8, vlan: Option<u16>) -> LinkHeader {
+    LinkHeader {
+        dst: [2, 0, 0, 0, 1, nn],
+        src: [2, 0, 0, 0, 1, 0xee],
+        vlan,
+    }
+}
+
+/// What each output got, copied out; buffers freed.
+#[derive(Debug, Default)]
+struct Outs {
+    outer: Vec<Vec<u8>>,
+    inner: Vec<Vec<u8>>,
+    kernel: Vec<Vec<u8>>,
+    csum: Vec<ChecksumState>,
+}
+
+fn sink(
+    outs: &mut Outs,
+) -> impl FnMut(Output, &mut Pool, &mut tep_dataplane::vector::PacketVector) + '_ {
+    move |o, pool, v| {
+        for &id in v.as_slice() {
+            let bytes = pool.data(id).to_vec();
+            match o {
+                Output::Outer => {
+                    outs.csum.push(pool.meta(id).csum);
+                    outs.outer.push(bytes)
+                }
+                Output::Inner => outs.inner.push(bytes),
+                Output::Kernel => outs.kernel.push(bytes),
+                Output::Reply => panic!("no replies here"),
+            }
+            pool.free(id);
+        }
+        v.clear();
+    }
+}
+
+fn encap(p: &mut Pipeline<ManualClock>, pool: &mut Pool, frames: &[Vec<u8>]) -> Outs {
+    let mut outs = Outs::default();
+    let mut v = load(pool, frames);
+    p.encap(pool, &mut v, &mut sink(&mut outs));
+    outs
+}
+
+fn decap(p: &mut Pipeline<ManualClock>, pool: &mut Pool, frames: &[Vec<u8>]) -> Outs {
+    let mut outs = Outs::default();
+    let mut v = load(pool, frames);
+    p.decap(pool, &mut v, 0, &mut sink(&mut outs));
+    outs
+}
+
+/// The inner packets of a kind, as frames from the inner interface.
+fn inner_frames(kind: TunnelKind) -> Vec<Vec<u8>> {
+    let ip = match kind {
+        TunnelKind::FouSit => vec![udp6(b"hello", 1000), udp6(&[7; 1400], 1001)],
+        TunnelKind::FouIpip => vec![tcp4(b"hello", 1000), tcp4(&[7; 1400], 1001)],
+        _ => vec![tcp4(b"hello", 1000), udp6(&[7; 1400], 1001)],
+    };
+    ip.iter().map(|p| frame(p)).collect()
+}
+
+/// `frame` as a router forwards it: TTL / hop limit one less (IPv4: its
+/// header checksum recomputed), the Ethernet header `to`.
+fn forwarded(frame: &[u8], to: &LinkHeader) -> Vec<u8> {
+    let mut ip = frame[14..].to_vec();
+    if ip[0] >> 4 == 4 {
+        ip[8] -= 1;
+        ip[10..12].fill(0);
+        let c = tep_csum::Sum::of(&ip[..20]).checksum();
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+    } else {
+        ip[7] -= 1;
+    }
+    let mut out = vec![0u8; to.len()];
+    to.write(&mut out, ip[0] >> 4 == 6);
+    out.extend_from_slice(&ip);
+    out
+}
+
+#[test]
+fn every_kind_crosses_two_gateways_as_frames() {
+    for kind in TunnelKind::ALL {
+        for v6 in [false, true] {
+            for mode in [ChecksumMode::Zero, ChecksumMode::Full] {
+                let (ca, cb) = pair(kind, v6, mode);
+                let what = format!("{kind} v6={v6} {mode}");
+                let (mut a, mut b) = (gateway(&ca), gateway(&cb));
+                let mut pool = pool();
+                let underlay = hop(1, Some(7));
+                a.next_hops().set(ca.tunnels[0].remote, Some(underlay));
+                let inner = inner_frames(kind);
+                let enc = encap(&mut a, &mut pool, &inner);
+                assert!(enc.kernel.is_empty(), "{what}");
+                assert_eq!(
+                    enc.outer.len(),
+                    inner.len(),
+                    "{what}: {}",
+                    a.runtime().report()
+                );
+                for f in &enc.outer {
+                    assert_eq!(&f[..12], &[2, 0, 0, 0, 1, 1, 2, 0, 0, 0, 1, 0xee]);
+                    assert_eq!(&f[12..14], &[0x81, 0x00], "{what}: tagged");
+                    let ip = &f[18..];
+                    match mode {
+                        ChecksumMode::Zero => assert_eq!(outer_udp_ok(ip), None, "{what}"),
+                        _ => assert_eq!(outer_udp_ok(ip), Some(true), "{what}"),
+                    }
+                }
+                // The inner next hops at B, for every destination.
+                let inner_hop = hop(9, None);
+                for f in &inner {
+                    let ip = &f[14..];
+                    let dst: IpAddr = if ip[0] >> 4 == 4 {
+                        IpAddr::from(<[u8; 4]>::try_from(&ip[16..20]).unwrap())
+                    } else {
+                        IpAddr::from(<[u8; 16]>::try_from(&ip[24..40]).unwrap())
+                    };
+                    b.next_hops().set(dst, Some(inner_hop));
+                }
+                let dec = decap(&mut b, &mut pool, &enc.outer);
+                assert!(dec.kernel.is_empty(), "{what}");
+                let want: Vec<Vec<u8>> = if kind.carries_ethernet() {
+                    // Bridged: the frame as it entered A.
+                    inner.clone()
+                } else {
+                    // Routed twice: a TTL less at each gateway.
+                    inner
+                        .iter()
+                        .map(|f| forwarded(&forwarded(f, &inner_hop), &inner_hop))
+                        .collect()
+                };
+                assert_eq!(dec.inner, want, "{what}: {}", b.runtime().report());
+                assert_balanced(&a);
+                assert_balanced(&b);
+                assert_no_leak(&pool);
+            }
+        }
+    }
+}
+
+#[test]
+fn packets_without_a_next_hop_go_to_the_kernel_and_are_noted() {
+    let (ca, cb) = pair(TunnelKind::Gtpu, true, ChecksumMode::Full);
+    let (mut a, mut b) = (gateway(&ca), gateway(&cb));
+    let mut pool = pool();
+    let inner = inner_frames(TunnelKind::Gtpu);
+    let enc = encap(&mut a, &mut pool, &inner);
+    assert_eq!((enc.outer.len(), enc.kernel.len()), (0, 2));
+    // Whole outer packets, without an Ethernet header: the kernel routes.
+    assert_eq!(outer_udp_ok(&enc.kernel[0]), Some(true));
+    let mut wanted = Vec::new();
+    a.next_hops().take_wanted(&mut wanted);
+    assert_eq!(wanted, vec![ca.tunnels[0].remote], "noted once");
+    assert_eq!(a.counters().to_kernel, 2);
+    assert_balanced(&a);
+    // Once resolved, the next packets go out as frames.
+    a.next_hops().set(ca.tunnels[0].remote, Some(hop(1, None)));
+    let enc = encap(&mut a, &mut pool, &inner);
+    assert_eq!((enc.outer.len(), enc.kernel.len()), (2, 0));
+    // Decap: the inner destination is unknown at B.
+    let dec = decap(&mut b, &mut pool, &enc.outer);
+    assert_eq!((dec.inner.len(), dec.kernel.len()), (0, 2));
+    // As A forwarded it: the kernel routes it as a router itself.
+    assert_eq!(dec.kernel[0], forwarded(&inner[0], &hop(0, None))[14..]);
+    let mut wanted = Vec::new();
+    b.next_hops().take_wanted(&mut wanted);
+    assert_eq!(wanted.len(), 2, "two inner destinations");
+    assert_balanced(&b);
+    assert_no_leak(&pool);
+}
+
+#[test]
+fn frames_that_are_not_ip_and_short_ones_drop_at_ethernet_input() {
+    let (_, cb) = pair(TunnelKind::Vxlan, false, ChecksumMode::Full);
+    let mut b = gateway(&cb);
+    let mut pool = pool();
+    let mut arp = vec![0u8; 60];
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    decap(&mut b, &mut pool, &[arp, vec![0u8; 10]]);
+    assert_eq!(
+        drop_nodes(&b, DropReason::NotIp),
+        vec![("ethernet-input", 1)]
+    );
+    assert_eq!(
+        drop_nodes(&b, DropReason::Truncated),
+        vec![("ethernet-input", 1)]
+    );
+    assert_balanced(&b);
+    assert_no_leak(&pool);
+}
