@@ -187,10 +187,47 @@ struct Extent {
     len: u32,
 }
 
+/// The pool's memory: one zeroed allocation, page-aligned, so that it can
+/// be registered with the kernel as an AF_XDP UMEM (gateway mode), whose
+/// frames must start on their chunk size. It is a page longer than asked
+/// and starts at its first page boundary: a zeroed allocation of the plain
+/// kind is mapped lazily (only buffers in use are touched), where asking
+/// the allocator for page alignment would zero every byte up front.
+#[derive(Debug)]
+struct Arena {
+    buf: Box<[u8]>,
+    start: usize,
+    len: usize,
+}
+
+/// The alignment of the arena: a page.
+const ARENA_ALIGN: usize = 4096;
+
+impl Arena {
+    fn zeroed(len: usize) -> Arena {
+        let buf = vec![0u8; len + ARENA_ALIGN].into_boxed_slice();
+        let start = buf.as_ptr().align_offset(ARENA_ALIGN);
+        Arena { buf, start, len }
+    }
+}
+
+impl core::ops::Deref for Arena {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+}
+
+impl core::ops::DerefMut for Arena {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..self.start + self.len]
+    }
+}
+
 /// A fixed set of equal buffers.
 #[derive(Debug)]
 pub struct Pool {
-    arena: Box<[u8]>,
+    arena: Arena,
     buf_size: usize,
     extents: Box<[Extent]>,
     meta: Box<[PacketMeta]>,
@@ -214,7 +251,7 @@ impl Pool {
         let count = count.min(u32::MAX as usize);
         let buf_size = HEADROOM + data_room;
         Pool {
-            arena: vec![0u8; count * buf_size].into_boxed_slice(),
+            arena: Arena::zeroed(count * buf_size),
             buf_size,
             extents: vec![
                 Extent {
@@ -568,6 +605,60 @@ impl Pool {
         out
     }
 
+    /// The arena's address and length, to register it with the kernel as
+    /// AF_XDP UMEM: buffer `i` is the chunk at `i ×`
+    /// [`buffer_size`](Pool::buffer_size), page-aligned. The pool keeps
+    /// the memory for its life; whoever registers it must stop the kernel
+    /// using it first (close the sockets) and must not let the kernel
+    /// write into a buffer the pool has handed out.
+    pub fn region(&mut self) -> (*mut u8, usize) {
+        (self.arena.as_mut_ptr(), self.arena.len())
+    }
+
+    /// Bytes from one buffer to the next in the arena (headroom included).
+    pub fn buffer_size(&self) -> usize {
+        self.buf_size
+    }
+
+    /// Where buffer `id` starts in the arena: the UMEM address of its
+    /// chunk, to put on an AF_XDP fill ring.
+    pub fn chunk_addr(&self, id: PacketId) -> u64 {
+        self.base(id) as u64
+    }
+
+    /// Where packet `id`'s data starts in the arena: the UMEM address of a
+    /// frame to send.
+    pub fn data_addr(&self, id: PacketId) -> u64 {
+        (self.base(id) + self.extents[id.index()].start as usize) as u64
+    }
+
+    /// The buffer holding arena address `addr` (a UMEM address the kernel
+    /// handed back), if the address is inside the arena.
+    pub fn id_at(&self, addr: u64) -> Option<PacketId> {
+        let i = usize::try_from(addr).ok()? / self.buf_size;
+        (i < self.meta.len()).then_some(PacketId(i as u32))
+    }
+
+    /// Records that the kernel wrote a `len`-byte frame at arena address
+    /// `addr` into buffer `id` (an AF_XDP receive): the packet's data is
+    /// that frame, its metadata fresh. False (nothing changed) if the frame
+    /// is not inside the buffer.
+    pub fn received_at(&mut self, id: PacketId, addr: u64, len: usize) -> bool {
+        let base = self.base(id) as u64;
+        let Some(start) = addr.checked_sub(base).map(|s| s as usize) else {
+            return false;
+        };
+        if start + len > self.buf_size {
+            return false;
+        }
+        self.extents[id.index()] = Extent {
+            start: start as u32,
+            len: len as u32,
+        };
+        self.meta[id.index()] = PacketMeta::FRESH;
+        true
+    }
+
     /// Headroom left before the data.
     pub fn headroom(&self, id: PacketId) -> usize {
         self.extents[id.index()].start as usize
@@ -622,6 +713,28 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buffers_sit_on_page_aligned_chunks_for_umem() {
+        let mut p = Pool::new(8, 4096 - HEADROOM);
+        let (ptr, len) = p.region();
+        assert_eq!(ptr as usize % 4096, 0);
+        assert_eq!((len, p.buffer_size()), (8 * 4096, 4096));
+        let a = p.alloc().unwrap();
+        let b = p.alloc().unwrap();
+        assert_eq!(p.chunk_addr(b), 4096 * b.index() as u64);
+        assert!(p.fill(a, b"frame"));
+        assert_eq!(p.data_addr(a), p.chunk_addr(a) + HEADROOM as u64);
+        // The kernel wrote 60 bytes 256 bytes into b's chunk.
+        let at = p.chunk_addr(b) + 256;
+        assert_eq!(p.id_at(at), Some(b));
+        assert!(p.received_at(b, at, 60));
+        assert_eq!(p.data(b).len(), 60);
+        assert_eq!(p.headroom(b), 256);
+        assert!(!p.received_at(b, at, 4096), "past the chunk");
+        assert!(!p.received_at(a, at, 60), "another buffer's chunk");
+        assert_eq!(p.id_at(8 * 4096), None);
+    }
 
     #[test]
     fn alloc_until_empty_then_reuse() {
