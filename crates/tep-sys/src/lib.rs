@@ -13,6 +13,7 @@
 //! - [`poll`]: epoll and eventfd.
 //! - [`signal`]: signals as a descriptor (signalfd).
 //! - [`iface`]: the interface holding an address, and its MTU.
+//! - [`raw`]: whole IP packets handed to the kernel's stack.
 //! - [`snmp`]: the kernel's UDP drop counters (/proc/net/snmp{,6}).
 //! - [`thread`]: CPU pinning.
 //! - [`unix`]: the control socket, private from its creation.
@@ -25,6 +26,7 @@
 pub mod iface;
 pub mod netns;
 pub mod poll;
+pub mod raw;
 pub mod signal;
 pub mod snmp;
 mod sys;

@@ -603,7 +603,10 @@ fn write_send_cmsgs(hdr: &mut libc::msghdr, buf: &mut [u64; CMSG_WORDS], c: Send
 }
 
 /// Writes `addr` as sockaddr_in/sockaddr_in6 into `storage`; returns its length.
-fn write_sockaddr(addr: &SocketAddr, storage: &mut libc::sockaddr_storage) -> libc::socklen_t {
+pub(crate) fn write_sockaddr(
+    addr: &SocketAddr,
+    storage: &mut libc::sockaddr_storage,
+) -> libc::socklen_t {
     match addr {
         SocketAddr::V4(a) => {
             let sin = libc::sockaddr_in {
