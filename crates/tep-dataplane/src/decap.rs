@@ -12,7 +12,7 @@ use crate::geometry::{
 use crate::gtpu_reply::{GtpuResponder, Notice, Replies, ReplyPath};
 use crate::io::{InnerChecksums, OuterLayers};
 use crate::kind::TunnelKind;
-use crate::nexthop::NextHops;
+use crate::nexthop::{self, NextHops};
 use crate::node::{each, sweep, NodeStats};
 use crate::tunnel::{gre_id, ReceiveCache, TunnelTable};
 use crate::vector::PacketVector;
@@ -66,7 +66,6 @@ pub fn ip_rewrite(
             continue;
         }
         let data = pool.data_mut(id);
-        let v6 = data[0] >> 4 == 6;
         let dst = ip_dst(data);
         let Some(&h) = next_hops.get(dst) else {
             // The kernel forwards it (and decrements its TTL) itself.
@@ -80,30 +79,39 @@ pub fn ip_rewrite(
             let _ = keep.push(id);
             continue;
         }
-        match pool.prepend(id, h.len()) {
-            Some(b) => {
-                h.write(b, v6);
-                let n = h.len() as u16;
-                let m = pool.meta_mut(id);
-                m.l3 += n;
-                m.l4 += n;
-                m.inner_l3 += n;
-                if m.inner_l4 != 0 {
-                    m.inner_l4 += n;
-                }
-                if let ChecksumState::Partial { start, offset } = m.csum {
-                    m.csum = ChecksumState::Partial {
-                        start: start + n,
-                        offset: offset + n,
-                    };
-                }
-            }
-            None => pool.meta_mut(id).drop = Some(DropReason::TooBig),
+        if !nexthop::prepend(pool, id, &h) {
+            pool.meta_mut(id).drop = Some(DropReason::TooBig);
         }
         let _ = keep.push(id);
     }
     *v = keep;
     sweep(stats, pool, v);
+}
+
+/// The replies of a vector (whole outer IP packets) behind the Ethernet
+/// header to the next hop of their destination, where tep writes whole
+/// frames; those without a known next hop go to `unresolved`.
+pub(crate) fn frame_replies(
+    pool: &mut Pool,
+    replies: &mut PacketVector,
+    next_hops: &mut NextHops,
+    unresolved: &mut PacketVector,
+) {
+    let mut keep = PacketVector::new();
+    for &id in replies.as_slice() {
+        let dst = ip_dst(pool.data(id));
+        match next_hops.get(dst).copied() {
+            Some(h) if nexthop::prepend(pool, id, &h) => {
+                let _ = keep.push(id);
+            }
+            _ => {
+                next_hops.want(dst);
+                // At most as many as the vector held.
+                let _ = unresolved.push(id);
+            }
+        }
+    }
+    *replies = keep;
 }
 
 /// The destination address of the checked IP header at the start of `ip`.

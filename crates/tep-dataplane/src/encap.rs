@@ -16,7 +16,7 @@ use crate::geometry::{
 };
 use crate::io::{Outer, OuterLayers};
 use crate::kind::TunnelKind;
-use crate::nexthop::{LinkHeader, NextHops};
+use crate::nexthop::{self, LinkHeader, NextHops};
 use crate::node::{each, NodeStats};
 use crate::tunnel::TunnelTable;
 use crate::vector::PacketVector;
@@ -763,17 +763,8 @@ pub fn ethernet_encap(
             let _ = unresolved.push(id);
             continue;
         };
-        let v6 = pool.data(id)[0] >> 4 == 6;
         // The headroom holds the deepest stack (see HEADROOM).
-        if let Some(b) = pool.prepend(id, h.len()) {
-            h.write(b, v6);
-            shift(pool, id, h.len());
-            let n = h.len() as u16;
-            let m = pool.meta_mut(id);
-            m.l3 += n;
-            m.l4 += n;
-            m.udp_payload += n;
-        }
+        nexthop::prepend(pool, id, &h);
         let _ = keep.push(id);
     }
     *v = keep;

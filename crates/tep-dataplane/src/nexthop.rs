@@ -9,6 +9,7 @@
 //!
 //! [`Output::Kernel`]: crate::pipeline::Output::Kernel
 
+use crate::buffer::{ChecksumState, PacketId, Pool};
 use crate::tunnel::FastHasher;
 use core::hash::BuildHasherDefault;
 use core::net::IpAddr;
@@ -58,6 +59,33 @@ impl LinkHeader {
             None => buf[at..at + 2].copy_from_slice(&ethertype.to_be_bytes()),
         }
     }
+}
+
+/// Writes `h` in front of packet `id` (an IP packet at its data start) and
+/// moves every offset of its metadata along. False when the headroom is
+/// spent (it holds the deepest stack tep builds: not in practice).
+pub(crate) fn prepend(pool: &mut Pool, id: PacketId, h: &LinkHeader) -> bool {
+    let v6 = pool.data(id).first().is_some_and(|b| b >> 4 == 6);
+    let Some(b) = pool.prepend(id, h.len()) else {
+        return false;
+    };
+    h.write(b, v6);
+    let n = h.len() as u16;
+    let m = pool.meta_mut(id);
+    let moved = |o: u16| if o == 0 { 0 } else { o + n };
+    m.l3 += n;
+    m.l4 = moved(m.l4);
+    m.udp_payload = moved(m.udp_payload);
+    m.inner += n;
+    m.inner_l3 += n;
+    m.inner_l4 = moved(m.inner_l4);
+    if let ChecksumState::Partial { start, offset } = m.csum {
+        m.csum = ChecksumState::Partial {
+            start: start + n,
+            offset: offset + n,
+        };
+    }
+    true
 }
 
 /// Destinations noted unknown between two drains, at most: a burst to many

@@ -490,6 +490,9 @@ impl<C: Clock> Pipeline<C> {
             });
         }
         counters.decap_out += (v.len() + unresolved.len()) as u64;
+        if outer == OuterLayers::EthernetIpUdp && !replies.is_empty() {
+            decap::frame_replies(pool, replies, next_hops, unresolved);
+        }
         if !v.is_empty() {
             sink(Output::Inner, pool, v);
         }
