@@ -10,6 +10,7 @@ use crate::geometry::{
     pseudo_header, transport_checksum_offset, transport_pseudo, PROTO_UDP,
 };
 use crate::gtpu_reply::{GtpuResponder, Notice, Replies, ReplyPath};
+use crate::icmp_error::{IcmpError, IcmpErrors};
 use crate::io::{InnerChecksums, OuterLayers};
 use crate::kind::TunnelKind;
 use crate::nexthop::{self, NextHops};
@@ -48,16 +49,20 @@ pub fn ethernet_input(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVect
 /// leaves on the inner interface as a router forwards it: its TTL / hop
 /// limit decremented, behind the Ethernet header to the next hop for its
 /// destination. A destination without a known next hop goes to
-/// `unresolved` (for the kernel) and is noted for the I/O layer. Frames of
+/// `unresolved` (for the kernel) and is noted for the I/O layer. A packet
+/// whose TTL runs out is dropped (`ttl_expired`) and its ICMP Time
+/// Exceeded goes to `errors`' vector, to be encapsulated back. Frames of
 /// L2 tunnels pass as they are: they are bridged, not routed.
-pub fn ip_rewrite(
+pub(crate) fn ip_rewrite(
     stats: &mut NodeStats,
     pool: &mut Pool,
     v: &mut PacketVector,
     table: &TunnelTable,
     next_hops: &mut NextHops,
     unresolved: &mut PacketVector,
+    errors: (&mut IcmpErrors, &mut PacketVector, u64),
 ) {
+    let (icmp, back, now_ns) = errors;
     let mut keep = PacketVector::new();
     for &id in v.as_slice() {
         let m = *pool.meta(id);
@@ -66,7 +71,7 @@ pub fn ip_rewrite(
             continue;
         }
         let data = pool.data_mut(id);
-        let dst = ip_dst(data);
+        let dst = nexthop::ip_dst(data);
         let Some(&h) = next_hops.get(dst) else {
             // The kernel forwards it (and decrements its TTL) itself.
             next_hops.want(dst);
@@ -75,6 +80,12 @@ pub fn ip_rewrite(
             continue;
         };
         if let Err(r) = decrement_ttl(data) {
+            // Time Exceeded back to the sender, through the tunnel the
+            // packet came from.
+            if let Some(e) = icmp.answer(pool, id, 0, IcmpError::TimeExceeded, now_ns) {
+                // At most one per packet of the vector.
+                let _ = back.push(e);
+            }
             pool.meta_mut(id).drop = Some(r);
             let _ = keep.push(id);
             continue;
@@ -86,41 +97,6 @@ pub fn ip_rewrite(
     }
     *v = keep;
     sweep(stats, pool, v);
-}
-
-/// The replies of a vector (whole outer IP packets) behind the Ethernet
-/// header to the next hop of their destination, where tep writes whole
-/// frames; those without a known next hop go to `unresolved`.
-pub(crate) fn frame_replies(
-    pool: &mut Pool,
-    replies: &mut PacketVector,
-    next_hops: &mut NextHops,
-    unresolved: &mut PacketVector,
-) {
-    let mut keep = PacketVector::new();
-    for &id in replies.as_slice() {
-        let dst = ip_dst(pool.data(id));
-        match next_hops.get(dst).copied() {
-            Some(h) if nexthop::prepend(pool, id, &h) => {
-                let _ = keep.push(id);
-            }
-            _ => {
-                next_hops.want(dst);
-                // At most as many as the vector held.
-                let _ = unresolved.push(id);
-            }
-        }
-    }
-    *replies = keep;
-}
-
-/// The destination address of the checked IP header at the start of `ip`.
-pub(crate) fn ip_dst(ip: &[u8]) -> IpAddr {
-    if ip[0] >> 4 == 6 {
-        IpAddr::from(bytes::<16>(&ip[ipv6::field::DST_ADDR]))
-    } else {
-        IpAddr::from(bytes::<4>(&ip[ipv4::field::DST_ADDR]))
-    }
 }
 
 /// Node `ip-input` (where tep parses the outer headers): the outer IP

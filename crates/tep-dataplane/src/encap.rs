@@ -14,6 +14,7 @@ use crate::geometry::{
     complete_partial, decrement_ttl, ethernet_ip_offset, locate_ip, mac_hash, parse_ip,
     pseudo_header, transport_pseudo, InnerLink, PROTO_UDP,
 };
+use crate::icmp_error::{IcmpError, IcmpErrors};
 use crate::io::{Outer, OuterLayers};
 use crate::kind::TunnelKind;
 use crate::nexthop::{self, LinkHeader, NextHops};
@@ -712,24 +713,83 @@ fn ip_udp_encap_one(
     Ok(())
 }
 
-/// Node `ip-forward` (whole frames): an inner IP packet routed into an L3
-/// tunnel is forwarded as a router does: its TTL / hop limit decremented
-/// (`TtlExpired` when it runs out). Frames into L2 tunnels are bridged and
-/// keep theirs.
-pub fn ip_forward(
+/// What `ip-forward` needs besides the packets: the path MTU and the
+/// outer bytes each tunnel adds, where ICMP errors come from and go.
+pub(crate) struct Forwarding<'a> {
+    pub path_mtu: u32,
+    pub added: &'a [u32],
+    pub icmp: &'a mut IcmpErrors,
+    /// The errors, back out the inner side.
+    pub bounced: &'a mut PacketVector,
+    pub now_ns: u64,
+}
+
+/// Node `ip-forward` (whole frames): a packet is forwarded into its tunnel
+/// as a router does. An inner IP packet of an L3 tunnel has its TTL / hop
+/// limit decremented (`ttl_expired` when it runs out, with ICMP Time
+/// Exceeded to its sender); frames into L2 tunnels are bridged and keep
+/// theirs. A packet that would leave larger than the path MTU is dropped
+/// (`too_big`) with ICMP Fragmentation Needed / Packet Too Big to its
+/// sender, naming the MTU that fits, when it may not be fragmented (IPv6,
+/// or IPv4 with DF; tep does not fragment, and an IPv4 packet without DF
+/// is dropped without an error).
+pub(crate) fn ip_forward(
     stats: &mut NodeStats,
     pool: &mut Pool,
     v: &mut PacketVector,
     table: &TunnelTable,
+    f: &mut Forwarding<'_>,
 ) {
     each(stats, pool, v, |pool, id| {
-        let m = pool.meta(id);
-        if table.get(m.tunnel).kind.carries_ethernet() {
+        let m = *pool.meta(id);
+        let l2 = table.get(m.tunnel).kind.carries_ethernet();
+        let l3 = usize::from(m.inner_l3);
+        let added = f.added.get(m.tunnel as usize).copied().unwrap_or(0);
+        let data = pool.data(id);
+        let carried = if l2 { data.len() } else { data.len() - l3 };
+        let ip = ethernet_ip(data, l3);
+        let error = if !l2 && ip.is_some_and(|ip| ttl_of(ip) <= 1) {
+            Some((Some(IcmpError::TimeExceeded), DropReason::TtlExpired))
+        } else if f.path_mtu != 0 && carried as u32 + added > f.path_mtu {
+            // The inner IP packet that fits: the path MTU less what the
+            // tunnel adds and, bridged, the inner link header.
+            let fits = f
+                .path_mtu
+                .saturating_sub(added + if l2 { l3 as u32 } else { 0 });
+            let may_fragment = ip.is_some_and(|ip| ip[0] >> 4 == 4 && ip[6] & 0x40 == 0);
+            let icmp = (ip.is_some() && !may_fragment).then_some(IcmpError::TooBig(fits));
+            Some((icmp, DropReason::TooBig))
+        } else {
+            None
+        };
+        if let Some((icmp, reason)) = error {
+            if let Some(e) = icmp.and_then(|i| f.icmp.answer(pool, id, l3, i, f.now_ns)) {
+                // At most one per packet of the vector.
+                let _ = f.bounced.push(e);
+            }
+            return Err(reason);
+        }
+        if l2 {
             return Ok(());
         }
-        let l3 = usize::from(m.inner_l3);
         decrement_ttl(&mut pool.data_mut(id)[l3..])
     });
+}
+
+/// The IP packet at `l3` of a frame, if it carries one.
+fn ethernet_ip(data: &[u8], l3: usize) -> Option<&[u8]> {
+    data.get(l3..)
+        .filter(|ip| ip.len() >= ipv4::HEADER_LEN && matches!(ip[0] >> 4, 4 | 6))
+}
+
+/// The TTL / hop limit of the IP header `ip`.
+fn ttl_of(ip: &[u8]) -> u8 {
+    let at = if ip[0] >> 4 == 6 {
+        ip6::HOP_LIMIT
+    } else {
+        ip4::TTL
+    };
+    ip.get(at).copied().unwrap_or(0)
 }
 
 /// Node `ethernet-encap` (whole frames): the outer Ethernet header to the

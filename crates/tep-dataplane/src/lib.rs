@@ -43,6 +43,7 @@ pub mod geometry;
 mod gro;
 mod gso;
 mod gtpu_reply;
+pub mod icmp_error;
 pub mod io;
 mod kind;
 mod named;

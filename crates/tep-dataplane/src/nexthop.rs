@@ -11,10 +11,11 @@
 
 use crate::buffer::{ChecksumState, PacketId, Pool};
 use crate::tunnel::FastHasher;
+use crate::vector::PacketVector;
 use core::hash::BuildHasherDefault;
 use core::net::IpAddr;
 use std::collections::HashMap;
-use tep_wire::ethernet;
+use tep_wire::{ethernet, ipv4, ipv6};
 
 /// The Ethernet header in front of a frame tep sends on an interface: the
 /// next hop's MAC, the interface's own, and an 802.1Q tag where the
@@ -144,6 +145,45 @@ impl NextHops {
     /// for the I/O layer to resolve.
     pub fn take_wanted(&mut self, out: &mut Vec<IpAddr>) {
         out.append(&mut self.wanted);
+    }
+}
+
+/// Puts each packet of `v` (a bare IP packet: an outer reply, an ICMP
+/// error) behind the Ethernet header to the next hop of its destination;
+/// those without a known next hop go to `unresolved`, their destination
+/// noted.
+pub(crate) fn frame(
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    next_hops: &mut NextHops,
+    unresolved: &mut PacketVector,
+) {
+    let mut keep = PacketVector::new();
+    for &id in v.as_slice() {
+        let dst = ip_dst(pool.data(id));
+        match next_hops.get(dst).copied() {
+            Some(h) if prepend(pool, id, &h) => {
+                let _ = keep.push(id);
+            }
+            _ => {
+                next_hops.want(dst);
+                // At most as many as the vector held.
+                let _ = unresolved.push(id);
+            }
+        }
+    }
+    *v = keep;
+}
+
+/// The destination address of the checked IP header at the start of `ip`.
+pub(crate) fn ip_dst(ip: &[u8]) -> IpAddr {
+    let field = |r: core::ops::Range<usize>| ip.get(r).unwrap_or_default();
+    if ip[0] >> 4 == 6 {
+        let a: [u8; 16] = field(ipv6::field::DST_ADDR).try_into().unwrap_or_default();
+        IpAddr::from(a)
+    } else {
+        let a: [u8; 4] = field(ipv4::field::DST_ADDR).try_into().unwrap_or_default();
+        IpAddr::from(a)
     }
 }
 

@@ -674,11 +674,26 @@ fn ttl_expired() {
     let (ca, cb) = pair(TunnelKind::Gue, false, ChecksumMode::Full);
     let mut a = gateway(&ca);
     a.next_hops().set(ca.tunnels[0].remote, Some(hop));
+    // The way back to the sender, for the ICMP error (a router routes it).
+    let sender = core::net::IpAddr::from(<[u8; 4]>::try_from(&last_hop[12..16]).unwrap());
+    let back_hop = LinkHeader {
+        dst: [2, 0, 0, 0, 0, 9],
+        ..hop
+    };
+    a.next_hops().set(sender, Some(back_hop));
     let mut pool = pool();
     let out = run_encap(&mut a, &mut pool, &frames);
     assert_eq!(out.packets.len(), 1, "{}", a.runtime().report());
     assert_dropped_once(&a, DropReason::TtlExpired, "ip-forward");
     assert_balanced(&a);
+    // ICMP Time Exceeded back out the inner side, to the sender's MAC.
+    assert_eq!(out.replies.len(), 1);
+    let e = &out.replies[0];
+    assert_eq!(&e[..12], &[back_hop.dst, back_hop.src].concat()[..]);
+    assert_eq!(&e[14 + 16..14 + 20], &last_hop[12..16], "to the sender");
+    assert_eq!((e[14 + 9], e[34]), (1, 11), "ICMP time exceeded");
+    assert_eq!(&e[42..], &last_hop[..], "quotes the packet");
+    assert_eq!(a.counters().icmp_errors, 1);
     // A TTL of 2 crosses A and runs out at B.
     let mut two_hops = last_hop.clone();
     two_hops[8] = 2;
@@ -693,10 +708,20 @@ fn ttl_expired() {
     let mut b = gateway(&cb);
     b.next_hops()
         .set(core::net::IpAddr::from([10, 9, 0, 1]), Some(hop));
+    b.next_hops().set(cb.tunnels[0].remote, Some(hop));
     let dec = run_decap(&mut b, &mut pool, &out.packets, 0);
     assert_eq!(dec.packets.len(), 1, "{}", b.runtime().report());
     assert_dropped_once(&b, DropReason::TtlExpired, "ip-rewrite");
     assert_balanced(&b);
+    // Its Time Exceeded goes back through the tunnel, and A delivers it to
+    // the sender.
+    assert_eq!(dec.replies.len(), 1, "{}", b.runtime().report());
+    assert_eq!(b.counters().icmp_errors, 1);
+    let back = run_decap(&mut a, &mut pool, &dec.replies, 0);
+    assert_eq!(back.packets.len(), 1, "{}", a.runtime().report());
+    let e = &back.packets[0];
+    assert_eq!(&e[14 + 16..14 + 20], &two_hops[12..16], "to the sender");
+    assert_eq!((e[14 + 9], e[34]), (1, 11), "ICMP time exceeded");
     assert_no_leak(&pool);
 }
 

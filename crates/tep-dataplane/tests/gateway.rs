@@ -222,3 +222,82 @@ fn frames_that_are_not_ip_and_short_ones_drop_at_ethernet_input() {
     assert_balanced(&b);
     assert_no_leak(&pool);
 }
+
+/// A packet that would leave its tunnel larger than the path MTU is
+/// dropped (`too_big`) and its sender told the MTU that fits, as the
+/// kernel's tunnels do: ICMP Fragmentation Needed for IPv4 with DF, Packet
+/// Too Big for IPv6; an IPv4 packet without DF is dropped without one.
+/// A bridged frame's error goes back to the frame's source MAC.
+#[test]
+fn too_big_for_the_path_gets_icmp_back_to_its_sender() {
+    use tep_dataplane::icmp_error::RouterOptions;
+    for kind in [TunnelKind::Gue, TunnelKind::Vxlan] {
+        let (ca, _) = pair(kind, false, ChecksumMode::Full);
+        let t = &ca.tunnels[0];
+        let added = tep_dataplane::overhead(t) - if kind.carries_ethernet() { 14 } else { 0 };
+        let mut a = gateway(&ca);
+        a.set_router(RouterOptions {
+            path_mtu: 1500,
+            v4: Some([192, 0, 2, 254].into()),
+            ..RouterOptions::default()
+        });
+        a.next_hops().set(t.remote, Some(hop(1, None)));
+        let back = hop(9, None);
+        for sender in [
+            IpAddr::from([10, 0, 0, 1]),
+            "2001:db8:9::1".parse().unwrap(),
+        ] {
+            a.next_hops().set(sender, Some(back));
+        }
+        let mut pool = pool();
+        // Inner IP packets that fit exactly, and one byte more.
+        let link = if kind.carries_ethernet() { 14 } else { 0 };
+        let fits = 1500 - added as usize - link;
+        let v4 = |len: usize| tcp4(&vec![1; len - 40], 1000);
+        let v6 = |len: usize| udp6(&vec![2; len - 48], 1000);
+        let mut no_df = v4(fits + 1);
+        no_df[6] = 0;
+        no_df[10..12].fill(0);
+        let c = tep_csum::Sum::of(&no_df[..20]).checksum();
+        no_df[10..12].copy_from_slice(&c.to_be_bytes());
+        let frames: Vec<Vec<u8>> = [v4(fits), v4(fits + 1), v6(fits), v6(fits + 1), no_df]
+            .iter()
+            .map(|p| frame(p))
+            .collect();
+        let outs = encap(&mut a, &mut pool, &frames);
+        let what = format!("{kind}");
+        assert_eq!(outs.outer.len(), 2, "{what}: {}", a.runtime().report());
+        assert!(outs.outer.iter().all(|f| f.len() == 14 + 1500), "{what}");
+        assert_eq!(a.drops(DropReason::TooBig), 3, "{what}");
+        assert_eq!(outs.inner.len(), 2, "{what}: two errors");
+        for e in &outs.inner {
+            let (mac, from) = if kind.carries_ethernet() {
+                // Mirrored: to the frame's source, as if from its destination.
+                (&frame(&[0x45])[6..12], &frame(&[0x45])[..6])
+            } else {
+                (&back.dst[..], &back.src[..])
+            };
+            assert_eq!((&e[..6], &e[6..12]), (mac, from), "{what}");
+            match e[12..14] {
+                [0x08, 0x00] => {
+                    let ip = &e[14..];
+                    assert_eq!((ip[9], ip[20], ip[21]), (1, 3, 4), "{what}: frag needed");
+                    assert_eq!(
+                        u16::from_be_bytes([ip[26], ip[27]]) as usize,
+                        fits,
+                        "{what}"
+                    );
+                    assert_eq!(&ip[12..16], &[192, 0, 2, 254], "{what}: from the router");
+                }
+                _ => {
+                    let ip = &e[14..];
+                    assert_eq!((ip[6], ip[40]), (58, 2), "{what}: packet too big");
+                    let mtu = u32::from_be_bytes([ip[44], ip[45], ip[46], ip[47]]);
+                    assert_eq!(mtu as usize, fits, "{what}");
+                }
+            }
+        }
+        assert_eq!(a.counters().icmp_errors, 2, "{what}");
+        assert_no_leak(&pool);
+    }
+}

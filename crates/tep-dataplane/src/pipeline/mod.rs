@@ -11,9 +11,10 @@ use crate::geometry::InnerLink;
 use crate::gro::Gro;
 use crate::gso;
 use crate::gtpu_reply::{GtpuResponder, Replies};
+use crate::icmp_error::{IcmpErrors, RouterOptions};
 pub use crate::io::{InnerChecksums, OuterLayers};
 use crate::kind::TunnelKind;
-use crate::nexthop::NextHops;
+use crate::nexthop::{self, NextHops};
 use crate::node::{Node, Runtime};
 use crate::tunnel::TunnelTable;
 use crate::udp_train;
@@ -108,6 +109,15 @@ pub struct Counters {
     /// Packets handed to the kernel because their next hop was not known
     /// yet (whole frames; counted in `encap_out` / `decap_out` too).
     pub to_kernel: u64,
+    /// ICMP errors sent (where tep forwards as a router: Time Exceeded,
+    /// Fragmentation Needed / Packet Too Big). The packets they are about
+    /// count as drops (`ttl_expired`, `too_big`); errors back into a
+    /// tunnel count in `encap_in` too.
+    pub icmp_errors: u64,
+    /// ICMP errors not sent: about packets that must not be answered
+    /// (errors, later fragments, group sources), over the rate, or no
+    /// buffer free.
+    pub icmp_suppressed: u64,
 }
 
 /// The encap and decap paths of one worker.
@@ -128,6 +138,19 @@ pub struct Pipeline<C: Clock> {
     // whose next hop is not known yet.
     next_hops: NextHops,
     unresolved: Box<PacketVector>,
+    // Router ICMP errors, and those going back out the side their packet
+    // came in on.
+    icmp: IcmpErrors,
+    bounced: Box<PacketVector>,
+    // Router ICMP errors about decapsulated packets, to go back into the
+    // tunnel they came from (taken out while they go through encap).
+    icmp_back: Option<Box<PacketVector>>,
+    // Per tunnel: the outer bytes in front of its inner packet (or inner
+    // frame, for L2 kinds), for the path MTU check.
+    added: Vec<u32>,
+    // The time of the latest `decap` or `set_now`, for rate limits on the
+    // encap path.
+    now_ns: u64,
     counters: Counters,
     // The train whose first datagram is in the vector being decapsulated.
     train: Option<PendingTrain>,
@@ -153,6 +176,15 @@ impl<C: Clock> Pipeline<C> {
             gro: Box::new(Gro::new()),
             next_hops: NextHops::default(),
             unresolved: Box::new(PacketVector::new()),
+            icmp: IcmpErrors::new(RouterOptions::default()),
+            bounced: Box::new(PacketVector::new()),
+            icmp_back: Some(Box::new(PacketVector::new())),
+            added: config
+                .tunnels
+                .iter()
+                .map(|t| encap::overhead(t) - if t.kind.carries_ethernet() { 14 } else { 0 })
+                .collect(),
+            now_ns: 0,
             counters: Counters::default(),
             train: None,
         }
@@ -163,6 +195,18 @@ impl<C: Clock> Pipeline<C> {
     /// met without one ([`NextHops::take_wanted`]).
     pub fn next_hops(&mut self) -> &mut NextHops {
         &mut self.next_hops
+    }
+
+    /// How the pipeline acts as a router where it forwards whole frames:
+    /// the path MTU it checks and the ICMP errors it sends.
+    pub fn set_router(&mut self, options: RouterOptions) {
+        self.icmp = IcmpErrors::new(options);
+    }
+
+    /// Tells the pipeline the time (any monotonic nanoseconds; `decap`
+    /// does too), for the rate limits of the packets it generates.
+    pub fn set_now(&mut self, now_ns: u64) {
+        self.now_ns = now_ns;
     }
 
     /// The spare vector segmentation and train splitting fill (taken out
@@ -191,7 +235,11 @@ impl<C: Clock> Pipeline<C> {
 
     /// The edge counters.
     pub fn counters(&self) -> Counters {
-        self.counters
+        Counters {
+            icmp_errors: self.icmp.sent,
+            icmp_suppressed: self.icmp.suppressed,
+            ..self.counters
+        }
     }
 
     /// All drops of all nodes.
@@ -289,7 +337,36 @@ impl<C: Clock> Pipeline<C> {
             sink(Output::Outer, pool, v);
         }
         v.clear();
+        self.hand_bounced(pool, sink);
         self.hand_unresolved(pool, sink);
+    }
+
+    /// Hands the ICMP errors about packets from the inner side back to
+    /// it. Those about bridged frames are framed already (back to the
+    /// frame's source); those about routed packets are bare IP, framed
+    /// here to their destination's next hop like any packet tep routes.
+    fn hand_bounced(&mut self, pool: &mut Pool, sink: &mut Sink<'_>) {
+        if self.bounced.is_empty() {
+            return;
+        }
+        if self.options.outer == OuterLayers::EthernetIpUdp {
+            let mut bare = PacketVector::new();
+            self.bounced.retain(
+                |id| pool.meta(id).inner_l3 != 0,
+                // At most as many as `bounced` held.
+                |id| {
+                    let _ = bare.push(id);
+                },
+            );
+            nexthop::frame(pool, &mut bare, &mut self.next_hops, &mut self.unresolved);
+            for &id in bare.as_slice() {
+                let _ = self.bounced.push(id);
+            }
+        }
+        if !self.bounced.is_empty() {
+            sink(Output::Inner, pool, &mut self.bounced);
+        }
+        self.bounced.clear();
     }
 
     /// Hands the packets whose next hop was not known to the kernel.
@@ -311,6 +388,10 @@ impl<C: Clock> Pipeline<C> {
             by_kind,
             next_hops,
             unresolved,
+            icmp,
+            bounced,
+            added,
+            now_ns,
             ..
         } = self;
         runtime.run(Node::EncapClassify, v.len(), |s| {
@@ -320,8 +401,15 @@ impl<C: Clock> Pipeline<C> {
             encap::lookup(s, pool, v, table, link)
         });
         if options.outer == OuterLayers::EthernetIpUdp {
+            let mut f = encap::Forwarding {
+                path_mtu: icmp.options.path_mtu,
+                added,
+                icmp,
+                bounced,
+                now_ns: *now_ns,
+            };
             runtime.run(Node::IpForward, v.len(), |s| {
-                encap::ip_forward(s, pool, v, table)
+                encap::ip_forward(s, pool, v, table, &mut f)
             });
         }
         runtime.run(Node::InnerChecksum, v.len(), |s| {
@@ -419,6 +507,7 @@ impl<C: Clock> Pipeline<C> {
         sink: &mut Sink<'_>,
     ) -> Option<Leftover> {
         self.counters.decap_in += input.len() as u64;
+        self.now_ns = now_ns;
         let Pipeline {
             table,
             options,
@@ -431,6 +520,8 @@ impl<C: Clock> Pipeline<C> {
             train,
             next_hops,
             unresolved,
+            icmp,
+            icmp_back,
             ..
         } = self;
         let v = input;
@@ -486,12 +577,20 @@ impl<C: Clock> Pipeline<C> {
         }
         if outer == OuterLayers::EthernetIpUdp {
             runtime.run(Node::IpRewrite, v.len(), |s| {
-                decap::ip_rewrite(s, pool, v, table, next_hops, unresolved)
+                decap::ip_rewrite(
+                    s,
+                    pool,
+                    v,
+                    table,
+                    next_hops,
+                    unresolved,
+                    (icmp, icmp_back.get_or_insert_with(Default::default), now_ns),
+                )
             });
         }
         counters.decap_out += (v.len() + unresolved.len()) as u64;
         if outer == OuterLayers::EthernetIpUdp && !replies.is_empty() {
-            decap::frame_replies(pool, replies, next_hops, unresolved);
+            nexthop::frame(pool, replies, next_hops, unresolved);
         }
         if !v.is_empty() {
             sink(Output::Inner, pool, v);
@@ -502,6 +601,13 @@ impl<C: Clock> Pipeline<C> {
         }
         replies.clear();
         self.hand_unresolved(pool, sink);
+        if let Some(mut back) = self.icmp_back.take() {
+            if !back.is_empty() {
+                self.counters.encap_in += back.len() as u64;
+                self.encap_flush(InnerLink::Ip, pool, &mut back, sink);
+            }
+            self.icmp_back = Some(back);
+        }
         leftover
     }
 }

@@ -122,6 +122,8 @@ pub fn load(pool: &mut Pool, packets: &[Vec<u8>]) -> PacketVector {
 pub struct Out {
     pub packets: Vec<Vec<u8>>,
     pub csum: Vec<ChecksumState>,
+    /// Replies (GTP-U), and ICMP errors back where their packet came
+    /// from (whole frames).
     pub replies: Vec<Vec<u8>>,
 }
 
@@ -145,8 +147,10 @@ fn take(
 pub fn run_encap(p: &mut Pipeline<ManualClock>, pool: &mut Pool, packets: &[Vec<u8>]) -> Out {
     let mut v = load(pool, packets);
     let mut out = Out::default();
-    p.encap(pool, &mut v, &mut |_, pool, v| {
-        take(pool, v, &mut out.packets, Some(&mut out.csum))
+    p.encap(pool, &mut v, &mut |o, pool, v| match o {
+        // ICMP errors back to the sender (whole frames).
+        Output::Inner => take(pool, v, &mut out.replies, None),
+        _ => take(pool, v, &mut out.packets, Some(&mut out.csum)),
     });
     out
 }
@@ -161,7 +165,9 @@ pub fn run_decap(
     let mut out = Out::default();
     p.decap(pool, &mut v, now_ns, &mut |o, pool, v| match o {
         Output::Inner => take(pool, v, &mut out.packets, Some(&mut out.csum)),
-        Output::Outer | Output::Kernel => panic!("{o:?} out of decap"),
+        // ICMP errors about decapsulated packets, back into the tunnel.
+        Output::Outer => take(pool, v, &mut out.replies, None),
+        Output::Kernel => panic!("{o:?} out of decap"),
         Output::Reply => {
             for &id in v.as_slice() {
                 // The I/O layer sends a reply from the endpoint its source
@@ -563,8 +569,10 @@ pub fn run_encap_with(
 ) -> Out {
     let mut v = load_with(pool, packets);
     let mut out = Out::default();
-    p.encap(pool, &mut v, &mut |_, pool, v| {
-        take(pool, v, &mut out.packets, Some(&mut out.csum))
+    p.encap(pool, &mut v, &mut |o, pool, v| match o {
+        // ICMP errors back to the sender (whole frames).
+        Output::Inner => take(pool, v, &mut out.replies, None),
+        _ => take(pool, v, &mut out.packets, Some(&mut out.csum)),
     });
     out
 }
