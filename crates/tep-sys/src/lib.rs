@@ -13,6 +13,8 @@
 //! - [`poll`]: epoll and eventfd.
 //! - [`signal`]: signals as a descriptor (signalfd).
 //! - [`iface`]: the interface holding an address, and its MTU.
+//! - [`netlink`]: the kernel's routes and interfaces over rtnetlink
+//!   (route get, link info), for gateway mode.
 //! - [`snmp`]: the kernel's UDP drop counters (/proc/net/snmp{,6}).
 //! - [`thread`]: CPU pinning.
 //! - [`unix`]: the control socket, private from its creation.
@@ -23,6 +25,7 @@
 #![cfg(target_os = "linux")]
 
 pub mod iface;
+pub mod netlink;
 pub mod netns;
 pub mod poll;
 pub mod signal;
