@@ -13,8 +13,9 @@
 //! - [`poll`]: epoll and eventfd.
 //! - [`signal`]: signals as a descriptor (signalfd).
 //! - [`iface`]: the interface holding an address, and its MTU.
-//! - [`netlink`]: the kernel's routes and interfaces over rtnetlink
-//!   (route get, link info), for gateway mode.
+//! - [`netlink`]: the kernel's routes, interfaces and neighbour table
+//!   over rtnetlink (route get, link info, a neighbour table kept current
+//!   from notifications), for gateway mode.
 //! - [`snmp`]: the kernel's UDP drop counters (/proc/net/snmp{,6}).
 //! - [`thread`]: CPU pinning.
 //! - [`unix`]: the control socket, private from its creation.

@@ -1,14 +1,19 @@
 //! The kernel's routing and neighbour tables over rtnetlink, for gateway
 //! mode (issue 14): tep writes whole Ethernet frames itself, the kernel
 //! keeps ARP, ND and routing, and tep asks it for the route to a
-//! destination ([`route_get`]) and an interface's MAC and MTU
-//! ([`link_info`]).
+//! destination ([`route_get`]), an interface's MAC and MTU
+//! ([`link_info`]), and the next hop's MAC ([`Neighbours`], a copy of the
+//! neighbour table kept current from notifications).
 //!
 //! Messages are built and parsed by `netlink-packet-route`; the sockets are
 //! `netlink-sys`'s synchronous ones. A netlink socket belongs to the
 //! network namespace of the thread that opens it, so every call here asks
 //! the namespace of the calling thread (each free function opens its own
 //! short-lived socket: they are control-plane calls, not per packet).
+
+mod neighbours;
+
+pub use neighbours::{Event, Neighbour, NeighbourChange, Neighbours, NudState, POLL_BUDGET};
 
 use std::io;
 use std::net::IpAddr;
@@ -18,6 +23,7 @@ use netlink_packet_core::{
     NLM_F_REQUEST,
 };
 use netlink_packet_route::link::{LinkAttribute, LinkExtentMask, LinkFlags, LinkMessage};
+use netlink_packet_route::neighbour::NeighbourAddress;
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteMessage, RouteMetric, RouteType, RouteVia,
 };
@@ -207,6 +213,14 @@ fn route_ip(a: RouteAddress) -> Option<IpAddr> {
     match a {
         RouteAddress::Inet(v4) => Some(IpAddr::V4(v4)),
         RouteAddress::Inet6(v6) => Some(IpAddr::V6(v6)),
+        _ => None,
+    }
+}
+
+fn neighbour_ip(a: &NeighbourAddress) -> Option<IpAddr> {
+    match *a {
+        NeighbourAddress::Inet(v4) => Some(IpAddr::V4(v4)),
+        NeighbourAddress::Inet6(v6) => Some(IpAddr::V6(v6)),
         _ => None,
     }
 }
