@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 
 use common::{deadline, in_netns, wait_readable};
 use tep_sys::netlink::{
-    link_by_name, link_info, route_get, Event, NeighbourChange, Neighbours, NudState, Route,
+    link_by_name, link_info, manage, route_get, solicit, Event, NeighbourChange, Neighbours,
+    NudState, Route,
 };
 
 const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 0x0a];
@@ -488,5 +489,62 @@ fn a_queue_overflow_resyncs_from_a_dump() {
             n.resolve(pair.va, ip("192.0.2.60")),
             Some([2, 0, 0, 0, 0, 0x60])
         );
+    });
+}
+
+#[test]
+fn solicit_and_manage_resolve_without_a_packet() {
+    in_pair("solicit_and_manage_resolve_without_a_packet", |pair| {
+        let mut n = Watch::new();
+        let (b4, b6) = (ip("192.0.2.2"), ip("2001:db8:1::2"));
+        assert_eq!(n.resolve(pair.va, b4), None);
+
+        solicit(pair.va, b4).unwrap();
+        let resolved = neighbour_event(pair.va, b4, NeighbourChange::Resolved);
+        let (e, _) = n.wait_for("solicited neighbour", resolved);
+        assert!(
+            matches!(
+                e,
+                Event::Neighbour {
+                    mac: Some(MAC_B),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(n.resolve(pair.va, b4), Some(MAC_B));
+
+        manage(pair.va, b6).unwrap();
+        let resolved = neighbour_event(pair.va, b6, NeighbourChange::Resolved);
+        n.wait_for("managed neighbour", resolved);
+        assert_eq!(n.resolve(pair.va, b6), Some(MAC_B));
+        let shown = run("ip -6 neigh show dev va");
+        assert!(shown.contains("managed"), "{shown}");
+
+        // Managing an entry that resolves keeps it resolved: no event.
+        n.settle();
+        manage(pair.va, b4).unwrap();
+        let events = n.settle();
+        let about_b4 = |e: &Event| matches!(*e, Event::Neighbour { ip, .. } if ip == b4);
+        assert!(!events.iter().any(about_b4), "{events:?}");
+        assert_eq!(n.resolve(pair.va, b4), Some(MAC_B));
+
+        // Permanent entries stay as they are.
+        let perm = ip("192.0.2.50");
+        run("ip neigh add 192.0.2.50 lladdr 02:00:00:00:00:50 nud permanent dev va");
+        n.settle();
+        solicit(pair.va, perm).unwrap();
+        manage(pair.va, perm).unwrap();
+        let events = n.settle();
+        assert!(events.is_empty(), "{events:?}");
+        assert_eq!(n.get(pair.va, perm).unwrap().state, NudState::Permanent);
+        let shown = run("ip neigh show 192.0.2.50 dev va");
+        assert!(
+            shown.contains("lladdr 02:00:00:00:00:50 PERMANENT"),
+            "{shown}"
+        );
+
+        // Errors are the kernel's.
+        assert!(solicit(9999, b4).is_err());
     });
 }

@@ -19,11 +19,14 @@ use std::io;
 use std::net::IpAddr;
 
 use netlink_packet_core::{
-    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_DUMP,
-    NLM_F_REQUEST,
+    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE,
+    NLM_F_DUMP, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::link::{LinkAttribute, LinkExtentMask, LinkFlags, LinkMessage};
-use netlink_packet_route::neighbour::NeighbourAddress;
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourExtFlags, NeighbourFlags, NeighbourMessage,
+    NeighbourState,
+};
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteMessage, RouteMetric, RouteType, RouteVia,
 };
@@ -179,6 +182,84 @@ fn get_link(mut msg: LinkMessage) -> io::Result<Link> {
         })
         .map_err(not_found)?;
     link.ok_or_else(|| no_reply("RTM_GETLINK"))
+}
+
+/// Asks the kernel to resolve neighbour `ip` on interface `ifindex` now,
+/// without a packet to send (RTM_NEWNEIGH with NTF_USE, as `ip neigh
+/// replace IP dev DEV use`): the kernel creates the entry if needed and
+/// solicits (ARP request, neighbour solicitation) unless it is already
+/// reachable; a stale entry is re-verified. The answer arrives as a
+/// [`Neighbours`] event. Without this, the first packet tep hands to the
+/// kernel starts the same resolution. Permanent and noarp entries are
+/// left alone.
+pub fn solicit(ifindex: u32, ip: IpAddr) -> io::Result<()> {
+    modify_neighbour(ifindex, ip, NeighbourExtFlags::empty())
+        .map_err(|e| context(e, format_args!("solicit {ip} on {ifindex}")))
+}
+
+/// Makes neighbour `ip` on `ifindex` a managed entry (NTF_MANAGED, Linux
+/// 5.16+; `ip neigh replace IP dev DEV managed use`): the kernel resolves
+/// it at once and keeps re-probing it so that it stays reachable without
+/// traffic. That is what gateway mode wants for its next hops, whose
+/// traffic the kernel never sees (tep sends it from userspace) and so
+/// never confirms: an unmanaged entry only goes stale, and a next hop
+/// whose MAC changed is noticed when something probes it. The entry lives
+/// until deleted (`ip neigh del`) or its interface goes down. Permanent
+/// and noarp entries are left alone.
+pub fn manage(ifindex: u32, ip: IpAddr) -> io::Result<()> {
+    // NTF_USE as well, so that an existing entry keeps its state and MAC
+    // instead of being reset to the NUD_NONE this request carries.
+    modify_neighbour(ifindex, ip, NeighbourExtFlags::Managed)
+        .map_err(|e| context(e, format_args!("manage {ip} on {ifindex}")))
+}
+
+/// Sets NTF_USE (with `ext`) on the entry of `ip` on `ifindex`, creating it
+/// if needed, unless it is permanent or noarp.
+fn modify_neighbour(ifindex: u32, ip: IpAddr, ext: NeighbourExtFlags) -> io::Result<()> {
+    let mut rtnl = Rtnl::open()?;
+    // NTF_USE drops NUD_PERMANENT from the state it keeps, which leaves a
+    // permanent entry without a usable MAC; such entries (and noarp ones)
+    // need no resolution anyway. ENOENT: no entry yet.
+    let mut state = None;
+    match rtnl.request(
+        RouteNetlinkMessage::GetNeighbour(neighbour_message(ifindex, ip)),
+        NLM_F_ACK,
+        |m| {
+            if let RouteNetlinkMessage::NewNeighbour(m) = m {
+                state = Some(NudState::from(m.header.state));
+            }
+        },
+    ) {
+        Err(e) if e.raw_os_error() != Some(libc::ENOENT) => return Err(e),
+        _ => {}
+    }
+    if matches!(state, Some(NudState::Permanent | NudState::Noarp)) {
+        return Ok(());
+    }
+    let mut msg = neighbour_message(ifindex, ip);
+    msg.header.state = NeighbourState::None;
+    msg.header.flags = NeighbourFlags::Use;
+    if !ext.is_empty() {
+        msg.attributes.push(NeighbourAttribute::ExtFlags(ext));
+    }
+    rtnl.request(
+        RouteNetlinkMessage::NewNeighbour(msg),
+        NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE,
+        |_| {},
+    )
+}
+
+/// A neighbour message naming `ip` on `ifindex`.
+fn neighbour_message(ifindex: u32, ip: IpAddr) -> NeighbourMessage {
+    let mut msg = NeighbourMessage::default();
+    msg.header.family = match ip {
+        IpAddr::V4(_) => AddressFamily::Inet,
+        IpAddr::V6(_) => AddressFamily::Inet6,
+    };
+    msg.header.ifindex = ifindex;
+    msg.attributes
+        .push(NeighbourAttribute::Destination(NeighbourAddress::from(ip)));
+    msg
 }
 
 /// A link message's index, name, MAC, MTU and state.
