@@ -14,6 +14,9 @@
 //! - [`signal`]: signals as a descriptor (signalfd).
 //! - [`iface`]: the interface holding an address, and its MTU.
 //! - [`raw`]: whole IP packets handed to the kernel's stack.
+//! - [`netlink`]: the kernel's routes, interfaces and neighbour table
+//!   over rtnetlink (route get, link info, a neighbour table kept current
+//!   from notifications), for gateway mode.
 //! - [`snmp`]: the kernel's UDP drop counters (/proc/net/snmp{,6}).
 //! - [`thread`]: CPU pinning.
 //! - [`unix`]: the control socket, private from its creation.
@@ -24,6 +27,7 @@
 #![cfg(target_os = "linux")]
 
 pub mod iface;
+pub mod netlink;
 pub mod netns;
 pub mod poll;
 pub mod raw;

@@ -1,0 +1,425 @@
+//! The kernel's routing and neighbour tables over rtnetlink, for gateway
+//! mode (issue 14): tep writes whole Ethernet frames itself, the kernel
+//! keeps ARP, ND and routing, and tep asks it for the route to a
+//! destination ([`route_get`]), an interface's MAC and MTU
+//! ([`link_info`]), and the next hop's MAC ([`Neighbours`], a copy of the
+//! neighbour table kept current from notifications).
+//!
+//! Messages are built and parsed by `netlink-packet-route`; the sockets are
+//! `netlink-sys`'s synchronous ones. A netlink socket belongs to the
+//! network namespace of the thread that opens it, so every call here asks
+//! the namespace of the calling thread (each free function opens its own
+//! short-lived socket: they are control-plane calls, not per packet).
+
+mod neighbours;
+
+pub use neighbours::{Event, Neighbour, NeighbourChange, Neighbours, NudState, POLL_BUDGET};
+
+use std::io;
+use std::net::IpAddr;
+
+use netlink_packet_core::{
+    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE,
+    NLM_F_DUMP, NLM_F_REPLACE, NLM_F_REQUEST,
+};
+use netlink_packet_route::link::{LinkAttribute, LinkExtentMask, LinkFlags, LinkMessage};
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourExtFlags, NeighbourFlags, NeighbourMessage,
+    NeighbourState,
+};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteMessage, RouteMetric, RouteType, RouteVia,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::protocols::NETLINK_ROUTE;
+use netlink_sys::{Socket, SocketAddr};
+
+use crate::sys::{context, retry};
+
+/// The kernel's answer to "how would you send to this address" (what `ip
+/// route get` prints): the output interface, the next hop when it is not
+/// the destination itself, the source address the kernel would pick, and
+/// the path MTU when the route (or a learnt PMTU) sets one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Route {
+    /// Output interface index.
+    pub oif: u32,
+    /// The gateway; None when the destination is on-link (its own next hop).
+    pub gateway: Option<IpAddr>,
+    /// The preferred source address.
+    pub prefsrc: Option<IpAddr>,
+    /// The route's MTU metric (`mtu` on the route, or a learnt path MTU);
+    /// None when the interface MTU applies.
+    pub mtu: Option<u32>,
+}
+
+impl Route {
+    /// The address whose MAC the frames go to: the gateway, or `dst`
+    /// itself when it is on-link.
+    pub fn next_hop(&self, dst: IpAddr) -> IpAddr {
+        self.gateway.unwrap_or(dst)
+    }
+}
+
+/// One interface as `ip link` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Link {
+    /// Interface index.
+    pub index: u32,
+    /// Interface name.
+    pub name: String,
+    /// Its MAC address; None for interfaces without a 6-byte hardware
+    /// address (TUN, some tunnels).
+    pub mac: Option<[u8; 6]>,
+    /// Its MTU.
+    pub mtu: u32,
+    /// Administratively up and running (IFF_UP and IFF_RUNNING): frames
+    /// written to it can leave.
+    pub up: bool,
+}
+
+/// The route the kernel would take to `dst` (RTM_GETROUTE with a
+/// destination, as `ip route get` does), in the calling thread's
+/// namespace.
+///
+/// Errors: what the kernel answers for destinations it cannot reach
+/// (`NetworkUnreachable` without a route, `HostUnreachable`,
+/// `PermissionDenied` for prohibit routes), and `InvalidInput` for routes
+/// that are not unicast — local addresses, broadcast, multicast — to
+/// which tep cannot write a frame for a next hop.
+pub fn route_get(dst: IpAddr) -> io::Result<Route> {
+    let mut msg = RouteMessage::default();
+    let (family, bits) = match dst {
+        IpAddr::V4(_) => (AddressFamily::Inet, 32),
+        IpAddr::V6(_) => (AddressFamily::Inet6, 128),
+    };
+    msg.header.address_family = family;
+    msg.header.destination_prefix_length = bits;
+    msg.attributes
+        .push(RouteAttribute::Destination(RouteAddress::from(dst)));
+    let mut reply = None;
+    Rtnl::open()?
+        .request(RouteNetlinkMessage::GetRoute(msg), NLM_F_ACK, |m| {
+            if let RouteNetlinkMessage::NewRoute(r) = m {
+                reply = Some(r);
+            }
+        })
+        .map_err(|e| context(e, format_args!("route get {dst}")))?;
+    let reply = reply.ok_or_else(|| no_reply(format_args!("route get {dst}")))?;
+    if reply.header.kind != RouteType::Unicast {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "route get {dst}: a {:?} route, not unicast",
+                reply.header.kind
+            ),
+        ));
+    }
+    let mut route = Route {
+        oif: 0,
+        gateway: None,
+        prefsrc: None,
+        mtu: None,
+    };
+    for attr in reply.attributes {
+        match attr {
+            RouteAttribute::Oif(i) => route.oif = i,
+            RouteAttribute::Gateway(a) => route.gateway = route_ip(a),
+            // An IPv4 route with an IPv6 next hop (RFC 5549) names it in
+            // RTA_VIA instead of RTA_GATEWAY.
+            RouteAttribute::Via(RouteVia::Inet(a)) => route.gateway = Some(a.into()),
+            RouteAttribute::Via(RouteVia::Inet6(a)) => route.gateway = Some(a.into()),
+            RouteAttribute::PrefSource(a) => route.prefsrc = route_ip(a),
+            RouteAttribute::Metrics(metrics) => {
+                for m in metrics {
+                    if let RouteMetric::Mtu(v) = m {
+                        route.mtu = Some(v);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if route.oif == 0 {
+        return Err(no_reply(format_args!(
+            "route get {dst}: no output interface"
+        )));
+    }
+    Ok(route)
+}
+
+/// Interface `ifindex` (RTM_GETLINK), in the calling thread's namespace;
+/// `NotFound` when there is none.
+pub fn link_info(ifindex: u32) -> io::Result<Link> {
+    let mut msg = LinkMessage::default();
+    msg.header.index = ifindex;
+    get_link(msg).map_err(|e| context(e, format_args!("link {ifindex}")))
+}
+
+/// Interface `name` (RTM_GETLINK by IFLA_IFNAME), in the calling thread's
+/// namespace; `NotFound` when there is none.
+pub fn link_by_name(name: &str) -> io::Result<Link> {
+    let mut msg = LinkMessage::default();
+    msg.attributes.push(LinkAttribute::IfName(name.to_string()));
+    get_link(msg).map_err(|e| context(e, format_args!("link {name}")))
+}
+
+fn get_link(mut msg: LinkMessage) -> io::Result<Link> {
+    // The kernel says ENODEV, which std leaves uncategorized.
+    let not_found = |e: io::Error| match e.raw_os_error() {
+        Some(libc::ENODEV) => io::Error::new(io::ErrorKind::NotFound, e),
+        _ => e,
+    };
+    // Statistics are most of a link message and of no use here.
+    msg.attributes
+        .push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
+    let mut link = None;
+    Rtnl::open()?
+        .request(RouteNetlinkMessage::GetLink(msg), NLM_F_ACK, |m| {
+            if let RouteNetlinkMessage::NewLink(l) = m {
+                link = Some(parse_link(l));
+            }
+        })
+        .map_err(not_found)?;
+    link.ok_or_else(|| no_reply("RTM_GETLINK"))
+}
+
+/// Asks the kernel to resolve neighbour `ip` on interface `ifindex` now,
+/// without a packet to send (RTM_NEWNEIGH with NTF_USE, as `ip neigh
+/// replace IP dev DEV use`): the kernel creates the entry if needed and
+/// solicits (ARP request, neighbour solicitation) unless it is already
+/// reachable; a stale entry is re-verified. The answer arrives as a
+/// [`Neighbours`] event. Without this, the first packet tep hands to the
+/// kernel starts the same resolution. Permanent and noarp entries are
+/// left alone.
+pub fn solicit(ifindex: u32, ip: IpAddr) -> io::Result<()> {
+    modify_neighbour(ifindex, ip, NeighbourExtFlags::empty())
+        .map_err(|e| context(e, format_args!("solicit {ip} on {ifindex}")))
+}
+
+/// Makes neighbour `ip` on `ifindex` a managed entry (NTF_MANAGED, Linux
+/// 5.16+; `ip neigh replace IP dev DEV managed use`): the kernel resolves
+/// it at once and keeps re-probing it so that it stays reachable without
+/// traffic. That is what gateway mode wants for its next hops, whose
+/// traffic the kernel never sees (tep sends it from userspace) and so
+/// never confirms: an unmanaged entry only goes stale, and a next hop
+/// whose MAC changed is noticed when something probes it. The entry lives
+/// until deleted (`ip neigh del`) or its interface goes down. Permanent
+/// and noarp entries are left alone.
+pub fn manage(ifindex: u32, ip: IpAddr) -> io::Result<()> {
+    // NTF_USE as well, so that an existing entry keeps its state and MAC
+    // instead of being reset to the NUD_NONE this request carries.
+    modify_neighbour(ifindex, ip, NeighbourExtFlags::Managed)
+        .map_err(|e| context(e, format_args!("manage {ip} on {ifindex}")))
+}
+
+/// Sets NTF_USE (with `ext`) on the entry of `ip` on `ifindex`, creating it
+/// if needed, unless it is permanent or noarp.
+fn modify_neighbour(ifindex: u32, ip: IpAddr, ext: NeighbourExtFlags) -> io::Result<()> {
+    let mut rtnl = Rtnl::open()?;
+    // NTF_USE drops NUD_PERMANENT from the state it keeps, which leaves a
+    // permanent entry without a usable MAC; such entries (and noarp ones)
+    // need no resolution anyway. ENOENT: no entry yet.
+    let mut state = None;
+    match rtnl.request(
+        RouteNetlinkMessage::GetNeighbour(neighbour_message(ifindex, ip)),
+        NLM_F_ACK,
+        |m| {
+            if let RouteNetlinkMessage::NewNeighbour(m) = m {
+                state = Some(NudState::from(m.header.state));
+            }
+        },
+    ) {
+        Err(e) if e.raw_os_error() != Some(libc::ENOENT) => return Err(e),
+        _ => {}
+    }
+    if matches!(state, Some(NudState::Permanent | NudState::Noarp)) {
+        return Ok(());
+    }
+    let mut msg = neighbour_message(ifindex, ip);
+    msg.header.state = NeighbourState::None;
+    msg.header.flags = NeighbourFlags::Use;
+    if !ext.is_empty() {
+        msg.attributes.push(NeighbourAttribute::ExtFlags(ext));
+    }
+    rtnl.request(
+        RouteNetlinkMessage::NewNeighbour(msg),
+        NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE,
+        |_| {},
+    )
+}
+
+/// A neighbour message naming `ip` on `ifindex`.
+fn neighbour_message(ifindex: u32, ip: IpAddr) -> NeighbourMessage {
+    let mut msg = NeighbourMessage::default();
+    msg.header.family = match ip {
+        IpAddr::V4(_) => AddressFamily::Inet,
+        IpAddr::V6(_) => AddressFamily::Inet6,
+    };
+    msg.header.ifindex = ifindex;
+    msg.attributes
+        .push(NeighbourAttribute::Destination(NeighbourAddress::from(ip)));
+    msg
+}
+
+/// A link message's index, name, MAC, MTU and state.
+fn parse_link(msg: LinkMessage) -> Link {
+    let mut link = Link {
+        index: msg.header.index,
+        name: String::new(),
+        mac: None,
+        mtu: 0,
+        up: msg
+            .header
+            .flags
+            .contains(LinkFlags::Up | LinkFlags::Running),
+    };
+    for attr in msg.attributes {
+        match attr {
+            LinkAttribute::IfName(n) => link.name = n,
+            LinkAttribute::Address(a) => link.mac = mac(&a),
+            LinkAttribute::Mtu(m) => link.mtu = m,
+            _ => {}
+        }
+    }
+    link
+}
+
+/// A 6-byte hardware address; None for any other length.
+fn mac(bytes: &[u8]) -> Option<[u8; 6]> {
+    bytes.try_into().ok()
+}
+
+fn route_ip(a: RouteAddress) -> Option<IpAddr> {
+    match a {
+        RouteAddress::Inet(v4) => Some(IpAddr::V4(v4)),
+        RouteAddress::Inet6(v6) => Some(IpAddr::V6(v6)),
+        _ => None,
+    }
+}
+
+fn neighbour_ip(a: &NeighbourAddress) -> Option<IpAddr> {
+    match *a {
+        NeighbourAddress::Inet(v4) => Some(IpAddr::V4(v4)),
+        NeighbourAddress::Inet6(v6) => Some(IpAddr::V6(v6)),
+        _ => None,
+    }
+}
+
+fn no_reply(what: impl std::fmt::Display) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{what}: the kernel's reply lacked what was asked"),
+    )
+}
+
+/// Room for one datagram from the kernel: a dump packs messages into
+/// datagrams of at most 32 KiB (netlink_recvmsg caps what it sizes them
+/// to), and notifications carry a single message.
+const RECV_BUF: usize = 64 * 1024;
+
+/// A NETLINK_ROUTE socket connected to the kernel for one request at a time.
+struct Rtnl {
+    sock: Socket,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+impl Rtnl {
+    fn open() -> io::Result<Rtnl> {
+        let mut sock =
+            Socket::new(NETLINK_ROUTE).map_err(|e| context(e, "socket(NETLINK_ROUTE)"))?;
+        sock.bind_auto()
+            .map_err(|e| context(e, "bind(NETLINK_ROUTE)"))?;
+        sock.connect(&SocketAddr::new(0, 0))
+            .map_err(|e| context(e, "connect(NETLINK_ROUTE)"))?;
+        Ok(Rtnl {
+            sock,
+            seq: 0,
+            buf: Vec::with_capacity(RECV_BUF),
+        })
+    }
+
+    /// Sends `msg` with `flags` (NLM_F_REQUEST added) and hands each
+    /// message of the answer to `each`, until the answer ends: NLMSG_DONE
+    /// for a dump (NLM_F_DUMP), the ACK otherwise (so other requests must
+    /// carry NLM_F_ACK). An NLMSG_ERROR becomes the error.
+    fn request(
+        &mut self,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+        mut each: impl FnMut(RouteNetlinkMessage),
+    ) -> io::Result<()> {
+        debug_assert!(flags & (NLM_F_DUMP | NLM_F_ACK) != 0, "the answer must end");
+        self.seq = self.seq.wrapping_add(1);
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST | flags;
+        header.sequence_number = self.seq;
+        let mut packet = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(msg));
+        packet.finalize();
+        let mut out = vec![0u8; packet.buffer_len()];
+        packet.serialize(&mut out);
+        retry(|| self.sock.send(&out, 0)).map_err(|e| context(e, "send(NETLINK_ROUTE)"))?;
+        loop {
+            self.buf.clear();
+            let n = retry(|| self.sock.recv(&mut self.buf, libc::MSG_TRUNC))
+                .map_err(|e| context(e, "recv(NETLINK_ROUTE)"))?;
+            if n > self.buf.len() {
+                return Err(truncated(n));
+            }
+            for m in Datagram(&self.buf) {
+                let m = m?;
+                // A reply to an earlier request this socket gave up on.
+                if m.header.sequence_number != self.seq {
+                    continue;
+                }
+                match m.payload {
+                    NetlinkPayload::InnerMessage(inner) => each(inner),
+                    NetlinkPayload::Done(_) => return Ok(()),
+                    NetlinkPayload::Error(e) => {
+                        return match e.code {
+                            None => Ok(()),
+                            Some(_) => Err(e.to_io()),
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+fn truncated(n: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("a netlink datagram of {n} bytes does not fit {RECV_BUF}"),
+    )
+}
+
+/// The netlink messages of one datagram, decoded.
+struct Datagram<'a>(&'a [u8]);
+
+impl Iterator for Datagram<'_> {
+    type Item = io::Result<NetlinkMessage<RouteNetlinkMessage>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let len = match NetlinkBuffer::new_checked(self.0) {
+            Ok(b) => b.length() as usize,
+            Err(e) => {
+                self.0 = &[];
+                return Some(Err(invalid(e)));
+            }
+        };
+        let (this, rest) = self.0.split_at(len);
+        // Messages start on 4-byte boundaries (NLMSG_ALIGN).
+        self.0 = rest.get(len.next_multiple_of(4) - len..).unwrap_or(&[]);
+        Some(NetlinkMessage::deserialize(this).map_err(invalid))
+    }
+}
+
+fn invalid(e: netlink_packet_core::DecodeError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("netlink message: {e}"))
+}
