@@ -2,6 +2,7 @@
 
 mod bench;
 mod capture;
+mod daemon;
 mod decode;
 mod host;
 mod pcap;
@@ -305,7 +306,7 @@ fn control_command(
             return ExitCode::from(2);
         }
     };
-    match host::control::request(&path, line, std::time::Duration::from_secs(timeout_s)) {
+    match daemon::control::request(&path, line, std::time::Duration::from_secs(timeout_s)) {
         Ok(body) => match out {
             Some(file) => match std::fs::write(file, &body) {
                 Ok(()) => {

@@ -3,9 +3,9 @@
 //! decapsulated ones written back gathered, with the header that carries
 //! the state the pipeline settled for them.
 
-use super::stats::HostCounters;
-use super::stats::HostEvent;
-use super::trace::{Point, Tracer};
+use crate::daemon::stats::HostCounters;
+use crate::daemon::stats::HostEvent;
+use crate::daemon::trace::{Point, Tracer};
 use super::udp_io::{datagrams, Routes, Tallies};
 use std::io::{self, IoSlice};
 use tep_dataplane::buffer::{GsoKind, Pool};

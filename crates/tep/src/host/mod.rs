@@ -6,17 +6,15 @@
 //! config when a reload validates. Workers ([`worker`]) own their queues,
 //! sockets, pool and pipeline; the control thread ([`control`]) and the
 //! metrics listener ([`metrics`]) read the counters workers publish and
-//! what the main thread shares with them ([`state`]).
+//! what the main thread shares with them ([`state`]): the daemon parts
+//! both run modes share, in [`crate::daemon`].
 
-pub mod control;
 mod device_io;
 pub mod endpoints;
-pub mod metrics;
-pub mod state;
-pub mod stats;
-pub mod trace;
 mod udp_io;
 pub mod worker;
+
+use crate::daemon::{control, metrics, state};
 
 use endpoints::Endpoints;
 use state::{DeviceInfo, IoInfo, Shared, SocketInfo, State};

@@ -6,8 +6,8 @@
 //!
 //! [`OuterLayers::UdpPayload`]: tep_dataplane::io::OuterLayers
 
-use super::stats::{HostCounters, HostEvent, TunnelTraffic};
-use super::trace::{Point, Tracer};
+use crate::daemon::stats::{HostCounters, HostEvent, TunnelTraffic};
+use crate::daemon::trace::{Point, Tracer};
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;

@@ -11,8 +11,8 @@
 
 use super::device_io::{read_device, write_inner};
 use super::endpoints::Endpoints;
-use super::state::Shared;
-use super::stats::{HostCounters, HostEvent, TunnelTraffic, WorkerSnapshot};
+use crate::daemon::state::Shared;
+use crate::daemon::stats::{HostCounters, HostEvent, TunnelTraffic, WorkerSnapshot};
 use super::udp_io::{read_socket, send_outer, Routes, Senders, Tallies};
 use std::io;
 use std::sync::atomic::Ordering;

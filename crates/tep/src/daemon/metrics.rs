@@ -207,7 +207,7 @@ fn respond(stream: TcpStream, state: &State) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::stats::{TunnelTraffic, WorkerSnapshot};
+    use crate::daemon::stats::{TunnelTraffic, WorkerSnapshot};
     use tep_dataplane::drop::DropReason;
     use tep_dataplane::node::NodeStats;
 
