@@ -17,6 +17,8 @@
 //! - [`thread`]: CPU pinning.
 //! - [`unix`]: the control socket, private from its creation.
 //! - [`netns`]: private network namespaces for tests.
+//! - [`xdp`]: gateway mode's XDP steering program (aya), attached to the
+//!   inner and underlay interfaces, and its maps.
 //!
 //! Linux only. The per-packet calls ([`TunQueue::read_packet`],
 //! [`UdpSocket::recv_batch`], ...) do not allocate and make one syscall.
@@ -32,6 +34,7 @@ pub mod thread;
 pub mod tun;
 pub mod udp;
 pub mod unix;
+pub mod xdp;
 
 pub use poll::{Epoll, Event, EventFd};
 pub use signal::{Signal, Signals};
@@ -39,3 +42,4 @@ pub use tun::{DeviceKind, Offloads, Tun, TunOptions, TunQueue};
 pub use udp::{
     Gathered, RecvMeta, Transmit, UdpCapabilities, UdpOptions, UdpSocket, MAX_BATCH, MAX_PARTS,
 };
+pub use xdp::{AttachMode, Mode, Role, Steering, SteeringStats};
