@@ -19,6 +19,8 @@
 //! - [`netns`]: private network namespaces for tests.
 //! - [`xdp`]: gateway mode's XDP steering program (aya), attached to the
 //!   inner and underlay interfaces, and its maps.
+//! - [`xsk`]: AF_XDP sockets over memory the caller owns (tep's buffer
+//!   pool is the UMEM).
 //!
 //! Linux only. The per-packet calls ([`TunQueue::read_packet`],
 //! [`UdpSocket::recv_batch`], ...) do not allocate and make one syscall.
@@ -35,6 +37,7 @@ pub mod tun;
 pub mod udp;
 pub mod unix;
 pub mod xdp;
+pub mod xsk;
 
 pub use poll::{Epoll, Event, EventFd};
 pub use signal::{Signal, Signals};
@@ -43,3 +46,4 @@ pub use udp::{
     Gathered, RecvMeta, Transmit, UdpCapabilities, UdpOptions, UdpSocket, MAX_BATCH, MAX_PARTS,
 };
 pub use xdp::{AttachMode, Mode, Role, Steering, SteeringStats};
+pub use xsk::{CopyMode, Desc, Umem, XskOptions, XskSocket, XskStats};
