@@ -29,6 +29,7 @@
 pub mod iface;
 pub mod netns;
 pub mod poll;
+mod rtnl;
 pub mod signal;
 pub mod snmp;
 mod sys;

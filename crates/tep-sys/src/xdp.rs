@@ -27,7 +27,7 @@ use aya::programs::xdp::XdpLink;
 use aya::programs::{Xdp, XdpFlags};
 use aya::{Ebpf, Pod};
 
-use crate::sys::{context, cvt, owned, retry};
+use crate::sys::{context, owned};
 
 /// The compiled steering programs (see `bpf/build.sh`).
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../bpf/tep_xdp.o");
@@ -731,11 +731,11 @@ mod bpf {
     }
 }
 
-/// rtnetlink for the XDP attributes of one interface. aya does its own XDP
-/// netlink privately; for one query and one removal a netlink crate would
-/// be more than the code it saves.
+/// The XDP attributes of one interface over rtnetlink (aya does its own
+/// XDP netlink privately).
 mod netlink {
     use super::*;
+    use crate::rtnl::{attrs, transact, Request, NESTED};
 
     const IFLA_XDP: u16 = 43;
     const IFLA_XDP_FD: u16 = 1;
@@ -744,9 +744,6 @@ mod netlink {
     const IFLA_XDP_SKB_PROG_ID: u16 = 6;
     const IFLA_XDP_HW_PROG_ID: u16 = 7;
     const IFLA_XDP_EXPECTED_FD: u16 = 8;
-    const NLA_F_NESTED: u16 = 1 << 15;
-    const NLA_TYPE_MASK: u16 = !(NLA_F_NESTED | (1 << 14));
-
     /// Program ids per mode; 0 where none.
     #[derive(Debug, Default)]
     pub(super) struct XdpIds {
@@ -755,148 +752,9 @@ mod netlink {
         pub hw: u32,
     }
 
-    /// A request: header, ifinfomsg, attributes (enough room for ours).
-    #[repr(C, align(4))]
-    struct Request {
-        buf: [u8; 128],
-        len: usize,
-    }
-
-    impl Request {
-        fn new(kind: u16, flags: u16, ifindex: u32) -> Request {
-            let mut r = Request {
-                buf: [0; 128],
-                len: 0,
-            };
-            let hdr = libc::nlmsghdr {
-                nlmsg_len: 0,
-                nlmsg_type: kind,
-                nlmsg_flags: flags,
-                nlmsg_seq: 1,
-                nlmsg_pid: 0,
-            };
-            // SAFETY: nlmsghdr is plain integers; viewing it as bytes is fine.
-            r.put(unsafe { as_bytes(&hdr) });
-            // SAFETY: ifinfomsg is plain integers; all zeroes is valid.
-            let mut ifi: libc::ifinfomsg = unsafe { mem::zeroed() };
-            ifi.ifi_family = libc::AF_UNSPEC as u8;
-            ifi.ifi_index = ifindex as i32;
-            // SAFETY: as above.
-            r.put(unsafe { as_bytes(&ifi) });
-            r
-        }
-
-        fn put(&mut self, bytes: &[u8]) {
-            self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
-            self.len += bytes.len().next_multiple_of(4);
-        }
-
-        /// An attribute header; returns its offset for [`Request::end`].
-        fn begin(&mut self, kind: u16) -> usize {
-            let at = self.len;
-            let [k0, k1] = kind.to_ne_bytes();
-            // The length is written by end().
-            self.put(&[0, 0, k0, k1]);
-            at
-        }
-
-        fn end(&mut self, at: usize) {
-            let len = (self.len - at) as u16;
-            self.buf[at..at + 2].copy_from_slice(&len.to_ne_bytes());
-        }
-
-        fn attr_i32(&mut self, kind: u16, v: i32) {
-            let at = self.begin(kind);
-            self.put(&v.to_ne_bytes());
-            self.end(at);
-        }
-
-        fn finish(&mut self) -> &[u8] {
-            let len = self.len as u32;
-            self.buf[..4].copy_from_slice(&len.to_ne_bytes());
-            &self.buf[..self.len]
-        }
-    }
-
-    /// # Safety
-    /// `T` has no padding bytes.
-    unsafe fn as_bytes<T>(v: &T) -> &[u8] {
-        // SAFETY: `v` is a live value of `size_of::<T>()` initialised bytes
-        // (the caller's promise: no padding).
-        unsafe { std::slice::from_raw_parts((v as *const T).cast(), mem::size_of::<T>()) }
-    }
-
-    /// Sends `req` on a new rtnetlink socket and hands each reply message
-    /// (type, payload) to `each` until the kernel acknowledges or fails.
-    fn transact(req: &[u8], mut each: impl FnMut(u16, &[u8])) -> io::Result<()> {
-        // SAFETY: plain socket(2) call.
-        let sock = owned(unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                libc::NETLINK_ROUTE,
-            )
-        })?;
-        // SAFETY: `req` is a live buffer of its length; the kernel is the
-        // destination (a null address on a netlink socket).
-        cvt(unsafe { libc::send(sock.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) } as i32)?;
-        let mut buf = vec![0u8; 32 * 1024];
-        loop {
-            let n = retry(|| {
-                // SAFETY: `buf` is a live, exclusive buffer of its length.
-                let n =
-                    unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-                if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(n as usize)
-                }
-            })?;
-            let mut at = 0;
-            while at + 16 <= n {
-                let len = u32::from_ne_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
-                let kind = u16::from_ne_bytes(buf[at + 4..at + 6].try_into().unwrap());
-                if len < 16 || at + len > n {
-                    return Err(io::Error::other("netlink: truncated reply"));
-                }
-                let payload = &buf[at + 16..at + len];
-                match kind as i32 {
-                    libc::NLMSG_ERROR => {
-                        let errno = i32::from_ne_bytes(payload[..4].try_into().unwrap());
-                        return if errno == 0 {
-                            Ok(())
-                        } else {
-                            Err(io::Error::from_raw_os_error(-errno))
-                        };
-                    }
-                    libc::NLMSG_DONE => return Ok(()),
-                    _ => each(kind, payload),
-                }
-                at += len.next_multiple_of(4);
-            }
-        }
-    }
-
-    /// Walks the attributes in `bytes`: (type without flags, value).
-    fn attrs(mut bytes: &[u8], mut each: impl FnMut(u16, &[u8])) {
-        while bytes.len() >= 4 {
-            let len = u16::from_ne_bytes([bytes[0], bytes[1]]) as usize;
-            let kind = u16::from_ne_bytes([bytes[2], bytes[3]]) & NLA_TYPE_MASK;
-            if len < 4 || len > bytes.len() {
-                return;
-            }
-            each(kind, &bytes[4..len]);
-            bytes = &bytes[len.next_multiple_of(4).min(bytes.len())..];
-        }
-    }
-
     /// The XDP program ids attached to `ifindex` (RTM_GETLINK).
     pub(super) fn xdp_prog_ids(ifindex: u32) -> io::Result<XdpIds> {
-        let mut req = Request::new(
-            libc::RTM_GETLINK,
-            (libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16,
-            ifindex,
-        );
+        let mut req = Request::new(libc::RTM_GETLINK, ifindex);
         let mut ids = XdpIds::default();
         let ifi_len = mem::size_of::<libc::ifinfomsg>();
         transact(req.finish(), |kind, payload| {
@@ -929,12 +787,8 @@ mod netlink {
     /// from `ifindex` in mode `mode_flag`, only if it is still the one there
     /// (XDP_FLAGS_REPLACE).
     pub(super) fn xdp_remove(ifindex: u32, expected: RawFd, mode_flag: u32) -> io::Result<()> {
-        let mut req = Request::new(
-            libc::RTM_SETLINK,
-            (libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16,
-            ifindex,
-        );
-        let nest = req.begin(IFLA_XDP | NLA_F_NESTED);
+        let mut req = Request::new(libc::RTM_SETLINK, ifindex);
+        let nest = req.begin(IFLA_XDP | NESTED);
         req.attr_i32(IFLA_XDP_FD, -1);
         req.attr_i32(IFLA_XDP_FLAGS, (mode_flag | XDP_FLAGS_REPLACE) as i32);
         req.attr_i32(IFLA_XDP_EXPECTED_FD, expected);

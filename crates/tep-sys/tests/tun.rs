@@ -77,6 +77,15 @@ fn tun_vnet_hdr_offloads_config_and_packets() {
         tun.set_mtu(1500).unwrap();
         assert_eq!(tun.mtu().unwrap(), 1500);
         tun.set_txqueuelen(2000).unwrap();
+        // Through rtnetlink (crate::rtnl), checked the way `ip` reads it.
+        tun.set_gso_max_size(32768).unwrap();
+        let shown = std::process::Command::new("ip")
+            .args(["-d", "link", "show", "teptun0"])
+            .output()
+            .unwrap();
+        let shown = String::from_utf8_lossy(&shown.stdout);
+        assert!(shown.contains("gso_max_size 32768"), "{shown}");
+        assert!(tun.set_gso_max_size(u32::MAX).is_err());
         tun.add_address(IpAddr::V4(Ipv4Addr::new(10, 99, 0, 1)), 24)
             .unwrap();
         tun.add_address(IpAddr::V4(Ipv4Addr::new(10, 99, 0, 1)), 24)
