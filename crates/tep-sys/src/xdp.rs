@@ -744,6 +744,7 @@ mod netlink {
     const IFLA_XDP_SKB_PROG_ID: u16 = 6;
     const IFLA_XDP_HW_PROG_ID: u16 = 7;
     const IFLA_XDP_EXPECTED_FD: u16 = 8;
+
     /// Program ids per mode; 0 where none.
     #[derive(Debug, Default)]
     pub(super) struct XdpIds {

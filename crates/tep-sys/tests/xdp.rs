@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{deadline, in_netns, wait_readable};
+use common::{deadline, in_netns, ipv4_udp, wait_readable};
 use tep_sys::xdp::{attached, AttachMode, Mode, Role, Steering};
 use tep_sys::{Desc, Umem, XskOptions, XskSocket};
 
@@ -350,6 +350,38 @@ fn fill_addrs(from: u64, to: u64) -> Vec<u64> {
     (from..to).map(|c| c * CHUNK + HEADROOM).collect()
 }
 
+/// What every steering test starts from: a veth pair `tepa` (tep's side)
+/// – `tepb` (the test's), the steering program's `role` on `tepa` in
+/// `mode`, an AF_XDP socket on its queue 0 registered for the role with
+/// `filled` chunks on its fill ring, and an AF_PACKET socket on `tepb`.
+struct Rig {
+    // Field order is drop order: the socket before the memory it uses.
+    xsk: XskSocket,
+    s: Steering,
+    far: OwnedFd,
+    took: AttachMode,
+    region: Region,
+}
+
+fn rig(role: Role, mode: Mode, filled: u64) -> Rig {
+    let (va, vb) = veth("tepa", "tepb", NEAR_MAC, FAR_MAC);
+    let far = packet_socket(vb);
+    let region = Region::new((CHUNKS * CHUNK) as usize);
+    let mut s = Steering::load().unwrap();
+    let took = s.attach(role, va, mode).unwrap();
+    let mut xsk = XskSocket::new(&region.umem(), va, 0, &XskOptions::default()).unwrap();
+    assert_eq!(xsk.fill(&fill_addrs(0, filled)), filled as usize);
+    s.register_socket(role, 0, std::os::fd::AsFd::as_fd(&xsk))
+        .unwrap();
+    Rig {
+        xsk,
+        s,
+        far,
+        took,
+        region,
+    }
+}
+
 /// Waits for frames on `xsk` (polling, waking the kernel when asked) until
 /// `n` arrived or the deadline; returns them.
 fn recv_frames(xsk: &mut XskSocket, n: usize, ms: u64) -> Vec<Desc> {
@@ -370,6 +402,26 @@ fn recv_frames(xsk: &mut XskSocket, n: usize, ms: u64) -> Vec<Desc> {
         }
     }
     got
+}
+
+/// Sends `d` (holding `frame`) on `xsk`, sees it arrive on the AF_PACKET
+/// socket `at`, and gets its address back on the completion ring.
+fn transmit(xsk: &mut XskSocket, d: Desc, at: &OwnedFd, frame: &[u8]) {
+    assert_eq!(xsk.send(&[d]), 1);
+    xsk.kick().unwrap();
+    let seen = capture(at, 2000, |f| f == frame);
+    assert!(seen.is_some(), "the transmitted frame reached the peer");
+    let mut done = [0u64; 4];
+    let end = deadline(1000);
+    let mut n = 0;
+    while n == 0 && Instant::now() < end {
+        n = xsk.complete(&mut done);
+        if n == 0 {
+            xsk.kick().unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    assert_eq!(&done[..n], &[d.addr], "completion returns the sent address");
 }
 
 /// Nothing arrives on `xsk` for `ms`.
@@ -397,34 +449,6 @@ fn eth(dst: [u8; 6], src: [u8; 6], tags: &[(u16, u16)], ethertype: u16, payload:
     f.extend_from_slice(&ethertype.to_be_bytes());
     f.extend_from_slice(payload);
     f
-}
-
-/// IPv4 + UDP with both checksums right.
-fn udp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let total = 28 + payload.len();
-    let mut p = vec![0u8; total];
-    p[0] = 0x45;
-    p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-    p[6] = 0x40;
-    p[8] = 64;
-    p[9] = 17;
-    p[12..16].copy_from_slice(&src);
-    p[16..20].copy_from_slice(&dst);
-    let c = common::checksum(&p[..20]);
-    p[10..12].copy_from_slice(&c.to_be_bytes());
-    p[20..22].copy_from_slice(&sport.to_be_bytes());
-    p[22..24].copy_from_slice(&dport.to_be_bytes());
-    p[24..26].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    p[28..].copy_from_slice(payload);
-    let mut pseudo = Vec::new();
-    pseudo.extend_from_slice(&src);
-    pseudo.extend_from_slice(&dst);
-    pseudo.extend_from_slice(&[0, 17]);
-    pseudo.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    pseudo.extend_from_slice(&p[20..]);
-    let c = common::checksum(&pseudo);
-    p[26..28].copy_from_slice(&c.to_be_bytes());
-    p
 }
 
 /// IPv6 + optional hop-by-hop header (8 bytes of padding options) + UDP.
@@ -611,7 +635,15 @@ fn xdp_attach_modes_replace_refuse_detach() {
 /// byte for byte; other UDP, ARP and ping reach the kernel; a frame sent on
 /// the socket arrives at the peer.
 fn underlay(mode: Mode) {
-    let (va, vb) = veth("tepa", "tepb", NEAR_MAC, FAR_MAC);
+    let mut r = rig(Role::Underlay, mode, 512);
+    let Rig {
+        xsk,
+        s,
+        far,
+        region,
+        took,
+        ..
+    } = &mut r;
     ip(&["addr", "add", "10.77.0.1/24", "dev", "tepa"]);
     // The kernel's replies go to the far end without ARP.
     ip(&[
@@ -625,19 +657,10 @@ fn underlay(mode: Mode) {
         "nud",
         "permanent",
     ]);
-    let far = packet_socket(vb);
-    let region = Region::new((CHUNKS * CHUNK) as usize);
-
-    let mut s = Steering::load().unwrap();
-    let took = s.attach(Role::Underlay, va, mode).unwrap();
-    let mut xsk = XskSocket::new(&region.umem(), va, 0, &XskOptions::default()).unwrap();
     eprintln!(
         "underlay on veth, asked {mode:?}: XDP {took}, AF_XDP {}",
         if xsk.zero_copy() { "zero-copy" } else { "copy" }
     );
-    assert_eq!(xsk.fill(&fill_addrs(0, 512)), 512);
-    s.register_socket(Role::Underlay, 0, std::os::fd::AsFd::as_fd(&xsk))
-        .unwrap();
     let v6: Ipv6Addr = "fd77::1".parse().unwrap();
     s.add_endpoint(IpAddr::V4(Ipv4Addr::from(NEAR4)), 4789)
         .unwrap();
@@ -650,7 +673,7 @@ fn underlay(mode: Mode) {
             FAR_MAC,
             &[],
             0x0800,
-            &udp4(FAR4, NEAR4, 1000, 4789, b"vxlan over ipv4"),
+            &ipv4_udp(FAR4, NEAR4, 1000, 4789, b"vxlan over ipv4"),
         ),
         eth(
             NEAR_MAC,
@@ -671,20 +694,20 @@ fn underlay(mode: Mode) {
             FAR_MAC,
             &[(0x8100, 100)],
             0x0800,
-            &udp4(FAR4, NEAR4, 1000, 4789, b"one tag"),
+            &ipv4_udp(FAR4, NEAR4, 1000, 4789, b"one tag"),
         ),
         eth(
             NEAR_MAC,
             FAR_MAC,
             &[(0x88a8, 7), (0x8100, 100)],
             0x0800,
-            &udp4(FAR4, NEAR4, 1, 4789, b"q-in-q"),
+            &ipv4_udp(FAR4, NEAR4, 1, 4789, b"q-in-q"),
         ),
     ];
     for f in &tunnel {
-        inject(&far, f);
+        inject(far, f);
     }
-    let got = recv_frames(&mut xsk, tunnel.len(), 2000);
+    let got = recv_frames(xsk, tunnel.len(), 2000);
     assert_eq!(
         got.len(),
         tunnel.len(),
@@ -705,13 +728,13 @@ fn underlay(mode: Mode) {
         .set_read_timeout(Some(Duration::from_secs(2)))
         .unwrap();
     inject(
-        &far,
+        far,
         &eth(
             NEAR_MAC,
             FAR_MAC,
             &[],
             0x0800,
-            &udp4(FAR4, NEAR4, 1000, 5555, b"for the host"),
+            &ipv4_udp(FAR4, NEAR4, 1000, 5555, b"for the host"),
         ),
     );
     let mut buf = [0u8; 64];
@@ -720,24 +743,24 @@ fn underlay(mode: Mode) {
         .expect("other UDP reaches the kernel");
     assert_eq!(&buf[..n], b"for the host");
     assert_eq!(from.ip(), IpAddr::V4(Ipv4Addr::from(FAR4)));
-    let mut frag = udp4(FAR4, NEAR4, 1000, 4789, b"first fragment");
+    let mut frag = ipv4_udp(FAR4, NEAR4, 1000, 4789, b"first fragment");
     frag[6] |= 0x20; // more fragments
     frag[10..12].copy_from_slice(&[0, 0]);
     let c = common::checksum(&frag[..20]);
     frag[10..12].copy_from_slice(&c.to_be_bytes());
-    inject(&far, &eth(NEAR_MAC, FAR_MAC, &[], 0x0800, &frag));
-    assert_quiet(&mut xsk, 300, "an IPv4 fragment");
+    inject(far, &eth(NEAR_MAC, FAR_MAC, &[], 0x0800, &frag));
+    assert_quiet(xsk, 300, "an IPv4 fragment");
 
     // ARP and ping still work: the kernel answers.
-    inject(&far, &arp_request(FAR_MAC, FAR4, NEAR4));
-    let reply = capture(&far, 2000, |f| {
+    inject(far, &arp_request(FAR_MAC, FAR4, NEAR4));
+    let reply = capture(far, 2000, |f| {
         f.len() >= 42 && f[12..14] == [8, 6] && f[20..22] == [0, 2]
     });
     let reply = reply.expect("the kernel answers ARP while steering is on");
     assert_eq!(&reply[22..28], &NEAR_MAC);
     let ping = common::icmp_echo_request(FAR4, NEAR4, 0x7e9, 1, b"tep xdp ping");
-    inject(&far, &eth(NEAR_MAC, FAR_MAC, &[], 0x0800, &ping));
-    capture(&far, 2000, |f| {
+    inject(far, &eth(NEAR_MAC, FAR_MAC, &[], 0x0800, &ping));
+    capture(far, 2000, |f| {
         f.len() > 14 && common::is_echo_reply(&f[14..], FAR4, NEAR4, 0x7e9, 1, b"tep xdp ping")
     })
     .expect("ping answered while steering is on");
@@ -755,7 +778,7 @@ fn underlay(mode: Mode) {
         NEAR_MAC,
         &[],
         0x0800,
-        &udp4(NEAR4, FAR4, 4789, 7777, b"sent by tep"),
+        &ipv4_udp(NEAR4, FAR4, 4789, 7777, b"sent by tep"),
     );
     let addr = 600 * CHUNK + HEADROOM;
     region.write(addr, &out);
@@ -764,24 +787,7 @@ fn underlay(mode: Mode) {
         len: out.len() as u32,
         options: 0,
     };
-    assert_eq!(xsk.send(&[sent]), 1);
-    xsk.kick().unwrap();
-    let seen = capture(&far, 2000, |f| f == &out[..]);
-    assert!(
-        seen.is_some(),
-        "{mode:?}: the transmitted frame reached the peer"
-    );
-    let mut done = [0u64; 4];
-    let end = deadline(1000);
-    let mut n = 0;
-    while n == 0 && Instant::now() < end {
-        n = xsk.complete(&mut done);
-        if n == 0 {
-            xsk.kick().unwrap();
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-    assert_eq!(&done[..n], &[addr], "completion returns the sent address");
+    transmit(xsk, sent, far, &out);
 
     // Removing the endpoint hands its traffic back to the kernel.
     s.remove_endpoint(IpAddr::V4(Ipv4Addr::from(NEAR4)), 4789)
@@ -789,8 +795,8 @@ fn underlay(mode: Mode) {
     assert!(s
         .remove_endpoint(IpAddr::V4(Ipv4Addr::from(NEAR4)), 4789)
         .is_err());
-    inject(&far, &tunnel[0]);
-    assert_quiet(&mut xsk, 300, "a removed endpoint");
+    inject(far, &tunnel[0]);
+    assert_quiet(xsk, 300, "a removed endpoint");
     let stats = xsk.statistics().unwrap();
     assert_eq!(
         stats.rx_invalid_descs + stats.tx_invalid_descs,
@@ -821,15 +827,14 @@ fn xsk_inner_prefixes_macs_l2_default() {
         return;
     }
     in_netns(|| {
-        let (va, vb) = veth("tepa", "tepb", NEAR_MAC, FAR_MAC);
-        let far = packet_socket(vb);
-        let region = Region::new((CHUNKS * CHUNK) as usize);
-        let mut s = Steering::load().unwrap();
-        s.attach(Role::Inner, va, Mode::Auto).unwrap();
-        let mut xsk = XskSocket::new(&region.umem(), va, 0, &XskOptions::default()).unwrap();
-        assert_eq!(xsk.fill(&fill_addrs(0, 512)), 512);
-        s.register_socket(Role::Inner, 0, std::os::fd::AsFd::as_fd(&xsk))
-            .unwrap();
+        let mut r = rig(Role::Inner, Mode::Auto, 512);
+        let Rig {
+            xsk,
+            s,
+            far,
+            region,
+            ..
+        } = &mut r;
         s.set_inner_config(NEAR_MAC, false).unwrap();
         // Host bits past the prefix are ignored.
         s.add_inner_prefix(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 77)), 24)
@@ -846,7 +851,7 @@ fn xsk_inner_prefixes_macs_l2_default() {
                 FAR_MAC,
                 &[],
                 0x0800,
-                &udp4(FAR4, dst, 1, 2, b"inner"),
+                &ipv4_udp(FAR4, dst, 1, 2, b"inner"),
             )
         };
         let hit4 = to([198, 51, 100, 9]);
@@ -855,7 +860,7 @@ fn xsk_inner_prefixes_macs_l2_default() {
             FAR_MAC,
             &[(0x8100, 5)],
             0x0800,
-            &udp4(FAR4, [198, 51, 100, 200], 1, 2, b"x"),
+            &ipv4_udp(FAR4, [198, 51, 100, 200], 1, 2, b"x"),
         );
         let hit6 = eth(
             NEAR_MAC,
@@ -865,17 +870,17 @@ fn xsk_inner_prefixes_macs_l2_default() {
             &udp6("2001:db8:77:1::5".parse().unwrap(), 9, false, b"v6"),
         );
         for f in [&hit4, &hit4_tagged, &hit6] {
-            inject(&far, f);
+            inject(far, f);
         }
-        let got = recv_frames(&mut xsk, 3, 2000);
+        let got = recv_frames(xsk, 3, 2000);
         assert_eq!(got.len(), 3, "prefix hits redirected");
         for (d, f) in got.iter().zip([&hit4, &hit4_tagged, &hit6]) {
             assert_eq!(region.frame(d), &f[..]);
         }
         // Misses go to the kernel.
-        inject(&far, &to([198, 51, 101, 9]));
+        inject(far, &to([198, 51, 101, 9]));
         inject(
-            &far,
+            far,
             &eth(
                 NEAR_MAC,
                 FAR_MAC,
@@ -884,25 +889,25 @@ fn xsk_inner_prefixes_macs_l2_default() {
                 &udp6("2001:db8:78::5".parse().unwrap(), 9, false, b"v6"),
             ),
         );
-        assert_quiet(&mut xsk, 300, "a prefix miss");
+        assert_quiet(xsk, 300, "a prefix miss");
         let st = s.stats(Role::Inner).unwrap();
         assert_eq!((st.redirected, st.passed), (3, 2), "{st:?}");
         s.remove_inner_prefix(IpAddr::V4(Ipv4Addr::new(198, 51, 100, 0)), 24)
             .unwrap();
-        inject(&far, &hit4);
-        assert_quiet(&mut xsk, 300, "a removed prefix");
+        inject(far, &hit4);
+        assert_quiet(xsk, 300, "a removed prefix");
 
         // A MAC behind an L2 tunnel, whatever the payload.
         let behind = [0x02, 0xaa, 0, 0, 0, 0x33];
         s.add_inner_mac(behind).unwrap();
         let l2 = eth(behind, FAR_MAC, &[], 0x0806, &[0u8; 28]);
-        inject(&far, &l2);
-        let got = recv_frames(&mut xsk, 1, 2000);
+        inject(far, &l2);
+        let got = recv_frames(xsk, 1, 2000);
         assert_eq!(got.len(), 1, "MAC hit redirected");
         assert_eq!(region.frame(&got[0]), &l2[..]);
         s.remove_inner_mac(behind).unwrap();
-        inject(&far, &l2);
-        assert_quiet(&mut xsk, 300, "a removed MAC");
+        inject(far, &l2);
+        assert_quiet(xsk, 300, "a removed MAC");
 
         // L2 default: everything not for this interface's MAC, broadcast
         // included; frames to its own MAC still go to the kernel.
@@ -912,20 +917,20 @@ fn xsk_inner_prefixes_macs_l2_default() {
             FAR_MAC,
             &[],
             0x0800,
-            &udp4(FAR4, [192, 0, 2, 1], 1, 2, b"?"),
+            &ipv4_udp(FAR4, [192, 0, 2, 1], 1, 2, b"?"),
         );
         let bcast = arp_request(FAR_MAC, FAR4, [192, 0, 2, 1]);
-        inject(&far, &other);
-        inject(&far, &bcast);
-        let got = recv_frames(&mut xsk, 2, 2000);
+        inject(far, &other);
+        inject(far, &bcast);
+        let got = recv_frames(xsk, 2, 2000);
         assert_eq!(got.len(), 2, "L2 default takes other MACs and broadcast");
         assert_eq!(region.frame(&got[0]), &other[..]);
         assert_eq!(region.frame(&got[1]), &bcast[..]);
-        inject(&far, &to([192, 0, 2, 1]));
-        assert_quiet(&mut xsk, 300, "a frame to the interface's own MAC");
+        inject(far, &to([192, 0, 2, 1]));
+        assert_quiet(xsk, 300, "a frame to the interface's own MAC");
         s.set_inner_config(NEAR_MAC, false).unwrap();
-        inject(&far, &other);
-        assert_quiet(&mut xsk, 300, "L2 default off");
+        inject(far, &other);
+        assert_quiet(xsk, 300, "L2 default off");
     });
 }
 
@@ -967,7 +972,7 @@ fn xsk_shared_umem_forwards_by_descriptor() {
             FAR_MAC,
             &[],
             0x0800,
-            &udp4(FAR4, NEAR4, 2152, 2152, b"one copy only"),
+            &ipv4_udp(FAR4, NEAR4, 2152, 2152, b"one copy only"),
         );
         inject(&from_b, &frame);
         let got = recv_frames(&mut under, 1, 2000);
@@ -979,25 +984,7 @@ fn xsk_shared_umem_forwards_by_descriptor() {
         );
         // Out of the other interface by descriptor: the same bytes in the
         // same chunk, nothing copied by tep.
-        assert_eq!(inner.send(&[d]), 1);
-        inner.kick().unwrap();
-        let seen = capture(&at_d, 2000, |f| f == &frame[..]);
-        assert!(seen.is_some(), "the frame left through the inner interface");
-        let mut done = [0u64; 4];
-        let end = deadline(1000);
-        let mut n = 0;
-        while n == 0 && Instant::now() < end {
-            n = inner.complete(&mut done);
-            if n == 0 {
-                inner.kick().unwrap();
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }
-        assert_eq!(
-            &done[..n],
-            &[d.addr],
-            "the inner socket's completion ring returns the chunk"
-        );
+        transmit(&mut inner, d, &at_d, &frame);
     });
 }
 
@@ -1007,16 +994,11 @@ fn xsk_statistics_count_an_empty_fill_ring() {
         return;
     }
     in_netns(|| {
-        let (va, vb) = veth("tepa", "tepb", NEAR_MAC, FAR_MAC);
-        let region = Region::new((CHUNKS * CHUNK) as usize);
-        let mut s = Steering::load().unwrap();
-        s.attach(Role::Underlay, va, Mode::Auto).unwrap();
-        let mut xsk = XskSocket::new(&region.umem(), va, 0, &XskOptions::default()).unwrap();
-        s.register_socket(Role::Underlay, 0, std::os::fd::AsFd::as_fd(&xsk))
-            .unwrap();
+        // Nothing on the fill ring.
+        let mut r = rig(Role::Underlay, Mode::Auto, 0);
+        let Rig { xsk, s, far, .. } = &mut r;
         s.add_endpoint(IpAddr::V4(Ipv4Addr::from(NEAR4)), 4789)
             .unwrap();
-        let far = packet_socket(vb);
         let before = xsk.statistics().unwrap();
         assert_eq!(before, Default::default());
         // Nothing on the fill ring: every redirected frame is dropped.
@@ -1025,10 +1007,10 @@ fn xsk_statistics_count_an_empty_fill_ring() {
             FAR_MAC,
             &[],
             0x0800,
-            &udp4(FAR4, NEAR4, 1, 4789, b"no room"),
+            &ipv4_udp(FAR4, NEAR4, 1, 4789, b"no room"),
         );
         for _ in 0..5 {
-            inject(&far, &frame);
+            inject(far, &frame);
         }
         let end = deadline(2000);
         let mut after = xsk.statistics().unwrap();
@@ -1050,12 +1032,12 @@ fn xsk_statistics_count_an_empty_fill_ring() {
         if xsk.fill_needs_wakeup() {
             xsk.wake_rx().unwrap();
         }
-        inject(&far, &frame);
-        assert_eq!(recv_frames(&mut xsk, 1, 2000).len(), 1);
+        inject(far, &frame);
+        assert_eq!(recv_frames(xsk, 1, 2000).len(), 1);
         // Unregistered, the program finds no socket and passes the frame.
         s.unregister_socket(Role::Underlay, 0).unwrap();
-        inject(&far, &frame);
-        assert_quiet(&mut xsk, 300, "an unregistered queue");
+        inject(far, &frame);
+        assert_quiet(xsk, 300, "an unregistered queue");
         assert_eq!(s.stats(Role::Underlay).unwrap().redirect_failed, 1);
     });
 }
