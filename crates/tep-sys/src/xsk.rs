@@ -392,6 +392,10 @@ fn getsockopt<T>(fd: RawFd, name: libc::c_int, value: &mut T) -> io::Result<()> 
 impl XskSocket {
     /// A socket on `ifindex` queue `queue` that registers `umem` with the
     /// kernel and has the UMEM's first fill and completion rings.
+    ///
+    /// A queue whose previous socket has just closed refuses with
+    /// [`io::ErrorKind::ResourceBusy`] for a few milliseconds (the kernel
+    /// lets go of it from a work item; about 20 ms on a veth here): retry.
     pub fn new(umem: &Umem, ifindex: u32, queue: u32, opts: &XskOptions) -> io::Result<XskSocket> {
         let fd = socket()?;
         let reg = libc::xdp_umem_reg {
