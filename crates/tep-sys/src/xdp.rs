@@ -11,7 +11,8 @@
 //! [`Steering`] loads the object with aya, attaches each program to one
 //! interface through a bpf_link (it goes away with the process: a crash
 //! leaves no program behind), and offers a typed API over the maps. What aya
-//! does not offer is written here: the netlink query of what is attached to
+//! does not offer is written here: the bpf_link itself (so that detaching
+//! is immediate, see `Attachment`), the netlink query of what is attached to
 //! an interface (and the removal of a program attached the old way, by
 //! netlink), finding and detaching another process's XDP link, and deleting
 //! a socket from an XSKMAP.
@@ -19,12 +20,11 @@
 use std::io;
 use std::mem;
 use std::net::IpAddr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use aya::maps::lpm_trie::{Key as LpmKey, LpmTrie};
 use aya::maps::{Array, HashMap, MapData, PerCpuArray};
-use aya::programs::xdp::XdpLink;
-use aya::programs::{Xdp, XdpFlags};
+use aya::programs::Xdp;
 use aya::{Ebpf, Pod};
 
 use crate::sys::{context, owned};
@@ -161,13 +161,35 @@ unsafe impl Pod for EndpointKey {}
 // SAFETY: as above.
 unsafe impl Pod for Config {}
 
-/// One role's attachment: the link (detaches when dropped) and where.
+/// One role's attachment: its bpf_link and where.
+///
+/// The link is created here rather than by aya so that detaching is
+/// BPF_LINK_DETACH on its descriptor: at once, even while someone else holds
+/// a reference to the link (bpftool, or another tep looking for stale
+/// links), which closing the descriptor alone would not undo.
 #[derive(Debug)]
 struct Attachment {
-    /// Held for its drop, which detaches.
-    _link: XdpLink,
+    link: OwnedFd,
     ifindex: u32,
     mode: AttachMode,
+    detached: bool,
+}
+
+impl Attachment {
+    fn detach(mut self) -> io::Result<()> {
+        self.detached = true;
+        // Also when a newer tep detached it already: the kernel then has
+        // nothing to do and says so with success.
+        bpf::link_detach(self.link.as_fd())
+    }
+}
+
+impl Drop for Attachment {
+    fn drop(&mut self) {
+        if !self.detached {
+            let _ = bpf::link_detach(self.link.as_fd());
+        }
+    }
 }
 
 /// The loaded steering programs and their maps; attach each role's program
@@ -263,10 +285,26 @@ impl Steering {
     /// of another process) is detached first; anybody else's is left alone
     /// and the call fails with [`io::ErrorKind::ResourceBusy`] naming it.
     /// Attaching a role again moves it (the previous attachment is dropped
-    /// first).
+    /// first); a role cannot go where the other one is (InvalidInput,
+    /// nothing changed).
     pub fn attach(&mut self, role: Role, ifindex: u32, mode: Mode) -> io::Result<AttachMode> {
-        self.detach(role)?;
         let name = role.program_name();
+        let other = match role {
+            Role::Underlay => Role::Inner,
+            Role::Inner => Role::Underlay,
+        };
+        if self.attachment(other).is_some_and(|(i, _)| i == ifindex) {
+            // One program per interface and mode: the two roles need two
+            // interfaces (and the other one is ours, not stale).
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "interface {ifindex} already carries {}: one interface per role",
+                    other.program_name()
+                ),
+            ));
+        }
+        self.detach(role)?;
         for prog in attached(ifindex)? {
             if !PROGRAM_NAMES.contains(&prog.name.as_str()) {
                 return Err(io::Error::new(
@@ -281,21 +319,21 @@ impl Steering {
             remove_stale(ifindex, &prog)?;
         }
         let flags = match mode {
-            Mode::Native => XdpFlags::DRV_MODE,
-            Mode::Generic => XdpFlags::SKB_MODE,
-            Mode::Auto => XdpFlags::default(),
+            Mode::Native => XDP_FLAGS_DRV_MODE,
+            Mode::Generic => XDP_FLAGS_SKB_MODE,
+            Mode::Auto => 0,
         };
-        let prog = self.program(role);
-        let id = prog
-            .attach_to_if_index(ifindex, flags)
-            .map_err(|e| match e {
-                aya::programs::ProgramError::SyscallError(s) => context(
-                    s.io_error,
-                    format_args!("attaching {name} to interface {ifindex} ({mode:?})"),
-                ),
-                e => aya_err(format_args!("attaching {name}"), e),
-            })?;
-        let link = prog.take_link(id).map_err(|e| aya_err(name, e))?;
+        let prog_fd = self
+            .program(role)
+            .fd()
+            .map_err(|e| aya_err(name, e))?
+            .as_fd();
+        let link = bpf::link_create(prog_fd, ifindex, flags).map_err(|e| {
+            context(
+                e,
+                format_args!("attaching {name} to interface {ifindex} ({mode:?})"),
+            )
+        })?;
         let prog_id = self.program_id(role)?;
         let attached_now = attached(ifindex)?;
         let mode = attached_now
@@ -308,9 +346,10 @@ impl Steering {
                 ))
             })?;
         self.attached[role.index()] = Some(Attachment {
-            _link: link,
+            link,
             ifindex,
             mode,
+            detached: false,
         });
         Ok(mode)
     }
@@ -324,9 +363,12 @@ impl Steering {
 
     /// Detaches `role`'s program (nothing when it is not attached).
     pub fn detach(&mut self, role: Role) -> io::Result<()> {
-        // Dropping the link's descriptor detaches: nothing else refers to it.
-        drop(self.attached[role.index()].take());
-        Ok(())
+        match self.attached[role.index()].take() {
+            Some(a) => a
+                .detach()
+                .map_err(|e| context(e, format_args!("detaching {}", role.program_name()))),
+            None => Ok(()),
+        }
     }
 
     /// Steers UDP to `addr`:`port` (the underlay's tunnel endpoint) to tep.
@@ -715,6 +757,31 @@ mod bpf {
                 return Ok(Some(fd));
             }
         }
+    }
+
+    /// BPF_LINK_CREATE of an XDP link for `prog` on `ifindex` with mode
+    /// `flags` (0: the kernel picks).
+    pub(super) fn link_create(
+        prog: BorrowedFd<'_>,
+        ifindex: u32,
+        flags: u32,
+    ) -> io::Result<OwnedFd> {
+        const BPF_LINK_CREATE: libc::c_long = 28;
+        const BPF_XDP: u32 = 37;
+        #[repr(C)]
+        struct Attr {
+            prog_fd: u32,
+            target_ifindex: u32,
+            attach_type: u32,
+            flags: u32,
+        }
+        let mut attr = Attr {
+            prog_fd: prog.as_raw_fd() as u32,
+            target_ifindex: ifindex,
+            attach_type: BPF_XDP,
+            flags,
+        };
+        owned(bpf(BPF_LINK_CREATE, &mut attr)? as libc::c_int)
     }
 
     /// BPF_LINK_DETACH: the link stays (its holder's descriptor too) but

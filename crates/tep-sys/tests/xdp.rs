@@ -587,6 +587,9 @@ fn xdp_attach_modes_replace_refuse_detach() {
         // Both roles at once, on the two ends.
         s.attach(Role::Underlay, va, Mode::Auto).unwrap();
         s.attach(Role::Inner, vb, Mode::Generic).unwrap();
+        let e = s.attach(Role::Inner, va, Mode::Auto).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+        assert_eq!(tep_programs_on(va).len(), 1, "the underlay stays");
         assert_eq!(
             tep_programs_on(vb),
             vec![("tep_inner".into(), AttachMode::Generic)]
