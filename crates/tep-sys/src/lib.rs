@@ -21,6 +21,10 @@
 //! - [`thread`]: CPU pinning.
 //! - [`unix`]: the control socket, private from its creation.
 //! - [`netns`]: private network namespaces for tests.
+//! - [`xdp`]: gateway mode's XDP steering program (aya), attached to the
+//!   inner and underlay interfaces, and its maps.
+//! - [`xsk`]: AF_XDP sockets over memory the caller owns (tep's buffer
+//!   pool is the UMEM).
 //!
 //! Linux only. The per-packet calls ([`TunQueue::read_packet`],
 //! [`UdpSocket::recv_batch`], ...) do not allocate and make one syscall.
@@ -31,6 +35,7 @@ pub mod netlink;
 pub mod netns;
 pub mod poll;
 pub mod raw;
+mod rtnl;
 pub mod signal;
 pub mod snmp;
 mod sys;
@@ -38,6 +43,8 @@ pub mod thread;
 pub mod tun;
 pub mod udp;
 pub mod unix;
+pub mod xdp;
+pub mod xsk;
 
 pub use poll::{Epoll, Event, EventFd};
 pub use signal::{Signal, Signals};
@@ -45,3 +52,5 @@ pub use tun::{DeviceKind, Offloads, Tun, TunOptions, TunQueue};
 pub use udp::{
     Gathered, RecvMeta, Transmit, UdpCapabilities, UdpOptions, UdpSocket, MAX_BATCH, MAX_PARTS,
 };
+pub use xdp::{AttachMode, Mode, Role, Steering, SteeringStats};
+pub use xsk::{CopyMode, Desc, Umem, XskOptions, XskSocket, XskStats};

@@ -386,59 +386,11 @@ impl Tun {
 }
 
 /// One rtnetlink RTM_NEWLINK request setting the u32 attribute `attr` of
-/// interface `ifindex`, and its acknowledgement. No crate: three structs
-/// and one round trip.
+/// interface `ifindex`, and its acknowledgement.
 fn rtnl_set_link_u32(ifindex: u32, attr: u16, value: u32) -> io::Result<()> {
-    const NLMSG_ERROR: u16 = 2;
-    // nlmsghdr (16) + ifinfomsg (16) + rtattr (4) with its u32 (4).
-    let mut req = [0u8; 40];
-    req[0..4].copy_from_slice(&40u32.to_ne_bytes());
-    req[4..6].copy_from_slice(&libc::RTM_NEWLINK.to_ne_bytes());
-    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_ACK) as u16;
-    req[6..8].copy_from_slice(&flags.to_ne_bytes());
-    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
-    // ifinfomsg: family AF_UNSPEC, type 0, index, flags 0, change 0.
-    req[20..24].copy_from_slice(&(ifindex as i32).to_ne_bytes());
-    req[32..34].copy_from_slice(&8u16.to_ne_bytes());
-    req[34..36].copy_from_slice(&attr.to_ne_bytes());
-    req[36..40].copy_from_slice(&value.to_ne_bytes());
-    // SAFETY: plain socket(2); the descriptor is owned at once.
-    let sock = owned(unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_ROUTE,
-        )
-    })?;
-    // SAFETY: an all-zero sockaddr_nl is the kernel's address (pid 0).
-    let mut kernel: libc::sockaddr_nl = unsafe { mem::zeroed() };
-    kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-    // SAFETY: `req` and `kernel` are live for the lengths given.
-    cvt_size(unsafe {
-        libc::sendto(
-            sock.as_raw_fd(),
-            req.as_ptr().cast(),
-            req.len(),
-            0,
-            (&kernel as *const libc::sockaddr_nl).cast(),
-            mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-        )
-    })?;
-    let mut ack = [0u8; 256];
-    // SAFETY: `ack` is writable for its length.
-    let n =
-        cvt_size(unsafe { libc::recv(sock.as_raw_fd(), ack.as_mut_ptr().cast(), ack.len(), 0) })?;
-    let word = |at: usize| u32::from_ne_bytes([ack[at], ack[at + 1], ack[at + 2], ack[at + 3]]);
-    if n < 20 || u16::from_ne_bytes([ack[4], ack[5]]) != NLMSG_ERROR {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "rtnetlink: no acknowledgement",
-        ));
-    }
-    match word(16) as i32 {
-        0 => Ok(()),
-        e => Err(io::Error::from_raw_os_error(-e)),
-    }
+    let mut req = crate::rtnl::Request::new(libc::RTM_NEWLINK, ifindex);
+    req.attr_u32(attr, value);
+    crate::rtnl::transact(req.finish(), |_, _| {})
 }
 
 /// Brings the interface `name` up (shared with [`crate::netns`] for `lo`).

@@ -77,6 +77,15 @@ fn tun_vnet_hdr_offloads_config_and_packets() {
         tun.set_mtu(1500).unwrap();
         assert_eq!(tun.mtu().unwrap(), 1500);
         tun.set_txqueuelen(2000).unwrap();
+        // Through rtnetlink (crate::rtnl), checked the way `ip` reads it.
+        tun.set_gso_max_size(32768).unwrap();
+        let shown = std::process::Command::new("ip")
+            .args(["-d", "link", "show", "teptun0"])
+            .output()
+            .unwrap();
+        let shown = String::from_utf8_lossy(&shown.stdout);
+        assert!(shown.contains("gso_max_size 32768"), "{shown}");
+        assert!(tun.set_gso_max_size(u32::MAX).is_err());
         tun.add_address(IpAddr::V4(Ipv4Addr::new(10, 99, 0, 1)), 24)
             .unwrap();
         tun.add_address(IpAddr::V4(Ipv4Addr::new(10, 99, 0, 1)), 24)
@@ -386,27 +395,10 @@ fn udp_through_the_tun(offloads: Offloads) {
     // pseudo-header sum in the checksum field (CHECKSUM_PARTIAL).
     let rx = std::net::UdpSocket::bind("10.96.0.1:5000").unwrap();
     let (src, dst) = ([10, 96, 0, 2], [10, 96, 0, 1]);
-    let udp_len = 8 + data.len();
-    let mut p = vec![0u8; 20 + udp_len];
-    p[0] = 0x45;
-    p[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
-    p[8] = 64;
-    p[9] = 17;
-    p[12..16].copy_from_slice(&src);
-    p[16..20].copy_from_slice(&dst);
-    let c = common::checksum(&p[..20]);
-    p[10..12].copy_from_slice(&c.to_be_bytes());
-    p[20..22].copy_from_slice(&4000u16.to_be_bytes());
-    p[22..24].copy_from_slice(&5000u16.to_be_bytes());
-    p[24..26].copy_from_slice(&(udp_len as u16).to_be_bytes());
-    let mut pseudo = Vec::new();
-    pseudo.extend_from_slice(&src);
-    pseudo.extend_from_slice(&dst);
-    pseudo.extend_from_slice(&[0, 17]);
-    pseudo.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    let mut p = common::ipv4_udp(src, dst, 4000, 5000, &data);
+    let pseudo = common::pseudo_header_v4(src, dst, 8 + data.len());
     let partial = !common::checksum(&pseudo); // the folded sum, not complemented
     p[26..28].copy_from_slice(&partial.to_be_bytes());
-    p[28..].copy_from_slice(&data);
     let mut hdr = [0u8; 10];
     hdr[0] = 1; // NEEDS_CSUM
     hdr[1] = 5; // GSO_UDP_L4

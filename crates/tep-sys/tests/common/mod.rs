@@ -60,6 +60,39 @@ pub fn checksum(data: &[u8]) -> u16 {
     !(sum as u16)
 }
 
+/// The IPv4 pseudo-header of a UDP datagram of `udp_len` bytes.
+pub fn pseudo_header_v4(src: [u8; 4], dst: [u8; 4], udp_len: usize) -> Vec<u8> {
+    let mut p = Vec::with_capacity(12);
+    p.extend_from_slice(&src);
+    p.extend_from_slice(&dst);
+    p.extend_from_slice(&[0, 17]);
+    p.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    p
+}
+
+/// An IPv4 UDP datagram (no options, DF clear) with both checksums right.
+pub fn ipv4_udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let udp_len = 8 + payload.len();
+    let mut p = vec![0u8; 20 + udp_len];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
+    p[8] = 64;
+    p[9] = 17;
+    p[12..16].copy_from_slice(&src);
+    p[16..20].copy_from_slice(&dst);
+    let c = checksum(&p[..20]);
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p[20..22].copy_from_slice(&sport.to_be_bytes());
+    p[22..24].copy_from_slice(&dport.to_be_bytes());
+    p[24..26].copy_from_slice(&(udp_len as u16).to_be_bytes());
+    p[28..].copy_from_slice(payload);
+    let mut sum = pseudo_header_v4(src, dst, udp_len);
+    sum.extend_from_slice(&p[20..]);
+    let c = checksum(&sum);
+    p[26..28].copy_from_slice(&c.to_be_bytes());
+    p
+}
+
 /// An IPv4 ICMP echo request from `src` to `dst` with both checksums right.
 pub fn icmp_echo_request(src: [u8; 4], dst: [u8; 4], id: u16, seq: u16, payload: &[u8]) -> Vec<u8> {
     let total = 20 + 8 + payload.len();

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+//
+// tep's XDP steering for gateway mode: on each interface, send to tep's
+// AF_XDP sockets exactly the frames tep handles, and leave every other frame
+// (ARP, ND, the host's own traffic) to the kernel.
+//
+//   tep_underlay  UDP to one of tep's tunnel endpoints (address + port).
+//   tep_inner     frames for a tunnel: a MAC that is a tunnel's, any frame
+//                 not for this host when an L2 default tunnel exists, or IP
+//                 to an inner prefix.
+//
+// Both programs share the maps; tep fills them (crates/tep-sys/src/xdp.rs
+// mirrors every layout below). Rebuild with ./build.sh, which checks in
+// tep_xdp.o beside this file.
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/udp.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define ETH_P_8021Q 0x8100
+#define ETH_P_8021AD 0x88A8
+#define IPV6_FRAGMENT 44
+// Enough for a hop-by-hop, a routing and a destination-options header in
+// front of UDP; more is not seen on tunnel traffic and would cost verifier
+// budget.
+#define MAX_EXT_HEADERS 4
+#define MAX_QUEUES 64
+
+#define FAMILY_V4 4
+#define FAMILY_V6 6
+
+// A tunnel endpoint tep receives on: family, UDP port and address, all in
+// network order; an IPv4 address is in addr[0..4] with the rest zero.
+struct endpoint_key {
+	__u8 family;
+	__u8 pad;
+	__be16 port;
+	__u8 addr[16];
+};
+
+struct lpm_v4_key {
+	__u32 prefixlen;
+	__u8 addr[4];
+};
+
+struct lpm_v6_key {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+
+// Entry 0 of `config`: the inner interface's own MAC, and whether an L2
+// default tunnel takes every frame not addressed to it.
+struct tep_config {
+	__u8 own_mac[6];
+	__u8 l2_default;
+	__u8 pad;
+};
+
+// Indices of `stats`: one block of three per program.
+enum {
+	STAT_REDIRECTED = 0,
+	STAT_PASSED = 1,
+	STAT_REDIRECT_FAILED = 2,
+	STATS_PER_ROLE = 3,
+	ROLE_UNDERLAY = 0,
+	ROLE_INNER = 1,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct endpoint_key);
+	__type(value, __u32);
+} endpoints SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u8[6]);
+	__type(value, __u32);
+} inner_macs SEC(".maps");
+
+// LPM tries must be created without preallocation (the kernel refuses
+// otherwise).
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lpm_v4_key);
+	__type(value, __u32);
+} inner_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lpm_v6_key);
+	__type(value, __u32);
+} inner_v6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tep_config);
+} config SEC(".maps");
+
+// One AF_XDP socket per receive queue and role: redirecting by the queue the
+// frame arrived on keeps a flow on the worker that owns that queue.
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks_underlay SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks_inner SEC(".maps");
+
+// Per CPU, so that counting needs no atomics; tep adds the CPUs up.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2 * STATS_PER_ROLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+static __always_inline void count(__u32 role, __u32 what)
+{
+	__u32 key = role * STATS_PER_ROLE + what;
+	__u64 *n = bpf_map_lookup_elem(&stats, &key);
+
+	if (n)
+		*n += 1;
+}
+
+static __always_inline int pass(__u32 role)
+{
+	count(role, STAT_PASSED);
+	return XDP_PASS;
+}
+
+// Redirect to the role's socket for this queue. With XDP_PASS as the
+// fallback, a queue without a socket hands the frame to the kernel instead
+// of dropping it; that is counted apart. (A socket whose receive ring is
+// full drops after this returns: its own statistics count that.)
+static __always_inline int redirect(struct xdp_md *ctx, void *xsks, __u32 role)
+{
+	long ret = bpf_redirect_map(xsks, ctx->rx_queue_index, XDP_PASS);
+
+	count(role, ret == XDP_REDIRECT ? STAT_REDIRECTED : STAT_REDIRECT_FAILED);
+	return ret;
+}
+
+// clang does not inline __builtin_memcmp for BPF (it would become a call to
+// an extern memcmp, which BPF does not have).
+static __always_inline int same_mac(const __u8 *a, const __u8 *b)
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] &&
+	       a[4] == b[4] && a[5] == b[5];
+}
+
+// Skips the Ethernet header and up to two VLAN tags (802.1ad outer, 802.1Q
+// inner, or two 802.1Q); returns the EtherType behind them (network order)
+// and sets *l3 to where that header starts, or returns 0 when the frame is
+// too short.
+static __always_inline __be16 skip_l2(void *data, void *data_end, void **l3)
+{
+	struct ethhdr *eth = data;
+	__be16 proto;
+	void *at;
+
+	if ((void *)(eth + 1) > data_end)
+		return 0;
+	proto = eth->h_proto;
+	at = eth + 1;
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
+			break;
+		// A tag: TCI (2 bytes), then the next EtherType (2 bytes).
+		if (at + 4 > data_end)
+			return 0;
+		proto = *(__be16 *)(at + 2);
+		at += 4;
+	}
+	*l3 = at;
+	return proto;
+}
+
+SEC("xdp")
+int tep_underlay(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct endpoint_key key = {};
+	struct udphdr *udp;
+	void *l3;
+	__be16 proto = skip_l2(data, data_end, &l3);
+
+	if (proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = l3;
+
+		if ((void *)(ip + 1) > data_end || ip->ihl < 5)
+			return pass(ROLE_UNDERLAY);
+		// Fragments go to the kernel, which reassembles them.
+		if (ip->frag_off & bpf_htons(0x3fff))
+			return pass(ROLE_UNDERLAY);
+		if (ip->protocol != IPPROTO_UDP)
+			return pass(ROLE_UNDERLAY);
+		udp = (void *)ip + ip->ihl * 4;
+		key.family = FAMILY_V4;
+		__builtin_memcpy(key.addr, &ip->daddr, 4);
+	} else if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = l3;
+		__u8 next;
+		void *at;
+
+		if ((void *)(ip6 + 1) > data_end)
+			return pass(ROLE_UNDERLAY);
+		next = ip6->nexthdr;
+		at = ip6 + 1;
+		// Hop-by-hop, routing and destination options may stand before
+		// UDP; a fragment header sends the packet to the kernel.
+#pragma unroll
+		for (int i = 0; i < MAX_EXT_HEADERS; i++) {
+			if (next != IPPROTO_HOPOPTS && next != IPPROTO_ROUTING &&
+			    next != IPPROTO_DSTOPTS)
+				break;
+			// Each of these starts with next header and length in
+			// 8-byte units, not counting the first 8.
+			if (at + 2 > data_end)
+				return pass(ROLE_UNDERLAY);
+			next = *(__u8 *)at;
+			at += (*(__u8 *)(at + 1) + 1) * 8;
+		}
+		if (next != IPPROTO_UDP)
+			return pass(ROLE_UNDERLAY);
+		udp = at;
+		key.family = FAMILY_V6;
+		__builtin_memcpy(key.addr, &ip6->daddr, 16);
+	} else {
+		return pass(ROLE_UNDERLAY);
+	}
+	if ((void *)(udp + 1) > data_end)
+		return pass(ROLE_UNDERLAY);
+	key.port = udp->dest;
+	if (!bpf_map_lookup_elem(&endpoints, &key))
+		return pass(ROLE_UNDERLAY);
+	return redirect(ctx, &xsks_underlay, ROLE_UNDERLAY);
+}
+
+SEC("xdp")
+int tep_inner(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct tep_config *cfg;
+	__u32 zero = 0;
+	void *l3;
+	__be16 proto;
+
+	if ((void *)(eth + 1) > data_end)
+		return pass(ROLE_INNER);
+	// A MAC behind an L2 tunnel (VXLAN, Geneve, ...).
+	if (bpf_map_lookup_elem(&inner_macs, eth->h_dest))
+		return redirect(ctx, &xsks_inner, ROLE_INNER);
+	// An L2 default tunnel takes everything not addressed to this host,
+	// broadcast and multicast included: the tunnel is the rest of the
+	// segment.
+	cfg = bpf_map_lookup_elem(&config, &zero);
+	if (cfg && cfg->l2_default && !same_mac(eth->h_dest, cfg->own_mac))
+		return redirect(ctx, &xsks_inner, ROLE_INNER);
+
+	// L3 tunnels: the inner destination's longest prefix.
+	proto = skip_l2(data, data_end, &l3);
+	if (proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = l3;
+		struct lpm_v4_key key = { .prefixlen = 32 };
+
+		if ((void *)(ip + 1) > data_end)
+			return pass(ROLE_INNER);
+		__builtin_memcpy(key.addr, &ip->daddr, 4);
+		if (bpf_map_lookup_elem(&inner_v4, &key))
+			return redirect(ctx, &xsks_inner, ROLE_INNER);
+	} else if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = l3;
+		struct lpm_v6_key key = { .prefixlen = 128 };
+
+		if ((void *)(ip6 + 1) > data_end)
+			return pass(ROLE_INNER);
+		__builtin_memcpy(key.addr, &ip6->daddr, 16);
+		if (bpf_map_lookup_elem(&inner_v6, &key))
+			return redirect(ctx, &xsks_inner, ROLE_INNER);
+	}
+	return pass(ROLE_INNER);
+}
