@@ -177,7 +177,7 @@ for c in (ca, cb):
             other += d["packets"]
         else:
             names.append(f'{d["node"]}/{d["reason"]}')
-    names += [k for k, v in c["host"].items() if k.startswith("drop_") and v]
+    names += [k for k, v in c["io"].items() if k.startswith("drop_") and v]
 io = ta["io"]
 dev = "; ".join(f'{d["name"]} ({d["kind"]}, mtu {d["mtu"]}): {d["offloads"]}' for d in io["devices"])
 on = lambda b: "on" if b else "off"

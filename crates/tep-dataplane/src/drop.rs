@@ -81,12 +81,15 @@ crate::named_enum! {
         DeviceWrite => "device_write",
         /// I/O: an inner packet for a kind whose device is not open.
         NoDevice => "no_device",
+        /// I/O: an AF_XDP transmit ring stayed full.
+        TxRingFull => "tx_ring_full",
     }
 }
 
 impl DropReason {
-    /// The reasons the I/O layer around the pipeline drops for (its own
-    /// counters, beside the nodes'): host mode's reads and writes.
+    /// The reasons the I/O layers around the pipeline drop for (their own
+    /// counters, beside the nodes'): host mode's reads and writes, gateway
+    /// mode's rings.
     pub const IO: &'static [DropReason] = &[
         DropReason::BadVnetHeader,
         DropReason::NoBuffer,
@@ -94,6 +97,7 @@ impl DropReason {
         DropReason::GsoRefused,
         DropReason::DeviceWrite,
         DropReason::NoDevice,
+        DropReason::TxRingFull,
     ];
 }
 

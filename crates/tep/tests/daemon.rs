@@ -173,8 +173,8 @@ fn offloads_carry_super_packets_across_the_tun() {
         let sent = da.show("counters");
         let got = db.show("counters");
         let (rx_super, tx_super) = (
-            sent["host"]["device_rx_super"].as_u64().unwrap(),
-            got["host"]["device_tx_super"].as_u64().unwrap(),
+            sent["io"]["device_rx_super"].as_u64().unwrap(),
+            got["io"]["device_tx_super"].as_u64().unwrap(),
         );
         let runtime = da.control(&["show", "runtime"]).unwrap();
         eprintln!(
@@ -206,10 +206,7 @@ fn offloads_carry_super_packets_across_the_tun() {
             assert!(rx_super > 0, "no TSO super-packet from the TUN: {sent}");
             assert!(tx_super > 0, "no GRO super-packet to the TUN: {got}");
             assert!(runtime.contains("gso-segment"), "{runtime}");
-            assert!(
-                sent["host"]["udp_tx_trains"].as_u64().unwrap() > 0,
-                "{sent}"
-            );
+            assert!(sent["io"]["udp_tx_trains"].as_u64().unwrap() > 0, "{sent}");
         } else {
             assert_eq!((rx_super, tx_super), (0, 0));
         }

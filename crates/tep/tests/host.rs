@@ -145,7 +145,7 @@ fn run_case(c: Case) {
             .filter(|d| d["reason"] != "no_route")
             .collect();
         assert!(drops.is_empty(), "{label} {who}: drops {drops:?}");
-        let host = &counters["host"];
+        let host = &counters["io"];
         for k in [
             "drop_bad_vnet_header",
             "drop_no_buffer",

@@ -466,7 +466,7 @@ fn run_case(c: Case) {
         serde_json::json!([]),
         "{label}: {counters}"
     );
-    for (k, v) in counters["host"].as_object().unwrap() {
+    for (k, v) in counters["io"].as_object().unwrap() {
         if k.starts_with("drop_") {
             assert_eq!(v, 0, "{label}: {k}: {counters}");
         }

@@ -7,7 +7,7 @@
 //! body (text, JSON, or pcapng bytes for a trace), and closes.
 
 use super::state::State;
-use super::stats::{HostEvent, Totals, WorkerSnapshot};
+use super::stats::{IoEvent, Totals, WorkerSnapshot};
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -324,12 +324,11 @@ fn show_counters(t: &Totals, json: bool) -> String {
             .iter()
             .map(|(k, v)| (k.to_string(), (*v).into()))
             .collect();
-        let host: serde_json::Map<String, serde_json::Value> = t
-            .host
-            .named()
-            .iter()
-            .map(|(k, v)| (k.to_string(), (*v).into()))
-            .collect();
+        let io: serde_json::Map<String, serde_json::Value> =
+            t.io.named()
+                .iter()
+                .map(|(k, v)| (k.to_string(), (*v).into()))
+                .collect();
         let drops: Vec<_> = drops
             .iter()
             .map(|(n, r, c)| serde_json::json!({"node": n, "reason": r.name(), "packets": c}))
@@ -341,10 +340,10 @@ fn show_counters(t: &Totals, json: bool) -> String {
             .collect();
         return serde_json::json!({
             "pipeline": pipeline,
-            "host": host,
+            "io": io,
             "kernel": kernel,
             "drops": drops,
-            "drops_total": t.drops_by_reason().iter().map(|(_, c)| c).sum::<u64>() + t.host.drops(),
+            "drops_total": t.drops_by_reason().iter().map(|(_, c)| c).sum::<u64>() + t.io.drops(),
         })
         .to_string()
             + "\n";
@@ -353,8 +352,8 @@ fn show_counters(t: &Totals, json: bool) -> String {
     for (k, v) in edges {
         out += &format!("  {k:<24} {v:>14}\n");
     }
-    out += "host:\n";
-    for (k, v) in t.host.named() {
+    out += "io:\n";
+    for (k, v) in t.io.named() {
         out += &format!("  {k:<24} {v:>14}\n");
     }
     out += "kernel (this namespace, before tep: the socket verifies the outer checksum):\n";
@@ -396,7 +395,7 @@ fn show_runtime(t: &Totals, workers: &[WorkerSnapshot], json: bool) -> String {
         return serde_json::json!({
             "nodes": nodes_json(&t.nodes),
             "workers": per_worker,
-            "host": t.host,
+            "io": t.io,
         })
         .to_string()
             + "\n";
@@ -416,13 +415,13 @@ fn show_runtime(t: &Totals, workers: &[WorkerSnapshot], json: bool) -> String {
     out += &format!(
         "\nsuper-packets: {} read from the device (TSO/USO, segmented by tep), {} written (GRO)\n\
          UDP: {} GSO trains of {} messages sent, {} GRO trains of {} buffers received, {} batch syscalls\n",
-        t.host.get(HostEvent::DeviceRxSuper),
-        t.host.get(HostEvent::DeviceTxSuper),
-        t.host.get(HostEvent::UdpTxTrains),
-        t.host.get(HostEvent::UdpTx),
-        t.host.get(HostEvent::UdpRxTrains),
-        t.host.get(HostEvent::UdpRx),
-        t.host.get(HostEvent::UdpSyscalls)
+        t.io.get(IoEvent::DeviceRxSuper),
+        t.io.get(IoEvent::DeviceTxSuper),
+        t.io.get(IoEvent::UdpTxTrains),
+        t.io.get(IoEvent::UdpTx),
+        t.io.get(IoEvent::UdpRxTrains),
+        t.io.get(IoEvent::UdpRx),
+        t.io.get(IoEvent::UdpSyscalls)
     );
     out
 }

@@ -113,7 +113,7 @@ pub fn render(config: &Config, t: &Totals, worker_count: usize) -> String {
         "host_events",
         "I/O layer events (reads, writes, trains)",
     );
-    for (name, v) in t.host.named() {
+    for (name, v) in t.io.named() {
         match name.strip_prefix("drop_") {
             Some(reason) => {
                 host_drops
@@ -242,7 +242,7 @@ inner_prefixes = ["10.9.0.0/16"]
             s.nodes[0].by_tunnel.is_empty(),
             "moved to the tunnels' rows"
         );
-        s.host.drop(DropReason::SendFailed, 2);
+        s.io.drop(DropReason::SendFailed, 2);
         let text = render(&config, &Totals::of(&[s]), 1);
         for want in [
             "tep_tunnel_tx_packets_total{tunnel=\"gtp-a\",kind=\"gtpu\"} 12",

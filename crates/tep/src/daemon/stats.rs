@@ -41,7 +41,7 @@ impl TunnelTraffic {
 
 tep_dataplane::named_enum! {
     /// What the I/O layer around the pipeline counts besides its drops.
-    pub enum HostEvent {
+    pub enum IoEvent {
         /// Packets read from the TUN/TAP.
         DeviceRx => "device_rx",
         /// Of those, super-packets (TSO/USO): segmented by tep.
@@ -61,20 +61,113 @@ tep_dataplane::named_enum! {
         UdpTxTrains => "udp_tx_trains",
         /// `recvmmsg`/`sendmmsg` calls.
         UdpSyscalls => "udp_syscalls",
+        /// Gateway: frames received from the underlay's AF_XDP sockets.
+        UnderlayRx => "underlay_rx",
+        /// Frames put on the underlay's transmit rings.
+        UnderlayTx => "underlay_tx",
+        /// Frames received from the inner interface's AF_XDP sockets.
+        InnerRx => "inner_rx",
+        /// Frames put on the inner interface's transmit rings.
+        InnerTx => "inner_tx",
+        /// IP packets handed to the kernel's stack (a next hop tep has no
+        /// MAC for yet: the kernel resolves it and delivers the packet).
+        KernelTx => "kernel_tx",
+        /// Wake-ups the rings asked for (need_wakeup: a `sendto` to make
+        /// the kernel transmit, a `recvfrom` to refill).
+        XskWakeups => "xsk_wakeups",
+        /// Outer UDP checksums of `offload` tunnels computed in software:
+        /// the device takes no checksum request through AF_XDP.
+        ChecksumInSoftware => "checksum_in_software",
+        /// The kernel's counts for the AF_XDP sockets (XDP_STATISTICS,
+        /// since the worker started): frames dropped before tep saw them.
+        XskRxDropped => "xsk_rx_dropped",
+        /// Of those, for a full receive ring.
+        XskRxRingFull => "xsk_rx_ring_full",
+        /// Of those, for an empty fill ring (tep had no buffer out).
+        XskFillRingEmpty => "xsk_fill_ring_empty",
+        /// Invalid descriptors tep put on a fill ring.
+        XskRxInvalid => "xsk_rx_invalid",
+        /// Invalid descriptors tep put on a transmit ring.
+        XskTxInvalid => "xsk_tx_invalid",
+    }
+}
+
+/// Which run mode's I/O a set of counters is about: each shows its own
+/// events and drops.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IoMode {
+    /// TUN/TAP and UDP sockets.
+    #[default]
+    Host,
+    /// AF_XDP on two interfaces.
+    Gateway,
+}
+
+impl IoMode {
+    /// The events this mode counts.
+    pub fn events(self) -> &'static [IoEvent] {
+        use IoEvent::*;
+        match self {
+            IoMode::Host => &[
+                DeviceRx,
+                DeviceRxSuper,
+                DeviceTx,
+                DeviceTxSuper,
+                UdpRx,
+                UdpRxTrains,
+                UdpTx,
+                UdpTxTrains,
+                UdpSyscalls,
+            ],
+            IoMode::Gateway => &[
+                UnderlayRx,
+                UnderlayTx,
+                InnerRx,
+                InnerTx,
+                KernelTx,
+                XskWakeups,
+                ChecksumInSoftware,
+                XskRxDropped,
+                XskRxRingFull,
+                XskFillRingEmpty,
+                XskRxInvalid,
+                XskTxInvalid,
+            ],
+        }
+    }
+
+    /// The reasons this mode's I/O drops for.
+    pub fn drops(self) -> &'static [DropReason] {
+        match self {
+            IoMode::Host => &[
+                DropReason::BadVnetHeader,
+                DropReason::NoBuffer,
+                DropReason::SendFailed,
+                DropReason::GsoRefused,
+                DropReason::DeviceWrite,
+                DropReason::NoDevice,
+            ],
+            IoMode::Gateway => &[
+                DropReason::NoBuffer,
+                DropReason::TxRingFull,
+                DropReason::SendFailed,
+            ],
+        }
     }
 }
 
 /// Events and drops of the I/O around the pipeline, each named. Drops here
 /// are the host's own (the pipeline's are per node and reason).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HostCounters {
-    events: [u64; HostEvent::COUNT],
+pub struct IoCounters {
+    mode: IoMode,
+    events: [u64; IoEvent::COUNT],
     drops: DropCounts,
 }
 
-/// As a JSON object of [`HostCounters::named`]: the field names it always
+/// As a JSON object of [`IoCounters::named`]: the field names it always
 /// had.
-impl Serialize for HostCounters {
+impl Serialize for IoCounters {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let named = self.named();
@@ -86,23 +179,29 @@ impl Serialize for HostCounters {
     }
 }
 
-impl Default for HostCounters {
-    fn default() -> HostCounters {
-        HostCounters {
-            events: [0; HostEvent::COUNT],
-            drops: DropCounts::ZERO,
-        }
+impl Default for IoCounters {
+    fn default() -> IoCounters {
+        IoCounters::new(IoMode::Host)
     }
 }
 
-impl HostCounters {
+impl IoCounters {
+    /// Zero counters of `mode`'s I/O.
+    pub fn new(mode: IoMode) -> IoCounters {
+        IoCounters {
+            mode,
+            events: [0; IoEvent::COUNT],
+            drops: DropCounts::ZERO,
+        }
+    }
+
     /// Counts `n` of event `e`.
-    pub fn count(&mut self, e: HostEvent, n: u64) {
+    pub fn count(&mut self, e: IoEvent, n: u64) {
         self.events[e as usize] += n;
     }
 
     /// How many of event `e`.
-    pub fn get(&self, e: HostEvent) -> u64 {
+    pub fn get(&self, e: IoEvent) -> u64 {
         self.events[e as usize]
     }
 
@@ -114,16 +213,25 @@ impl HostCounters {
     /// Every counter, named (the metrics and `show counters` use it): the
     /// events, then the drops as `drop_<reason>`.
     pub fn named(&self) -> Vec<(String, u64)> {
-        let events = HostEvent::ALL
+        let events = self
+            .mode
+            .events()
             .iter()
             .map(|&e| (e.name().to_string(), self.get(e)));
-        let drops = DropReason::IO
+        let drops = self
+            .mode
+            .drops()
             .iter()
             .map(|&r| (format!("drop_{}", r.name()), self.drops[r]));
         events.chain(drops).collect()
     }
 
-    fn add(&mut self, o: &HostCounters) {
+    fn add(&mut self, o: &IoCounters) {
+        // Stopped workers' counts (carried over a reload) are of the same
+        // daemon, so of the same mode; a sum starts from the defaults.
+        if o.mode != IoMode::Host {
+            self.mode = o.mode;
+        }
         for (a, b) in self.events.iter_mut().zip(o.events) {
             *a += b;
         }
@@ -146,7 +254,7 @@ pub struct WorkerSnapshot {
     /// Per tunnel, in config order.
     pub tunnels: Vec<TunnelTraffic>,
     /// The I/O layer's.
-    pub host: HostCounters,
+    pub io: IoCounters,
     /// The control request this snapshot answers (see `Shared::refresh`).
     pub generation: u64,
 }
@@ -159,7 +267,7 @@ impl WorkerSnapshot {
         nodes: &[NodeStats],
         counters: Counters,
         tunnels: &[TunnelTraffic],
-        host: HostCounters,
+        io: IoCounters,
         generation: u64,
     ) -> WorkerSnapshot {
         let rows = tunnel_drops(nodes, tunnels.len());
@@ -178,7 +286,7 @@ impl WorkerSnapshot {
             nodes,
             counters,
             tunnels,
-            host,
+            io,
             generation,
         }
     }
@@ -194,7 +302,7 @@ pub struct Totals {
     /// Per tunnel.
     pub tunnels: Vec<TunnelTraffic>,
     /// Host counters summed.
-    pub host: HostCounters,
+    pub io: IoCounters,
 }
 
 /// What the workers of earlier configs counted (they stop at a reload):
@@ -226,6 +334,8 @@ fn add_counters(c: &mut Counters, d: &Counters) {
     c.answered += d.answered;
     c.generated += d.generated;
     c.to_kernel += d.to_kernel;
+    c.icmp_errors += d.icmp_errors;
+    c.icmp_suppressed += d.icmp_suppressed;
 }
 
 impl Totals {
@@ -247,7 +357,7 @@ impl Totals {
             for (a, b) in t.tunnels.iter_mut().zip(&s.tunnels) {
                 a.add(b);
             }
-            t.host.add(&s.host);
+            t.io.add(&s.io);
         }
         t
     }
@@ -268,7 +378,7 @@ impl Totals {
             }
         }
         add_counters(&mut t.counters, &carried.totals.counters);
-        t.host.add(&carried.totals.host);
+        t.io.add(&carried.totals.io);
         if t.tunnels.len() < tunnels.len() {
             t.tunnels.resize(tunnels.len(), TunnelTraffic::default());
         }
@@ -282,7 +392,7 @@ impl Totals {
     }
 
     /// The pipeline's edge counters, named.
-    pub fn edges(&self) -> [(&'static str, u64); 8] {
+    pub fn edges(&self) -> [(&'static str, u64); 11] {
         let c = &self.counters;
         [
             ("encap_in", c.encap_in),
@@ -293,6 +403,9 @@ impl Totals {
             ("coalesced", c.coalesced),
             ("answered", c.answered),
             ("generated", c.generated),
+            ("to_kernel", c.to_kernel),
+            ("icmp_errors", c.icmp_errors),
+            ("icmp_suppressed", c.icmp_suppressed),
         ]
     }
 
@@ -339,8 +452,8 @@ mod tests {
         };
         a.nodes[0].packets = 5;
         a.nodes[0].drops[DropReason::BadChecksum] = 2;
-        a.host.count(HostEvent::UdpRx, 3);
-        a.host.drop(DropReason::NoBuffer, 1);
+        a.io.count(IoEvent::UdpRx, 3);
+        a.io.drop(DropReason::NoBuffer, 1);
         let mut b = a.clone();
         b.tunnels[0].rx_bytes = 100;
         let t = Totals::of(&[a, b]);
@@ -349,7 +462,7 @@ mod tests {
         assert_eq!(t.drops(), vec![("ip-input", DropReason::BadChecksum, 4)]);
         assert_eq!(t.tunnels[0].tx_packets, 2);
         assert_eq!(t.tunnels[0].rx_bytes, 100);
-        assert_eq!((t.host.get(HostEvent::UdpRx), t.host.drops()), (6, 2));
+        assert_eq!((t.io.get(IoEvent::UdpRx), t.io.drops()), (6, 2));
     }
 
     /// A reload: the old workers' counts carry over, nodes by name,
@@ -378,7 +491,7 @@ mod tests {
         old.nodes[0].drops[DropReason::BadChecksum] = 3;
         old.nodes[1].packets = 4;
         old.counters.decap_in = 11;
-        old.host.count(HostEvent::UdpRx, 5);
+        old.io.count(IoEvent::UdpRx, 5);
         let carried = Carried {
             totals: Totals::of(&[old]),
             tunnels: vec!["a".into(), "gone".into()],
@@ -395,7 +508,7 @@ mod tests {
         assert_eq!(t.drops_by_reason(), vec![(DropReason::BadChecksum, 4)]);
         assert_eq!(t.nodes.iter().find(|n| n.name == "gro").unwrap().packets, 4);
         assert_eq!(t.counters.decap_in, 13);
-        assert_eq!(t.host.get(HostEvent::UdpRx), 5);
+        assert_eq!(t.io.get(IoEvent::UdpRx), 5);
         assert_eq!(t.tunnels[0], TunnelTraffic::default(), "b is new");
         assert_eq!(t.tunnels[1].tx_packets, 8, "a: 7 before, 1 since");
         assert_eq!(

@@ -3,10 +3,10 @@
 //! decapsulated ones written back gathered, with the header that carries
 //! the state the pipeline settled for them.
 
-use crate::daemon::stats::HostCounters;
-use crate::daemon::stats::HostEvent;
-use crate::daemon::trace::{Point, Tracer};
 use super::udp_io::{datagrams, Routes, Tallies};
+use crate::daemon::stats::IoCounters;
+use crate::daemon::stats::IoEvent;
+use crate::daemon::trace::{Point, Tracer};
 use std::io::{self, IoSlice};
 use tep_dataplane::buffer::{GsoKind, Pool};
 use tep_dataplane::drop::DropReason;
@@ -23,7 +23,7 @@ pub(super) fn read_device(
     pool: &mut Pool,
     input: &mut PacketVector,
     (budget, reserve): (usize, usize),
-    host: &mut HostCounters,
+    io: &mut IoCounters,
     tracer: &Tracer,
 ) {
     let mut hdr = [0u8; VNET_HDR_LEN];
@@ -37,20 +37,20 @@ pub(super) fn read_device(
         match q.read_packet(&mut hdr, pool.data_mut(id)) {
             Ok(n) => {
                 pool.set_len(id, n);
-                host.count(HostEvent::DeviceRx, 1);
+                io.count(IoEvent::DeviceRx, 1);
                 match VnetHeader::parse(&hdr).to_meta(n) {
                     Ok((csum, gso)) => {
                         let m = pool.meta_mut(id);
                         m.csum = csum;
                         m.gso = gso;
                         if gso.is_some() {
-                            host.count(HostEvent::DeviceRxSuper, 1);
+                            io.count(IoEvent::DeviceRxSuper, 1);
                         }
                         tracer.record(Point::DeviceRx(link), pool.data(id));
                         let _ = input.push(id);
                     }
                     Err(_) => {
-                        host.drop(DropReason::BadVnetHeader, 1);
+                        io.drop(DropReason::BadVnetHeader, 1);
                         pool.free(id);
                     }
                 }
@@ -84,7 +84,7 @@ pub(super) fn write_inner(
         let ethernet = routes.ethernet.get(t).copied().unwrap_or(false);
         let queue = if ethernet { tap } else { tun };
         let Some(q) = queue else {
-            tallies.host.drop(DropReason::NoDevice, 1);
+            tallies.io.drop(DropReason::NoDevice, 1);
             pool.free(id);
             continue;
         };
@@ -123,9 +123,9 @@ pub(super) fn write_inner(
         tracer.record_parts(Point::DeviceTx(link), parts);
         match q.write_gathered(&hdr, parts) {
             Ok(_) => {
-                tallies.host.count(HostEvent::DeviceTx, 1);
+                tallies.io.count(IoEvent::DeviceTx, 1);
                 if m.gso.is_some() {
-                    tallies.host.count(HostEvent::DeviceTxSuper, 1);
+                    tallies.io.count(IoEvent::DeviceTxSuper, 1);
                 }
                 if let Some(s) = tallies.tunnels.get_mut(t) {
                     s.rx_packets += count;
@@ -134,7 +134,7 @@ pub(super) fn write_inner(
             }
             Err(e) => {
                 tracing::debug!("device write: {e}");
-                tallies.host.drop(DropReason::DeviceWrite, count);
+                tallies.io.drop(DropReason::DeviceWrite, count);
             }
         }
         pool.free(id);

@@ -6,7 +6,7 @@
 //!
 //! [`OuterLayers::UdpPayload`]: tep_dataplane::io::OuterLayers
 
-use crate::daemon::stats::{HostCounters, HostEvent, TunnelTraffic};
+use crate::daemon::stats::{IoCounters, IoEvent, TunnelTraffic};
 use crate::daemon::trace::{Point, Tracer};
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
@@ -49,7 +49,7 @@ impl Routes {
 #[derive(Debug)]
 pub(super) struct Tallies {
     pub tunnels: Vec<TunnelTraffic>,
-    pub host: HostCounters,
+    pub io: IoCounters,
     /// Send runs of datagrams as GSO trains (off when a socket refused).
     pub trains: bool,
 }
@@ -65,7 +65,7 @@ pub(super) fn read_socket(
     pool: &mut Pool,
     input: &mut PacketVector,
     reserve: usize,
-    host: &mut HostCounters,
+    io: &mut IoCounters,
     tracer: &Tracer,
 ) -> bool {
     let want = MAX_BATCH.min(pool.available().saturating_sub(reserve));
@@ -87,7 +87,7 @@ pub(super) fn read_socket(
         let mut iov = rooms.map(IoSliceMut::new);
         sock.recv_batch(&mut iov[..n], &mut metas[..n])
     };
-    host.count(HostEvent::UdpSyscalls, 1);
+    io.count(IoEvent::UdpSyscalls, 1);
     let got = match got {
         Ok(g) => g,
         Err(e) => {
@@ -113,13 +113,13 @@ pub(super) fn read_socket(
             ttl: r.ttl,
         };
         pool.received_by_socket(id, outer);
-        host.count(HostEvent::UdpRx, 1);
+        io.count(IoEvent::UdpRx, 1);
         if let Some(seg) = r.segment_size {
             pool.meta_mut(id).gso = Some(Gso {
                 kind: GsoKind::Udp,
                 segment_size: seg,
             });
-            host.count(HostEvent::UdpRxTrains, 1);
+            io.count(IoEvent::UdpRxTrains, 1);
         }
         if tracer.active() {
             let first = r.segment_size.map_or(r.len, usize::from).min(r.len);
@@ -312,9 +312,9 @@ fn send_from(
                 t.tx_bytes += len as u64;
             }
         }
-        tallies.host.count(HostEvent::UdpTx, 1);
+        tallies.io.count(IoEvent::UdpTx, 1);
         if j - i > 1 {
-            tallies.host.count(HostEvent::UdpTxTrains, 1);
+            tallies.io.count(IoEvent::UdpTxTrains, 1);
         }
         // The DSCP, ECN and TTL the pipeline chose (one per train:
         // train_end), for the kernel to write; a TTL of 0 (inherited
@@ -334,7 +334,7 @@ fn send_from(
                 sock,
                 &msgs[..k],
                 &counts[..k],
-                &mut tallies.host,
+                &mut tallies.io,
                 &mut tallies.trains,
             );
             k = 0;
@@ -350,16 +350,16 @@ fn send_all(
     sock: &mut UdpSocket,
     msgs: &[Gathered<'_>],
     counts: &[u64],
-    host: &mut HostCounters,
+    io: &mut IoCounters,
     trains: &mut bool,
 ) {
     let mut sent = 0;
     let mut waits = 0;
     while sent < msgs.len() {
-        host.count(HostEvent::UdpSyscalls, 1);
+        io.count(IoEvent::UdpSyscalls, 1);
         match sock.send_gathered(&msgs[sent..]) {
             Ok(0) => {
-                host.drop(DropReason::SendFailed, counts[sent..].iter().sum());
+                io.drop(DropReason::SendFailed, counts[sent..].iter().sum());
                 return;
             }
             Ok(k) => sent += k,
@@ -373,13 +373,13 @@ fn send_all(
                         "{}: {e}; sending without GSO from now on",
                         sock.local_addr()
                     );
-                    host.drop(DropReason::GsoRefused, counts[sent]);
+                    io.drop(DropReason::GsoRefused, counts[sent]);
                     *trains = false;
                 } else {
                     if e.kind() != io::ErrorKind::WouldBlock {
                         tracing::debug!("udp send from {}: {e}", sock.local_addr());
                     }
-                    host.drop(DropReason::SendFailed, counts[sent]);
+                    io.drop(DropReason::SendFailed, counts[sent]);
                 }
                 sent += 1;
             }

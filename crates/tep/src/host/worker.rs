@@ -11,9 +11,9 @@
 
 use super::device_io::{read_device, write_inner};
 use super::endpoints::Endpoints;
-use crate::daemon::state::Shared;
-use crate::daemon::stats::{HostCounters, HostEvent, TunnelTraffic, WorkerSnapshot};
 use super::udp_io::{read_socket, send_outer, Routes, Senders, Tallies};
+use crate::daemon::state::Shared;
+use crate::daemon::stats::{IoCounters, IoEvent, TunnelTraffic, WorkerSnapshot};
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -133,7 +133,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
     };
     let mut tallies = Tallies {
         tunnels: vec![TunnelTraffic::default(); config.tunnels.len()],
-        host: HostCounters::default(),
+        io: IoCounters::default(),
         trains: setup.offloads && gso_ok,
     };
     let epoll = Epoll::new()?;
@@ -196,7 +196,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                             &mut pool,
                             &mut input,
                             (DEVICE_BUDGET, RESERVE),
-                            &mut tallies.host,
+                            &mut tallies.io,
                             &shared.tracer,
                         );
                         let mut to = Senders {
@@ -218,7 +218,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                             &mut pool,
                             &mut input,
                             RESERVE,
-                            &mut tallies.host,
+                            &mut tallies.io,
                             &shared.tracer,
                         );
                         let now_ns = started.elapsed().as_nanos() as u64;
@@ -261,7 +261,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
             }
         }
         let wanted = shared.refresh.load(Ordering::Acquire);
-        let read = tallies.host.get(HostEvent::DeviceRx) + tallies.host.get(HostEvent::UdpRx);
+        let read = tallies.io.get(IoEvent::DeviceRx) + tallies.io.get(IoEvent::UdpRx);
         if draining.is_none() && shared.stop.load(Ordering::Acquire) {
             draining = Some(Instant::now());
             read_before_drain = read;
@@ -273,7 +273,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                 pipeline.runtime().nodes(),
                 pipeline.counters(),
                 &tallies.tunnels,
-                tallies.host,
+                tallies.io,
                 generation,
             );
             let mut all = shared.snapshots.lock().unwrap_or_else(|e| e.into_inner());
