@@ -6,7 +6,7 @@
 //! `trace 100 5000`), the daemon answers `ok\n` or `error\n`, then the
 //! body (text, JSON, or pcapng bytes for a trace), and closes.
 
-use super::state::State;
+use super::state::{KernelCounters, State};
 use super::stats::{IoEvent, Totals, WorkerSnapshot};
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -89,7 +89,7 @@ fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
             let (totals, workers) = fresh_totals(state, &config);
             let text = match *what {
                 "tunnels" => show_tunnels(&config, state, &totals, json),
-                "counters" => show_counters(&totals, json),
+                "counters" => show_counters(&totals, state.kernel.as_ref(), json),
                 "runtime" => show_runtime(&totals, &workers, json),
                 other => return Err(format!("unknown: show {other} (tunnels, counters, runtime)")),
             };
@@ -316,7 +316,7 @@ fn on(b: bool) -> &'static str {
     }
 }
 
-fn show_counters(t: &Totals, json: bool) -> String {
+fn show_counters(t: &Totals, kernel: &dyn KernelCounters, json: bool) -> String {
     let edges = t.edges();
     let drops = t.drops();
     if json {
@@ -333,8 +333,8 @@ fn show_counters(t: &Totals, json: bool) -> String {
             .iter()
             .map(|(n, r, c)| serde_json::json!({"node": n, "reason": r.name(), "packets": c}))
             .collect();
-        let kernel: serde_json::Map<String, serde_json::Value> = tep_sys::snmp::udp_drops()
-            .named()
+        let kernel: serde_json::Map<String, serde_json::Value> = kernel
+            .read()
             .iter()
             .map(|(k, v)| (k.to_string(), (*v).into()))
             .collect();
@@ -356,8 +356,8 @@ fn show_counters(t: &Totals, json: bool) -> String {
     for (k, v) in t.io.named() {
         out += &format!("  {k:<24} {v:>14}\n");
     }
-    out += "kernel (this namespace, before tep: the socket verifies the outer checksum):\n";
-    for (k, v) in tep_sys::snmp::udp_drops().named() {
+    out += &format!("{}:\n", kernel.about());
+    for (k, v) in kernel.read() {
         out += &format!("  {k:<24} {v:>14}\n");
     }
     out += "drops (node, reason):\n";

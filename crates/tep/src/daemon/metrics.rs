@@ -6,7 +6,7 @@
 //! The listener is a small blocking HTTP/1.1 responder on its own thread:
 //! one GET route does not justify an HTTP stack.
 
-use super::state::State;
+use super::state::{KernelCounters, State};
 use super::stats::Totals;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -36,7 +36,12 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 
 /// The metrics text for `config`, the counts since start `t` and the
 /// number of workers.
-pub fn render(config: &Config, t: &Totals, worker_count: usize) -> String {
+pub fn render(
+    config: &Config,
+    t: &Totals,
+    kernel: &dyn KernelCounters,
+    worker_count: usize,
+) -> String {
     let mut r = Registry::with_prefix("tep");
     let tx_p = family(
         &mut r,
@@ -93,25 +98,22 @@ pub fn render(config: &Config, t: &Totals, worker_count: usize) -> String {
                 .inc_by(n);
         }
     }
-    let kernel = family(
-        &mut r,
-        "kernel_udp_drops",
-        "UDP datagrams the kernel dropped before tep (bad checksum, full buffer), this namespace",
-    );
-    for (reason, v) in tep_sys::snmp::udp_drops().named() {
-        kernel
-            .get_or_create(&labels(&[("reason", reason)]))
+    let (name, label) = kernel.metric();
+    let kernel_family = family(&mut r, name, kernel.about());
+    for (counter, v) in kernel.read() {
+        kernel_family
+            .get_or_create(&labels(&[(label, &counter)]))
             .inc_by(v);
     }
     let host_drops = family(
         &mut r,
-        "host_drops",
+        "io_drops",
         "Packets dropped by the I/O layer, by reason",
     );
     let host_events = family(
         &mut r,
-        "host_events",
-        "I/O layer events (reads, writes, trains)",
+        "io_events",
+        "I/O layer events (reads, writes, trains, rings)",
     );
     for (name, v) in t.io.named() {
         match name.strip_prefix("drop_") {
@@ -196,7 +198,12 @@ fn respond(stream: TcpStream, state: &State) -> std::io::Result<()> {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
-    let body = render(&config, &state.shared.totals(&snaps, &config), snaps.len());
+    let body = render(
+        &config,
+        &state.shared.totals(&snaps, &config),
+        state.kernel.as_ref(),
+        snaps.len(),
+    );
     write!(
         out,
         "HTTP/1.1 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -243,13 +250,18 @@ inner_prefixes = ["10.9.0.0/16"]
             "moved to the tunnels' rows"
         );
         s.io.drop(DropReason::SendFailed, 2);
-        let text = render(&config, &Totals::of(&[s]), 1);
+        let text = render(
+            &config,
+            &Totals::of(&[s]),
+            &crate::daemon::state::UdpDrops,
+            1,
+        );
         for want in [
             "tep_tunnel_tx_packets_total{tunnel=\"gtp-a\",kind=\"gtpu\"} 12",
             "tep_drops_total{node=\"gtpu-decap\",reason=\"unknown_teid\"} 4",
             "tep_drops_total{node=\"gtpu-decap\",reason=\"bad_checksum\"} 3",
             "tep_tunnel_drops_total{tunnel=\"gtp-a\",kind=\"gtpu\",reason=\"bad_checksum\"} 3",
-            "tep_host_drops_total{reason=\"send_failed\"} 2",
+            "tep_io_drops_total{reason=\"send_failed\"} 2",
             "tep_node_packets_total{node=\"gtpu-decap\"} 9",
             "tep_workers 1",
         ] {

@@ -57,6 +57,41 @@ pub struct SocketInfo {
     pub source_ports: Vec<u16>,
 }
 
+/// What the kernel counts about tep's traffic before tep sees it (host
+/// mode: its UDP drops; gateway mode: the XDP steering program's
+/// counters), read when `tep show` or a scrape asks.
+pub trait KernelCounters: Send + Sync + std::fmt::Debug {
+    /// What they are, a heading for `show counters`.
+    fn about(&self) -> &'static str;
+    /// The metric family (after `tep_`); each counter is a label value.
+    fn metric(&self) -> (&'static str, &'static str);
+    /// The counters, named.
+    fn read(&self) -> Vec<(String, u64)>;
+}
+
+/// Host mode's: the kernel's UDP drops in the daemon's namespace
+/// (`/proc/net/snmp`), before the sockets hand datagrams to tep.
+#[derive(Debug)]
+pub struct UdpDrops;
+
+impl KernelCounters for UdpDrops {
+    fn about(&self) -> &'static str {
+        "kernel (this namespace, before tep: the socket verifies the outer checksum)"
+    }
+
+    fn metric(&self) -> (&'static str, &'static str) {
+        ("kernel_udp_drops", "reason")
+    }
+
+    fn read(&self) -> Vec<(String, u64)> {
+        tep_sys::snmp::udp_drops()
+            .named()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+}
+
 /// Where the control thread finds what it reports.
 #[derive(Debug)]
 pub struct State {
@@ -72,6 +107,8 @@ pub struct State {
     pub reload: Mutex<mpsc::Sender<mpsc::Sender<Result<(), String>>>>,
     /// Wakes the main thread for a reload request.
     pub main_wake: EventFd,
+    /// The kernel's counters of the run mode.
+    pub kernel: Box<dyn KernelCounters>,
 }
 
 /// State shared by the workers and the control thread.

@@ -420,6 +420,7 @@ pub fn run(path: &Path) -> Result<(), String> {
         shared: shared.clone(),
         reload: Mutex::new(reload_tx),
         main_wake: EventFd::new().map_err(|e| format!("eventfd: {e}"))?,
+        kernel: Box::new(state::UdpDrops),
     });
     let mut running = start_workers(config.clone(), endpoints, ios, &shared)?;
     *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
