@@ -19,12 +19,37 @@ pub fn mtu(name: &str) -> io::Result<u32> {
 /// interface of this namespace has it (a wildcard address, or one not
 /// configured yet).
 pub fn holding(addr: IpAddr) -> io::Result<Option<(String, u32)>> {
+    let name = all_addresses()?
+        .into_iter()
+        .find(|(_, a)| *a == addr)
+        .map(|(n, _)| n);
+    match name {
+        Some(n) => {
+            let m = mtu(&n)?;
+            Ok(Some((n, m)))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The IP addresses of interface `name`, in the kernel's order (IPv4
+/// first, each family's primary address first).
+pub fn addresses(name: &str) -> io::Result<Vec<IpAddr>> {
+    Ok(all_addresses()?
+        .into_iter()
+        .filter(|(n, _)| n == name)
+        .map(|(_, a)| a)
+        .collect())
+}
+
+/// Every (interface, address) pair of this namespace (getifaddrs).
+fn all_addresses() -> io::Result<Vec<(String, IpAddr)>> {
     let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs writes a list head into `list` on success.
     if unsafe { libc::getifaddrs(&mut list) } != 0 {
         return Err(context(io::Error::last_os_error(), "getifaddrs"));
     }
-    let mut name = None;
+    let mut out = Vec::new();
     let mut at = list;
     while !at.is_null() {
         // SAFETY: `at` is a node of the list getifaddrs returned, not yet
@@ -33,27 +58,22 @@ pub fn holding(addr: IpAddr) -> io::Result<Option<(String, u32)>> {
         at = ifa.ifa_next;
         // SAFETY: a non-null ifa_addr points to a sockaddr of the family
         // it names, sockaddr_in or sockaddr_in6 for the two read here.
-        let here = unsafe { address(ifa.ifa_addr) };
-        if here == Some(addr) && !ifa.ifa_name.is_null() {
-            // SAFETY: ifa_name is a NUL-terminated string of the list.
-            name = Some(
-                unsafe { CStr::from_ptr(ifa.ifa_name) }
-                    .to_string_lossy()
-                    .into_owned(),
-            );
-            break;
+        let Some(addr) = (unsafe { address(ifa.ifa_addr) }) else {
+            continue;
+        };
+        if ifa.ifa_name.is_null() {
+            continue;
         }
+        // SAFETY: ifa_name is a NUL-terminated string of the list.
+        let name = unsafe { CStr::from_ptr(ifa.ifa_name) }
+            .to_string_lossy()
+            .into_owned();
+        out.push((name, addr));
     }
     // SAFETY: `list` came from getifaddrs and is freed once; nothing
-    // borrowed from it outlives this line (the name was copied).
+    // borrowed from it outlives this line (names were copied).
     unsafe { libc::freeifaddrs(list) };
-    match name {
-        Some(n) => {
-            let m = mtu(&n)?;
-            Ok(Some((n, m)))
-        }
-        None => Ok(None),
-    }
+    Ok(out)
 }
 
 /// The IP address in a sockaddr of family AF_INET or AF_INET6.
@@ -96,5 +116,8 @@ mod tests {
             holding(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 213))).unwrap(),
             None
         );
+        let lo = addresses("lo").unwrap();
+        assert!(lo.contains(&IpAddr::V4(Ipv4Addr::LOCALHOST)), "{lo:?}");
+        assert!(addresses("no-such-if").unwrap().is_empty());
     }
 }

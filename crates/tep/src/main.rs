@@ -4,6 +4,7 @@ mod bench;
 mod capture;
 mod daemon;
 mod decode;
+mod gateway;
 mod host;
 mod pcap;
 
@@ -282,7 +283,12 @@ fn run_command(config: &std::path::Path, verbose: bool) -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match host::run(config) {
+    let run = match tep_dataplane::config::Config::load(config).map(|c| c.run_mode()) {
+        Ok(Ok(tep_dataplane::config::RunMode::Gateway)) => gateway::run,
+        // Host mode, or an error host mode reports as it loads the file.
+        _ => host::run,
+    };
+    match run(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
@@ -299,7 +305,7 @@ fn control_command(
     timeout_s: u64,
     out: Option<&std::path::Path>,
 ) -> ExitCode {
-    let path = match host::control_path(target.socket.clone(), target.config.as_deref()) {
+    let path = match daemon::control_path(target.socket.clone(), target.config.as_deref()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("tep: {e}");

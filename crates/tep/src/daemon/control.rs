@@ -31,12 +31,13 @@ impl ControlServer {
     }
 }
 
-/// Listens on `path` and answers requests on a thread of its own.
-pub fn serve(path: &str, state: Arc<State>) -> Result<ControlServer, String> {
+/// Listens on `path` (the config's `field`, named in errors) and answers
+/// requests on a thread of its own.
+pub fn serve(field: &str, path: &str, state: Arc<State>) -> Result<ControlServer, String> {
     let p = Path::new(path);
     if UnixStream::connect(p).is_ok() {
         return Err(format!(
-            "host.control: another tep answers on {path}; stop it or choose another path"
+            "{field}: another tep answers on {path}; stop it or choose another path"
         ));
     }
     let _ = std::fs::remove_file(p);
@@ -44,7 +45,7 @@ pub fn serve(path: &str, state: Arc<State>) -> Result<ControlServer, String> {
         let _ = std::fs::create_dir_all(dir);
     }
     let listener = tep_sys::unix::bind_private(p)
-        .map_err(|e| format!("host.control: cannot listen on {path}: {e}"))?;
+        .map_err(|e| format!("{field}: cannot listen on {path}: {e}"))?;
     std::thread::Builder::new()
         .name("tep-control".into())
         .spawn(move || {
@@ -157,9 +158,20 @@ fn fresh_totals(state: &State, config: &Config) -> (Totals, Vec<WorkerSnapshot>)
     (shared.totals(&snaps, config), snaps.clone())
 }
 
-/// What the checksum mode means on a socket: the kernel writes the outer
-/// UDP header.
-fn mode_in_effect(m: ChecksumMode) -> &'static str {
+/// What the checksum mode means where tep sends: on a socket the kernel
+/// writes the outer UDP header; in gateway mode tep writes every byte.
+fn mode_in_effect(m: ChecksumMode, gateway: bool) -> &'static str {
+    if gateway {
+        return match m {
+            ChecksumMode::Zero => "zero (tep writes none)",
+            ChecksumMode::Full => "full (tep, SIMD)",
+            ChecksumMode::Lco => "lco (tep, from the inner checksum)",
+            ChecksumMode::Offload => {
+                "offload: computed by tep (AF_XDP passes no checksum request), counted as checksum_in_software"
+            }
+            ChecksumMode::Remote => "remote (inner left to the peer; outer by tep)",
+        };
+    }
     match m {
         ChecksumMode::Zero => "zero (socket sends none; no UDP GSO without checksums)",
         ChecksumMode::Full | ChecksumMode::Lco | ChecksumMode::Offload => {
@@ -199,6 +211,7 @@ fn tunnel_id(t: &tep_dataplane::config::TunnelConfig) -> String {
 }
 
 fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> String {
+    let io = state.io.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let rows: Vec<TunnelRow<'_>> = config
         .tunnels
         .iter()
@@ -212,7 +225,7 @@ fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> 
                 remote: format!("{}", std::net::SocketAddr::new(t.remote, t.remote_port)),
                 id: tunnel_id(t),
                 checksum: t.checksum.name(),
-                checksum_in_effect: mode_in_effect(t.checksum),
+                checksum_in_effect: mode_in_effect(t.checksum, io.gateway.is_some()),
                 remote_checksum_rx: t.remote_checksum_rx,
                 tx_packets: s.tx_packets,
                 tx_bytes: s.tx_bytes,
@@ -222,7 +235,6 @@ fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> 
             }
         })
         .collect();
-    let io = state.io.lock().unwrap_or_else(|e| e.into_inner()).clone();
     if json {
         return serde_json::json!({ "tunnels": rows, "io": io }).to_string() + "\n";
     }
@@ -277,6 +289,23 @@ fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> 
         0 => format!("\nworkers: {}\n", io.workers),
         us => format!("\nworkers: {}, busy polling {us} µs\n", io.workers),
     };
+    if let Some(g) = &io.gateway {
+        for i in &g.interfaces {
+            out += &format!(
+                "interface {} ({}): index {}, mac {}, mtu {}, xdp {}\n",
+                i.name, i.role, i.ifindex, i.mac, i.mtu, i.xdp_mode
+            );
+        }
+        out += &format!(
+            "AF_XDP: {} copy, rings rx {} tx {} fill {} completion {}; path MTU {}\n",
+            if g.zero_copy { "zero" } else { "kernel" },
+            g.rings.rx,
+            g.rings.tx,
+            g.rings.fill,
+            g.rings.completion,
+            g.path_mtu
+        );
+    }
     for d in &io.devices {
         out += &format!(
             "device {} ({}): mtu {}, offloads {}\n",

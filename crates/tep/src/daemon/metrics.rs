@@ -1,4 +1,4 @@
-//! Prometheus metrics at `http://host.metrics/metrics`, in the
+//! Prometheus metrics at `http://<metrics address>/metrics`, in the
 //! OpenMetrics text format of prometheus-client.
 //!
 //! The registry is built from the workers' latest snapshots at each scrape
@@ -153,9 +153,9 @@ pub fn render(
 }
 
 /// Serves `/metrics` on `addr` from a thread of its own.
-pub fn serve(addr: SocketAddr, state: Arc<State>) -> Result<(), String> {
-    let listener = TcpListener::bind(addr)
-        .map_err(|e| format!("host.metrics: cannot listen on {addr}: {e}"))?;
+pub fn serve(field: &str, addr: SocketAddr, state: Arc<State>) -> Result<(), String> {
+    let listener =
+        TcpListener::bind(addr).map_err(|e| format!("{field}: cannot listen on {addr}: {e}"))?;
     std::thread::Builder::new()
         .name("tep-metrics".into())
         .spawn(move || {

@@ -11,3 +11,80 @@ pub mod metrics;
 pub mod state;
 pub mod stats;
 pub mod trace;
+
+use state::State;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use tep_dataplane::config::Config;
+use tep_sys::{Signal, Signals};
+
+/// A reload request and where to answer it (`tep reload`); `None` for
+/// SIGHUP.
+pub type ReloadReply = Option<mpsc::Sender<Result<(), String>>>;
+
+/// The main thread's loop of either run mode: waits for signals and
+/// reload requests; runs `reload` for SIGHUP and each `tep reload`
+/// (answering the latter), and returns on SIGTERM or SIGINT for the mode
+/// to stop its workers.
+pub fn until_stopped(
+    path: &Path,
+    signals: &Signals,
+    state: &State,
+    reloads: &mpsc::Receiver<mpsc::Sender<Result<(), String>>>,
+    mut reload: impl FnMut() -> Result<(), String>,
+) -> Result<(), String> {
+    let epoll = tep_sys::Epoll::new().map_err(|e| e.to_string())?;
+    epoll
+        .add(signals.as_raw_fd(), 0, true, false)
+        .map_err(|e| e.to_string())?;
+    epoll
+        .add(state.main_wake.as_raw_fd(), 1, true, false)
+        .map_err(|e| e.to_string())?;
+    let mut events = Vec::with_capacity(4);
+    loop {
+        if let Err(e) = epoll.wait(&mut events, 1000) {
+            tracing::error!("epoll: {e}");
+        }
+        let mut asked: Vec<ReloadReply> = Vec::new();
+        while let Ok(Some(sig)) = signals.read() {
+            match sig {
+                Signal::Hangup => asked.push(None),
+                Signal::Terminate | Signal::Interrupt => {
+                    tracing::info!(signal = ?sig, "stopping: draining the workers");
+                    return Ok(());
+                }
+            }
+        }
+        let _ = state.main_wake.drain();
+        while let Ok(reply) = reloads.try_recv() {
+            asked.push(Some(reply));
+        }
+        for reply in asked {
+            let result = reload();
+            match &result {
+                Ok(()) => tracing::info!("reloaded {}", path.display()),
+                Err(e) => tracing::error!("reload refused, the running config stays: {e}"),
+            }
+            if let Some(r) = reply {
+                let _ = r.send(result);
+            }
+        }
+    }
+}
+
+/// Where `tep show` finds the daemon: `--socket`, else the config's
+/// `host.control` or `gateway.control`, else the default.
+pub fn control_path(socket: Option<PathBuf>, config: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(s) = socket {
+        return Ok(s);
+    }
+    if let Some(c) = config {
+        let config = Config::load(c).map_err(|e| e.to_string())?;
+        return Ok(PathBuf::from(match &config.gateway {
+            Some(g) => g.control.clone(),
+            None => config.host.control,
+        }));
+    }
+    Ok(PathBuf::from(tep_dataplane::config::DEFAULT_CONTROL))
+}

@@ -22,8 +22,56 @@ pub struct IoInfo {
     pub sockets: Vec<SocketInfo>,
     /// Worker threads.
     pub workers: usize,
-    /// `host.busy_poll_us`: how long workers poll before they sleep.
+    /// `host.busy_poll_us` / `gateway.busy_poll_us`: how long workers
+    /// poll before they sleep.
     pub busy_poll_us: u32,
+    /// Gateway mode's interfaces and rings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewayInfo>,
+}
+
+/// What gateway mode runs on.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct GatewayInfo {
+    /// The two interfaces.
+    pub interfaces: Vec<InterfaceInfo>,
+    /// Descriptors per ring of each AF_XDP socket.
+    pub rings: RingInfo,
+    /// Whether the sockets are zero-copy (else the kernel copies each
+    /// frame into the UMEM and out of it).
+    pub zero_copy: bool,
+    /// The largest outer IP packet tep sends (the underlay's MTU).
+    pub path_mtu: u32,
+}
+
+/// One of gateway mode's interfaces.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct InterfaceInfo {
+    /// "inner" or "underlay".
+    pub role: &'static str,
+    /// Its name.
+    pub name: String,
+    /// Its index.
+    pub ifindex: u32,
+    /// Its MAC address.
+    pub mac: String,
+    /// Its MTU.
+    pub mtu: u32,
+    /// Where the XDP program runs: native, generic.
+    pub xdp_mode: String,
+}
+
+/// AF_XDP ring sizes.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct RingInfo {
+    /// Receive ring.
+    pub rx: u32,
+    /// Transmit ring.
+    pub tx: u32,
+    /// Fill ring.
+    pub fill: u32,
+    /// Completion ring.
+    pub completion: u32,
 }
 
 /// A TUN/TAP device in use.

@@ -79,11 +79,14 @@ tep_dataplane::named_enum! {
         /// the device takes no checksum request through AF_XDP.
         ChecksumInSoftware => "checksum_in_software",
         /// The kernel's counts for the AF_XDP sockets (XDP_STATISTICS,
-        /// since the worker started): frames dropped before tep saw them.
+        /// since the worker started): frames for tep dropped before tep
+        /// saw them for want of a buffer (no frame on the fill ring among
+        /// them).
         XskRxDropped => "xsk_rx_dropped",
-        /// Of those, for a full receive ring.
+        /// Frames dropped because a receive ring was full (not in
+        /// `xsk_rx_dropped`).
         XskRxRingFull => "xsk_rx_ring_full",
-        /// Of those, for an empty fill ring (tep had no buffer out).
+        /// Times the kernel found a fill ring empty.
         XskFillRingEmpty => "xsk_fill_ring_empty",
         /// Invalid descriptors tep put on a fill ring.
         XskRxInvalid => "xsk_rx_invalid",
@@ -198,6 +201,11 @@ impl IoCounters {
     /// Counts `n` of event `e`.
     pub fn count(&mut self, e: IoEvent, n: u64) {
         self.events[e as usize] += n;
+    }
+
+    /// Sets event `e`'s count (for counts the kernel keeps, read whole).
+    pub fn set(&mut self, e: IoEvent, n: u64) {
+        self.events[e as usize] = n;
     }
 
     /// How many of event `e`.

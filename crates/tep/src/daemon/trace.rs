@@ -1,8 +1,8 @@
 //! `tep trace`: the next N packets at the tunnel's edges, captured into a
 //! pcapng file (VPP's `pcap trace`).
 //!
-//! Four capture points, one pcapng interface each, so Wireshark shows
-//! where a packet was seen:
+//! Capture points, one pcapng interface each, so Wireshark shows where a
+//! packet was seen. Host mode's:
 //! - `tun`: inner IP packets, both directions (read from / written to the
 //!   TUN; flags say which);
 //! - `tap`: inner Ethernet frames, both directions;
@@ -11,6 +11,10 @@
 //!   with its own source port and checksum; a GSO train shows as one
 //!   super-datagram), received ones with the headers tep rebuilt from what
 //!   the socket reported.
+//!
+//! Gateway mode's, whole frames at the AF_XDP rings: `inner` and
+//! `underlay` (both directions, flags say which), and `kernel`, IP packets
+//! handed to the kernel's stack for a next hop tep cannot reach yet.
 //!
 //! Off, a capture point costs one relaxed atomic load per packet.
 
@@ -38,6 +42,16 @@ pub enum Point {
     UdpRx,
     /// Handed to a UDP socket.
     UdpTx,
+    /// Gateway: a frame from the inner interface's receive ring.
+    InnerRx,
+    /// Gateway: a frame put on the inner interface's transmit ring.
+    InnerTx,
+    /// Gateway: a frame from the underlay's receive ring.
+    UnderlayRx,
+    /// Gateway: a frame put on the underlay's transmit ring.
+    UnderlayTx,
+    /// Gateway: an IP packet handed to the kernel's stack.
+    Kernel,
 }
 
 #[derive(Debug)]
@@ -136,6 +150,11 @@ fn place(p: Point) -> (u32, u32) {
         Point::DeviceTx(InnerLink::Ethernet) => (1, 2),
         Point::UdpRx => (2, 1),
         Point::UdpTx => (2, 2),
+        Point::InnerRx => (3, 1),
+        Point::InnerTx => (3, 2),
+        Point::UnderlayRx => (4, 1),
+        Point::UnderlayTx => (4, 2),
+        Point::Kernel => (5, 2),
     }
 }
 
@@ -148,6 +167,9 @@ fn to_pcapng(records: &[Record]) -> Vec<u8> {
         ("tun", DataLink::RAW),
         ("tap", DataLink::ETHERNET),
         ("udp", DataLink::RAW),
+        ("inner", DataLink::ETHERNET),
+        ("underlay", DataLink::ETHERNET),
+        ("kernel", DataLink::RAW),
     ] {
         let idb = InterfaceDescriptionBlock {
             linktype: link,

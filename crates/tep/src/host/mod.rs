@@ -19,7 +19,7 @@ use crate::daemon::{control, metrics, state};
 use endpoints::Endpoints;
 use state::{DeviceInfo, IoInfo, Shared, SocketInfo, State};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -367,6 +367,7 @@ fn io_info(devices: &[&Tun], config: &Config, ios: &[WorkerIo], e: &Endpoints) -
             .unwrap_or_default(),
         workers: ios.len(),
         busy_poll_us: config.host.busy_poll_us,
+        gateway: None,
     }
 }
 
@@ -424,9 +425,9 @@ pub fn run(path: &Path) -> Result<(), String> {
     });
     let mut running = start_workers(config.clone(), endpoints, ios, &shared)?;
     *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
-    let control = control::serve(&host.control, state.clone())?;
+    let control = control::serve("host.control", &host.control, state.clone())?;
     if let Some(addr) = host.metrics {
-        metrics::serve(addr, state.clone())?;
+        metrics::serve("host.metrics", addr, state.clone())?;
     }
     tracing::info!(
         tunnels = config.tunnels.len(),
@@ -435,54 +436,20 @@ pub fn run(path: &Path) -> Result<(), String> {
         "tep running"
     );
 
-    let epoll = tep_sys::Epoll::new().map_err(|e| e.to_string())?;
-    use std::os::fd::AsRawFd;
-    epoll
-        .add(signals.as_raw_fd(), 0, true, false)
-        .map_err(|e| e.to_string())?;
-    epoll
-        .add(state.main_wake.as_raw_fd(), 1, true, false)
-        .map_err(|e| e.to_string())?;
-    let mut events = Vec::with_capacity(4);
-    loop {
-        if let Err(e) = epoll.wait(&mut events, 1000) {
-            tracing::error!("epoll: {e}");
-        }
-        let mut reload_asked: Vec<Option<mpsc::Sender<Result<(), String>>>> = Vec::new();
-        while let Ok(Some(sig)) = signals.read() {
-            match sig {
-                Signal::Hangup => reload_asked.push(None),
-                Signal::Terminate | Signal::Interrupt => {
-                    tracing::info!(signal = ?sig, "stopping: draining the workers");
-                    let _ = stop_workers(running, &shared);
-                    control.remove();
-                    tracing::info!("stopped");
-                    return Ok(());
-                }
-            }
-        }
-        let _ = state.main_wake.drain();
-        while let Ok(reply) = reload_rx.try_recv() {
-            reload_asked.push(Some(reply));
-        }
-        for reply in reload_asked {
-            let result = reload(
-                path,
-                &mut running,
-                &shared,
-                &state,
-                tun.as_ref(),
-                tap.as_ref(),
-            );
-            match &result {
-                Ok(()) => tracing::info!("reloaded {}", path.display()),
-                Err(e) => tracing::error!("reload refused, the running config stays: {e}"),
-            }
-            if let Some(r) = reply {
-                let _ = r.send(result);
-            }
-        }
-    }
+    crate::daemon::until_stopped(path, &signals, &state, &reload_rx, || {
+        reload(
+            path,
+            &mut running,
+            &shared,
+            &state,
+            tun.as_ref(),
+            tap.as_ref(),
+        )
+    })?;
+    let _ = stop_workers(running, &shared);
+    control.remove();
+    tracing::info!("stopped");
+    Ok(())
 }
 
 /// Re-reads the config and restarts the workers with it; on any error the
@@ -606,19 +573,6 @@ fn reload(
     *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
     *state.config.lock().unwrap_or_else(|e| e.into_inner()) = new;
     Ok(())
-}
-
-/// Where `tep show` finds the daemon: `--socket`, else the config's
-/// `host.control`, else the default.
-pub fn control_path(socket: Option<PathBuf>, config: Option<&Path>) -> Result<PathBuf, String> {
-    if let Some(s) = socket {
-        return Ok(s);
-    }
-    if let Some(c) = config {
-        let config = Config::load(c).map_err(|e| e.to_string())?;
-        return Ok(PathBuf::from(config.host.control));
-    }
-    Ok(PathBuf::from(tep_dataplane::config::DEFAULT_CONTROL))
 }
 
 #[cfg(test)]

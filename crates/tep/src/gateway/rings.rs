@@ -1,0 +1,258 @@
+//! A worker's AF_XDP sockets as the pipeline's edges: frames the kernel
+//! wrote into the pool come out of a receive ring as a vector; a vector
+//! leaves by descriptors on a transmit ring, its buffers the kernel's
+//! until the completion ring hands them back. Batches both ways, no
+//! allocation, no copy; the only syscalls are the wake-ups the rings ask
+//! for (need_wakeup).
+
+use crate::daemon::stats::{IoCounters, IoEvent, TunnelTraffic};
+use crate::daemon::trace::{Point, Tracer};
+use tep_dataplane::buffer::{ChecksumState, Pool};
+use tep_dataplane::drop::DropReason;
+use tep_dataplane::geometry::finish_offloaded;
+use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
+use tep_sys::raw::RawIp;
+use tep_sys::{Desc, XskSocket};
+
+/// One interface's socket of a worker, and what it has out.
+#[derive(Debug)]
+pub struct Side {
+    /// The socket (its UMEM is the worker's pool).
+    pub socket: XskSocket,
+    /// Buffers on the fill ring (the kernel's until they come back full).
+    pub on_fill: usize,
+    /// Buffers on the transmit ring, not completed yet.
+    pub in_flight: usize,
+    rx: (IoEvent, Point),
+    tx: (IoEvent, Point),
+}
+
+impl Side {
+    /// The underlay's socket.
+    pub fn underlay(socket: XskSocket) -> Side {
+        Side {
+            socket,
+            on_fill: 0,
+            in_flight: 0,
+            rx: (IoEvent::UnderlayRx, Point::UnderlayRx),
+            tx: (IoEvent::UnderlayTx, Point::UnderlayTx),
+        }
+    }
+
+    /// The inner interface's socket.
+    pub fn inner(socket: XskSocket) -> Side {
+        Side {
+            socket,
+            on_fill: 0,
+            in_flight: 0,
+            rx: (IoEvent::InnerRx, Point::InnerRx),
+            tx: (IoEvent::InnerTx, Point::InnerTx),
+        }
+    }
+
+    /// Tops the fill ring up to `target` buffers from `pool`, leaving
+    /// `reserve` free for the pipeline (replies, ICMP errors).
+    pub fn refill(&mut self, pool: &mut Pool, target: usize, reserve: usize, io: &mut IoCounters) {
+        let mut addrs = [0u64; VECTOR_SIZE];
+        while self.on_fill < target {
+            let want = (target - self.on_fill)
+                .min(VECTOR_SIZE)
+                .min(pool.available().saturating_sub(reserve));
+            if want == 0 {
+                break;
+            }
+            let mut n = 0;
+            while n < want {
+                let Some(id) = pool.alloc() else { break };
+                // Frames land after the headroom: the kernel keeps its
+                // XDP_PACKET_HEADROOM (256) in front, which is tep's.
+                addrs[n] = pool.data_addr(id);
+                n += 1;
+            }
+            let put = self.socket.fill(&addrs[..n]);
+            for &a in &addrs[put..n] {
+                if let Some(id) = pool.id_at(a) {
+                    pool.free(id);
+                }
+            }
+            self.on_fill += put;
+            if put < n {
+                break;
+            }
+        }
+        if self.socket.fill_needs_wakeup() {
+            io.count(IoEvent::XskWakeups, 1);
+            let _ = self.socket.wake_rx();
+        }
+    }
+
+    /// Takes up to a vector of received frames into `v`.
+    pub fn receive(
+        &mut self,
+        pool: &mut Pool,
+        v: &mut PacketVector,
+        io: &mut IoCounters,
+        tracer: &Tracer,
+    ) -> usize {
+        let mut descs = [Desc::default(); VECTOR_SIZE];
+        let room = VECTOR_SIZE - v.len();
+        let n = self.socket.recv(&mut descs[..room]);
+        self.on_fill = self.on_fill.saturating_sub(n);
+        let trace = tracer.active();
+        for d in &descs[..n] {
+            // The kernel hands back only addresses tep filled.
+            let Some(id) = pool.id_at(d.addr) else {
+                continue;
+            };
+            if !pool.received_at(id, d.addr, d.len as usize) {
+                pool.free(id);
+                continue;
+            }
+            if trace {
+                tracer.record(self.rx.1, pool.data(id));
+            }
+            // `room` is what `v` has left.
+            let _ = v.push(id);
+        }
+        io.count(self.rx.0, n as u64);
+        n
+    }
+
+    /// Puts `v`'s frames on the transmit ring (their buffers come back
+    /// through [`complete`](Side::complete)); `v` is left empty. A ring
+    /// still full after a wake-up and a completion round drops the rest
+    /// (`tx_ring_full`).
+    pub fn transmit(
+        &mut self,
+        pool: &mut Pool,
+        v: &mut PacketVector,
+        io: &mut IoCounters,
+        tracer: &Tracer,
+    ) {
+        let mut descs = [Desc::default(); VECTOR_SIZE];
+        let ids = v.as_slice();
+        let trace = tracer.active();
+        for (d, &id) in descs.iter_mut().zip(ids) {
+            finish_checksum(pool, id, io);
+            if trace {
+                tracer.record(self.tx.1, pool.data(id));
+            }
+            *d = Desc {
+                addr: pool.data_addr(id),
+                len: pool.data(id).len() as u32,
+                options: 0,
+            };
+        }
+        let n = ids.len();
+        let mut sent = self.socket.send(&descs[..n]);
+        if sent < n {
+            self.kick(io);
+            self.complete(pool);
+            sent += self.socket.send(&descs[sent..n]);
+        }
+        for &id in &ids[sent..] {
+            pool.free(id);
+        }
+        io.drop(DropReason::TxRingFull, (n - sent) as u64);
+        io.count(self.tx.0, sent as u64);
+        self.in_flight += sent;
+        if sent > 0 && self.socket.tx_needs_wakeup() {
+            self.kick(io);
+        }
+        v.clear();
+    }
+
+    fn kick(&mut self, io: &mut IoCounters) {
+        io.count(IoEvent::XskWakeups, 1);
+        // EAGAIN / EBUSY: the kernel is still sending; the frames stay on
+        // the ring for the next kick.
+        let _ = self.socket.kick();
+    }
+
+    /// Returns the buffers the kernel has sent to the pool.
+    pub fn complete(&mut self, pool: &mut Pool) {
+        let mut addrs = [0u64; VECTOR_SIZE];
+        loop {
+            let n = self.socket.complete(&mut addrs);
+            for &a in &addrs[..n] {
+                if let Some(id) = pool.id_at(a) {
+                    pool.free(id);
+                }
+            }
+            self.in_flight = self.in_flight.saturating_sub(n);
+            if n < VECTOR_SIZE {
+                break;
+            }
+        }
+    }
+}
+
+/// An `offload` tunnel's outer checksum is left partial for a device; an
+/// AF_XDP socket passes no checksum request (and veth would not honour
+/// one), so it is finished here, and counted.
+fn finish_checksum(pool: &mut Pool, id: tep_dataplane::buffer::PacketId, io: &mut IoCounters) {
+    let state = pool.meta(id).csum;
+    if let ChecksumState::Partial { .. } = state {
+        if finish_offloaded(pool.data_mut(id), state).is_ok() {
+            io.count(IoEvent::ChecksumInSoftware, 1);
+        }
+        pool.meta_mut(id).csum = ChecksumState::Verified;
+    }
+}
+
+/// Hands `v`'s IP packets to the kernel's stack (their next hop has no
+/// MAC yet: the kernel resolves it and delivers them); frees them.
+pub fn to_kernel(
+    raw: &RawIp,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    io: &mut IoCounters,
+    tracer: &Tracer,
+) {
+    for &id in v.as_slice() {
+        finish_checksum(pool, id, io);
+        let data = pool.data(id);
+        if tracer.active() {
+            tracer.record(Point::Kernel, data);
+        }
+        match raw.send(data) {
+            Ok(()) => io.count(IoEvent::KernelTx, 1),
+            Err(e) => {
+                tracing::debug!("kernel path: {e}");
+                io.drop(DropReason::SendFailed, 1);
+            }
+        }
+        pool.free(id);
+    }
+    v.clear();
+}
+
+/// Which way a vector of a tunnel's packets goes, for its counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Way {
+    /// Outer datagrams into the tunnel (UDP payload bytes counted).
+    Sent,
+    /// Inner packets out of it (frame bytes counted).
+    Delivered,
+}
+
+/// Counts `v`'s packets on their tunnels.
+pub fn tally(way: Way, pool: &Pool, v: &PacketVector, tunnels: &mut [TunnelTraffic]) {
+    for &id in v.as_slice() {
+        let m = pool.meta(id);
+        let Some(t) = tunnels.get_mut(m.tunnel as usize) else {
+            continue;
+        };
+        let len = pool.data(id).len() as u64;
+        match way {
+            Way::Sent => {
+                t.tx_packets += 1;
+                t.tx_bytes += len.saturating_sub(u64::from(m.udp_payload));
+            }
+            Way::Delivered => {
+                t.rx_packets += 1;
+                t.rx_bytes += len;
+            }
+        }
+    }
+}

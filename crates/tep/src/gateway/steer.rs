@@ -1,0 +1,175 @@
+//! What the XDP programs steer to tep, from the tunnels: on the underlay,
+//! UDP to each tunnel's local address and port; on the inner interface,
+//! what a tunnel routes (L3: its inner prefixes; L2: its inner MACs, or
+//! every frame not for the host when an L2 tunnel has none). The rest is
+//! the kernel's. And the counters the program keeps, for `tep show`.
+
+use super::next_hops::Published;
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use tep_dataplane::config::Config;
+use tep_sys::{Role, Steering};
+
+use crate::daemon::state::KernelCounters;
+
+/// What one config steers.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Steered {
+    endpoints: BTreeSet<(IpAddr, u16)>,
+    prefixes: BTreeSet<(IpAddr, u8)>,
+    macs: BTreeSet<[u8; 6]>,
+    l2_default: bool,
+}
+
+impl Steered {
+    fn of(config: &Config) -> Steered {
+        let mut s = Steered::default();
+        for t in &config.tunnels {
+            s.endpoints.insert((t.local, t.local_port));
+            if t.kind.carries_ethernet() {
+                s.macs.extend(t.inner_macs.iter().map(|m| m.0));
+                s.l2_default |= t.inner_macs.is_empty();
+            } else {
+                s.prefixes
+                    .extend(t.inner_prefixes.iter().map(|p| (p.addr, p.len)));
+            }
+        }
+        s
+    }
+}
+
+/// Moves the maps from what `old` steered (nothing at start) to what
+/// `new` steers; `inner_mac` is the inner interface's own (never an L2
+/// tunnel's by default: frames to it are the host's).
+pub fn configure(
+    steering: &mut Steering,
+    old: Option<&Config>,
+    new: &Config,
+    inner_mac: [u8; 6],
+) -> Result<(), String> {
+    let was = old.map(Steered::of).unwrap_or_default();
+    let now = Steered::of(new);
+    let fail = |what: String| move |e: std::io::Error| format!("XDP maps: {what}: {e}");
+    for &(a, p) in was.endpoints.difference(&now.endpoints) {
+        steering
+            .remove_endpoint(a, p)
+            .map_err(fail(format!("remove endpoint {a}:{p}")))?;
+    }
+    for &(a, p) in now.endpoints.difference(&was.endpoints) {
+        steering
+            .add_endpoint(a, p)
+            .map_err(fail(format!("add endpoint {a}:{p}")))?;
+    }
+    for &(a, l) in was.prefixes.difference(&now.prefixes) {
+        steering
+            .remove_inner_prefix(a, l)
+            .map_err(fail(format!("remove prefix {a}/{l}")))?;
+    }
+    for &(a, l) in now.prefixes.difference(&was.prefixes) {
+        steering
+            .add_inner_prefix(a, l)
+            .map_err(fail(format!("add prefix {a}/{l}")))?;
+    }
+    for m in was.macs.difference(&now.macs) {
+        steering
+            .remove_inner_mac(*m)
+            .map_err(fail(format!("remove MAC {m:02x?}")))?;
+    }
+    for m in now.macs.difference(&was.macs) {
+        steering
+            .add_inner_mac(*m)
+            .map_err(fail(format!("add MAC {m:02x?}")))?;
+    }
+    steering
+        .set_inner_config(inner_mac, now.l2_default)
+        .map_err(fail("inner config".to_string()))
+}
+
+/// Gateway mode's kernel counters: the steering program's, per role, and
+/// the next-hop misses (packets the kernel carried for want of a MAC).
+#[derive(Debug)]
+pub struct SteeringCounters {
+    /// The loaded programs.
+    pub steering: Arc<Mutex<Steering>>,
+    /// The resolver's table.
+    pub next_hops: Arc<Published>,
+}
+
+impl KernelCounters for SteeringCounters {
+    fn about(&self) -> &'static str {
+        "xdp (the steering programs: frames to tep, frames left to the kernel) and next hops"
+    }
+
+    fn metric(&self) -> (&'static str, &'static str) {
+        ("xdp", "counter")
+    }
+
+    fn read(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        let steering = self.steering.lock().unwrap_or_else(|e| e.into_inner());
+        for (role, name) in [(Role::Underlay, "underlay"), (Role::Inner, "inner")] {
+            let s = steering.stats(role).unwrap_or_default();
+            out.push((format!("{name}_redirected"), s.redirected));
+            out.push((format!("{name}_passed"), s.passed));
+            out.push((format!("{name}_redirect_failed"), s.redirect_failed));
+        }
+        out.push((
+            "neighbour_misses".to_string(),
+            self.next_hops.misses.load(Ordering::Relaxed),
+        ));
+        out.push(("next_hops_known".to_string(), self.next_hops.known() as u64));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_each_tunnel_steers() {
+        let c = Config::parse(
+            r#"
+[gateway]
+inner = "a"
+underlay = "b"
+[[tunnel]]
+name = "l3"
+kind = "gtpu"
+local = "192.0.2.1"
+remote = "192.0.2.2"
+teid = 1
+inner_prefixes = ["10.1.0.0/16", "2001:db8:1::/48"]
+[[tunnel]]
+name = "l2"
+kind = "vxlan"
+local = "192.0.2.1"
+remote = "192.0.2.3"
+vni = 5
+inner_macs = ["02:00:00:00:00:07"]
+[[tunnel]]
+name = "l2-default"
+kind = "geneve"
+local = "2001:db8::1"
+remote = "2001:db8::2"
+vni = 6
+"#,
+        )
+        .unwrap();
+        let s = Steered::of(&c);
+        let ep: Vec<String> = s
+            .endpoints
+            .iter()
+            .map(|(a, p)| std::net::SocketAddr::new(*a, *p).to_string())
+            .collect();
+        assert_eq!(
+            ep,
+            ["192.0.2.1:2152", "192.0.2.1:4789", "[2001:db8::1]:6081"]
+        );
+        assert_eq!(s.prefixes.len(), 2);
+        assert_eq!(s.macs.iter().collect::<Vec<_>>(), [&[2, 0, 0, 0, 0, 7]]);
+        assert!(s.l2_default, "geneve names no MAC");
+    }
+}

@@ -1,0 +1,289 @@
+//! One gateway worker: queue `i` of both interfaces, one AF_XDP socket on
+//! each sharing one UMEM (the worker's pool), and its own pipeline.
+//!
+//! Each round: completions back to the pool, the fill rings topped up,
+//! a vector from the underlay decapsulated and one from the inner side
+//! encapsulated; what comes out leaves by descriptor on the other socket
+//! (a frame received on one interface leaves by the other without a
+//! copy), or to the kernel's stack for a next hop without a MAC yet. The
+//! next hops come from the resolver ([`super::next_hops`]), polled with
+//! one atomic load per round. With nothing to do the worker keeps polling
+//! for `busy_poll_us`, then sleeps in epoll on both sockets.
+
+use super::next_hops::Published;
+use super::rings::{tally, to_kernel, Side, Way};
+use crate::daemon::state::Shared;
+use crate::daemon::stats::{IoCounters, IoEvent, IoMode, TunnelTraffic, WorkerSnapshot};
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tep_dataplane::buffer::Pool;
+use tep_dataplane::clock::Tsc;
+use tep_dataplane::config::Config;
+use tep_dataplane::icmp_error::RouterOptions;
+use tep_dataplane::pipeline::{InnerChecksums, OuterLayers, Output, Pipeline, PipelineOptions};
+use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::InnerLink;
+use tep_sys::raw::RawIp;
+use tep_sys::{Epoll, EventFd, XskStats};
+
+/// Buffers kept free for what the pipeline makes itself (replies, ICMP
+/// errors) while the fill rings are topped up.
+pub const RESERVE: usize = 2 * VECTOR_SIZE;
+/// The longest a stopping worker keeps serving frames already queued.
+const DRAIN_LIMIT: Duration = Duration::from_millis(200);
+/// How often counters are published without being asked.
+const PUBLISH_EVERY: Duration = Duration::from_millis(200);
+/// How long a stopping worker waits for the kernel to hand back what it
+/// is still sending.
+const COMPLETION_LIMIT: Duration = Duration::from_millis(100);
+
+const TOKEN_WAKE: u64 = 0;
+const TOKEN_UNDERLAY: u64 = 1;
+const TOKEN_INNER: u64 = 2;
+
+/// What a worker owns; handed back when it stops, so that a reload keeps
+/// the sockets, the UMEM and the buffers the kernel holds.
+#[derive(Debug)]
+pub struct WorkerIo {
+    /// Queue `i` of the underlay.
+    pub underlay: Side,
+    /// Queue `i` of the inner interface.
+    pub inner: Side,
+    /// The UMEM of both sockets. Declared last: the sockets close before
+    /// the memory they use goes.
+    pub pool: Pool,
+}
+
+/// Everything a worker needs to start.
+#[derive(Debug)]
+pub struct WorkerSetup {
+    /// Position among the workers (its snapshot slot).
+    pub index: usize,
+    /// The validated config.
+    pub config: Arc<Config>,
+    /// Its sockets and pool.
+    pub io: WorkerIo,
+    /// Pin to this CPU.
+    pub cpu: Option<usize>,
+    /// Buffers to keep on each fill ring.
+    pub fill_target: usize,
+    /// How the pipeline routes (path MTU, ICMP errors).
+    pub router: RouterOptions,
+    /// Where next hops are published and asked for.
+    pub next_hops: Arc<Published>,
+    /// Wakes the worker (stop, refresh, trace).
+    pub wake: Arc<EventFd>,
+    /// Shared with the control thread.
+    pub shared: Arc<Shared>,
+}
+
+/// The pipeline of a gateway: whole frames on both sides.
+pub fn pipeline_options() -> PipelineOptions {
+    PipelineOptions {
+        inner_link: InnerLink::Ethernet,
+        gro: false,
+        udp_trains: false,
+        outer: OuterLayers::EthernetIpUdp,
+        gather: false,
+        // Frames leave for a wire: a partial inner checksum (remote
+        // checksum offload) is completed.
+        inner_checksums: InnerChecksums::Completed,
+    }
+}
+
+/// Runs a worker until `shared.stop`; returns its sockets and pool.
+pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
+    if let Some(cpu) = setup.cpu {
+        if let Err(e) = tep_sys::thread::pin_current_thread(cpu) {
+            tracing::warn!(worker = setup.index, cpu, "cannot pin: {e}");
+        }
+    }
+    let config = &setup.config;
+    let mut pipeline = Pipeline::new(config, Tsc, pipeline_options());
+    pipeline.set_router(setup.router);
+    let raw = RawIp::new()?;
+    let WorkerIo {
+        mut underlay,
+        mut inner,
+        mut pool,
+    } = setup.io;
+    let epoll = Epoll::new()?;
+    epoll.add(setup.wake.as_raw_fd(), TOKEN_WAKE, true, false)?;
+    epoll.add(underlay.socket.as_raw_fd(), TOKEN_UNDERLAY, true, false)?;
+    epoll.add(inner.socket.as_raw_fd(), TOKEN_INNER, true, false)?;
+    let shared = &setup.shared;
+    let tracer = &shared.tracer;
+    let mut io = IoCounters::new(IoMode::Gateway);
+    let mut tunnels = vec![TunnelTraffic::default(); config.tunnels.len()];
+    // The sockets' kernel counters outlive a worker (a reload keeps
+    // them): this worker reports what they counted since it started.
+    let baseline = xsk_stats(&underlay, &inner);
+    let started = Instant::now();
+    let busy_poll = Duration::from_micros(u64::from(
+        config.gateway.as_ref().map_or(0, |g| g.busy_poll_us),
+    ));
+    let mut input = PacketVector::new();
+    let mut wanted: Vec<IpAddr> = Vec::with_capacity(64);
+    let mut events = Vec::with_capacity(4);
+    let mut seen = 0;
+    let mut generation = 0;
+    let mut published_at = Instant::now();
+    let mut last_frame = Instant::now();
+    let mut draining: Option<Instant> = None;
+    loop {
+        let now_ns = started.elapsed().as_nanos() as u64;
+        pipeline.set_now(now_ns);
+        seen = setup.next_hops.apply(seen, pipeline.next_hops());
+        underlay.complete(&mut pool);
+        inner.complete(&mut pool);
+        underlay.refill(&mut pool, setup.fill_target, RESERVE, &mut io);
+        inner.refill(&mut pool, setup.fill_target, RESERVE, &mut io);
+
+        let from_underlay = underlay.receive(&mut pool, &mut input, &mut io, tracer);
+        if !input.is_empty() {
+            pipeline.decap(&mut pool, &mut input, now_ns, &mut |o, pool, v| match o {
+                Output::Inner => {
+                    tally(Way::Delivered, pool, v, &mut tunnels);
+                    inner.transmit(pool, v, &mut io, tracer);
+                }
+                Output::Kernel => {
+                    tally(Way::Delivered, pool, v, &mut tunnels);
+                    to_kernel(&raw, pool, v, &mut io, tracer);
+                }
+                // Replies to peers, and ICMP errors back into a tunnel.
+                Output::Outer | Output::Reply => {
+                    tally(Way::Sent, pool, v, &mut tunnels);
+                    underlay.transmit(pool, v, &mut io, tracer);
+                }
+            });
+        }
+        let from_inner = inner.receive(&mut pool, &mut input, &mut io, tracer);
+        if !input.is_empty() {
+            pipeline.encap(&mut pool, &mut input, &mut |o, pool, v| match o {
+                Output::Outer | Output::Reply => {
+                    tally(Way::Sent, pool, v, &mut tunnels);
+                    underlay.transmit(pool, v, &mut io, tracer);
+                }
+                Output::Kernel => {
+                    tally(Way::Sent, pool, v, &mut tunnels);
+                    to_kernel(&raw, pool, v, &mut io, tracer);
+                }
+                // ICMP errors back to their sender.
+                Output::Inner => inner.transmit(pool, v, &mut io, tracer),
+            });
+        }
+        pipeline.next_hops().take_wanted(&mut wanted);
+        setup.next_hops.want(&mut wanted);
+
+        let busy = from_underlay + from_inner > 0;
+        if busy {
+            last_frame = Instant::now();
+        }
+        if draining.is_none() && shared.stop.load(Ordering::Acquire) {
+            draining = Some(Instant::now());
+        }
+        let drained = draining.is_some_and(|since| !busy || since.elapsed() >= DRAIN_LIMIT);
+        let asked = shared.refresh.load(Ordering::Acquire);
+        if asked != generation || published_at.elapsed() >= PUBLISH_EVERY || drained {
+            generation = asked;
+            published_at = Instant::now();
+            set_xsk_counts(&mut io, &baseline, &xsk_stats(&underlay, &inner));
+            let snap = WorkerSnapshot::new(
+                pipeline.runtime().nodes(),
+                pipeline.counters(),
+                &tunnels,
+                io,
+                generation,
+            );
+            let mut all = shared.snapshots.lock().unwrap_or_else(|e| e.into_inner());
+            if all.len() <= setup.index {
+                all.resize(setup.index + 1, WorkerSnapshot::default());
+            }
+            all[setup.index] = snap;
+            drop(all);
+            shared.published.notify_all();
+        }
+        if drained {
+            settle(&mut underlay, &mut inner, &mut pool);
+            tracing::info!(
+                worker = setup.index,
+                delivered = tunnels.iter().map(|t| t.rx_packets).sum::<u64>(),
+                sent = tunnels.iter().map(|t| t.tx_packets).sum::<u64>(),
+                "stopped; served what was queued"
+            );
+            return Ok(WorkerIo {
+                underlay,
+                inner,
+                pool,
+            });
+        }
+        if busy || draining.is_some() || last_frame.elapsed() < busy_poll {
+            continue;
+        }
+        // Asleep: the sockets wake the worker when frames arrive, the
+        // eventfd for a stop, a refresh or a trace; the timeout reaps
+        // completions and publishes now and then.
+        epoll.wait(&mut events, 100)?;
+        if events.iter().any(|e| e.token == TOKEN_WAKE) {
+            let _ = setup.wake.drain();
+        }
+    }
+}
+
+/// Waits (briefly) for the kernel to hand back what it is still sending,
+/// so that the pool the next worker gets has it back.
+fn settle(underlay: &mut Side, inner: &mut Side, pool: &mut Pool) {
+    let until = Instant::now() + COMPLETION_LIMIT;
+    while underlay.in_flight + inner.in_flight > 0 && Instant::now() < until {
+        let _ = underlay.socket.kick();
+        let _ = inner.socket.kick();
+        underlay.complete(pool);
+        inner.complete(pool);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Both sockets' kernel counters, summed.
+fn xsk_stats(underlay: &Side, inner: &Side) -> XskStats {
+    let mut sum = XskStats::default();
+    for s in [&underlay.socket, &inner.socket] {
+        if let Ok(x) = s.statistics() {
+            sum.rx_dropped += x.rx_dropped;
+            sum.rx_invalid_descs += x.rx_invalid_descs;
+            sum.tx_invalid_descs += x.tx_invalid_descs;
+            sum.rx_ring_full += x.rx_ring_full;
+            sum.rx_fill_ring_empty_descs += x.rx_fill_ring_empty_descs;
+            sum.tx_ring_empty_descs += x.tx_ring_empty_descs;
+        }
+    }
+    sum
+}
+
+/// The kernel's counts since `base` into `io`.
+fn set_xsk_counts(io: &mut IoCounters, base: &XskStats, now: &XskStats) {
+    for (e, b, n) in [
+        (IoEvent::XskRxDropped, base.rx_dropped, now.rx_dropped),
+        (IoEvent::XskRxRingFull, base.rx_ring_full, now.rx_ring_full),
+        (
+            IoEvent::XskFillRingEmpty,
+            base.rx_fill_ring_empty_descs,
+            now.rx_fill_ring_empty_descs,
+        ),
+        (
+            IoEvent::XskRxInvalid,
+            base.rx_invalid_descs,
+            now.rx_invalid_descs,
+        ),
+        (
+            IoEvent::XskTxInvalid,
+            base.tx_invalid_descs,
+            now.tx_invalid_descs,
+        ),
+    ] {
+        io.set(e, n.saturating_sub(b));
+    }
+}
