@@ -147,31 +147,7 @@ impl Pair {
     /// Starts `tep run` in `ns` with `config` (TOML text); waits until its
     /// control socket answers.
     pub fn daemon(&self, ns: &str, config: &str) -> Daemon {
-        let path = self.dir.join(format!("{ns}.toml"));
-        std::fs::write(&path, config).unwrap();
-        let log = self.dir.join(format!("{ns}.log"));
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns, TEP, "run", "-c"])
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start tep");
-        let socket = self.dir.join(format!("{ns}.sock"));
-        let d = Daemon {
-            child: Some(child),
-            socket,
-            log,
-            config: path,
-        };
-        let until = Instant::now() + Duration::from_secs(10);
-        while d.control(&["show", "tunnels"]).is_err() {
-            if Instant::now() > until {
-                panic!("tep did not come up:\n{}", d.log());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        d
+        spawn_daemon(&self.dir, ns, config)
     }
 
     /// The control socket path for a daemon in `ns` (use in the config's
@@ -181,20 +157,67 @@ impl Pair {
     }
 }
 
+/// Namespaces a test works in: commands run inside one by name.
+pub trait Lab {
+    /// Runs `args` inside namespace `ns`.
+    fn exec(&self, ns: &str, args: &[&str], must: bool) -> Output;
+}
+
+impl Lab for Pair {
+    fn exec(&self, ns: &str, args: &[&str], must: bool) -> Output {
+        Pair::exec(self, ns, args, must)
+    }
+}
+
+/// Starts `tep run` in `ns` with `config` (TOML text, written into
+/// `dir`); waits until its control socket `dir/<ns>.sock` answers.
+pub fn spawn_daemon(dir: &std::path::Path, ns: &str, config: &str) -> Daemon {
+    let path = dir.join(format!("{ns}.toml"));
+    std::fs::write(&path, config).unwrap();
+    let log = dir.join(format!("{ns}.log"));
+    let child = Command::new("ip")
+        .args(["netns", "exec", ns, TEP, "run", "-c"])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start tep");
+    let socket = dir.join(format!("{ns}.sock"));
+    let mut d = Daemon {
+        child: Some(child),
+        socket,
+        log,
+        config: path,
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    while d.control(&["show", "tunnels"]).is_err() {
+        if Instant::now() > until || !d.alive() {
+            panic!("tep did not come up:\n{}", d.log());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    d
+}
+
+/// Deletes namespaces and what still runs in them.
+pub fn remove_namespaces(names: &[&String]) {
+    for ns in names {
+        // Kills whatever still runs inside (iperf3 servers).
+        let _ = Command::new("ip")
+            .args(["netns", "pids", ns])
+            .output()
+            .map(|o| {
+                for pid in String::from_utf8_lossy(&o.stdout).split_whitespace() {
+                    let _ = Command::new("kill").args(["-9", pid]).status();
+                }
+            });
+        let _ = Command::new("ip").args(["netns", "del", ns]).status();
+    }
+}
+
 impl Drop for Pair {
     fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            // Kills whatever still runs inside (iperf3 servers).
-            let _ = Command::new("ip")
-                .args(["netns", "pids", ns])
-                .output()
-                .map(|o| {
-                    for pid in String::from_utf8_lossy(&o.stdout).split_whitespace() {
-                        let _ = Command::new("kill").args(["-9", pid]).status();
-                    }
-                });
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
+        remove_namespaces(&[&self.a, &self.b]);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -276,8 +299,8 @@ impl Drop for Daemon {
 }
 
 /// `ping` from `ns` to `dst`: the packets received.
-pub fn ping(pair: &Pair, ns: &str, dst: &str, count: u32) -> u32 {
-    let out = pair.exec(
+pub fn ping(lab: &impl Lab, ns: &str, dst: &str, count: u32) -> u32 {
+    let out = lab.exec(
         ns,
         &[
             "ping",
@@ -317,10 +340,23 @@ pub fn iperf_directed(
     streams: u32,
     reverse: bool,
 ) -> Result<f64, String> {
+    iperf_between(&pair.a, &pair.b, dst, seconds, streams, reverse)
+}
+
+/// A bounded iperf3 TCP transfer from namespace `client` to a server in
+/// `server` at `dst` (`reverse`: the other way): bits per second received.
+pub fn iperf_between(
+    client: &str,
+    server: &str,
+    dst: &str,
+    seconds: f64,
+    streams: u32,
+    reverse: bool,
+) -> Result<f64, String> {
     let port = "5201";
     let mut server = Command::new("ip")
         .args([
-            "netns", "exec", &pair.b, "iperf3", "-s", "-1", "-p", port, "-B", dst,
+            "netns", "exec", server, "iperf3", "-s", "-1", "-p", port, "-B", dst,
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -333,7 +369,7 @@ pub fn iperf_directed(
             "ip",
             "netns",
             "exec",
-            &pair.a,
+            client,
             "iperf3",
             "-c",
             dst,
