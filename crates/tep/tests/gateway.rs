@@ -1,0 +1,487 @@
+//! Gateway mode (`[gateway]`) in three network namespaces:
+//!
+//! ```text
+//!  client ─c0──gi─ [gateway: tep over AF_XDP] ─gu──pu─ peer (tep in host mode, or the kernel's VXLAN)
+//! ```
+//!
+//! Every kind × outer IPv4/IPv6 × zero/full carries pings both ways and a
+//! TCP transfer whose digest is checked; the gateway's counters balance
+//! (frames in + packets tep made = frames out + drops, and the steering
+//! program's redirects = frames tep received + the AF_XDP rings' drops).
+//! The kernel keeps the rest: ARP and ND, the gateway's own connections;
+//! next hops follow the neighbour table; ICMP errors reach senders; no
+//! XDP program outlives tep. Root only (CI is root); skipped loudly
+//! otherwise.
+
+mod netns;
+
+use netns::{remove_namespaces, root_or_skip, sh, spawn_daemon, Daemon, Lab};
+use std::path::PathBuf;
+use std::process::Output;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+static RIGS: AtomicUsize = AtomicUsize::new(0);
+
+/// Three namespaces: `client —c0/gi— gateway —gu/pu— peer`.
+struct Chain {
+    client: String,
+    gateway: String,
+    peer: String,
+    dir: PathBuf,
+}
+
+/// Underlay addresses: the gateway's `gu`, the peer's `pu`.
+const GU4: &str = "192.0.2.1";
+const PU4: &str = "192.0.2.2";
+const GU6: &str = "2001:db8::1";
+const PU6: &str = "2001:db8::2";
+
+impl Lab for Chain {
+    fn exec(&self, ns: &str, args: &[&str], must: bool) -> Output {
+        let mut full = vec!["ip", "netns", "exec", ns];
+        full.extend_from_slice(args);
+        sh(&full, must)
+    }
+}
+
+impl Chain {
+    fn new() -> Chain {
+        let n = RIGS.fetch_add(1, Ordering::Relaxed);
+        let tag = format!("tepg{}x{n}", std::process::id());
+        let c = Chain {
+            client: format!("{tag}c"),
+            gateway: format!("{tag}g"),
+            peer: format!("{tag}p"),
+            dir: std::env::temp_dir().join(&tag),
+        };
+        let _ = std::fs::create_dir_all(&c.dir);
+        for ns in [&c.client, &c.gateway, &c.peer] {
+            sh(&["ip", "netns", "add", ns], true);
+            c.exec(ns, &["ip", "link", "set", "lo", "up"], true);
+            for k in ["all", "default"] {
+                c.exec(
+                    ns,
+                    &["sysctl", "-qw", &format!("net.ipv6.conf.{k}.accept_dad=0")],
+                    false,
+                );
+            }
+        }
+        for (a, an, b, bn) in [
+            (&c.client, "c0", &c.gateway, "gi"),
+            (&c.gateway, "gu", &c.peer, "pu"),
+        ] {
+            sh(
+                &[
+                    "ip", "link", "add", an, "netns", a, "type", "veth", "peer", "name", bn,
+                    "netns", b,
+                ],
+                true,
+            );
+        }
+        for (ns, dev, addrs) in [(&c.gateway, "gu", [GU4, GU6]), (&c.peer, "pu", [PU4, PU6])] {
+            for (a, len) in addrs.iter().zip(["24", "64"]) {
+                c.exec(
+                    ns,
+                    &[
+                        "ip",
+                        "addr",
+                        "add",
+                        &format!("{a}/{len}"),
+                        "dev",
+                        dev,
+                        "nodad",
+                    ],
+                    true,
+                );
+            }
+        }
+        for (ns, dev) in [
+            (&c.client, "c0"),
+            (&c.gateway, "gi"),
+            (&c.gateway, "gu"),
+            (&c.peer, "pu"),
+        ] {
+            c.exec(ns, &["ip", "link", "set", dev, "up"], true);
+        }
+        // A NIC fills in the checksums it is asked to; a veth hands its
+        // peer the frame with them still partial, which is what XDP sees:
+        // the senders into the gateway compute their own.
+        for (ns, dev) in [(&c.client, "c0"), (&c.peer, "pu")] {
+            c.exec(ns, &["ethtool", "-K", dev, "tx", "off"], true);
+        }
+        c
+    }
+
+    fn socket(&self, ns: &str) -> String {
+        self.dir.join(format!("{ns}.sock")).display().to_string()
+    }
+
+    fn daemon(&self, ns: &str, config: &str) -> Daemon {
+        spawn_daemon(&self.dir, ns, config)
+    }
+
+    /// Whether an XDP program is attached to `dev` in `ns`.
+    fn xdp_on(&self, ns: &str, dev: &str) -> bool {
+        let out = self.exec(ns, &["ip", "-d", "link", "show", dev], true);
+        String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+    }
+}
+
+impl Drop for Chain {
+    fn drop(&mut self) {
+        remove_namespaces(&[&self.client, &self.gateway, &self.peer]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A tunnel between the gateway and the peer.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    kind: &'static str,
+    v6: bool,
+    mode: &'static str,
+}
+
+impl Case {
+    /// VXLAN and Geneve carry frames: the client and the peer share a
+    /// subnet across the tunnel, the gateway bridges.
+    fn ethernet(&self) -> bool {
+        matches!(self.kind, "vxlan" | "geneve")
+    }
+
+    /// The inner family: FOU-SIT carries IPv6 only, FOU-IPIP IPv4 only;
+    /// the rest carry both (IPv4 used here).
+    fn inner6(&self) -> bool {
+        self.kind == "fou-sit"
+    }
+
+    /// The peer's inner address, which the client reaches.
+    fn far(&self) -> &'static str {
+        match (self.ethernet(), self.inner6()) {
+            (true, _) => "10.9.0.1",
+            (false, true) => "fd09::1",
+            (false, false) => "10.9.0.1",
+        }
+    }
+
+    /// The client's address.
+    fn near(&self) -> &'static str {
+        match (self.ethernet(), self.inner6()) {
+            (true, _) => "10.9.0.2",
+            (false, true) => "fd01::2",
+            (false, false) => "10.1.0.2",
+        }
+    }
+
+    fn label(&self) -> String {
+        format!(
+            "{} {} over {}",
+            self.kind,
+            self.mode,
+            if self.v6 { "IPv6" } else { "IPv4" }
+        )
+    }
+
+    fn addrs(&self, gateway: bool) -> (&'static str, &'static str) {
+        match (self.v6, gateway) {
+            (false, true) => (GU4, PU4),
+            (false, false) => (PU4, GU4),
+            (true, true) => (GU6, PU6),
+            (true, false) => (PU6, GU6),
+        }
+    }
+
+    /// The `[[tunnel]]` of one side; `routes` the prefixes it routes in.
+    fn tunnel(&self, gateway: bool, routes: &[&str]) -> String {
+        let (local, remote) = self.addrs(gateway);
+        let id = match self.kind {
+            "vxlan" | "geneve" => "vni = 42".to_string(),
+            "gtpu" => {
+                let (tx, rx) = if gateway { (200, 100) } else { (100, 200) };
+                format!("teid = {tx}\nlocal_teid = {rx}\nqfi = 9")
+            }
+            "gre" | "fou-gre" => "key = 7".to_string(),
+            _ => String::new(),
+        };
+        let routes = if self.ethernet() {
+            String::new()
+        } else {
+            // FOU-IPIP carries IPv4 only, FOU-SIT IPv6 only.
+            let carried = |r: &&&str| match self.kind {
+                "fou-ipip" => !r.contains(':'),
+                "fou-sit" => r.contains(':'),
+                _ => true,
+            };
+            let list: Vec<String> = routes
+                .iter()
+                .filter(carried)
+                .map(|r| format!("\"{r}\""))
+                .collect();
+            format!("inner_prefixes = [{}]", list.join(", "))
+        };
+        let zero = if self.v6 && self.mode == "zero" {
+            "zero_checksum_tx = true\nzero_checksum_rx = true"
+        } else {
+            ""
+        };
+        format!(
+            "[[tunnel]]\nname = \"t\"\nkind = \"{}\"\nlocal = \"{local}\"\nremote = \"{remote}\"\nchecksum = \"{}\"\n{id}\n{routes}\n{zero}\n",
+            self.kind, self.mode
+        )
+    }
+
+    fn gateway_config(&self, chain: &Chain) -> String {
+        format!(
+            "[gateway]\ninner = \"gi\"\nunderlay = \"gu\"\ncontrol = \"{}\"\n\n{}",
+            chain.socket(&chain.gateway),
+            self.tunnel(true, &["10.9.0.0/24", "fd09::/64"])
+        )
+    }
+
+    fn peer_config(&self, chain: &Chain) -> String {
+        let device = if self.ethernet() {
+            "tap = \"tepl2\"\ntap_addresses = [\"10.9.0.1/24\"]".to_string()
+        } else {
+            "tun = \"tepl3\"\ntun_addresses = [\"10.9.0.1/24\", \"fd09::1/64\"]".to_string()
+        };
+        format!(
+            "[host]\n{device}\ncontrol = \"{}\"\n\n{}",
+            chain.socket(&chain.peer),
+            self.tunnel(false, &["10.1.0.0/24", "fd01::/64"])
+        )
+    }
+
+    /// Addresses and routes of the client and the gateway's inner side.
+    fn inner_side(&self, chain: &Chain) {
+        let (c, g) = (&chain.client, &chain.gateway);
+        if self.ethernet() {
+            // Bridged: the client is on the peer's subnet; the gateway's
+            // inner interface has no address in it.
+            chain.exec(c, &["ip", "addr", "add", "10.9.0.2/24", "dev", "c0"], true);
+            return;
+        }
+        for (ns, a) in [
+            (c, "10.1.0.2/24"),
+            (c, "fd01::2/64"),
+            (g, "10.1.0.1/24"),
+            (g, "fd01::1/64"),
+        ] {
+            let dev = if ns == c { "c0" } else { "gi" };
+            chain.exec(ns, &["ip", "addr", "add", a, "dev", dev, "nodad"], true);
+        }
+        chain.exec(
+            c,
+            &["ip", "route", "add", "default", "via", "10.1.0.1"],
+            true,
+        );
+        chain.exec(
+            c,
+            &["ip", "-6", "route", "add", "default", "via", "fd01::1"],
+            true,
+        );
+        for k in ["net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"] {
+            chain.exec(g, &["sysctl", "-qw", k], true);
+        }
+    }
+
+    /// The peer's routes back to the client through its tunnel device.
+    fn peer_routes(&self, chain: &Chain) {
+        if !self.ethernet() {
+            for r in ["10.1.0.0/24", "fd01::/64"] {
+                chain.exec(
+                    &chain.peer,
+                    &["ip", "route", "add", r, "dev", "tepl3"],
+                    true,
+                );
+            }
+        }
+    }
+}
+
+/// The gateway's counters from `show counters --json`, and the check that
+/// they balance: frames tep received plus packets it made itself (ICMP
+/// errors, GTP-U replies) are frames it sent plus its drops; what the
+/// steering programs redirected is what tep received plus what the
+/// AF_XDP rings dropped.
+fn assert_balanced(gw: &Daemon, what: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let c = gw.show("counters");
+        let n = |section: &str, k: &str| c[section][k].as_u64().unwrap_or(0);
+        let received = n("io", "underlay_rx") + n("io", "inner_rx");
+        let made = n("pipeline", "icmp_errors") + n("pipeline", "generated");
+        let sent = n("io", "underlay_tx") + n("io", "inner_tx") + n("io", "kernel_tx");
+        let drops = c["drops_total"].as_u64().unwrap();
+        let redirected = n("kernel", "underlay_redirected") + n("kernel", "inner_redirected");
+        let ring_drops = n("io", "xsk_rx_dropped") + n("io", "xsk_rx_ring_full");
+        if received + made == sent + drops && redirected == received + ring_drops {
+            return c;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: unbalanced: received {received} + made {made} != sent {sent} + drops {drops}, or redirected {redirected} != received + ring drops {ring_drops}\n{c}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Sends `bytes` of random data over TCP from `from` to a listener in
+/// `to` at `addr`; returns (SHA-256 sent, SHA-256 received).
+fn transfer(chain: &Chain, from: &str, to: &str, addr: &str, bytes: usize) -> (String, String) {
+    let port = 5301;
+    let bind = if addr.contains(':') { "::" } else { "0.0.0.0" };
+    let family = if addr.contains(':') {
+        "AF_INET6"
+    } else {
+        "AF_INET"
+    };
+    let server = format!(
+        r#"
+import socket, hashlib
+s = socket.socket(socket.{family})
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("{bind}", {port}))
+s.listen(1)
+s.settimeout(15)
+c, _ = s.accept()
+c.settimeout(15)
+h = hashlib.sha256()
+while True:
+    d = c.recv(65536)
+    if not d:
+        break
+    h.update(d)
+print(h.hexdigest())
+"#
+    );
+    let client = format!(
+        r#"
+import socket, hashlib, os, time
+d = os.urandom({bytes})
+for i in range(50):
+    try:
+        c = socket.create_connection(("{addr}", {port}), timeout=15)
+        break
+    except OSError:
+        time.sleep(0.1)
+c.sendall(d)
+c.close()
+print(hashlib.sha256(d).hexdigest())
+"#
+    );
+    let (tx, rx) = std::thread::scope(|s| {
+        let server = s.spawn(|| {
+            std::process::Command::new("ip")
+                .args([
+                    "netns", "exec", to, "timeout", "20", "python3", "-c", &server,
+                ])
+                .output()
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let tx = chain.exec(from, &["timeout", "20", "python3", "-c", &client], false);
+        let rx = server.join().unwrap().unwrap();
+        (tx, rx)
+    });
+    let out = |o: &Output| String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(
+        tx.status.success(),
+        "client: {}",
+        String::from_utf8_lossy(&tx.stderr)
+    );
+    (out(&tx), out(&rx))
+}
+
+/// One case with a tep peer: pings both ways, a TCP transfer with its
+/// digest, the gateway's counters.
+fn run_case(c: Case) {
+    let chain = Chain::new();
+    c.inner_side(&chain);
+    let peer = chain.daemon(&chain.peer, &c.peer_config(&chain));
+    c.peer_routes(&chain);
+    let gw = chain.daemon(&chain.gateway, &c.gateway_config(&chain));
+    let label = c.label();
+    let got = netns::ping(&chain, &chain.client, c.far(), 5);
+    assert!(
+        got >= 4,
+        "{label}: ping client→peer got {got}/5\ngateway:\n{}\n{}\npeer:\n{}",
+        gw.log(),
+        gw.control(&["show", "counters"]).unwrap_or_default(),
+        peer.control(&["show", "counters"]).unwrap_or_default()
+    );
+    assert!(
+        netns::ping(&chain, &chain.peer, c.near(), 3) >= 3,
+        "{label}: ping peer→client"
+    );
+    let (sent, received) = transfer(&chain, &chain.client, &chain.peer, c.far(), 4 << 20);
+    assert_eq!(sent, received, "{label}: the digest of what crossed");
+    let (sent, received) = transfer(&chain, &chain.peer, &chain.client, c.near(), 1 << 20);
+    assert_eq!(sent, received, "{label}: the digest of what crossed back");
+    let counters = assert_balanced(&gw, &label);
+    let drops: Vec<_> = counters["drops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        // IPv6 router solicitations and MLD reports to multicast groups
+        // no tunnel routes.
+        .filter(|d| d["reason"] != "no_route")
+        .collect();
+    assert!(drops.is_empty(), "{label}: drops {drops:?}");
+    let t = gw.show("tunnels");
+    let row = &t["tunnels"][0];
+    assert!(
+        row["tx_packets"].as_u64().unwrap() > 1000 && row["rx_packets"].as_u64().unwrap() > 100,
+        "{label}: {row}"
+    );
+}
+
+fn each(kind: &'static str) {
+    if !root_or_skip(&format!("gateway {kind}")) {
+        return;
+    }
+    for v6 in [false, true] {
+        for mode in ["zero", "full"] {
+            run_case(Case { kind, v6, mode });
+        }
+    }
+}
+
+#[test]
+fn gue() {
+    each("gue");
+}
+
+#[test]
+fn fou_ipip() {
+    each("fou-ipip");
+}
+
+#[test]
+fn fou_sit() {
+    each("fou-sit");
+}
+
+#[test]
+fn fou_gre() {
+    each("fou-gre");
+}
+
+#[test]
+fn gre() {
+    each("gre");
+}
+
+#[test]
+fn gtpu() {
+    each("gtpu");
+}
+
+#[test]
+fn vxlan() {
+    each("vxlan");
+}
+
+#[test]
+fn geneve() {
+    each("geneve");
+}
