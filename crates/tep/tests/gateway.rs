@@ -329,6 +329,18 @@ fn assert_balanced(gw: &Daemon, what: &str) -> serde_json::Value {
 /// Sends `bytes` of random data over TCP from `from` to a listener in
 /// `to` at `addr`; returns (SHA-256 sent, SHA-256 received).
 fn transfer(chain: &Chain, from: &str, to: &str, addr: &str, bytes: usize) -> (String, String) {
+    paced_transfer(chain, from, to, addr, bytes, 0.0)
+}
+
+/// [`transfer`], spread over about `seconds` (in 64 KiB pieces).
+fn paced_transfer(
+    chain: &Chain,
+    from: &str,
+    to: &str,
+    addr: &str,
+    bytes: usize,
+    seconds: f64,
+) -> (String, String) {
     let port = 5301;
     let bind = if addr.contains(':') { "::" } else { "0.0.0.0" };
     let family = if addr.contains(':') {
@@ -365,7 +377,11 @@ for i in range(50):
         break
     except OSError:
         time.sleep(0.1)
-c.sendall(d)
+pause = {seconds} / max(1, len(d) // 65536)
+for at in range(0, len(d), 65536):
+    c.sendall(d[at:at + 65536])
+    if pause:
+        time.sleep(pause)
 c.close()
 print(hashlib.sha256(d).hexdigest())
 "#
@@ -484,4 +500,289 @@ fn vxlan() {
 #[test]
 fn geneve() {
     each("geneve");
+}
+
+/// The kernel's VXLAN device as the peer: checksums on and off, remote
+/// checksum offload both ways, IPv6 with zero checksums.
+#[test]
+fn kernel_vxlan_peer() {
+    if !root_or_skip("gateway kernel_vxlan_peer") {
+        return;
+    }
+    for (v6, mode, kernel_opts, extra) in [
+        (false, "full", "udpcsum", ""),
+        (false, "zero", "noudpcsum", ""),
+        (
+            false,
+            "remote",
+            "udpcsum remcsumtx remcsumrx",
+            "remote_checksum_rx = true",
+        ),
+        (true, "zero", "udp6zerocsumtx udp6zerocsumrx", ""),
+    ] {
+        let c = Case {
+            kind: "vxlan",
+            v6,
+            mode,
+        };
+        let label = format!("kernel VXLAN {kernel_opts} / tep {}", c.label());
+        let chain = Chain::new();
+        c.inner_side(&chain);
+        let (local, remote) = c.addrs(false);
+        let p = &chain.peer;
+        let mut add = vec![
+            "ip", "link", "add", "vx0", "type", "vxlan", "id", "42", "local", local, "remote",
+            remote, "dstport", "4789", "dev", "pu",
+        ];
+        add.extend(kernel_opts.split_whitespace());
+        chain.exec(p, &add, true);
+        chain.exec(p, &["ip", "addr", "add", "10.9.0.1/24", "dev", "vx0"], true);
+        chain.exec(p, &["ip", "link", "set", "vx0", "up"], true);
+        let config = c.gateway_config(&chain) + extra + "\n";
+        let gw = chain.daemon(&chain.gateway, &config);
+        let got = netns::ping(&chain, &chain.client, "10.9.0.1", 5);
+        assert!(got >= 4, "{label}: ping got {got}/5\n{}", gw.log());
+        assert_eq!(
+            netns::ping(&chain, p, "10.9.0.2", 3),
+            3,
+            "{label}: ping back"
+        );
+        let (a, b) = transfer(&chain, &chain.client, p, "10.9.0.1", 4 << 20);
+        assert_eq!(a, b, "{label}: digest");
+        let (a, b) = transfer(&chain, p, &chain.client, "10.9.0.2", 4 << 20);
+        assert_eq!(a, b, "{label}: digest back");
+        let counters = assert_balanced(&gw, &label);
+        let drops: Vec<_> = counters["drops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["reason"] != "no_route")
+            .collect();
+        assert!(drops.is_empty(), "{label}: drops {drops:?}");
+    }
+}
+
+/// An L3 tunnel (GUE over IPv4) for the tests of the gateway's router side.
+fn l3() -> Case {
+    Case {
+        kind: "gue",
+        v6: false,
+        mode: "full",
+    }
+}
+
+/// While the tunnel carries a transfer, what is not the tunnel's still
+/// reaches the gateway's kernel on both interfaces: ARP and ND resolve,
+/// TCP to the gateway's own addresses connects.
+#[test]
+fn the_kernel_keeps_everything_else() {
+    if !root_or_skip("gateway the_kernel_keeps_everything_else") {
+        return;
+    }
+    let c = l3();
+    let chain = Chain::new();
+    c.inner_side(&chain);
+    let _peer = chain.daemon(&chain.peer, &c.peer_config(&chain));
+    c.peer_routes(&chain);
+    let gw = chain.daemon(&chain.gateway, &c.gateway_config(&chain));
+    std::thread::scope(|s| {
+        let tunnel = s
+            .spawn(|| paced_transfer(&chain, &chain.client, &chain.peer, "10.9.0.1", 8 << 20, 2.0));
+        std::thread::sleep(Duration::from_millis(300));
+        // The gateway's own addresses, from each side, IPv4 and IPv6.
+        for (from, to) in [
+            (&chain.client, "10.1.0.1"),
+            (&chain.client, "fd01::1"),
+            (&chain.peer, GU4),
+            (&chain.peer, GU6),
+        ] {
+            let (a, b) = transfer(&chain, from, &chain.gateway, to, 256 << 10);
+            assert_eq!(a, b, "TCP to the gateway's {to}");
+        }
+        let (a, b) = tunnel.join().unwrap();
+        assert_eq!(a, b, "the tunnel's transfer meanwhile");
+    });
+    // ARP and ND resolved the gateway from both sides.
+    for (ns, dev, addr) in [
+        (&chain.client, "c0", "10.1.0.1"),
+        (&chain.client, "c0", "fd01::1"),
+        (&chain.peer, "pu", GU4),
+        (&chain.peer, "pu", GU6),
+    ] {
+        let out = chain.exec(ns, &["ip", "neigh", "show", addr, "dev", dev], true);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("lladdr"), "{addr} on {dev}: {text}");
+    }
+    let counters = assert_balanced(&gw, "everything else");
+    let passed = counters["kernel"]["inner_passed"].as_u64().unwrap()
+        + counters["kernel"]["underlay_passed"].as_u64().unwrap();
+    assert!(passed > 20, "the programs passed the rest: {counters}");
+}
+
+/// The peer's MAC changes mid-transfer: the gratuitous ARP / unsolicited
+/// neighbour advertisement updates the gateway kernel's neighbour table,
+/// its notification the next hop; the transfer completes.
+#[test]
+fn a_neighbour_that_changes_its_mac_is_followed() {
+    if !root_or_skip("gateway a_neighbour_that_changes_its_mac_is_followed") {
+        return;
+    }
+    for v6 in [false, true] {
+        let c = Case { v6, ..l3() };
+        let chain = Chain::new();
+        c.inner_side(&chain);
+        let _peer = chain.daemon(&chain.peer, &c.peer_config(&chain));
+        c.peer_routes(&chain);
+        let p = &chain.peer;
+        for k in [
+            "net.ipv4.conf.pu.arp_notify=1",
+            "net.ipv6.conf.pu.ndisc_notify=1",
+        ] {
+            chain.exec(p, &["sysctl", "-qw", k], true);
+        }
+        let gw = chain.daemon(&chain.gateway, &c.gateway_config(&chain));
+        assert_eq!(netns::ping(&chain, &chain.client, "10.9.0.1", 2), 2);
+        std::thread::scope(|s| {
+            let t = s.spawn(|| paced_transfer(&chain, &chain.client, p, "10.9.0.1", 8 << 20, 2.0));
+            std::thread::sleep(Duration::from_millis(600));
+            chain.exec(
+                p,
+                &["ip", "link", "set", "pu", "address", "02:00:5e:00:53:99"],
+                true,
+            );
+            let (a, b) = t.join().unwrap();
+            assert_eq!(
+                a,
+                b,
+                "v6={v6}: the transfer across the change\n{}",
+                gw.log()
+            );
+        });
+        let gw_ns = &chain.gateway;
+        let under = if v6 { PU6 } else { PU4 };
+        let out = chain.exec(gw_ns, &["ip", "neigh", "show", under, "dev", "gu"], true);
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("02:00:5e:00:53:99"),
+            "v6={v6}: the kernel learnt the new MAC: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert_balanced(&gw, "MAC change");
+    }
+}
+
+/// The first packet to a next hop tep has no MAC for goes through the
+/// kernel (which resolves it) and arrives; the next ones go through tep.
+#[test]
+fn the_first_packet_to_an_unresolved_next_hop_arrives() {
+    if !root_or_skip("gateway the_first_packet_to_an_unresolved_next_hop_arrives") {
+        return;
+    }
+    let c = l3();
+    let chain = Chain::new();
+    c.inner_side(&chain);
+    let _peer = chain.daemon(&chain.peer, &c.peer_config(&chain));
+    c.peer_routes(&chain);
+    let gw = chain.daemon(&chain.gateway, &c.gateway_config(&chain));
+    // Nothing has gone to the client yet: the gateway has no neighbour
+    // entry for it. One echo request, one try.
+    let out = chain.exec(
+        &chain.peer,
+        &["ping", "-c", "1", "-W", "3", "10.1.0.2"],
+        false,
+    );
+    assert!(
+        out.status.success(),
+        "the first packet: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        gw.log()
+    );
+    let before = assert_balanced(&gw, "first packet");
+    assert!(before["io"]["kernel_tx"].as_u64().unwrap() >= 1, "{before}");
+    assert!(before["pipeline"]["to_kernel"].as_u64().unwrap() >= 1);
+    // Resolved now: the next ones leave through tep.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(netns::ping(&chain, &chain.peer, "10.1.0.2", 3), 3);
+    let after = assert_balanced(&gw, "resolved");
+    assert_eq!(
+        after["io"]["kernel_tx"], before["io"]["kernel_tx"],
+        "no more through the kernel: {after}"
+    );
+    assert!(after["io"]["inner_tx"].as_u64().unwrap() >= 3);
+}
+
+/// ICMP errors reach the sender: Fragmentation Needed / Packet Too Big
+/// for a DF packet that does not fit the tunnel, Time Exceeded for a TTL
+/// that runs out at the gateway (into the tunnel, and out of it).
+#[test]
+fn icmp_errors_reach_the_sender() {
+    if !root_or_skip("gateway icmp_errors_reach_the_sender") {
+        return;
+    }
+    let c = l3();
+    let chain = Chain::new();
+    c.inner_side(&chain);
+    let _peer = chain.daemon(&chain.peer, &c.peer_config(&chain));
+    c.peer_routes(&chain);
+    let gw = chain.daemon(&chain.gateway, &c.gateway_config(&chain));
+    let cl = &chain.client;
+    let ping = |ns: &str, args: &[&str]| {
+        let mut a = vec!["ping", "-c", "1", "-W", "2"];
+        a.extend_from_slice(args);
+        String::from_utf8_lossy(&chain.exec(ns, &a, false).stdout).into_owned()
+    };
+    // GUE over IPv4 adds 20 + 8 + 4 bytes: 1468 fits a 1500 underlay.
+    let out = ping(cl, &["-M", "do", "-s", "1472", "10.9.0.1"]);
+    assert!(
+        out.contains("Frag needed") && out.contains("mtu = 1468"),
+        "{out}"
+    );
+    let out = ping(cl, &["-M", "do", "-s", "1452", "fd09::1"]);
+    assert!(
+        out.contains("Packet too big") && out.contains("mtu=1468"),
+        "{out}"
+    );
+    // And what fits, fits.
+    assert!(ping(cl, &["-M", "do", "-s", "1440", "10.9.0.1"]).contains(" 0% packet loss"));
+    let out = ping(cl, &["-t", "1", "10.9.0.1"]);
+    assert!(
+        out.contains("From 10.1.0.1") && out.contains("Time to live exceeded"),
+        "{out}"
+    );
+    let out = ping(cl, &["-t", "1", "fd09::1"]);
+    assert!(out.contains("Time exceeded"), "{out}");
+    // Out of the tunnel: the peer's packet has one hop left at the
+    // gateway; the error goes back through the tunnel.
+    let out = ping(&chain.peer, &["-t", "1", "10.1.0.2"]);
+    assert!(out.contains("Time to live exceeded"), "{out}");
+    let counters = assert_balanced(&gw, "ICMP");
+    assert_eq!(counters["pipeline"]["icmp_errors"], 5, "{counters}");
+}
+
+/// SIGTERM takes the XDP programs off both interfaces; so does SIGKILL
+/// (they hang on bpf_links that die with the process), and a tep started
+/// after either runs.
+#[test]
+fn no_program_outlives_tep() {
+    if !root_or_skip("gateway no_program_outlives_tep") {
+        return;
+    }
+    let c = l3();
+    let chain = Chain::new();
+    c.inner_side(&chain);
+    let _peer = chain.daemon(&chain.peer, &c.peer_config(&chain));
+    c.peer_routes(&chain);
+    let g = &chain.gateway;
+    let attached = || (chain.xdp_on(g, "gi"), chain.xdp_on(g, "gu"));
+    for signal in ["TERM", "KILL", "TERM"] {
+        let mut gw = chain.daemon(g, &c.gateway_config(&chain));
+        assert_eq!(attached(), (true, true), "while running");
+        assert_eq!(netns::ping(&chain, &chain.client, "10.9.0.1", 2), 2);
+        match signal {
+            "TERM" => assert_eq!(gw.stop(), Some(0), "{}", gw.log()),
+            _ => assert!(gw.kill()),
+        }
+        assert_eq!(attached(), (false, false), "after SIG{signal}");
+        // The host's own traffic on the interfaces, as before tep.
+        assert_eq!(netns::ping(&chain, &chain.client, "10.1.0.1", 1), 1);
+    }
 }

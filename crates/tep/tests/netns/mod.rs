@@ -284,6 +284,17 @@ impl Daemon {
         }
     }
 
+    /// SIGKILL (no chance to clean up) and wait; returns whether it died.
+    pub fn kill(&mut self) -> bool {
+        let Some(mut child) = self.child.take() else {
+            return false;
+        };
+        let _ = Command::new("kill")
+            .args(["-KILL", &child.id().to_string()])
+            .status();
+        child.wait().is_ok()
+    }
+
     /// Whether the process still runs.
     pub fn alive(&mut self) -> bool {
         self.child
