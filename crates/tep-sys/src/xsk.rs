@@ -619,6 +619,16 @@ impl XskSocket {
         self.tx.as_ref().is_some_and(|r| r.needs_wakeup())
     }
 
+    /// Descriptors on the transmit ring the kernel has not taken yet (one
+    /// acquire load of its consumer index): what a kick has left to do. In
+    /// copy mode a kick sends a bounded batch (32 frames on Linux), so a
+    /// larger one takes several.
+    pub fn tx_pending(&self) -> u32 {
+        self.tx.as_ref().map_or(0, |r| {
+            r.local.wrapping_sub(r.consumer().load(Ordering::Acquire))
+        })
+    }
+
     /// Makes the kernel process the transmit ring (sendto, MSG_DONTWAIT).
     /// EAGAIN and EBUSY (the kernel is busy sending) are not errors: the
     /// frames stay queued for the next kick.

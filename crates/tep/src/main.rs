@@ -216,6 +216,27 @@ enum BenchCommand {
         #[arg(long, value_delimiter = ',', value_name = "MODE,...")]
         modes: Vec<String>,
     },
+    /// A packet generator: replays the Ethernet frames of a pcap file out
+    /// of an interface through AF_XDP, over and over, for a time; prints
+    /// how many frames the kernel took. For benchmarks of gateway mode
+    /// (examples/bench-gateway.sh), in namespaces you own.
+    Flood {
+        /// The interface to send from.
+        #[arg(long)]
+        interface: String,
+        /// Its queue.
+        #[arg(long, default_value_t = 0)]
+        queue: u32,
+        /// The frames (up to 2048 are used).
+        #[arg(long)]
+        pcap: std::path::PathBuf,
+        /// How long.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -269,6 +290,51 @@ fn main() -> ExitCode {
                     modes,
                 },
         } => bench_pipeline_command(json, samples, quick, &kinds, &sizes, &families, &modes),
+        Command::Bench {
+            what:
+                BenchCommand::Flood {
+                    interface,
+                    queue,
+                    pcap,
+                    seconds,
+                    json,
+                },
+        } => flood_command(&interface, queue, &pcap, seconds, json),
+    }
+}
+
+fn flood_command(
+    interface: &str,
+    queue: u32,
+    pcap: &std::path::Path,
+    seconds: f64,
+    json: bool,
+) -> ExitCode {
+    let result = tep_sys::netlink::link_by_name(interface)
+        .map_err(|e| format!("--interface {interface}: {e}"))
+        .and_then(|link| {
+            let frames = bench::flood::frames_of(pcap)?;
+            bench::flood::run(link.index, queue, &frames, seconds)
+                .map_err(|e| format!("AF_XDP on {interface} queue {queue}: {e}"))
+        });
+    match result {
+        Ok(f) if json => {
+            println!("{}", serde_json::to_string(&f).expect("serializes"));
+            ExitCode::SUCCESS
+        }
+        Ok(f) => {
+            println!(
+                "{} frames in {:.2} s: {:.3} Mpps",
+                f.frames,
+                f.seconds,
+                f.pps / 1e6
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("tep bench flood: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 //! absolute times on a shared machine mean little.
 
 pub mod checksum;
+pub mod flood;
 pub mod pipeline;
 
 use std::time::Instant;

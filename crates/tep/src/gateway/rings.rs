@@ -25,35 +25,51 @@ pub struct Side {
     pub in_flight: usize,
     rx: (IoEvent, Point),
     tx: (IoEvent, Point),
+    // Ring entries in and out, kept here so that no call clears a
+    // vector's worth of them on the stack.
+    descs: Box<[Desc; VECTOR_SIZE]>,
+    addrs: Box<[u64; VECTOR_SIZE]>,
 }
+
+/// Kicks one flush makes at most: a copy-mode kick sends 32 frames, two
+/// full vectors need 16.
+const MAX_KICKS: usize = 16;
 
 impl Side {
     /// The underlay's socket.
     pub fn underlay(socket: XskSocket) -> Side {
-        Side {
+        Side::new(
             socket,
-            on_fill: 0,
-            in_flight: 0,
-            rx: (IoEvent::UnderlayRx, Point::UnderlayRx),
-            tx: (IoEvent::UnderlayTx, Point::UnderlayTx),
-        }
+            (IoEvent::UnderlayRx, Point::UnderlayRx),
+            (IoEvent::UnderlayTx, Point::UnderlayTx),
+        )
     }
 
     /// The inner interface's socket.
     pub fn inner(socket: XskSocket) -> Side {
+        Side::new(
+            socket,
+            (IoEvent::InnerRx, Point::InnerRx),
+            (IoEvent::InnerTx, Point::InnerTx),
+        )
+    }
+
+    fn new(socket: XskSocket, rx: (IoEvent, Point), tx: (IoEvent, Point)) -> Side {
         Side {
             socket,
             on_fill: 0,
             in_flight: 0,
-            rx: (IoEvent::InnerRx, Point::InnerRx),
-            tx: (IoEvent::InnerTx, Point::InnerTx),
+            rx,
+            tx,
+            descs: Box::new([Desc::default(); VECTOR_SIZE]),
+            addrs: Box::new([0; VECTOR_SIZE]),
         }
     }
 
     /// Tops the fill ring up to `target` buffers from `pool`, leaving
     /// `reserve` free for the pipeline (replies, ICMP errors).
     pub fn refill(&mut self, pool: &mut Pool, target: usize, reserve: usize, io: &mut IoCounters) {
-        let mut addrs = [0u64; VECTOR_SIZE];
+        let addrs = &mut self.addrs;
         while self.on_fill < target {
             let want = (target - self.on_fill)
                 .min(VECTOR_SIZE)
@@ -94,12 +110,11 @@ impl Side {
         io: &mut IoCounters,
         tracer: &Tracer,
     ) -> usize {
-        let mut descs = [Desc::default(); VECTOR_SIZE];
         let room = VECTOR_SIZE - v.len();
-        let n = self.socket.recv(&mut descs[..room]);
+        let n = self.socket.recv(&mut self.descs[..room]);
         self.on_fill = self.on_fill.saturating_sub(n);
         let trace = tracer.active();
-        for d in &descs[..n] {
+        for d in &self.descs[..n] {
             // The kernel hands back only addresses tep filled.
             let Some(id) = pool.id_at(d.addr) else {
                 continue;
@@ -119,9 +134,10 @@ impl Side {
     }
 
     /// Puts `v`'s frames on the transmit ring (their buffers come back
-    /// through [`complete`](Side::complete)); `v` is left empty. A ring
-    /// still full after a wake-up and a completion round drops the rest
-    /// (`tx_ring_full`).
+    /// through [`complete`](Side::complete)); `v` is left empty. They
+    /// leave at the next [`flush`](Side::flush), or before it when the ring
+    /// fills: a ring still full after the kernel took what it could drops
+    /// the rest (`tx_ring_full`).
     pub fn transmit(
         &mut self,
         pool: &mut Pool,
@@ -129,10 +145,9 @@ impl Side {
         io: &mut IoCounters,
         tracer: &Tracer,
     ) {
-        let mut descs = [Desc::default(); VECTOR_SIZE];
         let ids = v.as_slice();
         let trace = tracer.active();
-        for (d, &id) in descs.iter_mut().zip(ids) {
+        for (d, &id) in self.descs.iter_mut().zip(ids) {
             finish_checksum(pool, id, io);
             if trace {
                 tracer.record(self.tx.1, pool.data(id));
@@ -144,11 +159,11 @@ impl Side {
             };
         }
         let n = ids.len();
-        let mut sent = self.socket.send(&descs[..n]);
+        let mut sent = self.socket.send(&self.descs[..n]);
         if sent < n {
-            self.kick(io);
+            self.flush(io);
             self.complete(pool);
-            sent += self.socket.send(&descs[sent..n]);
+            sent += self.socket.send(&self.descs[sent..n]);
         }
         for &id in &ids[sent..] {
             pool.free(id);
@@ -156,25 +171,29 @@ impl Side {
         io.drop(DropReason::TxRingFull, (n - sent) as u64);
         io.count(self.tx.0, sent as u64);
         self.in_flight += sent;
-        if sent > 0 && self.socket.tx_needs_wakeup() {
-            self.kick(io);
-        }
         v.clear();
     }
 
-    fn kick(&mut self, io: &mut IoCounters) {
-        io.count(IoEvent::XskWakeups, 1);
-        // EAGAIN / EBUSY: the kernel is still sending; the frames stay on
-        // the ring for the next kick.
-        let _ = self.socket.kick();
+    /// Makes the kernel send what is on the transmit ring, if it asks to
+    /// be woken: one kick per batch it takes, until the ring is empty (a
+    /// copy-mode kick sends a bounded batch) or [`MAX_KICKS`].
+    pub fn flush(&mut self, io: &mut IoCounters) {
+        for _ in 0..MAX_KICKS {
+            if self.socket.tx_pending() == 0 || !self.socket.tx_needs_wakeup() {
+                return;
+            }
+            io.count(IoEvent::XskWakeups, 1);
+            // EAGAIN / EBUSY: the kernel is still sending; the frames stay
+            // on the ring for the next kick.
+            let _ = self.socket.kick();
+        }
     }
 
     /// Returns the buffers the kernel has sent to the pool.
     pub fn complete(&mut self, pool: &mut Pool) {
-        let mut addrs = [0u64; VECTOR_SIZE];
         loop {
-            let n = self.socket.complete(&mut addrs);
-            for &a in &addrs[..n] {
+            let n = self.socket.complete(&mut self.addrs[..]);
+            for &a in &self.addrs[..n] {
                 if let Some(id) = pool.id_at(a) {
                     pool.free(id);
                 }

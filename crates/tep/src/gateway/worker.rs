@@ -176,6 +176,8 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                 Output::Inner => inner.transmit(pool, v, &mut io, tracer),
             });
         }
+        underlay.flush(&mut io);
+        inner.flush(&mut io);
         pipeline.next_hops().take_wanted(&mut wanted);
         setup.next_hops.want(&mut wanted);
 
@@ -239,8 +241,9 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
 fn settle(underlay: &mut Side, inner: &mut Side, pool: &mut Pool) {
     let until = Instant::now() + COMPLETION_LIMIT;
     while underlay.in_flight + inner.in_flight > 0 && Instant::now() < until {
-        let _ = underlay.socket.kick();
-        let _ = inner.socket.kick();
+        let mut io = IoCounters::new(IoMode::Gateway);
+        underlay.flush(&mut io);
+        inner.flush(&mut io);
         underlay.complete(pool);
         inner.complete(pool);
         std::thread::sleep(Duration::from_millis(1));
