@@ -786,3 +786,61 @@ fn no_program_outlives_tep() {
         assert_eq!(netns::ping(&chain, &chain.client, "10.1.0.1", 1), 1);
     }
 }
+
+/// `tep trace` captures whole frames at the AF_XDP edges: an echo request
+/// from the inner interface's ring, its tunnel frame on the underlay's
+/// ring, the reply the other way, each on its pcapng interface.
+#[test]
+fn trace_captures_at_the_rings() {
+    if !root_or_skip("gateway trace_captures_at_the_rings") {
+        return;
+    }
+    let c = l3();
+    let chain = Chain::new();
+    c.inner_side(&chain);
+    let _peer = chain.daemon(&chain.peer, &c.peer_config(&chain));
+    c.peer_routes(&chain);
+    let gw = chain.daemon(&chain.gateway, &c.gateway_config(&chain));
+    // Next hops resolved first, so that every packet takes the rings.
+    assert_eq!(netns::ping(&chain, &chain.client, "10.9.0.1", 2), 2);
+    let file = chain.dir.join("trace.pcapng");
+    let (socket, f) = (gw.socket.clone(), file.clone());
+    let tracer = std::thread::spawn(move || {
+        std::process::Command::new(netns::TEP)
+            .args(["trace", "--count", "8", "--timeout", "10", "--pcap"])
+            .arg(&f)
+            .arg("--socket")
+            .arg(&socket)
+            .status()
+            .unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(netns::ping(&chain, &chain.client, "10.9.0.1", 2), 2);
+    assert!(tracer.join().unwrap().success());
+    let bytes = std::fs::read(&file).unwrap();
+    let mut r = pcap_file::pcapng::PcapNgReader::new(&bytes[..]).unwrap();
+    let mut names = Vec::new();
+    let mut seen = Vec::new();
+    while let Some(b) = r.next_block() {
+        match b.unwrap() {
+            pcap_file::pcapng::Block::InterfaceDescription(i) => {
+                let name = i.options.iter().find_map(|o| match o {
+                    pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption::IfName(n) => Some(n.to_string()),
+                    _ => None,
+                });
+                names.push(name.unwrap_or_default());
+            }
+            pcap_file::pcapng::Block::EnhancedPacket(p) => {
+                // Whole Ethernet frames: IPv4 after the header.
+                assert_eq!(&p.data[12..14], &[0x08, 0x00]);
+                seen.push(names[p.interface_id as usize].clone());
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(seen.len(), 8, "{seen:?}");
+    assert!(
+        seen.iter().any(|n| n == "inner") && seen.iter().any(|n| n == "underlay"),
+        "{seen:?}"
+    );
+}
