@@ -77,3 +77,38 @@ fn bench_tunnel_measures_the_kernel_and_tep_side_by_side() {
     assert!(cells.iter().all(|&r| r > 0.0), "{ratio}");
     assert!(none_left("tepbench"), "namespaces left behind");
 }
+
+#[test]
+fn bench_gateway_measures_tep_and_the_kernel_side_by_side() {
+    if !root_or_skip("bench_gateway_measures_tep_and_the_kernel_side_by_side") {
+        return;
+    }
+    let (code, text) = run(
+        "bench-gateway.sh",
+        &["--quick", "--json", "--variants", "tep,kernel"],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let json = text
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON:\n{text}"));
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    // Every size, direction and mode measured, with the pipeline's figure.
+    let rate = v["rate"].as_array().unwrap();
+    assert_eq!(rate.len(), 8, "{json}");
+    for r in rate {
+        assert!(r["mpps_per_core"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["pipeline_ns"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let tcp = v["tcp"].as_array().unwrap();
+    for variant in ["tep", "kernel"] {
+        let row = tcp
+            .iter()
+            .find(|r| r["variant"] == variant)
+            .unwrap_or_else(|| panic!("no {variant}: {json}"));
+        for c in ["1fwd", "1rev", "4fwd", "4rev"] {
+            assert!(row[c].as_f64().unwrap() > 0.0, "{variant} {c}: {row}");
+        }
+    }
+    assert!(none_left("tepgw"), "namespaces left behind");
+}

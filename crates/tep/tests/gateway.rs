@@ -844,3 +844,46 @@ fn trace_captures_at_the_rings() {
         "{seen:?}"
     );
 }
+
+/// Somebody else's XDP program on an interface is left alone: tep refuses
+/// to start, naming it, and the program stays.
+#[test]
+fn somebody_elses_program_is_refused_by_name() {
+    if !root_or_skip("gateway somebody_elses_program_is_refused_by_name") {
+        return;
+    }
+    let c = l3();
+    let chain = Chain::new();
+    c.inner_side(&chain);
+    let g = &chain.gateway;
+    let obj = concat!(env!("CARGO_MANIFEST_DIR"), "/../tep-sys/bpf/xdp_pass.o");
+    chain.exec(
+        g,
+        &[
+            "ip", "link", "set", "dev", "gi", "xdpdrv", "obj", obj, "sec", "xdp",
+        ],
+        true,
+    );
+    let config = chain.dir.join("gw.toml");
+    std::fs::write(&config, c.gateway_config(&chain)).unwrap();
+    let out = chain.exec(
+        g,
+        &[
+            "timeout",
+            "10",
+            netns::TEP,
+            "run",
+            "-c",
+            config.to_str().unwrap(),
+        ],
+        false,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("gateway.inner") && err.contains("not_tep_pass"),
+        "names the field and the program: {err}"
+    );
+    assert!(chain.xdp_on(g, "gi"), "the other program stays");
+    assert!(!chain.xdp_on(g, "gu"), "nothing left on the underlay");
+}
