@@ -48,6 +48,15 @@ pub struct Offloads {
     pub uso4: bool,
     /// TUN_F_USO6: UDP/IPv6 super-packets.
     pub uso6: bool,
+    /// TUN_F_UDP_TUNNEL_GSO (Linux 6.17+, needs TSO or USO and the
+    /// 24-byte tunnel header, [`TunOptions::vnet_hdr_tunnel`]):
+    /// super-packets already inside a UDP tunnel, which the kernel
+    /// segments (or a device it forwards them to does), the outer UDP
+    /// checksum left 0.
+    pub udp_tunnel: bool,
+    /// TUN_F_UDP_TUNNEL_GSO_CSUM: the same with the outer UDP checksum
+    /// filled per segment.
+    pub udp_tunnel_csum: bool,
 }
 
 /// TUNSETOFFLOAD flag values (include/uapi/linux/if_tun.h).
@@ -57,6 +66,8 @@ const TUN_F_TSO6: libc::c_uint = 0x04;
 const TUN_F_TSO_ECN: libc::c_uint = 0x08;
 const TUN_F_USO4: libc::c_uint = 0x20;
 const TUN_F_USO6: libc::c_uint = 0x40;
+const TUN_F_UDP_TUNNEL_GSO: libc::c_uint = 0x80;
+const TUN_F_UDP_TUNNEL_GSO_CSUM: libc::c_uint = 0x100;
 
 impl Offloads {
     /// Everything tep can handle.
@@ -68,6 +79,8 @@ impl Offloads {
             tso_ecn: true,
             uso4: true,
             uso6: true,
+            udp_tunnel: false,
+            udp_tunnel_csum: false,
         }
     }
 
@@ -98,6 +111,12 @@ impl Offloads {
         if self.uso6 {
             flags |= TUN_F_USO6;
         }
+        if self.udp_tunnel && (self.tso4 || self.tso6 || self.uso4 || self.uso6) {
+            flags |= TUN_F_UDP_TUNNEL_GSO;
+            if self.udp_tunnel_csum {
+                flags |= TUN_F_UDP_TUNNEL_GSO_CSUM;
+            }
+        }
         flags
     }
 
@@ -110,6 +129,8 @@ impl Offloads {
             tso_ecn: flags & TUN_F_TSO_ECN != 0,
             uso4: flags & TUN_F_USO4 != 0,
             uso6: flags & TUN_F_USO6 != 0,
+            udp_tunnel: flags & TUN_F_UDP_TUNNEL_GSO != 0,
+            udp_tunnel_csum: flags & TUN_F_UDP_TUNNEL_GSO_CSUM != 0,
         }
     }
 }
@@ -123,6 +144,8 @@ impl fmt::Display for Offloads {
             (self.tso_ecn, "tso_ecn"),
             (self.uso4, "uso4"),
             (self.uso6, "uso6"),
+            (self.udp_tunnel, "udp_tunnel"),
+            (self.udp_tunnel_csum, "udp_tunnel_csum"),
         ];
         let mut first = true;
         for (_, name) in names.iter().filter(|(on, _)| *on) {
@@ -149,6 +172,10 @@ pub struct TunOptions {
     pub queues: usize,
     /// IFF_VNET_HDR: every packet has the 10-byte virtio_net_hdr in front.
     pub vnet_hdr: bool,
+    /// With `vnet_hdr`: the 24-byte `virtio_net_hdr_v1_hash_tunnel`
+    /// instead (Linux 6.17+), which carries the offsets of a UDP tunnel's
+    /// inner headers, for [`Offloads::udp_tunnel`].
+    pub vnet_hdr_tunnel: bool,
     /// Offloads wanted (only with vnet_hdr); [`Tun::offloads`] says what was taken.
     pub offloads: Offloads,
 }
@@ -218,12 +245,17 @@ impl Tun {
             queues.push(TunQueue {
                 fd,
                 vnet_hdr: opts.vnet_hdr,
+                hdr_len: if opts.vnet_hdr_tunnel {
+                    TunQueue::VNET_HDR_TUNNEL_LEN
+                } else {
+                    TunQueue::VNET_HDR_LEN
+                },
             });
         }
 
         let first = &queues[0];
         let offloads = if opts.vnet_hdr {
-            let size = TunQueue::VNET_HDR_LEN as libc::c_int;
+            let size = first.hdr_len as libc::c_int;
             // SAFETY: TUNSETVNETHDRSZ reads one c_int through the pointer.
             cvt(unsafe {
                 libc::ioctl(
@@ -452,9 +484,12 @@ fn negotiate_offloads(
     wanted: libc::c_uint,
     mut set: impl FnMut(libc::c_uint) -> io::Result<()>,
 ) -> Result<libc::c_uint, (io::Error, libc::c_uint)> {
+    let tunnel = TUN_F_UDP_TUNNEL_GSO | TUN_F_UDP_TUNNEL_GSO_CSUM;
     let attempts = [
         wanted,
-        wanted & !(TUN_F_USO4 | TUN_F_USO6),
+        wanted & !(TUN_F_UDP_TUNNEL_GSO_CSUM),
+        wanted & !tunnel,
+        wanted & !(TUN_F_USO4 | TUN_F_USO6 | tunnel),
         wanted & TUN_F_CSUM,
         0,
     ];
@@ -477,11 +512,17 @@ fn negotiate_offloads(
 pub struct TunQueue {
     fd: OwnedFd,
     vnet_hdr: bool,
+    hdr_len: usize,
 }
 
 impl TunQueue {
     /// `struct virtio_net_hdr` without num_buffers.
     pub const VNET_HDR_LEN: usize = 10;
+
+    /// `struct virtio_net_hdr_v1_hash_tunnel`: the v1 header (12), the
+    /// hash fields (8), the outer transport and inner network header
+    /// offsets (2 + 2).
+    pub const VNET_HDR_TUNNEL_LEN: usize = 24;
 
     /// Reads one packet. With vnet_hdr: readv([hdr, buf]) and the returned
     /// length excludes the header. Without: `hdr` is zero-filled and the
@@ -494,26 +535,34 @@ impl TunQueue {
     /// InvalidData.
     pub fn read_packet(&self, hdr: &mut [u8; 10], buf: &mut [u8]) -> io::Result<usize> {
         let n = if self.vnet_hdr {
+            // The tunnel header's fields past the first ten (offsets of
+            // GSO packets tep does not take from a device) are dropped.
+            let mut rest = [0u8; Self::VNET_HDR_TUNNEL_LEN - Self::VNET_HDR_LEN];
+            let extra = self.hdr_len - Self::VNET_HDR_LEN;
             let iov = [
                 libc::iovec {
                     iov_base: hdr.as_mut_ptr().cast(),
                     iov_len: hdr.len(),
                 },
                 libc::iovec {
+                    iov_base: rest.as_mut_ptr().cast(),
+                    iov_len: extra,
+                },
+                libc::iovec {
                     iov_base: buf.as_mut_ptr().cast(),
                     iov_len: buf.len(),
                 },
             ];
-            // SAFETY: both iovecs describe live, exclusively borrowed buffers
+            // SAFETY: the iovecs describe live, exclusively borrowed buffers
             // of the given lengths.
-            let n = cvt_size(unsafe { libc::readv(self.fd.as_raw_fd(), iov.as_ptr(), 2) })?;
-            if n < Self::VNET_HDR_LEN {
+            let n = cvt_size(unsafe { libc::readv(self.fd.as_raw_fd(), iov.as_ptr(), 3) })?;
+            if n < self.hdr_len {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!("tun read of {n} bytes: shorter than the vnet header"),
                 ));
             }
-            n - Self::VNET_HDR_LEN
+            n - self.hdr_len
         } else {
             hdr.fill(0);
             // SAFETY: `buf` is live and exclusively borrowed for buf.len() bytes.
@@ -547,7 +596,21 @@ impl TunQueue {
     /// the buffers its payload arrived in. Returns the packet bytes written.
     /// EINVAL for more than [`MAX_PARTS`](TunQueue::MAX_PARTS) parts.
     pub fn write_gathered(&self, hdr: &[u8; 10], parts: &[IoSlice<'_>]) -> io::Result<usize> {
-        if parts.len() > Self::MAX_PARTS {
+        if self.hdr_len != Self::VNET_HDR_LEN && self.vnet_hdr {
+            let mut full = [0u8; Self::VNET_HDR_TUNNEL_LEN];
+            full[..Self::VNET_HDR_LEN].copy_from_slice(hdr);
+            return self.write_with_header(&full, parts);
+        }
+        self.write_with_header(hdr, parts)
+    }
+
+    /// [`write_gathered`](TunQueue::write_gathered) with the whole vnet
+    /// header as the device takes it: 10 bytes, or
+    /// [`VNET_HDR_TUNNEL_LEN`](TunQueue::VNET_HDR_TUNNEL_LEN) for a device
+    /// opened with [`TunOptions::vnet_hdr_tunnel`] (a header of another
+    /// length is EINVAL).
+    pub fn write_with_header(&self, hdr: &[u8], parts: &[IoSlice<'_>]) -> io::Result<usize> {
+        if parts.len() > Self::MAX_PARTS || (self.vnet_hdr && hdr.len() != self.hdr_len) {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
         let mut iov = [libc::iovec {
@@ -573,7 +636,7 @@ impl TunQueue {
         // `parts`) of the given lengths; writev only reads them.
         let w = cvt_size(unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), n as i32) })?;
         Ok(if self.vnet_hdr {
-            w.saturating_sub(Self::VNET_HDR_LEN)
+            w.saturating_sub(self.hdr_len)
         } else {
             w
         })

@@ -59,6 +59,7 @@ fn tun_vnet_hdr_offloads_config_and_packets() {
             kind: DeviceKind::Tun,
             queues: 1,
             vnet_hdr: true,
+            vnet_hdr_tunnel: false,
             offloads: Offloads::all(),
         })
         .unwrap();
@@ -177,6 +178,7 @@ fn tap_reads_the_arp_request() {
             kind: DeviceKind::Tap,
             queues: 1,
             vnet_hdr: false,
+            vnet_hdr_tunnel: false,
             offloads: Offloads::all(),
         })
         .unwrap();
@@ -223,6 +225,7 @@ fn multi_queue_tun_has_one_fd_per_queue() {
             kind: DeviceKind::Tun,
             queues: 2,
             vnet_hdr: true,
+            vnet_hdr_tunnel: false,
             offloads: Offloads::none(),
         })
         .unwrap();
@@ -258,6 +261,7 @@ fn bad_options_are_refused_before_opening() {
         kind: DeviceKind::Tun,
         queues,
         vnet_hdr: false,
+        vnet_hdr_tunnel: false,
         offloads: Offloads::none(),
     };
     for (name, queues) in [("a-name-that-is-too-long", 1), ("", 1), ("ok", 0)] {
@@ -333,6 +337,7 @@ fn udp_through_the_tun(offloads: Offloads) {
         kind: DeviceKind::Tun,
         queues: 1,
         vnet_hdr: true,
+        vnet_hdr_tunnel: false,
         offloads,
     })
     .unwrap();
@@ -438,6 +443,7 @@ fn tun_read_into_a_short_buffer_truncates() {
                 kind: DeviceKind::Tun,
                 queues: 1,
                 vnet_hdr,
+                vnet_hdr_tunnel: false,
                 offloads: Offloads::none(),
             })
             .unwrap();
@@ -470,5 +476,164 @@ fn tun_read_into_a_short_buffer_truncates() {
                 }
             }
         }
+    });
+}
+
+/// A TAP opened with the 24-byte tunnel header and UDP-tunnel GSO (Linux
+/// 6.17+) takes a whole VXLAN super-packet: outer IPv4/UDP/VXLAN, inner
+/// Ethernet/IPv4/TCP of ten segments, `gso_type` UDP_TUNNEL_IPV4 | TCPV4,
+/// the offsets of the outer UDP and the inner IP header. The kernel's VXLAN
+/// device receives it as one packet (no segmentation on the way, no
+/// checksum error), which is how tep can hand the kernel the shape its
+/// own VXLAN sends.
+#[test]
+fn tap_takes_udp_tunnel_super_packets() {
+    if !tep_sys::netns::is_root() {
+        eprintln!("SKIPPED tap_takes_udp_tunnel_super_packets: needs root (CI runs it as root)");
+        return;
+    }
+    in_netns(|| {
+        let opened = Tun::open(&TunOptions {
+            name: "tepup0".into(),
+            kind: DeviceKind::Tap,
+            queues: 1,
+            vnet_hdr: true,
+            vnet_hdr_tunnel: true,
+            offloads: Offloads {
+                udp_tunnel: true,
+                udp_tunnel_csum: true,
+                ..Offloads::all()
+            },
+        });
+        let mut tap = match opened {
+            Ok(t) => t,
+            Err(e) => panic!("a TAP with the tunnel header: {e}"),
+        };
+        if !tap.offloads().udp_tunnel {
+            eprintln!(
+                "SKIPPED tap_takes_udp_tunnel_super_packets: this kernel has no UDP tunnel GSO on TUN/TAP (6.17+): {}",
+                tap.offloads()
+            );
+            return;
+        }
+        let sh = |args: &str| {
+            let ok = std::process::Command::new("sh")
+                .args(["-c", args])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "{args}");
+        };
+        let name = tap.name().to_string();
+        tap.set_up().unwrap();
+        // The peer: a VXLAN device of this namespace on 192.0.2.2 (no dummy
+        // module here: the address sits on lo).
+        sh("ip addr add 192.0.2.2/32 dev lo");
+        sh("ip link add tepvx0 type vxlan id 42 local 192.0.2.2 dstport 4789 && ip addr add 10.9.0.1/24 dev tepvx0 && ip link set tepvx0 up");
+        sh(&format!(
+            "sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.{name}.rp_filter=0"
+        ));
+        // This thread's namespace: netlink and /proc/thread-self (sysfs
+        // shows the namespace it was mounted in).
+        let mac = |dev: &str| tep_sys::netlink::link_by_name(dev).unwrap().mac.unwrap();
+        let (tap_mac, vx_mac) = (mac(&name), mac("tepvx0"));
+        let rx = |what: &str| -> u64 {
+            let dev = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap();
+            let line = dev
+                .lines()
+                .find(|l| l.trim_start().starts_with("tepvx0:"))
+                .unwrap()
+                .to_string();
+            let cols: Vec<u64> = line
+                .split(':')
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .map(|c| c.parse().unwrap())
+                .collect();
+            // Receive bytes, then packets.
+            if what == "rx_bytes" {
+                cols[0]
+            } else {
+                cols[1]
+            }
+        };
+        let (packets0, bytes0) = (rx("rx_packets"), rx("rx_bytes"));
+        let (mss, segments) = (1400usize, 10usize);
+        let payload: Vec<u8> = (0..mss * segments).map(|i| (i * 7) as u8).collect();
+        let (isrc, idst) = ([10, 9, 0, 2], [10, 9, 0, 1]);
+        // Inner TCP with the pseudo-header sum in the checksum field
+        // (NEEDS_CSUM), inner IPv4 with its checksum.
+        let tcp_len = 20 + payload.len();
+        let mut tcp = vec![0u8; 20];
+        tcp[0..2].copy_from_slice(&40000u16.to_be_bytes());
+        tcp[2..4].copy_from_slice(&5001u16.to_be_bytes());
+        tcp[4..8].copy_from_slice(&1000u32.to_be_bytes());
+        tcp[12] = 5 << 4;
+        tcp[13] = 0x18;
+        tcp[14..16].copy_from_slice(&65535u16.to_be_bytes());
+        let pseudo = common::checksum(
+            &[
+                &isrc[..],
+                &idst[..],
+                &[0, 6],
+                &(tcp_len as u16).to_be_bytes(),
+            ]
+            .concat(),
+        );
+        tcp[16..18].copy_from_slice(&(!pseudo).to_be_bytes());
+        let inner_ip = common::ipv4_header(isrc, idst, 6, tcp_len);
+        let mut inner = [vx_mac, [2, 0, 0, 0, 0, 0x99]].concat();
+        inner.extend_from_slice(&[0x08, 0x00]);
+        inner.extend_from_slice(&inner_ip);
+        inner.extend_from_slice(&tcp);
+        inner.extend_from_slice(&payload);
+        let mut vxlan = vec![0x08, 0, 0, 0, 0, 0, 42, 0];
+        vxlan.extend_from_slice(&inner);
+        let (osrc, odst) = ([192, 0, 2, 1], [192, 0, 2, 2]);
+        let udp_len = 8 + vxlan.len();
+        let mut udp = vec![0u8; 8];
+        udp[0..2].copy_from_slice(&50000u16.to_be_bytes());
+        udp[2..4].copy_from_slice(&4789u16.to_be_bytes());
+        udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+        udp.extend_from_slice(&vxlan);
+        let outer_ip = common::ipv4_header(osrc, odst, 17, udp_len);
+        let mut frame = [tap_mac, [2, 0, 0, 0, 0, 1]].concat();
+        frame.extend_from_slice(&[0x08, 0x00]);
+        frame.extend_from_slice(&outer_ip);
+        frame.extend_from_slice(&udp);
+        // virtio_net_hdr_v1_hash_tunnel: NEEDS_CSUM on the inner TCP,
+        // UDP_TUNNEL_IPV4 | TCPV4, gso_size the inner MSS, the offsets.
+        let inner_nh = 14 + 20 + 8 + 8 + 14;
+        let inner_th = inner_nh + 20;
+        let mut hdr = [0u8; TunQueue::VNET_HDR_TUNNEL_LEN];
+        hdr[0] = 1;
+        hdr[1] = 0x20 | 0x01;
+        hdr[2..4].copy_from_slice(&((inner_th + 20) as u16).to_le_bytes());
+        hdr[4..6].copy_from_slice(&(mss as u16).to_le_bytes());
+        hdr[6..8].copy_from_slice(&(inner_th as u16).to_le_bytes());
+        hdr[8..10].copy_from_slice(&16u16.to_le_bytes());
+        hdr[20..22].copy_from_slice(&(14u16 + 20).to_le_bytes());
+        hdr[22..24].copy_from_slice(&(inner_nh as u16).to_le_bytes());
+        let q = &tap.take_queues()[0];
+        for _ in 0..3 {
+            let n = q
+                .write_with_header(&hdr, &[std::io::IoSlice::new(&frame)])
+                .expect("the kernel takes the super-packet");
+            assert_eq!(n, frame.len());
+        }
+        let end = deadline(1500);
+        while rx("rx_packets") < packets0 + 3 && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // Three packets of the whole inner frame each (the device counts
+        // them past their Ethernet header): not segmented.
+        assert_eq!(rx("rx_packets") - packets0, 3);
+        assert_eq!(rx("rx_bytes") - bytes0, 3 * (inner.len() - 14) as u64);
+        let snmp = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap();
+        let tcp_line: Vec<&str> = snmp.lines().filter(|l| l.starts_with("Tcp:")).collect();
+        let names: Vec<&str> = tcp_line[0].split_whitespace().collect();
+        let values: Vec<&str> = tcp_line[1].split_whitespace().collect();
+        let at = names.iter().position(|n| *n == "InCsumErrors").unwrap();
+        assert_eq!(values[at], "0", "no inner checksum error");
     });
 }

@@ -70,18 +70,28 @@ pub fn pseudo_header_v4(src: [u8; 4], dst: [u8; 4], udp_len: usize) -> Vec<u8> {
     p
 }
 
-/// An IPv4 UDP datagram (no options, DF clear) with both checksums right.
-pub fn ipv4_udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let udp_len = 8 + payload.len();
-    let mut p = vec![0u8; 20 + udp_len];
+/// An IPv4 header (no options, DF clear, TTL 64) for `payload_len` bytes
+/// of protocol `proto`, its checksum right. The total length is capped at
+/// 65535 (a super-packet's header says what the kernel expects).
+pub fn ipv4_header(src: [u8; 4], dst: [u8; 4], proto: u8, payload_len: usize) -> Vec<u8> {
+    let mut p = vec![0u8; 20];
     p[0] = 0x45;
-    p[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
+    let total = (20 + payload_len).min(65535) as u16;
+    p[2..4].copy_from_slice(&total.to_be_bytes());
     p[8] = 64;
-    p[9] = 17;
+    p[9] = proto;
     p[12..16].copy_from_slice(&src);
     p[16..20].copy_from_slice(&dst);
     let c = checksum(&p[..20]);
     p[10..12].copy_from_slice(&c.to_be_bytes());
+    p
+}
+
+/// An IPv4 UDP datagram (no options, DF clear) with both checksums right.
+pub fn ipv4_udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let udp_len = 8 + payload.len();
+    let mut p = ipv4_header(src, dst, 17, udp_len);
+    p.resize(20 + udp_len, 0);
     p[20..22].copy_from_slice(&sport.to_be_bytes());
     p[22..24].copy_from_slice(&dport.to_be_bytes());
     p[24..26].copy_from_slice(&(udp_len as u16).to_be_bytes());

@@ -142,6 +142,7 @@ fn open_device(host: &HostConfig, config: &Config, ethernet: bool) -> Result<Tun
         kind,
         queues: host.queues,
         vnet_hdr: host.offloads,
+        vnet_hdr_tunnel: false,
         offloads,
     })
     .map_err(|e| {
