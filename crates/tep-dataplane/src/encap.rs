@@ -218,6 +218,11 @@ pub fn inner_checksum(
         let ChecksumState::Partial { start, offset } = m.csum else {
             return Ok(());
         };
+        // A super-packet encapsulated whole keeps its inner checksum
+        // partial: whoever segments it completes each segment's.
+        if m.gso.is_some() {
+            return Ok(());
+        }
         let t = table.get(m.tunnel);
         if t.checksum == ChecksumMode::Remote && rco_encodable(t.kind, start, offset) {
             return Ok(());
@@ -419,9 +424,16 @@ fn tunnel_encap_one(
     {
         return Err(DropReason::TooBig);
     }
-    if let ChecksumState::Partial { start, offset } = m.csum {
-        // Remote checksum offload (the inner-checksum node kept it partial
-        // only where the header can carry it): a header of its own.
+    // A partial inner checksum here is remote checksum offload (the
+    // inner-checksum node kept it partial only where the header can carry
+    // it), or a super-packet encapsulated whole (tunnel GSO), whose
+    // segmenter completes it.
+    let rco = match m.csum {
+        ChecksumState::Partial { start, offset } if m.gso.is_none() => Some((start, offset)),
+        _ => None,
+    };
+    if let Some((start, offset)) = rco {
+        // Remote checksum offload: a header of its own.
         let mut buf = [0u8; MAX_TUNNEL_HEADER];
         let n = emit_header(t, &mut buf, payload_len, inner_v6, Some((start, offset)));
         let h = pool.prepend(id, n).ok_or(DropReason::TooBig)?;
@@ -837,9 +849,16 @@ pub fn udp_checksum(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable, 
         let mode = table.get(m.tunnel).checksum;
         let l4 = usize::from(m.l4);
         let data = pool.data_mut(id);
+        // A super-packet encapsulated whole (tunnel GSO): its datagrams'
+        // checksums are the segmenter's, which starts from the
+        // pseudo-header sum (or leaves 0); the inner checksum stays
+        // partial in `meta.csum`.
+        let whole = m.gso.is_some();
         if mode == ChecksumMode::Zero {
             data[l4 + udp::CHECKSUM_OFFSET..][..2].copy_from_slice(&[0, 0]);
-            pool.meta_mut(id).csum = ChecksumState::Zero;
+            if !whole {
+                pool.meta_mut(id).csum = ChecksumState::Zero;
+            }
             continue;
         }
         // ip-udp-encap wrote the outer headers from this tunnel's template.
@@ -847,6 +866,10 @@ pub fn udp_checksum(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable, 
             Some(st) => st.outer_pseudo(data.len() - l4),
             None => pseudo_header(data, PROTO_UDP, data.len() - l4),
         };
+        if whole {
+            data[l4 + udp::CHECKSUM_OFFSET..][..2].copy_from_slice(&pseudo.value().to_be_bytes());
+            continue;
+        }
         let (value, state) = match mode {
             ChecksumMode::Zero => (0, ChecksumState::Zero),
             ChecksumMode::Offload => (

@@ -109,6 +109,8 @@ pub struct TunnelTable {
     // (local port, id) → the tunnels with that id, to tell a wrong peer from
     // an unknown id.
     receive: FastMap<(u16, u64), Vec<u32>>,
+    // See allows_tunnel_gso.
+    tunnel_gso: bool,
 }
 
 impl TunnelTable {
@@ -122,6 +124,10 @@ impl TunnelTable {
             default_l2: None,
             ports: FastMap::default(),
             receive: FastMap::default(),
+            tunnel_gso: !config.tunnels.is_empty()
+                && config.tunnels.iter().all(|t| {
+                    t.kind != TunnelKind::Gtpu && t.checksum != crate::config::ChecksumMode::Remote
+                }),
         };
         for (i, tun) in config.tunnels.iter().enumerate() {
             let i = i as u32;
@@ -157,6 +163,15 @@ impl TunnelTable {
         t.routes6
             .sort_by_key(|r| core::cmp::Reverse(r.mask.count_ones()));
         t
+    }
+
+    /// Whether every tunnel's super-packets can be encapsulated whole and
+    /// segmented by a UDP-tunnel GSO device: the device copies the outer
+    /// headers to each segment and fixes only the IP and UDP lengths, so
+    /// the tunnel header must carry no length of its own (GTP-U does) and
+    /// no remote checksum offload (its start and offset are per packet).
+    pub fn allows_tunnel_gso(&self) -> bool {
+        self.tunnel_gso
     }
 
     /// The tunnels, indexed by tunnel number.

@@ -37,6 +37,89 @@ pub const GSO_UDP_L4: u8 = 5;
 /// itself says so; segmentation keeps it on the first segment only).
 pub const GSO_ECN: u8 = 0x80;
 
+/// Bytes of `struct virtio_net_hdr_v1_hash_tunnel` (Linux 6.17+): the v1
+/// header (12), the hash fields (8), two offsets (4).
+pub const VNET_HDR_TUNNEL_LEN: usize = 24;
+/// `VIRTIO_NET_HDR_GSO_UDP_TUNNEL_IPV4`: the super-packet is inside a UDP
+/// tunnel over IPv4 (or'ed with the inner type).
+pub const GSO_UDP_TUNNEL_IPV4: u8 = 0x20;
+/// `VIRTIO_NET_HDR_GSO_UDP_TUNNEL_IPV6`.
+pub const GSO_UDP_TUNNEL_IPV6: u8 = 0x40;
+/// `VIRTIO_NET_HDR_F_UDP_TUNNEL_CSUM`: fill the outer UDP checksum of each
+/// segment (else it stays 0).
+pub const F_UDP_TUNNEL_CSUM: u8 = 8;
+
+/// `struct virtio_net_hdr_v1_hash_tunnel` for a TCP super-packet tep
+/// encapsulated whole ([tunnel GSO](crate::pipeline::PipelineOptions::tunnel_gso)),
+/// as a whole Ethernet frame: the device (a TAP with
+/// `TUN_F_UDP_TUNNEL_GSO`) segments the inner TCP, copies the outer
+/// headers up to the inner IP header to each segment, fixes the outer IP
+/// and UDP lengths and, with [`F_UDP_TUNNEL_CSUM`], the outer checksum.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TunnelGsoHeader {
+    /// The v1 fields (the inner TCP's checksum and segmentation).
+    pub base: VnetHeader,
+    /// Where the outer UDP header is.
+    pub outer_th_offset: u16,
+    /// Where the inner IP header is.
+    pub inner_nh_offset: u16,
+}
+
+impl TunnelGsoHeader {
+    /// The header of the frame `data` (outer Ethernet at 0) that `meta`
+    /// describes, with the outer checksum filled per segment or not;
+    /// `None` unless it is a TCP super-packet with its inner checksum
+    /// partial (what tunnel GSO hands the sink).
+    pub fn for_frame(
+        data: &[u8],
+        meta: &PacketMeta,
+        outer_checksum: bool,
+    ) -> Option<TunnelGsoHeader> {
+        let gso = meta.gso?;
+        let inner = match gso.kind {
+            GsoKind::Tcp4 => GSO_TCPV4,
+            GsoKind::Tcp6 => GSO_TCPV6,
+            GsoKind::Udp => return None,
+        };
+        let ChecksumState::Partial { start, offset } = meta.csum else {
+            return None;
+        };
+        let outer_v6 = data.get(usize::from(meta.l3))? >> 4 == 6;
+        let tunnel = if outer_v6 {
+            GSO_UDP_TUNNEL_IPV6
+        } else {
+            GSO_UDP_TUNNEL_IPV4
+        };
+        let doff = usize::from(data.get(usize::from(start) + 12)? >> 4) * 4;
+        let mut flags = F_NEEDS_CSUM;
+        if outer_checksum {
+            flags |= F_UDP_TUNNEL_CSUM;
+        }
+        Some(TunnelGsoHeader {
+            base: VnetHeader {
+                flags,
+                gso_type: tunnel | inner,
+                hdr_len: start + doff as u16,
+                gso_size: gso.segment_size,
+                csum_start: start,
+                csum_offset: offset - start,
+            },
+            outer_th_offset: meta.l4,
+            inner_nh_offset: meta.inner_l3,
+        })
+    }
+
+    /// Writes the header (the hash fields 0).
+    pub fn emit(&self, b: &mut [u8; VNET_HDR_TUNNEL_LEN]) {
+        b.fill(0);
+        let mut v1 = [0u8; VNET_HDR_LEN];
+        self.base.emit(&mut v1);
+        b[..VNET_HDR_LEN].copy_from_slice(&v1);
+        b[20..22].copy_from_slice(&self.outer_th_offset.to_le_bytes());
+        b[22..24].copy_from_slice(&self.inner_nh_offset.to_le_bytes());
+    }
+}
+
 /// `struct virtio_net_hdr`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct VnetHeader {

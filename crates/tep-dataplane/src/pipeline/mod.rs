@@ -67,6 +67,16 @@ pub struct PipelineOptions {
     pub gather: bool,
     /// What the decap sink does with inner checksums.
     pub inner_checksums: InnerChecksums,
+    /// Tunnel GSO: a TCP super-packet is encapsulated whole, its inner
+    /// checksum left partial and its outer UDP checksum the pseudo-header
+    /// sum (or 0 for `zero` tunnels), for a device that segments UDP
+    /// tunnels (a TAP with `TUN_F_UDP_TUNNEL_GSO`: the I/O layer writes it
+    /// with [`crate::vnet::TunnelGsoHeader`]). Only where tep writes the
+    /// outer headers, and only for tunnels whose header has no length
+    /// field and no remote checksum offload (see
+    /// [`crate::tunnel::TunnelTable::allows_tunnel_gso`]); the others'
+    /// super-packets are segmented as usual.
+    pub tunnel_gso: bool,
 }
 
 impl Default for PipelineOptions {
@@ -79,6 +89,7 @@ impl Default for PipelineOptions {
             outer: OuterLayers::IpUdp,
             gather: false,
             inner_checksums: InnerChecksums::AsFound,
+            tunnel_gso: false,
         }
     }
 }
@@ -146,8 +157,9 @@ pub struct Pipeline<C: Clock> {
     // tunnel they came from (taken out while they go through encap).
     icmp_back: Option<Box<PacketVector>>,
     // Per tunnel: the outer bytes in front of its inner packet (or inner
-    // frame, for L2 kinds), for the path MTU check.
+    // frame, for L2 kinds), for the path MTU check; and the most of them.
     added: Vec<u32>,
+    max_added: usize,
     // The time of the latest `decap` or `set_now`, for rate limits on the
     // encap path.
     now_ns: u64,
@@ -184,6 +196,14 @@ impl<C: Clock> Pipeline<C> {
                 .iter()
                 .map(|t| encap::overhead(t) - if t.kind.carries_ethernet() { 14 } else { 0 })
                 .collect(),
+            // The outer IP header counts in its own length field, the rest
+            // of the overhead with it (inner Ethernet included).
+            max_added: config
+                .tunnels
+                .iter()
+                .map(|t| encap::overhead(t) as usize)
+                .max()
+                .unwrap_or(0),
             now_ns: 0,
             counters: Counters::default(),
             train: None,
@@ -252,6 +272,19 @@ impl<C: Clock> Pipeline<C> {
         self.runtime.nodes().iter().map(|n| n.drops[reason]).sum()
     }
 
+    /// Whether super-packet `id` goes through encap whole ([tunnel
+    /// GSO](PipelineOptions::tunnel_gso)): TCP, every tunnel of the table
+    /// able to, and small enough that the outer IP length still fits.
+    fn whole(&self, pool: &Pool, id: crate::buffer::PacketId) -> bool {
+        let m = pool.meta(id);
+        matches!(
+            m.gso.map(|g| g.kind),
+            Some(crate::buffer::GsoKind::Tcp4 | crate::buffer::GsoKind::Tcp6)
+        ) && m.tail.is_none()
+            && self.table.allows_tunnel_gso()
+            && pool.total_len(id) + self.max_added <= crate::geometry::MAX_IP_LEN
+    }
+
     /// Encapsulates a vector of inner packets. Super-packets (`meta.gso`)
     /// are segmented first. The finished outer packets (as [`OuterLayers`]
     /// says: IP header at offset 0, or the UDP payload with the headers'
@@ -279,7 +312,9 @@ impl<C: Clock> Pipeline<C> {
         }
         let mut work = self.take_work();
         for &id in input.as_slice() {
+            let whole = self.options.tunnel_gso && self.whole(pool, id);
             let need = match pool.meta(id).gso {
+                _ if whole => 1,
                 None => 1,
                 Some(g) => pool
                     .data(id)
@@ -290,7 +325,7 @@ impl<C: Clock> Pipeline<C> {
             if work.len() + need > VECTOR_SIZE {
                 self.encap_flush(link, pool, &mut work, sink);
             }
-            if pool.meta(id).gso.is_none() {
+            if whole || pool.meta(id).gso.is_none() {
                 // Room was made above.
                 let _ = work.push(id);
                 continue;

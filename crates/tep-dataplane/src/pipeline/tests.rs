@@ -946,3 +946,180 @@ proptest::proptest! {
         );
     }
 }
+
+/// Tunnel GSO: a TCP super-packet encapsulated whole, then cut the way a
+/// UDP-tunnel GSO device cuts it (the inner TCP segmented as
+/// `tcp_gso_segment` does, the headers up to the inner IP copied to each
+/// segment, the outer IP and UDP lengths fixed, the outer UDP checksum
+/// computed per segment or left 0), gives the frames that segmenting
+/// first and encapsulating each segment gives — but for the outer IPv4
+/// identification and header checksum, which count per datagram on one
+/// side and per segment of the super-packet on the other.
+#[test]
+fn tunnel_gso_equals_segment_then_encap() {
+    use crate::nexthop::LinkHeader;
+    use crate::testpkt::Eth;
+    use crate::vnet::TunnelGsoHeader;
+    let kinds = [
+        TunnelKind::Vxlan,
+        TunnelKind::Geneve,
+        TunnelKind::Gue,
+        TunnelKind::FouIpip,
+        TunnelKind::FouSit,
+        TunnelKind::FouGre,
+        TunnelKind::GreInUdp,
+    ];
+    for kind in kinds {
+        for outer_v6 in [false, true] {
+            for mode in [ChecksumMode::Zero, ChecksumMode::Full, ChecksumMode::Lco] {
+                let what = format!("{kind} outer v6 {outer_v6} {mode}");
+                let (mut ca, _) = crate::example::tunnel_pair(kind, outer_v6, mode);
+                // Routes for the test packets: every MAC, their prefixes.
+                ca.tunnels[0].inner_macs.clear();
+                if !kind.carries_ethernet() {
+                    ca.tunnels[0].inner_prefixes = match kind {
+                        TunnelKind::FouSit => vec!["fd00::/16".parse().unwrap()],
+                        _ => vec!["10.201.0.0/16".parse().unwrap()],
+                    };
+                }
+                let whole_frames = |tunnel_gso| PipelineOptions {
+                    inner_link: InnerLink::Ethernet,
+                    outer: OuterLayers::EthernetIpUdp,
+                    tunnel_gso,
+                    ..PipelineOptions::default()
+                };
+                let hop = LinkHeader {
+                    dst: [2, 0, 0, 0, 0, 0xaa],
+                    src: [2, 0, 0, 0, 0, 0xbb],
+                    vlan: None,
+                };
+                let ip = if kind == TunnelKind::FouSit {
+                    Ip::v6()
+                } else {
+                    Ip::v4()
+                };
+                let mss = 1400;
+                let packet = tcp(
+                    &ip,
+                    &Tcp::new(),
+                    &payload(0, 20 * mss + 7, 5),
+                    Csum::Partial,
+                );
+                let gso_kind = if ip.v6 { GsoKind::Tcp6 } else { GsoKind::Tcp4 };
+                let eth = Eth::new();
+                let bytes = eth.wrap(&packet);
+                let meta = eth.meta(super_meta(&packet, gso_kind, mss as u16));
+                let mut pool = Pool::new(256, SUPER_PACKET_ROOM);
+                let mut run = |tunnel_gso| {
+                    let mut p =
+                        Pipeline::new(&ca, ManualClock::default(), whole_frames(tunnel_gso));
+                    p.next_hops().set(ca.tunnels[0].remote, Some(hop));
+                    let mut v = vector_of(&mut pool, &bytes, meta);
+                    let mut out = Vec::new();
+                    p.encap(&mut pool, &mut v, &mut |o, pool, v| {
+                        assert_eq!(o, Output::Outer, "{what}");
+                        for &id in v.as_slice() {
+                            out.push((pool.data(id).to_vec(), *pool.meta(id)));
+                            pool.free(id);
+                        }
+                        v.clear();
+                    });
+                    assert_eq!(p.drops_total(), 0, "{what}: {}", p.runtime().report());
+                    out
+                };
+                let segmented = run(false);
+                let whole = run(true);
+                assert_eq!(segmented.len(), 21, "{what}");
+                assert_eq!(whole.len(), 1, "{what}: one frame");
+                let (frame, m) = &whole[0];
+                let hdr = TunnelGsoHeader::for_frame(frame, m, mode != ChecksumMode::Zero)
+                    .unwrap_or_else(|| panic!("{what}: a tunnel GSO frame: {m:?}"));
+                let cut = cut_like_the_kernel(frame, &hdr, &mut pool);
+                assert_eq!(cut.len(), segmented.len(), "{what}");
+                for (i, (mine, (theirs, _))) in cut.iter().zip(&segmented).enumerate() {
+                    assert_eq!(
+                        masked_outer_id(mine),
+                        masked_outer_id(theirs),
+                        "{what}: segment {i}"
+                    );
+                }
+                assert_eq!(pool.available(), pool.capacity());
+            }
+        }
+    }
+}
+
+/// A frame's bytes with the outer IPv4 identification and header checksum
+/// zeroed (IPv6: as it is).
+fn masked_outer_id(frame: &[u8]) -> Vec<u8> {
+    let mut f = frame.to_vec();
+    if f[14] >> 4 == 4 {
+        f[14 + 4..14 + 6].fill(0);
+        f[14 + 10..14 + 12].fill(0);
+    }
+    f
+}
+
+/// What a UDP-tunnel GSO device makes of `frame` (see
+/// `tunnel_gso_equals_segment_then_encap`), with tep's own TCP
+/// segmentation standing in for the kernel's `tcp_gso_segment`.
+fn cut_like_the_kernel(
+    frame: &[u8],
+    hdr: &crate::vnet::TunnelGsoHeader,
+    pool: &mut Pool,
+) -> Vec<Vec<u8>> {
+    use crate::testpkt::meta_of;
+    let inner_nh = usize::from(hdr.inner_nh_offset);
+    let outer_th = usize::from(hdr.outer_th_offset);
+    let inner = &frame[inner_nh..];
+    let start = usize::from(hdr.base.csum_start) - inner_nh;
+    let kind = if inner[0] >> 4 == 6 {
+        GsoKind::Tcp6
+    } else {
+        GsoKind::Tcp4
+    };
+    let meta = crate::buffer::PacketMeta {
+        gso: Some(crate::buffer::Gso {
+            kind,
+            segment_size: hdr.base.gso_size,
+        }),
+        ..meta_of(
+            inner,
+            ChecksumState::Partial {
+                start: start as u16,
+                offset: (start + usize::from(hdr.base.csum_offset)) as u16,
+            },
+        )
+    };
+    let id = pool.alloc().unwrap();
+    assert!(pool.fill(id, inner));
+    *pool.meta_mut(id) = meta;
+    let mut segs = PacketVector::new();
+    crate::gso::segment(pool, id, &mut segs, InnerLink::Ip).unwrap();
+    let mut out = Vec::new();
+    for &s in segs.as_slice() {
+        let mut f = frame[..inner_nh].to_vec();
+        f.extend_from_slice(pool.data(s));
+        pool.free(s);
+        let l3 = 14;
+        let udp_len = f.len() - outer_th;
+        if f[l3] >> 4 == 4 {
+            let total = (f.len() - l3) as u16;
+            f[l3 + 2..l3 + 4].copy_from_slice(&total.to_be_bytes());
+            f[l3 + 10..l3 + 12].fill(0);
+            let c = tep_csum::Sum::of(&f[l3..l3 + 20]).checksum();
+            f[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+        } else {
+            f[l3 + 4..l3 + 6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+        }
+        f[outer_th + 4..outer_th + 6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+        f[outer_th + 6..outer_th + 8].fill(0);
+        if hdr.base.flags & crate::vnet::F_UDP_TUNNEL_CSUM != 0 {
+            let pseudo = crate::geometry::pseudo_header(&f[l3..], 17, udp_len);
+            let c = pseudo.add(tep_csum::Sum::of(&f[outer_th..])).udp_checksum();
+            f[outer_th + 6..outer_th + 8].copy_from_slice(&c.to_be_bytes());
+        }
+        out.push(f);
+    }
+    out
+}

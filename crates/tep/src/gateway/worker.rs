@@ -92,6 +92,8 @@ pub fn pipeline_options() -> PipelineOptions {
         // Frames leave for a wire: a partial inner checksum (remote
         // checksum offload) is completed.
         inner_checksums: InnerChecksums::Completed,
+        // AF_XDP frames are never super-packets.
+        tunnel_gso: false,
     }
 }
 

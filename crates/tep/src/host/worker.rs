@@ -117,6 +117,8 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         } else {
             InnerChecksums::Completed
         },
+        // The sockets write the outer headers.
+        tunnel_gso: false,
     };
     let mut pipeline = Pipeline::new(config, Tsc, options);
     let mut pool = Pool::new(BUFFERS, SUPER_PACKET_ROOM);
