@@ -55,8 +55,14 @@ pub struct PipelineOptions {
     /// a super-packet) to the sink as one UDP GSO train (`meta.gso` =
     /// `Udp`), for a socket that sends them with `UDP_SEGMENT`.
     pub udp_trains: bool,
-    /// Which outer layers tep writes and parses.
+    /// Which outer layers tep writes and parses. Both ways
+    /// [`OuterLayers::EthernetIpUdp`] makes tep a router (gateway mode:
+    /// TTLs, path MTU, ICMP errors).
     pub outer: OuterLayers,
+    /// What encap writes when it differs from `outer`: host mode with an
+    /// uplink receives UDP payloads from sockets ([`OuterLayers::UdpPayload`])
+    /// and sends whole frames ([`OuterLayers::EthernetIpUdp`]) into a TAP.
+    pub send: Option<OuterLayers>,
     /// The sinks write gathered (packets with a [`crate::buffer::Tail`]), so
     /// payloads are not copied between buffers. Encap: a super-packet's
     /// segments keep their payload in it (`gso::segment_gathered`).
@@ -87,6 +93,7 @@ impl Default for PipelineOptions {
             gro: false,
             udp_trains: false,
             outer: OuterLayers::IpUdp,
+            send: None,
             gather: false,
             inner_checksums: InnerChecksums::AsFound,
             tunnel_gso: false,
@@ -461,7 +468,7 @@ impl<C: Clock> Pipeline<C> {
         } else {
             Self::encap_by_kind(runtime, by_kind, pool, v, table, templates);
         }
-        let outer = options.outer;
+        let outer = options.send.unwrap_or(options.outer);
         runtime.run(Node::IpUdpEncap, v.len(), |s| {
             encap::ip_udp_encap(s, pool, v, tx, outer)
         });

@@ -94,6 +94,7 @@ pub fn pipeline_options() -> PipelineOptions {
         inner_checksums: InnerChecksums::Completed,
         // AF_XDP frames are never super-packets.
         tunnel_gso: false,
+        send: None,
     }
 }
 

@@ -119,6 +119,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         },
         // The sockets write the outer headers.
         tunnel_gso: false,
+        send: None,
     };
     let mut pipeline = Pipeline::new(config, Tsc, options);
     let mut pool = Pool::new(BUFFERS, SUPER_PACKET_ROOM);
