@@ -18,6 +18,7 @@
 //!   over rtnetlink (route get, link info, a neighbour table kept current
 //!   from notifications), for gateway mode.
 //! - [`snmp`]: the kernel's UDP drop counters (/proc/net/snmp{,6}).
+//! - [`sysctl`]: kernel parameters under /proc/sys (the uplink's forwarding switches).
 //! - [`thread`]: CPU pinning.
 //! - [`unix`]: the control socket, private from its creation.
 //! - [`netns`]: private network namespaces for tests.
@@ -38,6 +39,7 @@ pub mod raw;
 mod rtnl;
 pub mod signal;
 pub mod snmp;
+pub mod sysctl;
 mod sys;
 pub mod thread;
 pub mod tun;

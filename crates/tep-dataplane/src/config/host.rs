@@ -50,6 +50,13 @@ pub struct HostConfig {
     pub metrics: Option<SocketAddr>,
     /// The control socket (`tep show`, `tep reload`, `tep trace`).
     pub control: String,
+    /// A TAP tep creates to send tunnel traffic through the kernel's
+    /// forwarding path as whole frames, a TCP super-packet encapsulated
+    /// once and segmented by the kernel (UDP-tunnel GSO, Linux 6.17+), in
+    /// place of UDP sockets; `None`: the sockets send. Receiving stays on
+    /// the sockets. IPv4 underlays, tunnels without GTP-U or remote
+    /// checksum offload; needs reverse-path filtering off.
+    pub uplink: Option<String>,
 }
 
 /// The default control socket path.
@@ -71,6 +78,7 @@ impl Default for HostConfig {
             busy_poll_us: 0,
             metrics: None,
             control: DEFAULT_CONTROL.to_string(),
+            uplink: None,
         }
     }
 }
@@ -91,6 +99,7 @@ pub(super) struct RawHost {
     busy_poll_us: Option<i64>,
     metrics: Option<String>,
     control: Option<String>,
+    uplink: Option<String>,
 }
 
 const SECTION: &str = "host";
@@ -252,6 +261,19 @@ impl RawHost {
         };
         let metrics = listen_address(SECTION, self.metrics)?;
         let control = socket_path(SECTION, self.control)?;
+        let uplink = match self.uplink {
+            Some(name) => {
+                let name = device_name(SECTION, "uplink", Some(name), "")?;
+                if name == tun || name == tap {
+                    return Err(err(
+                        "uplink",
+                        format!("\"{name}\" is also the TUN or TAP: the uplink needs its own name"),
+                    ));
+                }
+                Some(name)
+            }
+            None => None,
+        };
         Ok(HostConfig {
             tun,
             tap,
@@ -266,6 +288,7 @@ impl RawHost {
             busy_poll_us,
             metrics,
             control,
+            uplink,
         })
     }
 }

@@ -61,6 +61,10 @@ tep_dataplane::named_enum! {
         UdpTxTrains => "udp_tx_trains",
         /// `recvmmsg`/`sendmmsg` calls.
         UdpSyscalls => "udp_syscalls",
+        /// Frames written into the uplink TAP (`host.uplink`).
+        UplinkTx => "uplink_tx",
+        /// Of those, super-packets the kernel segments (UDP-tunnel GSO).
+        UplinkTxSuper => "uplink_tx_super",
         /// Gateway: frames received from the underlay's AF_XDP sockets.
         UnderlayRx => "underlay_rx",
         /// Frames put on the underlay's transmit rings.
@@ -121,6 +125,8 @@ impl IoMode {
                 UdpTx,
                 UdpTxTrains,
                 UdpSyscalls,
+                UplinkTx,
+                UplinkTxSuper,
             ],
             IoMode::Gateway => &[
                 UnderlayRx,

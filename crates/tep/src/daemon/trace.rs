@@ -15,6 +15,7 @@
 //! Gateway mode's, whole frames at the AF_XDP rings: `inner` and
 //! `underlay` (both directions, flags say which), and `kernel`, IP packets
 //! handed to the kernel's stack for a next hop tep cannot reach yet.
+//! Host mode's uplink: `uplink`, the frames written into it.
 //!
 //! Off, a capture point costs one relaxed atomic load per packet.
 
@@ -52,6 +53,8 @@ pub enum Point {
     UnderlayTx,
     /// Gateway: an IP packet handed to the kernel's stack.
     Kernel,
+    /// Host mode: a frame written into the uplink TAP.
+    UplinkTx,
 }
 
 #[derive(Debug)]
@@ -155,6 +158,7 @@ fn place(p: Point) -> (u32, u32) {
         Point::UnderlayRx => (4, 1),
         Point::UnderlayTx => (4, 2),
         Point::Kernel => (5, 2),
+        Point::UplinkTx => (6, 2),
     }
 }
 
@@ -170,6 +174,7 @@ fn to_pcapng(records: &[Record]) -> Vec<u8> {
         ("inner", DataLink::ETHERNET),
         ("underlay", DataLink::ETHERNET),
         ("kernel", DataLink::RAW),
+        ("uplink", DataLink::ETHERNET),
     ] {
         let idb = InterfaceDescriptionBlock {
             linktype: link,

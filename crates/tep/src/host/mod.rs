@@ -12,6 +12,7 @@
 mod device_io;
 pub mod endpoints;
 mod udp_io;
+pub mod uplink;
 pub mod worker;
 
 use crate::daemon::{control, metrics, state};
@@ -103,6 +104,7 @@ fn check_mode(config: &Config) -> Result<(), ConfigError> {
 /// checksum policy, so the tunnels sharing a local address and port must
 /// agree on sending zero checksums.
 pub fn check_host(config: &Config) -> Result<(), ConfigError> {
+    uplink::check(config)?;
     let e = Endpoints::of(config);
     for (i, t) in config.tunnels.iter().enumerate() {
         let zero = t.checksum == ChecksumMode::Zero;
@@ -398,6 +400,15 @@ pub fn run(path: &Path) -> Result<(), String> {
     let sockets = bind_sockets(&host, &endpoints)?;
     let mut tun_queues = tun.as_mut().map(Tun::take_queues).unwrap_or_default();
     let mut tap_queues = tap.as_mut().map(Tun::take_queues).unwrap_or_default();
+    let mut uplink_dev = match &host.uplink {
+        Some(name) => Some(uplink::open(name, host.queues)?),
+        None => None,
+    };
+    let uplink_header = uplink_dev.as_ref().map(|(_, h)| *h);
+    let mut uplink_queues = uplink_dev
+        .as_mut()
+        .map(|(t, _)| t.take_queues())
+        .unwrap_or_default();
     let ios: Vec<WorkerIo> = sockets
         .into_iter()
         .enumerate()
@@ -406,6 +417,9 @@ pub fn run(path: &Path) -> Result<(), String> {
             tap: (!tap_queues.is_empty()).then(|| tap_queues.remove(0)),
             sockets: s,
             senders: bind_senders(&host, &endpoints, w),
+            uplink: uplink_header
+                .filter(|_| !uplink_queues.is_empty())
+                .map(|h| (uplink_queues.remove(0), h)),
         })
         .collect();
     let devices: Vec<&Tun> = tun.iter().chain(tap.iter()).collect();

@@ -12,6 +12,7 @@
 use super::device_io::{read_device, write_inner};
 use super::endpoints::Endpoints;
 use super::udp_io::{read_socket, send_outer, Routes, Senders, Tallies};
+use super::uplink::write_frames;
 use crate::daemon::state::Shared;
 use crate::daemon::stats::{IoCounters, IoEvent, TunnelTraffic, WorkerSnapshot};
 use std::io;
@@ -24,6 +25,7 @@ use tep_dataplane::config::Config;
 use tep_dataplane::pipeline::{InnerChecksums, OuterLayers, Output, Pipeline, PipelineOptions};
 use tep_dataplane::tunnel::TunnelTable;
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::nexthop::LinkHeader;
 use tep_dataplane::InnerLink;
 use tep_sys::{Epoll, Event, EventFd, TunQueue, UdpSocket, MAX_BATCH};
 
@@ -61,6 +63,9 @@ pub struct WorkerIo {
     /// Per endpoint: the sockets tunnel traffic leaves from, one source
     /// port each (`host.source_sockets`); empty: from `sockets`.
     pub senders: Vec<Vec<UdpSocket>>,
+    /// `host.uplink`: the queue tunnel traffic leaves by instead, as whole
+    /// frames, and their Ethernet header.
+    pub uplink: Option<(TunQueue, LinkHeader)>,
 }
 
 /// Everything a worker needs to start.
@@ -117,11 +122,22 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         } else {
             InnerChecksums::Completed
         },
-        // The sockets write the outer headers.
-        tunnel_gso: false,
-        send: None,
+        // With an uplink tep writes whole frames, super-packets whole;
+        // else the sockets write the outer headers.
+        tunnel_gso: setup.io.uplink.is_some(),
+        send: setup
+            .io
+            .uplink
+            .as_ref()
+            .map(|_| OuterLayers::EthernetIpUdp),
     };
     let mut pipeline = Pipeline::new(config, Tsc, options);
+    if let Some((_, header)) = &setup.io.uplink {
+        // Every tunnel's frames go to the uplink, whatever the remote.
+        for t in &config.tunnels {
+            pipeline.next_hops().set(t.remote, Some(*header));
+        }
+    }
     let mut pool = Pool::new(BUFFERS, SUPER_PACKET_ROOM);
     let mut io = setup.io;
     let routes = Routes {
@@ -202,12 +218,32 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                             &mut tallies.io,
                             &shared.tracer,
                         );
-                        let mut to = Senders {
-                            sockets: &mut io.sockets,
-                            senders: &mut io.senders,
-                        };
+                        let WorkerIo {
+                            sockets,
+                            senders,
+                            uplink,
+                            ..
+                        } = &mut io;
+                        let mut to = Senders { sockets, senders };
                         pipeline.encap_from(link, &mut pool, &mut input, &mut |_, pool, out| {
-                            send_outer(pool, out, &mut to, &routes, &mut tallies, &shared.tracer)
+                            match uplink {
+                                Some((q, _)) => write_frames(
+                                    q,
+                                    pool,
+                                    out,
+                                    &routes.table,
+                                    &mut tallies,
+                                    &shared.tracer,
+                                ),
+                                None => send_outer(
+                                    pool,
+                                    out,
+                                    &mut to,
+                                    &routes,
+                                    &mut tallies,
+                                    &shared.tracer,
+                                ),
+                            }
                         });
                     }
                 }
@@ -230,6 +266,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                             tap,
                             sockets,
                             senders,
+                            ..
                         } = &mut io;
                         let mut to = Senders { sockets, senders };
                         pipeline.decap(
