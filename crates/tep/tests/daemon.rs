@@ -23,6 +23,8 @@ tun = "tepl3"
 tun_addresses = ["10.9.0.{side}/24"]
 offloads = {offloads}
 control = "{control}"
+# These tests are about the sockets' way out; tests/uplink.rs the TAP's.
+uplink = "off"
 {metrics}
 
 [[tunnel]]

@@ -752,10 +752,23 @@ fn icmp_errors_reach_the_sender() {
     assert!(out.contains("Time exceeded"), "{out}");
     // Out of the tunnel: the peer's packet has one hop left at the
     // gateway; the error goes back through the tunnel.
-    let out = ping(&chain.peer, &["-t", "1", "10.1.0.2"]);
+    // (Under load the peer's first packet may wait for ARP past the
+    // timeout: a few tries, each error counted.)
+    let mut tries = 0;
+    let out = loop {
+        tries += 1;
+        let out = ping(&chain.peer, &["-t", "1", "10.1.0.2"]);
+        if out.contains("Time to live exceeded") || tries == 3 {
+            break out;
+        }
+    };
     assert!(out.contains("Time to live exceeded"), "{out}");
     let counters = assert_balanced(&gw, "ICMP");
-    assert_eq!(counters["pipeline"]["icmp_errors"], 5, "{counters}");
+    let errors = counters["pipeline"]["icmp_errors"].as_u64().unwrap();
+    assert!(
+        (5..=4 + tries).contains(&errors),
+        "{errors} errors for 4 + {tries} packets: {counters}"
+    );
 }
 
 /// SIGTERM takes the XDP programs off both interfaces; so does SIGKILL

@@ -50,13 +50,27 @@ pub struct HostConfig {
     pub metrics: Option<SocketAddr>,
     /// The control socket (`tep show`, `tep reload`, `tep trace`).
     pub control: String,
-    /// A TAP tep creates to send tunnel traffic through the kernel's
-    /// forwarding path as whole frames, a TCP super-packet encapsulated
-    /// once and segmented by the kernel (UDP-tunnel GSO, Linux 6.17+), in
-    /// place of UDP sockets; `None`: the sockets send. Receiving stays on
-    /// the sockets. IPv4 underlays, tunnels without GTP-U or remote
-    /// checksum offload; needs reverse-path filtering off.
-    pub uplink: Option<String>,
+    /// Whether tunnel traffic leaves through an uplink TAP (see
+    /// [`Uplink`]) or the UDP sockets.
+    pub uplink: Uplink,
+}
+
+/// `host.uplink`: a TAP tep creates to send tunnel traffic through the
+/// kernel's forwarding path as whole frames, a TCP super-packet
+/// encapsulated once and segmented by the kernel (UDP-tunnel GSO, Linux
+/// 6.17+), in place of the UDP sockets (which still receive). It serves
+/// IPv4 underlays and tunnels without GTP-U or remote checksum offload,
+/// with offloads on and reverse-path filtering off.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Uplink {
+    /// `"auto"`: where all of that holds, a TAP named by the kernel
+    /// (`tepup0`, …); else the sockets, and the log says why.
+    #[default]
+    Auto,
+    /// `"off"`: the sockets send.
+    Off,
+    /// A name: this TAP, and an error when it cannot serve.
+    Device(String),
 }
 
 /// The default control socket path.
@@ -78,7 +92,7 @@ impl Default for HostConfig {
             busy_poll_us: 0,
             metrics: None,
             control: DEFAULT_CONTROL.to_string(),
-            uplink: None,
+            uplink: Uplink::Auto,
         }
     }
 }
@@ -261,18 +275,19 @@ impl RawHost {
         };
         let metrics = listen_address(SECTION, self.metrics)?;
         let control = socket_path(SECTION, self.control)?;
-        let uplink = match self.uplink {
-            Some(name) => {
-                let name = device_name(SECTION, "uplink", Some(name), "")?;
+        let uplink = match self.uplink.as_deref() {
+            None | Some("auto") => Uplink::Auto,
+            Some("off") => Uplink::Off,
+            Some(_) => {
+                let name = device_name(SECTION, "uplink", self.uplink, "")?;
                 if name == tun || name == tap {
                     return Err(err(
                         "uplink",
                         format!("\"{name}\" is also the TUN or TAP: the uplink needs its own name"),
                     ));
                 }
-                Some(name)
+                Uplink::Device(name)
             }
-            None => None,
         };
         Ok(HostConfig {
             tun,

@@ -8,7 +8,7 @@ use crate::daemon::stats::IoCounters;
 use crate::daemon::stats::IoEvent;
 use crate::daemon::trace::{Point, Tracer};
 use std::io::{self, IoSlice};
-use tep_dataplane::buffer::{GsoKind, Pool};
+use tep_dataplane::buffer::{Gso, GsoKind, PacketMeta, Pool};
 use tep_dataplane::drop::DropReason;
 use tep_dataplane::vector::PacketVector;
 use tep_dataplane::vnet::{VnetHeader, VNET_HDR_LEN};
@@ -66,6 +66,40 @@ pub(super) fn read_device(
     }
 }
 
+/// A TCP packet out of a tunnel longer than the device's MTU: a
+/// super-packet a sender encapsulated whole that reached tep whole (its
+/// uplink's UDP-tunnel GSO packet over a veth on the same host is never
+/// segmented on the way). It goes to the device as TSO, in segments of
+/// what the MTU leaves after its headers, so that the kernel can still
+/// forward it, and it counts as those segments.
+fn whole_tcp(data: &[u8], m: &PacketMeta, mtu: u32) -> Option<Gso> {
+    let l3 = usize::from(m.l3);
+    let l4 = usize::from(m.l4);
+    let ip = data.get(l3..)?;
+    let (kind, total, proto) = match ip.first()? >> 4 {
+        4 if ip.len() >= 20 => (
+            GsoKind::Tcp4,
+            usize::from(u16::from_be_bytes([ip[2], ip[3]])),
+            ip[9],
+        ),
+        6 if ip.len() >= 40 => (
+            GsoKind::Tcp6,
+            40 + usize::from(u16::from_be_bytes([ip[4], ip[5]])),
+            ip[6],
+        ),
+        _ => return None,
+    };
+    if proto != 6 || total <= mtu as usize || l4 <= l3 {
+        return None;
+    }
+    let headers = l4 - l3 + usize::from(data.get(l4 + 12)? >> 4) * 4;
+    let segment_size = (mtu as usize).checked_sub(headers).filter(|&s| s > 0)?;
+    Some(Gso {
+        kind,
+        segment_size: segment_size as u16,
+    })
+}
+
 /// Writes decapsulated packets and frames to the TUN or TAP, with the
 /// virtio-net header that carries the checksum and GRO state the pipeline
 /// settled (`decap-output`). Frees every buffer.
@@ -79,9 +113,12 @@ pub(super) fn write_inner(
 ) {
     let mut hdr = [0u8; VNET_HDR_LEN];
     for &id in out.as_slice() {
-        let m = *pool.meta(id);
+        let mut m = *pool.meta(id);
         let t = m.tunnel as usize;
         let ethernet = routes.ethernet.get(t).copied().unwrap_or(false);
+        if m.gso.is_none() {
+            m.gso = whole_tcp(pool.data(id), &m, routes.device_mtu[usize::from(ethernet)]);
+        }
         let queue = if ethernet { tap } else { tun };
         let Some(q) = queue else {
             tallies.io.drop(DropReason::NoDevice, 1);

@@ -400,10 +400,7 @@ pub fn run(path: &Path) -> Result<(), String> {
     let sockets = bind_sockets(&host, &endpoints)?;
     let mut tun_queues = tun.as_mut().map(Tun::take_queues).unwrap_or_default();
     let mut tap_queues = tap.as_mut().map(Tun::take_queues).unwrap_or_default();
-    let mut uplink_dev = match &host.uplink {
-        Some(name) => Some(uplink::open(name, host.queues)?),
-        None => None,
-    };
+    let mut uplink_dev = uplink::open_for(&config)?;
     let uplink_header = uplink_dev.as_ref().map(|(_, h)| *h);
     let mut uplink_queues = uplink_dev
         .as_mut()

@@ -30,6 +30,9 @@ pub(super) struct Routes {
     pub endpoints: Vec<SocketAddr>,
     /// The tunnels, for finding GSO runs.
     pub table: TunnelTable,
+    /// The MTU of the TUN and of the TAP: a longer TCP packet out of a
+    /// tunnel is a super-packet to segment (see `device_io::write_inner`).
+    pub device_mtu: [u32; 2],
 }
 
 impl Routes {

@@ -26,55 +26,95 @@ use crate::daemon::stats::IoEvent;
 use crate::daemon::trace::{Point, Tracer};
 use std::io::IoSlice;
 use tep_dataplane::buffer::Pool;
-use tep_dataplane::config::{ChecksumMode, Config, ConfigError};
-use tep_dataplane::TunnelKind;
+use tep_dataplane::config::{ChecksumMode, Config, ConfigError, Uplink};
 use tep_dataplane::drop::DropReason;
 use tep_dataplane::nexthop::LinkHeader;
 use tep_dataplane::tunnel::TunnelTable;
 use tep_dataplane::vector::PacketVector;
 use tep_dataplane::vnet::{TunnelGsoHeader, VnetHeader, VNET_HDR_LEN, VNET_HDR_TUNNEL_LEN};
+use tep_dataplane::TunnelKind;
 use tep_sys::{sysctl, DeviceKind, Offloads, Tun, TunOptions, TunQueue};
 
 /// The source MAC of the frames written into the uplink: the kernel
 /// forwards by the destination (the TAP's own), nobody answers this one.
 const FRAME_SOURCE: [u8; 6] = [0x02, 0x74, 0x65, 0x70, 0x00, 0x01];
 
-/// The host-mode rules of `host.uplink`: every tunnel over IPv4, none
-/// that a UDP-tunnel GSO device cannot segment (GTP-U has a length field,
-/// remote checksum offload a per-packet start).
-pub fn check(config: &Config) -> Result<(), ConfigError> {
-    if config.host.uplink.is_none() {
-        return Ok(());
+/// Why `config`'s tunnels cannot leave through an uplink, if they cannot:
+/// a tunnel over IPv6, GTP-U (its header holds a length, which the
+/// kernel's segmentation would not fix), remote checksum offload (its
+/// start and offset are per packet), or offloads off (no super-packets to
+/// send whole). The error names the field.
+fn unfit(config: &Config) -> Option<ConfigError> {
+    if !config.host.offloads {
+        return Some(ConfigError {
+            field: "host.offloads".to_string(),
+            message: "off: the uplink sends the TUN/TAP's super-packets whole".to_string(),
+        });
     }
     for (i, t) in config.tunnels.iter().enumerate() {
         let field = |f: &str| format!("tunnel[{i}] \"{}\".{f}", t.name);
-        if !t.local.is_ipv4() {
-            return Err(ConfigError {
-                field: field("local"),
-                message: "host.uplink sends over IPv4 only (IPv6 forwarding is one switch for the whole namespace): leave host.uplink out for IPv6 underlays".to_string(),
-            });
-        }
-        if t.kind == TunnelKind::Gtpu {
-            return Err(ConfigError {
-                field: field("kind"),
-                message: "host.uplink cannot carry GTP-U (its header holds a length, which segmentation by the kernel would not fix)".to_string(),
-            });
-        }
-        if t.checksum == ChecksumMode::Remote {
-            return Err(ConfigError {
-                field: field("checksum"),
-                message: "host.uplink cannot carry remote checksum offload (its start and offset are per packet)".to_string(),
+        let why = if !t.local.is_ipv4() {
+            Some(("local", "the uplink sends over IPv4 only (IPv6 forwarding is one switch for the whole namespace)"))
+        } else if t.kind == TunnelKind::Gtpu {
+            Some(("kind", "the uplink cannot carry GTP-U (its header holds a length, which segmentation by the kernel would not fix)"))
+        } else if t.checksum == ChecksumMode::Remote {
+            Some(("checksum", "the uplink cannot carry remote checksum offload (its start and offset are per packet)"))
+        } else {
+            None
+        };
+        if let Some((f, message)) = why {
+            return Some(ConfigError {
+                field: field(f),
+                message: message.to_string(),
             });
         }
     }
-    Ok(())
+    None
+}
+
+/// The host-mode rules of a named `host.uplink`: every tunnel fit for it
+/// (`"auto"` falls back to the sockets instead).
+pub fn check(config: &Config) -> Result<(), ConfigError> {
+    match (&config.host.uplink, unfit(config)) {
+        (Uplink::Device(_), Some(e)) => Err(ConfigError {
+            message: format!(
+                "{} (host.uplink names a device; \"auto\" would use the sockets)",
+                e.message
+            ),
+            ..e
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The uplink `config` asks for, opened: `None` for `"off"`, and for
+/// `"auto"` where it cannot serve (logged, with why); an error only for a
+/// named device that cannot.
+pub fn open_for(config: &Config) -> Result<Option<(Tun, LinkHeader)>, String> {
+    let name = match &config.host.uplink {
+        Uplink::Off => return Ok(None),
+        Uplink::Device(name) => return open(name, config.host.queues).map(Some),
+        Uplink::Auto => "tepup%d",
+    };
+    if let Some(e) = unfit(config) {
+        tracing::info!("uplink off, the sockets send: {e}");
+        return Ok(None);
+    }
+    match open(name, config.host.queues) {
+        Ok(u) => Ok(Some(u)),
+        Err(e) => {
+            tracing::info!("uplink off, the sockets send: {e}");
+            Ok(None)
+        }
+    }
 }
 
 /// The uplink device, ready: a TAP with the tunnel header and UDP-tunnel
 /// GSO, its forwarding switches set, up; and the header of the frames
 /// written into it.
 pub fn open(name: &str, queues: usize) -> Result<(Tun, LinkHeader), String> {
-    let all = sysctl::get("net.ipv4.conf.all.rp_filter").map_err(|e| format!("host.uplink: {e}"))?;
+    let all =
+        sysctl::get("net.ipv4.conf.all.rp_filter").map_err(|e| format!("host.uplink: {e}"))?;
     if all != "0" {
         return Err(format!(
             "host.uplink: net.ipv4.conf.all.rp_filter is {all}: the uplink's frames carry this host's own address, which reverse-path filtering drops; set it to 0 (sysctl -w net.ipv4.conf.all.rp_filter=0) or leave host.uplink out"
@@ -100,7 +140,11 @@ pub fn open(name: &str, queues: usize) -> Result<(Tun, LinkHeader), String> {
         ));
     }
     let name = tap.name().to_string();
-    for (key, value) in [("forwarding", "1"), ("accept_local", "1"), ("rp_filter", "0")] {
+    for (key, value) in [
+        ("forwarding", "1"),
+        ("accept_local", "1"),
+        ("rp_filter", "0"),
+    ] {
         sysctl::set(&sysctl::ipv4_conf(&name, key), value)
             .map_err(|e| format!("host.uplink: {e}"))?;
     }
@@ -121,6 +165,25 @@ pub fn open(name: &str, queues: usize) -> Result<(Tun, LinkHeader), String> {
     ))
 }
 
+/// The kernel forwards what the uplink hands it, and forwarding takes one
+/// off the TTL: the outer IPv4 header (after the 14-byte Ethernet header)
+/// leaves with one more, so that the tunnel's `ttl` is what the wire
+/// carries (255 stays: the wire gets 254).
+fn add_forwarding_hop(frame: &mut [u8]) {
+    const TTL: usize = 14 + 8;
+    const PROTO: usize = 14 + 9;
+    const CHECKSUM: usize = 14 + 10;
+    if frame.len() < 14 + 20 || frame[14] >> 4 != 4 || frame[TTL] == u8::MAX {
+        return;
+    }
+    let word = |ttl: u8| u16::from_be_bytes([ttl, frame[PROTO]]);
+    let (old, new) = (word(frame[TTL]), word(frame[TTL] + 1));
+    let c = u16::from_be_bytes([frame[CHECKSUM], frame[CHECKSUM + 1]]);
+    let c = tep_csum::incremental_update(c, old, new);
+    frame[TTL] += 1;
+    frame[CHECKSUM..CHECKSUM + 2].copy_from_slice(&c.to_be_bytes());
+}
+
 /// Writes each of `out`'s frames into the uplink (a super-frame with its
 /// tunnel GSO header, one write each), counts them on their tunnels and
 /// frees them.
@@ -137,7 +200,8 @@ pub(super) fn write_frames(
         let m = *pool.meta(id);
         let t = table.get(m.tunnel);
         let data = pool.data_mut(id);
-        let segments = match TunnelGsoHeader::for_frame(data, &m, t.checksum != ChecksumMode::Zero) {
+        let segments = match TunnelGsoHeader::for_frame(data, &m, t.checksum != ChecksumMode::Zero)
+        {
             Some(h) => {
                 h.emit(&mut hdr);
                 let payload = data.len() - usize::from(h.base.hdr_len);
@@ -153,6 +217,8 @@ pub(super) fn write_frames(
                 1
             }
         };
+        let data = pool.data_mut(id);
+        add_forwarding_hop(data);
         let data = pool.data(id);
         if tracer.active() {
             tracer.record(Point::UplinkTx, data);
@@ -176,4 +242,31 @@ pub(super) fn write_frames(
         pool.free(id);
     }
     out.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_hop_more_with_a_checksum_that_still_verifies() {
+        let mut f = vec![0u8; 14 + 28];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let ip = &mut f[14..34];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&28u16.to_be_bytes());
+        ip[8] = 33;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&[192, 0, 2, 1]);
+        ip[16..20].copy_from_slice(&[192, 0, 2, 2]);
+        let c = tep_csum::Sum::of(ip).checksum();
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        add_forwarding_hop(&mut f);
+        assert_eq!(f[22], 34);
+        assert!(tep_csum::Sum::of(&f[14..34]).verifies());
+        f[22] = 255;
+        let before = f.clone();
+        add_forwarding_hop(&mut f);
+        assert_eq!(f, before, "255 stays");
+    }
 }

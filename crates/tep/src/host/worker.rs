@@ -22,10 +22,10 @@ use std::time::{Duration, Instant};
 use tep_dataplane::buffer::{Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::Config;
+use tep_dataplane::nexthop::LinkHeader;
 use tep_dataplane::pipeline::{InnerChecksums, OuterLayers, Output, Pipeline, PipelineOptions};
 use tep_dataplane::tunnel::TunnelTable;
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
-use tep_dataplane::nexthop::LinkHeader;
 use tep_dataplane::InnerLink;
 use tep_sys::{Epoll, Event, EventFd, TunQueue, UdpSocket, MAX_BATCH};
 
@@ -125,11 +125,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         // With an uplink tep writes whole frames, super-packets whole;
         // else the sockets write the outer headers.
         tunnel_gso: setup.io.uplink.is_some(),
-        send: setup
-            .io
-            .uplink
-            .as_ref()
-            .map(|_| OuterLayers::EthernetIpUdp),
+        send: setup.io.uplink.as_ref().map(|_| OuterLayers::EthernetIpUdp),
     };
     let mut pipeline = Pipeline::new(config, Tsc, options);
     if let Some((_, header)) = &setup.io.uplink {
@@ -149,6 +145,10 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
             .collect(),
         endpoints: setup.endpoints.addrs.clone(),
         table: TunnelTable::new(config),
+        device_mtu: [
+            super::device_mtu(config, false),
+            super::device_mtu(config, true),
+        ],
     };
     let mut tallies = Tallies {
         tunnels: vec![TunnelTraffic::default(); config.tunnels.len()],
