@@ -42,8 +42,7 @@ fn kernel_has_it(log: &str) -> bool {
 
 /// SHA-256 of `bytes` sent over TCP from a to b's 10.9.0.2, as b got them.
 fn transfer(pair: &Pair, bytes: usize) -> (String, String) {
-    let server = format!(
-        r#"
+    let server = r#"
 import socket, hashlib
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -58,8 +57,7 @@ while True:
         break
     h.update(d)
 print(h.hexdigest())
-"#
-    );
+"#;
     let client = format!(
         r#"
 import socket, hashlib, os, time
@@ -76,8 +74,7 @@ print(hashlib.sha256(d).hexdigest())
 "#
     );
     std::thread::scope(|s| {
-        let rx =
-            s.spawn(|| pair.exec(&pair.b, &["timeout", "20", "python3", "-c", &server], false));
+        let rx = s.spawn(|| pair.exec(&pair.b, &["timeout", "20", "python3", "-c", server], false));
         std::thread::sleep(Duration::from_millis(200));
         let tx = pair.exec(&pair.a, &["timeout", "20", "python3", "-c", &client], false);
         let rx = rx.join().unwrap();
