@@ -23,7 +23,10 @@
 # (per-node clocks) for VXLAN full. --json prints one JSON object instead.
 # --paths runs some of the paths only (kernel-vxlan, tep-vxlan-zero,
 # tep-vxlan-full, tep-vxlan-lco, tep-vxlan-offload, tep-vxlan-remote,
-# tep-gue-full, tep-vxlan-full-poll); ratios need kernel-vxlan among them.
+# tep-gue-full, tep-vxlan-full-poll, and tep with the kernel's VXLAN as
+# the peer: tep-to-kernel-{full,zero} (tep on a sends), kernel-to-tep-{full,zero}
+# (tep on b receives); full pairs with udpcsum, zero with noudpcsum);
+# ratios need kernel-vxlan among them.
 #
 # Note: on veth, a checksum the sender leaves partial is not computed in
 # software: the peer trusts CHECKSUM_PARTIAL, for the kernel and tep alike. In
@@ -44,7 +47,7 @@ quick=0
 json=0
 rr_tool=auto
 cpus=""
-all_paths="kernel-vxlan,tep-vxlan-zero,tep-vxlan-full,tep-vxlan-lco,tep-vxlan-offload,tep-vxlan-remote,tep-gue-full,tep-vxlan-full-poll"
+all_paths="kernel-vxlan,tep-vxlan-zero,tep-vxlan-full,tep-vxlan-lco,tep-vxlan-offload,tep-vxlan-remote,tep-gue-full,tep-vxlan-full-poll,tep-to-kernel-full,kernel-to-tep-full,tep-to-kernel-zero,kernel-to-tep-zero"
 path_arg=$all_paths
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -140,8 +143,30 @@ tep_config() {
 }
 
 # path_up NAME: brings up the path; path_down NAME takes it away.
+# kernel_vxlan_side SIDE CSUM: the kernel's VXLAN in namespace SIDE (1 = a).
+kernel_vxlan_side() {
+    local side=$1 csum=$2 ns=$ns_a dev=va
+    if [ "$side" = 2 ]; then ns=$ns_b dev=vb; fi
+    ip netns exec "$ns" ip link add vx0 type vxlan id 42 local "192.0.2.$side" \
+        remote "192.0.2.$((3 - side))" dstport 4789 "$csum" dev "$dev"
+    ip netns exec "$ns" ip addr add "10.9.0.$side/24" dev vx0
+    ip netns exec "$ns" ip link set vx0 up
+}
+
 path_up() {
     case "$1" in
+    tep-to-kernel-* | kernel-to-tep-*)
+        # tep on one side, the kernel's VXLAN (udpcsum for full, noudpcsum
+        # for zero) on the other.
+        local mode=${1##*-} csum=udpcsum tep_side=1
+        [ "$mode" = zero ] && csum=noudpcsum
+        case "$1" in kernel-to-tep-*) tep_side=2 ;; esac
+        local ns=$ns_a
+        [ "$tep_side" = 2 ] && ns=$ns_b
+        kernel_vxlan_side $((3 - tep_side)) "$csum"
+        tep_config vxlan "$mode" "$tep_side" >"$work/$tep_side.toml"
+        tep_start "$tep_side" "$ns"
+        ;;
     kernel-vxlan)
         local side ns
         for side in 1 2; do
@@ -167,6 +192,11 @@ path_up() {
 }
 path_down() {
     case "$1" in
+    tep-to-kernel-* | kernel-to-tep-*)
+        tep_stop_all
+        in_a ip link del vx0 2>/dev/null || true
+        in_b ip link del vx0 2>/dev/null || true
+        ;;
     kernel-vxlan)
         in_a ip link del vx0 2>/dev/null || true
         in_b ip link del vx0 2>/dev/null || true
