@@ -21,10 +21,29 @@ fn run(script: &str, args: &[&str]) -> (Option<i32>, String) {
     (out.status.code(), text)
 }
 
-/// No namespace of the scripts is left behind.
-fn none_left(prefix: &str) -> bool {
+/// The network namespaces whose names start with `prefix`.
+fn namespaces(prefix: &str) -> Vec<String> {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    !String::from_utf8_lossy(&out.stdout).contains(prefix)
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// No namespace of the script is left behind: none with `prefix` that was
+/// not there before (a run killed elsewhere on a shared machine may have
+/// left its own, with another process id in the name).
+fn none_left(prefix: &str, before: &[String]) -> bool {
+    let left: Vec<String> = namespaces(prefix)
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    if !left.is_empty() {
+        eprintln!("left behind: {left:?}");
+    }
+    left.is_empty()
 }
 
 #[test]
@@ -32,6 +51,7 @@ fn demo_passes_traffic_through_each_kind_and_cleans_up() {
     if !root_or_skip("demo_passes_traffic_through_each_kind_and_cleans_up") {
         return;
     }
+    let before = namespaces("tepdemo");
     let (code, text) = run("demo.sh", &["--quick", "--kinds", "gue,vxlan,gtpu"]);
     assert_eq!(code, Some(0), "{text}");
     for kind in ["gue", "vxlan", "gtpu"] {
@@ -44,7 +64,7 @@ fn demo_passes_traffic_through_each_kind_and_cleans_up() {
         let gbps: f64 = cells[4].parse().unwrap_or(0.0);
         assert!(gbps > 0.0, "{row}");
     }
-    assert!(none_left("tepdemo"), "namespaces left behind");
+    assert!(none_left("tepdemo", &before), "namespaces left behind");
 }
 
 #[test]
@@ -52,6 +72,7 @@ fn bench_tunnel_measures_the_kernel_and_tep_side_by_side() {
     if !root_or_skip("bench_tunnel_measures_the_kernel_and_tep_side_by_side") {
         return;
     }
+    let before = namespaces("tepbench");
     let (code, text) = run(
         "bench-tunnel.sh",
         &[
@@ -75,7 +96,7 @@ fn bench_tunnel_measures_the_kernel_and_tep_side_by_side() {
         .collect();
     assert_eq!(cells.len(), 4, "{ratio}");
     assert!(cells.iter().all(|&r| r > 0.0), "{ratio}");
-    assert!(none_left("tepbench"), "namespaces left behind");
+    assert!(none_left("tepbench", &before), "namespaces left behind");
 }
 
 #[test]
@@ -83,6 +104,7 @@ fn bench_gateway_measures_tep_and_the_kernel_side_by_side() {
     if !root_or_skip("bench_gateway_measures_tep_and_the_kernel_side_by_side") {
         return;
     }
+    let before = namespaces("tepgw");
     let (code, text) = run(
         "bench-gateway.sh",
         &["--quick", "--json", "--variants", "tep,kernel"],
@@ -110,5 +132,5 @@ fn bench_gateway_measures_tep_and_the_kernel_side_by_side() {
             assert!(row[c].as_f64().unwrap() > 0.0, "{variant} {c}: {row}");
         }
     }
-    assert!(none_left("tepgw"), "namespaces left behind");
+    assert!(none_left("tepgw", &before), "namespaces left behind");
 }
