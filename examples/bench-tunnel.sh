@@ -23,7 +23,8 @@
 # (per-node clocks) for VXLAN full. --json prints one JSON object instead.
 # --paths runs some of the paths only (kernel-vxlan, tep-vxlan-zero,
 # tep-vxlan-full, tep-vxlan-lco, tep-vxlan-offload, tep-vxlan-remote,
-# tep-gue-full, tep-vxlan-full-poll, and tep with the kernel's VXLAN as
+# tep-gue-full, tep-vxlan-full-poll (busy polling 200 µs),
+# tep-vxlan-full-sleep (no adaptive polling), and tep with the kernel's VXLAN as
 # the peer: tep-to-kernel-{full,zero} (tep on a sends), kernel-to-tep-{full,zero}
 # (tep on b receives); full pairs with udpcsum, zero with noudpcsum);
 # ratios need kernel-vxlan among them.
@@ -47,7 +48,7 @@ quick=0
 json=0
 rr_tool=auto
 cpus=""
-all_paths="kernel-vxlan,tep-vxlan-zero,tep-vxlan-full,tep-vxlan-lco,tep-vxlan-offload,tep-vxlan-remote,tep-gue-full,tep-vxlan-full-poll,tep-to-kernel-full,kernel-to-tep-full,tep-to-kernel-zero,kernel-to-tep-zero"
+all_paths="kernel-vxlan,tep-vxlan-zero,tep-vxlan-full,tep-vxlan-lco,tep-vxlan-offload,tep-vxlan-remote,tep-gue-full,tep-vxlan-full-poll,tep-vxlan-full-sleep,tep-to-kernel-full,kernel-to-tep-full,tep-to-kernel-zero,kernel-to-tep-zero"
 path_arg=$all_paths
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -123,12 +124,12 @@ say() { echo "$@" >&2; }
 
 dst=10.9.0.2
 
-# tep_config KIND MODE SIDE [POLL_US]: one side's tep.toml (side 1 = a,
-# 2 = b), with host.busy_poll_us = POLL_US when given.
+# tep_config KIND MODE SIDE [LINE]: one side's tep.toml (side 1 = a,
+# 2 = b), with LINE (a polling setting) in [host] when given.
 tep_config() {
-    local kind=$1 mode=$2 side=$3 poll=${4:-}
+    local kind=$1 mode=$2 side=$3 line=${4:-}
     echo "[host]"
-    if [ -n "$poll" ]; then echo "busy_poll_us = $poll"; fi
+    if [ -n "$line" ]; then echo "$line"; fi
     if [ "$kind" = vxlan ]; then
         printf 'tap = "tepbench1"\ntap_addresses = ["10.9.0.%s/24"]\n' "$side"
     else
@@ -180,12 +181,17 @@ path_up() {
         done
         ;;
     tep-*)
-        local rest=${1#tep-} poll=""
-        # A "-poll" path: the workers busy-poll for 200 µs before sleeping.
-        if [ "${rest%-poll}" != "$rest" ]; then rest=${rest%-poll} poll=200; fi
+        local rest=${1#tep-} line=""
+        # A "-poll" path: the workers busy-poll for 200 µs after each
+        # packet; a "-sleep" path: they sleep whenever nothing is queued
+        # (no adaptive polling).
+        case "$rest" in
+        *-poll) rest=${rest%-poll} line="busy_poll_us = 200" ;;
+        *-sleep) rest=${rest%-sleep} line="adaptive_poll_us = 0" ;;
+        esac
         local kind=${rest%-*} mode=${rest##*-}
-        tep_config "$kind" "$mode" 1 $poll >"$work/1.toml"
-        tep_config "$kind" "$mode" 2 $poll >"$work/2.toml"
+        tep_config "$kind" "$mode" 1 "$line" >"$work/1.toml"
+        tep_config "$kind" "$mode" 2 "$line" >"$work/2.toml"
         tep_start 1 "$ns_a" && tep_start 2 "$ns_b"
         ;;
     esac

@@ -36,6 +36,12 @@ pub fn ipv4_conf(dev: &str, key: &str) -> String {
     format!("net/ipv4/conf/{dev}/{key}")
 }
 
+/// The name of an IPv6 setting of interface `dev`
+/// (`net.ipv6.conf.<dev>.<key>`).
+pub fn ipv6_conf(dev: &str, key: &str) -> String {
+    format!("net/ipv6/conf/{dev}/{key}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

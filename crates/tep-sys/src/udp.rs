@@ -50,7 +50,7 @@ impl Default for UdpOptions {
     fn default() -> UdpOptions {
         UdpOptions {
             reuse_port: false,
-            recv_buffer: 4 << 20,
+            recv_buffer: 16 << 20,
             send_buffer: 4 << 20,
             gro: true,
             gso: true,

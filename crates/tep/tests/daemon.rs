@@ -843,3 +843,63 @@ for i in range({N}):
     // per-CPU backlog holds 1000 packets): not tep's to count.
     assert!(got <= N && got > 0, "listener got {got}");
 }
+
+/// Adaptive polling: a worker keeps polling while packets come close
+/// together. In a ping flood each echo leaves as the reply before it
+/// arrives; with a window longer than the round trip (2 ms, so that a
+/// debug build on a busy machine stays inside it) side a's worker finds
+/// most packets awake, where with `adaptive_poll_us = 0` about every
+/// packet ends a sleep. By default it is on (`show tunnels` says so), and
+/// idle daemons sleep.
+#[test]
+fn adaptive_polling_keeps_a_conversation_awake_and_sleeps_when_idle() {
+    if !root_or_skip("adaptive_polling_keeps_a_conversation_awake_and_sleeps_when_idle") {
+        return;
+    }
+    const ECHOES: u64 = 3000;
+    let pair = Pair::new();
+    // Sleeps of side a's worker per echo, and `show tunnels` of side a.
+    let sleeps_per_echo = |line: &str| -> (f64, String) {
+        let config = |ns: &str, side| {
+            gue_config(&pair, ns, side, true, None)
+                .replace("offloads = true", &format!("offloads = true\n{line}"))
+        };
+        let da = pair.daemon(&pair.a, &config(&pair.a, 1));
+        let db = pair.daemon(&pair.b, &config(&pair.b, 2));
+        assert_eq!(ping(&pair, &pair.a, "10.9.0.2", 2), 2);
+        let sleeps = || da.show("counters")["io"]["sleeps"].as_u64().unwrap();
+        let before = sleeps();
+        let count = ECHOES.to_string();
+        let out = pair.exec(
+            &pair.a,
+            &["ping", "-f", "-q", "-c", &count, "-W", "1", "10.9.0.2"],
+            true,
+        );
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(text.contains(&format!("{ECHOES} received")), "{text}");
+        let used = sleeps() - before;
+        let shown = da.control(&["show", "tunnels"]).unwrap();
+        if line.is_empty() {
+            // Idle: both daemons together use well under a tenth of a CPU.
+            std::thread::sleep(Duration::from_millis(300));
+            let before = cpu_ticks(da.pid()) + cpu_ticks(db.pid());
+            std::thread::sleep(Duration::from_secs(2));
+            let ticks = cpu_ticks(da.pid()) + cpu_ticks(db.pid()) - before;
+            assert!(ticks < 20, "{ticks} ticks in 2 s idle: still polling");
+        }
+        (used as f64 / ECHOES as f64, shown)
+    };
+    let (_, shown) = sleeps_per_echo("");
+    assert!(
+        shown.contains("polling while packets come within 100 µs"),
+        "{shown}"
+    );
+    let (adaptive, _) = sleeps_per_echo("adaptive_poll_us = 2000");
+    let (sleeping, shown) = sleeps_per_echo("adaptive_poll_us = 0");
+    assert!(shown.contains("sleeping when idle"), "{shown}");
+    assert!(sleeping >= 1.0, "{sleeping} sleeps per echo without polling");
+    assert!(
+        adaptive < sleeping / 4.0,
+        "sleeps per echo: {adaptive} polling, {sleeping} without"
+    );
+}

@@ -9,10 +9,28 @@ use netns::{ping, root_or_skip, Pair};
 use std::time::Duration;
 
 fn config(pair: &Pair, ns: &str, side: u8, kind: &str, mode: &str, uplink: &str) -> String {
-    let (l, r) = if side == 1 {
-        (Pair::A4, Pair::B4)
+    config_over(pair, ns, side, (kind, mode, false), uplink)
+}
+
+/// `config`, over IPv6 when `v6`.
+fn config_over(
+    pair: &Pair,
+    ns: &str,
+    side: u8,
+    (kind, mode, v6): (&str, &str, bool),
+    uplink: &str,
+) -> String {
+    let (a, b) = if v6 {
+        (Pair::A6, Pair::B6)
     } else {
-        (Pair::B4, Pair::A4)
+        (Pair::A4, Pair::B4)
+    };
+    let (l, r) = if side == 1 { (a, b) } else { (b, a) };
+    // RFC 6935/6936: zero checksums over IPv6 only where both ends say so.
+    let zero6 = if v6 && mode == "zero" {
+        "zero_checksum_tx = true\nzero_checksum_rx = true\n"
+    } else {
+        ""
     };
     let (device, id) = match kind {
         "vxlan" => (
@@ -29,7 +47,7 @@ fn config(pair: &Pair, ns: &str, side: u8, kind: &str, mode: &str, uplink: &str)
         ),
     };
     format!(
-        "[host]\n{device}\ncontrol = \"{}\"\n{uplink}\n\n[[tunnel]]\nname = \"t\"\nkind = \"{kind}\"\nlocal = \"{l}\"\nremote = \"{r}\"\nchecksum = \"{mode}\"\n{id}\n",
+        "[host]\n{device}\ncontrol = \"{}\"\n{uplink}\n\n[[tunnel]]\nname = \"t\"\nkind = \"{kind}\"\nlocal = \"{l}\"\nremote = \"{r}\"\nchecksum = \"{mode}\"\n{zero6}{id}\n",
         pair.socket(ns)
     )
 }
@@ -84,22 +102,26 @@ print(hashlib.sha256(d).hexdigest())
 }
 
 /// By default (`"auto"`) tep's super-packets leave through the uplink,
-/// whole, in every mode it can carry; the bytes arrive intact, and the
-/// sockets send nothing.
+/// whole, in every mode it can carry, over IPv4 and IPv6; the bytes
+/// arrive intact, and the sockets send nothing.
 #[test]
 fn super_packets_leave_whole_through_the_uplink() {
     if !root_or_skip("super_packets_leave_whole_through_the_uplink") {
         return;
     }
-    for (kind, mode) in [
-        ("gue", "full"),
-        ("gue", "zero"),
-        ("vxlan", "lco"),
-        ("fou-ipip", "zero"),
+    for (kind, mode, v6) in [
+        ("gue", "full", false),
+        ("gue", "zero", false),
+        ("vxlan", "lco", false),
+        ("fou-ipip", "zero", false),
+        ("gue", "zero", true),
+        ("vxlan", "full", true),
     ] {
         let pair = Pair::new();
-        let da = pair.daemon(&pair.a, &config(&pair, &pair.a, 1, kind, mode, ""));
-        let _db = pair.daemon(&pair.b, &config(&pair, &pair.b, 2, kind, mode, ""));
+        let what = format!("{kind} {mode} over IPv{}", if v6 { 6 } else { 4 });
+        let config = |ns: &str, side| config_over(&pair, ns, side, (kind, mode, v6), "");
+        let da = pair.daemon(&pair.a, &config(&pair.a, 1));
+        let _db = pair.daemon(&pair.b, &config(&pair.b, 2));
         if !kernel_has_it(&da.log()) {
             eprintln!(
                 "SKIPPED super_packets_leave_whole_through_the_uplink: {}",
@@ -107,7 +129,6 @@ fn super_packets_leave_whole_through_the_uplink() {
             );
             return;
         }
-        let what = format!("{kind} {mode}");
         assert!(
             ping(&pair, &pair.a, "10.9.0.2", 3) >= 2,
             "{what}: {}",

@@ -4,7 +4,9 @@
 //!
 //! Pure data like the rest of the config: the daemon acts on it.
 
-use super::host::{device_name, listen_address, ranged, socket_path, workers};
+use super::host::{
+    device_name, listen_address, ranged, socket_path, workers, DEFAULT_ADAPTIVE_POLL_US,
+};
 use super::ConfigError;
 use core::net::SocketAddr;
 use serde::Deserialize;
@@ -54,6 +56,9 @@ pub struct GatewayConfig {
     /// Microseconds a worker keeps polling after its last packet before it
     /// sleeps (see `host.busy_poll_us`).
     pub busy_poll_us: u32,
+    /// Polling while packets come closer together than this (see
+    /// `host.adaptive_poll_us`).
+    pub adaptive_poll_us: u32,
     /// Prometheus metrics listen address; `None`: off.
     pub metrics: Option<SocketAddr>,
     /// The control socket (`tep show`, `tep reload`, `tep trace`).
@@ -73,6 +78,7 @@ pub(super) struct RawGateway {
     xdp_mode: Option<String>,
     ring_size: Option<i64>,
     busy_poll_us: Option<i64>,
+    adaptive_poll_us: Option<i64>,
     metrics: Option<String>,
     control: Option<String>,
 }
@@ -129,6 +135,10 @@ impl RawGateway {
             Some(v) => ranged(SECTION, "busy_poll_us", v, 0, 1_000_000)? as u32,
             None => 0,
         };
+        let adaptive_poll_us = match self.adaptive_poll_us {
+            Some(v) => ranged(SECTION, "adaptive_poll_us", v, 0, 1_000_000)? as u32,
+            None => DEFAULT_ADAPTIVE_POLL_US,
+        };
         Ok(GatewayConfig {
             inner,
             underlay,
@@ -137,6 +147,7 @@ impl RawGateway {
             xdp_mode,
             ring_size,
             busy_poll_us,
+            adaptive_poll_us,
             metrics: listen_address(SECTION, self.metrics)?,
             control: socket_path(SECTION, self.control)?,
         })
@@ -168,6 +179,7 @@ mod tests {
                 xdp_mode: XdpMode::Auto,
                 ring_size: 2048,
                 busy_poll_us: 0,
+                adaptive_poll_us: DEFAULT_ADAPTIVE_POLL_US,
                 metrics: None,
                 control: DEFAULT_CONTROL.into(),
             }
@@ -175,7 +187,7 @@ mod tests {
         assert_eq!(c.run_mode(), Ok(RunMode::Gateway));
         let c = Config::parse(
             "[gateway]\ninner = \"n6\"\nunderlay = \"n3\"\nqueues = 2\ncpus = [1]\n\
-             xdp_mode = \"generic\"\nring_size = 512\nbusy_poll_us = 50\n\
+             xdp_mode = \"generic\"\nring_size = 512\nbusy_poll_us = 50\nadaptive_poll_us = 0\n\
              metrics = \"127.0.0.1:9464\"\ncontrol = \"/run/tep-gw.sock\"\n",
         )
         .unwrap();
@@ -184,7 +196,10 @@ mod tests {
             (g.queues, g.cpus, g.xdp_mode),
             (2, vec![1], XdpMode::Generic)
         );
-        assert_eq!((g.ring_size, g.busy_poll_us), (512, 50));
+        assert_eq!(
+            (g.ring_size, g.busy_poll_us, g.adaptive_poll_us),
+            (512, 50, 0)
+        );
         assert_eq!(g.metrics, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(g.control, "/run/tep-gw.sock");
     }

@@ -285,9 +285,13 @@ fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> 
             }
         );
     }
-    out += &match io.busy_poll_us {
-        0 => format!("\nworkers: {}\n", io.workers),
-        us => format!("\nworkers: {}, busy polling {us} µs\n", io.workers),
+    out += &format!("\nworkers: {}", io.workers);
+    if io.busy_poll_us > 0 {
+        out += &format!(", busy polling {} µs", io.busy_poll_us);
+    }
+    out += &match io.adaptive_poll_us {
+        0 => ", sleeping when idle\n".to_string(),
+        us => format!(", polling while packets come within {us} µs\n"),
     };
     if let Some(g) = &io.gateway {
         for i in &g.interfaces {

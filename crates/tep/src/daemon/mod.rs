@@ -1,12 +1,14 @@
 //! What both run modes of `tep run` share around their workers: the state
 //! the control thread and the metrics listener read ([`state`]), the
 //! counters workers publish ([`stats`]), the control socket behind
-//! `tep show`, `tep trace` and `tep reload` ([`control`]), the Prometheus
+//! `tep show`, `tep trace` and `tep reload` ([`control`]), when workers
+//! sleep ([`idle`]), the Prometheus
 //! endpoint ([`metrics`]) and packet capture at the I/O edges ([`trace`]).
 //! Host mode ([`crate::host`]) and gateway mode fill them; nothing here
 //! knows which one runs.
 
 pub mod control;
+pub mod idle;
 pub mod metrics;
 pub mod state;
 pub mod stats;

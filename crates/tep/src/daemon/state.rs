@@ -25,6 +25,9 @@ pub struct IoInfo {
     /// `host.busy_poll_us` / `gateway.busy_poll_us`: how long workers
     /// poll before they sleep.
     pub busy_poll_us: u32,
+    /// `adaptive_poll_us`: workers poll while packets come closer
+    /// together than this.
+    pub adaptive_poll_us: u32,
     /// Gateway mode's interfaces and rings.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gateway: Option<GatewayInfo>,

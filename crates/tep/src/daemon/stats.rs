@@ -96,6 +96,10 @@ tep_dataplane::named_enum! {
         XskRxInvalid => "xsk_rx_invalid",
         /// Invalid descriptors tep put on a transmit ring.
         XskTxInvalid => "xsk_tx_invalid",
+        /// Times a worker slept waiting for work: each ends in a wake-up
+        /// that the packet which ends it waits for (polling spares them;
+        /// see `adaptive_poll_us`).
+        Sleeps => "sleeps",
     }
 }
 
@@ -127,6 +131,7 @@ impl IoMode {
                 UdpSyscalls,
                 UplinkTx,
                 UplinkTxSuper,
+                Sleeps,
             ],
             IoMode::Gateway => &[
                 UnderlayRx,
@@ -141,6 +146,7 @@ impl IoMode {
                 XskFillRingEmpty,
                 XskRxInvalid,
                 XskTxInvalid,
+                Sleeps,
             ],
         }
     }

@@ -332,6 +332,7 @@ fn io_info(
     IoInfo {
         workers: g.queues,
         busy_poll_us: g.busy_poll_us,
+        adaptive_poll_us: g.adaptive_poll_us,
         gateway: Some(GatewayInfo {
             interfaces: vec![
                 iface("underlay", &gw.underlay, modes[0]),

@@ -7,11 +7,13 @@
 //! (a frame received on one interface leaves by the other without a
 //! copy), or to the kernel's stack for a next hop without a MAC yet. The
 //! next hops come from the resolver ([`super::next_hops`]), polled with
-//! one atomic load per round. With nothing to do the worker keeps polling
-//! for `busy_poll_us`, then sleeps in epoll on both sockets.
+//! one atomic load per round. With nothing to do the worker polls on
+//! while [`Idle`] says the next frame is near, then sleeps in epoll on
+//! both sockets.
 
 use super::next_hops::Published;
 use super::rings::{tally, to_kernel, Side, Way};
+use crate::daemon::idle::{bytes_in, Idle};
 use crate::daemon::state::Shared;
 use crate::daemon::stats::{IoCounters, IoEvent, IoMode, TunnelTraffic, WorkerSnapshot};
 use std::io;
@@ -126,16 +128,15 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
     // them): this worker reports what they counted since it started.
     let baseline = xsk_stats(&underlay, &inner);
     let started = Instant::now();
-    let busy_poll = Duration::from_micros(u64::from(
-        config.gateway.as_ref().map_or(0, |g| g.busy_poll_us),
-    ));
+    let mut idle = config.gateway.as_ref().map_or(Idle::new(0, 0), |g| {
+        Idle::new(g.busy_poll_us, g.adaptive_poll_us)
+    });
     let mut input = PacketVector::new();
     let mut wanted: Vec<IpAddr> = Vec::with_capacity(64);
     let mut events = Vec::with_capacity(4);
     let mut seen = 0;
     let mut generation = 0;
     let mut published_at = Instant::now();
-    let mut last_frame = Instant::now();
     let mut draining: Option<Instant> = None;
     loop {
         let now_ns = started.elapsed().as_nanos() as u64;
@@ -147,6 +148,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         inner.refill(&mut pool, setup.fill_target, RESERVE, &mut io);
 
         let from_underlay = underlay.receive(&mut pool, &mut input, &mut io, tracer);
+        let mut round_bytes = bytes_in(&pool, &input);
         if !input.is_empty() {
             pipeline.decap(&mut pool, &mut input, now_ns, &mut |o, pool, v| match o {
                 Output::Inner => {
@@ -165,6 +167,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
             });
         }
         let from_inner = inner.receive(&mut pool, &mut input, &mut io, tracer);
+        round_bytes += bytes_in(&pool, &input);
         if !input.is_empty() {
             pipeline.encap(&mut pool, &mut input, &mut |o, pool, v| match o {
                 Output::Outer | Output::Reply => {
@@ -186,7 +189,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
 
         let busy = from_underlay + from_inner > 0;
         if busy {
-            last_frame = Instant::now();
+            idle.worked(Instant::now(), round_bytes);
         }
         if draining.is_none() && shared.stop.load(Ordering::Acquire) {
             draining = Some(Instant::now());
@@ -226,12 +229,13 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                 pool,
             });
         }
-        if busy || draining.is_some() || last_frame.elapsed() < busy_poll {
+        if busy || draining.is_some() || idle.keep_polling(Instant::now()) {
             continue;
         }
         // Asleep: the sockets wake the worker when frames arrive, the
         // eventfd for a stop, a refresh or a trace; the timeout reaps
         // completions and publishes now and then.
+        io.count(IoEvent::Sleeps, 1);
         epoll.wait(&mut events, 100)?;
         if events.iter().any(|e| e.token == TOKEN_WAKE) {
             let _ = setup.wake.drain();

@@ -370,6 +370,7 @@ fn io_info(devices: &[&Tun], config: &Config, ios: &[WorkerIo], e: &Endpoints) -
             .unwrap_or_default(),
         workers: ios.len(),
         busy_poll_us: config.host.busy_poll_us,
+        adaptive_poll_us: config.host.adaptive_poll_us,
         gateway: None,
     }
 }

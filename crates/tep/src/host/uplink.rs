@@ -13,13 +13,14 @@
 //! veth: the peer's VXLAN decapsulates it whole), its outer checksum per
 //! segment or 0. One write per super-packet.
 //!
-//! What the kernel's forwarding path needs from the TAP: forwarding on,
-//! `accept_local` (the frames carry the host's own source address), and
-//! reverse-path filtering off, which for IPv4 means
+//! What the kernel's forwarding path needs from the TAP. IPv4: forwarding
+//! on, `accept_local` (the frames carry the host's own source address),
+//! and reverse-path filtering off, which means
 //! `net.ipv4.conf.all.rp_filter` too (the effective value is the larger):
 //! tep sets the device's, and refuses to start when `all` is not 0 rather
-//! than weaken the host's filtering unasked. IPv6 forwarding is one switch
-//! for the whole namespace, so the uplink carries IPv4 underlays only.
+//! than weaken the host's filtering unasked. IPv6: `force_forwarding` on
+//! the device (Linux 6.17+; the older `forwarding` switch acts for the
+//! whole namespace, and turning it on would make the host a router).
 
 use super::udp_io::Tallies;
 use crate::daemon::stats::IoEvent;
@@ -40,7 +41,7 @@ use tep_sys::{sysctl, DeviceKind, Offloads, Tun, TunOptions, TunQueue};
 const FRAME_SOURCE: [u8; 6] = [0x02, 0x74, 0x65, 0x70, 0x00, 0x01];
 
 /// Why `config`'s tunnels cannot leave through an uplink, if they cannot:
-/// a tunnel over IPv6, GTP-U (its header holds a length, which the
+/// GTP-U (its header holds a length, which the
 /// kernel's segmentation would not fix), remote checksum offload (its
 /// start and offset are per packet), or offloads off (no super-packets to
 /// send whole). The error names the field.
@@ -53,9 +54,7 @@ fn unfit(config: &Config) -> Option<ConfigError> {
     }
     for (i, t) in config.tunnels.iter().enumerate() {
         let field = |f: &str| format!("tunnel[{i}] \"{}\".{f}", t.name);
-        let why = if !t.local.is_ipv4() {
-            Some(("local", "the uplink sends over IPv4 only (IPv6 forwarding is one switch for the whole namespace)"))
-        } else if t.kind == TunnelKind::Gtpu {
+        let why = if t.kind == TunnelKind::Gtpu {
             Some(("kind", "the uplink cannot carry GTP-U (its header holds a length, which segmentation by the kernel would not fix)"))
         } else if t.checksum == ChecksumMode::Remote {
             Some(("checksum", "the uplink cannot carry remote checksum offload (its start and offset are per packet)"))
@@ -93,14 +92,14 @@ pub fn check(config: &Config) -> Result<(), ConfigError> {
 pub fn open_for(config: &Config) -> Result<Option<(Tun, LinkHeader)>, String> {
     let name = match &config.host.uplink {
         Uplink::Off => return Ok(None),
-        Uplink::Device(name) => return open(name, config.host.queues).map(Some),
+        Uplink::Device(name) => return open(name, config).map(Some),
         Uplink::Auto => "tepup%d",
     };
     if let Some(e) = unfit(config) {
         tracing::info!("uplink off, the sockets send: {e}");
         return Ok(None);
     }
-    match open(name, config.host.queues) {
+    match open(name, config) {
         Ok(u) => Ok(Some(u)),
         Err(e) => {
             tracing::info!("uplink off, the sockets send: {e}");
@@ -110,16 +109,21 @@ pub fn open_for(config: &Config) -> Result<Option<(Tun, LinkHeader)>, String> {
 }
 
 /// The uplink device, ready: a TAP with the tunnel header and UDP-tunnel
-/// GSO, its forwarding switches set, up; and the header of the frames
-/// written into it.
-pub fn open(name: &str, queues: usize) -> Result<(Tun, LinkHeader), String> {
-    let all =
-        sysctl::get("net.ipv4.conf.all.rp_filter").map_err(|e| format!("host.uplink: {e}"))?;
-    if all != "0" {
-        return Err(format!(
-            "host.uplink: net.ipv4.conf.all.rp_filter is {all}: the uplink's frames carry this host's own address, which reverse-path filtering drops; set it to 0 (sysctl -w net.ipv4.conf.all.rp_filter=0) or leave host.uplink out"
-        ));
+/// GSO, its forwarding switches set for the underlays `config`'s tunnels
+/// use, up; and the header of the frames written into it.
+pub fn open(name: &str, config: &Config) -> Result<(Tun, LinkHeader), String> {
+    let ipv4 = config.tunnels.iter().any(|t| t.local.is_ipv4());
+    let ipv6 = config.tunnels.iter().any(|t| t.local.is_ipv6());
+    if ipv4 {
+        let all =
+            sysctl::get("net.ipv4.conf.all.rp_filter").map_err(|e| format!("host.uplink: {e}"))?;
+        if all != "0" {
+            return Err(format!(
+                "host.uplink: net.ipv4.conf.all.rp_filter is {all}: the uplink's frames carry this host's own address, which reverse-path filtering drops; set it to 0 (sysctl -w net.ipv4.conf.all.rp_filter=0) or leave host.uplink out"
+            ));
+        }
     }
+    let queues = config.host.queues;
     let tap = Tun::open(&TunOptions {
         name: name.to_string(),
         kind: DeviceKind::Tap,
@@ -140,13 +144,34 @@ pub fn open(name: &str, queues: usize) -> Result<(Tun, LinkHeader), String> {
         ));
     }
     let name = tap.name().to_string();
-    for (key, value) in [
-        ("forwarding", "1"),
-        ("accept_local", "1"),
-        ("rp_filter", "0"),
-    ] {
-        sysctl::set(&sysctl::ipv4_conf(&name, key), value)
-            .map_err(|e| format!("host.uplink: {e}"))?;
+    if ipv4 {
+        for (key, value) in [
+            ("forwarding", "1"),
+            ("accept_local", "1"),
+            ("rp_filter", "0"),
+        ] {
+            sysctl::set(&sysctl::ipv4_conf(&name, key), value)
+                .map_err(|e| format!("host.uplink: {e}"))?;
+        }
+    }
+    if ipv6 {
+        let key = sysctl::ipv6_conf(&name, "force_forwarding");
+        if sysctl::get(&key).is_err() {
+            return Err(format!(
+                "host.uplink: this kernel has no per-device IPv6 forwarding for the IPv6 tunnels (net.ipv6.conf.{name}.force_forwarding, Linux 6.17+)"
+            ));
+        }
+        // Its frames need no address of its own: no duplicate address
+        // detection or router solicitations either.
+        for (key, value) in [
+            ("disable_ipv6", "0"),
+            ("accept_dad", "0"),
+            ("router_solicitations", "0"),
+            ("force_forwarding", "1"),
+        ] {
+            sysctl::set(&sysctl::ipv6_conf(&name, key), value)
+                .map_err(|e| format!("host.uplink: {e}"))?;
+        }
     }
     tap.set_up()
         .map_err(|e| format!("host.uplink: cannot bring {name} up: {e}"))?;
@@ -166,13 +191,19 @@ pub fn open(name: &str, queues: usize) -> Result<(Tun, LinkHeader), String> {
 }
 
 /// The kernel forwards what the uplink hands it, and forwarding takes one
-/// off the TTL: the outer IPv4 header (after the 14-byte Ethernet header)
-/// leaves with one more, so that the tunnel's `ttl` is what the wire
-/// carries (255 stays: the wire gets 254).
+/// off the TTL or hop limit: the outer IP header (after the 14-byte
+/// Ethernet header) leaves with one more, so that the tunnel's `ttl` is
+/// what the wire carries (255 stays: the wire gets 254).
 fn add_forwarding_hop(frame: &mut [u8]) {
     const TTL: usize = 14 + 8;
     const PROTO: usize = 14 + 9;
     const CHECKSUM: usize = 14 + 10;
+    const HOP_LIMIT: usize = 14 + 7;
+    if frame.len() >= 14 + 40 && frame[14] >> 4 == 6 {
+        // No header checksum in IPv6.
+        frame[HOP_LIMIT] = frame[HOP_LIMIT].saturating_add(1);
+        return;
+    }
     if frame.len() < 14 + 20 || frame[14] >> 4 != 4 || frame[TTL] == u8::MAX {
         return;
     }
@@ -268,5 +299,14 @@ mod tests {
         let before = f.clone();
         add_forwarding_hop(&mut f);
         assert_eq!(f, before, "255 stays");
+
+        let mut f6 = vec![0u8; 14 + 48];
+        f6[14] = 0x60;
+        f6[14 + 7] = 64;
+        add_forwarding_hop(&mut f6);
+        assert_eq!(f6[14 + 7], 65);
+        f6[14 + 7] = 255;
+        add_forwarding_hop(&mut f6);
+        assert_eq!(f6[14 + 7], 255, "255 stays");
     }
 }

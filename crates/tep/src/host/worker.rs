@@ -13,6 +13,7 @@ use super::device_io::{read_device, write_inner};
 use super::endpoints::Endpoints;
 use super::udp_io::{read_socket, send_outer, Routes, Senders, Tallies};
 use super::uplink::write_frames;
+use crate::daemon::idle::{bytes_in, Idle};
 use crate::daemon::state::Shared;
 use crate::daemon::stats::{IoCounters, IoEvent, TunnelTraffic, WorkerSnapshot};
 use std::io;
@@ -173,26 +174,23 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
     let mut published_at = Instant::now();
     let mut generation = 0;
     let shared = &setup.shared;
-    // Busy polling: epoll_wait without sleeping until `busy_poll` has gone
-    // by since the last event, so that the next packet finds the worker
-    // awake (no wake-up on its path).
-    let busy_poll = Duration::from_micros(u64::from(config.host.busy_poll_us));
-    let mut last_event = Instant::now();
+    // Polling (epoll without sleeping) while the next packet is likely
+    // to come sooner than a wake-up: it then finds the worker awake.
+    let mut idle = Idle::new(config.host.busy_poll_us, config.host.adaptive_poll_us);
     // Set once told to stop: from then on the worker serves what is
     // already queued (epoll without sleeping) and leaves when nothing is,
     // or after DRAIN_LIMIT under a flow that does not stop.
     let mut draining: Option<Instant> = None;
     let mut read_before_drain = 0;
     loop {
-        let timeout = if draining.is_some() || last_event.elapsed() < busy_poll {
+        let timeout = if draining.is_some() || idle.keep_polling(Instant::now()) {
             0
         } else {
+            tallies.io.count(IoEvent::Sleeps, 1);
             100
         };
         epoll.wait(&mut events, timeout)?;
-        if !events.is_empty() {
-            last_event = Instant::now();
-        }
+        let mut round_bytes = 0;
         let drained = match draining {
             Some(since) => events.is_empty() || since.elapsed() >= DRAIN_LIMIT,
             None => false,
@@ -218,6 +216,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                             &mut tallies.io,
                             &shared.tracer,
                         );
+                        round_bytes += bytes_in(&pool, &input);
                         let WorkerIo {
                             sockets,
                             senders,
@@ -260,6 +259,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                             &mut tallies.io,
                             &shared.tracer,
                         );
+                        round_bytes += bytes_in(&pool, &input);
                         let now_ns = started.elapsed().as_nanos() as u64;
                         let WorkerIo {
                             tun,
@@ -299,6 +299,9 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
                     }
                 }
             }
+        }
+        if !events.is_empty() {
+            idle.worked(Instant::now(), round_bytes);
         }
         let wanted = shared.refresh.load(Ordering::Acquire);
         let read = tallies.io.get(IoEvent::DeviceRx) + tallies.io.get(IoEvent::UdpRx);
