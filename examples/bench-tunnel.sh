@@ -25,8 +25,10 @@
 # tep-vxlan-full, tep-vxlan-lco, tep-vxlan-offload, tep-vxlan-remote,
 # tep-gue-full, tep-vxlan-full-poll (busy polling 200 µs),
 # tep-vxlan-full-sleep (no adaptive polling), and tep with the kernel's VXLAN as
-# the peer: tep-to-kernel-{full,zero} (tep on a sends), kernel-to-tep-{full,zero}
-# (tep on b receives); full pairs with udpcsum, zero with noudpcsum);
+# the peer: tep-to-kernel-{full,zero,full6,zero6} (tep on a sends),
+# kernel-to-tep-{full,zero,full6,zero6} (tep on b receives); full pairs
+# with udpcsum, zero with noudpcsum, the 6 ones are over IPv6, zero6 with
+# udp6zerocsumtx/rx);
 # ratios need kernel-vxlan among them.
 #
 # Note: on veth, a checksum the sender leaves partial is not computed in
@@ -48,7 +50,7 @@ quick=0
 json=0
 rr_tool=auto
 cpus=""
-all_paths="kernel-vxlan,tep-vxlan-zero,tep-vxlan-full,tep-vxlan-lco,tep-vxlan-offload,tep-vxlan-remote,tep-gue-full,tep-vxlan-full-poll,tep-vxlan-full-sleep,tep-to-kernel-full,kernel-to-tep-full,tep-to-kernel-zero,kernel-to-tep-zero"
+all_paths="kernel-vxlan,tep-vxlan-zero,tep-vxlan-full,tep-vxlan-lco,tep-vxlan-offload,tep-vxlan-remote,tep-gue-full,tep-vxlan-full-poll,tep-vxlan-full-sleep,tep-to-kernel-full,kernel-to-tep-full,tep-to-kernel-zero,kernel-to-tep-zero,tep-to-kernel-full6,kernel-to-tep-full6,tep-to-kernel-zero6,kernel-to-tep-zero6"
 path_arg=$all_paths
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -136,20 +138,28 @@ tep_config() {
         printf 'tun = "tepbench0"\ntun_addresses = ["10.9.0.%s/24"]\n' "$side"
     fi
     printf 'control = "%s/%s.sock"\n\n' "$work" "$side"
-    printf '[[tunnel]]\nname = "bench"\nkind = "%s"\nlocal = "192.0.2.%s"\nremote = "192.0.2.%s"\nchecksum = "%s"\n' \
-        "$kind" "$side" "$((3 - side))" "$mode"
+    # MODE full6 / zero6: over IPv6 (zero with both ends' opt-in, RFC 6935).
+    local net=192.0.2. csum=$mode
+    case "$mode" in
+    *6) net=2001:db8:: csum=${mode%6} ;;
+    esac
+    printf '[[tunnel]]\nname = "bench"\nkind = "%s"\nlocal = "%s%s"\nremote = "%s%s"\nchecksum = "%s"\n' \
+        "$kind" "$net" "$side" "$net" "$((3 - side))" "$csum"
+    if [ "$mode" = zero6 ]; then printf 'zero_checksum_tx = true\nzero_checksum_rx = true\n'; fi
     if [ "$kind" = vxlan ]; then echo "vni = 42"; else echo 'inner_prefixes = ["10.9.0.0/24"]'; fi
     # Remote checksum offload is opt-in on the receiver.
     if [ "$mode" = remote ]; then echo "remote_checksum_rx = true"; fi
 }
 
 # path_up NAME: brings up the path; path_down NAME takes it away.
-# kernel_vxlan_side SIDE CSUM: the kernel's VXLAN in namespace SIDE (1 = a).
+# kernel_vxlan_side SIDE CSUM [NET]: the kernel's VXLAN in namespace SIDE
+# (1 = a), CSUM its checksum options, over NET (192.0.2. or 2001:db8::).
 kernel_vxlan_side() {
-    local side=$1 csum=$2 ns=$ns_a dev=va
+    local side=$1 csum=$2 net=${3:-192.0.2.} ns=$ns_a dev=va
     if [ "$side" = 2 ]; then ns=$ns_b dev=vb; fi
-    ip netns exec "$ns" ip link add vx0 type vxlan id 42 local "192.0.2.$side" \
-        remote "192.0.2.$((3 - side))" dstport 4789 "$csum" dev "$dev"
+    # shellcheck disable=SC2086 # CSUM: several options
+    ip netns exec "$ns" ip link add vx0 type vxlan id 42 local "$net$side" \
+        remote "$net$((3 - side))" dstport 4789 $csum dev "$dev"
     ip netns exec "$ns" ip addr add "10.9.0.$side/24" dev vx0
     ip netns exec "$ns" ip link set vx0 up
 }
@@ -158,13 +168,18 @@ path_up() {
     case "$1" in
     tep-to-kernel-* | kernel-to-tep-*)
         # tep on one side, the kernel's VXLAN (udpcsum for full, noudpcsum
-        # for zero) on the other.
-        local mode=${1##*-} csum=udpcsum tep_side=1
-        [ "$mode" = zero ] && csum=noudpcsum
+        # for zero; over IPv6 its default for full6, udp6zerocsumtx/rx for
+        # zero6) on the other.
+        local mode=${1##*-} csum=udpcsum net=192.0.2. tep_side=1
+        case "$mode" in
+        zero) csum=noudpcsum ;;
+        full6) csum="" net=2001:db8:: ;;
+        zero6) csum="udp6zerocsumtx udp6zerocsumrx" net=2001:db8:: ;;
+        esac
         case "$1" in kernel-to-tep-*) tep_side=2 ;; esac
         local ns=$ns_a
         [ "$tep_side" = 2 ] && ns=$ns_b
-        kernel_vxlan_side $((3 - tep_side)) "$csum"
+        kernel_vxlan_side $((3 - tep_side)) "$csum" "$net"
         tep_config vxlan "$mode" "$tep_side" >"$work/$tep_side.toml"
         tep_start "$tep_side" "$ns"
         ;;
@@ -352,7 +367,7 @@ for round in $(seq "$reps"); do
     [ "$reps" -gt 1 ] && say "round $round of $reps"
     for path in "${paths[@]}"; do
         [ -n "${dead[$path]:-}" ] && continue
-        printf '  %-20s' "$path" >&2
+        printf '  %-21s ' "$path" >&2
         if ! path_up "$path"; then
             path_down "$path"
             echo "$path fail" >>"$work/results"
@@ -427,6 +442,18 @@ keys = ["gbps_1", "gbps_4", "rr_p50_us", "rr_p99_us"]
 for r in rows:
     if r["path"].startswith("tep-") and kernel and r["ok"]:
         r["ratio"] = {k: (round(r[k] / kernel[k], 3) if r.get(k) and kernel.get(k) else None) for k in keys}
+# tep sending to the kernel's VXLAN against the kernel sending to tep,
+# per checksum mode (the issue's interop figure), and zero against full.
+by_path = {r["path"]: r for r in rows if r["ok"]}
+def pair_ratio(num, den):
+    a, b = by_path.get(num), by_path.get(den)
+    if not a or not b:
+        return None
+    return {k: (round(a[k] / b[k], 3) if a.get(k) and b.get(k) else None) for k in ("gbps_1", "gbps_4")}
+pairs = {f"tep-to-kernel-{m} / kernel-to-tep-{m}": pair_ratio(f"tep-to-kernel-{m}", f"kernel-to-tep-{m}")
+         for m in ("full", "zero", "full6", "zero6")}
+pairs["tep-vxlan-zero / tep-vxlan-full"] = pair_ratio("tep-vxlan-zero", "tep-vxlan-full")
+pairs = {k: v for k, v in pairs.items() if v}
 def runtime(side):
     try:
         return json.load(open(f"{work}/runtime-{side}.json"))
@@ -436,28 +463,33 @@ if as_json == "1":
     print(json.dumps({
         "rr_tool": tool, "iperf3_seconds": int(seconds), "rounds": int(reps),
         "rr_seconds": int(rr_seconds), "cpus": cpus, "seconds_total": int(took),
-        "rows": rows,
+        "rows": rows, "pair_ratios": pairs,
         "runtime_vxlan_full": {"a": runtime(1), "b": runtime(2)},
     }, indent=1))
     sys.exit(1 if bad else 0)
 fmt = lambda v, p: "-" if v is None else f"{v:.{p}f}"
 print()
-print(f"{'path':<20} {'1-stream Gbit/s':>15} {'4-stream Gbit/s':>15} {'RR p50 µs':>10} {'RR p99 µs':>10}")
+print(f"{'path':<21} {'1-stream Gbit/s':>15} {'4-stream Gbit/s':>15} {'RR p50 µs':>10} {'RR p99 µs':>10}")
 for r in rows:
     if not r["ok"]:
-        print(f"{r['path']:<20} {'FAILED':>15}")
+        print(f"{r['path']:<21} {'FAILED':>15}")
         continue
-    print(f"{r['path']:<20} {fmt(r['gbps_1'], 2):>15} {fmt(r['gbps_4'], 2):>15} "
+    print(f"{r['path']:<21} {fmt(r['gbps_1'], 2):>15} {fmt(r['gbps_4'], 2):>15} "
           f"{fmt(r['rr_p50_us'], 1):>10} {fmt(r['rr_p99_us'], 1):>10}")
 if kernel:
     print()
     print("tep / kernel-vxlan (throughput: higher is better; latency: lower is better)")
-    print(f"{'path':<20} {'1-stream':>15} {'4-stream':>15} {'RR p50':>10} {'RR p99':>10}")
+    print(f"{'path':<21} {'1-stream':>15} {'4-stream':>15} {'RR p50':>10} {'RR p99':>10}")
     for r in rows:
         if "ratio" in r:
             q = r["ratio"]
-            print(f"{r['path']:<20} {fmt(q['gbps_1'], 2):>15} {fmt(q['gbps_4'], 2):>15} "
+            print(f"{r['path']:<21} {fmt(q['gbps_1'], 2):>15} {fmt(q['gbps_4'], 2):>15} "
                   f"{fmt(q['rr_p50_us'], 2):>10} {fmt(q['rr_p99_us'], 2):>10}")
+if pairs:
+    print()
+    print("side by side (throughput ratio)")
+    for name, q in pairs.items():
+        print(f"{name:<42} {fmt(q['gbps_1'], 2):>8} {fmt(q['gbps_4'], 2):>8}")
 print()
 print(f"iperf3 TCP a→b {seconds} s; RR: {tool}, 64-byte request/response for {rr_seconds} s, "
       f"round-trip percentiles; medians of {reps} round(s), paths interleaved; "

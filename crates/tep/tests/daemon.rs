@@ -897,7 +897,10 @@ fn adaptive_polling_keeps_a_conversation_awake_and_sleeps_when_idle() {
     let (adaptive, _) = sleeps_per_echo("adaptive_poll_us = 2000");
     let (sleeping, shown) = sleeps_per_echo("adaptive_poll_us = 0");
     assert!(shown.contains("sleeping when idle"), "{shown}");
-    assert!(sleeping >= 1.0, "{sleeping} sleeps per echo without polling");
+    assert!(
+        sleeping >= 1.0,
+        "{sleeping} sleeps per echo without polling"
+    );
     assert!(
         adaptive < sleeping / 4.0,
         "sleeps per echo: {adaptive} polling, {sleeping} without"
