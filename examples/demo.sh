@@ -12,8 +12,8 @@
 # Ctrl-C. The root namespace's interfaces are never touched.
 #
 # Kinds: gue (variant 0), gue-v1 (gue_variant = 1: no GUE header),
-# fou-ipip, fou-sit (carries IPv6), fou-gre, gre (GRE-in-UDP), vxlan,
-# geneve, gtpu. Modes: zero, full, lco, offload, remote (vxlan and gue
+# fou-ipip, fou-sit (carries IPv6), fou-gre, gue-gre (GRE in GUE, Linux's
+# GRE with `encap gue`), gre (GRE-in-UDP), vxlan, geneve, gtpu. Modes: zero, full, lco, offload, remote (vxlan and gue
 # only). Families (the outer IP): ipv4, ipv6.
 #
 # Environment: TEP=/path/to/tep skips the build and runs that binary.
@@ -27,7 +27,7 @@ usage() {
     exit "${1:-2}"
 }
 
-all_kinds="gue,gue-v1,fou-ipip,fou-sit,fou-gre,gre,vxlan,geneve,gtpu"
+all_kinds="gue,gue-v1,fou-ipip,fou-sit,fou-gre,gue-gre,gre,vxlan,geneve,gtpu"
 kinds=$all_kinds
 modes=full
 families=ipv4
@@ -100,7 +100,7 @@ config() {
     vxlan | geneve) extra="vni = 42" ;;
     # Each side sends the TEID the other accepts.
     gtpu) if [ "$side" = 1 ]; then extra=$'teid = 200\nlocal_teid = 100\nqfi = 9'; else extra=$'teid = 100\nlocal_teid = 200\nqfi = 9'; fi ;;
-    gre | fou-gre) extra="key = 7" ;;
+    gre | fou-gre | gue-gre) extra="key = 7" ;;
     esac
     echo "[host]"
     case "$kind" in

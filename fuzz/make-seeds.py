@@ -220,6 +220,10 @@ def gue_seeds(ip_packets):
             ("ietf-gr", bytes([0x02, proto, 0x82, 0x00]) + b"\x00\x00\x00\x2a"
              + udp_rco + p),
             ("ietf-r", bytes([0x01, proto, 0x02, 0x00]) + udp_rco + p),
+            # GUE-GRE as Linux builds it (GRE with `encap gue`): GUE
+            # protocol 47, a GRE header with a key, the IP packet.
+            ("gre", bytes([0x00, 47, 0, 0, 0x20, 0x00])
+             + (b"\x08\x00" if proto == 4 else b"\x86\xdd") + b"\x00\x00\x00\x07" + p),
         ]
     out.append(("control", bytes([0x20, 0x01, 0x00, 0x00]) + b"tep control"))
     return out

@@ -381,6 +381,14 @@ pub fn gue(data: &[u8]) {
     let q = gue::Packet::new_checked(&buf[..]).expect("emitted header");
     assert_eq!(q.header_len(), repr.header_len());
     assert_eq!(gue::GueRepr::parse(&q), Ok(repr));
+    // GUE-GRE (Linux's GRE with `encap gue`): the GRE header follows.
+    if let gue::GueRepr::Data {
+        proto: IpProtocol::Gre,
+        ..
+    } = repr
+    {
+        gre(p.payload());
+    }
 }
 
 pub fn gre(data: &[u8]) {

@@ -162,7 +162,7 @@ pub fn udp_input(
     pool: &mut Pool,
     v: &mut PacketVector,
     table: &TunnelTable,
-    by_kind: &mut [PacketVector; 8],
+    by_kind: &mut [PacketVector; TunnelKind::COUNT],
     layers: OuterLayers,
 ) {
     for &id in v.as_slice() {
@@ -317,20 +317,18 @@ fn parse_tunnel(data: &[u8], at: usize, kind: TunnelKind) -> Result<Parsed, Drop
                 ethernet: true,
             }
         }
-        TunnelKind::GreInUdp | TunnelKind::FouGre => {
-            let p = tep_wire::gre::Packet::new_checked(h)?;
-            let r = tep_wire::gre::GreRepr::parse(&p)?;
-            if r.checksum && !p.verify_checksum() {
-                return Err(DropReason::BadChecksum);
-            }
-            if !matches!(r.protocol, EtherType::Ipv4 | EtherType::Ipv6) {
-                return Err(DropReason::Unsupported);
-            }
-            Parsed {
-                inner: at + r.header_len(),
-                id: gre_id(r.key),
-                rco: None,
-                ethernet: false,
+        TunnelKind::GreInUdp | TunnelKind::FouGre => parse_gre(data, at)?,
+        TunnelKind::GueGre => {
+            let p = tep_wire::gue::Packet::new_checked(h)?;
+            match GueRepr::parse(&p)? {
+                GueRepr::Control { .. } => return Err(DropReason::GueControl),
+                // Remote checksum offload would point past the GRE header
+                // at a start tep does not take for this kind.
+                r @ GueRepr::Data {
+                    proto: IpProtocol::Gre,
+                    ..
+                } if r.rco().is_none() => parse_gre(data, at + r.header_len())?,
+                _ => return Err(DropReason::Unsupported),
             }
         }
         TunnelKind::Gue => {
@@ -365,6 +363,25 @@ fn parse_tunnel(data: &[u8], at: usize, kind: TunnelKind) -> Result<Parsed, Drop
             }
         }
         TunnelKind::Gtpu => unreachable!("GTP-U has its own path"),
+    })
+}
+
+/// A GRE header at `at`: its payload must be IPv4 or IPv6, its checksum
+/// (where it has one) right.
+fn parse_gre(data: &[u8], at: usize) -> Result<Parsed, DropReason> {
+    let p = tep_wire::gre::Packet::new_checked(&data[at..])?;
+    let r = tep_wire::gre::GreRepr::parse(&p)?;
+    if r.checksum && !p.verify_checksum() {
+        return Err(DropReason::BadChecksum);
+    }
+    if !matches!(r.protocol, EtherType::Ipv4 | EtherType::Ipv6) {
+        return Err(DropReason::Unsupported);
+    }
+    Ok(Parsed {
+        inner: at + r.header_len(),
+        id: gre_id(r.key),
+        rco: None,
+        ethernet: false,
     })
 }
 

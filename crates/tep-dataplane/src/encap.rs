@@ -351,20 +351,18 @@ fn emit_header(
             repr.emit(&mut buf[..n], payload_len);
             n
         }
-        TunnelKind::GreInUdp | TunnelKind::FouGre => {
-            let repr = tep_wire::gre::GreRepr {
-                protocol: if inner_v6 {
-                    EtherType::Ipv6
-                } else {
-                    EtherType::Ipv4
-                },
-                checksum: false,
-                key: t.key,
-                sequence: None,
+        TunnelKind::GreInUdp | TunnelKind::FouGre => emit_gre(t, buf, inner_v6),
+        TunnelKind::GueGre => {
+            // Linux's layout (gue_build_header, then gre_build_header): a
+            // GUE data header with protocol 47 and no options, the GRE
+            // header after it.
+            let gue = GueRepr::Data {
+                proto: IpProtocol::Gre,
+                fields: GueFields::None,
             };
-            let n = repr.buffer_len();
-            repr.emit(&mut tep_wire::gre::Packet::new_unchecked(&mut buf[..n]));
-            n
+            let n = gue.buffer_len();
+            gue.emit(&mut tep_wire::gue::Packet::new_unchecked(&mut buf[..n]));
+            n + emit_gre(t, &mut buf[n..], inner_v6)
         }
         // Variant 1: the inner IP packet follows UDP directly.
         TunnelKind::Gue if t.gue_variant == 1 => 0,
@@ -390,6 +388,23 @@ fn emit_header(
         }
         TunnelKind::FouIpip | TunnelKind::FouSit => 0,
     }
+}
+
+/// The GRE header of tunnel `t` into `buf`; its length.
+fn emit_gre(t: &TunnelConfig, buf: &mut [u8], inner_v6: bool) -> usize {
+    let repr = tep_wire::gre::GreRepr {
+        protocol: if inner_v6 {
+            EtherType::Ipv6
+        } else {
+            EtherType::Ipv4
+        },
+        checksum: false,
+        key: t.key,
+        sequence: None,
+    };
+    let n = repr.buffer_len();
+    repr.emit(&mut tep_wire::gre::Packet::new_unchecked(&mut buf[..n]));
+    n
 }
 
 /// Node `<kind>-encap`: writes the tunnel header in front of each inner
@@ -456,6 +471,11 @@ fn tunnel_encap_one(
         TunnelKind::GreInUdp | TunnelKind::FouGre if inner_v6 => {
             let ty = u16::from(EtherType::Ipv6);
             h[tep_wire::gre::field::PROTOCOL].copy_from_slice(&ty.to_be_bytes());
+        }
+        TunnelKind::GueGre if inner_v6 => {
+            let ty = u16::from(EtherType::Ipv6);
+            h[tep_wire::gue::HEADER_LEN..][tep_wire::gre::field::PROTOCOL]
+                .copy_from_slice(&ty.to_be_bytes());
         }
         TunnelKind::Gue if inner_v6 && n > 1 => {
             h[tep_wire::gue::field::PROTO_CTYPE] = IpProtocol::Ipv6.into()

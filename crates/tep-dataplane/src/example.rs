@@ -52,7 +52,7 @@ pub fn tunnel_pair(kind: TunnelKind, v6: bool, mode: ChecksumMode) -> (Config, C
                 t.local_teid = 0x1000;
                 t.qfi = Some(9);
             }
-            TunnelKind::GreInUdp | TunnelKind::FouGre => t.key = Some(77),
+            TunnelKind::GreInUdp | TunnelKind::FouGre | TunnelKind::GueGre => t.key = Some(77),
             _ => {}
         }
         if kind.carries_ethernet() {

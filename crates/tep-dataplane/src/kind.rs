@@ -23,11 +23,18 @@ pub enum TunnelKind {
     FouSit,
     /// FOU carrying GRE.
     FouGre,
+    /// GUE carrying GRE: a GUE data header with protocol 47, then a GRE
+    /// header, then the inner IP packet — what Linux sends for a GRE
+    /// tunnel with `encap gue`.
+    GueGre,
 }
 
 impl TunnelKind {
+    /// How many kinds there are (per-kind arrays).
+    pub const COUNT: usize = 9;
+
     /// Every kind, in the order the docs list them.
-    pub const ALL: [TunnelKind; 8] = [
+    pub const ALL: [TunnelKind; Self::COUNT] = [
         TunnelKind::Vxlan,
         TunnelKind::Geneve,
         TunnelKind::Gtpu,
@@ -36,6 +43,7 @@ impl TunnelKind {
         TunnelKind::FouIpip,
         TunnelKind::FouSit,
         TunnelKind::FouGre,
+        TunnelKind::GueGre,
     ];
 
     /// The kind's place in [`TunnelKind::ALL`] (per-kind arrays).
@@ -51,7 +59,7 @@ impl TunnelKind {
             TunnelKind::Geneve => 6081,
             TunnelKind::Gtpu => 2152,
             TunnelKind::GreInUdp => 4754,
-            TunnelKind::Gue => 6080,
+            TunnelKind::Gue | TunnelKind::GueGre => 6080,
             TunnelKind::FouIpip | TunnelKind::FouSit | TunnelKind::FouGre => 5555,
         }
     }
@@ -82,6 +90,7 @@ impl TunnelKind {
             TunnelKind::FouIpip => "fou-ipip",
             TunnelKind::FouSit => "fou-sit",
             TunnelKind::FouGre => "fou-gre",
+            TunnelKind::GueGre => "gue-gre",
         }
     }
 }

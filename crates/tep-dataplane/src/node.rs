@@ -37,6 +37,8 @@ crate::named_enum! {
         FouSitEncap => "fou-sit-encap",
         /// Encap: the GRE header of FOU-GRE.
         FouGreEncap => "fou-gre-encap",
+        /// Encap: the GUE and GRE headers of GUE-GRE.
+        GueGreEncap => "gue-gre-encap",
         /// Encap: the outer IP and UDP fields (and headers, where tep writes
         /// them).
         IpUdpEncap => "ip-udp-encap",
@@ -70,6 +72,8 @@ crate::named_enum! {
         FouSitDecap => "fou-sit-decap",
         /// Decap: the GRE header of FOU-GRE.
         FouGreDecap => "fou-gre-decap",
+        /// Decap: the GUE and GRE headers of GUE-GRE.
+        GueGreDecap => "gue-gre-decap",
         /// Decap: the outer UDP checksum, and what its sum says of the inner
         /// one.
         UdpChecksumVerify => "udp-checksum-verify",
@@ -102,6 +106,7 @@ impl Node {
             TunnelKind::FouIpip => Node::FouIpipEncap,
             TunnelKind::FouSit => Node::FouSitEncap,
             TunnelKind::FouGre => Node::FouGreEncap,
+            TunnelKind::GueGre => Node::GueGreEncap,
         }
     }
 
@@ -116,6 +121,7 @@ impl Node {
             TunnelKind::FouIpip => Node::FouIpipDecap,
             TunnelKind::FouSit => Node::FouSitDecap,
             TunnelKind::FouGre => Node::FouGreDecap,
+            TunnelKind::GueGre => Node::GueGreDecap,
         }
     }
 }

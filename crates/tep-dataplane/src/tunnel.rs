@@ -60,7 +60,7 @@ pub(crate) fn receive_id(t: &TunnelConfig) -> u64 {
     match t.kind {
         TunnelKind::Vxlan | TunnelKind::Geneve => u64::from(t.vni),
         TunnelKind::Gtpu => u64::from(t.local_teid),
-        TunnelKind::GreInUdp | TunnelKind::FouGre => gre_id(t.key),
+        TunnelKind::GreInUdp | TunnelKind::FouGre | TunnelKind::GueGre => gre_id(t.key),
         TunnelKind::Gue | TunnelKind::FouIpip | TunnelKind::FouSit => 0,
     }
 }
@@ -237,7 +237,9 @@ impl TunnelTable {
             None => Err(match kind {
                 TunnelKind::Vxlan | TunnelKind::Geneve => DropReason::UnknownVni,
                 TunnelKind::Gtpu => DropReason::UnknownTeid,
-                TunnelKind::GreInUdp | TunnelKind::FouGre => DropReason::UnknownKey,
+                TunnelKind::GreInUdp | TunnelKind::FouGre | TunnelKind::GueGre => {
+                    DropReason::UnknownKey
+                }
                 // No id: a peer on the port with no tunnel to it.
                 TunnelKind::Gue | TunnelKind::FouIpip | TunnelKind::FouSit => DropReason::WrongPeer,
             }),

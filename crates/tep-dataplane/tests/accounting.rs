@@ -27,6 +27,8 @@ fn port(kind: TunnelKind) -> u16 {
     match kind {
         TunnelKind::FouSit => 5556,
         TunnelKind::FouGre => 5557,
+        // GUE's port is GUE's (the port picks the kind).
+        TunnelKind::GueGre => 6082,
         k => k.default_port(),
     }
 }
@@ -51,7 +53,9 @@ fn all_kinds(v6: bool) -> (Config, Config) {
                         t.local_teid = 300;
                         t.qfi = Some(1);
                     }
-                    TunnelKind::GreInUdp | TunnelKind::FouGre => t.key = Some(400 + k as u32),
+                    TunnelKind::GreInUdp | TunnelKind::FouGre | TunnelKind::GueGre => {
+                        t.key = Some(400 + k as u32)
+                    }
                     _ => {}
                 }
                 if kind.carries_ethernet() {

@@ -6,6 +6,7 @@ use common::*;
 use proptest::prelude::*;
 use tep_dataplane::buffer::ChecksumState;
 use tep_dataplane::config::ChecksumMode;
+use tep_dataplane::drop::DropReason;
 use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
 
@@ -91,7 +92,7 @@ fn every_kind_family_and_mode_round_trips() {
             }
         }
     }
-    assert_eq!(cases, 8 * 2 * 4 + 2 * 2);
+    assert_eq!(cases, TunnelKind::ALL.len() * 2 * 4 + 2 * 2);
 }
 
 fn kind_strategy() -> impl Strategy<Value = TunnelKind> {
@@ -192,6 +193,7 @@ fn bytes_after_the_inner_packet_are_cut() {
         TunnelKind::FouIpip,
         TunnelKind::FouSit,
         TunnelKind::FouGre,
+        TunnelKind::GueGre,
     ] {
         for v6 in [false, true] {
             let (ca, cb) = pair(kind, v6, ChecksumMode::Full);
@@ -483,4 +485,42 @@ fn the_last_hit_cache_follows_each_destination() {
     let want: Vec<(u8, u32)> = nets.iter().map(|&n| (n, 76 + u32::from(n))).collect();
     assert_eq!(seen, want);
     assert_balanced(&a);
+}
+
+/// GUE-GRE is Linux's layout for a GRE tunnel with `encap gue`
+/// (net/ipv4/fou_core.c: gue_build_header, after gre_build_header): a GUE
+/// data header with protocol 47 and no options, then the GRE header with
+/// its key, then the inner packet. A GUE datagram of another protocol on
+/// its port is dropped and counted, not passed on.
+#[test]
+fn gue_gre_is_linux_layout_and_other_gue_is_refused() {
+    let (ca, cb) = pair(TunnelKind::GueGre, false, ChecksumMode::Full);
+    let key = ca.tunnels[0].key.expect("the example has a key");
+    let mut a = pipeline(&ca, InnerLink::Ip);
+    let mut b = pipeline(&cb, InnerLink::Ip);
+    let mut pool = pool();
+    for inner in [tcp4(b"hello", 1000), udp6(b"hello", 1001)] {
+        let enc = run_encap(&mut a, &mut pool, std::slice::from_ref(&inner));
+        let h = udp_payload(&enc.packets[0]);
+        let ethertype: [u8; 2] = if inner[0] >> 4 == 6 {
+            [0x86, 0xdd]
+        } else {
+            [0x08, 0x00]
+        };
+        let mut want = vec![0x00, 47, 0x00, 0x00, 0x20, 0x00];
+        want.extend_from_slice(&ethertype);
+        want.extend_from_slice(&key.to_be_bytes());
+        assert_eq!(&h[..12], &want[..]);
+        assert_eq!(&h[12..], &inner[..]);
+    }
+    let enc = run_encap(&mut a, &mut pool, &[tcp4(b"hello", 1000)]);
+    let at = udp_payload_offset(&enc.packets[0]);
+    // GUE protocol 4 (IPIP) on a GUE-GRE port.
+    let mut ipip = enc.packets[0].clone();
+    ipip[at + 1] = 4;
+    fix_udp_checksum(&mut ipip);
+    let dec = run_decap(&mut b, &mut pool, &[ipip], 0);
+    assert!(dec.packets.is_empty());
+    assert_dropped_once(&b, DropReason::Unsupported, "gue-gre-decap");
+    assert_no_leak(&pool);
 }

@@ -43,6 +43,8 @@ const LUA: &str = r#"
 local fou = Proto("tepfou", "tep test: FOU / GUE to IP")
 local ip = Dissector.get("ip")
 local ipv6 = Dissector.get("ipv6")
+-- GRE registers no dissector by name, only by IP protocol number.
+local gre = DissectorTable.get("ip.proto"):get_dissector(47)
 function fou.dissector(tvb, pinfo, tree)
     local port = pinfo.dst_port
     if port == 5555 then
@@ -58,6 +60,8 @@ function fou.dissector(tvb, pinfo, tree)
         return ip:call(rest, pinfo, tree)
     elseif proto == 41 then
         return ipv6:call(rest, pinfo, tree)
+    elseif proto == 47 then
+        return gre:call(rest, pinfo, tree)
     end
 end
 local udp = DissectorTable.get("udp.port")
@@ -117,6 +121,7 @@ fn cases() -> Vec<Case> {
                         }
                         TunnelKind::GreInUdp => t.key = Some(0x0102_0304),
                         TunnelKind::FouGre => t.key = Some(99),
+                        TunnelKind::GueGre => t.key = Some(0x0a0b_0c0d),
                         _ => {}
                     }
                     let ip = if inner_v6 {
@@ -281,7 +286,7 @@ fn tshark_reads_what_the_pipeline_sends() {
                     "{what}"
                 );
             }
-            TunnelKind::GreInUdp | TunnelKind::FouGre => {
+            TunnelKind::GreInUdp | TunnelKind::FouGre | TunnelKind::GueGre => {
                 assert_eq!(
                     col("gre.key"),
                     format!("{:#010x}", t.key.unwrap()),
@@ -295,7 +300,7 @@ fn tshark_reads_what_the_pipeline_sends() {
                 TunnelKind::Vxlan => "vxlan.vni",
                 TunnelKind::Geneve => "geneve.vni",
                 TunnelKind::Gtpu => "gtp.teid",
-                TunnelKind::GreInUdp | TunnelKind::FouGre => "gre.key",
+                TunnelKind::GreInUdp | TunnelKind::FouGre | TunnelKind::GueGre => "gre.key",
                 _ => "",
             };
             if other != mine {

@@ -33,7 +33,7 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Treat UDP PORT as tunnel KIND (vxlan, geneve, gtpu, gre, gue,
-        /// fou-ipip, fou-sit, fou-gre, or none). Repeatable. FOU has no
+        /// fou-ipip, fou-sit, fou-gre, gue-gre, or none). Repeatable. FOU has no
         /// header, so it is never guessed: e.g. --port 5555=fou-ipip.
         #[arg(long = "port", value_name = "PORT=KIND")]
         ports: Vec<String>,

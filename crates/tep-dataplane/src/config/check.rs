@@ -131,7 +131,7 @@ fn receive_id(t: &TunnelConfig) -> ReceiveId {
     match t.kind {
         TunnelKind::Vxlan | TunnelKind::Geneve => ReceiveId::Vni(t.vni),
         TunnelKind::Gtpu => ReceiveId::Teid(t.local_teid),
-        TunnelKind::GreInUdp | TunnelKind::FouGre => ReceiveId::Key(t.key),
+        TunnelKind::GreInUdp | TunnelKind::FouGre | TunnelKind::GueGre => ReceiveId::Key(t.key),
         TunnelKind::Gue | TunnelKind::FouIpip | TunnelKind::FouSit => ReceiveId::None,
     }
 }
@@ -141,7 +141,10 @@ pub(super) fn uses_vni(kind: TunnelKind) -> bool {
 }
 
 pub(super) fn uses_key(kind: TunnelKind) -> bool {
-    matches!(kind, TunnelKind::GreInUdp | TunnelKind::FouGre)
+    matches!(
+        kind,
+        TunnelKind::GreInUdp | TunnelKind::FouGre | TunnelKind::GueGre
+    )
 }
 
 fn uses_remote_checksum(kind: TunnelKind) -> bool {
@@ -277,7 +280,7 @@ impl TunnelConfig {
         if self.key.is_some() && !uses_key(kind) {
             return Err(at(
                 "key",
-                not_used(kind, "only gre and fou-gre have a GRE key"),
+                not_used(kind, "only gre, fou-gre and gue-gre have a GRE key"),
             ));
         }
         if self.gue_rco != GueRcoEncoding::Linux && kind != TunnelKind::Gue {
@@ -449,7 +452,9 @@ mod tests {
             "gue",
             "checksum = \"remote\"\nremote_checksum_rx = true",
         ));
-        for kind in ["geneve", "gtpu", "gre", "fou-ipip", "fou-sit", "fou-gre"] {
+        for kind in [
+            "geneve", "gtpu", "gre", "fou-ipip", "fou-sit", "fou-gre", "gue-gre",
+        ] {
             let e = err(&tunnel("a", kind, "checksum = \"remote\""));
             assert_eq!(e.field, "tunnel[0] \"a\".checksum", "{kind}");
             let e = err(&tunnel("a", kind, "remote_checksum_rx = true"));

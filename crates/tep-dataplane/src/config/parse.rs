@@ -355,7 +355,7 @@ impl RawTunnel {
             if !uses_key(kind) {
                 return Err(at(
                     "key",
-                    not_used(kind, "only gre and fou-gre have a GRE key"),
+                    not_used(kind, "only gre, fou-gre and gue-gre have a GRE key"),
                 ));
             }
             t.key = Some(in_range(k, 0, u32::MAX).map_err(|m| at("key", m))?);
@@ -521,7 +521,7 @@ mod tests {
         let e = err("[[tunnel]]\nname = \"a\"\n");
         assert_eq!(
             e.to_string(),
-            "tunnel[0] \"a\".kind: missing: every tunnel needs a kind (one of: vxlan, geneve, gtpu, gre, gue, fou-ipip, fou-sit, fou-gre)"
+            "tunnel[0] \"a\".kind: missing: every tunnel needs a kind (one of: vxlan, geneve, gtpu, gre, gue, fou-ipip, fou-sit, fou-gre, gue-gre)"
         );
         let e = err("[[tunnel]]\nname = \"a\"\nkind = \"gue\"\nremote = \"192.0.2.2\"\n");
         assert_eq!(e.field, "tunnel[0] \"a\".local");
@@ -542,7 +542,7 @@ mod tests {
         let e = err(&tunnel("a", "mpls", ""));
         assert_eq!(
             e.to_string(),
-            "tunnel[0] \"a\".kind: unknown tunnel kind 'mpls' (one of: vxlan, geneve, gtpu, gre, gue, fou-ipip, fou-sit, fou-gre)"
+            "tunnel[0] \"a\".kind: unknown tunnel kind 'mpls' (one of: vxlan, geneve, gtpu, gre, gue, fou-ipip, fou-sit, fou-gre, gue-gre)"
         );
         // RFC 8086's name and any case are accepted.
         assert_eq!(

@@ -147,7 +147,7 @@ pub struct Pipeline<C: Clock> {
     tx: Vec<TxState>,
     templates: Vec<HeaderTemplate>,
     gtpu: GtpuResponder,
-    by_kind: Box<[PacketVector; 8]>,
+    by_kind: Box<[PacketVector; TunnelKind::COUNT]>,
     replies: Box<PacketVector>,
     // Taken out while `encap` segments into it (no allocation per call).
     work: Option<Box<PacketVector>>,
@@ -488,7 +488,7 @@ impl<C: Clock> Pipeline<C> {
     /// packets through its own node, then back into `v`.
     fn encap_by_kind(
         runtime: &mut Runtime<C>,
-        by_kind: &mut [PacketVector; 8],
+        by_kind: &mut [PacketVector; TunnelKind::COUNT],
         pool: &mut Pool,
         v: &mut PacketVector,
         table: &TunnelTable,

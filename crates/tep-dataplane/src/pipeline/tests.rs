@@ -967,6 +967,7 @@ fn tunnel_gso_equals_segment_then_encap() {
         TunnelKind::FouIpip,
         TunnelKind::FouSit,
         TunnelKind::FouGre,
+        TunnelKind::GueGre,
         TunnelKind::GreInUdp,
     ];
     for kind in kinds {

@@ -585,7 +585,7 @@ impl Walker<'_> {
             TunnelKind::FouSit => self.fou(kind, at, end, |w, a, e| w.ipv6(a, e)),
             TunnelKind::Vxlan => self.vxlan(at, end),
             TunnelKind::Geneve => self.geneve(at, end),
-            TunnelKind::Gue => self.gue(at, end),
+            TunnelKind::Gue | TunnelKind::GueGre => self.gue(at, end),
         }
     }
 
