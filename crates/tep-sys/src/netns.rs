@@ -21,3 +21,17 @@ pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail and has no memory effects.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// Moves the calling thread (only it) into the named network namespace
+/// (`ip netns add NAME`: /run/netns/NAME). Sockets it creates afterwards
+/// live there. Needs CAP_SYS_ADMIN.
+pub fn enter(name: &str) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let path = format!("/run/netns/{name}");
+    let f = std::fs::File::open(&path).map_err(|e| context(e, format_args!("{path}")))?;
+    // SAFETY: plain syscall on a descriptor that stays open for the call;
+    // CLONE_NEWNET moves only this thread.
+    cvt(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) })
+        .map_err(|e| context(e, format_args!("setns {path}")))?;
+    Ok(())
+}

@@ -116,3 +116,13 @@ impl AsFd for Signals {
         self.fd.as_fd()
     }
 }
+
+/// Sends `signal` to process `pid` (kill(2)); a process already gone is
+/// not an error.
+pub fn send(pid: u32, signal: Signal) -> io::Result<()> {
+    // SAFETY: plain syscall, no pointers.
+    match crate::sys::cvt(unsafe { libc::kill(pid as libc::pid_t, signal.number()) }) {
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
+        r => r.map(|_| ()),
+    }
+}

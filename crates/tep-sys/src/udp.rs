@@ -44,6 +44,11 @@ pub struct UdpOptions {
     /// (IP_PMTUDISC_DO), Some(false) never (IP_PMTUDISC_DONT); None leaves
     /// the kernel's default (IP_PMTUDISC_WANT: set). Ignored over IPv6.
     pub dont_fragment: Option<bool>,
+    /// SO_TIMESTAMPNS: each received message carries the kernel's receive
+    /// time ([`RecvMeta::stamp_ns`]), for latency measurements.
+    pub rx_timestamps: bool,
+    /// SO_BINDTODEVICE: send and receive through this interface only.
+    pub device: Option<String>,
 }
 
 impl Default for UdpOptions {
@@ -57,6 +62,8 @@ impl Default for UdpOptions {
             zero_checksum_tx: false,
             zero_checksum_rx: false,
             dont_fragment: None,
+            rx_timestamps: false,
+            device: None,
         }
     }
 }
@@ -87,6 +94,9 @@ pub struct RecvMeta {
     /// The outer TTL / hop limit (IP_RECVTTL / IPV6_RECVHOPLIMIT); 0 when
     /// not reported.
     pub ttl: u8,
+    /// When the kernel received it, CLOCK_REALTIME in ns (with
+    /// [`UdpOptions::rx_timestamps`]); 0 when not reported.
+    pub stamp_ns: u64,
 }
 
 impl Default for RecvMeta {
@@ -97,6 +107,7 @@ impl Default for RecvMeta {
             segment_size: None,
             tos: 0,
             ttl: 0,
+            stamp_ns: 0,
         }
     }
 }
@@ -133,9 +144,10 @@ pub struct Gathered<'a> {
 }
 
 /// Control message room per message, in u64 words (cmsghdr alignment).
-/// Receive: UDP_GRO, TOS and TTL; send: UDP_SEGMENT, TOS and TTL. Each is
-/// at most CMSG_SPACE(4) = 24 bytes: 72 of the 96.
-const CMSG_WORDS: usize = 12;
+/// Receive: UDP_GRO, TOS and TTL (at most CMSG_SPACE(4) = 24 bytes each)
+/// and a time stamp (CMSG_SPACE(16) = 32); send: UDP_SEGMENT, TOS and
+/// TTL. 104 of the 128.
+const CMSG_WORDS: usize = 16;
 
 /// The arrays the batch syscalls point into, allocated once per socket.
 struct Scratch {
@@ -198,6 +210,23 @@ impl UdpSocket {
 
         if v6 {
             set(libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1, "IPV6_V6ONLY")?;
+        }
+        if opts.rx_timestamps {
+            set(libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS")?;
+        }
+        if let Some(dev) = &opts.device {
+            // SAFETY: the name's bytes, valid for the call; the kernel
+            // copies at most IFNAMSIZ of them.
+            cvt(unsafe {
+                libc::setsockopt(
+                    raw,
+                    libc::SOL_SOCKET,
+                    libc::SO_BINDTODEVICE,
+                    dev.as_ptr().cast(),
+                    dev.len() as libc::socklen_t,
+                )
+            })
+            .map_err(|e| context(e, format_args!("SO_BINDTODEVICE {dev} on udp {addr}")))?;
         }
         if opts.reuse_port {
             set(libc::SOL_SOCKET, libc::SO_REUSEPORT, 1, "SO_REUSEPORT")?;
@@ -370,6 +399,7 @@ impl UdpSocket {
             m.segment_size = c.segment_size.filter(|&seg| (seg as usize) < m.len);
             m.tos = c.tos;
             m.ttl = c.ttl;
+            m.stamp_ns = c.stamp_ns;
         }
         Ok(got)
     }
@@ -518,6 +548,7 @@ struct RecvCmsgs {
     segment_size: Option<u16>,
     tos: u8,
     ttl: u8,
+    stamp_ns: u64,
 }
 
 /// Reads UDP_GRO (an int), IP_TOS (a byte) / IPV6_TCLASS (an int) and
@@ -539,6 +570,10 @@ fn received_cmsgs(hdr: &libc::msghdr) -> RecvCmsgs {
                 (libc::IPPROTO_IP, libc::IP_TTL) => r.ttl = int() as u8,
                 (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => r.tos = int() as u8,
                 (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT) => r.ttl = int() as u8,
+                (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS) => {
+                    let t = ptr::read_unaligned(data.cast::<libc::timespec>());
+                    r.stamp_ns = (t.tv_sec as u64) * 1_000_000_000 + t.tv_nsec as u64;
+                }
                 _ => {}
             }
             cmsg = libc::CMSG_NXTHDR(hdr, cmsg);

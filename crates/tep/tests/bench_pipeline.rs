@@ -4,8 +4,8 @@
 use serde_json::Value;
 use std::process::Command;
 
-const KINDS: [&str; 8] = [
-    "vxlan", "geneve", "gtpu", "gre", "gue", "fou-ipip", "fou-sit", "fou-gre",
+const KINDS: [&str; 9] = [
+    "vxlan", "geneve", "gtpu", "gre", "gue", "fou-ipip", "fou-sit", "fou-gre", "gue-gre",
 ];
 
 #[test]

@@ -6,6 +6,9 @@
 pub mod checksum;
 pub mod flood;
 pub mod pipeline;
+pub mod probe;
+pub mod seed000;
+pub mod seeds;
 
 use std::time::Instant;
 

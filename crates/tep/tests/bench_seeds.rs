@@ -1,0 +1,89 @@
+//! `tep bench seeds`: seed 000 in the namespaces the command builds, at
+//! low rates (no timing assertions: CI machines are too noisy for them).
+//! Root only (CI is root); skipped loudly otherwise.
+
+mod netns;
+
+use netns::{root_or_skip, TEP};
+use serde_json::Value;
+use std::process::Command;
+
+/// Every case of a short run passes traffic through the gateway, with the
+/// figures seed 000 reports, the generator's achieved rate, and the
+/// seed's own figures where it measured the case; nothing is left behind.
+#[test]
+fn seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up() {
+    if !root_or_skip("seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up") {
+        return;
+    }
+    let ours = |out: &[u8]| {
+        String::from_utf8_lossy(out)
+            .lines()
+            .filter(|l| l.starts_with("tepseed"))
+            .count()
+    };
+    let before = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let out = Command::new("timeout")
+        .args(["-k", "5", "120", TEP, "bench", "seeds", "000", "--json"])
+        .args(["--seconds", "0.5", "--rates", "100,2000"])
+        .output()
+        .expect("run tep");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let seed = &v["seeds"]["000"];
+    assert_eq!(seed["packet_len"], 1492);
+    assert_eq!(seed["setup"], "namespaces");
+    let cases = seed["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 4 * 2, "{v}");
+    for mode in ["zero", "full", "offload", "lco"] {
+        for pps in [100.0, 2000.0] {
+            let c = cases
+                .iter()
+                .find(|c| c["mode"] == mode && c["offered_pps"].as_f64() == Some(pps))
+                .unwrap_or_else(|| panic!("no {mode} {pps}: {v}"));
+            let (sent, r) = (&c["sent"], &c["report"]);
+            let packets = sent["packets"].as_u64().unwrap();
+            assert!(packets > 0, "{c}");
+            assert!(sent["achieved_pps"].as_f64().unwrap() > 0.0, "{c}");
+            assert_eq!(r["sent"].as_u64(), Some(packets), "{c}");
+            // Through the gateway, as GTP-U over IPv6, to the sink.
+            let received = r["received"].as_u64().unwrap();
+            assert!(received > 0 && received <= packets, "{c}");
+            assert_eq!(r["foreign"], 0, "{c}");
+            let (min, avg, max) = (
+                r["min_ns"].as_u64().unwrap(),
+                r["avg_ns"].as_u64().unwrap(),
+                r["max_ns"].as_u64().unwrap(),
+            );
+            assert!(0 < min && min <= avg && avg <= max, "{c}");
+            // The seed measured zero, full and offload at 100 pps.
+            let seed_has_it = mode != "lco" && pps == 100.0;
+            assert_eq!(c["seed"].is_object(), seed_has_it, "{c}");
+        }
+    }
+    let after = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert_eq!(
+        ours(&after.stdout),
+        ours(&before.stdout),
+        "namespaces left behind"
+    );
+}
+
+/// A seed that is not reproduced yet is refused, naming it.
+#[test]
+fn an_unreproduced_seed_is_refused() {
+    let out = Command::new(TEP)
+        .args(["bench", "seeds", "003"])
+        .output()
+        .expect("run tep");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("seed 003 is not reproduced yet"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
