@@ -10,7 +10,8 @@ use std::process::Command;
 
 /// Every case of a short run passes traffic through the gateway, with the
 /// figures seed 000 reports, the generator's achieved rate, and the
-/// seed's own figures where it measured the case; nothing is left behind.
+/// seed's own figures where it measured the case; the sweep runs per mode
+/// and is drawn; nothing is left behind.
 #[test]
 fn seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up() {
     if !root_or_skip("seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up") {
@@ -23,9 +24,19 @@ fn seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up() {
             .count()
     };
     let before = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let plots = std::env::temp_dir().join(format!("tep-seed-plots-{}", std::process::id()));
     let out = Command::new("timeout")
-        .args(["-k", "5", "120", TEP, "bench", "seeds", "000", "--json"])
-        .args(["--seconds", "0.5", "--rates", "100,2000"])
+        .args(["-k", "5", "180", TEP, "bench", "seeds", "000", "--json"])
+        .args([
+            "--seconds",
+            "0.5",
+            "--rates",
+            "100,2000",
+            "--sweep-to",
+            "3000",
+        ])
+        .arg("--plot")
+        .arg(&plots)
         .output()
         .expect("run tep");
     assert!(
@@ -65,6 +76,22 @@ fn seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up() {
             assert_eq!(c["seed"].is_object(), seed_has_it, "{c}");
         }
     }
+    // The sweep: 1,000, 2,000 and 3,000 pps per mode (none loses at these
+    // rates unless the machine stalls: the loss-free rate is one of them),
+    // and its chart.
+    let sweep = seed["sweep"].as_array().unwrap();
+    for mode in ["zero", "full", "offload", "lco"] {
+        let rates: Vec<f64> = sweep
+            .iter()
+            .filter(|c| c["mode"] == mode)
+            .map(|c| c["offered_pps"].as_f64().unwrap())
+            .collect();
+        assert!(!rates.is_empty() && rates[0] == 1000.0, "{mode}: {rates:?}");
+        assert!(seed["loss_free_pps"].get(mode).is_some(), "{v}");
+    }
+    let png = std::fs::read(plots.join("seed000-sweep.png")).expect("the sweep's chart");
+    let _ = std::fs::remove_dir_all(&plots);
+    assert_eq!(&png[..4], b"\x89PNG");
     let after = Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert_eq!(
         ours(&after.stdout),

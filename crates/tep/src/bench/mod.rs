@@ -6,6 +6,7 @@
 pub mod checksum;
 pub mod flood;
 pub mod pipeline;
+pub mod plot;
 pub mod probe;
 pub mod seed000;
 pub mod seeds;

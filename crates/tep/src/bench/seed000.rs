@@ -466,9 +466,64 @@ fn run_case(
     })
 }
 
+/// What to run per checksum mode: the seed's rates, then a sweep.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub rates: Vec<f64>,
+    /// Ascending; a mode's sweep stops at the first rate the generator
+    /// falls short of, or that loses more than [`SWEEP_STOP_LOSS_PCT`].
+    pub sweep: Vec<f64>,
+    pub seconds: f64,
+}
+
+/// Loss past which a sweep goes no higher: the loss-free rate is below.
+pub const SWEEP_STOP_LOSS_PCT: f64 = 10.0;
+
+/// The sweep's offered rates: 1-2-5 steps from 1,000 packets per second
+/// up to `max`, and `max` itself.
+pub fn sweep_rates(max: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut decade = 1_000.0;
+    'outer: loop {
+        for step in [1.0, 2.0, 5.0] {
+            let r = decade * step;
+            if r >= max {
+                break 'outer;
+            }
+            out.push(r);
+        }
+        decade *= 10.0;
+    }
+    out.push(max);
+    out
+}
+
+/// The results of a run: the seed's rates and the sweep.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Runs {
+    pub cases: Vec<Case>,
+    pub sweep: Vec<Case>,
+}
+
+/// Each mode's loss-free rate: the highest offered rate of its sweep that
+/// lost nothing with the generator keeping up (None: not even the lowest).
+pub fn loss_free(sweep: &[Case], modes: &[&str]) -> Vec<(String, Option<f64>)> {
+    modes
+        .iter()
+        .map(|&m| {
+            let best = sweep
+                .iter()
+                .filter(|c| c.mode == m && !c.generator_short && c.report.lost == 0)
+                .map(|c| c.offered_pps)
+                .fold(None, |a: Option<f64>, r| Some(a.map_or(r, |a| a.max(r))));
+            (m.to_string(), best)
+        })
+        .collect()
+}
+
 /// The experiment in namespaces of this machine: for each checksum mode,
-/// a tep gateway (one worker, pinned) and each rate for `seconds`.
-pub fn run_in_namespaces(modes: &[&str], rates: &[f64], seconds: f64) -> Result<Vec<Case>, String> {
+/// a tep gateway (one worker, pinned), the seed's rates and the sweep.
+pub fn run_in_namespaces(modes: &[&str], plan: &Plan) -> Result<Runs, String> {
     if !tep_sys::netns::is_root() {
         return Err("seed 000 builds network namespaces: run it as root".to_string());
     }
@@ -483,14 +538,24 @@ pub fn run_in_namespaces(modes: &[&str], rates: &[f64], seconds: f64) -> Result<
     let worker = n - 1;
     let sender = 0;
     let sink_cpu = if n > 2 { 1 } else { 0 };
-    let mut cases = Vec::new();
+    let cpus = (sender, sink_cpu);
+    let mut runs = Runs::default();
     for &mode in modes {
         let _gw = start_gateway(&setup, mode, worker)?;
-        for &pps in rates {
-            cases.push(run_case(&setup, mode, pps, seconds, (sender, sink_cpu))?);
+        for &pps in &plan.rates {
+            runs.cases
+                .push(run_case(&setup, mode, pps, plan.seconds, cpus)?);
+        }
+        for &pps in &plan.sweep {
+            let c = run_case(&setup, mode, pps, plan.seconds, cpus)?;
+            let stop = c.generator_short || c.report.loss_pct > SWEEP_STOP_LOSS_PCT;
+            runs.sweep.push(c);
+            if stop {
+                break;
+            }
         }
     }
-    Ok(cases)
+    Ok(runs)
 }
 
 /// The table: per case, tep here beside the seed's VPP figure.
@@ -544,6 +609,52 @@ pub fn table(cases: &[Case]) -> String {
     out
 }
 
+/// The sweep: loss and latency against offered rate per mode, and each
+/// mode's loss-free rate against `zero`'s.
+pub fn sweep_table(runs: &Runs, modes: &[&str]) -> String {
+    if runs.sweep.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\nseed 000 sweep: loss and latency against the offered rate\n");
+    out += &format!(
+        "{:<8} {:>9} {:>9} {:>8} {:>10} {:>10} {:>10}\n",
+        "mode", "offered", "achieved", "loss%", "avg µs", "p50 µs", "p99 µs"
+    );
+    for c in &runs.sweep {
+        let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);
+        out += &format!(
+            "{:<8} {:>9.0} {:>9.0} {:>8.3} {:>10} {:>10} {:>10}{}\n",
+            c.mode,
+            c.offered_pps,
+            c.sent.achieved_pps,
+            c.report.loss_pct,
+            us(c.report.avg_ns),
+            us(c.report.p50_ns),
+            us(c.report.p99_ns),
+            if c.generator_short {
+                "  (generator short: the sweep stops here)"
+            } else {
+                ""
+            }
+        );
+    }
+    let free = loss_free(&runs.sweep, modes);
+    let zero = free.iter().find(|(m, _)| m == "zero").and_then(|(_, r)| *r);
+    out += "loss-free rate (highest offered rate with no loss, the generator keeping up):";
+    for (m, r) in &free {
+        match (r, zero) {
+            (Some(r), Some(z)) if m != "zero" => {
+                out += &format!(" {m} {r:.0} pps ({:.2}x zero's);", r / z)
+            }
+            (Some(r), _) => out += &format!(" {m} {r:.0} pps;"),
+            (None, _) => out += &format!(" {m} none;"),
+        }
+    }
+    out.pop();
+    out += "\n";
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -562,6 +673,42 @@ mod tests {
         d[2..4].copy_from_slice(&len.to_be_bytes());
         assert_eq!(probe_in(&d), Some((7, 1234)));
         assert_eq!(probe_in(&d[..20]), None);
+    }
+
+    #[test]
+    fn sweep_steps_and_loss_free_rates() {
+        assert_eq!(
+            sweep_rates(275_000.0),
+            vec![1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 275_000.0]
+        );
+        assert_eq!(sweep_rates(500.0), vec![500.0]);
+        let case = |mode: &str, pps: f64, lost: u64, short: bool| Case {
+            mode: mode.to_string(),
+            offered_pps: pps,
+            sent: Sent::default(),
+            report: Report {
+                lost,
+                ..Report::default()
+            },
+            generator_short: short,
+            seed: None,
+        };
+        let sweep = [
+            case("zero", 1e3, 0, false),
+            case("zero", 2e3, 0, false),
+            case("zero", 5e3, 0, true),
+            case("full", 1e3, 0, false),
+            case("full", 2e3, 3, false),
+            case("lco", 1e3, 1, false),
+        ];
+        assert_eq!(
+            loss_free(&sweep, &["zero", "full", "lco"]),
+            vec![
+                ("zero".to_string(), Some(2e3)),
+                ("full".to_string(), Some(1e3)),
+                ("lco".to_string(), None)
+            ]
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! ([`super::seed000`]); 001-004 are not yet, and saying so is the answer
 //! for them.
 
-use super::seed000::{self, Case, PACKET_LEN, RATES};
+use super::seed000::{self, Case, Plan, Runs, PACKET_LEN, RATES};
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +28,10 @@ pub struct Options {
     pub seconds: Option<f64>,
     pub modes: Vec<String>,
     pub rates: Vec<f64>,
+    /// The sweep's highest offered rate (0: no sweep).
+    pub sweep_to: f64,
+    /// Where to write PNG charts.
+    pub plot: Option<std::path::PathBuf>,
     pub external: Option<External>,
 }
 
@@ -72,29 +76,56 @@ pub fn command(o: &Options) -> ExitCode {
         eprintln!("tep bench seeds: --seconds: {seconds} is out of range (0.1..=3600)");
         return ExitCode::from(2);
     }
+    // The quick run sweeps two rates; a full one up to --sweep-to, or
+    // until the generator falls short.
+    let sweep = match (o.quick, o.sweep_to) {
+        (_, to) if to <= 0.0 => Vec::new(),
+        (true, _) => vec![10_000.0, 100_000.0],
+        (false, to) => seed000::sweep_rates(to),
+    };
+    let plan = Plan {
+        rates,
+        sweep: if o.external.is_some() {
+            Vec::new()
+        } else {
+            sweep
+        },
+        seconds,
+    };
     let cases = match &o.external {
-        None => modes.len() * rates.len(),
-        Some(_) => rates.len(),
+        None => modes.len() * (plan.rates.len() + plan.sweep.len()),
+        Some(_) => plan.rates.len(),
     };
     if !o.json {
         eprintln!(
-            "seed 000: {cases} case(s) of {seconds} s, about {:.0} s in all",
+            "seed 000: up to {cases} case(s) of {seconds} s, at most about {:.0} s in all",
             cases as f64 * (seconds + 1.5)
         );
     }
     let started = Instant::now();
     let result = match &o.external {
-        None => seed000::run_in_namespaces(&modes, &rates, seconds),
-        Some(e) => external(e, &rates, seconds),
+        None => seed000::run_in_namespaces(&modes, &plan),
+        Some(e) => external(e, &plan.rates, seconds).map(|cases| Runs {
+            cases,
+            sweep: Vec::new(),
+        }),
     };
-    let cases = match result {
-        Ok(c) => c,
+    let runs = match result {
+        Ok(r) => r,
         Err(e) => {
             eprintln!("tep bench seeds: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let passed = cases.iter().all(|c| c.report.received > 0);
+    let passed = runs
+        .cases
+        .iter()
+        .chain(&runs.sweep)
+        .all(|c| c.report.received > 0);
+    let free: serde_json::Map<String, serde_json::Value> = seed000::loss_free(&runs.sweep, &modes)
+        .into_iter()
+        .map(|(m, r)| (m, serde_json::json!(r)))
+        .collect();
     if o.json {
         let v = serde_json::json!({
             "seeds": {
@@ -102,7 +133,9 @@ pub fn command(o: &Options) -> ExitCode {
                     "packet_len": PACKET_LEN,
                     "seconds_per_case": seconds,
                     "setup": if o.external.is_some() { "interfaces" } else { "namespaces" },
-                    "cases": cases,
+                    "cases": runs.cases,
+                    "sweep": runs.sweep,
+                    "loss_free_pps": free,
                 }
             },
             "not_reproduced": ["001", "002", "003", "004"],
@@ -110,8 +143,20 @@ pub fn command(o: &Options) -> ExitCode {
         });
         println!("{v}");
     } else {
-        print!("{}", seed000::table(&cases));
+        print!("{}", seed000::table(&runs.cases));
+        print!("{}", seed000::sweep_table(&runs, &modes));
         println!("seeds 001-004: not reproduced yet");
+    }
+    if let Some(dir) = &o.plot {
+        if !runs.sweep.is_empty() {
+            match super::plot::seed000_sweep(dir, &runs.sweep, &modes) {
+                Ok(path) => eprintln!("wrote {}", path.display()),
+                Err(e) => {
+                    eprintln!("tep bench seeds: --plot: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
     }
     if passed {
         ExitCode::SUCCESS

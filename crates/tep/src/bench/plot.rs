@@ -1,0 +1,200 @@
+//! PNG charts of `tep bench seeds --plot DIR`, drawn with plotters' bitmap
+//! backend. The font is compiled in (DejaVu Sans, `assets/`), so that a
+//! machine without fonts or fontconfig draws the same text.
+
+use super::seed000::Case;
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+/// DejaVu Sans (Bitstream Vera license, see assets/DejaVuSans-LICENSE).
+static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+/// The family name the charts ask for.
+const FAMILY: &str = "sans-serif";
+
+fn register_font() -> Result<(), String> {
+    static ONCE: Once = Once::new();
+    let mut result = Ok(());
+    ONCE.call_once(|| {
+        result = plotters::style::register_font(FAMILY, FontStyle::Normal, FONT)
+            .map_err(|_| "the embedded font does not load".to_string());
+    });
+    result
+}
+
+/// The colour of each checksum mode's line.
+fn colour(mode: &str) -> RGBColor {
+    match mode {
+        "zero" => RGBColor(31, 119, 180),
+        "full" => RGBColor(214, 39, 40),
+        "offload" => RGBColor(44, 160, 44),
+        "lco" => RGBColor(148, 103, 189),
+        _ => RGBColor(90, 90, 90),
+    }
+}
+
+/// A rate as an axis label: 2k, 275k, 1M.
+fn rate_label(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.0}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// Seed 000's sweep: average latency (µs, log scale) and loss (%) against
+/// the offered rate (packets per second, log scale), one line per mode.
+/// Returns the file written.
+pub fn seed000_sweep(dir: &Path, sweep: &[Case], modes: &[&str]) -> Result<PathBuf, String> {
+    register_font()?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join("seed000-sweep.png");
+    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let file = path.clone();
+    let root = BitMapBackend::new(&file, (1200, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let (left, right) = root.split_horizontally(600);
+    let rate_max = sweep.iter().map(|c| c.offered_pps).fold(1_000.0, f64::max) * 1.2;
+    let rate_min = sweep.iter().map(|c| c.offered_pps).fold(rate_max, f64::min) / 1.2;
+    let lat_max = sweep
+        .iter()
+        .map(|c| c.report.avg_ns as f64 / 1000.0)
+        .fold(10.0, f64::max)
+        * 2.0;
+    let loss_max = sweep.iter().map(|c| c.report.loss_pct).fold(1.0, f64::max) * 1.1;
+    let series = |mode: &str, y: &dyn Fn(&Case) -> f64| -> Vec<(f64, f64)> {
+        sweep
+            .iter()
+            .filter(|c| c.mode == mode)
+            .map(|c| (c.offered_pps, y(c)))
+            .collect()
+    };
+
+    let mut chart = ChartBuilder::on(&left)
+        .caption("seed 000: average latency", (FAMILY, 20))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d((rate_min..rate_max).log_scale(), (1.0..lat_max).log_scale())
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("offered rate, packets/s (1492-byte IPv4)")
+        .y_desc("µs, send to the sink's kernel receive stamp")
+        .x_labels(8)
+        .y_labels(8)
+        .x_label_formatter(&|v| rate_label(*v))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .light_line_style(WHITE)
+        .label_style((FAMILY, 13))
+        .draw()
+        .map_err(|e| err(&e))?;
+    for &m in modes {
+        let pts = series(m, &|c| (c.report.avg_ns as f64 / 1000.0).max(1.0));
+        let c = colour(m);
+        chart
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label(m)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        chart
+            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
+            .map_err(|e| err(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .label_font((FAMILY, 13))
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+
+    let mut chart = ChartBuilder::on(&right)
+        .caption("seed 000: loss", (FAMILY, 20))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(60)
+        .build_cartesian_2d((rate_min..rate_max).log_scale(), 0.0..loss_max)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("offered rate, packets/s (1492-byte IPv4)")
+        .y_desc("% of the probes sent, by sequence number")
+        .x_labels(8)
+        .x_label_formatter(&|v| rate_label(*v))
+        .light_line_style(WHITE)
+        .label_style((FAMILY, 13))
+        .draw()
+        .map_err(|e| err(&e))?;
+    for &m in modes {
+        let pts = series(m, &|c| c.report.loss_pct);
+        let c = colour(m);
+        chart
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label(m)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        chart
+            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
+            .map_err(|e| err(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .label_font((FAMILY, 13))
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    drop(root);
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::probe::Report;
+    use crate::bench::seed000::Sent;
+
+    #[test]
+    fn rate_labels() {
+        assert_eq!(rate_label(500.0), "500");
+        assert_eq!(rate_label(275_000.0), "275k");
+        assert_eq!(rate_label(1_000_000.0), "1.0M");
+    }
+
+    /// A chart of two modes is a PNG of the size asked, with the embedded
+    /// font (no system font needed).
+    #[test]
+    fn the_sweep_chart_is_a_png() {
+        let case = |mode: &str, pps: f64, avg_ns: u64, loss_pct: f64| Case {
+            mode: mode.to_string(),
+            offered_pps: pps,
+            sent: Sent::default(),
+            report: Report {
+                avg_ns,
+                loss_pct,
+                ..Report::default()
+            },
+            generator_short: false,
+            seed: None,
+        };
+        let sweep = [
+            case("zero", 1e3, 9_000, 0.0),
+            case("zero", 1e4, 12_000, 0.0),
+            case("full", 1e3, 9_500, 0.0),
+            case("full", 1e4, 30_000, 2.5),
+        ];
+        let dir = std::env::temp_dir().join(format!("tep-plot-{}", std::process::id()));
+        let path = seed000_sweep(&dir, &sweep, &["zero", "full"]).unwrap();
+        let png = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        // IHDR: width and height.
+        assert_eq!(u32::from_be_bytes(png[16..20].try_into().unwrap()), 1200);
+        assert_eq!(u32::from_be_bytes(png[20..24].try_into().unwrap()), 520);
+    }
+}
