@@ -142,6 +142,13 @@ fn super_packets_leave_whole_through_the_uplink() {
         assert_eq!(io["udp_tx"], 0, "{what}: the sockets sent nothing: {c}");
         assert_eq!(io["drop_send_failed"], 0, "{what}: {c}");
         let tunnels = da.show("tunnels");
+        assert!(tunnels["io"]["uplink"].is_string(), "{what}: {tunnels}");
+        assert!(
+            tunnels["tunnels"][0]["checksum_in_effect"]
+                .as_str()
+                .is_some_and(|c| c.starts_with(mode)),
+            "{what}: {tunnels}"
+        );
         assert!(
             tunnels["tunnels"][0]["tx_packets"].as_u64().unwrap() > 1000,
             "{what}: datagrams counted per segment: {tunnels}"

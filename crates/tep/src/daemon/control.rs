@@ -6,7 +6,7 @@
 //! `trace 100 5000`), the daemon answers `ok\n` or `error\n`, then the
 //! body (text, JSON, or pcapng bytes for a trace), and closes.
 
-use super::state::{KernelCounters, State};
+use super::state::{IoInfo, KernelCounters, State};
 use super::stats::{IoEvent, Totals, WorkerSnapshot};
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -159,9 +159,20 @@ fn fresh_totals(state: &State, config: &Config) -> (Totals, Vec<WorkerSnapshot>)
 }
 
 /// What the checksum mode means where tep sends: on a socket the kernel
-/// writes the outer UDP header; in gateway mode tep writes every byte.
-fn mode_in_effect(m: ChecksumMode, gateway: bool) -> &'static str {
-    if gateway {
+/// writes the outer UDP header; in gateway mode tep writes every byte;
+/// through host mode's uplink tep writes the frame, and the kernel's
+/// segmenter the checksum of each segment of a super-packet.
+fn mode_in_effect(m: ChecksumMode, io: &IoInfo) -> &'static str {
+    if io.uplink.is_some() {
+        return match m {
+            ChecksumMode::Zero => "zero (tep writes none; super-packets leave whole through the uplink)",
+            ChecksumMode::Full => "full (tep, SIMD; a super-packet's segments by the kernel's segmenter)",
+            ChecksumMode::Lco => "lco (tep, from the inner checksum; a super-packet's segments by the kernel's segmenter)",
+            ChecksumMode::Offload => "offload (the kernel, asked through the uplink's virtio-net header)",
+            ChecksumMode::Remote => "remote (inner left to the peer; outer by the kernel)",
+        };
+    }
+    if io.gateway.is_some() {
         return match m {
             ChecksumMode::Zero => "zero (tep writes none)",
             ChecksumMode::Full => "full (tep, SIMD)",
@@ -225,7 +236,7 @@ fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> 
                 remote: format!("{}", std::net::SocketAddr::new(t.remote, t.remote_port)),
                 id: tunnel_id(t),
                 checksum: t.checksum.name(),
-                checksum_in_effect: mode_in_effect(t.checksum, io.gateway.is_some()),
+                checksum_in_effect: mode_in_effect(t.checksum, &io),
                 remote_checksum_rx: t.remote_checksum_rx,
                 tx_packets: s.tx_packets,
                 tx_bytes: s.tx_bytes,

@@ -28,6 +28,9 @@ pub struct IoInfo {
     /// `adaptive_poll_us`: workers poll while packets come closer
     /// together than this.
     pub adaptive_poll_us: u32,
+    /// Host mode: the uplink TAP tunnel traffic leaves through, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uplink: Option<String>,
     /// Gateway mode's interfaces and rings.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gateway: Option<GatewayInfo>,

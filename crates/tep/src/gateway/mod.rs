@@ -333,6 +333,7 @@ fn io_info(
         workers: g.queues,
         busy_poll_us: g.busy_poll_us,
         adaptive_poll_us: g.adaptive_poll_us,
+        uplink: None,
         gateway: Some(GatewayInfo {
             interfaces: vec![
                 iface("underlay", &gw.underlay, modes[0]),

@@ -336,8 +336,15 @@ fn stop_workers(r: Running, shared: &Shared) -> Vec<WorkerIo> {
     ios
 }
 
-fn io_info(devices: &[&Tun], config: &Config, ios: &[WorkerIo], e: &Endpoints) -> IoInfo {
+fn io_info(
+    devices: &[&Tun],
+    config: &Config,
+    ios: &[WorkerIo],
+    e: &Endpoints,
+    uplink: Option<String>,
+) -> IoInfo {
     IoInfo {
+        uplink: uplink.filter(|_| ios.first().is_some_and(|io| io.uplink.is_some())),
         devices: devices
             .iter()
             .map(|d| DeviceInfo {
@@ -421,7 +428,8 @@ pub fn run(path: &Path) -> Result<(), String> {
         })
         .collect();
     let devices: Vec<&Tun> = tun.iter().chain(tap.iter()).collect();
-    let info = io_info(&devices, &config, &ios, &endpoints);
+    let uplink_name = uplink_dev.as_ref().map(|(t, _)| t.name().to_string());
+    let info = io_info(&devices, &config, &ios, &endpoints, uplink_name);
     for s in &info.sockets {
         tracing::info!(local = %s.local, gso = s.gso, gro = s.gro, zero_tx = s.zero_checksum_tx, "socket ready");
     }
@@ -580,8 +588,10 @@ fn reload(
         new_ios.push(io);
     }
     let devices: Vec<&Tun> = tun.iter().chain(tap.iter()).copied().collect();
-    *state.io.lock().unwrap_or_else(|e| e.into_inner()) =
-        io_info(&devices, &new, &new_ios, &endpoints);
+    let mut io = state.io.lock().unwrap_or_else(|e| e.into_inner());
+    let uplink = io.uplink.clone();
+    *io = io_info(&devices, &new, &new_ios, &endpoints, uplink);
+    drop(io);
     *running = start_workers(new.clone(), endpoints, new_ios, shared)?;
     *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
     *state.config.lock().unwrap_or_else(|e| e.into_inner()) = new;
