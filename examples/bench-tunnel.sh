@@ -28,7 +28,8 @@
 # the peer: tep-to-kernel-{full,zero,full6,zero6} (tep on a sends),
 # kernel-to-tep-{full,zero,full6,zero6} (tep on b receives); full pairs
 # with udpcsum, zero with noudpcsum, the 6 ones are over IPv6, zero6 with
-# udp6zerocsumtx/rx);
+# udp6zerocsumtx/rx; a -rps suffix, e.g. tep-to-kernel-full6-rps, sets
+# host.uplink_cpus to the server's CPU);
 # ratios need kernel-vxlan among them.
 #
 # Note: on veth, a checksum the sender leaves partial is not computed in
@@ -50,7 +51,7 @@ quick=0
 json=0
 rr_tool=auto
 cpus=""
-all_paths="kernel-vxlan,tep-vxlan-zero,tep-vxlan-full,tep-vxlan-lco,tep-vxlan-offload,tep-vxlan-remote,tep-gue-full,tep-vxlan-full-poll,tep-vxlan-full-sleep,tep-to-kernel-full,kernel-to-tep-full,tep-to-kernel-zero,kernel-to-tep-zero,tep-to-kernel-full6,kernel-to-tep-full6,tep-to-kernel-zero6,kernel-to-tep-zero6"
+all_paths="kernel-vxlan,tep-vxlan-zero,tep-vxlan-full,tep-vxlan-lco,tep-vxlan-offload,tep-vxlan-remote,tep-gue-full,tep-vxlan-full-poll,tep-vxlan-full-sleep,tep-to-kernel-full,kernel-to-tep-full,tep-to-kernel-zero,kernel-to-tep-zero,tep-to-kernel-full6,kernel-to-tep-full6,tep-to-kernel-zero6,kernel-to-tep-zero6,tep-to-kernel-full-rps,tep-to-kernel-full6-rps,tep-to-kernel-zero6-rps"
 path_arg=$all_paths
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -170,17 +171,21 @@ path_up() {
         # tep on one side, the kernel's VXLAN (udpcsum for full, noudpcsum
         # for zero; over IPv6 its default for full6, udp6zerocsumtx/rx for
         # zero6) on the other.
-        local mode=${1##*-} csum=udpcsum net=192.0.2. tep_side=1
+        # A "-rps" path: tep's uplink hands its kernel work to the server's
+        # CPU (host.uplink_cpus).
+        local name=$1 line=""
+        case "$name" in *-rps) name=${name%-rps} line="uplink_cpus = [$srv_cpu]" ;; esac
+        local mode=${name##*-} csum=udpcsum net=192.0.2. tep_side=1
         case "$mode" in
         zero) csum=noudpcsum ;;
         full6) csum="" net=2001:db8:: ;;
         zero6) csum="udp6zerocsumtx udp6zerocsumrx" net=2001:db8:: ;;
         esac
-        case "$1" in kernel-to-tep-*) tep_side=2 ;; esac
+        case "$name" in kernel-to-tep-*) tep_side=2 ;; esac
         local ns=$ns_a
         [ "$tep_side" = 2 ] && ns=$ns_b
         kernel_vxlan_side $((3 - tep_side)) "$csum" "$net"
-        tep_config vxlan "$mode" "$tep_side" >"$work/$tep_side.toml"
+        tep_config vxlan "$mode" "$tep_side" "$line" >"$work/$tep_side.toml"
         tep_start "$tep_side" "$ns"
         ;;
     kernel-vxlan)
@@ -367,7 +372,7 @@ for round in $(seq "$reps"); do
     [ "$reps" -gt 1 ] && say "round $round of $reps"
     for path in "${paths[@]}"; do
         [ -n "${dead[$path]:-}" ] && continue
-        printf '  %-21s ' "$path" >&2
+        printf '  %-24s ' "$path" >&2
         if ! path_up "$path"; then
             path_down "$path"
             echo "$path fail" >>"$work/results"
@@ -452,6 +457,8 @@ def pair_ratio(num, den):
     return {k: (round(a[k] / b[k], 3) if a.get(k) and b.get(k) else None) for k in ("gbps_1", "gbps_4")}
 pairs = {f"tep-to-kernel-{m} / kernel-to-tep-{m}": pair_ratio(f"tep-to-kernel-{m}", f"kernel-to-tep-{m}")
          for m in ("full", "zero", "full6", "zero6")}
+for m in ("full", "full6", "zero6"):
+    pairs[f"tep-to-kernel-{m}-rps / kernel-to-tep-{m}"] = pair_ratio(f"tep-to-kernel-{m}-rps", f"kernel-to-tep-{m}")
 pairs["tep-vxlan-zero / tep-vxlan-full"] = pair_ratio("tep-vxlan-zero", "tep-vxlan-full")
 pairs = {k: v for k, v in pairs.items() if v}
 def runtime(side):
@@ -469,27 +476,27 @@ if as_json == "1":
     sys.exit(1 if bad else 0)
 fmt = lambda v, p: "-" if v is None else f"{v:.{p}f}"
 print()
-print(f"{'path':<21} {'1-stream Gbit/s':>15} {'4-stream Gbit/s':>15} {'RR p50 µs':>10} {'RR p99 µs':>10}")
+print(f"{'path':<24} {'1-stream Gbit/s':>15} {'4-stream Gbit/s':>15} {'RR p50 µs':>10} {'RR p99 µs':>10}")
 for r in rows:
     if not r["ok"]:
-        print(f"{r['path']:<21} {'FAILED':>15}")
+        print(f"{r['path']:<24} {'FAILED':>15}")
         continue
-    print(f"{r['path']:<21} {fmt(r['gbps_1'], 2):>15} {fmt(r['gbps_4'], 2):>15} "
+    print(f"{r['path']:<24} {fmt(r['gbps_1'], 2):>15} {fmt(r['gbps_4'], 2):>15} "
           f"{fmt(r['rr_p50_us'], 1):>10} {fmt(r['rr_p99_us'], 1):>10}")
 if kernel:
     print()
     print("tep / kernel-vxlan (throughput: higher is better; latency: lower is better)")
-    print(f"{'path':<21} {'1-stream':>15} {'4-stream':>15} {'RR p50':>10} {'RR p99':>10}")
+    print(f"{'path':<24} {'1-stream':>15} {'4-stream':>15} {'RR p50':>10} {'RR p99':>10}")
     for r in rows:
         if "ratio" in r:
             q = r["ratio"]
-            print(f"{r['path']:<21} {fmt(q['gbps_1'], 2):>15} {fmt(q['gbps_4'], 2):>15} "
+            print(f"{r['path']:<24} {fmt(q['gbps_1'], 2):>15} {fmt(q['gbps_4'], 2):>15} "
                   f"{fmt(q['rr_p50_us'], 2):>10} {fmt(q['rr_p99_us'], 2):>10}")
 if pairs:
     print()
     print("side by side (throughput ratio)")
     for name, q in pairs.items():
-        print(f"{name:<42} {fmt(q['gbps_1'], 2):>8} {fmt(q['gbps_4'], 2):>8}")
+        print(f"{name:<46} {fmt(q['gbps_1'], 2):>8} {fmt(q['gbps_4'], 2):>8}")
 print()
 print(f"iperf3 TCP a→b {seconds} s; RR: {tool}, 64-byte request/response for {rr_seconds} s, "
       f"round-trip percentiles; medians of {reps} round(s), paths interleaved; "

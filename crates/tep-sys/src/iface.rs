@@ -100,6 +100,35 @@ unsafe fn address(sa: *const libc::sockaddr) -> Option<IpAddr> {
     }
 }
 
+/// The RPS mask of `cpus`, as /sys/class/net/*/queues/rx-*/rps_cpus takes
+/// it: hexadecimal, in comma-separated groups of 32 CPUs, highest first.
+pub fn cpu_mask(cpus: &[usize]) -> String {
+    let top = cpus.iter().copied().max().unwrap_or(0);
+    let mut words = vec![0u32; top / 32 + 1];
+    for &c in cpus {
+        words[c / 32] |= 1 << (c % 32);
+    }
+    words
+        .iter()
+        .rev()
+        .map(|w| format!("{w:08x}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Receive packet steering for receive queue `queue` of `name`: the
+/// kernel processes what arrives there on `cpus` (through their backlog)
+/// instead of the CPU that handed it over. Empty `cpus`: off.
+pub fn set_rps_cpus(name: &str, queue: usize, cpus: &[usize]) -> io::Result<()> {
+    let path = format!("/sys/class/net/{name}/queues/rx-{queue}/rps_cpus");
+    let mask = if cpus.is_empty() {
+        "0".to_string()
+    } else {
+        cpu_mask(cpus)
+    };
+    std::fs::write(&path, &mask).map_err(|e| context(e, format_args!("{path} = {mask}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,5 +148,12 @@ mod tests {
         let lo = addresses("lo").unwrap();
         assert!(lo.contains(&IpAddr::V4(Ipv4Addr::LOCALHOST)), "{lo:?}");
         assert!(addresses("no-such-if").unwrap().is_empty());
+    }
+
+    #[test]
+    fn rps_masks_in_groups_of_32() {
+        assert_eq!(cpu_mask(&[1]), "00000002");
+        assert_eq!(cpu_mask(&[0, 3]), "00000009");
+        assert_eq!(cpu_mask(&[33, 0]), "00000002,00000001");
     }
 }

@@ -199,3 +199,42 @@ fn auto_falls_back_to_the_sockets_and_a_named_uplink_refuses() {
         "{err}"
     );
 }
+
+/// `uplink_cpus` steers what tep writes into the uplink to those CPUs'
+/// backlogs (RPS on its queue): the mask is set, and traffic crosses
+/// intact.
+#[test]
+fn uplink_cpus_steer_the_uplinks_kernel_work() {
+    if !root_or_skip("uplink_cpus_steer_the_uplinks_kernel_work") {
+        return;
+    }
+    let pair = Pair::new();
+    let da = pair.daemon(
+        &pair.a,
+        &config(&pair, &pair.a, 1, "gue", "full", "uplink_cpus = [0]"),
+    );
+    let _db = pair.daemon(&pair.b, &config(&pair, &pair.b, 2, "gue", "full", ""));
+    if !kernel_has_it(&da.log()) {
+        eprintln!(
+            "SKIPPED uplink_cpus_steer_the_uplinks_kernel_work: {}",
+            da.log()
+        );
+        return;
+    }
+    let out = pair.exec(
+        &pair.a,
+        &["cat", "/sys/class/net/tepup0/queues/rx-0/rps_cpus"],
+        true,
+    );
+    let mask = String::from_utf8_lossy(&out.stdout).trim().replace(',', "");
+    assert_eq!(u64::from_str_radix(&mask, 16), Ok(1), "{mask}");
+    assert!(ping(&pair, &pair.a, "10.9.0.2", 3) >= 2, "{}", da.log());
+    let (sent, got) = transfer(&pair, 8 << 20);
+    assert_eq!(sent, got, "the digest of what crossed");
+    assert!(
+        da.show("counters")["io"]["uplink_tx_super"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}

@@ -59,6 +59,11 @@ pub struct HostConfig {
     /// Whether tunnel traffic leaves through an uplink TAP (see
     /// [`Uplink`]) or the UDP sockets.
     pub uplink: Uplink,
+    /// The CPUs that carry what the uplink hands the kernel (RPS on its
+    /// queues): the forwarding, and on the same machine the receiver's
+    /// whole stack, which a write into a TAP otherwise runs on the
+    /// writing worker's CPU. Empty: the kernel's default (no RPS).
+    pub uplink_cpus: Vec<usize>,
 }
 
 /// `host.uplink`: a TAP tep creates to send tunnel traffic through the
@@ -107,6 +112,7 @@ impl Default for HostConfig {
             metrics: None,
             control: DEFAULT_CONTROL.to_string(),
             uplink: Uplink::Auto,
+            uplink_cpus: Vec::new(),
         }
     }
 }
@@ -129,6 +135,7 @@ pub(super) struct RawHost {
     metrics: Option<String>,
     control: Option<String>,
     uplink: Option<String>,
+    uplink_cpus: Option<Vec<i64>>,
 }
 
 const SECTION: &str = "host";
@@ -308,6 +315,18 @@ impl RawHost {
                 Uplink::Device(name)
             }
         };
+        let uplink_cpus = self
+            .uplink_cpus
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| ranged(SECTION, "uplink_cpus", c, 0, 4095).map(|c| c as usize))
+            .collect::<Result<Vec<_>, _>>()?;
+        if !uplink_cpus.is_empty() && uplink == Uplink::Off {
+            return Err(err(
+                "uplink_cpus",
+                "set, but host.uplink is \"off\"".to_string(),
+            ));
+        }
         Ok(HostConfig {
             tun,
             tap,
@@ -324,6 +343,7 @@ impl RawHost {
             metrics,
             control,
             uplink,
+            uplink_cpus,
         })
     }
 }
@@ -356,6 +376,7 @@ offloads = false
 source_sockets = 0
 busy_poll_us = 200
 adaptive_poll_us = 40
+uplink_cpus = [1]
 metrics = "127.0.0.1:9464"
 control = "/tmp/x.sock"
 "#,
@@ -373,6 +394,7 @@ control = "/tmp/x.sock"
         assert!(!h.offloads);
         assert_eq!(h.source_sockets, 0);
         assert_eq!((h.busy_poll_us, h.adaptive_poll_us), (200, 40));
+        assert_eq!(h.uplink_cpus, vec![1]);
         assert_eq!(h.metrics, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(h.control, "/tmp/x.sock");
     }
@@ -394,6 +416,14 @@ control = "/tmp/x.sock"
             (
                 "adaptive_poll_us = 2000000",
                 "host.adaptive_poll_us: 2000000 is out of range (0..=1000000)",
+            ),
+            (
+                "uplink_cpus = [5000]",
+                "host.uplink_cpus: 5000 is out of range (0..=4095)",
+            ),
+            (
+                "uplink = \"off\"\nuplink_cpus = [0]",
+                "host.uplink_cpus: set, but host.uplink is \"off\"",
             ),
             (
                 "source_sockets = 65",

@@ -175,6 +175,17 @@ pub fn open(name: &str, config: &Config) -> Result<(Tun, LinkHeader), String> {
     }
     tap.set_up()
         .map_err(|e| format!("host.uplink: cannot bring {name} up: {e}"))?;
+    // What tep writes here the kernel forwards, and on one machine hands
+    // to the receiver's whole stack, in the writing worker's context
+    // unless RPS moves it to other CPUs.
+    let cpus = &config.host.uplink_cpus;
+    if !cpus.is_empty() {
+        for q in 0..queues {
+            tep_sys::iface::set_rps_cpus(&name, q, cpus)
+                .map_err(|e| format!("host.uplink_cpus: {e}"))?;
+        }
+        tracing::info!(device = name.as_str(), cpus = ?cpus, "uplink's kernel work on these CPUs (RPS)");
+    }
     let mac = tep_sys::netlink::link_by_name(&name)
         .ok()
         .and_then(|l| l.mac)
