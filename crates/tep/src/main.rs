@@ -271,6 +271,10 @@ enum BenchCommand {
         /// loss against the offered rate, one line per checksum mode).
         #[arg(long, value_name = "DIR")]
         plot: Option<std::path::PathBuf>,
+        /// Rounds of the seed's rates, the modes interleaved in each; the
+        /// targets compare medians over the rounds.
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        repeat: usize,
         /// Send the probes out of this interface (with --dst and --rx)
         /// instead of building namespaces.
         #[arg(long, requires_all = ["rx", "dst"])]
@@ -360,6 +364,7 @@ fn main() -> ExitCode {
                     rates,
                     sweep_to,
                     plot,
+                    repeat,
                     tx,
                     rx,
                     dst,
@@ -384,6 +389,7 @@ fn main() -> ExitCode {
                 rates,
                 sweep_to,
                 plot,
+                repeat,
                 external,
             })
         }

@@ -34,6 +34,8 @@ fn seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up() {
             "100,2000",
             "--sweep-to",
             "3000",
+            "--repeat",
+            "2",
         ])
         .arg("--plot")
         .arg(&plots)
@@ -49,7 +51,9 @@ fn seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up() {
     assert_eq!(seed["packet_len"], 1492);
     assert_eq!(seed["setup"], "namespaces");
     let cases = seed["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 4 * 2, "{v}");
+    // Two rounds of every mode at both rates.
+    assert_eq!(cases.len(), 2 * 4 * 2, "{v}");
+    assert_eq!(seed["repeat"], 2);
     for mode in ["zero", "full", "offload", "lco"] {
         for pps in [100.0, 2000.0] {
             let c = cases
@@ -88,6 +92,13 @@ fn seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up() {
             .collect();
         assert!(!rates.is_empty() && rates[0] == 1000.0, "{mode}: {rates:?}");
         assert!(seed["loss_free_pps"].get(mode).is_some(), "{v}");
+    }
+    // The targets, judged (not asserted to pass: a CI machine's noise is
+    // not tep's): full and offload against zero, and the loss-free rates.
+    let targets = seed["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 3, "{v}");
+    for t in targets {
+        assert!(t["pass"].is_boolean() && t["detail"].is_string(), "{t}");
     }
     let png = std::fs::read(plots.join("seed000-sweep.png")).expect("the sweep's chart");
     let _ = std::fs::remove_dir_all(&plots);

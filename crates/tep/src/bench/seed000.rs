@@ -474,6 +474,8 @@ pub struct Plan {
     /// falls short of, or that loses more than [`SWEEP_STOP_LOSS_PCT`].
     pub sweep: Vec<f64>,
     pub seconds: f64,
+    /// Rounds of the seed's rates, the modes interleaved in each.
+    pub repeat: usize,
 }
 
 /// Loss past which a sweep goes no higher: the loss-free rate is below.
@@ -540,12 +542,20 @@ pub fn run_in_namespaces(modes: &[&str], plan: &Plan) -> Result<Runs, String> {
     let sink_cpu = if n > 2 { 1 } else { 0 };
     let cpus = (sender, sink_cpu);
     let mut runs = Runs::default();
-    for &mode in modes {
-        let _gw = start_gateway(&setup, mode, worker)?;
-        for &pps in &plan.rates {
-            runs.cases
-                .push(run_case(&setup, mode, pps, plan.seconds, cpus)?);
+    for _ in 0..plan.repeat.max(1) {
+        for &mode in modes {
+            let _gw = start_gateway(&setup, mode, worker)?;
+            for &pps in &plan.rates {
+                runs.cases
+                    .push(run_case(&setup, mode, pps, plan.seconds, cpus)?);
+            }
         }
+    }
+    for &mode in modes {
+        if plan.sweep.is_empty() {
+            break;
+        }
+        let _gw = start_gateway(&setup, mode, worker)?;
         for &pps in &plan.sweep {
             let c = run_case(&setup, mode, pps, plan.seconds, cpus)?;
             let stop = c.generator_short || c.report.loss_pct > SWEEP_STOP_LOSS_PCT;
@@ -606,6 +616,90 @@ pub fn table(cases: &[Case]) -> String {
         );
     }
     out += "latency: probe send time (CLOCK_REALTIME) to the sink's kernel receive stamp (SO_TIMESTAMPNS), one machine's clock; loss by sequence number\n";
+    out
+}
+
+/// One of tep's targets for seed 000, as measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Target {
+    pub name: String,
+    pub pass: bool,
+    pub detail: String,
+}
+
+/// The median of `v` (0 for none).
+fn median_u64(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+/// tep's targets for seed 000: at the highest of the seed's rates, `full`
+/// and `offload` lose nothing and their mean latency (the median over the
+/// rounds) is at most 1.1x `zero`'s; `full`'s loss-free rate is at least
+/// 0.95x `zero`'s. A target whose cases were not run is left out.
+pub fn targets(runs: &Runs) -> Vec<Target> {
+    let mut out = Vec::new();
+    let top = runs.cases.iter().map(|c| c.offered_pps).fold(0.0, f64::max);
+    let at_top = |mode: &str| -> Option<(u64, u64, usize, bool)> {
+        let cs: Vec<&Case> = runs
+            .cases
+            .iter()
+            .filter(|c| c.mode == mode && c.offered_pps == top)
+            .collect();
+        (!cs.is_empty()).then(|| {
+            (
+                median_u64(cs.iter().map(|c| c.report.avg_ns).collect()),
+                cs.iter().map(|c| c.report.lost).sum(),
+                cs.len(),
+                cs.iter().any(|c| c.generator_short),
+            )
+        })
+    };
+    if let Some((zero_avg, _, _, _)) = at_top("zero") {
+        for mode in ["full", "offload"] {
+            if let Some((avg, lost, rounds, short)) = at_top(mode) {
+                let ratio = avg as f64 / zero_avg.max(1) as f64;
+                out.push(Target {
+                    name: format!("{mode} at {top:.0} pps: no loss, mean latency <= 1.1x zero's"),
+                    pass: lost == 0 && ratio <= 1.1,
+                    detail: format!(
+                        "lost {lost}; mean {:.1} us against zero's {:.1} ({ratio:.2}x; medians of {rounds} round(s)){}",
+                        avg as f64 / 1000.0,
+                        zero_avg as f64 / 1000.0,
+                        if short { "; the generator fell short of the offered rate" } else { "" }
+                    ),
+                });
+            }
+        }
+    }
+    let free = loss_free(&runs.sweep, &["zero", "full"]);
+    if let [(_, Some(zero)), (_, Some(full))] = free.as_slice() {
+        let ratio = full / zero;
+        out.push(Target {
+            name: "full's loss-free rate >= 0.95x zero's".to_string(),
+            pass: ratio >= 0.95,
+            detail: format!(
+                "{full:.0} against {zero:.0} pps ({ratio:.2}x; the sweep's steps bound both)"
+            ),
+        });
+    }
+    out
+}
+
+/// The targets as lines of text.
+pub fn targets_text(targets: &[Target]) -> String {
+    let mut out = String::new();
+    if !targets.is_empty() {
+        out += "\ntargets:\n";
+    }
+    for t in targets {
+        out += &format!(
+            "  {} {}: {}\n",
+            if t.pass { "PASS" } else { "FAIL" },
+            t.name,
+            t.detail
+        );
+    }
     out
 }
 
@@ -709,6 +803,42 @@ mod tests {
                 ("lco".to_string(), None)
             ]
         );
+    }
+
+    #[test]
+    fn targets_compare_medians_over_rounds_with_zero() {
+        let case = |mode: &str, pps: f64, avg_ns: u64, lost: u64| Case {
+            mode: mode.to_string(),
+            offered_pps: pps,
+            sent: Sent::default(),
+            report: Report {
+                avg_ns,
+                lost,
+                ..Report::default()
+            },
+            generator_short: false,
+            seed: None,
+        };
+        let runs = Runs {
+            cases: vec![
+                case("zero", 100.0, 50_000, 0),
+                case("zero", 1e5, 10_000, 0),
+                case("zero", 1e5, 12_000, 0),
+                case("zero", 1e5, 90_000, 0),
+                // One outlier round: the median stays 10.5 us.
+                case("full", 1e5, 10_500, 0),
+                case("full", 1e5, 99_000, 0),
+                case("full", 1e5, 10_400, 0),
+                case("offload", 1e5, 10_000, 1),
+            ],
+            sweep: vec![case("zero", 1e3, 0, 0), case("full", 1e3, 0, 0)],
+        };
+        let t = targets(&runs);
+        assert_eq!(t.len(), 3, "{t:?}");
+        assert!(t[0].pass, "{t:?}");
+        assert!(!t[1].pass, "offload lost one: {t:?}");
+        assert!(t[2].pass, "{t:?}");
+        assert!(targets_text(&t).contains("FAIL offload at 100000 pps"));
     }
 
     #[test]

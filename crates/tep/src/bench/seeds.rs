@@ -32,6 +32,8 @@ pub struct Options {
     pub sweep_to: f64,
     /// Where to write PNG charts.
     pub plot: Option<std::path::PathBuf>,
+    /// Rounds of the seed's rates.
+    pub repeat: usize,
     pub external: Option<External>,
 }
 
@@ -91,9 +93,10 @@ pub fn command(o: &Options) -> ExitCode {
             sweep
         },
         seconds,
+        repeat: o.repeat.max(1),
     };
     let cases = match &o.external {
-        None => modes.len() * (plan.rates.len() + plan.sweep.len()),
+        None => modes.len() * (plan.rates.len() * plan.repeat + plan.sweep.len()),
         Some(_) => plan.rates.len(),
     };
     if !o.json {
@@ -126,6 +129,7 @@ pub fn command(o: &Options) -> ExitCode {
         .into_iter()
         .map(|(m, r)| (m, serde_json::json!(r)))
         .collect();
+    let targets = seed000::targets(&runs);
     if o.json {
         let v = serde_json::json!({
             "seeds": {
@@ -136,6 +140,8 @@ pub fn command(o: &Options) -> ExitCode {
                     "cases": runs.cases,
                     "sweep": runs.sweep,
                     "loss_free_pps": free,
+                    "repeat": plan.repeat,
+                    "targets": targets,
                 }
             },
             "not_reproduced": ["001", "002", "003", "004"],
@@ -145,6 +151,7 @@ pub fn command(o: &Options) -> ExitCode {
     } else {
         print!("{}", seed000::table(&runs.cases));
         print!("{}", seed000::sweep_table(&runs, &modes));
+        print!("{}", seed000::targets_text(&targets));
         println!("seeds 001-004: not reproduced yet");
     }
     if let Some(dir) = &o.plot {
