@@ -92,25 +92,10 @@ pub fn seed000_sweep(dir: &Path, sweep: &[Case], modes: &[&str]) -> Result<PathB
         .label_style((FAMILY, 13))
         .draw()
         .map_err(|e| err(&e))?;
-    for &m in modes {
-        let pts = series(m, &|c| (c.report.avg_ns as f64 / 1000.0).max(1.0));
-        let c = colour(m);
-        chart
-            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-            .map_err(|e| err(&e))?
-            .label(m)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
-        chart
-            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
-            .map_err(|e| err(&e))?;
-    }
-    chart
-        .configure_series_labels()
-        .label_font((FAMILY, 13))
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(&e))?;
+    draw_modes(&mut chart, modes, |m| {
+        series(m, &|c| (c.report.avg_ns as f64 / 1000.0).max(1.0))
+    })
+    .map_err(|e| err(&e))?;
 
     let mut chart = ChartBuilder::on(&right)
         .caption("seed 000: loss", (FAMILY, 20))
@@ -129,17 +114,30 @@ pub fn seed000_sweep(dir: &Path, sweep: &[Case], modes: &[&str]) -> Result<PathB
         .label_style((FAMILY, 13))
         .draw()
         .map_err(|e| err(&e))?;
+    draw_modes(&mut chart, modes, |m| series(m, &|c| c.report.loss_pct)).map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    drop(root);
+    Ok(path)
+}
+
+/// One line with its points per mode, and the legend.
+fn draw_modes<'a, DB: DrawingBackend + 'a, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    modes: &[&str],
+    points: impl Fn(&str) -> Vec<(f64, f64)>,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
     for &m in modes {
-        let pts = series(m, &|c| c.report.loss_pct);
+        let pts = points(m);
         let c = colour(m);
         chart
-            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-            .map_err(|e| err(&e))?
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
             .label(m)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
-        chart
-            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))
-            .map_err(|e| err(&e))?;
+        chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, c.filled())))?;
     }
     chart
         .configure_series_labels()
@@ -147,10 +145,6 @@ pub fn seed000_sweep(dir: &Path, sweep: &[Case], modes: &[&str]) -> Result<PathB
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
-    drop(root);
-    Ok(path)
 }
 
 #[cfg(test)]
