@@ -238,58 +238,16 @@ enum BenchCommand {
         json: bool,
     },
     /// Reproduces the experiments of the seed documents beside their
-    /// published figures. Seed 000 (IPv6 GTP-U checksum impact): 1492-byte
-    /// packets at steady rates into a tep gateway, GTP-U/IPv6 out, per
-    /// checksum mode; loss and latency. By default in network namespaces
-    /// this command builds (root); with --tx/--rx/--dst between interfaces
-    /// you name, through a gateway you run. Seeds 001-004 are not
-    /// reproduced yet.
-    Seeds {
-        /// Which seeds: 000 (the default: every reproduced seed).
-        seeds: Vec<String>,
-        /// A reduced run: 1 s per case.
-        #[arg(long)]
-        quick: bool,
-        /// One JSON object instead of tables.
-        #[arg(long)]
-        json: bool,
-        /// Seconds per case (default 5, --quick 1).
-        #[arg(long)]
-        seconds: Option<f64>,
-        /// Checksum modes of the gateway (default zero,full,offload,lco).
-        #[arg(long, value_delimiter = ',', value_name = "MODE,...")]
-        modes: Vec<String>,
-        /// Offered rates, packets per second (default 100,275000).
-        #[arg(long, value_delimiter = ',', value_name = "PPS,...")]
-        rates: Vec<f64>,
-        /// The sweep per mode (1-2-5 steps from 1,000 pps) goes up to this
-        /// rate, or stops where the generator falls short or a mode loses
-        /// more than 10 %; 0: no sweep. --quick sweeps 10,000 and 100,000.
-        #[arg(long, default_value_t = 1_000_000.0, value_name = "PPS")]
-        sweep_to: f64,
-        /// Write PNG charts into this directory (seed 000: latency and
-        /// loss against the offered rate, one line per checksum mode).
-        #[arg(long, value_name = "DIR")]
-        plot: Option<std::path::PathBuf>,
-        /// Rounds of the seed's rates, the modes interleaved in each; the
-        /// targets compare medians over the rounds.
-        #[arg(long, default_value_t = 1, value_name = "N")]
-        repeat: usize,
-        /// Send the probes out of this interface (with --dst and --rx)
-        /// instead of building namespaces.
-        #[arg(long, requires_all = ["rx", "dst"])]
-        tx: Option<String>,
-        /// Receive the gateway's GTP-U on this interface.
-        #[arg(long, requires = "tx")]
-        rx: Option<String>,
-        /// The inner destination address the probes go to (routed through
-        /// the gateway under test).
-        #[arg(long, requires = "tx")]
-        dst: Option<std::net::IpAddr>,
-        /// Where the sink listens for the GTP-U datagrams.
-        #[arg(long, default_value = "[::]:2152")]
-        listen: std::net::SocketAddr,
-    },
+    /// published figures, in network namespaces this command builds
+    /// (root). 000: 1492-byte packets at steady rates into a tep gateway,
+    /// GTP-U/IPv6 out, per checksum mode, loss and latency (with
+    /// --tx/--rx/--dst between interfaces you name, through a gateway you
+    /// run). 001/004: GRE, IPIP and SIT in FOU and GUE through tep, UDP
+    /// checksum enabled and disabled, TCP throughput, request/response and
+    /// CPU per side. 002: VXLAN's cost per layer and end to end against no
+    /// tunnel. 003: VXLAN with checksum, RCO and none, tep beside the
+    /// kernel.
+    Seeds(bench::seeds::Options),
 }
 
 fn main() -> ExitCode {
@@ -354,45 +312,8 @@ fn main() -> ExitCode {
                 },
         } => flood_command(&interface, queue, &pcap, seconds, json),
         Command::Bench {
-            what:
-                BenchCommand::Seeds {
-                    seeds,
-                    quick,
-                    json,
-                    seconds,
-                    modes,
-                    rates,
-                    sweep_to,
-                    plot,
-                    repeat,
-                    tx,
-                    rx,
-                    dst,
-                    listen,
-                },
-        } => {
-            let external = match (tx, rx, dst) {
-                (Some(tx), Some(rx), Some(dst)) => Some(bench::seeds::External {
-                    tx,
-                    rx,
-                    dst,
-                    listen,
-                }),
-                _ => None,
-            };
-            bench::seeds::command(&bench::seeds::Options {
-                seeds,
-                quick,
-                json,
-                seconds,
-                modes,
-                rates,
-                sweep_to,
-                plot,
-                repeat,
-                external,
-            })
-        }
+            what: BenchCommand::Seeds(o),
+        } => bench::seeds::command(&o),
     }
 }
 

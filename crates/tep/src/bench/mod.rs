@@ -5,10 +5,16 @@
 
 pub mod checksum;
 pub mod flood;
+pub mod hostpair;
+pub mod lab;
 pub mod pipeline;
 pub mod plot;
 pub mod probe;
+pub mod report;
 pub mod seed000;
+pub mod seed001;
+pub mod seed002;
+pub mod seed003;
 pub mod seeds;
 
 use std::time::Instant;

@@ -2,8 +2,10 @@
 //! backend. The font is compiled in (DejaVu Sans, `assets/`), so that a
 //! machine without fonts or fontconfig draws the same text.
 
+use super::report::Bars;
 use super::seed000::Case;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontStyle;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -120,6 +122,101 @@ pub fn seed000_sweep(dir: &Path, sweep: &[Case], modes: &[&str]) -> Result<PathB
     Ok(path)
 }
 
+/// The colours of a bar chart's series, in order.
+const PALETTE: [RGBColor; 5] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+];
+
+/// A grouped bar chart: one group per x position, one bar per series in
+/// it, a missing value left out; the note (how it was measured) under the
+/// chart. Returns the file written.
+pub fn bars(dir: &Path, b: &Bars) -> Result<PathBuf, String> {
+    register_font()?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join(&b.file);
+    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let file = path.clone();
+    let width = (160 * b.groups.len() as u32).clamp(900, 1600);
+    let root = BitMapBackend::new(&file, (width, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let (top, bottom) = root.split_vertically(530);
+    let n = b.groups.len().max(1) as f64;
+    let y_max = b
+        .groups
+        .iter()
+        .flat_map(|(_, v)| v.iter().flatten())
+        .fold(0.0f64, |a, &v| a.max(v))
+        .max(1e-9)
+        * 1.25;
+    let mut chart = ChartBuilder::on(&top)
+        .caption(&b.title, (FAMILY, 20))
+        .margin(12)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..n, 0.0..y_max)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .disable_x_axis()
+        .y_desc(b.y_label.as_str())
+        .light_line_style(WHITE)
+        .label_style((FAMILY, 13))
+        .draw()
+        .map_err(|e| err(&e))?;
+    let k = b.series.len().max(1) as f64;
+    // Each group spans 0.8 of its slot, split among the series.
+    let w = 0.8 / k;
+    for (s, name) in b.series.iter().enumerate() {
+        let c = PALETTE[s % PALETTE.len()];
+        let rects: Vec<_> = b
+            .groups
+            .iter()
+            .enumerate()
+            .filter_map(|(g, (_, vals))| {
+                let v = (*vals.get(s)?)?;
+                let x0 = g as f64 + 0.1 + s as f64 * w;
+                Some(Rectangle::new([(x0, 0.0), (x0 + w * 0.9, v)], c.filled()))
+            })
+            .collect();
+        chart
+            .draw_series(rects)
+            .map_err(|e| err(&e))?
+            .label(name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .label_font((FAMILY, 13))
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+    // The group names under their bars.
+    for (g, (name, _)) in b.groups.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(g as f64 + 0.5, 0.0));
+        let style =
+            TextStyle::from((FAMILY, 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+        root.draw(&Text::new(name.clone(), (x, y + 8), style))
+            .map_err(|e| err(&e))?;
+    }
+    bottom
+        .draw(&Text::new(
+            b.note.clone(),
+            (12, 4),
+            (FAMILY, 13).into_font().color(&RGBColor(90, 90, 90)),
+        ))
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    drop(chart);
+    drop(root);
+    Ok(path)
+}
+
 /// One line with its points per mode, and the legend.
 fn draw_modes<'a, DB: DrawingBackend + 'a, X, Y>(
     chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
@@ -190,5 +287,26 @@ mod tests {
         // IHDR: width and height.
         assert_eq!(u32::from_be_bytes(png[16..20].try_into().unwrap()), 1200);
         assert_eq!(u32::from_be_bytes(png[20..24].try_into().unwrap()), 520);
+    }
+
+    #[test]
+    fn a_bar_chart_is_a_png_with_missing_values_left_out() {
+        let b = Bars {
+            file: "bars.png".into(),
+            title: "t".into(),
+            y_label: "% per Gbit/s".into(),
+            note: "how".into(),
+            series: vec!["a".into(), "b".into()],
+            groups: vec![
+                ("GRE/FOU".into(), vec![Some(10.0), Some(12.0)]),
+                ("GRE/GUE".into(), vec![Some(9.0), None]),
+            ],
+        };
+        let dir = std::env::temp_dir().join(format!("tep-bars-{}", std::process::id()));
+        let path = bars(&dir, &b).unwrap();
+        let png = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        assert_eq!(u32::from_be_bytes(png[16..20].try_into().unwrap()), 900);
     }
 }

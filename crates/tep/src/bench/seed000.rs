@@ -11,7 +11,9 @@
 //! ([`run_in_namespaces`]) the whole setup is built here: a generator
 //! namespace, tep's, and the sink's, joined by veths.
 
+use super::lab::{sh, Daemon, Lab};
 use super::probe::{read_probe, write_probe, Pacer, Report, Tally, PROBE_LEN};
+use super::report::Target;
 use serde::Serialize;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -229,57 +231,6 @@ pub struct Case {
     pub seed: Option<SeedFigure>,
 }
 
-/// What the namespaces are called and hold.
-struct Setup {
-    tag: String,
-    dir: std::path::PathBuf,
-}
-
-impl Setup {
-    fn ns(&self, which: &str) -> String {
-        format!("{}{which}", self.tag)
-    }
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        for which in ["g", "w", "s"] {
-            let ns = self.ns(which);
-            if let Ok(out) = std::process::Command::new("ip")
-                .args(["netns", "pids", &ns])
-                .output()
-            {
-                for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                    let _ = std::process::Command::new("kill")
-                        .args(["-KILL", pid])
-                        .status();
-                }
-            }
-            let _ = std::process::Command::new("ip")
-                .args(["netns", "del", &ns])
-                .status();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Runs a command; an error with its output when it fails.
-fn sh(args: &[&str]) -> Result<(), String> {
-    let out = std::process::Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args[0]))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
 /// Addresses of the namespaces' links.
 const GEN_ADDR: &str = "10.70.0.2/24";
 const GW_INNER_ADDR: &str = "10.70.0.1/24";
@@ -289,12 +240,8 @@ const INNER_DST: Ipv4Addr = Ipv4Addr::new(10, 71, 0, 2);
 const GW_UNDERLAY: &str = "2001:db8:70::1";
 const SINK_UNDERLAY: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x70, 0, 0, 0, 0, 2);
 
-fn build(setup: &Setup) -> Result<(), String> {
+fn build(setup: &Lab) -> Result<(), String> {
     let (g, w, s) = (setup.ns("g"), setup.ns("w"), setup.ns("s"));
-    for ns in [&g, &w, &s] {
-        sh(&["ip", "netns", "add", ns])?;
-        sh(&["ip", "-n", ns, "link", "set", "lo", "up"])?;
-    }
     sh(&[
         "ip", "link", "add", "g0", "netns", &g, "type", "veth", "peer", "name", "wi", "netns", &w,
     ])?;
@@ -338,77 +285,36 @@ fn build(setup: &Setup) -> Result<(), String> {
 }
 
 /// The gateway's config for checksum `mode`, worker on `cpu`.
-fn gateway_config(setup: &Setup, mode: &str, cpu: usize) -> String {
+fn gateway_config(setup: &Lab, mode: &str, cpu: usize) -> String {
     format!(
-        "[gateway]\ninner = \"wi\"\nunderlay = \"wu\"\ncpus = [{cpu}]\ncontrol = \"{}/gw.sock\"\n\n\
+        "[gateway]\ninner = \"wi\"\nunderlay = \"wu\"\ncpus = [{cpu}]\ncontrol = \"{}\"\n\n\
          [[tunnel]]\nname = \"n3\"\nkind = \"gtpu\"\nlocal = \"{GW_UNDERLAY}\"\nremote = \"{SINK_UNDERLAY}\"\n\
          teid = 100\nlocal_teid = 100\nchecksum = \"{mode}\"\nzero_checksum_tx = true\nzero_checksum_rx = true\n\
          inner_prefixes = [\"{INNER_PREFIX}\"]\n",
-        setup.dir.display()
+        setup.socket(&format!("gw-{mode}"))
     )
 }
 
-/// A tep gateway running in namespace `ns`, stopped on drop.
-struct Gateway(std::process::Child);
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = tep_sys::signal::send(self.0.id(), tep_sys::Signal::Terminate);
-        let _ = self.0.wait();
-    }
-}
-
-fn start_gateway(setup: &Setup, mode: &str, cpu: usize) -> Result<Gateway, String> {
-    let path = setup.dir.join(format!("gw-{mode}.toml"));
-    std::fs::write(&path, gateway_config(setup, mode, cpu)).map_err(|e| e.to_string())?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let log = std::fs::File::create(setup.dir.join(format!("gw-{mode}.log")))
-        .map_err(|e| e.to_string())?;
-    let child = std::process::Command::new("ip")
-        .args(["netns", "exec", &setup.ns("w")])
-        .arg(&exe)
-        .arg("run")
-        .arg("-c")
-        .arg(&path)
-        .stdout(std::process::Stdio::null())
-        .stderr(log)
-        .spawn()
-        .map_err(|e| format!("tep run: {e}"))?;
-    let gw = Gateway(child);
-    let socket = setup.dir.join("gw.sock");
-    for _ in 0..100 {
-        if socket.exists() {
-            // The kernel resolves the neighbours on both sides.
-            let g = setup.ns("g");
-            let _ = sh(&[
-                "ip",
-                "netns",
-                "exec",
-                &g,
-                "ping",
-                "-c",
-                "1",
-                "-W",
-                "1",
-                GW_INNER_IP,
-            ]);
-            let w = setup.ns("w");
-            let sink = SINK_UNDERLAY.to_string();
-            let _ = sh(&[
-                "ip", "netns", "exec", &w, "ping", "-c", "1", "-W", "1", &sink,
-            ]);
-            return Ok(gw);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let log = std::fs::read_to_string(setup.dir.join(format!("gw-{mode}.log"))).unwrap_or_default();
-    Err(format!("tep gateway did not start:\n{log}"))
+fn start_gateway(setup: &Lab, mode: &str, cpu: usize) -> Result<Daemon, String> {
+    let gw = setup.start_tep(
+        "w",
+        &format!("gw-{mode}"),
+        &gateway_config(setup, mode, cpu),
+        None,
+    )?;
+    // The kernel resolves the neighbours on both sides.
+    let _ = setup.run("g", &["ping", "-c", "1", "-W", "1", GW_INNER_IP]);
+    let _ = setup.run(
+        "w",
+        &["ping", "-c", "1", "-W", "1", &SINK_UNDERLAY.to_string()],
+    );
+    Ok(gw)
 }
 
 /// One case: the sink in its namespace, the sender in the generator's,
 /// each on its CPU; the report.
 fn run_case(
-    setup: &Setup,
+    setup: &Lab,
     mode: &str,
     pps: f64,
     seconds: f64,
@@ -526,13 +432,7 @@ pub fn loss_free(sweep: &[Case], modes: &[&str]) -> Vec<(String, Option<f64>)> {
 /// The experiment in namespaces of this machine: for each checksum mode,
 /// a tep gateway (one worker, pinned), the seed's rates and the sweep.
 pub fn run_in_namespaces(modes: &[&str], plan: &Plan) -> Result<Runs, String> {
-    if !tep_sys::netns::is_root() {
-        return Err("seed 000 builds network namespaces: run it as root".to_string());
-    }
-    let tag = format!("tepseed{}", std::process::id());
-    let dir = std::env::temp_dir().join(&tag);
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let setup = Setup { tag, dir };
+    let setup = Lab::new("tepseed", &["g", "w", "s"])?;
     build(&setup)?;
     // The worker on the last CPU, the sender and the sink on the others
     // (with two CPUs the sink shares the sender's).
@@ -619,14 +519,6 @@ pub fn table(cases: &[Case]) -> String {
     out
 }
 
-/// One of tep's targets for seed 000, as measured.
-#[derive(Clone, Debug, Serialize)]
-pub struct Target {
-    pub name: String,
-    pub pass: bool,
-    pub detail: String,
-}
-
 /// The median of `v` (0 for none).
 fn median_u64(mut v: Vec<u64>) -> u64 {
     v.sort_unstable();
@@ -686,23 +578,6 @@ pub fn targets(runs: &Runs) -> Vec<Target> {
     out
 }
 
-/// The targets as lines of text.
-pub fn targets_text(targets: &[Target]) -> String {
-    let mut out = String::new();
-    if !targets.is_empty() {
-        out += "\ntargets:\n";
-    }
-    for t in targets {
-        out += &format!(
-            "  {} {}: {}\n",
-            if t.pass { "PASS" } else { "FAIL" },
-            t.name,
-            t.detail
-        );
-    }
-    out
-}
-
 /// The sweep: loss and latency against offered rate per mode, and each
 /// mode's loss-free rate against `zero`'s.
 pub fn sweep_table(runs: &Runs, modes: &[&str]) -> String {
@@ -752,6 +627,7 @@ pub fn sweep_table(runs: &Runs, modes: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::report::targets_text;
 
     #[test]
     fn the_probe_is_found_behind_gtpu_and_the_inner_headers() {

@@ -1,68 +1,256 @@
 //! `tep bench seeds`: the experiments of the seed documents, rerun here and
-//! shown beside the figures the seeds published. Seed 000 is reproduced
-//! ([`super::seed000`]); 001-004 are not yet, and saying so is the answer
-//! for them.
+//! shown beside the figures the seeds published. Seed 000 has its own
+//! generator and sink ([`super::seed000`]); 001-004 share two hosts and
+//! their measurements ([`super::hostpair`]): a case two seeds ask for (the
+//! same path, the same measurement) runs once.
 
-use super::seed000::{self, Case, Plan, Runs, PACKET_LEN, RATES};
+use super::hostpair::{self, Case, Hosts, Timing};
+use super::report::{targets_text, SeedReport};
+use super::seed000::{self, Case as ProbeCase, Plan, Runs, PACKET_LEN, RATES};
+use super::{seed001, seed002, seed003};
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Seed 000 between interfaces the user names, through a gateway the user
-/// runs.
-#[derive(Clone, Debug)]
-pub struct External {
-    pub tx: String,
-    pub rx: String,
-    pub dst: IpAddr,
+/// What `tep bench seeds` is asked.
+#[derive(Clone, Debug, clap::Args)]
+pub struct Options {
+    /// Which seeds: 000 001 002 003 004 (default: all).
+    pub seeds: Vec<String>,
+    /// A reduced run of every experiment, under two minutes in all.
+    #[arg(long)]
+    pub quick: bool,
+    /// One JSON object instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Seed 000: seconds per case (default 5, --quick 1).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Seed 000: checksum modes of the gateway (default zero,full,offload,lco).
+    #[arg(long, value_delimiter = ',', value_name = "MODE,...")]
+    pub modes: Vec<String>,
+    /// Seed 000: offered rates, packets per second (default 100,275000).
+    #[arg(long, value_delimiter = ',', value_name = "PPS,...")]
+    pub rates: Vec<f64>,
+    /// Seed 000: the sweep per mode (1-2-5 steps from 1,000 pps) goes up to
+    /// this rate, or stops where the generator falls short or a mode loses
+    /// more than 10 %; 0: no sweep. --quick sweeps 10,000 and 100,000.
+    #[arg(long, default_value_t = 1_000_000.0, value_name = "PPS")]
+    pub sweep_to: f64,
+    /// Write PNG charts into this directory: seed 000's sweep (latency and
+    /// loss against the offered rate), bars for 001-004.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<std::path::PathBuf>,
+    /// Rounds, cases interleaved in each; figures are medians over them.
+    /// Default: 1 for seed 000, 3 for 001-004 (--quick: 1).
+    #[arg(long, value_name = "N")]
+    pub repeat: Option<usize>,
+    /// Seed 000: send the probes out of this interface (with --dst and
+    /// --rx) instead of building namespaces.
+    #[arg(long, requires_all = ["rx", "dst"])]
+    pub tx: Option<String>,
+    /// Seed 000: receive the gateway's GTP-U on this interface.
+    #[arg(long, requires = "tx")]
+    pub rx: Option<String>,
+    /// Seed 000: the inner destination address the probes go to (routed
+    /// through the gateway under test).
+    #[arg(long, requires = "tx")]
+    pub dst: Option<IpAddr>,
+    /// Seed 000: where the sink listens for the GTP-U datagrams.
+    #[arg(long, default_value = "[::]:2152")]
     pub listen: SocketAddr,
 }
 
-/// What `tep bench seeds` was asked.
-#[derive(Clone, Debug, Default)]
-pub struct Options {
-    pub seeds: Vec<String>,
-    pub quick: bool,
-    pub json: bool,
-    pub seconds: Option<f64>,
-    pub modes: Vec<String>,
-    pub rates: Vec<f64>,
-    /// The sweep's highest offered rate (0: no sweep).
-    pub sweep_to: f64,
-    /// Where to write PNG charts.
-    pub plot: Option<std::path::PathBuf>,
-    /// Rounds of the seed's rates.
-    pub repeat: usize,
-    pub external: Option<External>,
-}
-
-/// The seeds this command reproduces.
-const REPRODUCED: [&str; 1] = ["000"];
+/// Every seed, in order.
+const SEEDS: [&str; 5] = ["000", "001", "002", "003", "004"];
 /// The checksum modes of seed 000's gateway.
 const MODES: [&str; 4] = ["zero", "full", "offload", "lco"];
 
+fn usage(msg: String) -> ExitCode {
+    eprintln!("tep bench seeds: {msg}");
+    ExitCode::from(2)
+}
+
 pub fn command(o: &Options) -> ExitCode {
-    for s in &o.seeds {
-        if !REPRODUCED.contains(&s.as_str()) {
-            eprintln!(
-                "tep bench seeds: seed {s} is not reproduced yet (reproduced: {})",
-                REPRODUCED.join(", ")
-            );
-            return ExitCode::from(2);
+    let seeds: Vec<&str> = if o.seeds.is_empty() {
+        SEEDS.to_vec()
+    } else {
+        o.seeds.iter().map(String::as_str).collect()
+    };
+    if let Some(s) = seeds.iter().find(|s| !SEEDS.contains(s)) {
+        return usage(format!("no seed {s} (seeds: {})", SEEDS.join(", ")));
+    }
+    if o.tx.is_some() && seeds != ["000"] {
+        return usage("--tx/--rx/--dst measure a gateway you run: seed 000 only".into());
+    }
+    let seed000_plan = if seeds.contains(&"000") {
+        match plan_000(o) {
+            Ok(p) => Some(p),
+            Err(e) => return usage(e),
+        }
+    } else {
+        None
+    };
+    let timing = Timing {
+        rounds: o.repeat.unwrap_or(if o.quick { 1 } else { 3 }).max(1),
+        stream_seconds: if o.quick { 1.0 } else { 10.0 },
+        rr_seconds: if o.quick { 1.0 } else { 5.0 },
+    };
+    let cases = host_cases(&seeds, o.quick);
+    if !o.json {
+        let mut total = timing.estimate(&cases);
+        if let Some((_, plan)) = &seed000_plan {
+            total += estimate_000(o, plan);
+        }
+        eprintln!(
+            "tep bench seeds {}: about {:.0} s ({} host case(s) x {} round(s){})",
+            seeds.join(" "),
+            total,
+            cases.len(),
+            timing.rounds,
+            if seed000_plan.is_some() {
+                ", then seed 000"
+            } else {
+                ""
+            }
+        );
+    }
+    let started = Instant::now();
+    let mut reports = Vec::new();
+    if !cases.is_empty() {
+        match host_reports(&seeds, &cases, timing, o) {
+            Ok(r) => reports = r,
+            Err(e) => {
+                eprintln!("tep bench seeds: {e}");
+                return ExitCode::FAILURE;
+            }
         }
     }
-    let modes: Vec<&str> = if o.modes.is_empty() {
-        MODES.to_vec()
-    } else {
-        o.modes.iter().map(String::as_str).collect()
-    };
-    if let Some(m) = modes.iter().find(|m| !MODES.contains(m)) {
-        eprintln!(
-            "tep bench seeds: --modes: '{m}' is not one of {}",
-            MODES.join(", ")
+    if let Some((modes, plan)) = &seed000_plan {
+        match report_000(o, modes, plan) {
+            Ok(r) => reports.insert(0, r),
+            Err(e) => {
+                eprintln!("tep bench seeds: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if o.json {
+        let mut all = serde_json::Map::new();
+        for r in &reports {
+            let mut v = r.json.clone();
+            v["targets"] = serde_json::json!(r.targets);
+            v["passed_traffic"] = serde_json::json!(r.passed);
+            all.insert(r.seed.to_string(), v);
+        }
+        println!(
+            "{}",
+            serde_json::json!({
+                "seeds": all,
+                "quick": o.quick,
+                "seconds_total": started.elapsed().as_secs_f64(),
+            })
         );
-        return ExitCode::from(2);
+    } else {
+        for r in &reports {
+            print!("{}", r.text);
+            print!("{}", targets_text(&r.targets));
+        }
+        println!(
+            "\n{} seed(s) in {:.0} s",
+            reports.len(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    if let Some(dir) = &o.plot {
+        for b in reports.iter().flat_map(|r| &r.charts) {
+            match super::plot::bars(dir, b) {
+                Ok(path) => eprintln!("wrote {}", path.display()),
+                Err(e) => {
+                    eprintln!("tep bench seeds: --plot: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    }
+    if reports.iter().all(|r| r.passed) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The cases of seeds 001-004, each (id) once: a case two seeds ask for
+/// runs with both measurements.
+fn host_cases(seeds: &[&str], quick: bool) -> Vec<Case> {
+    let mut all: Vec<Case> = Vec::new();
+    for &s in seeds {
+        let cases = match s {
+            "001" => seed001::cases_001(quick),
+            "002" => seed002::cases(quick),
+            "003" => seed003::cases(quick),
+            "004" => seed001::cases_004(quick),
+            _ => Vec::new(),
+        };
+        for c in cases {
+            match all.iter_mut().find(|a| a.id == c.id) {
+                Some(a) => {
+                    a.stream |= c.stream;
+                    a.rr |= c.rr;
+                }
+                None => all.push(c),
+            }
+        }
+    }
+    all
+}
+
+fn host_reports(
+    seeds: &[&str],
+    cases: &[Case],
+    timing: Timing,
+    o: &Options,
+) -> Result<Vec<SeedReport>, String> {
+    let hosts = Hosts::new()?;
+    let how = format!(
+        "two namespaces on one veth pair, side a on CPU {} and b on CPU {} (RPS steers each \
+         veth's receive there); iperf3 1 TCP stream {} s, sockperf TCP ping-pong {} s; medians \
+         of {} round(s), cases interleaved",
+        hosts.cpus[0], hosts.cpus[1], timing.stream_seconds, timing.rr_seconds, timing.rounds
+    );
+    let json = o.json;
+    let measured = hostpair::run_cases(&hosts, cases, timing, |p| {
+        if !json {
+            eprintln!("  {p}");
+        }
+    });
+    drop(hosts);
+    let mut out = Vec::new();
+    for &s in seeds {
+        match s {
+            "001" => out.push(seed001::report_001(&measured, o.quick, &how)),
+            "002" => {
+                let layers = seed002::layers(o.quick);
+                out.push(seed002::report(&measured, layers.as_ref(), &how));
+            }
+            "003" => out.push(seed003::report(&measured, o.quick, &how)),
+            "004" => out.push(seed001::report_004(&measured, &how)),
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// Seed 000's modes and plan from the options.
+fn plan_000(o: &Options) -> Result<(Vec<String>, Plan), String> {
+    let modes: Vec<String> = if o.modes.is_empty() {
+        MODES.iter().map(|m| m.to_string()).collect()
+    } else {
+        o.modes.clone()
+    };
+    if let Some(m) = modes.iter().find(|m| !MODES.contains(&m.as_str())) {
+        return Err(format!("--modes: '{m}' is not one of {}", MODES.join(", ")));
     }
     let rates: Vec<f64> = if o.rates.is_empty() {
         RATES.to_vec()
@@ -70,55 +258,53 @@ pub fn command(o: &Options) -> ExitCode {
         o.rates.clone()
     };
     if let Some(r) = rates.iter().find(|&&r| !(1.0..=10e6).contains(&r)) {
-        eprintln!("tep bench seeds: --rates: {r} is not a rate (1..=10000000 packets per second)");
-        return ExitCode::from(2);
+        return Err(format!(
+            "--rates: {r} is not a rate (1..=10000000 packets per second)"
+        ));
     }
     let seconds = o.seconds.unwrap_or(if o.quick { 1.0 } else { 5.0 });
     if !(0.1..=3600.0).contains(&seconds) {
-        eprintln!("tep bench seeds: --seconds: {seconds} is out of range (0.1..=3600)");
-        return ExitCode::from(2);
+        return Err(format!("--seconds: {seconds} is out of range (0.1..=3600)"));
     }
     // The quick run sweeps two rates; a full one up to --sweep-to, or
     // until the generator falls short.
     let sweep = match (o.quick, o.sweep_to) {
-        (_, to) if to <= 0.0 => Vec::new(),
+        (_, to) if to <= 0.0 || o.tx.is_some() => Vec::new(),
         (true, _) => vec![10_000.0, 100_000.0],
         (false, to) => seed000::sweep_rates(to),
     };
-    let plan = Plan {
-        rates,
-        sweep: if o.external.is_some() {
-            Vec::new()
-        } else {
-            sweep
+    Ok((
+        modes,
+        Plan {
+            rates,
+            sweep,
+            seconds,
+            repeat: o.repeat.unwrap_or(1).max(1),
         },
-        seconds,
-        repeat: o.repeat.max(1),
+    ))
+}
+
+fn estimate_000(o: &Options, plan: &Plan) -> f64 {
+    let modes = if o.modes.is_empty() {
+        MODES.len()
+    } else {
+        o.modes.len()
     };
-    let cases = match &o.external {
-        None => modes.len() * (plan.rates.len() * plan.repeat + plan.sweep.len()),
+    let cases = match o.tx {
+        None => modes * (plan.rates.len() * plan.repeat + plan.sweep.len()),
         Some(_) => plan.rates.len(),
     };
-    if !o.json {
-        eprintln!(
-            "seed 000: up to {cases} case(s) of {seconds} s, at most about {:.0} s in all",
-            cases as f64 * (seconds + 1.5)
-        );
-    }
-    let started = Instant::now();
-    let result = match &o.external {
-        None => seed000::run_in_namespaces(&modes, &plan),
-        Some(e) => external(e, &plan.rates, seconds).map(|cases| Runs {
-            cases,
+    cases as f64 * (plan.seconds + 1.5)
+}
+
+fn report_000(o: &Options, modes: &[String], plan: &Plan) -> Result<SeedReport, String> {
+    let modes: Vec<&str> = modes.iter().map(String::as_str).collect();
+    let runs = match (&o.tx, &o.rx, o.dst) {
+        (Some(tx), Some(rx), Some(dst)) => Runs {
+            cases: external(tx, rx, dst, o.listen, &plan.rates, plan.seconds)?,
             sweep: Vec::new(),
-        }),
-    };
-    let runs = match result {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("tep bench seeds: {e}");
-            return ExitCode::FAILURE;
-        }
+        },
+        _ => seed000::run_in_namespaces(&modes, plan)?,
     };
     let passed = runs
         .cases
@@ -130,51 +316,42 @@ pub fn command(o: &Options) -> ExitCode {
         .map(|(m, r)| (m, serde_json::json!(r)))
         .collect();
     let targets = seed000::targets(&runs);
-    if o.json {
-        let v = serde_json::json!({
-            "seeds": {
-                "000": {
-                    "packet_len": PACKET_LEN,
-                    "seconds_per_case": seconds,
-                    "setup": if o.external.is_some() { "interfaces" } else { "namespaces" },
-                    "cases": runs.cases,
-                    "sweep": runs.sweep,
-                    "loss_free_pps": free,
-                    "repeat": plan.repeat,
-                    "targets": targets,
-                }
-            },
-            "not_reproduced": ["001", "002", "003", "004"],
-            "seconds_total": started.elapsed().as_secs_f64(),
-        });
-        println!("{v}");
-    } else {
-        print!("{}", seed000::table(&runs.cases));
-        print!("{}", seed000::sweep_table(&runs, &modes));
-        print!("{}", seed000::targets_text(&targets));
-        println!("seeds 001-004: not reproduced yet");
-    }
+    let text = seed000::table(&runs.cases) + &seed000::sweep_table(&runs, &modes);
     if let Some(dir) = &o.plot {
         if !runs.sweep.is_empty() {
-            match super::plot::seed000_sweep(dir, &runs.sweep, &modes) {
-                Ok(path) => eprintln!("wrote {}", path.display()),
-                Err(e) => {
-                    eprintln!("tep bench seeds: --plot: {e}");
-                    return ExitCode::FAILURE;
-                }
-            }
+            let path = super::plot::seed000_sweep(dir, &runs.sweep, &modes)
+                .map_err(|e| format!("--plot: {e}"))?;
+            eprintln!("wrote {}", path.display());
         }
     }
-    if passed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    Ok(SeedReport {
+        seed: "000",
+        text,
+        json: serde_json::json!({
+            "packet_len": PACKET_LEN,
+            "seconds_per_case": plan.seconds,
+            "setup": if o.tx.is_some() { "interfaces" } else { "namespaces" },
+            "cases": runs.cases,
+            "sweep": runs.sweep,
+            "loss_free_pps": free,
+            "repeat": plan.repeat,
+        }),
+        targets,
+        charts: Vec::new(),
+        passed,
+    })
 }
 
 /// Seed 000 through a gateway the user runs: probes out of `tx`, GTP-U in
 /// on `rx`; one case per rate, the gateway's checksum mode the user's.
-fn external(e: &External, rates: &[f64], seconds: f64) -> Result<Vec<Case>, String> {
+fn external(
+    tx: &str,
+    rx: &str,
+    dst: IpAddr,
+    listen: SocketAddr,
+    rates: &[f64],
+    seconds: f64,
+) -> Result<Vec<ProbeCase>, String> {
     let mut out = Vec::new();
     for &pps in rates {
         let stop = AtomicBool::new(false);
@@ -182,29 +359,23 @@ fn external(e: &External, rates: &[f64], seconds: f64) -> Result<Vec<Case>, Stri
         let (tally, sent) = std::thread::scope(|scope| {
             let sink = scope.spawn(|| {
                 seed000::sink(
-                    e.listen,
-                    Some(&e.rx),
+                    listen,
+                    Some(rx),
                     expected,
                     &stop,
                     Duration::from_millis(300),
                 )
             });
             std::thread::sleep(Duration::from_millis(100));
-            let sent = seed000::send(
-                SocketAddr::new(e.dst, 9),
-                Some(&e.tx),
-                PACKET_LEN,
-                pps,
-                seconds,
-            );
+            let sent = seed000::send(SocketAddr::new(dst, 9), Some(tx), PACKET_LEN, pps, seconds);
             stop.store(true, Ordering::Release);
             (sink.join(), sent)
         });
         let tally = tally
             .map_err(|_| "sink panicked".to_string())?
-            .map_err(|err| format!("sink on {}: {err}", e.rx))?;
-        let sent = sent.map_err(|err| format!("sender on {}: {err}", e.tx))?;
-        out.push(Case {
+            .map_err(|err| format!("sink on {rx}: {err}"))?;
+        let sent = sent.map_err(|err| format!("sender on {tx}: {err}"))?;
+        out.push(ProbeCase {
             mode: "external".to_string(),
             offered_pps: pps,
             report: tally.report(sent.packets),
@@ -214,4 +385,26 @@ fn external(e: &External, rates: &[f64], seconds: f64) -> Result<Vec<Case>, Stri
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_case_two_seeds_share_runs_once_with_both_measurements() {
+        let all = host_cases(&["002", "003"], false);
+        let tep = all.iter().filter(|c| c.id == "tep vxlan full").count();
+        assert_eq!(tep, 1);
+        let c = all.iter().find(|c| c.id == "tep vxlan full").unwrap();
+        assert!(c.stream && c.rr, "003 streams, 002 also pings");
+        let both = host_cases(&["001", "004"], false);
+        let ids: std::collections::BTreeSet<&str> = both
+            .iter()
+            .map(|c| c.id.as_str())
+            .filter(|id| id.ends_with("full"))
+            .collect();
+        assert_eq!(ids.len(), 6, "{ids:?}");
+        assert!(host_cases(&["000"], false).is_empty());
+    }
 }
