@@ -6,7 +6,55 @@ mod netns;
 
 use netns::{root_or_skip, TEP};
 use serde_json::Value;
-use std::process::Command;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs tep with `args`, killed after `limit`; its output and the number
+/// of network namespaces its process id tagged that are still there after
+/// it ended (the tests run side by side: only its own count).
+fn run_seeds(args: &[&str], limit: Duration) -> (std::process::Output, usize) {
+    let mut child = Command::new(TEP)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tep");
+    let pid = child.id();
+    let out_pipe = child.stdout.take().unwrap();
+    let err_pipe = child.stderr.take().unwrap();
+    let read = |mut p: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = p.read_to_end(&mut v);
+            v
+        })
+    };
+    let (out_t, err_t) = (read(Box::new(out_pipe)), read(Box::new(err_pipe)));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let output = std::process::Output {
+        status,
+        stdout: out_t.join().unwrap(),
+        stderr: err_t.join().unwrap(),
+    };
+    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let tags = [format!("tepseed{pid}"), format!("tepseedh{pid}")];
+    let left = String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .filter(|l| tags.iter().any(|t| l.starts_with(t.as_str())))
+        .count();
+    (output, left)
+}
 
 /// Every case of a short run passes traffic through the gateway, with the
 /// figures seed 000 reports, the generator's achieved rate, and the
@@ -17,17 +65,14 @@ fn seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up() {
     if !root_or_skip("seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up") {
         return;
     }
-    let ours = |out: &[u8]| {
-        String::from_utf8_lossy(out)
-            .lines()
-            .filter(|l| l.starts_with("tepseed"))
-            .count()
-    };
-    let before = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let plots = std::env::temp_dir().join(format!("tep-seed-plots-{}", std::process::id()));
-    let out = Command::new("timeout")
-        .args(["-k", "5", "180", TEP, "bench", "seeds", "000", "--json"])
-        .args([
+    let plots_arg = plots.display().to_string();
+    let (out, left) = run_seeds(
+        &[
+            "bench",
+            "seeds",
+            "000",
+            "--json",
             "--seconds",
             "0.5",
             "--rates",
@@ -36,11 +81,11 @@ fn seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up() {
             "3000",
             "--repeat",
             "2",
-        ])
-        .arg("--plot")
-        .arg(&plots)
-        .output()
-        .expect("run tep");
+            "--plot",
+            &plots_arg,
+        ],
+        Duration::from_secs(180),
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -103,12 +148,7 @@ fn seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up() {
     let png = std::fs::read(plots.join("seed000-sweep.png")).expect("the sweep's chart");
     let _ = std::fs::remove_dir_all(&plots);
     assert_eq!(&png[..4], b"\x89PNG");
-    let after = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert_eq!(
-        ours(&after.stdout),
-        ours(&before.stdout),
-        "namespaces left behind"
-    );
+    assert_eq!(left, 0, "namespaces left behind");
 }
 
 /// `--quick` runs every seed's experiment: each case passes traffic, the
@@ -128,20 +168,12 @@ fn the_quick_run_covers_every_seed() {
         eprintln!("SKIPPED the_quick_run_covers_every_seed: `sockperf` is not installed (.ci/run installs it)");
         return;
     }
-    let ours = |out: &[u8]| {
-        String::from_utf8_lossy(out)
-            .lines()
-            .filter(|l| l.starts_with("tepseed"))
-            .count()
-    };
-    let before = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let plots = std::env::temp_dir().join(format!("tep-seed-quick-{}", std::process::id()));
-    let out = Command::new("timeout")
-        .args(["-k", "5", "400", TEP, "bench", "seeds", "--quick", "--json"])
-        .arg("--plot")
-        .arg(&plots)
-        .output()
-        .expect("run tep");
+    let plots_arg = plots.display().to_string();
+    let (out, left) = run_seeds(
+        &["bench", "seeds", "--quick", "--json", "--plot", &plots_arg],
+        Duration::from_secs(400),
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -220,12 +252,7 @@ fn the_quick_run_covers_every_seed() {
         assert_eq!(&bytes[..4], b"\x89PNG", "{png}");
     }
     let _ = std::fs::remove_dir_all(&plots);
-    let after = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert_eq!(
-        ours(&after.stdout),
-        ours(&before.stdout),
-        "namespaces left behind"
-    );
+    assert_eq!(left, 0, "namespaces left behind");
 }
 
 /// An unknown seed is refused, naming the ones there are; --tx is for
