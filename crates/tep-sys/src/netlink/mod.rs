@@ -20,7 +20,7 @@ use std::net::IpAddr;
 
 use netlink_packet_core::{
     NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE,
-    NLM_F_DUMP, NLM_F_REPLACE, NLM_F_REQUEST,
+    NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::link::{LinkAttribute, LinkExtentMask, LinkFlags, LinkMessage};
 use netlink_packet_route::neighbour::{
@@ -28,7 +28,8 @@ use netlink_packet_route::neighbour::{
     NeighbourState,
 };
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteMessage, RouteMetric, RouteType, RouteVia,
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteMetric, RouteProtocol,
+    RouteScope, RouteType, RouteVia,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::protocols::NETLINK_ROUTE;
@@ -182,6 +183,90 @@ fn get_link(mut msg: LinkMessage) -> io::Result<Link> {
         })
         .map_err(not_found)?;
     link.ok_or_else(|| no_reply("RTM_GETLINK"))
+}
+
+/// A route to `dst/prefix_len` through interface `ifindex` (`ip route add
+/// DST/LEN dev DEV proto static`), in the main table of the calling
+/// thread's namespace. Returns false, leaving it alone, when a route to
+/// that prefix exists already (the device's own subnet, or one the
+/// administrator added): tep only ever removes routes it created.
+pub fn route_add(dst: IpAddr, prefix_len: u8, ifindex: u32) -> io::Result<bool> {
+    let msg = device_route(dst, prefix_len, ifindex);
+    match Rtnl::open()?.request(
+        RouteNetlinkMessage::NewRoute(msg),
+        NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+        |_| {},
+    ) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(false),
+        Err(e) => Err(context(e, format_args!("route add {dst}/{prefix_len}"))),
+    }
+}
+
+/// Removes the route [`route_add`] created; a route already gone (the
+/// device went away with its routes) is not an error.
+pub fn route_del(dst: IpAddr, prefix_len: u8, ifindex: u32) -> io::Result<()> {
+    let msg = device_route(dst, prefix_len, ifindex);
+    match Rtnl::open()?.request(RouteNetlinkMessage::DelRoute(msg), NLM_F_ACK, |_| {}) {
+        Err(e) if e.raw_os_error() != Some(libc::ESRCH) => {
+            Err(context(e, format_args!("route del {dst}/{prefix_len}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The routes through `ifindex` in the main table, as (destination,
+/// prefix length, protocol is static).
+pub fn routes_via(ifindex: u32) -> io::Result<Vec<(IpAddr, u8, bool)>> {
+    let mut out = Vec::new();
+    for family in [AddressFamily::Inet, AddressFamily::Inet6] {
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = family;
+        Rtnl::open()?.request(RouteNetlinkMessage::GetRoute(msg), NLM_F_DUMP, |m| {
+            let RouteNetlinkMessage::NewRoute(r) = m else {
+                return;
+            };
+            if r.header.table != RouteHeader::RT_TABLE_MAIN {
+                return;
+            }
+            let mut oif = 0;
+            let mut dst = None;
+            for a in &r.attributes {
+                match a {
+                    RouteAttribute::Oif(i) => oif = *i,
+                    RouteAttribute::Destination(d) => dst = route_ip(d.clone()),
+                    _ => {}
+                }
+            }
+            if let (true, Some(d)) = (oif == ifindex, dst) {
+                out.push((
+                    d,
+                    r.header.destination_prefix_length,
+                    r.header.protocol == RouteProtocol::Static,
+                ));
+            }
+        })?;
+    }
+    Ok(out)
+}
+
+/// A unicast, link-scope route message to `dst/prefix_len` out of
+/// `ifindex`, protocol static, main table.
+fn device_route(dst: IpAddr, prefix_len: u8, ifindex: u32) -> RouteMessage {
+    let mut msg = RouteMessage::default();
+    msg.header.address_family = match dst {
+        IpAddr::V4(_) => AddressFamily::Inet,
+        IpAddr::V6(_) => AddressFamily::Inet6,
+    };
+    msg.header.destination_prefix_length = prefix_len;
+    msg.header.table = RouteHeader::RT_TABLE_MAIN;
+    msg.header.protocol = RouteProtocol::Static;
+    msg.header.scope = RouteScope::Link;
+    msg.header.kind = RouteType::Unicast;
+    msg.attributes
+        .push(RouteAttribute::Destination(RouteAddress::from(dst)));
+    msg.attributes.push(RouteAttribute::Oif(ifindex));
+    msg
 }
 
 /// Asks the kernel to resolve neighbour `ip` on interface `ifindex` now,

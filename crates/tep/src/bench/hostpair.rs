@@ -276,11 +276,13 @@ impl Hosts {
             under[i],
             under[1 - i]
         );
-        if l2 {
-            c += "vni = 42\n";
-        } else {
-            c += "inner_prefixes = [\"10.9.0.0/24\", \"fd00:9::/64\"]\n";
-        }
+        // The inner families a kind carries: FOU's protocol is its port's.
+        c += match kind {
+            _ if l2 => "vni = 42\n",
+            "fou-ipip" => "inner_prefixes = [\"10.9.0.0/24\"]\n",
+            "fou-sit" => "inner_prefixes = [\"fd00:9::/64\"]\n",
+            _ => "inner_prefixes = [\"10.9.0.0/24\", \"fd00:9::/64\"]\n",
+        };
         if checksum == "zero" && path.underlay_v6 {
             // RFC 6935: both ends opt in to zero checksums over IPv6.
             c += "zero_checksum_tx = true\nzero_checksum_rx = true\n";

@@ -3,9 +3,52 @@
 //! it goes away when the [`Lab`] is dropped, also when a bench fails
 //! half-way.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
+use tep_sys::{Signal, Signals};
+
+/// The labs that exist, for [`clean_up_on_signals`]: (namespaces, dir).
+static LIVE: Mutex<Vec<(Vec<String>, PathBuf)>> = Mutex::new(Vec::new());
+
+/// Makes SIGINT and SIGTERM remove every lab (their processes, namespaces
+/// and files) before the process exits, as Drop would have: a bench
+/// stopped with Ctrl-C leaves nothing behind. Call it before any thread
+/// starts (the signals are blocked in every thread and read by one).
+pub fn clean_up_on_signals() -> Result<(), String> {
+    let signals = Signals::new(&[Signal::Interrupt, Signal::Terminate])
+        .map_err(|e| format!("signals: {e}"))?;
+    std::thread::spawn(move || loop {
+        match signals.read() {
+            Ok(Some(_)) => {
+                eprintln!(" interrupted: removing the namespaces");
+                let live = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|e| e.into_inner()));
+                for (names, dir) in live {
+                    remove(&names, &dir);
+                }
+                std::process::exit(130);
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            Err(_) => return,
+        }
+    });
+    Ok(())
+}
+
+/// Kills what runs in the namespaces, deletes them and the directory.
+fn remove(namespaces: &[String], dir: &Path) {
+    for ns in namespaces {
+        // Whatever still runs inside would keep the namespace alive.
+        if let Ok(out) = Command::new("ip").args(["netns", "pids", ns]).output() {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-KILL", pid]).status();
+            }
+        }
+        let _ = Command::new("ip").args(["netns", "del", ns]).status();
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
 
 /// Namespaces `<tag><name>` and a directory for configs and logs.
 pub struct Lab {
@@ -30,6 +73,10 @@ impl Lab {
             names: Vec::new(),
             dir,
         };
+        let all: Vec<String> = names.iter().map(|n| lab.ns(n)).collect();
+        LIVE.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((all, lab.dir.clone()));
         for &name in names {
             let ns = lab.ns(name);
             sh(&["ip", "netns", "add", &ns])?;
@@ -114,17 +161,11 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        for name in &self.names {
-            let ns = self.ns(name);
-            // Whatever still runs inside would keep the namespace alive.
-            if let Ok(out) = Command::new("ip").args(["netns", "pids", &ns]).output() {
-                for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                    let _ = Command::new("kill").args(["-KILL", pid]).status();
-                }
-            }
-            let _ = Command::new("ip").args(["netns", "del", &ns]).status();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        LIVE.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(_, d)| d != &self.dir);
+        let names: Vec<String> = self.names.iter().map(|n| self.ns(n)).collect();
+        remove(&names, &self.dir);
     }
 }
 

@@ -116,6 +116,10 @@ pub fn command(o: &Options) -> ExitCode {
             }
         );
     }
+    if let Err(e) = super::lab::clean_up_on_signals() {
+        eprintln!("tep bench seeds: {e}");
+        return ExitCode::FAILURE;
+    }
     let started = Instant::now();
     let mut reports = Vec::new();
     if !cases.is_empty() {
