@@ -160,14 +160,6 @@ fn the_quick_run_covers_every_seed() {
     if !root_or_skip("the_quick_run_covers_every_seed") {
         return;
     }
-    let have_sockperf = Command::new("sh")
-        .args(["-c", "command -v sockperf"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have_sockperf {
-        eprintln!("SKIPPED the_quick_run_covers_every_seed: `sockperf` is not installed (.ci/run installs it)");
-        return;
-    }
     let plots = std::env::temp_dir().join(format!("tep-seed-quick-{}", std::process::id()));
     let plots_arg = plots.display().to_string();
     let (out, left) = run_seeds(

@@ -285,16 +285,28 @@ impl Case {
         }
     }
 
-    /// The peer's routes back to the client through its tunnel device.
+    /// The peer's routes back to the client through its tunnel device:
+    /// tep installed them from its inner prefixes (host.routes), none is
+    /// added by hand.
     fn peer_routes(&self, chain: &Chain) {
-        if !self.ethernet() {
-            for r in ["10.1.0.0/24", "fd01::/64"] {
-                chain.exec(
-                    &chain.peer,
-                    &["ip", "route", "add", r, "dev", "tepl3"],
-                    true,
-                );
-            }
+        if self.ethernet() {
+            return;
+        }
+        for r in ["10.1.0.0/24", "fd01::/64"] {
+            let carried = match self.kind {
+                "fou-ipip" => !r.contains(':'),
+                "fou-sit" => r.contains(':'),
+                _ => true,
+            };
+            let family = if r.contains(':') { "-6" } else { "-4" };
+            let out = chain.exec(&chain.peer, &["ip", family, "route", "show", r], true);
+            let shown = String::from_utf8_lossy(&out.stdout).to_string();
+            assert_eq!(
+                shown.contains("dev tepl3 proto static"),
+                carried,
+                "{} route {r}: {shown}",
+                self.kind
+            );
         }
     }
 }

@@ -305,3 +305,97 @@ fn gre_in_udp_and_gtpu_carry_ping_and_tcp() {
         &[("gre", ""), ("gtpu", "")],
     );
 }
+
+/// The tunnels' inner prefixes are routed through the TUN by tep
+/// (`host.routes`, on by default): a ping to a tunnelled prefix works with
+/// no route added by hand, a reload moves the routes with the prefixes,
+/// the daemon's exit takes them away, and `routes = false` leaves routing
+/// to the administrator.
+#[test]
+fn inner_prefixes_are_routed_without_a_route_added_by_hand() {
+    if !root_or_skip("inner_prefixes_are_routed_without_a_route_added_by_hand") {
+        return;
+    }
+    let pair = Pair::new();
+    // /32 and /128 device addresses: no connected route covers the peer.
+    let config = |ns: &str, me: u8, local: &str, remote: &str, prefixes: &str, extra: &str| {
+        format!(
+            "[host]\ntun = \"tepr0\"\ntun_addresses = [\"10.77.{me}.1/32\", \"fd77:{me}::1/128\"]\n\
+             control = \"{}\"\n{extra}\n\n[[tunnel]]\nname = \"r\"\nkind = \"gue\"\n\
+             local = \"{local}\"\nremote = \"{remote}\"\ninner_prefixes = [{prefixes}]\n",
+            pair.socket(ns)
+        )
+    };
+    let route = |ns: &str, prefix: &str| -> String {
+        let family = if prefix.contains(':') { "-6" } else { "-4" };
+        let out = pair.exec(ns, &["ip", family, "route", "show", prefix], true);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let mut da = pair.daemon(
+        &pair.a,
+        &config(
+            &pair.a,
+            1,
+            Pair::A4,
+            Pair::B4,
+            "\"10.77.2.0/24\", \"fd77:2::/64\"",
+            "",
+        ),
+    );
+    let _db = pair.daemon(
+        &pair.b,
+        &config(
+            &pair.b,
+            2,
+            Pair::B4,
+            Pair::A4,
+            "\"10.77.1.0/24\", \"fd77:1::/64\"",
+            "",
+        ),
+    );
+    assert!(
+        route(&pair.a, "10.77.2.0/24").contains("dev tepr0 proto static"),
+        "{}",
+        da.log()
+    );
+    assert!(route(&pair.a, "fd77:2::/64").contains("dev tepr0 proto static"));
+    assert!(ping(&pair, &pair.a, "10.77.2.1", 3) >= 2, "{}", da.log());
+    assert!(ping(&pair, &pair.a, "fd77:2::1", 3) >= 2, "{}", da.log());
+
+    // A reload: one prefix more, the IPv6 one gone.
+    std::fs::write(
+        &da.config,
+        config(
+            &pair.a,
+            1,
+            Pair::A4,
+            Pair::B4,
+            "\"10.77.2.0/24\", \"10.77.3.0/24\"",
+            "",
+        ),
+    )
+    .unwrap();
+    assert_eq!(da.control(&["reload"]).unwrap().trim(), "reloaded");
+    assert!(route(&pair.a, "10.77.3.0/24").contains("dev tepr0 proto static"));
+    assert_eq!(route(&pair.a, "fd77:2::/64"), "");
+    assert!(ping(&pair, &pair.a, "10.77.2.1", 3) >= 2, "{}", da.log());
+
+    // Exit takes the routes away.
+    assert_eq!(da.stop(), Some(0), "{}", da.log());
+    assert_eq!(route(&pair.a, "10.77.2.0/24"), "");
+
+    // routes = false: nothing routed, the ping has nowhere to go.
+    let _da = pair.daemon(
+        &pair.a,
+        &config(
+            &pair.a,
+            1,
+            Pair::A4,
+            Pair::B4,
+            "\"10.77.2.0/24\"",
+            "routes = false",
+        ),
+    );
+    assert_eq!(route(&pair.a, "10.77.2.0/24"), "");
+    assert_eq!(ping(&pair, &pair.a, "10.77.2.1", 1), 0);
+}

@@ -64,6 +64,10 @@ pub struct HostConfig {
     /// whole stack, which a write into a TAP otherwise runs on the
     /// writing worker's CPU. Empty: the kernel's default (no RPS).
     pub uplink_cpus: Vec<usize>,
+    /// Kernel routes through the TUN for every L3 tunnel's
+    /// `inner_prefixes` (as wg-quick does for AllowedIPs), kept in step
+    /// with reloads and removed at exit; false: the administrator routes.
+    pub routes: bool,
 }
 
 /// `host.uplink`: a TAP tep creates to send tunnel traffic through the
@@ -113,6 +117,7 @@ impl Default for HostConfig {
             control: DEFAULT_CONTROL.to_string(),
             uplink: Uplink::Auto,
             uplink_cpus: Vec::new(),
+            routes: true,
         }
     }
 }
@@ -136,6 +141,7 @@ pub(super) struct RawHost {
     control: Option<String>,
     uplink: Option<String>,
     uplink_cpus: Option<Vec<i64>>,
+    routes: Option<bool>,
 }
 
 const SECTION: &str = "host";
@@ -344,6 +350,7 @@ impl RawHost {
             control,
             uplink,
             uplink_cpus,
+            routes: self.routes.unwrap_or(d.routes),
         })
     }
 }
@@ -377,6 +384,7 @@ source_sockets = 0
 busy_poll_us = 200
 adaptive_poll_us = 40
 uplink_cpus = [1]
+routes = false
 metrics = "127.0.0.1:9464"
 control = "/tmp/x.sock"
 "#,
@@ -395,6 +403,7 @@ control = "/tmp/x.sock"
         assert_eq!(h.source_sockets, 0);
         assert_eq!((h.busy_poll_us, h.adaptive_poll_us), (200, 40));
         assert_eq!(h.uplink_cpus, vec![1]);
+        assert!(!h.routes);
         assert_eq!(h.metrics, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(h.control, "/tmp/x.sock");
     }
@@ -441,6 +450,7 @@ control = "/tmp/x.sock"
             ("tun_addresses = [\"10.0.0.300/24\"]", "host.tun_addresses:"),
             ("colour = 1", "host.colour"),
             ("offloads = 1", "host.offloads"),
+            ("routes = \"yes\"", "host.routes"),
         ] {
             let e = host_error(body);
             assert!(e.starts_with(want), "{body}: got {e}, want {want}");

@@ -1,10 +1,10 @@
 //! Two hosts for the seeds' TCP experiments (001-004): namespaces `a` and
 //! `b` joined by one veth pair, a path between them (no tunnel, tep in both,
 //! or the kernel's VXLAN in both) and the two measurements the seeds made:
-//! a TCP stream (iperf3) and TCP request/response (sockperf), each with the
+//! a TCP stream (iperf3) and TCP request/response ([`super::pingpong`]), each with the
 //! CPU use of each side.
 //!
-//! A side is a CPU: its processes (iperf3 or sockperf, the tep daemon) are
+//! A side is a CPU: its processes (iperf3, the ping-pong, the tep daemon) are
 //! pinned to it and the veth's receive work is steered to it with RPS, so
 //! that the busy time of CPU `a` is what host `a` spent, kernel included.
 //! The seeds' hosts were separate machines; this is the nearest a
@@ -13,6 +13,7 @@
 
 use super::lab::{sh, Lab};
 use super::median;
+use super::pingpong;
 use serde::Serialize;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,7 +26,11 @@ const UNDERLAY_V6: [&str; 2] = ["2001:db8::1", "2001:db8::2"];
 const SIDES: [&str; 2] = ["a", "b"];
 const VETH: [&str; 2] = ["va", "vb"];
 const IPERF_PORT: &str = "5201";
-const SOCKPERF_PORT: &str = "11111";
+/// Request/response: the port and the message size (netperf TCP_RR's 1
+/// byte would measure the same path; 64 is what sockperf and the host
+/// benches use).
+const RR_PORT: u16 = 11111;
+const RR_SIZE: usize = 64;
 
 /// What carries the packets between the sides.
 #[derive(Clone, Debug, PartialEq)]
@@ -131,10 +136,10 @@ impl Hosts {
     /// Builds the namespaces and the veth pair (both address families), and
     /// steers each veth end's receive work to its side's CPU.
     pub fn new() -> Result<Hosts, String> {
-        for tool in ["iperf3", "sockperf", "taskset"] {
+        for tool in ["iperf3", "taskset"] {
             if !super::lab::have(tool) {
                 return Err(format!(
-                    "{tool} is not installed (apt-get install iperf3 sockperf util-linux)"
+                    "{tool} is not installed (apt-get install iperf3 util-linux)"
                 ));
             }
         }
@@ -322,56 +327,58 @@ impl Hosts {
         })
     }
 
-    /// TCP request/response from a to b for `seconds`.
+    /// TCP request/response from a to b for `seconds`: 64-byte request
+    /// and response ([`super::pingpong`]), the server in b on b's CPU, the
+    /// client in a on a's.
     pub fn rr(&self, path: &Path, seconds: f64) -> Result<Rr, String> {
-        let dst = path.destination();
-        let _server = self.spawn_b(&[
-            "sockperf",
-            "server",
-            "--tcp",
-            "-i",
-            dst,
-            "-p",
-            SOCKPERF_PORT,
-        ])?;
-        self.wait_listening(SOCKPERF_PORT)?;
-        let log = self.lab.dir.join("sockperf.csv");
-        let log_s = log.display().to_string();
-        let secs = format!("{}", seconds.max(1.0).round() as u64);
-        let limit = format!("{}", seconds as u64 + 20);
-        let before = cpu_snapshot()?;
-        let out = self.in_a(&[
-            "timeout",
-            "-k",
-            "2",
-            &limit,
-            "sockperf",
-            "ping-pong",
-            "--tcp",
-            "-i",
-            dst,
-            "-p",
-            SOCKPERF_PORT,
-            "-m",
-            "64",
-            "-t",
-            &secs,
-            "--full-rtt",
-            "--full-log",
-            &log_s,
-        ])?;
-        let busy = cpu_busy_since(&before, self.cpus)?;
-        let csv = std::fs::read_to_string(&log).map_err(|e| format!("sockperf log: {e}"))?;
-        let mut rtts = sockperf_rtts(&csv);
-        let valid = sockperf_valid_seconds(&out).ok_or("sockperf: no [Valid Duration] line")?;
+        let dst: std::net::IpAddr = path.destination().parse().map_err(|e| format!("{e}"))?;
+        let addr = std::net::SocketAddr::new(dst, RR_PORT);
+        let (a, b) = (self.lab.ns("a"), self.lab.ns("b"));
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (trips, busy) = std::thread::scope(|s| {
+            let stop = &stop;
+            let b = &b;
+            let server =
+                s.spawn(move || pingpong::serve(b, self.cpus[1], addr, RR_SIZE, ready_tx, stop));
+            let run = || -> Result<(pingpong::RoundTrips, [f64; 2]), String> {
+                ready_rx
+                    .recv()
+                    .map_err(|_| "the request/response server ended".to_string())?
+                    .map_err(|e| format!("request/response server on {addr}: {e}"))?;
+                let before = cpu_snapshot()?;
+                let trips = s
+                    .spawn(|| {
+                        pingpong::measure(
+                            &a,
+                            self.cpus[0],
+                            addr,
+                            RR_SIZE,
+                            Duration::from_millis(300),
+                            seconds,
+                        )
+                    })
+                    .join()
+                    .map_err(|_| "request/response client panicked".to_string())?
+                    .map_err(|e| format!("request/response to {addr}: {e}"))?;
+                Ok((trips, cpu_busy_since(&before, self.cpus)?))
+            };
+            let r = run();
+            stop.store(true, std::sync::atomic::Ordering::Release);
+            let _ = server.join();
+            r
+        })?;
+        let mut rtts = trips.rtts_us;
         if rtts.is_empty() {
-            return Err("sockperf: no round trip measured".into());
+            return Err("no round trip measured".into());
         }
+        let n = rtts.len();
+        let mean = rtts.iter().sum::<f64>() / n as f64;
         rtts.sort_by(|a, b| a.total_cmp(b));
-        let pct = |p: f64| rtts[((p / 100.0) * (rtts.len() - 1) as f64).round() as usize];
+        let pct = |p: f64| rtts[((p / 100.0) * (n - 1) as f64).round() as usize];
         Ok(Rr {
-            transactions_per_s: rtts.len() as f64 / valid,
-            mean_us: rtts.iter().sum::<f64>() / rtts.len() as f64,
+            transactions_per_s: n as f64 / trips.seconds,
+            mean_us: mean,
             p50_us: pct(50.0),
             p90_us: pct(90.0),
             p95_us: pct(95.0),
@@ -494,29 +501,6 @@ fn cpu_busy_since(before: &[(u64, u64)], cpus: [usize; 2]) -> Result<[f64; 2], S
         }
     };
     Ok([pct(cpus[0]), pct(cpus[1])])
-}
-
-/// The round trips (µs) of a `sockperf --full-log` file: lines
-/// `index, tx time, rx time, rtt`.
-fn sockperf_rtts(csv: &str) -> Vec<f64> {
-    csv.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(',').map(str::trim).collect();
-            if f.len() != 4 || f[0].parse::<u64>().is_err() {
-                return None;
-            }
-            f[3].parse::<f64>()
-                .ok()
-                .filter(|v| v.is_finite() && *v > 0.0)
-        })
-        .collect()
-}
-
-/// The seconds of sockperf's `[Valid Duration] RunTime=0.550 sec` line.
-fn sockperf_valid_seconds(out: &str) -> Option<f64> {
-    let line = out.lines().find(|l| l.contains("[Valid Duration]"))?;
-    let t = line.split("RunTime=").nth(1)?.split_whitespace().next()?;
-    t.parse().ok().filter(|&s: &f64| s > 0.0)
 }
 
 /// What to measure through a path.
@@ -657,18 +641,6 @@ mod tests {
                     intr 5\n";
         let v = parse_cpu_lines(text);
         assert_eq!(v, vec![(1 + 2 + 3 + 6 + 7 + 8, 27 + 105), (10, 60)]);
-    }
-
-    #[test]
-    fn sockperf_log_and_duration_are_read() {
-        let csv = "------\ntest was performed\n\
-                   sockperf: [Valid Duration] RunTime=0.550 sec; SentMessages=3\n\
-                   0, 1.000000000, 1.000020000, 20.000\n\
-                   1, 1.000020000, 1.000041000, 21.500\n\
-                   2, 1.0, 1.1, nan\n------\n";
-        assert_eq!(sockperf_rtts(csv), vec![20.0, 21.5]);
-        assert_eq!(sockperf_valid_seconds(csv), Some(0.55));
-        assert_eq!(sockperf_valid_seconds("RunTime=1.0 sec"), None);
     }
 
     #[test]

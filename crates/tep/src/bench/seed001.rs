@@ -444,7 +444,7 @@ pub fn report_004(m: &[Measured], how: &str) -> SeedReport {
             file: "seed004-rr-per-cpu.png".into(),
             title: "Seed 004: TCP_RR transactions per CPU, relative to no tunnel".into(),
             y_label: "tps per CPU %, no tunnel = 1".into(),
-            note: format!("sockperf TCP ping-pong, 64 bytes, {how}"),
+            note: format!("TCP request/response, 64 bytes, {how}"),
             series: vec!["seed (Linux, 2014)".into(), "tep here".into()],
             groups: bars,
         }],

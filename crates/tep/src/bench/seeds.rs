@@ -219,7 +219,7 @@ fn host_reports(
     let hosts = Hosts::new()?;
     let how = format!(
         "two namespaces on one veth pair, side a on CPU {} and b on CPU {} (RPS steers each \
-         veth's receive there); iperf3 1 TCP stream {} s, sockperf TCP ping-pong {} s; medians \
+         veth's receive there); iperf3 1 TCP stream {} s, TCP request/response of 64 bytes {} s; medians \
          of {} round(s), cases interleaved",
         hosts.cpus[0], hosts.cpus[1], timing.stream_seconds, timing.rr_seconds, timing.rounds
     );

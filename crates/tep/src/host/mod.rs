@@ -11,6 +11,7 @@
 
 mod device_io;
 pub mod endpoints;
+mod routes;
 mod udp_io;
 pub mod uplink;
 pub mod worker;
@@ -404,6 +405,14 @@ pub fn run(path: &Path) -> Result<(), String> {
     } else {
         None
     };
+    let mut routes = match (&tun, host.routes) {
+        (Some(t), true) => {
+            let mut r = routes::Routes::new(t.ifindex(), t.name());
+            r.sync(&config)?;
+            Some(r)
+        }
+        _ => None,
+    };
     let endpoints = Endpoints::of(&config);
     let sockets = bind_sockets(&host, &endpoints)?;
     let mut tun_queues = tun.as_mut().map(Tun::take_queues).unwrap_or_default();
@@ -465,9 +474,16 @@ pub fn run(path: &Path) -> Result<(), String> {
             &state,
             tun.as_ref(),
             tap.as_ref(),
-        )
+        )?;
+        match routes.as_mut() {
+            Some(r) => r.sync(&state.config.lock().unwrap_or_else(|e| e.into_inner())),
+            None => Ok(()),
+        }
     })?;
     let _ = stop_workers(running, &shared);
+    if let Some(r) = routes.as_mut() {
+        r.clear();
+    }
     control.remove();
     tracing::info!("stopped");
     Ok(())
