@@ -140,8 +140,11 @@ pub fn bars(dir: &Path, b: &Bars) -> Result<PathBuf, String> {
     let path = dir.join(&b.file);
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     let file = path.clone();
-    let width = (160 * b.groups.len() as u32).clamp(900, 1600);
-    let root = BitMapBackend::new(&file, (width, 560)).into_drawing_area();
+    let width = (220 * b.groups.len() as u32).clamp(900, 1600);
+    // The note wrapped to the width, about 7 pixels a character.
+    let lines = wrap(&b.note, (width as usize - 24) / 7);
+    let height = 530 + 18 * lines.len() as u32 + 8;
+    let root = BitMapBackend::new(&file, (width, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let (top, bottom) = root.split_vertically(530);
     let n = b.groups.len().max(1) as f64;
@@ -151,7 +154,7 @@ pub fn bars(dir: &Path, b: &Bars) -> Result<PathBuf, String> {
         .flat_map(|(_, v)| v.iter().flatten())
         .fold(0.0f64, |a, &v| a.max(v))
         .max(1e-9)
-        * 1.25;
+        * 1.4;
     let mut chart = ChartBuilder::on(&top)
         .caption(&b.title, (FAMILY, 20))
         .margin(12)
@@ -191,6 +194,7 @@ pub fn bars(dir: &Path, b: &Bars) -> Result<PathBuf, String> {
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
         .label_font((FAMILY, 13))
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
@@ -204,17 +208,34 @@ pub fn bars(dir: &Path, b: &Bars) -> Result<PathBuf, String> {
         root.draw(&Text::new(name.clone(), (x, y + 8), style))
             .map_err(|e| err(&e))?;
     }
-    bottom
-        .draw(&Text::new(
-            b.note.clone(),
-            (12, 4),
-            (FAMILY, 13).into_font().color(&RGBColor(90, 90, 90)),
-        ))
-        .map_err(|e| err(&e))?;
+    for (i, line) in lines.into_iter().enumerate() {
+        bottom
+            .draw(&Text::new(
+                line,
+                (12, 4 + 18 * i as i32),
+                (FAMILY, 13).into_font().color(&RGBColor(90, 90, 90)),
+            ))
+            .map_err(|e| err(&e))?;
+    }
     root.present().map_err(|e| err(&e))?;
     drop(chart);
     drop(root);
     Ok(path)
+}
+
+/// `text` in lines of at most `width` characters, broken at spaces.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split_whitespace() {
+        match lines.last_mut() {
+            Some(l) if l.chars().count() + 1 + word.chars().count() <= width => {
+                l.push(' ');
+                l.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    lines
 }
 
 /// One line with its points per mode, and the legend.
@@ -287,6 +308,12 @@ mod tests {
         // IHDR: width and height.
         assert_eq!(u32::from_be_bytes(png[16..20].try_into().unwrap()), 1200);
         assert_eq!(u32::from_be_bytes(png[20..24].try_into().unwrap()), 520);
+    }
+
+    #[test]
+    fn notes_wrap_at_spaces() {
+        assert_eq!(wrap("a bb ccc dddd", 6), vec!["a bb", "ccc", "dddd"]);
+        assert!(wrap("", 10).is_empty());
     }
 
     #[test]
