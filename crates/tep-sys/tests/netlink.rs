@@ -39,7 +39,7 @@ fn ip(s: &str) -> IpAddr {
 /// test can run; says loudly why not.
 fn in_pair(test: &str, body: impl FnOnce(Pair) + Send + 'static) {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED {test}: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!("{test}: needs root (CI runs it as root)"));
         return;
     }
     for tool in ["ip", "ping"] {
@@ -50,7 +50,9 @@ fn in_pair(test: &str, body: impl FnOnce(Pair) + Send + 'static) {
             .status()
             .is_ok();
         if !found {
-            eprintln!("SKIPPED {test}: `{tool}` is not installed (.ci/run installs it)");
+            tep_testing::skip(format_args!(
+                "{test}: `{tool}` is not installed (.ci/run installs it)"
+            ));
             return;
         }
     }

@@ -48,9 +48,9 @@ fn vnet_u16(hdr: &[u8; 10], at: usize) -> u16 {
 #[test]
 fn tun_vnet_hdr_offloads_config_and_packets() {
     if !tep_sys::netns::is_root() {
-        eprintln!(
-            "SKIPPED tun_vnet_hdr_offloads_config_and_packets: needs root (CI runs it as root)"
-        );
+        tep_testing::skip(format_args!(
+            "tun_vnet_hdr_offloads_config_and_packets: needs root (CI runs it as root)"
+        ));
         return;
     }
     in_netns(|| {
@@ -169,7 +169,9 @@ fn tun_vnet_hdr_offloads_config_and_packets() {
 #[test]
 fn tap_reads_the_arp_request() {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED tap_reads_the_arp_request: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!(
+            "tap_reads_the_arp_request: needs root (CI runs it as root)"
+        ));
         return;
     }
     in_netns(|| {
@@ -216,7 +218,9 @@ fn tap_reads_the_arp_request() {
 #[test]
 fn multi_queue_tun_has_one_fd_per_queue() {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED multi_queue_tun_has_one_fd_per_queue: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!(
+            "multi_queue_tun_has_one_fd_per_queue: needs root (CI runs it as root)"
+        ));
         return;
     }
     in_netns(|| {
@@ -305,7 +309,9 @@ fn offloads_display_and_flags() {
 #[test]
 fn tun_udp_super_packets_with_uso() {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED tun_udp_super_packets_with_uso: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!(
+            "tun_udp_super_packets_with_uso: needs root (CI runs it as root)"
+        ));
         return;
     }
     in_netns(|| udp_through_the_tun(Offloads::all()));
@@ -317,7 +323,9 @@ fn tun_udp_super_packets_with_uso() {
 #[test]
 fn tun_udp_datagrams_without_uso() {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED tun_udp_datagrams_without_uso: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!(
+            "tun_udp_datagrams_without_uso: needs root (CI runs it as root)"
+        ));
         return;
     }
     let no_uso = Offloads {
@@ -430,9 +438,9 @@ fn udp_through_the_tun(offloads: Offloads) {
 #[test]
 fn tun_read_into_a_short_buffer_truncates() {
     if !tep_sys::netns::is_root() {
-        eprintln!(
-            "SKIPPED tun_read_into_a_short_buffer_truncates: needs root (CI runs it as root)"
-        );
+        tep_testing::skip(format_args!(
+            "tun_read_into_a_short_buffer_truncates: needs root (CI runs it as root)"
+        ));
         return;
     }
     in_netns(|| {
@@ -489,7 +497,9 @@ fn tun_read_into_a_short_buffer_truncates() {
 #[test]
 fn tap_takes_udp_tunnel_super_packets() {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED tap_takes_udp_tunnel_super_packets: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!(
+            "tap_takes_udp_tunnel_super_packets: needs root (CI runs it as root)"
+        ));
         return;
     }
     in_netns(|| {
@@ -510,10 +520,8 @@ fn tap_takes_udp_tunnel_super_packets() {
             Err(e) => panic!("a TAP with the tunnel header: {e}"),
         };
         if !tap.offloads().udp_tunnel {
-            eprintln!(
-                "SKIPPED tap_takes_udp_tunnel_super_packets: this kernel has no UDP tunnel GSO on TUN/TAP (6.17+): {}",
-                tap.offloads()
-            );
+            tep_testing::skip(format_args!("tap_takes_udp_tunnel_super_packets: this kernel has no UDP tunnel GSO on TUN/TAP (6.17+): {}",
+                tap.offloads()));
             return;
         }
         let sh = |args: &str| {

@@ -86,7 +86,9 @@ fn batch_round_trip(ip: IpAddr) {
 #[test]
 fn udp_batch_round_trip_v4() {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED udp_batch_round_trip_v4: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!(
+            "udp_batch_round_trip_v4: needs root (CI runs it as root)"
+        ));
         return;
     }
     in_netns(|| batch_round_trip(V4));
@@ -95,7 +97,9 @@ fn udp_batch_round_trip_v4() {
 #[test]
 fn udp_batch_round_trip_v6() {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED udp_batch_round_trip_v6: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!(
+            "udp_batch_round_trip_v6: needs root (CI runs it as root)"
+        ));
         return;
     }
     in_netns(|| batch_round_trip(V6));
@@ -188,7 +192,7 @@ impl ConcatBytes for Vec<(RecvMeta, Vec<u8>)> {
 #[test]
 fn udp_gso_v4() {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED udp_gso_v4: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!("udp_gso_v4: needs root (CI runs it as root)"));
         return;
     }
     in_netns(|| gso_to_gro_and_plain(V4));
@@ -197,7 +201,7 @@ fn udp_gso_v4() {
 #[test]
 fn udp_gso_v6() {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED udp_gso_v6: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!("udp_gso_v6: needs root (CI runs it as root)"));
         return;
     }
     in_netns(|| gso_to_gro_and_plain(V6));
@@ -206,7 +210,9 @@ fn udp_gso_v6() {
 #[test]
 fn udp_truncated_datagram_reports_the_bytes_received() {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED udp_truncated_datagram_reports_the_bytes_received: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!(
+            "udp_truncated_datagram_reports_the_bytes_received: needs root (CI runs it as root)"
+        ));
         return;
     }
     in_netns(|| {
@@ -235,7 +241,9 @@ fn udp_truncated_datagram_reports_the_bytes_received() {
 #[test]
 fn udp_zero_checksum_options() {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED udp_zero_checksum_options: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!(
+            "udp_zero_checksum_options: needs root (CI runs it as root)"
+        ));
         return;
     }
     in_netns(|| {
@@ -278,7 +286,9 @@ fn udp_zero_checksum_options() {
 #[test]
 fn udp_reuse_port_shares_an_address() {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED udp_reuse_port_shares_an_address: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!(
+            "udp_reuse_port_shares_an_address: needs root (CI runs it as root)"
+        ));
         return;
     }
     in_netns(|| {
@@ -299,7 +309,9 @@ fn udp_reuse_port_shares_an_address() {
 #[test]
 fn udp_batch_limits_and_families() {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED udp_batch_limits_and_families: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!(
+            "udp_batch_limits_and_families: needs root (CI runs it as root)"
+        ));
         return;
     }
     in_netns(|| {
@@ -395,7 +407,9 @@ fn gathered_train(ip: IpAddr) {
 #[test]
 fn udp_gathered_train_v4_and_v6() {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED udp_gathered_train_v4_and_v6: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!(
+            "udp_gathered_train_v4_and_v6: needs root (CI runs it as root)"
+        ));
         return;
     }
     in_netns(|| {
@@ -446,7 +460,9 @@ fn tos_and_ttl(ip: IpAddr) {
 #[test]
 fn udp_tos_and_ttl_per_message_v4_and_v6() {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED udp_tos_and_ttl_per_message_v4_and_v6: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!(
+            "udp_tos_and_ttl_per_message_v4_and_v6: needs root (CI runs it as root)"
+        ));
         return;
     }
     in_netns(|| {

@@ -71,7 +71,7 @@ fn xdp_object_matches_source() {
         if std::env::var_os("CI").is_some() {
             panic!("clang is not installed, so the XDP object was not checked against its source (.ci/run installs it)");
         }
-        eprintln!("SKIPPED xdp_object_matches_source: clang is not installed (.ci/run installs it); the checked-in bpf/tep_xdp.o was NOT compared with bpf/tep_xdp.c");
+        tep_testing::skip(format_args!("xdp_object_matches_source: clang is not installed (.ci/run installs it); the checked-in bpf/tep_xdp.o was NOT compared with bpf/tep_xdp.c"));
         return;
     };
     let dir = std::env::temp_dir().join(format!("tep-xdp-build-{}", std::process::id()));
@@ -151,11 +151,13 @@ fn as_root(test: &str, body: impl FnOnce() + Send + 'static) {
 
 fn root_or_skip(test: &str) -> bool {
     if !tep_sys::netns::is_root() {
-        eprintln!("SKIPPED {test}: needs root (CI runs it as root)");
+        tep_testing::skip(format_args!("{test}: needs root (CI runs it as root)"));
         return false;
     }
     if Command::new("ip").arg("-V").output().is_err() {
-        eprintln!("SKIPPED {test}: `ip` is not installed (.ci/run installs iproute2)");
+        tep_testing::skip(format_args!(
+            "{test}: `ip` is not installed (.ci/run installs iproute2)"
+        ));
         return false;
     }
     true

@@ -94,8 +94,10 @@ pub fn read_frames(path: &Path, mut each: impl FnMut(Frame)) -> Result<(), Captu
         // Raw records: pcap-file's checked reader refuses a record whose
         // original length exceeds the snap length, which is exactly what a
         // capture with a short snap length holds (the kernel captures here).
+        let mut n = 0usize;
         while let Some(p) = reader.next_raw_packet() {
-            let p = p.map_err(corrupt)?;
+            n += 1;
+            let p = p.map_err(|e| CaptureError::Corrupt(format!("frame {n}: {e}")))?;
             each(Frame {
                 timestamp: Duration::from_secs(p.ts_sec.into())
                     + Duration::from_nanos(u64::from(p.ts_frac) * frac_ns),
@@ -109,16 +111,22 @@ pub fn read_frames(path: &Path, mut each: impl FnMut(Frame)) -> Result<(), Captu
         let mut reader = PcapNgReader::new(&bytes[..]).map_err(corrupt)?;
         // Interface ids index the description blocks of the section.
         let mut links = Vec::new();
+        let mut n = 0usize;
         while let Some(block) = reader.next_block() {
-            let frame = match block.map_err(corrupt)? {
+            n += 1;
+            let block = block.map_err(|e| CaptureError::Corrupt(format!("block {n}: {e}")))?;
+            let frame = match block {
                 Block::InterfaceDescription(i) => {
                     links.push(Link::from(i.linktype));
                     continue;
                 }
                 Block::EnhancedPacket(p) => {
-                    let link = *links
-                        .get(p.interface_id as usize)
-                        .ok_or_else(|| CaptureError::Corrupt("unknown interface id".into()))?;
+                    let link = *links.get(p.interface_id as usize).ok_or_else(|| {
+                        CaptureError::Corrupt(format!(
+                            "block {n}: interface id {} has no description block",
+                            p.interface_id
+                        ))
+                    })?;
                     Frame {
                         timestamp: p.timestamp,
                         link,
@@ -127,9 +135,9 @@ pub fn read_frames(path: &Path, mut each: impl FnMut(Frame)) -> Result<(), Captu
                     }
                 }
                 Block::SimplePacket(p) => {
-                    let link = *links
-                        .first()
-                        .ok_or_else(|| CaptureError::Corrupt("no interface block".into()))?;
+                    let link = *links.first().ok_or_else(|| {
+                        CaptureError::Corrupt(format!("block {n}: no interface block before it"))
+                    })?;
                     Frame {
                         timestamp: Duration::ZERO,
                         link,

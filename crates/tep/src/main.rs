@@ -371,8 +371,8 @@ fn run_command(config: &std::path::Path, verbose: bool) -> ExitCode {
     match run(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("tep run: {e}");
+            // Once: the log line (stderr, and the journal under systemd).
+            tracing::error!("tep run: {e}");
             ExitCode::from(2)
         }
     }

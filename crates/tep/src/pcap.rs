@@ -657,6 +657,15 @@ pub fn run(options: Options) -> Result<Report, PcapError> {
     let mut run = Run::new(options, config)?;
     let res = read_frames(&input, |f| run.frame(f));
     if let Err(e) = res {
+        // A half-written OUT would look like a result: none is left.
+        for path in [&run.out, &run.replies]
+            .into_iter()
+            .flatten()
+            .map(|o| o.path.clone())
+            .collect::<Vec<_>>()
+        {
+            let _ = std::fs::remove_file(path);
+        }
         return Err(PcapError::Capture(e));
     }
     run.finish()

@@ -906,3 +906,56 @@ fn adaptive_polling_keeps_a_conversation_awake_and_sleeps_when_idle() {
         "sleeps per echo: {adaptive} polling, {sleeping} without"
     );
 }
+
+/// A startup error names the tunnel and the field, says what is wrong in
+/// words, and is printed once: an address the host does not have, a port
+/// another socket holds.
+#[test]
+fn startup_errors_name_the_tunnel_and_field_once() {
+    if !root_or_skip("startup_errors_name_the_tunnel_and_field_once") {
+        return;
+    }
+    let pair = Pair::new();
+    let run = |local: &str, port: u16| -> (Option<i32>, String) {
+        let path = pair.dir.join("bad.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[host]\ntun = \"tepbad0\"\ncontrol = \"{}\"\n\n[[tunnel]]\nname = \"g1\"\nkind = \"gue\"\n\
+                 local = \"{local}\"\nremote = \"{}\"\nlocal_port = {port}\ninner_prefixes = [\"10.66.0.0/24\"]\n",
+                pair.socket("bad"),
+                Pair::B4
+            ),
+        )
+        .unwrap();
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &pair.a, netns::TEP, "run", "-c"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run("198.51.100.7", 6080);
+    assert_eq!(code, Some(2), "{err}");
+    let want = "tunnel[0] \"g1\".local: 198.51.100.7 is not an address of this host";
+    assert_eq!(err.matches(want).count(), 1, "{err}");
+    // The port held by another socket in the namespace.
+    let mut holder = std::process::Command::new("ip")
+        .args(["netns", "exec", &pair.a, "python3", "-c"])
+        .arg(format!(
+            "import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.bind(('{}',6081))\ntime.sleep(5)",
+            Pair::A4
+        ))
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, err) = run(Pair::A4, 6081);
+    assert_eq!(code, Some(2), "{err}");
+    let want = "tunnel[0] \"g1\".local_port: UDP 192.0.2.1:6081 is in use by another socket";
+    assert_eq!(err.matches(want).count(), 1, "{err}");
+    let _ = holder.kill();
+    let _ = holder.wait();
+}

@@ -487,7 +487,9 @@ fn run(test: &str, c: Case) {
             .status()
             .is_ok_and(|s| s.success());
         if !found {
-            eprintln!("SKIPPED {test}: `{tool}` is not installed (.ci/run installs it)");
+            tep_testing::skip(format_args!(
+                "{test}: `{tool}` is not installed (.ci/run installs it)"
+            ));
             return;
         }
     }

@@ -435,6 +435,44 @@ fn bad_config_exits_2_naming_the_field() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a pcap"));
 }
 
+/// A capture broken half-way names the frame where it breaks, and no
+/// half-written OUT is left behind.
+#[test]
+fn a_corrupt_capture_names_the_frame_and_leaves_no_output() {
+    let d = scratch("corrupt");
+    let cfg = d.join("vx.toml");
+    std::fs::write(&cfg, vxlan_config("192.0.2.1", "192.0.2.2", "vx")).unwrap();
+    let input = d.join("cut.pcap");
+    write_pcap(
+        &input,
+        DataLink::ETHERNET,
+        &[(
+            ts(0),
+            ether_ip(&tcp4([10, 9, 0, 1], [10, 9, 0, 2], 1000, b"x")),
+        )],
+    );
+    // A second record header that promises 100 bytes, followed by 10.
+    let mut bytes = std::fs::read(&input).unwrap();
+    bytes.extend_from_slice(&[0; 8]);
+    bytes.extend_from_slice(&100u32.to_le_bytes());
+    bytes.extend_from_slice(&100u32.to_le_bytes());
+    bytes.extend_from_slice(&[0; 10]);
+    std::fs::write(&input, &bytes).unwrap();
+    let out_path = d.join("out.pcap");
+    let out = tep(&[
+        "pcap",
+        "encap",
+        "--config",
+        s(&cfg),
+        s(&input),
+        s(&out_path),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("corrupt capture: frame 2"), "{err}");
+    assert!(!out_path.exists(), "a half-written OUT is left: {err}");
+}
+
 /// A GTP-U Echo Request is answered: the response goes to --replies.
 #[test]
 fn echo_requests_are_answered_into_the_replies_file() {

@@ -123,10 +123,10 @@ fn super_packets_leave_whole_through_the_uplink() {
         let da = pair.daemon(&pair.a, &config(&pair.a, 1));
         let _db = pair.daemon(&pair.b, &config(&pair.b, 2));
         if !kernel_has_it(&da.log()) {
-            eprintln!(
-                "SKIPPED super_packets_leave_whole_through_the_uplink: {}",
+            tep_testing::skip(format_args!(
+                "super_packets_leave_whole_through_the_uplink: {}",
                 da.log()
-            );
+            ));
             return;
         }
         assert!(
@@ -215,10 +215,10 @@ fn uplink_cpus_steer_the_uplinks_kernel_work() {
     );
     let _db = pair.daemon(&pair.b, &config(&pair, &pair.b, 2, "gue", "full", ""));
     if !kernel_has_it(&da.log()) {
-        eprintln!(
-            "SKIPPED uplink_cpus_steer_the_uplinks_kernel_work: {}",
+        tep_testing::skip(format_args!(
+            "uplink_cpus_steer_the_uplinks_kernel_work: {}",
             da.log()
-        );
+        ));
         return;
     }
     let out = pair.exec(

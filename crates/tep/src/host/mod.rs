@@ -258,13 +258,46 @@ fn bind_senders(host: &HostConfig, e: &Endpoints, worker: usize) -> Vec<Vec<UdpS
 }
 
 /// Binds one socket per endpoint for each of `queues` workers.
-fn bind_sockets(host: &HostConfig, e: &Endpoints) -> Result<Vec<Vec<UdpSocket>>, String> {
+/// Why endpoint `i` could not be bound, said about the first tunnel on it
+/// and the field to change: an address the host does not have, a port
+/// another program holds, or the kernel's own words.
+fn bind_error(config: &Config, e: &Endpoints, i: usize, err: &std::io::Error) -> String {
+    let a = e.addrs[i];
+    let Some((t, tunnel)) = config
+        .tunnels
+        .iter()
+        .enumerate()
+        .find(|&(t, _)| e.of_tunnel[t] == i)
+    else {
+        return format!("cannot bind UDP {a}: {err}");
+    };
+    let at = format!("tunnel[{t}] \"{}\"", tunnel.name);
+    match err.kind() {
+        std::io::ErrorKind::AddrNotAvailable => format!(
+            "{at}.local: {} is not an address of this host (cannot bind UDP {a})",
+            a.ip()
+        ),
+        std::io::ErrorKind::AddrInUse => format!(
+            "{at}.local_port: UDP {a} is in use by another socket (another tep, or a kernel tunnel on that port?)"
+        ),
+        std::io::ErrorKind::PermissionDenied => {
+            format!("{at}.local_port: not allowed to bind UDP {a} ({err}); run tep as root or with CAP_NET_BIND_SERVICE")
+        }
+        _ => format!("{at}.local: cannot bind UDP {a}: {err}"),
+    }
+}
+
+fn bind_sockets(
+    config: &Config,
+    host: &HostConfig,
+    e: &Endpoints,
+) -> Result<Vec<Vec<UdpSocket>>, String> {
     let mut per_worker = Vec::new();
     for _ in 0..host.queues {
         let mut v = Vec::new();
         for (i, &a) in e.addrs.iter().enumerate() {
             let s = UdpSocket::bind(a, &socket_options(host, e, i))
-                .map_err(|err| format!("cannot bind UDP {a}: {err}"))?;
+                .map_err(|err| bind_error(config, e, i, &err))?;
             v.push(s);
         }
         per_worker.push(v);
@@ -393,6 +426,12 @@ pub fn run(path: &Path) -> Result<(), String> {
     let config = Config::load(path).map_err(|e| e.to_string())?;
     check_mode(&config).map_err(|e| e.to_string())?;
     check_host(&config).map_err(|e| e.to_string())?;
+    if config.tunnels.is_empty() {
+        tracing::warn!(
+            config = %path.display(),
+            "no [[tunnel]] in the config: tep runs with nothing to do until a reload adds one"
+        );
+    }
     let config = Arc::new(config);
     let host = config.host.clone();
     let mut tun = if needs(&config, false) {
@@ -414,7 +453,7 @@ pub fn run(path: &Path) -> Result<(), String> {
         _ => None,
     };
     let endpoints = Endpoints::of(&config);
-    let sockets = bind_sockets(&host, &endpoints)?;
+    let sockets = bind_sockets(&config, &host, &endpoints)?;
     let mut tun_queues = tun.as_mut().map(Tun::take_queues).unwrap_or_default();
     let mut tap_queues = tap.as_mut().map(Tun::take_queues).unwrap_or_default();
     let mut uplink_dev = uplink::open_for(&config)?;
@@ -554,7 +593,7 @@ fn reload(
                         ..opts
                     },
                 )
-                .map_err(|e| format!("cannot bind UDP {a}: {e}"))?;
+                .map_err(|e| bind_error(&new, &endpoints, i, &e))?;
                 v.push(Some(s));
             }
         }

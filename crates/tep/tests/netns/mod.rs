@@ -3,7 +3,8 @@
 //!
 //! Everything is created under names unique to the test process and the
 //! case, bounded in time, and deleted on drop (also when a test fails).
-//! Tests need root: without it they print a loud SKIPPED line and return.
+//! Tests need root: without it they say SKIPPED where a person sees it and
+//! return, or fail under CI=true (`tep_testing::skip`).
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -33,12 +34,16 @@ pub fn root_or_skip(test: &str) -> bool {
             .is_ok_and(|s| s.success())
     };
     if uid != "0" {
-        eprintln!("SKIPPED {test}: needs root for network namespaces (CI runs it as root)");
+        tep_testing::skip(format_args!(
+            "{test}: needs root for network namespaces (CI runs it as root)"
+        ));
         return false;
     }
     for tool in ["ip", "ping", "iperf3"] {
         if !have(tool) {
-            eprintln!("SKIPPED {test}: `{tool}` is not installed (.ci/run installs it)");
+            tep_testing::skip(format_args!(
+                "{test}: `{tool}` is not installed (.ci/run installs it)"
+            ));
             return false;
         }
     }
