@@ -66,11 +66,7 @@ fn clang_version() -> Option<String> {
 #[test]
 fn xdp_object_matches_source() {
     let Some(version) = clang_version() else {
-        // CI installs clang (.ci/run) and sets CI: there, its absence is a
-        // failure, not a skip.
-        if std::env::var_os("CI").is_some() {
-            panic!("clang is not installed, so the XDP object was not checked against its source (.ci/run installs it)");
-        }
+        // Under CI=true the skip is a failure (.ci/run installs clang).
         tep_testing::skip(format_args!("xdp_object_matches_source: clang is not installed (.ci/run installs it); the checked-in bpf/tep_xdp.o was NOT compared with bpf/tep_xdp.c"));
         return;
     };
