@@ -517,6 +517,10 @@ pub struct Case {
 pub struct Measured {
     pub id: String,
     pub stream: Option<Stream>,
+    /// How far the stream's CPU per Gbit/s moved between rounds, per side
+    /// (largest / smallest; 1 for one round): the noise a ratio between
+    /// two cases has to be read against.
+    pub stream_spread: Option<(f64, f64)>,
     pub rr: Option<Rr>,
     pub rounds: usize,
     pub error: Option<String>,
@@ -592,6 +596,7 @@ pub fn run_cases(
         .map(|(i, c)| Measured {
             id: c.id.clone(),
             stream: (c.stream && errors[i].is_none()).then(|| median_stream(&streams[i])),
+            stream_spread: (c.stream && errors[i].is_none()).then(|| spread(&streams[i])),
             rr: (c.rr && errors[i].is_none()).then(|| median_rr(&rrs[i])),
             rounds: timing.rounds,
             error: errors[i].clone(),
@@ -605,6 +610,22 @@ fn med<T>(v: &[T], f: impl Fn(&T) -> f64) -> f64 {
         return 0.0;
     }
     median(&mut xs)
+}
+
+/// Per side, the largest CPU per Gbit/s of the rounds over the smallest.
+fn spread(v: &[Stream]) -> (f64, f64) {
+    let side = |f: fn(&Stream) -> f64| {
+        let (lo, hi) = v
+            .iter()
+            .map(f)
+            .fold((f64::MAX, 0.0f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
+        if lo > 0.0 && lo.is_finite() {
+            hi / lo
+        } else {
+            1.0
+        }
+    };
+    (side(|s| s.cpu_per_gbit().0), side(|s| s.cpu_per_gbit().1))
 }
 
 fn median_stream(v: &[Stream]) -> Stream {
@@ -654,5 +675,9 @@ mod tests {
         let m = median_stream(&[s(1.0, 90.0), s(3.0, 10.0), s(2.0, 50.0)]);
         assert_eq!((m.gbit_per_s, m.cpu_a_pct), (2.0, 50.0));
         assert_eq!(m.cpu_per_gbit(), (25.0, 25.0));
+        // 90 %/Gbit against 10/3: 27x.
+        let (a, b) = spread(&[s(1.0, 90.0), s(3.0, 10.0), s(2.0, 50.0)]);
+        assert!((a - 27.0).abs() < 1e-9 && a == b);
+        assert_eq!(spread(&[s(2.0, 50.0)]), (1.0, 1.0));
     }
 }
