@@ -33,3 +33,13 @@ pub fn online_cpus() -> usize {
         n as usize
     }
 }
+
+/// CLOCK_MONOTONIC in microseconds: the clock systemd's `MONOTONIC_USEC`
+/// is read against (std's `Instant` does not expose its raw value).
+pub fn monotonic_usec() -> u64 {
+    // SAFETY: timespec is plain data; all zeroes is valid.
+    let mut ts: libc::timespec = unsafe { mem::zeroed() };
+    // SAFETY: `ts` is a live timespec; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
+}

@@ -960,3 +960,69 @@ fn startup_errors_name_the_tunnel_and_field_once() {
     let _ = holder.kill();
     let _ = holder.wait();
 }
+
+/// systemd's notifications (examples/tep.service is `Type=notify` with a
+/// watchdog), checked on a socket of the test's own: READY=1 once the
+/// workers run, WATCHDOG=1 every half WATCHDOG_USEC, RELOADING=1 with
+/// MONOTONIC_USEC then READY=1 around a reload, STOPPING=1 on SIGTERM.
+#[test]
+fn systemd_notifications_and_the_watchdog() {
+    if !root_or_skip("systemd_notifications_and_the_watchdog") {
+        return;
+    }
+    let pair = Pair::new();
+    let path = pair.dir.join("notify.sock");
+    let listener = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    listener
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut da = netns::spawn_daemon_env(
+        &pair.dir,
+        &pair.a,
+        &gue_config(&pair, &pair.a, 1, true, None),
+        &[
+            ("NOTIFY_SOCKET", path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "400000"),
+        ],
+    );
+    let mut next = || {
+        let mut buf = [0u8; 512];
+        let n = listener.recv(&mut buf).expect("a notification");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let first = next();
+    assert!(
+        first.starts_with("READY=1\nSTATUS=1 worker(s) running"),
+        "{first}"
+    );
+    // Fed every 200 ms while the worker goes round (it wakes at least
+    // every 100 ms, idle or not).
+    let started = std::time::Instant::now();
+    let mut fed = 0;
+    while started.elapsed() < Duration::from_millis(1100) {
+        if next() == "WATCHDOG=1" {
+            fed += 1;
+        }
+    }
+    assert!(fed >= 3, "{fed} WATCHDOG=1 in 1.1 s");
+    assert_eq!(da.control(&["reload"]).unwrap().trim(), "reloaded");
+    let mut seen = Vec::new();
+    while !seen.iter().any(|m: &String| m.starts_with("READY=1")) {
+        let m = next();
+        if m != "WATCHDOG=1" {
+            seen.push(m);
+        }
+    }
+    assert!(
+        seen[0].starts_with("RELOADING=1\nMONOTONIC_USEC="),
+        "{seen:?}"
+    );
+    let usec: u64 = seen[0].rsplit('=').next().unwrap().parse().unwrap();
+    assert!(usec > 0);
+    assert_eq!(da.stop(), Some(0), "{}", da.log());
+    let mut last = next();
+    while last == "WATCHDOG=1" {
+        last = next();
+    }
+    assert_eq!(last, "STOPPING=1");
+}

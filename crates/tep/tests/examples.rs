@@ -134,3 +134,45 @@ fn bench_gateway_measures_tep_and_the_kernel_side_by_side() {
     }
     assert!(none_left("tepgw", &before), "namespaces left behind");
 }
+
+/// examples/tep.service is a unit systemd accepts (`systemd-analyze
+/// verify`, with ExecStart pointing at the tep under test), and it is the
+/// kind tep speaks to: Type=notify with a watchdog
+/// (daemon.rs::systemd_notifications_and_the_watchdog checks the
+/// messages).
+#[test]
+fn the_systemd_unit_verifies() {
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/tep.service"
+    ))
+    .unwrap();
+    for line in [
+        "Type=notify",
+        "WatchdogSec=",
+        "NoNewPrivileges=yes",
+        "CapabilityBoundingSet=",
+    ] {
+        assert!(unit.contains(line), "{line}");
+    }
+    if !tep_testing::have("systemd-analyze") {
+        tep_testing::skip(format_args!(
+            "the_systemd_unit_verifies: systemd-analyze is not installed (.ci/run installs systemd)"
+        ));
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("tep-unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("tep.service");
+    std::fs::write(&path, unit.replace("/usr/local/bin/tep", TEP)).unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // Warnings about the unit itself name it; none may.
+    assert!(!err.contains("tep.service:"), "{err}");
+}

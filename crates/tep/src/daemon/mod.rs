@@ -10,6 +10,7 @@
 pub mod control;
 pub mod idle;
 pub mod metrics;
+pub mod notify;
 pub mod state;
 pub mod stats;
 pub mod trace;
@@ -44,16 +45,21 @@ pub fn until_stopped(
         .add(state.main_wake.as_raw_fd(), 1, true, false)
         .map_err(|e| e.to_string())?;
     let mut events = Vec::with_capacity(4);
+    let mut notifier = notify::Notifier::from_env();
+    let workers = || state.wakes.lock().unwrap_or_else(|e| e.into_inner()).len();
+    notifier.ready(&format!("{} worker(s) running", workers()));
     loop {
-        if let Err(e) = epoll.wait(&mut events, 1000) {
+        if let Err(e) = epoll.wait(&mut events, notifier.wait_ms(1000)) {
             tracing::error!("epoll: {e}");
         }
+        notifier.tend(&state.shared.beats, workers());
         let mut asked: Vec<ReloadReply> = Vec::new();
         while let Ok(Some(sig)) = signals.read() {
             match sig {
                 Signal::Hangup => asked.push(None),
                 Signal::Terminate | Signal::Interrupt => {
                     tracing::info!(signal = ?sig, "stopping: draining the workers");
+                    notifier.stopping();
                     return Ok(());
                 }
             }
@@ -63,7 +69,10 @@ pub fn until_stopped(
             asked.push(Some(reply));
         }
         for reply in asked {
+            notifier.reloading();
             let result = reload();
+            // Running either way: the new config, or the old one kept.
+            notifier.ready(&format!("{} worker(s) running", workers()));
             match &result {
                 Ok(()) => tracing::info!("reloaded {}", path.display()),
                 Err(e) => tracing::error!("reload refused, the running config stays: {e}"),

@@ -180,6 +180,8 @@ pub struct Shared {
     pub tracer: Tracer,
     /// What the workers of earlier configs counted.
     pub carried: Mutex<Carried>,
+    /// Each worker's turns of its loop, for the systemd watchdog.
+    pub beats: super::notify::Beats,
 }
 
 impl Shared {

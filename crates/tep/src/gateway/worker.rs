@@ -139,6 +139,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
     let mut published_at = Instant::now();
     let mut draining: Option<Instant> = None;
     loop {
+        shared.beats.beat(setup.index);
         let now_ns = started.elapsed().as_nanos() as u64;
         pipeline.set_now(now_ns);
         seen = setup.next_hops.apply(seen, pipeline.next_hops());

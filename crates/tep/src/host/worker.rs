@@ -183,6 +183,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
     let mut draining: Option<Instant> = None;
     let mut read_before_drain = 0;
     loop {
+        shared.beats.beat(setup.index);
         let timeout = if draining.is_some() || idle.keep_polling(Instant::now()) {
             0
         } else {

@@ -177,12 +177,23 @@ impl Lab for Pair {
 /// Starts `tep run` in `ns` with `config` (TOML text, written into
 /// `dir`); waits until its control socket `dir/<ns>.sock` answers.
 pub fn spawn_daemon(dir: &std::path::Path, ns: &str, config: &str) -> Daemon {
+    spawn_daemon_env(dir, ns, config, &[])
+}
+
+/// [`spawn_daemon`] with environment variables for the daemon.
+pub fn spawn_daemon_env(
+    dir: &std::path::Path,
+    ns: &str,
+    config: &str,
+    env: &[(&str, &str)],
+) -> Daemon {
     let path = dir.join(format!("{ns}.toml"));
     std::fs::write(&path, config).unwrap();
     let log = dir.join(format!("{ns}.log"));
     let child = Command::new("ip")
         .args(["netns", "exec", ns, TEP, "run", "-c"])
         .arg(&path)
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
