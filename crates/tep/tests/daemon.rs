@@ -1026,3 +1026,33 @@ fn systemd_notifications_and_the_watchdog() {
     }
     assert_eq!(last, "STOPPING=1");
 }
+
+/// `host.receive_buffer` and `send_buffer` size every UDP socket, past
+/// the sysctl limits (SO_RCVBUFFORCE as root): the kernel shows twice the
+/// value asked (its bookkeeping share) in `ss -m`.
+#[test]
+fn socket_buffers_follow_the_config() {
+    if !root_or_skip("socket_buffers_follow_the_config") {
+        return;
+    }
+    let pair = Pair::new();
+    let config = gue_config(&pair, &pair.a, 1, true, None).replace(
+        "offloads = true",
+        "offloads = true\nreceive_buffer = 8388608\nsend_buffer = 2097152",
+    );
+    let da = pair.daemon(&pair.a, &config);
+    let out = pair.exec(&pair.a, &["ss", "-uamnH"], true);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    // The receiving socket on the tunnel's port: its skmem line.
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains(&format!("{}:6080", Pair::A4)))
+        .unwrap_or_else(|| panic!("no socket on {}:6080: {text}\n{}", Pair::A4, da.log()));
+    let skmem = lines[at..]
+        .iter()
+        .find(|l| l.contains("skmem:"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(skmem.contains("rb16777216"), "{skmem}");
+    assert!(skmem.contains("tb4194304"), "{skmem}");
+}

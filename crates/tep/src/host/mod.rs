@@ -204,6 +204,8 @@ fn socket_options(host: &HostConfig, e: &Endpoints, i: usize) -> UdpOptions {
         zero_checksum_tx: e.zero_tx[i],
         zero_checksum_rx: e.zero_rx[i],
         dont_fragment: e.dont_fragment[i],
+        recv_buffer: host.receive_buffer,
+        send_buffer: host.send_buffer,
         ..UdpOptions::default()
     }
 }
