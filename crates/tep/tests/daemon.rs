@@ -985,7 +985,7 @@ fn systemd_notifications_and_the_watchdog() {
             ("WATCHDOG_USEC", "400000"),
         ],
     );
-    let mut next = || {
+    let next = || {
         let mut buf = [0u8; 512];
         let n = listener.recv(&mut buf).expect("a notification");
         String::from_utf8_lossy(&buf[..n]).into_owned()
