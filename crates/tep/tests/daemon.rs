@@ -1056,3 +1056,131 @@ fn socket_buffers_follow_the_config() {
     assert!(skmem.contains("rb16777216"), "{skmem}");
     assert!(skmem.contains("tb4194304"), "{skmem}");
 }
+
+/// A second daemon on a device or control socket in use refuses to start,
+/// saying which; a daemon killed with SIGKILL leaves nothing that stops
+/// the next one: it takes the device name and the control socket over and
+/// carries traffic, with one set of addresses and routes.
+#[test]
+fn a_second_daemon_is_refused_and_a_killed_one_is_replaced() {
+    if !root_or_skip("a_second_daemon_is_refused_and_a_killed_one_is_replaced") {
+        return;
+    }
+    let pair = Pair::new();
+    let config_a = gue_config(&pair, &pair.a, 1, true, None);
+    let mut da = pair.daemon(&pair.a, &config_a);
+    let _db = pair.daemon(&pair.b, &gue_config(&pair, &pair.b, 2, true, None));
+    let start = |config: &str| -> (Option<i32>, String) {
+        let path = pair.dir.join("second.toml");
+        std::fs::write(&path, config).unwrap();
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &pair.a, netns::TEP, "run", "-c"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // The same device, another port and control socket.
+    let second = config_a
+        .replace(
+            &pair.socket(&pair.a),
+            &pair.dir.join("second.sock").display().to_string(),
+        )
+        .replace("[[tunnel]]", "[[tunnel]]\nlocal_port = 6999");
+    let (code, err) = start(&second);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(
+        err.matches("host.tun: tepl3 is in use by another process")
+            .count(),
+        1,
+        "{err}"
+    );
+    // The same control socket, another device and port.
+    let third = config_a
+        .replace("tepl3", "tepl9")
+        .replace("[[tunnel]]", "[[tunnel]]\nlocal_port = 6998");
+    let (code, err) = start(&third);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("host.control: another tep answers on"),
+        "{err}"
+    );
+    assert!(
+        ping(&pair, &pair.a, "10.9.0.2", 2) >= 1,
+        "the first one still runs"
+    );
+
+    // SIGKILL: no chance to clean up. The next one takes over.
+    assert!(da.kill());
+    let da = pair.daemon(&pair.a, &config_a);
+    assert!(ping(&pair, &pair.a, "10.9.0.2", 3) >= 2, "{}", da.log());
+    let addrs = pair.exec(
+        &pair.a,
+        &["ip", "-4", "-o", "addr", "show", "dev", "tepl3"],
+        true,
+    );
+    let text = String::from_utf8_lossy(&addrs.stdout);
+    assert_eq!(text.matches("10.9.0.1/24").count(), 1, "{text}");
+    let routes = pair.exec(
+        &pair.a,
+        &["ip", "-4", "route", "show", "dev", "tepl3"],
+        true,
+    );
+    let text = String::from_utf8_lossy(&routes.stdout);
+    assert_eq!(text.matches("10.9.0.0/24").count(), 1, "{text}");
+}
+
+/// The peer daemon killed (SIGKILL) and started again in the middle of a
+/// TCP transfer: the transfer resumes by itself once it is back, with no
+/// action on this side.
+#[test]
+fn a_transfer_resumes_after_the_peer_is_killed_and_restarted() {
+    if !root_or_skip("a_transfer_resumes_after_the_peer_is_killed_and_restarted") {
+        return;
+    }
+    let pair = Pair::new();
+    let _da = pair.daemon(&pair.a, &gue_config(&pair, &pair.a, 1, true, None));
+    let config_b = gue_config(&pair, &pair.b, 2, true, None);
+    let mut db = pair.daemon(&pair.b, &config_b);
+    assert!(ping(&pair, &pair.a, "10.9.0.2", 2) >= 1);
+    let mut server = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", &pair.b, "iperf3", "-s", "-1", "-B", "10.9.0.2",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let client = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", &pair.a, "timeout", "30", "iperf3", "-c", "10.9.0.2", "-t", "7", "-J",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(db.kill());
+    std::thread::sleep(Duration::from_millis(1000));
+    let db = pair.daemon(&pair.b, &config_b);
+    let out = client.wait_with_output().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("iperf3: {e}: {text}\n{}", db.log()));
+    assert!(v.get("error").is_none(), "{}", v["error"]);
+    // Bytes arrive in the intervals after the restart (about 2.5 s in).
+    let after: f64 = v["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["sum"]["start"].as_f64().unwrap() >= 4.0)
+        .map(|i| i["sum"]["bytes"].as_f64().unwrap())
+        .sum();
+    assert!(after > 1e6, "{after} bytes after the restart: {text}");
+}

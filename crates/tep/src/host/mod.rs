@@ -149,10 +149,12 @@ fn open_device(host: &HostConfig, config: &Config, ethernet: bool) -> Result<Tun
         offloads,
     })
     .map_err(|e| {
-        format!(
-            "host.{}: cannot open {name}: {e}",
-            if ethernet { "tap" } else { "tun" }
-        )
+        let field = if ethernet { "tap" } else { "tun" };
+        if e.kind() == std::io::ErrorKind::ResourceBusy {
+            format!("host.{field}: {name} is in use by another process (another tep with this config?); stop it or name another device")
+        } else {
+            format!("host.{field}: cannot open {name}: {e}")
+        }
     })?;
     let mtu = device_mtu(config, ethernet);
     dev.set_mtu(mtu)
