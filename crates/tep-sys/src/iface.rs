@@ -15,6 +15,16 @@ pub fn mtu(name: &str) -> io::Result<u32> {
     Ok(unsafe { ifr.ifr_ifru.ifru_mtu } as u32)
 }
 
+/// Sets the MTU of interface `name` (SIOCSIFMTU).
+pub fn set_mtu(name: &str, mtu: u32) -> io::Result<()> {
+    let sock = config_socket(libc::AF_INET)?;
+    let mut ifr = ifreq(name)?;
+    ifr.ifr_ifru.ifru_mtu = libc::c_int::try_from(mtu)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("mtu {mtu}")))?;
+    ioctl_ifreq(&sock, libc::SIOCSIFMTU, &mut ifr)
+        .map_err(|e| context(e, format_args!("SIOCSIFMTU {name} {mtu}")))
+}
+
 /// The interface holding address `addr` and its MTU; None when no
 /// interface of this namespace has it (a wildcard address, or one not
 /// configured yet).

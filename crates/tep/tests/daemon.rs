@@ -1224,3 +1224,52 @@ fn reloads_under_traffic_lose_nothing() {
         da.log()
     );
 }
+
+/// The underlay changing under a running daemon: its MTU lowered (the
+/// device MTU follows, as it does at start), the link down and up again;
+/// each change logged once, the daemon running throughout, traffic back
+/// once the link is.
+#[test]
+fn the_underlay_changing_at_run_time_is_followed() {
+    if !root_or_skip("the_underlay_changing_at_run_time_is_followed") {
+        return;
+    }
+    let pair = Pair::new();
+    let mut da = pair.daemon(&pair.a, &gue_config(&pair, &pair.a, 1, true, None));
+    let _db = pair.daemon(&pair.b, &gue_config(&pair, &pair.b, 2, true, None));
+    assert!(ping(&pair, &pair.a, "10.9.0.2", 2) >= 1);
+    let device_mtu = || {
+        let out = pair.exec(&pair.a, &["cat", "/sys/class/net/tepl3/mtu"], true);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(device_mtu(), "1468");
+    let until = |what: &str, ok: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while !ok() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    pair.exec(&pair.a, &["ip", "link", "set", "va", "mtu", "1400"], true);
+    until("the device MTU follows", &|| device_mtu() == "1368");
+    pair.exec(&pair.a, &["ip", "link", "set", "va", "down"], true);
+    until("down is logged", &|| da.log().contains("underlay down"));
+    pair.exec(&pair.a, &["ip", "link", "set", "va", "up"], true);
+    until("up is logged", &|| da.log().contains("underlay up"));
+    assert!(da.alive(), "{}", da.log());
+    // The peer's side of the veth came back too; the neighbour is resolved
+    // again by the first packets.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while ping(&pair, &pair.a, "10.9.0.2", 1) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no traffic after up: {}",
+            da.log()
+        );
+    }
+    let log = da.log();
+    for line in ["underlay MTU changed", "underlay down", "underlay up"] {
+        assert_eq!(log.matches(line).count(), 1, "{line}: {log}");
+    }
+    assert!(da.alive());
+}

@@ -11,6 +11,7 @@
 
 mod device_io;
 pub mod endpoints;
+mod links;
 mod routes;
 mod udp_io;
 pub mod uplink;
@@ -498,6 +499,12 @@ pub fn run(path: &Path) -> Result<(), String> {
     });
     let mut running = start_workers(config.clone(), endpoints, ios, &shared)?;
     *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
+    let devices: Vec<(String, bool)> = tun
+        .iter()
+        .map(|t| (t.name().to_string(), false))
+        .chain(tap.iter().map(|t| (t.name().to_string(), true)))
+        .collect();
+    let _links = links::watch(state.clone(), devices)?;
     let control = control::serve("host.control", &host.control, state.clone())?;
     if let Some(addr) = host.metrics {
         metrics::serve("host.metrics", addr, state.clone())?;
