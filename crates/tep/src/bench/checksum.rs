@@ -149,14 +149,23 @@ mod tests {
         });
         let methods = Kernel::available().count() + 4;
         assert_eq!(rows.len(), SIZES.len() * methods);
+        // Each row's throughput is its size over its time, and its ratios
+        // are against the read-only and scalar rows of the same size (not
+        // of another size, not inverted).
+        let of = |size: usize, method: &str| {
+            rows.iter()
+                .find(|r| r.size == size && r.method == method)
+                .unwrap_or_else(|| panic!("no {method} row at {size}"))
+        };
         for r in &rows {
             assert!(r.gbytes_per_s.is_finite() && r.gbytes_per_s > 0.0, "{r:?}");
-            if r.method == READ_ONLY {
-                assert!((r.vs_read_only - 1.0).abs() < 1e-9);
-            }
-            if r.method == "scalar" {
-                assert!((r.vs_scalar - 1.0).abs() < 1e-9);
-            }
+            let gbps = r.size as f64 / r.ns_per_call;
+            assert!((r.gbytes_per_s - gbps).abs() <= 1e-9 * gbps, "{r:?}");
+            let (ro, sc) = (of(r.size, READ_ONLY), of(r.size, "scalar"));
+            let want = ro.ns_per_call / r.ns_per_call;
+            assert!((r.vs_read_only - want).abs() <= 1e-9 * want, "{r:?} {ro:?}");
+            let want = sc.ns_per_call / r.ns_per_call;
+            assert!((r.vs_scalar - want).abs() <= 1e-9 * want, "{r:?} {sc:?}");
         }
         let text = render(&rows);
         assert!(text.contains("1492") && text.contains("scalar") && text.contains(READ_ONLY));
