@@ -76,7 +76,8 @@ proptest! {
         }
     }
 
-    /// Text shaped like a config, with values thrown about.
+    /// Text shaped like a config, with values thrown about: an error names
+    /// its field first; a success is what the text said.
     #[test]
     fn config_like_text_never_panics(
         keys in proptest::collection::vec(
@@ -103,7 +104,29 @@ proptest! {
         for (k, v) in keys.iter().zip(&values) {
             text.push_str(&format!("{k} = {v}\n"));
         }
-        let _ = Config::parse(&text);
+        match Config::parse(&text) {
+            // An error leads with the field it is about, and the field is
+            // the tunnel's (the only table in the text) or the TOML's.
+            Err(e) => {
+                prop_assert!(!e.field.is_empty());
+                prop_assert!(e.to_string().starts_with(&e.field), "{}", e);
+            }
+            // What parses is one tunnel that validates, named and of the
+            // kind the text says.
+            Ok(c) => {
+                prop_assert_eq!(c.tunnels.len(), 1);
+                prop_assert!(c.validate().is_ok());
+                let said = |key: &str| {
+                    keys.iter().zip(&values).rev().find(|(k, _)| **k == key).map(|(_, v)| v.trim_matches('"').to_string())
+                };
+                if let Some(kind) = said("kind") {
+                    prop_assert_eq!(c.tunnels[0].kind.to_string(), kind);
+                }
+                if let Some(name) = said("name") {
+                    prop_assert_eq!(&c.tunnels[0].name, &name);
+                }
+            }
+        }
     }
 
     /// A prefix prints as text that parses back to it.

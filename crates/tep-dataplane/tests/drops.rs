@@ -222,6 +222,30 @@ fn wrong_peer() {
     );
 }
 
+/// For GUE and FOU the peer's address is the only thing that ties a
+/// datagram to a tunnel (no VNI, key or TEID to check): a valid datagram
+/// from any other address is dropped as wrong_peer at the kind's node.
+#[test]
+fn wrong_peer_for_the_kinds_without_an_identifier() {
+    for (kind, node) in [
+        (TunnelKind::Gue, "gue-decap"),
+        (TunnelKind::FouIpip, "fou-ipip-decap"),
+        (TunnelKind::FouSit, "fou-sit-decap"),
+        (TunnelKind::FouGre, "fou-gre-decap"),
+        (TunnelKind::GueGre, "gue-gre-decap"),
+    ] {
+        let c = b_config(kind);
+        let mut p = valid_outer(kind, false);
+        accepted(&c, kind.link(), &p);
+        if let IpAddr::V4(a) = C4 {
+            p[12..16].copy_from_slice(&a.octets());
+        }
+        fix_ip_checksum(&mut p);
+        fix_udp_checksum(&mut p);
+        decap_drop(&c, kind.link(), &[p], DropReason::WrongPeer, node);
+    }
+}
+
 #[test]
 fn unknown_vni() {
     let (c, mut p) = vxlan();
