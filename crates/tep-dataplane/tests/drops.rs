@@ -261,6 +261,45 @@ fn unknown_vni() {
     );
 }
 
+/// Geneve's VNI sits where VXLAN's does (bytes 4-6 of its header).
+#[test]
+fn unknown_vni_geneve() {
+    let c = b_config(TunnelKind::Geneve);
+    let mut p = valid_outer(TunnelKind::Geneve, false);
+    accepted(&c, InnerLink::Ethernet, &p);
+    let at = udp_payload_offset(&p);
+    assert_eq!(&p[at + 4..at + 7], &[0, 0x10, 0x92], "VNI 4242");
+    p[at + 4..at + 7].copy_from_slice(&[0, 0x10, 0x93]);
+    fix_udp_checksum(&mut p);
+    decap_drop(
+        &c,
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::UnknownVni,
+        "geneve-decap",
+    );
+}
+
+/// A GRE key no tunnel has, in FOU-GRE and in GUE-GRE (after the GUE
+/// header's 4 bytes).
+#[test]
+fn unknown_key_in_fou_and_gue() {
+    for (kind, gre_at, node) in [
+        (TunnelKind::FouGre, 0, "fou-gre-decap"),
+        (TunnelKind::GueGre, 4, "gue-gre-decap"),
+    ] {
+        let c = b_config(kind);
+        let mut p = valid_outer(kind, false);
+        accepted(&c, InnerLink::Ip, &p);
+        let at = udp_payload_offset(&p) + gre_at;
+        assert_eq!(p[at] & 0x20, 0x20, "{kind}: the K bit is set");
+        assert_eq!(&p[at + 4..at + 8], &77u32.to_be_bytes(), "{kind}");
+        p[at + 4..at + 8].copy_from_slice(&78u32.to_be_bytes());
+        fix_udp_checksum(&mut p);
+        decap_drop(&c, InnerLink::Ip, &[p], DropReason::UnknownKey, node);
+    }
+}
+
 #[test]
 fn unknown_teid() {
     let c = b_config(TunnelKind::Gtpu);
