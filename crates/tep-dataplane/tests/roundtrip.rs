@@ -331,6 +331,21 @@ fn outer_headers_follow_the_tunnel_config() {
             assert_eq!(out.packets, vec![inner.clone()], "{what}");
         }
     }
+    // Inherit copies DF either way: an inner packet without it gets an
+    // outer packet without it (the cases above all have DF inside).
+    let mut no_df = inner.clone();
+    no_df[6] &= !0x40;
+    fix_ip_checksum(&mut no_df);
+    let (mut ca, cb) = pair(TunnelKind::GreInUdp, false, ChecksumMode::Full);
+    ca.tunnels[0].df = DontFragment::Inherit;
+    let p = encap_one(&ca, InnerLink::Ip, &no_df);
+    assert_eq!(
+        p[6] & 0x40,
+        0,
+        "DF inherited from an inner packet without it"
+    );
+    let out = decap_fresh(&cb, InnerLink::Ip, &[p]);
+    assert_eq!(out.packets, vec![no_df]);
 }
 
 /// Outer IPv4 options and an IPv6 hop-by-hop header are stepped over.
