@@ -911,6 +911,20 @@ fn adaptive_polling_keeps_a_conversation_awake_and_sleeps_when_idle() {
     );
 }
 
+/// `tep run -c path` in `ns`, for a daemon expected not to start: its exit
+/// code and standard error.
+fn run_to_exit(ns: &str, path: &std::path::Path) -> (Option<i32>, String) {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, netns::TEP, "run", "-c"])
+        .arg(path)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A startup error names the tunnel and the field, says what is wrong in
 /// words, and is printed once: an address the host does not have, a port
 /// another socket holds.
@@ -932,15 +946,7 @@ fn startup_errors_name_the_tunnel_and_field_once() {
             ),
         )
         .unwrap();
-        let out = std::process::Command::new("ip")
-            .args(["netns", "exec", &pair.a, netns::TEP, "run", "-c"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        run_to_exit(&pair.a, &path)
     };
     let (code, err) = run("198.51.100.7", 6080);
     assert_eq!(code, Some(2), "{err}");
@@ -1076,15 +1082,7 @@ fn a_second_daemon_is_refused_and_a_killed_one_is_replaced() {
     let start = |config: &str| -> (Option<i32>, String) {
         let path = pair.dir.join("second.toml");
         std::fs::write(&path, config).unwrap();
-        let out = std::process::Command::new("ip")
-            .args(["netns", "exec", &pair.a, netns::TEP, "run", "-c"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        run_to_exit(&pair.a, &path)
     };
     // The same device, another port and control socket.
     let second = config_a

@@ -215,41 +215,6 @@ pub fn route_del(dst: IpAddr, prefix_len: u8, ifindex: u32) -> io::Result<()> {
     }
 }
 
-/// The routes through `ifindex` in the main table, as (destination,
-/// prefix length, protocol is static).
-pub fn routes_via(ifindex: u32) -> io::Result<Vec<(IpAddr, u8, bool)>> {
-    let mut out = Vec::new();
-    for family in [AddressFamily::Inet, AddressFamily::Inet6] {
-        let mut msg = RouteMessage::default();
-        msg.header.address_family = family;
-        Rtnl::open()?.request(RouteNetlinkMessage::GetRoute(msg), NLM_F_DUMP, |m| {
-            let RouteNetlinkMessage::NewRoute(r) = m else {
-                return;
-            };
-            if r.header.table != RouteHeader::RT_TABLE_MAIN {
-                return;
-            }
-            let mut oif = 0;
-            let mut dst = None;
-            for a in &r.attributes {
-                match a {
-                    RouteAttribute::Oif(i) => oif = *i,
-                    RouteAttribute::Destination(d) => dst = route_ip(d.clone()),
-                    _ => {}
-                }
-            }
-            if let (true, Some(d)) = (oif == ifindex, dst) {
-                out.push((
-                    d,
-                    r.header.destination_prefix_length,
-                    r.header.protocol == RouteProtocol::Static,
-                ));
-            }
-        })?;
-    }
-    Ok(out)
-}
-
 /// A unicast, link-scope route message to `dst/prefix_len` out of
 /// `ifindex`, protocol static, main table.
 fn device_route(dst: IpAddr, prefix_len: u8, ifindex: u32) -> RouteMessage {
