@@ -422,6 +422,31 @@ fn route_and_link_changes_are_events() {
             "{routes} route events: {events:?}"
         );
 
+        // Addresses, both families, removed and added back.
+        for (line, ip4or6, added) in [
+            ("ip addr add 198.51.100.9/32 dev va", "198.51.100.9", true),
+            ("ip addr del 198.51.100.9/32 dev va", "198.51.100.9", false),
+            (
+                "ip addr add 2001:db8:7::9/128 dev va nodad",
+                "2001:db8:7::9",
+                true,
+            ),
+            (
+                "ip addr del 2001:db8:7::9/128 dev va",
+                "2001:db8:7::9",
+                false,
+            ),
+        ] {
+            run(line);
+            let want = Event::Address {
+                ifindex: va,
+                ip: ip(ip4or6),
+                added,
+            };
+            n.wait_for(line, |e| *e == want);
+            n.settle();
+        }
+
         // MTU and MAC.
         let link = |mac: [u8; 6], mtu: u32| Event::Link {
             ifindex: va,

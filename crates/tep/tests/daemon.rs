@@ -1227,9 +1227,10 @@ fn reloads_under_traffic_lose_nothing() {
 }
 
 /// The underlay changing under a running daemon: its MTU lowered (the
-/// device MTU follows, as it does at start), the link down and up again;
-/// each change logged once, the daemon running throughout, traffic back
-/// once the link is.
+/// device MTU follows, as it does at start), the link down and up again,
+/// the tunnel's local address removed and added back; each change logged
+/// once, the daemon running throughout, traffic back once the link and the
+/// address are.
 #[test]
 fn the_underlay_changing_at_run_time_is_followed() {
     if !root_or_skip("the_underlay_changing_at_run_time_is_followed") {
@@ -1268,8 +1269,45 @@ fn the_underlay_changing_at_run_time_is_followed() {
             da.log()
         );
     }
+    // The tunnel's local address removed and added back: logged once
+    // each, traffic back with the address.
+    pair.exec(
+        &pair.a,
+        &["ip", "addr", "del", "192.0.2.1/24", "dev", "va"],
+        true,
+    );
+    until("removal is logged", &|| {
+        da.log().contains("underlay address removed")
+    });
+    assert_eq!(
+        ping(&pair, &pair.a, "10.9.0.2", 1),
+        0,
+        "sent without its address"
+    );
+    pair.exec(
+        &pair.a,
+        &["ip", "addr", "add", "192.0.2.1/24", "dev", "va"],
+        true,
+    );
+    until("return is logged", &|| {
+        da.log().contains("underlay address back")
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while ping(&pair, &pair.a, "10.9.0.2", 1) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no traffic after the address is back: {}",
+            da.log()
+        );
+    }
     let log = da.log();
-    for line in ["underlay MTU changed", "underlay down", "underlay up"] {
+    for line in [
+        "underlay MTU changed",
+        "underlay down",
+        "underlay up",
+        "underlay address removed",
+        "underlay address back",
+    ] {
         assert_eq!(log.matches(line).count(), 1, "{line}: {log}");
     }
     assert!(da.alive());

@@ -1,6 +1,6 @@
 //! A copy of the kernel's neighbour table, kept current from rtnetlink
-//! notifications, and the route and link changes that make a caller
-//! recompute its routes.
+//! notifications, and the route, link and address changes that make a
+//! caller recompute its routes.
 
 use std::collections::HashMap;
 use std::io;
@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 use netlink_packet_core::{NetlinkPayload, NLM_F_DUMP};
+use netlink_packet_route::address::{AddressAttribute, AddressMessage};
 use netlink_packet_route::link::{LinkAttribute, LinkExtentMask, LinkMessage};
 use netlink_packet_route::neighbour::{
     NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
@@ -148,6 +149,18 @@ pub enum Event {
         /// Whether it is up and running now.
         up: bool,
     },
+    /// An address was added to an interface or removed from it (IPv6
+    /// addresses also come again when their flags change, e.g. when
+    /// duplicate address detection ends: `added` is then true again).
+    Address {
+        /// Interface index.
+        ifindex: u32,
+        /// The interface's own address (IFA_LOCAL where the kernel gives
+        /// one, as for IPv4 point-to-point links; IFA_ADDRESS otherwise).
+        ip: IpAddr,
+        /// Added (or changed) rather than removed.
+        added: bool,
+    },
     /// An interface was deleted; its neighbours were removed with it.
     LinkRemoved {
         /// Interface index.
@@ -217,6 +230,8 @@ impl Neighbours {
             libc::RTNLGRP_IPV4_ROUTE,
             libc::RTNLGRP_IPV6_ROUTE,
             libc::RTNLGRP_LINK,
+            libc::RTNLGRP_IPV4_IFADDR,
+            libc::RTNLGRP_IPV6_IFADDR,
         ] {
             sock.add_membership(group)
                 .map_err(|e| context(e, format_args!("NETLINK_ADD_MEMBERSHIP {group}")))?;
@@ -312,6 +327,8 @@ impl Neighbours {
             RouteNetlinkMessage::DelNeighbour(m) => self.neighbour(m, true, out),
             RouteNetlinkMessage::NewLink(m) => self.link(m, false, out),
             RouteNetlinkMessage::DelLink(m) => self.link(m, true, out),
+            RouteNetlinkMessage::NewAddress(m) => out.extend(address(m, true)),
+            RouteNetlinkMessage::DelAddress(m) => out.extend(address(m, false)),
             RouteNetlinkMessage::NewRoute(_) | RouteNetlinkMessage::DelRoute(_) => return true,
             _ => {}
         }
@@ -477,6 +494,24 @@ fn link(m: LinkMessage) -> Option<(u32, LinkState)> {
             up: l.up,
         },
     ))
+}
+
+/// An address notification as an event; None without an address.
+fn address(m: AddressMessage, added: bool) -> Option<Event> {
+    let mut local = None;
+    let mut address = None;
+    for attr in &m.attributes {
+        match attr {
+            AddressAttribute::Local(a) => local = Some(*a),
+            AddressAttribute::Address(a) => address = Some(*a),
+            _ => {}
+        }
+    }
+    Some(Event::Address {
+        ifindex: m.header.index,
+        ip: local.or(address)?,
+        added,
+    })
 }
 
 /// Reports the change of `key`'s entry from `old` to `new` (None: absent),

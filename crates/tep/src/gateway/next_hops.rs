@@ -240,6 +240,8 @@ impl State {
                     }
                 }
             }
+            // The routes that depend on an address change come as Route.
+            Event::Address { .. } => {}
             Event::Route | Event::Link { .. } | Event::LinkRemoved { .. } | Event::Resync => {
                 if let Event::Link {
                     ifindex, mac, mtu, ..

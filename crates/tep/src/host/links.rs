@@ -1,13 +1,17 @@
 //! The underlay at run time: a thread that follows the kernel's link
 //! notifications (rtnetlink, tep-sys's [`Neighbours`] table) for the
 //! interfaces holding the tunnels' local addresses. Each change is logged
-//! once — down, up, a new MTU — and a new MTU moves the TUN/TAP's MTU the
-//! way it was set at start ([`super::device_mtu`]), unless the config
-//! fixes `host.mtu` or `host.underlay_mtu`. The datapath needs nothing
-//! else: the sockets stay bound through a link going down and up, and
-//! traffic resumes with the link.
+//! once — down, up, a new MTU, a tunnel's local address removed or back —
+//! and a new MTU moves the TUN/TAP's MTU the way it was set at start
+//! ([`super::device_mtu`]), unless the config fixes `host.mtu` or
+//! `host.underlay_mtu`. The datapath needs nothing else: the sockets stay
+//! bound through a link going down and up and through their address
+//! leaving and coming back (Linux keeps a socket bound to an address that
+//! is gone; its sends fail until the address returns, counted as
+//! `send_failed`), and traffic resumes with the link or the address.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +55,9 @@ pub fn watch(state: Arc<State>, devices: Vec<(String, bool)>) -> Result<LinkWatc
             }
         }
     }
+    // The tunnels' local addresses seen removed and not back yet (at
+    // start every one is present: the sockets bound to them).
+    let mut gone: HashSet<IpAddr> = HashSet::new();
     let stop = Arc::new(AtomicBool::new(false));
     let stopped = stop.clone();
     let handle = std::thread::Builder::new()
@@ -63,18 +70,22 @@ pub fn watch(state: Arc<State>, devices: Vec<(String, bool)>) -> Result<LinkWatc
                     tracing::warn!("link notifications: {e}");
                 }
                 for ev in &events {
-                    let Event::Link {
-                        ifindex, mtu, up, ..
-                    } = *ev
-                    else {
-                        continue;
+                    let cfg = || {
+                        state
+                            .config
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .clone()
                     };
-                    let cfg = state
-                        .config
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .clone();
-                    changed(&cfg, &devices, &mut seen, ifindex, mtu, up);
+                    match *ev {
+                        Event::Link {
+                            ifindex, mtu, up, ..
+                        } => changed(&cfg(), &devices, &mut seen, ifindex, mtu, up),
+                        Event::Address { ifindex, ip, added } => {
+                            address(&cfg(), &mut gone, ifindex, ip, added)
+                        }
+                        _ => {}
+                    }
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
@@ -84,6 +95,39 @@ pub fn watch(state: Arc<State>, devices: Vec<(String, bool)>) -> Result<LinkWatc
         stop,
         handle: Some(handle),
     })
+}
+
+/// One address notification: logged once per change if it is a tunnel's
+/// local address (IPv6 addresses are notified again when their flags
+/// change: only a change of presence is logged). `gone` holds the local
+/// addresses removed and not back yet.
+fn address(config: &Config, gone: &mut HashSet<IpAddr>, ifindex: u32, ip: IpAddr, added: bool) {
+    let tunnels: Vec<&str> = config
+        .tunnels
+        .iter()
+        .filter(|t| t.local == ip)
+        .map(|t| t.name.as_str())
+        .collect();
+    if tunnels.is_empty() {
+        return;
+    }
+    let changed = if added {
+        gone.remove(&ip)
+    } else {
+        gone.insert(ip)
+    };
+    if !changed {
+        return;
+    }
+    let on = tep_sys::netlink::link_info(ifindex)
+        .map(|l| l.name)
+        .unwrap_or_else(|_| format!("ifindex {ifindex}"));
+    let tunnels = tunnels.join(", ");
+    if added {
+        tracing::info!(address = %ip, interface = %on, %tunnels, "underlay address back: traffic resumes");
+    } else {
+        tracing::warn!(address = %ip, interface = %on, %tunnels, "underlay address removed: these tunnels cannot send until it is back");
+    }
 }
 
 /// One link notification: logged once per change if it is an underlay
