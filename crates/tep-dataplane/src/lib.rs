@@ -26,6 +26,8 @@
 //!   tunnel table), [`nexthop`] (the Ethernet header to each next hop,
 //!   where tep writes whole frames), [`clock`], [`example`] (one tunnel of each kind, for
 //!   tests and benchmarks).
+//! - [`session`]: a UPF's PDU sessions (PFCP's rules compiled into uplink
+//!   and downlink lookups), a replica per worker fed by the control plane.
 //!
 //! The rest, the nodes themselves, is the crate's own: `encap` and
 //! `decap` (the two paths, which share nothing but [`geometry`] and the
@@ -50,6 +52,7 @@ mod named;
 pub mod nexthop;
 pub mod node;
 pub mod pipeline;
+pub mod session;
 #[cfg(test)]
 mod testpkt;
 pub mod tunnel;

@@ -52,7 +52,7 @@ pub(crate) fn mix(h: u64, w: u64) -> u64 {
     (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
 }
 
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
 /// What identifies a tunnel on receive besides port and peer: the VNI, the
 /// TEID, the GRE key (or its absence), nothing (GUE, FOU).

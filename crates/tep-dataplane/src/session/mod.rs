@@ -1,0 +1,503 @@
+//! The UPF's sessions in the dataplane: what an SMF set up over PFCP,
+//! compiled into lookups the per-packet path can afford.
+//!
+//! A GTP-U tunnel of the config (`[[tunnel]]`) is one peer and one TEID
+//! each way. A 5G user plane has up to millions of PDU sessions that an SMF
+//! creates, changes and deletes at run time, all on the UPF's few N3
+//! addresses. They live here, apart from the tunnel table:
+//!
+//! - uplink (N3 → N6): a G-PDU to an N3 address is found by its TEID, and
+//!   the QFI of its PDU Session Container where a PDR names one
+//!   ([`SessionTable::uplink`]);
+//! - downlink (N6 → N3): an inner packet is found by its destination, the
+//!   UE's IPv4 address, IPv6 address, or IPv6 /64 prefix
+//!   ([`SessionTable::downlink`]);
+//!
+//! and either gives the session's slot, whose [`Session`] says what to do
+//! each way (forward, drop, buffer) and where downlink packets go (the gNB
+//! as a [`Peer`], its TEID, the QFI to put in the PDU Session Container).
+//!
+//! Each worker's pipeline holds a replica of the table and applies the
+//! control plane's [`Change`]s between vectors ([`SessionTable::apply_pending`]):
+//! lookups take no lock and cost the same at one session as at a million
+//! (hash maps with a multiply-rotate hash, one probe for the common case),
+//! and a change never stops a worker. The price is a copy of the table per
+//! worker; see [`SessionTable::bytes_per_session`] for what one costs.
+//! (A table shared by all workers would need concurrent hash maps with
+//! deferred reclamation on the per-packet path, as VPP's bihash does; a
+//! replica per worker needs nothing of the kind, and host mode runs one
+//! or two workers.)
+//!
+//! Usage (packets and bytes each way, for URRs) is counted per slot by
+//! each worker into [`Usage`] blocks the control plane reads without
+//! stopping anybody ([`control::Sessions::usage`]).
+
+pub mod buffer;
+pub mod control;
+
+use crate::tunnel::FastMap;
+use core::net::IpAddr;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// What a session does with its packets one way (a FAR's apply action).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Action {
+    /// Forward: uplink to N6, downlink to the session's peer.
+    Forward,
+    /// Drop (counted as `session_drop`).
+    #[default]
+    Drop,
+    /// Hold downlink packets for an idle UE until the FAR forwards again
+    /// (bounded: [`buffer::Buffers`]); the first one held is reported so
+    /// that the control plane can send a Downlink Data Report.
+    Buffer,
+}
+
+/// A session's rules as the per-packet path needs them: 20 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Session {
+    /// The N3 tunnel (an index of the tunnel table, a tunnel with
+    /// `sessions` set) whose address the session's F-TEID names: uplink
+    /// packets arrive there, downlink packets leave from it.
+    pub n3: u32,
+    /// Uplink action.
+    pub uplink: Action,
+    /// Downlink action.
+    pub downlink: Action,
+    /// Downlink: the gNB ([`Change::Peer`]) and its TEID (outer header
+    /// creation).
+    pub peer: u32,
+    /// Downlink: the peer's TEID.
+    pub teid: u32,
+    /// Downlink: the QFI for a PDU Session Container (DL PDU SESSION
+    /// INFORMATION), from the session's QER; None: no container.
+    pub qfi: Option<u8>,
+}
+
+/// A gNB (or any N3 peer) as seen from one N3 tunnel: where downlink
+/// packets go. Sessions name peers by id, so that thousands of sessions on
+/// one gNB share one outer header template.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Peer {
+    /// The N3 tunnel the packets leave from.
+    pub n3: u32,
+    /// The peer's N3 address (same family as the tunnel's local one).
+    pub addr: IpAddr,
+}
+
+/// What a downlink lookup is keyed by: a UE's address or IPv6 prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UeKey {
+    /// A UE's IPv4 address (/32).
+    V4(u32),
+    /// A UE's IPv6 address (/128).
+    V6(u128),
+    /// A UE's IPv6 /64 prefix (the upper 64 bits), as SLAAC hands out.
+    V6Prefix(u64),
+}
+
+/// QFI wildcard in an uplink key: a PDR that names no QFI.
+const ANY_QFI: u64 = 0x80;
+
+/// An uplink lookup key: TEID and QFI (or none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct UplinkKey {
+    /// The TEID the UPF allocated (local F-TEID).
+    pub teid: u32,
+    /// The QFI the PDR matches, or None for any.
+    pub qfi: Option<u8>,
+}
+
+impl UplinkKey {
+    fn packed(self) -> u64 {
+        u64::from(self.teid) << 8 | self.qfi.map_or(ANY_QFI, |q| u64::from(q & 0x3f))
+    }
+}
+
+/// One change to the tables, as the control plane sends it to every
+/// worker. Slots and peer ids are the control plane's to allocate
+/// ([`control::Sessions`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Creates or replaces slot `slot`'s session.
+    Session {
+        /// The slot.
+        slot: u32,
+        /// Its rules.
+        session: Session,
+    },
+    /// Removes slot `slot`'s session (its keys are unmapped by their own
+    /// changes); what it buffered is dropped.
+    Remove {
+        /// The slot.
+        slot: u32,
+    },
+    /// Maps an uplink key to a slot, or unmaps it.
+    Uplink {
+        /// The key.
+        key: UplinkKey,
+        /// The slot, or None to unmap.
+        slot: Option<u32>,
+    },
+    /// Maps a UE address or prefix to a slot, or unmaps it.
+    Downlink {
+        /// The key.
+        key: UeKey,
+        /// The slot, or None to unmap.
+        slot: Option<u32>,
+    },
+    /// Sets or clears a peer.
+    Peer {
+        /// Its id.
+        id: u32,
+        /// The peer, or None once no session names it.
+        peer: Option<Peer>,
+    },
+    /// Sends a GTP-U End Marker (TS 29.281 §7.3.2) from the N3 tunnel
+    /// `n3` to `peer` with `teid`: the last packet on the old path of a
+    /// handover (the SMF's SNDEM flag).
+    EndMarker {
+        /// The N3 tunnel it leaves from.
+        n3: u32,
+        /// The old peer's address.
+        peer: IpAddr,
+        /// The old peer's TEID.
+        teid: u32,
+    },
+}
+
+/// Per-slot usage counters: each worker adds into its own block, the
+/// control plane reads them all. Written by one worker only, so a relaxed
+/// load and store is enough (no read-modify-write).
+#[derive(Debug, Default)]
+pub struct SlotUsage {
+    /// Uplink packets matched.
+    pub ul_packets: AtomicU64,
+    /// Uplink bytes (the inner packet, as TS 29.244's volume measurement
+    /// counts the payload of the G-PDU).
+    pub ul_bytes: AtomicU64,
+    /// Downlink packets matched.
+    pub dl_packets: AtomicU64,
+    /// Downlink bytes (the inner packet).
+    pub dl_bytes: AtomicU64,
+}
+
+impl SlotUsage {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+
+    /// Zeroes the counters: the control plane does it when it reuses a
+    /// slot, which no worker writes then (every worker applied the
+    /// previous session's removal).
+    pub fn reset(&self) {
+        for c in [
+            &self.ul_packets,
+            &self.ul_bytes,
+            &self.dl_packets,
+            &self.dl_bytes,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Slots per usage chunk: chunks are allocated as slots are first used, so
+/// that a table sized for a million sessions costs nothing until they come.
+pub const USAGE_CHUNK: usize = 4096;
+
+/// One worker's usage counters, by slot, in chunks allocated on first use
+/// (by the control plane, before it publishes a session in the chunk).
+#[derive(Debug)]
+pub struct Usage {
+    chunks: Box<[OnceLock<Box<[SlotUsage]>>]>,
+}
+
+impl Usage {
+    /// Room for `max_sessions` slots.
+    pub fn new(max_sessions: u32) -> Usage {
+        let n = (max_sessions as usize).div_ceil(USAGE_CHUNK);
+        Usage {
+            chunks: (0..n).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// Slot `slot`'s counters; None beyond the table or in a chunk not
+    /// allocated.
+    pub fn slot(&self, slot: u32) -> Option<&SlotUsage> {
+        let s = slot as usize;
+        self.chunks
+            .get(s / USAGE_CHUNK)?
+            .get()
+            .map(|c| &c[s % USAGE_CHUNK])
+    }
+
+    /// Makes sure slot `slot`'s chunk exists (control plane).
+    pub fn reserve(&self, slot: u32) {
+        if let Some(c) = self.chunks.get(slot as usize / USAGE_CHUNK) {
+            c.get_or_init(|| (0..USAGE_CHUNK).map(|_| SlotUsage::default()).collect());
+        }
+    }
+
+    /// Bytes allocated for counters.
+    pub fn bytes(&self) -> usize {
+        let used = self.chunks.iter().filter(|c| c.get().is_some()).count();
+        used * USAGE_CHUNK * core::mem::size_of::<SlotUsage>()
+            + self.chunks.len() * core::mem::size_of::<OnceLock<Box<[SlotUsage]>>>()
+    }
+}
+
+/// The queue of changes from the control plane to one worker, and how far
+/// the worker got: the control plane reuses a removed session's slot only
+/// once every worker applied the removal.
+#[derive(Debug, Default)]
+pub struct ChangeQueue {
+    pending: AtomicBool,
+    changes: Mutex<Vec<Change>>,
+    /// The number of changes the worker applied so far.
+    applied: AtomicU64,
+}
+
+impl ChangeQueue {
+    /// Queues changes (control plane).
+    pub fn push(&self, changes: &[Change]) {
+        let mut q = self.changes.lock().unwrap_or_else(|e| e.into_inner());
+        q.extend_from_slice(changes);
+        self.pending.store(true, Ordering::Release);
+    }
+
+    /// The number of changes the worker applied so far.
+    pub fn applied(&self) -> u64 {
+        self.applied.load(Ordering::Acquire)
+    }
+}
+
+/// A worker's link to the control plane: its queue and its usage block.
+#[derive(Debug, Clone)]
+pub struct WorkerLink {
+    /// Changes for this worker.
+    pub queue: Arc<ChangeQueue>,
+    /// Its usage counters.
+    pub usage: Arc<Usage>,
+}
+
+/// One worker's replica of the session table.
+#[derive(Debug)]
+pub struct SessionTable {
+    uplink: FastMap<u64, u32>,
+    ue4: FastMap<u32, u32>,
+    ue6: FastMap<u128, u32>,
+    ue6_64: FastMap<u64, u32>,
+    sessions: Vec<Session>,
+    peers: Vec<Option<Peer>>,
+    link: WorkerLink,
+    // Taken out of the queue under its lock, applied without it.
+    inbox: Vec<Change>,
+    /// End Markers to send (drained by the pipeline).
+    pub(crate) end_markers: Vec<(u32, IpAddr, u32)>,
+}
+
+/// A slot with no session.
+const EMPTY: Session = Session {
+    n3: u32::MAX,
+    uplink: Action::Drop,
+    downlink: Action::Drop,
+    peer: u32::MAX,
+    teid: 0,
+    qfi: None,
+};
+
+impl SessionTable {
+    /// An empty replica fed by `link`.
+    pub fn new(link: WorkerLink) -> SessionTable {
+        SessionTable {
+            uplink: FastMap::default(),
+            ue4: FastMap::default(),
+            ue6: FastMap::default(),
+            ue6_64: FastMap::default(),
+            sessions: Vec::new(),
+            peers: Vec::new(),
+            link,
+            inbox: Vec::new(),
+            end_markers: Vec::new(),
+        }
+    }
+
+    /// The session of an uplink G-PDU: by TEID and QFI, else by TEID alone
+    /// (a PDR without a QFI).
+    #[inline]
+    pub fn uplink(&self, teid: u32, qfi: Option<u8>) -> Option<u32> {
+        if let Some(q) = qfi {
+            let exact = UplinkKey { teid, qfi: Some(q) }.packed();
+            if let Some(&s) = self.uplink.get(&exact) {
+                return Some(s);
+            }
+        }
+        self.uplink
+            .get(&UplinkKey { teid, qfi: None }.packed())
+            .copied()
+    }
+
+    /// The session of a downlink packet to `dst` (IPv4 in the low 32 bits
+    /// when `v6` is false): the UE's address, else (IPv6) its /64.
+    #[inline]
+    pub fn downlink(&self, v6: bool, dst: u128) -> Option<u32> {
+        if !v6 {
+            return self.ue4.get(&(dst as u32)).copied();
+        }
+        if let Some(&s) = self.ue6.get(&dst) {
+            return Some(s);
+        }
+        self.ue6_64.get(&((dst >> 64) as u64)).copied()
+    }
+
+    /// Slot `slot`'s session (an empty one, which drops, if none).
+    #[inline]
+    pub fn get(&self, slot: u32) -> &Session {
+        self.sessions.get(slot as usize).unwrap_or(&EMPTY)
+    }
+
+    /// A peer.
+    #[inline]
+    pub fn peer(&self, id: u32) -> Option<Peer> {
+        self.peers.get(id as usize).copied().flatten()
+    }
+
+    /// The peers' slots (set or not): their number bounds peer ids.
+    pub fn peer_slots(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// Counts a matched uplink packet of `bytes`.
+    #[inline]
+    pub fn count_uplink(&self, slot: u32, bytes: usize) {
+        if let Some(u) = self.link.usage.slot(slot) {
+            SlotUsage::add(&u.ul_packets, 1);
+            SlotUsage::add(&u.ul_bytes, bytes as u64);
+        }
+    }
+
+    /// Counts a matched downlink packet of `bytes`.
+    #[inline]
+    pub fn count_downlink(&self, slot: u32, bytes: usize) {
+        if let Some(u) = self.link.usage.slot(slot) {
+            SlotUsage::add(&u.dl_packets, 1);
+            SlotUsage::add(&u.dl_bytes, bytes as u64);
+        }
+    }
+
+    /// Takes the control plane's changes, if any, and applies them; returns
+    /// them (for the caller to follow up: buffered packets to release or
+    /// drop) in `applied`, which is cleared first. One atomic load when
+    /// nothing is pending.
+    pub fn apply_pending(&mut self, applied: &mut Vec<Change>) {
+        applied.clear();
+        if !self.link.queue.pending.load(Ordering::Acquire) {
+            return;
+        }
+        {
+            let mut q = self
+                .link
+                .queue
+                .changes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            core::mem::swap(&mut *q, &mut self.inbox);
+            self.link.queue.pending.store(false, Ordering::Release);
+        }
+        let n = self.inbox.len() as u64;
+        for i in 0..self.inbox.len() {
+            let c = self.inbox[i];
+            self.apply(c);
+        }
+        applied.append(&mut self.inbox);
+        self.link.queue.applied.fetch_add(n, Ordering::Release);
+    }
+
+    /// Applies one change.
+    pub fn apply(&mut self, change: Change) {
+        match change {
+            Change::Session { slot, session } => {
+                let s = slot as usize;
+                if self.sessions.len() <= s {
+                    self.sessions.resize(s + 1, EMPTY);
+                }
+                self.sessions[s] = session;
+            }
+            Change::Remove { slot } => {
+                if let Some(s) = self.sessions.get_mut(slot as usize) {
+                    *s = EMPTY;
+                }
+            }
+            Change::Uplink { key, slot } => {
+                let k = key.packed();
+                match slot {
+                    Some(s) => {
+                        self.uplink.insert(k, s);
+                    }
+                    None => {
+                        self.uplink.remove(&k);
+                    }
+                }
+            }
+            Change::Downlink { key, slot } => {
+                let _ = match (key, slot) {
+                    (UeKey::V4(a), Some(s)) => self.ue4.insert(a, s),
+                    (UeKey::V4(a), None) => self.ue4.remove(&a),
+                    (UeKey::V6(a), Some(s)) => self.ue6.insert(a, s),
+                    (UeKey::V6(a), None) => self.ue6.remove(&a),
+                    (UeKey::V6Prefix(p), Some(s)) => self.ue6_64.insert(p, s),
+                    (UeKey::V6Prefix(p), None) => self.ue6_64.remove(&p),
+                };
+            }
+            Change::Peer { id, peer } => {
+                let i = id as usize;
+                if self.peers.len() <= i {
+                    self.peers.resize(i + 1, None);
+                }
+                self.peers[i] = peer;
+            }
+            Change::EndMarker { n3, peer, teid } => self.end_markers.push((n3, peer, teid)),
+        }
+    }
+
+    /// Sessions with a slot in use.
+    pub fn len(&self) -> usize {
+        self.sessions.iter().filter(|s| s.n3 != u32::MAX).count()
+    }
+
+    /// Whether no session is set.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes this replica holds for its sessions: the maps' and the slot
+    /// vector's allocations (hashbrown: a control byte per bucket, buckets a
+    /// power of two at most 7/8 full) and the worker's usage block.
+    pub fn bytes(&self) -> usize {
+        fn map<K, V>(m: &FastMap<K, V>) -> usize {
+            let buckets = if m.capacity() == 0 {
+                0
+            } else {
+                (m.capacity() * 8 / 7).next_power_of_two()
+            };
+            buckets * (core::mem::size_of::<(K, V)>() + 1)
+        }
+        map(&self.uplink)
+            + map(&self.ue4)
+            + map(&self.ue6)
+            + map(&self.ue6_64)
+            + self.sessions.capacity() * core::mem::size_of::<Session>()
+            + self.peers.capacity() * core::mem::size_of::<Option<Peer>>()
+            + self.link.usage.bytes()
+    }
+
+    /// [`bytes`](SessionTable::bytes) over the sessions set.
+    pub fn bytes_per_session(&self) -> f64 {
+        self.bytes() as f64 / self.len().max(1) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests;

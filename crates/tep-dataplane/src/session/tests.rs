@@ -1,0 +1,211 @@
+use super::control::{SessionError, SessionSpec, Sessions, Volume};
+use super::*;
+use core::net::{Ipv4Addr, Ipv6Addr};
+
+fn v4(a: [u8; 4]) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::from(a))
+}
+
+fn spec(n3: u32, teid: u32, ue: u32, peer: Option<(IpAddr, u32)>) -> SessionSpec {
+    SessionSpec {
+        n3,
+        uplink: Action::Forward,
+        downlink: Action::Forward,
+        peer,
+        qfi: Some(9),
+        uplink_keys: vec![UplinkKey { teid, qfi: None }],
+        downlink_keys: vec![UeKey::V4(ue)],
+    }
+}
+
+/// Control plane and two worker replicas, the replicas caught up.
+fn setup() -> (Sessions, Vec<SessionTable>) {
+    let (c, links) = Sessions::new(1000, 2, vec![false, true]);
+    (c, links.into_iter().map(SessionTable::new).collect())
+}
+
+fn sync(c: &mut Sessions, w: &mut [SessionTable]) -> Vec<Change> {
+    c.publish();
+    let mut applied = Vec::new();
+    for t in w.iter_mut() {
+        t.apply_pending(&mut applied);
+    }
+    assert!(c.settled());
+    applied
+}
+
+#[test]
+fn a_session_is_found_both_ways_in_every_replica() {
+    let (mut c, mut w) = setup();
+    let gnb = v4([192, 0, 2, 9]);
+    let slot = c.create(&spec(0, 0x100, 0x0a00_0001, Some((gnb, 0x77)))).unwrap();
+    assert!(w[0].uplink(0x100, None).is_none(), "not before it is applied");
+    sync(&mut c, &mut w);
+    for t in &w {
+        assert_eq!(t.uplink(0x100, None), Some(slot));
+        assert_eq!(t.uplink(0x100, Some(5)), Some(slot), "no QFI in the PDR: any");
+        assert_eq!(t.uplink(0x101, None), None);
+        assert_eq!(t.downlink(false, 0x0a00_0001), Some(slot));
+        assert_eq!(t.downlink(false, 0x0a00_0002), None);
+        let s = t.get(slot);
+        assert_eq!((s.n3, s.teid, s.qfi, s.downlink), (0, 0x77, Some(9), Action::Forward));
+        assert_eq!(t.peer(s.peer), Some(Peer { n3: 0, addr: gnb }));
+    }
+}
+
+#[test]
+fn uplink_qfi_exact_before_any() {
+    let (mut c, mut w) = setup();
+    let mut a = spec(0, 5, 1, None);
+    a.uplink_keys = vec![UplinkKey { teid: 5, qfi: Some(1) }];
+    let mut b = spec(0, 5, 2, None);
+    b.uplink_keys = vec![UplinkKey { teid: 5, qfi: None }];
+    let sa = c.create(&a).unwrap();
+    let sb = c.create(&b).unwrap();
+    sync(&mut c, &mut w);
+    assert_eq!(w[0].uplink(5, Some(1)), Some(sa));
+    assert_eq!(w[0].uplink(5, Some(2)), Some(sb));
+    assert_eq!(w[0].uplink(5, None), Some(sb));
+}
+
+#[test]
+fn ipv6_addresses_and_64_prefixes() {
+    let (mut c, mut w) = setup();
+    let ue: u128 = Ipv6Addr::new(0x2001, 0xdb8, 1, 2, 0, 0, 0, 5).into();
+    let mut s = spec(1, 9, 0, None);
+    s.downlink_keys = vec![UeKey::V6Prefix((ue >> 64) as u64)];
+    let prefix = c.create(&s).unwrap();
+    s.downlink_keys = vec![UeKey::V6(ue)];
+    s.uplink_keys = vec![UplinkKey { teid: 10, qfi: None }];
+    let exact = c.create(&s).unwrap();
+    sync(&mut c, &mut w);
+    assert_eq!(w[1].downlink(true, ue), Some(exact), "/128 before /64");
+    assert_eq!(w[1].downlink(true, ue + 1), Some(prefix));
+    assert_eq!(w[1].downlink(true, ue + (1 << 64)), None);
+}
+
+#[test]
+fn keys_belong_to_one_session() {
+    let (mut c, _w) = setup();
+    c.create(&spec(0, 1, 1, None)).unwrap();
+    assert!(matches!(
+        c.create(&spec(0, 1, 2, None)),
+        Err(SessionError::KeyInUse(_))
+    ));
+    assert!(matches!(
+        c.create(&spec(0, 2, 1, None)),
+        Err(SessionError::KeyInUse(_))
+    ));
+    assert_eq!(
+        c.create(&spec(1, 3, 3, Some((v4([1, 1, 1, 1]), 1)))),
+        Err(SessionError::PeerFamily)
+    );
+    assert_eq!(c.len(), 1);
+}
+
+#[test]
+fn modify_moves_keys_and_peers_with_an_end_marker() {
+    let (mut c, mut w) = setup();
+    let (old, new) = (v4([192, 0, 2, 9]), v4([192, 0, 2, 10]));
+    let slot = c.create(&spec(0, 1, 1, Some((old, 0x10)))).unwrap();
+    sync(&mut c, &mut w);
+    let old_peer = w[0].get(slot).peer;
+    let mut s = spec(0, 1, 1, Some((new, 0x20)));
+    s.downlink_keys = vec![UeKey::V4(2)];
+    c.modify(slot, &s, true).unwrap();
+    let applied = sync(&mut c, &mut w);
+    assert!(applied.contains(&Change::EndMarker {
+        n3: 0,
+        peer: old,
+        teid: 0x10
+    }));
+    for t in &w {
+        assert_eq!(t.downlink(false, 1), None);
+        assert_eq!(t.downlink(false, 2), Some(slot));
+        let sess = t.get(slot);
+        assert_eq!(t.peer(sess.peer).unwrap().addr, new);
+        assert_eq!(sess.teid, 0x20);
+        assert_eq!(t.end_markers, [(0, old, 0x10)]);
+        // The old gNB has no session left: its id is cleared.
+        assert_ne!(sess.peer, old_peer);
+        assert_eq!(t.peer(old_peer), None);
+    }
+    // Without SNDEM, no End Marker.
+    c.modify(slot, &spec(0, 1, 1, Some((old, 0x30))), false).unwrap();
+    let applied = sync(&mut c, &mut w);
+    assert!(!applied.iter().any(|c| matches!(c, Change::EndMarker { .. })));
+}
+
+#[test]
+fn forward_without_a_peer_drops() {
+    let (mut c, mut w) = setup();
+    let slot = c.create(&spec(0, 1, 1, None)).unwrap();
+    sync(&mut c, &mut w);
+    assert_eq!(w[0].get(slot).downlink, Action::Drop);
+    assert_eq!(w[0].get(slot).uplink, Action::Forward);
+}
+
+#[test]
+fn usage_sums_the_workers_and_starts_at_zero_in_a_reused_slot() {
+    let (mut c, mut w) = setup();
+    let slot = c.create(&spec(0, 1, 1, None)).unwrap();
+    sync(&mut c, &mut w);
+    w[0].count_uplink(slot, 100);
+    w[1].count_uplink(slot, 50);
+    w[1].count_downlink(slot, 1400);
+    assert_eq!(
+        c.usage(slot),
+        Volume {
+            ul_packets: 2,
+            ul_bytes: 150,
+            dl_packets: 1,
+            dl_bytes: 1400
+        }
+    );
+    assert_eq!(c.remove(slot).unwrap().ul_bytes, 150);
+    // Not reused before every worker applied the removal.
+    c.publish();
+    let mut applied = Vec::new();
+    w[0].apply_pending(&mut applied);
+    let other = c.create(&spec(0, 2, 2, None)).unwrap();
+    assert_ne!(other, slot);
+    w[1].apply_pending(&mut applied);
+    sync(&mut c, &mut w);
+    let again = c.create(&spec(0, 3, 3, None)).unwrap();
+    assert_eq!(again, slot, "reused once every worker applied the removal");
+    assert_eq!(c.usage(again), Volume::default());
+    assert_eq!(w[0].uplink(1, None), None, "the old key is gone");
+}
+
+#[test]
+fn a_full_table_refuses() {
+    let (mut c, _) = Sessions::new(2, 1, vec![false]);
+    c.create(&spec(0, 1, 1, None)).unwrap();
+    c.create(&spec(0, 2, 2, None)).unwrap();
+    assert_eq!(c.create(&spec(0, 3, 3, None)), Err(SessionError::Full));
+    assert_eq!(c.modify(9, &spec(0, 3, 3, None), false), Err(SessionError::NoSession));
+    assert_eq!(c.remove(9), Err(SessionError::NoSession));
+}
+
+#[test]
+fn a_million_sessions_fit_in_200_bytes_each() {
+    let (mut c, links) = Sessions::new(1 << 20, 1, vec![false]);
+    let mut w = SessionTable::new(links[0].clone());
+    let gnb = v4([192, 0, 2, 9]);
+    let mut applied = Vec::new();
+    for i in 0..1_000_000u32 {
+        c.create(&spec(0, i + 1, 0x0a00_0000 + i, Some((gnb, i)))).unwrap();
+        if i % 4096 == 0 {
+            c.publish();
+            w.apply_pending(&mut applied);
+        }
+    }
+    c.publish();
+    w.apply_pending(&mut applied);
+    assert_eq!(w.len(), 1_000_000);
+    let per = w.bytes_per_session();
+    eprintln!("{per:.1} bytes per session per worker");
+    assert!(per <= 200.0, "{per:.0} bytes per session");
+    assert_eq!(w.uplink(777_778, None), Some(777_777));
+    assert_eq!(w.downlink(false, 0x0a00_0000 + 5), Some(5));
+}
