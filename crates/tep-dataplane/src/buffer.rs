@@ -234,6 +234,9 @@ pub struct Pool {
     // Apart from `meta`, which every node reads: only the outer nodes and
     // the I/O layer touch these (a vector's `meta` then stays in L1).
     outer: Box<[Outer]>,
+    // The UPF session of a packet of an N3 tunnel (`TunnelConfig::sessions`;
+    // meaningless for others): set by the lookups, read by the encap nodes.
+    session: Box<[u32]>,
     free: Vec<u32>,
     // Catches double frees in O(1) (a debug check; `free.contains` made
     // every free O(pool)).
@@ -263,6 +266,7 @@ impl Pool {
             .into_boxed_slice(),
             meta: vec![PacketMeta::FRESH; count].into_boxed_slice(),
             outer: vec![Outer::NONE; count].into_boxed_slice(),
+            session: vec![0; count].into_boxed_slice(),
             // Reversed so that the lowest indices are handed out first.
             free: (0..count as u32).rev().collect(),
             in_use: vec![false; count].into_boxed_slice(),
@@ -686,11 +690,26 @@ impl Pool {
         &mut self.outer[id.index()]
     }
 
-    /// Gives `to` the metadata and outer fields of `from` (a buffer cut
-    /// from another: a datagram of a train).
+    /// The UPF session (a slot of [`crate::session::SessionTable`]) of a
+    /// packet of an N3 tunnel, as the session lookups set it; meaningless
+    /// for a packet of any other tunnel (not reset on allocation).
+    #[inline]
+    pub fn session(&self, id: PacketId) -> u32 {
+        self.session[id.index()]
+    }
+
+    /// Sets the packet's session.
+    #[inline]
+    pub fn set_session(&mut self, id: PacketId, slot: u32) {
+        self.session[id.index()] = slot;
+    }
+
+    /// Gives `to` the metadata, outer fields and session of `from` (a
+    /// buffer cut from another: a datagram of a train, a segment).
     pub(crate) fn copy_meta(&mut self, from: PacketId, to: PacketId, meta: PacketMeta) {
         self.meta[to.index()] = meta;
         self.outer[to.index()] = self.outer[from.index()];
+        self.session[to.index()] = self.session[from.index()];
     }
 
     /// Records a datagram a kernel socket received into `id`: its payload

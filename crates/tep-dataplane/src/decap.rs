@@ -15,6 +15,8 @@ use crate::io::{InnerChecksums, OuterLayers};
 use crate::kind::TunnelKind;
 use crate::nexthop::{self, NextHops};
 use crate::node::{each, sweep, NodeStats};
+use crate::session::uplink::{match_session, Receiver};
+use crate::session::SessionTable;
 use crate::tunnel::{gre_id, ReceiveCache, TunnelTable};
 use crate::vector::PacketVector;
 use core::net::IpAddr;
@@ -252,12 +254,14 @@ pub(crate) fn tunnel_decap(
     gtpu: &mut GtpuResponder,
     replies: &mut Replies<'_>,
     now_ns: u64,
+    sessions: Option<&SessionTable>,
 ) {
     let mut cache = ReceiveCache::default();
     for &id in v.as_slice() {
         let at = Lookup {
             table,
             cache: &mut cache,
+            sessions,
         };
         match tunnel_decap_one(pool, id, at, kind, gtpu, replies, now_ns) {
             Ok(true) => {}
@@ -385,10 +389,12 @@ fn parse_gre(data: &[u8], at: usize) -> Result<Parsed, DropReason> {
     })
 }
 
-/// The receive table and the vector's last hit in front of it.
+/// The receive table and the vector's last hit in front of it, and the
+/// UPF's sessions where there are.
 struct Lookup<'a> {
     table: &'a TunnelTable,
     cache: &'a mut ReceiveCache,
+    sessions: Option<&'a SessionTable>,
 }
 
 /// Ok(true): forward; Ok(false): answered in place (moved to replies).
@@ -401,7 +407,11 @@ fn tunnel_decap_one(
     replies: &mut Replies<'_>,
     now_ns: u64,
 ) -> Result<bool, DropReason> {
-    let Lookup { table, cache } = lookup;
+    let Lookup {
+        table,
+        cache,
+        sessions,
+    } = lookup;
     let (o, at) = (*pool.outer(id), usize::from(pool.meta(id).udp_payload));
     let (src, dst, sport, dport) = (o.src, o.dst, o.src_port, o.dst_port);
     let data = pool.data(id);
@@ -419,8 +429,16 @@ fn tunnel_decap_one(
         let gpdu = p.msg_type() == MessageType::GPdu;
         let unknown_extension = p.first_unknown_required_extension().is_some();
         let teid = p.teid();
-        // Looked up once: a G-PDU to a known tunnel is the common case.
-        let rx = cache.receive(table, kind, dport, src, dst, u64::from(teid));
+        // Looked up once: a G-PDU to a known tunnel or session is the
+        // common case.
+        let rx = match cache.receive(table, kind, dport, src, dst, u64::from(teid)) {
+            Ok(t) => Ok(Receiver::Tunnel(t)),
+            Err(DropReason::UnknownTeid) if gpdu => match sessions {
+                Some(s) => match_session(s, table, &data[at..], teid, dst),
+                None => Err(DropReason::UnknownTeid),
+            },
+            Err(r) => Err(r),
+        };
         let replies_possible = !gpdu || unknown_extension || rx.is_err();
         if replies_possible && !outer_checksum_good(data, pool.meta(id)) {
             return Err(DropReason::BadChecksum);
@@ -439,12 +457,25 @@ fn tunnel_decap_one(
             return Err(DropReason::UnknownRequiredExtension);
         }
         match rx {
-            Ok(t) => {
+            Ok(Receiver::Tunnel(t)) => {
                 let m = pool.meta_mut(id);
                 m.tunnel = t;
                 m.inner = (at + hl) as u16;
                 m.remote_csum = None;
                 return finish_inner(pool, id, false).map(|_| true);
+            }
+            Ok(Receiver::Session { slot, n3 }) => {
+                let m = pool.meta_mut(id);
+                m.tunnel = n3;
+                m.inner = (at + hl) as u16;
+                m.remote_csum = None;
+                pool.set_session(id, slot);
+                finish_inner(pool, id, false)?;
+                // Usage: the inner packet, as it matched its PDR.
+                if let Some(s) = sessions {
+                    s.count_uplink(slot, pool.total_len(id) - (at + hl));
+                }
+                return Ok(true);
             }
             Err(DropReason::UnknownTeid) => {
                 let notice = Notice::UnknownTeid(teid);

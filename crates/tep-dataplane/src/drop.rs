@@ -32,6 +32,14 @@ crate::named_enum! {
         UnknownKey => "unknown_key",
         /// An inner packet no tunnel routes (no prefix or MAC matched).
         NoRoute => "no_route",
+        /// UPF: a packet to a UE address no session has (downlink).
+        NoSession => "no_session",
+        /// UPF: the session's FAR drops it (apply action DROP, or FORW
+        /// without outer header creation yet).
+        SessionDrop => "session_drop",
+        /// UPF: the session buffers, and its buffer (or the worker's) is
+        /// full.
+        BufferFull => "buffer_full",
         /// The outer UDP checksum did not verify.
         BadChecksum => "bad_checksum",
         /// A zero UDP checksum over IPv6 on a tunnel that does not allow it

@@ -19,6 +19,7 @@ use crate::io::{Outer, OuterLayers};
 use crate::kind::TunnelKind;
 use crate::nexthop::{self, LinkHeader, NextHops};
 use crate::node::{each, NodeStats};
+use crate::session::{downlink, SessionTable};
 use crate::tunnel::TunnelTable;
 use crate::vector::PacketVector;
 use core::net::IpAddr;
@@ -415,9 +416,10 @@ pub fn tunnel_encap(
     v: &mut PacketVector,
     table: &TunnelTable,
     templates: &[HeaderTemplate],
+    sessions: Option<&SessionTable>,
 ) {
     each(stats, pool, v, |pool, id| {
-        tunnel_encap_one(pool, id, table, templates)
+        tunnel_encap_one(pool, id, table, templates, sessions)
     });
 }
 
@@ -426,9 +428,23 @@ fn tunnel_encap_one(
     id: PacketId,
     table: &TunnelTable,
     templates: &[HeaderTemplate],
+    sessions: Option<&SessionTable>,
 ) -> Result<(), DropReason> {
     let m = *pool.meta(id);
     let t = table.get(m.tunnel);
+    if t.sessions {
+        // An N3 tunnel: the header is the session's (peer TEID, QFI).
+        let s = sessions.ok_or(DropReason::NoSession)?.get(pool.session(id));
+        let payload_len = pool.total_len(id);
+        let n = downlink::header_len(s.qfi);
+        if payload_len + n - tep_wire::gtpu::HEADER_LEN > usize::from(u16::MAX) {
+            return Err(DropReason::TooBig);
+        }
+        let h = pool.prepend(id, n).ok_or(DropReason::TooBig)?;
+        downlink::write_gtpu(h, s.teid, s.qfi, payload_len);
+        shift(pool, id, n);
+        return Ok(());
+    }
     let tpl = &templates[m.tunnel as usize];
     // With its tail: a segment whose payload stays in the super-packet.
     let payload_len = pool.total_len(id);
@@ -626,19 +642,43 @@ fn inner_ip_fields(data: &[u8], inner_l3: usize, has_ip: bool) -> (u8, u8, bool)
     }
 }
 
+/// Which [`TxState`] a packet's outer headers come from: its tunnel's, or
+/// for a packet of an N3 tunnel its session's peer's (kept after the
+/// tunnels' in the same slice: index `tunnels + peer`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TxSelect<'a> {
+    pub table: &'a TunnelTable,
+    pub sessions: Option<&'a SessionTable>,
+}
+
+impl TxSelect<'_> {
+    #[inline]
+    fn index(&self, pool: &Pool, id: PacketId) -> usize {
+        let t = pool.meta(id).tunnel;
+        match self.sessions {
+            Some(s) if self.table.get(t).sessions => {
+                let peer = s.get(pool.session(id)).peer;
+                self.table.tunnels().len().saturating_add(peer as usize)
+            }
+            _ => t as usize,
+        }
+    }
+}
+
 /// Node `ip-udp-encap`: writes the outer UDP header and the outer IPv4 or
 /// IPv6 header: source port from the flow hash inside the tunnel's range,
 /// TTL and DSCP per tunnel, ECN copied (RFC 6040 normal mode), DF per
 /// tunnel, IPv4 header checksum, IPv6 flow label from the flow hash.
-pub fn ip_udp_encap(
+pub(crate) fn ip_udp_encap(
     stats: &mut NodeStats,
     pool: &mut Pool,
     v: &mut PacketVector,
     state: &mut [TxState],
+    select: TxSelect<'_>,
     layers: OuterLayers,
 ) {
     each(stats, pool, v, |pool, id| {
-        ip_udp_encap_one(pool, id, state, layers)
+        ip_udp_encap_one(pool, id, state, select, layers)
     });
 }
 
@@ -646,11 +686,13 @@ fn ip_udp_encap_one(
     pool: &mut Pool,
     id: PacketId,
     state: &mut [TxState],
+    select: TxSelect<'_>,
     layers: OuterLayers,
 ) -> Result<(), DropReason> {
+    let tx = select.index(pool, id);
     let m = pool.meta(id);
-    let (tunnel, inner, inner_l3, flow_hash) = (m.tunnel, m.inner, m.inner_l3, m.flow_hash);
-    let st = state.get_mut(tunnel as usize).ok_or(DropReason::NoRoute)?;
+    let (inner, inner_l3, flow_hash) = (m.inner, m.inner_l3, m.flow_hash);
+    let st = state.get_mut(tx).ok_or(DropReason::NoRoute)?;
     let TxState {
         ip_id,
         outer: template,
@@ -863,10 +905,17 @@ pub fn ethernet_encap(
 }
 
 /// Node `udp-checksum`: the outer UDP checksum by the tunnel's mode.
-pub fn udp_checksum(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable, tx: &[TxState]) {
+pub(crate) fn udp_checksum(
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    tx: &[TxState],
+    select: TxSelect<'_>,
+) {
+    let table = select.table;
     for &id in v.as_slice() {
         let m = *pool.meta(id);
         let mode = table.get(m.tunnel).checksum;
+        let txi = select.index(pool, id);
         let l4 = usize::from(m.l4);
         let data = pool.data_mut(id);
         // A super-packet encapsulated whole (tunnel GSO): its datagrams'
@@ -882,7 +931,7 @@ pub fn udp_checksum(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable, 
             continue;
         }
         // ip-udp-encap wrote the outer headers from this tunnel's template.
-        let pseudo = match tx.get(m.tunnel as usize) {
+        let pseudo = match tx.get(txi) {
             Some(st) => st.outer_pseudo(data.len() - l4),
             None => pseudo_header(data, PROTO_UDP, data.len() - l4),
         };

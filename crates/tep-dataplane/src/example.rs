@@ -71,3 +71,40 @@ pub fn tunnel_pair(kind: TunnelKind, v6: bool, mode: ChecksumMode) -> (Config, C
     };
     (end(a, b, "a-to-b"), end(b, a, "b-to-a"))
 }
+
+/// A UPF's config: N3 on side A's address (IPv6 when `v6`), the UE pools
+/// [`INNER_PREFIX4`] and [`INNER_PREFIX6`], outer checksums by `mode`.
+/// Its N3 tunnel is tunnel 0.
+pub fn upf(v6: bool, mode: ChecksumMode) -> Config {
+    let n3 = if v6 { IpAddr::V6(A6) } else { IpAddr::V4(A4) };
+    let text = format!(
+        "[pfcp]\nn3 = [\"{n3}\"]\nue_prefixes = [\"{INNER_PREFIX4}\", \"{INNER_PREFIX6}\"]\nchecksum = \"{mode}\"\nzero_checksum_tx = true\nzero_checksum_rx = true\n"
+    );
+    // The text is built from valid parts: it parses.
+    Config::parse(&text).unwrap_or_default()
+}
+
+/// Session `i` of a UPF example ([`upf`]): uplink TEID `0x10000 + i`, UE
+/// 10.0.0.0 + `i` (or 2001:db8:8:: + `i` when `v6_ue`), downlink to side
+/// B's address with TEID `0x20000 + i` and QFI 9, forwarding both ways.
+pub fn session(i: u32, v6: bool, v6_ue: bool) -> crate::session::control::SessionSpec {
+    use crate::session::{Action, UeKey, UplinkKey};
+    let gnb = if v6 { IpAddr::V6(B6) } else { IpAddr::V4(B4) };
+    let ue = if v6_ue {
+        UeKey::V6(u128::from(Ipv6Addr::new(0x2001, 0xdb8, 8, 0, 0, 0, 0, 0)) + u128::from(i))
+    } else {
+        UeKey::V4(u32::from(Ipv4Addr::new(10, 0, 0, 0)) + i)
+    };
+    crate::session::control::SessionSpec {
+        n3: 0,
+        uplink: Action::Forward,
+        downlink: Action::Forward,
+        peer: Some((gnb, 0x20000 + i)),
+        qfi: Some(9),
+        uplink_keys: vec![UplinkKey {
+            teid: 0x10000 + i,
+            qfi: None,
+        }],
+        downlink_keys: vec![ue],
+    }
+}

@@ -153,6 +153,29 @@ impl GtpuResponder {
     }
 }
 
+impl GtpuResponder {
+    /// An End Marker from `local` to `peer` with the peer's `teid`: the
+    /// last packet of a session on its old path (TS 29.281 §7.3.2, sent
+    /// when the SMF modifies the session with SNDEM). Not rate-limited: the
+    /// control plane asks for each.
+    pub fn end_marker(
+        &mut self,
+        pool: &mut Pool,
+        replies: &mut Replies<'_>,
+        local: IpAddr,
+        peer: IpAddr,
+        teid: u32,
+        headers: bool,
+    ) {
+        let repr = GtpuRepr {
+            message: tep_wire::gtpu::GtpuMessage::EndMarker,
+            ..GtpuRepr::gpdu(teid)
+        };
+        let (local, to) = ((local, gtpu::UDP_PORT), (peer, gtpu::UDP_PORT));
+        generate(pool, replies, &repr, local, to, headers);
+    }
+}
+
 /// What a generated message tells the peer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Notice {

@@ -19,6 +19,9 @@ crate::named_enum! {
         EncapClassify => "encap-classify",
         /// Encap: the tunnel by inner MAC or destination prefix.
         TunnelLookup => "tunnel-lookup",
+        /// Encap, UPF: the session of a packet to a UE (downlink), and its
+        /// FAR's action: forward, drop, or buffer.
+        SessionLookup => "session-lookup",
         /// Encap: completes a partial inner checksum unless RCO carries it.
         InnerChecksum => "inner-checksum",
         /// Encap: the VXLAN header.

@@ -153,10 +153,13 @@ impl TunnelTable {
                 }
             }
             t.ports.entry(tun.local_port).or_insert(tun.kind);
-            t.receive
-                .entry((tun.local_port, receive_id(tun)))
-                .or_default()
-                .push(i);
+            // An N3 tunnel's TEIDs are its sessions' (crate::session).
+            if !tun.sessions {
+                t.receive
+                    .entry((tun.local_port, receive_id(tun)))
+                    .or_default()
+                    .push(i);
+            }
         }
         t.routes4
             .sort_by_key(|r| core::cmp::Reverse(r.mask.count_ones()));

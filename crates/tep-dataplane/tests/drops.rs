@@ -5,11 +5,15 @@
 //! an entry in `UNREACHABLE`.
 
 mod common;
+use common::upf::*;
 use common::*;
 use core::net::{IpAddr, Ipv4Addr};
 use tep_dataplane::buffer::{Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::config::{ChecksumMode, Config};
 use tep_dataplane::drop::DropReason;
+use tep_dataplane::example;
+use tep_dataplane::session::control::Volume;
+use tep_dataplane::session::Action;
 use tep_dataplane::vector::PacketVector;
 use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
@@ -785,6 +789,77 @@ fn ttl_expired() {
     let e = &back.packets[0];
     assert_eq!(&e[14 + 16..14 + 20], &two_hops[12..16], "to the sender");
     assert_eq!((e[14 + 9], e[34]), (1, 11), "ICMP time exceeded");
+    assert_no_leak(&pool);
+}
+
+// -------------------------------------------------------------- UPF sessions
+
+#[test]
+fn no_session() {
+    let (mut c, mut p) = upf(false);
+    let mut pool = pool();
+    c.create(&example::session(1, false, false)).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let out = run_encap(
+        &mut p,
+        &mut pool,
+        &[inner(ue4(1), false, b"a"), inner(ue4(2), false, b"b")],
+    );
+    assert_eq!(out.packets.len(), 1);
+    assert_dropped_once(&p, DropReason::NoSession, "session-lookup");
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}
+
+#[test]
+fn session_drop() {
+    let (mut c, mut p) = upf(false);
+    let mut pool = pool();
+    let mut s = example::session(1, false, false);
+    s.uplink = Action::Drop;
+    s.downlink = Action::Drop;
+    c.create(&s).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let out = run_encap(&mut p, &mut pool, &[inner(ue4(1), false, b"a")]);
+    assert!(out.packets.is_empty());
+    let out = run_decap(
+        &mut p,
+        &mut pool,
+        &[gpdu(false, 0x10001, None, &inner(ue4(1), true, b"b"))],
+        0,
+    );
+    assert!(out.packets.is_empty());
+    assert_eq!(
+        drop_nodes(&p, DropReason::SessionDrop),
+        [("session-lookup", 1), ("gtpu-decap", 1)]
+    );
+    assert_eq!(
+        c.usage(0),
+        Volume::default(),
+        "dropped packets are not usage"
+    );
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}
+
+#[test]
+fn buffer_full() {
+    let (mut c, mut p) = upf(false);
+    let mut pool = pool();
+    let mut s = example::session(1, false, false);
+    s.downlink = Action::Buffer;
+    c.create(&s).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    // Four per session (common::upf): the fifth is dropped.
+    let pkts: Vec<Vec<u8>> = (0..5u8).map(|k| inner(ue4(1), false, &[k; 8])).collect();
+    let out = run_encap(&mut p, &mut pool, &pkts);
+    assert!(out.packets.is_empty());
+    assert_dropped_once(&p, DropReason::BufferFull, "session-lookup");
+    assert_eq!(p.counters().buffered, 4);
+    assert_balanced(&p);
+    // The held packets go back to the pool with the session.
+    c.remove(0).unwrap();
+    settle(&mut c, &mut p, &mut pool);
     assert_no_leak(&pool);
 }
 

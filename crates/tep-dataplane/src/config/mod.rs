@@ -8,18 +8,21 @@
 //! model field by field, `toml_error` names the field of an error the TOML
 //! reader reports, `check` holds the rules on typed values (shared by
 //! parsed configs and configs built in code), and `host` and `gateway` are
-//! the `[host]` and `[gateway]` sections of `tep run`, one per I/O mode.
+//! the `[host]` and `[gateway]` sections of `tep run`, one per I/O mode,
+//! and `pfcp` the `[pfcp]` section of a UPF.
 
 mod check;
 mod gateway;
 mod host;
 mod parse;
+mod pfcp;
 #[cfg(test)]
 mod testing;
 mod toml_error;
 
 pub use gateway::{GatewayConfig, XdpMode};
 pub use host::{HostConfig, Uplink, DEFAULT_ADAPTIVE_POLL_US, DEFAULT_CONTROL};
+pub use pfcp::{NodeId, PfcpConfig, PFCP_PORT};
 
 use crate::kind::TunnelKind;
 use core::fmt;
@@ -308,6 +311,10 @@ pub struct TunnelConfig {
     pub dscp: Dscp,
     /// Outer IPv4 DF.
     pub df: DontFragment,
+    /// An N3 tunnel of `[pfcp]`: its peers and TEIDs come from the
+    /// sessions an SMF sets up (`remote` is unspecified), not from the
+    /// config.
+    pub sessions: bool,
 }
 
 /// The whole configuration.
@@ -324,6 +331,9 @@ pub struct Config {
     pub host_given: bool,
     /// `[gateway]`: the interfaces of `tep run` in gateway mode.
     pub gateway: Option<GatewayConfig>,
+    /// `[pfcp]`: tep as a UPF; its N3 tunnels are in `tunnels` too, after
+    /// the `[[tunnel]]` ones.
+    pub pfcp: Option<PfcpConfig>,
 }
 
 /// The I/O mode `tep run` starts.
@@ -381,6 +391,7 @@ impl TunnelConfig {
             ttl: Ttl::Fixed(64),
             dscp: Dscp::Inherit,
             df: DontFragment::Unset,
+            sessions: false,
         }
     }
 }

@@ -8,6 +8,7 @@ use super::check::{
 };
 use super::gateway::RawGateway;
 use super::host::RawHost;
+use super::pfcp::RawPfcp;
 use super::toml_error::toml_error;
 use super::{
     ChecksumMode, Config, ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding,
@@ -37,12 +38,17 @@ pub(super) fn config(text: &str) -> Result<Config, ConfigError> {
     let host_given = raw.host.is_some();
     let host = raw.host.unwrap_or_default().validate()?;
     let gateway = raw.gateway.map(RawGateway::validate).transpose()?;
+    let pfcp = raw.pfcp.map(RawPfcp::validate).transpose()?;
+    if let Some(p) = &pfcp {
+        tunnels.extend(p.n3_tunnels());
+    }
     let config = Config {
         dataplane,
         tunnels,
         host,
         host_given,
         gateway,
+        pfcp,
     };
     config.check_together()?;
     Ok(config)
@@ -122,6 +128,7 @@ struct RawFile {
     dataplane: Option<RawDataplane>,
     host: Option<RawHost>,
     gateway: Option<RawGateway>,
+    pfcp: Option<RawPfcp>,
     #[serde(default)]
     tunnel: Vec<RawTunnel>,
 }

@@ -117,7 +117,7 @@ mod tests {
         assert_eq!(e.field, "tunnels");
         assert_eq!(
             e.message,
-            "unknown field `tunnels`, expected one of `dataplane`, `host`, `gateway`, `tunnel` (line 1)"
+            "unknown field `tunnels`, expected one of `dataplane`, `host`, `gateway`, `pfcp`, `tunnel` (line 1)"
         );
         let e = err("tunnel = 5\n");
         assert_eq!(

@@ -6,7 +6,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::decap;
 use crate::drop::DropReason;
-use crate::encap::{self, HeaderTemplate, TxState};
+use crate::encap::{self, HeaderTemplate, TxSelect, TxState};
 use crate::geometry::InnerLink;
 use crate::gro::Gro;
 use crate::gso;
@@ -19,8 +19,10 @@ use crate::node::{Node, Runtime};
 use crate::tunnel::TunnelTable;
 use crate::udp_train;
 use crate::vector::{PacketVector, VECTOR_SIZE};
+use sessions::Upf;
 use trains::{Leftover, PendingTrain};
 
+mod sessions;
 mod trains;
 
 /// Where a vector the pipeline hands its sink goes (VPP's next nodes of
@@ -102,7 +104,7 @@ impl Default for PipelineOptions {
 }
 
 /// Packet counts at the pipeline's edges. With the node drops they balance:
-/// `encap_in + segments_added = encap_out + encap drops` and
+/// `encap_in + segments_added = encap_out + encap drops + buffered` and
 /// `decap_in = decap_out + coalesced + answered + decap drops`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -113,6 +115,9 @@ pub struct Counters {
     pub encap_out: u64,
     /// Extra packets GSO made (segments minus super-packets).
     pub segments_added: u64,
+    /// UPF: downlink packets held for an idle UE (they go through encap
+    /// again, counted in `encap_in` again, when released).
+    pub buffered: u64,
     /// Outer packets given to `decap` (a UDP GRO train counts as the
     /// datagrams it holds once split).
     pub decap_in: u64,
@@ -173,6 +178,8 @@ pub struct Pipeline<C: Clock> {
     counters: Counters,
     // The train whose first datagram is in the vector being decapsulated.
     train: Option<PendingTrain>,
+    // A UPF worker's sessions.
+    upf: Option<Box<Upf>>,
 }
 
 impl<C: Clock> Pipeline<C> {
@@ -214,6 +221,7 @@ impl<C: Clock> Pipeline<C> {
             now_ns: 0,
             counters: Counters::default(),
             train: None,
+            upf: None,
         }
     }
 
@@ -434,6 +442,8 @@ impl<C: Clock> Pipeline<C> {
             bounced,
             added,
             now_ns,
+            upf,
+            counters,
             ..
         } = self;
         runtime.run(Node::EncapClassify, v.len(), |s| {
@@ -442,6 +452,14 @@ impl<C: Clock> Pipeline<C> {
         runtime.run(Node::TunnelLookup, v.len(), |s| {
             encap::lookup(s, pool, v, table, link)
         });
+        if let Some(u) = upf.as_deref_mut() {
+            runtime.run(Node::SessionLookup, v.len(), |s| {
+                let held =
+                    crate::session::downlink::lookup(s, pool, v, table, &u.table, &mut u.buffers);
+                counters.buffered += held as u64;
+            });
+        }
+        let sessions = upf.as_deref().map(|u| &u.table);
         if options.outer == OuterLayers::EthernetIpUdp {
             let mut f = encap::Forwarding {
                 path_mtu: icmp.options.path_mtu,
@@ -463,18 +481,19 @@ impl<C: Clock> Pipeline<C> {
         let first = v.as_slice().first().map(|&id| kind_of(id));
         if let Some(k) = first.filter(|&k| v.as_slice().iter().all(|&id| kind_of(id) == k)) {
             runtime.run(Node::encap(k), v.len(), |s| {
-                encap::tunnel_encap(s, pool, v, table, templates)
+                encap::tunnel_encap(s, pool, v, table, templates, sessions)
             });
         } else {
-            Self::encap_by_kind(runtime, by_kind, pool, v, table, templates);
+            Self::encap_by_kind(runtime, by_kind, pool, v, table, templates, sessions);
         }
         let outer = options.send.unwrap_or(options.outer);
+        let select = TxSelect { table, sessions };
         runtime.run(Node::IpUdpEncap, v.len(), |s| {
-            encap::ip_udp_encap(s, pool, v, tx, outer)
+            encap::ip_udp_encap(s, pool, v, tx, select, outer)
         });
         if outer.ip_in_buffer() {
             runtime.run(Node::UdpChecksum, v.len(), |_| {
-                encap::udp_checksum(pool, v, table, tx)
+                encap::udp_checksum(pool, v, tx, select)
             });
         }
         if outer == OuterLayers::EthernetIpUdp {
@@ -493,6 +512,7 @@ impl<C: Clock> Pipeline<C> {
         v: &mut PacketVector,
         table: &TunnelTable,
         templates: &[HeaderTemplate],
+        sessions: Option<&crate::session::SessionTable>,
     ) {
         for &id in v.as_slice() {
             let k = table.get(pool.meta(id).tunnel).kind;
@@ -504,7 +524,7 @@ impl<C: Clock> Pipeline<C> {
                 continue;
             }
             runtime.run(Node::encap(TunnelKind::ALL[k]), kv.len(), |s| {
-                encap::tunnel_encap(s, pool, kv, table, templates)
+                encap::tunnel_encap(s, pool, kv, table, templates, sessions)
             });
             for &id in kv.as_slice() {
                 let _ = v.push(id);
@@ -564,8 +584,10 @@ impl<C: Clock> Pipeline<C> {
             unresolved,
             icmp,
             icmp_back,
+            upf,
             ..
         } = self;
+        let sessions = upf.as_deref().map(|u| &u.table);
         let v = input;
         let outer = options.outer;
         if outer == OuterLayers::EthernetIpUdp {
@@ -590,7 +612,7 @@ impl<C: Clock> Pipeline<C> {
             }
             let kind = TunnelKind::ALL[k];
             runtime.run(Node::decap(kind), kv.len(), |s| {
-                decap::tunnel_decap(s, pool, kv, table, kind, gtpu, &mut r, now_ns)
+                decap::tunnel_decap(s, pool, kv, table, kind, gtpu, &mut r, now_ns, sessions)
             });
             for &id in kv.as_slice() {
                 let _ = v.push(id);
@@ -605,7 +627,7 @@ impl<C: Clock> Pipeline<C> {
         });
         let leftover = train
             .take()
-            .and_then(|t| trains::merge_pending(runtime, counters, table, pool, v, t));
+            .and_then(|t| trains::merge_pending(runtime, counters, table, pool, v, t, sessions));
         runtime.run(Node::DecapOutput, v.len(), |s| {
             decap::decap_output(s, pool, v, table, options.inner_checksums)
         });

@@ -176,6 +176,7 @@ pub(super) fn merge_pending<C: Clock>(
     pool: &mut Pool,
     v: &PacketVector,
     t: PendingTrain,
+    sessions: Option<&crate::session::SessionTable>,
 ) -> Option<Leftover> {
     // The datagrams after the head's, if any.
     let hdr = usize::from(pool.meta(t.rest).udp_payload);
@@ -200,6 +201,16 @@ pub(super) fn merge_pending<C: Clock>(
                 length_field,
             );
             if r.merged > 0 {
+                if let Some(s) = sessions.filter(|_| table.get(m.tunnel).sessions) {
+                    // The merged datagrams' usage, counted as they were
+                    // matched one by one.
+                    let header = usize::from(m.inner - m.udp_payload);
+                    let available = pool.data(t.rest).len().saturating_sub(hdr + after);
+                    let slot = pool.session(t.head);
+                    crate::session::uplink::count_merged(
+                        s, slot, r.merged, t.segment, available, header,
+                    );
+                }
                 merged = true;
                 counters.decap_in += r.merged as u64;
                 counters.coalesced += r.merged as u64;

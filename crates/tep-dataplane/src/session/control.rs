@@ -335,7 +335,9 @@ impl Sessions {
 
     /// Whether every worker applied every change published.
     pub fn settled(&self) -> bool {
-        self.links.iter().all(|l| l.queue.applied() >= self.published)
+        self.links
+            .iter()
+            .all(|l| l.queue.applied() >= self.published)
     }
 
     fn check_keys(&self, spec: &SessionSpec, me: Option<u32>) -> Result<(), SessionError> {

@@ -34,6 +34,8 @@
 
 pub mod buffer;
 pub mod control;
+pub(crate) mod downlink;
+pub(crate) mod uplink;
 
 use crate::tunnel::FastMap;
 use core::net::IpAddr;

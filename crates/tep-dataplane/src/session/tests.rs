@@ -38,17 +38,29 @@ fn sync(c: &mut Sessions, w: &mut [SessionTable]) -> Vec<Change> {
 fn a_session_is_found_both_ways_in_every_replica() {
     let (mut c, mut w) = setup();
     let gnb = v4([192, 0, 2, 9]);
-    let slot = c.create(&spec(0, 0x100, 0x0a00_0001, Some((gnb, 0x77)))).unwrap();
-    assert!(w[0].uplink(0x100, None).is_none(), "not before it is applied");
+    let slot = c
+        .create(&spec(0, 0x100, 0x0a00_0001, Some((gnb, 0x77))))
+        .unwrap();
+    assert!(
+        w[0].uplink(0x100, None).is_none(),
+        "not before it is applied"
+    );
     sync(&mut c, &mut w);
     for t in &w {
         assert_eq!(t.uplink(0x100, None), Some(slot));
-        assert_eq!(t.uplink(0x100, Some(5)), Some(slot), "no QFI in the PDR: any");
+        assert_eq!(
+            t.uplink(0x100, Some(5)),
+            Some(slot),
+            "no QFI in the PDR: any"
+        );
         assert_eq!(t.uplink(0x101, None), None);
         assert_eq!(t.downlink(false, 0x0a00_0001), Some(slot));
         assert_eq!(t.downlink(false, 0x0a00_0002), None);
         let s = t.get(slot);
-        assert_eq!((s.n3, s.teid, s.qfi, s.downlink), (0, 0x77, Some(9), Action::Forward));
+        assert_eq!(
+            (s.n3, s.teid, s.qfi, s.downlink),
+            (0, 0x77, Some(9), Action::Forward)
+        );
         assert_eq!(t.peer(s.peer), Some(Peer { n3: 0, addr: gnb }));
     }
 }
@@ -57,7 +69,10 @@ fn a_session_is_found_both_ways_in_every_replica() {
 fn uplink_qfi_exact_before_any() {
     let (mut c, mut w) = setup();
     let mut a = spec(0, 5, 1, None);
-    a.uplink_keys = vec![UplinkKey { teid: 5, qfi: Some(1) }];
+    a.uplink_keys = vec![UplinkKey {
+        teid: 5,
+        qfi: Some(1),
+    }];
     let mut b = spec(0, 5, 2, None);
     b.uplink_keys = vec![UplinkKey { teid: 5, qfi: None }];
     let sa = c.create(&a).unwrap();
@@ -76,7 +91,10 @@ fn ipv6_addresses_and_64_prefixes() {
     s.downlink_keys = vec![UeKey::V6Prefix((ue >> 64) as u64)];
     let prefix = c.create(&s).unwrap();
     s.downlink_keys = vec![UeKey::V6(ue)];
-    s.uplink_keys = vec![UplinkKey { teid: 10, qfi: None }];
+    s.uplink_keys = vec![UplinkKey {
+        teid: 10,
+        qfi: None,
+    }];
     let exact = c.create(&s).unwrap();
     sync(&mut c, &mut w);
     assert_eq!(w[1].downlink(true, ue), Some(exact), "/128 before /64");
@@ -131,9 +149,12 @@ fn modify_moves_keys_and_peers_with_an_end_marker() {
         assert_eq!(t.peer(old_peer), None);
     }
     // Without SNDEM, no End Marker.
-    c.modify(slot, &spec(0, 1, 1, Some((old, 0x30))), false).unwrap();
+    c.modify(slot, &spec(0, 1, 1, Some((old, 0x30))), false)
+        .unwrap();
     let applied = sync(&mut c, &mut w);
-    assert!(!applied.iter().any(|c| matches!(c, Change::EndMarker { .. })));
+    assert!(!applied
+        .iter()
+        .any(|c| matches!(c, Change::EndMarker { .. })));
 }
 
 #[test]
@@ -183,7 +204,10 @@ fn a_full_table_refuses() {
     c.create(&spec(0, 1, 1, None)).unwrap();
     c.create(&spec(0, 2, 2, None)).unwrap();
     assert_eq!(c.create(&spec(0, 3, 3, None)), Err(SessionError::Full));
-    assert_eq!(c.modify(9, &spec(0, 3, 3, None), false), Err(SessionError::NoSession));
+    assert_eq!(
+        c.modify(9, &spec(0, 3, 3, None), false),
+        Err(SessionError::NoSession)
+    );
     assert_eq!(c.remove(9), Err(SessionError::NoSession));
 }
 
@@ -194,7 +218,8 @@ fn a_million_sessions_fit_in_200_bytes_each() {
     let gnb = v4([192, 0, 2, 9]);
     let mut applied = Vec::new();
     for i in 0..1_000_000u32 {
-        c.create(&spec(0, i + 1, 0x0a00_0000 + i, Some((gnb, i)))).unwrap();
+        c.create(&spec(0, i + 1, 0x0a00_0000 + i, Some((gnb, i))))
+            .unwrap();
         if i % 4096 == 0 {
             c.publish();
             w.apply_pending(&mut applied);

@@ -1,6 +1,8 @@
 //! Packet builders and pipeline drivers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod upf;
+
 use core::net::{IpAddr, Ipv6Addr};
 use tep_csum::Sum;
 use tep_dataplane::buffer::{ChecksumState, PacketId, Pool, SUPER_PACKET_ROOM};
@@ -229,6 +231,7 @@ pub fn ids(v: &PacketVector) -> Vec<PacketId> {
 pub const ENCAP_NODES: &[&str] = &[
     "encap-classify",
     "tunnel-lookup",
+    "session-lookup",
     "inner-checksum",
     "ip-udp-encap",
     "udp-checksum",
@@ -262,7 +265,7 @@ pub fn is_encap_node(name: &str) -> bool {
 }
 
 /// Checks the pipeline's edge counters against the drops of its nodes:
-/// `encap_in + segments_added == encap_out + Σ encap drops` and
+/// `encap_in + segments_added == encap_out + Σ encap drops + buffered` and
 /// `decap_in == decap_out + coalesced + answered + Σ decap drops`.
 pub fn assert_balanced<C: Clock>(p: &Pipeline<C>) {
     let c = p.counters();
@@ -277,7 +280,7 @@ pub fn assert_balanced<C: Clock>(p: &Pipeline<C>) {
     }
     assert_eq!(
         c.encap_in + c.segments_added,
-        c.encap_out + encap_drops,
+        c.encap_out + encap_drops + c.buffered,
         "encap unbalanced: {c:?}, encap drops {encap_drops}\n{}",
         p.runtime().report()
     );

@@ -1,0 +1,309 @@
+//! The `[pfcp]` section of `tep.toml`: tep as a 5G user plane (UPF) whose
+//! GTP-U sessions an SMF sets up over PFCP (N4, TS 29.244), rather than
+//! `[[tunnel]]` tables.
+//!
+//! Each N3 address becomes a GTP-U tunnel of the config whose peers and
+//! TEIDs come from sessions (`TunnelConfig::sessions`): its socket, its
+//! counters in `tep show tunnels`, its routes. The UE prefixes are that
+//! tunnel's inner prefixes: routed into the TUN (N6) in host mode, so that
+//! downlink packets to UEs reach tep.
+
+use super::host::ranged;
+use super::{ChecksumMode, ConfigError, IpPrefix, TunnelConfig};
+use crate::kind::TunnelKind;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use serde::Deserialize;
+
+/// PFCP's UDP port (TS 29.244 §4.2.1).
+pub const PFCP_PORT: u16 = 8805;
+
+/// `[pfcp]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PfcpConfig {
+    /// Where the SMF's requests arrive (port 8805 by default).
+    pub listen: SocketAddr,
+    /// The UPF's Node ID: an FQDN, or an address (default: `listen`'s, or
+    /// the first N3 address when `listen` is a wildcard).
+    pub node_id: NodeId,
+    /// The N3 addresses, handed out in F-TEIDs when the SMF asks the UPF
+    /// to choose (CHOOSE flag).
+    pub n3: Vec<IpAddr>,
+    /// The UEs' address pools: downlink packets to them are looked up in
+    /// the sessions.
+    pub ue_prefixes: Vec<IpPrefix>,
+    /// Sessions at most (slots of the per-worker tables).
+    pub max_sessions: u32,
+    /// Downlink packets held per session while its FAR buffers.
+    pub buffer_packets: u32,
+    /// Downlink packets held per worker in all.
+    pub buffer_limit: u32,
+    /// The outer UDP checksum on N3 (`zero` only with `zero_checksum_tx`
+    /// over IPv6).
+    pub checksum: ChecksumMode,
+    /// Over IPv6: send checksum 0.
+    pub zero_checksum_tx: bool,
+    /// Over IPv6: accept checksum 0.
+    pub zero_checksum_rx: bool,
+}
+
+/// A PFCP Node ID.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeId {
+    /// An address.
+    Ip(IpAddr),
+    /// A fully qualified domain name.
+    Fqdn(String),
+}
+
+impl PfcpConfig {
+    /// The N3 tunnels: one GTP-U tunnel per N3 address, its peers and
+    /// TEIDs from sessions.
+    pub fn n3_tunnels(&self) -> Vec<TunnelConfig> {
+        self.n3
+            .iter()
+            .enumerate()
+            .map(|(i, &local)| {
+                let any = match local {
+                    IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                    IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+                };
+                let mut t = TunnelConfig::new(&format!("n3.{i}"), TunnelKind::Gtpu, local, any);
+                t.sessions = true;
+                t.checksum = self.checksum;
+                t.zero_checksum_tx = self.zero_checksum_tx;
+                t.zero_checksum_rx = self.zero_checksum_rx;
+                // A prefix routes into one tunnel: the first N3 tunnel
+                // takes the UE pools, and the session found there says
+                // which N3 address its packets leave from.
+                if i == 0 {
+                    t.inner_prefixes = self.ue_prefixes.clone();
+                }
+                t
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPfcp {
+    listen: Option<String>,
+    node_id: Option<String>,
+    n3: Option<Vec<String>>,
+    ue_prefixes: Option<Vec<String>>,
+    max_sessions: Option<i64>,
+    buffer_packets: Option<i64>,
+    buffer_limit: Option<i64>,
+    checksum: Option<String>,
+    zero_checksum_tx: Option<bool>,
+    zero_checksum_rx: Option<bool>,
+}
+
+const SECTION: &str = "pfcp";
+
+fn err(field: &str, message: String) -> ConfigError {
+    ConfigError {
+        field: format!("{SECTION}.{field}"),
+        message,
+    }
+}
+
+impl RawPfcp {
+    pub(super) fn validate(self) -> Result<PfcpConfig, ConfigError> {
+        let listen = match self.listen {
+            None => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), PFCP_PORT),
+            Some(s) => s
+                .parse::<SocketAddr>()
+                .or_else(|_| s.parse::<IpAddr>().map(|a| SocketAddr::new(a, PFCP_PORT)))
+                .map_err(|_| {
+                    err(
+                        "listen",
+                        format!("\"{s}\" is not an address (\"192.0.2.1\", \"192.0.2.1:8805\", \"[2001:db8::1]:8805\")"),
+                    )
+                })?,
+        };
+        let n3: Vec<IpAddr> = match self.n3 {
+            None => {
+                return Err(err(
+                    "n3",
+                    "missing: the N3 address(es) tep hands out in F-TEIDs".to_string(),
+                ))
+            }
+            Some(v) if v.is_empty() => {
+                return Err(err(
+                    "n3",
+                    "empty: at least one N3 address is needed".to_string(),
+                ))
+            }
+            Some(v) => v
+                .iter()
+                .map(|s| {
+                    s.parse::<IpAddr>()
+                        .map_err(|_| err("n3", format!("\"{s}\" is not an IP address")))
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        for (i, a) in n3.iter().enumerate() {
+            if a.is_unspecified() || a.is_multicast() {
+                return Err(err(
+                    "n3",
+                    format!("{a} cannot be an N3 address (unicast only)"),
+                ));
+            }
+            if n3[..i].contains(a) {
+                return Err(err("n3", format!("{a} is listed twice")));
+            }
+        }
+        let ue_prefixes: Vec<IpPrefix> = self
+            .ue_prefixes
+            .unwrap_or_default()
+            .iter()
+            .map(|s| s.parse::<IpPrefix>().map_err(|m| err("ue_prefixes", m)))
+            .collect::<Result<_, _>>()?;
+        if ue_prefixes.is_empty() {
+            return Err(err(
+                "ue_prefixes",
+                "missing: the UE address pools (downlink packets to them are looked up in the sessions)".to_string(),
+            ));
+        }
+        let node_id = match self.node_id {
+            Some(s) if s.parse::<IpAddr>().is_ok() => NodeId::Ip(s.parse().unwrap_or(n3[0])),
+            Some(s) => {
+                let ok = !s.is_empty()
+                    && s.len() <= 255
+                    && s.split('.').all(|l| {
+                        !l.is_empty()
+                            && l.len() <= 63
+                            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                    });
+                if !ok {
+                    return Err(err(
+                        "node_id",
+                        format!("\"{s}\" is neither an IP address nor a domain name"),
+                    ));
+                }
+                NodeId::Fqdn(s)
+            }
+            None if !listen.ip().is_unspecified() => NodeId::Ip(listen.ip()),
+            None => NodeId::Ip(n3[0]),
+        };
+        let max_sessions = match self.max_sessions {
+            Some(v) => ranged(SECTION, "max_sessions", v, 1, 16 << 20)? as u32,
+            None => 1 << 20,
+        };
+        let buffer_packets = match self.buffer_packets {
+            Some(v) => ranged(SECTION, "buffer_packets", v, 0, 1024)? as u32,
+            None => 16,
+        };
+        let buffer_limit = match self.buffer_limit {
+            Some(v) => ranged(SECTION, "buffer_limit", v, 0, 1 << 20)? as u32,
+            None => 4096,
+        };
+        let checksum = match self.checksum.as_deref() {
+            None | Some("full") => ChecksumMode::Full,
+            Some("zero") => ChecksumMode::Zero,
+            Some("offload") => ChecksumMode::Offload,
+            Some("lco") => ChecksumMode::Lco,
+            Some(other) => {
+                return Err(err(
+                    "checksum",
+                    format!("\"{other}\" is not one of \"full\", \"zero\", \"lco\", \"offload\" (GTP-U has no remote checksum offload)"),
+                ))
+            }
+        };
+        let zero_checksum_tx = self.zero_checksum_tx.unwrap_or(false);
+        if checksum == ChecksumMode::Zero && !zero_checksum_tx && n3.iter().any(IpAddr::is_ipv6) {
+            return Err(err(
+                "checksum",
+                "\"zero\" over IPv6 needs zero_checksum_tx = true (RFC 6935/6936: the peer must accept it)".to_string(),
+            ));
+        }
+        Ok(PfcpConfig {
+            listen,
+            node_id,
+            n3,
+            ue_prefixes,
+            max_sessions,
+            buffer_packets,
+            buffer_limit,
+            checksum,
+            zero_checksum_tx,
+            zero_checksum_rx: self.zero_checksum_rx.unwrap_or(false),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Config, NodeId};
+
+    fn pfcp(body: &str) -> Result<Config, String> {
+        Config::parse(&format!("[pfcp]\n{body}")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_and_the_n3_tunnels() {
+        let c = pfcp("n3 = [\"192.0.2.1\", \"2001:db8::1\"]\nue_prefixes = [\"10.45.0.0/16\"]")
+            .unwrap();
+        let p = c.pfcp.as_ref().unwrap();
+        assert_eq!(p.listen.to_string(), "0.0.0.0:8805");
+        assert_eq!(p.node_id, NodeId::Ip("192.0.2.1".parse().unwrap()));
+        assert_eq!((p.max_sessions, p.buffer_packets), (1 << 20, 16));
+        let n3: Vec<_> = c.tunnels.iter().filter(|t| t.sessions).collect();
+        assert_eq!(n3.len(), 2);
+        assert_eq!(n3[1].name, "n3.1");
+        assert!(n3[1].remote.is_ipv6() && n3[1].remote.is_unspecified());
+        assert_eq!(n3[0].inner_prefixes[0].to_string(), "10.45.0.0/16");
+        assert_eq!(n3[0].local_port, 2152);
+    }
+
+    #[test]
+    fn fields() {
+        let c = pfcp("listen = \"192.0.2.1\"\nnode_id = \"upf.example.net\"\nn3 = [\"192.0.2.1\"]\nue_prefixes = [\"10.45.0.0/16\"]\nmax_sessions = 1000\nchecksum = \"zero\"").unwrap();
+        let p = c.pfcp.unwrap();
+        assert_eq!(p.listen.to_string(), "192.0.2.1:8805");
+        assert_eq!(p.node_id, NodeId::Fqdn("upf.example.net".into()));
+        assert_eq!(p.max_sessions, 1000);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        for (body, field) in [
+            ("ue_prefixes = [\"10.0.0.0/8\"]", "pfcp.n3:"),
+            ("n3 = []\nue_prefixes = [\"10.0.0.0/8\"]", "pfcp.n3:"),
+            ("n3 = [\"x\"]\nue_prefixes = [\"10.0.0.0/8\"]", "pfcp.n3:"),
+            (
+                "n3 = [\"0.0.0.0\"]\nue_prefixes = [\"10.0.0.0/8\"]",
+                "pfcp.n3:",
+            ),
+            ("n3 = [\"192.0.2.1\"]", "pfcp.ue_prefixes:"),
+            (
+                "n3 = [\"192.0.2.1\"]\nue_prefixes = [\"10.0.0.1/8\"]",
+                "pfcp.ue_prefixes:",
+            ),
+            (
+                "n3 = [\"192.0.2.1\"]\nue_prefixes = [\"10.0.0.0/8\"]\nlisten = \"nope\"",
+                "pfcp.listen:",
+            ),
+            (
+                "n3 = [\"192.0.2.1\"]\nue_prefixes = [\"10.0.0.0/8\"]\nnode_id = \"a..b\"",
+                "pfcp.node_id:",
+            ),
+            (
+                "n3 = [\"192.0.2.1\"]\nue_prefixes = [\"10.0.0.0/8\"]\nmax_sessions = 0",
+                "pfcp.max_sessions:",
+            ),
+            (
+                "n3 = [\"192.0.2.1\"]\nue_prefixes = [\"10.0.0.0/8\"]\nchecksum = \"remote\"",
+                "pfcp.checksum:",
+            ),
+            (
+                "n3 = [\"192.0.2.1\"]\nue_prefixes = [\"10.0.0.0/8\"]\nbogus = 1",
+                "line 4: unknown field `bogus`",
+            ),
+        ] {
+            let e = pfcp(body).unwrap_err();
+            assert!(e.starts_with(field), "{body}: {e}");
+        }
+    }
+}

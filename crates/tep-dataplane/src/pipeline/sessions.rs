@@ -1,0 +1,129 @@
+//! The UPF's sessions in a worker's pipeline: the replica of the session
+//! table, the packets held for idle UEs, and the control plane's changes
+//! applied between vectors (see [`crate::session`]).
+
+use super::{Output, Pipeline, Sink};
+use crate::buffer::{PacketId, Pool};
+use crate::clock::Clock;
+use crate::encap::TxState;
+use crate::geometry::InnerLink;
+use crate::gtpu_reply::Replies;
+use crate::session::buffer::Buffers;
+use crate::session::{Change, SessionTable, WorkerLink};
+use crate::vector::{PacketVector, VECTOR_SIZE};
+
+/// A worker's sessions.
+#[derive(Debug)]
+pub(super) struct Upf {
+    pub table: SessionTable,
+    pub buffers: Buffers,
+    // Scratch: the changes applied in a round, the packets released.
+    applied: Vec<Change>,
+    released: Vec<PacketId>,
+}
+
+impl<C: Clock> Pipeline<C> {
+    /// Makes this pipeline a UPF worker: its session table fed by `link`
+    /// (one of [`crate::session::control::Sessions::new`]'s), downlink
+    /// buffers of `per_session` packets per session and `limit` in all.
+    pub fn attach_sessions(&mut self, link: WorkerLink, per_session: u32, limit: u32) {
+        self.upf = Some(Box::new(Upf {
+            table: SessionTable::new(link),
+            buffers: Buffers::new(per_session, limit),
+            applied: Vec::new(),
+            released: Vec::new(),
+        }));
+    }
+
+    /// The worker's session table, if it is a UPF worker.
+    pub fn sessions(&self) -> Option<&SessionTable> {
+        self.upf.as_ref().map(|u| &u.table)
+    }
+
+    /// Applies the control plane's changes, if any (call between vectors;
+    /// one atomic load when there are none). Packets held for a session
+    /// that no longer buffers (its FAR forwards or drops now, or it is
+    /// gone) go through encap again, in order; End Markers asked for go to
+    /// `sink` as [`Output::Reply`].
+    pub fn apply_session_changes(&mut self, pool: &mut Pool, sink: &mut Sink<'_>) {
+        let Some(upf) = self.upf.as_mut() else {
+            return;
+        };
+        let mut applied = core::mem::take(&mut upf.applied);
+        upf.table.apply_pending(&mut applied);
+        if applied.is_empty() {
+            upf.applied = applied;
+            return;
+        }
+        let tunnels = self.table.tunnels().len();
+        let mut released = core::mem::take(&mut upf.released);
+        for &c in &applied {
+            match c {
+                Change::Peer { id, peer } => {
+                    let i = tunnels + id as usize;
+                    if self.tx.len() <= i {
+                        let filler = self.tx.first().copied();
+                        if let Some(f) = filler {
+                            self.tx.resize(i + 1, f);
+                        }
+                    }
+                    if let (Some(p), Some(slot)) = (peer, self.tx.get_mut(i)) {
+                        let mut t = self.table.get(p.n3).clone();
+                        t.remote = p.addr;
+                        *slot = TxState::new(&t);
+                    }
+                }
+                Change::Session { slot, session }
+                    if session.downlink != crate::session::Action::Buffer =>
+                {
+                    upf.buffers.release(slot, &mut released);
+                }
+                Change::Remove { slot } => upf.buffers.release(slot, &mut released),
+                _ => {}
+            }
+        }
+        let markers = core::mem::take(&mut upf.table.end_markers);
+        upf.applied = applied;
+        if !markers.is_empty() {
+            let headers = self
+                .options
+                .send
+                .unwrap_or(self.options.outer)
+                .ip_in_buffer();
+            let mut r = Replies {
+                out: &mut self.replies,
+                answered: 0,
+                generated: 0,
+            };
+            for &(n3, peer, teid) in &markers {
+                let local = self.table.get(n3).local;
+                self.gtpu
+                    .end_marker(pool, &mut r, local, peer, teid, headers);
+            }
+            self.counters.generated += r.generated;
+            if !self.replies.is_empty() {
+                sink(Output::Reply, pool, &mut self.replies);
+            }
+            self.replies.clear();
+        }
+        for chunk in released.chunks(VECTOR_SIZE) {
+            let mut v = PacketVector::new();
+            for &id in chunk {
+                let _ = v.push(id);
+            }
+            self.encap_from(InnerLink::Ip, pool, &mut v, sink);
+        }
+        released.clear();
+        if let Some(upf) = self.upf.as_mut() {
+            upf.released = released;
+        }
+    }
+
+    /// Moves into `out` the sessions whose first downlink packet was held
+    /// since the last call: each is for a Downlink Data Report.
+    pub fn take_session_reports(&mut self, out: &mut Vec<u32>) {
+        if let Some(u) = self.upf.as_mut() {
+            u.buffers.take_reports(out);
+        }
+    }
+}

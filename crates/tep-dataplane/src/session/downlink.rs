@@ -1,0 +1,151 @@
+//! The UPF's downlink (N6 → N3) per packet: node `session-lookup` finds
+//! the session of a packet that `tunnel-lookup` routed into an N3 tunnel,
+//! and `gtpu-encap` writes its GTP-U header from the session rather than
+//! from a tunnel's template.
+
+use super::buffer::{Buffers, Held};
+use super::{Action, SessionTable};
+use crate::buffer::{PacketId, Pool};
+use crate::drop::DropReason;
+use crate::node::NodeStats;
+use crate::tunnel::TunnelTable;
+use crate::vector::PacketVector;
+use tep_wire::ipv4::field as ip4;
+use tep_wire::ipv6::field as ip6;
+
+/// Marks a packet held in a buffer while the node runs.
+const HELD: u32 = u32::MAX - 2;
+
+/// Node `session-lookup`: each packet routed into an N3 tunnel is looked
+/// up by its destination (the UE) and handled by the session's downlink
+/// action: forwarded (its session and N3 tunnel set, its usage counted),
+/// dropped, or held in `buffers`. Packets of other tunnels pass as they
+/// are. Returns how many were held.
+pub(crate) fn lookup(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    table: &TunnelTable,
+    sessions: &SessionTable,
+    buffers: &mut Buffers,
+) -> usize {
+    let mut held = 0;
+    for &id in v.as_slice() {
+        let m = pool.meta(id);
+        if !table.get(m.tunnel).sessions {
+            continue;
+        }
+        match one(pool, id, sessions, buffers) {
+            Ok(true) => {}
+            Ok(false) => {
+                pool.meta_mut(id).tunnel = HELD;
+                held += 1;
+            }
+            Err(r) => pool.meta_mut(id).drop = Some(r),
+        }
+    }
+    if held > 0 {
+        // Held packets leave the vector without being freed or counted
+        // as drops: the buffer has them.
+        v.retain(|id| pool.meta(id).tunnel != HELD, |_| {});
+    }
+    crate::node::sweep(stats, pool, v);
+    held
+}
+
+/// Ok(true): forward; Ok(false): held.
+fn one(
+    pool: &mut Pool,
+    id: PacketId,
+    sessions: &SessionTable,
+    buffers: &mut Buffers,
+) -> Result<bool, DropReason> {
+    let data = pool.data(id);
+    let (v6, dst) = match data.first().map(|b| b >> 4) {
+        Some(4) if data.len() >= 20 => {
+            let mut a = [0u8; 4];
+            a.copy_from_slice(&data[ip4::DST_ADDR]);
+            (false, u128::from(u32::from_be_bytes(a)))
+        }
+        Some(6) if data.len() >= 40 => {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&data[ip6::DST_ADDR]);
+            (true, u128::from_be_bytes(a))
+        }
+        _ => return Err(DropReason::NoSession),
+    };
+    let slot = sessions.downlink(v6, dst).ok_or(DropReason::NoSession)?;
+    let s = sessions.get(slot);
+    match s.downlink {
+        Action::Forward => {
+            let len = pool.total_len(id);
+            pool.set_session(id, slot);
+            pool.meta_mut(id).tunnel = s.n3;
+            sessions.count_downlink(slot, len);
+            Ok(true)
+        }
+        Action::Drop => Err(DropReason::SessionDrop),
+        Action::Buffer => match buffers.hold(slot, id) {
+            Held::First | Held::Queued => Ok(false),
+            Held::Full => Err(DropReason::BufferFull),
+        },
+    }
+}
+
+/// The GTP-U header of a downlink G-PDU of session `slot`: the peer's
+/// TEID and, where the session has a QFI, a PDU Session Container of type
+/// DL PDU SESSION INFORMATION with it (TS 38.415 §5.5.2.1). Written into
+/// `h`, which is 8 or 16 bytes ([`header_len`]); `payload_len` is the
+/// inner packet's.
+#[inline]
+pub(crate) fn write_gtpu(h: &mut [u8], teid: u32, qfi: Option<u8>, payload_len: usize) {
+    let len = (h.len() - tep_wire::gtpu::HEADER_LEN + payload_len) as u16;
+    // Version 1, protocol type GTP, E flag with a container.
+    h[0] = if qfi.is_some() { 0x34 } else { 0x30 };
+    h[1] = 0xff;
+    h[2..4].copy_from_slice(&len.to_be_bytes());
+    h[4..8].copy_from_slice(&teid.to_be_bytes());
+    if let Some(q) = qfi {
+        // Sequence number, N-PDU number (unused: S and PN clear), next
+        // extension: PDU Session Container; the container is 1 unit of 4
+        // bytes: PDU type 0 (DL), the QFI, no next extension.
+        h[8..16].copy_from_slice(&[0, 0, 0, 0x85, 1, 0x00, q & 0x3f, 0]);
+    }
+}
+
+/// The GTP-U header length of a downlink G-PDU with or without a QFI.
+#[inline]
+pub(crate) const fn header_len(qfi: Option<u8>) -> usize {
+    if qfi.is_some() {
+        16
+    } else {
+        8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tep_wire::gtpu::{Extension, GtpuRepr, PduSessionContainer};
+
+    #[test]
+    fn the_header_is_tep_wires_g_pdu_with_a_dl_container() {
+        for qfi in [None, Some(9), Some(63)] {
+            let payload = 1400;
+            let mut h = [0u8; 16];
+            let n = header_len(qfi);
+            write_gtpu(&mut h[..n], 0xdead_beef, qfi, payload);
+            let mut want = GtpuRepr::gpdu(0xdead_beef);
+            if let Some(q) = qfi {
+                let _ =
+                    want.extensions
+                        .push(Extension::PduSessionContainer(PduSessionContainer::dl(
+                            q, false,
+                        )));
+            }
+            let mut expect = vec![0u8; want.buffer_len()];
+            want.emit(&mut expect, payload);
+            assert_eq!(&h[..n], &expect[..], "qfi {qfi:?}");
+        }
+    }
+}

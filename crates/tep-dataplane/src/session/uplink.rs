@@ -1,0 +1,72 @@
+//! The UPF's uplink (N3 → N6) per packet: a G-PDU whose TEID no
+//! `[[tunnel]]` has is matched against the sessions by `gtpu-decap`, and a
+//! train merged by `train-merge` counts its datagrams in its session's
+//! usage.
+
+use super::{Action, SessionTable};
+use crate::drop::DropReason;
+use crate::tunnel::TunnelTable;
+use core::net::IpAddr;
+use tep_wire::gtpu::{ExtensionType, Packet};
+
+/// What a G-PDU belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Receiver {
+    /// A `[[tunnel]]`.
+    Tunnel(u32),
+    /// A session (its slot) on its N3 tunnel.
+    Session { slot: u32, n3: u32 },
+}
+
+/// The session of a G-PDU (`gtpu`: its GTP-U header onwards) that arrived
+/// at `local`: by its TEID and the QFI of its PDU Session Container. A
+/// session whose N3 address is not `local` does not take it (the TEID was
+/// handed out on another address). `UnknownTeid` when none does,
+/// `SessionDrop` when the session's uplink action is not to forward.
+#[inline]
+pub(crate) fn match_session(
+    sessions: &SessionTable,
+    table: &TunnelTable,
+    gtpu: &[u8],
+    teid: u32,
+    local: IpAddr,
+) -> Result<Receiver, DropReason> {
+    let p = Packet::new_unchecked(gtpu);
+    let qfi = if p.e_flag() {
+        p.extensions()
+            .find(|(t, _)| *t == ExtensionType::PDU_SESSION_CONTAINER)
+            .and_then(|(_, c)| c.get(1))
+            .map(|b| b & 0x3f)
+    } else {
+        None
+    };
+    let slot = sessions.uplink(teid, qfi).ok_or(DropReason::UnknownTeid)?;
+    let s = sessions.get(slot);
+    if table.tunnels().get(s.n3 as usize).map(|t| t.local) != Some(local) {
+        return Err(DropReason::UnknownTeid);
+    }
+    match s.uplink {
+        Action::Forward => Ok(Receiver::Session { slot, n3: s.n3 }),
+        Action::Drop | Action::Buffer => Err(DropReason::SessionDrop),
+    }
+}
+
+/// Usage of the datagrams a train merged into its head: `merged`
+/// datagrams of `segment` bytes each (the last of the train may be
+/// shorter: `available` bytes were left from the first merged one on),
+/// each counting its bytes after the tunnel header of `header` bytes.
+pub(crate) fn count_merged(
+    sessions: &SessionTable,
+    slot: u32,
+    merged: usize,
+    segment: usize,
+    available: usize,
+    header: usize,
+) {
+    let mut left = available;
+    for _ in 0..merged {
+        let dg = segment.min(left);
+        left -= dg;
+        sessions.count_uplink(slot, dg.saturating_sub(header));
+    }
+}
