@@ -215,6 +215,13 @@ enum BenchCommand {
         /// (remote for vxlan and gue only).
         #[arg(long, value_delimiter = ',', value_name = "MODE,...")]
         modes: Vec<String>,
+        /// Instead of the matrix: a UPF's GTP-U paths with this many PDU
+        /// sessions installed (e.g. 1,1000,1000000), each packet to or from
+        /// a random session; ns per packet beside the first count's, and
+        /// bytes per session. Uses --families, the first of --modes
+        /// (default full) and of --sizes (default 1492).
+        #[arg(long, value_delimiter = ',', value_name = "N,...")]
+        sessions: Vec<u32>,
     },
     /// A packet generator: replays the Ethernet frames of a pcap file out
     /// of an interface through AF_XDP, over and over, for a time; prints
@@ -294,11 +301,26 @@ fn main() -> ExitCode {
                 BenchCommand::Pipeline {
                     json,
                     samples,
+                    sizes,
+                    families,
+                    modes,
+                    sessions,
+                    ..
+                },
+        } if !sessions.is_empty() => {
+            bench_sessions_command(json, samples, &sessions, &sizes, &families, &modes)
+        }
+        Command::Bench {
+            what:
+                BenchCommand::Pipeline {
+                    json,
+                    samples,
                     quick,
                     kinds,
                     sizes,
                     families,
                     modes,
+                    ..
                 },
         } => bench_pipeline_command(json, samples, quick, &kinds, &sizes, &families, &modes),
         Command::Bench {
@@ -426,6 +448,75 @@ fn list<T>(
         return Ok(default);
     }
     items.iter().map(|s| parse(s.trim())).collect()
+}
+
+fn bench_sessions_command(
+    json: bool,
+    samples: Option<usize>,
+    counts: &[u32],
+    sizes: &[String],
+    families: &[String],
+    modes: &[String],
+) -> ExitCode {
+    use bench::pipeline as bp;
+    let parsed = (|| {
+        let sizes = list(sizes, vec![bp::Size::Ip(1492)], bp::Size::parse)?;
+        let size = match sizes[0] {
+            bp::Size::Ip(n) => n,
+            bp::Size::Tso => return Err("--sizes: the session benchmark takes an IP length".into()),
+        };
+        let families = list(families, bp::Family::ALL.to_vec(), bp::Family::parse)?;
+        let mode = list(
+            modes,
+            vec![tep_dataplane::config::ChecksumMode::Full],
+            bp::parse_mode,
+        )?[0];
+        if mode == tep_dataplane::config::ChecksumMode::Remote {
+            return Err("--modes: GTP-U has no remote checksum offload".to_string());
+        }
+        if counts.contains(&0) {
+            return Err("--sessions: counts start at 1".to_string());
+        }
+        Ok::<_, String>((size, families, mode))
+    })();
+    let (size, families, mode) = match parsed {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("tep bench pipeline: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let v6: Vec<bool> = families.iter().map(|f| *f == bp::Family::Ipv6).collect();
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let rows = bench::sessions::run(
+        counts,
+        &v6,
+        mode,
+        size,
+        samples.unwrap_or(101).max(1),
+        |what| {
+            if tty {
+                eprint!("\r\x1b[K{what}");
+            }
+        },
+    );
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    match rows {
+        Ok(rows) if json => {
+            println!("{}", serde_json::to_string(&rows).expect("rows serialize"));
+            ExitCode::SUCCESS
+        }
+        Ok(rows) => {
+            print!("{}", bench::sessions::render(&rows));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("tep bench pipeline --sessions: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn bench_pipeline_command(

@@ -17,6 +17,7 @@ pub mod seed001;
 pub mod seed002;
 pub mod seed003;
 pub mod seeds;
+pub mod sessions;
 
 use std::time::Instant;
 

@@ -1,0 +1,370 @@
+//! `tep bench pipeline --sessions 1,1000,1000000`: a UPF's GTP-U paths
+//! with that many PDU sessions installed, downlink (session lookup by UE
+//! address, encap with the session's TEID and QFI) and uplink (decap, the
+//! session found by TEID), ns per packet side by side, and what a session
+//! costs in memory.
+//!
+//! Each vector's 256 packets go to (come from) sessions picked at random
+//! over the whole table, the worst case for the caches: a real vector
+//! holds bursts of a few flows. The tables are built first and sampled in
+//! turn, so that every count sees the same machine.
+
+use super::median;
+use serde::Serialize;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Instant;
+use tep_dataplane::buffer::Pool;
+use tep_dataplane::clock::Tsc;
+use tep_dataplane::config::ChecksumMode;
+use tep_dataplane::example;
+use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
+use tep_dataplane::session::control::Sessions;
+use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
+use tep_wire::gtpu::{Extension, GtpuRepr, PduSessionContainer};
+
+/// One measured count and direction.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionRow {
+    pub sessions: u32,
+    pub direction: &'static str,
+    pub family: &'static str,
+    pub checksum: &'static str,
+    /// Inner IP packet length.
+    pub size: usize,
+    pub ns_per_packet: f64,
+    /// The 1-session figure's ns per packet over this one's: 1.0 means
+    /// as fast, 0.9 means 10 % slower.
+    pub speed_vs_one: f64,
+    /// Bytes one worker's replica holds per session (maps, slots, usage).
+    pub bytes_per_session: f64,
+}
+
+/// One count's pipeline and what it is fed.
+struct Upf {
+    sessions: u32,
+    pipeline: Pipeline<Tsc>,
+    pool: Pool,
+    bytes_per_session: f64,
+    rng: u64,
+}
+
+fn next(rng: &mut u64) -> u64 {
+    // splitmix64
+    *rng = rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *rng;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A UDP packet with valid checksums, from `src` to `dst` (IP at 0).
+fn udp_packet(src: IpAddr, dst: IpAddr, payload: &[u8]) -> Vec<u8> {
+    let udp_len = 8 + payload.len();
+    let (mut p, l4) = match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let mut p = vec![0u8; 20 + udp_len];
+            p[0] = 0x45;
+            p[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
+            p[8] = 64;
+            p[9] = 17;
+            p[12..16].copy_from_slice(&s.octets());
+            p[16..20].copy_from_slice(&d.octets());
+            let c = tep_csum::Sum::of(&p[..20]).checksum();
+            p[10..12].copy_from_slice(&c.to_be_bytes());
+            (p, 20)
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let mut p = vec![0u8; 40 + udp_len];
+            p[0] = 0x60;
+            p[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+            p[6] = 17;
+            p[7] = 64;
+            p[8..24].copy_from_slice(&s.octets());
+            p[24..40].copy_from_slice(&d.octets());
+            (p, 40)
+        }
+        _ => unreachable!("one family"),
+    };
+    p[l4..l4 + 2].copy_from_slice(&2152u16.to_be_bytes());
+    p[l4 + 2..l4 + 4].copy_from_slice(&2152u16.to_be_bytes());
+    p[l4 + 4..l4 + 6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+    p[l4 + 8..].copy_from_slice(payload);
+    let pseudo = match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            tep_csum::pseudo_header_v4(s.octets(), d.octets(), 17, udp_len as u16)
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            tep_csum::pseudo_header_v6(&s.octets(), &d.octets(), 17, udp_len as u32)
+        }
+        _ => unreachable!("one family"),
+    };
+    let c = pseudo.add(tep_csum::Sum::of(&p[l4..])).udp_checksum();
+    p[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
+    p
+}
+
+/// The pseudo-header sum of an outer IPv4/IPv6 + UDP datagram (IP at 0).
+fn outer_pseudo(d: &[u8], v6: bool) -> tep_csum::Sum {
+    let addr = |r: core::ops::Range<usize>| -> [u8; 16] {
+        let mut a = [0u8; 16];
+        a[..r.len()].copy_from_slice(&d[r]);
+        a
+    };
+    if v6 {
+        tep_csum::pseudo_header_v6(&addr(8..24), &addr(24..40), 17, (d.len() - 40) as u32)
+    } else {
+        let (s, t) = (addr(12..16), addr(16..20));
+        let four = |a: [u8; 16]| [a[0], a[1], a[2], a[3]];
+        tep_csum::pseudo_header_v4(four(s), four(t), 17, (d.len() - 20) as u16)
+    }
+}
+
+fn ue(i: u32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 0, 0, 0)) + i))
+}
+
+/// The inner packet a server sends UE `i` (downlink), or the UE sends
+/// (uplink), `size` bytes in all.
+fn inner(i: u32, up: bool, size: usize) -> Vec<u8> {
+    let server = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
+    let payload = vec![0x5a; size - 28];
+    if up {
+        udp_packet(ue(i), server, &payload)
+    } else {
+        udp_packet(server, ue(i), &payload)
+    }
+}
+
+/// The G-PDU UE `i`'s gNB sends N3: TEID and QFI container.
+fn gpdu(i: u32, v6: bool, size: usize) -> Vec<u8> {
+    let mut r = GtpuRepr::gpdu(0x10000 + i);
+    let _ = r
+        .extensions
+        .push(Extension::PduSessionContainer(PduSessionContainer::ul(9)));
+    let t = inner(i, true, size);
+    let n = r.buffer_len();
+    let mut g = vec![0u8; n + t.len()];
+    r.emit(&mut g[..n], t.len());
+    g[n..].copy_from_slice(&t);
+    let (n3, gnb) = if v6 {
+        (IpAddr::V6(example::A6), IpAddr::V6(example::B6))
+    } else {
+        (IpAddr::V4(example::A4), IpAddr::V4(example::B4))
+    };
+    udp_packet(gnb, n3, &g)
+}
+
+impl Upf {
+    fn new(n: u32, v6: bool, mode: ChecksumMode) -> Result<Upf, String> {
+        let config = example::upf(v6, mode);
+        let (mut control, links) = Sessions::new(n.max(1), 1, vec![v6]);
+        let mut pipeline = Pipeline::new(&config, Tsc, PipelineOptions::default());
+        pipeline.attach_sessions(links[0].clone(), 16, 4096);
+        let mut pool = Pool::new(1024, 2048);
+        let mut sink =
+            |_: tep_dataplane::pipeline::Output, pool: &mut Pool, v: &mut PacketVector| {
+                for &id in v.as_slice() {
+                    pool.free(id);
+                }
+                v.clear();
+            };
+        for i in 0..n {
+            control
+                .create(&example::session(i, v6, false))
+                .map_err(|e| format!("session {i}: {e}"))?;
+            if i % 65536 == 65535 {
+                control.publish();
+                pipeline.apply_session_changes(&mut pool, &mut sink);
+            }
+        }
+        control.publish();
+        pipeline.apply_session_changes(&mut pool, &mut sink);
+        let bytes_per_session = pipeline.sessions().map_or(0.0, |s| s.bytes_per_session());
+        Ok(Upf {
+            sessions: n,
+            pipeline,
+            pool,
+            bytes_per_session,
+            rng: 0x5eed ^ u64::from(n),
+        })
+    }
+
+    /// One vector of 256 packets each way to random sessions; ns per
+    /// packet (downlink, uplink).
+    fn sample(&mut self, down: &[u8], up: &[u8], v6: bool) -> Result<(f64, f64), String> {
+        let n = u64::from(self.sessions);
+        let mut picks = [0u32; VECTOR_SIZE];
+        for p in picks.iter_mut() {
+            *p = (next(&mut self.rng) % n) as u32;
+        }
+        let times = |what: &str, out: usize| {
+            if out == VECTOR_SIZE {
+                Ok(())
+            } else {
+                Err(format!("{what}: {out} of {VECTOR_SIZE} packets came out"))
+            }
+        };
+        // Downlink: the template with each pick's UE address (and the IP
+        // checksum adjusted by the changed words).
+        let mut v = PacketVector::new();
+        for &i in &picks {
+            let id = self.pool.alloc().ok_or("pool")?;
+            self.pool.fill(id, down);
+            let d = self.pool.data_mut(id);
+            let ue = u32::from(Ipv4Addr::new(10, 0, 0, 0)) + i;
+            d[16..20].copy_from_slice(&ue.to_be_bytes());
+            d[10..12].copy_from_slice(&[0, 0]);
+            let c = tep_csum::Sum::of(&d[..20]).checksum();
+            d[10..12].copy_from_slice(&c.to_be_bytes());
+            let _ = v.push(id);
+        }
+        let mut out = 0;
+        let mut sink =
+            |_: tep_dataplane::pipeline::Output, pool: &mut Pool, v: &mut PacketVector| {
+                out += v.len();
+                for &id in v.as_slice() {
+                    pool.free(id);
+                }
+                v.clear();
+            };
+        let t = Instant::now();
+        self.pipeline.encap(&mut self.pool, &mut v, &mut sink);
+        let dl = t.elapsed().as_nanos() as f64 / VECTOR_SIZE as f64;
+        times("downlink", out)?;
+        // Uplink: the template with each pick's TEID, UDP checksum redone.
+        let l4 = if v6 { 40 } else { 20 };
+        let mut v = PacketVector::new();
+        for &i in &picks {
+            let id = self.pool.alloc().ok_or("pool")?;
+            self.pool.fill(id, up);
+            let d = self.pool.data_mut(id);
+            d[l4 + 8 + 4..l4 + 8 + 8].copy_from_slice(&(0x10000 + i).to_be_bytes());
+            // Inner source address: the UE's (not in the UDP checksum's
+            // pseudo-header, but in its payload).
+            let inner = l4 + 8 + 16;
+            d[inner + 12..inner + 16]
+                .copy_from_slice(&(u32::from(Ipv4Addr::new(10, 0, 0, 0)) + i).to_be_bytes());
+            d[inner + 10..inner + 12].copy_from_slice(&[0, 0]);
+            let c = tep_csum::Sum::of(&d[inner..inner + 20]).checksum();
+            d[inner + 10..inner + 12].copy_from_slice(&c.to_be_bytes());
+            d[l4 + 6..l4 + 8].copy_from_slice(&[0, 0]);
+            let s = outer_pseudo(d, v6);
+            let c = s.add(tep_csum::Sum::of(&d[l4..])).udp_checksum();
+            d[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
+            let _ = v.push(id);
+        }
+        let mut out = 0;
+        let mut sink =
+            |_: tep_dataplane::pipeline::Output, pool: &mut Pool, v: &mut PacketVector| {
+                out += v.len();
+                for &id in v.as_slice() {
+                    pool.free(id);
+                }
+                v.clear();
+            };
+        let t = Instant::now();
+        self.pipeline.decap(&mut self.pool, &mut v, 0, &mut sink);
+        let ul = t.elapsed().as_nanos() as f64 / VECTOR_SIZE as f64;
+        times("uplink", out)?;
+        Ok((dl, ul))
+    }
+}
+
+/// Measures each count in `counts` over each family, `samples` vectors
+/// each way per count, counts interleaved; `size` is the inner length.
+pub fn run(
+    counts: &[u32],
+    families: &[bool],
+    mode: ChecksumMode,
+    size: usize,
+    samples: usize,
+    mut progress: impl FnMut(&str),
+) -> Result<Vec<SessionRow>, String> {
+    let mut rows = Vec::new();
+    for &v6 in families {
+        let family = if v6 { "ipv6" } else { "ipv4" };
+        let mut upfs = Vec::new();
+        for &n in counts {
+            progress(&format!("installing {n} sessions ({family})"));
+            upfs.push(Upf::new(n, v6, mode)?);
+        }
+        let down = inner(0, false, size);
+        let up = gpdu(0, v6, size);
+        let mut dl = vec![Vec::new(); upfs.len()];
+        let mut ul = vec![Vec::new(); upfs.len()];
+        progress(&format!("sampling {family}"));
+        // A warm-up round, then the samples, counts in turn.
+        for round in 0..samples + 1 {
+            for (k, u) in upfs.iter_mut().enumerate() {
+                let (d, uu) = u.sample(&down, &up, v6)?;
+                if round > 0 {
+                    dl[k].push(d);
+                    ul[k].push(uu);
+                }
+            }
+        }
+        let base_dl = median(&mut dl[0].clone());
+        let base_ul = median(&mut ul[0].clone());
+        for (k, u) in upfs.iter().enumerate() {
+            for (direction, samples, base) in [
+                ("downlink", &mut dl[k], base_dl),
+                ("uplink", &mut ul[k], base_ul),
+            ] {
+                let ns = median(samples);
+                rows.push(SessionRow {
+                    sessions: u.sessions,
+                    direction,
+                    family,
+                    checksum: mode.name(),
+                    size,
+                    ns_per_packet: ns,
+                    speed_vs_one: base / ns,
+                    bytes_per_session: u.bytes_per_session,
+                });
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// The rows as a table.
+pub fn render(rows: &[SessionRow]) -> String {
+    let mut s = String::from(
+        "GTP-U through a UPF's sessions: random sessions per packet, medians\n\
+         sessions    direction  family  ns/packet  speed vs 1 session  bytes/session\n",
+    );
+    for r in rows {
+        s += &format!(
+            "{:>9}  {:<9}  {:<6}  {:>9.1}  {:>18.2}  {:>13.1}\n",
+            r.sessions, r.direction, r.family, r.ns_per_packet, r.speed_vs_one, r.bytes_per_session
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_count_moves_every_packet_both_ways() {
+        let rows = run(
+            &[1, 300],
+            &[false, true],
+            ChecksumMode::Full,
+            300,
+            2,
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!(rows.len(), 2 * 2 * 2);
+        for r in &rows {
+            assert!(r.ns_per_packet > 0.0, "{r:?}");
+            assert!(r.bytes_per_session > 0.0, "{r:?}");
+        }
+        assert!(rows
+            .iter()
+            .filter(|r| r.sessions == 1)
+            .all(|r| (r.speed_vs_one - 1.0).abs() < 1e-9));
+    }
+}
