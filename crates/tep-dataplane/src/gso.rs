@@ -821,12 +821,20 @@ mod tests {
         bad_doff[32] = 0x40;
         assert_refused(&mut pool, &bad_doff, m, &mut out, DropReason::BadLength);
 
-        // IPv6 fragment header; a routing header with segments left.
+        // An IPv6 fragment header of a first fragment (M set); a routing
+        // header with segments left.
         let mut ip = Ip::v6();
         ip.ext = vec![0; 8];
         let (mut b6, m6) = tcp_super(&ip, &Tcp::new(), 3000, 1000);
         b6[6] = 44;
+        b6[40 + 3] = 1;
         assert_refused(&mut pool, &b6, m6, &mut out, DropReason::Fragment);
+        // An atomic fragment (no offset, no M) is a whole packet.
+        b6[40 + 3] = 0;
+        let id = testpkt::load(&mut pool, &b6, m6);
+        assert_eq!(segment(&mut pool, id, &mut out, InnerLink::Ip), Ok(3));
+        out.as_slice().iter().for_each(|&s| pool.free(s));
+        out.clear();
         b6[6] = 43;
         b6[40 + 1] = 0;
         b6[40 + 3] = 1;

@@ -258,6 +258,18 @@ fn fragment_ipv6() {
     }
 }
 
+/// An atomic fragment (offset 0 and no M: RFC 8200 §4.5, RFC 6946) is a
+/// whole packet, processed as one: it decapsulates like the datagram
+/// without its Fragment header.
+#[test]
+fn an_atomic_ipv6_fragment_is_a_whole_datagram() {
+    let (c, good) = vxlan6();
+    let want = decap_fresh(&c, InnerLink::Ethernet, &[good.clone()]);
+    let p = with_extensions(&good, &[fragment_header(0, false)], 17);
+    let out = decap_fresh(&c, InnerLink::Ethernet, &[p]);
+    assert_eq!(out.packets, want.packets);
+}
+
 /// Extension headers before the UDP header are stepped over: hop-by-hop,
 /// destination options and a routing header with no segments left.
 #[test]
