@@ -7,9 +7,11 @@
 mod common;
 use common::*;
 use core::net::{IpAddr, Ipv4Addr};
-use tep_dataplane::buffer::{Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
+use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
+use tep_dataplane::clock::ManualClock;
 use tep_dataplane::config::{ChecksumMode, Config};
 use tep_dataplane::drop::DropReason;
+use tep_dataplane::pipeline::Pipeline;
 use tep_dataplane::vector::PacketVector;
 use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
@@ -264,7 +266,7 @@ fn fragment_ipv6() {
 #[test]
 fn an_atomic_ipv6_fragment_is_a_whole_datagram() {
     let (c, good) = vxlan6();
-    let want = decap_fresh(&c, InnerLink::Ethernet, &[good.clone()]);
+    let want = decap_fresh(&c, InnerLink::Ethernet, std::slice::from_ref(&good));
     let p = with_extensions(&good, &[fragment_header(0, false)], 17);
     let out = decap_fresh(&c, InnerLink::Ethernet, &[p]);
     assert_eq!(out.packets, want.packets);
@@ -275,7 +277,7 @@ fn an_atomic_ipv6_fragment_is_a_whole_datagram() {
 #[test]
 fn ipv6_extension_headers_before_udp_are_stepped_over() {
     let (c, good) = vxlan6();
-    let want = decap_fresh(&c, InnerLink::Ethernet, &[good.clone()]);
+    let want = decap_fresh(&c, InnerLink::Ethernet, std::slice::from_ref(&good));
     let routing = (43, vec![0, 0, 4, 0, 0, 0, 0, 0]);
     let p = with_extensions(&good, &[options_header(0), options_header(60), routing], 17);
     let out = decap_fresh(&c, InnerLink::Ethernet, &[p]);
@@ -854,6 +856,61 @@ fn no_buffer() {
     assert_dropped_once(&p, DropReason::NoBuffer, "gso-segment");
     assert_balanced(&p);
     assert_no_leak(&pool);
+}
+
+/// A UDP/IPv6 super-packet of five 1000-byte segments from the TUN with
+/// extension headers `headers` before UDP, encapsulated on A (GUE).
+fn encap_super6(headers: &[(u8, Vec<u8>)]) -> (Pipeline<ManualClock>, usize) {
+    let (sp, cs) = make_partial(&udp6(&[3u8; 5000], 9), 0);
+    let sp = with_extensions(&sp, headers, 17);
+    let shift = (sp.len() - 5048) as u16;
+    let ChecksumState::Partial { start, offset } = cs else {
+        unreachable!()
+    };
+    let mut pool = pool();
+    let mut p = pipeline(&a_config(TunnelKind::Gue), InnerLink::Ip);
+    let id = pool.alloc().unwrap();
+    assert!(pool.fill(id, &sp));
+    pool.meta_mut(id).csum = ChecksumState::Partial {
+        start: start + shift,
+        offset: offset + shift,
+    };
+    pool.meta_mut(id).gso = Some(Gso {
+        kind: GsoKind::Udp,
+        segment_size: 1000,
+    });
+    let mut v = PacketVector::new();
+    v.push(id).unwrap();
+    let mut sent = 0;
+    p.encap(&mut pool, &mut v, &mut |_, pool, v| {
+        for &id in v.as_slice() {
+            sent += 1;
+            pool.free(id);
+        }
+    });
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+    (p, sent)
+}
+
+/// Segmentation refuses an IPv6 super-packet it cannot cut right, and the
+/// refusal is counted at `gso-segment` under its reason: a routing header
+/// with segments left (the checksum covers the final destination, inside
+/// the header) is `unsupported`, a first fragment is `fragment`. With no
+/// segments left the same super-packet leaves as its five segments.
+#[test]
+fn gso_refusals_of_ipv6_extension_headers_are_counted() {
+    let routing = |left: u8| (43, vec![0, 0, 4, left, 0, 0, 0, 0]);
+    let (p, sent) = encap_super6(&[options_header(0), routing(0)]);
+    assert_eq!((sent, p.drops_total()), (5, 0), "{}", p.runtime().report());
+    for (headers, reason) in [
+        (vec![options_header(0), routing(1)], DropReason::Unsupported),
+        (vec![fragment_header(0, true)], DropReason::Fragment),
+    ] {
+        let (p, sent) = encap_super6(&headers);
+        assert_eq!(sent, 0);
+        assert_dropped_once(&p, reason, "gso-segment");
+    }
 }
 
 // ------------------------------------------------- whole frames (gateway)
