@@ -1274,3 +1274,95 @@ fn the_underlay_changing_at_run_time_is_followed() {
     }
     assert!(da.alive());
 }
+
+/// `tep run` as an unprivileged user stops at the first step that needs
+/// privilege and says so, naming the field and what it needs: host mode
+/// at the TUN (CAP_NET_ADMIN), gateway mode at loading its XDP programs
+/// (CAP_BPF, CAP_NET_ADMIN). Exit code 2, the error once, no panic,
+/// nothing left behind (no device, no XDP program).
+#[test]
+fn startup_without_root_names_what_needs_privilege() {
+    if !root_or_skip("startup_without_root_names_what_needs_privilege") {
+        return;
+    }
+    if std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        tep_testing::skip(format_args!(
+            "startup_without_root_names_what_needs_privilege: `setpriv` is not installed (.ci/run installs util-linux)"
+        ));
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let pair = Pair::new();
+    // The unprivileged user reads the configs in the test's directory.
+    std::fs::set_permissions(&pair.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_nobody = |name: &str, config: &str| -> (Option<i32>, String) {
+        let path = pair.dir.join(name);
+        std::fs::write(&path, config).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &pair.a])
+            .args([
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+            ])
+            .args(["--inh-caps=-all", netns::TEP, "run", "-c"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!err.contains("panicked"), "{err}");
+        (out.status.code(), err)
+    };
+    let tunnel = format!(
+        "\n[[tunnel]]\nname = \"g\"\nkind = \"gue\"\nlocal = \"{}\"\nremote = \"{}\"\ninner_prefixes = [\"10.66.0.0/24\"]\n",
+        Pair::A4,
+        Pair::B4
+    );
+    let (code, err) = as_nobody(
+        "host.toml",
+        &(format!(
+            "[host]\ntun = \"tepnp0\"\ncontrol = \"{}\"\n",
+            pair.socket("host")
+        ) + &tunnel),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    let want = "host.tun: not allowed to create tepnp0";
+    assert_eq!(err.matches(want).count(), 1, "{err}");
+    assert!(err.contains("CAP_NET_ADMIN"), "{err}");
+    let link = pair.exec(&pair.a, &["ip", "link", "show", "tepnp0"], false);
+    assert!(!link.status.success(), "the device was left behind");
+
+    // Gateway mode between two interfaces of its own.
+    pair.exec(
+        &pair.a,
+        &[
+            "ip", "link", "add", "gi0", "type", "veth", "peer", "name", "gu0",
+        ],
+        true,
+    );
+    for dev in ["gi0", "gu0"] {
+        pair.exec(&pair.a, &["ip", "link", "set", dev, "up"], true);
+    }
+    let (code, err) = as_nobody(
+        "gateway.toml",
+        &(format!(
+            "[gateway]\ninner = \"gi0\"\nunderlay = \"gu0\"\ncontrol = \"{}\"\n",
+            pair.socket("gateway")
+        ) + &tunnel),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    let want = "XDP: not allowed to load the steering programs";
+    assert_eq!(err.matches(want).count(), 1, "{err}");
+    assert!(err.contains("CAP_BPF"), "{err}");
+    for dev in ["gi0", "gu0"] {
+        let out = pair.exec(&pair.a, &["ip", "link", "show", dev], true);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(!text.contains("xdp"), "an XDP program on {dev}: {text}");
+    }
+}

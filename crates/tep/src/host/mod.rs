@@ -153,6 +153,8 @@ fn open_device(host: &HostConfig, config: &Config, ethernet: bool) -> Result<Tun
         let field = if ethernet { "tap" } else { "tun" };
         if e.kind() == std::io::ErrorKind::ResourceBusy {
             format!("host.{field}: {name} is in use by another process (another tep with this config?); stop it or name another device")
+        } else if e.kind() == std::io::ErrorKind::PermissionDenied {
+            format!("host.{field}: not allowed to create {name} ({e}); a TUN/TAP device needs root or CAP_NET_ADMIN: run tep as root")
         } else {
             format!("host.{field}: cannot open {name}: {e}")
         }
