@@ -1366,3 +1366,93 @@ fn startup_without_root_names_what_needs_privilege() {
         assert!(!text.contains("xdp"), "an XDP program on {dev}: {text}");
     }
 }
+
+/// An interface's MTU as `ip link` reads it back in `ns`.
+fn link_mtu(pair: &Pair, ns: &str, dev: &str) -> u32 {
+    let out = pair.exec(ns, &["ip", "-o", "link", "show", "dev", dev], true);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.split_whitespace()
+        .skip_while(|w| *w != "mtu")
+        .nth(1)
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("no mtu in {text}"))
+}
+
+/// Writes `config` over the daemon's file and reloads: the answer.
+fn reload_with(d: &netns::Daemon, config: &str) -> Result<String, String> {
+    std::fs::write(&d.config, config).unwrap();
+    d.control(&["reload"]).map(|s| s.trim().to_string())
+}
+
+/// The device MTU through reloads. Computed (no `host.mtu`): a reload
+/// that adds a tunnel over IPv6 (GUE: 52 bytes of overhead, not 32) lowers
+/// the TUN's MTU from 1468 to 1448, one that takes it away raises it
+/// again. Fixed (`host.mtu = 1300`): both devices get exactly 1300 and
+/// keep it through that reload and a change of the underlay's MTU; a
+/// reload that changes `host.mtu` is refused.
+#[test]
+fn host_mtu_overrides_the_computed_mtu_through_reloads() {
+    if !root_or_skip("host_mtu_overrides_the_computed_mtu_through_reloads") {
+        return;
+    }
+    let pair = Pair::new();
+    let base = gue_config(&pair, &pair.a, 1, true, None);
+    let v6 = format!(
+        "\n[[tunnel]]\nname = \"g6\"\nkind = \"gue\"\nlocal = \"{}\"\nremote = \"{}\"\ninner_prefixes = [\"10.9.6.0/24\"]\n",
+        Pair::A6,
+        Pair::B6
+    );
+    let mut da = pair.daemon(&pair.a, &base);
+    let shown = |d: &netns::Daemon| -> Vec<u64> {
+        let t = d.show("tunnels");
+        t["io"]["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["mtu"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(link_mtu(&pair, &pair.a, "tepl3"), 1468);
+    assert_eq!(
+        reload_with(&da, &(base.clone() + &v6)),
+        Ok("reloaded".into())
+    );
+    assert_eq!(link_mtu(&pair, &pair.a, "tepl3"), 1448, "{}", da.log());
+    assert_eq!(shown(&da), [1448]);
+    assert_eq!(reload_with(&da, &base), Ok("reloaded".into()));
+    assert_eq!(link_mtu(&pair, &pair.a, "tepl3"), 1468, "{}", da.log());
+    assert_eq!(da.stop(), Some(0), "{}", da.log());
+
+    // Fixed, on the TUN and on a TAP (a VXLAN tunnel beside).
+    let vxlan = format!(
+        "\n[[tunnel]]\nname = \"v\"\nkind = \"vxlan\"\nlocal = \"{}\"\nremote = \"{}\"\nvni = 42\n",
+        Pair::A4,
+        Pair::B4
+    );
+    let fixed = base.replace("[host]\n", "[host]\nmtu = 1300\ntap = \"tepl2\"\n") + &vxlan;
+    let da = pair.daemon(&pair.a, &fixed);
+    let both = || {
+        (
+            link_mtu(&pair, &pair.a, "tepl3"),
+            link_mtu(&pair, &pair.a, "tepl2"),
+        )
+    };
+    assert_eq!(both(), (1300, 1300), "{}", da.log());
+    assert_eq!(shown(&da), [1300, 1300]);
+    assert_eq!(
+        reload_with(&da, &(fixed.clone() + &v6)),
+        Ok("reloaded".into())
+    );
+    assert_eq!(both(), (1300, 1300), "{}", da.log());
+    assert_eq!(shown(&da), [1300, 1300]);
+    pair.exec(&pair.a, &["ip", "link", "set", "va", "mtu", "1400"], true);
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while !da.log().contains("underlay MTU changed") {
+        assert!(std::time::Instant::now() < deadline, "{}", da.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(both(), (1300, 1300), "{}", da.log());
+    let err = reload_with(&da, &fixed.replace("mtu = 1300", "mtu = 1200")).unwrap_err();
+    assert!(err.contains("[host] section changed"), "{err}");
+    assert_eq!(both(), (1300, 1300));
+}

@@ -655,6 +655,23 @@ fn reload(
         io.senders = std::mem::take(&mut senders[new_ios.len()]);
         new_ios.push(io);
     }
+    // The device MTU follows the tunnels as at start: one with more
+    // overhead lowers it (what `show tunnels` reports and the workers cut
+    // TCP to). A fixed `host.mtu` stays: [host] is unchanged.
+    for (dev, ethernet) in [(tun, false), (tap, true)] {
+        let want = device_mtu(&new, ethernet);
+        match dev {
+            Some(d) if want != device_mtu(&old, ethernet) => match d.set_mtu(want) {
+                Ok(()) => tracing::info!(
+                    device = d.name(),
+                    mtu = want,
+                    "device MTU follows the tunnels"
+                ),
+                Err(e) => tracing::warn!(device = d.name(), "cannot set MTU {want}: {e}"),
+            },
+            _ => {}
+        }
+    }
     let devices: Vec<&Tun> = tun.iter().chain(tap.iter()).copied().collect();
     let mut io = state.io.lock().unwrap_or_else(|e| e.into_inner());
     let uplink = io.uplink.clone();
