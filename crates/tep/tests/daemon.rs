@@ -1456,3 +1456,94 @@ fn host_mtu_overrides_the_computed_mtu_through_reloads() {
     assert!(err.contains("[host] section changed"), "{err}");
     assert_eq!(both(), (1300, 1300));
 }
+
+/// DF in host mode is a socket option, taken from the first tunnel on each
+/// local endpoint (README): `df = "set"` sends DF, `"unset"` does not,
+/// `"inherit"` is left to the kernel, which sets it; a second tunnel on
+/// the first one's endpoint sends as the first does whatever its own `df`
+/// says. A raw socket on the peer reads DF off each tunnel's datagrams; a
+/// reload that changes an endpoint's `df` moves it.
+#[test]
+fn df_is_set_per_socket_from_the_first_tunnel_of_its_endpoint() {
+    if !root_or_skip("df_is_set_per_socket_from_the_first_tunnel_of_its_endpoint") {
+        return;
+    }
+    let pair = Pair::new();
+    // The second tunnel's peer: another address of namespace b.
+    pair.exec(
+        &pair.b,
+        &["ip", "addr", "add", "192.0.2.3/24", "dev", "vb"],
+        true,
+    );
+    let tunnel = |name: &str, remote: &str, port: u16, df: &str, net: u8| {
+        format!(
+            "\n[[tunnel]]\nname = \"{name}\"\nkind = \"gue\"\nlocal = \"{}\"\nremote = \"{remote}\"\n\
+             local_port = {port}\nremote_port = {port}\ndf = \"{df}\"\ninner_prefixes = [\"10.9.{net}.0/24\"]\n",
+            Pair::A4
+        )
+    };
+    let config = |unset: &str| {
+        format!(
+            "[host]\ntun = \"tepl3\"\ntun_addresses = [\"10.9.0.1/24\"]\ncontrol = \"{}\"\nuplink = \"off\"\n",
+            pair.socket(&pair.a)
+        ) + &tunnel("set", Pair::B4, 6080, "set", 1)
+            + &tunnel("shares", "192.0.2.3", 6080, "unset", 2)
+            + &tunnel("unset", Pair::B4, 6090, unset, 3)
+            + &tunnel("inherit", Pair::B4, 6091, "inherit", 4)
+    };
+    let d = pair.daemon(&pair.a, &config("unset"));
+    // Each tunnel's datagrams (by destination address and port): DF.
+    let seen = |want: usize| {
+        let listen = python_bg(
+            &pair.b,
+            &format!(
+                r#"
+import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+s.settimeout(1)
+df = {{}}
+end = time.time() + 5
+while time.time() < end and len(df) < {want}:
+    try:
+        ip = s.recv(4000)
+    except socket.timeout:
+        continue
+    if socket.inet_ntoa(ip[12:16]) != "{a}":
+        continue
+    udp = 4 * (ip[0] & 15)
+    key = "%s:%d" % (socket.inet_ntoa(ip[16:20]), int.from_bytes(ip[udp + 2:udp + 4], "big"))
+    df[key] = (ip[6] >> 6) & 1
+print(" ".join("%s=%d" % kv for kv in sorted(df.items())))
+"#,
+                a = Pair::A4
+            ),
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        python(
+            &pair.a,
+            r#"
+import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(5):
+    for net in (1, 2, 3, 4):
+        s.sendto(b"df?", ("10.9.%d.2" % net, 7000))
+    time.sleep(0.05)
+"#,
+        );
+        output_of(listen)
+    };
+    assert_eq!(
+        seen(4),
+        "192.0.2.2:6080=1 192.0.2.2:6090=0 192.0.2.2:6091=1 192.0.2.3:6080=1",
+        "{}",
+        d.log()
+    );
+    // The third endpoint's tunnel set to DF: a new socket, DF on.
+    assert_eq!(reload_with(&d, &config("set")), Ok("reloaded".into()));
+    assert_eq!(
+        seen(4),
+        "192.0.2.2:6080=1 192.0.2.2:6090=1 192.0.2.2:6091=1 192.0.2.3:6080=1",
+        "{}",
+        d.log()
+    );
+}

@@ -583,30 +583,14 @@ fn reload(
     for _ in 0..new.host.queues {
         let mut v = Vec::new();
         for (i, &a) in endpoints.addrs.iter().enumerate() {
-            let same = running
-                .endpoints
-                .addrs
-                .iter()
-                .position(|&x| x == a)
-                .filter(|&j| {
-                    running.endpoints.zero_tx[j] == endpoints.zero_tx[i]
-                        && running.endpoints.zero_rx[j] == endpoints.zero_rx[i]
-                        && running.endpoints.dont_fragment[j] == endpoints.dont_fragment[i]
-                });
-            if same.is_some() {
+            // A kept address keeps its socket, its options set afresh once
+            // the workers stop (`set_policy`).
+            if running.endpoints.addrs.contains(&a) {
                 v.push(None);
             } else {
                 let opts = socket_options(&new.host, &endpoints, i);
-                // A changed option on a kept address: the old socket still
-                // holds the port, so this bind may need SO_REUSEPORT.
-                let s = UdpSocket::bind(
-                    a,
-                    &UdpOptions {
-                        reuse_port: true,
-                        ..opts
-                    },
-                )
-                .map_err(|e| bind_error(&new, &endpoints, i, &e))?;
+                let s =
+                    UdpSocket::bind(a, &opts).map_err(|e| bind_error(&new, &endpoints, i, &e))?;
                 v.push(Some(s));
             }
         }
@@ -644,10 +628,19 @@ fn reload(
                         .iter()
                         .position(|&x| x == endpoints.addrs[i])
                         .unwrap_or(0);
-                    old_sockets[j].take().unwrap_or_else(|| {
+                    let mut s = old_sockets[j].take().unwrap_or_else(|| {
                         // Unreachable: each old endpoint is kept once.
                         panic!("endpoint {} kept twice", endpoints.addrs[i])
-                    })
+                    });
+                    let changed = old_endpoints.zero_tx[j] != endpoints.zero_tx[i]
+                        || old_endpoints.zero_rx[j] != endpoints.zero_rx[i]
+                        || old_endpoints.dont_fragment[j] != endpoints.dont_fragment[i];
+                    if changed {
+                        if let Err(e) = s.set_policy(&socket_options(&new.host, &endpoints, i)) {
+                            tracing::warn!(local = %endpoints.addrs[i], "keeps its old socket options: {e}");
+                        }
+                    }
+                    s
                 }
             })
             .collect();
