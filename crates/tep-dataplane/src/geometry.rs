@@ -142,7 +142,9 @@ fn ip_info<const HASH: bool>(data: &[u8], at: usize, tail: usize) -> Result<IpIn
             let pkt = ipv6::Packet::new_unchecked(p);
             pkt.check_len_with_tail(tail)?;
             let upper = pkt.upper_layer()?;
-            let fragment = upper.fragment.is_some();
+            // An atomic fragment (offset 0, no M) is a whole packet, to be
+            // processed as one (RFC 8200 §4.5, RFC 6946), as Linux does.
+            let fragment = upper.fragment.is_some_and(|f| !f.is_atomic());
             let proto = u8::from(upper.protocol);
             let l4 = at + ipv6::HEADER_LEN + upper.offset;
             let hash = if HASH {

@@ -821,12 +821,20 @@ mod tests {
         bad_doff[32] = 0x40;
         assert_refused(&mut pool, &bad_doff, m, &mut out, DropReason::BadLength);
 
-        // IPv6 fragment header; a routing header with segments left.
+        // An IPv6 fragment header of a first fragment (M set); a routing
+        // header with segments left.
         let mut ip = Ip::v6();
         ip.ext = vec![0; 8];
         let (mut b6, m6) = tcp_super(&ip, &Tcp::new(), 3000, 1000);
         b6[6] = 44;
+        b6[40 + 3] = 1;
         assert_refused(&mut pool, &b6, m6, &mut out, DropReason::Fragment);
+        // An atomic fragment (no offset, no M) is a whole packet.
+        b6[40 + 3] = 0;
+        let id = testpkt::load(&mut pool, &b6, m6);
+        assert_eq!(segment(&mut pool, id, &mut out, InnerLink::Ip), Ok(3));
+        out.as_slice().iter().for_each(|&s| pool.free(s));
+        out.clear();
         b6[6] = 43;
         b6[40 + 1] = 0;
         b6[40 + 3] = 1;
@@ -1010,7 +1018,9 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(96))]
+        // Seven dimensions a case (family, addresses, TCP fields, sizes,
+        // flags): more cases than proptest's default; still about a second.
+        #![proptest_config(ProptestConfig::with_cases(256))]
 
         /// segment(coalesce(x)) == x for trains of valid TCP segments.
         #[test]
@@ -1219,6 +1229,184 @@ mod tests {
         }
     }
 
+    /// An IPv6 extension header of a proptest case: its type (hop-by-hop
+    /// 0, routing 43, fragment 44, destination options 60), length in
+    /// 8-byte units beyond the first (the fragment header's is 0), and the
+    /// routing header's segments left or the fragment header's offset
+    /// field (M in its low bit).
+    #[derive(Clone, Copy, Debug)]
+    struct Ext {
+        kind: u8,
+        units: u8,
+        field: u16,
+    }
+
+    impl Ext {
+        /// Its bytes, the next-header byte left for the chain.
+        fn bytes(&self) -> Vec<u8> {
+            let units = if self.kind == 44 { 0 } else { self.units };
+            let len = (usize::from(units) + 1) * 8;
+            let mut h = vec![0u8; len];
+            h[1] = units;
+            match self.kind {
+                43 => {
+                    h[2] = 4; // segment routing
+                    h[3] = self.field as u8;
+                }
+                44 => {
+                    h[2..4].copy_from_slice(&(self.field & 0xfff9).to_be_bytes());
+                    h[4..8].copy_from_slice(&0x5eed_f00du32.to_be_bytes());
+                }
+                // Options: one PadN filling the header.
+                _ => {
+                    h[2] = 1;
+                    h[3] = (len - 4) as u8;
+                }
+            }
+            h
+        }
+    }
+
+    fn ext_strategy() -> impl Strategy<Value = Ext> {
+        (
+            prop::sample::select(vec![0u8, 43, 44, 60]),
+            0u8..=2,
+            prop_oneof![Just(0u16), Just(1), any::<u16>()],
+        )
+            .prop_map(|(kind, units, field)| Ext { kind, units, field })
+    }
+
+    /// Rewrites the next-header chain of IPv6 packet `p`, built by
+    /// [`Ip::header`] with `exts` as its (all destination options) `ext`:
+    /// each header gets its own type, the last names `upper`.
+    fn chain(p: &mut [u8], exts: &[Ext], upper: u8) {
+        let mut at = 6;
+        let mut next_at = 40;
+        for e in exts {
+            p[at] = e.kind;
+            at = next_at;
+            next_at += e.bytes().len();
+        }
+        p[at] = upper;
+    }
+
+    /// Why segmentation must refuse a super-packet with these headers, if
+    /// it must: a hop-by-hop header not first (RFC 8200 §4.1), a piece of
+    /// a fragmented packet, a routing header with segments left (its final
+    /// destination, which the checksum covers, is in the header).
+    fn refusal(exts: &[Ext]) -> Option<DropReason> {
+        let (mut fragment, mut routing_left) = (false, false);
+        for (i, e) in exts.iter().enumerate() {
+            match e.kind {
+                0 if i > 0 => return Some(DropReason::Malformed),
+                // A later fragment: what follows is data, the walk ends.
+                44 if e.field & 0xfff8 != 0 => {
+                    fragment = true;
+                    break;
+                }
+                // A first fragment (M): the walk goes on.
+                44 if e.field & 1 != 0 => fragment = true,
+                43 if e.field as u8 != 0 => routing_left = true,
+                _ => {}
+            }
+        }
+        if fragment {
+            Some(DropReason::Fragment)
+        } else {
+            routing_left.then_some(DropReason::Unsupported)
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// IPv6 super-packets (TCP and UDP) with a chain of extension
+        /// headers: hop-by-hop, routing, fragment and destination options,
+        /// in any order. Those segmentation may cut come out as the
+        /// segments a sender would send, every one carrying the same
+        /// extension headers, parsing to the same upper layer, with its own
+        /// payload length and a verifying checksum, their payloads the
+        /// original's in order; the others are refused under their reason
+        /// with the input untouched.
+        #[test]
+        fn ipv6_extension_headers_are_copied_to_every_segment(
+            ip in ip_strategy(),
+            exts in prop::collection::vec(ext_strategy(), 0..=4),
+            t in tcp_strategy(),
+            udp in any::<bool>(),
+            mss in 1usize..=1400,
+            segs in 1usize..=64,
+            short in any::<prop::sample::Index>(),
+        ) {
+            let mut ip6 = Ip::v6();
+            ip6.src = ip.src;
+            ip6.dst = ip.dst;
+            ip6.tos = ip.tos;
+            ip6.ttl = ip.ttl;
+            ip6.ext = exts.iter().flat_map(Ext::bytes).collect();
+            let ip = ip6;
+            let upper = if udp { 17 } else { 6 };
+            let th = if udp { 8 } else { 20 + t.options.len() };
+            // Up to 64 segments, the last one short, within IPv6's 65535.
+            let payload = (mss * segs - short.index(mss)).min(65535 - ip.ext.len() - th);
+            let (mut b, m) = if udp {
+                let b = testpkt::udp(&ip, t.sport, t.dport, &testpkt::payload(0, payload, 2), Csum::Partial);
+                let m = testpkt::super_meta(&b, GsoKind::Udp, mss as u16);
+                (b, m)
+            } else {
+                tcp_super(&ip, &t, payload, mss as u16)
+            };
+            prop_assert_eq!(usize::from(m.l4), 40 + ip.ext.len());
+            chain(&mut b, &exts, upper);
+            let mut pool = Pool::new(VECTOR_SIZE + 1, ROOM);
+            let id = testpkt::load(&mut pool, &b, m);
+            let mut out = PacketVector::new();
+            let r = segment(&mut pool, id, &mut out, InnerLink::Ip);
+            if let Some(why) = refusal(&exts) {
+                prop_assert_eq!(r, Err(why));
+                prop_assert_eq!(pool.data(id), &b[..]);
+                prop_assert_eq!(pool.available(), pool.capacity() - 1);
+                return Ok(());
+            }
+            let n = payload.div_ceil(mss);
+            prop_assert_eq!(r, Ok(n));
+            let mut want = if udp {
+                testpkt::udp_train(&ip, t.sport, t.dport, &sizes(n, mss, payload - (n - 1) * mss), Csum::Full, 2)
+            } else {
+                testpkt::tcp_train(&ip, &t, &sizes(n, mss, payload - (n - 1) * mss), 7)
+            };
+            want.iter_mut().for_each(|w| chain(w, &exts, upper));
+            let segs = out_bytes(&pool, &out);
+            prop_assert_eq!(&segs, &want);
+            // Checked again without the builder: what a receiver reads.
+            let mut joined = Vec::new();
+            for (s, &sid) in segs.iter().zip(out.as_slice()) {
+                let p = ipv6::Packet::new_checked(&s[..]).unwrap();
+                prop_assert_eq!(usize::from(p.payload_len()) + 40, s.len());
+                let u = p.upper_layer().unwrap();
+                prop_assert_eq!(u8::from(u.protocol), upper);
+                prop_assert_eq!(u.offset, ip.ext.len());
+                prop_assert_eq!(&s[40..40 + ip.ext.len()], &b[40..40 + ip.ext.len()]);
+                prop_assert_eq!(usize::from(pool.meta(sid).l4), 40 + u.offset);
+                let transport = &p.payload()[u.offset..];
+                if udp {
+                    let d = udp::Packet::new_checked(transport).unwrap();
+                    prop_assert_eq!(usize::from(d.len()), transport.len());
+                    prop_assert_eq!(
+                        d.verify_checksum_v6(&p.src_addr(), &p.dst_addr()),
+                        udp::ChecksumStatus::Valid
+                    );
+                } else {
+                    prop_assert!(tcp_ok(s));
+                }
+                joined.extend_from_slice(&transport[th..]);
+            }
+            prop_assert_eq!(&joined[..], &b[b.len() - payload..]);
+            out.as_slice().iter().for_each(|&s| pool.free(s));
+            prop_assert_eq!(pool.available(), pool.capacity());
+        }
+    }
+
     /// Metadata of a frame without IP, as decapsulation leaves it.
     fn arp_meta(arp: &[u8]) -> PacketMeta {
         PacketMeta {
@@ -1229,7 +1417,8 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        // Frames add the Ethernet header's dimensions to the packets'.
+        #![proptest_config(ProptestConfig::with_cases(192))]
 
         /// coalesce(segment(x)) == x for super-frames (TCP and UDP, with or
         /// without a VLAN tag); ARP frames between the segments pass

@@ -8,10 +8,12 @@ mod common;
 use common::upf::*;
 use common::*;
 use core::net::{IpAddr, Ipv4Addr};
-use tep_dataplane::buffer::{Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
+use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
+use tep_dataplane::clock::ManualClock;
 use tep_dataplane::config::{ChecksumMode, Config};
 use tep_dataplane::drop::DropReason;
 use tep_dataplane::example;
+use tep_dataplane::pipeline::Pipeline;
 use tep_dataplane::session::control::Volume;
 use tep_dataplane::session::Action;
 use tep_dataplane::vector::PacketVector;
@@ -162,6 +164,130 @@ fn fragment() {
     );
 }
 
+/// The other pieces of an outer IPv4 datagram: a middle fragment (offset
+/// and MF) and the last one (offset, no MF), whose bytes are not a UDP
+/// header at all. Each beside a whole datagram that passes.
+#[test]
+fn fragment_not_first_ipv4() {
+    let (c, good) = vxlan();
+    for (flags_offset, what) in [(0x2000u16 | 185, "middle"), (370, "last")] {
+        let mut p = good.clone();
+        p[6..8].copy_from_slice(&flags_offset.to_be_bytes());
+        fix_ip_checksum(&mut p);
+        let out = decap_drop(
+            &c,
+            InnerLink::Ethernet,
+            &[good.clone(), p],
+            DropReason::Fragment,
+            "ip-input",
+        );
+        assert_eq!(
+            out.packets.len(),
+            1,
+            "{what} fragment: the whole one passes"
+        );
+    }
+    // DF alone is no fragment.
+    let mut df = good.clone();
+    df[6] |= 0x40;
+    fix_ip_checksum(&mut df);
+    accepted(&c, InnerLink::Ethernet, &df);
+}
+
+/// B's config for VXLAN over IPv6, and a datagram it accepts.
+fn vxlan6() -> (Config, Vec<u8>) {
+    let c = pair(TunnelKind::Vxlan, true, ChecksumMode::Full).1;
+    let p = valid_outer(TunnelKind::Vxlan, true);
+    accepted(&c, InnerLink::Ethernet, &p);
+    (c, p)
+}
+
+/// Inserts IPv6 extension headers right after the fixed header of `p`:
+/// each `(type, bytes)` in order (the next-header bytes are chained here;
+/// the last one names `upper`), and the payload length grows with them.
+fn with_extensions(p: &[u8], headers: &[(u8, Vec<u8>)], upper: u8) -> Vec<u8> {
+    let mut out = p[..40].to_vec();
+    out[6] = headers.first().map_or(upper, |h| h.0);
+    for (i, (_, h)) in headers.iter().enumerate() {
+        let mut h = h.clone();
+        h[0] = headers.get(i + 1).map_or(upper, |n| n.0);
+        out.extend_from_slice(&h);
+    }
+    out.extend_from_slice(&p[40..]);
+    let len = (out.len() - 40) as u16;
+    out[4..6].copy_from_slice(&len.to_be_bytes());
+    out
+}
+
+/// An IPv6 fragment header (RFC 8200 §4.5): `offset` in bytes, M flag.
+fn fragment_header(offset: u16, more: bool) -> (u8, Vec<u8>) {
+    let mut h = vec![0u8; 8];
+    h[2..4].copy_from_slice(&(offset | u16::from(more)).to_be_bytes());
+    h[4..8].copy_from_slice(&0x0bad_cafeu32.to_be_bytes());
+    (44, h)
+}
+
+/// Hop-by-hop and destination options of 8 bytes (PadN filling them).
+fn options_header(kind: u8) -> (u8, Vec<u8>) {
+    (kind, vec![0, 0, 1, 4, 0, 0, 0, 0])
+}
+
+/// An outer IPv6 datagram that arrives in pieces (a Fragment extension
+/// header): the first piece (offset 0, M), a middle and the last one, the
+/// first also behind a hop-by-hop header. tep does not reassemble.
+#[test]
+fn fragment_ipv6() {
+    let (c, good) = vxlan6();
+    let cases = [
+        (vec![fragment_header(0, true)], "first"),
+        (vec![fragment_header(1232, true)], "middle"),
+        (vec![fragment_header(2464, false)], "last"),
+        (
+            vec![options_header(0), fragment_header(0, true)],
+            "first, after hop-by-hop",
+        ),
+    ];
+    for (headers, what) in cases {
+        let p = with_extensions(&good, &headers, 17);
+        let out = decap_drop(
+            &c,
+            InnerLink::Ethernet,
+            &[good.clone(), p],
+            DropReason::Fragment,
+            "ip-input",
+        );
+        assert_eq!(
+            out.packets.len(),
+            1,
+            "{what} fragment: the whole one passes"
+        );
+    }
+}
+
+/// An atomic fragment (offset 0 and no M: RFC 8200 §4.5, RFC 6946) is a
+/// whole packet, processed as one: it decapsulates like the datagram
+/// without its Fragment header.
+#[test]
+fn an_atomic_ipv6_fragment_is_a_whole_datagram() {
+    let (c, good) = vxlan6();
+    let want = decap_fresh(&c, InnerLink::Ethernet, std::slice::from_ref(&good));
+    let p = with_extensions(&good, &[fragment_header(0, false)], 17);
+    let out = decap_fresh(&c, InnerLink::Ethernet, &[p]);
+    assert_eq!(out.packets, want.packets);
+}
+
+/// Extension headers before the UDP header are stepped over: hop-by-hop,
+/// destination options and a routing header with no segments left.
+#[test]
+fn ipv6_extension_headers_before_udp_are_stepped_over() {
+    let (c, good) = vxlan6();
+    let want = decap_fresh(&c, InnerLink::Ethernet, std::slice::from_ref(&good));
+    let routing = (43, vec![0, 0, 4, 0, 0, 0, 0, 0]);
+    let p = with_extensions(&good, &[options_header(0), options_header(60), routing], 17);
+    let out = decap_fresh(&c, InnerLink::Ethernet, &[p]);
+    assert_eq!(out.packets, want.packets);
+}
+
 #[test]
 fn not_udp() {
     let (c, mut p) = vxlan();
@@ -174,6 +300,36 @@ fn not_udp() {
         DropReason::NotUdp,
         "ip-input",
     );
+}
+
+/// IPv6 whose upper layer is not UDP: TCP right after the fixed header,
+/// TCP and ICMPv6 at the end of an extension header chain, and No Next
+/// Header.
+#[test]
+fn not_udp_ipv6() {
+    let (c, good) = vxlan6();
+    let cases = [
+        (vec![], 6u8),
+        (vec![options_header(0), options_header(60)], 6),
+        (vec![options_header(60)], 58),
+        (vec![options_header(0)], 59),
+    ];
+    for (headers, upper) in cases {
+        let p = with_extensions(&good, &headers, upper);
+        let out = decap_drop(
+            &c,
+            InnerLink::Ethernet,
+            &[good.clone(), p],
+            DropReason::NotUdp,
+            "ip-input",
+        );
+        assert_eq!(
+            out.packets.len(),
+            1,
+            "{upper} after {} headers",
+            headers.len()
+        );
+    }
 }
 
 // --------------------------------------------------------------- udp-input
@@ -704,6 +860,61 @@ fn no_buffer() {
     assert_dropped_once(&p, DropReason::NoBuffer, "gso-segment");
     assert_balanced(&p);
     assert_no_leak(&pool);
+}
+
+/// A UDP/IPv6 super-packet of five 1000-byte segments from the TUN with
+/// extension headers `headers` before UDP, encapsulated on A (GUE).
+fn encap_super6(headers: &[(u8, Vec<u8>)]) -> (Pipeline<ManualClock>, usize) {
+    let (sp, cs) = make_partial(&udp6(&[3u8; 5000], 9), 0);
+    let sp = with_extensions(&sp, headers, 17);
+    let shift = (sp.len() - 5048) as u16;
+    let ChecksumState::Partial { start, offset } = cs else {
+        unreachable!()
+    };
+    let mut pool = pool();
+    let mut p = pipeline(&a_config(TunnelKind::Gue), InnerLink::Ip);
+    let id = pool.alloc().unwrap();
+    assert!(pool.fill(id, &sp));
+    pool.meta_mut(id).csum = ChecksumState::Partial {
+        start: start + shift,
+        offset: offset + shift,
+    };
+    pool.meta_mut(id).gso = Some(Gso {
+        kind: GsoKind::Udp,
+        segment_size: 1000,
+    });
+    let mut v = PacketVector::new();
+    v.push(id).unwrap();
+    let mut sent = 0;
+    p.encap(&mut pool, &mut v, &mut |_, pool, v| {
+        for &id in v.as_slice() {
+            sent += 1;
+            pool.free(id);
+        }
+    });
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+    (p, sent)
+}
+
+/// Segmentation refuses an IPv6 super-packet it cannot cut right, and the
+/// refusal is counted at `gso-segment` under its reason: a routing header
+/// with segments left (the checksum covers the final destination, inside
+/// the header) is `unsupported`, a first fragment is `fragment`. With no
+/// segments left the same super-packet leaves as its five segments.
+#[test]
+fn gso_refusals_of_ipv6_extension_headers_are_counted() {
+    let routing = |left: u8| (43, vec![0, 0, 4, left, 0, 0, 0, 0]);
+    let (p, sent) = encap_super6(&[options_header(0), routing(0)]);
+    assert_eq!((sent, p.drops_total()), (5, 0), "{}", p.runtime().report());
+    for (headers, reason) in [
+        (vec![options_header(0), routing(1)], DropReason::Unsupported),
+        (vec![fragment_header(0, true)], DropReason::Fragment),
+    ] {
+        let (p, sent) = encap_super6(&headers);
+        assert_eq!(sent, 0);
+        assert_dropped_once(&p, reason, "gso-segment");
+    }
 }
 
 // ------------------------------------------------- whole frames (gateway)

@@ -345,6 +345,58 @@ impl UdpSocket {
         self.caps
     }
 
+    /// Sets on the bound socket the options of `opts` a reload may change
+    /// (the rest are fixed at bind): the checksum policy and IPv4
+    /// Don't-Fragment, `None` giving back the kernel's default
+    /// (IP_PMTUDISC_WANT). Another socket cannot take over the port to
+    /// carry new options: without SO_REUSEPORT on both, the bind fails.
+    /// GSO goes off with zero checksums (the kernel refuses UDP_SEGMENT
+    /// then) and is probed again without them.
+    pub fn set_policy(&mut self, opts: &UdpOptions) -> io::Result<()> {
+        let raw = self.fd.as_raw_fd();
+        let addr = self.local;
+        let v6 = addr.is_ipv6();
+        let set = |level, name, value, what: &str| {
+            setsockopt_int(raw, level, name, value)
+                .map_err(|e| context(e, format_args!("{what} on udp {addr}")))
+        };
+        let zero_tx = libc::c_int::from(opts.zero_checksum_tx);
+        if v6 {
+            set(
+                libc::SOL_UDP,
+                libc::UDP_NO_CHECK6_TX,
+                zero_tx,
+                "UDP_NO_CHECK6_TX",
+            )?;
+            let zero_rx = libc::c_int::from(opts.zero_checksum_rx);
+            set(
+                libc::SOL_UDP,
+                libc::UDP_NO_CHECK6_RX,
+                zero_rx,
+                "UDP_NO_CHECK6_RX",
+            )?;
+        } else {
+            set(libc::SOL_SOCKET, libc::SO_NO_CHECK, zero_tx, "SO_NO_CHECK")?;
+            let mode = match opts.dont_fragment {
+                Some(true) => libc::IP_PMTUDISC_DO,
+                Some(false) => libc::IP_PMTUDISC_DONT,
+                None => libc::IP_PMTUDISC_WANT,
+            };
+            set(
+                libc::IPPROTO_IP,
+                libc::IP_MTU_DISCOVER,
+                mode,
+                "IP_MTU_DISCOVER",
+            )?;
+        }
+        let gso = opts.gso
+            && !opts.zero_checksum_tx
+            && setsockopt_int(raw, libc::SOL_UDP, libc::UDP_SEGMENT, 0).is_ok();
+        self.caps.gso = gso;
+        self.caps.max_segments = if gso { GSO_MAX_SEGMENTS } else { 1 };
+        Ok(())
+    }
+
     /// recvmmsg(MSG_DONTWAIT) into `bufs`: one datagram or GRO train per
     /// buffer, up to min(bufs.len(), meta.len(), MAX_BATCH). Returns how many
     /// were filled; WouldBlock when none. A datagram longer than its buffer

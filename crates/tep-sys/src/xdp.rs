@@ -212,6 +212,20 @@ fn aya_err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> io::Error
     io::Error::other(format!("{what}: {e}"))
 }
 
+/// An error of aya's that may come from a failed syscall: the syscall's
+/// error kind kept (so that the caller can tell "not allowed"), its words
+/// added (aya's own say "code -1").
+fn aya_syscall_err(what: impl std::fmt::Display, e: impl std::error::Error + 'static) -> io::Error {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = e.source();
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<io::Error>() {
+            return io::Error::new(io.kind(), format!("{what}: {e}: {io}"));
+        }
+        source = s.source();
+    }
+    aya_err(what, e)
+}
+
 /// Maps a map error to io::Error, keeping the errno of a failed syscall.
 fn map_err(what: &str, e: aya::maps::MapError) -> io::Error {
     match e {
@@ -225,7 +239,7 @@ impl Steering {
     /// Loads both programs and creates their maps (needs CAP_BPF and
     /// CAP_NET_ADMIN); nothing is attached yet.
     pub fn load() -> io::Result<Steering> {
-        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| aya_err("loading tep_xdp.o", e))?;
+        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| aya_syscall_err("loading tep_xdp.o", e))?;
         for name in PROGRAM_NAMES {
             let prog: &mut Xdp = ebpf
                 .program_mut(name)
@@ -233,7 +247,7 @@ impl Steering {
                 .try_into()
                 .map_err(|e| aya_err(name, e))?;
             prog.load()
-                .map_err(|e| aya_err(format_args!("loading {name}"), e))?;
+                .map_err(|e| aya_syscall_err(format_args!("loading {name}"), e))?;
         }
         fn take<M: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
             ebpf: &mut Ebpf,

@@ -470,3 +470,81 @@ fn udp_tos_and_ttl_per_message_v4_and_v6() {
         tos_and_ttl(V6);
     });
 }
+
+/// An integer socket option, read back.
+fn sockopt(s: &UdpSocket, level: libc::c_int, name: libc::c_int) -> libc::c_int {
+    let mut v: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` are valid for the call; the kernel writes at
+    // most `len` bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            level,
+            name,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(r, 0, "getsockopt {level}/{name}");
+    v
+}
+
+/// What a reload changes on a kept socket: DF (IPv4: DO, DONT, back to the
+/// kernel's WANT) and the checksum policy (GSO off with zero checksums,
+/// on again without), as the kernel reads them back.
+#[test]
+fn udp_policy_changes_on_a_bound_socket() {
+    if !tep_sys::netns::is_root() {
+        tep_testing::skip(format_args!(
+            "udp_policy_changes_on_a_bound_socket: needs root (CI runs it as root)"
+        ));
+        return;
+    }
+    in_netns(|| {
+        let opts = UdpOptions {
+            dont_fragment: Some(false),
+            ..UdpOptions::default()
+        };
+        let mut s = bind(V4, &opts);
+        let df = |s: &UdpSocket| sockopt(s, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER);
+        assert_eq!(df(&s), libc::IP_PMTUDISC_DONT);
+        let gso = s.capabilities().gso;
+        for (want, mode) in [
+            (Some(true), libc::IP_PMTUDISC_DO),
+            (None, libc::IP_PMTUDISC_WANT),
+            (Some(false), libc::IP_PMTUDISC_DONT),
+        ] {
+            s.set_policy(&UdpOptions {
+                dont_fragment: want,
+                ..opts.clone()
+            })
+            .unwrap();
+            assert_eq!(df(&s), mode, "{want:?}");
+        }
+        for ip in [V4, V6] {
+            let mut s = bind(ip, &UdpOptions::default());
+            let (level, tx) = if ip.is_ipv6() {
+                (libc::SOL_UDP, libc::UDP_NO_CHECK6_TX)
+            } else {
+                (libc::SOL_SOCKET, libc::SO_NO_CHECK)
+            };
+            assert_eq!(sockopt(&s, level, tx), 0);
+            let zero = UdpOptions {
+                zero_checksum_tx: true,
+                zero_checksum_rx: true,
+                ..UdpOptions::default()
+            };
+            s.set_policy(&zero).unwrap();
+            assert_eq!(sockopt(&s, level, tx), 1, "{ip}");
+            assert!(!s.capabilities().gso, "{ip}: no GSO without checksums");
+            assert_eq!(s.capabilities().max_segments, 1);
+            if ip.is_ipv6() {
+                assert_eq!(sockopt(&s, libc::SOL_UDP, libc::UDP_NO_CHECK6_RX), 1);
+            }
+            s.set_policy(&UdpOptions::default()).unwrap();
+            assert_eq!(sockopt(&s, level, tx), 0, "{ip}");
+            assert_eq!(s.capabilities().gso, gso, "{ip}: GSO as at bind");
+        }
+    });
+}

@@ -212,6 +212,12 @@ impl FragmentInfo {
     pub const fn is_first(&self) -> bool {
         self.offset == 0
     }
+
+    /// An atomic fragment (offset 0, no M): a whole packet, to be
+    /// processed as one (RFC 8200 §4.5, RFC 6946).
+    pub const fn is_atomic(&self) -> bool {
+        self.offset == 0 && !self.more_frags
+    }
 }
 
 /// Where the upper layer starts, as [`walk_extensions`] found it.
@@ -270,7 +276,11 @@ pub fn walk_extensions(first: IpProtocol, payload: &[u8]) -> Result<UpperLayer> 
                 more_frags: hdr[3] & 1 != 0,
                 ident: get_u32(hdr, 4),
             };
-            fragment = Some(f);
+            // Of two fragment headers (RFC 8200 allows one; Linux acts on
+            // each), one that makes this a piece counts over an atomic one.
+            if fragment.is_none_or(|g: FragmentInfo| g.is_atomic()) {
+                fragment = Some(f);
+            }
             if !f.is_first() {
                 return Ok(UpperLayer {
                     protocol: next,
@@ -500,6 +510,19 @@ mod tests {
             (f.offset, f.more_frags, f.ident, f.is_first()),
             (1480, false, 1, false)
         );
+        // A first fragment then an atomic one: still a piece of a
+        // fragmented packet; the other way round too.
+        let first = [44, 0, 0, 1, 0, 0, 0, 2];
+        let atomic = [17, 0, 0, 0, 0, 0, 0, 3];
+        for two in [[first, atomic], [atomic, first]] {
+            let mut b = two.concat();
+            b[0] = 44;
+            b[8] = 17;
+            let up = walk_extensions(IpProtocol::Ipv6Frag, &b).unwrap();
+            assert_eq!((up.protocol, up.offset), (IpProtocol::Udp, 16));
+            let f = up.fragment.unwrap();
+            assert_eq!((f.more_frags, f.ident, f.is_atomic()), (true, 2, false));
+        }
         // Hop-by-hop after the first header.
         let b = [0u8; 16];
         assert_eq!(

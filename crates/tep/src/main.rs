@@ -537,10 +537,14 @@ fn bench_pipeline_command(
     let parsed = (|| {
         Ok::<_, String>(bp::Options {
             samples: samples.unwrap_or(base.samples).max(1),
-            kinds: list(kinds, base.kinds.clone(), |s| s.parse())?,
-            sizes: list(sizes, base.sizes.clone(), bp::Size::parse)?,
-            families: list(families, base.families.clone(), bp::Family::parse)?,
-            modes: list(modes, base.modes.clone(), bp::parse_mode)?,
+            kinds: list(kinds, base.kinds.clone(), |s| s.parse())
+                .map_err(|e| format!("--kinds: {e}"))?,
+            sizes: list(sizes, base.sizes.clone(), bp::Size::parse)
+                .map_err(|e| format!("--sizes: {e}"))?,
+            families: list(families, base.families.clone(), bp::Family::parse)
+                .map_err(|e| format!("--families: {e}"))?,
+            modes: list(modes, base.modes.clone(), bp::parse_mode)
+                .map_err(|e| format!("--modes: {e}"))?,
             ..base.clone()
         })
     })();

@@ -274,6 +274,15 @@ impl Report {
     }
 }
 
+/// What went wrong writing: the system's words (pcap-file says "Error
+/// reading bytes" for every I/O error, writes too).
+fn write_error(e: pcap_file::PcapError) -> String {
+    match e {
+        pcap_file::PcapError::IoError(io) => io.to_string(),
+        e => e.to_string(),
+    }
+}
+
 /// A pcap file being written.
 struct PcapOut {
     path: PathBuf,
@@ -297,7 +306,7 @@ impl PcapOut {
             ..PcapHeader::default()
         };
         let writer = PcapWriter::with_header(BufWriter::new(file), header)
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| err(write_error(e)))?;
         Ok(PcapOut {
             path: path.to_path_buf(),
             writer,
@@ -309,7 +318,7 @@ impl PcapOut {
         self.writer
             .write_packet(&p)
             .map(|_| ())
-            .map_err(|e| PcapError::Output(self.path.clone(), e.to_string()))
+            .map_err(|e| PcapError::Output(self.path.clone(), write_error(e)))
     }
 
     fn finish(self) -> Result<(), PcapError> {
@@ -388,7 +397,13 @@ impl Run {
         };
         let out = PcapOut::create(&options.output, out_link)?;
         let replies = match (&options.replies, direction) {
-            (Some(p), Direction::Decap) => Some(PcapOut::create(p, DataLink::RAW)?),
+            (Some(p), Direction::Decap) => match PcapOut::create(p, DataLink::RAW) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    remove_partial(&[out.path]);
+                    return Err(e);
+                }
+            },
             _ => None,
         };
         let pool = Pool::new(POOL_BUFFERS, SUPER_PACKET_ROOM);
@@ -655,20 +670,29 @@ pub fn run(options: Options) -> Result<Report, PcapError> {
     // Check the input before creating the outputs.
     File::open(&input).map_err(|e| PcapError::Capture(CaptureError::Io(e)))?;
     let mut run = Run::new(options, config)?;
-    let res = read_frames(&input, |f| run.frame(f));
-    if let Err(e) = res {
+    let outputs: Vec<PathBuf> = [&run.out, &run.replies]
+        .into_iter()
+        .flatten()
+        .map(|o| o.path.clone())
+        .collect();
+    let res = read_frames(&input, |f| run.frame(f))
+        .map_err(PcapError::Capture)
+        .and_then(|()| run.finish());
+    if res.is_err() {
         // A half-written OUT would look like a result: none is left.
-        for path in [&run.out, &run.replies]
-            .into_iter()
-            .flatten()
-            .map(|o| o.path.clone())
-            .collect::<Vec<_>>()
-        {
+        remove_partial(&outputs);
+    }
+    res
+}
+
+/// Removes outputs an error left half-written: regular files only (OUT
+/// may be /dev/null or /dev/stdout, which are not tep's to remove).
+fn remove_partial(paths: &[PathBuf]) {
+    for path in paths {
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file()) {
             let _ = std::fs::remove_file(path);
         }
-        return Err(PcapError::Capture(e));
     }
-    run.finish()
 }
 
 #[cfg(test)]

@@ -1312,3 +1312,367 @@ fn the_underlay_changing_at_run_time_is_followed() {
     }
     assert!(da.alive());
 }
+
+/// An interface's MTU as `ip link` reads it back in `ns`.
+fn link_mtu(pair: &Pair, ns: &str, dev: &str) -> u32 {
+    let out = pair.exec(ns, &["ip", "-o", "link", "show", "dev", dev], true);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.split_whitespace()
+        .skip_while(|w| *w != "mtu")
+        .nth(1)
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("no mtu in {text}"))
+}
+
+/// Writes `config` over the daemon's file and reloads: the answer.
+fn reload_with(d: &netns::Daemon, config: &str) -> Result<String, String> {
+    std::fs::write(&d.config, config).unwrap();
+    d.control(&["reload"]).map(|s| s.trim().to_string())
+}
+
+/// The device MTU through reloads. Computed (no `host.mtu`): a reload
+/// that adds a tunnel over IPv6 (GUE: 52 bytes of overhead, not 32) lowers
+/// the TUN's MTU from 1468 to 1448, one that takes it away raises it
+/// again. Fixed (`host.mtu = 1300`): both devices get exactly 1300 and
+/// keep it through that reload and a change of the underlay's MTU; a
+/// reload that changes `host.mtu` is refused.
+#[test]
+fn host_mtu_overrides_the_computed_mtu_through_reloads() {
+    if !root_or_skip("host_mtu_overrides_the_computed_mtu_through_reloads") {
+        return;
+    }
+    let pair = Pair::new();
+    let base = gue_config(&pair, &pair.a, 1, true, None);
+    let v6 = format!(
+        "\n[[tunnel]]\nname = \"g6\"\nkind = \"gue\"\nlocal = \"{}\"\nremote = \"{}\"\ninner_prefixes = [\"10.9.6.0/24\"]\n",
+        Pair::A6,
+        Pair::B6
+    );
+    let mut da = pair.daemon(&pair.a, &base);
+    let shown = |d: &netns::Daemon| -> Vec<u64> {
+        let t = d.show("tunnels");
+        t["io"]["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["mtu"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(link_mtu(&pair, &pair.a, "tepl3"), 1468);
+    assert_eq!(
+        reload_with(&da, &(base.clone() + &v6)),
+        Ok("reloaded".into())
+    );
+    assert_eq!(link_mtu(&pair, &pair.a, "tepl3"), 1448, "{}", da.log());
+    assert_eq!(shown(&da), [1448]);
+    assert_eq!(reload_with(&da, &base), Ok("reloaded".into()));
+    assert_eq!(link_mtu(&pair, &pair.a, "tepl3"), 1468, "{}", da.log());
+    assert_eq!(da.stop(), Some(0), "{}", da.log());
+
+    // Fixed, on the TUN and on a TAP (a VXLAN tunnel beside).
+    let vxlan = format!(
+        "\n[[tunnel]]\nname = \"v\"\nkind = \"vxlan\"\nlocal = \"{}\"\nremote = \"{}\"\nvni = 42\n",
+        Pair::A4,
+        Pair::B4
+    );
+    let fixed = base.replace("[host]\n", "[host]\nmtu = 1300\ntap = \"tepl2\"\n") + &vxlan;
+    let da = pair.daemon(&pair.a, &fixed);
+    let both = || {
+        (
+            link_mtu(&pair, &pair.a, "tepl3"),
+            link_mtu(&pair, &pair.a, "tepl2"),
+        )
+    };
+    assert_eq!(both(), (1300, 1300), "{}", da.log());
+    assert_eq!(shown(&da), [1300, 1300]);
+    assert_eq!(
+        reload_with(&da, &(fixed.clone() + &v6)),
+        Ok("reloaded".into())
+    );
+    assert_eq!(both(), (1300, 1300), "{}", da.log());
+    assert_eq!(shown(&da), [1300, 1300]);
+    pair.exec(&pair.a, &["ip", "link", "set", "va", "mtu", "1400"], true);
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while !da.log().contains("underlay MTU changed") {
+        assert!(std::time::Instant::now() < deadline, "{}", da.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(both(), (1300, 1300), "{}", da.log());
+    let err = reload_with(&da, &fixed.replace("mtu = 1300", "mtu = 1200")).unwrap_err();
+    assert!(err.contains("[host] section changed"), "{err}");
+    assert_eq!(both(), (1300, 1300));
+}
+
+/// UDP datagrams `ns` received for a port nobody listened on (IPv4).
+fn udp_no_ports(pair: &Pair, ns: &str) -> u64 {
+    let out = pair.exec(ns, &["cat", "/proc/net/snmp"], true);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp: "));
+    let (names, values) = (udp.next().unwrap(), udp.next().unwrap());
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "NoPorts")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap()
+}
+
+/// A tunnel whose remote port is not its local port: A listens on 7001
+/// and sends to 7002, B the other way round. Pings cross both ways; the
+/// datagrams A sends arrive at B on 7002 (a raw socket reads their
+/// ports), each side listens on its own local port only, and no datagram
+/// met a closed port on either side.
+#[test]
+fn remote_port_differs_from_local_port() {
+    if !root_or_skip("remote_port_differs_from_local_port") {
+        return;
+    }
+    let pair = Pair::new();
+    let da = pair.daemon(
+        &pair.a,
+        &(gue_config(&pair, &pair.a, 1, true, None) + "local_port = 7001\nremote_port = 7002\n"),
+    );
+    let db = pair.daemon(
+        &pair.b,
+        &(gue_config(&pair, &pair.b, 2, true, None) + "local_port = 7002\nremote_port = 7001\n"),
+    );
+    let listen = python_bg(
+        &pair.b,
+        &format!(
+            r#"
+import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+s.settimeout(1)
+ports = set()
+end = time.time() + 4
+while time.time() < end and len(ports) < 1:
+    try:
+        ip = s.recv(4000)
+    except socket.timeout:
+        continue
+    if socket.inet_ntoa(ip[12:16]) != "{a}":
+        continue
+    udp = 4 * (ip[0] & 15)
+    ports.add(int.from_bytes(ip[udp + 2:udp + 4], "big"))
+print(" ".join(map(str, sorted(ports))))
+"#,
+            a = Pair::A4
+        ),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let got = ping(&pair, &pair.a, "10.9.0.2", 5);
+    assert!(got >= 4, "ping a→b {got}/5\n{}\n{}", da.log(), db.log());
+    assert_eq!(
+        output_of(listen),
+        "7002",
+        "destination ports of A's datagrams"
+    );
+    assert!(ping(&pair, &pair.b, "10.9.0.1", 3) >= 3, "ping b→a");
+    for (ns, mine, other, d) in [
+        (&pair.a, "7001", "7002", &da),
+        (&pair.b, "7002", "7001", &db),
+    ] {
+        let out = pair.exec(ns, &["ss", "-uanH"], true);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            text.contains(&format!(":{mine} ")),
+            "{ns} listens on {mine}: {text}"
+        );
+        assert!(
+            !text.contains(&format!(":{other} ")),
+            "{ns} not on {other}: {text}"
+        );
+        assert_eq!(
+            udp_no_ports(&pair, ns),
+            0,
+            "{ns}: datagrams to a closed port"
+        );
+        let rx = d.show("tunnels")["tunnels"][0]["rx_packets"]
+            .as_u64()
+            .unwrap();
+        assert!(rx >= 4, "{ns}: rx {rx}");
+    }
+}
+
+/// DF in host mode is a socket option, taken from the first tunnel on each
+/// local endpoint (README): `df = "set"` sends DF, `"unset"` does not,
+/// `"inherit"` is left to the kernel, which sets it; a second tunnel on
+/// the first one's endpoint sends as the first does whatever its own `df`
+/// says. A raw socket on the peer reads DF off each tunnel's datagrams; a
+/// reload that changes an endpoint's `df` moves it.
+#[test]
+fn df_is_set_per_socket_from_the_first_tunnel_of_its_endpoint() {
+    if !root_or_skip("df_is_set_per_socket_from_the_first_tunnel_of_its_endpoint") {
+        return;
+    }
+    let pair = Pair::new();
+    // The second tunnel's peer: another address of namespace b.
+    pair.exec(
+        &pair.b,
+        &["ip", "addr", "add", "192.0.2.3/24", "dev", "vb"],
+        true,
+    );
+    let tunnel = |name: &str, remote: &str, port: u16, df: &str, net: u8| {
+        format!(
+            "\n[[tunnel]]\nname = \"{name}\"\nkind = \"gue\"\nlocal = \"{}\"\nremote = \"{remote}\"\n\
+             local_port = {port}\nremote_port = {port}\ndf = \"{df}\"\ninner_prefixes = [\"10.9.{net}.0/24\"]\n",
+            Pair::A4
+        )
+    };
+    let config = |unset: &str| {
+        format!(
+            "[host]\ntun = \"tepl3\"\ntun_addresses = [\"10.9.0.1/24\"]\ncontrol = \"{}\"\nuplink = \"off\"\n",
+            pair.socket(&pair.a)
+        ) + &tunnel("set", Pair::B4, 6080, "set", 1)
+            + &tunnel("shares", "192.0.2.3", 6080, "unset", 2)
+            + &tunnel("unset", Pair::B4, 6090, unset, 3)
+            + &tunnel("inherit", Pair::B4, 6091, "inherit", 4)
+    };
+    let d = pair.daemon(&pair.a, &config("unset"));
+    // Each tunnel's datagrams (by destination address and port): DF.
+    let seen = |want: usize| {
+        let listen = python_bg(
+            &pair.b,
+            &format!(
+                r#"
+import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+s.settimeout(1)
+df = {{}}
+end = time.time() + 5
+while time.time() < end and len(df) < {want}:
+    try:
+        ip = s.recv(4000)
+    except socket.timeout:
+        continue
+    if socket.inet_ntoa(ip[12:16]) != "{a}":
+        continue
+    udp = 4 * (ip[0] & 15)
+    key = "%s:%d" % (socket.inet_ntoa(ip[16:20]), int.from_bytes(ip[udp + 2:udp + 4], "big"))
+    df[key] = (ip[6] >> 6) & 1
+print(" ".join("%s=%d" % kv for kv in sorted(df.items())))
+"#,
+                a = Pair::A4
+            ),
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        python(
+            &pair.a,
+            r#"
+import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(5):
+    for net in (1, 2, 3, 4):
+        s.sendto(b"df?", ("10.9.%d.2" % net, 7000))
+    time.sleep(0.05)
+"#,
+        );
+        output_of(listen)
+    };
+    assert_eq!(
+        seen(4),
+        "192.0.2.2:6080=1 192.0.2.2:6090=0 192.0.2.2:6091=1 192.0.2.3:6080=1",
+        "{}",
+        d.log()
+    );
+    // The third endpoint's tunnel set to DF: a new socket, DF on.
+    assert_eq!(reload_with(&d, &config("set")), Ok("reloaded".into()));
+    assert_eq!(
+        seen(4),
+        "192.0.2.2:6080=1 192.0.2.2:6090=1 192.0.2.2:6091=1 192.0.2.3:6080=1",
+        "{}",
+        d.log()
+    );
+}
+
+/// `tep run` as an unprivileged user stops at the first step that needs
+/// privilege and says so, naming the field and what it needs: host mode
+/// at the TUN (CAP_NET_ADMIN), gateway mode at loading its XDP programs
+/// (CAP_BPF, CAP_NET_ADMIN). Exit code 2, the error once, no panic,
+/// nothing left behind (no device, no XDP program).
+#[test]
+fn startup_without_root_names_what_needs_privilege() {
+    if !root_or_skip("startup_without_root_names_what_needs_privilege") {
+        return;
+    }
+    if std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        tep_testing::skip(format_args!(
+            "startup_without_root_names_what_needs_privilege: `setpriv` is not installed (.ci/run installs util-linux)"
+        ));
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let pair = Pair::new();
+    // The unprivileged user reads the configs in the test's directory.
+    std::fs::set_permissions(&pair.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_nobody = |name: &str, config: &str| -> (Option<i32>, String) {
+        let path = pair.dir.join(name);
+        std::fs::write(&path, config).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &pair.a])
+            .args([
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+            ])
+            .args(["--inh-caps=-all", netns::TEP, "run", "-c"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!err.contains("panicked"), "{err}");
+        (out.status.code(), err)
+    };
+    let tunnel = format!(
+        "\n[[tunnel]]\nname = \"g\"\nkind = \"gue\"\nlocal = \"{}\"\nremote = \"{}\"\ninner_prefixes = [\"10.66.0.0/24\"]\n",
+        Pair::A4,
+        Pair::B4
+    );
+    let (code, err) = as_nobody(
+        "host.toml",
+        &(format!(
+            "[host]\ntun = \"tepnp0\"\ncontrol = \"{}\"\n",
+            pair.socket("host")
+        ) + &tunnel),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    let want = "host.tun: not allowed to create tepnp0";
+    assert_eq!(err.matches(want).count(), 1, "{err}");
+    assert!(err.contains("CAP_NET_ADMIN"), "{err}");
+    let link = pair.exec(&pair.a, &["ip", "link", "show", "tepnp0"], false);
+    assert!(!link.status.success(), "the device was left behind");
+
+    // Gateway mode between two interfaces of its own.
+    pair.exec(
+        &pair.a,
+        &[
+            "ip", "link", "add", "gi0", "type", "veth", "peer", "name", "gu0",
+        ],
+        true,
+    );
+    for dev in ["gi0", "gu0"] {
+        pair.exec(&pair.a, &["ip", "link", "set", dev, "up"], true);
+    }
+    let (code, err) = as_nobody(
+        "gateway.toml",
+        &(format!(
+            "[gateway]\ninner = \"gi0\"\nunderlay = \"gu0\"\ncontrol = \"{}\"\n",
+            pair.socket("gateway")
+        ) + &tunnel),
+    );
+    assert_eq!(code, Some(2), "{err}");
+    let want = "XDP: not allowed to load the steering programs";
+    assert_eq!(err.matches(want).count(), 1, "{err}");
+    assert!(err.contains("CAP_BPF"), "{err}");
+    for dev in ["gi0", "gu0"] {
+        let out = pair.exec(&pair.a, &["ip", "link", "show", dev], true);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(!text.contains("xdp"), "an XDP program on {dev}: {text}");
+    }
+}

@@ -473,6 +473,102 @@ fn a_corrupt_capture_names_the_frame_and_leaves_no_output() {
     assert!(!out_path.exists(), "a half-written OUT is left: {err}");
 }
 
+/// An output that cannot be written is exit code 1 (not 2: the config and
+/// the capture were fine), naming the file: OUT in a directory that does
+/// not exist, OUT on a full device (the write fails as the data goes out),
+/// --replies where it cannot be created (and then no OUT is left either).
+#[test]
+fn an_output_that_cannot_be_written_exits_1() {
+    let d = scratch("unwritable");
+    let cfg = d.join("vx.toml");
+    std::fs::write(&cfg, vxlan_config("192.0.2.1", "192.0.2.2", "vx")).unwrap();
+    let input = d.join("in.pcap");
+    let frames: Vec<(Duration, Vec<u8>)> = (0..50)
+        .map(|i| {
+            let p = tcp4([10, 9, 0, 1], [10, 9, 0, 2], 1000 + i as u16, &[7; 1200]);
+            (ts(i), ether_ip(&p))
+        })
+        .collect();
+    write_pcap(&input, DataLink::ETHERNET, &frames);
+    let run = |dir: &str, out: &Path, extra: &[&str]| {
+        let mut args = vec!["pcap", dir, "--config", s(&cfg), s(&input), s(out)];
+        args.extend_from_slice(extra);
+        let o = tep(&args);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(!err.contains("panicked"), "{err}");
+        (o.status.code(), err)
+    };
+    let missing = d.join("no-such-dir").join("out.pcap");
+    let (code, err) = run("encap", &missing, &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.starts_with(&format!("tep pcap: {}: ", missing.display())),
+        "{err}"
+    );
+    assert!(err.contains("No such file or directory"), "{err}");
+
+    if Path::new("/dev/full").exists() {
+        let (code, err) = run("encap", Path::new("/dev/full"), &[]);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(err.contains("/dev/full: "), "{err}");
+        assert!(err.contains("No space left on device"), "{err}");
+        assert!(Path::new("/dev/full").exists(), "tep removed /dev/full");
+    }
+
+    let out = d.join("out.pcap");
+    let (code, err) = run("decap", &out, &["--replies", s(&missing)]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(&missing.display().to_string()), "{err}");
+    assert!(!out.exists(), "OUT left behind when --replies failed");
+
+    // The same runs with a good OUT succeed: the inputs were fine.
+    let (code, err) = run("encap", &out, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(read_pcap(&out).1.len(), frames.len());
+}
+
+/// A run that fails after OUT was opened removes a half-written regular
+/// file, and never what is not one: OUT may be a device node (a copy of
+/// /dev/null made here, when this user may make one), which stays.
+#[test]
+fn a_failed_run_removes_only_a_regular_output() {
+    let d = scratch("devnull");
+    let cfg = d.join("vx.toml");
+    std::fs::write(&cfg, vxlan_config("192.0.2.1", "192.0.2.2", "vx")).unwrap();
+    let input = d.join("cut.pcap");
+    write_pcap(
+        &input,
+        DataLink::ETHERNET,
+        &[(
+            ts(0),
+            ether_ip(&tcp4([10, 9, 0, 1], [10, 9, 0, 2], 1000, b"x")),
+        )],
+    );
+    // Corrupt after the first frame: exit 2 once OUT is open.
+    let mut bytes = std::fs::read(&input).unwrap();
+    bytes.extend_from_slice(&[0; 8]);
+    bytes.extend_from_slice(&100u32.to_le_bytes());
+    bytes.extend_from_slice(&100u32.to_le_bytes());
+    std::fs::write(&input, &bytes).unwrap();
+    let null = d.join("null");
+    let made = Command::new("mknod")
+        .args([s(&null), "c", "1", "3"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !made {
+        tep_testing::skip(format_args!(
+            "a_failed_run_removes_only_a_regular_output: cannot make a device node here (needs root)"
+        ));
+        return;
+    }
+    let out = tep(&["pcap", "encap", "--config", s(&cfg), s(&input), s(&null)]);
+    assert_eq!(out.status.code(), Some(2));
+    let kept = std::fs::symlink_metadata(&null).expect("the device node is kept");
+    assert!(std::os::unix::fs::FileTypeExt::is_char_device(
+        &kept.file_type()
+    ));
+}
+
 /// A GTP-U Echo Request is answered: the response goes to --replies.
 #[test]
 fn echo_requests_are_answered_into_the_replies_file() {

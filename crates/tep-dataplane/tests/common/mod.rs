@@ -4,6 +4,7 @@
 pub mod upf;
 
 use core::net::{IpAddr, Ipv6Addr};
+use proptest::prelude::*;
 use tep_csum::Sum;
 use tep_dataplane::buffer::{ChecksumState, PacketId, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::{Clock, ManualClock};
@@ -800,4 +801,129 @@ pub fn gtpu_gpdu_with_extension(teid: u32, ext_type: u8, content: [u8; 2], tpdu:
     g.extend_from_slice(&[1, content[0], content[1], 0]);
     g.extend_from_slice(tpdu);
     g
+}
+
+// ---------------------------------------------------------------------------
+// Inner packets for property tests.
+
+/// One inner packet of a proptest case: TCP or UDP over IPv4 or IPv6, to
+/// an address the L3 tunnels route (10.0.0.0/8, 2001:db8:8::/47), any
+/// length, ports, TOS, TTL, DF, IPv4 identification and IPv6 flow label.
+#[derive(Clone, Debug)]
+pub struct Inner {
+    pub v6: bool,
+    pub tcp: bool,
+    pub dst: u32,
+    pub tos: u8,
+    pub ttl: u8,
+    pub df: bool,
+    pub id_or_label: u32,
+    pub ports: (u16, u16),
+    pub seq: u32,
+    pub len: usize,
+    pub fill: u8,
+}
+
+impl Inner {
+    /// The packet's bytes, checksums correct.
+    /// This packet in the family a tunnel of `kind` carries: FOU-IPIP
+    /// IPv4 only, FOU-SIT IPv6 only, the others either.
+    pub fn for_kind(&self, kind: TunnelKind) -> Inner {
+        let mut p = self.clone();
+        match kind {
+            TunnelKind::FouIpip => p.v6 = false,
+            TunnelKind::FouSit => p.v6 = true,
+            _ => {}
+        }
+        p
+    }
+
+    pub fn bytes(&self) -> Vec<u8> {
+        let th = if self.tcp { 20 } else { 8 };
+        let ih = if self.v6 { 40 } else { 20 };
+        let mut p = vec![0u8; ih + th + self.len];
+        let proto = if self.tcp { 6 } else { 17 };
+        if self.v6 {
+            let first = (6u32 << 28) | (u32::from(self.tos) << 20) | (self.id_or_label & 0xf_ffff);
+            p[0..4].copy_from_slice(&first.to_be_bytes());
+            p[4..6].copy_from_slice(&((th + self.len) as u16).to_be_bytes());
+            p[6] = proto;
+            p[7] = self.ttl;
+            p[8..24].copy_from_slice(&Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 1).octets());
+            // 2001:db8:8::/47: the prefix's last bit and the low 64 bits vary.
+            let dst = Ipv6Addr::new(
+                0x2001,
+                0xdb8,
+                8 | (self.dst >> 31) as u16,
+                0,
+                0,
+                0,
+                (self.dst >> 16) as u16,
+                self.dst as u16,
+            );
+            p[24..40].copy_from_slice(&dst.octets());
+        } else {
+            p[0] = 0x45;
+            p[1] = self.tos;
+            p[2..4].copy_from_slice(&((ih + th + self.len) as u16).to_be_bytes());
+            p[4..6].copy_from_slice(&(self.id_or_label as u16).to_be_bytes());
+            p[6] = if self.df { 0x40 } else { 0 };
+            p[8] = self.ttl;
+            p[9] = proto;
+            p[12..16].copy_from_slice(&[10, 0, 0, 1]);
+            // 10.0.0.0/8: the low 24 bits vary.
+            p[16] = 10;
+            p[17..20].copy_from_slice(&self.dst.to_be_bytes()[1..]);
+        }
+        let t = &mut p[ih..];
+        t[0..2].copy_from_slice(&self.ports.0.to_be_bytes());
+        t[2..4].copy_from_slice(&self.ports.1.to_be_bytes());
+        if self.tcp {
+            t[4..8].copy_from_slice(&self.seq.to_be_bytes());
+            t[12] = 0x50;
+            t[13] = 0x18;
+            t[14..16].copy_from_slice(&1024u16.to_be_bytes());
+        } else {
+            t[4..6].copy_from_slice(&((th + self.len) as u16).to_be_bytes());
+        }
+        for (i, b) in t[th..].iter_mut().enumerate() {
+            *b = self.fill.wrapping_add(i as u8);
+        }
+        refresh_checksums(&mut p);
+        p
+    }
+}
+
+pub fn inner_strategy() -> impl Strategy<Value = Inner> {
+    (
+        (
+            any::<bool>(),
+            any::<bool>(),
+            any::<u32>(),
+            any::<u8>(),
+            1u8..,
+        ),
+        (
+            any::<bool>(),
+            any::<u32>(),
+            any::<(u16, u16)>(),
+            any::<u32>(),
+        ),
+        (0usize..1400, any::<u8>()),
+    )
+        .prop_map(
+            |((v6, tcp, dst, tos, ttl), (df, id_or_label, ports, seq), (len, fill))| Inner {
+                v6,
+                tcp,
+                dst,
+                tos,
+                ttl,
+                df,
+                id_or_label,
+                ports,
+                seq,
+                len,
+                fill,
+            },
+        )
 }

@@ -803,16 +803,19 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Results {
             }
         }
     }
-    // The per-layer tables' rows, whatever the filters say.
+    // The per-layer tables' rows, whatever the filters say: measured for
+    // the tables only, not reported as rows nobody asked for.
+    let requested = specs.len();
     for s in required().into_iter().skip(1) {
         if !specs.contains(&s) {
             specs.push(s);
         }
     }
     let mut rows = Vec::new();
+    let mut for_tables = Vec::new();
     let mut skipped = Vec::new();
     let mut tsc = (0.0, 0.0);
-    for s in &specs {
+    for (k, s) in specs.iter().enumerate() {
         progress(&format!(
             "{} {} {} {} {}",
             s.direction.name(),
@@ -825,7 +828,11 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Results {
             Ok(r) => {
                 tsc.0 += r.clocks_per_packet;
                 tsc.1 += r.ns_per_packet;
-                rows.push(r);
+                if k < requested {
+                    rows.push(r);
+                } else {
+                    for_tables.push(r);
+                }
             }
             Err(reason) => skipped.push(Skipped {
                 direction: s.direction.name(),
@@ -837,7 +844,7 @@ pub fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Results {
             }),
         }
     }
-    let find = |s: &Spec| rows.iter().find(|r| spec_matches(r, s));
+    let find = |s: &Spec| rows.iter().chain(&for_tables).find(|r| spec_matches(r, s));
     let [_, full, vx] = required();
     let mut tables = Vec::new();
     if let Some(r) = find(&vx) {

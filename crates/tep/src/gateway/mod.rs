@@ -365,7 +365,13 @@ pub fn run(path: &Path) -> Result<(), String> {
     let underlay = interface("gateway.underlay", &g.underlay)?;
     let inner = interface("gateway.inner", &g.inner)?;
     let mut steering =
-        Steering::load().map_err(|e| format!("XDP: cannot load the steering programs: {e}"))?;
+        Steering::load().map_err(|e| {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                format!("XDP: not allowed to load the steering programs ({e}); gateway mode runs as root (eBPF and XDP need CAP_BPF and CAP_NET_ADMIN, AF_XDP sockets CAP_NET_RAW)")
+            } else {
+                format!("XDP: cannot load the steering programs: {e}")
+            }
+        })?;
     steer::configure(&mut steering, None, &config, inner.mac)?;
     let mode = xdp_mode(g.xdp_mode);
     let mut modes = [tep_sys::AttachMode::Native; 2];

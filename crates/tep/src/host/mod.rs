@@ -153,6 +153,8 @@ fn open_device(host: &HostConfig, config: &Config, ethernet: bool) -> Result<Tun
         let field = if ethernet { "tap" } else { "tun" };
         if e.kind() == std::io::ErrorKind::ResourceBusy {
             format!("host.{field}: {name} is in use by another process (another tep with this config?); stop it or name another device")
+        } else if e.kind() == std::io::ErrorKind::PermissionDenied {
+            format!("host.{field}: not allowed to create {name} ({e}); a TUN/TAP device needs root or CAP_NET_ADMIN: run tep as root")
         } else {
             format!("host.{field}: cannot open {name}: {e}")
         }
@@ -581,30 +583,14 @@ fn reload(
     for _ in 0..new.host.queues {
         let mut v = Vec::new();
         for (i, &a) in endpoints.addrs.iter().enumerate() {
-            let same = running
-                .endpoints
-                .addrs
-                .iter()
-                .position(|&x| x == a)
-                .filter(|&j| {
-                    running.endpoints.zero_tx[j] == endpoints.zero_tx[i]
-                        && running.endpoints.zero_rx[j] == endpoints.zero_rx[i]
-                        && running.endpoints.dont_fragment[j] == endpoints.dont_fragment[i]
-                });
-            if same.is_some() {
+            // A kept address keeps its socket, its options set afresh once
+            // the workers stop (`set_policy`).
+            if running.endpoints.addrs.contains(&a) {
                 v.push(None);
             } else {
                 let opts = socket_options(&new.host, &endpoints, i);
-                // A changed option on a kept address: the old socket still
-                // holds the port, so this bind may need SO_REUSEPORT.
-                let s = UdpSocket::bind(
-                    a,
-                    &UdpOptions {
-                        reuse_port: true,
-                        ..opts
-                    },
-                )
-                .map_err(|e| bind_error(&new, &endpoints, i, &e))?;
+                let s =
+                    UdpSocket::bind(a, &opts).map_err(|e| bind_error(&new, &endpoints, i, &e))?;
                 v.push(Some(s));
             }
         }
@@ -642,16 +628,42 @@ fn reload(
                         .iter()
                         .position(|&x| x == endpoints.addrs[i])
                         .unwrap_or(0);
-                    old_sockets[j].take().unwrap_or_else(|| {
+                    let mut s = old_sockets[j].take().unwrap_or_else(|| {
                         // Unreachable: each old endpoint is kept once.
                         panic!("endpoint {} kept twice", endpoints.addrs[i])
-                    })
+                    });
+                    let changed = old_endpoints.zero_tx[j] != endpoints.zero_tx[i]
+                        || old_endpoints.zero_rx[j] != endpoints.zero_rx[i]
+                        || old_endpoints.dont_fragment[j] != endpoints.dont_fragment[i];
+                    if changed {
+                        if let Err(e) = s.set_policy(&socket_options(&new.host, &endpoints, i)) {
+                            tracing::warn!(local = %endpoints.addrs[i], "keeps its old socket options: {e}");
+                        }
+                    }
+                    s
                 }
             })
             .collect();
         io.sockets = sockets;
         io.senders = std::mem::take(&mut senders[new_ios.len()]);
         new_ios.push(io);
+    }
+    // The device MTU follows the tunnels as at start: one with more
+    // overhead lowers it (what `show tunnels` reports and the workers cut
+    // TCP to). A fixed `host.mtu` stays: [host] is unchanged.
+    for (dev, ethernet) in [(tun, false), (tap, true)] {
+        let want = device_mtu(&new, ethernet);
+        match dev {
+            Some(d) if want != device_mtu(&old, ethernet) => match d.set_mtu(want) {
+                Ok(()) => tracing::info!(
+                    device = d.name(),
+                    mtu = want,
+                    "device MTU follows the tunnels"
+                ),
+                Err(e) => tracing::warn!(device = d.name(), "cannot set MTU {want}: {e}"),
+            },
+            _ => {}
+        }
     }
     let devices: Vec<&Tun> = tun.iter().chain(tap.iter()).copied().collect();
     let mut io = state.io.lock().unwrap_or_else(|e| e.into_inner());
