@@ -257,6 +257,9 @@ pub(crate) fn tunnel_decap(
     sessions: Option<&SessionTable>,
 ) {
     let mut cache = ReceiveCache::default();
+    if let Some(s) = sessions.filter(|_| kind == TunnelKind::Gtpu) {
+        crate::session::uplink::prefetch(s, pool, v);
+    }
     for &id in v.as_slice() {
         let at = Lookup {
             table,

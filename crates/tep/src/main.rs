@@ -222,6 +222,11 @@ enum BenchCommand {
         /// (default full) and of --sizes (default 1492).
         #[arg(long, value_delimiter = ',', value_name = "N,...")]
         sessions: Vec<u32>,
+        /// With --sessions: packets per session in a row within a vector
+        /// (1: every packet to another random session, the caches' worst
+        /// case; 8: bursts, as a TCP window's segments come).
+        #[arg(long, default_value_t = 1)]
+        burst: usize,
     },
     /// A packet generator: replays the Ethernet frames of a pcap file out
     /// of an interface through AF_XDP, over and over, for a time; prints
@@ -305,10 +310,11 @@ fn main() -> ExitCode {
                     families,
                     modes,
                     sessions,
+                    burst,
                     ..
                 },
         } if !sessions.is_empty() => {
-            bench_sessions_command(json, samples, &sessions, &sizes, &families, &modes)
+            bench_sessions_command(json, samples, &sessions, burst, &sizes, &families, &modes)
         }
         Command::Bench {
             what:
@@ -454,6 +460,7 @@ fn bench_sessions_command(
     json: bool,
     samples: Option<usize>,
     counts: &[u32],
+    burst: usize,
     sizes: &[String],
     families: &[String],
     modes: &[String],
@@ -493,6 +500,7 @@ fn bench_sessions_command(
         &v6,
         mode,
         size,
+        burst.clamp(1, 256),
         samples.unwrap_or(101).max(1),
         |what| {
             if tty {

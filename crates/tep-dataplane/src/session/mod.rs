@@ -19,9 +19,10 @@
 //!
 //! Each worker's pipeline holds a replica of the table and applies the
 //! control plane's [`Change`]s between vectors ([`SessionTable::apply_pending`]):
-//! lookups take no lock and cost the same at one session as at a million
-//! (hash maps with a multiply-rotate hash, one probe for the common case),
-//! and a change never stops a worker. The price is a copy of the table per
+//! lookups take no lock, and a change never stops a worker. The maps are
+//! flat open-addressing arrays ([`flat`]) whose entries the lookup nodes
+//! prefetch for a whole vector before they look, so that a million
+//! sessions' tables, far larger than the caches, cost overlapped fetches. The price is a copy of the table per
 //! worker; see [`SessionTable::bytes_per_session`] for what one costs.
 //! (A table shared by all workers would need concurrent hash maps with
 //! deferred reclamation on the per-packet path, as VPP's bihash does; a
@@ -35,11 +36,13 @@
 pub mod buffer;
 pub mod control;
 pub(crate) mod downlink;
+mod flat;
 pub(crate) mod uplink;
 
-use crate::tunnel::FastMap;
 use core::net::IpAddr;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+pub(crate) use flat::staggered;
+use flat::{prefetch, FlatMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// What a session does with its packets one way (a FAR's apply action).
@@ -287,10 +290,10 @@ pub struct WorkerLink {
 /// One worker's replica of the session table.
 #[derive(Debug)]
 pub struct SessionTable {
-    uplink: FastMap<u64, u32>,
-    ue4: FastMap<u32, u32>,
-    ue6: FastMap<u128, u32>,
-    ue6_64: FastMap<u64, u32>,
+    uplink: FlatMap<u64>,
+    ue4: FlatMap<u32>,
+    ue6: FlatMap<u128>,
+    ue6_64: FlatMap<u64>,
     sessions: Vec<Session>,
     peers: Vec<Option<Peer>>,
     link: WorkerLink,
@@ -314,10 +317,10 @@ impl SessionTable {
     /// An empty replica fed by `link`.
     pub fn new(link: WorkerLink) -> SessionTable {
         SessionTable {
-            uplink: FastMap::default(),
-            ue4: FastMap::default(),
-            ue6: FastMap::default(),
-            ue6_64: FastMap::default(),
+            uplink: FlatMap::default(),
+            ue4: FlatMap::default(),
+            ue6: FlatMap::default(),
+            ue6_64: FlatMap::default(),
             sessions: Vec::new(),
             peers: Vec::new(),
             link,
@@ -332,13 +335,43 @@ impl SessionTable {
     pub fn uplink(&self, teid: u32, qfi: Option<u8>) -> Option<u32> {
         if let Some(q) = qfi {
             let exact = UplinkKey { teid, qfi: Some(q) }.packed();
-            if let Some(&s) = self.uplink.get(&exact) {
+            if let Some(s) = self.uplink.get(exact) {
                 return Some(s);
             }
         }
-        self.uplink
-            .get(&UplinkKey { teid, qfi: None }.packed())
-            .copied()
+        self.uplink.get(UplinkKey { teid, qfi: None }.packed())
+    }
+
+    /// Starts fetching what [`uplink`](SessionTable::uplink) reads.
+    #[inline]
+    pub fn prefetch_uplink(&self, teid: u32, qfi: Option<u8>) {
+        if let Some(q) = qfi {
+            self.uplink
+                .prefetch(UplinkKey { teid, qfi: Some(q) }.packed());
+        }
+        self.uplink.prefetch(UplinkKey { teid, qfi: None }.packed());
+    }
+
+    /// Starts fetching what [`downlink`](SessionTable::downlink) reads
+    /// first.
+    #[inline]
+    pub fn prefetch_downlink(&self, v6: bool, dst: u128) {
+        if v6 {
+            self.ue6.prefetch(dst);
+        } else {
+            self.ue4.prefetch(dst as u32);
+        }
+    }
+
+    /// Starts fetching slot `slot`'s session and usage counters.
+    #[inline]
+    pub fn prefetch_slot(&self, slot: u32) {
+        if let Some(s) = self.sessions.get(slot as usize) {
+            prefetch(s);
+        }
+        if let Some(u) = self.link.usage.slot(slot) {
+            prefetch(u);
+        }
     }
 
     /// The session of a downlink packet to `dst` (IPv4 in the low 32 bits
@@ -346,12 +379,12 @@ impl SessionTable {
     #[inline]
     pub fn downlink(&self, v6: bool, dst: u128) -> Option<u32> {
         if !v6 {
-            return self.ue4.get(&(dst as u32)).copied();
+            return self.ue4.get(dst as u32);
         }
-        if let Some(&s) = self.ue6.get(&dst) {
+        if let Some(s) = self.ue6.get(dst) {
             return Some(s);
         }
-        self.ue6_64.get(&((dst >> 64) as u64)).copied()
+        self.ue6_64.get((dst >> 64) as u64)
     }
 
     /// Slot `slot`'s session (an empty one, which drops, if none).
@@ -439,18 +472,18 @@ impl SessionTable {
                         self.uplink.insert(k, s);
                     }
                     None => {
-                        self.uplink.remove(&k);
+                        self.uplink.remove(k);
                     }
                 }
             }
             Change::Downlink { key, slot } => {
                 let _ = match (key, slot) {
                     (UeKey::V4(a), Some(s)) => self.ue4.insert(a, s),
-                    (UeKey::V4(a), None) => self.ue4.remove(&a),
+                    (UeKey::V4(a), None) => self.ue4.remove(a),
                     (UeKey::V6(a), Some(s)) => self.ue6.insert(a, s),
-                    (UeKey::V6(a), None) => self.ue6.remove(&a),
+                    (UeKey::V6(a), None) => self.ue6.remove(a),
                     (UeKey::V6Prefix(p), Some(s)) => self.ue6_64.insert(p, s),
-                    (UeKey::V6Prefix(p), None) => self.ue6_64.remove(&p),
+                    (UeKey::V6Prefix(p), None) => self.ue6_64.remove(p),
                 };
             }
             Change::Peer { id, peer } => {
@@ -474,22 +507,13 @@ impl SessionTable {
         self.len() == 0
     }
 
-    /// Bytes this replica holds for its sessions: the maps' and the slot
-    /// vector's allocations (hashbrown: a control byte per bucket, buckets a
-    /// power of two at most 7/8 full) and the worker's usage block.
+    /// Bytes this replica holds for its sessions: the maps' arrays, the
+    /// slot vector and the worker's usage block.
     pub fn bytes(&self) -> usize {
-        fn map<K, V>(m: &FastMap<K, V>) -> usize {
-            let buckets = if m.capacity() == 0 {
-                0
-            } else {
-                (m.capacity() * 8 / 7).next_power_of_two()
-            };
-            buckets * (core::mem::size_of::<(K, V)>() + 1)
-        }
-        map(&self.uplink)
-            + map(&self.ue4)
-            + map(&self.ue6)
-            + map(&self.ue6_64)
+        self.uplink.bytes()
+            + self.ue4.bytes()
+            + self.ue6.bytes()
+            + self.ue6_64.bytes()
             + self.sessions.capacity() * core::mem::size_of::<Session>()
             + self.peers.capacity() * core::mem::size_of::<Option<Peer>>()
             + self.link.usage.bytes()

@@ -4,8 +4,10 @@
 //! usage.
 
 use super::{Action, SessionTable};
+use crate::buffer::Pool;
 use crate::drop::DropReason;
 use crate::tunnel::TunnelTable;
+use crate::vector::{PacketVector, VECTOR_SIZE};
 use core::net::IpAddr;
 use tep_wire::gtpu::{ExtensionType, Packet};
 
@@ -69,4 +71,42 @@ pub(crate) fn count_merged(
         left -= dg;
         sessions.count_uplink(slot, dg.saturating_sub(header));
     }
+}
+
+/// The TEID and the container's QFI of the G-PDU at `at` of `data`, read
+/// at their usual places (a container right after the fixed header), for
+/// prefetching: None where the header is shorter or laid out otherwise
+/// (the lookup proper parses the chain).
+#[inline]
+fn teid_qfi(data: &[u8], at: usize) -> Option<(u32, Option<u8>)> {
+    let h = data.get(at..at + 8)?;
+    let teid = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+    let qfi = match data.get(at + 11..at + 15) {
+        Some(x) if h[0] & 0x04 != 0 && x[0] == 0x85 => Some(x[3] & 0x3f),
+        _ => None,
+    };
+    Some((teid, qfi))
+}
+
+/// Before `gtpu-decap` handles a vector: every G-PDU's uplink entry
+/// fetched, then the session slots the entries name, so that the node's
+/// lookups find them in the cache (see [`super::downlink::lookup`]).
+pub(crate) fn prefetch(sessions: &SessionTable, pool: &Pool, v: &PacketVector) {
+    let mut keys = [None; VECTOR_SIZE];
+    for (k, &id) in keys.iter_mut().zip(v.as_slice()) {
+        *k = teid_qfi(pool.data(id), usize::from(pool.meta(id).udp_payload));
+    }
+    super::staggered(
+        v.len(),
+        |i| {
+            if let Some((teid, qfi)) = keys[i] {
+                sessions.prefetch_uplink(teid, qfi);
+            }
+        },
+        |i| {
+            if let Some(slot) = keys[i].and_then(|(t, q)| sessions.uplink(t, q)) {
+                sessions.prefetch_slot(slot);
+            }
+        },
+    );
 }

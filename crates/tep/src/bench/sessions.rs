@@ -5,8 +5,10 @@
 //! costs in memory.
 //!
 //! Each vector's 256 packets go to (come from) sessions picked at random
-//! over the whole table, the worst case for the caches: a real vector
-//! holds bursts of a few flows. The tables are built first and sampled in
+//! over the whole table, in runs of `burst` packets per session: 1 is the
+//! worst case for the caches, where every packet's session is elsewhere
+//! in memory; a real vector holds bursts of a few flows (a TCP window's
+//! segments arrive together). The tables are built first and sampled in
 //! turn, so that every count sees the same machine.
 
 use super::median;
@@ -31,6 +33,8 @@ pub struct SessionRow {
     pub checksum: &'static str,
     /// Inner IP packet length.
     pub size: usize,
+    /// Packets per session in a row within a vector.
+    pub burst: usize,
     pub ns_per_packet: f64,
     /// The 1-session figure's ns per packet over this one's: 1.0 means
     /// as fast, 0.9 means 10 % slower.
@@ -191,11 +195,18 @@ impl Upf {
 
     /// One vector of 256 packets each way to random sessions; ns per
     /// packet (downlink, uplink).
-    fn sample(&mut self, down: &[u8], up: &[u8], v6: bool) -> Result<(f64, f64), String> {
+    fn sample(
+        &mut self,
+        down: &[u8],
+        up: &[u8],
+        v6: bool,
+        burst: usize,
+    ) -> Result<(f64, f64), String> {
         let n = u64::from(self.sessions);
         let mut picks = [0u32; VECTOR_SIZE];
-        for p in picks.iter_mut() {
-            *p = (next(&mut self.rng) % n) as u32;
+        for run in picks.chunks_mut(burst.max(1)) {
+            let s = (next(&mut self.rng) % n) as u32;
+            run.fill(s);
         }
         let times = |what: &str, out: usize| {
             if out == VECTOR_SIZE {
@@ -277,6 +288,7 @@ pub fn run(
     families: &[bool],
     mode: ChecksumMode,
     size: usize,
+    burst: usize,
     samples: usize,
     mut progress: impl FnMut(&str),
 ) -> Result<Vec<SessionRow>, String> {
@@ -296,7 +308,7 @@ pub fn run(
         // A warm-up round, then the samples, counts in turn.
         for round in 0..samples + 1 {
             for (k, u) in upfs.iter_mut().enumerate() {
-                let (d, uu) = u.sample(&down, &up, v6)?;
+                let (d, uu) = u.sample(&down, &up, v6, burst)?;
                 if round > 0 {
                     dl[k].push(d);
                     ul[k].push(uu);
@@ -317,6 +329,7 @@ pub fn run(
                     family,
                     checksum: mode.name(),
                     size,
+                    burst,
                     ns_per_packet: ns,
                     speed_vs_one: base / ns,
                     bytes_per_session: u.bytes_per_session,
@@ -330,13 +343,19 @@ pub fn run(
 /// The rows as a table.
 pub fn render(rows: &[SessionRow]) -> String {
     let mut s = String::from(
-        "GTP-U through a UPF's sessions: random sessions per packet, medians\n\
-         sessions    direction  family  ns/packet  speed vs 1 session  bytes/session\n",
+        "GTP-U through a UPF's sessions: random sessions, medians\n\
+         sessions  burst  direction  family  ns/packet  speed vs 1 session  bytes/session\n",
     );
     for r in rows {
         s += &format!(
-            "{:>9}  {:<9}  {:<6}  {:>9.1}  {:>18.2}  {:>13.1}\n",
-            r.sessions, r.direction, r.family, r.ns_per_packet, r.speed_vs_one, r.bytes_per_session
+            "{:>9}  {:>5}  {:<9}  {:<6}  {:>9.1}  {:>18.2}  {:>13.1}\n",
+            r.sessions,
+            r.burst,
+            r.direction,
+            r.family,
+            r.ns_per_packet,
+            r.speed_vs_one,
+            r.bytes_per_session
         );
     }
     s
@@ -353,6 +372,7 @@ mod tests {
             &[false, true],
             ChecksumMode::Full,
             300,
+            4,
             2,
             |_| {},
         )

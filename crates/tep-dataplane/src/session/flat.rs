@@ -1,0 +1,297 @@
+//! The session table's hash maps: open addressing with linear probing
+//! over one flat array, written here rather than taken from std
+//! (hashbrown) because the per-packet path needs the address of the slot a
+//! key lands in before it looks: the lookup nodes prefetch every packet's
+//! slot across the vector first, so that a million sessions (tables far
+//! larger than the caches) cost overlapped memory fetches instead of one
+//! miss after another, as VPP's bihash lookups do. hashbrown offers no
+//! way to find a key's bucket without probing it.
+//!
+//! Keys are integers; values are slots (`u32`, `EMPTY` marks a free
+//! entry). Deletion shifts the entries after it back (no tombstones), so
+//! that a table churned by sessions coming and going keeps short probes.
+
+/// A free entry.
+const EMPTY: u32 = u32::MAX;
+
+/// The most a table is filled before it doubles: 3/4.
+const LOAD_NUM: usize = 3;
+const LOAD_DEN: usize = 4;
+
+/// An integer key.
+pub(crate) trait Key: Copy + Eq + Default {
+    /// 64 well-mixed bits (the top ones pick the entry).
+    fn hash(self) -> u64;
+}
+
+/// Fibonacci hashing's multiplier (2^64 / φ).
+const PHI: u64 = 0x9e37_79b9_7f4a_7c15;
+
+impl Key for u32 {
+    #[inline]
+    fn hash(self) -> u64 {
+        u64::from(self).wrapping_mul(PHI)
+    }
+}
+
+impl Key for u64 {
+    #[inline]
+    fn hash(self) -> u64 {
+        (self ^ (self >> 32)).wrapping_mul(PHI)
+    }
+}
+
+impl Key for u128 {
+    #[inline]
+    fn hash(self) -> u64 {
+        ((self as u64) ^ ((self >> 64) as u64).rotate_left(29)).wrapping_mul(PHI)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry<K> {
+    key: K,
+    value: u32,
+}
+
+/// A map from integer keys to slots.
+#[derive(Debug)]
+pub(crate) struct FlatMap<K: Key> {
+    entries: Vec<Entry<K>>,
+    // 64 - log2(entries.len()): the hash's top bits index the array.
+    shift: u32,
+    len: usize,
+}
+
+impl<K: Key> Default for FlatMap<K> {
+    fn default() -> Self {
+        FlatMap {
+            entries: Vec::new(),
+            shift: 64,
+            len: 0,
+        }
+    }
+}
+
+impl<K: Key> FlatMap<K> {
+    #[inline]
+    fn home(&self, k: K) -> usize {
+        // `shift` is 64 only while the array is empty: checked_shr gives 0.
+        k.hash().checked_shr(self.shift).unwrap_or(0) as usize
+    }
+
+    /// The slot `k` maps to.
+    #[inline]
+    pub fn get(&self, k: K) -> Option<u32> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        let mask = self.entries.len() - 1;
+        let mut i = self.home(k);
+        loop {
+            let e = self.entries[i];
+            if e.value == EMPTY {
+                return None;
+            }
+            if e.key == k {
+                return Some(e.value);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Starts fetching the entry `k` lands in (a hint; no effect on what
+    /// any lookup returns).
+    #[inline]
+    pub fn prefetch(&self, k: K) {
+        if let Some(e) = self.entries.get(self.home(k)) {
+            prefetch(e);
+        }
+    }
+
+    /// Maps `k` to `v`; the value it had.
+    pub fn insert(&mut self, k: K, v: u32) -> Option<u32> {
+        if (self.len + 1) * LOAD_DEN > self.entries.len() * LOAD_NUM {
+            self.grow();
+        }
+        let mask = self.entries.len() - 1;
+        let mut i = self.home(k);
+        loop {
+            let e = &mut self.entries[i];
+            if e.value == EMPTY {
+                *e = Entry { key: k, value: v };
+                self.len += 1;
+                return None;
+            }
+            if e.key == k {
+                return Some(core::mem::replace(&mut e.value, v));
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Unmaps `k`; the value it had.
+    pub fn remove(&mut self, k: K) -> Option<u32> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        let mask = self.entries.len() - 1;
+        let mut i = self.home(k);
+        loop {
+            let e = self.entries[i];
+            if e.value == EMPTY {
+                return None;
+            }
+            if e.key == k {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        let old = self.entries[i].value;
+        // Backward shift: each later entry of the run moves into the hole
+        // if its home is not between the hole and itself (cyclically).
+        let mut hole = i;
+        let mut j = (i + 1) & mask;
+        loop {
+            let e = self.entries[j];
+            if e.value == EMPTY {
+                break;
+            }
+            let home = self.home(e.key);
+            let between = if hole <= j {
+                hole < home && home <= j
+            } else {
+                hole < home || home <= j
+            };
+            if !between {
+                self.entries[hole] = e;
+                hole = j;
+            }
+            j = (j + 1) & mask;
+        }
+        self.entries[hole] = Entry {
+            key: K::default(),
+            value: EMPTY,
+        };
+        self.len -= 1;
+        Some(old)
+    }
+
+    fn grow(&mut self) {
+        let cap = (self.entries.len() * 2).max(16);
+        let old = core::mem::replace(
+            &mut self.entries,
+            vec![
+                Entry {
+                    key: K::default(),
+                    value: EMPTY
+                };
+                cap
+            ],
+        );
+        self.shift = 64 - cap.trailing_zeros();
+        self.len = 0;
+        for e in old.into_iter().filter(|e| e.value != EMPTY) {
+            self.insert(e.key, e.value);
+        }
+    }
+
+    /// Keys mapped.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Bytes of the array.
+    pub fn bytes(&self) -> usize {
+        self.entries.capacity() * core::mem::size_of::<Entry<K>>()
+    }
+}
+
+/// How far ahead of its lookup a key's entry is prefetched: enough
+/// fetches in flight to hide a memory access, few enough that the CPU's
+/// miss buffers (about ten to a core) do not drop them.
+pub(crate) const AHEAD: usize = 8;
+
+/// Calls `fetch(i)` for `i` in `0..n`, each [`AHEAD`] steps before
+/// `look(i)`: the prefetches of a vector's keys run ahead of the lookups
+/// that read what they fetched (VPP's dual and quad loops do the same with
+/// their prefetch of the packets after the ones at hand).
+#[inline]
+pub(crate) fn staggered(n: usize, mut fetch: impl FnMut(usize), mut look: impl FnMut(usize)) {
+    for i in 0..n + AHEAD {
+        if i < n {
+            fetch(i);
+        }
+        if i >= AHEAD {
+            look(i - AHEAD);
+        }
+    }
+}
+
+/// Starts fetching `*p`'s cache line into every level (a hint: it never
+/// faults, changes nothing, and is a no-op off x86-64).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 reads no memory architecturally and cannot fault
+    // (a hint the CPU may drop); SSE, its feature, is part of x86-64's
+    // baseline; `p` is a valid reference anyway.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            (p as *const T).cast::<i8>(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    proptest! {
+        /// Any sequence of inserts and removes leaves the map agreeing
+        /// with std's, keys crowded into few homes included.
+        #[test]
+        fn agrees_with_std(ops in proptest::collection::vec((any::<bool>(), 0u32..64, 0u32..1000), 0..400)) {
+            let mut m = FlatMap::<u32>::default();
+            let mut want = HashMap::new();
+            for (insert, k, v) in ops {
+                // Keys that collide: multiples of 2^26 share their top bits.
+                let k = k << 26 | (k & 3);
+                if insert {
+                    prop_assert_eq!(m.insert(k, v), want.insert(k, v));
+                } else {
+                    prop_assert_eq!(m.remove(k), want.remove(&k));
+                }
+                prop_assert_eq!(m.len(), want.len());
+            }
+            for k in 0u32..64 {
+                let k = k << 26 | (k & 3);
+                prop_assert_eq!(m.get(k), want.get(&k).copied());
+            }
+        }
+    }
+
+    #[test]
+    fn wide_keys_and_growth() {
+        let mut m = FlatMap::<u128>::default();
+        assert_eq!(m.get(5), None);
+        m.prefetch(5);
+        for i in 0..10_000u128 {
+            assert_eq!(m.insert(i << 64 | i, i as u32), None);
+        }
+        for i in 0..10_000u128 {
+            assert_eq!(m.get(i << 64 | i), Some(i as u32));
+        }
+        for i in (0..10_000u128).step_by(2) {
+            assert_eq!(m.remove(i << 64 | i), Some(i as u32));
+        }
+        assert_eq!(m.len(), 5000);
+        assert_eq!(m.get(2 << 64 | 2), None);
+        assert_eq!(m.get(3 << 64 | 3), Some(3));
+    }
+}
