@@ -19,7 +19,7 @@ mod testing;
 mod toml_error;
 
 pub use gateway::{GatewayConfig, XdpMode};
-pub use host::{HostConfig, Uplink, DEFAULT_ADAPTIVE_POLL_US, DEFAULT_CONTROL};
+pub use host::{Capabilities, HostConfig, Uplink, DEFAULT_ADAPTIVE_POLL_US, DEFAULT_CONTROL};
 
 use crate::kind::TunnelKind;
 use core::fmt;
