@@ -352,7 +352,8 @@ echo "tx − rx: counters read once the traffic has drained. \"before its daemon
 echo "  receiving namespace's kernel UDP NoPorts, datagrams the sender's device sent (IPv6 DAD,"
 echo "  MLD reports, router solicitations: an L2 tunnel carries them all) while the peer's"
 echo "  daemon was not up yet; \"kernel UDP errors\": its InErrors (receive buffer full, bad"
-echo "  checksum); \"dropped by tep\": the receiver's pipeline drops on the way in."
+echo "  checksum; over IPv6 a zero checksum while no socket has opted in to it);"
+echo "  \"dropped by tep\": the receiver's pipeline drops on the way in."
 if [ "$unexplained" = 1 ]; then
     echo "UNEXPLAINED: a difference none of the counters above accounts for."
 fi
