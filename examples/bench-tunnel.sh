@@ -10,7 +10,9 @@
 # ends kernel), tep VXLAN in each checksum mode (zero, full, lco, offload,
 # remote), tep GUE (full), and tep VXLAN full with the workers busy-polling
 # for 200 µs before they sleep (host.busy_poll_us = 200). Through each path:
-#   - iperf3 TCP throughput with 1 and with 4 streams, 10 s runs;
+#   - iperf3 TCP throughput with 1 and with 4 streams, 10 s runs, with
+#     the sender's TCP retransmits and the UDP datagrams the receiving
+#     kernel dropped (RcvbufErrors, InErrors; tep's udp_receive_buffer_full);
 #   - TCP request/response latency (64-byte request and response, one at a
 #     time) p50 and p99 of the round trip over 5 s, with sockperf
 #     (apt-get install sockperf), else netperf TCP_RR, else a small python3
@@ -246,19 +248,56 @@ stop_server() {
     wait "$1" 2>/dev/null || true
 }
 
-# iperf_gbps STREAMS: one bounded iperf3 TCP run a→b; Gbit/s received, or
-# "ERR: why".
+# udp_drops: "RCVBUF INERRORS TEP": the kernel's UDP receive-buffer
+# overflows and all its UDP receive errors (IPv4 and IPv6, both
+# namespaces added up), and what the running tep daemons count as
+# udp_receive_buffer_full (the same kernel counter as tep reads it for its
+# own namespace; 0 without a daemon).
+udp_drops() {
+    local ns side tep=0 n
+    {
+        for ns in "$ns_a" "$ns_b"; do ip netns exec "$ns" cat /proc/net/snmp /proc/net/snmp6; done
+    } | python3 -c '
+import sys
+rcvbuf = errors = 0
+lines = sys.stdin.read().splitlines()
+heads = [l.split() for l in lines if l.startswith("Udp:")]
+for names, values in zip(heads[0::2], heads[1::2]):
+    kv = dict(zip(names[1:], map(int, values[1:])))
+    rcvbuf += kv.get("RcvbufErrors", 0)
+    errors += kv.get("InErrors", 0)
+for l in lines:
+    f = l.split()
+    if len(f) == 2 and f[0] == "Udp6RcvbufErrors":
+        rcvbuf += int(f[1])
+    if len(f) == 2 and f[0] == "Udp6InErrors":
+        errors += int(f[1])
+print(rcvbuf, errors, end=" ")'
+    for side in 1 2; do
+        n=$(tep_ctl "$side" show counters --json 2>/dev/null |
+            python3 -c 'import json, sys; print(json.load(sys.stdin)["kernel"]["udp_receive_buffer_full"])' 2>/dev/null) || n=0
+        tep=$((tep + ${n:-0}))
+    done
+    echo "$tep"
+}
+
+# iperf_gbps STREAMS: one bounded iperf3 TCP run a→b; "GBPS RETRANSMITS
+# RCVBUF INERRORS TEP" (the last three: what udp_drops grew by over the
+# run), or "ERR: why".
 iperf_gbps() {
     local streams=$1 server
     in_b taskset -c "$srv_cpu" iperf3 -s -1 -B "$dst" -p 5201 >/dev/null 2>&1 &
     server=$!
     wait_listen 5201 || true
+    local before after
+    before=$(udp_drops)
     # --foreground: Ctrl-C reaches iperf3 too.
     timeout --foreground -k 2 $((seconds + 10)) \
         ip netns exec "$ns_a" taskset -c "$cli_cpu" iperf3 -c "$dst" -p 5201 -t "$seconds" -P "$streams" -J \
         >"$work/iperf.json" 2>/dev/null || true
     stop_server "$server"
-    python3 - "$work/iperf.json" <<'EOF'
+    after=$(udp_drops)
+    python3 - "$work/iperf.json" "$before" "$after" <<'EOF'
 import json, sys
 try:
     r = json.load(open(sys.argv[1]))
@@ -268,7 +307,9 @@ except Exception:
 if "error" in r:
     print("ERR: " + r["error"])
 else:
-    print("%.3f" % (r["end"]["sum_received"]["bits_per_second"] / 1e9))
+    grew = [int(b) - int(a) for a, b in zip(sys.argv[2].split(), sys.argv[3].split())]
+    print("%.3f %d %s" % (r["end"]["sum_received"]["bits_per_second"] / 1e9,
+                          r["end"]["sum_sent"].get("retransmits", -1), " ".join(map(str, grew))))
 EOF
 }
 
@@ -392,9 +433,10 @@ for round in $(seq "$reps"); do
         one=$(iperf_gbps 1)
         four=$(iperf_gbps 4)
         rr=$(rr_us)
-        say "$one / $four Gbit/s, rr $rr µs"
-        # One line per path and round: name, status, key=value for python.
-        echo "$path ok 1=$one 4=$four rr=${rr// /,}" >>"$work/results"
+        say "$(cut -d' ' -f1 <<<"$one") / $(cut -d' ' -f1 <<<"$four") Gbit/s, retransmits $(cut -s -d' ' -f2 <<<"$one") / $(cut -s -d' ' -f2 <<<"$four"), rcvbuf full $(cut -s -d' ' -f3 <<<"$one") / $(cut -s -d' ' -f3 <<<"$four"), rr $rr µs"
+        # One line per path and round: name, status, key=value for python
+        # (a transfer's figures joined by commas).
+        echo "$path ok 1=${one// /,} 4=${four// /,} rr=${rr// /,}" >>"$work/results"
         # The per-node clocks of the last round's VXLAN full daemons.
         if [ "$path" = tep-vxlan-full ] && [ "$round" = "$reps" ]; then
             for side in 1 2; do
@@ -413,14 +455,20 @@ work, as_json, tool, seconds, reps, rr_seconds, cpus, took = sys.argv[1:]
 by_path = {}
 for line in open(f"{work}/results"):
     f = line.split()
-    r = by_path.setdefault(f[0], {"ok": True, "1": [], "4": [], "p50": [], "p99": []})
+    r = by_path.setdefault(f[0], {"ok": True, "1": [], "4": [], "p50": [], "p99": [],
+                                  "retr1": [], "retr4": [], "rcvbuf1": [], "rcvbuf4": [],
+                                  "inerr1": [], "inerr4": [], "tep1": [], "tep4": []})
     if f[1] != "ok":
         r["ok"] = False
         continue
     kv = dict(x.split("=", 1) for x in f[2:])
     for k in ("1", "4"):
         if not kv[k].startswith("ERR"):
-            r[k].append(float(kv[k]))
+            v = kv[k].split(",")
+            r[k].append(float(v[0]))
+            if len(v) == 5:
+                for name, x in zip(("retr", "rcvbuf", "inerr", "tep"), v[1:]):
+                    r[name + k].append(int(x))
     rr = kv["rr"].split(",")
     if len(rr) == 2:
         r["p50"].append(float(rr[0]))
@@ -434,7 +482,15 @@ for path, r in by_path.items():
         row.update({
             "gbps_1": med(r["1"]), "gbps_4": med(r["4"]),
             "rr_p50_us": med(r["p50"]), "rr_p99_us": med(r["p99"]),
-            "samples": {"gbps_1": r["1"], "gbps_4": r["4"], "rr_p50_us": r["p50"], "rr_p99_us": r["p99"]},
+            "retransmits_1": med(r["retr1"]), "retransmits_4": med(r["retr4"]),
+            "udp_rcvbuf_errors_1": med(r["rcvbuf1"]), "udp_rcvbuf_errors_4": med(r["rcvbuf4"]),
+            "udp_in_errors_1": med(r["inerr1"]), "udp_in_errors_4": med(r["inerr4"]),
+            "tep_udp_receive_buffer_full_1": med(r["tep1"]), "tep_udp_receive_buffer_full_4": med(r["tep4"]),
+            "samples": {"gbps_1": r["1"], "gbps_4": r["4"], "rr_p50_us": r["p50"], "rr_p99_us": r["p99"],
+                        "retransmits_1": r["retr1"], "retransmits_4": r["retr4"],
+                        "udp_rcvbuf_errors_1": r["rcvbuf1"], "udp_rcvbuf_errors_4": r["rcvbuf4"],
+                        "udp_in_errors_1": r["inerr1"], "udp_in_errors_4": r["inerr4"],
+                        "tep_udp_receive_buffer_full_1": r["tep1"], "tep_udp_receive_buffer_full_4": r["tep4"]},
         })
         # A transfer that failed in any round counts as a failure.
         if len(r["1"]) < int(reps) or len(r["4"]) < int(reps):
@@ -483,6 +539,16 @@ for r in rows:
         continue
     print(f"{r['path']:<24} {fmt(r['gbps_1'], 2):>15} {fmt(r['gbps_4'], 2):>15} "
           f"{fmt(r['rr_p50_us'], 1):>10} {fmt(r['rr_p99_us'], 1):>10}")
+print()
+print("TCP retransmits and UDP receive drops per transfer (medians)")
+print(f"{'path':<24} {'retransmits 1/4':>17} {'UDP rcvbuf 1/4':>15} {'UDP errors 1/4':>15} {'tep rcvbuf_full 1/4':>20}")
+for r in rows:
+    if not r["ok"]:
+        continue
+    pair = lambda k, p=0: f"{fmt(r[k + '_1'], p)}/{fmt(r[k + '_4'], p)}"
+    tep = pair("tep_udp_receive_buffer_full") if r["path"].startswith(("tep-", "kernel-to-tep")) else "-"
+    print(f"{r['path']:<24} {pair('retransmits'):>17} {pair('udp_rcvbuf_errors'):>15} "
+          f"{pair('udp_in_errors'):>15} {tep:>20}")
 if kernel:
     print()
     print("tep / kernel-vxlan (throughput: higher is better; latency: lower is better)")
@@ -498,6 +564,9 @@ if pairs:
     for name, q in pairs.items():
         print(f"{name:<46} {fmt(q['gbps_1'], 2):>8} {fmt(q['gbps_4'], 2):>8}")
 print()
+print("Retransmits: iperf3's (the sender's TCP); UDP rcvbuf/errors: the kernel's RcvbufErrors and "
+      "InErrors (IPv4 + IPv6) of both namespaces over the transfer; tep rcvbuf_full: tep show "
+      "counters' udp_receive_buffer_full of the daemons (the same kernel counter, as tep reports it).")
 print(f"iperf3 TCP a→b {seconds} s; RR: {tool}, 64-byte request/response for {rr_seconds} s, "
       f"round-trip percentiles; medians of {reps} round(s), paths interleaved; "
       f"client/server CPUs {cpus}; {took} s in all.")

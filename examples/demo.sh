@@ -151,8 +151,48 @@ else:
 EOF
 }
 
-# summary: reads the four JSON files of a case and prints one table row's
-# counter fields and the offload line, tab-separated.
+# udp_snmp NS FILE: the namespace's kernel UDP counters (IPv4 and IPv6
+# added up) as JSON: NoPorts (no socket on the port: nobody listened yet)
+# and InErrors (receive buffer full, bad checksums, ...).
+udp_snmp() {
+    ip netns exec "$1" cat /proc/net/snmp /proc/net/snmp6 | python3 -c '
+import json, sys
+lines = sys.stdin.read().splitlines()
+out = {"NoPorts": 0, "InErrors": 0}
+heads = [l.split() for l in lines if l.startswith("Udp:")]
+if len(heads) == 2:
+    for k, v in zip(heads[0][1:], heads[1][1:]):
+        if k in out:
+            out[k] += int(v)
+for l in lines:
+    f = l.split()
+    if len(f) == 2 and f[0].startswith("Udp6") and f[0][4:] in out:
+        out[f[0][4:]] += int(f[1])
+print(json.dumps(out))' >"$2"
+}
+
+# read_counters: both daemons' tunnels and counters into $work, once the
+# traffic has drained: read again every 0.2 s (2 s at most) until two
+# readings agree, so that nothing is in flight between a sender's tx and
+# the receiver's rx.
+read_counters() {
+    local prev="" now side
+    for _ in $(seq 10); do
+        for side in 1 2; do
+            # A daemon that died leaves no answer: the row says so.
+            tep_ctl "$side" show tunnels --json >"$work/tunnels-$side.json" 2>/dev/null || echo '{}' >"$work/tunnels-$side.json"
+            tep_ctl "$side" show counters --json >"$work/counters-$side.json" 2>/dev/null || echo '{}' >"$work/counters-$side.json"
+        done
+        now=$(cat "$work"/tunnels-?.json | sed 's/"rx_bytes[^,]*//g')
+        [ "$now" = "$prev" ] && break
+        prev=$now
+        sleep 0.2
+    done
+}
+
+# summary: reads the JSON files of a case and prints one table row's
+# counter fields, where any difference between tx and rx went, and the
+# offload line, tab-separated.
 summary() {
     python3 - "$work" <<'EOF'
 import json, sys
@@ -162,8 +202,13 @@ def load(n):
 try:
     ta, tb, ca, cb = load("tunnels-1"), load("tunnels-2"), load("counters-1"), load("counters-2")
     ra, rb = ta["tunnels"][0], tb["tunnels"][0]
+    # The kernel's UDP counters of each namespace over the case.
+    kernel = {}
+    for side in (1, 2):
+        b, e = load(f"snmp-{side}-before"), load(f"snmp-{side}-after")
+        kernel[side] = {k: e[k] - b[k] for k in b}
 except Exception:
-    print("\t".join(["-"] * 6 + ["a daemon did not answer `tep show`", "-"]))
+    print("\t".join(["-"] * 6 + ["a daemon did not answer `tep show`", "-", "-"]))
     sys.exit()
 drops = other = 0
 names = []
@@ -178,6 +223,37 @@ for c in (ca, cb):
         else:
             names.append(f'{d["node"]}/{d["reason"]}')
     names += [k for k, v in c["io"].items() if k.startswith("drop_") and v]
+# Where the datagrams one side sent and the other did not deliver went:
+# the receiving namespace's kernel (no socket yet on the port: the
+# sender's device talks — IPv6 DAD, MLD, router solicitations — before the
+# receiver's daemon is up; a full receive buffer; a bad checksum), or the
+# receiver's pipeline (drops on the way in, by node and reason). What is
+# left unexplained is said so.
+RX_NODES = ("ip-input", "udp-input", "udp-checksum-verify", "decap-output", "gro",
+            "udp-train", "udp-train-split", "train-merge")
+def rx_drops(c):
+    return sum(d["packets"] for d in c["drops"]
+               if d["node"] in RX_NODES or d["node"].endswith("-decap"))
+def where(tx, rx, side, c, arrow):
+    gap = tx - rx
+    if gap == 0:
+        return []
+    parts, left = [], gap
+    peer = "ab"[side - 1]
+    for n, what in ((kernel[side]["NoPorts"], "before its daemon listened"),
+                    (kernel[side]["InErrors"], "kernel UDP errors"),
+                    (rx_drops(c), "dropped by tep")):
+        n = min(n, left) if left > 0 else 0
+        if n:
+            parts.append(f"{n} {what} ({peer})")
+            left -= n
+    if left > 0:
+        parts.append(f"{left} UNEXPLAINED")
+    elif left < 0:
+        parts.append(f"rx {-left} over tx²")
+    return [f"{arrow} {gap:+d}: " + ", ".join(parts)]
+gone = where(ra["tx_packets"], rb["rx_packets"], 2, cb, "a→b") + \
+       where(rb["tx_packets"], ra["rx_packets"], 1, ca, "b→a")
 io = ta["io"]
 dev = "; ".join(f'{d["name"]} ({d["kind"]}, mtu {d["mtu"]}): {d["offloads"]}' for d in io["devices"])
 on = lambda b: "on" if b else "off"
@@ -186,13 +262,15 @@ sock = "; ".join(
     for s in io["sockets"])
 offl = f'{dev} | {sock} | checksum: {ra["checksum_in_effect"]}'
 print("\t".join(map(str, [ra["tx_packets"], rb["rx_packets"], rb["tx_packets"], ra["rx_packets"],
-                          drops - other, other, ",".join(sorted(set(names))) or "-", offl])))
+                          drops - other, other, ",".join(sorted(set(names))) or "-",
+                          "; ".join(gone) or "balanced", offl])))
 EOF
 }
 
 rows=()
 offloads=()
 rx_more=0
+unexplained=0
 failed=0
 started=$SECONDS
 for kind in "${kind_list[@]}"; do
@@ -206,9 +284,11 @@ for kind in "${kind_list[@]}"; do
             printf '%-24s' "$label" >&2
             config "$kind" "$mode" "$family" 1 >"$work/1.toml"
             config "$kind" "$mode" "$family" 2 >"$work/2.toml"
+            udp_snmp "$ns_a" "$work/snmp-1-before.json"
+            udp_snmp "$ns_b" "$work/snmp-2-before.json"
             if ! tep_start 1 "$ns_a" || ! tep_start 2 "$ns_b"; then
                 tep_stop_all
-                rows+=("$kind|$family|$mode|FAIL|-|-|-|-| |-|-|0|tep did not start (log above)")
+                rows+=("$kind|$family|$mode|FAIL|-|-|-|-|-|-|0|-|tep did not start (log above)")
                 failed=1
                 continue
             fi
@@ -223,12 +303,10 @@ for kind in "${kind_list[@]}"; do
             read -r ping_avg ping_max <<<"${rtt:-- -}"
             gbps=$(iperf3_gbps "$dst")
             note=""
-            for side in 1 2; do
-                # A daemon that died leaves no answer: the row says so.
-                tep_ctl "$side" show tunnels --json >"$work/tunnels-$side.json" 2>/dev/null || echo '{}' >"$work/tunnels-$side.json"
-                tep_ctl "$side" show counters --json >"$work/counters-$side.json" 2>/dev/null || echo '{}' >"$work/counters-$side.json"
-            done
-            IFS=$'\t' read -r a_tx b_rx b_tx a_rx drops expected why offl <<<"$(summary)"
+            read_counters
+            udp_snmp "$ns_a" "$work/snmp-1-after.json"
+            udp_snmp "$ns_b" "$work/snmp-2-after.json"
+            IFS=$'\t' read -r a_tx b_rx b_tx a_rx drops expected why gone offl <<<"$(summary)"
             tep_stop_all
             status=ok
             if [ "$received" -eq 0 ] || [[ $gbps == ERR* ]] || [ "$a_tx" = - ]; then
@@ -240,13 +318,10 @@ for kind in "${kind_list[@]}"; do
             [ "$a_tx" = - ] && note="${note:+$note; }no counters: $why"
             [ "$a_tx" != - ] && [ "$drops" != 0 ] && note="${note:+$note; }dropped: $why"
             # Receivers count more than senders sent: see the footnote.
-            mark=""
-            if [ "$a_tx" != - ] && [ "$b_rx" -gt "$a_tx" ]; then
-                mark="²"
-                rx_more=1
-            fi
+            [[ $gone == *"over tx²"* ]] && rx_more=1
+            [[ $gone == *UNEXPLAINED* ]] && unexplained=1
             echo "$status  ${gbps} Gbit/s, ping ${ping_avg} ms" >&2
-            rows+=("$kind|$family|$mode|$status|$gbps|$ping_avg|$ping_max|$a_tx/$b_rx|${mark:- }|$b_tx/$a_rx|$drops|$expected|$note")
+            rows+=("$kind|$family|$mode|$status|$gbps|$ping_avg|$ping_max|$a_tx/$b_rx|$b_tx/$a_rx|$drops|$expected|$gone|$note")
             offloads+=("$(printf '%-24s %s' "$label" "$offl")")
         done
     done
@@ -254,13 +329,14 @@ done
 
 echo
 # printf pads by bytes: the arrows (3 bytes each) get 2 more of width.
-printf '%-9s %-6s %-8s %-5s %8s %15s %19s %19s %6s  %s\n' \
-    kind outer checksum pass Gbit/s "ping avg/max ms" "pkts a→b tx/rx " "pkts b→a tx/rx " drops "notes"
+printf '%-9s %-6s %-8s %-5s %8s %15s %19s %19s %6s  %-36s %s\n' \
+    kind outer checksum pass Gbit/s "ping avg/max ms" "pkts a→b tx/rx " "pkts b→a tx/rx " drops \
+    "tx − rx: where it went" "notes"
 for r in "${rows[@]}"; do
-    IFS='|' read -r k f m s g pa pm ab mk ba d e n <<<"$r"
+    IFS='|' read -r k f m s g pa pm ab ba d e gone n <<<"$r"
     [ "$e" != 0 ] && [ "$e" != - ] && n="${n:+$n; }+$e no_route¹"
-    printf '%-9s %-6s %-8s %-5s %8s %15s %16s%s %16s  %6s  %s\n' \
-        "$k" "$f" "$m" "$s" "$g" "$pa/$pm" "$ab" "$mk" "$ba" "$d" "$n"
+    printf '%-9s %-6s %-8s %-5s %8s %15s %17s %17s  %6s  %-36s %s\n' \
+        "$k" "$f" "$m" "$s" "$g" "$pa/$pm" "$ab" "$ba" "$d" "$gone" "$n"
 done
 echo
 echo "offloads in effect (side a; from \`tep show tunnels --json\` .io):"
@@ -272,6 +348,15 @@ echo "iperf3 TCP ${seconds} s, one stream, a→b; ping -c 5 -i 0.2 a→b. Packet
 echo "(tx of the sender, rx of the receiver). Drops: pipeline and host drops of both daemons."
 echo "¹ no_route: IPv6 router solicitations and MLD reports the TUN device sends to multicast"
 echo "  groups no tunnel routes; expected, not counted in drops."
+echo "tx − rx: counters read once the traffic has drained. \"before its daemon listened\": the"
+echo "  receiving namespace's kernel UDP NoPorts, datagrams the sender's device sent (IPv6 DAD,"
+echo "  MLD reports, router solicitations: an L2 tunnel carries them all) while the peer's"
+echo "  daemon was not up yet; \"kernel UDP errors\": its InErrors (receive buffer full, bad"
+echo "  checksum; over IPv6 a zero checksum while no socket has opted in to it);"
+echo "  \"dropped by tep\": the receiver's pipeline drops on the way in."
+if [ "$unexplained" = 1 ]; then
+    echo "UNEXPLAINED: a difference none of the counters above accounts for."
+fi
 if [ "$rx_more" = 1 ]; then
     echo "² rx above tx: tep counts a GRO super-packet written to the device as one datagram more"
     echo "  than it carried (the inner TCP header is counted as payload)."

@@ -12,6 +12,8 @@
 //!   (recvmmsg/sendmmsg) and UDP GRO/GSO.
 //! - [`poll`]: epoll and eventfd.
 //! - [`signal`]: signals as a descriptor (signalfd).
+//! - [`privilege`]: dropping root for a user that keeps CAP_NET_ADMIN
+//!   or nothing.
 //! - [`iface`]: the interface holding an address, and its MTU.
 //! - [`raw`]: whole IP packets handed to the kernel's stack.
 //! - [`netlink`]: the kernel's routes, interfaces and neighbour table
@@ -35,6 +37,7 @@ pub mod iface;
 pub mod netlink;
 pub mod netns;
 pub mod poll;
+pub mod privilege;
 pub mod raw;
 mod rtnl;
 pub mod signal;

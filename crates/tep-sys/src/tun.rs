@@ -351,18 +351,11 @@ impl Tun {
                 if prefix_len > 32 {
                     return Err(io::Error::new(io::ErrorKind::InvalidInput, what()));
                 }
-                let sock = config_socket(libc::AF_INET)?;
-                let mut ifr = self.ifreq()?;
-                ifr.ifr_ifru.ifru_addr = sockaddr_v4(u32::from(v4));
-                ok_if_exists(ioctl_ifreq(&sock, libc::SIOCSIFADDR, &mut ifr))
-                    .map_err(|e| context(e, format_args!("SIOCSIFADDR {}", what())))?;
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(prefix_len))
-                    .unwrap_or(0);
-                let mut ifr = self.ifreq()?;
-                ifr.ifr_ifru.ifru_netmask = sockaddr_v4(mask);
-                ok_if_exists(ioctl_ifreq(&sock, libc::SIOCSIFNETMASK, &mut ifr))
-                    .map_err(|e| context(e, format_args!("SIOCSIFNETMASK {}", what())))
+                // rtnetlink, not SIOCSIFADDR: the ioctl sets an IPv4
+                // interface's one primary address, so a second address
+                // in host.tun_addresses replaced the first.
+                crate::netlink::address_add(self.ifindex, IpAddr::V4(v4), prefix_len)
+                    .map_err(|e| context(e, what()))
             }
             IpAddr::V6(v6) => {
                 if prefix_len > 128 {
@@ -436,22 +429,6 @@ pub(crate) fn set_link_up(name: &str) -> io::Result<()> {
     ifr.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
     ioctl_ifreq(&sock, libc::SIOCSIFFLAGS, &mut ifr)
         .map_err(|e| context(e, format_args!("SIOCSIFFLAGS {name} up")))
-}
-
-/// A `struct sockaddr_in` with `addr` (host order), as the generic sockaddr
-/// the ifreq union holds.
-fn sockaddr_v4(addr: u32) -> libc::sockaddr {
-    let sin = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: 0,
-        sin_addr: libc::in_addr {
-            s_addr: addr.to_be(),
-        },
-        sin_zero: [0; 8],
-    };
-    // SAFETY: sockaddr_in and sockaddr are both 16 bytes of plain data; the
-    // kernel reads this sockaddr as a sockaddr_in because of its family.
-    unsafe { mem::transmute::<libc::sockaddr_in, libc::sockaddr>(sin) }
 }
 
 fn set_offload_flags(queue: &TunQueue, flags: libc::c_uint) -> io::Result<()> {

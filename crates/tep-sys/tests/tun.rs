@@ -94,6 +94,18 @@ fn tun_vnet_hdr_offloads_config_and_packets() {
         let v6: Ipv6Addr = "fd00:99::1".parse().unwrap();
         tun.add_address(IpAddr::V6(v6), 64).unwrap();
         tun.add_address(IpAddr::V6(v6), 64).unwrap(); // EEXIST is fine
+                                                      // A second IPv4 address joins the first (SIOCSIFADDR replaced it).
+        tun.add_address(IpAddr::V4(Ipv4Addr::new(10, 98, 7, 1)), 24)
+            .unwrap();
+        let v4 = std::process::Command::new("ip")
+            .args(["-4", "-o", "addr", "show", "dev", tun.name()])
+            .output()
+            .unwrap();
+        let v4 = String::from_utf8_lossy(&v4.stdout);
+        assert!(
+            v4.contains("10.99.0.1/24") && v4.contains("10.98.7.1/24"),
+            "{v4}"
+        );
         assert!(tun
             .add_address(IpAddr::V4(Ipv4Addr::new(10, 99, 0, 1)), 33)
             .is_err());

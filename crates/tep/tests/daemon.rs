@@ -1676,3 +1676,156 @@ fn startup_without_root_names_what_needs_privilege() {
         assert!(!text.contains("xdp"), "an XDP program on {dev}: {text}");
     }
 }
+
+/// A field of /proc/PID/status (or /proc/PID/task/TID/status).
+fn status_field(status: &str, key: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+        .unwrap_or_else(|| panic!("no {key} in {status}"))
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Every thread of `pid`: (Uid, Gid, Groups, CapEff, CapPrm) of each.
+fn thread_credentials(pid: u32) -> Vec<[String; 5]> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let s = std::fs::read_to_string(t.unwrap().path().join("status")).unwrap();
+        out.push(["Uid", "Gid", "Groups", "CapEff", "CapPrm"].map(|k| status_field(&s, k)));
+    }
+    out
+}
+
+/// `host.user`: once set up the daemon runs as nobody:nogroup with only
+/// CAP_NET_ADMIN on every thread, and the traffic, `tep show`, the
+/// metrics and a reload that adds a routed tunnel still work; the control
+/// socket keeps root's 0600 file. At exit the socket's file stays (nobody
+/// cannot write the directory) and the next daemon replaces it.
+#[test]
+fn the_daemon_drops_to_a_user_keeping_net_admin() {
+    if !root_or_skip("the_daemon_drops_to_a_user_keeping_net_admin") {
+        return;
+    }
+    let (Some(uid), Some(gid)) = (id("-u", "nobody"), id("-g", "nobody")) else {
+        tep_testing::skip("the_daemon_drops_to_a_user_keeping_net_admin: no user nobody");
+        return;
+    };
+    let pair = Pair::new();
+    let config = gue_config(&pair, &pair.a, 1, true, Some("127.0.0.1:19464"))
+        .replace("[host]\n", "[host]\nuser = \"nobody\"\n");
+    let mut da = pair.daemon(&pair.a, &config);
+    let _db = pair.daemon(&pair.b, &gue_config(&pair, &pair.b, 2, true, None));
+    assert!(da.log().contains("privileges dropped"), "{}", da.log());
+    let threads = thread_credentials(da.pid());
+    assert!(threads.len() >= 3, "workers, control, metrics: {threads:?}");
+    for t in &threads {
+        assert_eq!(t[0], format!("{uid} {uid} {uid} {uid}"), "Uid: {threads:?}");
+        assert_eq!(t[1], format!("{gid} {gid} {gid} {gid}"), "Gid: {threads:?}");
+        assert_eq!(t[2], "", "no supplementary groups: {threads:?}");
+        // CAP_NET_ADMIN is bit 12.
+        assert_eq!(t[3], "0000000000001000", "CapEff: {threads:?}");
+        assert_eq!(t[4], "0000000000001000", "CapPrm: {threads:?}");
+    }
+    let meta = std::fs::metadata(&da.socket).unwrap();
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!((meta.uid(), meta.gid()), (0, 0), "the socket stays root's");
+
+    assert_eq!(ping(&pair, &pair.a, "10.9.0.2", 3), 3);
+    let t = da.show("tunnels");
+    assert!(t["tunnels"][0]["tx_packets"].as_u64().unwrap() >= 3, "{t}");
+    let text = python(
+        &pair.a,
+        "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:19464/metrics', timeout=5).read().decode())",
+    );
+    assert!(
+        text.contains("tep_tunnel_tx_packets_total{tunnel=\"g\",kind=\"gue\"}"),
+        "{text}"
+    );
+    // A reload adding a tunnel: its route through the TUN needs
+    // CAP_NET_ADMIN, which is kept.
+    let two = format!(
+        "{config}\n[[tunnel]]\nname = \"f\"\nkind = \"fou-ipip\"\nlocal = \"{}\"\nremote = \"{}\"\ninner_prefixes = [\"10.7.0.0/16\"]\n",
+        Pair::A4,
+        Pair::B4
+    );
+    std::fs::write(&da.config, two).unwrap();
+    assert_eq!(
+        da.control(&["reload"]).unwrap().trim(),
+        "reloaded",
+        "{}",
+        da.log()
+    );
+    let routes = pair.exec(&pair.a, &["ip", "route", "show", "10.7.0.0/16"], true);
+    assert!(
+        String::from_utf8_lossy(&routes.stdout).contains("dev tepl3"),
+        "{routes:?}"
+    );
+    assert_eq!(da.show("tunnels")["tunnels"].as_array().unwrap().len(), 2);
+    assert_eq!(ping(&pair, &pair.a, "10.9.0.2", 3), 3, "after the reload");
+
+    assert_eq!(da.stop(), Some(0), "{}", da.log());
+    assert!(
+        da.log().contains("control socket left in place"),
+        "{}",
+        da.log()
+    );
+    // The next start replaces the file nobody could remove.
+    std::fs::write(&da.config, &config).unwrap();
+    let again = pair.daemon(&pair.a, &config);
+    assert_eq!(ping(&pair, &pair.a, "10.9.0.2", 2), 2, "{}", again.log());
+}
+
+/// `host.capabilities = "none"`: nothing kept (CapEff 0); the traffic and
+/// `tep show` work, a reload that needs no privilege applies, and one that
+/// would add a route is refused saying what the drop prevents, leaving the
+/// running config in place.
+#[test]
+fn the_daemon_drops_every_capability_when_told() {
+    if !root_or_skip("the_daemon_drops_every_capability_when_told") {
+        return;
+    }
+    let Some(uid) = id("-u", "nobody") else {
+        tep_testing::skip("the_daemon_drops_every_capability_when_told: no user nobody");
+        return;
+    };
+    let pair = Pair::new();
+    let config = gue_config(&pair, &pair.a, 1, true, None).replace(
+        "[host]\n",
+        "[host]\nuser = \"nobody\"\ngroup = \"nogroup\"\ncapabilities = \"none\"\n",
+    );
+    let da = pair.daemon(&pair.a, &config);
+    let _db = pair.daemon(&pair.b, &gue_config(&pair, &pair.b, 2, true, None));
+    for t in thread_credentials(da.pid()) {
+        assert_eq!(t[0], format!("{uid} {uid} {uid} {uid}"));
+        assert_eq!(t[3], "0000000000000000", "CapEff {t:?}");
+        assert_eq!(t[4], "0000000000000000", "CapPrm {t:?}");
+    }
+    assert_eq!(ping(&pair, &pair.a, "10.9.0.2", 2), 2);
+    let _ = da.show("counters");
+    // Same tunnels, no route to change: applied.
+    assert_eq!(da.control(&["reload"]).unwrap().trim(), "reloaded");
+    let two = format!(
+        "{config}\n[[tunnel]]\nname = \"f\"\nkind = \"fou-ipip\"\nlocal = \"{}\"\nremote = \"{}\"\ninner_prefixes = [\"10.7.0.0/16\"]\n",
+        Pair::A4,
+        Pair::B4
+    );
+    std::fs::write(&da.config, two).unwrap();
+    let e = da.control(&["reload"]).unwrap_err();
+    assert!(e.contains("host.routes: cannot route 10.7.0.0/16"), "{e}");
+    assert!(e.contains("host.capabilities = \"none\""), "{e}");
+    assert!(e.contains("needs CAP_NET_ADMIN"), "{e}");
+    assert_eq!(da.show("tunnels")["tunnels"].as_array().unwrap().len(), 1);
+    assert_eq!(ping(&pair, &pair.a, "10.9.0.2", 2), 2, "still running");
+}
+
+/// `id FLAG USER`: the number, or None when there is no such user.
+fn id(flag: &str, user: &str) -> Option<u32> {
+    let out = std::process::Command::new("id")
+        .args([flag, user])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}

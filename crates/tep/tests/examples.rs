@@ -63,7 +63,14 @@ fn demo_passes_traffic_through_each_kind_and_cleans_up() {
         assert_eq!(cells[3], "ok", "{row}");
         let gbps: f64 = cells[4].parse().unwrap_or(0.0);
         assert!(gbps > 0.0, "{row}");
+        // Every packet accounted for: the tunnel's tx and rx agree, or the
+        // row says where the difference went.
+        assert!(
+            row.contains("balanced") || row.contains("before its daemon listened"),
+            "{row}"
+        );
     }
+    assert!(!text.contains("UNEXPLAINED"), "{text}");
     assert!(none_left("tepdemo", &before), "namespaces left behind");
 }
 

@@ -73,6 +73,37 @@ pub struct HostConfig {
     /// `inner_prefixes` (as wg-quick does for AllowedIPs), kept in step
     /// with reloads and removed at exit; false: the administrator routes.
     pub routes: bool,
+    /// The user the daemon becomes once its devices, sockets, routes and
+    /// listeners are set up; `None`: it stays who started it.
+    pub user: Option<String>,
+    /// Its group; `None`: the user's primary group.
+    pub group: Option<String>,
+    /// What the daemon keeps after becoming `user`.
+    pub capabilities: Capabilities,
+}
+
+/// `host.capabilities`: what the daemon keeps after dropping to
+/// `host.user`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Capabilities {
+    /// `"net_admin"`: CAP_NET_ADMIN, for reloads (routes through the TUN,
+    /// sockets' buffers past the system's limits) and for following the
+    /// underlay's MTU.
+    #[default]
+    NetAdmin,
+    /// `"none"`: nothing; a reload that changes routes is refused, new
+    /// sockets get buffers within net.core.rmem_max/wmem_max.
+    None,
+}
+
+impl Capabilities {
+    /// Its name in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            Capabilities::NetAdmin => "net_admin",
+            Capabilities::None => "none",
+        }
+    }
 }
 
 /// `host.uplink`: a TAP tep creates to send tunnel traffic through the
@@ -132,6 +163,9 @@ impl Default for HostConfig {
             uplink: Uplink::Auto,
             uplink_cpus: Vec::new(),
             routes: true,
+            user: None,
+            group: None,
+            capabilities: Capabilities::NetAdmin,
         }
     }
 }
@@ -158,6 +192,9 @@ pub(super) struct RawHost {
     uplink: Option<String>,
     uplink_cpus: Option<Vec<i64>>,
     routes: Option<bool>,
+    user: Option<String>,
+    group: Option<String>,
+    capabilities: Option<String>,
 }
 
 const SECTION: &str = "host";
@@ -276,6 +313,24 @@ pub(super) fn listen_address(
     .transpose()
 }
 
+/// A user or group name as the password database spells them: not
+/// empty, no ':' (its field separator), no whitespace or NUL. Whether it
+/// exists is asked at start, where the database is.
+fn account_name(field: &str, v: Option<String>) -> Result<Option<String>, ConfigError> {
+    match v {
+        Some(n)
+            if n.is_empty()
+                || n.len() > 256
+                || n.contains(':')
+                || n.contains('\0')
+                || n.chars().any(char::is_whitespace) =>
+        {
+            Err(err(field, format!("{n:?} is not a user or group name")))
+        }
+        v => Ok(v),
+    }
+}
+
 /// `control`: an absolute Unix socket path, by default [`DEFAULT_CONTROL`].
 pub(super) fn socket_path(section: &str, v: Option<String>) -> Result<String, ConfigError> {
     match v {
@@ -356,6 +411,27 @@ impl RawHost {
                 "set, but host.uplink is \"off\"".to_string(),
             ));
         }
+        let user = account_name("user", self.user)?;
+        let group = account_name("group", self.group)?;
+        if group.is_some() && user.is_none() {
+            return Err(err("group", "set, but host.user is not".to_string()));
+        }
+        let capabilities = match self.capabilities.as_deref() {
+            None | Some("net_admin") => Capabilities::NetAdmin,
+            Some("none") => Capabilities::None,
+            Some(other) => {
+                return Err(err(
+                    "capabilities",
+                    format!("\"{other}\" is not \"net_admin\" or \"none\""),
+                ))
+            }
+        };
+        if self.capabilities.is_some() && user.is_none() {
+            return Err(err(
+                "capabilities",
+                "set, but host.user is not (capabilities are dropped with the user)".to_string(),
+            ));
+        }
         Ok(HostConfig {
             tun,
             tap,
@@ -376,6 +452,9 @@ impl RawHost {
             uplink,
             uplink_cpus,
             routes: self.routes.unwrap_or(d.routes),
+            user,
+            group,
+            capabilities,
         })
     }
 }
@@ -414,6 +493,9 @@ uplink_cpus = [1]
 routes = false
 metrics = "127.0.0.1:9464"
 control = "/tmp/x.sock"
+user = "nobody"
+group = "nogroup"
+capabilities = "none"
 "#,
         )
         .unwrap();
@@ -434,6 +516,9 @@ control = "/tmp/x.sock"
         assert!(!h.routes);
         assert_eq!(h.metrics, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(h.control, "/tmp/x.sock");
+        assert_eq!(h.user.as_deref(), Some("nobody"));
+        assert_eq!(h.group.as_deref(), Some("nogroup"));
+        assert_eq!(h.capabilities, super::Capabilities::None);
     }
 
     #[test]
@@ -480,6 +565,23 @@ control = "/tmp/x.sock"
             ("offloads = 1", "host.offloads"),
             ("routes = \"yes\"", "host.routes"),
             ("receive_buffer = 1000", "host.receive_buffer"),
+            (
+                "user = \"a b\"",
+                "host.user: \"a b\" is not a user or group name",
+            ),
+            ("user = \"\"", "host.user: \"\" is not a user"),
+            (
+                "group = \"nogroup\"",
+                "host.group: set, but host.user is not",
+            ),
+            (
+                "user = \"nobody\"\ncapabilities = \"all\"",
+                "host.capabilities: \"all\" is not \"net_admin\" or \"none\"",
+            ),
+            (
+                "capabilities = \"none\"",
+                "host.capabilities: set, but host.user is not",
+            ),
         ] {
             let e = host_error(body);
             assert!(e.starts_with(want), "{body}: got {e}, want {want}");

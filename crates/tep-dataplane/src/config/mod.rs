@@ -21,7 +21,7 @@ mod testing;
 mod toml_error;
 
 pub use gateway::{GatewayConfig, XdpMode};
-pub use host::{HostConfig, Uplink, DEFAULT_ADAPTIVE_POLL_US, DEFAULT_CONTROL};
+pub use host::{Capabilities, HostConfig, Uplink, DEFAULT_ADAPTIVE_POLL_US, DEFAULT_CONTROL};
 pub use pfcp::{NodeId, PfcpConfig, PFCP_PORT};
 
 use crate::kind::TunnelKind;

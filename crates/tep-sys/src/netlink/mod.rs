@@ -22,6 +22,7 @@ use netlink_packet_core::{
     NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE,
     NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
 };
+use netlink_packet_route::address::{AddressAttribute, AddressMessage};
 use netlink_packet_route::link::{LinkAttribute, LinkExtentMask, LinkFlags, LinkMessage};
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourExtFlags, NeighbourFlags, NeighbourMessage,
@@ -200,6 +201,34 @@ pub fn route_add(dst: IpAddr, prefix_len: u8, ifindex: u32) -> io::Result<bool> 
         Ok(()) => Ok(true),
         Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(false),
         Err(e) => Err(context(e, format_args!("route add {dst}/{prefix_len}"))),
+    }
+}
+
+/// Adds `addr/prefix_len` to interface `ifindex` (`ip addr add`): one
+/// more address beside those it has (the SIOCSIFADDR ioctl replaces an
+/// IPv4 interface's address instead). An address it has already is not
+/// an error.
+pub fn address_add(ifindex: u32, addr: IpAddr, prefix_len: u8) -> io::Result<()> {
+    let mut msg = AddressMessage::default();
+    msg.header.family = match addr {
+        IpAddr::V4(_) => AddressFamily::Inet,
+        IpAddr::V6(_) => AddressFamily::Inet6,
+    };
+    msg.header.prefix_len = prefix_len;
+    msg.header.index = ifindex;
+    // IFA_LOCAL is the interface's own address; IFA_ADDRESS the peer's on
+    // point-to-point links, the same here.
+    msg.attributes.push(AddressAttribute::Local(addr));
+    msg.attributes.push(AddressAttribute::Address(addr));
+    match Rtnl::open()?.request(
+        RouteNetlinkMessage::NewAddress(msg),
+        NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+        |_| {},
+    ) {
+        Err(e) if e.raw_os_error() != Some(libc::EEXIST) => {
+            Err(context(e, format_args!("address add {addr}/{prefix_len}")))
+        }
+        _ => Ok(()),
     }
 }
 

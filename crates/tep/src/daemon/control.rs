@@ -25,15 +25,36 @@ pub struct ControlServer {
 }
 
 impl ControlServer {
-    /// Removes the socket file (at exit).
+    /// Removes the socket file (at exit). A daemon that dropped to a user
+    /// who may not write the socket's directory leaves it: the next start
+    /// finds nothing answering there and replaces it.
     pub fn remove(&self) {
-        let _ = std::fs::remove_file(&self.path);
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => tracing::info!(
+                path = %self.path.display(),
+                "control socket left in place ({e}: tep runs as a user that cannot write its directory); the next start replaces it"
+            ),
+            _ => {}
+        }
     }
+}
+
+/// A bound control socket whose requests nobody answers yet: bound while
+/// the daemon may still create files anywhere, served after it has
+/// dropped its privileges.
+pub struct ControlListener {
+    listener: std::os::unix::net::UnixListener,
+    path: PathBuf,
 }
 
 /// Listens on `path` (the config's `field`, named in errors) and answers
 /// requests on a thread of its own.
 pub fn serve(field: &str, path: &str, state: Arc<State>) -> Result<ControlServer, String> {
+    listen(field, path)?.serve(state)
+}
+
+/// Binds `path` (the config's `field`, named in errors), mode 0600.
+pub fn listen(field: &str, path: &str) -> Result<ControlListener, String> {
     let p = Path::new(path);
     if UnixStream::connect(p).is_ok() {
         return Err(format!(
@@ -46,21 +67,30 @@ pub fn serve(field: &str, path: &str, state: Arc<State>) -> Result<ControlServer
     }
     let listener = tep_sys::unix::bind_private(p)
         .map_err(|e| format!("{field}: cannot listen on {path}: {e}"))?;
-    std::thread::Builder::new()
-        .name("tep-control".into())
-        .spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                if let Err(e) = answer(stream, &state) {
-                    tracing::debug!("control client: {e}");
-                }
-            }
-        })
-        .map_err(|e| format!("cannot start the control thread: {e}"))?;
-    Ok(ControlServer {
+    Ok(ControlListener {
+        listener,
         path: p.to_path_buf(),
     })
+}
+
+impl ControlListener {
+    /// Answers requests on a thread of its own.
+    pub fn serve(self, state: Arc<State>) -> Result<ControlServer, String> {
+        let listener = self.listener;
+        std::thread::Builder::new()
+            .name("tep-control".into())
+            .spawn(move || {
+                for stream in listener.incoming() {
+                    let Ok(stream) = stream else { continue };
+                    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                    if let Err(e) = answer(stream, &state) {
+                        tracing::debug!("control client: {e}");
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the control thread: {e}"))?;
+        Ok(ControlServer { path: self.path })
+    }
 }
 
 fn answer(stream: UnixStream, state: &State) -> std::io::Result<()> {

@@ -154,8 +154,20 @@ pub fn render(
 
 /// Serves `/metrics` on `addr` from a thread of its own.
 pub fn serve(field: &str, addr: SocketAddr, state: Arc<State>) -> Result<(), String> {
-    let listener =
-        TcpListener::bind(addr).map_err(|e| format!("{field}: cannot listen on {addr}: {e}"))?;
+    serve_on(listen(field, addr)?, state)
+}
+
+/// Binds the metrics address (the config's `field`, named in errors),
+/// before the daemon drops its privileges (a port below 1024 needs them).
+pub fn listen(field: &str, addr: SocketAddr) -> Result<TcpListener, String> {
+    TcpListener::bind(addr).map_err(|e| format!("{field}: cannot listen on {addr}: {e}"))
+}
+
+/// Answers scrapes on `listener` on a thread of its own.
+pub fn serve_on(listener: TcpListener, state: Arc<State>) -> Result<(), String> {
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("metrics listener: {e}"))?;
     std::thread::Builder::new()
         .name("tep-metrics".into())
         .spawn(move || {

@@ -3,7 +3,8 @@
 //! counters workers publish ([`stats`]), the control socket behind
 //! `tep show`, `tep trace` and `tep reload` ([`control`]), when workers
 //! sleep ([`idle`]), the Prometheus
-//! endpoint ([`metrics`]) and packet capture at the I/O edges ([`trace`]).
+//! endpoint ([`metrics`]), packet capture at the I/O edges ([`trace`]) and
+//! dropping root once set up ([`privilege`]).
 //! Host mode ([`crate::host`]) and gateway mode fill them; nothing here
 //! knows which one runs.
 
@@ -11,6 +12,7 @@ pub mod control;
 pub mod idle;
 pub mod metrics;
 pub mod notify;
+pub mod privilege;
 pub mod state;
 pub mod stats;
 pub mod trace;

@@ -17,7 +17,7 @@ mod udp_io;
 pub mod uplink;
 pub mod worker;
 
-use crate::daemon::{control, metrics, state};
+use crate::daemon::{control, metrics, privilege, state};
 
 use endpoints::Endpoints;
 use state::{DeviceInfo, IoInfo, Shared, SocketInfo, State};
@@ -439,6 +439,7 @@ pub fn run(path: &Path) -> Result<(), String> {
             "no [[tunnel]] in the config: tep runs with nothing to do until a reload adds one"
         );
     }
+    let run_as = privilege::resolve("host", &config.host)?;
     let config = Arc::new(config);
     let host = config.host.clone();
     let mut tun = if needs(&config, false) {
@@ -499,6 +500,17 @@ pub fn run(path: &Path) -> Result<(), String> {
         main_wake: EventFd::new().map_err(|e| format!("eventfd: {e}"))?,
         kernel: Box::new(state::UdpDrops),
     });
+    let control = control::listen("host.control", &host.control)?;
+    let metrics = host
+        .metrics
+        .map(|addr| metrics::listen("host.metrics", addr))
+        .transpose()?;
+    // Everything that needs root is set up; the threads started from here
+    // on inherit what the main thread keeps (credentials are per thread).
+    if let Some(r) = &run_as {
+        r.apply()?;
+        r.check_readable(path);
+    }
     let mut running = start_workers(config.clone(), endpoints, ios, &shared)?;
     *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
     let devices: Vec<(String, bool)> = tun
@@ -507,9 +519,9 @@ pub fn run(path: &Path) -> Result<(), String> {
         .chain(tap.iter().map(|t| (t.name().to_string(), true)))
         .collect();
     let _links = links::watch(state.clone(), devices)?;
-    let control = control::serve("host.control", &host.control, state.clone())?;
-    if let Some(addr) = host.metrics {
-        metrics::serve("host.metrics", addr, state.clone())?;
+    let control = control.serve(state.clone())?;
+    if let Some(listener) = metrics {
+        metrics::serve_on(listener, state.clone())?;
     }
     tracing::info!(
         tunnels = config.tunnels.len(),
@@ -526,11 +538,12 @@ pub fn run(path: &Path) -> Result<(), String> {
             &state,
             tun.as_ref(),
             tap.as_ref(),
-        )?;
-        match routes.as_mut() {
-            Some(r) => r.sync(&state.config.lock().unwrap_or_else(|e| e.into_inner())),
-            None => Ok(()),
-        }
+            routes.as_mut(),
+        )
+        .map_err(|e| match &run_as {
+            Some(r) => r.explain(e),
+            None => e,
+        })
     })?;
     let _ = stop_workers(running, &shared);
     if let Some(r) = routes.as_mut() {
@@ -541,8 +554,9 @@ pub fn run(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Re-reads the config and restarts the workers with it; on any error the
-/// running workers are left untouched.
+/// Re-reads the config, makes the routes follow it and restarts the
+/// workers with it; on any error the running workers and routes are left
+/// as they were.
 fn reload(
     path: &Path,
     running: &mut Running,
@@ -550,6 +564,7 @@ fn reload(
     state: &State,
     tun: Option<&Tun>,
     tap: Option<&Tun>,
+    routes: Option<&mut routes::Routes>,
 ) -> Result<(), String> {
     let new = Config::load(path).map_err(|e| e.to_string())?;
     check_mode(&new).map_err(|e| e.to_string())?;
@@ -601,6 +616,13 @@ fn reload(
     let mut senders: Vec<Vec<Vec<UdpSocket>>> = (0..new.host.queues)
         .map(|w| bind_senders(&new.host, &endpoints, w))
         .collect();
+    // Routes last among what can fail (a daemon without CAP_NET_ADMIN
+    // cannot change them), and put back as they were if they do.
+    if let Some(r) = routes {
+        r.sync(&new).inspect_err(|_| {
+            let _ = r.sync(&old);
+        })?;
+    }
     let new = Arc::new(new);
     let old_running = std::mem::replace(
         running,

@@ -14,6 +14,10 @@ pub struct Routes {
     ifindex: u32,
     device: String,
     installed: Vec<(IpAddr, u8)>,
+    /// Prefixes found routed already when tep asked: left alone, and not
+    /// asked again at each reload (a daemon that dropped CAP_NET_ADMIN
+    /// could not even ask).
+    found: Vec<(IpAddr, u8)>,
 }
 
 /// Each L3 tunnel's inner prefixes, each once.
@@ -35,6 +39,7 @@ impl Routes {
             ifindex,
             device: device.to_string(),
             installed: Vec::new(),
+            found: Vec::new(),
         }
     }
 
@@ -43,6 +48,7 @@ impl Routes {
     /// prefix and what the kernel said.
     pub fn sync(&mut self, config: &Config) -> Result<(), String> {
         let want = wanted(config);
+        self.found.retain(|r| want.contains(r));
         let gone: Vec<(IpAddr, u8)> = self
             .installed
             .iter()
@@ -56,7 +62,7 @@ impl Routes {
             tracing::info!(route = %format!("{addr}/{len}"), device = %self.device, "route removed");
         }
         for (addr, len) in want {
-            if self.installed.contains(&(addr, len)) {
+            if self.installed.contains(&(addr, len)) || self.found.contains(&(addr, len)) {
                 continue;
             }
             let created = tep_sys::netlink::route_add(addr, len, self.ifindex).map_err(|e| {
@@ -69,6 +75,7 @@ impl Routes {
                 self.installed.push((addr, len));
                 tracing::info!(route = %format!("{addr}/{len}"), device = %self.device, "route added");
             } else {
+                self.found.push((addr, len));
                 tracing::info!(
                     route = %format!("{addr}/{len}"),
                     device = %self.device,
