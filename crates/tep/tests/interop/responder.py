@@ -1,0 +1,488 @@
+#!/usr/bin/python3
+"""An outside tunnel peer for tep's interop tests (crates/tep/tests/interop.rs).
+
+Runs in the peer namespace. It reads every frame of the underlay interface
+(AF_PACKET), takes the UDP datagrams tep sends to its tunnel ports, parses
+the tunnel header and the inner packet with scapy's layers (GRE, IP, IPv6,
+ICMP, ICMPv6, contrib.gtp; GUE has no scapy layer: its 4-byte header is read
+and written here by hand, draft-ietf-intarea-gue section 3.1), checks each
+field against what the test configured tep to send, and answers an inner
+ICMP echo request with an echo reply it builds itself, encapsulated back
+whole (Ethernet, outer IP, UDP with scapy's checksum, or zero where asked).
+GTP-U ports also get an Echo Request, whose Echo Response it checks.
+
+Usage: responder.py CONFIG.json. The config:
+  iface      the underlay interface
+  peer_mac   the MAC of tep's underlay interface (for the Echo Requests)
+  deadline   seconds after which it stops whatever happens
+  ports      [{port, kind, family, tep, me, tep_port, csum, reply_csum,
+               key, gre_csum, teid, reply_teid, qfi, reply_qfi}]
+             kind: gue gue-gre fou-ipip fou-sit fou-gre gre gtpu;
+             csum: what tep sends, "full" (must verify) or "zero";
+             reply_csum: "full", "zero" or "alternate";
+             key: the GRE key tep sends and gets back (null: none);
+             gre_csum: the replies carry a GRE checksum;
+             bad_gre_copy: each reply is followed by a copy whose GRE
+             checksum is wrong (counted as bad_copies);
+             teid/qfi: what tep's G-PDUs must carry (qfi null: no PDU
+             Session Container); reply_teid/reply_qfi: what the replies carry.
+  echo       [{family, tep, me}]: GTP-U Echo Requests to send to tep.
+
+It prints "ready" once it listens, then at the end (stdin closed, or the
+deadline) one JSON line: {"ports": {"<family>/<port>": {"requests",
+"replies", "other", "bad_copies", "errors"}}, "echo": [{"family", "sent", "responses",
+"errors"}], "errors": [...]}. A mismatch is reported, never fatal.
+"""
+
+import json
+import os
+import select
+import socket
+import struct
+import sys
+import time
+
+from scapy.all import (  # noqa: E402
+    GRE,
+    ICMP,
+    IP,
+    UDP,
+    Ether,
+    ICMPv6EchoReply,
+    ICMPv6EchoRequest,
+    IPv6,
+    Raw,
+)
+from scapy.contrib.gtp import (  # noqa: E402
+    GTPEchoRequest,
+    GTPEchoResponse,
+    GTPHeader,
+    GTPPDUSessionContainer,
+    GTP_U_Header,
+    IE_Recovery,
+)
+from scapy.layers.inet import in4_chksum  # noqa: E402
+from scapy.layers.inet6 import in6_chksum  # noqa: E402
+from scapy.utils import checksum  # noqa: E402
+
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4
+# Linux socket options (not in Python's socket module).
+SO_NO_CHECK = 11
+UDP_NO_CHECK6_RX = 102
+IPPROTO_GRE = 47
+MAX_ERRORS = 20
+
+
+class Port:
+    """One tunnel: what tep must send on it, and how to answer."""
+
+    def __init__(self, c):
+        self.c = c
+        self.requests = 0
+        self.replies = 0
+        self.other = 0
+        self.bad_copies = 0
+        self.errors = []
+
+    def error(self, msg):
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(msg)
+
+    def report(self):
+        return {
+            "requests": self.requests,
+            "replies": self.replies,
+            "other": self.other,
+            "bad_copies": self.bad_copies,
+            "errors": self.errors,
+        }
+
+
+def outer_checksum_ok(ip, udp_bytes):
+    """The outer UDP checksum verifies (scapy's pseudo-header sum)."""
+    if isinstance(ip, IP):
+        return in4_chksum(socket.IPPROTO_UDP, ip, udp_bytes) == 0
+    return in6_chksum(socket.IPPROTO_UDP, ip, udp_bytes) == 0
+
+
+def answer_inner(port, inner):
+    """The echo reply to the inner packet `inner` (bytes), or None."""
+    version = inner[0] >> 4 if inner else 0
+    if version == 4:
+        p = IP(inner)
+        ihl = p.ihl * 4
+        if checksum(inner[:ihl]) != 0:
+            port.error("inner IPv4 header checksum 0x%04x does not verify" % p.chksum)
+        if len(inner) != p.len:
+            port.error("inner IPv4 length %d, datagram holds %d" % (p.len, len(inner)))
+        if p.proto != 1 or p[ICMP].type != 8:
+            return None
+        if checksum(inner[ihl:p.len]) != 0:
+            port.error("inner ICMP checksum 0x%04x does not verify" % p[ICMP].chksum)
+        e = p[ICMP]
+        return bytes(
+            IP(src=p.dst, dst=p.src, ttl=64)
+            / ICMP(type=0, id=e.id, seq=e.seq)
+            / Raw(bytes(e.payload))
+        )
+    if version == 6:
+        p = IPv6(inner)
+        if len(inner) != 40 + p.plen:
+            port.error("inner IPv6 payload length %d, datagram holds %d" % (p.plen, len(inner) - 40))
+        if p.nh != 58 or ICMPv6EchoRequest not in p:
+            return None
+        if in6_chksum(58, p, inner[40 : 40 + p.plen]) != 0:
+            port.error("inner ICMPv6 checksum does not verify")
+        e = p[ICMPv6EchoRequest]
+        return bytes(
+            IPv6(src=p.dst, dst=p.src, hlim=64)
+            / ICMPv6EchoReply(id=e.id, seq=e.seq, data=e.data)
+        )
+    port.error("inner packet of IP version %d" % version)
+    return None
+
+
+def ethertype_of(inner):
+    return 0x86DD if inner[0] >> 4 == 6 else 0x0800
+
+
+def parse_gre(port, b):
+    """Checks the GRE header tep sent; returns its payload."""
+    g = GRE(b)
+    c = port.c
+    if g.version != 0 or g.routing_present or g.recursion_control or g.flags:
+        port.error("GRE version %d / reserved bits set: %r" % (g.version, bytes(b[:2])))
+    if g.chksum_present:
+        port.error("GRE checksum present (tep sends none)")
+    if g.seqnum_present:
+        port.error("GRE sequence number present (tep sends none)")
+    if c.get("key") is None:
+        if g.key_present:
+            port.error("GRE key %d present, none configured" % g.key)
+    elif not g.key_present or g.key != c["key"]:
+        port.error("GRE key %s, want %d" % (g.key if g.key_present else "absent", c["key"]))
+    inner = bytes(g.payload)
+    if inner and g.proto != ethertype_of(inner):
+        port.error("GRE protocol 0x%04x for an IPv%d payload" % (g.proto, inner[0] >> 4))
+    return inner
+
+
+def build_gre(port, reply, corrupt=False):
+    c = port.c
+    g = GRE(proto=ethertype_of(reply))
+    if c.get("key") is not None:
+        g.key_present = 1
+        g.key = c["key"]
+    if c.get("gre_csum"):
+        # scapy computes the checksum over the GRE header and payload.
+        g.chksum_present = 1
+    b = bytes(g / Raw(reply))
+    if corrupt:
+        # The checksum field (bytes 4-5 when C is set), inverted.
+        b = b[:4] + bytes([b[4] ^ 0xFF, b[5] ^ 0xFF]) + b[6:]
+    return b
+
+
+def parse_gue(port, b, want_proto=None):
+    """Checks a GUE variant 0 data header; returns (proto, payload)."""
+    if len(b) < 4:
+        port.error("GUE header cut: %d bytes" % len(b))
+        return None, b""
+    ver, control, hlen = b[0] >> 6, (b[0] >> 5) & 1, b[0] & 0x1F
+    proto, flags = b[1], struct.unpack("!H", b[2:4])[0]
+    if ver != 0:
+        port.error("GUE variant %d, want 0" % ver)
+    if control:
+        port.error("GUE control message")
+    if hlen != 0 or flags != 0:
+        port.error("GUE hlen %d flags 0x%04x: tep sends no optional fields here" % (hlen, flags))
+    payload = b[4 + 4 * hlen :]
+    if want_proto is not None and proto != want_proto:
+        port.error("GUE protocol %d, want %d" % (proto, want_proto))
+    elif want_proto is None and payload:
+        want = 41 if payload[0] >> 4 == 6 else 4
+        if proto != want:
+            port.error("GUE protocol %d for an IPv%d payload" % (proto, payload[0] >> 4))
+    return proto, payload
+
+
+def gue_header(proto):
+    # Variant 0, C = 0, hlen 0, protocol, no flags.
+    return bytes([0, proto, 0, 0])
+
+
+def parse_gtpu(port, b):
+    """Checks a G-PDU from tep; returns its T-PDU (or None if not a G-PDU)."""
+    c = port.c
+    h = GTPHeader(b)
+    if h.gtp_type != 255:
+        return None
+    if h.version != 1 or h.PT != 1:
+        port.error("GTP-U version %d PT %d" % (h.version, h.PT))
+    if h.teid != c["teid"]:
+        port.error("TEID 0x%x, want 0x%x" % (h.teid, c["teid"]))
+    if h.length != len(b) - 8:
+        port.error("GTP-U length %d, datagram holds %d after the mandatory header" % (h.length, len(b) - 8))
+    at = 8
+    if h.E or h.S or h.PN:
+        at = 12
+    if c.get("qfi") is None:
+        if h.E:
+            port.error("extension header present, tep has no QFI configured")
+    else:
+        if not h.E or h.next_ex != 0x85:
+            port.error("no PDU Session Container (E=%d next 0x%02x)" % (h.E, h.next_ex or 0))
+        else:
+            psc = h[GTPPDUSessionContainer]
+            if psc.type != 1:
+                port.error("PDU Session Container type %d, want 1 (UL)" % psc.type)
+            if psc.QFI != c["qfi"]:
+                port.error("QFI %d, want %d" % (psc.QFI, c["qfi"]))
+            if psc.NextExtHdr != 0:
+                port.error("a second extension header 0x%02x" % psc.NextExtHdr)
+    # Walk the extension chain by its length fields (not by scapy's layers:
+    # the T-PDU starts where the chain says).
+    nxt = h.next_ex if h.E else 0
+    while nxt:
+        n = b[at] * 4
+        if n == 0:
+            port.error("extension header of length 0")
+            return None
+        nxt = b[at + n - 1]
+        at += n
+    return b[at:]
+
+
+def build_gtpu(port, reply):
+    c = port.c
+    h = GTP_U_Header(teid=c["reply_teid"], gtp_type=255)
+    if c.get("reply_qfi") is not None:
+        # A DL PDU SESSION INFORMATION (TS 38.415 §5.5.2.1), as a UPF sends.
+        return bytes(h / GTPPDUSessionContainer(type=0, QFI=c["reply_qfi"]) / Raw(reply))
+    return bytes(h / Raw(reply))
+
+
+def decapsulate(port, payload):
+    """(tunnel payload -> inner packet, and a function building the reply's
+    tunnel payload from the inner reply, its GRE checksum corrupted if
+    asked)."""
+    kind = port.c["kind"]
+    if kind == "gue":
+        proto, inner = parse_gue(port, payload)
+        return inner, lambda r, bad=False: gue_header(41 if r[0] >> 4 == 6 else 4) + r
+    if kind == "gue-gre":
+        _, gre = parse_gue(port, payload, IPPROTO_GRE)
+        inner = parse_gre(port, gre)
+        return inner, lambda r, bad=False: gue_header(IPPROTO_GRE) + build_gre(port, r, bad)
+    if kind in ("gre", "fou-gre"):
+        return parse_gre(port, payload), lambda r, bad=False: build_gre(port, r, bad)
+    if kind in ("fou-ipip", "fou-sit"):
+        want = 4 if kind == "fou-ipip" else 6
+        if payload and payload[0] >> 4 != want:
+            port.error("%s carried IPv%d" % (kind, payload[0] >> 4))
+        return payload, lambda r, bad=False: r
+    if kind == "gtpu":
+        return parse_gtpu(port, payload), lambda r, bad=False: build_gtpu(port, r)
+    raise ValueError("unknown kind " + kind)
+
+
+class Responder:
+    def __init__(self, config):
+        self.config = config
+        self.iface = config["iface"]
+        with open("/sys/class/net/%s/address" % self.iface) as f:
+            self.mac = f.read().strip()
+        self.ports = {}
+        for c in config["ports"]:
+            self.ports[(c["family"], c["port"])] = Port(c)
+        self.errors = []
+        self.echo = [
+            {"c": e, "sent": 0, "responses": 0, "errors": [], "seq": 0x4000 + i, "last": 0.0}
+            for i, e in enumerate(config.get("echo", []))
+        ]
+        self.raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        self.raw.bind((self.iface, 0))
+        self.raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        # Sockets on the tunnel ports: the kernel then neither answers tep's
+        # datagrams with ICMP port unreachable nor drops zero checksums over
+        # IPv6 before counting them. What they receive is thrown away.
+        self.sinks = []
+        bound = set()
+        for c in config["ports"]:
+            key = (c["me"], c["port"])
+            if key in bound:
+                continue
+            bound.add(key)
+            fam = socket.AF_INET if c["family"] == 4 else socket.AF_INET6
+            s = socket.socket(fam, socket.SOCK_DGRAM)
+            if fam == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_UDP, UDP_NO_CHECK6_RX, 1)
+            s.bind((c["me"], c["port"]))
+            s.setblocking(False)
+            self.sinks.append(s)
+
+    def send(self, dst_mac, family, src, dst, sport, dport, payload, zero):
+        ip = IP(src=src, dst=dst, ttl=64) if family == 4 else IPv6(src=src, dst=dst, hlim=64)
+        udp = UDP(sport=sport, dport=dport)
+        if zero:
+            udp.chksum = 0
+        self.raw.send(bytes(Ether(src=self.mac, dst=dst_mac) / ip / udp / Raw(payload)))
+
+    def send_echo(self, e):
+        c = e["c"]
+        req = GTPHeader(gtp_type=1, S=1, seq=e["seq"], teid=0) / GTPEchoRequest()
+        self.send(self.config["peer_mac"], c["family"], c["me"], c["tep"], 2152, 2152, bytes(req), False)
+        e["sent"] += 1
+        e["last"] = time.monotonic()
+
+    def echo_response(self, family, src, b):
+        h = GTPHeader(b)
+        for e in self.echo:
+            c = e["c"]
+            if c["family"] != family or c["tep"] != src:
+                continue
+            errs = e["errors"]
+            if h.version != 1 or h.PT != 1 or h.teid != 0 or not h.S:
+                errs.append("Echo Response header: version %d PT %d TEID %d S %d" % (h.version, h.PT, h.teid, h.S))
+            if h.seq != e["seq"]:
+                errs.append("Echo Response sequence 0x%x, want 0x%x" % (h.seq, e["seq"]))
+            if h.length != len(b) - 8:
+                errs.append("Echo Response length %d, datagram %d" % (h.length, len(b) - 8))
+            if GTPEchoResponse not in h:
+                errs.append("not an Echo Response to scapy: %r" % h)
+            else:
+                ies = h[GTPEchoResponse].IE_list
+                rec = [ie for ie in ies if isinstance(ie, IE_Recovery)]
+                if len(rec) != 1 or rec[0].restart_counter != 0:
+                    errs.append("Recovery IE: %r" % ies)
+            e["responses"] += 1
+            return
+        self.errors.append("an Echo Response nobody asked for from %s" % src)
+
+    def frame(self, data):
+        eth = Ether(data)
+        # The layer right after Ethernet: `IP in eth` would also find an
+        # inner IPv4 packet under an outer IPv6 one.
+        ip = eth.payload
+        if isinstance(ip, IP):
+            family = 4
+            if ip.proto != 17 or ip.frag or ip.flags.MF:
+                return
+            udp_bytes = bytes(ip.payload)[: ip.len - ip.ihl * 4]
+        elif isinstance(ip, IPv6):
+            family = 6
+            if ip.nh != 17:
+                return
+            udp_bytes = bytes(ip.payload)[: ip.plen]
+        else:
+            return
+        if len(udp_bytes) < 8:
+            return
+        sport, dport, ulen, csum = struct.unpack("!HHHH", udp_bytes[:8])
+        port = self.ports.get((family, dport))
+        if port is None or ip.dst != port.c["me"] or ip.src != port.c["tep"]:
+            return
+        c = port.c
+        if ulen != len(udp_bytes):
+            port.error("UDP length %d, datagram %d" % (ulen, len(udp_bytes)))
+        if c["csum"] == "zero":
+            if csum != 0:
+                port.error("outer UDP checksum 0x%04x, tep was configured for zero" % csum)
+        elif csum == 0:
+            port.error("outer UDP checksum zero, tep was configured for full")
+        elif not outer_checksum_ok(ip, udp_bytes):
+            port.error("outer UDP checksum 0x%04x does not verify" % csum)
+        payload = udp_bytes[8:]
+        if c["kind"] == "gtpu" and len(payload) >= 2 and payload[1] == 2:
+            self.echo_response(family, ip.src, payload)
+            return
+        port.requests += 1
+        inner, encap = decapsulate(port, payload)
+        if not inner:
+            port.other += 1
+            return
+        reply = answer_inner(port, inner)
+        if reply is None:
+            port.other += 1
+            return
+        mode = c["reply_csum"]
+        zero = mode == "zero" or (mode == "alternate" and port.replies % 2 == 1)
+        self.send(eth.src, family, c["me"], c["tep"], c["port"], c["tep_port"], encap(reply), zero)
+        port.replies += 1
+        if c.get("bad_gre_copy"):
+            # The same reply again with a wrong GRE checksum (and a right
+            # outer one): tep must drop it.
+            self.send(eth.src, family, c["me"], c["tep"], c["port"], c["tep_port"], encap(reply, True), zero)
+            port.bad_copies += 1
+
+    def run(self):
+        deadline = time.monotonic() + self.config["deadline"]
+        for e in self.echo:
+            self.send_echo(e)
+        print("ready", flush=True)
+        stdin = sys.stdin.fileno()
+        watch = [self.raw, stdin] + self.sinks
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                self.errors.append("deadline reached before the test closed stdin")
+                break
+            # Echo Requests unanswered after a second are sent again (three
+            # times at most): the first may meet a socket not yet bound.
+            for e in self.echo:
+                if e["responses"] == 0 and e["sent"] < 3 and now - e["last"] > 1.0:
+                    self.send_echo(e)
+            ready, _, _ = select.select(watch, [], [], min(0.2, deadline - now))
+            if stdin in ready:
+                if not os.read(stdin, 4096):
+                    break
+            for s in self.sinks:
+                if s in ready:
+                    try:
+                        while s.recv(65535):
+                            pass
+                    except BlockingIOError:
+                        pass
+            if self.raw in ready:
+                for _ in range(64):
+                    try:
+                        data, addr = self.raw.recvfrom(65535, socket.MSG_DONTWAIT)
+                    except BlockingIOError:
+                        break
+                    if addr[2] == PACKET_OUTGOING:
+                        continue
+                    try:
+                        self.frame(data)
+                    except Exception as exc:  # a parse failure is a finding
+                        self.errors.append("frame %s: %r" % (data[:64].hex(), exc))
+        # What is still queued arrived before the test said stop.
+        while True:
+            try:
+                data, addr = self.raw.recvfrom(65535, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                break
+            if addr[2] != PACKET_OUTGOING:
+                try:
+                    self.frame(data)
+                except Exception as exc:
+                    self.errors.append("frame %s: %r" % (data[:64].hex(), exc))
+        report = {
+            "ports": {"%d/%d" % k: p.report() for k, p in self.ports.items()},
+            "echo": [
+                {"family": e["c"]["family"], "sent": e["sent"], "responses": e["responses"], "errors": e["errors"]}
+                for e in self.echo
+            ],
+            "errors": self.errors[:MAX_ERRORS],
+        }
+        print(json.dumps(report), flush=True)
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        config = json.load(f)
+    Responder(config).run()
+
+
+if __name__ == "__main__":
+    main()
