@@ -208,10 +208,16 @@ struct Peer {
     /// The responder's replies carry a GRE checksum, and each is followed
     /// by a copy whose GRE checksum is wrong (tep must drop those).
     gre_csum: bool,
+    /// The responder's replies carry a GRE sequence number.
+    gre_seq: bool,
+    /// GUE's variant, both ways.
+    variant: u8,
     /// GTP-U: the QFI tep sends (None: no PDU Session Container), and the
     /// one the responder's replies carry.
     qfi: Option<u8>,
     reply_qfi: Option<u8>,
+    /// GTP-U: the responder's extension headers (see responder.py).
+    reply_ext: Option<&'static str>,
 }
 
 impl Peer {
@@ -224,8 +230,11 @@ impl Peer {
             index,
             key: None,
             gre_csum: false,
+            gre_seq: false,
+            variant: 0,
             qfi: None,
             reply_qfi: None,
+            reply_ext: None,
         }
     }
 
@@ -247,8 +256,17 @@ impl Peer {
         if self.gre_csum {
             s += " (replies with GRE checksum, and bad copies)";
         }
+        if self.gre_seq {
+            s += " (replies with GRE sequence numbers)";
+        }
+        if self.variant != 0 {
+            s += &format!(" variant {}", self.variant);
+        }
         if self.kind == "gtpu" {
-            s += &format!(" qfi {:?} reply qfi {:?}", self.qfi, self.reply_qfi);
+            s += &format!(
+                " qfi {:?}, replies {:?} qfi {:?}",
+                self.qfi, self.reply_ext, self.reply_qfi
+            );
         }
         s
     }
@@ -309,6 +327,9 @@ impl Peer {
         if let Some(k) = self.key {
             s += &format!("key = {k}\n");
         }
+        if self.variant != 0 {
+            s += &format!("gue_variant = {}\n", self.variant);
+        }
         if self.kind == "gtpu" {
             let (tx, rx) = self.teids();
             s += &format!("teid = {tx}\nlocal_teid = {rx}\n");
@@ -339,10 +360,13 @@ impl Peer {
             "key": self.key,
             "gre_csum": self.gre_csum,
             "bad_gre_copy": self.gre_csum,
+            "gre_seq": self.gre_seq,
+            "variant": self.variant,
             "teid": teid,
             "reply_teid": reply_teid,
             "qfi": self.qfi,
             "reply_qfi": self.reply_qfi,
+            "reply_ext": self.reply_ext,
         })
     }
 }
@@ -525,7 +549,7 @@ fn run_scapy(test: &str, peers: &[Peer], echo: &[bool]) {
 
 /// GUE variant 0 carrying IPv4 (protocol 4) and IPv6 (41), and GRE in GUE
 /// (protocol 47, Linux's `encap gue`), each over outer IPv4 and IPv6 with
-/// full and zero checksums.
+/// full and zero checksums; variant 1 (no header) over IPv4 and IPv6.
 #[test]
 fn gue_and_gue_gre_against_scapy() {
     let test = "gue_and_gue_gre_against_scapy";
@@ -539,6 +563,11 @@ fn gue_and_gue_gre_against_scapy() {
             p.key = Some(0x0102_0304);
             p.gre_csum = true;
         }
+    }
+    // Variant 1 (no GUE header) both ways, where tep is told to send it.
+    for mut p in matrix("gue", 6100, 8).into_iter().step_by(3) {
+        p.variant = 1;
+        peers.push(p);
     }
     run_scapy(test, &peers, &[]);
 }
@@ -563,7 +592,8 @@ fn fou_against_scapy() {
 }
 
 /// GRE-in-UDP (RFC 8086): with and without a key, the replies with and
-/// without a GRE checksum (tep sends none; it verifies one it receives).
+/// without a GRE checksum (tep sends none; it verifies one it receives,
+/// and drops a wrong one) and sequence numbers (RFC 2890: taken, ignored).
 #[test]
 fn gre_in_udp_against_scapy() {
     let test = "gre_in_udp_against_scapy";
@@ -583,6 +613,7 @@ fn gre_in_udp_against_scapy() {
         for mut p in matrix("gre", 4754 + 10 * i as u16, 4 * i as u8) {
             p.key = key;
             p.gre_csum = gre_csum;
+            p.gre_seq = i % 2 == 1;
             peers.push(p);
         }
     }
@@ -591,7 +622,8 @@ fn gre_in_udp_against_scapy() {
 
 /// GTP-U against scapy's contrib.gtp: G-PDUs with the TEIDs configured
 /// each way, tep's PDU Session Container (UL, the QFI configured) checked
-/// by the responder, the responder's (DL, its own QFI) taken by tep, with
+/// by the responder, the responder's (DL, its own QFI; 4 bytes, 16 with a
+/// PPI and a time stamp, or after a PDCP PDU Number) taken by tep, with
 /// and without one either way; and Echo Requests answered.
 #[test]
 fn gtpu_against_scapy() {
@@ -612,11 +644,11 @@ fn gtpu_against_scapy() {
         // Both families on 2152 (where Echo goes), the others on 2153.
         let port = 2152 + (i as u16 / 2);
         let mut p = Peer::new("gtpu", v6, csum, port, i as u8);
-        (p.qfi, p.reply_qfi) = match i {
-            0 => (Some(9), Some(9)),
-            1 => (Some(63), Some(1)),
-            2 => (None, Some(5)),
-            _ => (Some(0), None),
+        (p.qfi, p.reply_ext, p.reply_qfi) = match i {
+            0 => (Some(9), Some("psc"), Some(9)),
+            1 => (Some(63), Some("psc-long"), Some(1)),
+            2 => (None, Some("pdcp+psc"), Some(5)),
+            _ => (Some(0), None, None),
         };
         peers.push(p);
     }

@@ -22,10 +22,14 @@ Usage: responder.py CONFIG.json. The config:
              reply_csum: "full", "zero" or "alternate";
              key: the GRE key tep sends and gets back (null: none);
              gre_csum: the replies carry a GRE checksum;
+             gre_seq: the replies carry a GRE sequence number;
+             variant: GUE's, 0 (default) or 1, both ways;
              bad_gre_copy: each reply is followed by a copy whose GRE
              checksum is wrong (counted as bad_copies);
              teid/qfi: what tep's G-PDUs must carry (qfi null: no PDU
-             Session Container); reply_teid/reply_qfi: what the replies carry.
+             Session Container); reply_teid/reply_qfi: what the replies carry;
+             reply_ext: null (no extension header), "psc", "psc-long" (with
+             PPI and a QMP time stamp) or "pdcp+psc" (a chain of two).
   echo       [{family, tep, me}]: GTP-U Echo Requests to send to tep.
 
 It prints "ready" once it listens, then at the end (stdin closed, or the
@@ -58,6 +62,7 @@ from scapy.contrib.gtp import (  # noqa: E402
     GTPEchoResponse,
     GTPHeader,
     GTPPDUSessionContainer,
+    GTP_PDCP_PDU_ExtensionHeader,
     GTP_U_Header,
     IE_Recovery,
 )
@@ -177,6 +182,10 @@ def build_gre(port, reply, corrupt=False):
     if c.get("gre_csum"):
         # scapy computes the checksum over the GRE header and payload.
         g.chksum_present = 1
+    if c.get("gre_seq"):
+        # RFC 2890 sequence numbers, which tep does not send.
+        g.seqnum_present = 1
+        g.sequence_number = port.replies + 1
     b = bytes(g / Raw(reply))
     if corrupt:
         # The checksum field (bytes 4-5 when C is set), inverted.
@@ -257,10 +266,22 @@ def parse_gtpu(port, b):
 def build_gtpu(port, reply):
     c = port.c
     h = GTP_U_Header(teid=c["reply_teid"], gtp_type=255)
-    if c.get("reply_qfi") is not None:
-        # A DL PDU SESSION INFORMATION (TS 38.415 §5.5.2.1), as a UPF sends.
-        return bytes(h / GTPPDUSessionContainer(type=0, QFI=c["reply_qfi"]) / Raw(reply))
-    return bytes(h / Raw(reply))
+    ext = c.get("reply_ext")
+    if ext is None:
+        return bytes(h / Raw(reply))
+    # A DL PDU SESSION INFORMATION (TS 38.415 §5.5.2.1), as a UPF sends.
+    psc = GTPPDUSessionContainer(type=0, QFI=c["reply_qfi"])
+    if ext == "psc-long":
+        # With a PPI and a DL sending time stamp (QMP): 16 bytes, not 4.
+        psc = GTPPDUSessionContainer(
+            type=0, QFI=c["reply_qfi"], PPP=1, PPI=5, QMP=1, dlSendTime=0x0123456789ABCDEF
+        )
+    elif ext == "pdcp+psc":
+        # A chain: PDCP PDU Number (0xC0, comprehension required), then
+        # the container.
+        h.E, h.next_ex = 1, 0xC0
+        return bytes(h / GTP_PDCP_PDU_ExtensionHeader(pdcp_pdu=0x1234, next_ex=0x85) / psc / Raw(reply))
+    return bytes(h / psc / Raw(reply))
 
 
 def decapsulate(port, payload):
@@ -268,6 +289,11 @@ def decapsulate(port, payload):
     tunnel payload from the inner reply, its GRE checksum corrupted if
     asked)."""
     kind = port.c["kind"]
+    if kind == "gue" and port.c.get("variant") == 1:
+        # Variant 1: the inner IP packet right after UDP, no GUE header.
+        if payload and payload[0] >> 6 != 1:
+            port.error("GUE variant %d, want 1 (no header)" % (payload[0] >> 6))
+        return payload, lambda r, bad=False: r
     if kind == "gue":
         proto, inner = parse_gue(port, payload)
         return inner, lambda r, bad=False: gue_header(41 if r[0] >> 4 == 6 else 4) + r
