@@ -418,10 +418,33 @@ fn ping_exactly(pair: &Pair, ns: &str, dst: &str, count: u32) -> u32 {
         .unwrap_or(0)
 }
 
+/// A GTP-U message the responder sends tep until answered (see
+/// responder.py): an Echo Request, or a G-PDU to a TEID tep does not have.
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    kind: &'static str,
+    v6: bool,
+    /// The responder's source port.
+    sport: u16,
+    teid: u32,
+}
+
+impl Probe {
+    fn json(&self) -> Value {
+        let (tep, me) = if self.v6 {
+            (Pair::A6, Pair::B6)
+        } else {
+            (Pair::A4, Pair::B4)
+        };
+        json!({"kind": self.kind, "family": if self.v6 { 6 } else { 4 }, "tep": tep,
+               "me": me, "sport": self.sport, "teid": self.teid})
+    }
+}
+
 /// tep in `a` with `peers`, the responder in `b`: every target pinged
-/// through its tunnel, then the responder's report against tep's counters.
-/// `echo`: GTP-U Echo Requests to send (outer IPv4, IPv6).
-fn run_scapy(test: &str, peers: &[Peer], echo: &[bool]) {
+/// through its tunnel, then the responder's report against tep's counters;
+/// `probes` sent and their answers checked.
+fn run_scapy(test: &str, peers: &[Peer], probes: &[Probe]) {
     let pair = Pair::new();
     complete_checksums_on_the_wire(&pair);
     let mut config = format!(
@@ -433,17 +456,6 @@ fn run_scapy(test: &str, peers: &[Peer], echo: &[bool]) {
         config += "\n";
     }
     let da = pair.daemon(&pair.a, &config);
-    let echo: Vec<Value> = echo
-        .iter()
-        .map(|&v6| {
-            let (tep, me) = if v6 {
-                (Pair::A6, Pair::B6)
-            } else {
-                (Pair::A4, Pair::B4)
-            };
-            json!({"family": if v6 { 6 } else { 4 }, "tep": tep, "me": me})
-        })
-        .collect();
     let responder = Responder::start(
         &pair,
         &json!({
@@ -451,7 +463,7 @@ fn run_scapy(test: &str, peers: &[Peer], echo: &[bool]) {
             "peer_mac": mac(&pair, &pair.a, "va"),
             "deadline": 40,
             "ports": peers.iter().map(Peer::responder_port).collect::<Vec<_>>(),
-            "echo": echo,
+            "probes": probes.iter().map(Probe::json).collect::<Vec<_>>(),
         }),
     );
     // Every target at once: each ping is its own process and tunnel.
@@ -469,9 +481,9 @@ fn run_scapy(test: &str, peers: &[Peer], echo: &[bool]) {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    // The Echo Requests go out at the responder's start and again each
-    // second until answered: give the last try time to be answered.
-    if !echo.is_empty() {
+    // The probes go out at the responder's start and again each second
+    // until answered: give the last try time to be answered.
+    if !probes.is_empty() {
         std::thread::sleep(Duration::from_millis(300));
     }
     let report = responder.finish();
@@ -509,19 +521,41 @@ fn run_scapy(test: &str, peers: &[Peer], echo: &[bool]) {
         assert_eq!(row["rx_packets"], sent, "{test}: {label}: {row}");
         assert_eq!(row["drops"], json!({}), "{test}: {label}: {row}");
     }
-    // Every Echo Request answered, each once.
-    let mut echoes = 0;
-    for e in report["echo"].as_array().unwrap() {
-        assert_eq!(e["errors"], json!([]), "{test}: GTP-U echo: {e}");
-        assert_eq!(e["responses"], e["sent"], "{test}: GTP-U echo: {e}");
-        assert!(e["responses"].as_u64().unwrap() >= 1, "{test}: {e}");
-        echoes += e["sent"].as_u64().unwrap();
+    // Every probe answered, each once: Echo Requests in place (counted as
+    // answered), G-PDUs to unknown TEIDs dropped as such and answered by
+    // an Error Indication (generated).
+    let (mut echoes, mut unknown, mut indications) = (0, 0, 0);
+    for p in report["probes"].as_array().unwrap() {
+        assert_eq!(p["errors"], json!([]), "{test}: GTP-U probe: {p}");
+        assert_eq!(p["answers"], p["sent"], "{test}: GTP-U probe: {p}");
+        assert!(p["answers"].as_u64().unwrap() >= 1, "{test}: {p}");
+        let n = p["sent"].as_u64().unwrap();
+        if p["kind"] == "echo" {
+            echoes += n;
+        } else {
+            unknown += n;
+            indications += p["answers"].as_u64().unwrap();
+        }
     }
     let counters = da.show("counters");
     assert_eq!(
         counters["pipeline"]["answered"], echoes,
         "{test}: {counters}"
     );
+    assert_eq!(
+        counters["pipeline"]["generated"], indications,
+        "{test}: {counters}"
+    );
+    let dropped = |reason: &str| -> u64 {
+        counters["drops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["reason"] == reason)
+            .map(|d| d["packets"].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(dropped("unknown_teid"), unknown, "{test}: {counters}");
     // Each reply with a wrong GRE checksum dropped as such, and nothing
     // else dropped.
     let bad: u64 = report["ports"]
@@ -530,21 +564,15 @@ fn run_scapy(test: &str, peers: &[Peer], echo: &[bool]) {
         .values()
         .map(|p| p["bad_copies"].as_u64().unwrap())
         .sum();
-    let dropped: u64 = counters["drops"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|d| d["reason"] == "bad_checksum")
-        .map(|d| d["packets"].as_u64().unwrap())
-        .sum();
     assert_eq!(
-        dropped, bad,
+        dropped("bad_checksum"),
+        bad,
         "{test}: bad GRE checksums sent {bad}: {counters}"
     );
     if peers.iter().any(|p| p.gre_csum) {
         assert!(bad > 0, "{test}: no bad GRE checksum sent: {report}");
     }
-    assert_no_drops(&da, test, &["bad_checksum"]);
+    assert_no_drops(&da, test, &["bad_checksum", "unknown_teid"]);
 }
 
 /// GUE variant 0 carrying IPv4 (protocol 4) and IPv6 (41), and GRE in GUE
@@ -624,7 +652,8 @@ fn gre_in_udp_against_scapy() {
 /// each way, tep's PDU Session Container (UL, the QFI configured) checked
 /// by the responder, the responder's (DL, its own QFI; 4 bytes, 16 with a
 /// PPI and a time stamp, or after a PDCP PDU Number) taken by tep, with
-/// and without one either way; and Echo Requests answered.
+/// and without one either way; Echo Requests answered, and G-PDUs to
+/// unknown TEIDs answered with Error Indications.
 #[test]
 fn gtpu_against_scapy() {
     let test = "gtpu_against_scapy";
@@ -652,7 +681,22 @@ fn gtpu_against_scapy() {
         };
         peers.push(p);
     }
-    run_scapy(test, &peers, &[false, true]);
+    // Echo from 2152 (IPv4) and from another port (IPv6: the response must
+    // go back to it); unknown TEIDs from another port (the Error
+    // Indication must go to 2152 all the same).
+    let probe = |kind, v6, sport| Probe {
+        kind,
+        v6,
+        sport,
+        teid: 0x0bad_0000 + u32::from(sport),
+    };
+    let probes = [
+        probe("echo", false, 2152),
+        probe("echo", true, 40152),
+        probe("unknown_teid", false, 40153),
+        probe("unknown_teid", true, 2152),
+    ];
+    run_scapy(test, &peers, &probes);
 }
 
 // ---------------------------------------------------------------------------

@@ -9,7 +9,8 @@ and written here by hand, draft-ietf-intarea-gue section 3.1), checks each
 field against what the test configured tep to send, and answers an inner
 ICMP echo request with an echo reply it builds itself, encapsulated back
 whole (Ethernet, outer IP, UDP with scapy's checksum, or zero where asked).
-GTP-U ports also get an Echo Request, whose Echo Response it checks.
+It also sends GTP-U Echo Requests and G-PDUs to unknown TEIDs, and
+checks tep's Echo Responses and Error Indications.
 
 Usage: responder.py CONFIG.json. The config:
   iface      the underlay interface
@@ -30,12 +31,17 @@ Usage: responder.py CONFIG.json. The config:
              Session Container); reply_teid/reply_qfi: what the replies carry;
              reply_ext: null (no extension header), "psc", "psc-long" (with
              PPI and a QMP time stamp) or "pdcp+psc" (a chain of two).
-  echo       [{family, tep, me}]: GTP-U Echo Requests to send to tep.
+  probes     [{kind, family, tep, me, sport, teid}]: GTP-U messages to tep
+             from port sport, sent until answered (three times at most):
+             kind "echo", an Echo Request (the Echo Response must come back
+             to sport), or "unknown_teid", a G-PDU to TEID teid, which tep
+             does not have (the Error Indication must come to port 2152).
 
 It prints "ready" once it listens, then at the end (stdin closed, or the
 deadline) one JSON line: {"ports": {"<family>/<port>": {"requests",
-"replies", "other", "bad_copies", "errors"}}, "echo": [{"family", "sent", "responses",
-"errors"}], "errors": [...]}. A mismatch is reported, never fatal.
+"replies", "other", "bad_copies", "errors"}}, "probes": [{"kind", "family",
+"sent", "answers", "errors"}], "errors": [...]}. A mismatch is reported,
+never fatal.
 """
 
 import json
@@ -60,11 +66,14 @@ from scapy.all import (  # noqa: E402
 from scapy.contrib.gtp import (  # noqa: E402
     GTPEchoRequest,
     GTPEchoResponse,
+    GTPErrorIndication,
     GTPHeader,
     GTPPDUSessionContainer,
     GTP_PDCP_PDU_ExtensionHeader,
     GTP_U_Header,
+    IE_GSNAddress,
     IE_Recovery,
+    IE_TEIDI,
 )
 from scapy.layers.inet import in4_chksum  # noqa: E402
 from scapy.layers.inet6 import in6_chksum  # noqa: E402
@@ -76,6 +85,7 @@ PACKET_OUTGOING = 4
 SO_NO_CHECK = 11
 UDP_NO_CHECK6_RX = 102
 IPPROTO_GRE = 47
+GTPU_PORT = 2152
 MAX_ERRORS = 20
 
 
@@ -323,9 +333,9 @@ class Responder:
         for c in config["ports"]:
             self.ports[(c["family"], c["port"])] = Port(c)
         self.errors = []
-        self.echo = [
-            {"c": e, "sent": 0, "responses": 0, "errors": [], "seq": 0x4000 + i, "last": 0.0}
-            for i, e in enumerate(config.get("echo", []))
+        self.probes = [
+            {"c": p, "sent": 0, "answers": 0, "errors": [], "seq": 0x4000 + i, "last": 0.0}
+            for i, p in enumerate(config.get("probes", []))
         ]
         self.raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         self.raw.bind((self.iface, 0))
@@ -335,16 +345,18 @@ class Responder:
         # IPv6 before counting them. What they receive is thrown away.
         self.sinks = []
         bound = set()
-        for c in config["ports"]:
-            key = (c["me"], c["port"])
-            if key in bound:
+        listen = [(c["family"], c["me"], c["port"]) for c in config["ports"]]
+        listen += [(p["family"], p["me"], p["sport"]) for p in config.get("probes", [])]
+        listen += [(p["family"], p["me"], GTPU_PORT) for p in config.get("probes", [])]
+        for family, me, port in listen:
+            if (me, port) in bound:
                 continue
-            bound.add(key)
-            fam = socket.AF_INET if c["family"] == 4 else socket.AF_INET6
+            bound.add((me, port))
+            fam = socket.AF_INET if family == 4 else socket.AF_INET6
             s = socket.socket(fam, socket.SOCK_DGRAM)
             if fam == socket.AF_INET6:
                 s.setsockopt(socket.IPPROTO_UDP, UDP_NO_CHECK6_RX, 1)
-            s.bind((c["me"], c["port"]))
+            s.bind((me, port))
             s.setblocking(False)
             self.sinks.append(s)
 
@@ -355,36 +367,68 @@ class Responder:
             udp.chksum = 0
         self.raw.send(bytes(Ether(src=self.mac, dst=dst_mac) / ip / udp / Raw(payload)))
 
-    def send_echo(self, e):
-        c = e["c"]
-        req = GTPHeader(gtp_type=1, S=1, seq=e["seq"], teid=0) / GTPEchoRequest()
-        self.send(self.config["peer_mac"], c["family"], c["me"], c["tep"], 2152, 2152, bytes(req), False)
-        e["sent"] += 1
-        e["last"] = time.monotonic()
+    def send_probe(self, p):
+        """A GTP-U Echo Request, or a G-PDU to a TEID tep does not have."""
+        c = p["c"]
+        if c["kind"] == "echo":
+            msg = GTPHeader(gtp_type=1, S=1, seq=p["seq"], teid=0) / GTPEchoRequest()
+        else:
+            inner = IP(src="10.99.0.1", dst="10.99.0.2") / ICMP(type=8, id=1, seq=p["sent"])
+            msg = GTP_U_Header(gtp_type=255, teid=c["teid"]) / inner
+        self.send(self.config["peer_mac"], c["family"], c["me"], c["tep"], c["sport"], GTPU_PORT, bytes(msg), False)
+        p["sent"] += 1
+        p["last"] = time.monotonic()
 
-    def echo_response(self, family, src, b):
-        h = GTPHeader(b)
-        for e in self.echo:
-            c = e["c"]
-            if c["family"] != family or c["tep"] != src:
+    def probe_answer(self, family, src, dport, b):
+        """Takes tep's answer to a probe; False if it answers none."""
+        if len(b) < 8 or b[0] >> 5 != 1 or b[1] not in (2, 26):
+            return False
+        for p in self.probes:
+            c = p["c"]
+            # TS 29.281 §4.4.2: an Echo Response goes to the request's
+            # source port, an Error Indication to port 2152.
+            want = (2, c["sport"]) if c["kind"] == "echo" else (26, GTPU_PORT)
+            if c["family"] != family or c["tep"] != src or (b[1], dport) != want:
                 continue
-            errs = e["errors"]
-            if h.version != 1 or h.PT != 1 or h.teid != 0 or not h.S:
-                errs.append("Echo Response header: version %d PT %d TEID %d S %d" % (h.version, h.PT, h.teid, h.S))
-            if h.seq != e["seq"]:
-                errs.append("Echo Response sequence 0x%x, want 0x%x" % (h.seq, e["seq"]))
+            errs = p["errors"]
+            h = GTPHeader(b)
+            name = "Echo Response" if b[1] == 2 else "Error Indication"
+            if h.version != 1 or h.PT != 1 or h.teid != 0 or not h.S or h.E or h.PN:
+                errs.append(
+                    "%s header: version %d PT %d TEID %d E %d S %d PN %d"
+                    % (name, h.version, h.PT, h.teid, h.E, h.S, h.PN)
+                )
             if h.length != len(b) - 8:
-                errs.append("Echo Response length %d, datagram %d" % (h.length, len(b) - 8))
-            if GTPEchoResponse not in h:
-                errs.append("not an Echo Response to scapy: %r" % h)
+                errs.append("%s length %d, datagram %d" % (name, h.length, len(b) - 8))
+            if b[1] == 2:
+                if h.seq != p["seq"]:
+                    errs.append("Echo Response sequence 0x%x, want 0x%x" % (h.seq, p["seq"]))
+                if GTPEchoResponse not in h:
+                    errs.append("not an Echo Response to scapy: %r" % h)
+                else:
+                    ies = h[GTPEchoResponse].IE_list
+                    rec = [ie for ie in ies if isinstance(ie, IE_Recovery)]
+                    if len(rec) != 1 or rec[0].restart_counter != 0:
+                        errs.append("Recovery IE: %r" % ies)
             else:
-                ies = h[GTPEchoResponse].IE_list
-                rec = [ie for ie in ies if isinstance(ie, IE_Recovery)]
-                if len(rec) != 1 or rec[0].restart_counter != 0:
-                    errs.append("Recovery IE: %r" % ies)
-            e["responses"] += 1
-            return
-        self.errors.append("an Echo Response nobody asked for from %s" % src)
+                if GTPErrorIndication not in h:
+                    errs.append("not an Error Indication to scapy: %r" % h)
+                else:
+                    ies = h[GTPErrorIndication].IE_list
+                    teid = [ie.TEIDI for ie in ies if isinstance(ie, IE_TEIDI)]
+                    peer = [
+                        ie.ipv4_address if ie.length == 4 else ie.ipv6_address
+                        for ie in ies
+                        if isinstance(ie, IE_GSNAddress)
+                    ]
+                    if teid != [c["teid"]]:
+                        errs.append("TEID Data I %r, want [%d]" % (teid, c["teid"]))
+                    # The address the erroneous G-PDU was sent to.
+                    if peer != [c["tep"]]:
+                        errs.append("GTP-U Peer Address %r, want [%s]" % (peer, c["tep"]))
+            p["answers"] += 1
+            return True
+        return False
 
     def frame(self, data):
         eth = Ether(data)
@@ -406,6 +450,8 @@ class Responder:
         if len(udp_bytes) < 8:
             return
         sport, dport, ulen, csum = struct.unpack("!HHHH", udp_bytes[:8])
+        if self.probe_answer(family, ip.src, dport, udp_bytes[8:]):
+            return
         port = self.ports.get((family, dport))
         if port is None or ip.dst != port.c["me"] or ip.src != port.c["tep"]:
             return
@@ -420,9 +466,6 @@ class Responder:
         elif not outer_checksum_ok(ip, udp_bytes):
             port.error("outer UDP checksum 0x%04x does not verify" % csum)
         payload = udp_bytes[8:]
-        if c["kind"] == "gtpu" and len(payload) >= 2 and payload[1] == 2:
-            self.echo_response(family, ip.src, payload)
-            return
         port.requests += 1
         inner, encap = decapsulate(port, payload)
         if not inner:
@@ -444,8 +487,8 @@ class Responder:
 
     def run(self):
         deadline = time.monotonic() + self.config["deadline"]
-        for e in self.echo:
-            self.send_echo(e)
+        for p in self.probes:
+            self.send_probe(p)
         print("ready", flush=True)
         stdin = sys.stdin.fileno()
         watch = [self.raw, stdin] + self.sinks
@@ -454,11 +497,11 @@ class Responder:
             if now >= deadline:
                 self.errors.append("deadline reached before the test closed stdin")
                 break
-            # Echo Requests unanswered after a second are sent again (three
-            # times at most): the first may meet a socket not yet bound.
-            for e in self.echo:
-                if e["responses"] == 0 and e["sent"] < 3 and now - e["last"] > 1.0:
-                    self.send_echo(e)
+            # Probes unanswered after a second are sent again (three times
+            # at most).
+            for p in self.probes:
+                if p["answers"] == 0 and p["sent"] < 3 and now - p["last"] > 1.0:
+                    self.send_probe(p)
             ready, _, _ = select.select(watch, [], [], min(0.2, deadline - now))
             if stdin in ready:
                 if not os.read(stdin, 4096):
@@ -495,9 +538,15 @@ class Responder:
                     self.errors.append("frame %s: %r" % (data[:64].hex(), exc))
         report = {
             "ports": {"%d/%d" % k: p.report() for k, p in self.ports.items()},
-            "echo": [
-                {"family": e["c"]["family"], "sent": e["sent"], "responses": e["responses"], "errors": e["errors"]}
-                for e in self.echo
+            "probes": [
+                {
+                    "kind": p["c"]["kind"],
+                    "family": p["c"]["family"],
+                    "sent": p["sent"],
+                    "answers": p["answers"],
+                    "errors": p["errors"],
+                }
+                for p in self.probes
             ],
             "errors": self.errors[:MAX_ERRORS],
         }
