@@ -165,7 +165,8 @@ impl Responder {
             lines,
             log,
         };
-        match r.lines.recv_timeout(Duration::from_secs(20)) {
+        // Importing scapy takes a second, many more on a loaded machine.
+        match r.lines.recv_timeout(Duration::from_secs(60)) {
             Ok(l) if l == "ready" => r,
             other => panic!("responder did not start ({other:?}):\n{}", r.log()),
         }
@@ -180,7 +181,7 @@ impl Responder {
         drop(self.stdin.take());
         let line = self
             .lines
-            .recv_timeout(Duration::from_secs(10))
+            .recv_timeout(Duration::from_secs(60))
             .unwrap_or_else(|e| panic!("responder gave no report ({e}):\n{}", self.log()));
         let _ = self.child.wait();
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("responder report {e}: {line}"))
@@ -388,12 +389,13 @@ fn matrix(kind: &'static str, port: u16, index: u8) -> Vec<Peer> {
 
 const PINGS: u32 = 4;
 
-/// `ping -c count` from `ns` to `dst`, 0.2 s apart, waiting a second for
-/// the last reply: the replies received. Without a deadline ping sends
-/// exactly `count` requests (the scapy responder builds each reply in
-/// Python, a millisecond or two each: ping's 50 ms interval over two dozen
-/// tunnels at once would outrun it).
-fn ping_exactly(pair: &Pair, ns: &str, dst: &str, count: u32) -> u32 {
+/// `ping` from `ns` to `dst` until `count` replies came (10 s at most),
+/// 0.2 s apart: (requests sent, replies received). The scapy responder
+/// builds each reply in Python, a millisecond or two each: ping's 50 ms
+/// interval over two dozen tunnels at once would outrun it. A reply later
+/// than the next request makes ping send one more, so the tests count
+/// what ping sent rather than expect `count`.
+fn ping_until(pair: &Pair, ns: &str, dst: &str, count: u32) -> (u32, u32, String) {
     let out = pair.exec(
         ns,
         &[
@@ -402,20 +404,23 @@ fn ping_exactly(pair: &Pair, ns: &str, dst: &str, count: u32) -> u32 {
             &count.to_string(),
             "-i",
             "0.2",
-            "-W",
-            "1",
+            "-w",
+            "10",
             dst,
         ],
         false,
     );
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| {
-            l.split(", ")
-                .find(|p| p.ends_with("received"))
-                .and_then(|p| p.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap_or(0)
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let field = |name: &str| -> u32 {
+        text.lines()
+            .find_map(|l| {
+                l.split(", ")
+                    .find(|p| p.ends_with(name))
+                    .and_then(|p| p.split_whitespace().next()?.parse().ok())
+            })
+            .unwrap_or(0)
+    };
+    (field("packets transmitted"), field("received"), text)
 }
 
 /// A GTP-U message the responder sends tep until answered (see
@@ -461,38 +466,38 @@ fn run_scapy(test: &str, peers: &[Peer], probes: &[Probe]) {
         &json!({
             "iface": "vb",
             "peer_mac": mac(&pair, &pair.a, "va"),
-            "deadline": 40,
+            "deadline": 120,
             "ports": peers.iter().map(Peer::responder_port).collect::<Vec<_>>(),
             "probes": probes.iter().map(Probe::json).collect::<Vec<_>>(),
         }),
     );
     // Every target at once: each ping is its own process and tunnel.
-    let got: Vec<(String, String, u32)> = std::thread::scope(|s| {
+    let got: Vec<(String, String, (u32, u32, String))> = std::thread::scope(|s| {
         let handles: Vec<_> = peers
             .iter()
             .flat_map(|p| p.targets().into_iter().map(move |t| (p, t)))
             .map(|(p, t)| {
                 let pair = &pair;
                 s.spawn(move || {
-                    let n = ping_exactly(pair, &pair.a, &t, PINGS);
-                    (p.label(), t, n)
+                    let n = ping_until(pair, &pair.a, &t, PINGS);
+                    (p.name(), t, n)
                 })
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    // The probes go out at the responder's start and again each second
+    // The probes go out at the responder's start and again every 3 s
     // until answered: give the last try time to be answered.
     if !probes.is_empty() {
         std::thread::sleep(Duration::from_millis(300));
     }
     let report = responder.finish();
     eprintln!("{test}: responder report {report}");
-    for (label, target, n) in &got {
-        assert_eq!(
-            *n,
-            PINGS,
-            "{test}: {label}: ping {target} got {n}/{PINGS}\nresponder: {report}\n{}\n{}",
+    for (name, target, (_, n, text)) in &got {
+        // More when a late reply made ping send more before it had PINGS.
+        assert!(
+            *n >= PINGS,
+            "{test}: tunnel {name}: ping {target} got {n}/{PINGS}\n{text}\nresponder: {report}\n{}\n{}",
             da.log(),
             da.control(&["show", "counters"]).unwrap_or_default()
         );
@@ -503,7 +508,11 @@ fn run_scapy(test: &str, peers: &[Peer], probes: &[Probe]) {
         let key = format!("{}/{}", if p.v6 { 6 } else { 4 }, p.port);
         let r = &report["ports"][&key];
         assert_eq!(r["errors"], json!([]), "{test}: {label}: {r}");
-        let sent = u64::from(PINGS) * p.targets().len() as u64;
+        let sent: u64 = got
+            .iter()
+            .filter(|(name, _, _)| *name == p.name())
+            .map(|(_, _, (sent, _, _))| u64::from(*sent))
+            .sum();
         // Every datagram tep sent was an echo request the responder
         // answered, and every answer reached the pinger through tep.
         assert_eq!(
@@ -1035,7 +1044,7 @@ fn geneve_case(test: &str, v6: bool, full: bool) {
         (&pair.b, "10.9.0.1"),
         (&pair.b, "fd09::1"),
     ] {
-        let got = ping_exactly(&pair, ns, dst, 5);
+        let got = ping_until(&pair, ns, dst, 5).1;
         assert_eq!(
             got,
             5,
@@ -1085,7 +1094,9 @@ fn geneve_case(test: &str, v6: bool, full: bool) {
             },
             bps / 1e9
         );
-        assert!(bps > 8e6, "{label}: TCP reverse {reverse}: {bps} bit/s");
+        // A working transfer, however loaded the machine: OVS's userspace
+        // datapath and tep share its two CPUs with everything else.
+        assert!(bps > 1e6, "{label}: TCP reverse {reverse}: {bps} bit/s");
     }
 
     // What OVS parsed from tep's packets: the VNI, tep's address, and the
@@ -1127,7 +1138,19 @@ fn geneve_case(test: &str, v6: bool, full: bool) {
                 .map(|d| d["packets"].as_u64().unwrap())
                 .sum()
         };
-        let got = ping_exactly(&pair, &pair.b, "10.9.0.1", 3);
+        let (got, text) = if critical {
+            // Three requests, a second for late replies (none should come).
+            let out = pair.exec(
+                &pair.b,
+                &["ping", "-c", "3", "-i", "0.2", "-W", "1", "10.9.0.1"],
+                false,
+            );
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            (u32::from(!text.contains(" 0 received")), text)
+        } else {
+            let (_, got, text) = ping_until(&pair, &pair.b, "10.9.0.1", 3);
+            (got, text)
+        };
         if !critical {
             assert_eq!(
                 got,
@@ -1138,7 +1161,7 @@ fn geneve_case(test: &str, v6: bool, full: bool) {
             assert_eq!(dropped(&da), 0, "{label}");
             continue;
         }
-        assert_eq!(got, 0, "{label}: a critical option passed");
+        assert_eq!(got, 0, "{label}: a critical option passed: {text}");
         let until = Instant::now() + Duration::from_secs(5);
         loop {
             let sent = ovs.rule_packets(INTO_TUNNEL) - into0;

@@ -497,10 +497,10 @@ class Responder:
             if now >= deadline:
                 self.errors.append("deadline reached before the test closed stdin")
                 break
-            # Probes unanswered after a second are sent again (three times
+            # Probes unanswered after three seconds are sent again (three times
             # at most).
             for p in self.probes:
-                if p["answers"] == 0 and p["sent"] < 3 and now - p["last"] > 1.0:
+                if p["answers"] == 0 and p["sent"] < 3 and now - p["last"] > 3.0:
                     self.send_probe(p)
             ready, _, _ = select.select(watch, [], [], min(0.2, deadline - now))
             if stdin in ready:
