@@ -1,0 +1,1 @@
+//! The UP function's PFCP node.
