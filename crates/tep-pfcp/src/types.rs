@@ -315,8 +315,9 @@ impl Bitmap {
         })
     }
 
-    fn emit(&self, w: &mut Writer<'_>) {
-        for i in 0..self.octets.clamp(1, 8) {
+    /// Writes `octets` octets, at least `min` (a default value has none).
+    fn emit(&self, w: &mut Writer<'_>, min: u8) {
+        for i in 0..self.octets.clamp(min, 8) {
             w.u8((self.bits >> (8 * i)) as u8);
         }
     }
@@ -386,7 +387,7 @@ impl Value for ApplyAction {
         }))
     }
     fn emit(&self, w: &mut Writer<'_>) {
-        self.0.emit(w);
+        self.0.emit(w, 1);
     }
 }
 
@@ -414,7 +415,7 @@ impl Value for ReportingTriggers {
         }))
     }
     fn emit(&self, w: &mut Writer<'_>) {
-        self.0.emit(w);
+        self.0.emit(w, 2);
     }
 }
 
@@ -452,7 +453,7 @@ impl Value for UsageReportTrigger {
         }))
     }
     fn emit(&self, w: &mut Writer<'_>) {
-        self.0.emit(w);
+        self.0.emit(w, 1);
     }
 }
 
@@ -486,7 +487,7 @@ impl Value for UpFunctionFeatures {
         Bitmap::parse(r, 1).map(UpFunctionFeatures)
     }
     fn emit(&self, w: &mut Writer<'_>) {
-        self.0.emit(w);
+        self.0.emit(w, 1);
     }
 }
 

@@ -6,6 +6,10 @@ peer tep-pfcp is checked against.
                            line, "<name> <hex>"; tests/scapy.rs parses them
                            with tep-pfcp and compares with the reprs it
                            expects.
+  scapy_pfcp.py seeds      writes fuzz/seeds/pfcp/ (the fuzz target's seeds)
+                           from tests/vectors/scapy.hex, one file per
+                           message, and two messages bundled (FO); plain
+                           python3, no scapy.
   scapy_pfcp.py dump       reads "<name> <hex>" lines on stdin (messages
                            tep-pfcp emitted) and prints what scapy makes of
                            them, one line per IE:
@@ -17,9 +21,17 @@ peer tep-pfcp is checked against.
 import sys
 from pathlib import Path
 
-from scapy.contrib.pfcp import *  # noqa: F401,F403
-from scapy.fields import ConditionalField
-from scapy.packet import Raw
+
+def load_scapy():
+    """scapy's names, imported only by the modes that need them."""
+    import scapy.contrib.pfcp as pfcp
+    from scapy.fields import ConditionalField
+    from scapy.packet import Raw
+    g = globals()
+    g.update({k: getattr(pfcp, k) for k in dir(pfcp) if not k.startswith("_")})
+    g["ConditionalField"] = ConditionalField
+    g["Raw"] = Raw
+
 
 V4 = "198.51.100.1"
 SMF = "192.0.2.10"
@@ -241,7 +253,24 @@ def vectors():
     ])
 
 
+def seeds():
+    here = Path(__file__).parent
+    out = here / ".." / ".." / ".." / "fuzz" / "seeds" / "pfcp"
+    out.mkdir(parents=True, exist_ok=True)
+    msgs = {}
+    for line in (here / "vectors" / "scapy.hex").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, h = line.split()
+            msgs[name] = bytes.fromhex(h)
+    for name, b in msgs.items():
+        (out / name).write_bytes(b)
+    hb = bytearray(msgs["heartbeat_response"])
+    hb[0] |= 0x04  # FO: a second message follows
+    (out / "bundled").write_bytes(bytes(hb) + msgs["session_deletion_request"])
+
+
 def generate():
+    load_scapy()
     out = Path(__file__).parent / "vectors" / "scapy.hex"
     lines = [f"{name} {bytes(p).hex()}" for name, p in vectors()]
     out.write_text("# PFCP messages built by scapy.contrib.pfcp (tests/scapy_pfcp.py generate)\n"
@@ -273,6 +302,7 @@ def walk(name, ies, path):
 
 
 def dump():
+    load_scapy()
     for line in sys.stdin:
         line = line.strip()
         if not line:
@@ -289,4 +319,4 @@ def dump():
 
 
 if __name__ == "__main__":
-    {"generate": generate, "dump": dump}[sys.argv[1]]()
+    {"generate": generate, "dump": dump, "seeds": seeds}[sys.argv[1]]()
