@@ -38,8 +38,8 @@ pub mod msg_type {
     pub const fn is_request(t: u8) -> bool {
         match t {
             0 | 11 => false,
-            1..=10 => t % 2 == 1,
-            _ => t % 2 == 0,
+            1..=10 => t & 1 == 1,
+            _ => t & 1 == 0,
         }
     }
 }

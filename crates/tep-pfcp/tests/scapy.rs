@@ -864,7 +864,6 @@ fn the_node_answers_scapys_requests() {
     // The heartbeat carries another Recovery Time Stamp: a restarted SMF.
     let r = ask("heartbeat_request");
     assert!(matches!(r.message, Message::HeartbeatResponse(_)));
-    drop(ask);
     assert_eq!((up.installs, up.removes), (1, 1));
     assert_eq!(node.counter(tep_pfcp::node::Counter::PeerRestarted), 1);
 }

@@ -936,6 +936,7 @@ impl Node {
             return;
         }
         let cp_addr = m.cp_f_seid.addr().unwrap_or(from.ip());
+        rules.shrink();
         self.slots[index as usize].session = Some(Session {
             assoc,
             cp_seid,
@@ -1183,6 +1184,7 @@ impl Node {
             }
         }
         let s = self.get_mut(seid).expect("checked by the caller");
+        rules.shrink();
         s.rules = rules;
         s.dl_reported = false;
         if let Some(a) = m.cp_f_seid {

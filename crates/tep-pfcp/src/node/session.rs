@@ -196,6 +196,15 @@ impl Rules {
             .all(|q| if uplink { q.ul_open } else { q.dl_open })
     }
 
+    /// Gives back the lists' spare capacity: a session's rules are built
+    /// once per request and then kept, possibly for days.
+    pub(crate) fn shrink(&mut self) {
+        self.pdrs.shrink_to_fit();
+        self.fars.shrink_to_fit();
+        self.qers.shrink_to_fit();
+        self.urrs.shrink_to_fit();
+    }
+
     /// Every local TEID the session's PDRs match.
     pub fn teids(&self) -> impl Iterator<Item = u32> + '_ {
         self.pdrs.iter().filter_map(|p| p.local.map(|l| l.teid))

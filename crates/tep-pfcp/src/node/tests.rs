@@ -118,7 +118,7 @@ impl Harness {
         let r = self.request(Some(0), Message::SessionEstablishmentRequest(m));
         match r.message {
             Message::SessionEstablishmentResponse(e) => {
-                assert_eq!(r.seid, Some(7000 + 0), "the CP SEID");
+                assert_eq!(r.seid, Some(7000), "the CP SEID");
                 e
             }
             m => panic!("{m:?}"),
