@@ -150,6 +150,10 @@ pub struct Config {
     /// The N3 addresses put in F-TEIDs tep chooses.
     pub n3_v4: Option<Ipv4Addr>,
     pub n3_v6: Option<Ipv6Addr>,
+    /// The address of tep's PFCP socket, sent in the UP F-SEID (where the
+    /// SMF sends session messages); `None`: the N3 address of the SMF's
+    /// family.
+    pub n4: Option<IpAddr>,
     /// T1: how long to wait for a response before resending (§6.4).
     pub t1: Duration,
     /// N1: how many times to resend.
@@ -182,6 +186,7 @@ impl Config {
             recovery_time_stamp,
             n3_v4,
             n3_v6,
+            n4: None,
             t1: Duration::from_secs(3),
             n1: 3,
             heartbeat_interval: Some(Duration::from_secs(10)),
@@ -958,9 +963,14 @@ impl Node {
         self.respond(now, from, seq, t, Some(cp_seid), r);
     }
 
-    /// The UP F-SEID's address: the N3 address of the SMF's family (the
-    /// daemon's PFCP socket answers from the same host).
+    /// The UP F-SEID's address: the N4 address, else the N3 address of
+    /// the SMF's family.
     fn up_seid_addrs(&self, peer: IpAddr) -> (Option<Ipv4Addr>, Option<Ipv6Addr>) {
+        match self.config.n4 {
+            Some(IpAddr::V4(a)) => return (Some(a), None),
+            Some(IpAddr::V6(a)) => return (None, Some(a)),
+            None => {}
+        }
         match (peer, self.config.n3_v4, self.config.n3_v6) {
             (IpAddr::V6(_), _, Some(a)) => (None, Some(a)),
             (_, Some(a), _) => (Some(a), None),

@@ -289,6 +289,12 @@ fn establishment_chooses_f_teids_reports_them_and_installs_the_rules() {
     assert_eq!(e.node_id, NodeId::V4(N3));
     let f = e.up_f_seid.unwrap();
     assert_eq!(f.v4, Some(N3));
+    // With an N4 address configured, the F-SEID carries it.
+    let mut h4 = Harness::new();
+    h4.node.config.n4 = Some("2001:db8::4".parse().unwrap());
+    h4.associate();
+    let f4 = h4.establish(est_request()).up_f_seid.unwrap();
+    assert_eq!((f4.v4, f4.v6), (None, Some("2001:db8::4".parse().unwrap())));
     assert_eq!(e.created_pdrs.len(), 2);
     let FTeid::Assigned { teid, v4, v6 } = e.created_pdrs[0].local_f_teid.unwrap() else {
         panic!()
