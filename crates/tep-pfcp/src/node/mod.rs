@@ -611,7 +611,7 @@ impl Node {
                     let t = p.msg_type();
                     if msg_type::is_request(t) {
                         let seid = p.seid().and_then(|s| self.get(s)).map(|s| s.cp_seid);
-                        self.reject(from, &p, t, seid, Cause::INVALID_LENGTH, None, None);
+                        self.reject(from, &p, t, seid, Cause::INVALID_LENGTH, None);
                     }
                     return;
                 }
@@ -656,15 +656,7 @@ impl Node {
                     Some(s) => Some(s),
                     None if p.s_flag() => {
                         self.count(Counter::SessionNotFound);
-                        self.reject(
-                            from,
-                            p,
-                            t,
-                            Some(0),
-                            Cause::SESSION_CONTEXT_NOT_FOUND,
-                            None,
-                            None,
-                        );
+                        self.reject(from, p, t, Some(0), Cause::SESSION_CONTEXT_NOT_FOUND, None);
                         return;
                     }
                     None => None,
@@ -677,8 +669,13 @@ impl Node {
             Err(Error::Ie(e)) => {
                 if request {
                     self.count(counter_for(e.cause));
-                    let seid = session.and_then(|s| self.get(s)).map(|s| s.cp_seid);
-                    self.reject(from, p, t, seid, e.cause, Some(e.ie), None);
+                    let seid = match session.and_then(|s| self.get(s)) {
+                        Some(s) => Some(s.cp_seid),
+                        // An establishment answers to the CP F-SEID if it
+                        // is readable.
+                        None => cp_seid_of(p.payload()),
+                    };
+                    self.reject(from, p, t, seid, e.cause, Some(e.ie));
                 } else {
                     self.count(Counter::UnexpectedResponse);
                 }
@@ -750,20 +747,18 @@ impl Node {
                 None => self.count(Counter::BadSeidFlag),
             },
             Message::HeartbeatResponse(m) => {
-                let Some(o) = self.outstanding.remove(&seq) else {
+                let Some(Purpose::Heartbeat { assoc }) = self.answered(seq, true) else {
                     self.count(Counter::UnexpectedResponse);
                     return;
                 };
-                if let Purpose::Heartbeat { assoc } = o.purpose {
-                    if let Some(a) = self.associations.iter_mut().find(|a| a.id == assoc) {
-                        a.heartbeat_seq = None;
-                        a.reachable = true;
-                    }
+                if let Some(a) = self.associations.iter_mut().find(|a| a.id == assoc) {
+                    a.heartbeat_seq = None;
+                    a.reachable = true;
                 }
                 self.peer_recovery(from.ip(), m.recovery_time_stamp.0, up);
             }
             Message::SessionReportResponse(m) => {
-                let Some(o) = self.outstanding.remove(&seq) else {
+                let Some(purpose) = self.answered(seq, false) else {
                     self.count(Counter::UnexpectedResponse);
                     return;
                 };
@@ -772,7 +767,7 @@ impl Node {
                 }
                 // The SMF has no such session any more: neither do we.
                 if let (Purpose::Report { seid }, Cause::SESSION_CONTEXT_NOT_FOUND) =
-                    (o.purpose, m.cause)
+                    (purpose, m.cause)
                 {
                     self.remove_session(seid, up);
                 }
@@ -781,6 +776,17 @@ impl Node {
             // UP function sends.
             _ => self.count(Counter::UnexpectedResponse),
         }
+    }
+
+    /// The outstanding request `seq` a response answers, if it is one of
+    /// ours of the right kind (a Heartbeat Request, or a Session Report
+    /// Request): no longer outstanding.
+    fn answered(&mut self, seq: u32, heartbeat: bool) -> Option<Purpose> {
+        let o = self.outstanding.get(&seq)?;
+        if matches!(o.purpose, Purpose::Heartbeat { .. }) != heartbeat {
+            return None;
+        }
+        self.outstanding.remove(&seq).map(|o| o.purpose)
     }
 
     /// An SMF's Recovery Time Stamp: a changed one means it restarted, and
@@ -1296,7 +1302,6 @@ impl Node {
 
     /// Answers a request that could not be parsed (or whose header
     /// length was wrong): not cached, as nothing was applied.
-    #[allow(clippy::too_many_arguments)]
     fn reject(
         &mut self,
         from: SocketAddr,
@@ -1305,7 +1310,6 @@ impl Node {
         seid: Option<u64>,
         cause: Cause,
         offending: Option<IeType>,
-        failed_rule: Option<FailedRuleId>,
     ) {
         let Some(m) = Message::rejection(
             t,
@@ -1316,7 +1320,6 @@ impl Node {
         ) else {
             return;
         };
-        let _ = failed_rule;
         let seid = msg_type::is_session(t).then(|| seid.unwrap_or(0));
         self.reply(from, p.sequence(), seid, m);
     }
@@ -1386,6 +1389,17 @@ fn report(up: &mut impl UserPlane, seid: Seid, u: &mut Urr, trigger: u64) -> Usa
             downlink_packets: Some(usage.downlink_packets),
         }),
     }
+}
+
+/// The SEID of the first readable F-SEID among a message's IEs (the CP
+/// F-SEID of an establishment that failed to parse elsewhere).
+fn cp_seid_of(body: &[u8]) -> Option<u64> {
+    use crate::ie::{Ies, Value};
+    Ies::new(body, IeType(0))
+        .map_while(Result::ok)
+        .find(|ie| ie.ty == IeType::F_SEID && ie.enterprise.is_none())
+        .and_then(|ie| FSeid::from_ie(ie.value).ok())
+        .map(|f| f.seid)
 }
 
 /// The counter of an IE error's cause.

@@ -529,6 +529,28 @@ fn buffered_downlink_is_reported_once_retransmitted_and_answered() {
     // A second answer is unexpected.
     h.raw(&resp.to_bytes());
     assert_eq!(h.node.counter(Counter::UnexpectedResponse), 1);
+    // So is a Heartbeat Response with the sequence number of a report.
+    buffering(&mut h, seid);
+    h.node.downlink_data(h.now, seid, 2);
+    let seq = PfcpRepr::parse_bytes(&h.node.poll_transmit().unwrap().payload)
+        .unwrap()
+        .sequence;
+    let hb = PfcpRepr {
+        seid: None,
+        sequence: seq,
+        priority: None,
+        message: Message::HeartbeatResponse(HeartbeatResponse {
+            recovery_time_stamp: RecoveryTimeStamp(SMF_RTS),
+        }),
+    };
+    h.raw(&hb.to_bytes());
+    assert_eq!(h.node.counter(Counter::UnexpectedResponse), 2);
+    h.now += Duration::from_secs(3);
+    h.node.handle_timeout(h.now, &mut h.up);
+    assert!(
+        h.node.poll_transmit().is_some(),
+        "the report is still outstanding"
+    );
     // FORW again (the paging succeeded), BUFF again: reported again.
     buffering(&mut h, seid);
     h.node.downlink_data(h.now, seid, 2);
@@ -751,6 +773,17 @@ fn a_missing_mandatory_ie_is_named() {
     });
     let e = establishment_response(&mut h, &body);
     assert_eq!(e.offending_ie, Some(OffendingIe(IeType::CREATE_PDR)));
+    // The F-SEID was readable: the response goes to its SEID.
+    let out = h.raw(&raw_message(
+        msg_type::SESSION_ESTABLISHMENT_REQUEST,
+        Some(0),
+        98,
+        &body,
+    ));
+    assert_eq!(
+        PfcpRepr::parse_bytes(&out[0].payload).unwrap().seid,
+        Some(7000)
+    );
     // Inside a group: a Create FAR without its Apply Action.
     let body = ies(|w| {
         w.ie(&m.node_id);
@@ -766,7 +799,7 @@ fn a_missing_mandatory_ie_is_named() {
             Some(OffendingIe(IeType::APPLY_ACTION))
         )
     );
-    assert_eq!(h.node.counter(Counter::MandatoryIeMissing), 3);
+    assert_eq!(h.node.counter(Counter::MandatoryIeMissing), 4);
     assert_eq!(h.node.session_count(), 0);
 }
 
