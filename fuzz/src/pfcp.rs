@@ -4,7 +4,8 @@
 //! (it must advance); `PfcpRepr::parse`, and when it succeeds, emitting
 //! the repr and parsing that gives the repr back and the same bytes again.
 //! Then a UP function node with an association and one session takes the
-//! input as a datagram from its SMF (and a timeout): it must not panic, and
+//! input as a datagram from its SMF (then a downlink data notice, a volume
+//! threshold notice and a timeout): it must not panic, and
 //! everything it sends must parse as PFCP. Seeds: fuzz/seeds/pfcp, from
 //! tep-pfcp's scapy vectors (`crates/tep-pfcp/tests/scapy_pfcp.py seeds`).
 
@@ -104,7 +105,7 @@ fn session() -> SessionEstablishmentRequest {
         create_urrs: vec![CreateUrr {
             urr_id: UrrId(1),
             measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
-            reporting_triggers: ReportingTriggers::default(),
+            reporting_triggers: ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 2)),
             volume_threshold: None,
         }],
         create_qers: vec![],
@@ -140,6 +141,7 @@ pub fn pfcp(data: &[u8]) {
     let smf: SocketAddr = SMF.parse().unwrap();
     node.handle(now, smf, data, &mut NullUp);
     node.downlink_data(now, 0x1_0000_0001, 2);
+    node.volume_threshold_reached(now, 0x1_0000_0001, 1, &mut NullUp);
     node.handle_timeout(now + Duration::from_secs(4), &mut NullUp);
     while let Some(t) = node.poll_transmit() {
         let r = PfcpRepr::parse_bytes(&t.payload).expect("the node sends valid PFCP");

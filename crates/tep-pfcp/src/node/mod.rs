@@ -9,6 +9,8 @@
 //!     if the timeout passed:            node.handle_timeout(now, &mut up)
 //!     for each first downlink packet the user plane buffered (FAR BUFF+NOCP):
 //!                                       node.downlink_data(now, seid, pdr_id)
+//!     for each URR whose volume threshold the user plane saw crossed:
+//!                                       node.volume_threshold_reached(now, seid, urr_id, &mut up)
 //!     while let Some(t) = node.poll_transmit() { socket.send_to(&t.payload, t.destination) }
 //! }
 //! ```
@@ -30,7 +32,8 @@
 //! - Sessions (§6.3): establishment (F-TEIDs chosen from the N3 addresses
 //!   where the SMF asks CHOOSE, returned in Created PDR), modification,
 //!   deletion with usage reports; Session Report Requests with a Downlink
-//!   Data Report, retransmitted T1/N1 until answered.
+//!   Data Report or a Usage Report (volume threshold), retransmitted T1/N1
+//!   until answered.
 //! - A retransmitted request (same peer, sequence number and type) gets the
 //!   cached response, and nothing is applied twice (§6.4).
 //! - Bad input gets the response §7.6 asks for, with its Cause and
@@ -118,6 +121,9 @@ named_enum! {
         /// A downlink data notice for a session already reported, unknown,
         /// or whose FAR is not BUFF with NOCP.
         DlReportSuppressed => "dl_report_suppressed",
+        /// A volume threshold notice for an unknown session, or a URR
+        /// without VOLTH.
+        UsageReportSuppressed => "usage_report_suppressed",
         /// A cached response dropped early to stay under the cap.
         CacheEvicted => "cache_evicted",
         /// Associations set up (or refreshed).
@@ -515,6 +521,47 @@ impl Node {
                 pdr_ids: vec![PdrId(pdr)],
             }),
             usage_reports: vec![],
+        });
+        self.send_request(
+            now,
+            SocketAddr::new(cp_addr, header::PORT),
+            Some(cp_seid),
+            m,
+            Purpose::Report { seid },
+        );
+        self.count(Counter::ReportsSent);
+    }
+
+    /// The user plane saw URR `urr` of session `seid` cross its Volume
+    /// Threshold (`Urr::volume_threshold`, with VOLTH among its Reporting
+    /// Triggers): send the SMF a Session Report Request with the usage
+    /// since the last report (trigger VOLTH). The count restarts there.
+    pub fn volume_threshold_reached(
+        &mut self,
+        now: Instant,
+        seid: Seid,
+        urr: u32,
+        up: &mut impl UserPlane,
+    ) {
+        let Some(s) = self.get_mut(seid) else {
+            self.count(Counter::UsageReportSuppressed);
+            return;
+        };
+        let (cp_seid, cp_addr) = (s.cp_seid, s.cp_addr);
+        let Some(u) = s
+            .rules
+            .urrs
+            .iter_mut()
+            .find(|u| u.id == urr && u.reporting_triggers.has(ReportingTriggers::VOLTH))
+        else {
+            self.count(Counter::UsageReportSuppressed);
+            return;
+        };
+        let r = report(up, seid, u, UsageReportTrigger::VOLTH);
+        let m = Message::SessionReportRequest(SessionReportRequest {
+            report_type: ReportType(ReportType::USAR),
+            downlink_data_report: None,
+            usage_reports: vec![crate::rules::UsageReportSrr(r)],
         });
         self.send_request(
             now,

@@ -1175,3 +1175,52 @@ fn every_counter_has_a_distinct_name() {
     names.dedup();
     assert_eq!(names.len(), Counter::COUNT);
 }
+
+#[test]
+fn a_crossed_volume_threshold_is_reported_with_the_usage() {
+    let mut h = Harness::new();
+    h.associate();
+    let mut m = est_request();
+    m.create_urrs[0].reporting_triggers =
+        ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 2));
+    m.create_urrs[0].volume_threshold = Some(VolumeThreshold {
+        total: Some(1000),
+        ..Default::default()
+    });
+    let seid = up_seid(&h.establish(m));
+    h.up.usage.insert(
+        (seid, 1),
+        Usage {
+            downlink_bytes: 1200,
+            downlink_packets: 2,
+            ..Default::default()
+        },
+    );
+    h.node.volume_threshold_reached(h.now, seid, 1, &mut h.up);
+    let t = h.node.poll_transmit().unwrap();
+    let r = PfcpRepr::parse_bytes(&t.payload).unwrap();
+    assert_eq!(r.seid, Some(7000));
+    let Message::SessionReportRequest(sr) = r.message else {
+        panic!()
+    };
+    assert_eq!(sr.report_type, ReportType(ReportType::USAR));
+    let u = &sr.usage_reports[0].0;
+    assert!(u.trigger.has(UsageReportTrigger::VOLTH));
+    assert_eq!(u.volume.unwrap().downlink, Some(1200));
+    assert_eq!(u.ur_seqn, UrSeqn(0));
+    // A URR without VOLTH, an unknown session: nothing.
+    h.node.volume_threshold_reached(h.now, seid, 9, &mut h.up);
+    h.node
+        .volume_threshold_reached(h.now, seid + 1, 1, &mut h.up);
+    assert!(h.node.poll_transmit().is_none());
+    assert_eq!(h.node.counter(Counter::UsageReportSuppressed), 2);
+    // The UR-SEQN goes on in the deletion's report.
+    let r = h.request(
+        Some(seid),
+        Message::SessionDeletionRequest(SessionDeletionRequest {}),
+    );
+    let Message::SessionDeletionResponse(d) = r.message else {
+        panic!()
+    };
+    assert_eq!(d.usage_reports[0].0.ur_seqn, UrSeqn(1));
+}
