@@ -1,4 +1,5 @@
-//! Fuzz bodies for tep-wire, one per parser.
+//! Fuzz bodies for tep-wire, one per parser, and for tep-pfcp (`pfcp`,
+//! in its own module).
 //!
 //! Each body runs `new_checked` on the input and, if it accepts the bytes,
 //! every getter, the iterators and `Repr::parse`. When the parse succeeds it
@@ -14,6 +15,9 @@
 use core::fmt::{self, Write as _};
 use core::net::{Ipv4Addr, Ipv6Addr};
 use std::hint::black_box;
+
+mod pfcp;
+pub use pfcp::pfcp;
 
 use tep_wire::{
     ethernet, geneve, gre, gtpu, gue, icmpv4, icmpv6, ipv4, ipv6, tcp, udp, vxlan, IpProtocol,
@@ -37,6 +41,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("vxlan", vxlan),
     ("geneve", geneve),
     ("gtpu", gtpu),
+    ("pfcp", pfcp),
 ];
 
 /// Defines a fuzz target's entry point from a body: libFuzzer's under

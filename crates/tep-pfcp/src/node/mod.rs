@@ -1,0 +1,1463 @@
+//! The UP function's PFCP node: pure protocol logic, no I/O, no clock
+//! (after quinn-proto's `Endpoint`).
+//!
+//! # How the daemon drives it
+//! ```text
+//! loop {
+//!     wait for the PFCP socket, or until node.poll_timeout()
+//!     for each datagram (bytes, from):  node.handle(now, from, &bytes, &mut up)
+//!     if the timeout passed:            node.handle_timeout(now, &mut up)
+//!     for each first downlink packet the user plane buffered (FAR BUFF+NOCP):
+//!                                       node.downlink_data(now, seid, pdr_id)
+//!     for each URR whose volume threshold the user plane saw crossed:
+//!                                       node.volume_threshold_reached(now, seid, urr_id, &mut up)
+//!     while let Some(t) = node.poll_transmit() { socket.send_to(&t.payload, t.destination) }
+//! }
+//! ```
+//! `up` is the daemon's [`UserPlane`]: the node calls
+//! [`UserPlane::apply`] with each [`Change`] (install a session's whole
+//! rule set, remove a session, send an End Marker) while it handles a
+//! request, before the response is queued, so the response says what the
+//! user plane has; and [`UserPlane::take_usage`] when a usage report is
+//! due (deletion, Query URR, Remove URR).
+//!
+//! # What the node does
+//! - Associations (TS 29.244 §6.2.6): Setup, Update, Release from the SMF;
+//!   its Node ID and Recovery Time Stamp are kept per peer address. A new
+//!   Recovery Time Stamp (in an Association Setup or a Heartbeat) means
+//!   the SMF restarted: its sessions are deleted (§6.2.6.2.2, §19A).
+//! - Heartbeats (§6.2.2) both ways: answered, and sent to each associated
+//!   SMF every `heartbeat_interval`; a peer that misses T1 × N1 is counted
+//!   unreachable (its sessions keep forwarding).
+//! - Sessions (§6.3): establishment (F-TEIDs chosen from the N3 addresses
+//!   where the SMF asks CHOOSE, returned in Created PDR), modification,
+//!   deletion with usage reports; Session Report Requests with a Downlink
+//!   Data Report or a Usage Report (volume threshold), retransmitted T1/N1
+//!   until answered.
+//! - A retransmitted request (same peer, sequence number and type) gets the
+//!   cached response, and nothing is applied twice (§6.4).
+//! - Bad input gets the response §7.6 asks for, with its Cause and
+//!   Offending IE, or is discarded where §7.6 says so; each reason is a
+//!   [`Counter`].
+
+mod cache;
+pub mod session;
+mod teid;
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use crate::header::{self, Packet};
+use crate::ie::IeType;
+use crate::message::*;
+use crate::rules::{CreatedPdr, DownlinkDataReport, UsageReport};
+use crate::rules::{UsageReportSdr, UsageReportSmr};
+use crate::types::*;
+use crate::Error;
+
+use cache::ResponseCache;
+pub use session::{Action, Far, Ids, LocalFTeid, OuterHeader, Pdr, Qer, Rules, UeIp, Urr};
+use session::{Pending, Reject};
+use teid::TeidAllocator;
+
+/// A session as the node and the user plane name it: the UP SEID tep
+/// allocated (what the SMF puts in the header of its session requests).
+pub type Seid = u64;
+
+named_enum! {
+    /// What the node counts: every reason a message was rejected or
+    /// discarded, and the work done. Declared once: the daemon exports
+    /// [`Node::counters`] under these names.
+    pub enum Counter {
+        /// A datagram shorter than a PFCP header (discarded).
+        Truncated => "truncated",
+        /// A PFCP version other than 1 (Version Not Supported Response).
+        BadVersion => "bad_version",
+        /// A message length field past the datagram or inside the header
+        /// (a request gets Cause Invalid length).
+        BadLength => "bad_length",
+        /// The S flag contradicts the message type (discarded).
+        BadSeidFlag => "bad_seid_flag",
+        /// A message type tep does not handle (discarded, §7.6.4).
+        UnknownMessage => "unknown_message",
+        /// A response to no request of ours (discarded).
+        UnexpectedResponse => "unexpected_response",
+        /// A retransmitted request, answered from the cache.
+        DuplicateRequest => "duplicate_request",
+        /// Cause Mandatory IE missing.
+        MandatoryIeMissing => "mandatory_ie_missing",
+        /// Cause Conditional IE missing.
+        ConditionalIeMissing => "conditional_ie_missing",
+        /// Cause Mandatory IE incorrect.
+        MandatoryIeIncorrect => "mandatory_ie_incorrect",
+        /// Cause Invalid length (an IE past its message or group).
+        InvalidLength => "invalid_length",
+        /// Cause Session context not found.
+        SessionNotFound => "session_not_found",
+        /// Cause No established PFCP Association.
+        NoAssociation => "no_association",
+        /// Cause Rule creation/modification Failure.
+        RuleFailure => "rule_failure",
+        /// Cause Request rejected: more rules than a session may hold.
+        TooManyRules => "too_many_rules",
+        /// Cause Invalid F-TEID allocation option (CHOOSE for an IP version
+        /// with no N3 address).
+        InvalidFteidOption => "invalid_fteid_option",
+        /// Cause No resources available: sessions or TEIDs exhausted.
+        NoResources => "no_resources",
+        /// Cause No resources available: the user plane refused a change.
+        UserPlaneRefused => "user_plane_refused",
+        /// A response with a rejection cause to a request of ours.
+        PeerRejected => "peer_rejected",
+        /// An SMF's Recovery Time Stamp changed: its sessions were deleted.
+        PeerRestarted => "peer_restarted",
+        /// An SMF missed T1 × N1 heartbeats.
+        PeerUnreachable => "peer_unreachable",
+        /// A request of ours resent after T1.
+        Retransmitted => "retransmitted",
+        /// A request of ours unanswered after N1 resends.
+        RequestTimeout => "request_timeout",
+        /// A downlink data notice for a session already reported, unknown,
+        /// or whose FAR is not BUFF with NOCP.
+        DlReportSuppressed => "dl_report_suppressed",
+        /// A volume threshold notice for an unknown session, or a URR
+        /// without VOLTH.
+        UsageReportSuppressed => "usage_report_suppressed",
+        /// A cached response dropped early to stay under the cap.
+        CacheEvicted => "cache_evicted",
+        /// Associations set up (or refreshed).
+        AssociationsSetUp => "associations_set_up",
+        /// Associations released by the SMF.
+        AssociationsReleased => "associations_released",
+        /// Heartbeat Requests answered.
+        HeartbeatsAnswered => "heartbeats_answered",
+        /// Sessions established.
+        SessionsEstablished => "sessions_established",
+        /// Sessions modified.
+        SessionsModified => "sessions_modified",
+        /// Sessions deleted by the SMF.
+        SessionsDeleted => "sessions_deleted",
+        /// Session Report Requests sent (first transmissions).
+        ReportsSent => "reports_sent",
+        /// End Markers asked of the user plane (SNDEM).
+        EndMarkers => "end_markers",
+    }
+}
+
+/// How the node is set up.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// tep's Node ID (sent in association and establishment responses).
+    pub node_id: NodeId,
+    /// When tep started, in seconds since 1900 (NTP era 0): see
+    /// [`ntp_seconds`].
+    pub recovery_time_stamp: u32,
+    /// The N3 addresses put in F-TEIDs tep chooses.
+    pub n3_v4: Option<Ipv4Addr>,
+    pub n3_v6: Option<Ipv6Addr>,
+    /// The address of tep's PFCP socket, sent in the UP F-SEID (where the
+    /// SMF sends session messages); `None`: the N3 address of the SMF's
+    /// family.
+    pub n4: Option<IpAddr>,
+    /// T1: how long to wait for a response before resending (§6.4).
+    pub t1: Duration,
+    /// N1: how many times to resend.
+    pub n1: u8,
+    /// How often to send a Heartbeat Request to each associated SMF;
+    /// `None`: never.
+    pub heartbeat_interval: Option<Duration>,
+    /// How long a response is kept for retransmitted requests: the SMF's
+    /// T1 × (N1 + 1) and a margin.
+    pub response_cache_time: Duration,
+    /// Most responses cached at once.
+    pub response_cache_cap: usize,
+    /// Most sessions at once (Session Establishment past it: No resources
+    /// available).
+    pub max_sessions: usize,
+}
+
+impl Config {
+    /// Defaults for `node_id` and its N3 addresses: T1 3 s, N1 3,
+    /// heartbeats every 10 s, responses kept 20 s (at most 1 M), 2 M
+    /// sessions.
+    pub fn new(
+        node_id: NodeId,
+        recovery_time_stamp: u32,
+        n3_v4: Option<Ipv4Addr>,
+        n3_v6: Option<Ipv6Addr>,
+    ) -> Self {
+        Config {
+            node_id,
+            recovery_time_stamp,
+            n3_v4,
+            n3_v6,
+            n4: None,
+            t1: Duration::from_secs(3),
+            n1: 3,
+            heartbeat_interval: Some(Duration::from_secs(10)),
+            response_cache_time: Duration::from_secs(20),
+            response_cache_cap: 1 << 20,
+            max_sessions: 2 << 20,
+        }
+    }
+}
+
+/// Seconds since 1900-01-01 (the Recovery Time Stamp's epoch) of a
+/// `SystemTime` (the daemon passes its start time).
+pub fn ntp_seconds(t: std::time::SystemTime) -> u32 {
+    const UNIX_TO_NTP: u64 = 2_208_988_800;
+    let unix = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    (unix + UNIX_TO_NTP) as u32
+}
+
+/// A change to the user plane, applied in the order given.
+#[derive(Debug, Clone, Copy)]
+pub enum Change<'a> {
+    /// Session `seid` now has exactly `rules` (a new session, or one whose
+    /// rules changed): replace its entry whole. Keys it had that `rules`
+    /// lack (TEIDs, UE addresses) are gone; packets buffered under a FAR
+    /// that now forwards leave by it.
+    Install { seid: Seid, rules: &'a Rules },
+    /// Session `seid` is gone (its final usage was taken first).
+    Remove { seid: Seid },
+    /// Send a GTP-U End Marker on `old`, the tunnel FAR `far` used before
+    /// the [`Change::Install`] just applied (handover, SNDEM), after the
+    /// last packet sent on it.
+    EndMarker {
+        seid: Seid,
+        far: u32,
+        old: OuterHeader,
+    },
+}
+
+/// The user plane refused a change (full table, a TEID it cannot take):
+/// the request is answered "No resources available" and nothing changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refused;
+
+/// Volume counted for a URR since it was last taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub uplink_bytes: u64,
+    pub downlink_bytes: u64,
+    pub uplink_packets: u64,
+    pub downlink_packets: u64,
+}
+
+/// The daemon's side: the dataplane's session table.
+pub trait UserPlane {
+    /// Applies a change. `Install` and `Remove` are all-or-nothing: a
+    /// refused `Install` leaves the session as it was.
+    fn apply(&mut self, change: Change<'_>) -> Result<(), Refused>;
+    /// The volume counted for URR `urr` of session `seid` since the last
+    /// call for it (the count restarts at zero). A user plane that counts
+    /// per session may return the session's counts for each of its URRs.
+    fn take_usage(&mut self, seid: Seid, urr: u32) -> Usage;
+}
+
+/// A datagram to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    pub destination: SocketAddr,
+    pub payload: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Association {
+    /// Distinguishes associations over time (sessions name theirs).
+    id: u32,
+    node_id: NodeId,
+    addr: IpAddr,
+    recovery: u32,
+    /// When the next Heartbeat Request is due.
+    heartbeat_due: Instant,
+    /// Our outstanding Heartbeat Request.
+    heartbeat_seq: Option<u32>,
+    reachable: bool,
+}
+
+#[derive(Debug)]
+struct Session {
+    assoc: u32,
+    cp_seid: u64,
+    cp_addr: IpAddr,
+    rules: Rules,
+    /// A Downlink Data Report was sent and no modification came since.
+    dl_reported: bool,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    generation: u32,
+    session: Option<Session>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Purpose {
+    Heartbeat { assoc: u32 },
+    Report { seid: Seid },
+}
+
+#[derive(Debug)]
+struct Outstanding {
+    destination: SocketAddr,
+    payload: Vec<u8>,
+    deadline: Instant,
+    resends: u8,
+    purpose: Purpose,
+}
+
+/// The UP function's PFCP node. See the module docs for how to drive it.
+#[derive(Debug)]
+pub struct Node {
+    config: Config,
+    associations: Vec<Association>,
+    next_assoc_id: u32,
+    slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    sessions: usize,
+    teids: TeidAllocator,
+    cache: ResponseCache,
+    /// Our requests awaiting a response, by sequence number; `deadlines`
+    /// holds (deadline, seq) in deadline order (every wait is T1), stale
+    /// entries skipped.
+    outstanding: HashMap<u32, Outstanding>,
+    deadlines: VecDeque<(Instant, u32)>,
+    next_seq: u32,
+    transmits: VecDeque<Transmit>,
+    counters: [u64; Counter::COUNT],
+}
+
+fn seid_of(index: u32, generation: u32) -> Seid {
+    (generation as u64) << 32 | (index as u64 + 1)
+}
+
+impl Node {
+    pub fn new(config: Config) -> Node {
+        Node {
+            cache: ResponseCache::new(config.response_cache_cap),
+            config,
+            associations: vec![],
+            next_assoc_id: 1,
+            slots: vec![],
+            free_slots: vec![],
+            sessions: 0,
+            teids: TeidAllocator::new(),
+            outstanding: HashMap::new(),
+            deadlines: VecDeque::new(),
+            next_seq: 1,
+            transmits: VecDeque::new(),
+            counters: [0; Counter::COUNT],
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Every counter, indexed by `Counter as usize` (names:
+    /// [`Counter::ALL`]).
+    pub fn counters(&self) -> &[u64; Counter::COUNT] {
+        &self.counters
+    }
+
+    pub fn counter(&self, c: Counter) -> u64 {
+        self.counters[c as usize]
+    }
+
+    fn count(&mut self, c: Counter) {
+        self.counters[c as usize] += 1;
+    }
+
+    /// Sessions in place.
+    pub fn session_count(&self) -> usize {
+        self.sessions
+    }
+
+    /// A session's rules.
+    pub fn session(&self, seid: Seid) -> Option<&Rules> {
+        self.get(seid).map(|s| &s.rules)
+    }
+
+    /// The SEIDs of every session.
+    pub fn seids(&self) -> impl Iterator<Item = Seid> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.session.as_ref().map(|_| seid_of(i as u32, s.generation)))
+    }
+
+    /// The Node IDs of the associated SMFs, with their addresses.
+    pub fn associations(&self) -> impl Iterator<Item = (&NodeId, IpAddr)> + '_ {
+        self.associations.iter().map(|a| (&a.node_id, a.addr))
+    }
+
+    /// Responses kept for retransmitted requests.
+    pub fn cached_responses(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// TEIDs in use.
+    pub fn teids_in_use(&self) -> usize {
+        self.teids.in_use()
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// When [`Node::handle_timeout`] is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = self.cache.next_expiry();
+        let mut earliest = |x: Instant| t = Some(t.map_or(x, |t: Instant| t.min(x)));
+        if let Some(&(d, _)) = self.deadlines.front() {
+            earliest(d);
+        }
+        if self.config.heartbeat_interval.is_some() {
+            for a in &self.associations {
+                if a.heartbeat_seq.is_none() {
+                    earliest(a.heartbeat_due);
+                }
+            }
+        }
+        t
+    }
+
+    /// Runs what is due at `now`: resends, timeouts, heartbeats, cache
+    /// expiry.
+    pub fn handle_timeout(&mut self, now: Instant, up: &mut impl UserPlane) {
+        let _ = up;
+        self.cache.expire(now);
+        while let Some(&(d, seq)) = self.deadlines.front() {
+            if d > now {
+                break;
+            }
+            self.deadlines.pop_front();
+            let Some(o) = self.outstanding.get_mut(&seq) else {
+                continue;
+            };
+            if o.deadline != d {
+                continue;
+            }
+            if o.resends < self.config.n1 {
+                o.resends += 1;
+                o.deadline = now + self.config.t1;
+                self.deadlines.push_back((o.deadline, seq));
+                self.transmits.push_back(Transmit {
+                    destination: o.destination,
+                    payload: o.payload.clone(),
+                });
+                self.count(Counter::Retransmitted);
+                continue;
+            }
+            let o = self.outstanding.remove(&seq).expect("looked up above");
+            self.count(Counter::RequestTimeout);
+            if let Purpose::Heartbeat { assoc } = o.purpose {
+                if let Some(a) = self.associations.iter_mut().find(|a| a.id == assoc) {
+                    a.heartbeat_seq = None;
+                    a.heartbeat_due = now;
+                    if a.reachable {
+                        a.reachable = false;
+                        self.counters[Counter::PeerUnreachable as usize] += 1;
+                    }
+                }
+            }
+        }
+        if let Some(interval) = self.config.heartbeat_interval {
+            let due: Vec<(u32, IpAddr)> = self
+                .associations
+                .iter()
+                .filter(|a| a.heartbeat_seq.is_none() && a.heartbeat_due <= now)
+                .map(|a| (a.id, a.addr))
+                .collect();
+            for (id, addr) in due {
+                let m = Message::HeartbeatRequest(HeartbeatRequest {
+                    recovery_time_stamp: RecoveryTimeStamp(self.config.recovery_time_stamp),
+                });
+                let seq = self.send_request(
+                    now,
+                    SocketAddr::new(addr, header::PORT),
+                    None,
+                    m,
+                    Purpose::Heartbeat { assoc: id },
+                );
+                if let Some(a) = self.associations.iter_mut().find(|a| a.id == id) {
+                    a.heartbeat_seq = Some(seq);
+                    a.heartbeat_due = now + interval;
+                }
+            }
+        }
+    }
+
+    /// The user plane buffered the first downlink packet for PDR `pdr` of
+    /// session `seid` (its FAR is BUFF with NOCP): send the SMF a Session
+    /// Report Request with a Downlink Data Report, once until the session
+    /// is modified.
+    pub fn downlink_data(&mut self, now: Instant, seid: Seid, pdr: u16) {
+        let Some(s) = self.get(seid) else {
+            self.count(Counter::DlReportSuppressed);
+            return;
+        };
+        let notify = s
+            .rules
+            .pdr(pdr)
+            .and_then(|p| s.rules.far(p.far))
+            .is_some_and(|f| f.action == Action::Buffer { notify_cp: true });
+        if s.dl_reported || !notify {
+            self.count(Counter::DlReportSuppressed);
+            return;
+        }
+        let (cp_seid, cp_addr) = (s.cp_seid, s.cp_addr);
+        if let Some(s) = self.get_mut(seid) {
+            s.dl_reported = true;
+        }
+        let m = Message::SessionReportRequest(SessionReportRequest {
+            report_type: ReportType(ReportType::DLDR),
+            downlink_data_report: Some(DownlinkDataReport {
+                pdr_ids: vec![PdrId(pdr)],
+            }),
+            usage_reports: vec![],
+        });
+        self.send_request(
+            now,
+            SocketAddr::new(cp_addr, header::PORT),
+            Some(cp_seid),
+            m,
+            Purpose::Report { seid },
+        );
+        self.count(Counter::ReportsSent);
+    }
+
+    /// The user plane saw URR `urr` of session `seid` cross its Volume
+    /// Threshold (`Urr::volume_threshold`, with VOLTH among its Reporting
+    /// Triggers): send the SMF a Session Report Request with the usage
+    /// since the last report (trigger VOLTH). The count restarts there.
+    pub fn volume_threshold_reached(
+        &mut self,
+        now: Instant,
+        seid: Seid,
+        urr: u32,
+        up: &mut impl UserPlane,
+    ) {
+        let Some(s) = self.get_mut(seid) else {
+            self.count(Counter::UsageReportSuppressed);
+            return;
+        };
+        let (cp_seid, cp_addr) = (s.cp_seid, s.cp_addr);
+        let Some(u) = s
+            .rules
+            .urrs
+            .iter_mut()
+            .find(|u| u.id == urr && u.reporting_triggers.has(ReportingTriggers::VOLTH))
+        else {
+            self.count(Counter::UsageReportSuppressed);
+            return;
+        };
+        let r = report(up, seid, u, UsageReportTrigger::VOLTH);
+        let m = Message::SessionReportRequest(SessionReportRequest {
+            report_type: ReportType(ReportType::USAR),
+            downlink_data_report: None,
+            usage_reports: vec![crate::rules::UsageReportSrr(r)],
+        });
+        self.send_request(
+            now,
+            SocketAddr::new(cp_addr, header::PORT),
+            Some(cp_seid),
+            m,
+            Purpose::Report { seid },
+        );
+        self.count(Counter::ReportsSent);
+    }
+
+    fn send_request(
+        &mut self,
+        now: Instant,
+        destination: SocketAddr,
+        seid: Option<u64>,
+        message: Message,
+        purpose: Purpose,
+    ) -> u32 {
+        let seq = self.next_seq;
+        self.next_seq = (self.next_seq + 1) & 0xff_ffff;
+        if self.next_seq == 0 {
+            self.next_seq = 1;
+        }
+        let payload = PfcpRepr {
+            seid,
+            sequence: seq,
+            priority: None,
+            message,
+        }
+        .to_bytes();
+        let deadline = now + self.config.t1;
+        self.transmits.push_back(Transmit {
+            destination,
+            payload: payload.clone(),
+        });
+        self.deadlines.push_back((deadline, seq));
+        self.outstanding.insert(
+            seq,
+            Outstanding {
+                destination,
+                payload,
+                deadline,
+                resends: 0,
+                purpose,
+            },
+        );
+        seq
+    }
+
+    fn get(&self, seid: Seid) -> Option<&Session> {
+        let index = (seid as u32).checked_sub(1)? as usize;
+        let slot = self.slots.get(index)?;
+        if slot.generation != (seid >> 32) as u32 {
+            return None;
+        }
+        slot.session.as_ref()
+    }
+
+    fn get_mut(&mut self, seid: Seid) -> Option<&mut Session> {
+        let index = (seid as u32).checked_sub(1)? as usize;
+        let slot = self.slots.get_mut(index)?;
+        if slot.generation != (seid >> 32) as u32 {
+            return None;
+        }
+        slot.session.as_mut()
+    }
+
+    fn assoc_by_addr(&self, addr: IpAddr) -> Option<&Association> {
+        self.associations.iter().find(|a| a.addr == addr)
+    }
+
+    /// Handles one datagram from `from` (a PFCP message, or several
+    /// bundled with FO).
+    pub fn handle(&mut self, now: Instant, from: SocketAddr, data: &[u8], up: &mut impl UserPlane) {
+        let mut rest = data;
+        while !rest.is_empty() {
+            let p = Packet::new_unchecked(rest);
+            match p.check_len() {
+                Ok(()) => {}
+                Err(Error::BadVersion(_)) => {
+                    self.count(Counter::BadVersion);
+                    // §7.6.2: answered with the sequence number if there is one.
+                    let seq = if rest.len() >= header::NODE_HEADER_LEN {
+                        u32::from_be_bytes([0, rest[4], rest[5], rest[6]])
+                    } else {
+                        0
+                    };
+                    self.reply(from, seq, None, Message::VersionNotSupportedResponse);
+                    return;
+                }
+                Err(Error::BadLength) => {
+                    self.count(Counter::BadLength);
+                    let t = p.msg_type();
+                    if msg_type::is_request(t) {
+                        let seid = p.seid().and_then(|s| self.get(s)).map(|s| s.cp_seid);
+                        self.reject(from, &p, t, seid, Cause::INVALID_LENGTH, None);
+                    }
+                    return;
+                }
+                Err(_) => {
+                    self.count(Counter::Truncated);
+                    return;
+                }
+            }
+            self.handle_message(now, from, &p, up);
+            if !p.fo_flag() {
+                return;
+            }
+            rest = &rest[p.total_len()..];
+        }
+    }
+
+    fn handle_message(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        p: &Packet<&[u8]>,
+        up: &mut impl UserPlane,
+    ) {
+        let t = p.msg_type();
+        let request = msg_type::is_request(t);
+        if request {
+            if let Some(r) = self.cache.get(from, p.sequence(), t) {
+                let payload = r.to_vec();
+                self.transmits.push_back(Transmit {
+                    destination: from,
+                    payload,
+                });
+                self.count(Counter::DuplicateRequest);
+                return;
+            }
+        }
+        // Session Context not found comes before IE errors: the header is
+        // sound and names no session of ours.
+        let session = match t {
+            msg_type::SESSION_MODIFICATION_REQUEST | msg_type::SESSION_DELETION_REQUEST => {
+                match p.seid().filter(|&s| self.get(s).is_some()) {
+                    Some(s) => Some(s),
+                    None if p.s_flag() => {
+                        self.count(Counter::SessionNotFound);
+                        self.reject(from, p, t, Some(0), Cause::SESSION_CONTEXT_NOT_FOUND, None);
+                        return;
+                    }
+                    None => None,
+                }
+            }
+            _ => None,
+        };
+        let repr = match PfcpRepr::parse(p) {
+            Ok(r) => r,
+            Err(Error::Ie(e)) => {
+                if request {
+                    self.count(counter_for(e.cause));
+                    let seid = match session.and_then(|s| self.get(s)) {
+                        Some(s) => Some(s.cp_seid),
+                        // An establishment answers to the CP F-SEID if it
+                        // is readable.
+                        None => cp_seid_of(p.payload()),
+                    };
+                    self.reject(from, p, t, seid, e.cause, Some(e.ie));
+                } else {
+                    self.count(Counter::UnexpectedResponse);
+                }
+                return;
+            }
+            Err(Error::UnknownMessage(_)) => {
+                self.count(Counter::UnknownMessage);
+                return;
+            }
+            Err(_) => {
+                self.count(Counter::BadSeidFlag);
+                return;
+            }
+        };
+        let seq = repr.sequence;
+        match repr.message {
+            Message::HeartbeatRequest(m) => {
+                self.peer_recovery(from.ip(), m.recovery_time_stamp.0, up);
+                self.count(Counter::HeartbeatsAnswered);
+                let r = Message::HeartbeatResponse(HeartbeatResponse {
+                    recovery_time_stamp: RecoveryTimeStamp(self.config.recovery_time_stamp),
+                });
+                self.respond(now, from, seq, t, None, r);
+            }
+            Message::AssociationSetupRequest(m) => self.association_setup(now, from, seq, m, up),
+            Message::AssociationUpdateRequest(m) => {
+                let cause = if self.assoc_by_addr(from.ip()).is_some() {
+                    Cause::REQUEST_ACCEPTED
+                } else {
+                    self.count(Counter::NoAssociation);
+                    Cause::NO_ESTABLISHED_PFCP_ASSOCIATION
+                };
+                let _ = m;
+                let r = Message::AssociationUpdateResponse(AssociationUpdateResponse {
+                    node_id: self.config.node_id.clone(),
+                    cause,
+                    offending_ie: None,
+                    up_function_features: None,
+                });
+                self.respond(now, from, seq, t, None, r);
+            }
+            Message::AssociationReleaseRequest(_) => {
+                let cause = match self.associations.iter().position(|a| a.addr == from.ip()) {
+                    Some(i) => {
+                        let a = self.associations.swap_remove(i);
+                        self.drop_sessions_of(a.id, up);
+                        self.count(Counter::AssociationsReleased);
+                        Cause::REQUEST_ACCEPTED
+                    }
+                    None => {
+                        self.count(Counter::NoAssociation);
+                        Cause::NO_ESTABLISHED_PFCP_ASSOCIATION
+                    }
+                };
+                let r = Message::AssociationReleaseResponse(AssociationReleaseResponse {
+                    node_id: self.config.node_id.clone(),
+                    cause,
+                    offending_ie: None,
+                });
+                self.respond(now, from, seq, t, None, r);
+            }
+            Message::SessionEstablishmentRequest(m) => self.establish(now, from, seq, m, up),
+            Message::SessionModificationRequest(m) => match session {
+                Some(s) => self.modify(now, from, seq, s, m, up),
+                None => self.count(Counter::BadSeidFlag),
+            },
+            Message::SessionDeletionRequest(_) => match session {
+                Some(s) => self.delete(now, from, seq, s, up),
+                None => self.count(Counter::BadSeidFlag),
+            },
+            Message::HeartbeatResponse(m) => {
+                let Some(Purpose::Heartbeat { assoc }) = self.answered(seq, true) else {
+                    self.count(Counter::UnexpectedResponse);
+                    return;
+                };
+                if let Some(a) = self.associations.iter_mut().find(|a| a.id == assoc) {
+                    a.heartbeat_seq = None;
+                    a.reachable = true;
+                }
+                self.peer_recovery(from.ip(), m.recovery_time_stamp.0, up);
+            }
+            Message::SessionReportResponse(m) => {
+                let Some(purpose) = self.answered(seq, false) else {
+                    self.count(Counter::UnexpectedResponse);
+                    return;
+                };
+                if !m.cause.is_acceptance() {
+                    self.count(Counter::PeerRejected);
+                }
+                // The SMF has no such session any more: neither do we.
+                if let (Purpose::Report { seid }, Cause::SESSION_CONTEXT_NOT_FOUND) =
+                    (purpose, m.cause)
+                {
+                    self.remove_session(seid, up);
+                }
+            }
+            // Responses to requests tep never sends, and requests only a
+            // UP function sends.
+            _ => self.count(Counter::UnexpectedResponse),
+        }
+    }
+
+    /// The outstanding request `seq` a response answers, if it is one of
+    /// ours of the right kind (a Heartbeat Request, or a Session Report
+    /// Request): no longer outstanding.
+    fn answered(&mut self, seq: u32, heartbeat: bool) -> Option<Purpose> {
+        let o = self.outstanding.get(&seq)?;
+        if matches!(o.purpose, Purpose::Heartbeat { .. }) != heartbeat {
+            return None;
+        }
+        self.outstanding.remove(&seq).map(|o| o.purpose)
+    }
+
+    /// An SMF's Recovery Time Stamp: a changed one means it restarted, and
+    /// the sessions it had are gone.
+    fn peer_recovery(&mut self, addr: IpAddr, recovery: u32, up: &mut impl UserPlane) {
+        let Some(a) = self.associations.iter_mut().find(|a| a.addr == addr) else {
+            return;
+        };
+        a.reachable = true;
+        if a.recovery == recovery {
+            return;
+        }
+        a.recovery = recovery;
+        let id = a.id;
+        self.count(Counter::PeerRestarted);
+        self.drop_sessions_of(id, up);
+    }
+
+    fn association_setup(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        seq: u32,
+        m: AssociationSetupRequest,
+        up: &mut impl UserPlane,
+    ) {
+        let addr = from.ip();
+        let existing = self
+            .associations
+            .iter()
+            .position(|a| a.node_id == m.node_id || a.addr == addr);
+        match existing {
+            Some(i) => {
+                let a = &mut self.associations[i];
+                a.addr = addr;
+                a.node_id = m.node_id;
+                a.reachable = true;
+                // §6.2.6.2.2: the same Recovery Time Stamp keeps the
+                // sessions; a new one means the SMF restarted.
+                self.peer_recovery(addr, m.recovery_time_stamp.0, up);
+            }
+            None => {
+                let id = self.next_assoc_id;
+                self.next_assoc_id = self.next_assoc_id.wrapping_add(1).max(1);
+                self.associations.push(Association {
+                    id,
+                    node_id: m.node_id,
+                    addr,
+                    recovery: m.recovery_time_stamp.0,
+                    heartbeat_due: now + self.config.heartbeat_interval.unwrap_or_default(),
+                    heartbeat_seq: None,
+                    reachable: true,
+                });
+            }
+        }
+        self.count(Counter::AssociationsSetUp);
+        let r = Message::AssociationSetupResponse(AssociationSetupResponse {
+            node_id: self.config.node_id.clone(),
+            cause: Cause::REQUEST_ACCEPTED,
+            offending_ie: None,
+            recovery_time_stamp: RecoveryTimeStamp(self.config.recovery_time_stamp),
+            up_function_features: Some(UpFunctionFeatures::TEP),
+        });
+        self.respond(now, from, seq, msg_type::ASSOCIATION_SETUP_REQUEST, None, r);
+    }
+
+    fn establish(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        seq: u32,
+        m: SessionEstablishmentRequest,
+        up: &mut impl UserPlane,
+    ) {
+        let t = msg_type::SESSION_ESTABLISHMENT_REQUEST;
+        let cp_seid = m.cp_f_seid.seid;
+        let Some(assoc) = self.assoc_by_addr(from.ip()).map(|a| a.id) else {
+            self.count(Counter::NoAssociation);
+            let r = self.rejection(
+                t,
+                Reject::simple(
+                    Cause::NO_ESTABLISHED_PFCP_ASSOCIATION,
+                    None,
+                    Counter::NoAssociation,
+                ),
+            );
+            self.respond(now, from, seq, t, Some(cp_seid), r);
+            return;
+        };
+        if self.sessions >= self.config.max_sessions {
+            self.count(Counter::NoResources);
+            let r = self.rejection(
+                t,
+                Reject::simple(Cause::NO_RESOURCES_AVAILABLE, None, Counter::NoResources),
+            );
+            self.respond(now, from, seq, t, Some(cp_seid), r);
+            return;
+        }
+        let mut rules = Rules::default();
+        let mut pending = Pending::default();
+        let built = (|| {
+            for c in &m.create_fars {
+                session::create_far(&mut rules, c)?;
+            }
+            for c in &m.create_qers {
+                session::create_qer(&mut rules, c)?;
+            }
+            for c in &m.create_urrs {
+                session::create_urr(&mut rules, c)?;
+            }
+            for c in &m.create_pdrs {
+                session::create_pdr(&mut rules, c, &mut pending)?;
+            }
+            session::validate(&rules)
+        })();
+        let created =
+            match built.and_then(|()| self.take_teids(&mut rules, &pending, &Rules::default())) {
+                Ok(c) => c,
+                Err(e) => {
+                    self.count(e.counter);
+                    let r = self.rejection(t, e);
+                    self.respond(now, from, seq, t, Some(cp_seid), r);
+                    return;
+                }
+            };
+        // A slot for the session: its SEID names slot and generation.
+        let index = match self.free_slots.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot::default());
+                self.slots.len() as u32 - 1
+            }
+        };
+        let slot = &mut self.slots[index as usize];
+        slot.generation = slot.generation.wrapping_add(1);
+        let seid = seid_of(index, slot.generation);
+        if up
+            .apply(Change::Install {
+                seid,
+                rules: &rules,
+            })
+            .is_err()
+        {
+            self.free_slots.push(index);
+            for t in rules.teids() {
+                self.teids.free(t);
+            }
+            self.count(Counter::UserPlaneRefused);
+            let r = self.rejection(
+                t,
+                Reject::simple(
+                    Cause::NO_RESOURCES_AVAILABLE,
+                    None,
+                    Counter::UserPlaneRefused,
+                ),
+            );
+            self.respond(now, from, seq, t, Some(cp_seid), r);
+            return;
+        }
+        let cp_addr = m.cp_f_seid.addr().unwrap_or(from.ip());
+        rules.shrink();
+        self.slots[index as usize].session = Some(Session {
+            assoc,
+            cp_seid,
+            cp_addr,
+            rules,
+            dl_reported: false,
+        });
+        self.sessions += 1;
+        self.count(Counter::SessionsEstablished);
+        let (v4, v6) = self.up_seid_addrs(from.ip());
+        let r = Message::SessionEstablishmentResponse(SessionEstablishmentResponse {
+            node_id: self.config.node_id.clone(),
+            cause: Cause::REQUEST_ACCEPTED,
+            offending_ie: None,
+            up_f_seid: Some(FSeid { seid, v4, v6 }),
+            created_pdrs: created,
+            failed_rule_id: None,
+        });
+        self.respond(now, from, seq, t, Some(cp_seid), r);
+    }
+
+    /// The UP F-SEID's address: the N4 address, else the N3 address of
+    /// the SMF's family.
+    fn up_seid_addrs(&self, peer: IpAddr) -> (Option<Ipv4Addr>, Option<Ipv6Addr>) {
+        match self.config.n4 {
+            Some(IpAddr::V4(a)) => return (Some(a), None),
+            Some(IpAddr::V6(a)) => return (None, Some(a)),
+            None => {}
+        }
+        match (peer, self.config.n3_v4, self.config.n3_v6) {
+            (IpAddr::V6(_), _, Some(a)) => (None, Some(a)),
+            (_, Some(a), _) => (Some(a), None),
+            (_, None, a) => (None, a.or(Some(Ipv6Addr::LOCALHOST))),
+        }
+    }
+
+    /// Reserves the SMF-chosen TEIDs and allocates the CHOOSE ones of
+    /// `pending` into `rules`; on failure gives back what it took. `old`
+    /// holds the session's rules before the edit (their TEIDs stay taken).
+    fn take_teids(
+        &mut self,
+        rules: &mut Rules,
+        pending: &Pending,
+        old: &Rules,
+    ) -> Result<Vec<CreatedPdr>, Reject> {
+        let mut taken: Vec<u32> = vec![];
+        let result = (|| {
+            for a in &pending.assigned {
+                if old.teids().any(|t| t == a.teid) {
+                    continue;
+                }
+                let ours = rules.pdr(a.pdr).and_then(|p| p.local).is_some_and(|l| {
+                    l.v4.is_none_or(|v| Some(v) == self.config.n3_v4)
+                        && l.v6.is_none_or(|v| Some(v) == self.config.n3_v6)
+                });
+                if !ours || !self.teids.reserve(a.teid) {
+                    return Err(Reject::rule(FailedRuleId::Pdr(a.pdr)));
+                }
+                taken.push(a.teid);
+            }
+            let mut by_choose_id: Vec<(u8, LocalFTeid)> = vec![];
+            let mut created = vec![];
+            for c in &pending.choose {
+                let shared = c
+                    .choose_id
+                    .and_then(|id| by_choose_id.iter().find(|e| e.0 == id).map(|e| e.1));
+                let local = match shared {
+                    Some(l) => l,
+                    None => {
+                        let (want4, want6) = match (c.v4, c.v6) {
+                            (false, false) => {
+                                (self.config.n3_v4.is_some(), self.config.n3_v4.is_none())
+                            }
+                            w => w,
+                        };
+                        if (want4 && self.config.n3_v4.is_none())
+                            || (want6 && self.config.n3_v6.is_none())
+                        {
+                            return Err(Reject::simple(
+                                Cause::INVALID_F_TEID_ALLOCATION_OPTION,
+                                Some(IeType::F_TEID),
+                                Counter::InvalidFteidOption,
+                            ));
+                        }
+                        let Some(teid) = self.teids.allocate() else {
+                            return Err(Reject::simple(
+                                Cause::NO_RESOURCES_AVAILABLE,
+                                None,
+                                Counter::NoResources,
+                            ));
+                        };
+                        taken.push(teid);
+                        let l = LocalFTeid {
+                            teid,
+                            v4: self.config.n3_v4.filter(|_| want4),
+                            v6: self.config.n3_v6.filter(|_| want6),
+                        };
+                        if let Some(id) = c.choose_id {
+                            by_choose_id.push((id, l));
+                        }
+                        l
+                    }
+                };
+                if let Some(p) = rules.pdrs.iter_mut().find(|p| p.id == c.pdr) {
+                    p.local = Some(local);
+                }
+                created.push(CreatedPdr {
+                    pdr_id: PdrId(c.pdr),
+                    local_f_teid: Some(FTeid::Assigned {
+                        teid: local.teid,
+                        v4: local.v4,
+                        v6: local.v6,
+                    }),
+                });
+            }
+            Ok(created)
+        })();
+        if result.is_err() {
+            for t in taken {
+                self.teids.free(t);
+            }
+        }
+        result
+    }
+
+    fn modify(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        seq: u32,
+        seid: Seid,
+        m: SessionModificationRequest,
+        up: &mut impl UserPlane,
+    ) {
+        let t = msg_type::SESSION_MODIFICATION_REQUEST;
+        let s = self.get(seid).expect("checked by the caller");
+        let cp_seid = s.cp_seid;
+        let old_rules = s.rules.clone();
+        let mut rules = old_rules.clone();
+        let mut pending = Pending::default();
+        let mut removed_urrs = vec![];
+        let edited = (|| {
+            use crate::types::FailedRuleId as F;
+            for r in &m.remove_pdrs {
+                session::remove(&mut rules.pdrs, |p| p.id == r.pdr_id.0, F::Pdr(r.pdr_id.0))?;
+            }
+            for r in &m.remove_fars {
+                session::remove(&mut rules.fars, |f| f.id == r.far_id.0, F::Far(r.far_id.0))?;
+            }
+            for r in &m.remove_qers {
+                session::remove(&mut rules.qers, |q| q.id == r.qer_id.0, F::Qer(r.qer_id.0))?;
+            }
+            for r in &m.remove_urrs {
+                removed_urrs.push(session::remove(
+                    &mut rules.urrs,
+                    |u| u.id == r.urr_id.0,
+                    F::Urr(r.urr_id.0),
+                )?);
+            }
+            for c in &m.create_fars {
+                session::create_far(&mut rules, c)?;
+            }
+            for c in &m.create_qers {
+                session::create_qer(&mut rules, c)?;
+            }
+            for c in &m.create_urrs {
+                session::create_urr(&mut rules, c)?;
+            }
+            for c in &m.create_pdrs {
+                session::create_pdr(&mut rules, c, &mut pending)?;
+            }
+            for u in &m.update_fars {
+                session::update_far(&mut rules, u, &mut pending)?;
+            }
+            for u in &m.update_qers {
+                session::update_qer(&mut rules, u)?;
+            }
+            for u in &m.update_urrs {
+                session::update_urr(&mut rules, u)?;
+            }
+            for u in &m.update_pdrs {
+                session::update_pdr(&mut rules, u, &mut pending)?;
+            }
+            for q in &m.query_urrs {
+                if rules.urr(q.urr_id.0).is_none() {
+                    return Err(Reject::rule(F::Urr(q.urr_id.0)));
+                }
+            }
+            session::validate(&rules)
+        })();
+        let created = match edited.and_then(|()| self.take_teids(&mut rules, &pending, &old_rules))
+        {
+            Ok(c) => c,
+            Err(e) => {
+                self.count(e.counter);
+                let r = self.rejection(t, e);
+                self.respond(now, from, seq, t, Some(cp_seid), r);
+                return;
+            }
+        };
+        // Final reports of removed URRs, before their counters go.
+        let mut reports: Vec<UsageReportSmr> = removed_urrs
+            .iter_mut()
+            .map(|u| UsageReportSmr(report(up, seid, u, UsageReportTrigger::TERMR)))
+            .collect();
+        if up
+            .apply(Change::Install {
+                seid,
+                rules: &rules,
+            })
+            .is_err()
+        {
+            let kept: Vec<u32> = old_rules.teids().collect();
+            for t in rules.teids().filter(|t| !kept.contains(t)) {
+                self.teids.free(t);
+            }
+            self.count(Counter::UserPlaneRefused);
+            let r = self.rejection(
+                t,
+                Reject::simple(
+                    Cause::NO_RESOURCES_AVAILABLE,
+                    None,
+                    Counter::UserPlaneRefused,
+                ),
+            );
+            self.respond(now, from, seq, t, Some(cp_seid), r);
+            return;
+        }
+        for e in &pending.end_markers {
+            let _ = up.apply(Change::EndMarker {
+                seid,
+                far: e.far,
+                old: e.old,
+            });
+            self.count(Counter::EndMarkers);
+        }
+        let now_teids: Vec<u32> = rules.teids().collect();
+        for t in old_rules.teids().filter(|t| !now_teids.contains(t)) {
+            self.teids.free(t);
+        }
+        let query_all = m.flags.is_some_and(|f| f.0 & PfcpsmReqFlags::QUARR != 0);
+        for u in rules.urrs.iter_mut() {
+            if query_all || m.query_urrs.iter().any(|q| q.urr_id.0 == u.id) {
+                reports.push(UsageReportSmr(report(
+                    up,
+                    seid,
+                    u,
+                    UsageReportTrigger::IMMER,
+                )));
+            }
+        }
+        let s = self.get_mut(seid).expect("checked by the caller");
+        rules.shrink();
+        s.rules = rules;
+        s.dl_reported = false;
+        if let Some(a) = m.cp_f_seid {
+            s.cp_seid = a.seid;
+            if let Some(addr) = a.addr() {
+                s.cp_addr = addr;
+            }
+        }
+        self.count(Counter::SessionsModified);
+        let r = Message::SessionModificationResponse(SessionModificationResponse {
+            cause: Cause::REQUEST_ACCEPTED,
+            offending_ie: None,
+            created_pdrs: created,
+            usage_reports: reports,
+            failed_rule_id: None,
+        });
+        self.respond(now, from, seq, t, Some(cp_seid), r);
+    }
+
+    fn delete(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        seq: u32,
+        seid: Seid,
+        up: &mut impl UserPlane,
+    ) {
+        let t = msg_type::SESSION_DELETION_REQUEST;
+        let cp_seid = self.get(seid).map_or(0, |s| s.cp_seid);
+        let mut urrs = self
+            .get(seid)
+            .map(|s| s.rules.urrs.clone())
+            .unwrap_or_default();
+        let reports = urrs
+            .iter_mut()
+            .map(|u| UsageReportSdr(report(up, seid, u, UsageReportTrigger::TERMR)))
+            .collect();
+        self.remove_session(seid, up);
+        self.count(Counter::SessionsDeleted);
+        let r = Message::SessionDeletionResponse(SessionDeletionResponse {
+            cause: Cause::REQUEST_ACCEPTED,
+            offending_ie: None,
+            usage_reports: reports,
+        });
+        self.respond(now, from, seq, t, Some(cp_seid), r);
+    }
+
+    fn remove_session(&mut self, seid: Seid, up: &mut impl UserPlane) {
+        let index = (seid as u32).wrapping_sub(1);
+        let Some(slot) = self.slots.get_mut(index as usize) else {
+            return;
+        };
+        if slot.generation != (seid >> 32) as u32 {
+            return;
+        }
+        let Some(s) = slot.session.take() else {
+            return;
+        };
+        let _ = up.apply(Change::Remove { seid });
+        for t in s.rules.teids() {
+            self.teids.free(t);
+        }
+        self.free_slots.push(index);
+        self.sessions -= 1;
+        // Our reports for it are moot.
+        self.outstanding
+            .retain(|_, o| !matches!(o.purpose, Purpose::Report { seid: s2 } if s2 == seid));
+    }
+
+    fn drop_sessions_of(&mut self, assoc: u32, up: &mut impl UserPlane) {
+        let doomed: Vec<Seid> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.session.as_ref().is_some_and(|s| s.assoc == assoc))
+            .map(|(i, s)| seid_of(i as u32, s.generation))
+            .collect();
+        for seid in doomed {
+            self.remove_session(seid, up);
+        }
+    }
+
+    fn rejection(&self, t: u8, e: Reject) -> Message {
+        let mut m = Message::rejection(
+            t,
+            e.cause,
+            e.offending,
+            &self.config.node_id,
+            RecoveryTimeStamp(self.config.recovery_time_stamp),
+        )
+        .expect("a request type");
+        match &mut m {
+            Message::SessionEstablishmentResponse(r) => r.failed_rule_id = e.failed_rule,
+            Message::SessionModificationResponse(r) => r.failed_rule_id = e.failed_rule,
+            _ => {}
+        }
+        m
+    }
+
+    /// Answers a request that could not be parsed (or whose header
+    /// length was wrong): not cached, as nothing was applied.
+    fn reject(
+        &mut self,
+        from: SocketAddr,
+        p: &Packet<&[u8]>,
+        t: u8,
+        seid: Option<u64>,
+        cause: Cause,
+        offending: Option<IeType>,
+    ) {
+        let Some(m) = Message::rejection(
+            t,
+            cause,
+            offending,
+            &self.config.node_id,
+            RecoveryTimeStamp(self.config.recovery_time_stamp),
+        ) else {
+            return;
+        };
+        let seid = msg_type::is_session(t).then(|| seid.unwrap_or(0));
+        self.reply(from, p.sequence(), seid, m);
+    }
+
+    fn reply(&mut self, to: SocketAddr, seq: u32, seid: Option<u64>, m: Message) {
+        let payload = PfcpRepr {
+            seid,
+            sequence: seq,
+            priority: None,
+            message: m,
+        }
+        .to_bytes();
+        self.transmits.push_back(Transmit {
+            destination: to,
+            payload,
+        });
+    }
+
+    /// Sends a response and keeps it for the request's retransmissions.
+    fn respond(
+        &mut self,
+        now: Instant,
+        to: SocketAddr,
+        seq: u32,
+        request_type: u8,
+        seid: Option<u64>,
+        m: Message,
+    ) {
+        let payload = PfcpRepr {
+            seid: msg_type::is_session(request_type).then(|| seid.unwrap_or(0)),
+            sequence: seq,
+            priority: None,
+            message: m,
+        }
+        .to_bytes();
+        let evicted = self.cache.insert(
+            to,
+            seq,
+            request_type,
+            payload.clone(),
+            now + self.config.response_cache_time,
+        );
+        self.counters[Counter::CacheEvicted as usize] += evicted as u64;
+        self.transmits.push_back(Transmit {
+            destination: to,
+            payload,
+        });
+    }
+}
+
+/// A usage report for URR `u` of session `seid`, its counts taken from
+/// the user plane.
+fn report(up: &mut impl UserPlane, seid: Seid, u: &mut Urr, trigger: u64) -> UsageReport {
+    let usage = up.take_usage(seid, u.id);
+    let seqn = u.next_seqn;
+    u.next_seqn = u.next_seqn.wrapping_add(1);
+    UsageReport {
+        urr_id: UrrId(u.id),
+        ur_seqn: UrSeqn(seqn),
+        trigger: UsageReportTrigger::new(trigger),
+        volume: u.volume.then_some(VolumeMeasurement {
+            total: Some(usage.uplink_bytes + usage.downlink_bytes),
+            uplink: Some(usage.uplink_bytes),
+            downlink: Some(usage.downlink_bytes),
+            total_packets: Some(usage.uplink_packets + usage.downlink_packets),
+            uplink_packets: Some(usage.uplink_packets),
+            downlink_packets: Some(usage.downlink_packets),
+        }),
+    }
+}
+
+/// The SEID of the first readable F-SEID among a message's IEs (the CP
+/// F-SEID of an establishment that failed to parse elsewhere).
+fn cp_seid_of(body: &[u8]) -> Option<u64> {
+    use crate::ie::{Ies, Value};
+    Ies::new(body, IeType(0))
+        .map_while(Result::ok)
+        .find(|ie| ie.ty == IeType::F_SEID && ie.enterprise.is_none())
+        .and_then(|ie| FSeid::from_ie(ie.value).ok())
+        .map(|f| f.seid)
+}
+
+/// The counter of an IE error's cause.
+fn counter_for(cause: Cause) -> Counter {
+    match cause {
+        Cause::MANDATORY_IE_MISSING => Counter::MandatoryIeMissing,
+        Cause::CONDITIONAL_IE_MISSING => Counter::ConditionalIeMissing,
+        Cause::INVALID_LENGTH => Counter::InvalidLength,
+        _ => Counter::MandatoryIeIncorrect,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,674 @@
+//! A session's rules as the user plane needs them, and their edits by
+//! Session Establishment and Modification Requests (TS 29.244 §5.2, §7.5).
+//!
+//! The rules are resolved values, not the messages' IEs: a PDR names its
+//! match (local F-TEID with the TEID tep chose, or UE address/prefix) and
+//! its FAR; a FAR says forward (with the GTP-U peer), drop or buffer. The
+//! node edits a copy and hands the whole set to the user plane, which
+//! replaces the session's entry in one step.
+
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::ie::IeType;
+use crate::rules::{CreateFar, CreatePdr, CreateQer, CreateUrr, Pdi, UpdateFar, UpdatePdr};
+use crate::rules::{UpdateQer, UpdateUrr};
+use crate::types::*;
+
+use super::Counter;
+
+/// Most QER or URR IDs one PDR names.
+pub const MAX_IDS: usize = 4;
+/// Most rules of each kind in one session (a PDU session has a handful).
+pub const MAX_RULES: usize = 32;
+
+/// Up to [`MAX_IDS`] rule IDs, inline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Ids {
+    len: u8,
+    ids: [u32; MAX_IDS],
+}
+
+impl Ids {
+    /// `None` past [`MAX_IDS`].
+    pub fn new(ids: &[u32]) -> Option<Ids> {
+        if ids.len() > MAX_IDS {
+            return None;
+        }
+        let mut a = [0; MAX_IDS];
+        a[..ids.len()].copy_from_slice(ids);
+        Some(Ids {
+            len: ids.len() as u8,
+            ids: a,
+        })
+    }
+
+    pub fn as_slice(&self) -> &[u32] {
+        &self.ids[..self.len as usize]
+    }
+}
+
+/// The local F-TEID an uplink PDR matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalFTeid {
+    pub teid: u32,
+    pub v4: Option<Ipv4Addr>,
+    pub v6: Option<Ipv6Addr>,
+}
+
+/// The UE address a downlink PDR matches: IPv4 /32, and/or an IPv6 prefix
+/// (/64 unless the SMF said otherwise, /128 for one address).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UeIp {
+    pub v4: Option<Ipv4Addr>,
+    pub v6: Option<Ipv6Addr>,
+    pub v6_prefix_len: u8,
+}
+
+/// A Packet Detection Rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pdr {
+    pub id: u16,
+    /// Lower matches first among a session's PDRs.
+    pub precedence: u32,
+    /// Access (uplink from N3), Core (N9), N6-LAN (downlink), CP-function.
+    pub source: Interface,
+    /// Uplink match: packets to this TEID (and address).
+    pub local: Option<LocalFTeid>,
+    /// Downlink match: packets to this UE address or prefix.
+    pub ue_ip: Option<UeIp>,
+    /// Match only this QFI (uplink, from the PDU Session Container).
+    pub qfi: Option<u8>,
+    /// Strip the outer GTP-U/UDP/IP header (uplink).
+    pub outer_header_removal: Option<OuterHeaderRemoval>,
+    pub far: u32,
+    pub qers: Ids,
+    pub urrs: Ids,
+}
+
+/// What a FAR does with a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Forward,
+    Drop,
+    /// Hold downlink packets (idle UE); `notify_cp`: NOCP, report the first
+    /// one to the SMF (the daemon calls `Node::downlink_data`).
+    Buffer {
+        notify_cp: bool,
+    },
+}
+
+/// The GTP-U tunnel a forwarded packet is put in: peer TEID and address
+/// (IPv4 and/or IPv6; with both the user plane picks its family).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OuterHeader {
+    pub teid: u32,
+    pub v4: Option<Ipv4Addr>,
+    pub v6: Option<Ipv6Addr>,
+}
+
+impl OuterHeader {
+    /// The peer address, IPv4 preferred.
+    pub fn addr(&self) -> IpAddr {
+        self.v4
+            .map(IpAddr::V4)
+            .or(self.v6.map(IpAddr::V6))
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+    }
+}
+
+/// A Forwarding Action Rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Far {
+    pub id: u32,
+    pub action: Action,
+    /// Where forwarded packets go (Access: to the gNB, with `outer`;
+    /// Core/N6-LAN: out of the tunnel).
+    pub destination: Option<Interface>,
+    pub outer: Option<OuterHeader>,
+}
+
+/// A QoS Enforcement Rule: gates and the QFI to mark downlink packets with
+/// (PDU Session Container).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Qer {
+    pub id: u32,
+    pub ul_open: bool,
+    pub dl_open: bool,
+    pub qfi: Option<u8>,
+}
+
+/// A Usage Reporting Rule: tep measures volume (packets and octets each
+/// way) and reports it on deletion, on Query URR and when the URR is
+/// removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Urr {
+    pub id: u32,
+    /// VOLUM is set in the Measurement Method.
+    pub volume: bool,
+    pub reporting_triggers: ReportingTriggers,
+    pub volume_threshold: Option<VolumeThreshold>,
+    /// The UR-SEQN of the next report.
+    pub(crate) next_seqn: u32,
+}
+
+/// A session's rules.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rules {
+    pub pdrs: Vec<Pdr>,
+    pub fars: Vec<Far>,
+    pub qers: Vec<Qer>,
+    pub urrs: Vec<Urr>,
+}
+
+impl Rules {
+    pub fn pdr(&self, id: u16) -> Option<&Pdr> {
+        self.pdrs.iter().find(|p| p.id == id)
+    }
+
+    pub fn far(&self, id: u32) -> Option<&Far> {
+        self.fars.iter().find(|f| f.id == id)
+    }
+
+    pub fn qer(&self, id: u32) -> Option<&Qer> {
+        self.qers.iter().find(|q| q.id == id)
+    }
+
+    pub fn urr(&self, id: u32) -> Option<&Urr> {
+        self.urrs.iter().find(|u| u.id == id)
+    }
+
+    /// The QFI a PDR's downlink packets carry: from the first of its QERs
+    /// that sets one.
+    pub fn qfi(&self, pdr: &Pdr) -> Option<u8> {
+        pdr.qers
+            .as_slice()
+            .iter()
+            .filter_map(|&q| self.qer(q))
+            .find_map(|q| q.qfi)
+    }
+
+    /// Whether the PDR's QERs leave the gate open (uplink or downlink).
+    pub fn gate_open(&self, pdr: &Pdr, uplink: bool) -> bool {
+        pdr.qers
+            .as_slice()
+            .iter()
+            .filter_map(|&q| self.qer(q))
+            .all(|q| if uplink { q.ul_open } else { q.dl_open })
+    }
+
+    /// Gives back the lists' spare capacity: a session's rules are built
+    /// once per request and then kept, possibly for days.
+    pub(crate) fn shrink(&mut self) {
+        self.pdrs.shrink_to_fit();
+        self.fars.shrink_to_fit();
+        self.qers.shrink_to_fit();
+        self.urrs.shrink_to_fit();
+    }
+
+    /// Every local TEID the session's PDRs match.
+    pub fn teids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pdrs.iter().filter_map(|p| p.local.map(|l| l.teid))
+    }
+}
+
+/// Why an edit failed: the response's Cause, Offending IE and Failed Rule
+/// ID, and the counter it goes under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reject {
+    pub cause: Cause,
+    pub offending: Option<IeType>,
+    pub failed_rule: Option<FailedRuleId>,
+    pub counter: Counter,
+}
+
+impl Reject {
+    pub fn rule(rule: FailedRuleId) -> Self {
+        Reject {
+            cause: Cause::RULE_CREATION_MODIFICATION_FAILURE,
+            offending: None,
+            failed_rule: Some(rule),
+            counter: Counter::RuleFailure,
+        }
+    }
+
+    pub fn conditional(ie: IeType) -> Self {
+        Reject {
+            cause: Cause::CONDITIONAL_IE_MISSING,
+            offending: Some(ie),
+            failed_rule: None,
+            counter: Counter::ConditionalIeMissing,
+        }
+    }
+
+    pub fn too_many(ie: IeType) -> Self {
+        Reject {
+            cause: Cause::REQUEST_REJECTED,
+            offending: Some(ie),
+            failed_rule: None,
+            counter: Counter::TooManyRules,
+        }
+    }
+
+    pub fn simple(cause: Cause, offending: Option<IeType>, counter: Counter) -> Self {
+        Reject {
+            cause,
+            offending,
+            failed_rule: None,
+            counter,
+        }
+    }
+}
+
+/// A CHOOSE F-TEID waiting for a TEID, by PDR.
+#[derive(Clone, Copy, Debug)]
+pub struct Choose {
+    pub pdr: u16,
+    pub v4: bool,
+    pub v6: bool,
+    pub choose_id: Option<u8>,
+}
+
+/// An SMF-chosen TEID to reserve, by PDR.
+#[derive(Clone, Copy, Debug)]
+pub struct Assigned {
+    pub pdr: u16,
+    pub teid: u32,
+}
+
+/// An End Marker to send: the FAR's old tunnel (SNDEM).
+#[derive(Clone, Copy, Debug)]
+pub struct EndMarkerTo {
+    pub far: u32,
+    pub old: OuterHeader,
+}
+
+/// Edits of one request, collected beside the rules.
+#[derive(Debug, Default)]
+pub struct Pending {
+    pub choose: Vec<Choose>,
+    pub assigned: Vec<Assigned>,
+    pub end_markers: Vec<EndMarkerTo>,
+}
+
+fn ids(list: &[u32], ie: IeType) -> Result<Ids, Reject> {
+    Ids::new(list).ok_or(Reject::too_many(ie))
+}
+
+fn apply_pdi(pdr: &mut Pdr, pdi: &Pdi, pending: &mut Pending) -> Result<(), Reject> {
+    pdr.source = pdi.source_interface.0;
+    pdr.qfi = pdi.qfi.map(|q| q.0);
+    pdr.local = None;
+    match pdi.local_f_teid {
+        Some(FTeid::Choose { v4, v6, choose_id }) => {
+            pending.choose.push(Choose {
+                pdr: pdr.id,
+                v4,
+                v6,
+                choose_id,
+            });
+            // Filled in when the TEID is allocated.
+            pdr.local = Some(LocalFTeid {
+                teid: 0,
+                v4: None,
+                v6: None,
+            });
+        }
+        Some(FTeid::Assigned { teid, v4, v6 }) => {
+            pending.assigned.push(Assigned { pdr: pdr.id, teid });
+            pdr.local = Some(LocalFTeid { teid, v4, v6 });
+        }
+        None => {}
+    }
+    pdr.ue_ip = match pdi.ue_ip_address {
+        Some(u) if u.choose_v4 || u.choose_v6 => {
+            // tep does not allocate UE addresses.
+            return Err(Reject::rule(FailedRuleId::Pdr(pdr.id)));
+        }
+        Some(u) if u.v4.is_some() || u.v6.is_some() => Some(UeIp {
+            v4: u.v4,
+            v6: u.v6,
+            v6_prefix_len: u.v6_match_len(),
+        }),
+        Some(_) => {
+            return Err(Reject::simple(
+                Cause::MANDATORY_IE_INCORRECT,
+                Some(IeType::UE_IP_ADDRESS),
+                Counter::MandatoryIeIncorrect,
+            ))
+        }
+        None => None,
+    };
+    Ok(())
+}
+
+pub fn create_pdr(r: &mut Rules, c: &CreatePdr, pending: &mut Pending) -> Result<(), Reject> {
+    if r.pdr(c.pdr_id.0).is_some() {
+        return Err(Reject::rule(FailedRuleId::Pdr(c.pdr_id.0)));
+    }
+    if r.pdrs.len() >= MAX_RULES {
+        return Err(Reject::too_many(IeType::CREATE_PDR));
+    }
+    let far = c.far_id.ok_or(Reject::conditional(IeType::FAR_ID))?.0;
+    let mut pdr = Pdr {
+        id: c.pdr_id.0,
+        precedence: c.precedence.0,
+        source: Interface::ACCESS,
+        local: None,
+        ue_ip: None,
+        qfi: None,
+        outer_header_removal: c.outer_header_removal,
+        far,
+        qers: ids(
+            &c.qer_ids.iter().map(|q| q.0).collect::<Vec<_>>(),
+            IeType::QER_ID,
+        )?,
+        urrs: ids(
+            &c.urr_ids.iter().map(|q| q.0).collect::<Vec<_>>(),
+            IeType::URR_ID,
+        )?,
+    };
+    apply_pdi(&mut pdr, &c.pdi, pending)?;
+    r.pdrs.push(pdr);
+    Ok(())
+}
+
+pub fn update_pdr(r: &mut Rules, u: &UpdatePdr, pending: &mut Pending) -> Result<(), Reject> {
+    let id = u.pdr_id.0;
+    let Some(pdr) = r.pdrs.iter_mut().find(|p| p.id == id) else {
+        return Err(Reject::rule(FailedRuleId::Pdr(id)));
+    };
+    if let Some(o) = u.outer_header_removal {
+        pdr.outer_header_removal = Some(o);
+    }
+    if let Some(p) = u.precedence {
+        pdr.precedence = p.0;
+    }
+    if let Some(f) = u.far_id {
+        pdr.far = f.0;
+    }
+    if !u.qer_ids.is_empty() {
+        pdr.qers = ids(
+            &u.qer_ids.iter().map(|q| q.0).collect::<Vec<_>>(),
+            IeType::QER_ID,
+        )?;
+    }
+    if !u.urr_ids.is_empty() {
+        pdr.urrs = ids(
+            &u.urr_ids.iter().map(|q| q.0).collect::<Vec<_>>(),
+            IeType::URR_ID,
+        )?;
+    }
+    if let Some(pdi) = &u.pdi {
+        // A PDI that keeps the same SMF-chosen F-TEID is no new reservation.
+        let old = pdr.local;
+        apply_pdi(pdr, pdi, pending)?;
+        if let (Some(o), Some(a)) = (old, pending.assigned.last()) {
+            if a.pdr == id && a.teid == o.teid {
+                pending.assigned.pop();
+            }
+        }
+    }
+    Ok(())
+}
+
+fn far_action(bits: ApplyAction, far: u32) -> Result<Action, Reject> {
+    if bits.has(ApplyAction::FORW) {
+        Ok(Action::Forward)
+    } else if bits.has(ApplyAction::DROP) {
+        Ok(Action::Drop)
+    } else if bits.has(ApplyAction::BUFF) {
+        Ok(Action::Buffer {
+            notify_cp: bits.has(ApplyAction::NOCP),
+        })
+    } else {
+        // IPMA/IPMD (multicast): not a UPF feature tep has.
+        Err(Reject::rule(FailedRuleId::Far(far)))
+    }
+}
+
+fn outer(o: &OuterHeaderCreation, far: u32) -> Result<OuterHeader, Reject> {
+    let gtpu = OuterHeaderCreation::GTPU_UDP_IPV4 | OuterHeaderCreation::GTPU_UDP_IPV6;
+    if o.desc & gtpu == 0
+        || o.desc & !(gtpu | OuterHeaderCreation::N19 | OuterHeaderCreation::N6) != 0
+    {
+        // Plain UDP/IP or VLAN tags: tep creates GTP-U headers only.
+        return Err(Reject::rule(FailedRuleId::Far(far)));
+    }
+    Ok(OuterHeader {
+        teid: o.teid.unwrap_or(0),
+        v4: o
+            .v4
+            .filter(|_| o.desc & OuterHeaderCreation::GTPU_UDP_IPV4 != 0),
+        v6: o
+            .v6
+            .filter(|_| o.desc & OuterHeaderCreation::GTPU_UDP_IPV6 != 0),
+    })
+}
+
+pub fn create_far(r: &mut Rules, c: &CreateFar) -> Result<(), Reject> {
+    let id = c.far_id.0;
+    if r.far(id).is_some() {
+        return Err(Reject::rule(FailedRuleId::Far(id)));
+    }
+    if r.fars.len() >= MAX_RULES {
+        return Err(Reject::too_many(IeType::CREATE_FAR));
+    }
+    let fp = c.forwarding_parameters.as_ref();
+    r.fars.push(Far {
+        id,
+        action: far_action(c.apply_action, id)?,
+        destination: fp.map(|f| f.destination_interface.0),
+        outer: match fp.and_then(|f| f.outer_header_creation.as_ref()) {
+            Some(o) => Some(outer(o, id)?),
+            None => None,
+        },
+    });
+    Ok(())
+}
+
+pub fn update_far(r: &mut Rules, u: &UpdateFar, pending: &mut Pending) -> Result<(), Reject> {
+    let id = u.far_id.0;
+    let Some(far) = r.fars.iter_mut().find(|f| f.id == id) else {
+        return Err(Reject::rule(FailedRuleId::Far(id)));
+    };
+    if let Some(a) = u.apply_action {
+        far.action = far_action(a, id)?;
+    }
+    if let Some(p) = &u.update_forwarding_parameters {
+        if let Some(d) = p.destination_interface {
+            far.destination = Some(d.0);
+        }
+        if let Some(o) = &p.outer_header_creation {
+            let new = outer(o, id)?;
+            let sndem = p.flags.is_some_and(|f| f.0 & PfcpsmReqFlags::SNDEM != 0);
+            if let Some(old) = far.outer.filter(|&old| sndem && old != new) {
+                pending.end_markers.push(EndMarkerTo { far: id, old });
+            }
+            far.outer = Some(new);
+        }
+    }
+    Ok(())
+}
+
+fn qer_from(id: u32, gate: GateStatus, qfi: Option<Qfi>) -> Qer {
+    Qer {
+        id,
+        ul_open: gate.ul == GateStatus::OPEN,
+        dl_open: gate.dl == GateStatus::OPEN,
+        qfi: qfi.map(|q| q.0),
+    }
+}
+
+pub fn create_qer(r: &mut Rules, c: &CreateQer) -> Result<(), Reject> {
+    let id = c.qer_id.0;
+    if r.qer(id).is_some() {
+        return Err(Reject::rule(FailedRuleId::Qer(id)));
+    }
+    if r.qers.len() >= MAX_RULES {
+        return Err(Reject::too_many(IeType::CREATE_QER));
+    }
+    r.qers.push(qer_from(id, c.gate_status, c.qfi));
+    Ok(())
+}
+
+pub fn update_qer(r: &mut Rules, u: &UpdateQer) -> Result<(), Reject> {
+    let id = u.qer_id.0;
+    let Some(q) = r.qers.iter_mut().find(|q| q.id == id) else {
+        return Err(Reject::rule(FailedRuleId::Qer(id)));
+    };
+    if let Some(g) = u.gate_status {
+        q.ul_open = g.ul == GateStatus::OPEN;
+        q.dl_open = g.dl == GateStatus::OPEN;
+    }
+    if let Some(f) = u.qfi {
+        q.qfi = Some(f.0);
+    }
+    Ok(())
+}
+
+pub fn create_urr(r: &mut Rules, c: &CreateUrr) -> Result<(), Reject> {
+    let id = c.urr_id.0;
+    if r.urr(id).is_some() {
+        return Err(Reject::rule(FailedRuleId::Urr(id)));
+    }
+    if r.urrs.len() >= MAX_RULES {
+        return Err(Reject::too_many(IeType::CREATE_URR));
+    }
+    r.urrs.push(Urr {
+        id,
+        volume: c.measurement_method.0 & MeasurementMethod::VOLUM != 0,
+        reporting_triggers: c.reporting_triggers,
+        volume_threshold: c.volume_threshold,
+        next_seqn: 0,
+    });
+    Ok(())
+}
+
+pub fn update_urr(r: &mut Rules, u: &UpdateUrr) -> Result<(), Reject> {
+    let id = u.urr_id.0;
+    let Some(x) = r.urrs.iter_mut().find(|x| x.id == id) else {
+        return Err(Reject::rule(FailedRuleId::Urr(id)));
+    };
+    if let Some(m) = u.measurement_method {
+        x.volume = m.0 & MeasurementMethod::VOLUM != 0;
+    }
+    if let Some(t) = u.reporting_triggers {
+        x.reporting_triggers = t;
+    }
+    if u.volume_threshold.is_some() {
+        x.volume_threshold = u.volume_threshold;
+    }
+    Ok(())
+}
+
+/// Removes rule `id` of a kind; unknown IDs fail with their Failed Rule ID.
+pub fn remove<T>(
+    list: &mut Vec<T>,
+    matches: impl Fn(&T) -> bool,
+    failed: FailedRuleId,
+) -> Result<T, Reject> {
+    match list.iter().position(matches) {
+        Some(i) => Ok(list.swap_remove(i)),
+        None => Err(Reject::rule(failed)),
+    }
+}
+
+/// The checks that need the whole set: every PDR's FAR, QERs and URRs
+/// exist; every PDR can be matched; every forwarding FAR has its
+/// parameters.
+pub fn validate(r: &Rules) -> Result<(), Reject> {
+    for p in &r.pdrs {
+        let fail = || Reject::rule(FailedRuleId::Pdr(p.id));
+        if r.far(p.far).is_none() {
+            return Err(fail());
+        }
+        if p.qers.as_slice().iter().any(|&q| r.qer(q).is_none()) {
+            return Err(fail());
+        }
+        if p.urrs.as_slice().iter().any(|&u| r.urr(u).is_none()) {
+            return Err(fail());
+        }
+        match p.source {
+            Interface::ACCESS if p.local.is_none() => {
+                return Err(Reject::conditional(IeType::F_TEID))
+            }
+            Interface::N6_LAN if p.ue_ip.is_none() => {
+                return Err(Reject::conditional(IeType::UE_IP_ADDRESS))
+            }
+            Interface::CORE if p.local.is_none() && p.ue_ip.is_none() => {
+                return Err(Reject::conditional(IeType::F_TEID))
+            }
+            _ => {}
+        }
+    }
+    for f in &r.fars {
+        if f.action != Action::Forward {
+            continue;
+        }
+        match f.destination {
+            None => return Err(Reject::conditional(IeType::FORWARDING_PARAMETERS)),
+            Some(Interface::ACCESS) if f.outer.is_none() => {
+                return Err(Reject::conditional(IeType::OUTER_HEADER_CREATION))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_capped() {
+        assert_eq!(Ids::new(&[1, 2]).unwrap().as_slice(), [1, 2]);
+        assert!(Ids::new(&[1; MAX_IDS + 1]).is_none());
+    }
+
+    #[test]
+    fn rules_resolve_qfi_and_gates() {
+        let r = Rules {
+            pdrs: vec![Pdr {
+                id: 1,
+                precedence: 1,
+                source: Interface::N6_LAN,
+                local: None,
+                ue_ip: Some(UeIp {
+                    v4: Some(Ipv4Addr::new(10, 0, 0, 1)),
+                    v6: None,
+                    v6_prefix_len: 64,
+                }),
+                qfi: None,
+                outer_header_removal: None,
+                far: 1,
+                qers: Ids::new(&[1, 2]).unwrap(),
+                urrs: Ids::default(),
+            }],
+            qers: vec![
+                Qer {
+                    id: 1,
+                    ul_open: true,
+                    dl_open: true,
+                    qfi: None,
+                },
+                Qer {
+                    id: 2,
+                    ul_open: true,
+                    dl_open: false,
+                    qfi: Some(5),
+                },
+            ],
+            ..Default::default()
+        };
+        let p = &r.pdrs[0];
+        assert_eq!(r.qfi(p), Some(5));
+        assert!(r.gate_open(p, true));
+        assert!(!r.gate_open(p, false));
+        // No FAR 1: the PDR fails validation, naming itself.
+        assert_eq!(
+            validate(&r).unwrap_err().failed_rule,
+            Some(FailedRuleId::Pdr(1))
+        );
+    }
+}

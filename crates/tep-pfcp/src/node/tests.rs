@@ -1,0 +1,1226 @@
+//! The node driven by byte-level requests (built with this crate's codec)
+//! against a user plane that records what it is told: every message flow
+//! and every Cause the node sends.
+
+use super::*;
+use crate::rules::*;
+
+const SMF: &str = "192.0.2.10:40000";
+const N3: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
+const GNB: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 5);
+const GNB2: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 6);
+const SMF_RTS: u32 = 3_900_000_000;
+
+#[derive(Debug, Clone, PartialEq)]
+enum Seen {
+    Install(Seid, Rules),
+    Remove(Seid),
+    EndMarker(Seid, u32, OuterHeader),
+}
+
+#[derive(Debug, Default)]
+struct FakeUp {
+    seen: Vec<Seen>,
+    usage: HashMap<(Seid, u32), Usage>,
+    refuse: bool,
+}
+
+impl UserPlane for FakeUp {
+    fn apply(&mut self, change: Change<'_>) -> Result<(), Refused> {
+        if self.refuse && matches!(change, Change::Install { .. }) {
+            return Err(Refused);
+        }
+        self.seen.push(match change {
+            Change::Install { seid, rules } => Seen::Install(seid, rules.clone()),
+            Change::Remove { seid } => Seen::Remove(seid),
+            Change::EndMarker { seid, far, old } => Seen::EndMarker(seid, far, old),
+        });
+        Ok(())
+    }
+
+    fn take_usage(&mut self, seid: Seid, urr: u32) -> Usage {
+        self.usage.remove(&(seid, urr)).unwrap_or_default()
+    }
+}
+
+struct Harness {
+    node: Node,
+    up: FakeUp,
+    now: Instant,
+    smf: SocketAddr,
+    seq: u32,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let mut c = Config::new(NodeId::V4(N3), 3_950_000_000, Some(N3), None);
+        c.heartbeat_interval = None;
+        Harness {
+            node: Node::new(c),
+            up: FakeUp::default(),
+            now: Instant::now(),
+            smf: SMF.parse().unwrap(),
+            seq: 0,
+        }
+    }
+
+    /// Sends raw bytes; returns every datagram the node queued.
+    fn raw(&mut self, bytes: &[u8]) -> Vec<Transmit> {
+        self.node.handle(self.now, self.smf, bytes, &mut self.up);
+        std::iter::from_fn(|| self.node.poll_transmit()).collect()
+    }
+
+    fn bytes(&mut self, seid: Option<u64>, m: Message) -> Vec<u8> {
+        self.seq += 1;
+        PfcpRepr {
+            seid,
+            sequence: self.seq,
+            priority: None,
+            message: m,
+        }
+        .to_bytes()
+    }
+
+    /// Sends a request; returns the one response, parsed, checking that it
+    /// goes back to the SMF with the request's sequence number.
+    fn request(&mut self, seid: Option<u64>, m: Message) -> PfcpRepr {
+        let b = self.bytes(seid, m);
+        let out = self.raw(&b);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].destination, self.smf);
+        let r = PfcpRepr::parse_bytes(&out[0].payload).unwrap();
+        assert_eq!(r.sequence, self.seq);
+        r
+    }
+
+    fn associate(&mut self) {
+        let r = self.request(
+            None,
+            Message::AssociationSetupRequest(AssociationSetupRequest {
+                node_id: NodeId::fqdn("smf.test").unwrap(),
+                recovery_time_stamp: RecoveryTimeStamp(SMF_RTS),
+                up_function_features: None,
+            }),
+        );
+        let Message::AssociationSetupResponse(a) = r.message else {
+            panic!("{r:?}")
+        };
+        assert_eq!(a.cause, Cause::REQUEST_ACCEPTED);
+        assert_eq!(a.node_id, NodeId::V4(N3));
+        assert_eq!(a.recovery_time_stamp, RecoveryTimeStamp(3_950_000_000));
+        assert!(a
+            .up_function_features
+            .unwrap()
+            .has(UpFunctionFeatures::FTUP));
+    }
+
+    fn establish(&mut self, m: SessionEstablishmentRequest) -> SessionEstablishmentResponse {
+        let r = self.request(Some(0), Message::SessionEstablishmentRequest(m));
+        match r.message {
+            Message::SessionEstablishmentResponse(e) => {
+                assert_eq!(r.seid, Some(7000), "the CP SEID");
+                e
+            }
+            m => panic!("{m:?}"),
+        }
+    }
+
+    fn modify(
+        &mut self,
+        seid: Seid,
+        m: SessionModificationRequest,
+    ) -> (u64, SessionModificationResponse) {
+        let r = self.request(Some(seid), Message::SessionModificationRequest(m));
+        match r.message {
+            Message::SessionModificationResponse(x) => (r.seid.unwrap(), x),
+            m => panic!("{m:?}"),
+        }
+    }
+}
+
+fn cp_f_seid() -> FSeid {
+    FSeid {
+        seid: 7000,
+        v4: Some(Ipv4Addr::new(192, 0, 2, 10)),
+        v6: None,
+    }
+}
+
+fn ue() -> Ipv4Addr {
+    Ipv4Addr::new(10, 45, 0, 7)
+}
+
+/// An uplink PDR (CHOOSE, CHID 1, QFI 9) and a downlink PDR to the UE,
+/// forwarding to N6 and to the gNB; QER 1 (QFI 9), URR 1 (volume).
+fn est_request() -> SessionEstablishmentRequest {
+    SessionEstablishmentRequest {
+        node_id: NodeId::fqdn("smf.test").unwrap(),
+        cp_f_seid: cp_f_seid(),
+        create_pdrs: vec![
+            CreatePdr {
+                pdr_id: PdrId(1),
+                precedence: Precedence(200),
+                pdi: Pdi {
+                    source_interface: SourceInterface(Interface::ACCESS),
+                    local_f_teid: Some(FTeid::Choose {
+                        v4: true,
+                        v6: false,
+                        choose_id: Some(1),
+                    }),
+                    network_instance: Some(NetworkInstance(b"\x08internet".to_vec())),
+                    ue_ip_address: None,
+                    qfi: Some(Qfi(9)),
+                },
+                outer_header_removal: Some(OuterHeaderRemoval::default()),
+                far_id: Some(FarId(1)),
+                urr_ids: vec![UrrId(1)],
+                qer_ids: vec![QerId(1)],
+            },
+            CreatePdr {
+                pdr_id: PdrId(2),
+                precedence: Precedence(200),
+                pdi: Pdi {
+                    source_interface: SourceInterface(Interface::N6_LAN),
+                    local_f_teid: None,
+                    network_instance: None,
+                    ue_ip_address: Some(UeIpAddress {
+                        v4: Some(ue()),
+                        destination: true,
+                        ..Default::default()
+                    }),
+                    qfi: None,
+                },
+                outer_header_removal: None,
+                far_id: Some(FarId(2)),
+                urr_ids: vec![UrrId(1)],
+                qer_ids: vec![QerId(1)],
+            },
+        ],
+        create_fars: vec![
+            CreateFar {
+                far_id: FarId(1),
+                apply_action: ApplyAction::new(ApplyAction::FORW),
+                forwarding_parameters: Some(ForwardingParameters {
+                    destination_interface: DestinationInterface(Interface::CORE),
+                    network_instance: None,
+                    outer_header_creation: None,
+                }),
+            },
+            CreateFar {
+                far_id: FarId(2),
+                apply_action: ApplyAction::new(ApplyAction::FORW),
+                forwarding_parameters: Some(ForwardingParameters {
+                    destination_interface: DestinationInterface(Interface::ACCESS),
+                    network_instance: None,
+                    outer_header_creation: Some(OuterHeaderCreation::gtpu(0x100, GNB.into())),
+                }),
+            },
+        ],
+        create_urrs: vec![CreateUrr {
+            urr_id: UrrId(1),
+            measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
+            reporting_triggers: ReportingTriggers(Bitmap::new(0, 2)),
+            volume_threshold: None,
+        }],
+        create_qers: vec![CreateQer {
+            qer_id: QerId(1),
+            gate_status: GateStatus::open(),
+            qfi: Some(Qfi(9)),
+        }],
+    }
+}
+
+fn up_seid(e: &SessionEstablishmentResponse) -> Seid {
+    e.up_f_seid.expect("UP F-SEID").seid
+}
+
+fn established() -> (Harness, Seid) {
+    let mut h = Harness::new();
+    h.associate();
+    let e = h.establish(est_request());
+    assert_eq!(e.cause, Cause::REQUEST_ACCEPTED, "{e:?}");
+    let seid = up_seid(&e);
+    h.up.seen.clear();
+    (h, seid)
+}
+
+fn rejected_establishment(
+    h: &mut Harness,
+    m: SessionEstablishmentRequest,
+) -> SessionEstablishmentResponse {
+    let before = h.node.session_count();
+    let e = h.establish(m);
+    assert!(!e.cause.is_acceptance(), "{e:?}");
+    assert!(e.up_f_seid.is_none());
+    assert_eq!(h.node.session_count(), before);
+    e
+}
+
+#[test]
+fn heartbeat_is_answered_with_our_recovery_time_stamp() {
+    let mut h = Harness::new();
+    let r = h.request(
+        None,
+        Message::HeartbeatRequest(HeartbeatRequest {
+            recovery_time_stamp: RecoveryTimeStamp(1),
+        }),
+    );
+    assert_eq!(
+        r.message,
+        Message::HeartbeatResponse(HeartbeatResponse {
+            recovery_time_stamp: RecoveryTimeStamp(3_950_000_000)
+        })
+    );
+    assert_eq!(h.node.counter(Counter::HeartbeatsAnswered), 1);
+}
+
+#[test]
+fn establishment_chooses_f_teids_reports_them_and_installs_the_rules() {
+    let mut h = Harness::new();
+    h.associate();
+    let mut m = est_request();
+    // A third PDR sharing CHOOSE ID 1 (another QFI) shares the TEID.
+    let mut p3 = m.create_pdrs[0].clone();
+    p3.pdr_id = PdrId(3);
+    p3.pdi.qfi = Some(Qfi(5));
+    m.create_pdrs.push(p3);
+    let e = h.establish(m);
+    assert_eq!(e.cause, Cause::REQUEST_ACCEPTED);
+    assert_eq!(e.node_id, NodeId::V4(N3));
+    let f = e.up_f_seid.unwrap();
+    assert_eq!(f.v4, Some(N3));
+    // With an N4 address configured, the F-SEID carries it.
+    let mut h4 = Harness::new();
+    h4.node.config.n4 = Some("2001:db8::4".parse().unwrap());
+    h4.associate();
+    let f4 = h4.establish(est_request()).up_f_seid.unwrap();
+    assert_eq!((f4.v4, f4.v6), (None, Some("2001:db8::4".parse().unwrap())));
+    assert_eq!(e.created_pdrs.len(), 2);
+    let FTeid::Assigned { teid, v4, v6 } = e.created_pdrs[0].local_f_teid.unwrap() else {
+        panic!()
+    };
+    assert_eq!((v4, v6), (Some(N3), None));
+    assert_ne!(teid, 0);
+    assert_eq!(e.created_pdrs[0].pdr_id, PdrId(1));
+    assert_eq!(e.created_pdrs[1].pdr_id, PdrId(3));
+    assert_eq!(
+        e.created_pdrs[1].local_f_teid,
+        e.created_pdrs[0].local_f_teid
+    );
+    // The user plane got the resolved rules.
+    let [Seen::Install(seid, rules)] = &h.up.seen[..] else {
+        panic!("{:?}", h.up.seen)
+    };
+    assert_eq!(*seid, f.seid);
+    let ul = rules.pdr(1).unwrap();
+    assert_eq!(
+        ul.local,
+        Some(LocalFTeid {
+            teid,
+            v4: Some(N3),
+            v6: None
+        })
+    );
+    assert_eq!(ul.qfi, Some(9));
+    assert!(ul.outer_header_removal.unwrap().is_gtpu());
+    assert_eq!(
+        rules.far(ul.far).unwrap().destination,
+        Some(Interface::CORE)
+    );
+    let dl = rules.pdr(2).unwrap();
+    assert_eq!(dl.ue_ip.unwrap().v4, Some(ue()));
+    let far = rules.far(dl.far).unwrap();
+    assert_eq!(far.action, Action::Forward);
+    assert_eq!(far.outer.unwrap().teid, 0x100);
+    assert_eq!(far.outer.unwrap().addr(), IpAddr::V4(GNB));
+    assert_eq!(rules.qfi(dl), Some(9));
+    assert_eq!(h.node.session(f.seid), Some(rules));
+    assert_eq!(h.node.teids_in_use(), 1);
+    // A second session gets another TEID and SEID.
+    let e2 = h.establish(est_request());
+    assert_ne!(up_seid(&e2), f.seid);
+    assert_ne!(
+        e2.created_pdrs[0].local_f_teid,
+        e.created_pdrs[0].local_f_teid
+    );
+    assert_eq!(h.node.session_count(), 2);
+    assert_eq!(h.node.counter(Counter::SessionsEstablished), 2);
+}
+
+#[test]
+fn a_retransmitted_request_gets_the_same_response_and_is_not_applied_again() {
+    let mut h = Harness::new();
+    h.associate();
+    let b = h.bytes(Some(0), Message::SessionEstablishmentRequest(est_request()));
+    let first = h.raw(&b);
+    let again = h.raw(&b);
+    assert_eq!(first, again);
+    assert_eq!(h.node.session_count(), 1);
+    assert_eq!(h.up.seen.len(), 1);
+    assert_eq!(h.node.counter(Counter::DuplicateRequest), 1);
+    // The same sequence number from another port is another request.
+    h.smf.set_port(40001);
+    h.raw(&b);
+    assert_eq!(h.node.session_count(), 2);
+    // Past the cache's lifetime the entry is gone.
+    h.now += Duration::from_secs(21);
+    h.node.handle_timeout(h.now, &mut h.up);
+    assert_eq!(h.node.cached_responses(), 0);
+}
+
+#[test]
+fn establishment_without_an_association_is_refused() {
+    let mut h = Harness::new();
+    let e = rejected_establishment(&mut h, est_request());
+    assert_eq!(e.cause, Cause::NO_ESTABLISHED_PFCP_ASSOCIATION);
+    assert_eq!(h.node.counter(Counter::NoAssociation), 1);
+    assert!(h.up.seen.is_empty());
+    // Update and Release need one too.
+    let r = h.request(
+        None,
+        Message::AssociationReleaseRequest(AssociationReleaseRequest {
+            node_id: NodeId::V4(Ipv4Addr::LOCALHOST),
+        }),
+    );
+    let Message::AssociationReleaseResponse(a) = r.message else {
+        panic!()
+    };
+    assert_eq!(a.cause, Cause::NO_ESTABLISHED_PFCP_ASSOCIATION);
+    let r = h.request(
+        None,
+        Message::AssociationUpdateRequest(AssociationUpdateRequest {
+            node_id: NodeId::V4(Ipv4Addr::LOCALHOST),
+            up_function_features: None,
+        }),
+    );
+    let Message::AssociationUpdateResponse(a) = r.message else {
+        panic!()
+    };
+    assert_eq!(a.cause, Cause::NO_ESTABLISHED_PFCP_ASSOCIATION);
+    h.associate();
+    let r = h.request(
+        None,
+        Message::AssociationUpdateRequest(AssociationUpdateRequest {
+            node_id: NodeId::V4(Ipv4Addr::LOCALHOST),
+            up_function_features: None,
+        }),
+    );
+    let Message::AssociationUpdateResponse(a) = r.message else {
+        panic!()
+    };
+    assert_eq!(a.cause, Cause::REQUEST_ACCEPTED);
+}
+
+#[test]
+fn handover_with_sndem_installs_the_new_tunnel_then_sends_an_end_marker_to_the_old() {
+    let (mut h, seid) = established();
+    let (hdr_seid, r) = h.modify(
+        seid,
+        SessionModificationRequest {
+            update_fars: vec![UpdateFar {
+                far_id: FarId(2),
+                apply_action: None,
+                update_forwarding_parameters: Some(UpdateForwardingParameters {
+                    outer_header_creation: Some(OuterHeaderCreation::gtpu(0x200, GNB2.into())),
+                    flags: Some(PfcpsmReqFlags(PfcpsmReqFlags::SNDEM)),
+                    ..Default::default()
+                }),
+            }],
+            ..Default::default()
+        },
+    );
+    assert_eq!(hdr_seid, 7000);
+    assert_eq!(r.cause, Cause::REQUEST_ACCEPTED);
+    let [Seen::Install(s1, rules), Seen::EndMarker(s2, 2, old)] = &h.up.seen[..] else {
+        panic!("{:?}", h.up.seen)
+    };
+    assert_eq!((*s1, *s2), (seid, seid));
+    assert_eq!(
+        rules.far(2).unwrap().outer.unwrap().addr(),
+        IpAddr::V4(GNB2)
+    );
+    assert_eq!((old.teid, old.addr()), (0x100, IpAddr::V4(GNB)));
+    assert_eq!(h.node.counter(Counter::EndMarkers), 1);
+    // Without SNDEM: no End Marker.
+    h.up.seen.clear();
+    h.modify(
+        seid,
+        SessionModificationRequest {
+            update_fars: vec![UpdateFar {
+                far_id: FarId(2),
+                apply_action: None,
+                update_forwarding_parameters: Some(UpdateForwardingParameters {
+                    outer_header_creation: Some(OuterHeaderCreation::gtpu(0x300, GNB.into())),
+                    ..Default::default()
+                }),
+            }],
+            ..Default::default()
+        },
+    );
+    assert_eq!(h.up.seen.len(), 1);
+}
+
+fn buffering(h: &mut Harness, seid: Seid) {
+    let (_, r) = h.modify(
+        seid,
+        SessionModificationRequest {
+            update_fars: vec![UpdateFar {
+                far_id: FarId(2),
+                apply_action: Some(ApplyAction::new(ApplyAction::BUFF | ApplyAction::NOCP)),
+                update_forwarding_parameters: None,
+            }],
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.cause, Cause::REQUEST_ACCEPTED);
+}
+
+#[test]
+fn buffered_downlink_is_reported_once_retransmitted_and_answered() {
+    let (mut h, seid) = established();
+    // FORW: no report.
+    h.node.downlink_data(h.now, seid, 2);
+    assert!(h.node.poll_transmit().is_none());
+    buffering(&mut h, seid);
+    let Some(Seen::Install(_, rules)) = h.up.seen.last() else {
+        panic!()
+    };
+    assert_eq!(
+        rules.far(2).unwrap().action,
+        Action::Buffer { notify_cp: true }
+    );
+    h.node.downlink_data(h.now, seid, 2);
+    let t = h.node.poll_transmit().unwrap();
+    assert_eq!(t.destination, "192.0.2.10:8805".parse().unwrap());
+    let r = PfcpRepr::parse_bytes(&t.payload).unwrap();
+    assert_eq!(r.seid, Some(7000));
+    let Message::SessionReportRequest(sr) = &r.message else {
+        panic!()
+    };
+    assert_eq!(sr.report_type, ReportType(ReportType::DLDR));
+    assert_eq!(
+        sr.downlink_data_report.as_ref().unwrap().pdr_ids,
+        [PdrId(2)]
+    );
+    // Once until the session is modified.
+    h.node.downlink_data(h.now, seid, 2);
+    assert!(h.node.poll_transmit().is_none());
+    assert_eq!(h.node.counter(Counter::DlReportSuppressed), 2);
+    // No answer within T1: resent, byte for byte.
+    assert_eq!(h.node.poll_timeout(), Some(h.now + Duration::from_secs(3)));
+    h.now += Duration::from_secs(3);
+    h.node.handle_timeout(h.now, &mut h.up);
+    assert_eq!(h.node.poll_transmit().unwrap().payload, t.payload);
+    assert_eq!(h.node.counter(Counter::Retransmitted), 1);
+    // The SMF answers: no more resends.
+    let resp = PfcpRepr {
+        seid: Some(seid),
+        sequence: r.sequence,
+        priority: None,
+        message: Message::SessionReportResponse(SessionReportResponse {
+            cause: Cause::REQUEST_ACCEPTED,
+            offending_ie: None,
+        }),
+    };
+    assert!(h.raw(&resp.to_bytes()).is_empty());
+    h.now += Duration::from_secs(30);
+    h.node.handle_timeout(h.now, &mut h.up);
+    assert!(h.node.poll_transmit().is_none());
+    // A second answer is unexpected.
+    h.raw(&resp.to_bytes());
+    assert_eq!(h.node.counter(Counter::UnexpectedResponse), 1);
+    // So is a Heartbeat Response with the sequence number of a report.
+    buffering(&mut h, seid);
+    h.node.downlink_data(h.now, seid, 2);
+    let seq = PfcpRepr::parse_bytes(&h.node.poll_transmit().unwrap().payload)
+        .unwrap()
+        .sequence;
+    let hb = PfcpRepr {
+        seid: None,
+        sequence: seq,
+        priority: None,
+        message: Message::HeartbeatResponse(HeartbeatResponse {
+            recovery_time_stamp: RecoveryTimeStamp(SMF_RTS),
+        }),
+    };
+    h.raw(&hb.to_bytes());
+    assert_eq!(h.node.counter(Counter::UnexpectedResponse), 2);
+    h.now += Duration::from_secs(3);
+    h.node.handle_timeout(h.now, &mut h.up);
+    assert!(
+        h.node.poll_transmit().is_some(),
+        "the report is still outstanding"
+    );
+    // FORW again (the paging succeeded), BUFF again: reported again.
+    buffering(&mut h, seid);
+    h.node.downlink_data(h.now, seid, 2);
+    assert!(h.node.poll_transmit().is_some());
+}
+
+#[test]
+fn an_unanswered_report_times_out_and_session_not_found_drops_the_session() {
+    let (mut h, seid) = established();
+    buffering(&mut h, seid);
+    h.node.downlink_data(h.now, seid, 2);
+    let first = h.node.poll_transmit().unwrap();
+    for _ in 0..3 {
+        h.now += Duration::from_secs(3);
+        h.node.handle_timeout(h.now, &mut h.up);
+        assert!(h.node.poll_transmit().is_some());
+    }
+    h.now += Duration::from_secs(3);
+    h.node.handle_timeout(h.now, &mut h.up);
+    assert!(h.node.poll_transmit().is_none());
+    assert_eq!(h.node.counter(Counter::RequestTimeout), 1);
+    assert_eq!(h.node.poll_timeout(), h.node.cache.next_expiry());
+    let _ = first;
+    // Reported again after a modification; the SMF no longer knows it.
+    buffering(&mut h, seid);
+    h.node.downlink_data(h.now, seid, 2);
+    let t = h.node.poll_transmit().unwrap();
+    let seq = PfcpRepr::parse_bytes(&t.payload).unwrap().sequence;
+    let resp = PfcpRepr {
+        seid: Some(seid),
+        sequence: seq,
+        priority: None,
+        message: Message::SessionReportResponse(SessionReportResponse {
+            cause: Cause::SESSION_CONTEXT_NOT_FOUND,
+            offending_ie: None,
+        }),
+    };
+    h.up.seen.clear();
+    h.raw(&resp.to_bytes());
+    assert_eq!(h.up.seen, [Seen::Remove(seid)]);
+    assert_eq!(h.node.session_count(), 0);
+    assert_eq!(h.node.teids_in_use(), 0);
+    assert_eq!(h.node.counter(Counter::PeerRejected), 1);
+}
+
+#[test]
+fn query_urr_and_deletion_report_the_user_planes_counts() {
+    let (mut h, seid) = established();
+    let usage = Usage {
+        uplink_bytes: 1000,
+        downlink_bytes: 3000,
+        uplink_packets: 10,
+        downlink_packets: 20,
+    };
+    h.up.usage.insert((seid, 1), usage);
+    let (_, r) = h.modify(
+        seid,
+        SessionModificationRequest {
+            query_urrs: vec![QueryUrr { urr_id: UrrId(1) }],
+            ..Default::default()
+        },
+    );
+    let [UsageReportSmr(u)] = &r.usage_reports[..] else {
+        panic!("{r:?}")
+    };
+    assert_eq!(u.urr_id, UrrId(1));
+    assert_eq!(u.ur_seqn, UrSeqn(0));
+    assert!(u.trigger.has(UsageReportTrigger::IMMER));
+    let v = u.volume.unwrap();
+    assert_eq!(
+        (v.total, v.uplink, v.downlink),
+        (Some(4000), Some(1000), Some(3000))
+    );
+    assert_eq!(
+        (v.total_packets, v.uplink_packets, v.downlink_packets),
+        (Some(30), Some(10), Some(20))
+    );
+    // Deletion: the usage since the query, under TERMR, next UR-SEQN.
+    h.up.usage.insert(
+        (seid, 1),
+        Usage {
+            uplink_bytes: 5,
+            ..Default::default()
+        },
+    );
+    h.up.seen.clear();
+    let r = h.request(
+        Some(seid),
+        Message::SessionDeletionRequest(SessionDeletionRequest {}),
+    );
+    assert_eq!(r.seid, Some(7000));
+    let Message::SessionDeletionResponse(d) = r.message else {
+        panic!()
+    };
+    assert_eq!(d.cause, Cause::REQUEST_ACCEPTED);
+    let [UsageReportSdr(u)] = &d.usage_reports[..] else {
+        panic!("{d:?}")
+    };
+    assert_eq!(u.ur_seqn, UrSeqn(1));
+    assert!(u.trigger.has(UsageReportTrigger::TERMR));
+    assert_eq!(u.volume.unwrap().total, Some(5));
+    assert_eq!(h.up.seen, [Seen::Remove(seid)]);
+    assert_eq!((h.node.session_count(), h.node.teids_in_use()), (0, 0));
+    // The SEID is stale now, even when its slot is reused.
+    let e = h.establish(est_request());
+    assert_ne!(up_seid(&e), seid);
+    let r = h.request(
+        Some(seid),
+        Message::SessionDeletionRequest(SessionDeletionRequest {}),
+    );
+    assert_eq!(r.seid, Some(0));
+}
+
+#[test]
+fn quarr_and_remove_urr_report_too() {
+    let (mut h, seid) = established();
+    let (_, r) = h.modify(
+        seid,
+        SessionModificationRequest {
+            flags: Some(PfcpsmReqFlags(PfcpsmReqFlags::QUARR)),
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.usage_reports.len(), 1);
+    // Removing URR 1 while PDRs name it fails; with the PDRs updated it
+    // reports under TERMR.
+    let (_, r) = h.modify(
+        seid,
+        SessionModificationRequest {
+            remove_urrs: vec![RemoveUrr { urr_id: UrrId(1) }],
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.cause, Cause::RULE_CREATION_MODIFICATION_FAILURE);
+    assert_eq!(r.failed_rule_id, Some(FailedRuleId::Pdr(1)));
+    let (_, r) = h.modify(
+        seid,
+        SessionModificationRequest {
+            remove_pdrs: vec![
+                RemovePdr { pdr_id: PdrId(1) },
+                RemovePdr { pdr_id: PdrId(2) },
+            ],
+            remove_urrs: vec![RemoveUrr { urr_id: UrrId(1) }],
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.cause, Cause::REQUEST_ACCEPTED);
+    assert!(r.usage_reports[0].0.trigger.has(UsageReportTrigger::TERMR));
+    assert_eq!(r.usage_reports[0].0.ur_seqn, UrSeqn(1));
+    // The uplink PDR's TEID went with it.
+    assert_eq!(h.node.teids_in_use(), 0);
+}
+
+#[test]
+fn unknown_seid_is_session_context_not_found_with_seid_zero() {
+    let (mut h, seid) = established();
+    for m in [
+        Message::SessionModificationRequest(SessionModificationRequest::default()),
+        Message::SessionDeletionRequest(SessionDeletionRequest {}),
+    ] {
+        let r = h.request(Some(seid + 1), m);
+        assert_eq!(r.seid, Some(0));
+        let cause = match r.message {
+            Message::SessionModificationResponse(x) => x.cause,
+            Message::SessionDeletionResponse(x) => x.cause,
+            m => panic!("{m:?}"),
+        };
+        assert_eq!(cause, Cause::SESSION_CONTEXT_NOT_FOUND);
+    }
+    assert_eq!(h.node.counter(Counter::SessionNotFound), 2);
+    assert!(h.up.seen.is_empty());
+}
+
+/// A message body with the IEs of `ies` (raw TLVs) after the header.
+fn raw_message(t: u8, seid: Option<u64>, seq: u32, ies: &[u8]) -> Vec<u8> {
+    let mut b = vec![];
+    header::emit(&mut b, t, seid, seq, None);
+    b.extend_from_slice(ies);
+    header::set_length(&mut b, 0);
+    b
+}
+
+fn ies(f: impl FnOnce(&mut crate::ie::Writer<'_>)) -> Vec<u8> {
+    let mut b = vec![];
+    f(&mut crate::ie::Writer::new(&mut b));
+    b
+}
+
+fn establishment_response(h: &mut Harness, body: &[u8]) -> SessionEstablishmentResponse {
+    let b = raw_message(msg_type::SESSION_ESTABLISHMENT_REQUEST, Some(0), 99, body);
+    let out = h.raw(&b);
+    assert_eq!(out.len(), 1);
+    let r = PfcpRepr::parse_bytes(&out[0].payload).unwrap();
+    assert_eq!(r.sequence, 99);
+    let Message::SessionEstablishmentResponse(e) = r.message else {
+        panic!("{r:?}")
+    };
+    assert_eq!(e.node_id, NodeId::V4(N3));
+    e
+}
+
+#[test]
+fn a_missing_mandatory_ie_is_named() {
+    let mut h = Harness::new();
+    h.associate();
+    let m = est_request();
+    let body = ies(|w| {
+        w.ie(&m.node_id);
+        w.all(&m.create_pdrs);
+        w.all(&m.create_fars);
+    });
+    let e = establishment_response(&mut h, &body);
+    assert_eq!(e.cause, Cause::MANDATORY_IE_MISSING);
+    assert_eq!(e.offending_ie, Some(OffendingIe(IeType::F_SEID)));
+    // No Create PDR at all.
+    let body = ies(|w| {
+        w.ie(&m.node_id);
+        w.ie(&m.cp_f_seid);
+        w.all(&m.create_fars);
+    });
+    let e = establishment_response(&mut h, &body);
+    assert_eq!(e.offending_ie, Some(OffendingIe(IeType::CREATE_PDR)));
+    // The F-SEID was readable: the response goes to its SEID.
+    let out = h.raw(&raw_message(
+        msg_type::SESSION_ESTABLISHMENT_REQUEST,
+        Some(0),
+        98,
+        &body,
+    ));
+    assert_eq!(
+        PfcpRepr::parse_bytes(&out[0].payload).unwrap().seid,
+        Some(7000)
+    );
+    // Inside a group: a Create FAR without its Apply Action.
+    let body = ies(|w| {
+        w.ie(&m.node_id);
+        w.ie(&m.cp_f_seid);
+        w.all(&m.create_pdrs);
+        w.tlv(IeType::CREATE_FAR, |w| w.ie(&FarId(1)));
+    });
+    let e = establishment_response(&mut h, &body);
+    assert_eq!(
+        (e.cause, e.offending_ie),
+        (
+            Cause::MANDATORY_IE_MISSING,
+            Some(OffendingIe(IeType::APPLY_ACTION))
+        )
+    );
+    assert_eq!(h.node.counter(Counter::MandatoryIeMissing), 4);
+    assert_eq!(h.node.session_count(), 0);
+}
+
+#[test]
+fn an_incorrect_mandatory_ie_is_named() {
+    let mut h = Harness::new();
+    h.associate();
+    let m = est_request();
+    // An F-SEID with neither V4 nor V6.
+    let body = ies(|w| {
+        w.ie(&m.node_id);
+        w.tlv(IeType::F_SEID, |w| {
+            w.u8(0);
+            w.u64(1)
+        });
+        w.all(&m.create_pdrs);
+        w.all(&m.create_fars);
+    });
+    let e = establishment_response(&mut h, &body);
+    assert_eq!(
+        (e.cause, e.offending_ie),
+        (
+            Cause::MANDATORY_IE_INCORRECT,
+            Some(OffendingIe(IeType::F_SEID))
+        )
+    );
+    assert_eq!(h.node.counter(Counter::MandatoryIeIncorrect), 1);
+}
+
+#[test]
+fn an_ie_past_its_message_is_invalid_length() {
+    let mut h = Harness::new();
+    h.associate();
+    let m = est_request();
+    let mut body = ies(|w| {
+        w.ie(&m.node_id);
+        w.ie(&m.cp_f_seid);
+        w.all(&m.create_pdrs);
+        w.all(&m.create_fars);
+    });
+    // The last FAR's length says 200 more octets than the message has.
+    let at = body.len() - {
+        let mut one = vec![];
+        crate::ie::Writer::new(&mut one).ie(&m.create_fars[1]);
+        one.len()
+    };
+    let l = u16::from_be_bytes([body[at + 2], body[at + 3]]) + 200;
+    body[at + 2..at + 4].copy_from_slice(&l.to_be_bytes());
+    let e = establishment_response(&mut h, &body);
+    assert_eq!(
+        (e.cause, e.offending_ie),
+        (Cause::INVALID_LENGTH, Some(OffendingIe(IeType::CREATE_FAR)))
+    );
+    assert_eq!(h.node.counter(Counter::InvalidLength), 1);
+    // A header whose length runs past the datagram: Invalid length too.
+    let mut b = h.bytes(Some(0), Message::SessionEstablishmentRequest(m));
+    b.truncate(b.len() - 5);
+    let out = h.raw(&b);
+    let r = PfcpRepr::parse_bytes(&out[0].payload).unwrap();
+    let Message::SessionEstablishmentResponse(e) = r.message else {
+        panic!()
+    };
+    assert_eq!((e.cause, e.offending_ie), (Cause::INVALID_LENGTH, None));
+    assert_eq!(h.node.counter(Counter::BadLength), 1);
+    assert_eq!(h.node.session_count(), 0);
+}
+
+#[test]
+fn a_pdr_naming_a_missing_far_is_a_rule_creation_failure() {
+    let mut h = Harness::new();
+    h.associate();
+    let mut m = est_request();
+    m.create_pdrs[1].far_id = Some(FarId(9));
+    let e = rejected_establishment(&mut h, m);
+    assert_eq!(e.cause, Cause::RULE_CREATION_MODIFICATION_FAILURE);
+    assert_eq!(e.failed_rule_id, Some(FailedRuleId::Pdr(2)));
+    assert_eq!(h.node.counter(Counter::RuleFailure), 1);
+    // Nothing leaked: the TEID chosen for PDR 1 was given back.
+    assert_eq!(h.node.teids_in_use(), 0);
+    assert!(h.up.seen.is_empty());
+    // In a modification, the session keeps its rules.
+    let e = h.establish(est_request());
+    let seid = up_seid(&e);
+    let before = h.node.session(seid).cloned();
+    let (_, r) = h.modify(
+        seid,
+        SessionModificationRequest {
+            update_pdrs: vec![UpdatePdr {
+                pdr_id: PdrId(2),
+                far_id: Some(FarId(77)),
+                outer_header_removal: None,
+                precedence: None,
+                pdi: None,
+                urr_ids: vec![],
+                qer_ids: vec![],
+            }],
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.cause, Cause::RULE_CREATION_MODIFICATION_FAILURE);
+    assert_eq!(r.failed_rule_id, Some(FailedRuleId::Pdr(2)));
+    assert_eq!(h.node.session(seid).cloned(), before);
+    // Updating a FAR that does not exist.
+    let (_, r) = h.modify(
+        seid,
+        SessionModificationRequest {
+            update_fars: vec![UpdateFar {
+                far_id: FarId(5),
+                apply_action: Some(ApplyAction::new(ApplyAction::DROP)),
+                update_forwarding_parameters: None,
+            }],
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.failed_rule_id, Some(FailedRuleId::Far(5)));
+}
+
+#[test]
+fn conditional_ies_the_rules_need() {
+    let mut h = Harness::new();
+    h.associate();
+    // A FAR forwarding to Access needs an Outer Header Creation.
+    let mut m = est_request();
+    m.create_fars[1]
+        .forwarding_parameters
+        .as_mut()
+        .unwrap()
+        .outer_header_creation = None;
+    let e = rejected_establishment(&mut h, m);
+    assert_eq!(
+        (e.cause, e.offending_ie),
+        (
+            Cause::CONDITIONAL_IE_MISSING,
+            Some(OffendingIe(IeType::OUTER_HEADER_CREATION))
+        )
+    );
+    // A PDR without a FAR ID.
+    let mut m = est_request();
+    m.create_pdrs[0].far_id = None;
+    let e = rejected_establishment(&mut h, m);
+    assert_eq!(e.offending_ie, Some(OffendingIe(IeType::FAR_ID)));
+    // An uplink PDR without an F-TEID.
+    let mut m = est_request();
+    m.create_pdrs[0].pdi.local_f_teid = None;
+    let e = rejected_establishment(&mut h, m);
+    assert_eq!(e.offending_ie, Some(OffendingIe(IeType::F_TEID)));
+    assert_eq!(h.node.counter(Counter::ConditionalIeMissing), 3);
+}
+
+#[test]
+fn choose_for_a_family_without_an_n3_address_is_an_invalid_allocation_option() {
+    let mut h = Harness::new();
+    h.associate();
+    let mut m = est_request();
+    m.create_pdrs[0].pdi.local_f_teid = Some(FTeid::Choose {
+        v4: false,
+        v6: true,
+        choose_id: None,
+    });
+    let e = rejected_establishment(&mut h, m);
+    assert_eq!(e.cause, Cause::INVALID_F_TEID_ALLOCATION_OPTION);
+    assert_eq!(h.node.counter(Counter::InvalidFteidOption), 1);
+}
+
+#[test]
+fn smf_chosen_teids_are_reserved_and_collisions_fail() {
+    let mut h = Harness::new();
+    h.associate();
+    let mut m = est_request();
+    m.create_pdrs[0].pdi.local_f_teid = Some(FTeid::Assigned {
+        teid: 4242,
+        v4: Some(N3),
+        v6: None,
+    });
+    let e = h.establish(m.clone());
+    assert_eq!(e.cause, Cause::REQUEST_ACCEPTED);
+    assert!(e.created_pdrs.is_empty());
+    let e = rejected_establishment(&mut h, m.clone());
+    assert_eq!(e.failed_rule_id, Some(FailedRuleId::Pdr(1)));
+    // An address that is not ours.
+    m.create_pdrs[0].pdi.local_f_teid = Some(FTeid::Assigned {
+        teid: 4243,
+        v4: Some(GNB),
+        v6: None,
+    });
+    let e = rejected_establishment(&mut h, m);
+    assert_eq!(e.failed_rule_id, Some(FailedRuleId::Pdr(1)));
+    assert_eq!(h.node.teids_in_use(), 1);
+}
+
+#[test]
+fn too_many_rules_is_request_rejected() {
+    let mut h = Harness::new();
+    h.associate();
+    let mut m = est_request();
+    for i in 10..10 + session::MAX_RULES as u32 {
+        let mut f = m.create_fars[0].clone();
+        f.far_id = FarId(i);
+        m.create_fars.push(f);
+    }
+    let e = rejected_establishment(&mut h, m);
+    assert_eq!(
+        (e.cause, e.offending_ie),
+        (
+            Cause::REQUEST_REJECTED,
+            Some(OffendingIe(IeType::CREATE_FAR))
+        )
+    );
+    assert_eq!(h.node.counter(Counter::TooManyRules), 1);
+}
+
+#[test]
+fn a_refusing_user_plane_is_no_resources_and_nothing_changes() {
+    let mut h = Harness::new();
+    h.associate();
+    h.up.refuse = true;
+    let e = rejected_establishment(&mut h, est_request());
+    assert_eq!(e.cause, Cause::NO_RESOURCES_AVAILABLE);
+    assert_eq!(h.node.teids_in_use(), 0);
+    h.up.refuse = false;
+    let seid = up_seid(&h.establish(est_request()));
+    h.up.refuse = true;
+    let before = h.node.session(seid).cloned();
+    let (_, r) = h.modify(
+        seid,
+        SessionModificationRequest {
+            remove_fars: vec![],
+            update_fars: vec![UpdateFar {
+                far_id: FarId(1),
+                apply_action: Some(ApplyAction::new(ApplyAction::DROP)),
+                update_forwarding_parameters: None,
+            }],
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.cause, Cause::NO_RESOURCES_AVAILABLE);
+    assert_eq!(h.node.session(seid).cloned(), before);
+    assert_eq!(h.node.counter(Counter::UserPlaneRefused), 2);
+}
+
+#[test]
+fn an_unsupported_version_gets_version_not_supported() {
+    let mut h = Harness::new();
+    let mut b = h.bytes(
+        None,
+        Message::HeartbeatRequest(HeartbeatRequest {
+            recovery_time_stamp: RecoveryTimeStamp(1),
+        }),
+    );
+    b[0] = (b[0] & 0x1f) | 2 << 5;
+    let out = h.raw(&b);
+    let r = PfcpRepr::parse_bytes(&out[0].payload).unwrap();
+    assert_eq!(r.message, Message::VersionNotSupportedResponse);
+    assert_eq!(r.sequence, h.seq);
+    assert_eq!(h.node.counter(Counter::BadVersion), 1);
+}
+
+#[test]
+fn what_is_discarded_is_counted() {
+    let mut h = Harness::new();
+    assert!(h.raw(&[0x20, 1, 0]).is_empty());
+    assert!(h.raw(&[]).is_empty());
+    // An unknown message type (PFD Management Request).
+    assert!(h.raw(&raw_message(3, None, 1, &[])).is_empty());
+    // A heartbeat with S set.
+    let hb = ies(|w| w.ie(&RecoveryTimeStamp(1)));
+    assert!(h.raw(&raw_message(1, Some(5), 1, &hb)).is_empty());
+    // A Heartbeat Response nobody asked for.
+    assert!(h.raw(&raw_message(2, None, 1, &hb)).is_empty());
+    assert_eq!(h.node.counter(Counter::Truncated), 1);
+    assert_eq!(h.node.counter(Counter::UnknownMessage), 1);
+    assert_eq!(h.node.counter(Counter::BadSeidFlag), 1);
+    assert_eq!(h.node.counter(Counter::UnexpectedResponse), 1);
+}
+
+#[test]
+fn bundled_messages_are_each_handled() {
+    let mut h = Harness::new();
+    let hb = Message::HeartbeatRequest(HeartbeatRequest {
+        recovery_time_stamp: RecoveryTimeStamp(1),
+    });
+    let mut b = h.bytes(None, hb.clone());
+    b[0] |= 0x04; // FO: another message follows.
+    b.extend(h.bytes(None, hb));
+    assert_eq!(h.raw(&b).len(), 2);
+}
+
+#[test]
+fn a_new_recovery_time_stamp_means_the_smf_restarted() {
+    let (mut h, seid) = established();
+    // The same time stamp in a new Association Setup keeps the sessions.
+    h.associate();
+    assert_eq!(h.node.session_count(), 1);
+    // A heartbeat with a new one drops them.
+    h.request(
+        None,
+        Message::HeartbeatRequest(HeartbeatRequest {
+            recovery_time_stamp: RecoveryTimeStamp(SMF_RTS + 60),
+        }),
+    );
+    assert_eq!(h.up.seen, [Seen::Remove(seid)]);
+    assert_eq!(h.node.session_count(), 0);
+    assert_eq!(h.node.counter(Counter::PeerRestarted), 1);
+    // And so does an Association Setup with another one.
+    let seid = up_seid(&h.establish(est_request()));
+    h.up.seen.clear();
+    h.associate(); // SMF_RTS again: a change
+    assert_eq!(h.up.seen, [Seen::Remove(seid)]);
+}
+
+#[test]
+fn association_release_deletes_the_smfs_sessions() {
+    let (mut h, seid) = established();
+    let r = h.request(
+        None,
+        Message::AssociationReleaseRequest(AssociationReleaseRequest {
+            node_id: NodeId::fqdn("smf.test").unwrap(),
+        }),
+    );
+    let Message::AssociationReleaseResponse(a) = r.message else {
+        panic!()
+    };
+    assert_eq!(a.cause, Cause::REQUEST_ACCEPTED);
+    assert_eq!(h.up.seen, [Seen::Remove(seid)]);
+    assert_eq!(h.node.associations().count(), 0);
+    let e = rejected_establishment(&mut h, est_request());
+    assert_eq!(e.cause, Cause::NO_ESTABLISHED_PFCP_ASSOCIATION);
+}
+
+#[test]
+fn heartbeats_to_the_smf_and_an_unreachable_one() {
+    let mut h = Harness::new();
+    h.node.config.heartbeat_interval = Some(Duration::from_secs(10));
+    h.associate();
+    assert_eq!(h.node.poll_timeout(), Some(h.now + Duration::from_secs(10)));
+    h.now += Duration::from_secs(10);
+    h.node.handle_timeout(h.now, &mut h.up);
+    let t = h.node.poll_transmit().unwrap();
+    assert_eq!(t.destination, "192.0.2.10:8805".parse().unwrap());
+    let r = PfcpRepr::parse_bytes(&t.payload).unwrap();
+    assert_eq!(
+        r.message,
+        Message::HeartbeatRequest(HeartbeatRequest {
+            recovery_time_stamp: RecoveryTimeStamp(3_950_000_000)
+        })
+    );
+    let resp = PfcpRepr {
+        seid: None,
+        sequence: r.sequence,
+        priority: None,
+        message: Message::HeartbeatResponse(HeartbeatResponse {
+            recovery_time_stamp: RecoveryTimeStamp(SMF_RTS),
+        }),
+    };
+    assert!(h.raw(&resp.to_bytes()).is_empty());
+    assert_eq!(h.node.counter(Counter::UnexpectedResponse), 0);
+    // The next one goes unanswered: three resends, then unreachable.
+    h.now += Duration::from_secs(10);
+    h.node.handle_timeout(h.now, &mut h.up);
+    for _ in 0..4 {
+        assert!(h.node.poll_transmit().is_some());
+        h.now += Duration::from_secs(3);
+        h.node.handle_timeout(h.now, &mut h.up);
+    }
+    assert_eq!(h.node.counter(Counter::PeerUnreachable), 1);
+    assert_eq!(h.node.counter(Counter::Retransmitted), 3);
+}
+
+#[test]
+fn every_counter_has_a_distinct_name() {
+    let mut names: Vec<_> = Counter::ALL.iter().map(|c| c.name()).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), Counter::COUNT);
+}
+
+#[test]
+fn a_crossed_volume_threshold_is_reported_with_the_usage() {
+    let mut h = Harness::new();
+    h.associate();
+    let mut m = est_request();
+    m.create_urrs[0].reporting_triggers =
+        ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 2));
+    m.create_urrs[0].volume_threshold = Some(VolumeThreshold {
+        total: Some(1000),
+        ..Default::default()
+    });
+    let seid = up_seid(&h.establish(m));
+    h.up.usage.insert(
+        (seid, 1),
+        Usage {
+            downlink_bytes: 1200,
+            downlink_packets: 2,
+            ..Default::default()
+        },
+    );
+    h.node.volume_threshold_reached(h.now, seid, 1, &mut h.up);
+    let t = h.node.poll_transmit().unwrap();
+    let r = PfcpRepr::parse_bytes(&t.payload).unwrap();
+    assert_eq!(r.seid, Some(7000));
+    let Message::SessionReportRequest(sr) = r.message else {
+        panic!()
+    };
+    assert_eq!(sr.report_type, ReportType(ReportType::USAR));
+    let u = &sr.usage_reports[0].0;
+    assert!(u.trigger.has(UsageReportTrigger::VOLTH));
+    assert_eq!(u.volume.unwrap().downlink, Some(1200));
+    assert_eq!(u.ur_seqn, UrSeqn(0));
+    // A URR without VOLTH, an unknown session: nothing.
+    h.node.volume_threshold_reached(h.now, seid, 9, &mut h.up);
+    h.node
+        .volume_threshold_reached(h.now, seid + 1, 1, &mut h.up);
+    assert!(h.node.poll_transmit().is_none());
+    assert_eq!(h.node.counter(Counter::UsageReportSuppressed), 2);
+    // The UR-SEQN goes on in the deletion's report.
+    let r = h.request(
+        Some(seid),
+        Message::SessionDeletionRequest(SessionDeletionRequest {}),
+    );
+    let Message::SessionDeletionResponse(d) = r.message else {
+        panic!()
+    };
+    assert_eq!(d.usage_reports[0].0.ur_seqn, UrSeqn(1));
+}

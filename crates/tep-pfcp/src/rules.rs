@@ -1,0 +1,342 @@
+//! The grouped IEs of session messages (TS 29.244 §7.5): rules to create,
+//! update and remove, and what the UP function reports back. Each group
+//! parses its children in one walk: unknown children are skipped, a
+//! missing mandatory child is `Mandatory IE missing` naming it, a child
+//! whose content is wrong is `Mandatory IE incorrect` naming it.
+
+use crate::ie::{first, need, walk, IeError, IeType, Reader, Value, Writer};
+use crate::types::*;
+
+ies! {
+    /// PDI (§7.5.2.2-2): what a PDR matches.
+    pub struct Pdi = PDI {
+        req source_interface: SourceInterface,
+        one local_f_teid: FTeid,
+        one network_instance: NetworkInstance,
+        one ue_ip_address: UeIpAddress,
+        /// The first QFI (a PDI may list several; tep matches one).
+        one qfi: Qfi,
+    }
+}
+
+ies! {
+    /// Create PDR (§7.5.2.2).
+    pub struct CreatePdr = CREATE_PDR {
+        req pdr_id: PdrId,
+        req precedence: Precedence,
+        req pdi: Pdi,
+        one outer_header_removal: OuterHeaderRemoval,
+        one far_id: FarId,
+        many urr_ids: UrrId,
+        many qer_ids: QerId,
+    }
+}
+
+ies! {
+    /// Forwarding Parameters (§7.5.2.3-2).
+    pub struct ForwardingParameters = FORWARDING_PARAMETERS {
+        req destination_interface: DestinationInterface,
+        one network_instance: NetworkInstance,
+        one outer_header_creation: OuterHeaderCreation,
+    }
+}
+
+ies! {
+    /// Create FAR (§7.5.2.3).
+    pub struct CreateFar = CREATE_FAR {
+        req far_id: FarId,
+        req apply_action: ApplyAction,
+        one forwarding_parameters: ForwardingParameters,
+    }
+}
+
+ies! {
+    /// Create URR (§7.5.2.4).
+    pub struct CreateUrr = CREATE_URR {
+        req urr_id: UrrId,
+        req measurement_method: MeasurementMethod,
+        req reporting_triggers: ReportingTriggers,
+        one volume_threshold: VolumeThreshold,
+    }
+}
+
+ies! {
+    /// Create QER (§7.5.2.5).
+    pub struct CreateQer = CREATE_QER {
+        req qer_id: QerId,
+        req gate_status: GateStatus,
+        one qfi: Qfi,
+    }
+}
+
+ies! {
+    /// Created PDR (§7.5.3.2): the F-TEID the UP function chose.
+    pub struct CreatedPdr = CREATED_PDR {
+        req pdr_id: PdrId,
+        one local_f_teid: FTeid,
+    }
+}
+
+ies! {
+    /// Update PDR (§7.5.4.2): present fields replace the PDR's.
+    pub struct UpdatePdr = UPDATE_PDR {
+        req pdr_id: PdrId,
+        one outer_header_removal: OuterHeaderRemoval,
+        one precedence: Precedence,
+        one pdi: Pdi,
+        one far_id: FarId,
+        many urr_ids: UrrId,
+        many qer_ids: QerId,
+    }
+}
+
+ies! {
+    /// Update Forwarding Parameters (§7.5.4.3-2).
+    pub struct UpdateForwardingParameters = UPDATE_FORWARDING_PARAMETERS {
+        one destination_interface: DestinationInterface,
+        one network_instance: NetworkInstance,
+        one outer_header_creation: OuterHeaderCreation,
+        /// SNDEM: send End Marker packets to the old peer.
+        one flags: PfcpsmReqFlags,
+    }
+}
+
+ies! {
+    /// Update FAR (§7.5.4.3).
+    pub struct UpdateFar = UPDATE_FAR {
+        req far_id: FarId,
+        one apply_action: ApplyAction,
+        one update_forwarding_parameters: UpdateForwardingParameters,
+    }
+}
+
+ies! {
+    /// Update URR (§7.5.4.4).
+    pub struct UpdateUrr = UPDATE_URR {
+        req urr_id: UrrId,
+        one measurement_method: MeasurementMethod,
+        one reporting_triggers: ReportingTriggers,
+        one volume_threshold: VolumeThreshold,
+    }
+}
+
+ies! {
+    /// Update QER (§7.5.4.5).
+    pub struct UpdateQer = UPDATE_QER {
+        req qer_id: QerId,
+        one gate_status: GateStatus,
+        one qfi: Qfi,
+    }
+}
+
+ies! {
+    /// Remove PDR (§7.5.4.6).
+    pub struct RemovePdr = REMOVE_PDR {
+        req pdr_id: PdrId,
+    }
+}
+
+ies! {
+    /// Remove FAR (§7.5.4.7).
+    pub struct RemoveFar = REMOVE_FAR {
+        req far_id: FarId,
+    }
+}
+
+ies! {
+    /// Remove URR (§7.5.4.8).
+    pub struct RemoveUrr = REMOVE_URR {
+        req urr_id: UrrId,
+    }
+}
+
+ies! {
+    /// Remove QER (§7.5.4.9).
+    pub struct RemoveQer = REMOVE_QER {
+        req qer_id: QerId,
+    }
+}
+
+ies! {
+    /// Query URR (§7.5.4.10).
+    pub struct QueryUrr = QUERY_URR {
+        req urr_id: UrrId,
+    }
+}
+
+ies! {
+    /// Downlink Data Report (§7.5.8.2): the PDRs that saw the first
+    /// downlink packet buffered.
+    pub struct DownlinkDataReport = DOWNLINK_DATA_REPORT {
+        many pdr_ids: PdrId,
+    }
+}
+
+/// Usage Report (§7.5.5.2, §7.5.7.2, §7.5.8.3): one IE layout under three
+/// types, by the message that carries it.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct UsageReport {
+    pub urr_id: UrrId,
+    pub ur_seqn: UrSeqn,
+    pub trigger: UsageReportTrigger,
+    pub volume: Option<VolumeMeasurement>,
+}
+
+impl UsageReport {
+    /// Parses the content of a Usage Report of any of the three types.
+    pub fn parse_as(ty: IeType, value: &[u8]) -> Result<Self, IeError> {
+        let (mut urr_id, mut ur_seqn, mut trigger, mut volume) = (None, None, None, None);
+        walk(value, ty, |t, v| match t {
+            IeType::URR_ID => first(&mut urr_id, v),
+            IeType::UR_SEQN => first(&mut ur_seqn, v),
+            IeType::USAGE_REPORT_TRIGGER => first(&mut trigger, v),
+            IeType::VOLUME_MEASUREMENT => first(&mut volume, v),
+            _ => Ok(()),
+        })?;
+        Ok(UsageReport {
+            urr_id: need(urr_id)?,
+            ur_seqn: need(ur_seqn)?,
+            trigger: need(trigger)?,
+            volume,
+        })
+    }
+
+    /// Writes the report as an IE of type `ty`.
+    pub fn emit_as(&self, ty: IeType, w: &mut Writer<'_>) {
+        w.tlv(ty, |w| {
+            w.ie(&self.urr_id);
+            w.ie(&self.ur_seqn);
+            w.ie(&self.trigger);
+            w.opt(&self.volume);
+        });
+    }
+}
+
+/// Declares the Usage Report under one of its IE types.
+macro_rules! usage_report_as {
+    ($($(#[$m:meta])* $name:ident = $ty:ident;)+) => {$(
+        $(#[$m])*
+        #[derive(Clone, Debug, PartialEq, Eq, Default)]
+        pub struct $name(pub UsageReport);
+
+        impl Value for $name {
+            const TYPE: IeType = IeType::$ty;
+            fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+                UsageReport::parse_as(IeType::$ty, r.rest()).map($name)
+            }
+            fn emit(&self, w: &mut Writer<'_>) {
+                w.ie(&self.0.urr_id);
+                w.ie(&self.0.ur_seqn);
+                w.ie(&self.0.trigger);
+                w.opt(&self.0.volume);
+            }
+        }
+    )+};
+}
+
+usage_report_as! {
+    /// Usage Report in a Session Modification Response (type 78).
+    UsageReportSmr = USAGE_REPORT_SMR;
+    /// Usage Report in a Session Deletion Response (type 79).
+    UsageReportSdr = USAGE_REPORT_SDR;
+    /// Usage Report in a Session Report Request (type 80).
+    UsageReportSrr = USAGE_REPORT_SRR;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::net::Ipv4Addr;
+
+    fn emit<V: Value>(v: &V) -> Vec<u8> {
+        let mut b = vec![];
+        Writer::new(&mut b).ie(v);
+        b
+    }
+
+    fn uplink_pdr() -> CreatePdr {
+        CreatePdr {
+            pdr_id: PdrId(1),
+            precedence: Precedence(100),
+            pdi: Pdi {
+                source_interface: SourceInterface(Interface::ACCESS),
+                local_f_teid: Some(FTeid::Choose {
+                    v4: true,
+                    v6: false,
+                    choose_id: None,
+                }),
+                network_instance: Some(NetworkInstance(b"\x08internet".to_vec())),
+                ue_ip_address: Some(UeIpAddress {
+                    v4: Some(Ipv4Addr::new(10, 45, 0, 2)),
+                    ..Default::default()
+                }),
+                qfi: Some(Qfi(9)),
+            },
+            outer_header_removal: Some(OuterHeaderRemoval::default()),
+            far_id: Some(FarId(1)),
+            urr_ids: vec![UrrId(1), UrrId(2)],
+            qer_ids: vec![QerId(1)],
+        }
+    }
+
+    #[test]
+    fn create_pdr_round_trips_and_nests() {
+        let p = uplink_pdr();
+        let b = emit(&p);
+        assert_eq!(&b[..2], [0, 1]);
+        assert_eq!(CreatePdr::from_ie(&b[4..]), Ok(p));
+    }
+
+    #[test]
+    fn missing_and_incorrect_children_are_named() {
+        let mut b = vec![];
+        let mut w = Writer::new(&mut b);
+        w.ie(&PdrId(1));
+        w.ie(&Precedence(1));
+        assert_eq!(CreatePdr::from_ie(&b), Err(IeError::missing(IeType::PDI)));
+        // A PDI whose Source Interface is 9.
+        let mut w = Writer::new(&mut b);
+        w.tlv(IeType::PDI, |w| {
+            w.tlv(IeType::SOURCE_INTERFACE, |w| w.u8(9))
+        });
+        assert_eq!(
+            CreatePdr::from_ie(&b),
+            Err(IeError::incorrect(IeType::SOURCE_INTERFACE))
+        );
+    }
+
+    #[test]
+    fn unknown_children_are_skipped() {
+        let mut b = vec![];
+        let mut w = Writer::new(&mut b);
+        w.tlv(IeType(999), |w| w.u32(1));
+        w.ie(&QerId(4));
+        w.tlv(IeType(0x8123), |w| w.u16(18681));
+        w.ie(&GateStatus::open());
+        let q = CreateQer::from_ie(&b).unwrap();
+        assert_eq!((q.qer_id, q.qfi), (QerId(4), None));
+    }
+
+    #[test]
+    fn usage_report_under_each_type() {
+        let u = UsageReport {
+            urr_id: UrrId(3),
+            ur_seqn: UrSeqn(0),
+            trigger: UsageReportTrigger::new(UsageReportTrigger::TERMR),
+            volume: Some(VolumeMeasurement {
+                total: Some(10),
+                ..Default::default()
+            }),
+        };
+        for ty in [
+            IeType::USAGE_REPORT_SMR,
+            IeType::USAGE_REPORT_SDR,
+            IeType::USAGE_REPORT_SRR,
+        ] {
+            let mut b = vec![];
+            u.emit_as(ty, &mut Writer::new(&mut b));
+            assert_eq!(u16::from_be_bytes([b[0], b[1]]), ty.0);
+            assert_eq!(UsageReport::parse_as(ty, &b[4..]), Ok(u.clone()));
+        }
+    }
+}

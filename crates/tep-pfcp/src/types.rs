@@ -1,0 +1,1200 @@
+//! The leaf IEs tep reads or writes (TS 29.244 §8.2), each a plain value
+//! with [`Value`] parse and emit. Flags octets are named after the spec's
+//! bit names; "octet 5" is the first octet of the value.
+
+use core::fmt;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::ie::{IeError, IeType, Reader, Value, Writer};
+
+/// A Cause value (§8.2.1, Table 8.2.1-1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Cause(pub u8);
+
+impl Cause {
+    pub const REQUEST_ACCEPTED: Cause = Cause(1);
+    pub const REQUEST_REJECTED: Cause = Cause(64);
+    pub const SESSION_CONTEXT_NOT_FOUND: Cause = Cause(65);
+    pub const MANDATORY_IE_MISSING: Cause = Cause(66);
+    pub const CONDITIONAL_IE_MISSING: Cause = Cause(67);
+    pub const INVALID_LENGTH: Cause = Cause(68);
+    pub const MANDATORY_IE_INCORRECT: Cause = Cause(69);
+    pub const INVALID_FORWARDING_POLICY: Cause = Cause(70);
+    pub const INVALID_F_TEID_ALLOCATION_OPTION: Cause = Cause(71);
+    pub const NO_ESTABLISHED_PFCP_ASSOCIATION: Cause = Cause(72);
+    pub const RULE_CREATION_MODIFICATION_FAILURE: Cause = Cause(73);
+    pub const PFCP_ENTITY_IN_CONGESTION: Cause = Cause(74);
+    pub const NO_RESOURCES_AVAILABLE: Cause = Cause(75);
+    pub const SERVICE_NOT_SUPPORTED: Cause = Cause(76);
+    pub const SYSTEM_FAILURE: Cause = Cause(77);
+
+    /// Values 1..=63 accept (§8.2.1 NOTE 1).
+    pub const fn is_acceptance(self) -> bool {
+        self.0 >= 1 && self.0 < 64
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self.0 {
+            1 => "Request accepted",
+            64 => "Request rejected",
+            65 => "Session context not found",
+            66 => "Mandatory IE missing",
+            67 => "Conditional IE missing",
+            68 => "Invalid length",
+            69 => "Mandatory IE incorrect",
+            70 => "Invalid Forwarding Policy",
+            71 => "Invalid F-TEID allocation option",
+            72 => "No established PFCP Association",
+            73 => "Rule creation/modification Failure",
+            74 => "PFCP entity in congestion",
+            75 => "No resources available",
+            76 => "Service not supported",
+            77 => "System failure",
+            v => return write!(f, "cause {v}"),
+        };
+        f.write_str(s)
+    }
+}
+
+impl Value for Cause {
+    const TYPE: IeType = IeType::CAUSE;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        match r.u8()? {
+            // 0: "shall be treated as an invalid IE".
+            0 => Err(r.incorrect()),
+            v => Ok(Cause(v)),
+        }
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        w.u8(self.0);
+    }
+}
+
+/// Declares IEs whose value is one big-endian integer (the rule IDs and
+/// the like): a newtype, its parse and emit.
+macro_rules! int_ie {
+    ($($(#[$m:meta])* $name:ident($t:ty) = $ty:ident, $rw:ident;)+) => {$(
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+        pub struct $name(pub $t);
+
+        impl Value for $name {
+            const TYPE: IeType = IeType::$ty;
+            fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+                r.$rw().map($name)
+            }
+            fn emit(&self, w: &mut Writer<'_>) {
+                w.$rw(self.0);
+            }
+        }
+    )+};
+}
+
+int_ie! {
+    /// PDR ID (§8.2.36): the rule ID, 2 octets.
+    PdrId(u16) = PDR_ID, u16;
+    /// FAR ID (§8.2.74).
+    FarId(u32) = FAR_ID, u32;
+    /// QER ID (§8.2.75).
+    QerId(u32) = QER_ID, u32;
+    /// URR ID (§8.2.54).
+    UrrId(u32) = URR_ID, u32;
+    /// Precedence (§8.2.11): lower values match first.
+    Precedence(u32) = PRECEDENCE, u32;
+    /// Recovery Time Stamp (§8.2.65): the sender's start, seconds since
+    /// 1900 (NTP era 0).
+    RecoveryTimeStamp(u32) = RECOVERY_TIME_STAMP, u32;
+    /// UR-SEQN (§8.2.77): the usage report's sequence number per URR.
+    UrSeqn(u32) = UR_SEQN, u32;
+}
+
+/// Offending IE (§8.2.22): the type of the IE at fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct OffendingIe(pub IeType);
+
+impl Value for OffendingIe {
+    const TYPE: IeType = IeType::OFFENDING_IE;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        r.u16().map(|t| OffendingIe(IeType(t)))
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        w.u16(self.0 .0);
+    }
+}
+
+/// Declares IEs whose value is one flags octet, masked to its defined
+/// bits.
+macro_rules! u8_ie {
+    ($($(#[$m:meta])* $name:ident = $ty:ident, $mask:expr;)+) => {$(
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+        pub struct $name(pub u8);
+
+        impl Value for $name {
+            const TYPE: IeType = IeType::$ty;
+            fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+                r.u8().map(|v| $name(v & $mask))
+            }
+            fn emit(&self, w: &mut Writer<'_>) {
+                w.u8(self.0 & $mask);
+            }
+        }
+    )+};
+}
+
+u8_ie! {
+    /// QFI (§8.2.89): the QoS flow identifier, 6 bits.
+    Qfi = QFI, 0x3f;
+    /// Report Type (§8.2.21): [`ReportType::DLDR`], [`ReportType::USAR`], …
+    ReportType = REPORT_TYPE, 0x7f;
+    /// Measurement Method (§8.2.40): DURAT, VOLUM, EVENT.
+    MeasurementMethod = MEASUREMENT_METHOD, 0x07;
+    /// PFCPSMReq-Flags (§8.2.31): DROBU, SNDEM, QUARR.
+    PfcpsmReqFlags = PFCPSMREQ_FLAGS, 0x07;
+}
+
+impl ReportType {
+    /// Downlink Data Report.
+    pub const DLDR: u8 = 0x01;
+    /// Usage Report.
+    pub const USAR: u8 = 0x02;
+    /// Error Indication Report.
+    pub const ERIR: u8 = 0x04;
+    /// User Plane Inactivity Report.
+    pub const UPIR: u8 = 0x08;
+}
+
+impl MeasurementMethod {
+    pub const DURAT: u8 = 0x01;
+    pub const VOLUM: u8 = 0x02;
+    pub const EVENT: u8 = 0x04;
+}
+
+impl PfcpsmReqFlags {
+    /// Drop buffered packets.
+    pub const DROBU: u8 = 0x01;
+    /// Send End Marker packets to the old peer.
+    pub const SNDEM: u8 = 0x02;
+    /// Query all URRs.
+    pub const QUARR: u8 = 0x04;
+}
+
+/// An interface value (Source Interface §8.2.2, Destination Interface
+/// §8.2.24): 4 bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Interface(pub u8);
+
+impl Interface {
+    /// Access: N3, towards the RAN.
+    pub const ACCESS: Interface = Interface(0);
+    /// Core: N9, towards another UPF.
+    pub const CORE: Interface = Interface(1);
+    /// SGi-LAN / N6-LAN: towards the data network.
+    pub const N6_LAN: Interface = Interface(2);
+    /// CP-function.
+    pub const CP_FUNCTION: Interface = Interface(3);
+    /// LI function (destination only).
+    pub const LI_FUNCTION: Interface = Interface(4);
+}
+
+/// Source Interface (§8.2.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct SourceInterface(pub Interface);
+
+/// Destination Interface (§8.2.24).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct DestinationInterface(pub Interface);
+
+impl Value for SourceInterface {
+    const TYPE: IeType = IeType::SOURCE_INTERFACE;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        match r.u8()? & 0x0f {
+            v @ 0..=3 => Ok(SourceInterface(Interface(v))),
+            _ => Err(r.incorrect()),
+        }
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        w.u8(self.0 .0 & 0x0f);
+    }
+}
+
+impl Value for DestinationInterface {
+    const TYPE: IeType = IeType::DESTINATION_INTERFACE;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        match r.u8()? & 0x0f {
+            v @ 0..=4 => Ok(DestinationInterface(Interface(v))),
+            _ => Err(r.incorrect()),
+        }
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        w.u8(self.0 .0 & 0x0f);
+    }
+}
+
+/// Gate Status (§8.2.7): UL and DL gates, 0 open, anything else closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct GateStatus {
+    pub ul: u8,
+    pub dl: u8,
+}
+
+impl GateStatus {
+    pub const OPEN: u8 = 0;
+    pub const CLOSED: u8 = 1;
+
+    /// Both gates open.
+    pub const fn open() -> Self {
+        GateStatus { ul: 0, dl: 0 }
+    }
+}
+
+impl Value for GateStatus {
+    const TYPE: IeType = IeType::GATE_STATUS;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        let v = r.u8()?;
+        Ok(GateStatus {
+            ul: (v >> 2) & 3,
+            dl: v & 3,
+        })
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        w.u8((self.ul & 3) << 2 | (self.dl & 3));
+    }
+}
+
+/// Network Instance (§8.2.4): an opaque name (often DNS-label encoded),
+/// kept as sent.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct NetworkInstance(pub Vec<u8>);
+
+impl Value for NetworkInstance {
+    const TYPE: IeType = IeType::NETWORK_INSTANCE;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        Ok(NetworkInstance(r.rest().to_vec()))
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        w.bytes(&self.0);
+    }
+}
+
+/// A bitmap IE of 1 to 8 octets (Apply Action, Reporting Triggers, Usage
+/// Report Trigger, UP Function Features): octet 5 is bits 0..8, octet 6
+/// bits 8..16, and so on. The octet count is kept so that a value emits
+/// as it came (later releases add octets).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Bitmap {
+    pub bits: u64,
+    pub octets: u8,
+}
+
+impl Bitmap {
+    /// `bits` sent in `octets` octets (1..=8).
+    pub const fn new(bits: u64, octets: u8) -> Self {
+        Bitmap { bits, octets }
+    }
+
+    pub const fn has(&self, bit: u64) -> bool {
+        self.bits & bit != 0
+    }
+
+    fn parse(r: &mut Reader<'_>, min: usize) -> Result<Self, IeError> {
+        let b = r.rest();
+        if b.len() < min {
+            return Err(r.incorrect());
+        }
+        let n = b.len().min(8);
+        let mut bits = 0u64;
+        for (i, &o) in b[..n].iter().enumerate() {
+            bits |= (o as u64) << (8 * i);
+        }
+        Ok(Bitmap {
+            bits,
+            octets: n as u8,
+        })
+    }
+
+    /// Writes `octets` octets, at least `min` (a default value has none).
+    fn emit(&self, w: &mut Writer<'_>, min: u8) {
+        for i in 0..self.octets.clamp(min, 8) {
+            w.u8((self.bits >> (8 * i)) as u8);
+        }
+    }
+}
+
+/// Declares a bitmap IE: a [`Bitmap`] newtype and its minimum length.
+macro_rules! bitmap_ie {
+    ($($(#[$m:meta])* $name:ident = $ty:ident, min $min:expr;)+) => {$(
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+        pub struct $name(pub Bitmap);
+
+        impl $name {
+            /// Whether `bit` (one of the constants) is set.
+            pub const fn has(&self, bit: u64) -> bool {
+                self.0.has(bit)
+            }
+        }
+    )+};
+}
+
+bitmap_ie! {
+    /// Apply Action (§8.2.26), 1 or 2 octets (Rel-16 added the second).
+    ApplyAction = APPLY_ACTION, min 1;
+    /// Reporting Triggers (§8.2.19), 2 or 3 octets.
+    ReportingTriggers = REPORTING_TRIGGERS, min 2;
+    /// Usage Report Trigger (§8.2.41), 3 octets since Rel-15 (2 before).
+    UsageReportTrigger = USAGE_REPORT_TRIGGER, min 1;
+    /// UP Function Features (§8.2.25).
+    UpFunctionFeatures = UP_FUNCTION_FEATURES, min 1;
+}
+
+impl ApplyAction {
+    pub const DROP: u64 = 0x01;
+    pub const FORW: u64 = 0x02;
+    pub const BUFF: u64 = 0x04;
+    pub const NOCP: u64 = 0x08;
+    pub const DUPL: u64 = 0x10;
+    pub const IPMA: u64 = 0x20;
+    pub const IPMD: u64 = 0x40;
+    pub const DFRT: u64 = 0x80;
+    // Octet 6.
+    pub const EDRT: u64 = 0x0100;
+    pub const BDPN: u64 = 0x0200;
+    pub const DDPN: u64 = 0x0400;
+
+    /// `bits` in the 1-octet form (or 2 octets if a second-octet flag is
+    /// set).
+    pub const fn new(bits: u64) -> Self {
+        ApplyAction(Bitmap::new(bits, if bits > 0xff { 2 } else { 1 }))
+    }
+}
+
+impl Value for ApplyAction {
+    const TYPE: IeType = IeType::APPLY_ACTION;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        let b = Bitmap::parse(r, 1)?;
+        // "One and only one of DROP, FORW, BUFF, IPMA and IPMD shall be
+        // set" (§8.2.26).
+        let primary = b.bits & (Self::DROP | Self::FORW | Self::BUFF | Self::IPMA | Self::IPMD);
+        if primary.count_ones() != 1 {
+            return Err(r.incorrect());
+        }
+        Ok(ApplyAction(Bitmap {
+            octets: b.octets.min(2),
+            bits: b.bits & 0xffff,
+        }))
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        self.0.emit(w, 1);
+    }
+}
+
+impl ReportingTriggers {
+    pub const PERIO: u64 = 0x01;
+    pub const VOLTH: u64 = 0x02;
+    pub const TIMTH: u64 = 0x04;
+    pub const QUHTI: u64 = 0x08;
+    pub const START: u64 = 0x10;
+    pub const STOPT: u64 = 0x20;
+    pub const DROTH: u64 = 0x40;
+    pub const LIUSA: u64 = 0x80;
+    pub const VOLQU: u64 = 0x0100;
+    pub const TIMQU: u64 = 0x0200;
+    pub const ENVCL: u64 = 0x0400;
+}
+
+impl Value for ReportingTriggers {
+    const TYPE: IeType = IeType::REPORTING_TRIGGERS;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        let b = Bitmap::parse(r, 2)?;
+        Ok(ReportingTriggers(Bitmap {
+            octets: b.octets.min(3),
+            bits: b.bits & 0xff_ffff,
+        }))
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        self.0.emit(w, 2);
+    }
+}
+
+impl UsageReportTrigger {
+    pub const PERIO: u64 = 0x01;
+    pub const VOLTH: u64 = 0x02;
+    pub const TIMTH: u64 = 0x04;
+    pub const QUHTI: u64 = 0x08;
+    pub const START: u64 = 0x10;
+    pub const STOPT: u64 = 0x20;
+    pub const DROTH: u64 = 0x40;
+    /// Immediate report (a Query URR).
+    pub const IMMER: u64 = 0x80;
+    pub const VOLQU: u64 = 0x0100;
+    pub const TIMQU: u64 = 0x0200;
+    pub const LIUSA: u64 = 0x0400;
+    /// Termination report (the session or URR was removed).
+    pub const TERMR: u64 = 0x0800;
+    pub const MONIT: u64 = 0x1000;
+    pub const ENVCL: u64 = 0x2000;
+
+    /// `bits` in the 3-octet form of Rel-15 onwards.
+    pub const fn new(bits: u64) -> Self {
+        UsageReportTrigger(Bitmap::new(bits, 3))
+    }
+}
+
+impl Value for UsageReportTrigger {
+    const TYPE: IeType = IeType::USAGE_REPORT_TRIGGER;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        let b = Bitmap::parse(r, 1)?;
+        Ok(UsageReportTrigger(Bitmap {
+            octets: b.octets.min(3),
+            bits: b.bits & 0xff_ffff,
+        }))
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        self.0.emit(w, 1);
+    }
+}
+
+impl UpFunctionFeatures {
+    /// Buffering by the CP function (tep buffers in the UP: never set).
+    pub const BUCP: u64 = 0x01;
+    pub const DDND: u64 = 0x02;
+    pub const DLBD: u64 = 0x04;
+    pub const TRST: u64 = 0x08;
+    /// F-TEID allocation in the UP function (CHOOSE).
+    pub const FTUP: u64 = 0x10;
+    pub const PFDM: u64 = 0x20;
+    pub const HEEU: u64 = 0x40;
+    pub const TREU: u64 = 0x80;
+    /// Sending of End Marker packets (SNDEM).
+    pub const EMPU: u64 = 0x0100;
+    pub const PDIU: u64 = 0x0200;
+    pub const UDBC: u64 = 0x0400;
+    pub const QUOAC: u64 = 0x0800;
+    pub const TRACE: u64 = 0x1000;
+    pub const FRRT: u64 = 0x2000;
+    pub const PFDE: u64 = 0x4000;
+
+    /// What tep's UP function supports: FTUP and EMPU, in the 2-octet form.
+    pub const TEP: UpFunctionFeatures = UpFunctionFeatures(Bitmap::new(Self::FTUP | Self::EMPU, 2));
+}
+
+impl Value for UpFunctionFeatures {
+    const TYPE: IeType = IeType::UP_FUNCTION_FEATURES;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        Bitmap::parse(r, 1).map(UpFunctionFeatures)
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        self.0.emit(w, 1);
+    }
+}
+
+/// Node ID (§8.2.38).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NodeId {
+    V4(Ipv4Addr),
+    V6(Ipv6Addr),
+    /// An FQDN in DNS label encoding (length-prefixed labels), as sent.
+    Fqdn(Vec<u8>),
+}
+
+impl Default for NodeId {
+    fn default() -> Self {
+        NodeId::V4(Ipv4Addr::UNSPECIFIED)
+    }
+}
+
+impl NodeId {
+    /// An FQDN node ID from dotted text (labels of 1..=63 octets).
+    pub fn fqdn(name: &str) -> Option<NodeId> {
+        let mut v = vec![];
+        for label in name.split('.') {
+            if label.is_empty() || label.len() > 63 {
+                return None;
+            }
+            v.push(label.len() as u8);
+            v.extend_from_slice(label.as_bytes());
+        }
+        Some(NodeId::Fqdn(v))
+    }
+}
+
+impl From<IpAddr> for NodeId {
+    fn from(a: IpAddr) -> Self {
+        match a {
+            IpAddr::V4(a) => NodeId::V4(a),
+            IpAddr::V6(a) => NodeId::V6(a),
+        }
+    }
+}
+
+impl Value for NodeId {
+    const TYPE: IeType = IeType::NODE_ID;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        match r.u8()? & 0x0f {
+            0 => r.ipv4().map(NodeId::V4),
+            1 => r.ipv6().map(NodeId::V6),
+            2 => match r.rest() {
+                [] => Err(r.incorrect()),
+                name => Ok(NodeId::Fqdn(name.to_vec())),
+            },
+            _ => Err(r.incorrect()),
+        }
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        match self {
+            NodeId::V4(a) => {
+                w.u8(0);
+                w.ipv4(*a);
+            }
+            NodeId::V6(a) => {
+                w.u8(1);
+                w.ipv6(*a);
+            }
+            NodeId::Fqdn(n) => {
+                w.u8(2);
+                w.bytes(n);
+            }
+        }
+    }
+}
+
+/// F-SEID (§8.2.37): an SEID and the address of the node that chose it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct FSeid {
+    pub seid: u64,
+    pub v4: Option<Ipv4Addr>,
+    pub v6: Option<Ipv6Addr>,
+}
+
+impl FSeid {
+    /// The address to send to: IPv4 if present, else IPv6.
+    pub fn addr(&self) -> Option<IpAddr> {
+        self.v4.map(IpAddr::V4).or_else(|| self.v6.map(IpAddr::V6))
+    }
+}
+
+const F_V6: u8 = 0x01;
+const F_V4: u8 = 0x02;
+
+impl Value for FSeid {
+    const TYPE: IeType = IeType::F_SEID;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        let flags = r.u8()?;
+        let seid = r.u64()?;
+        let v4 = if flags & F_V4 != 0 {
+            Some(r.ipv4()?)
+        } else {
+            None
+        };
+        let v6 = if flags & F_V6 != 0 {
+            Some(r.ipv6()?)
+        } else {
+            None
+        };
+        if v4.is_none() && v6.is_none() {
+            return Err(r.incorrect());
+        }
+        Ok(FSeid { seid, v4, v6 })
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        w.u8(if self.v4.is_some() { F_V4 } else { 0 } | if self.v6.is_some() { F_V6 } else { 0 });
+        w.u64(self.seid);
+        if let Some(a) = self.v4 {
+            w.ipv4(a);
+        }
+        if let Some(a) = self.v6 {
+            w.ipv6(a);
+        }
+    }
+}
+
+/// F-TEID (§8.2.3): a TEID with its address(es), or a request that the UP
+/// function choose one (CH), for IPv4 and/or IPv6, shared between the PDRs
+/// that name the same CHOOSE ID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FTeid {
+    Assigned {
+        teid: u32,
+        v4: Option<Ipv4Addr>,
+        v6: Option<Ipv6Addr>,
+    },
+    Choose {
+        v4: bool,
+        v6: bool,
+        choose_id: Option<u8>,
+    },
+}
+
+impl Default for FTeid {
+    fn default() -> Self {
+        FTeid::Choose {
+            v4: true,
+            v6: false,
+            choose_id: None,
+        }
+    }
+}
+
+const FT_V4: u8 = 0x01;
+const FT_V6: u8 = 0x02;
+const FT_CH: u8 = 0x04;
+const FT_CHID: u8 = 0x08;
+
+impl Value for FTeid {
+    const TYPE: IeType = IeType::F_TEID;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        let flags = r.u8()?;
+        if flags & FT_CH != 0 {
+            // With CH, TEID and addresses are absent; V4/V6 ask for a
+            // version (§8.2.3).
+            let choose_id = if flags & FT_CHID != 0 {
+                Some(r.u8()?)
+            } else {
+                None
+            };
+            return Ok(FTeid::Choose {
+                v4: flags & FT_V4 != 0,
+                v6: flags & FT_V6 != 0,
+                choose_id,
+            });
+        }
+        if flags & FT_CHID != 0 {
+            return Err(r.incorrect());
+        }
+        let teid = r.u32()?;
+        let v4 = if flags & FT_V4 != 0 {
+            Some(r.ipv4()?)
+        } else {
+            None
+        };
+        let v6 = if flags & FT_V6 != 0 {
+            Some(r.ipv6()?)
+        } else {
+            None
+        };
+        if v4.is_none() && v6.is_none() {
+            return Err(r.incorrect());
+        }
+        Ok(FTeid::Assigned { teid, v4, v6 })
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        match *self {
+            FTeid::Assigned { teid, v4, v6 } => {
+                w.u8(if v4.is_some() { FT_V4 } else { 0 } | if v6.is_some() { FT_V6 } else { 0 });
+                w.u32(teid);
+                if let Some(a) = v4 {
+                    w.ipv4(a);
+                }
+                if let Some(a) = v6 {
+                    w.ipv6(a);
+                }
+            }
+            FTeid::Choose { v4, v6, choose_id } => {
+                w.u8(FT_CH
+                    | if v4 { FT_V4 } else { 0 }
+                    | if v6 { FT_V6 } else { 0 }
+                    | if choose_id.is_some() { FT_CHID } else { 0 });
+                if let Some(id) = choose_id {
+                    w.u8(id);
+                }
+            }
+        }
+    }
+}
+
+/// UE IP Address (§8.2.62).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct UeIpAddress {
+    pub v4: Option<Ipv4Addr>,
+    pub v6: Option<Ipv6Addr>,
+    /// S/D: the address is the destination (downlink PDI) rather than
+    /// the source (uplink PDI).
+    pub destination: bool,
+    /// IPv6 Prefix Delegation Bits: the prefix is that many bits shorter
+    /// than /64.
+    pub v6_delegation_bits: Option<u8>,
+    /// IPv6 Prefix Length (IP6PL): e.g. 128 for one address.
+    pub v6_prefix_len: Option<u8>,
+    /// CHV4 / CHV6: the UP function is to allocate the address (tep does
+    /// not: refused with "Rule creation/modification failure").
+    pub choose_v4: bool,
+    pub choose_v6: bool,
+}
+
+impl UeIpAddress {
+    const V6: u8 = 0x01;
+    const V4: u8 = 0x02;
+    const SD: u8 = 0x04;
+    const IPV6D: u8 = 0x08;
+    const CHV4: u8 = 0x10;
+    const CHV6: u8 = 0x20;
+    const IP6PL: u8 = 0x40;
+
+    /// The IPv6 prefix length this matches: IP6PL if given, else /64 less
+    /// the delegation bits (a UE gets a /64 per TS 23.501 §5.8.2.2).
+    pub fn v6_match_len(&self) -> u8 {
+        match (self.v6_prefix_len, self.v6_delegation_bits) {
+            (Some(l), _) => l.min(128),
+            (None, Some(b)) => 64u8.saturating_sub(b),
+            (None, None) => 64,
+        }
+    }
+}
+
+impl Value for UeIpAddress {
+    const TYPE: IeType = IeType::UE_IP_ADDRESS;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        let f = r.u8()?;
+        let v4 = if f & Self::V4 != 0 {
+            Some(r.ipv4()?)
+        } else {
+            None
+        };
+        let v6 = if f & Self::V6 != 0 {
+            Some(r.ipv6()?)
+        } else {
+            None
+        };
+        let v6_delegation_bits = if f & Self::IPV6D != 0 {
+            Some(r.u8()?)
+        } else {
+            None
+        };
+        let v6_prefix_len = if f & Self::IP6PL != 0 {
+            Some(r.u8()?)
+        } else {
+            None
+        };
+        Ok(UeIpAddress {
+            v4,
+            v6,
+            destination: f & Self::SD != 0,
+            v6_delegation_bits,
+            v6_prefix_len,
+            choose_v4: f & Self::CHV4 != 0,
+            choose_v6: f & Self::CHV6 != 0,
+        })
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        let bit = |c: bool, b: u8| if c { b } else { 0 };
+        w.u8(bit(self.v4.is_some(), Self::V4)
+            | bit(self.v6.is_some(), Self::V6)
+            | bit(self.destination, Self::SD)
+            | bit(self.v6_delegation_bits.is_some(), Self::IPV6D)
+            | bit(self.choose_v4, Self::CHV4)
+            | bit(self.choose_v6, Self::CHV6)
+            | bit(self.v6_prefix_len.is_some(), Self::IP6PL));
+        if let Some(a) = self.v4 {
+            w.ipv4(a);
+        }
+        if let Some(a) = self.v6 {
+            w.ipv6(a);
+        }
+        if let Some(b) = self.v6_delegation_bits {
+            w.u8(b);
+        }
+        if let Some(l) = self.v6_prefix_len {
+            w.u8(l);
+        }
+    }
+}
+
+/// Outer Header Creation (§8.2.56): the description (2 octets) and the
+/// fields it announces. Parse fills exactly the fields the description
+/// announces; emit writes them (0 for one left `None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct OuterHeaderCreation {
+    pub desc: u16,
+    pub teid: Option<u32>,
+    pub v4: Option<Ipv4Addr>,
+    pub v6: Option<Ipv6Addr>,
+    pub port: Option<u16>,
+    pub c_tag: Option<u32>,
+    pub s_tag: Option<u32>,
+}
+
+impl OuterHeaderCreation {
+    pub const GTPU_UDP_IPV4: u16 = 0x0001;
+    pub const GTPU_UDP_IPV6: u16 = 0x0002;
+    pub const UDP_IPV4: u16 = 0x0004;
+    pub const UDP_IPV6: u16 = 0x0008;
+    pub const IPV4: u16 = 0x0010;
+    pub const IPV6: u16 = 0x0020;
+    pub const C_TAG: u16 = 0x0040;
+    pub const S_TAG: u16 = 0x0080;
+    pub const N19: u16 = 0x0100;
+    pub const N6: u16 = 0x0200;
+
+    const HAS_TEID: u16 = Self::GTPU_UDP_IPV4 | Self::GTPU_UDP_IPV6;
+    const HAS_V4: u16 = Self::GTPU_UDP_IPV4 | Self::UDP_IPV4 | Self::IPV4;
+    const HAS_V6: u16 = Self::GTPU_UDP_IPV6 | Self::UDP_IPV6 | Self::IPV6;
+    const HAS_PORT: u16 = Self::UDP_IPV4 | Self::UDP_IPV6;
+
+    /// GTP-U/UDP/IP towards `teid` at `addr`.
+    pub fn gtpu(teid: u32, addr: IpAddr) -> Self {
+        match addr {
+            IpAddr::V4(a) => OuterHeaderCreation {
+                desc: Self::GTPU_UDP_IPV4,
+                teid: Some(teid),
+                v4: Some(a),
+                ..Default::default()
+            },
+            IpAddr::V6(a) => OuterHeaderCreation {
+                desc: Self::GTPU_UDP_IPV6,
+                teid: Some(teid),
+                v6: Some(a),
+                ..Default::default()
+            },
+        }
+    }
+}
+
+impl Value for OuterHeaderCreation {
+    const TYPE: IeType = IeType::OUTER_HEADER_CREATION;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        let lo = r.u8()?;
+        let hi = r.u8()?;
+        let desc = u16::from(lo) | u16::from(hi) << 8;
+        if lo == 0 {
+            return Err(r.incorrect());
+        }
+        let mut o = OuterHeaderCreation {
+            desc,
+            ..Default::default()
+        };
+        if desc & Self::HAS_TEID != 0 {
+            o.teid = Some(r.u32()?);
+        }
+        if desc & Self::HAS_V4 != 0 {
+            o.v4 = Some(r.ipv4()?);
+        }
+        if desc & Self::HAS_V6 != 0 {
+            o.v6 = Some(r.ipv6()?);
+        }
+        if desc & Self::HAS_PORT != 0 {
+            o.port = Some(r.u16()?);
+        }
+        if desc & Self::C_TAG != 0 {
+            o.c_tag = Some(r.u24()?);
+        }
+        if desc & Self::S_TAG != 0 {
+            o.s_tag = Some(r.u24()?);
+        }
+        Ok(o)
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        let d = self.desc;
+        w.u8(d as u8);
+        w.u8((d >> 8) as u8);
+        if d & Self::HAS_TEID != 0 {
+            w.u32(self.teid.unwrap_or(0));
+        }
+        if d & Self::HAS_V4 != 0 {
+            w.ipv4(self.v4.unwrap_or(Ipv4Addr::UNSPECIFIED));
+        }
+        if d & Self::HAS_V6 != 0 {
+            w.ipv6(self.v6.unwrap_or(Ipv6Addr::UNSPECIFIED));
+        }
+        if d & Self::HAS_PORT != 0 {
+            w.u16(self.port.unwrap_or(0));
+        }
+        if d & Self::C_TAG != 0 {
+            w.u24(self.c_tag.unwrap_or(0));
+        }
+        if d & Self::S_TAG != 0 {
+            w.u24(self.s_tag.unwrap_or(0));
+        }
+    }
+}
+
+/// Outer Header Removal (§8.2.64): what to strip, and the optional GTP-U
+/// Extension Header Deletion octet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct OuterHeaderRemoval {
+    pub desc: u8,
+    pub ext_deletion: Option<u8>,
+}
+
+impl OuterHeaderRemoval {
+    pub const GTPU_UDP_IPV4: u8 = 0;
+    pub const GTPU_UDP_IPV6: u8 = 1;
+    pub const UDP_IPV4: u8 = 2;
+    pub const UDP_IPV6: u8 = 3;
+    pub const IPV4: u8 = 4;
+    pub const IPV6: u8 = 5;
+    pub const GTPU_UDP_IP: u8 = 6;
+
+    /// Whether this removes a GTP-U/UDP/IP header (what tep's user plane
+    /// does on N3/N9).
+    pub const fn is_gtpu(&self) -> bool {
+        matches!(
+            self.desc,
+            Self::GTPU_UDP_IPV4 | Self::GTPU_UDP_IPV6 | Self::GTPU_UDP_IP
+        )
+    }
+}
+
+impl Value for OuterHeaderRemoval {
+    const TYPE: IeType = IeType::OUTER_HEADER_REMOVAL;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        let desc = r.u8()?;
+        let ext_deletion = if r.is_empty() { None } else { Some(r.u8()?) };
+        Ok(OuterHeaderRemoval { desc, ext_deletion })
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        w.u8(self.desc);
+        if let Some(e) = self.ext_deletion {
+            w.u8(e);
+        }
+    }
+}
+
+/// Volume Threshold (§8.2.13): octets, total / uplink / downlink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct VolumeThreshold {
+    pub total: Option<u64>,
+    pub uplink: Option<u64>,
+    pub downlink: Option<u64>,
+}
+
+const TOVOL: u8 = 0x01;
+const ULVOL: u8 = 0x02;
+const DLVOL: u8 = 0x04;
+const TONOP: u8 = 0x08;
+const ULNOP: u8 = 0x10;
+const DLNOP: u8 = 0x20;
+
+fn read_if(r: &mut Reader<'_>, flags: u8, bit: u8) -> Result<Option<u64>, IeError> {
+    if flags & bit != 0 {
+        r.u64().map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+fn flag(v: Option<u64>, bit: u8) -> u8 {
+    if v.is_some() {
+        bit
+    } else {
+        0
+    }
+}
+
+impl Value for VolumeThreshold {
+    const TYPE: IeType = IeType::VOLUME_THRESHOLD;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        let f = r.u8()?;
+        Ok(VolumeThreshold {
+            total: read_if(r, f, TOVOL)?,
+            uplink: read_if(r, f, ULVOL)?,
+            downlink: read_if(r, f, DLVOL)?,
+        })
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        w.u8(flag(self.total, TOVOL) | flag(self.uplink, ULVOL) | flag(self.downlink, DLVOL));
+        for v in [self.total, self.uplink, self.downlink]
+            .into_iter()
+            .flatten()
+        {
+            w.u64(v);
+        }
+    }
+}
+
+/// Volume Measurement (§8.2.44): octets and packets, total / uplink /
+/// downlink; the packet counts are the Rel-15 TONOP/ULNOP/DLNOP fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct VolumeMeasurement {
+    pub total: Option<u64>,
+    pub uplink: Option<u64>,
+    pub downlink: Option<u64>,
+    pub total_packets: Option<u64>,
+    pub uplink_packets: Option<u64>,
+    pub downlink_packets: Option<u64>,
+}
+
+impl Value for VolumeMeasurement {
+    const TYPE: IeType = IeType::VOLUME_MEASUREMENT;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        let f = r.u8()?;
+        Ok(VolumeMeasurement {
+            total: read_if(r, f, TOVOL)?,
+            uplink: read_if(r, f, ULVOL)?,
+            downlink: read_if(r, f, DLVOL)?,
+            total_packets: read_if(r, f, TONOP)?,
+            uplink_packets: read_if(r, f, ULNOP)?,
+            downlink_packets: read_if(r, f, DLNOP)?,
+        })
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        w.u8(flag(self.total, TOVOL)
+            | flag(self.uplink, ULVOL)
+            | flag(self.downlink, DLVOL)
+            | flag(self.total_packets, TONOP)
+            | flag(self.uplink_packets, ULNOP)
+            | flag(self.downlink_packets, DLNOP));
+        for v in [
+            self.total,
+            self.uplink,
+            self.downlink,
+            self.total_packets,
+            self.uplink_packets,
+            self.downlink_packets,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            w.u64(v);
+        }
+    }
+}
+
+/// Failed Rule ID (§8.2.80): the rule a creation or modification failed on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FailedRuleId {
+    Pdr(u16),
+    Far(u32),
+    Qer(u32),
+    Urr(u32),
+    Bar(u8),
+}
+
+impl Value for FailedRuleId {
+    const TYPE: IeType = IeType::FAILED_RULE_ID;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        match r.u8()? & 0x1f {
+            0 => r.u16().map(FailedRuleId::Pdr),
+            1 => r.u32().map(FailedRuleId::Far),
+            2 => r.u32().map(FailedRuleId::Qer),
+            3 => r.u32().map(FailedRuleId::Urr),
+            4 => r.u8().map(FailedRuleId::Bar),
+            _ => Err(r.incorrect()),
+        }
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        match *self {
+            FailedRuleId::Pdr(v) => {
+                w.u8(0);
+                w.u16(v);
+            }
+            FailedRuleId::Far(v) => {
+                w.u8(1);
+                w.u32(v);
+            }
+            FailedRuleId::Qer(v) => {
+                w.u8(2);
+                w.u32(v);
+            }
+            FailedRuleId::Urr(v) => {
+                w.u8(3);
+                w.u32(v);
+            }
+            FailedRuleId::Bar(v) => {
+                w.u8(4);
+                w.u8(v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes<V: Value>(v: &V) -> Vec<u8> {
+        let mut b = vec![];
+        v.emit(&mut Writer::new(&mut b));
+        b
+    }
+
+    #[test]
+    fn f_teid_forms() {
+        let ch = FTeid::Choose {
+            v4: true,
+            v6: false,
+            choose_id: Some(7),
+        };
+        assert_eq!(bytes(&ch), [0x0d, 7]);
+        assert_eq!(FTeid::from_ie(&[0x0d, 7]), Ok(ch));
+        let a = FTeid::Assigned {
+            teid: 0x11223344,
+            v4: Some(Ipv4Addr::new(10, 0, 0, 1)),
+            v6: None,
+        };
+        assert_eq!(bytes(&a), [1, 0x11, 0x22, 0x33, 0x44, 10, 0, 0, 1]);
+        // No address at all, CHID without CH, too short for V4.
+        assert!(FTeid::from_ie(&[0, 1, 2, 3, 4]).is_err());
+        assert!(FTeid::from_ie(&[0x09, 1, 2, 3, 4, 1, 2, 3, 4]).is_err());
+        assert!(FTeid::from_ie(&[0x01, 1, 2, 3, 4, 1, 2, 3]).is_err());
+    }
+
+    #[test]
+    fn apply_action_needs_exactly_one_primary_action() {
+        assert_eq!(
+            ApplyAction::from_ie(&[0x0c]).unwrap(),
+            ApplyAction::new(ApplyAction::BUFF | ApplyAction::NOCP)
+        );
+        assert_eq!(
+            ApplyAction::from_ie(&[0x02, 0x01]).unwrap().0,
+            Bitmap::new(0x0102, 2)
+        );
+        assert!(ApplyAction::from_ie(&[0x03]).is_err());
+        assert!(ApplyAction::from_ie(&[0x08]).is_err());
+        assert!(ApplyAction::from_ie(&[]).is_err());
+    }
+
+    #[test]
+    fn ue_ip_prefix_lengths() {
+        let u = UeIpAddress::from_ie(&[
+            0x45, 0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 128,
+        ])
+        .unwrap();
+        assert!(u.destination);
+        assert_eq!(u.v6_match_len(), 128);
+        let p = UeIpAddress {
+            v6: Some(Ipv6Addr::LOCALHOST),
+            ..Default::default()
+        };
+        assert_eq!(p.v6_match_len(), 64);
+        assert!(UeIpAddress::from_ie(&[0x02, 1, 2, 3]).is_err());
+    }
+
+    #[test]
+    fn volume_measurement_packet_counts_follow_volumes() {
+        let v = VolumeMeasurement {
+            total: Some(300),
+            uplink: Some(100),
+            downlink: Some(200),
+            total_packets: Some(3),
+            uplink_packets: Some(1),
+            downlink_packets: Some(2),
+        };
+        let b = bytes(&v);
+        assert_eq!(b[0], 0x3f);
+        assert_eq!(b.len(), 1 + 6 * 8);
+        assert_eq!(b[1 + 3 * 8..1 + 4 * 8], 3u64.to_be_bytes());
+        assert_eq!(VolumeMeasurement::from_ie(&b), Ok(v));
+    }
+
+    #[test]
+    fn node_id_kinds() {
+        let n = NodeId::fqdn("upf.tep").unwrap();
+        assert_eq!(bytes(&n), b"\x02\x03upf\x03tep");
+        assert_eq!(NodeId::from_ie(b"\x02\x03upf\x03tep"), Ok(n));
+        assert!(NodeId::from_ie(&[2]).is_err());
+        assert!(NodeId::from_ie(&[3, 1, 2, 3, 4]).is_err());
+        assert!(NodeId::from_ie(&[0, 1, 2, 3]).is_err());
+    }
+
+    #[test]
+    fn outer_header_creation_fields_follow_the_description() {
+        let o = OuterHeaderCreation::gtpu(9, IpAddr::V4(Ipv4Addr::new(192, 0, 2, 9)));
+        assert_eq!(bytes(&o), [1, 0, 0, 0, 0, 9, 192, 0, 2, 9]);
+        assert_eq!(OuterHeaderCreation::from_ie(&bytes(&o)), Ok(o));
+        assert!(OuterHeaderCreation::from_ie(&[0, 0]).is_err());
+        assert!(OuterHeaderCreation::from_ie(&[1, 0, 0, 0, 0, 9, 192]).is_err());
+    }
+}
