@@ -295,6 +295,13 @@ impl Sessions {
         Ok(usage)
     }
 
+    /// Asks the workers for an End Marker from N3 tunnel `n3` to `peer`
+    /// with its `teid` (a handover the SMF flagged SNDEM), after the
+    /// changes made before it.
+    pub fn end_marker(&mut self, n3: u32, peer: IpAddr, teid: u32) {
+        self.outbox.push(Change::EndMarker { n3, peer, teid });
+    }
+
     /// Slot `slot`'s usage so far, summed over the workers.
     pub fn usage(&self, slot: u32) -> Volume {
         let mut v = Volume::default();

@@ -16,6 +16,7 @@ pub mod privilege;
 pub mod state;
 pub mod stats;
 pub mod trace;
+pub mod upf;
 
 use state::State;
 use std::os::fd::AsRawFd;

@@ -1,0 +1,353 @@
+//! The daemon's side of the UPF: tep-pfcp's node hands it each session's
+//! rules (PDRs, FARs, QERs, URRs) and this compiles them into the
+//! dataplane's session specs, which the control plane of the session
+//! tables publishes to every worker ([`Sessions`]).
+//!
+//! What the dataplane keeps of a session is what its packets need: the
+//! uplink keys (TEID, QFI) of its Access PDRs and what their FAR does; the
+//! UE addresses of its downlink PDRs and what the first of them (by
+//! precedence) does: forward to a gNB with a TEID and the QFI of its
+//! QERs, drop, or buffer. A closed gate drops. Usage is counted per
+//! session, so each URR of a session reports the session's volume.
+//!
+//! The N4 thread that runs tep-pfcp's node over this is the next step
+//! (issue 18); until then only the tests below use it.
+#![cfg_attr(not(test), allow(dead_code))]
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use tep_dataplane::session::control::{SessionSpec, Sessions, Volume};
+use tep_dataplane::session::{Action, UeKey, UplinkKey};
+use tep_pfcp::node::{self, Change, Refused, Rules, Seid, Usage, UserPlane};
+use tep_pfcp::types::Interface;
+
+/// Compiles a session's rules for the N3 tunnels `n3` (their addresses
+/// and tunnel indexes); None when the dataplane cannot carry them (an
+/// F-TEID on an address that is no N3 tunnel's, a UE IPv6 prefix other
+/// than /64 or /128, no N3 tunnel of the peer's family).
+pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Option<(SessionSpec, Option<u16>)> {
+    let tunnel_of = |a: IpAddr| n3.iter().find(|(x, _)| *x == a).map(|&(_, t)| t);
+    let mut spec = SessionSpec {
+        n3: u32::MAX,
+        uplink: Action::Drop,
+        downlink: Action::Drop,
+        peer: None,
+        qfi: None,
+        uplink_keys: Vec::new(),
+        downlink_keys: Vec::new(),
+    };
+    let far_action = |far: &node::Far, gate: bool| match far.action {
+        _ if !gate => Action::Drop,
+        node::Action::Forward => Action::Forward,
+        node::Action::Drop => Action::Drop,
+        node::Action::Buffer { .. } => Action::Buffer,
+    };
+    let mut by_precedence: Vec<&node::Pdr> = rules.pdrs.iter().collect();
+    by_precedence.sort_by_key(|p| p.precedence);
+    let mut downlink_pdr = None;
+    for pdr in by_precedence {
+        let far = rules.far(pdr.far)?;
+        if pdr.source == Interface::ACCESS {
+            let Some(local) = pdr.local else { continue };
+            let addr = local
+                .v4
+                .map(IpAddr::V4)
+                .into_iter()
+                .chain(local.v6.map(IpAddr::V6))
+                .find_map(tunnel_of)?;
+            if spec.n3 == u32::MAX {
+                spec.n3 = addr;
+                spec.uplink = far_action(far, rules.gate_open(pdr, true));
+            }
+            spec.uplink_keys.push(UplinkKey {
+                teid: local.teid,
+                qfi: pdr.qfi,
+            });
+        } else if let Some(ue) = pdr.ue_ip {
+            if let Some(a) = ue.v4 {
+                spec.downlink_keys.push(UeKey::V4(a.into()));
+            }
+            if let Some(a) = ue.v6 {
+                spec.downlink_keys.push(match ue.v6_prefix_len {
+                    128 => UeKey::V6(a.into()),
+                    64 => UeKey::V6Prefix((u128::from(a) >> 64) as u64),
+                    _ => return None,
+                });
+            }
+            if downlink_pdr.is_none() {
+                downlink_pdr = Some(pdr.id);
+                spec.downlink = far_action(far, rules.gate_open(pdr, false));
+                spec.qfi = rules.qfi(pdr);
+                spec.peer = far.outer.map(|o| (o.addr(), o.teid));
+            }
+        }
+    }
+    if spec.n3 == u32::MAX {
+        // No uplink PDR yet: the N3 tunnel of the peer's family.
+        let v6 = spec.peer.is_some_and(|(a, _)| a.is_ipv6());
+        spec.n3 = n3.iter().find(|(a, _)| a.is_ipv6() == v6)?.1;
+    }
+    Some((spec, downlink_pdr))
+}
+
+/// One session as the daemon knows it.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    slot: u32,
+    /// Usage already reported (usage reports count from the last one).
+    taken: Volume,
+    /// The PDR a Downlink Data Report names.
+    downlink_pdr: Option<u16>,
+}
+
+/// tep-pfcp's user plane: the dataplane's session tables.
+#[derive(Debug)]
+pub struct UpfPlane {
+    sessions: Sessions,
+    n3: Vec<(IpAddr, u32)>,
+    by_seid: HashMap<Seid, Entry>,
+    by_slot: HashMap<u32, Seid>,
+}
+
+impl UpfPlane {
+    /// Over `sessions`, with the N3 tunnels `n3` (address, tunnel index).
+    pub fn new(sessions: Sessions, n3: Vec<(IpAddr, u32)>) -> UpfPlane {
+        UpfPlane {
+            sessions,
+            n3,
+            by_seid: HashMap::new(),
+            by_slot: HashMap::new(),
+        }
+    }
+
+    /// Sends the changes made since the last call to the workers.
+    pub fn publish(&mut self) {
+        self.sessions.publish();
+    }
+
+    /// The session and PDR of slot `slot`'s Downlink Data Report.
+    pub fn report_of(&self, slot: u32) -> Option<(Seid, u16)> {
+        let seid = *self.by_slot.get(&slot)?;
+        Some((seid, self.by_seid.get(&seid)?.downlink_pdr?))
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.by_seid.is_empty()
+    }
+}
+
+impl UserPlane for UpfPlane {
+    fn apply(&mut self, change: Change<'_>) -> Result<(), Refused> {
+        match change {
+            Change::Install { seid, rules } => {
+                let (spec, downlink_pdr) = compile(rules, &self.n3).ok_or(Refused)?;
+                match self.by_seid.get_mut(&seid) {
+                    Some(e) => {
+                        self.sessions
+                            .modify(e.slot, &spec, false)
+                            .map_err(|_| Refused)?;
+                        e.downlink_pdr = downlink_pdr;
+                    }
+                    None => {
+                        let slot = self.sessions.create(&spec).map_err(|_| Refused)?;
+                        self.by_seid.insert(
+                            seid,
+                            Entry {
+                                slot,
+                                taken: Volume::default(),
+                                downlink_pdr,
+                            },
+                        );
+                        self.by_slot.insert(slot, seid);
+                    }
+                }
+                Ok(())
+            }
+            Change::Remove { seid } => {
+                if let Some(e) = self.by_seid.remove(&seid) {
+                    self.by_slot.remove(&e.slot);
+                    let _ = self.sessions.remove(e.slot);
+                }
+                Ok(())
+            }
+            Change::EndMarker { seid, old, .. } => {
+                let e = self.by_seid.get(&seid).ok_or(Refused)?;
+                let n3 = self.sessions.spec(e.slot).map(|s| s.n3).ok_or(Refused)?;
+                self.sessions.end_marker(n3, old.addr(), old.teid);
+                Ok(())
+            }
+        }
+    }
+
+    fn take_usage(&mut self, seid: Seid, _urr: u32) -> Usage {
+        let Some(e) = self.by_seid.get_mut(&seid) else {
+            return Usage::default();
+        };
+        let now = self.sessions.usage(e.slot);
+        let was = core::mem::replace(&mut e.taken, now);
+        Usage {
+            uplink_packets: now.ul_packets - was.ul_packets,
+            uplink_bytes: now.ul_bytes - was.ul_bytes,
+            downlink_packets: now.dl_packets - was.dl_packets,
+            downlink_bytes: now.dl_bytes - was.dl_bytes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+    use tep_dataplane::session::{SessionTable, WorkerLink};
+    use tep_pfcp::node::{Far, Ids, LocalFTeid, OuterHeader, Pdr, Qer, UeIp};
+
+    const N3: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    const GNB: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 9);
+
+    fn pdr(id: u16, precedence: u32, source: Interface, far: u32) -> Pdr {
+        Pdr {
+            id,
+            precedence,
+            source,
+            local: None,
+            ue_ip: None,
+            qfi: None,
+            outer_header_removal: None,
+            far,
+            qers: Ids::new(&[1]).unwrap(),
+            urrs: Ids::new(&[]).unwrap(),
+        }
+    }
+
+    /// A session as an SMF sets it up: uplink TEID 0x55 on N3, downlink
+    /// to UE 10.45.0.7 via the gNB with TEID 0x77, QFI 9.
+    fn rules(dl: node::Action) -> Rules {
+        let mut up = pdr(1, 100, Interface::ACCESS, 1);
+        up.local = Some(LocalFTeid {
+            teid: 0x55,
+            v4: Some(Ipv4Addr::new(192, 0, 2, 1)),
+            v6: None,
+        });
+        let mut down = pdr(2, 100, Interface::N6_LAN, 2);
+        down.ue_ip = Some(UeIp {
+            v4: Some(Ipv4Addr::new(10, 45, 0, 7)),
+            v6: None,
+            v6_prefix_len: 64,
+        });
+        Rules {
+            pdrs: vec![up, down],
+            fars: vec![
+                Far {
+                    id: 1,
+                    action: node::Action::Forward,
+                    destination: Some(Interface::CORE),
+                    outer: None,
+                },
+                Far {
+                    id: 2,
+                    action: dl,
+                    destination: Some(Interface::ACCESS),
+                    outer: Some(OuterHeader {
+                        teid: 0x77,
+                        v4: Some(GNB),
+                        v6: None,
+                    }),
+                },
+            ],
+            qers: vec![Qer {
+                id: 1,
+                ul_open: true,
+                dl_open: true,
+                qfi: Some(9),
+            }],
+            urrs: vec![],
+        }
+    }
+
+    #[test]
+    fn rules_compile_to_what_the_packets_need() {
+        let (spec, dl_pdr) = compile(&rules(node::Action::Forward), &[(N3, 3)]).unwrap();
+        assert_eq!(spec.n3, 3);
+        assert_eq!(
+            (spec.uplink, spec.downlink),
+            (Action::Forward, Action::Forward)
+        );
+        assert_eq!(
+            spec.uplink_keys,
+            [UplinkKey {
+                teid: 0x55,
+                qfi: None
+            }]
+        );
+        assert_eq!(spec.downlink_keys, [UeKey::V4(0x0a2d_0007)]);
+        assert_eq!(
+            (spec.peer, spec.qfi),
+            (Some((IpAddr::V4(GNB), 0x77)), Some(9))
+        );
+        assert_eq!(dl_pdr, Some(2));
+        let (spec, _) =
+            compile(&rules(node::Action::Buffer { notify_cp: true }), &[(N3, 3)]).unwrap();
+        assert_eq!(spec.downlink, Action::Buffer);
+        // A closed gate drops; an F-TEID on no N3 address is refused.
+        let mut r = rules(node::Action::Forward);
+        r.qers[0].dl_open = false;
+        assert_eq!(compile(&r, &[(N3, 3)]).unwrap().0.downlink, Action::Drop);
+        let other = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
+        assert!(compile(&r, &[(other, 3)]).is_none());
+    }
+
+    #[test]
+    fn sessions_installed_modified_reported_and_removed() {
+        let (sessions, links) = Sessions::new(16, 1, vec![false]);
+        let link: WorkerLink = links[0].clone();
+        let mut worker = SessionTable::new(link);
+        let mut up = UpfPlane::new(sessions, vec![(N3, 0)]);
+        let mut applied = Vec::new();
+        let r = rules(node::Action::Buffer { notify_cp: true });
+        up.apply(Change::Install { seid: 7, rules: &r }).unwrap();
+        up.publish();
+        worker.apply_pending(&mut applied);
+        let slot = worker.uplink(0x55, None).unwrap();
+        assert_eq!(worker.downlink(false, 0x0a2d_0007), Some(slot));
+        assert_eq!(worker.get(slot).downlink, Action::Buffer);
+        assert_eq!(up.report_of(slot), Some((7, 2)));
+        // Usage is what was counted since the last report.
+        worker.count_uplink(slot, 100);
+        worker.count_downlink(slot, 1000);
+        let u = up.take_usage(7, 1);
+        assert_eq!(
+            (u.uplink_packets, u.uplink_bytes, u.downlink_bytes),
+            (1, 100, 1000)
+        );
+        worker.count_uplink(slot, 50);
+        assert_eq!(up.take_usage(7, 1).uplink_bytes, 50);
+        // Modified to forward; an End Marker to the old peer.
+        let fwd = rules(node::Action::Forward);
+        up.apply(Change::Install {
+            seid: 7,
+            rules: &fwd,
+        })
+        .unwrap();
+        let old = fwd.fars[1].outer.unwrap();
+        up.apply(Change::EndMarker {
+            seid: 7,
+            far: 2,
+            old,
+        })
+        .unwrap();
+        up.publish();
+        worker.apply_pending(&mut applied);
+        assert_eq!(worker.get(slot).downlink, Action::Forward);
+        assert!(applied.iter().any(|c| matches!(
+            c,
+            tep_dataplane::session::Change::EndMarker { teid: 0x77, .. }
+        )));
+        up.apply(Change::Remove { seid: 7 }).unwrap();
+        up.publish();
+        worker.apply_pending(&mut applied);
+        assert_eq!(worker.uplink(0x55, None), None);
+        assert!(up.is_empty());
+        assert_eq!(up.report_of(slot), None);
+    }
+}
