@@ -12,7 +12,7 @@ use crate::config::{ChecksumMode, DontFragment, Dscp, GueRcoEncoding, Ttl, Tunne
 use crate::drop::DropReason;
 use crate::geometry::{
     complete_partial, decrement_ttl, ethernet_ip_offset, locate_ip, mac_hash, parse_ip,
-    pseudo_header, transport_pseudo, InnerLink, PROTO_UDP,
+    pseudo_header, transport_pseudo_len, InnerLink, PROTO_UDP,
 };
 use crate::icmp_error::{IcmpError, IcmpErrors};
 use crate::io::{Outer, OuterLayers};
@@ -868,57 +868,60 @@ pub fn udp_checksum(pool: &mut Pool, v: &mut PacketVector, table: &TunnelTable, 
         let m = *pool.meta(id);
         let mode = table.get(m.tunnel).checksum;
         let l4 = usize::from(m.l4);
-        let data = pool.data_mut(id);
+        let field = l4 + udp::CHECKSUM_OFFSET;
         // A super-packet encapsulated whole (tunnel GSO): its datagrams'
         // checksums are the segmenter's, which starts from the
         // pseudo-header sum (or leaves 0); the inner checksum stays
         // partial in `meta.csum`.
         let whole = m.gso.is_some();
         if mode == ChecksumMode::Zero {
-            data[l4 + udp::CHECKSUM_OFFSET..][..2].copy_from_slice(&[0, 0]);
+            pool.data_mut(id)[field..][..2].copy_from_slice(&[0, 0]);
             if !whole {
                 pool.meta_mut(id).csum = ChecksumState::Zero;
             }
             continue;
         }
+        // The datagram goes on past the buffer where a gathered segment's
+        // payload is its tail (left in the super-packet): its length and
+        // its sum are the whole datagram's.
+        let udp_len = pool.total_len(id) - l4;
+        let data = pool.data(id);
         // ip-udp-encap wrote the outer headers from this tunnel's template.
         let pseudo = match tx.get(m.tunnel as usize) {
-            Some(st) => st.outer_pseudo(data.len() - l4),
-            None => pseudo_header(data, PROTO_UDP, data.len() - l4),
+            Some(st) => st.outer_pseudo(udp_len),
+            None => pseudo_header(data, PROTO_UDP, udp_len),
         };
-        if whole {
-            data[l4 + udp::CHECKSUM_OFFSET..][..2].copy_from_slice(&pseudo.value().to_be_bytes());
-            continue;
-        }
-        let (value, state) = match mode {
-            ChecksumMode::Zero => (0, ChecksumState::Zero),
-            ChecksumMode::Offload => (
-                pseudo.value(),
-                ChecksumState::Partial {
-                    start: l4 as u16,
-                    offset: (l4 + 6) as u16,
-                },
-            ),
-            ChecksumMode::Lco => {
-                let il4 = usize::from(m.inner_l4);
-                let inner_complete = !matches!(m.csum, ChecksumState::Partial { .. });
-                match transport_pseudo(data, usize::from(m.inner_l3), il4, m.inner_proto) {
-                    Some(ip) if inner_complete => (
-                        tep_csum::local_checksum_offload(pseudo, &data[l4..il4], ip),
-                        ChecksumState::None,
-                    ),
-                    _ => (
-                        pseudo.add(Sum::of(&data[l4..])).udp_checksum(),
-                        ChecksumState::None,
-                    ),
+        let (value, state) = if whole {
+            (pseudo.value(), m.csum)
+        } else {
+            let full = |pool: &Pool| pseudo.add(pool.sum_from(id, l4)).udp_checksum();
+            match mode {
+                ChecksumMode::Offload => (
+                    pseudo.value(),
+                    ChecksumState::Partial {
+                        start: l4 as u16,
+                        offset: field as u16,
+                    },
+                ),
+                ChecksumMode::Lco => {
+                    let il4 = usize::from(m.inner_l4);
+                    let inner_complete = !matches!(m.csum, ChecksumState::Partial { .. });
+                    let inner_len = (udp_len + l4).saturating_sub(il4);
+                    let inner_l3 = usize::from(m.inner_l3);
+                    match transport_pseudo_len(data, inner_l3, il4, m.inner_proto, inner_len) {
+                        Some(ip) if inner_complete => (
+                            tep_csum::local_checksum_offload(pseudo, &data[l4..il4], ip),
+                            ChecksumState::None,
+                        ),
+                        _ => (full(pool), ChecksumState::None),
+                    }
+                }
+                ChecksumMode::Zero | ChecksumMode::Full | ChecksumMode::Remote => {
+                    (full(pool), ChecksumState::None)
                 }
             }
-            ChecksumMode::Full | ChecksumMode::Remote => (
-                pseudo.add(Sum::of(&data[l4..])).udp_checksum(),
-                ChecksumState::None,
-            ),
         };
-        data[l4 + udp::CHECKSUM_OFFSET..][..2].copy_from_slice(&value.to_be_bytes());
+        pool.data_mut(id)[field..][..2].copy_from_slice(&value.to_be_bytes());
         pool.meta_mut(id).csum = state;
     }
 }

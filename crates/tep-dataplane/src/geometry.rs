@@ -312,6 +312,18 @@ pub(crate) fn pseudo_header(ip: &[u8], proto: u8, len: usize) -> Sum {
 /// checksum that covers one (not TCP/UDP/ICMP, a fragment, or a UDP
 /// checksum of zero). ICMPv4 sums no pseudo-header: its sum is 0.
 pub(crate) fn transport_pseudo(data: &[u8], l3: usize, l4: usize, proto: u8) -> Option<Sum> {
+    transport_pseudo_len(data, l3, l4, proto, data.len().saturating_sub(l4))
+}
+
+/// [`transport_pseudo`] of a transport segment `len` bytes long, which may
+/// run past `data` (a gathered segment, whose payload is its tail).
+pub(crate) fn transport_pseudo_len(
+    data: &[u8],
+    l3: usize,
+    l4: usize,
+    proto: u8,
+    len: usize,
+) -> Option<Sum> {
     if l4 == 0 {
         return None;
     }
@@ -325,7 +337,7 @@ pub(crate) fn transport_pseudo(data: &[u8], l3: usize, l4: usize, proto: u8) -> 
         1 => return Some(Sum::from_value(0)),
         _ => return None,
     }
-    Some(pseudo_header(&data[l3..], proto, data.len() - l4))
+    Some(pseudo_header(&data[l3..], proto, len))
 }
 
 /// Where the checksum field of a TCP (6) or UDP (17) header is, from the
