@@ -11,7 +11,7 @@ use crate::buffer::{ChecksumState, PacketId, Pool};
 use crate::config::{ChecksumMode, DontFragment, Dscp, GueRcoEncoding, Ttl, TunnelConfig};
 use crate::drop::DropReason;
 use crate::geometry::{
-    complete_partial, decrement_ttl, ethernet_ip_offset, locate_ip, mac_hash, parse_ip,
+    complete_partial, decrement_ttl, ethernet_ip_offset, ip_end, locate_ip, mac_hash, parse_ip,
     pseudo_header, transport_pseudo_len, InnerLink, PROTO_UDP,
 };
 use crate::icmp_error::{IcmpError, IcmpErrors};
@@ -228,11 +228,26 @@ pub fn inner_checksum(
             return Ok(());
         }
         let (s, o) = (usize::from(start), usize::from(offset));
-        if o + 2 > pool.data(id).len() || s > o || o & 1 != (s & 1) {
+        // The checksum covers the transport segment: to the IP packet's
+        // end, not over any Ethernet padding after it (what the receiver
+        // sums, and what remote checksum offload completes to); a frame
+        // without IP, to its end.
+        let data = pool.data(id);
+        let carries_ip = !(t.kind.carries_ethernet() && m.inner_l3 == m.inner);
+        let end = if carries_ip && m.tail.is_none() {
+            ip_end(data, usize::from(m.inner_l3))
+        } else {
+            data.len()
+        };
+        if o + 2 > end || s > o || o & 1 != (s & 1) {
             return Err(DropReason::Malformed);
         }
-        // A gathered segment's payload is its tail.
-        let sum = pool.sum_from(id, s);
+        // A gathered segment's payload is its tail (and it has no padding).
+        let sum = if m.tail.is_some() {
+            pool.sum_from(id, s)
+        } else {
+            Sum::of(&data[s..end])
+        };
         complete_partial(pool.data_mut(id), s, o, sum);
         pool.meta_mut(id).csum = ChecksumState::None;
         Ok(())
