@@ -208,10 +208,11 @@ fn run(
     );
     assert_eq!(sent.len() as u64, out, "the sink got what encap_out says");
 
+    let mut all_good = true;
     for s in &sent {
-        check_sent(setup, socket, s);
+        all_good &= check_sent(setup, socket, s);
     }
-    if drops > 0 || sent.is_empty() {
+    if drops > 0 || sent.is_empty() || !all_good {
         return;
     }
 
@@ -258,8 +259,14 @@ fn run(
     }
 }
 
-/// One output of encap, dissected with tep-wire.
-fn check_sent(setup: EncapSetup, socket: bool, s: &Sent) {
+/// One output of encap, dissected with tep-wire. False for an outer
+/// checksum that does not verify where that is right: `lco` derives it
+/// from the inner checksum without reading the payload (Linux
+/// `lco_csum`), so an inner packet whose own checksum is wrong gets an
+/// outer one that is wrong too, and the peer drops it (`bad_checksum`)
+/// rather than the inner host.
+fn check_sent(setup: EncapSetup, socket: bool, s: &Sent) -> bool {
+    let mut good = true;
     let kind = setup.kind;
     let payload = if socket {
         assert_eq!(s.outer.dst_port, setup::port(kind));
@@ -267,8 +274,9 @@ fn check_sent(setup: EncapSetup, socket: bool, s: &Sent) {
         assert_eq!(s.outer.dst.is_ipv6(), setup.v6);
         &s.bytes[..]
     } else {
-        let (port, payload) =
-            setup::outer_ip_udp(&s.bytes).unwrap_or_else(|e| panic!("{e}: {}", hex(&s.bytes)));
+        let (port, payload, ok) =
+            setup::outer_ip_udp_sum(&s.bytes).unwrap_or_else(|e| panic!("{e}: {}", hex(&s.bytes)));
+        good = ok;
         assert_eq!(port, setup::port(kind));
         let l4 = s.bytes.len() - payload.len() - udp::HEADER_LEN;
         let zero = s.bytes[l4 + 6..l4 + 8] == [0, 0];
@@ -282,11 +290,22 @@ fn check_sent(setup: EncapSetup, socket: bool, s: &Sent) {
     };
     let d =
         setup::tunnel_payload(kind, payload).unwrap_or_else(|e| panic!("{e}: {}", hex(&s.bytes)));
-    if kind.carries_ethernet() {
-        setup::inner_frame(d.inner).unwrap_or_else(|e| panic!("{e}: {}", hex(&s.bytes)));
+    let l3 = if kind.carries_ethernet() {
+        setup::inner_frame(d.inner).unwrap_or_else(|e| panic!("{e}: {}", hex(&s.bytes)))
     } else {
         setup::inner_ip(d.inner).unwrap_or_else(|e| panic!("{e}: {}", hex(&s.bytes)));
+        Some(0)
+    };
+    if !good {
+        let inner_bad = l3.is_some_and(|l3| crate::decap::verified(&d.inner[l3..]).is_err());
+        assert!(
+            setup.mode == ChecksumMode::Lco && inner_bad,
+            "outer UDP checksum in mode {}: {}",
+            setup.mode,
+            hex(&s.bytes)
+        );
     }
+    good
 }
 
 /// Where the IP packet of `p` starts and ends, by tep-wire.

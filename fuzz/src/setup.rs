@@ -262,6 +262,14 @@ pub struct Dissected<'a> {
 /// checksum that verifies or is zero. Returns the UDP destination port and
 /// payload.
 pub fn outer_ip_udp(p: &[u8]) -> Result<(u16, &[u8]), String> {
+    match outer_ip_udp_sum(p)? {
+        (port, payload, true) => Ok((port, payload)),
+        _ => Err("outer UDP checksum".into()),
+    }
+}
+
+/// [`outer_ip_udp`], the checksum's verdict returned rather than checked.
+pub fn outer_ip_udp_sum(p: &[u8]) -> Result<(u16, &[u8], bool), String> {
     let (src, dst, l4) = match p.first().map(|b| b >> 4) {
         Some(4) => {
             let ip = ipv4::Packet::new_checked(p).map_err(|e| format!("outer IPv4: {e}"))?;
@@ -302,10 +310,8 @@ pub fn outer_ip_udp(p: &[u8]) -> Result<(u16, &[u8]), String> {
         (IpAddr::V6(s), IpAddr::V6(d)) => u.verify_checksum_v6(&s, &d),
         _ => unreachable!(),
     };
-    if ok == udp::ChecksumStatus::Invalid {
-        return Err("outer UDP checksum".into());
-    }
-    Ok((u.dst_port(), &l4[udp::HEADER_LEN..]))
+    let ok = ok != udp::ChecksumStatus::Invalid;
+    Ok((u.dst_port(), &l4[udp::HEADER_LEN..], ok))
 }
 
 /// The tunnel header of `kind` at the start of `payload` (a UDP payload),
