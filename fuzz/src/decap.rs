@@ -278,7 +278,7 @@ fn check_inner(kind: TunnelKind, p: &[u8], m: &PacketMeta) -> Result<(), String>
 }
 
 /// A TCP or UDP checksum marked verified verifies (tep-wire's own sum).
-pub(crate) fn verified(ip: &[u8]) -> Result<(), String> {
+fn verified(ip: &[u8]) -> Result<(), String> {
     let (src, dst, proto, t) = match ip[0] >> 4 {
         4 => {
             let p = ipv4::Packet::new_checked(ip).map_err(|e| e.to_string())?;
