@@ -239,7 +239,15 @@ pub fn inner_checksum(
         } else {
             data.len()
         };
-        if o + 2 > end || s > o || o & 1 != (s & 1) {
+        // Nor is the field inside the IP header: completing it there
+        // would overwrite the header (a virtio-net header with csum_start
+        // and csum_offset pointing into it).
+        let ip_header_end = match (carries_ip, m.inner_l4) {
+            (false, _) => 0,
+            (true, 0) => usize::from(m.inner_l3) + ipv4::HEADER_LEN,
+            (true, l4) => usize::from(l4),
+        };
+        if o + 2 > end || s > o || o & 1 != (s & 1) || o < ip_header_end {
             return Err(DropReason::Malformed);
         }
         // A gathered segment's payload is its tail (and it has no padding).

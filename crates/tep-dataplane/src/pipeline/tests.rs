@@ -1246,3 +1246,36 @@ fn inner_checksum_of_a_padded_frame_stops_at_the_ip_end() {
     );
     assert!(ph.add(tep_csum::Sum::of(tcp_seg)).verifies());
 }
+
+/// A partial checksum whose field lies inside the inner IP header (a
+/// virtio-net header with csum_start 0, csum_offset 0) is dropped as
+/// malformed: completing it overwrote the IP version, and a non-IP packet
+/// went into the tunnel (found by the encap fuzz target).
+#[test]
+fn partial_checksum_inside_the_ip_header_is_malformed() {
+    let (ca, _) = gtpu_pair(ChecksumMode::Full);
+    let mut p = Pipeline::new(&ca, ManualClock::default(), PipelineOptions::default());
+    let mut pool = Pool::new(8, SUPER_PACKET_ROOM);
+    let ip = crate::testpkt::udp(&Ip::v4(), 1, 2, &payload(0, 40, 1), Csum::Full);
+    let mut meta = crate::testpkt::meta_of(&ip, ChecksumState::None);
+    meta.csum = ChecksumState::Partial {
+        start: 0,
+        offset: 0,
+    };
+    let mut v = vector_of(&mut pool, &ip, meta);
+    let mut n = 0;
+    p.encap(&mut pool, &mut v, &mut |_, pool, o| {
+        n += o.len();
+        for &id in o.as_slice() {
+            pool.free(id);
+        }
+        o.clear();
+    });
+    assert_eq!(n, 0);
+    assert_eq!(
+        p.drops(DropReason::Malformed),
+        1,
+        "{}",
+        p.runtime().report()
+    );
+}
