@@ -224,30 +224,33 @@ pub fn inner_checksum(
             return Ok(());
         }
         let t = table.get(m.tunnel);
-        if t.checksum == ChecksumMode::Remote && rco_encodable(t.kind, start, offset) {
-            return Ok(());
-        }
         let (s, o) = (usize::from(start), usize::from(offset));
-        // The checksum covers the transport segment: to the IP packet's
-        // end, not over any Ethernet padding after it (what the receiver
-        // sums, and what remote checksum offload completes to); a frame
-        // without IP, to its end.
-        let data = pool.data(id);
+        // The field is not inside the IP header: completing it there, here
+        // or by the peer (RCO), would overwrite the header (a virtio-net
+        // header with csum_start and csum_offset pointing into it).
         let carries_ip = !(t.kind.carries_ethernet() && m.inner_l3 == m.inner);
-        let end = if carries_ip && m.tail.is_none() {
-            ip_end(data, usize::from(m.inner_l3))
-        } else {
-            data.len()
-        };
-        // Nor is the field inside the IP header: completing it there
-        // would overwrite the header (a virtio-net header with csum_start
-        // and csum_offset pointing into it).
         let ip_header_end = match (carries_ip, m.inner_l4) {
             (false, _) => 0,
             (true, 0) => usize::from(m.inner_l3) + ipv4::HEADER_LEN,
             (true, l4) => usize::from(l4),
         };
-        if o + 2 > end || s > o || o & 1 != (s & 1) || o < ip_header_end {
+        if o < ip_header_end {
+            return Err(DropReason::Malformed);
+        }
+        if t.checksum == ChecksumMode::Remote && rco_encodable(t.kind, start, offset) {
+            return Ok(());
+        }
+        // The checksum covers the transport segment: to the IP packet's
+        // end, not over any Ethernet padding after it (what the receiver
+        // sums, and what remote checksum offload completes to); a frame
+        // without IP, to its end.
+        let data = pool.data(id);
+        let end = if carries_ip && m.tail.is_none() {
+            ip_end(data, usize::from(m.inner_l3))
+        } else {
+            data.len()
+        };
+        if o + 2 > end || s > o || o & 1 != (s & 1) {
             return Err(DropReason::Malformed);
         }
         // A gathered segment's payload is its tail (and it has no padding).

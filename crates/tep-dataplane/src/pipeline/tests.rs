@@ -1279,3 +1279,50 @@ fn partial_checksum_inside_the_ip_header_is_malformed() {
         p.runtime().report()
     );
 }
+
+/// The same through remote checksum offload: a VXLAN `remote` tunnel
+/// left a field at the frame's offset 16 (the inner IP total length) to
+/// the peer, which overwrote it (found by the encap fuzz target,
+/// fuzz/seeds/encap/crash-3).
+#[test]
+fn partial_checksum_inside_the_ip_header_is_not_sent_as_rco() {
+    let a = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1));
+    let b = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2));
+    let mut t = TunnelConfig::new("t", TunnelKind::Vxlan, a, b);
+    t.vni = 5;
+    t.checksum = ChecksumMode::Remote;
+    let config = Config {
+        tunnels: vec![t],
+        ..Config::default()
+    };
+    let options = PipelineOptions {
+        inner_link: InnerLink::Ethernet,
+        ..PipelineOptions::default()
+    };
+    let mut p = Pipeline::new(&config, ManualClock::default(), options);
+    let mut pool = Pool::new(8, SUPER_PACKET_ROOM);
+    let ip = tcp(&Ip::v4(), &Tcp::new(), &payload(0, 64, 2), Csum::Partial);
+    let mut f = vec![2, 0, 0, 0, 0, 0xbb, 2, 0, 0, 0, 0, 0xaa, 0x08, 0x00];
+    f.extend_from_slice(&ip);
+    let mut meta = crate::testpkt::meta_of(&f, ChecksumState::None);
+    meta.csum = ChecksumState::Partial {
+        start: 0,
+        offset: 16,
+    };
+    let mut v = vector_of(&mut pool, &f, meta);
+    let mut n = 0;
+    p.encap(&mut pool, &mut v, &mut |_, pool, o| {
+        n += o.len();
+        for &id in o.as_slice() {
+            pool.free(id);
+        }
+        o.clear();
+    });
+    assert_eq!(n, 0);
+    assert_eq!(
+        p.drops(DropReason::Malformed),
+        1,
+        "{}",
+        p.runtime().report()
+    );
+}
