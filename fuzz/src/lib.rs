@@ -1,6 +1,9 @@
-//! Fuzz bodies for tep-wire, one per parser, and for tep-pfcp (`pfcp`,
-//! in its own module).
+//! Fuzz bodies: one per tep-wire parser, tep-pfcp's (`pfcp`, in its own
+//! module), and the dataplane's pipelines ([`decap()`], [`encap()`]), its
+//! config parser ([`config()`]) and tep's capture reader ([`capture()`]),
+//! each checking invariants.
 //!
+//! The tep-wire bodies:
 //! Each body runs `new_checked` on the input and, if it accepts the bytes,
 //! every getter, the iterators and `Repr::parse`. When the parse succeeds it
 //! emits the repr into a fresh buffer (plus the original payload where the
@@ -23,6 +26,24 @@ use tep_wire::{
     ethernet, geneve, gre, gtpu, gue, icmpv4, icmpv6, ipv4, ipv6, tcp, udp, vxlan, IpProtocol,
 };
 
+mod capture;
+mod config;
+mod decap;
+mod encap;
+pub mod setup;
+
+pub use capture::capture;
+pub use config::config;
+pub use decap::decap;
+pub use encap::encap;
+
+/// The decap target's control byte and the encap target's input, for the
+/// seed generator and tests.
+pub mod input {
+    pub use crate::decap::{COMPLETED, GATHER, SOCKET, STATED, TRAIN, TRUSTED};
+    pub use crate::encap::input as encap;
+}
+
 /// A fuzz body: any bytes in, a panic on a bug.
 pub type Body = fn(&[u8]);
 
@@ -42,6 +63,10 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("geneve", geneve),
     ("gtpu", gtpu),
     ("pfcp", pfcp),
+    ("decap", decap),
+    ("encap", encap),
+    ("config", config),
+    ("capture", capture),
 ];
 
 /// Defines a fuzz target's entry point from a body: libFuzzer's under

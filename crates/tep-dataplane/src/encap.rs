@@ -11,8 +11,8 @@ use crate::buffer::{ChecksumState, PacketId, Pool};
 use crate::config::{ChecksumMode, DontFragment, Dscp, GueRcoEncoding, Ttl, TunnelConfig};
 use crate::drop::DropReason;
 use crate::geometry::{
-    complete_partial, decrement_ttl, ethernet_ip_offset, locate_ip, mac_hash, parse_ip,
-    pseudo_header, transport_pseudo, InnerLink, PROTO_UDP,
+    complete_partial, decrement_ttl, ethernet_ip_offset, ip_end, locate_ip, mac_hash, parse_ip,
+    pseudo_header, transport_pseudo_len, InnerLink, PROTO_UDP,
 };
 use crate::icmp_error::{IcmpError, IcmpErrors};
 use crate::io::{Outer, OuterLayers};
@@ -225,15 +225,41 @@ pub fn inner_checksum(
             return Ok(());
         }
         let t = table.get(m.tunnel);
+        let (s, o) = (usize::from(start), usize::from(offset));
+        // The field is not inside the IP header: completing it there, here
+        // or by the peer (RCO), would overwrite the header (a virtio-net
+        // header with csum_start and csum_offset pointing into it).
+        let carries_ip = !(t.kind.carries_ethernet() && m.inner_l3 == m.inner);
+        let ip_header_end = match (carries_ip, m.inner_l4) {
+            (false, _) => 0,
+            (true, 0) => usize::from(m.inner_l3) + ipv4::HEADER_LEN,
+            (true, l4) => usize::from(l4),
+        };
+        if o < ip_header_end {
+            return Err(DropReason::Malformed);
+        }
         if t.checksum == ChecksumMode::Remote && rco_encodable(t.kind, start, offset) {
             return Ok(());
         }
-        let (s, o) = (usize::from(start), usize::from(offset));
-        if o + 2 > pool.data(id).len() || s > o || o & 1 != (s & 1) {
+        // The checksum covers the transport segment: to the IP packet's
+        // end, not over any Ethernet padding after it (what the receiver
+        // sums, and what remote checksum offload completes to); a frame
+        // without IP, to its end.
+        let data = pool.data(id);
+        let end = if carries_ip && m.tail.is_none() {
+            ip_end(data, usize::from(m.inner_l3))
+        } else {
+            data.len()
+        };
+        if o + 2 > end || s > o || o & 1 != (s & 1) {
             return Err(DropReason::Malformed);
         }
-        // A gathered segment's payload is its tail.
-        let sum = pool.sum_from(id, s);
+        // A gathered segment's payload is its tail (and it has no padding).
+        let sum = if m.tail.is_some() {
+            pool.sum_from(id, s)
+        } else {
+            Sum::of(&data[s..end])
+        };
         complete_partial(pool.data_mut(id), s, o, sum);
         pool.meta_mut(id).csum = ChecksumState::None;
         Ok(())
@@ -917,57 +943,60 @@ pub(crate) fn udp_checksum(
         let mode = table.get(m.tunnel).checksum;
         let txi = select.index(pool, id);
         let l4 = usize::from(m.l4);
-        let data = pool.data_mut(id);
+        let field = l4 + udp::CHECKSUM_OFFSET;
         // A super-packet encapsulated whole (tunnel GSO): its datagrams'
         // checksums are the segmenter's, which starts from the
         // pseudo-header sum (or leaves 0); the inner checksum stays
         // partial in `meta.csum`.
         let whole = m.gso.is_some();
         if mode == ChecksumMode::Zero {
-            data[l4 + udp::CHECKSUM_OFFSET..][..2].copy_from_slice(&[0, 0]);
+            pool.data_mut(id)[field..][..2].copy_from_slice(&[0, 0]);
             if !whole {
                 pool.meta_mut(id).csum = ChecksumState::Zero;
             }
             continue;
         }
+        // The datagram goes on past the buffer where a gathered segment's
+        // payload is its tail (left in the super-packet): its length and
+        // its sum are the whole datagram's.
+        let udp_len = pool.total_len(id) - l4;
+        let data = pool.data(id);
         // ip-udp-encap wrote the outer headers from this tunnel's template.
         let pseudo = match tx.get(txi) {
-            Some(st) => st.outer_pseudo(data.len() - l4),
-            None => pseudo_header(data, PROTO_UDP, data.len() - l4),
+            Some(st) => st.outer_pseudo(udp_len),
+            None => pseudo_header(data, PROTO_UDP, udp_len),
         };
-        if whole {
-            data[l4 + udp::CHECKSUM_OFFSET..][..2].copy_from_slice(&pseudo.value().to_be_bytes());
-            continue;
-        }
-        let (value, state) = match mode {
-            ChecksumMode::Zero => (0, ChecksumState::Zero),
-            ChecksumMode::Offload => (
-                pseudo.value(),
-                ChecksumState::Partial {
-                    start: l4 as u16,
-                    offset: (l4 + 6) as u16,
-                },
-            ),
-            ChecksumMode::Lco => {
-                let il4 = usize::from(m.inner_l4);
-                let inner_complete = !matches!(m.csum, ChecksumState::Partial { .. });
-                match transport_pseudo(data, usize::from(m.inner_l3), il4, m.inner_proto) {
-                    Some(ip) if inner_complete => (
-                        tep_csum::local_checksum_offload(pseudo, &data[l4..il4], ip),
-                        ChecksumState::None,
-                    ),
-                    _ => (
-                        pseudo.add(Sum::of(&data[l4..])).udp_checksum(),
-                        ChecksumState::None,
-                    ),
+        let (value, state) = if whole {
+            (pseudo.value(), m.csum)
+        } else {
+            let full = |pool: &Pool| pseudo.add(pool.sum_from(id, l4)).udp_checksum();
+            match mode {
+                ChecksumMode::Offload => (
+                    pseudo.value(),
+                    ChecksumState::Partial {
+                        start: l4 as u16,
+                        offset: field as u16,
+                    },
+                ),
+                ChecksumMode::Lco => {
+                    let il4 = usize::from(m.inner_l4);
+                    let inner_complete = !matches!(m.csum, ChecksumState::Partial { .. });
+                    let inner_len = (udp_len + l4).saturating_sub(il4);
+                    let inner_l3 = usize::from(m.inner_l3);
+                    match transport_pseudo_len(data, inner_l3, il4, m.inner_proto, inner_len) {
+                        Some(ip) if inner_complete => (
+                            tep_csum::local_checksum_offload(pseudo, &data[l4..il4], ip),
+                            ChecksumState::None,
+                        ),
+                        _ => (full(pool), ChecksumState::None),
+                    }
+                }
+                ChecksumMode::Zero | ChecksumMode::Full | ChecksumMode::Remote => {
+                    (full(pool), ChecksumState::None)
                 }
             }
-            ChecksumMode::Full | ChecksumMode::Remote => (
-                pseudo.add(Sum::of(&data[l4..])).udp_checksum(),
-                ChecksumState::None,
-            ),
         };
-        data[l4 + udp::CHECKSUM_OFFSET..][..2].copy_from_slice(&value.to_be_bytes());
+        pool.data_mut(id)[field..][..2].copy_from_slice(&value.to_be_bytes());
         pool.meta_mut(id).csum = state;
     }
 }

@@ -73,18 +73,24 @@ const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 
 /// Reads every frame of a pcap or pcapng file, calling `each` in order.
 /// Frames read before a corrupt record are delivered before the error.
-pub fn read_frames(path: &Path, mut each: impl FnMut(Frame)) -> Result<(), CaptureError> {
+pub fn read_frames(path: &Path, each: impl FnMut(Frame)) -> Result<(), CaptureError> {
     let mut bytes = Vec::new();
     std::fs::File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
         .map_err(CaptureError::Io)?;
+    read_frames_from(&bytes, each)
+}
+
+/// [`read_frames`] of a capture already in memory (the fuzz target's
+/// entry: any bytes in, frames or a [`CaptureError`] out, never a panic).
+pub fn read_frames_from(bytes: &[u8], mut each: impl FnMut(Frame)) -> Result<(), CaptureError> {
     let magic: [u8; 4] = bytes
         .get(..4)
         .and_then(|m| m.try_into().ok())
         .ok_or(CaptureError::NotACapture)?;
     let corrupt = |e: pcap_file::PcapError| CaptureError::Corrupt(e.to_string());
     if PCAP_MAGICS.contains(&magic) {
-        let mut reader = PcapReader::new(&bytes[..]).map_err(corrupt)?;
+        let mut reader = PcapReader::new(bytes).map_err(corrupt)?;
         let header = reader.header();
         let link = Link::from(header.datalink);
         let frac_ns = match header.ts_resolution {
@@ -108,7 +114,7 @@ pub fn read_frames(path: &Path, mut each: impl FnMut(Frame)) -> Result<(), Captu
         }
         Ok(())
     } else if magic == PCAPNG_MAGIC {
-        let mut reader = PcapNgReader::new(&bytes[..]).map_err(corrupt)?;
+        let mut reader = PcapNgReader::new(bytes).map_err(corrupt)?;
         // Interface ids index the description blocks of the section.
         let mut links = Vec::new();
         let mut n = 0usize;

@@ -1,7 +1,6 @@
 //! tep: a userspace tunnel endpoint for UDP encapsulations.
 
 mod bench;
-mod capture;
 mod daemon;
 mod decode;
 mod gateway;

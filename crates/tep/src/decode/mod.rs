@@ -11,10 +11,10 @@ mod ports;
 pub use dissect::{dissect, Dissection};
 pub use ports::PortMap;
 
-use crate::capture::{read_frames, CaptureError, Frame};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::Path;
+use tep::capture::{read_frames, CaptureError, Frame};
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
