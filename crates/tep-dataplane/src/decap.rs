@@ -623,6 +623,18 @@ fn verify_one(
             return Err(DropReason::BadRemoteChecksum);
         }
         let (il3, il4) = (usize::from(m.inner_l3), usize::from(m.inner_l4));
+        // The field written must lie past the headers decap parsed and the
+        // sink relies on: a checksum completed into the inner Ethernet or
+        // IP header (its length, say) would deliver a packet that is not
+        // the one checked.
+        let headers_end = match (il4, ethernet && il3 == usize::from(m.inner)) {
+            (0, true) => usize::from(m.inner) + 14,
+            (0, false) => ip_end(data, il3),
+            _ => il4,
+        };
+        if offset < headers_end {
+            return Err(DropReason::BadRemoteChecksum);
+        }
         if inner_partial
             && datagram.is_none()
             && outer_good

@@ -494,6 +494,23 @@ mod tests {
         );
     }
 
+    /// A UDP datagram shorter than its IP payload (bytes after it inside
+    /// the IP length): no pseudo-header sum over the IP length is taken for
+    /// its checksum, so no partial checksum is recognised and none verifies.
+    #[test]
+    fn a_udp_datagram_shorter_than_its_ip_payload_holds_no_pseudo_sum() {
+        use crate::testpkt::{udp, Csum, Ip};
+        let mut p = udp(&Ip::v4(), 1000, 2000, b"datagram", Csum::Full);
+        let pseudo = transport_pseudo(&p, 0, 20, 17).unwrap();
+        p[26..28].copy_from_slice(&pseudo.value().to_be_bytes());
+        assert!(holds_pseudo_sum(&p, 0, 20, 17));
+        // The UDP length says 4 bytes fewer than the IP payload holds.
+        let ulen = u16::from_be_bytes([p[24], p[25]]) - 4;
+        p[24..26].copy_from_slice(&ulen.to_be_bytes());
+        assert_eq!(transport_pseudo(&p, 0, 20, 17), None);
+        assert!(!holds_pseudo_sum(&p, 0, 20, 17));
+    }
+
     #[test]
     fn ttl_decrements_with_the_header_checksum_until_it_runs_out() {
         let mut p = tcp4();

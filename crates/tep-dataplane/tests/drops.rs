@@ -766,6 +766,26 @@ fn bad_remote_checksum_offset_past_the_end() {
     );
 }
 
+/// An RCO checksum field inside the inner headers (here VXLAN's start 0,
+/// TCP offset 16: the inner IPv4 total length) would overwrite what decap
+/// parsed and checked; found by the decap fuzz target (seeds/decap/crash-2).
+#[test]
+fn bad_remote_checksum_field_in_the_inner_headers() {
+    let (c, mut p) = vxlan();
+    let at = udp_payload_offset(&p);
+    accepted(&c, InnerLink::Ethernet, &p);
+    p[at + 1] |= 0x20; // RCO
+    p[at + 7] = 0; // start 0 (the inner Ethernet header), TCP: offset 16
+    fix_udp_checksum(&mut p);
+    decap_drop(
+        &c,
+        InnerLink::Ethernet,
+        &[p],
+        DropReason::BadRemoteChecksum,
+        "udp-checksum-verify",
+    );
+}
+
 // ------------------------------------------------------------ decap-output
 
 #[test]
