@@ -1,7 +1,7 @@
 //! Reading capture files (pcap and pcapng) into frames.
 
-use pcap_file::pcap::PcapReader;
-use pcap_file::pcapng::{Block, PcapNgReader};
+use pcap_file::pcap::PcapParser;
+use pcap_file::pcapng::{Block, PcapNgParser};
 use pcap_file::{DataLink, TsResolution};
 use std::fmt;
 use std::io::Read;
@@ -90,8 +90,10 @@ pub fn read_frames_from(bytes: &[u8], mut each: impl FnMut(Frame)) -> Result<(),
         .ok_or(CaptureError::NotACapture)?;
     let corrupt = |e: pcap_file::PcapError| CaptureError::Corrupt(e.to_string());
     if PCAP_MAGICS.contains(&magic) {
-        let mut reader = PcapReader::new(bytes).map_err(corrupt)?;
-        let header = reader.header();
+        // The slice parsers, not the readers: the file is in memory, and a
+        // reader zeroes an 8 MB buffer of its own for every file.
+        let (mut rest, parser) = PcapParser::new(bytes).map_err(corrupt)?;
+        let header = parser.header();
         let link = Link::from(header.datalink);
         let frac_ns = match header.ts_resolution {
             TsResolution::MicroSecond => 1_000,
@@ -101,9 +103,12 @@ pub fn read_frames_from(bytes: &[u8], mut each: impl FnMut(Frame)) -> Result<(),
         // original length exceeds the snap length, which is exactly what a
         // capture with a short snap length holds (the kernel captures here).
         let mut n = 0usize;
-        while let Some(p) = reader.next_raw_packet() {
+        while !rest.is_empty() {
             n += 1;
-            let p = p.map_err(|e| CaptureError::Corrupt(format!("frame {n}: {e}")))?;
+            let (r, p) = parser
+                .next_raw_packet(rest)
+                .map_err(|e| CaptureError::Corrupt(format!("frame {n}: {e}")))?;
+            rest = r;
             each(Frame {
                 timestamp: Duration::from_secs(p.ts_sec.into())
                     + Duration::from_nanos(u64::from(p.ts_frac) * frac_ns),
@@ -114,13 +119,16 @@ pub fn read_frames_from(bytes: &[u8], mut each: impl FnMut(Frame)) -> Result<(),
         }
         Ok(())
     } else if magic == PCAPNG_MAGIC {
-        let mut reader = PcapNgReader::new(bytes).map_err(corrupt)?;
+        let (mut rest, mut parser) = PcapNgParser::new(bytes).map_err(corrupt)?;
         // Interface ids index the description blocks of the section.
         let mut links = Vec::new();
         let mut n = 0usize;
-        while let Some(block) = reader.next_block() {
+        while !rest.is_empty() {
             n += 1;
-            let block = block.map_err(|e| CaptureError::Corrupt(format!("block {n}: {e}")))?;
+            let (r, block) = parser
+                .next_block(rest)
+                .map_err(|e| CaptureError::Corrupt(format!("block {n}: {e}")))?;
+            rest = r;
             let frame = match block {
                 Block::InterfaceDescription(i) => {
                     links.push(Link::from(i.linktype));
