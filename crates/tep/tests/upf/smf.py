@@ -1,0 +1,852 @@
+#!/usr/bin/python3
+"""An SMF, two gNBs and a data-network host around tep as a 5G UPF
+(crates/tep/tests/upf.rs): the other ends of N4 (PFCP), N3 (GTP-U) and N6.
+
+Every PFCP message is built and dissected by scapy's contrib/pfcp.py, every
+G-PDU by contrib/gtp.py (GTP_U_Header, GTPPDUSessionContainer) around
+scapy's IP/UDP; the bytes are only cut by hand where a message must be
+malformed. tep-pfcp is checked against the same scapy module in
+crates/tep-pfcp/tests/scapy.rs; this process checks the daemon that runs
+it: what the SMF's requests do to packets.
+
+Usage: smf.py CONFIG.json, started inside the RAN namespace. The config:
+  dn_ns       the data network's namespace (the N6 socket is opened there)
+  upf         tep's N3 and N4 address
+  node_id     the Node ID tep must answer with (an FQDN)
+  smf         the SMF's address (N4, port 8805), in the RAN namespace
+  gnbs        [address, address]: two gNBs' N3 addresses (port 2152)
+  dn          the data-network host's address, dn_port its UDP port
+  ue_base     the first UE address; session i has ue_base + i
+  buffer_packets  tep's [pfcp] buffer_packets
+  deadline    seconds after which it gives up whatever happens
+
+It prints {"ready": true} once its sockets are open, then runs one command
+per line of stdin ({"run": NAME, ...}) and prints one JSON line per
+command: {"run": NAME, "ok": true, ...numbers}. On a mismatch it prints
+{"run": NAME, "ok": false, "error": WHAT} and exits 1. stdin closed: exit 0.
+"""
+
+import ctypes
+import json
+import os
+import select
+import socket
+import struct
+import sys
+import time
+
+from scapy.contrib.gtp import GTPHeader, GTPPDUSessionContainer, GTP_U_Header
+from scapy.contrib.pfcp import (
+    PFCP,
+    IE_ApplyAction,
+    IE_Cause,
+    IE_CreatedPDR,
+    IE_CreateFAR,
+    IE_CreatePDR,
+    IE_CreateQER,
+    IE_CreateURR,
+    IE_DestinationInterface,
+    IE_DownlinkDataReport,
+    IE_FailedRuleId,
+    IE_FAR_Id,
+    IE_ForwardingParameters,
+    IE_FSEID,
+    IE_FTEID,
+    IE_GateStatus,
+    IE_MeasurementMethod,
+    IE_NetworkInstance,
+    IE_NodeId,
+    IE_OffendingIE,
+    IE_OuterHeaderCreation,
+    IE_OuterHeaderRemoval,
+    IE_PDI,
+    IE_PDNType,
+    IE_PDR_Id,
+    IE_PFCPSMReqFlags,
+    IE_Precedence,
+    IE_QER_Id,
+    IE_QFI,
+    IE_QueryURR,
+    IE_RecoveryTimeStamp,
+    IE_ReportingTriggers,
+    IE_ReportType,
+    IE_SourceInterface,
+    IE_UE_IP_Address,
+    IE_UPFunctionFeatures,
+    IE_UpdateFAR,
+    IE_UpdateForwardingParameters,
+    IE_UR_SEQN,
+    IE_URR_Id,
+    IE_UsageReport_SDR,
+    IE_UsageReport_SMR,
+    IE_UsageReportTrigger,
+    IE_VolumeMeasurement,
+    PFCPAssociationSetupRequest,
+    PFCPHeartbeatRequest,
+    PFCPHeartbeatResponse,
+    PFCPSessionDeletionRequest,
+    PFCPSessionEstablishmentRequest,
+    PFCPSessionModificationRequest,
+    PFCPSessionReportResponse,
+)
+from scapy.layers.inet import IP, UDP
+from scapy.packet import Raw
+
+PFCP_PORT = 8805
+GTPU_PORT = 2152
+CLONE_NEWNET = 0x40000000
+# Seconds from 1900 (the Recovery Time Stamp's epoch) to 1970.
+NTP_UNIX = 2208988800
+QFI = 9
+# Message types (TS 29.244 Table 7.3-1) this SMF sees.
+HEARTBEAT_REQUEST, HEARTBEAT_RESPONSE = 1, 2
+ASSOCIATION_SETUP_RESPONSE = 6
+ESTABLISHMENT_RESPONSE, MODIFICATION_RESPONSE, DELETION_RESPONSE = 51, 53, 55
+REPORT_REQUEST = 56
+# Causes (§8.2.1).
+ACCEPTED, NOT_FOUND, IE_MISSING, INVALID_LENGTH, RULE_FAILURE = 1, 65, 66, 68, 73
+
+
+class Mismatch(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Mismatch(what)
+
+
+def enter_netns(path):
+    """setns(2) into the network namespace at `path` (Python 3.11 has no
+    os.setns): sockets opened afterwards live there, and keep living there
+    after switching back."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "setns %s: %s" % (path, os.strerror(e)))
+    finally:
+        os.close(fd)
+
+
+def udp_socket(addr, port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    # A thousand datagrams may arrive before the loop reads them.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
+    s.bind((addr, port))
+    s.setblocking(False)
+    return s
+
+
+def ies(msg, cls):
+    return [ie for ie in (getattr(msg, "IE_list", None) or []) if isinstance(ie, cls)]
+
+
+def one_ie(msg, cls, where):
+    found = ies(msg, cls)
+    check(len(found) == 1, "%s: %d %s IEs, want 1: %r" % (where, len(found), cls.__name__, msg))
+    return found[0]
+
+
+def ipv4_add(base, n):
+    return socket.inet_ntoa(struct.pack("!I", struct.unpack("!I", socket.inet_aton(base))[0] + n))
+
+
+def volume(vm):
+    """(bytes total, up, down; packets total, up, down) of a Volume
+    Measurement. scapy 2.5 knows only the volume flags of octet 5 (TOVOL,
+    ULVOL, DLVOL): the packet-count flags of Release 15 (TONOP bit 4,
+    ULNOP bit 5, DLNOP bit 6) land in its `spare` bits and their 8-octet
+    counts in extra_data, in that order (TS 29.244 §8.2.40)."""
+    check(vm.TOVOL and vm.ULVOL and vm.DLVOL, "volume flags %r" % vm)
+    nop = vm.spare & 0x7
+    check(nop == 0x7, "packet count flags 0x%x (want TONOP, ULNOP, DLNOP)" % nop)
+    extra = bytes(vm.extra_data or b"")
+    check(len(extra) == 24, "%d octets of packet counts, want 24" % len(extra))
+    tp, up, dp = struct.unpack("!QQQ", extra)
+    return (vm.total, vm.uplink, vm.downlink, tp, up, dp)
+
+
+class Session:
+    def __init__(self, index, cfg, gnb):
+        self.index = index
+        self.ue = ipv4_add(cfg["ue_base"], index)
+        self.cp_seid = 0x5000_0000 + index
+        self.dl_teid = 0x0100_0000 + index
+        self.gnb = gnb
+        self.up_seid = None
+        self.ul_teid = None
+        # What tep must have counted since the last usage report: inner
+        # packets delivered, and their bytes.
+        self.ul = [0, 0]
+        self.dl = [0, 0]
+        self.port = 10000 + index % 50000
+
+
+class Lab:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.upf = cfg["upf"]
+        self.smf = cfg["smf"]
+        self.gnbs = cfg["gnbs"]
+        self.dn = cfg["dn"]
+        self.dn_port = cfg["dn_port"]
+        self.deadline = time.monotonic() + cfg["deadline"]
+        self.recovery = int(time.time()) + NTP_UNIX
+        self.seq = 100
+        self.sessions = {}
+        # PFCP responses by sequence number: (bytes, dissected).
+        self.responses = {}
+        # Session Report Requests from tep, unanswered.
+        self.reports = []
+        self.heartbeats_answered = 0
+        self.retransmissions = 0
+        self.tep_recovery = None
+        here = "/proc/self/ns/net"
+        home = os.open(here, os.O_RDONLY)
+        enter_netns("/var/run/netns/" + cfg["dn_ns"])
+        self.dn_sock = udp_socket(self.dn, self.dn_port)
+        libc = ctypes.CDLL(None, use_errno=True)
+        check(libc.setns(home, CLONE_NEWNET) == 0, "setns back")
+        os.close(home)
+        self.n4 = udp_socket(self.smf, PFCP_PORT)
+        self.gnb_socks = [udp_socket(a, GTPU_PORT) for a in self.gnbs]
+
+    # -- PFCP ---------------------------------------------------------------
+
+    def next_seq(self):
+        self.seq += 1
+        return self.seq
+
+    def left(self):
+        t = self.deadline - time.monotonic()
+        check(t > 0, "deadline passed")
+        return t
+
+    def pump(self, timeout):
+        """Reads what tep sent on N4 within `timeout`: responses are kept by
+        sequence number, its Heartbeat Requests answered, its Session Report
+        Requests queued."""
+        r, _, _ = select.select([self.n4], [], [], max(0, min(timeout, self.left())))
+        while r:
+            try:
+                data, src = self.n4.recvfrom(65535)
+            except BlockingIOError:
+                return
+            check(src == (self.upf, PFCP_PORT), "PFCP from %r" % (src,))
+            p = PFCP(data)
+            t = p.message_type
+            if t == HEARTBEAT_REQUEST:
+                ts = one_ie(p.payload, IE_RecoveryTimeStamp, "tep's Heartbeat Request")
+                if self.tep_recovery is not None:
+                    check(ts.timestamp == self.tep_recovery, "tep's Recovery Time Stamp changed")
+                rsp = PFCP(version=1, S=0, seq=p.seq) / PFCPHeartbeatResponse(
+                    IE_list=[IE_RecoveryTimeStamp(timestamp=self.recovery)]
+                )
+                self.n4.sendto(bytes(rsp), src)
+                self.heartbeats_answered += 1
+            elif t == REPORT_REQUEST:
+                self.reports.append((data, p))
+            else:
+                self.responses.setdefault(p.seq, []).append((data, p))
+            r, _, _ = select.select([self.n4], [], [], 0)
+
+    def exchange(self, msgs, window=64, resend=2.0):
+        """Sends requests [(seq, bytes)], at most `window` unanswered at a
+        time, each resent after `resend` s (same bytes, same sequence
+        number) until answered; returns {seq: (bytes, dissected)}."""
+        todo = list(reversed(msgs))
+        out = {}
+        flight = {}
+        while todo or flight:
+            while todo and len(flight) < window:
+                seq, b = todo.pop()
+                self.n4.sendto(b, (self.upf, PFCP_PORT))
+                flight[seq] = (b, time.monotonic())
+            self.pump(0.05)
+            now = time.monotonic()
+            for seq in list(flight):
+                got = self.responses.pop(seq, None)
+                if got:
+                    check(len(got) == 1, "seq %d answered %d times" % (seq, len(got)))
+                    out[seq] = got[0]
+                    del flight[seq]
+                elif now - flight[seq][1] > resend:
+                    self.n4.sendto(flight[seq][0], (self.upf, PFCP_PORT))
+                    flight[seq] = (flight[seq][0], now)
+                    self.retransmissions += 1
+        return out
+
+    def request(self, pkt):
+        seq = pkt.seq
+        return self.exchange([(seq, bytes(pkt))])[seq]
+
+    def header(self, seid=None):
+        seq = self.next_seq()
+        if seid is None:
+            return PFCP(version=1, S=0, seq=seq)
+        return PFCP(version=1, S=1, seid=seid, seq=seq)
+
+    def expect_response(self, got, mtype, seid, cause, where):
+        data, p = got
+        check(p.version == 1, "%s: version %d" % (where, p.version))
+        check(p.message_type == mtype, "%s: message type %d, want %d" % (where, p.message_type, mtype))
+        check(p.length == len(data) - 4, "%s: length %d of %d octets" % (where, p.length, len(data)))
+        if seid is None:
+            check(p.S == 0, "%s: S=1 on a node message" % where)
+        else:
+            check(p.S == 1 and p.seid == seid, "%s: SEID %r, want 0x%x" % (where, p.seid if p.S else None, seid))
+        c = one_ie(p.payload, IE_Cause, where).cause
+        check(c == cause, "%s: cause %d, want %d" % (where, c, cause))
+        return p.payload
+
+    # -- PFCP messages --------------------------------------------------------
+
+    def establishment(self, s, far_for_dl=2, with_fseid=True):
+        """A PDU session as an SMF sets it up: uplink PDR 1 (F-TEID CHOOSE,
+        QFI, outer header removal), downlink PDR 2 (UE address), FAR 1 to
+        the core, FAR 2 to the gNB with outer header creation, QER 1 with
+        the QFI, URR 1 measuring volume."""
+        body = [IE_NodeId(id_type="IPv4", ipv4=self.smf)]
+        if with_fseid:
+            body.append(IE_FSEID(v4=1, seid=s.cp_seid, ipv4=self.smf))
+        body += [
+            IE_CreatePDR(IE_list=[
+                IE_PDR_Id(id=1),
+                IE_Precedence(precedence=200),
+                IE_PDI(IE_list=[
+                    IE_SourceInterface(interface="Access"),
+                    IE_FTEID(CH=1, V4=1),
+                    IE_NetworkInstance(instance="internet"),
+                    IE_QFI(QFI=QFI),
+                ]),
+                IE_OuterHeaderRemoval(header="GTP-U/UDP/IPv4"),
+                IE_FAR_Id(id=1),
+                IE_URR_Id(id=1),
+                IE_QER_Id(id=1),
+            ]),
+            IE_CreatePDR(IE_list=[
+                IE_PDR_Id(id=2),
+                IE_Precedence(precedence=200),
+                IE_PDI(IE_list=[
+                    IE_SourceInterface(interface="Core"),
+                    IE_NetworkInstance(instance="internet"),
+                    IE_UE_IP_Address(SD=1, V4=1, ipv4=s.ue),
+                ]),
+                IE_FAR_Id(id=far_for_dl),
+                IE_URR_Id(id=1),
+                IE_QER_Id(id=1),
+            ]),
+            IE_CreateFAR(IE_list=[
+                IE_FAR_Id(id=1),
+                IE_ApplyAction(FORW=1),
+                IE_ForwardingParameters(IE_list=[
+                    IE_DestinationInterface(interface="Core"),
+                    IE_NetworkInstance(instance="internet"),
+                ]),
+            ]),
+            IE_CreateFAR(IE_list=[
+                IE_FAR_Id(id=2),
+                IE_ApplyAction(FORW=1),
+                IE_ForwardingParameters(IE_list=[
+                    IE_DestinationInterface(interface="Access"),
+                    IE_NetworkInstance(instance="internet"),
+                    IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=s.dl_teid, ipv4=s.gnb),
+                ]),
+            ]),
+            IE_CreateURR(IE_list=[
+                IE_URR_Id(id=1),
+                IE_MeasurementMethod(VOLUM=1),
+                IE_ReportingTriggers(),
+            ]),
+            IE_CreateQER(IE_list=[
+                IE_QER_Id(id=1),
+                IE_GateStatus(ul="OPEN", dl="OPEN"),
+                IE_QFI(QFI=QFI),
+            ]),
+            IE_PDNType(pdn_type="IPv4"),
+        ]
+        return self.header(0) / PFCPSessionEstablishmentRequest(IE_list=body)
+
+    def accept_establishment(self, s, got):
+        where = "Session Establishment Response for UE %s" % s.ue
+        body = self.expect_response(got, ESTABLISHMENT_RESPONSE, s.cp_seid, ACCEPTED, where)
+        nid = one_ie(body, IE_NodeId, where)
+        check(nid.id_type == 2 and nid.id == self.cfg["node_id"], "%s: Node ID %r" % (where, nid))
+        f = one_ie(body, IE_FSEID, where)
+        check(f.v4 == 1 and f.ipv4 == self.upf, "%s: UP F-SEID %r" % (where, f))
+        created = one_ie(body, IE_CreatedPDR, where)
+        check(one_ie(created, IE_PDR_Id, where).id == 1, "%s: Created PDR names PDR %r" % (where, created))
+        t = one_ie(created, IE_FTEID, where)
+        check(t.CH == 0 and t.V4 == 1 and t.V6 == 0 and t.ipv4 == self.upf,
+              "%s: F-TEID %r, want an IPv4 one on %s" % (where, t, self.upf))
+        s.up_seid = f.seid
+        s.ul_teid = t.TEID
+
+    def update_far2(self, s, action, gnb=None, teid=None, sndem=False):
+        """Session Modification Request: FAR 2 (downlink) gets `action`,
+        and a new gNB tunnel if given (with SNDEM: End Marker on the old)."""
+        far = [IE_FAR_Id(id=2), IE_ApplyAction(**{a: 1 for a in action})]
+        if gnb is not None:
+            fp = [
+                IE_DestinationInterface(interface="Access"),
+                IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=teid, ipv4=gnb),
+            ]
+            if sndem:
+                fp.append(IE_PFCPSMReqFlags(SNDEM=1))
+            far.append(IE_UpdateForwardingParameters(IE_list=fp))
+        return self.header(s.up_seid) / PFCPSessionModificationRequest(IE_list=[IE_UpdateFAR(IE_list=far)])
+
+    def query_urr(self, s):
+        return self.header(s.up_seid) / PFCPSessionModificationRequest(
+            IE_list=[IE_QueryURR(IE_list=[IE_URR_Id(id=1)])]
+        )
+
+    def check_usage(self, s, body, cls, trigger, seqn, where):
+        rep = one_ie(body, cls, where)
+        check(one_ie(rep, IE_URR_Id, where).id == 1, "%s: URR ID" % where)
+        n = one_ie(rep, IE_UR_SEQN, where).number
+        check(n == seqn, "%s: UR-SEQN %d, want %d" % (where, n, seqn))
+        trig = one_ie(rep, IE_UsageReportTrigger, where)
+        check(getattr(trig, trigger) == 1, "%s: trigger %r, want %s" % (where, trig, trigger))
+        got = volume(one_ie(rep, IE_VolumeMeasurement, where))
+        want = (s.ul[1] + s.dl[1], s.ul[1], s.dl[1], s.ul[0] + s.dl[0], s.ul[0], s.dl[0])
+        check(got == want, "%s: volume (total, ul, dl bytes; total, ul, dl packets) %r, want %r"
+              % (where, got, want))
+        s.ul, s.dl = [0, 0], [0, 0]
+        return got
+
+    # -- N3 and N6 --------------------------------------------------------------
+
+    def gpdu(self, s, n, size):
+        """An uplink G-PDU of session `s` (UL PDU Session Container with the
+        QFI) carrying a UE -> DN UDP datagram tagged (session, n), padded to
+        an inner packet of `size` octets."""
+        tag = b"ul %d %d " % (s.index, n)
+        pad = size - 28 - len(tag)
+        check(pad >= 0, "size %d too small" % size)
+        inner = IP(src=s.ue, dst=self.dn, ttl=64) / UDP(sport=s.port, dport=self.dn_port) / Raw(tag + b"." * pad)
+        return bytes(GTP_U_Header(teid=s.ul_teid, gtp_type=255)
+                     / GTPPDUSessionContainer(type=1, QFI=QFI) / inner), len(inner), tag + b"." * pad
+
+    def downlink_payload(self, s, n, size):
+        tag = b"dl %d %d " % (s.index, n)
+        return tag + b"," * (size - 28 - len(tag))
+
+    def parse_downlink(self, data, where):
+        """A G-PDU tep sent a gNB: checks the header and the DL PDU Session
+        Container (QFI); returns (TEID, inner IP packet)."""
+        h = GTPHeader(data)
+        check(h.version == 1 and h.PT == 1, "%s: GTP version %d PT %d" % (where, h.version, h.PT))
+        check(h.gtp_type == 255, "%s: GTP-U message type %d, want a G-PDU" % (where, h.gtp_type))
+        check(h.length == len(data) - 8, "%s: GTP-U length %d of %d octets" % (where, h.length, len(data)))
+        check(h.E == 1 and h.next_ex == 0x85, "%s: no PDU Session Container (E=%d next %r)" % (where, h.E, h.next_ex))
+        psc = h[GTPPDUSessionContainer]
+        check(psc.type == 0, "%s: container type %d, want 0 (DL)" % (where, psc.type))
+        check(psc.QFI == QFI, "%s: QFI %d, want %d" % (where, psc.QFI, QFI))
+        check(psc.NextExtHdr == 0, "%s: another extension 0x%x" % (where, psc.NextExtHdr))
+        # The T-PDU starts where the extension chain's lengths say.
+        at = 12 + data[12] * 4
+        return h.teid, IP(data[at:])
+
+    def drain(self, sock, wait):
+        """Datagrams arriving on `sock` within `wait` s: [(bytes, source)]."""
+        out = []
+        end = time.monotonic() + wait
+        while True:
+            r, _, _ = select.select([sock], [], [], max(0, end - time.monotonic()))
+            if not r:
+                return out
+            while True:
+                try:
+                    out.append(sock.recvfrom(65535))
+                except BlockingIOError:
+                    break
+
+    def uplink(self, sess, gnb=None, sizes=(100,), wait=5.0):
+        """One G-PDU per session and size from its gNB (or `gnb`); each
+        inner datagram must reach the DN exactly once, from the UE address."""
+        want = {}
+        n = 0
+        for s in sess:
+            sock = self.gnb_socks[self.gnbs.index(gnb or s.gnb)]
+            for size in sizes:
+                b, inner_len, payload = self.gpdu(s, n, size)
+                want[payload] = (s, inner_len)
+                sock.sendto(b, (self.upf, GTPU_PORT))
+                n += 1
+                if n % 64 == 0:
+                    self.collect_uplink(want, 0)
+        self.collect_uplink(want, wait)
+        check(not want, "uplink: %d of %d datagrams did not reach the DN, e.g. %r"
+              % (len(want), n, [k[:16] for k in list(want)[:5]]))
+        # Late duplicates.
+        extra = self.drain(self.dn_sock, 0.2)
+        check(not extra, "uplink: %d datagrams more than sent, e.g. %r" % (len(extra), extra[:3]))
+        return n
+
+    def collect_uplink(self, want, wait):
+        end = time.monotonic() + wait
+        while True:
+            for payload, (src, sport) in self.drain(self.dn_sock, 0 if not want else max(0, min(0.2, end - time.monotonic()))):
+                got = want.pop(payload, None)
+                check(got is not None, "uplink: unexpected or duplicate datagram from %s: %r" % (src, payload[:24]))
+                s, inner_len = got
+                check((src, sport) == (s.ue, s.port), "uplink: from %s:%d, want %s:%d" % (src, sport, s.ue, s.port))
+                s.ul[0] += 1
+                s.ul[1] += inner_len
+            if not want or time.monotonic() >= end:
+                return
+
+    def send_downlink(self, s, n, size):
+        payload = self.downlink_payload(s, n, size)
+        self.dn_sock.sendto(payload, (s.ue, s.port))
+        return payload
+
+    def downlink(self, sess, sizes=(100,), wait=5.0, gnb=None, teid=None):
+        """One UDP datagram per session and size from the DN to the UE; each
+        must reach the session's gNB (or `gnb`) exactly once, a G-PDU with
+        the session's TEID (or `teid`) and QFI carrying it."""
+        want = {}
+        n = 0
+        for s in sess:
+            for size in sizes:
+                p = self.send_downlink(s, n, size)
+                want[p] = (s, size)
+                n += 1
+                if n % 64 == 0:
+                    self.collect_downlink(want, 0, gnb, teid)
+        self.collect_downlink(want, wait, gnb, teid)
+        check(not want, "downlink: %d of %d datagrams did not reach a gNB, e.g. %r"
+              % (len(want), n, [k[:16] for k in list(want)[:5]]))
+        for i, sock in enumerate(self.gnb_socks):
+            extra = self.drain(sock, 0.2 if i == 0 else 0)
+            check(not extra, "downlink: %d datagrams more than sent at gNB %s, e.g. %r"
+                  % (len(extra), self.gnbs[i], extra[:2]))
+        return n
+
+    def collect_downlink(self, want, wait, gnb=None, teid=None):
+        end = time.monotonic() + wait
+        while True:
+            ready, _, _ = select.select(self.gnb_socks, [], [], max(0, min(0.2, end - time.monotonic())) if want else 0)
+            for sock in ready:
+                at = self.gnbs[self.gnb_socks.index(sock)]
+                for data, src in self.drain(sock, 0):
+                    check(src == (self.upf, GTPU_PORT), "downlink: G-PDU from %r" % (src,))
+                    t, ip = self.parse_downlink(data, "downlink at %s" % at)
+                    payload = bytes(ip[UDP].payload) if UDP in ip else b""
+                    got = want.pop(payload, None)
+                    check(got is not None, "downlink: unexpected or duplicate G-PDU at %s: %r" % (at, payload[:24]))
+                    s, size = got
+                    check(at == (gnb or s.gnb), "downlink for %s at gNB %s, want %s" % (s.ue, at, gnb or s.gnb))
+                    check(t == (teid or s.dl_teid), "downlink for %s: TEID 0x%x, want 0x%x" % (s.ue, t, teid or s.dl_teid))
+                    check(ip.dst == s.ue and ip.src == self.dn and ip.len == size,
+                          "downlink: inner %s -> %s length %d, want %s -> %s %d" % (ip.src, ip.dst, ip.len, self.dn, s.ue, size))
+                    s.dl[0] += 1
+                    s.dl[1] += size
+            if not want or time.monotonic() >= end:
+                return
+
+    # -- Commands -------------------------------------------------------------
+
+    def cmd_associate(self, c):
+        """Association Setup, then a Heartbeat."""
+        req = self.header() / PFCPAssociationSetupRequest(IE_list=[
+            IE_NodeId(id_type="FQDN", id="smf.test"),
+            IE_RecoveryTimeStamp(timestamp=self.recovery),
+        ])
+        body = self.expect_response(self.request(req), ASSOCIATION_SETUP_RESPONSE, None, ACCEPTED,
+                                    "Association Setup Response")
+        nid = one_ie(body, IE_NodeId, "Association Setup Response")
+        check(nid.id_type == 2 and nid.id == self.cfg["node_id"], "UP Node ID %r, want %s" % (nid, self.cfg["node_id"]))
+        ts = one_ie(body, IE_RecoveryTimeStamp, "Association Setup Response").timestamp
+        now = int(time.time()) + NTP_UNIX
+        check(now - 600 <= ts <= now, "Recovery Time Stamp %d, now is %d" % (ts, now))
+        self.tep_recovery = ts
+        feat = one_ie(body, IE_UPFunctionFeatures, "Association Setup Response")
+        check(feat.FTUP == 1, "UP Function Features without FTUP (tep chooses F-TEIDs): %r" % feat)
+        hb = self.request(self.header() / PFCPHeartbeatRequest(IE_list=[IE_RecoveryTimeStamp(timestamp=self.recovery)]))
+        data, p = hb
+        check(p.message_type == HEARTBEAT_RESPONSE and p.S == 0, "Heartbeat Response %r" % p)
+        hts = one_ie(p.payload, IE_RecoveryTimeStamp, "Heartbeat Response").timestamp
+        check(hts == ts, "Heartbeat Response Recovery Time Stamp %d, Association said %d" % (hts, ts))
+        return {"recovery_time_stamp": ts, "node_id": nid.id.decode() if isinstance(nid.id, bytes) else str(nid.id)}
+
+    def cmd_establish(self, c):
+        """Sessions first..first+count on gNB 0, requests pipelined."""
+        first, count = c.get("first", 0), c["count"]
+        new = [Session(i, self.cfg, self.gnbs[0]) for i in range(first, first + count)]
+        t0 = time.monotonic()
+        msgs = []
+        by_seq = {}
+        for s in new:
+            p = self.establishment(s)
+            msgs.append((p.seq, bytes(p)))
+            by_seq[p.seq] = s
+        built = time.monotonic() - t0
+        got = self.exchange(msgs)
+        for seq, s in by_seq.items():
+            self.accept_establishment(s, got[seq])
+            self.sessions[s.index] = s
+        teids = {s.ul_teid for s in self.sessions.values()}
+        seids = {s.up_seid for s in self.sessions.values()}
+        check(len(teids) == len(self.sessions), "%d uplink TEIDs for %d sessions" % (len(teids), len(self.sessions)))
+        check(len(seids) == len(self.sessions), "%d UP SEIDs for %d sessions" % (len(seids), len(self.sessions)))
+        return {"sessions": count, "build_s": round(built, 2), "total_s": round(time.monotonic() - t0, 2)}
+
+    def pick(self, c):
+        if "sessions" in c:
+            return [self.sessions[i] for i in c["sessions"]]
+        return [self.sessions[i] for i in sorted(self.sessions)][c.get("from", 0):c.get("to")]
+
+    def cmd_uplink(self, c):
+        sess = self.pick(c)
+        sizes = c.get("sizes", [100])
+        n = self.uplink(sess, gnb=c.get("gnb"), sizes=sizes)
+        return {"packets": n, "bytes": sum(sizes) * len(sess)}
+
+    def cmd_downlink(self, c):
+        sess = self.pick(c)
+        sizes = c.get("sizes", [100])
+        n = self.downlink(sess, sizes=sizes)
+        return {"packets": n, "bytes": sum(sizes) * len(sess)}
+
+    def cmd_handover(self, c):
+        """Downlink to gNB A, then Session Modification to gNB B with a new
+        TEID and SNDEM: an End Marker with the old TEID reaches A (after the
+        last G-PDU there), then downlink goes to B. Uplink from B with the
+        same TEID of tep's reaches the DN."""
+        s = self.sessions[c["session"]]
+        old_gnb, new_gnb = s.gnb, self.gnbs[1 - self.gnbs.index(s.gnb)]
+        old_teid, new_teid = s.dl_teid, s.dl_teid + 0x0080_0000
+        self.downlink([s])
+        req = self.update_far2(s, ["FORW"], gnb=new_gnb, teid=new_teid, sndem=True)
+        self.expect_response(self.request(req), MODIFICATION_RESPONSE, s.cp_seid, ACCEPTED, "handover")
+        old_sock = self.gnb_socks[self.gnbs.index(old_gnb)]
+        got = self.drain(old_sock, 1.0)
+        check(len(got) == 1, "%d datagrams at the old gNB after the handover, want 1 End Marker: %r" % (len(got), got))
+        data, src = got[0]
+        check(src == (self.upf, GTPU_PORT), "End Marker from %r" % (src,))
+        h = GTPHeader(data)
+        check(h.version == 1 and h.PT == 1 and h.gtp_type == 254,
+              "not an End Marker: version %d PT %d type %d" % (h.version, h.PT, h.gtp_type))
+        check(h.teid == old_teid, "End Marker TEID 0x%x, want the old 0x%x" % (h.teid, old_teid))
+        check(h.length == len(data) - 8, "End Marker length %d of %d octets" % (h.length, len(data)))
+        s.gnb, s.dl_teid = new_gnb, new_teid
+        self.downlink([s], sizes=[100, 300])
+        self.uplink([s], gnb=new_gnb)
+        return {"old_teid": old_teid, "new_teid": new_teid, "end_marker_octets": len(data)}
+
+    def cmd_buffer(self, c):
+        """FAR 2 to BUFF+NOCP; N downlink datagrams are held and reported
+        once (Downlink Data Report naming PDR 2); FAR 2 to FORW releases all
+        N to the gNB, in order."""
+        s = self.sessions[c["session"]]
+        n = c["packets"]
+        req = self.update_far2(s, ["BUFF", "NOCP"])
+        self.expect_response(self.request(req), MODIFICATION_RESPONSE, s.cp_seid, ACCEPTED, "FAR 2 to BUFF")
+        sent = [self.send_downlink(s, k, 200 + k) for k in range(n)]
+        # The report, and nothing at the gNB meanwhile.
+        end = time.monotonic() + 5
+        while not self.reports and time.monotonic() < end:
+            self.pump(0.1)
+        check(self.reports, "no Session Report Request within 5 s of %d buffered packets" % n)
+        self.pump(0.5)
+        check(len(self.reports) == 1, "%d Session Report Requests, want 1" % len(self.reports))
+        data, p = self.reports.pop()
+        where = "Session Report Request"
+        check(p.S == 1 and p.seid == s.cp_seid, "%s: SEID %r, want our CP SEID 0x%x" % (where, p.seid, s.cp_seid))
+        rt = one_ie(p.payload, IE_ReportType, where)
+        check(rt.DLDR == 1 and rt.USAR == 0, "%s: report type %r" % (where, rt))
+        ddr = one_ie(p.payload, IE_DownlinkDataReport, where)
+        pdr = one_ie(ddr, IE_PDR_Id, where).id
+        check(pdr == 2, "%s: Downlink Data Report names PDR %d, want 2" % (where, pdr))
+        rsp = PFCP(version=1, S=1, seid=s.up_seid, seq=p.seq) / PFCPSessionReportResponse(
+            IE_list=[IE_Cause(cause=ACCEPTED)]
+        )
+        self.n4.sendto(bytes(rsp), (self.upf, PFCP_PORT))
+        for i, sock in enumerate(self.gnb_socks):
+            early = self.drain(sock, 0)
+            check(not early, "%d datagrams reached gNB %s while FAR 2 buffered" % (len(early), self.gnbs[i]))
+        req = self.update_far2(s, ["FORW"])
+        self.expect_response(self.request(req), MODIFICATION_RESPONSE, s.cp_seid, ACCEPTED, "FAR 2 to FORW")
+        sock = self.gnb_socks[self.gnbs.index(s.gnb)]
+        got = []
+        end = time.monotonic() + 3
+        while len(got) < n and time.monotonic() < end:
+            got += self.drain(sock, 0.1)
+        got += self.drain(sock, 0.3)
+        payloads = []
+        for data, src in got:
+            t, ip = self.parse_downlink(data, "released packet")
+            check(t == s.dl_teid, "released packet TEID 0x%x, want 0x%x" % (t, s.dl_teid))
+            payloads.append(bytes(ip[UDP].payload))
+        check(payloads == sent, "released %d packets %r, want the %d sent, in order"
+              % (len(payloads), [x[:10] for x in payloads], n))
+        for k in range(n):
+            s.dl[0] += 1
+            s.dl[1] += len(sent[k]) + 28
+        self.pump(0.2)
+        check(not self.reports, "another Session Report Request: %r" % self.reports)
+        # The session forwards as before.
+        self.downlink([s])
+        return {"buffered": n, "report_seq": p.seq}
+
+    def cmd_usage(self, c):
+        """A new session: traffic, Query URR (its report counts that
+        traffic's inner packets), more traffic, Session Deletion (its report
+        counts the rest); then tep has forgotten its TEID (an Error
+        Indication answers a G-PDU to it)."""
+        s = Session(c["index"], self.cfg, self.gnbs[0])
+        p = self.establishment(s)
+        self.accept_establishment(s, self.request(p))
+        self.sessions[s.index] = s
+        self.uplink([s], sizes=[60, 200, 1000])
+        self.downlink([s], sizes=[80, 1200])
+        first = (list(s.ul), list(s.dl))
+        body = self.expect_response(self.request(self.query_urr(s)), MODIFICATION_RESPONSE, s.cp_seid, ACCEPTED, "Query URR")
+        q = self.check_usage(s, body, IE_UsageReport_SMR, "IMMER", 0, "Query URR")
+        self.uplink([s], sizes=[500])
+        self.downlink([s], sizes=[90, 90, 700])
+        second = (list(s.ul), list(s.dl))
+        req = self.header(s.up_seid) / PFCPSessionDeletionRequest()
+        body = self.expect_response(self.request(req), DELETION_RESPONSE, s.cp_seid, ACCEPTED, "Session Deletion")
+        d = self.check_usage(s, body, IE_UsageReport_SDR, "TERMR", 1, "Session Deletion")
+        del self.sessions[s.index]
+        # The TEID is gone: an Error Indication (type 26) names it.
+        b, _, _ = self.gpdu(s, 0, 100)
+        sock = self.gnb_socks[0]
+        sock.sendto(b, (self.upf, GTPU_PORT))
+        got = self.drain(sock, 1.0)
+        check(len(got) == 1, "after deletion: %d answers to a G-PDU to its TEID, want 1 Error Indication" % len(got))
+        h = GTPHeader(got[0][0])
+        check(h.gtp_type == 26, "after deletion: GTP-U type %d, want 26 (Error Indication)" % h.gtp_type)
+        check(struct.pack("!BI", 16, s.ul_teid) in got[0][0], "Error Indication without TEID Data I 0x%x" % s.ul_teid)
+        check(not self.drain(self.dn_sock, 0.2), "a G-PDU to a deleted TEID reached the DN")
+        return {"query": q, "deletion": d, "first": first, "second": second}
+
+    def cmd_bad_input(self, c):
+        """Malformed and wrong requests get the Cause TS 29.244 §7.6 asks
+        for; nothing they carry is applied."""
+        out = {}
+        s = self.sessions[c["session"]]
+        # A truncated IE: Query URR whose length runs past the message (the
+        # header's length agrees with the datagram).
+        q = bytes(self.query_urr(s))
+        cut = bytearray(q[:-2])
+        struct.pack_into("!H", cut, 2, len(cut) - 4)
+        seq = PFCP(bytes(cut)).seq
+        got = self.exchange([(seq, bytes(cut))])[seq]
+        body = self.expect_response(got, MODIFICATION_RESPONSE, s.cp_seid, INVALID_LENGTH, "truncated IE")
+        off = one_ie(body, IE_OffendingIE, "truncated IE").type
+        check(off == 77, "truncated IE: Offending IE %d, want 77 (Query URR)" % off)
+        check(not ies(body, IE_UsageReport_SMR), "truncated IE: a usage report came back")
+        out["truncated"] = {"cause": INVALID_LENGTH, "offending": off}
+        # An unknown SEID: Session context not found, SEID 0 in the answer.
+        ghost = Session(0, self.cfg, self.gnbs[0])
+        ghost.up_seid = 0x0fed_cba9_8765_4321
+        got = self.request(self.update_far2(ghost, ["DROP"]))
+        self.expect_response(got, MODIFICATION_RESPONSE, 0, NOT_FOUND, "unknown SEID")
+        out["unknown_seid"] = {"cause": NOT_FOUND}
+        # A Create PDR naming no FAR of the request.
+        bad = Session(c["spare"], self.cfg, self.gnbs[0])
+        got = self.request(self.establishment(bad, far_for_dl=99))
+        body = self.expect_response(got, ESTABLISHMENT_RESPONSE, bad.cp_seid, RULE_FAILURE, "PDR naming FAR 99")
+        fr = one_ie(body, IE_FailedRuleId, "PDR naming FAR 99")
+        check(fr.type == 0 and fr.pdr_id == 2, "Failed Rule ID %r, want PDR 2" % fr)
+        check(not ies(body, IE_FSEID) and not ies(body, IE_CreatedPDR), "a rejected establishment created something")
+        out["missing_far"] = {"cause": RULE_FAILURE, "failed_pdr": fr.pdr_id}
+        # No CP F-SEID (mandatory): Mandatory IE missing, Offending IE 57.
+        got = self.request(self.establishment(bad, with_fseid=False))
+        body = self.expect_response(got, ESTABLISHMENT_RESPONSE, 0, IE_MISSING, "no F-SEID")
+        off = one_ie(body, IE_OffendingIE, "no F-SEID").type
+        check(off == 57, "no F-SEID: Offending IE %d, want 57" % off)
+        out["missing_ie"] = {"cause": IE_MISSING, "offending": off}
+        # The UE of the rejected establishments has no session: downlink to
+        # it reaches no gNB.
+        self.send_downlink(bad, 0, 100)
+        for sock in self.gnb_socks:
+            check(not self.drain(sock, 0.3), "downlink reached a gNB for a UE whose establishment failed")
+        # A retransmitted establishment: the same response, byte for byte,
+        # and one session.
+        dup = Session(c["spare"] + 1, self.cfg, self.gnbs[0])
+        p = self.establishment(dup)
+        b = bytes(p)
+        first = self.exchange([(p.seq, b)])[p.seq]
+        again = self.exchange([(p.seq, b)])[p.seq]
+        check(first[0] == again[0], "a retransmitted establishment got different bytes:\n%s\n%s"
+              % (first[0].hex(), again[0].hex()))
+        self.accept_establishment(dup, first)
+        self.sessions[dup.index] = dup
+        # A retransmitted handover: the same response, one End Marker.
+        new_teid = dup.dl_teid + 0x0080_0000
+        p = self.update_far2(dup, ["FORW"], gnb=self.gnbs[1], teid=new_teid, sndem=True)
+        b = bytes(p)
+        r1 = self.exchange([(p.seq, b)])[p.seq]
+        r2 = self.exchange([(p.seq, b)])[p.seq]
+        check(r1[0] == r2[0], "a retransmitted modification got different bytes")
+        self.expect_response(r1, MODIFICATION_RESPONSE, dup.cp_seid, ACCEPTED, "retransmitted handover")
+        ems = self.drain(self.gnb_socks[0], 1.0)
+        check(len(ems) == 1 and GTPHeader(ems[0][0]).gtp_type == 254,
+              "a retransmitted SNDEM modification: %d datagrams at the old gNB, want 1 End Marker" % len(ems))
+        dup.gnb, dup.dl_teid = self.gnbs[1], new_teid
+        self.uplink([dup])
+        self.downlink([dup])
+        out["duplicates"] = {"establishment_octets": len(first[0]), "end_markers": len(ems)}
+        # Heartbeats still answered.
+        hb = self.request(self.header() / PFCPHeartbeatRequest(IE_list=[IE_RecoveryTimeStamp(timestamp=self.recovery)]))
+        check(hb[1].message_type == HEARTBEAT_RESPONSE, "no Heartbeat Response after the bad input")
+        return out
+
+    def cmd_delete(self, c):
+        """Session Deletion of the given sessions, pipelined; each Usage
+        Report counts what its session carried since its last report."""
+        sess = self.pick(c)
+        msgs, by_seq = [], {}
+        for s in sess:
+            p = self.header(s.up_seid) / PFCPSessionDeletionRequest()
+            msgs.append((p.seq, bytes(p)))
+            by_seq[p.seq] = s
+        got = self.exchange(msgs)
+        totals = [0, 0, 0, 0]
+        for seq, s in by_seq.items():
+            where = "Session Deletion of UE %s" % s.ue
+            body = self.expect_response(got[seq], DELETION_RESPONSE, s.cp_seid, ACCEPTED, where)
+            rep = one_ie(body, IE_UsageReport_SDR, where)
+            seqn = one_ie(rep, IE_UR_SEQN, where).number
+            v = self.check_usage(s, body, IE_UsageReport_SDR, "TERMR", seqn, where)
+            totals = [totals[0] + v[4], totals[1] + v[1], totals[2] + v[5], totals[3] + v[2]]
+            del self.sessions[s.index]
+        return {"deleted": len(sess), "ul_packets": totals[0], "ul_bytes": totals[1],
+                "dl_packets": totals[2], "dl_bytes": totals[3]}
+
+    def cmd_stats(self, c):
+        return {"sessions": len(self.sessions), "heartbeats_answered": self.heartbeats_answered,
+                "retransmissions": self.retransmissions, "unanswered_reports": len(self.reports)}
+
+
+def main():
+    cfg = json.load(open(sys.argv[1]))
+    lab = Lab(cfg)
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        c = json.loads(line)
+        name = c["run"]
+        try:
+            r = getattr(lab, "cmd_" + name)(c)
+        except Mismatch as e:
+            print(json.dumps({"run": name, "ok": False, "error": str(e)}), flush=True)
+            print("smf.py: %s: %s" % (name, e), file=sys.stderr)
+            sys.exit(1)
+        r = dict(r or {})
+        r.update({"run": name, "ok": True})
+        print(json.dumps(r), flush=True)
+
+
+if __name__ == "__main__":
+    main()
