@@ -377,6 +377,11 @@ impl Sessions {
         self.publish();
     }
 
+    /// Changes published so far.
+    pub fn published(&self) -> u64 {
+        self.published
+    }
+
     /// Whether every worker applied every change published.
     pub fn settled(&self) -> bool {
         self.links
