@@ -56,6 +56,26 @@ pub fn n3_tunnels(config: &Config) -> Vec<(IpAddr, u32)> {
         .collect()
 }
 
+/// A UPF's sessions name N3 tunnels by position and were set up under its
+/// `[pfcp]`: a reload may change `[[tunnel]]`s around them only where
+/// that moves nothing.
+pub fn check_kept(old: &Config, new: &Config) -> Result<(), String> {
+    if old.pfcp != new.pfcp {
+        return Err(
+            "pfcp: the [pfcp] section changed; the N4 socket, N3 addresses and session tables change only with a restart"
+                .to_string(),
+        );
+    }
+    let users = |c: &Config| c.tunnels.iter().filter(|t| !t.sessions).count();
+    if old.pfcp.is_some() && users(old) != users(new) {
+        return Err(format!(
+            "tunnel: a UPF's sessions name its N3 tunnels by position, after the {} [[tunnel]]s; adding or removing one needs a restart",
+            users(old)
+        ));
+    }
+    Ok(())
+}
+
 /// The node's settings from `[pfcp]`.
 fn node_config(p: &PfcpConfig) -> node::Config {
     let node_id = match &p.node_id {

@@ -600,7 +600,7 @@ fn reload(
     check_mode(&new).map_err(|e| e.to_string())?;
     check_host(&new).map_err(|e| e.to_string())?;
     let old = running.config.clone();
-    check_pfcp_kept(&old, &new)?;
+    n4::check_kept(&old, &new)?;
     if new.host != old.host {
         return Err(
             "host: the [host] section changed; devices, queues and listeners change only with a restart"
@@ -733,26 +733,6 @@ fn reload(
     *running = start_workers(new.clone(), endpoints, new_ios, shared, links)?;
     *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
     *state.config.lock().unwrap_or_else(|e| e.into_inner()) = new;
-    Ok(())
-}
-
-/// A UPF's sessions name N3 tunnels by position and were set up under its
-/// `[pfcp]`: a reload may change `[[tunnel]]`s around them only where
-/// that moves nothing.
-fn check_pfcp_kept(old: &Config, new: &Config) -> Result<(), String> {
-    if old.pfcp != new.pfcp {
-        return Err(
-            "pfcp: the [pfcp] section changed; the N4 socket, N3 addresses and session tables change only with a restart"
-                .to_string(),
-        );
-    }
-    let users = |c: &Config| c.tunnels.iter().filter(|t| !t.sessions).count();
-    if old.pfcp.is_some() && users(old) != users(new) {
-        return Err(format!(
-            "tunnel: a UPF's sessions name its N3 tunnels by position, after the {} [[tunnel]]s; adding or removing one needs a restart",
-            users(old)
-        ));
-    }
     Ok(())
 }
 
