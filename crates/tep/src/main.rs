@@ -53,12 +53,14 @@ enum Command {
         #[arg(short, long)]
         verbose: bool,
     },
-    /// Ask the running daemon for its tunnels, counters or per-node runtime.
+    /// Ask the running daemon for its tunnels, counters, per-node runtime
+    /// or PFCP state.
     Show {
         /// tunnels (traffic, checksum mode and offloads in effect),
         /// counters (pipeline edges, I/O events, drops by node and reason),
-        /// or runtime (the per-node cost table).
-        #[arg(value_parser = ["tunnels", "counters", "runtime"])]
+        /// runtime (the per-node cost table), or pfcp (a UPF's N4 side:
+        /// associations, sessions, PFCP counters).
+        #[arg(value_parser = ["tunnels", "counters", "runtime", "pfcp"])]
         what: String,
         /// One JSON object.
         #[arg(long)]

@@ -6,7 +6,6 @@ use super::{Output, Pipeline, Sink};
 use crate::buffer::{PacketId, Pool};
 use crate::clock::Clock;
 use crate::encap::TxState;
-use crate::geometry::InnerLink;
 use crate::gtpu_reply::Replies;
 use crate::session::buffer::Buffers;
 use crate::session::{Change, SessionTable, WorkerLink};
@@ -111,7 +110,10 @@ impl<C: Clock> Pipeline<C> {
             for &id in chunk {
                 let _ = v.push(id);
             }
-            self.encap_from(InnerLink::Ip, pool, &mut v, sink);
+            // Held as they came from the inner side (before any node
+            // changed them): a gateway's as Ethernet frames.
+            let link = self.options.inner_link;
+            self.encap_from(link, pool, &mut v, sink);
         }
         released.clear();
         if let Some(upf) = self.upf.as_mut() {

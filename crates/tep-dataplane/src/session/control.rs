@@ -340,6 +340,48 @@ impl Sessions {
         self.outbox.clear();
     }
 
+    /// Publishes every session and peer set now, as changes to tables that
+    /// hold nothing: what a worker started afresh (a reload restarts them
+    /// with new pipelines) needs to catch up. Changes still queued for the
+    /// stopped worker come first and are overwritten by these.
+    pub fn replay(&mut self) {
+        self.publish();
+        for (id, peer) in self.peer_by_id.iter().enumerate() {
+            if let Some(p) = peer {
+                self.outbox.push(Change::Peer {
+                    id: id as u32,
+                    peer: Some(*p),
+                });
+            }
+        }
+        for (&key, &slot) in &self.uplink_owner {
+            self.outbox.push(Change::Uplink {
+                key,
+                slot: Some(slot),
+            });
+        }
+        for (&key, &slot) in &self.downlink_owner {
+            self.outbox.push(Change::Downlink {
+                key,
+                slot: Some(slot),
+            });
+        }
+        for (slot, r) in self.records.iter().enumerate() {
+            if let Some(r) = r {
+                self.outbox.push(Change::Session {
+                    slot: slot as u32,
+                    session: session_of(&r.spec, r.peer),
+                });
+            }
+        }
+        self.publish();
+    }
+
+    /// Changes published so far.
+    pub fn published(&self) -> u64 {
+        self.published
+    }
+
     /// Whether every worker applied every change published.
     pub fn settled(&self) -> bool {
         self.links

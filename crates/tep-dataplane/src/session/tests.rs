@@ -234,3 +234,41 @@ fn a_million_sessions_fit_in_200_bytes_each() {
     assert_eq!(w.uplink(777_778, None), Some(777_777));
     assert_eq!(w.downlink(false, 0x0a00_0000 + 5), Some(5));
 }
+
+/// A worker restarted with an empty replica (a reload) catches up from
+/// `replay`: the same sessions, keys and peers as one that ran throughout,
+/// whatever was still queued for the old one.
+#[test]
+fn a_fresh_replica_catches_up_by_replay() {
+    let (mut c, mut w) = setup();
+    let gnb = v4([192, 0, 2, 9]);
+    let a = c.create(&spec(0, 0x100, 1, Some((gnb, 0x77)))).unwrap();
+    let b = c.create(&spec(0, 0x200, 2, Some((gnb, 0x78)))).unwrap();
+    let gone = c.create(&spec(0, 0x300, 3, None)).unwrap();
+    sync(&mut c, &mut w);
+    // Changes the old worker 1 never applied: a removal and a new session.
+    c.remove(gone).unwrap();
+    let d = c.create(&spec(0, 0x400, 4, None)).unwrap();
+    c.publish();
+    w[0].apply_pending(&mut Vec::new());
+    let link = w[1].link.clone();
+    w[1] = SessionTable::new(link);
+    c.replay();
+    let mut applied = Vec::new();
+    for t in w.iter_mut() {
+        t.apply_pending(&mut applied);
+    }
+    assert!(c.settled());
+    for t in &w {
+        assert_eq!(t.len(), 3);
+        for (teid, ue, slot) in [(0x100, 1, a), (0x200, 2, b), (0x400, 4, d)] {
+            assert_eq!(t.uplink(teid, None), Some(slot));
+            assert_eq!(t.downlink(false, ue), Some(slot));
+        }
+        assert_eq!(t.uplink(0x300, None), None);
+        assert_eq!(t.downlink(false, 3), None);
+        let s = t.get(b);
+        assert_eq!(t.peer(s.peer), Some(Peer { n3: 0, addr: gnb }));
+        assert_eq!(s.teid, 0x78);
+    }
+}

@@ -122,7 +122,12 @@ fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
                 "tunnels" => show_tunnels(&config, state, &totals, json),
                 "counters" => show_counters(&totals, state.kernel.as_ref(), json),
                 "runtime" => show_runtime(&totals, &workers, json),
-                other => return Err(format!("unknown: show {other} (tunnels, counters, runtime)")),
+                "pfcp" => show_pfcp(state, json)?,
+                other => {
+                    return Err(format!(
+                        "unknown: show {other} (tunnels, counters, runtime, pfcp)"
+                    ))
+                }
             };
             Ok(text.into_bytes())
         }
@@ -153,10 +158,56 @@ fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
             Ok(tracer.finish())
         }
         _ => Err(format!(
-            "unknown request {:?} (show tunnels|counters|runtime [json], reload, trace COUNT TIMEOUT_MS)",
+            "unknown request {:?} (show tunnels|counters|runtime|pfcp [json], reload, trace COUNT TIMEOUT_MS)",
             words.join(" ")
         )),
     }
+}
+
+/// `show pfcp`: the N4 side of a UPF (its socket, associations, sessions
+/// and every counter of the PFCP node).
+fn show_pfcp(state: &State, json: bool) -> Result<String, String> {
+    let status = state
+        .shared
+        .upf
+        .status
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+        .ok_or_else(|| "no [pfcp] in the config: tep is not a UPF".to_string())?;
+    if json {
+        let counters: serde_json::Map<String, serde_json::Value> = status
+            .counters
+            .iter()
+            .map(|(k, v)| (k.to_string(), (*v).into()))
+            .collect();
+        return Ok(serde_json::json!({
+            "listen": status.listen,
+            "sessions": status.sessions,
+            "associations": status.associations,
+            "counters": counters,
+        })
+        .to_string()
+            + "\n");
+    }
+    let mut out = match status.listen {
+        Some(a) => format!("listen        {a}\n"),
+        None => String::new(),
+    };
+    out += &format!("sessions      {}\n", status.sessions);
+    out += &format!(
+        "associations  {}\n",
+        if status.associations.is_empty() {
+            "none".to_string()
+        } else {
+            status.associations.join(", ")
+        }
+    );
+    out += "counters:\n";
+    for (k, v) in status.counters.iter().filter(|(_, v)| *v > 0) {
+        out += &format!("  {k:<24} {v:>14}\n");
+    }
+    Ok(out)
 }
 
 /// Asks every worker to publish, waits (briefly) until they have, and sums.

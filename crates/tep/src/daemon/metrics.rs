@@ -6,7 +6,7 @@
 //! The listener is a small blocking HTTP/1.1 responder on its own thread:
 //! one GET route does not justify an HTTP stack.
 
-use super::state::{KernelCounters, State};
+use super::state::{KernelCounters, PfcpStatus, State};
 use super::stats::Totals;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -41,6 +41,7 @@ pub fn render(
     t: &Totals,
     kernel: &dyn KernelCounters,
     worker_count: usize,
+    pfcp: Option<&PfcpStatus>,
 ) -> String {
     let mut r = Registry::with_prefix("tep");
     let tx_p = family(
@@ -147,6 +148,22 @@ pub fn render(
     let workers = Gauge::<i64>::default();
     workers.set(worker_count as i64);
     r.register("workers", "Worker threads", workers);
+    if let Some(p) = pfcp {
+        let events = family(
+            &mut r,
+            "pfcp_events",
+            "PFCP (N4): messages handled, rejected by cause, discarded by reason, reports sent",
+        );
+        for &(name, v) in &p.counters {
+            events.get_or_create(&labels(&[("event", name)])).inc_by(v);
+        }
+        let sessions = Gauge::<i64>::default();
+        sessions.set(p.sessions as i64);
+        r.register("pfcp_sessions", "PFCP sessions established", sessions);
+        let associations = Gauge::<i64>::default();
+        associations.set(p.associations.len() as i64);
+        r.register("pfcp_associations", "SMFs associated", associations);
+    }
     let mut out = String::new();
     let _ = encode(&mut out, &r);
     out
@@ -215,6 +232,13 @@ fn respond(stream: TcpStream, state: &State) -> std::io::Result<()> {
         &state.shared.totals(&snaps, &config),
         state.kernel.as_ref(),
         snaps.len(),
+        state
+            .shared
+            .upf
+            .status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref(),
     );
     write!(
         out,
@@ -267,6 +291,12 @@ inner_prefixes = ["10.9.0.0/16"]
             &Totals::of(&[s]),
             &crate::daemon::state::UdpDrops,
             1,
+            Some(&PfcpStatus {
+                listen: None,
+                sessions: 1000,
+                associations: vec!["smf.example (192.0.2.10)".to_string()],
+                counters: vec![("sessions_established", 1001), ("session_not_found", 2)],
+            }),
         );
         for want in [
             "tep_tunnel_tx_packets_total{tunnel=\"gtp-a\",kind=\"gtpu\"} 12",
@@ -276,6 +306,10 @@ inner_prefixes = ["10.9.0.0/16"]
             "tep_io_drops_total{reason=\"send_failed\"} 2",
             "tep_node_packets_total{node=\"gtpu-decap\"} 9",
             "tep_workers 1",
+            "tep_pfcp_events_total{event=\"sessions_established\"} 1001",
+            "tep_pfcp_events_total{event=\"session_not_found\"} 2",
+            "tep_pfcp_sessions 1000",
+            "tep_pfcp_associations 1",
         ] {
             assert!(text.contains(want), "missing {want} in:\n{text}");
         }

@@ -11,6 +11,7 @@
 pub mod control;
 pub mod idle;
 pub mod metrics;
+pub mod n4;
 pub mod notify;
 pub mod privilege;
 pub mod state;

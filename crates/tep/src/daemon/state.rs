@@ -182,6 +182,33 @@ pub struct Shared {
     pub carried: Mutex<Carried>,
     /// Each worker's turns of its loop, for the systemd watchdog.
     pub beats: super::notify::Beats,
+    /// The UPF's N4 side, when `[pfcp]` runs.
+    pub upf: UpfShared,
+}
+
+/// What the workers and the N4 thread of a UPF share.
+#[derive(Debug, Default)]
+pub struct UpfShared {
+    /// Session slots whose first downlink packet a worker held since the
+    /// N4 thread last looked: each gets a Downlink Data Report.
+    pub reports: Mutex<Vec<u32>>,
+    /// Wakes the N4 thread.
+    pub wake: Mutex<Option<Arc<EventFd>>>,
+    /// What `tep show pfcp` and the metrics report.
+    pub status: Mutex<Option<PfcpStatus>>,
+}
+
+/// The N4 side as the N4 thread last published it.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct PfcpStatus {
+    /// The PFCP socket's address.
+    pub listen: Option<SocketAddr>,
+    /// PFCP sessions established.
+    pub sessions: usize,
+    /// The SMFs associated: Node ID (address).
+    pub associations: Vec<String>,
+    /// The node's counters, by name (tep-pfcp's `Counter`).
+    pub counters: Vec<(&'static str, u64)>,
 }
 
 impl Shared {

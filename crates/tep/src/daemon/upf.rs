@@ -10,9 +10,7 @@
 //! QERs, drop, or buffer. A closed gate drops. Usage is counted per
 //! session, so each URR of a session reports the session's volume.
 //!
-//! The N4 thread that runs tep-pfcp's node over this is the next step
-//! (issue 18); until then only the tests below use it.
-#![cfg_attr(not(test), allow(dead_code))]
+//! The N4 thread ([`super::n4`]) runs tep-pfcp's node over this.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -120,9 +118,17 @@ impl UpfPlane {
         }
     }
 
-    /// Sends the changes made since the last call to the workers.
-    pub fn publish(&mut self) {
+    /// Sends the changes made since the last call to the workers; whether
+    /// there were any (the workers are then to be woken).
+    pub fn publish(&mut self) -> bool {
+        let before = self.sessions.published();
         self.sessions.publish();
+        self.sessions.published() != before
+    }
+
+    /// Publishes every session again, for workers started afresh.
+    pub fn replay(&mut self) {
+        self.sessions.replay();
     }
 
     /// The session and PDR of slot `slot`'s Downlink Data Report.
@@ -132,6 +138,7 @@ impl UpfPlane {
     }
 
     /// Whether none is.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.by_seid.is_empty()
     }

@@ -22,7 +22,7 @@ pub mod steer;
 pub mod worker;
 
 use crate::daemon::state::{GatewayInfo, InterfaceInfo, IoInfo, RingInfo, Shared, State};
-use crate::daemon::{control, metrics};
+use crate::daemon::{control, metrics, n4};
 use next_hops::{Published, Resolver};
 use rings::Side;
 use std::net::IpAddr;
@@ -35,6 +35,8 @@ use std::time::{Duration, Instant};
 use tep_dataplane::buffer::{Pool, HEADROOM};
 use tep_dataplane::config::{Config, ConfigError, GatewayConfig, RunMode, XdpMode};
 use tep_dataplane::icmp_error::RouterOptions;
+use tep_dataplane::session::control::Sessions;
+use tep_dataplane::session::WorkerLink;
 use tep_sys::{EventFd, Mode, Role, Signal, Signals, Steering, Umem, XskOptions, XskSocket};
 use worker::{WorkerIo, WorkerSetup};
 
@@ -197,6 +199,9 @@ struct Running {
     config: Arc<Config>,
     handles: Vec<JoinHandle<std::io::Result<WorkerIo>>>,
     wakes: Vec<Arc<EventFd>>,
+    /// A UPF's: each worker's link to the session tables (kept across
+    /// reloads: the sessions outlive the workers).
+    links: Vec<WorkerLink>,
 }
 
 struct Gateway {
@@ -208,7 +213,12 @@ struct Gateway {
 }
 
 impl Gateway {
-    fn start(&self, config: Arc<Config>, ios: Vec<WorkerIo>) -> Result<Running, String> {
+    fn start(
+        &self,
+        config: Arc<Config>,
+        ios: Vec<WorkerIo>,
+        links: Vec<WorkerLink>,
+    ) -> Result<Running, String> {
         let g = config.gateway.as_ref().ok_or("no [gateway] section")?;
         self.shared.stop.store(false, Ordering::Release);
         self.shared
@@ -231,6 +241,10 @@ impl Gateway {
                 next_hops: self.next_hops.clone(),
                 wake: wake.clone(),
                 shared: self.shared.clone(),
+                sessions: match (&config.pfcp, links.get(index)) {
+                    (Some(p), Some(l)) => Some((l.clone(), p.buffer_packets, p.buffer_limit)),
+                    _ => None,
+                },
             };
             let h = std::thread::Builder::new()
                 .name(format!("tep-worker-{index}"))
@@ -243,6 +257,7 @@ impl Gateway {
             config,
             handles,
             wakes,
+            links,
         })
     }
 
@@ -266,10 +281,17 @@ impl Gateway {
     /// Re-reads the config; with the same `[gateway]` section, moves the
     /// steering maps to the new tunnels and restarts the workers on the
     /// same sockets. On any error the running workers are left alone.
-    fn reload(&self, path: &Path, running: &mut Running, state: &State) -> Result<(), String> {
+    fn reload(
+        &self,
+        path: &Path,
+        running: &mut Running,
+        state: &State,
+        n4: Option<&n4::N4>,
+    ) -> Result<(), String> {
         let new = Config::load(path).map_err(|e| e.to_string())?;
         let g = check_gateway(&new).map_err(|e| e.to_string())?;
         let old = running.config.clone();
+        n4::check_kept(&old, &new)?;
         if Some(g) != old.gateway.as_ref() {
             return Err(
                 "gateway: the [gateway] section changed; interfaces, queues and rings change only with a restart"
@@ -283,8 +305,10 @@ impl Gateway {
                 config: old.clone(),
                 handles: Vec::new(),
                 wakes: Vec::new(),
+                links: running.links.clone(),
             },
         );
+        let stopped_links = stopped.links.clone();
         let ios = self.stop(stopped);
         self.shared.carry_over(&old);
         let steered = steer::configure(
@@ -299,13 +323,31 @@ impl Gateway {
             Ok(()) => (new, Ok(())),
             Err(e) => (old, Err(e)),
         };
-        let mut remotes: Vec<IpAddr> = config.tunnels.iter().map(|t| t.remote).collect();
+        let mut remotes = remotes_of(&config);
         self.next_hops.want(&mut remotes);
-        *running = self.start(config.clone(), ios)?;
+        // The new workers' session tables start empty: every session is
+        // queued for them before they run.
+        if let Some(n) = n4 {
+            n.replay();
+        }
+        let links = stopped_links.clone();
+        *running = self.start(config.clone(), ios, links)?;
         *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
         *state.config.lock().unwrap_or_else(|e| e.into_inner()) = config;
         result
     }
+}
+
+/// The tunnels' remote addresses, resolved before any packet asks; an N3
+/// tunnel's peers come with sessions (and are asked for by their first
+/// packet).
+fn remotes_of(config: &Config) -> Vec<IpAddr> {
+    config
+        .tunnels
+        .iter()
+        .map(|t| t.remote)
+        .filter(|a| !a.is_unspecified())
+        .collect()
 }
 
 fn io_info(
@@ -397,7 +439,7 @@ pub fn run(path: &Path) -> Result<(), String> {
         ios.push(open_queue(&g, q, &underlay, &inner, &mut steering)?);
     }
     let zero_copy = ios.iter().all(|w| w.underlay.socket.zero_copy());
-    let remotes: Vec<IpAddr> = config.tunnels.iter().map(|t| t.remote).collect();
+    let remotes = remotes_of(&config);
     let resolver = Resolver::start(vec![underlay.clone(), inner.clone()], &remotes)?;
     let shared = Arc::new(Shared::default());
     let gw = Gateway {
@@ -421,8 +463,22 @@ pub fn run(path: &Path) -> Result<(), String> {
             next_hops: gw.next_hops.clone(),
         }),
     });
-    let mut running = gw.start(config.clone(), ios)?;
+    // A UPF: the session tables' control plane, its links to the workers,
+    // and the PFCP socket.
+    let (sessions, links) = match &config.pfcp {
+        Some(p) => {
+            let n3_v6 = config.tunnels.iter().map(|t| t.local.is_ipv6()).collect();
+            let (s, l) = Sessions::new(p.max_sessions, g.queues, n3_v6);
+            (Some((s, n4::bind(p)?)), l)
+        }
+        None => (None, Vec::new()),
+    };
+    let mut running = gw.start(config.clone(), ios, links)?;
     *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
+    let n4 = match sessions {
+        Some((sessions, socket)) => Some(n4::N4::start(&config, socket, sessions, state.clone())?),
+        None => None,
+    };
     let control = control::serve("gateway.control", &g.control, state.clone())?;
     if let Some(addr) = g.metrics {
         metrics::serve("gateway.metrics", addr, state.clone())?;
@@ -437,8 +493,11 @@ pub fn run(path: &Path) -> Result<(), String> {
         "tep running (gateway)"
     );
     crate::daemon::until_stopped(path, &signals, &state, &reload_rx, || {
-        gw.reload(path, &mut running, &state)
+        gw.reload(path, &mut running, &state, n4.as_ref())
     })?;
+    if let Some(n) = n4 {
+        n.stop();
+    }
     // The workers' sockets close, then the programs come off both
     // interfaces (Steering's drop), leaving them as they were.
     drop(gw.stop(running));

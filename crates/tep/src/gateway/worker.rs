@@ -27,6 +27,7 @@ use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::Config;
 use tep_dataplane::icmp_error::RouterOptions;
 use tep_dataplane::pipeline::{InnerChecksums, OuterLayers, Output, Pipeline, PipelineOptions};
+use tep_dataplane::session::WorkerLink;
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
 use tep_dataplane::InnerLink;
 use tep_sys::raw::RawIp;
@@ -81,6 +82,9 @@ pub struct WorkerSetup {
     pub wake: Arc<EventFd>,
     /// Shared with the control thread.
     pub shared: Arc<Shared>,
+    /// A UPF worker's link to the session tables' control plane, and its
+    /// downlink buffers (`[pfcp].buffer_packets`, `buffer_limit`).
+    pub sessions: Option<(WorkerLink, u32, u32)>,
 }
 
 /// The pipeline of a gateway: whole frames on both sides.
@@ -110,6 +114,11 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
     let config = &setup.config;
     let mut pipeline = Pipeline::new(config, Tsc, pipeline_options());
     pipeline.set_router(setup.router);
+    let upf = setup.sessions.is_some();
+    if let Some((link, per_session, limit)) = setup.sessions.clone() {
+        pipeline.attach_sessions(link, per_session, limit);
+    }
+    let mut reports: Vec<u32> = Vec::new();
     let raw = RawIp::new()?;
     let WorkerIo {
         mut underlay,
@@ -148,6 +157,20 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         underlay.refill(&mut pool, setup.fill_target, RESERVE, &mut io);
         inner.refill(&mut pool, setup.fill_target, RESERVE, &mut io);
 
+        if upf {
+            // Between vectors: the sessions the N4 thread changed, and
+            // what they release (held packets, End Markers).
+            pipeline.apply_session_changes(&mut pool, &mut |o, pool, v| match o {
+                Output::Kernel => {
+                    tally(Way::Sent, pool, v, &mut tunnels);
+                    to_kernel(&raw, pool, v, &mut io, tracer);
+                }
+                _ => {
+                    tally(Way::Sent, pool, v, &mut tunnels);
+                    underlay.transmit(pool, v, &mut io, tracer);
+                }
+            });
+        }
         let from_underlay = underlay.receive(&mut pool, &mut input, &mut io, tracer);
         let mut round_bytes = bytes_in(&pool, &input);
         if !input.is_empty() {
@@ -187,6 +210,20 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         inner.flush(&mut io);
         pipeline.next_hops().take_wanted(&mut wanted);
         setup.next_hops.want(&mut wanted);
+        if upf {
+            pipeline.take_session_reports(&mut reports);
+            if !reports.is_empty() {
+                shared
+                    .upf
+                    .reports
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .append(&mut reports);
+                if let Some(w) = &*shared.upf.wake.lock().unwrap_or_else(|e| e.into_inner()) {
+                    let _ = w.notify();
+                }
+            }
+        }
 
         let busy = from_underlay + from_inner > 0;
         if busy {

@@ -17,7 +17,7 @@ mod udp_io;
 pub mod uplink;
 pub mod worker;
 
-use crate::daemon::{control, metrics, privilege, state};
+use crate::daemon::{control, metrics, n4, privilege, state};
 
 use endpoints::Endpoints;
 use state::{DeviceInfo, IoInfo, Shared, SocketInfo, State};
@@ -32,6 +32,8 @@ use tep_dataplane::overhead;
 use tep_sys::{
     DeviceKind, EventFd, Offloads, Signal, Signals, Tun, TunOptions, UdpOptions, UdpSocket,
 };
+use tep_dataplane::session::control::Sessions;
+use tep_dataplane::session::WorkerLink;
 use worker::{WorkerIo, WorkerSetup};
 
 /// The MTU of the path a tunnel's datagrams leave on: `host.underlay_mtu`
@@ -317,6 +319,9 @@ struct Running {
     endpoints: Endpoints,
     handles: Vec<JoinHandle<std::io::Result<WorkerIo>>>,
     wakes: Vec<Arc<EventFd>>,
+    /// A UPF's: each worker's link to the session tables (kept across
+    /// reloads: the sessions outlive the workers).
+    links: Vec<WorkerLink>,
 }
 
 fn start_workers(
@@ -324,6 +329,7 @@ fn start_workers(
     endpoints: Endpoints,
     ios: Vec<WorkerIo>,
     shared: &Arc<Shared>,
+    links: Vec<WorkerLink>,
 ) -> Result<Running, String> {
     shared.stop.store(false, Ordering::Release);
     shared
@@ -344,6 +350,10 @@ fn start_workers(
             offloads: config.host.offloads,
             wake: wake.clone(),
             shared: shared.clone(),
+            sessions: match (&config.pfcp, links.get(index)) {
+                (Some(p), Some(l)) => Some((l.clone(), p.buffer_packets, p.buffer_limit)),
+                _ => None,
+            },
         };
         let h = std::thread::Builder::new()
             .name(format!("tep-worker-{index}"))
@@ -357,6 +367,7 @@ fn start_workers(
         endpoints,
         handles,
         wakes,
+        links,
     })
 }
 
@@ -500,6 +511,16 @@ pub fn run(path: &Path) -> Result<(), String> {
         main_wake: EventFd::new().map_err(|e| format!("eventfd: {e}"))?,
         kernel: Box::new(state::UdpDrops),
     });
+    // A UPF: the session tables' control plane, its links to the workers,
+    // and the PFCP socket (bound while root).
+    let (sessions, links) = match &config.pfcp {
+        Some(p) => {
+            let n3_v6 = config.tunnels.iter().map(|t| t.local.is_ipv6()).collect();
+            let (s, l) = Sessions::new(p.max_sessions, host.queues, n3_v6);
+            (Some((s, n4::bind(p)?)), l)
+        }
+        None => (None, Vec::new()),
+    };
     let control = control::listen("host.control", &host.control)?;
     let metrics = host
         .metrics
@@ -511,8 +532,12 @@ pub fn run(path: &Path) -> Result<(), String> {
         r.apply()?;
         r.check_readable(path);
     }
-    let mut running = start_workers(config.clone(), endpoints, ios, &shared)?;
+    let mut running = start_workers(config.clone(), endpoints, ios, &shared, links)?;
     *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
+    let n4 = match sessions {
+        Some((sessions, socket)) => Some(n4::N4::start(&config, socket, sessions, state.clone())?),
+        None => None,
+    };
     let devices: Vec<(String, bool)> = tun
         .iter()
         .map(|t| (t.name().to_string(), false))
@@ -539,12 +564,16 @@ pub fn run(path: &Path) -> Result<(), String> {
             tun.as_ref(),
             tap.as_ref(),
             routes.as_mut(),
+            n4.as_ref(),
         )
         .map_err(|e| match &run_as {
             Some(r) => r.explain(e),
             None => e,
         })
     })?;
+    if let Some(n) = n4 {
+        n.stop();
+    }
     let _ = stop_workers(running, &shared);
     if let Some(r) = routes.as_mut() {
         r.clear();
@@ -565,11 +594,13 @@ fn reload(
     tun: Option<&Tun>,
     tap: Option<&Tun>,
     routes: Option<&mut routes::Routes>,
+    n4: Option<&n4::N4>,
 ) -> Result<(), String> {
     let new = Config::load(path).map_err(|e| e.to_string())?;
     check_mode(&new).map_err(|e| e.to_string())?;
     check_host(&new).map_err(|e| e.to_string())?;
     let old = running.config.clone();
+    n4::check_kept(&old, &new)?;
     if new.host != old.host {
         return Err(
             "host: the [host] section changed; devices, queues and listeners change only with a restart"
@@ -631,6 +662,7 @@ fn reload(
             endpoints: running.endpoints.clone(),
             handles: Vec::new(),
             wakes: Vec::new(),
+            links: running.links.clone(),
         },
     );
     let old_endpoints = old_running.endpoints.clone();
@@ -692,7 +724,13 @@ fn reload(
     let uplink = io.uplink.clone();
     *io = io_info(&devices, &new, &new_ios, &endpoints, uplink);
     drop(io);
-    *running = start_workers(new.clone(), endpoints, new_ios, shared)?;
+    // The new workers' session tables start empty: every session is
+    // queued for them before they run.
+    if let Some(n) = n4 {
+        n.replay();
+    }
+    let links = running.links.clone();
+    *running = start_workers(new.clone(), endpoints, new_ios, shared, links)?;
     *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
     *state.config.lock().unwrap_or_else(|e| e.into_inner()) = new;
     Ok(())

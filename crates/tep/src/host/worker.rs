@@ -25,6 +25,7 @@ use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::Config;
 use tep_dataplane::nexthop::LinkHeader;
 use tep_dataplane::pipeline::{InnerChecksums, OuterLayers, Output, Pipeline, PipelineOptions};
+use tep_dataplane::session::WorkerLink;
 use tep_dataplane::tunnel::TunnelTable;
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
 use tep_dataplane::InnerLink;
@@ -88,6 +89,9 @@ pub struct WorkerSetup {
     pub wake: Arc<EventFd>,
     /// Shared with the control thread.
     pub shared: Arc<Shared>,
+    /// A UPF worker's link to the session tables' control plane, and its
+    /// downlink buffers (`[pfcp].buffer_packets`, `buffer_limit`).
+    pub sessions: Option<(WorkerLink, u32, u32)>,
 }
 
 /// Runs a worker until `shared.stop`; returns its descriptors.
@@ -135,6 +139,11 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
             pipeline.next_hops().set(t.remote, Some(*header));
         }
     }
+    let upf = setup.sessions.is_some();
+    if let Some((link, per_session, limit)) = setup.sessions.clone() {
+        pipeline.attach_sessions(link, per_session, limit);
+    }
+    let mut reports: Vec<u32> = Vec::new();
     let mut pool = Pool::new(BUFFERS, SUPER_PACKET_ROOM);
     let mut io = setup.io;
     let routes = Routes {
@@ -191,6 +200,23 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
             100
         };
         epoll.wait(&mut events, timeout)?;
+        if upf {
+            // Between vectors: the sessions the N4 thread changed, and
+            // what they release (held packets, End Markers).
+            let WorkerIo {
+                sockets,
+                senders,
+                uplink,
+                ..
+            } = &mut io;
+            let mut to = Senders { sockets, senders };
+            pipeline.apply_session_changes(&mut pool, &mut |_, pool, out| match uplink {
+                Some((q, _)) => {
+                    write_frames(q, pool, out, &routes.table, &mut tallies, &shared.tracer)
+                }
+                None => send_outer(pool, out, &mut to, &routes, &mut tallies, &shared.tracer),
+            });
+        }
         let mut round_bytes = 0;
         let drained = match draining {
             Some(since) => events.is_empty() || since.elapsed() >= DRAIN_LIMIT,
@@ -303,6 +329,20 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         }
         if !events.is_empty() {
             idle.worked(Instant::now(), round_bytes);
+        }
+        if upf {
+            pipeline.take_session_reports(&mut reports);
+            if !reports.is_empty() {
+                shared
+                    .upf
+                    .reports
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .append(&mut reports);
+                if let Some(w) = &*shared.upf.wake.lock().unwrap_or_else(|e| e.into_inner()) {
+                    let _ = w.notify();
+                }
+            }
         }
         let wanted = shared.refresh.load(Ordering::Acquire);
         let read = tallies.io.get(IoEvent::DeviceRx) + tallies.io.get(IoEvent::UdpRx);

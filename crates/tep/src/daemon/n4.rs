@@ -1,0 +1,333 @@
+//! The N4 thread of a UPF (`[pfcp]`): tep-pfcp's node on the PFCP socket,
+//! its session changes compiled and published to the workers' session
+//! tables ([`super::upf::UpfPlane`]), and the workers' Downlink Data
+//! Report requests turned into Session Report Requests.
+//!
+//! One thread, off the packet path: it sleeps in epoll on the socket, its
+//! wake-up (workers holding a first packet for an idle UE, a reload asking
+//! for a replay, stop) and the node's next timer. After each round of
+//! messages the changes go to every worker at once and the workers are
+//! woken, so that a session is in their tables before the SMF reads the
+//! response that set it up.
+
+use super::state::{PfcpStatus, State};
+use super::upf::UpfPlane;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+use tep_dataplane::config::{Config, NodeId, PfcpConfig};
+use tep_dataplane::session::control::Sessions;
+use tep_pfcp::node::{self, Counter, Node};
+use tep_sys::{Epoll, EventFd};
+
+/// Datagrams read per wake-up before the changes are published (a burst
+/// of establishments becomes one publication to the workers).
+const ROUND: usize = 256;
+/// The largest PFCP message taken (a UDP datagram's most).
+const MAX_MESSAGE: usize = 65_535;
+
+/// What the main thread asks of the N4 thread.
+enum Ask {
+    /// Publish every session again to workers started afresh; answer once
+    /// queued.
+    Replay(mpsc::Sender<()>),
+}
+
+/// The running N4 thread.
+pub struct N4 {
+    thread: Option<JoinHandle<()>>,
+    wake: Arc<EventFd>,
+    asks: mpsc::Sender<Ask>,
+    stop: Arc<AtomicBool>,
+}
+
+/// The N3 tunnels of `config` (their addresses and indexes), in `[pfcp].n3`
+/// order.
+pub fn n3_tunnels(config: &Config) -> Vec<(IpAddr, u32)> {
+    config
+        .tunnels
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.sessions)
+        .map(|(i, t)| (t.local, i as u32))
+        .collect()
+}
+
+/// A UPF's sessions name N3 tunnels by position and were set up under its
+/// `[pfcp]`: a reload may change `[[tunnel]]`s around them only where
+/// that moves nothing.
+pub fn check_kept(old: &Config, new: &Config) -> Result<(), String> {
+    if old.pfcp != new.pfcp {
+        return Err(
+            "pfcp: the [pfcp] section changed; the N4 socket, N3 addresses and session tables change only with a restart"
+                .to_string(),
+        );
+    }
+    let users = |c: &Config| c.tunnels.iter().filter(|t| !t.sessions).count();
+    if old.pfcp.is_some() && users(old) != users(new) {
+        return Err(format!(
+            "tunnel: a UPF's sessions name its N3 tunnels by position, after the {} [[tunnel]]s; adding or removing one needs a restart",
+            users(old)
+        ));
+    }
+    Ok(())
+}
+
+/// The node's settings from `[pfcp]`.
+fn node_config(p: &PfcpConfig) -> node::Config {
+    let node_id = match &p.node_id {
+        NodeId::Ip(IpAddr::V4(a)) => tep_pfcp::types::NodeId::V4(*a),
+        NodeId::Ip(IpAddr::V6(a)) => tep_pfcp::types::NodeId::V6(*a),
+        // Validated as a domain name by the config.
+        NodeId::Fqdn(s) => tep_pfcp::types::NodeId::fqdn(s).unwrap_or_default(),
+    };
+    let v4 = p.n3.iter().find_map(|a| match a {
+        IpAddr::V4(a) => Some(*a),
+        IpAddr::V6(_) => None,
+    });
+    let v6 = p.n3.iter().find_map(|a| match a {
+        IpAddr::V6(a) => Some(*a),
+        IpAddr::V4(_) => None,
+    });
+    let mut c = node::Config::new(node_id, node::ntp_seconds(SystemTime::now()), v4, v6);
+    // The SMF sends session messages where the UP F-SEID says: the
+    // listening address, unless it listens on every address.
+    c.n4 = Some(p.listen.ip()).filter(|a| !a.is_unspecified());
+    c.max_sessions = p.max_sessions as usize;
+    c
+}
+
+/// Binds `[pfcp].listen` (before privileges are dropped).
+pub fn bind(p: &PfcpConfig) -> Result<UdpSocket, String> {
+    let s = UdpSocket::bind(p.listen).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrNotAvailable => format!(
+            "pfcp.listen: {} is not an address of this host (cannot bind UDP {})",
+            p.listen.ip(),
+            p.listen
+        ),
+        std::io::ErrorKind::AddrInUse => format!(
+            "pfcp.listen: UDP {} is in use by another socket (another UPF?)",
+            p.listen
+        ),
+        _ => format!("pfcp.listen: cannot bind UDP {}: {e}", p.listen),
+    })?;
+    s.set_nonblocking(true)
+        .map_err(|e| format!("pfcp.listen: {e}"))?;
+    Ok(s)
+}
+
+impl N4 {
+    /// Starts the N4 thread on `socket` over `sessions` (whose links the
+    /// workers hold).
+    pub fn start(
+        config: &Config,
+        socket: UdpSocket,
+        sessions: Sessions,
+        state: Arc<State>,
+    ) -> Result<N4, String> {
+        let p = config
+            .pfcp
+            .as_ref()
+            .ok_or_else(|| "pfcp: missing".to_string())?;
+        let node = Node::new(node_config(p));
+        let plane = UpfPlane::new(sessions, n3_tunnels(config));
+        let wake = Arc::new(EventFd::new().map_err(|e| format!("eventfd: {e}"))?);
+        *state
+            .shared
+            .upf
+            .wake
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(wake.clone());
+        let (asks, asked) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let listen = socket.local_addr().ok();
+        let mut run = Loop {
+            socket,
+            node,
+            plane,
+            state,
+            wake: wake.clone(),
+            asked,
+            stop: stop.clone(),
+            listen,
+        };
+        let thread = std::thread::Builder::new()
+            .name("tep-n4".to_string())
+            .spawn(move || {
+                if let Err(e) = run.run() {
+                    tracing::error!("the N4 thread stopped: {e}");
+                }
+            })
+            .map_err(|e| format!("cannot start the N4 thread: {e}"))?;
+        tracing::info!(listen = ?listen, "PFCP (N4) listening");
+        Ok(N4 {
+            thread: Some(thread),
+            wake,
+            asks,
+            stop,
+        })
+    }
+
+    /// Has every session published again (for workers started afresh),
+    /// returning once the changes are queued to them.
+    pub fn replay(&self) {
+        let (tx, rx) = mpsc::channel();
+        if self.asks.send(Ask::Replay(tx)).is_ok() {
+            let _ = self.wake.notify();
+            let _ = rx.recv_timeout(Duration::from_secs(10));
+        }
+    }
+
+    /// Stops the thread.
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = self.wake.notify();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Loop {
+    socket: UdpSocket,
+    node: Node,
+    plane: UpfPlane,
+    state: Arc<State>,
+    wake: Arc<EventFd>,
+    asked: mpsc::Receiver<Ask>,
+    stop: Arc<AtomicBool>,
+    listen: Option<SocketAddr>,
+}
+
+const TOKEN_SOCKET: u64 = 0;
+const TOKEN_WAKE: u64 = 1;
+
+impl Loop {
+    fn run(&mut self) -> std::io::Result<()> {
+        let epoll = Epoll::new()?;
+        epoll.add(self.socket.as_raw_fd(), TOKEN_SOCKET, true, false)?;
+        epoll.add(self.wake.as_raw_fd(), TOKEN_WAKE, true, false)?;
+        let mut events = Vec::with_capacity(4);
+        let mut buf = vec![0u8; MAX_MESSAGE];
+        let mut reports = Vec::new();
+        self.publish_status();
+        while !self.stop.load(Ordering::Acquire) {
+            let timeout = match self.node.poll_timeout() {
+                Some(t) => t
+                    .saturating_duration_since(Instant::now())
+                    .as_millis()
+                    .min(1000) as i32,
+                None => 1000,
+            };
+            epoll.wait(&mut events, timeout)?;
+            let _ = self.wake.drain();
+            let now = Instant::now();
+            // Requests first, then the reports: a Downlink Data Report for
+            // a session the same round modified is judged on its new FAR.
+            for _ in 0..ROUND {
+                match self.socket.recv_from(&mut buf) {
+                    Ok((n, from)) => self.node.handle(now, from, &buf[..n], &mut self.plane),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    // An ICMP error from an SMF gone away, say: next one.
+                    Err(e) => {
+                        tracing::debug!("pfcp recv: {e}");
+                        break;
+                    }
+                }
+            }
+            std::mem::swap(
+                &mut reports,
+                &mut *self
+                    .state
+                    .shared
+                    .upf
+                    .reports
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()),
+            );
+            for slot in reports.drain(..) {
+                if let Some((seid, pdr)) = self.plane.report_of(slot) {
+                    self.node.downlink_data(now, seid, pdr);
+                }
+            }
+            if self.node.poll_timeout().is_some_and(|t| t <= now) {
+                self.node.handle_timeout(now, &mut self.plane);
+            }
+            while let Ok(ask) = self.asked.try_recv() {
+                match ask {
+                    Ask::Replay(done) => {
+                        self.plane.replay();
+                        let _ = done.send(());
+                    }
+                }
+            }
+            if self.plane.publish() {
+                for w in self
+                    .state
+                    .wakes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                {
+                    let _ = w.notify();
+                }
+            }
+            while let Some(t) = self.node.poll_transmit() {
+                if let Err(e) = self.socket.send_to(&t.payload, t.destination) {
+                    tracing::warn!(to = %t.destination, "pfcp send: {e}");
+                }
+            }
+            self.publish_status();
+        }
+        Ok(())
+    }
+
+    fn publish_status(&self) {
+        let status = PfcpStatus {
+            listen: self.listen,
+            sessions: self.node.session_count(),
+            associations: self
+                .node
+                .associations()
+                .map(|(id, addr)| format!("{} ({addr})", node_id_text(id)))
+                .collect(),
+            counters: Counter::ALL
+                .iter()
+                .map(|&c| (c.name(), self.node.counter(c)))
+                .collect(),
+        };
+        *self
+            .state
+            .shared
+            .upf
+            .status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(status);
+    }
+}
+
+/// A Node ID as a person reads it.
+fn node_id_text(id: &tep_pfcp::types::NodeId) -> String {
+    use tep_pfcp::types::NodeId as Id;
+    match id {
+        Id::V4(a) => a.to_string(),
+        Id::V6(a) => a.to_string(),
+        Id::Fqdn(labels) => {
+            let mut out = String::new();
+            let mut rest = labels.as_slice();
+            while let [n, tail @ ..] = rest {
+                let n = usize::from(*n).min(tail.len());
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(&String::from_utf8_lossy(&tail[..n]));
+                rest = &tail[n..];
+            }
+            out
+        }
+    }
+}
