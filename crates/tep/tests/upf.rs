@@ -1,0 +1,403 @@
+//! `tep run` as a 5G UPF, driven over PFCP (N4) by an SMF tep did not
+//! write: `tests/upf/smf.py`, scapy's contrib.pfcp and contrib.gtp, plays
+//! the SMF, two gNBs and a data-network host. Three namespaces:
+//!
+//! ```text
+//!   ran (SMF 192.0.2.2:8805,           up (tep: N4 + N3 192.0.2.1,       dn (10.99.0.2,
+//!        gNBs 192.0.2.3, .4:2152) ---- vr/vu ---- TUN = N6, forwarding) ---- vd/vn ---- UDP 9000)
+//! ```
+//!
+//! UEs are 10.45.0.0/16 (`ue_prefixes`: tep routes them into its TUN).
+//! Uplink: a gNB's G-PDU (tep's CHOOSE F-TEID, QFI in a UL PDU Session
+//! Container) -> tep -> TUN -> the kernel forwards to `dn`, whose socket
+//! must receive each inner datagram exactly once from its UE's address.
+//! Downlink: `dn` sends to a UE address -> routed into tep's TUN -> a
+//! G-PDU to the session's gNB with its TEID and the QER's QFI in a DL PDU
+//! Session Container. smf.py checks every field and every count and says
+//! what differs; this file sets the lab up, sends it commands, and checks
+//! tep's own counters (`show pfcp`, `show tunnels`) against what it says.
+//! Root only (CI is root); skipped loudly otherwise.
+
+mod netns;
+
+use netns::{remove_namespaces, root_or_skip, sh, spawn_daemon, Daemon};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const SMF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upf/smf.py");
+const PYTHON: &str = "/usr/bin/python3";
+
+const UPF: &str = "192.0.2.1";
+const SMF_ADDR: &str = "192.0.2.2";
+const GNB_A: &str = "192.0.2.3";
+const GNB_B: &str = "192.0.2.4";
+const DN: &str = "10.99.0.2";
+const DN_GW: &str = "10.99.0.1";
+const NODE_ID: &str = "upf.test";
+const BUFFER_PACKETS: u32 = 8;
+
+fn scapy_or_skip(test: &str) -> bool {
+    if !root_or_skip(test) {
+        return false;
+    }
+    let ok = Command::new(PYTHON)
+        .args(["-c", "import scapy.contrib.pfcp, scapy.contrib.gtp"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        tep_testing::skip(format_args!(
+            "{test}: python3 has no scapy (Debian's python3-scapy; .ci/run installs it)"
+        ));
+    }
+    ok
+}
+
+static CASES: AtomicUsize = AtomicUsize::new(0);
+
+/// Namespaces `up`, `ran` and `dn`, joined as the module docs draw;
+/// removed on drop.
+struct Lab {
+    up: String,
+    ran: String,
+    dn: String,
+    dir: PathBuf,
+}
+
+impl Lab {
+    fn new() -> Lab {
+        let n = CASES.fetch_add(1, Ordering::Relaxed);
+        let tag = format!("tepu{}x{n}", std::process::id());
+        let lab = Lab {
+            up: format!("{tag}u"),
+            ran: format!("{tag}r"),
+            dn: format!("{tag}d"),
+            dir: std::env::temp_dir().join(&tag),
+        };
+        let _ = std::fs::create_dir_all(&lab.dir);
+        for ns in [&lab.up, &lab.ran, &lab.dn] {
+            sh(&["ip", "netns", "add", ns], true);
+            lab.exec(ns, &["ip", "link", "set", "lo", "up"], true);
+        }
+        for (a, da, b, db) in [(&lab.up, "vu", &lab.ran, "vr"), (&lab.up, "vd", &lab.dn, "vn")] {
+            sh(
+                &[
+                    "ip", "link", "add", da, "netns", a, "type", "veth", "peer", "name", db,
+                    "netns", b,
+                ],
+                true,
+            );
+        }
+        let addrs: [(&str, &str, &[&str]); 4] = [
+            (&lab.up, "vu", &[UPF]),
+            (&lab.ran, "vr", &[SMF_ADDR, GNB_A, GNB_B]),
+            (&lab.up, "vd", &[DN_GW]),
+            (&lab.dn, "vn", &[DN]),
+        ];
+        for (ns, dev, list) in addrs {
+            for a in list {
+                lab.exec(ns, &["ip", "addr", "add", &format!("{a}/24"), "dev", dev], true);
+            }
+            lab.exec(ns, &["ip", "link", "set", dev, "up"], true);
+        }
+        lab.exec(&lab.dn, &["ip", "route", "add", "default", "via", DN_GW], true);
+        // `up` routes between N6 (the TUN) and the data network; packets
+        // from UE addresses come in on the TUN, whose route is tep's.
+        for k in [
+            "net.ipv4.ip_forward=1",
+            "net.ipv4.conf.all.rp_filter=0",
+            "net.ipv4.conf.default.rp_filter=0",
+        ] {
+            lab.exec(&lab.up, &["sysctl", "-qw", k], true);
+        }
+        lab
+    }
+
+    fn exec(&self, ns: &str, args: &[&str], must: bool) -> std::process::Output {
+        let mut full = vec!["ip", "netns", "exec", ns];
+        full.extend_from_slice(args);
+        sh(&full, must)
+    }
+
+    /// tep in `up`: host mode (TUN = N6), a UPF on N4/N3 192.0.2.1.
+    fn tep(&self) -> Daemon {
+        let config = format!(
+            "[host]\ntun = \"n6\"\ntun_addresses = [\"10.63.0.1/32\"]\ncontrol = \"{}\"\n\n\
+             [pfcp]\nlisten = \"{UPF}\"\nnode_id = \"{NODE_ID}\"\nn3 = [\"{UPF}\"]\n\
+             ue_prefixes = [\"10.45.0.0/16\"]\nbuffer_packets = {BUFFER_PACKETS}\n",
+            self.dir.join(format!("{}.sock", self.up)).display()
+        );
+        spawn_daemon(&self.dir, &self.up, &config)
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        remove_namespaces(&[&self.up, &self.ran, &self.dn]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// smf.py in `ran` (its N6 socket in `dn`); killed on drop.
+struct Smf {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    log: PathBuf,
+}
+
+impl Smf {
+    fn start(lab: &Lab) -> Smf {
+        let config = json!({
+            "dn_ns": lab.dn,
+            "upf": UPF,
+            "node_id": NODE_ID,
+            "smf": SMF_ADDR,
+            "gnbs": [GNB_A, GNB_B],
+            "dn": DN,
+            "dn_port": 9000,
+            "ue_base": "10.45.0.1",
+            "buffer_packets": BUFFER_PACKETS,
+            "deadline": 150,
+        });
+        let path = lab.dir.join("smf.json");
+        std::fs::write(&path, config.to_string()).unwrap();
+        let log = lab.dir.join("smf.log");
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &lab.ran, PYTHON, SMF])
+            .arg(&path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start smf.py");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let smf = Smf {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            log,
+        };
+        // Importing scapy takes seconds on a loaded machine.
+        match smf.lines.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) if l.contains("\"ready\"") => smf,
+            other => panic!("smf.py did not start ({other:?}):\n{}", smf.log()),
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Runs one command; its result, which smf.py found as it expected
+    /// (else the test fails with what it said and tep's log).
+    fn run(&mut self, tep: &Daemon, command: Value) -> Value {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{command}").unwrap();
+        stdin.flush().unwrap();
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(90))
+            .unwrap_or_else(|e| {
+                panic!(
+                    "smf.py: no answer to {command} ({e}):\n{}\ntep:\n{}",
+                    self.log(),
+                    tep.log()
+                )
+            });
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("smf.py said {line:?} ({e}):\n{}", self.log()));
+        assert_eq!(
+            v["ok"],
+            true,
+            "smf.py: {}\ntep show pfcp: {}\ntep show counters: {}\ntep log:\n{}",
+            v["error"],
+            tep.control(&["show", "pfcp", "--json"]).unwrap_or_default(),
+            tep.control(&["show", "counters", "--json"]).unwrap_or_default(),
+            tep.log()
+        );
+        eprintln!("smf.py: {v}");
+        v
+    }
+}
+
+impl Drop for Smf {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `show pfcp --json`'s counter `name`.
+fn pfcp_counter(tep: &Daemon, name: &str) -> u64 {
+    let p = tep.show("pfcp");
+    p["counters"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no PFCP counter {name}: {p}"))
+}
+
+/// `show tunnels --json`'s row of the first N3 tunnel.
+fn n3(tep: &Daemon) -> Value {
+    let t = tep.show("tunnels");
+    t["tunnels"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["name"] == "n3.0").cloned())
+        .unwrap_or_else(|| panic!("no tunnel n3.0: {t}"))
+}
+
+fn start(test: &str) -> Option<(Lab, Daemon, Smf)> {
+    if !scapy_or_skip(test) {
+        return None;
+    }
+    let lab = Lab::new();
+    let tep = lab.tep();
+    let smf = Smf::start(&lab);
+    Some((lab, tep, smf))
+}
+
+/// Association Setup (cause, Recovery Time Stamp, UP Node ID, FTUP) and a
+/// Heartbeat; 1,000 sessions established in one pipelined burst; one
+/// uplink G-PDU per session reaches the DN as its inner datagram, and one
+/// downlink datagram per UE reaches the gNB as a G-PDU with that session's
+/// TEID and QFI, each exactly once; every session deleted, each Usage
+/// Report counting exactly its two inner packets.
+#[test]
+fn a_thousand_sessions_forward_both_ways() {
+    let test = "a_thousand_sessions_forward_both_ways";
+    let Some((_lab, tep, mut smf)) = start(test) else {
+        return;
+    };
+    let a = smf.run(&tep, json!({"run": "associate"}));
+    assert_eq!(a["node_id"], NODE_ID);
+    let p = tep.show("pfcp");
+    assert_eq!(p["associations"].as_array().map(Vec::len), Some(1), "{p}");
+    assert_eq!(pfcp_counter(&tep, "heartbeats_answered"), 1);
+
+    const N: u64 = 1000;
+    smf.run(&tep, json!({"run": "establish", "count": N}));
+    assert_eq!(tep.show("pfcp")["sessions"], N);
+    assert_eq!(pfcp_counter(&tep, "sessions_established"), N);
+
+    let before = n3(&tep);
+    let up = smf.run(&tep, json!({"run": "uplink", "sizes": [120]}));
+    assert_eq!(up["packets"], N);
+    let down = smf.run(&tep, json!({"run": "downlink", "sizes": [140]}));
+    assert_eq!(down["packets"], N);
+    let after = n3(&tep);
+    let delta = |k: &str| after[k].as_u64().unwrap() - before[k].as_u64().unwrap();
+    assert_eq!(delta("rx_packets"), N, "{before}\n{after}");
+    assert_eq!(delta("tx_packets"), N, "{before}\n{after}");
+
+    let d = smf.run(&tep, json!({"run": "delete"}));
+    assert_eq!(
+        (&d["deleted"], &d["ul_packets"], &d["ul_bytes"]),
+        (&json!(N), &json!(N), &json!(120 * N))
+    );
+    assert_eq!((&d["dl_packets"], &d["dl_bytes"]), (&json!(N), &json!(140 * N)));
+    let p = tep.show("pfcp");
+    assert_eq!(p["sessions"], 0, "{p}");
+    assert_eq!(pfcp_counter(&tep, "sessions_deleted"), N);
+    let stats = smf.run(&tep, json!({"run": "stats"}));
+    assert_eq!(stats["unanswered_reports"], 0);
+}
+
+/// Handover with SNDEM (End Marker with the old TEID to the old gNB, then
+/// downlink to the new one); FAR BUFF+NOCP (one Downlink Data Report
+/// naming the downlink PDR; the packets held, then released in order by
+/// FORW); Query URR and Session Deletion reporting exactly the inner
+/// packets and octets carried.
+#[test]
+fn handover_buffering_and_usage_reports() {
+    let test = "handover_buffering_and_usage_reports";
+    let Some((_lab, tep, mut smf)) = start(test) else {
+        return;
+    };
+    smf.run(&tep, json!({"run": "associate"}));
+    smf.run(&tep, json!({"run": "establish", "count": 4}));
+    smf.run(&tep, json!({"run": "uplink"}));
+    smf.run(&tep, json!({"run": "downlink"}));
+
+    let h = smf.run(&tep, json!({"run": "handover", "session": 1}));
+    assert_eq!(h["end_marker_octets"], 8, "{h}");
+    assert_eq!(pfcp_counter(&tep, "end_markers"), 1);
+
+    let b = smf.run(
+        &tep,
+        json!({"run": "buffer", "session": 2, "packets": BUFFER_PACKETS}),
+    );
+    assert_eq!(b["buffered"], BUFFER_PACKETS);
+    assert_eq!(pfcp_counter(&tep, "reports_sent"), 1);
+    assert_eq!(pfcp_counter(&tep, "retransmitted"), 0);
+
+    let u = smf.run(&tep, json!({"run": "usage", "index": 100}));
+    // Inner packets: 60 + 200 + 1000 up, 80 + 1200 down; then 500 up, 90 +
+    // 90 + 700 down (smf.py checked the report against what arrived).
+    assert_eq!(
+        u["query"],
+        json!([2540, 1260, 1280, 5, 3, 2]),
+        "Query URR's volume: {u}"
+    );
+    assert_eq!(u["deletion"], json!([1380, 500, 880, 4, 1, 3]), "{u}");
+
+    // The sessions that were handed over and buffered carried on: each
+    // final report counts what they carried since their establishment.
+    smf.run(&tep, json!({"run": "uplink"}));
+    smf.run(&tep, json!({"run": "downlink"}));
+    smf.run(&tep, json!({"run": "delete"}));
+    assert_eq!(tep.show("pfcp")["sessions"], 0);
+}
+
+/// Bad requests are answered as TS 29.244 §7.6 says and change nothing:
+/// a truncated IE (Invalid length, Offending IE), an unknown SEID
+/// (Session context not found), a Create PDR naming no FAR (Rule creation
+/// failure, Failed Rule ID), a missing F-SEID (Mandatory IE missing,
+/// Offending IE); retransmitted requests get the same bytes and act once.
+/// The sessions set up before forward throughout.
+#[test]
+fn bad_requests_are_answered_and_sessions_keep_forwarding() {
+    let test = "bad_requests_are_answered_and_sessions_keep_forwarding";
+    let Some((_lab, tep, mut smf)) = start(test) else {
+        return;
+    };
+    smf.run(&tep, json!({"run": "associate"}));
+    smf.run(&tep, json!({"run": "establish", "count": 20}));
+    smf.run(&tep, json!({"run": "uplink"}));
+    smf.run(&tep, json!({"run": "downlink"}));
+    let r = smf.run(
+        &tep,
+        json!({"run": "bad_input", "session": 3, "spare": 200}),
+    );
+    assert_eq!(r["duplicates"]["end_markers"], 1, "{r}");
+    for (counter, n) in [
+        ("invalid_length", 1),
+        ("session_not_found", 1),
+        ("rule_failure", 1),
+        ("mandatory_ie_missing", 1),
+        ("duplicate_request", 2),
+        ("end_markers", 1),
+    ] {
+        assert_eq!(pfcp_counter(&tep, counter), n, "{counter}");
+    }
+    // The 20 sessions and the one established twice: 21, not 22.
+    assert_eq!(tep.show("pfcp")["sessions"], 21);
+    smf.run(&tep, json!({"run": "uplink", "sizes": [64, 1400]}));
+    smf.run(&tep, json!({"run": "downlink", "sizes": [64, 1400]}));
+    // Every usage report still exact: the truncated Query URR took none.
+    let d = smf.run(&tep, json!({"run": "delete"}));
+    assert_eq!(d["deleted"], 21);
+}
