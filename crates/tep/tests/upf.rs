@@ -85,7 +85,10 @@ impl Lab {
             sh(&["ip", "netns", "add", ns], true);
             lab.exec(ns, &["ip", "link", "set", "lo", "up"], true);
         }
-        for (a, da, b, db) in [(&lab.up, "vu", &lab.ran, "vr"), (&lab.up, "vd", &lab.dn, "vn")] {
+        for (a, da, b, db) in [
+            (&lab.up, "vu", &lab.ran, "vr"),
+            (&lab.up, "vd", &lab.dn, "vn"),
+        ] {
             sh(
                 &[
                     "ip", "link", "add", da, "netns", a, "type", "veth", "peer", "name", db,
@@ -102,11 +105,19 @@ impl Lab {
         ];
         for (ns, dev, list) in addrs {
             for a in list {
-                lab.exec(ns, &["ip", "addr", "add", &format!("{a}/24"), "dev", dev], true);
+                lab.exec(
+                    ns,
+                    &["ip", "addr", "add", &format!("{a}/24"), "dev", dev],
+                    true,
+                );
             }
             lab.exec(ns, &["ip", "link", "set", dev, "up"], true);
         }
-        lab.exec(&lab.dn, &["ip", "route", "add", "default", "via", DN_GW], true);
+        lab.exec(
+            &lab.dn,
+            &["ip", "route", "add", "default", "via", DN_GW],
+            true,
+        );
         // `up` routes between N6 (the TUN) and the data network; packets
         // from UE addresses come in on the TUN, whose route is tep's.
         for k in [
@@ -227,7 +238,8 @@ impl Smf {
             "smf.py: {}\ntep show pfcp: {}\ntep show counters: {}\ntep log:\n{}",
             v["error"],
             tep.control(&["show", "pfcp", "--json"]).unwrap_or_default(),
-            tep.control(&["show", "counters", "--json"]).unwrap_or_default(),
+            tep.control(&["show", "counters", "--json"])
+                .unwrap_or_default(),
             tep.log()
         );
         eprintln!("smf.py: {v}");
@@ -308,7 +320,10 @@ fn a_thousand_sessions_forward_both_ways() {
         (&d["deleted"], &d["ul_packets"], &d["ul_bytes"]),
         (&json!(N), &json!(N), &json!(120 * N))
     );
-    assert_eq!((&d["dl_packets"], &d["dl_bytes"]), (&json!(N), &json!(140 * N)));
+    assert_eq!(
+        (&d["dl_packets"], &d["dl_bytes"]),
+        (&json!(N), &json!(140 * N))
+    );
     let p = tep.show("pfcp");
     assert_eq!(p["sessions"], 0, "{p}");
     assert_eq!(pfcp_counter(&tep, "sessions_deleted"), N);
