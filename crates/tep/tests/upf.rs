@@ -410,9 +410,35 @@ fn bad_requests_are_answered_and_sessions_keep_forwarding() {
     }
     // The 20 sessions and the one established twice: 21, not 22.
     assert_eq!(tep.show("pfcp")["sessions"], 21);
+    // Uplink with a QFI no PDR matches goes nowhere (whether tep should
+    // answer it: `a_qfi_no_pdr_matches_gets_no_error_indication`).
+    smf.run(&tep, json!({"run": "qfi_mismatch", "session": 4}));
     smf.run(&tep, json!({"run": "uplink", "sizes": [64, 1400]}));
     smf.run(&tep, json!({"run": "downlink", "sizes": [64, 1400]}));
     // Every usage report still exact: the truncated Query URR took none.
     let d = smf.run(&tep, json!({"run": "delete"}));
     assert_eq!(d["deleted"], 21);
+}
+
+/// A G-PDU to a live session's TEID with a QFI its uplink PDR does not
+/// match (another QFI; no PDU Session Container) is dropped, and not
+/// answered with an Error Indication: the PDU session exists (TS 29.281
+/// §7.3.1), and a gNB releases the session on an Error Indication.
+/// Ignored: tep answers each with an Error Indication (its uplink lookup
+/// by TEID and QFI fails as for an unknown TEID, drop reason
+/// unknown_teid).
+#[test]
+#[ignore = "tep sends an Error Indication for a known TEID whose QFI matches no PDR"]
+fn a_qfi_no_pdr_matches_gets_no_error_indication() {
+    let test = "a_qfi_no_pdr_matches_gets_no_error_indication";
+    let Some((_lab, tep, mut smf)) = start(test) else {
+        return;
+    };
+    smf.run(&tep, json!({"run": "associate"}));
+    smf.run(&tep, json!({"run": "establish", "count": 2}));
+    let r = smf.run(&tep, json!({"run": "qfi_mismatch", "session": 1}));
+    assert_eq!(r["answers"], json!([]), "{r}");
+    // The session itself still forwards.
+    smf.run(&tep, json!({"run": "uplink"}));
+    smf.run(&tep, json!({"run": "downlink"}));
 }

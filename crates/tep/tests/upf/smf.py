@@ -751,6 +751,26 @@ class Lab:
         check(not self.drain(self.dn_sock, 0.2), "a G-PDU to a deleted TEID reached the DN")
         return {"query": q, "deletion": d, "first": first, "second": second}
 
+    def cmd_qfi_mismatch(self, c):
+        """G-PDUs to a live session's TEID whose QFI its uplink PDR does not
+        match (another QFI, or no PDU Session Container): no PDR matches,
+        so they go nowhere. Returns the GTP-U types of what tep answered:
+        the TEID is known, so there should be no Error Indication (TS
+        29.281 §7.3.1 sends one only where no PDU session exists; the gNB
+        releases the session on one); upf.rs says whether that is checked."""
+        s = self.sessions[c["session"]]
+        sock = self.gnb_socks[self.gnbs.index(s.gnb)]
+        inner = IP(src=s.ue, dst=self.dn) / UDP(sport=s.port, dport=self.dn_port) / Raw(b"wrong qfi")
+        for b in (
+            bytes(GTP_U_Header(teid=s.ul_teid, gtp_type=255) / GTPPDUSessionContainer(type=1, QFI=QFI + 1) / inner),
+            bytes(GTP_U_Header(teid=s.ul_teid, gtp_type=255) / inner),
+        ):
+            sock.sendto(b, (self.upf, GTPU_PORT))
+        answers = self.drain(sock, 0.5)
+        got = self.drain(self.dn_sock, 0)
+        check(not got, "a G-PDU with another QFI reached the DN: %r" % got)
+        return {"sent": 2, "answers": [GTPHeader(a[0]).gtp_type for a in answers]}
+
     def cmd_bad_input(self, c):
         """Malformed and wrong requests get the Cause TS 29.244 §7.6 asks
         for; nothing they carry is applied."""
