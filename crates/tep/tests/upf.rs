@@ -263,6 +263,17 @@ fn pfcp_counter(tep: &Daemon, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no PFCP counter {name}: {p}"))
 }
 
+/// Packets tep dropped for `reason`.
+fn dropped(tep: &Daemon, reason: &str) -> u64 {
+    tep.show("counters")["drops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["reason"] == reason)
+        .map(|d| d["packets"].as_u64().unwrap())
+        .sum()
+}
+
 /// `show tunnels --json`'s row of the first N3 tunnel.
 fn n3(tep: &Daemon) -> Value {
     let t = tep.show("tunnels");
@@ -353,9 +364,11 @@ fn handover_buffering_and_usage_reports() {
 
     let b = smf.run(
         &tep,
-        json!({"run": "buffer", "session": 2, "packets": BUFFER_PACKETS}),
+        json!({"run": "buffer", "session": 2, "packets": BUFFER_PACKETS, "extra": 3}),
     );
     assert_eq!(b["buffered"], BUFFER_PACKETS);
+    // The three sent while the buffer was full.
+    assert_eq!(dropped(&tep, "buffer_full"), 3);
     assert_eq!(pfcp_counter(&tep, "reports_sent"), 1);
     assert_eq!(pfcp_counter(&tep, "retransmitted"), 0);
 
@@ -418,6 +431,33 @@ fn bad_requests_are_answered_and_sessions_keep_forwarding() {
     // Every usage report still exact: the truncated Query URR took none.
     let d = smf.run(&tep, json!({"run": "delete"}));
     assert_eq!(d["deleted"], 21);
+}
+
+/// The SMF saying it lost sessions makes tep drop them: a Session Report
+/// Response with Session context not found drops that session (and what
+/// it buffered); a Heartbeat with a new Recovery Time Stamp (the SMF
+/// restarted) drops all of the SMF's sessions. Their TEIDs are unknown
+/// afterwards (Error Indications), their UEs unreachable.
+#[test]
+fn sessions_the_smf_lost_are_dropped() {
+    let test = "sessions_the_smf_lost_are_dropped";
+    let Some((_lab, tep, mut smf)) = start(test) else {
+        return;
+    };
+    smf.run(&tep, json!({"run": "associate"}));
+    smf.run(&tep, json!({"run": "establish", "count": 10}));
+    smf.run(&tep, json!({"run": "report_rejected", "session": 4}));
+    assert_eq!(tep.show("pfcp")["sessions"], 9);
+    smf.run(&tep, json!({"run": "uplink"}));
+    smf.run(&tep, json!({"run": "downlink"}));
+    let r = smf.run(&tep, json!({"run": "restart"}));
+    assert_eq!(r["forgotten"], 9);
+    assert_eq!(tep.show("pfcp")["sessions"], 0);
+    assert_eq!(pfcp_counter(&tep, "peer_restarted"), 1);
+    // The association stays: the restarted SMF sets sessions up again.
+    smf.run(&tep, json!({"run": "establish", "first": 20, "count": 3}));
+    smf.run(&tep, json!({"run": "uplink"}));
+    smf.run(&tep, json!({"run": "downlink"}));
 }
 
 /// A G-PDU to a live session's TEID with a QFI its uplink PDR does not

@@ -663,20 +663,19 @@ class Lab:
         self.uplink([s], gnb=new_gnb)
         return {"old_teid": old_teid, "new_teid": new_teid, "end_marker_octets": len(data)}
 
-    def cmd_buffer(self, c):
-        """FAR 2 to BUFF+NOCP; N downlink datagrams are held and reported
-        once (Downlink Data Report naming PDR 2); FAR 2 to FORW releases all
-        N to the gNB, in order."""
-        s = self.sessions[c["session"]]
-        n = c["packets"]
+    def buffer_and_report(self, s, sent_count, answer_cause):
+        """FAR 2 of `s` to BUFF+NOCP, `sent_count` downlink datagrams (kept
+        for later checks), and the one Session Report Request they cause
+        (a Downlink Data Report naming PDR 2), answered with
+        `answer_cause`."""
         req = self.update_far2(s, ["BUFF", "NOCP"])
         self.expect_response(self.request(req), MODIFICATION_RESPONSE, s.cp_seid, ACCEPTED, "FAR 2 to BUFF")
-        sent = [self.send_downlink(s, k, 200 + k) for k in range(n)]
-        # The report, and nothing at the gNB meanwhile.
+        sent = [self.send_downlink(s, k, 200 + k) for k in range(sent_count)]
         end = time.monotonic() + 5
         while not self.reports and time.monotonic() < end:
             self.pump(0.1)
-        check(self.reports, "no Session Report Request within 5 s of %d buffered packets" % n)
+        check(self.reports, "no Session Report Request within 5 s of %d buffered packets" % sent_count)
+        # One report per buffering episode, not one per packet.
         self.pump(0.5)
         check(len(self.reports) == 1, "%d Session Report Requests, want 1" % len(self.reports))
         data, p = self.reports.pop()
@@ -688,9 +687,20 @@ class Lab:
         pdr = one_ie(ddr, IE_PDR_Id, where).id
         check(pdr == 2, "%s: Downlink Data Report names PDR %d, want 2" % (where, pdr))
         rsp = PFCP(version=1, S=1, seid=s.up_seid, seq=p.seq) / PFCPSessionReportResponse(
-            IE_list=[IE_Cause(cause=ACCEPTED)]
+            IE_list=[IE_Cause(cause=answer_cause)]
         )
         self.n4.sendto(bytes(rsp), (self.upf, PFCP_PORT))
+        return sent, p.seq
+
+    def cmd_buffer(self, c):
+        """FAR 2 to BUFF+NOCP; N downlink datagrams are held and reported
+        once (Downlink Data Report naming PDR 2); FAR 2 to FORW releases all
+        N to the gNB, in order. `extra` more sent while N are held find the
+        buffer full: none of them is released."""
+        s = self.sessions[c["session"]]
+        n = c["packets"]
+        sent, seq = self.buffer_and_report(s, n + c.get("extra", 0), ACCEPTED)
+        sent = sent[:n]
         for i, sock in enumerate(self.gnb_socks):
             early = self.drain(sock, 0)
             check(not early, "%d datagrams reached gNB %s while FAR 2 buffered" % (len(early), self.gnbs[i]))
@@ -716,7 +726,7 @@ class Lab:
         check(not self.reports, "another Session Report Request: %r" % self.reports)
         # The session forwards as before.
         self.downlink([s])
-        return {"buffered": n, "report_seq": p.seq}
+        return {"buffered": n, "report_seq": seq}
 
     def cmd_usage(self, c):
         """A new session: traffic, Query URR (its report counts that
@@ -739,17 +749,52 @@ class Lab:
         body = self.expect_response(self.request(req), DELETION_RESPONSE, s.cp_seid, ACCEPTED, "Session Deletion")
         d = self.check_usage(s, body, IE_UsageReport_SDR, "TERMR", 1, "Session Deletion")
         del self.sessions[s.index]
-        # The TEID is gone: an Error Indication (type 26) names it.
+        # The TEID is gone: an Error Indication names it.
+        self.forgotten(s)
+        return {"query": q, "deletion": d, "first": first, "second": second}
+
+    def forgotten(self, s):
+        """tep no longer has session `s`: a G-PDU to its TEID gets an Error
+        Indication naming it, and reaches no DN."""
         b, _, _ = self.gpdu(s, 0, 100)
-        sock = self.gnb_socks[0]
+        sock = self.gnb_socks[self.gnbs.index(s.gnb)]
         sock.sendto(b, (self.upf, GTPU_PORT))
         got = self.drain(sock, 1.0)
-        check(len(got) == 1, "after deletion: %d answers to a G-PDU to its TEID, want 1 Error Indication" % len(got))
+        check(len(got) == 1, "%s: %d answers to a G-PDU to a forgotten TEID, want 1 Error Indication" % (s.ue, len(got)))
         h = GTPHeader(got[0][0])
-        check(h.gtp_type == 26, "after deletion: GTP-U type %d, want 26 (Error Indication)" % h.gtp_type)
+        check(h.gtp_type == 26, "%s: GTP-U type %d, want 26 (Error Indication)" % (s.ue, h.gtp_type))
         check(struct.pack("!BI", 16, s.ul_teid) in got[0][0], "Error Indication without TEID Data I 0x%x" % s.ul_teid)
-        check(not self.drain(self.dn_sock, 0.2), "a G-PDU to a deleted TEID reached the DN")
-        return {"query": q, "deletion": d, "first": first, "second": second}
+        check(not self.drain(self.dn_sock, 0.2), "a G-PDU to a forgotten TEID reached the DN")
+
+    def cmd_report_rejected(self, c):
+        """A Session Report Response with Session context not found: the SMF
+        has no such session, so tep drops its own (and its buffered
+        packets: none reaches a gNB)."""
+        s = self.sessions[c["session"]]
+        self.buffer_and_report(s, 3, NOT_FOUND)
+        time.sleep(0.2)
+        self.forgotten(s)
+        for sock in self.gnb_socks:
+            check(not self.drain(sock, 0.2), "buffered packets of a dropped session reached a gNB")
+        del self.sessions[s.index]
+        return {"dropped": s.index}
+
+    def cmd_restart(self, c):
+        """A Heartbeat Request with a new Recovery Time Stamp: the SMF
+        restarted, and the sessions it had are gone (TS 29.244 §19A)."""
+        self.recovery += 1
+        hb = self.request(self.header() / PFCPHeartbeatRequest(IE_list=[IE_RecoveryTimeStamp(timestamp=self.recovery)]))
+        check(hb[1].message_type == HEARTBEAT_RESPONSE, "no Heartbeat Response: %r" % hb[1])
+        time.sleep(0.2)
+        gone = [self.sessions[i] for i in sorted(self.sessions)]
+        for s in gone[:: max(1, len(gone) // 5)]:
+            self.forgotten(s)
+        for s in gone:
+            self.send_downlink(s, 0, 100)
+        for sock in self.gnb_socks:
+            check(not self.drain(sock, 0.5), "downlink reached a gNB after the SMF restarted")
+        self.sessions.clear()
+        return {"forgotten": len(gone)}
 
     def cmd_qfi_mismatch(self, c):
         """G-PDUs to a live session's TEID whose QFI its uplink PDR does not
