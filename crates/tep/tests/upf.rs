@@ -358,6 +358,10 @@ fn handover_buffering_and_usage_reports() {
     smf.run(&tep, json!({"run": "uplink"}));
     smf.run(&tep, json!({"run": "downlink"}));
 
+    // Two QoS flows on one F-TEID (CHOOSE ID), both forwarded and counted.
+    let f = smf.run(&tep, json!({"run": "two_flows", "index": 50, "qfi": 5}));
+    assert_eq!(f["usage"], json!([700, 600, 100, 4, 3, 1]), "{f}");
+
     let h = smf.run(&tep, json!({"run": "handover", "session": 1}));
     assert_eq!(h["end_marker_octets"], 8, "{h}");
     assert_eq!(pfcp_counter(&tep, "end_markers"), 1);

@@ -313,7 +313,7 @@ class Lab:
 
     # -- PFCP messages --------------------------------------------------------
 
-    def establishment(self, s, far_for_dl=2, with_fseid=True):
+    def establishment(self, s, far_for_dl=2, with_fseid=True, second_qfi=None):
         """A PDU session as an SMF sets it up: uplink PDR 1 (F-TEID CHOOSE,
         QFI, outer header removal), downlink PDR 2 (UE address), FAR 1 to
         the core, FAR 2 to the gNB with outer header creation, QER 1 with
@@ -321,21 +321,28 @@ class Lab:
         body = [IE_NodeId(id_type="IPv4", ipv4=self.smf)]
         if with_fseid:
             body.append(IE_FSEID(v4=1, seid=s.cp_seid, ipv4=self.smf))
-        body += [
-            IE_CreatePDR(IE_list=[
-                IE_PDR_Id(id=1),
+        def uplink_pdr(pdr, qfi):
+            # With a second flow both PDRs ask for one F-TEID (CHOOSE ID 1),
+            # as an SMF sets up QoS flows of one PDU session.
+            fteid = IE_FTEID(CH=1, CHID=1, V4=1, choose_id=1) if second_qfi else IE_FTEID(CH=1, V4=1)
+            return IE_CreatePDR(IE_list=[
+                IE_PDR_Id(id=pdr),
                 IE_Precedence(precedence=200),
                 IE_PDI(IE_list=[
                     IE_SourceInterface(interface="Access"),
-                    IE_FTEID(CH=1, V4=1),
+                    fteid,
                     IE_NetworkInstance(instance="internet"),
-                    IE_QFI(QFI=QFI),
+                    IE_QFI(QFI=qfi),
                 ]),
                 IE_OuterHeaderRemoval(header="GTP-U/UDP/IPv4"),
                 IE_FAR_Id(id=1),
                 IE_URR_Id(id=1),
                 IE_QER_Id(id=1),
-            ]),
+            ])
+        body.append(uplink_pdr(1, QFI))
+        if second_qfi:
+            body.append(uplink_pdr(3, second_qfi))
+        body += [
             IE_CreatePDR(IE_list=[
                 IE_PDR_Id(id=2),
                 IE_Precedence(precedence=200),
@@ -379,20 +386,26 @@ class Lab:
         ]
         return self.header(0) / PFCPSessionEstablishmentRequest(IE_list=body)
 
-    def accept_establishment(self, s, got):
+    def accept_establishment(self, s, got, shared=False):
         where = "Session Establishment Response for UE %s" % s.ue
         body = self.expect_response(got, ESTABLISHMENT_RESPONSE, s.cp_seid, ACCEPTED, where)
         nid = fqdn(one_ie(body, IE_NodeId, where))
         check(nid == self.cfg["node_id"], "%s: Node ID %s, want %s" % (where, nid, self.cfg["node_id"]))
         f = one_ie(body, IE_FSEID, where)
         check(f.v4 == 1 and f.ipv4 == self.upf, "%s: UP F-SEID %r" % (where, f))
-        created = one_ie(body, IE_CreatedPDR, where)
-        check(one_ie(created, IE_PDR_Id, where).id == 1, "%s: Created PDR names PDR %r" % (where, created))
-        t = one_ie(created, IE_FTEID, where)
-        check(t.CH == 0 and t.V4 == 1 and t.V6 == 0 and t.ipv4 == self.upf,
-              "%s: F-TEID %r, want an IPv4 one on %s" % (where, t, self.upf))
+        created = ies(body, IE_CreatedPDR)
+        want = [1, 3] if shared else [1]
+        check(sorted(one_ie(c, IE_PDR_Id, where).id for c in created) == want,
+              "%s: Created PDRs %r, want PDRs %r" % (where, created, want))
+        teids = set()
+        for c in created:
+            t = one_ie(c, IE_FTEID, where)
+            check(t.CH == 0 and t.V4 == 1 and t.V6 == 0 and t.ipv4 == self.upf,
+                  "%s: F-TEID %r, want an IPv4 one on %s" % (where, t, self.upf))
+            teids.add(t.TEID)
+        check(len(teids) == 1, "%s: PDRs of one CHOOSE ID got TEIDs %r" % (where, teids))
         s.up_seid = f.seid
-        s.ul_teid = t.TEID
+        s.ul_teid = teids.pop()
 
     def update_far2(self, s, action, gnb=None, teid=None, sndem=False):
         """Session Modification Request: FAR 2 (downlink) gets `action`,
@@ -429,7 +442,7 @@ class Lab:
 
     # -- N3 and N6 --------------------------------------------------------------
 
-    def gpdu(self, s, n, size):
+    def gpdu(self, s, n, size, qfi=QFI):
         """An uplink G-PDU of session `s` (UL PDU Session Container with the
         QFI) carrying a UE -> DN UDP datagram tagged (session, n), padded to
         an inner packet of `size` octets."""
@@ -438,7 +451,7 @@ class Lab:
         check(pad >= 0, "size %d too small" % size)
         inner = IP(src=s.ue, dst=self.dn, ttl=64) / UDP(sport=s.port, dport=self.dn_port) / Raw(tag + b"." * pad)
         return bytes(GTP_U_Header(teid=s.ul_teid, gtp_type=255)
-                     / GTPPDUSessionContainer(type=1, QFI=QFI) / inner), len(inner), tag + b"." * pad
+                     / GTPPDUSessionContainer(type=1, QFI=qfi) / inner), len(inner), tag + b"." * pad
 
     def downlink_payload(self, s, n, size):
         tag = b"dl %d %d " % (s.index, n)
@@ -489,7 +502,7 @@ class Lab:
             if len(want) == before and time.monotonic() >= end:
                 break
 
-    def uplink(self, sess, gnb=None, sizes=(100,), wait=5.0):
+    def uplink(self, sess, gnb=None, sizes=(100,), wait=5.0, qfi=QFI):
         """One G-PDU per session and size from its gNB (or `gnb`); each
         inner datagram must reach the DN exactly once, from the UE address."""
         want = {}
@@ -497,7 +510,7 @@ class Lab:
         for s in sess:
             sock = self.gnb_socks[self.gnbs.index(gnb or s.gnb)]
             for size in sizes:
-                b, inner_len, payload = self.gpdu(s, n, size)
+                b, inner_len, payload = self.gpdu(s, n, size, qfi)
                 want[payload] = (s, inner_len)
                 sock.sendto(b, (self.upf, GTPU_PORT))
                 n += 1
@@ -795,6 +808,21 @@ class Lab:
             check(not self.drain(sock, 0.5), "downlink reached a gNB after the SMF restarted")
         self.sessions.clear()
         return {"forgotten": len(gone)}
+
+    def cmd_two_flows(self, c):
+        """A session with two uplink QoS flows (PDRs 1 and 3, QFIs 9 and
+        `qfi`) on one F-TEID tep chose once for CHOOSE ID 1: G-PDUs of
+        either QFI reach the DN; both count in the session's URR."""
+        s = Session(c["index"], self.cfg, self.gnbs[0])
+        p = self.establishment(s, second_qfi=c["qfi"])
+        self.accept_establishment(s, self.request(p), shared=True)
+        self.sessions[s.index] = s
+        self.uplink([s], sizes=[100, 200])
+        self.uplink([s], sizes=[300], qfi=c["qfi"])
+        self.downlink([s])
+        body = self.expect_response(self.request(self.query_urr(s)), MODIFICATION_RESPONSE, s.cp_seid, ACCEPTED, "Query URR")
+        v = self.check_usage(s, body, IE_UsageReport_SMR, "IMMER", 0, "Query URR")
+        return {"teid": s.ul_teid, "usage": v}
 
     def cmd_qfi_mismatch(self, c):
         """G-PDUs to a live session's TEID whose QFI its uplink PDR does not
