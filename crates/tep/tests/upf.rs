@@ -440,8 +440,10 @@ fn bad_requests_are_answered_and_sessions_keep_forwarding() {
 /// The SMF saying it lost sessions makes tep drop them: a Session Report
 /// Response with Session context not found drops that session (and what
 /// it buffered); a Heartbeat with a new Recovery Time Stamp (the SMF
-/// restarted) drops all of the SMF's sessions. Their TEIDs are unknown
-/// afterwards (Error Indications), their UEs unreachable.
+/// restarted) drops all of the SMF's sessions, and so does an Association
+/// Release. Their TEIDs are unknown afterwards (Error Indications), their
+/// UEs unreachable. An unanswered Session Report Request is resent after
+/// T1, byte for byte.
 #[test]
 fn sessions_the_smf_lost_are_dropped() {
     let test = "sessions_the_smf_lost_are_dropped";
@@ -452,6 +454,7 @@ fn sessions_the_smf_lost_are_dropped() {
     smf.run(&tep, json!({"run": "establish", "count": 10}));
     smf.run(&tep, json!({"run": "report_rejected", "session": 4}));
     assert_eq!(tep.show("pfcp")["sessions"], 9);
+    assert_eq!(pfcp_counter(&tep, "retransmitted"), 1);
     smf.run(&tep, json!({"run": "uplink"}));
     smf.run(&tep, json!({"run": "downlink"}));
     let r = smf.run(&tep, json!({"run": "restart"}));
@@ -462,6 +465,16 @@ fn sessions_the_smf_lost_are_dropped() {
     smf.run(&tep, json!({"run": "establish", "first": 20, "count": 3}));
     smf.run(&tep, json!({"run": "uplink"}));
     smf.run(&tep, json!({"run": "downlink"}));
+    // Association Release drops them too, and ends the association.
+    let r = smf.run(&tep, json!({"run": "release", "index": 30}));
+    assert_eq!(r["forgotten"], 3);
+    let p = tep.show("pfcp");
+    assert_eq!(
+        (&p["sessions"], &p["associations"]),
+        (&json!(0), &json!([])),
+        "{p}"
+    );
+    assert_eq!(pfcp_counter(&tep, "no_association"), 1);
 }
 
 /// A G-PDU to a live session's TEID with a QFI its uplink PDR does not

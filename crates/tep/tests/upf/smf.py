@@ -81,6 +81,7 @@ from scapy.contrib.pfcp import (
     IE_UsageReport_SMR,
     IE_UsageReportTrigger,
     IE_VolumeMeasurement,
+    PFCPAssociationReleaseRequest,
     PFCPAssociationSetupRequest,
     PFCPHeartbeatRequest,
     PFCPHeartbeatResponse,
@@ -102,11 +103,11 @@ QFI = 9
 WINDOW = 64
 # Message types (TS 29.244 Table 7.3-1) this SMF sees.
 HEARTBEAT_REQUEST, HEARTBEAT_RESPONSE = 1, 2
-ASSOCIATION_SETUP_RESPONSE = 6
+ASSOCIATION_SETUP_RESPONSE, ASSOCIATION_RELEASE_RESPONSE = 6, 10
 ESTABLISHMENT_RESPONSE, MODIFICATION_RESPONSE, DELETION_RESPONSE = 51, 53, 55
 REPORT_REQUEST = 56
 # Causes (§8.2.1).
-ACCEPTED, NOT_FOUND, IE_MISSING, INVALID_LENGTH, RULE_FAILURE = 1, 65, 66, 68, 73
+ACCEPTED, NOT_FOUND, IE_MISSING, INVALID_LENGTH, NO_ASSOCIATION, RULE_FAILURE = 1, 65, 66, 68, 72, 73
 
 
 class Mismatch(Exception):
@@ -502,6 +503,15 @@ class Lab:
             if len(want) == before and time.monotonic() >= end:
                 break
 
+    def await_one(self, sock, wait=1.0, linger=0.15):
+        """What arrives on `sock`: waits up to `wait` s for a first datagram,
+        then `linger` s more for any that should not be there."""
+        got = []
+        end = time.monotonic() + wait
+        while not got and time.monotonic() < end:
+            got += self.drain(sock, min(0.05, max(0, end - time.monotonic())))
+        return got + self.drain(sock, linger)
+
     def uplink(self, sess, gnb=None, sizes=(100,), wait=5.0, qfi=QFI):
         """One G-PDU per session and size from its gNB (or `gnb`); each
         inner datagram must reach the DN exactly once, from the UE address."""
@@ -662,7 +672,7 @@ class Lab:
         req = self.update_far2(s, ["FORW"], gnb=new_gnb, teid=new_teid, sndem=True)
         self.expect_response(self.request(req), MODIFICATION_RESPONSE, s.cp_seid, ACCEPTED, "handover")
         old_sock = self.gnb_socks[self.gnbs.index(old_gnb)]
-        got = self.drain(old_sock, 1.0)
+        got = self.await_one(old_sock)
         check(len(got) == 1, "%d datagrams at the old gNB after the handover, want 1 End Marker: %r" % (len(got), got))
         data, src = got[0]
         check(src[0] == self.upf, "End Marker from %r" % (src,))
@@ -676,7 +686,7 @@ class Lab:
         self.uplink([s], gnb=new_gnb)
         return {"old_teid": old_teid, "new_teid": new_teid, "end_marker_octets": len(data)}
 
-    def buffer_and_report(self, s, sent_count, answer_cause):
+    def buffer_and_report(self, s, sent_count, answer_cause, await_resend=False):
         """FAR 2 of `s` to BUFF+NOCP, `sent_count` downlink datagrams (kept
         for later checks), and the one Session Report Request they cause
         (a Downlink Data Report naming PDR 2), answered with
@@ -692,6 +702,15 @@ class Lab:
         self.pump(0.5)
         check(len(self.reports) == 1, "%d Session Report Requests, want 1" % len(self.reports))
         data, p = self.reports.pop()
+        if await_resend:
+            # Unanswered, the request comes again after T1 (3 s), the same
+            # bytes.
+            end = time.monotonic() + 6
+            while not self.reports and time.monotonic() < end:
+                self.pump(0.1)
+            check(self.reports, "the unanswered Session Report Request was not resent within 6 s")
+            again = self.reports.pop()[0]
+            check(again == data, "the resent Session Report Request differs:\n%s\n%s" % (data.hex(), again.hex()))
         where = "Session Report Request"
         check(p.S == 1 and p.seid == s.cp_seid, "%s: SEID %r, want our CP SEID 0x%x" % (where, p.seid, s.cp_seid))
         rt = one_ie(p.payload, IE_ReportType, where)
@@ -772,7 +791,7 @@ class Lab:
         b, _, _ = self.gpdu(s, 0, 100)
         sock = self.gnb_socks[self.gnbs.index(s.gnb)]
         sock.sendto(b, (self.upf, GTPU_PORT))
-        got = self.drain(sock, 1.0)
+        got = self.await_one(sock)
         check(len(got) == 1, "%s: %d answers to a G-PDU to a forgotten TEID, want 1 Error Indication" % (s.ue, len(got)))
         h = GTPHeader(got[0][0])
         check(h.gtp_type == 26, "%s: GTP-U type %d, want 26 (Error Indication)" % (s.ue, h.gtp_type))
@@ -784,7 +803,7 @@ class Lab:
         has no such session, so tep drops its own (and its buffered
         packets: none reaches a gNB)."""
         s = self.sessions[c["session"]]
-        self.buffer_and_report(s, 3, NOT_FOUND)
+        self.buffer_and_report(s, 3, NOT_FOUND, await_resend=True)
         time.sleep(0.2)
         self.forgotten(s)
         for sock in self.gnb_socks:
@@ -823,6 +842,23 @@ class Lab:
         body = self.expect_response(self.request(self.query_urr(s)), MODIFICATION_RESPONSE, s.cp_seid, ACCEPTED, "Query URR")
         v = self.check_usage(s, body, IE_UsageReport_SMR, "IMMER", 0, "Query URR")
         return {"teid": s.ul_teid, "usage": v}
+
+    def cmd_release(self, c):
+        """Association Release: tep drops the SMF's sessions, and takes no
+        new one without an association (Cause 72)."""
+        req = self.header() / PFCPAssociationReleaseRequest(IE_list=[IE_NodeId(id_type="FQDN", id="smf.test")])
+        body = self.expect_response(self.request(req), ASSOCIATION_RELEASE_RESPONSE, None, ACCEPTED,
+                                    "Association Release Response")
+        check(fqdn(one_ie(body, IE_NodeId, "Association Release Response")) == self.cfg["node_id"],
+              "Association Release Response: Node ID")
+        gone = [self.sessions[i] for i in sorted(self.sessions)]
+        for s in gone:
+            self.forgotten(s)
+        self.sessions.clear()
+        s = Session(c["index"], self.cfg, self.gnbs[0])
+        self.expect_response(self.request(self.establishment(s)), ESTABLISHMENT_RESPONSE, s.cp_seid,
+                             NO_ASSOCIATION, "establishment without an association")
+        return {"forgotten": len(gone)}
 
     def cmd_qfi_mismatch(self, c):
         """G-PDUs to a live session's TEID whose QFI its uplink PDR does not
@@ -905,7 +941,7 @@ class Lab:
         r2 = self.exchange([(p.seq, b)])[p.seq]
         check(r1[0] == r2[0], "a retransmitted modification got different bytes")
         self.expect_response(r1, MODIFICATION_RESPONSE, dup.cp_seid, ACCEPTED, "retransmitted handover")
-        ems = self.drain(self.gnb_socks[0], 1.0)
+        ems = self.await_one(self.gnb_socks[0])
         check(len(ems) == 1 and GTPHeader(ems[0][0]).gtp_type == 254,
               "a retransmitted SNDEM modification: %d datagrams at the old gNB, want 1 End Marker" % len(ems))
         dup.gnb, dup.dl_teid = self.gnbs[1], new_teid
