@@ -100,10 +100,7 @@ pub fn pdu_session_establishment(
                 forwarding_parameters: Some(ForwardingParameters {
                     destination_interface: DestinationInterface(Interface::ACCESS),
                     network_instance: None,
-                    outer_header_creation: Some(OuterHeaderCreation::gtpu(
-                        gnb_teid,
-                        gnb.into(),
-                    )),
+                    outer_header_creation: Some(OuterHeaderCreation::gtpu(gnb_teid, gnb.into())),
                 }),
             },
         ],

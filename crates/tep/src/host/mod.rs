@@ -29,11 +29,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use tep_dataplane::config::{ChecksumMode, Config, ConfigError, HostConfig, RunMode, TunnelConfig};
 use tep_dataplane::overhead;
+use tep_dataplane::session::control::Sessions;
+use tep_dataplane::session::WorkerLink;
 use tep_sys::{
     DeviceKind, EventFd, Offloads, Signal, Signals, Tun, TunOptions, UdpOptions, UdpSocket,
 };
-use tep_dataplane::session::control::Sessions;
-use tep_dataplane::session::WorkerLink;
 use worker::{WorkerIo, WorkerSetup};
 
 /// The MTU of the path a tunnel's datagrams leave on: `host.underlay_mtu`
