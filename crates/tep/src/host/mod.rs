@@ -559,7 +559,6 @@ pub fn run(path: &Path) -> Result<(), String> {
         reload(
             path,
             &mut running,
-            &shared,
             &state,
             tun.as_ref(),
             tap.as_ref(),
@@ -589,13 +588,13 @@ pub fn run(path: &Path) -> Result<(), String> {
 fn reload(
     path: &Path,
     running: &mut Running,
-    shared: &Arc<Shared>,
     state: &State,
     tun: Option<&Tun>,
     tap: Option<&Tun>,
     routes: Option<&mut routes::Routes>,
     n4: Option<&n4::N4>,
 ) -> Result<(), String> {
+    let shared = &state.shared;
     let new = Config::load(path).map_err(|e| e.to_string())?;
     check_mode(&new).map_err(|e| e.to_string())?;
     check_host(&new).map_err(|e| e.to_string())?;
