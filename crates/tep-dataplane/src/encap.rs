@@ -238,13 +238,11 @@ pub fn inner_checksum(
         if o < ip_header_end {
             return Err(DropReason::Malformed);
         }
-        if t.checksum == ChecksumMode::Remote && rco_encodable(t.kind, start, offset) {
-            return Ok(());
-        }
         // The checksum covers the transport segment: to the IP packet's
         // end, not over any Ethernet padding after it (what the receiver
         // sums, and what remote checksum offload completes to); a frame
-        // without IP, to its end.
+        // without IP, to its end. A field outside that region can be
+        // completed by nobody, here or by the peer (RCO).
         let data = pool.data(id);
         let end = if carries_ip && m.tail.is_none() {
             ip_end(data, usize::from(m.inner_l3))
@@ -253,6 +251,9 @@ pub fn inner_checksum(
         };
         if o + 2 > end || s > o || o & 1 != (s & 1) {
             return Err(DropReason::Malformed);
+        }
+        if t.checksum == ChecksumMode::Remote && rco_encodable(t.kind, start, offset) {
+            return Ok(());
         }
         // A gathered segment's payload is its tail (and it has no padding).
         let sum = if m.tail.is_some() {

@@ -810,6 +810,33 @@ fn ecn_ce_not_ect() {
 
 // ------------------------------------------------------------------ encap
 
+/// A partial checksum whose field lies in the Ethernet padding after the
+/// inner IP packet (a virtio-net header pointing there) is malformed in
+/// `remote` mode too: sent as RCO, no receiver could complete it (it
+/// completes to the IP packet's end). Found by the encap fuzz target.
+#[test]
+fn remote_checksum_field_past_the_inner_ip_packet() {
+    let (ca, _) = pair(TunnelKind::Vxlan, false, ChecksumMode::Remote);
+    let good = make_partial(&frame(&tcp4(b"remote checksum", 7)), 14);
+    let mut padded = frame(&tcp4(b"remote checksum", 7));
+    padded.extend_from_slice(&[0u8; 64]);
+    // Even, as RCO encodes it: past the IP packet's end (byte 69).
+    let start = 70;
+    assert!(14 + 20 + 20 + 15 < start && start + 18 < padded.len());
+    let bad = ChecksumState::Partial {
+        start: start as u16,
+        offset: (start + 16) as u16,
+    };
+    let mut a = pipeline(&ca, InnerLink::Ethernet);
+    let mut pool = pool();
+    let out = run_encap_with(&mut a, &mut pool, &[good, (padded, bad)]);
+    assert_eq!(out.packets.len(), 1, "{}", a.runtime().report());
+    assert_dropped_once(&a, DropReason::Malformed, "inner-checksum");
+    assert_balanced(&a);
+    assert_no_leak(&pool);
+}
+
+
 #[test]
 fn no_route() {
     let a = a_config(TunnelKind::GreInUdp);

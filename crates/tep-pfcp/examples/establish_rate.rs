@@ -15,11 +15,9 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tep_pfcp::message::*;
 use tep_pfcp::node::{Change, Config, Node, Refused, Usage, UserPlane};
-use tep_pfcp::rules::*;
-use tep_pfcp::types::*;
-use tep_pfcp::PfcpRepr;
+use tep_pfcp::sample;
+use tep_pfcp::types::NodeId;
 
 /// Counts live heap bytes (the example's own measurement, nothing else).
 struct Counting;
@@ -69,113 +67,15 @@ const N3: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
 
 fn request(i: u32) -> Vec<u8> {
     let ue = Ipv4Addr::from(0x0a00_0000 + i);
-    let m = SessionEstablishmentRequest {
-        node_id: NodeId::V4(SMF),
-        cp_f_seid: FSeid {
-            seid: i as u64 + 1,
-            v4: Some(SMF),
-            v6: None,
-        },
-        create_pdrs: vec![
-            CreatePdr {
-                pdr_id: PdrId(1),
-                precedence: Precedence(255),
-                pdi: Pdi {
-                    source_interface: SourceInterface(Interface::ACCESS),
-                    local_f_teid: Some(FTeid::Choose {
-                        v4: true,
-                        v6: false,
-                        choose_id: Some(1),
-                    }),
-                    network_instance: Some(NetworkInstance(b"\x08internet".to_vec())),
-                    ue_ip_address: Some(UeIpAddress {
-                        v4: Some(ue),
-                        ..Default::default()
-                    }),
-                    qfi: Some(Qfi(9)),
-                },
-                outer_header_removal: Some(OuterHeaderRemoval::default()),
-                far_id: Some(FarId(1)),
-                urr_ids: vec![UrrId(1)],
-                qer_ids: vec![QerId(1)],
-            },
-            CreatePdr {
-                pdr_id: PdrId(2),
-                precedence: Precedence(255),
-                pdi: Pdi {
-                    source_interface: SourceInterface(Interface::N6_LAN),
-                    network_instance: Some(NetworkInstance(b"\x08internet".to_vec())),
-                    ue_ip_address: Some(UeIpAddress {
-                        v4: Some(ue),
-                        destination: true,
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
-                outer_header_removal: None,
-                far_id: Some(FarId(2)),
-                urr_ids: vec![UrrId(1)],
-                qer_ids: vec![QerId(1)],
-            },
-        ],
-        create_fars: vec![
-            CreateFar {
-                far_id: FarId(1),
-                apply_action: ApplyAction::new(ApplyAction::FORW),
-                forwarding_parameters: Some(ForwardingParameters {
-                    destination_interface: DestinationInterface(Interface::CORE),
-                    network_instance: None,
-                    outer_header_creation: None,
-                }),
-            },
-            CreateFar {
-                far_id: FarId(2),
-                apply_action: ApplyAction::new(ApplyAction::FORW),
-                forwarding_parameters: Some(ForwardingParameters {
-                    destination_interface: DestinationInterface(Interface::ACCESS),
-                    network_instance: None,
-                    outer_header_creation: Some(OuterHeaderCreation::gtpu(
-                        i,
-                        Ipv4Addr::new(203, 0, 113, 5).into(),
-                    )),
-                }),
-            },
-        ],
-        create_urrs: vec![CreateUrr {
-            urr_id: UrrId(1),
-            measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
-            reporting_triggers: ReportingTriggers(Bitmap::new(0, 3)),
-            volume_threshold: None,
-        }],
-        create_qers: vec![CreateQer {
-            qer_id: QerId(1),
-            gate_status: GateStatus::open(),
-            qfi: Some(Qfi(9)),
-        }],
-    };
-    PfcpRepr {
-        seid: Some(0),
-        sequence: i & 0xff_ffff,
-        priority: None,
-        message: Message::SessionEstablishmentRequest(m),
-    }
-    .to_bytes()
+    let gnb = Ipv4Addr::new(203, 0, 113, 5);
+    sample::pdu_session_establishment(i & 0xff_ffff, i as u64 + 1, SMF, ue, gnb, i).to_bytes()
 }
 
 fn associated(now: Instant, smf: SocketAddr) -> Node {
     let mut c = Config::new(NodeId::V4(N3), 1, Some(N3), None);
     c.heartbeat_interval = None;
     let mut node = Node::new(c);
-    let setup = PfcpRepr {
-        seid: None,
-        sequence: 0,
-        priority: None,
-        message: Message::AssociationSetupRequest(AssociationSetupRequest {
-            node_id: NodeId::V4(SMF),
-            recovery_time_stamp: RecoveryTimeStamp(1),
-            up_function_features: None,
-        }),
-    };
+    let setup = sample::association_setup(0, SMF, 1);
     node.handle(now, smf, &setup.to_bytes(), &mut NullUp(0));
     while node.poll_transmit().is_some() {}
     node

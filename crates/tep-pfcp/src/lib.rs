@@ -12,6 +12,7 @@
 //!   PDI, Forwarding Parameters, Created PDR, Usage Report, Downlink Data
 //!   Report, Query URR).
 //! - [`message`]: the messages, [`message::PfcpRepr`] parses and emits them.
+//! - [`sample`]: the messages of a typical PDU session (examples, load).
 //! - [`node`]: the UP function: associations, heartbeats, sessions, the
 //!   retransmission cache, timers, and the boundary to the user plane
 //!   ([`node::UserPlane`]).
@@ -46,6 +47,7 @@ pub mod ie;
 pub mod message;
 pub mod node;
 pub mod rules;
+pub mod sample;
 pub mod types;
 
 pub use header::{Packet, PORT};

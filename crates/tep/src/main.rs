@@ -261,6 +261,13 @@ enum BenchCommand {
     /// tunnel. 003: VXLAN with checksum, RCO and none, tep beside the
     /// kernel.
     Seeds(bench::seeds::Options),
+    /// A PFCP load generator against a running UPF (tep's or another):
+    /// Association Setup, then rounds of N Session Establishments and N
+    /// Deletions with a window of requests outstanding, every message
+    /// built before the clock starts; establishments and deletions per
+    /// second per round and their medians (examples/bench-n4.sh runs it
+    /// against tep in namespaces).
+    N4(bench::n4::Options),
 }
 
 fn main() -> ExitCode {
@@ -343,6 +350,18 @@ fn main() -> ExitCode {
         Command::Bench {
             what: BenchCommand::Seeds(o),
         } => bench::seeds::command(&o),
+        Command::Bench {
+            what: BenchCommand::N4(o),
+        } => match bench::n4::run(&o) {
+            Ok(rounds) => {
+                print!("{}", bench::n4::render(&o, &rounds));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("tep bench n4: {e}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 

@@ -17,6 +17,7 @@ struct LooseFile {
     dataplane: Option<LooseTable>,
     host: Option<LooseTable>,
     gateway: Option<LooseTable>,
+    pfcp: Option<LooseTable>,
     tunnel: Option<Vec<LooseTable>>,
 }
 
@@ -55,8 +56,22 @@ fn find_key(table: &LooseTable, span: &core::ops::Range<usize>) -> Option<String
         // A table value's span is its header, not its body: only
         // scalar and array values (and every key) can hold an error.
         let value_holds = !v.get_ref().is_table() && inside(v.span());
-        (inside(k.span()) || value_holds).then(|| k.get_ref().clone())
+        (inside(k.span()) || value_holds).then(|| key_text(k.get_ref()))
     })
+}
+
+/// A key as it is written in TOML: bare when it can be, else quoted (an
+/// empty key, `"" = 1`, must still name something).
+fn key_text(k: &str) -> String {
+    let bare = !k.is_empty()
+        && k
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if bare {
+        k.to_string()
+    } else {
+        format!("{k:?}")
+    }
 }
 
 fn locate(text: &str, span: core::ops::Range<usize>) -> Option<String> {
@@ -65,6 +80,7 @@ fn locate(text: &str, span: core::ops::Range<usize>) -> Option<String> {
             ("dataplane", &loose.dataplane),
             ("host", &loose.host),
             ("gateway", &loose.gateway),
+            ("pfcp", &loose.pfcp),
         ];
         for (section, table) in sections {
             if let Some(key) = table.as_ref().and_then(|t| find_key(t, &span)) {
@@ -109,6 +125,19 @@ mod tests {
         assert!(e.message.contains("expected `]`"), "{e}");
         let e = err("[[tunnel]]\nname = \"a\"\nname = \"b\"\n");
         assert_eq!(e.to_string(), "line 3: duplicate key");
+    }
+
+    /// Found by the config fuzz target: an empty key named nothing.
+    #[test]
+    fn keys_that_are_not_bare_are_named_quoted() {
+        let e = err("\"\"=0\n");
+        assert_eq!(e.field, "\"\"");
+        assert!(e.message.starts_with("unknown field ``"), "{e}");
+        let e = err("[host]\n\"a b\" = 1\n");
+        assert_eq!(e.field, "host.\"a b\"");
+        // Inside [pfcp], a value of the wrong type names its field.
+        let e = err("[pfcp]\nn3 = [\"192.0.2.1\"]\nue_prefixes = [\"10.45.0.0/16\"]\nmax_sessions = \"many\"\n");
+        assert_eq!(e.field, "pfcp.max_sessions");
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod checksum;
 pub mod flood;
 pub mod hostpair;
 pub mod lab;
+pub mod n4;
 pub mod pingpong;
 pub mod pipeline;
 pub mod plot;

@@ -29,11 +29,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use tep_dataplane::config::{ChecksumMode, Config, ConfigError, HostConfig, RunMode, TunnelConfig};
 use tep_dataplane::overhead;
+use tep_dataplane::session::control::Sessions;
+use tep_dataplane::session::WorkerLink;
 use tep_sys::{
     DeviceKind, EventFd, Offloads, Signal, Signals, Tun, TunOptions, UdpOptions, UdpSocket,
 };
-use tep_dataplane::session::control::Sessions;
-use tep_dataplane::session::WorkerLink;
 use worker::{WorkerIo, WorkerSetup};
 
 /// The MTU of the path a tunnel's datagrams leave on: `host.underlay_mtu`
@@ -559,7 +559,6 @@ pub fn run(path: &Path) -> Result<(), String> {
         reload(
             path,
             &mut running,
-            &shared,
             &state,
             tun.as_ref(),
             tap.as_ref(),
@@ -589,13 +588,13 @@ pub fn run(path: &Path) -> Result<(), String> {
 fn reload(
     path: &Path,
     running: &mut Running,
-    shared: &Arc<Shared>,
     state: &State,
     tun: Option<&Tun>,
     tap: Option<&Tun>,
     routes: Option<&mut routes::Routes>,
     n4: Option<&n4::N4>,
 ) -> Result<(), String> {
+    let shared = &state.shared;
     let new = Config::load(path).map_err(|e| e.to_string())?;
     check_mode(&new).map_err(|e| e.to_string())?;
     check_host(&new).map_err(|e| e.to_string())?;

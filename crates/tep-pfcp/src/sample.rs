@@ -1,0 +1,135 @@
+//! The messages of a typical PDU session, as an SMF sends them: what the
+//! establishment-rate example and `tep bench n4` (a load generator that
+//! builds every request before it starts the clock) send.
+
+use crate::message::*;
+use crate::rules::*;
+use crate::types::*;
+use crate::PfcpRepr;
+use core::net::Ipv4Addr;
+
+/// Association Setup Request from an SMF with Node ID `smf`.
+pub fn association_setup(sequence: u32, smf: Ipv4Addr, recovery: u32) -> PfcpRepr {
+    PfcpRepr {
+        seid: None,
+        sequence,
+        priority: None,
+        message: Message::AssociationSetupRequest(AssociationSetupRequest {
+            node_id: NodeId::V4(smf),
+            recovery_time_stamp: RecoveryTimeStamp(recovery),
+            up_function_features: None,
+        }),
+    }
+}
+
+/// Session Establishment Request for one PDU session: an uplink PDR whose
+/// F-TEID the UPF chooses (CHOOSE), with QFI 9 and outer header removal;
+/// a downlink PDR for UE `ue`; FARs forwarding to the core and to gNB
+/// `gnb` with TEID `gnb_teid`; a QER (gate open, QFI 9); a URR measuring
+/// volume. `cp_seid` is the SMF's SEID for it.
+pub fn pdu_session_establishment(
+    sequence: u32,
+    cp_seid: u64,
+    smf: Ipv4Addr,
+    ue: Ipv4Addr,
+    gnb: Ipv4Addr,
+    gnb_teid: u32,
+) -> PfcpRepr {
+    let m = SessionEstablishmentRequest {
+        node_id: NodeId::V4(smf),
+        cp_f_seid: FSeid {
+            seid: cp_seid,
+            v4: Some(smf),
+            v6: None,
+        },
+        create_pdrs: vec![
+            CreatePdr {
+                pdr_id: PdrId(1),
+                precedence: Precedence(255),
+                pdi: Pdi {
+                    source_interface: SourceInterface(Interface::ACCESS),
+                    local_f_teid: Some(FTeid::Choose {
+                        v4: true,
+                        v6: false,
+                        choose_id: Some(1),
+                    }),
+                    network_instance: Some(NetworkInstance(b"\x08internet".to_vec())),
+                    ue_ip_address: Some(UeIpAddress {
+                        v4: Some(ue),
+                        ..Default::default()
+                    }),
+                    qfi: Some(Qfi(9)),
+                },
+                outer_header_removal: Some(OuterHeaderRemoval::default()),
+                far_id: Some(FarId(1)),
+                urr_ids: vec![UrrId(1)],
+                qer_ids: vec![QerId(1)],
+            },
+            CreatePdr {
+                pdr_id: PdrId(2),
+                precedence: Precedence(255),
+                pdi: Pdi {
+                    source_interface: SourceInterface(Interface::N6_LAN),
+                    network_instance: Some(NetworkInstance(b"\x08internet".to_vec())),
+                    ue_ip_address: Some(UeIpAddress {
+                        v4: Some(ue),
+                        destination: true,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                outer_header_removal: None,
+                far_id: Some(FarId(2)),
+                urr_ids: vec![UrrId(1)],
+                qer_ids: vec![QerId(1)],
+            },
+        ],
+        create_fars: vec![
+            CreateFar {
+                far_id: FarId(1),
+                apply_action: ApplyAction::new(ApplyAction::FORW),
+                forwarding_parameters: Some(ForwardingParameters {
+                    destination_interface: DestinationInterface(Interface::CORE),
+                    network_instance: None,
+                    outer_header_creation: None,
+                }),
+            },
+            CreateFar {
+                far_id: FarId(2),
+                apply_action: ApplyAction::new(ApplyAction::FORW),
+                forwarding_parameters: Some(ForwardingParameters {
+                    destination_interface: DestinationInterface(Interface::ACCESS),
+                    network_instance: None,
+                    outer_header_creation: Some(OuterHeaderCreation::gtpu(gnb_teid, gnb.into())),
+                }),
+            },
+        ],
+        create_urrs: vec![CreateUrr {
+            urr_id: UrrId(1),
+            measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
+            reporting_triggers: ReportingTriggers(Bitmap::new(0, 3)),
+            volume_threshold: None,
+        }],
+        create_qers: vec![CreateQer {
+            qer_id: QerId(1),
+            gate_status: GateStatus::open(),
+            qfi: Some(Qfi(9)),
+        }],
+    };
+    PfcpRepr {
+        seid: Some(0),
+        sequence,
+        priority: None,
+        message: Message::SessionEstablishmentRequest(m),
+    }
+}
+
+/// Session Deletion Request for the UPF's SEID `up_seid`.
+pub fn session_deletion(sequence: u32, up_seid: u64) -> PfcpRepr {
+    PfcpRepr {
+        seid: Some(up_seid),
+        sequence,
+        priority: None,
+        message: Message::SessionDeletionRequest(SessionDeletionRequest {}),
+    }
+}
