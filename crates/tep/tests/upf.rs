@@ -174,7 +174,6 @@ impl Smf {
             "dn": DN,
             "dn_port": 9000,
             "ue_base": "10.45.0.1",
-            "buffer_packets": BUFFER_PACKETS,
             "deadline": 150,
         });
         let path = lab.dir.join("smf.json");

@@ -17,7 +17,6 @@ Usage: smf.py CONFIG.json, started inside the RAN namespace. The config:
   gnbs        [address, address]: two gNBs' N3 addresses (port 2152)
   dn          the data-network host's address, dn_port its UDP port
   ue_base     the first UE address; session i has ue_base + i
-  buffer_packets  tep's [pfcp] buffer_packets
   deadline    seconds after which it gives up whatever happens
 
 It prints {"ready": true} once its sockets are open, then runs one command
