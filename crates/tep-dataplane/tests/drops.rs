@@ -836,7 +836,6 @@ fn remote_checksum_field_past_the_inner_ip_packet() {
     assert_no_leak(&pool);
 }
 
-
 #[test]
 fn no_route() {
     let a = a_config(TunnelKind::GreInUdp);

@@ -64,8 +64,7 @@ fn find_key(table: &LooseTable, span: &core::ops::Range<usize>) -> Option<String
 /// empty key, `"" = 1`, must still name something).
 fn key_text(k: &str) -> String {
     let bare = !k.is_empty()
-        && k
-            .bytes()
+        && k.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if bare {
         k.to_string()
