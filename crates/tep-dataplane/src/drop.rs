@@ -34,6 +34,10 @@ crate::named_enum! {
         NoRoute => "no_route",
         /// UPF: a packet to a UE address no session has (downlink).
         NoSession => "no_session",
+        /// UPF: an uplink G-PDU of a session's TEID whose QFI no PDR of
+        /// the session matches (no Error Indication: the TEID is known,
+        /// TS 29.281 §7.3.1).
+        NoPdr => "no_pdr",
         /// UPF: the session's FAR drops it (apply action DROP, or FORW
         /// without outer header creation yet).
         SessionDrop => "session_drop",

@@ -15,7 +15,7 @@ use tep_dataplane::drop::DropReason;
 use tep_dataplane::example;
 use tep_dataplane::pipeline::Pipeline;
 use tep_dataplane::session::control::Volume;
-use tep_dataplane::session::Action;
+use tep_dataplane::session::{Action, UplinkKey};
 use tep_dataplane::vector::PacketVector;
 use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
@@ -1117,6 +1117,28 @@ fn buffer_full() {
     // The held packets go back to the pool with the session.
     c.remove(0).unwrap();
     settle(&mut c, &mut p, &mut pool);
+    assert_no_leak(&pool);
+}
+
+#[test]
+fn no_pdr() {
+    // The session's only uplink PDR takes QFI 9: its TEID with QFI 8 is
+    // the session's, no PDR's (and gets no Error Indication).
+    let (mut c, mut p) = upf(false);
+    let mut pool = pool();
+    let mut s = example::session(1, false, false);
+    s.uplink_keys = vec![UplinkKey {
+        teid: 0x10001,
+        qfi: Some(9),
+    }];
+    c.create(&s).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let pkt = |qfi| gpdu(false, 0x10001, Some(qfi), &inner(ue4(1), true, b"x"));
+    let out = run_decap(&mut p, &mut pool, &[pkt(9), pkt(8)], 0);
+    assert_eq!(out.packets.len(), 1);
+    assert!(out.replies.is_empty());
+    assert_dropped_once(&p, DropReason::NoPdr, "gtpu-decap");
+    assert_balanced(&p);
     assert_no_leak(&pool);
 }
 

@@ -119,7 +119,21 @@ fn a_pdr_with_a_qfi_takes_only_that_flow() {
         0,
     );
     assert_eq!(out.packets.len(), 1);
+    // The TEID is the session's: no PDR takes those flows, and the gNB
+    // gets no Error Indication (which would tear the session down).
+    assert_eq!(p.drops(DropReason::NoPdr), 2);
+    assert_eq!(p.drops(DropReason::UnknownTeid), 0);
+    assert!(out.replies.is_empty());
+    // A TEID no session has is answered (TS 29.281 §7.3.1); once the
+    // session is gone, its TEID is such a one.
+    let out = run_decap(&mut p, &mut pool, &[gpdu(false, 0x20002, Some(9), b"")], 1);
+    assert_eq!(p.drops(DropReason::UnknownTeid), 1);
+    assert_eq!(out.replies.len(), 1);
+    c.remove(0).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let out = run_decap(&mut p, &mut pool, &[pkt(Some(8))], 20_000_000_000);
     assert_eq!(p.drops(DropReason::UnknownTeid), 2);
+    assert_eq!(out.replies.len(), 1);
     assert_balanced(&p);
     assert_no_leak(&pool);
 }

@@ -299,7 +299,7 @@ mod tests {
             ),
             (
                 "n3 = [\"192.0.2.1\"]\nue_prefixes = [\"10.0.0.0/8\"]\nbogus = 1",
-                "line 4: unknown field `bogus`",
+                "pfcp.bogus: unknown field `bogus`",
             ),
         ] {
             let e = pfcp(body).unwrap_err();

@@ -114,9 +114,27 @@ pub struct UplinkKey {
     pub qfi: Option<u8>,
 }
 
+/// The QFI of a marker key: no PDR's (a QFI has 6 bits), mapped while
+/// any PDR names the TEID, so that a G-PDU of a known TEID with a QFI no
+/// PDR matches is told from one of an unknown TEID.
+const TEID_KNOWN: u8 = 0x40;
+
 impl UplinkKey {
+    /// The marker of a TEID some PDR names ([`SessionTable::teid_known`]).
+    pub fn marker(teid: u32) -> UplinkKey {
+        UplinkKey {
+            teid,
+            qfi: Some(TEID_KNOWN),
+        }
+    }
+
     fn packed(self) -> u64 {
-        u64::from(self.teid) << 8 | self.qfi.map_or(ANY_QFI, |q| u64::from(q & 0x3f))
+        let q = match self.qfi {
+            None => ANY_QFI,
+            Some(TEID_KNOWN) => u64::from(TEID_KNOWN),
+            Some(q) => u64::from(q & 0x3f),
+        };
+        u64::from(self.teid) << 8 | q
     }
 }
 
@@ -340,6 +358,11 @@ impl SessionTable {
             }
         }
         self.uplink.get(UplinkKey { teid, qfi: None }.packed())
+    }
+
+    /// Whether some session's PDR names `teid` (whatever its QFI).
+    pub fn teid_known(&self, teid: u32) -> bool {
+        self.uplink.get(UplinkKey::marker(teid).packed()).is_some()
     }
 
     /// Starts fetching what [`uplink`](SessionTable::uplink) reads.

@@ -23,8 +23,9 @@ pub(crate) enum Receiver {
 /// The session of a G-PDU (`gtpu`: its GTP-U header onwards) that arrived
 /// at `local`: by its TEID and the QFI of its PDU Session Container. A
 /// session whose N3 address is not `local` does not take it (the TEID was
-/// handed out on another address). `UnknownTeid` when none does,
-/// `SessionDrop` when the session's uplink action is not to forward.
+/// handed out on another address). `UnknownTeid` when no session has
+/// the TEID, `NoPdr` when one has but no PDR takes the QFI, `SessionDrop`
+/// when the session's uplink action is not to forward.
 #[inline]
 pub(crate) fn match_session(
     sessions: &SessionTable,
@@ -42,7 +43,13 @@ pub(crate) fn match_session(
     } else {
         None
     };
-    let slot = sessions.uplink(teid, qfi).ok_or(DropReason::UnknownTeid)?;
+    let Some(slot) = sessions.uplink(teid, qfi) else {
+        return Err(if sessions.teid_known(teid) {
+            DropReason::NoPdr
+        } else {
+            DropReason::UnknownTeid
+        });
+    };
     let s = sessions.get(slot);
     if table.tunnels().get(s.n3 as usize).map(|t| t.local) != Some(local) {
         return Err(DropReason::UnknownTeid);
