@@ -367,7 +367,7 @@ impl Sessions {
                 slot: Some(slot),
             });
         }
-        for (&teid, _) in &self.teids {
+        for &teid in self.teids.keys() {
             self.outbox.push(Change::Uplink {
                 key: UplinkKey::marker(teid),
                 slot: Some(0),
