@@ -894,10 +894,11 @@ fn ttl_of(ip: &[u8]) -> u8 {
 }
 
 /// Node `ethernet-encap` (whole frames): the outer Ethernet header to the
-/// next hop of each packet's tunnel, from [`NextHops`] by the tunnel's
-/// remote address. A packet whose next hop is not known yet goes to
-/// `unresolved` (for the kernel, which resolves it) and the remote is
-/// noted for the I/O layer.
+/// next hop of each packet's destination, from [`NextHops`]: the tunnel's
+/// remote address, or a UPF session's peer (an N3 tunnel has no remote of
+/// its own: the outer header names the gNB). A packet whose next hop is
+/// not known yet goes to `unresolved` (for the kernel, which resolves it)
+/// and the destination is noted for the I/O layer.
 pub fn ethernet_encap(
     pool: &mut Pool,
     v: &mut PacketVector,
@@ -906,20 +907,25 @@ pub fn ethernet_encap(
     unresolved: &mut PacketVector,
 ) {
     let mut keep = PacketVector::new();
-    // One tunnel's header asked once per run of its packets.
-    let mut last: Option<(u32, Option<LinkHeader>)> = None;
+    // One destination's header asked once per run of its packets.
+    let mut last: Option<(IpAddr, Option<LinkHeader>)> = None;
     for &id in v.as_slice() {
-        let tunnel = pool.meta(id).tunnel;
+        let t = table.get(pool.meta(id).tunnel);
+        let dst = if t.sessions {
+            nexthop::ip_dst(pool.data(id))
+        } else {
+            t.remote
+        };
         let header = match last {
-            Some((t, h)) if t == tunnel => h,
+            Some((d, h)) if d == dst => h,
             _ => {
-                let h = next_hops.get(table.get(tunnel).remote).copied();
-                last = Some((tunnel, h));
+                let h = next_hops.get(dst).copied();
+                last = Some((dst, h));
                 h
             }
         };
         let Some(h) = header else {
-            next_hops.want(table.get(tunnel).remote);
+            next_hops.want(dst);
             // At most as many as the vector held.
             let _ = unresolved.push(id);
             continue;

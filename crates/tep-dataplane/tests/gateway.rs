@@ -301,3 +301,104 @@ fn too_big_for_the_path_gets_icmp_back_to_its_sender() {
         assert_no_leak(&pool);
     }
 }
+
+/// A gateway as a UPF: downlink frames to a UE leave as frames to the
+/// next hop of the session's gNB (the N3 tunnel has no remote of its
+/// own), asked for by the gNB's address while unknown; frames held while
+/// the session buffers leave in order, as frames, when it forwards; an End
+/// Marker leaves as a frame to the old gNB.
+#[test]
+fn sessions_leave_as_frames_to_their_peers() {
+    use tep_dataplane::example;
+    use tep_dataplane::session::control::Sessions;
+    use tep_dataplane::session::Action;
+    let config = example::upf(false, ChecksumMode::Full);
+    let (mut c, links) = Sessions::new(64, 1, vec![false]);
+    let mut a = gateway(&config);
+    a.attach_sessions(links[0].clone(), 4, 64);
+    let mut pool = pool();
+    let settle = |c: &mut Sessions, a: &mut Pipeline<ManualClock>, pool: &mut Pool| {
+        c.publish();
+        let mut outs = Outs::default();
+        a.apply_session_changes(pool, &mut |o, pool, v| {
+            for &id in v.as_slice() {
+                let bytes = pool.data(id).to_vec();
+                match o {
+                    Output::Kernel => outs.kernel.push(bytes),
+                    _ => outs.outer.push(bytes),
+                }
+                pool.free(id);
+            }
+            v.clear();
+        });
+        outs
+    };
+    let mut s = example::session(1, false, false);
+    let gnb = s.peer.unwrap().0;
+    let slot = c.create(&s).unwrap();
+    settle(&mut c, &mut a, &mut pool);
+    let to_ue = |k: u8| {
+        let ip = inner_packet_to(IpAddr::from([10, 0, 0, 1]), &[k; 32]);
+        frame(&ip)
+    };
+    // Unresolved: to the kernel, the gNB's address asked for.
+    let out = encap(&mut a, &mut pool, &[to_ue(0)]);
+    assert_eq!((out.outer.len(), out.kernel.len()), (0, 1));
+    let mut wanted = Vec::new();
+    a.next_hops().take_wanted(&mut wanted);
+    assert_eq!(wanted, vec![gnb]);
+    a.next_hops().set(gnb, Some(hop(9, None)));
+    let out = encap(&mut a, &mut pool, &[to_ue(1)]);
+    assert_eq!(out.outer.len(), 1);
+    assert_eq!(out.outer[0][..6], hop(9, None).dst);
+    // Buffered, then released in order as frames.
+    s.downlink = Action::Buffer;
+    c.modify(slot, &s, false).unwrap();
+    settle(&mut c, &mut a, &mut pool);
+    let held: Vec<Vec<u8>> = (2..5u8).map(to_ue).collect();
+    let out = encap(&mut a, &mut pool, &held);
+    assert_eq!((out.outer.len(), out.kernel.len()), (0, 0));
+    s.downlink = Action::Forward;
+    c.modify(slot, &s, false).unwrap();
+    let out = settle(&mut c, &mut a, &mut pool);
+    assert_eq!(out.outer.len(), 3);
+    for (k, f) in out.outer.iter().enumerate() {
+        assert_eq!(f[..6], hop(9, None).dst);
+        // Ethernet, IPv4 20, UDP 8, GTP-U 8 + 4 + container 4: the inner
+        // packet follows as it was held, routed (TTL one less).
+        let routed = forwarded(&held[k], &hop(0, None));
+        assert_eq!(f[14 + 20 + 8 + 16..], routed[14..], "in order");
+    }
+    // Handover to another gNB with an End Marker to the old one.
+    let old = s.peer.unwrap();
+    s.peer = Some((IpAddr::from([192, 0, 2, 99]), 0x777));
+    c.modify(slot, &s, true).unwrap();
+    let out = settle(&mut c, &mut a, &mut pool);
+    assert_eq!(out.outer.len(), 1, "the End Marker, framed");
+    let m = &out.outer[0];
+    assert_eq!(m[..6], hop(9, None).dst);
+    assert_eq!(m[14 + 20 + 8 + 1], 254, "GTP-U End Marker");
+    assert_eq!(m[14 + 20 + 8 + 4..14 + 20 + 8 + 8], old.1.to_be_bytes());
+    assert_balanced(&a);
+    assert_no_leak(&pool);
+}
+
+/// An IPv4 UDP packet from a server to `dst`.
+fn inner_packet_to(dst: IpAddr, payload: &[u8]) -> Vec<u8> {
+    let IpAddr::V4(d) = dst else { unreachable!() };
+    let len = 28 + payload.len();
+    let mut p = vec![0u8; len];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+    p[8] = 64;
+    p[9] = 17;
+    p[12..16].copy_from_slice(&[198, 51, 100, 1]);
+    p[16..20].copy_from_slice(&d.octets());
+    let c = tep_csum::Sum::of(&p[..20]).checksum();
+    p[10..12].copy_from_slice(&c.to_be_bytes());
+    p[20..22].copy_from_slice(&5000u16.to_be_bytes());
+    p[22..24].copy_from_slice(&6000u16.to_be_bytes());
+    p[24..26].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    p[28..].copy_from_slice(payload);
+    p
+}

@@ -16,7 +16,9 @@
 //! Session Container. smf.py checks every field and every count and says
 //! what differs; this file sets the lab up, sends it commands, and checks
 //! tep's own counters (`show pfcp`, `show tunnels`) against what it says.
-//! Root only (CI is root); skipped loudly otherwise.
+//! The same lab runs tep in gateway mode too (`[gateway]`, AF_XDP: N3 =
+//! `vu`, N6 = `vd`, no TUN). Root only (CI is root); skipped loudly
+//! otherwise.
 
 mod netns;
 
@@ -68,10 +70,12 @@ struct Lab {
     ran: String,
     dn: String,
     dir: PathBuf,
+    gateway: bool,
 }
 
 impl Lab {
-    fn new() -> Lab {
+    /// `gateway`: tep runs in gateway mode between `vu` and `vd`.
+    fn new(gateway: bool) -> Lab {
         let n = CASES.fetch_add(1, Ordering::Relaxed);
         let tag = format!("tepu{}x{n}", std::process::id());
         let lab = Lab {
@@ -79,6 +83,7 @@ impl Lab {
             ran: format!("{tag}r"),
             dn: format!("{tag}d"),
             dir: std::env::temp_dir().join(&tag),
+            gateway,
         };
         let _ = std::fs::create_dir_all(&lab.dir);
         for ns in [&lab.up, &lab.ran, &lab.dn] {
@@ -127,6 +132,13 @@ impl Lab {
         ] {
             lab.exec(&lab.up, &["sysctl", "-qw", k], true);
         }
+        if gateway {
+            // XDP sees what a veth peer sends as it is: the senders into
+            // the gateway fill in their checksums, as a NIC would.
+            for (ns, dev) in [(&lab.ran, "vr"), (&lab.dn, "vn")] {
+                lab.exec(ns, &["ethtool", "-K", dev, "tx", "off"], true);
+            }
+        }
         lab
     }
 
@@ -138,8 +150,13 @@ impl Lab {
 
     /// tep in `up`: host mode (TUN = N6), a UPF on N4/N3 192.0.2.1.
     fn tep(&self) -> Daemon {
+        let mode = if self.gateway {
+            "[gateway]\nunderlay = \"vu\"\ninner = \"vd\"".to_string()
+        } else {
+            "[host]\ntun = \"n6\"\ntun_addresses = [\"10.63.0.1/32\"]".to_string()
+        };
         let config = format!(
-            "[host]\ntun = \"n6\"\ntun_addresses = [\"10.63.0.1/32\"]\ncontrol = \"{}\"\n\n\
+            "{mode}\ncontrol = \"{}\"\n\n\
              [pfcp]\nlisten = \"{UPF}\"\nnode_id = \"{NODE_ID}\"\nn3 = [\"{UPF}\"]\n\
              ue_prefixes = [\"10.45.0.0/16\"]\nbuffer_packets = {BUFFER_PACKETS}\n",
             self.dir.join(format!("{}.sock", self.up)).display()
@@ -283,10 +300,14 @@ fn n3(tep: &Daemon) -> Value {
 }
 
 fn start(test: &str) -> Option<(Lab, Daemon, Smf)> {
+    start_in(test, false)
+}
+
+fn start_in(test: &str, gateway: bool) -> Option<(Lab, Daemon, Smf)> {
     if !scapy_or_skip(test) {
         return None;
     }
-    let lab = Lab::new();
+    let lab = Lab::new(gateway);
     let tep = lab.tep();
     let smf = Smf::start(&lab);
     Some((lab, tep, smf))
@@ -494,4 +515,38 @@ fn a_qfi_no_pdr_matches_gets_no_error_indication() {
     // The session itself still forwards.
     smf.run(&tep, json!({"run": "uplink"}));
     smf.run(&tep, json!({"run": "downlink"}));
+}
+
+/// Gateway mode as a UPF: N3 and N6 are interfaces tep drives through
+/// AF_XDP (no TUN; the kernel keeps N4, ARP and the rest). 200 sessions
+/// forward both ways, each packet exactly once; a handover sends its End
+/// Marker; a buffered session's packets are held, reported and released
+/// in order; deletion reports exact usage.
+#[test]
+fn a_gateway_upf_forwards_both_ways() {
+    let test = "a_gateway_upf_forwards_both_ways";
+    let Some((_lab, tep, mut smf)) = start_in(test, true) else {
+        return;
+    };
+    smf.run(&tep, json!({"run": "associate"}));
+    const N: u64 = 200;
+    smf.run(&tep, json!({"run": "establish", "count": N}));
+    assert_eq!(tep.show("pfcp")["sessions"], N);
+    let up = smf.run(&tep, json!({"run": "uplink", "sizes": [120]}));
+    assert_eq!(up["packets"], N);
+    let down = smf.run(&tep, json!({"run": "downlink", "sizes": [140]}));
+    assert_eq!(down["packets"], N);
+    let h = smf.run(&tep, json!({"run": "handover", "session": 1}));
+    assert_eq!(h["end_marker_octets"], 8, "{h}");
+    let b = smf.run(
+        &tep,
+        json!({"run": "buffer", "session": 2, "packets": BUFFER_PACKETS, "extra": 0}),
+    );
+    assert_eq!(b["buffered"], BUFFER_PACKETS);
+    assert_eq!(pfcp_counter(&tep, "reports_sent"), 1);
+    let d = smf.run(&tep, json!({"run": "delete"}));
+    assert_eq!(d["deleted"], N);
+    assert_eq!(tep.show("pfcp")["sessions"], 0);
+    let io = tep.show("tunnels");
+    assert!(io["io"]["gateway"].is_object(), "not gateway mode: {io}");
 }

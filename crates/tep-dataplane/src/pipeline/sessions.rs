@@ -3,10 +3,13 @@
 //! applied between vectors (see [`crate::session`]).
 
 use super::{Output, Pipeline, Sink};
-use crate::buffer::{PacketId, Pool};
+use crate::buffer::{PacketId, Pool, NO_TUNNEL};
 use crate::clock::Clock;
 use crate::encap::TxState;
+use crate::geometry::InnerLink;
 use crate::gtpu_reply::Replies;
+use crate::io::OuterLayers;
+use crate::nexthop;
 use crate::session::buffer::Buffers;
 use crate::session::{Change, SessionTable, WorkerLink};
 use crate::vector::{PacketVector, VECTOR_SIZE};
@@ -100,20 +103,34 @@ impl<C: Clock> Pipeline<C> {
                     .end_marker(pool, &mut r, local, peer, teid, headers);
             }
             self.counters.generated += r.generated;
+            // Whole frames (a gateway): behind the Ethernet header to the
+            // old peer's next hop, or to the kernel while it is unknown.
+            if self.options.outer == OuterLayers::EthernetIpUdp {
+                nexthop::frame(
+                    pool,
+                    &mut self.replies,
+                    &mut self.next_hops,
+                    &mut self.unresolved,
+                );
+            }
             if !self.replies.is_empty() {
                 sink(Output::Reply, pool, &mut self.replies);
             }
             self.replies.clear();
+            self.hand_unresolved(pool, sink);
         }
         for chunk in released.chunks(VECTOR_SIZE) {
             let mut v = PacketVector::new();
             for &id in chunk {
+                // Marked held by session-lookup: no tunnel until
+                // tunnel-lookup finds it again.
+                pool.meta_mut(id).tunnel = NO_TUNNEL;
                 let _ = v.push(id);
             }
-            // Held as they came from the inner side (before any node
-            // changed them): a gateway's as Ethernet frames.
-            let link = self.options.inner_link;
-            self.encap_from(link, pool, &mut v, sink);
+            // Held as tunnel-lookup left them: IP packets (a gateway's
+            // frames lost their Ethernet header there), before any node
+            // changed their bytes.
+            self.encap_from(InnerLink::Ip, pool, &mut v, sink);
         }
         released.clear();
         if let Some(upf) = self.upf.as_mut() {
