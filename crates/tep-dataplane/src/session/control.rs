@@ -91,8 +91,6 @@ pub struct Sessions {
     outbox: Vec<Change>,
     uplink_owner: HashMap<UplinkKey, u32>,
     downlink_owner: HashMap<UeKey, u32>,
-    // Uplink keys per TEID: its marker is mapped while there are any.
-    teids: HashMap<u32, u32>,
     peers: HashMap<Peer, (u32, u32)>,
     peer_by_id: Vec<Option<Peer>>,
     free_peers: Vec<u32>,
@@ -122,7 +120,6 @@ impl Sessions {
                 outbox: Vec::new(),
                 uplink_owner: HashMap::new(),
                 downlink_owner: HashMap::new(),
-                teids: HashMap::new(),
                 peers: HashMap::new(),
                 peer_by_id: Vec::new(),
                 free_peers: Vec::new(),
@@ -165,7 +162,6 @@ impl Sessions {
                 key,
                 slot: Some(slot),
             });
-            self.teid_ref(key.teid, slot);
         }
         for &key in &spec.downlink_keys {
             self.downlink_owner.insert(key, slot);
@@ -208,7 +204,6 @@ impl Sessions {
                     key: *key,
                     slot: None,
                 });
-                self.teid_unref(key.teid);
             }
         }
         for key in &old.spec.downlink_keys {
@@ -226,7 +221,6 @@ impl Sessions {
                     key,
                     slot: Some(slot),
                 });
-                self.teid_ref(key.teid, slot);
             }
         }
         for &key in &spec.downlink_keys {
@@ -284,7 +278,6 @@ impl Sessions {
                 key: *key,
                 slot: None,
             });
-            self.teid_unref(key.teid);
         }
         for key in &old.spec.downlink_keys {
             self.downlink_owner.remove(key);
@@ -367,12 +360,6 @@ impl Sessions {
                 slot: Some(slot),
             });
         }
-        for &teid in self.teids.keys() {
-            self.outbox.push(Change::Uplink {
-                key: UplinkKey::marker(teid),
-                slot: Some(0),
-            });
-        }
         for (&key, &slot) in &self.downlink_owner {
             self.outbox.push(Change::Downlink {
                 key,
@@ -452,33 +439,6 @@ impl Sessions {
         }
         self.records.push(None);
         Ok(next)
-    }
-
-    /// One more uplink key names `teid`: its marker is mapped from the
-    /// first (the value is never read: any slot will do).
-    fn teid_ref(&mut self, teid: u32, slot: u32) {
-        let n = self.teids.entry(teid).or_insert(0);
-        *n += 1;
-        if *n == 1 {
-            self.outbox.push(Change::Uplink {
-                key: UplinkKey::marker(teid),
-                slot: Some(slot),
-            });
-        }
-    }
-
-    /// One uplink key fewer names `teid`: its marker goes with the last.
-    fn teid_unref(&mut self, teid: u32) {
-        if let Some(n) = self.teids.get_mut(&teid) {
-            *n -= 1;
-            if *n == 0 {
-                self.teids.remove(&teid);
-                self.outbox.push(Change::Uplink {
-                    key: UplinkKey::marker(teid),
-                    slot: None,
-                });
-            }
-        }
     }
 
     fn peer_ref(&mut self, n3: u32, addr: IpAddr) -> u32 {

@@ -100,6 +100,25 @@ impl<K: Key> FlatMap<K> {
         }
     }
 
+    /// Visits the entries from `k`'s home to the first free one (every
+    /// key whose home is `k`'s is among them: linear probing puts it
+    /// there) until `visit` returns true.
+    #[inline]
+    pub fn scan(&self, k: K, mut visit: impl FnMut(K, u32) -> bool) {
+        if self.entries.is_empty() {
+            return;
+        }
+        let mask = self.entries.len() - 1;
+        let mut i = self.home(k);
+        loop {
+            let e = self.entries[i];
+            if e.value == EMPTY || visit(e.key, e.value) {
+                return;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// Starts fetching the entry `k` lands in (a hint; no effect on what
     /// any lookup returns).
     #[inline]

@@ -105,6 +105,26 @@ pub enum UeKey {
 /// QFI wildcard in an uplink key: a PDR that names no QFI.
 const ANY_QFI: u64 = 0x80;
 
+/// An uplink key packed (TEID << 8 | QFI), hashed by its TEID alone: the
+/// keys of one TEID share a home in the map, so that one fetch brings
+/// them all, and a lookup that finds none of them knows the TEID is
+/// unknown (an Error Indication) rather than only its QFI (no PDR).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TeidKey(u64);
+
+impl TeidKey {
+    fn teid(self) -> u64 {
+        self.0 >> 8
+    }
+}
+
+impl flat::Key for TeidKey {
+    #[inline]
+    fn hash(self) -> u64 {
+        self.teid().wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+}
+
 /// An uplink lookup key: TEID and QFI (or none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct UplinkKey {
@@ -114,27 +134,9 @@ pub struct UplinkKey {
     pub qfi: Option<u8>,
 }
 
-/// The QFI of a marker key: no PDR's (a QFI has 6 bits), mapped while
-/// any PDR names the TEID, so that a G-PDU of a known TEID with a QFI no
-/// PDR matches is told from one of an unknown TEID.
-const TEID_KNOWN: u8 = 0x40;
-
 impl UplinkKey {
-    /// The marker of a TEID some PDR names ([`SessionTable::teid_known`]).
-    pub fn marker(teid: u32) -> UplinkKey {
-        UplinkKey {
-            teid,
-            qfi: Some(TEID_KNOWN),
-        }
-    }
-
-    fn packed(self) -> u64 {
-        let q = match self.qfi {
-            None => ANY_QFI,
-            Some(TEID_KNOWN) => u64::from(TEID_KNOWN),
-            Some(q) => u64::from(q & 0x3f),
-        };
-        u64::from(self.teid) << 8 | q
+    fn packed(self) -> TeidKey {
+        TeidKey(u64::from(self.teid) << 8 | self.qfi.map_or(ANY_QFI, |q| u64::from(q & 0x3f)))
     }
 }
 
@@ -308,7 +310,7 @@ pub struct WorkerLink {
 /// One worker's replica of the session table.
 #[derive(Debug)]
 pub struct SessionTable {
-    uplink: FlatMap<u64>,
+    uplink: FlatMap<TeidKey>,
     ue4: FlatMap<u32>,
     ue6: FlatMap<u128>,
     ue6_64: FlatMap<u64>,
@@ -348,30 +350,43 @@ impl SessionTable {
     }
 
     /// The session of an uplink G-PDU: by TEID and QFI, else by TEID alone
-    /// (a PDR without a QFI).
+    /// (a PDR without a QFI). `Err(true)`: PDRs name the TEID, none takes
+    /// the QFI; `Err(false)`: none names the TEID. One pass over the
+    /// TEID's keys, which share a home ([`TeidKey`]).
+    #[inline]
+    pub fn uplink_match(&self, teid: u32, qfi: Option<u8>) -> Result<u32, bool> {
+        let any = UplinkKey { teid, qfi: None }.packed();
+        let exact = qfi.map(|q| UplinkKey { teid, qfi: Some(q) }.packed());
+        let (mut hit, mut wildcard, mut known) = (None, None, false);
+        self.uplink.scan(any, |k, v| {
+            if Some(k) == exact {
+                hit = Some(v);
+                return true;
+            }
+            if k == any {
+                wildcard = Some(v);
+                // Nothing more to find without a QFI to match exactly.
+                return exact.is_none();
+            }
+            known |= k.teid() == any.teid();
+            false
+        });
+        match hit.or(wildcard) {
+            Some(s) => Ok(s),
+            None => Err(known),
+        }
+    }
+
+    /// [`uplink_match`](SessionTable::uplink_match)'s session, if any.
     #[inline]
     pub fn uplink(&self, teid: u32, qfi: Option<u8>) -> Option<u32> {
-        if let Some(q) = qfi {
-            let exact = UplinkKey { teid, qfi: Some(q) }.packed();
-            if let Some(s) = self.uplink.get(exact) {
-                return Some(s);
-            }
-        }
-        self.uplink.get(UplinkKey { teid, qfi: None }.packed())
+        self.uplink_match(teid, qfi).ok()
     }
 
-    /// Whether some session's PDR names `teid` (whatever its QFI).
-    pub fn teid_known(&self, teid: u32) -> bool {
-        self.uplink.get(UplinkKey::marker(teid).packed()).is_some()
-    }
-
-    /// Starts fetching what [`uplink`](SessionTable::uplink) reads.
+    /// Starts fetching what [`uplink`](SessionTable::uplink) reads: the
+    /// home of the TEID's keys.
     #[inline]
-    pub fn prefetch_uplink(&self, teid: u32, qfi: Option<u8>) {
-        if let Some(q) = qfi {
-            self.uplink
-                .prefetch(UplinkKey { teid, qfi: Some(q) }.packed());
-        }
+    pub fn prefetch_uplink(&self, teid: u32, _qfi: Option<u8>) {
         self.uplink.prefetch(UplinkKey { teid, qfi: None }.packed());
     }
 

@@ -272,3 +272,64 @@ fn a_fresh_replica_catches_up_by_replay() {
         assert_eq!(s.teid, 0x78);
     }
 }
+
+/// The uplink map keeps a TEID's keys in one probe run: a lookup tells a
+/// QFI no PDR takes (`Err(true)`) from a TEID nobody has (`Err(false)`),
+/// through hundreds of TEIDs sharing runs and removals shifting them.
+#[test]
+fn uplink_lookups_tell_an_unknown_teid_from_an_unmatched_qfi() {
+    let (mut c, mut w) = setup();
+    let mut slots = Vec::new();
+    for t in 1..=900u32 {
+        let mut s = spec(0, t, t, None);
+        s.uplink_keys = if t % 2 == 0 {
+            vec![
+                UplinkKey {
+                    teid: t,
+                    qfi: Some(1),
+                },
+                UplinkKey {
+                    teid: t,
+                    qfi: Some(2),
+                },
+            ]
+        } else {
+            vec![
+                UplinkKey { teid: t, qfi: None },
+                UplinkKey {
+                    teid: t,
+                    qfi: Some(5),
+                },
+            ]
+        };
+        slots.push(c.create(&s).unwrap());
+    }
+    sync(&mut c, &mut w);
+    let check = |w: &SessionTable, t: u32, slot: Option<u32>| {
+        let s = slot.ok_or(false);
+        if t % 2 == 0 {
+            assert_eq!(w.uplink_match(t, Some(1)), s);
+            assert_eq!(w.uplink_match(t, Some(2)), s);
+            // No PDR takes QFI 3, or none: known while the session is.
+            assert_eq!(w.uplink_match(t, Some(3)), Err(slot.is_some()));
+            assert_eq!(w.uplink_match(t, None), Err(slot.is_some()));
+        } else {
+            // The wildcard takes any QFI, and none; QFI 5 its own.
+            for q in [None, Some(1), Some(5), Some(63)] {
+                assert_eq!(w.uplink_match(t, q), s, "teid {t} qfi {q:?}");
+            }
+        }
+    };
+    for t in 1..=900u32 {
+        check(&w[0], t, Some(slots[t as usize - 1]));
+    }
+    assert_eq!(w[0].uplink_match(901, Some(1)), Err(false));
+    for t in (1..=900u32).filter(|t| t % 3 == 0) {
+        c.remove(slots[t as usize - 1]).unwrap();
+    }
+    sync(&mut c, &mut w);
+    for t in 1..=900u32 {
+        let slot = (t % 3 != 0).then(|| slots[t as usize - 1]);
+        check(&w[1], t, slot);
+    }
+}

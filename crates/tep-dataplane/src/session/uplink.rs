@@ -43,13 +43,13 @@ pub(crate) fn match_session(
     } else {
         None
     };
-    let Some(slot) = sessions.uplink(teid, qfi) else {
-        return Err(if sessions.teid_known(teid) {
+    let slot = sessions.uplink_match(teid, qfi).map_err(|known| {
+        if known {
             DropReason::NoPdr
         } else {
             DropReason::UnknownTeid
-        });
-    };
+        }
+    })?;
     let s = sessions.get(slot);
     if table.tunnels().get(s.n3 as usize).map(|t| t.local) != Some(local) {
         return Err(DropReason::UnknownTeid);
