@@ -282,7 +282,7 @@ fn uplink_lookups_tell_an_unknown_teid_from_an_unmatched_qfi() {
     let mut slots = Vec::new();
     for t in 1..=900u32 {
         let mut s = spec(0, t, t, None);
-        s.uplink_keys = if t % 2 == 0 {
+        s.uplink_keys = if t.is_multiple_of(2) {
             vec![
                 UplinkKey {
                     teid: t,
@@ -307,7 +307,7 @@ fn uplink_lookups_tell_an_unknown_teid_from_an_unmatched_qfi() {
     sync(&mut c, &mut w);
     let check = |w: &SessionTable, t: u32, slot: Option<u32>| {
         let s = slot.ok_or(false);
-        if t % 2 == 0 {
+        if t.is_multiple_of(2) {
             assert_eq!(w.uplink_match(t, Some(1)), s);
             assert_eq!(w.uplink_match(t, Some(2)), s);
             // No PDR takes QFI 3, or none: known while the session is.
@@ -324,12 +324,12 @@ fn uplink_lookups_tell_an_unknown_teid_from_an_unmatched_qfi() {
         check(&w[0], t, Some(slots[t as usize - 1]));
     }
     assert_eq!(w[0].uplink_match(901, Some(1)), Err(false));
-    for t in (1..=900u32).filter(|t| t % 3 == 0) {
+    for t in (1..=900u32).filter(|t| t.is_multiple_of(3)) {
         c.remove(slots[t as usize - 1]).unwrap();
     }
     sync(&mut c, &mut w);
     for t in 1..=900u32 {
-        let slot = (t % 3 != 0).then(|| slots[t as usize - 1]);
+        let slot = (!t.is_multiple_of(3)).then(|| slots[t as usize - 1]);
         check(&w[1], t, slot);
     }
 }
