@@ -313,6 +313,7 @@ impl Sessions {
                     ul_bytes,
                     dl_packets,
                     dl_bytes,
+                    ..
                 } = u;
                 v.ul_packets += r(ul_packets);
                 v.ul_bytes += r(ul_bytes);

@@ -23,8 +23,9 @@ const HELD: u32 = u32::MAX - 2;
 /// are. Returns how many were held.
 ///
 /// In passes over the vector, as VPP's lookup nodes do: the destinations
-/// read; their map entries prefetched a few packets ahead of the lookups,
-/// which prefetch the sessions' slots; then each packet handled. With a
+/// read; their map entries prefetched a few destinations ahead of the
+/// lookups (once per run of packets to one destination), which prefetch
+/// the sessions' slots; then each packet handled. With a
 /// million sessions the fetches overlap instead of stalling one packet
 /// after another.
 pub(crate) fn lookup(
@@ -44,19 +45,20 @@ pub(crate) fn lookup(
         }
     }
     let mut slot = [None; VECTOR_SIZE];
-    super::staggered(
-        v.len(),
-        |i| {
-            if let Some(Some((v6, a))) = dst[i] {
+    super::staggered_runs(
+        &dst[..v.len()],
+        |d| {
+            if let Some(Some((v6, a))) = d {
                 sessions.prefetch_downlink(v6, a);
             }
         },
-        |i| {
-            if let Some(Some((v6, a))) = dst[i] {
-                slot[i] = sessions.downlink(v6, a);
-                if let Some(x) = slot[i] {
+        |d, packets| {
+            if let Some(Some((v6, a))) = d {
+                let s = sessions.downlink(v6, a);
+                if let Some(x) = s {
                     sessions.prefetch_slot(x);
                 }
+                slot[packets].fill(s);
             }
         },
     );

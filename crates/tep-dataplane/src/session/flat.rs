@@ -248,6 +248,35 @@ pub(crate) fn staggered(n: usize, mut fetch: impl FnMut(usize), mut look: impl F
     }
 }
 
+/// [`staggered`] over the runs of equal keys in `keys` (at most a
+/// vector's): a burst of one flow's packets, which a vector often holds,
+/// is fetched and looked up once, and the fetches run [`AHEAD`] distinct
+/// keys ahead rather than packets (eight packets of one session would
+/// leave one fetch in flight). `look(key, packets)` gets each run.
+#[inline]
+pub(crate) fn staggered_runs<T: PartialEq + Copy>(
+    keys: &[T],
+    mut fetch: impl FnMut(T),
+    mut look: impl FnMut(T, core::ops::Range<usize>),
+) {
+    let n = keys.len().min(crate::vector::VECTOR_SIZE);
+    let mut starts = [0u16; crate::vector::VECTOR_SIZE + 1];
+    let mut runs = 0;
+    for i in 0..n {
+        if i == 0 || keys[i] != keys[i - 1] {
+            starts[runs] = i as u16;
+            runs += 1;
+        }
+    }
+    starts[runs] = n as u16;
+    let at = |r: usize| usize::from(starts[r]);
+    staggered(
+        runs,
+        |r| fetch(keys[at(r)]),
+        |r| look(keys[at(r)], at(r)..at(r + 1)),
+    );
+}
+
 /// Starts fetching `*p`'s cache line into every level (a hint: it never
 /// faults, changes nothing, and is a no-op off x86-64).
 #[inline(always)]
@@ -268,6 +297,41 @@ pub(crate) fn prefetch<T>(p: &T) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each run of equal keys is fetched once and looked up once with its
+    /// packets, fetches AHEAD runs before their lookups.
+    #[test]
+    fn runs_of_equal_keys_are_fetched_and_looked_up_once() {
+        let keys = [1, 1, 1, 2, 3, 3, 1, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 12];
+        let events = core::cell::RefCell::new(Vec::new());
+        staggered_runs(
+            &keys,
+            |k| events.borrow_mut().push((0, k, 0..0)),
+            |k, r| events.borrow_mut().push((1, k, r)),
+        );
+        let events = events.into_inner();
+        let fetched: Vec<i32> = events.iter().filter(|e| e.0 == 0).map(|e| e.1).collect();
+        assert_eq!(fetched, [1, 2, 3, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        let looked: Vec<(i32, core::ops::Range<usize>)> = events
+            .iter()
+            .filter(|e| e.0 == 1)
+            .map(|e| (e.1, e.2.clone()))
+            .collect();
+        assert_eq!(looked[0], (1, 0..3));
+        assert_eq!(looked[2], (3, 4..6));
+        assert_eq!(looked[3], (1, 6..8));
+        assert_eq!(looked.last(), Some(&(12, 16..18)));
+        assert_eq!(looked.len(), 13);
+        // The first lookup comes with the fetch AHEAD runs on (or after
+        // all of them).
+        let first_look = events.iter().position(|e| e.0 == 1).unwrap();
+        assert_eq!(first_look, (AHEAD + 1).min(13));
+        staggered_runs(
+            &[] as &[u8],
+            |_| panic!("no keys"),
+            |_, _| panic!("no keys"),
+        );
+    }
     use proptest::prelude::*;
     use std::collections::HashMap;
 

@@ -40,8 +40,8 @@ mod flat;
 pub(crate) mod uplink;
 
 use core::net::IpAddr;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-pub(crate) use flat::staggered;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+pub(crate) use flat::staggered_runs;
 use flat::{prefetch, FlatMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -192,11 +192,21 @@ pub enum Change {
     },
 }
 
-/// Per-slot usage counters: each worker adds into its own block, the
-/// control plane reads them all. Written by one worker only, so a relaxed
-/// load and store is enough (no read-modify-write).
-#[derive(Debug, Default)]
+/// One slot of a worker's table, one cache line: the session's rules as
+/// the packets need them and its usage counters, so that a packet of a
+/// session among millions costs one line beyond its map entry. Written by
+/// its worker only (the rules when it applies a change, the counters per
+/// packet), so a relaxed load and store is enough (no read-modify-write);
+/// the control plane reads the counters of every worker's.
+#[derive(Debug)]
+#[repr(C, align(64))]
 pub struct SlotUsage {
+    // The rules ([`Session`]), packed: read as one by `SessionTable::get`.
+    n3: AtomicU32,
+    peer: AtomicU32,
+    teid: AtomicU32,
+    // Uplink action, downlink action, QFI + 1 (0: none).
+    actions: AtomicU32,
     /// Uplink packets matched.
     pub ul_packets: AtomicU64,
     /// Uplink bytes (the inner packet, as TS 29.244's volume measurement
@@ -209,8 +219,59 @@ pub struct SlotUsage {
 }
 
 impl SlotUsage {
+    /// A slot with no session (and no usage).
+    fn empty() -> SlotUsage {
+        let u = SlotUsage {
+            n3: AtomicU32::new(0),
+            peer: AtomicU32::new(0),
+            teid: AtomicU32::new(0),
+            actions: AtomicU32::new(0),
+            ul_packets: AtomicU64::new(0),
+            ul_bytes: AtomicU64::new(0),
+            dl_packets: AtomicU64::new(0),
+            dl_bytes: AtomicU64::new(0),
+        };
+        u.set_session(&EMPTY);
+        u
+    }
+
     fn add(counter: &AtomicU64, n: u64) {
         counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn session(&self) -> Session {
+        let a = self.actions.load(Ordering::Relaxed);
+        let action = |b: u32| match b & 0xff {
+            0 => Action::Forward,
+            2 => Action::Buffer,
+            _ => Action::Drop,
+        };
+        let q = (a >> 16) & 0xff;
+        Session {
+            n3: self.n3.load(Ordering::Relaxed),
+            uplink: action(a),
+            downlink: action(a >> 8),
+            peer: self.peer.load(Ordering::Relaxed),
+            teid: self.teid.load(Ordering::Relaxed),
+            qfi: (q != 0).then(|| (q - 1) as u8),
+        }
+    }
+
+    fn set_session(&self, s: &Session) {
+        let code = |a: Action| match a {
+            Action::Forward => 0u32,
+            Action::Drop => 1,
+            Action::Buffer => 2,
+        };
+        let q = s.qfi.map_or(0, |q| u32::from(q) + 1);
+        self.n3.store(s.n3, Ordering::Relaxed);
+        self.peer.store(s.peer, Ordering::Relaxed);
+        self.teid.store(s.teid, Ordering::Relaxed);
+        self.actions.store(
+            code(s.uplink) | code(s.downlink) << 8 | q << 16,
+            Ordering::Relaxed,
+        );
     }
 
     /// Zeroes the counters: the control plane does it when it reuses a
@@ -261,8 +322,18 @@ impl Usage {
     /// Makes sure slot `slot`'s chunk exists (control plane).
     pub fn reserve(&self, slot: u32) {
         if let Some(c) = self.chunks.get(slot as usize / USAGE_CHUNK) {
-            c.get_or_init(|| (0..USAGE_CHUNK).map(|_| SlotUsage::default()).collect());
+            c.get_or_init(|| (0..USAGE_CHUNK).map(|_| SlotUsage::empty()).collect());
         }
+    }
+
+    /// Slots holding a session.
+    pub fn sessions(&self) -> usize {
+        self.chunks
+            .iter()
+            .filter_map(OnceLock::get)
+            .flat_map(|c| c.iter())
+            .filter(|u| u.n3.load(Ordering::Relaxed) != u32::MAX)
+            .count()
     }
 
     /// Bytes allocated for counters.
@@ -314,7 +385,6 @@ pub struct SessionTable {
     ue4: FlatMap<u32>,
     ue6: FlatMap<u128>,
     ue6_64: FlatMap<u64>,
-    sessions: Vec<Session>,
     peers: Vec<Option<Peer>>,
     link: WorkerLink,
     // Taken out of the queue under its lock, applied without it.
@@ -341,7 +411,6 @@ impl SessionTable {
             ue4: FlatMap::default(),
             ue6: FlatMap::default(),
             ue6_64: FlatMap::default(),
-            sessions: Vec::new(),
             peers: Vec::new(),
             link,
             inbox: Vec::new(),
@@ -401,12 +470,9 @@ impl SessionTable {
         }
     }
 
-    /// Starts fetching slot `slot`'s session and usage counters.
+    /// Starts fetching slot `slot`'s line (its session and usage).
     #[inline]
     pub fn prefetch_slot(&self, slot: u32) {
-        if let Some(s) = self.sessions.get(slot as usize) {
-            prefetch(s);
-        }
         if let Some(u) = self.link.usage.slot(slot) {
             prefetch(u);
         }
@@ -427,8 +493,8 @@ impl SessionTable {
 
     /// Slot `slot`'s session (an empty one, which drops, if none).
     #[inline]
-    pub fn get(&self, slot: u32) -> &Session {
-        self.sessions.get(slot as usize).unwrap_or(&EMPTY)
+    pub fn get(&self, slot: u32) -> Session {
+        self.link.usage.slot(slot).map_or(EMPTY, SlotUsage::session)
     }
 
     /// A peer.
@@ -492,15 +558,15 @@ impl SessionTable {
     pub fn apply(&mut self, change: Change) {
         match change {
             Change::Session { slot, session } => {
-                let s = slot as usize;
-                if self.sessions.len() <= s {
-                    self.sessions.resize(s + 1, EMPTY);
+                // The control plane reserved the slot's chunk before it
+                // published the change.
+                if let Some(u) = self.link.usage.slot(slot) {
+                    u.set_session(&session);
                 }
-                self.sessions[s] = session;
             }
             Change::Remove { slot } => {
-                if let Some(s) = self.sessions.get_mut(slot as usize) {
-                    *s = EMPTY;
+                if let Some(u) = self.link.usage.slot(slot) {
+                    u.set_session(&EMPTY);
                 }
             }
             Change::Uplink { key, slot } => {
@@ -537,7 +603,7 @@ impl SessionTable {
 
     /// Sessions with a slot in use.
     pub fn len(&self) -> usize {
-        self.sessions.iter().filter(|s| s.n3 != u32::MAX).count()
+        self.link.usage.sessions()
     }
 
     /// Whether no session is set.
@@ -552,7 +618,6 @@ impl SessionTable {
             + self.ue4.bytes()
             + self.ue6.bytes()
             + self.ue6_64.bytes()
-            + self.sessions.capacity() * core::mem::size_of::<Session>()
             + self.peers.capacity() * core::mem::size_of::<Option<Peer>>()
             + self.link.usage.bytes()
     }

@@ -103,15 +103,15 @@ pub(crate) fn prefetch(sessions: &SessionTable, pool: &Pool, v: &PacketVector) {
     for (k, &id) in keys.iter_mut().zip(v.as_slice()) {
         *k = teid_qfi(pool.data(id), usize::from(pool.meta(id).udp_payload));
     }
-    super::staggered(
-        v.len(),
-        |i| {
-            if let Some((teid, qfi)) = keys[i] {
+    super::staggered_runs(
+        &keys[..v.len()],
+        |k| {
+            if let Some((teid, qfi)) = k {
                 sessions.prefetch_uplink(teid, qfi);
             }
         },
-        |i| {
-            if let Some(slot) = keys[i].and_then(|(t, q)| sessions.uplink(t, q)) {
+        |k, _| {
+            if let Some(slot) = k.and_then(|(t, q)| sessions.uplink(t, q)) {
                 sessions.prefetch_slot(slot);
             }
         },
