@@ -6,8 +6,9 @@
 use crate::buffer::{ChecksumState, PacketId, PacketMeta, Pool, NO_TUNNEL};
 use crate::drop::DropReason;
 use crate::geometry::{
-    complete_partial_in, decrement_ttl, ethernet_ip_offset, holds_pseudo_sum, ip_end, locate_ip,
-    pseudo_header, transport_checksum_offset, transport_pseudo, PROTO_UDP,
+    complete_partial_in, decrement_ttl, ethernet_ip_offset, holds_pseudo_sum, ip_end,
+    ip_header_end, locate_ip, pseudo_header, transport_checksum_offset, transport_pseudo,
+    PROTO_UDP,
 };
 use crate::gtpu_reply::{GtpuResponder, Notice, Replies, ReplyPath};
 use crate::icmp_error::{IcmpError, IcmpErrors};
@@ -629,7 +630,7 @@ fn verify_one(
         // the one checked.
         let headers_end = match (il4, ethernet && il3 == usize::from(m.inner)) {
             (0, true) => usize::from(m.inner) + 14,
-            (0, false) => ip_end(data, il3),
+            (0, false) => ip_header_end(data, il3),
             _ => il4,
         };
         if offset < headers_end {

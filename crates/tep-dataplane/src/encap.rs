@@ -11,8 +11,8 @@ use crate::buffer::{ChecksumState, PacketId, Pool};
 use crate::config::{ChecksumMode, DontFragment, Dscp, GueRcoEncoding, Ttl, TunnelConfig};
 use crate::drop::DropReason;
 use crate::geometry::{
-    complete_partial, decrement_ttl, ethernet_ip_offset, ip_end, locate_ip, mac_hash, parse_ip,
-    pseudo_header, transport_pseudo_len, InnerLink, PROTO_UDP,
+    complete_partial, decrement_ttl, ethernet_ip_offset, ip_end, ip_header_end, locate_ip,
+    mac_hash, parse_ip, pseudo_header, transport_pseudo_len, InnerLink, PROTO_UDP,
 };
 use crate::icmp_error::{IcmpError, IcmpErrors};
 use crate::io::{Outer, OuterLayers};
@@ -230,12 +230,12 @@ pub fn inner_checksum(
         // or by the peer (RCO), would overwrite the header (a virtio-net
         // header with csum_start and csum_offset pointing into it).
         let carries_ip = !(t.kind.carries_ethernet() && m.inner_l3 == m.inner);
-        let ip_header_end = match (carries_ip, m.inner_l4) {
+        let headers_end = match (carries_ip, m.inner_l4) {
             (false, _) => 0,
-            (true, 0) => usize::from(m.inner_l3) + ipv4::HEADER_LEN,
+            (true, 0) => ip_header_end(pool.data(id), usize::from(m.inner_l3)),
             (true, l4) => usize::from(l4),
         };
-        if o < ip_header_end {
+        if o < headers_end {
             return Err(DropReason::Malformed);
         }
         // The checksum covers the transport segment: to the IP packet's

@@ -350,6 +350,17 @@ pub(crate) fn transport_pseudo_len(
     Some(pseudo_header(&data[l3..], proto, len))
 }
 
+/// Where the IP header at `l3` ends (IPv4: its IHL; IPv6: the fixed
+/// header): what a checksum field written into the packet must not
+/// overlap when the transport header is not located (a fragment, a
+/// protocol tep does not parse).
+pub(crate) fn ip_header_end(data: &[u8], l3: usize) -> usize {
+    match data.get(l3).map(|b| (b >> 4, b & 0x0f)) {
+        Some((4, ihl)) => l3 + usize::from(ihl).max(5) * 4,
+        _ => l3 + ipv6::HEADER_LEN,
+    }
+}
+
 /// Where the checksum field of a TCP (6) or UDP (17) header is, from the
 /// header's start; None for other protocols.
 pub(crate) fn transport_checksum_offset(proto: u8) -> Option<usize> {

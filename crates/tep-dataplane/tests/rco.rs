@@ -259,6 +259,48 @@ fn rco_completes_a_zero_udp_checksum_as_all_ones() {
     assert_no_leak(&pool);
 }
 
+/// A partial checksum in a packet whose transport header tep does not
+/// locate (a non-first IPv4 fragment, with IP options) is completed by the
+/// peer where the device was told, past the IP header: decap checked the
+/// field against the IP packet's end instead of its header's and dropped
+/// it (found by the encap fuzz target, seeds/encap/crash-rco-fragment).
+#[test]
+fn rco_in_a_fragment_with_ip_options_completes_past_its_header() {
+    let mut ip = tcp4(&[0x33; 200], 4444);
+    // IHL 7: eight bytes of NOP options; a fragment at offset 8 * 0x100.
+    let mut with_options = ip[..20].to_vec();
+    with_options.extend_from_slice(&[1; 8]);
+    with_options.extend_from_slice(&ip[20..]);
+    ip = with_options;
+    ip[0] = 0x47;
+    let len = ip.len() as u16;
+    ip[2..4].copy_from_slice(&len.to_be_bytes());
+    ip[6..8].copy_from_slice(&0x0100u16.to_be_bytes());
+    ip[10..12].fill(0);
+    let c = Sum::of(&ip[..28]).checksum();
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    // The device is told: sum from byte 28 (the fragment's payload), the
+    // field 16 bytes on; the field holds 0 (no pseudo-header: a fragment).
+    ip[44..46].fill(0);
+    let cs = ChecksumState::Partial {
+        start: 28,
+        offset: 44,
+    };
+    let (ca, cb) = pair(TunnelKind::Gue, false, ChecksumMode::Remote);
+    let mut a = pipeline(&ca, InnerLink::Ip);
+    let mut pool = pool();
+    let out = run_encap_with(&mut a, &mut pool, &[(ip.clone(), cs)]);
+    assert_eq!(out.packets.len(), 1);
+    let dec = decap_fresh(&cb, InnerLink::Ip, &out.packets);
+    assert_eq!(dec.packets.len(), 1, "delivered");
+    let mut want = ip.clone();
+    let c = Sum::of(&ip[28..]).checksum();
+    want[44..46].copy_from_slice(&c.to_be_bytes());
+    assert_eq!(dec.packets[0], want);
+    assert_balanced(&a);
+    assert_no_leak(&pool);
+}
+
 // ----------------------------------------------------- the kernel capture
 
 /// Linux 6.x VXLAN with `remcsumtx`, VNI 42, between 10.200.0.1 and
