@@ -198,6 +198,23 @@ pub struct UpfShared {
     pub status: Mutex<Option<PfcpStatus>>,
 }
 
+impl UpfShared {
+    /// A worker's Downlink Data Report requests (`reports`, emptied) to
+    /// the N4 thread, woken for them; nothing when there are none.
+    pub fn report(&self, reports: &mut Vec<u32>) {
+        if reports.is_empty() {
+            return;
+        }
+        self.reports
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .append(reports);
+        if let Some(w) = &*self.wake.lock().unwrap_or_else(|e| e.into_inner()) {
+            let _ = w.notify();
+        }
+    }
+}
+
 /// The N4 side as the N4 thread last published it.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct PfcpStatus {

@@ -212,17 +212,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         setup.next_hops.want(&mut wanted);
         if upf {
             pipeline.take_session_reports(&mut reports);
-            if !reports.is_empty() {
-                shared
-                    .upf
-                    .reports
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .append(&mut reports);
-                if let Some(w) = &*shared.upf.wake.lock().unwrap_or_else(|e| e.into_inner()) {
-                    let _ = w.notify();
-                }
-            }
+            shared.upf.report(&mut reports);
         }
 
         let busy = from_underlay + from_inner > 0;
