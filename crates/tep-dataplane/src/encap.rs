@@ -966,8 +966,11 @@ pub(crate) fn udp_checksum(
         // The datagram goes on past the buffer where a gathered segment's
         // payload is its tail (left in the super-packet): its length and
         // its sum are the whole datagram's.
-        let udp_len = pool.total_len(id) - l4;
         let data = pool.data(id);
+        let udp_len = match m.tail {
+            None => data.len() - l4,
+            Some(_) => pool.total_len(id) - l4,
+        };
         // ip-udp-encap wrote the outer headers from this tunnel's template.
         let pseudo = match tx.get(txi) {
             Some(st) => st.outer_pseudo(udp_len),
@@ -976,7 +979,13 @@ pub(crate) fn udp_checksum(
         let (value, state) = if whole {
             (pseudo.value(), m.csum)
         } else {
-            let full = |pool: &Pool| pseudo.add(pool.sum_from(id, l4)).udp_checksum();
+            let full = |pool: &Pool| {
+                let sum = match m.tail {
+                    None => Sum::of(&data[l4..]),
+                    Some(_) => pool.sum_from(id, l4),
+                };
+                pseudo.add(sum).udp_checksum()
+            };
             match mode {
                 ChecksumMode::Offload => (
                     pseudo.value(),
