@@ -798,15 +798,19 @@ print(n)
         &pair.a,
         &format!(
             r#"
-import socket
+import socket, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 for i in range({N}):
     s.sendto(b"x" * (100 + i % 2), ("10.9.0.2", 7000))
+    # Paced: a's TUN queue (500 packets) must not overflow before tep a,
+    # on a loaded machine, forwards them.
+    if i % 100 == 99:
+        time.sleep(0.005)
 "#
         ),
     );
-    // Let a forward them into b's socket (a's TUN queue may overflow:
-    // what a sent is counted, not N).
+    // Let a forward them into b's socket (a's TUN queue may still
+    // overflow: what a sent is counted, not N).
     std::thread::sleep(Duration::from_millis(500));
     let burst = sent() - sent_before;
     kill("-TERM");

@@ -25,12 +25,10 @@
 
 mod netns;
 
-use netns::{iperf_between, ping, root_or_skip, Daemon, Pair};
+use netns::{iperf_between, ping, root_or_skip, Daemon, Pair, Script};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const RESPONDER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/responder.py");
@@ -129,69 +127,28 @@ fn assert_no_drops(d: &Daemon, label: &str, allowed: &[&str]) {
 // ---------------------------------------------------------------------------
 
 /// The responder running in `b`; killed on drop.
-struct Responder {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    log: PathBuf,
-}
+struct Responder(Script);
 
 impl Responder {
     /// Starts it with `config` and waits until it listens.
     fn start(pair: &Pair, config: &Value) -> Responder {
-        let path = pair.dir.join("responder.json");
-        std::fs::write(&path, config.to_string()).unwrap();
-        let log = pair.dir.join("responder.log");
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &pair.b, PYTHON, RESPONDER])
-            .arg(&path)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start the responder");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let r = Responder {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            log,
-        };
-        // Importing scapy takes a second, many more on a loaded machine.
-        match r.lines.recv_timeout(Duration::from_secs(60)) {
-            Ok(l) if l == "ready" => r,
-            other => panic!("responder did not start ({other:?}):\n{}", r.log()),
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        Responder(Script::start(
+            &pair.b,
+            RESPONDER,
+            &pair.dir,
+            "responder",
+            config,
+            |l| l == "ready",
+        ))
     }
 
     /// Closes its stdin (it stops) and returns its report.
-    fn finish(mut self) -> Value {
-        drop(self.stdin.take());
+    fn finish(self) -> Value {
         let line = self
-            .lines
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|e| panic!("responder gave no report ({e}):\n{}", self.log()));
-        let _ = self.child.wait();
+            .0
+            .finish(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("responder gave no report: {e}"));
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("responder report {e}: {line}"))
-    }
-}
-
-impl Drop for Responder {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -22,13 +22,11 @@
 
 mod netns;
 
-use netns::{remove_namespaces, root_or_skip, sh, spawn_daemon, Daemon};
+use netns::{remove_namespaces, root_or_skip, sh, spawn_daemon, Daemon, Script};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::Duration;
 
 const SMF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upf/smf.py");
@@ -173,12 +171,7 @@ impl Drop for Lab {
 }
 
 /// smf.py in `ran` (its N6 socket in `dn`); killed on drop.
-struct Smf {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    log: PathBuf,
-}
+struct Smf(Script);
 
 impl Smf {
     fn start(lab: &Lab) -> Smf {
@@ -193,61 +186,29 @@ impl Smf {
             "ue_base": "10.45.0.1",
             "deadline": 150,
         });
-        let path = lab.dir.join("smf.json");
-        std::fs::write(&path, config.to_string()).unwrap();
-        let log = lab.dir.join("smf.log");
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &lab.ran, PYTHON, SMF])
-            .arg(&path)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start smf.py");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let smf = Smf {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            log,
-        };
-        // Importing scapy takes seconds on a loaded machine.
-        match smf.lines.recv_timeout(Duration::from_secs(60)) {
-            Ok(l) if l.contains("\"ready\"") => smf,
-            other => panic!("smf.py did not start ({other:?}):\n{}", smf.log()),
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        Smf(Script::start(
+            &lab.ran,
+            SMF,
+            &lab.dir,
+            "smf",
+            &config,
+            |l| l.contains("\"ready\""),
+        ))
     }
 
     /// Runs one command; its result, which smf.py found as it expected
     /// (else the test fails with what it said and tep's log).
     fn run(&mut self, tep: &Daemon, command: Value) -> Value {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{command}").unwrap();
-        stdin.flush().unwrap();
-        let line = self
-            .lines
-            .recv_timeout(Duration::from_secs(90))
-            .unwrap_or_else(|e| {
-                panic!(
-                    "smf.py: no answer to {command} ({e}):\n{}\ntep:\n{}",
-                    self.log(),
-                    tep.log()
-                )
-            });
+        self.0.send(&command.to_string());
+        let line = self.0.recv(Duration::from_secs(90)).unwrap_or_else(|e| {
+            panic!(
+                "smf.py: no answer to {command} ({e}):\n{}\ntep:\n{}",
+                self.0.log(),
+                tep.log()
+            )
+        });
         let v: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("smf.py said {line:?} ({e}):\n{}", self.log()));
+            .unwrap_or_else(|e| panic!("smf.py said {line:?} ({e}):\n{}", self.0.log()));
         assert_eq!(
             v["ok"],
             true,
@@ -260,14 +221,6 @@ impl Smf {
         );
         eprintln!("smf.py: {v}");
         v
-    }
-}
-
-impl Drop for Smf {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

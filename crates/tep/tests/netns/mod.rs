@@ -428,3 +428,100 @@ pub fn iperf_between(
         .as_f64()
         .ok_or_else(|| format!("no result: {v}"))
 }
+
+/// A helper script (python3 with scapy: the responder, the SMF) run in a
+/// namespace: its config given as a JSON file, commands written to its
+/// stdin and JSON lines read from its stdout, its stderr kept in a log.
+/// Killed on drop.
+pub struct Script {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+    log: PathBuf,
+}
+
+impl Script {
+    /// Starts `script` in `ns` with `config` written to `dir/<name>.json`
+    /// and waits (a minute at most: importing scapy takes seconds on a
+    /// loaded machine) for a first line that `ready` accepts.
+    pub fn start(
+        ns: &str,
+        script: &str,
+        dir: &std::path::Path,
+        name: &str,
+        config: &serde_json::Value,
+        ready: impl Fn(&str) -> bool,
+    ) -> Script {
+        use std::io::BufRead;
+        let path = dir.join(format!("{name}.json"));
+        std::fs::write(&path, config.to_string()).unwrap();
+        let log = dir.join(format!("{name}.log"));
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", ns, "/usr/bin/python3", script])
+            .arg(&path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {script}: {e}"));
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let s = Script {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            log,
+        };
+        match s.lines.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) if ready(&l) => s,
+            other => panic!("{name} did not start ({other:?}):\n{}", s.log()),
+        }
+    }
+
+    /// What it wrote to stderr.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Writes one line to its stdin.
+    pub fn send(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Its next line.
+    pub fn recv(&self, timeout: Duration) -> Result<String, std::sync::mpsc::RecvTimeoutError> {
+        self.lines.recv_timeout(timeout)
+    }
+
+    /// Closes its stdin (it finishes) and waits for its last line.
+    pub fn finish(mut self, timeout: Duration) -> Result<String, String> {
+        drop(self.stdin.take());
+        let line = self
+            .lines
+            .recv_timeout(timeout)
+            .map_err(|e| format!("{e}:\n{}", self.log()))?;
+        let _ = self.child.wait();
+        Ok(line)
+    }
+}
+
+impl Drop for Script {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
