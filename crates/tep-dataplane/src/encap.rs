@@ -226,12 +226,14 @@ pub fn inner_checksum(
         }
         let t = table.get(m.tunnel);
         let (s, o) = (usize::from(start), usize::from(offset));
-        // The field is not inside the IP header: completing it there, here
-        // or by the peer (RCO), would overwrite the header (a virtio-net
-        // header with csum_start and csum_offset pointing into it).
+        // The field is not inside the IP (or Ethernet) header: completing
+        // it there, here or by the peer (RCO), would overwrite the header
+        // (a virtio-net header with csum_start and csum_offset pointing
+        // into it); the peer refuses RCO there.
         let carries_ip = !(t.kind.carries_ethernet() && m.inner_l3 == m.inner);
         let headers_end = match (carries_ip, m.inner_l4) {
-            (false, _) => 0,
+            // A frame without IP: not over its Ethernet header either.
+            (false, _) => usize::from(m.inner) + 14,
             (true, 0) => ip_header_end(pool.data(id), usize::from(m.inner_l3)),
             (true, l4) => usize::from(l4),
         };

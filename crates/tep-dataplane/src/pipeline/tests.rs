@@ -1280,6 +1280,47 @@ fn partial_checksum_inside_the_ip_header_is_malformed() {
     );
 }
 
+/// A frame that carries no IP with a partial checksum in its Ethernet
+/// header (csum_start 0, offset 6: the source MAC) is malformed too, as
+/// the peer refuses such RCO (found by the encap fuzz target,
+/// fuzz/seeds/encap/crash-rco-mac).
+#[test]
+fn partial_checksum_inside_the_ethernet_header_is_malformed() {
+    let a = IpAddr::V4(core::net::Ipv4Addr::new(192, 0, 2, 1));
+    let b = IpAddr::V4(core::net::Ipv4Addr::new(192, 0, 2, 2));
+    let mut t = TunnelConfig::new("t", TunnelKind::Vxlan, a, b);
+    t.vni = 5;
+    t.checksum = ChecksumMode::Remote;
+    let config = Config {
+        tunnels: vec![t],
+        ..Config::default()
+    };
+    let options = PipelineOptions {
+        inner_link: InnerLink::Ethernet,
+        ..PipelineOptions::default()
+    };
+    let mut p = Pipeline::new(&config, ManualClock::default(), options);
+    let mut pool = Pool::new(8, SUPER_PACKET_ROOM);
+    // EtherType 0x88b5 (local experimental): no IP.
+    let mut f = vec![2, 0, 0, 0, 0, 0xbb, 2, 0, 0, 0, 0, 0xaa, 0x88, 0xb5];
+    f.extend_from_slice(&[0x11; 46]);
+    let mut meta = crate::testpkt::meta_of(&f, ChecksumState::None);
+    for (offset, sent) in [(6u16, 0usize), (20, 1)] {
+        meta.csum = ChecksumState::Partial { start: 0, offset };
+        let mut v = vector_of(&mut pool, &f, meta);
+        let mut n = 0;
+        p.encap(&mut pool, &mut v, &mut |_, pool, o| {
+            n += o.len();
+            for &id in o.as_slice() {
+                pool.free(id);
+            }
+            o.clear();
+        });
+        assert_eq!(n, sent, "offset {offset}: {}", p.runtime().report());
+    }
+    assert_eq!(p.drops(DropReason::Malformed), 1);
+}
+
 /// The same through remote checksum offload: a VXLAN `remote` tunnel
 /// left a field at the frame's offset 16 (the inner IP total length) to
 /// the peer, which overwrote it (found by the encap fuzz target,
