@@ -510,7 +510,7 @@ pub fn input(setup: EncapSetup, o: u8, vnet: &VnetHeader, packet: &[u8]) -> Vec<
     v
 }
 
-/// Whether the TCP or UDP checksum of the IP packet at the start of `ip`
+/// Whether the TCP, UDP or ICMP checksum of the IP packet at the start of `ip`
 /// verifies, by the sum alone (pseudo-header plus the segment to the IP
 /// end, whatever its header holds): what LCO takes for granted. `None`
 /// where there is no such checksum.
@@ -548,6 +548,10 @@ fn transport_sum_ok(ip: &[u8]) -> Option<bool> {
     match proto {
         6 if seg.len() >= 18 => Some(ph.add(Sum::of(seg)).verifies()),
         17 if seg.len() >= 8 && seg[6..8] != [0, 0] => Some(ph.add(Sum::of(seg)).verifies()),
+        // ICMP: LCO trusts its checksum as it trusts TCP's and UDP's
+        // (ICMPv4 sums no pseudo-header, ICMPv6 does).
+        1 if seg.len() >= 4 => Some(Sum::of(seg).verifies()),
+        58 if seg.len() >= 4 => Some(ph.add(Sum::of(seg)).verifies()),
         _ => None,
     }
 }
