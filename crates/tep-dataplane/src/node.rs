@@ -129,6 +129,10 @@ impl Node {
     }
 }
 
+/// Tunnels whose drops are counted per tunnel: far more than a config
+/// holds (per-tunnel rows grow to the highest index seen).
+const MAX_COUNTED_TUNNELS: u32 = 1 << 20;
+
 /// The counters of one node on one worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeStats {
@@ -176,7 +180,9 @@ impl NodeStats {
     /// [`NO_TUNNEL`]: crate::buffer::NO_TUNNEL
     pub fn drop_in(&mut self, reason: DropReason, tunnel: u32) {
         self.drop(reason);
-        if tunnel == crate::buffer::NO_TUNNEL {
+        // Rows are allocated up to the index: one that no config reaches
+        // (NO_TUNNEL, a node's marker left on a packet) must not size them.
+        if tunnel >= MAX_COUNTED_TUNNELS {
             return;
         }
         let t = tunnel as usize;
@@ -375,6 +381,20 @@ pub fn render_report(nodes: &[NodeStats], unit: &str) -> String {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+
+    /// A drop under an index no config reaches (a marker a node left on a
+    /// packet) is counted for the node but sizes no per-tunnel rows: the
+    /// held-packet marker once asked for 10^12 bytes of them.
+    #[test]
+    fn a_marker_tunnel_index_allocates_no_rows() {
+        let mut n = NodeStats::new("session-lookup");
+        n.drop_in(DropReason::NoRoute, u32::MAX - 2);
+        n.drop_in(DropReason::NoRoute, crate::buffer::NO_TUNNEL);
+        assert!(n.by_tunnel.is_empty());
+        n.drop_in(DropReason::NoRoute, 2);
+        assert_eq!(n.by_tunnel.len(), 3);
+        assert_eq!(n.drops_total(), 3);
+    }
 
     #[test]
     fn counts_calls_vectors_packets_ticks_and_drops() {
