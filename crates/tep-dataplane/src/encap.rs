@@ -1001,8 +1001,13 @@ pub(crate) fn udp_checksum(
                     let inner_complete = !matches!(m.csum, ChecksumState::Partial { .. });
                     let inner_len = (udp_len + l4).saturating_sub(il4);
                     let inner_l3 = usize::from(m.inner_l3);
+                    // LCO stands for the bytes after the inner transport
+                    // header only if they are its segment: a frame's
+                    // Ethernet padding after the IP packet is summed.
+                    let padded =
+                        m.tail.is_none() && il4 != 0 && ip_end(data, inner_l3) != data.len();
                     match transport_pseudo_len(data, inner_l3, il4, m.inner_proto, inner_len) {
-                        Some(ip) if inner_complete => (
+                        Some(ip) if inner_complete && !padded => (
                             tep_csum::local_checksum_offload(pseudo, &data[l4..il4], ip),
                             ChecksumState::None,
                         ),

@@ -229,6 +229,23 @@ fn l2_frames_keep_their_padding() {
     }
 }
 
+/// LCO over a padded frame: the outer checksum covers the padding after
+/// the inner IP packet, which the inner checksum does not vouch for, so
+/// it is summed in full (found by the encap fuzz target,
+/// fuzz/seeds/encap/crash-lco-padding); the peer accepts it.
+#[test]
+fn lco_of_a_padded_frame_sums_the_padding() {
+    for kind in [TunnelKind::Vxlan, TunnelKind::Geneve] {
+        let (ca, cb) = pair(kind, false, ChecksumMode::Lco);
+        let mut f = frame(&tcp4(b"lco", 1));
+        f.extend_from_slice(&[0x5a; 21]);
+        let p = encap_one(&ca, InnerLink::Ethernet, &f);
+        assert_eq!(outer_udp_ok(&p), Some(true), "{kind}");
+        let out = decap_fresh(&cb, InnerLink::Ethernet, &[p]);
+        assert_eq!(out.packets, vec![f], "{kind}");
+    }
+}
+
 /// RFC 6040 §4.2 (normal mode): the outer ECN field on decapsulation. CE
 /// outside marks an ECN-capable inner packet CE (IPv4 header checksum
 /// updated), ECT(1) outside ECT(0) inside gives ECT(1), Not-ECT outside
