@@ -350,14 +350,20 @@ pub(crate) fn transport_pseudo_len(
     Some(pseudo_header(&data[l3..], proto, len))
 }
 
-/// Where the IP header at `l3` ends (IPv4: its IHL; IPv6: the fixed
-/// header): what a checksum field written into the packet must not
-/// overlap when the transport header is not located (a fragment, a
-/// protocol tep does not parse).
+/// Where the IP header at `l3` ends (IPv4: its IHL; IPv6: its extension
+/// headers, up to a fragment header included): what a checksum field
+/// written into the packet must not overlap when the transport header is
+/// not located (a fragment, a protocol tep does not parse).
 pub(crate) fn ip_header_end(data: &[u8], l3: usize) -> usize {
     match data.get(l3).map(|b| (b >> 4, b & 0x0f)) {
         Some((4, ihl)) => l3 + usize::from(ihl).max(5) * 4,
-        _ => l3 + ipv6::HEADER_LEN,
+        _ => {
+            let ext = data
+                .get(l3..)
+                .and_then(|p| ipv6::Packet::new_unchecked(p).upper_layer().ok())
+                .map_or(0, |u| u.offset);
+            l3 + ipv6::HEADER_LEN + ext
+        }
     }
 }
 

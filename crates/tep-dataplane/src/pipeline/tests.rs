@@ -1321,6 +1321,41 @@ fn partial_checksum_inside_the_ethernet_header_is_malformed() {
     assert_eq!(p.drops(DropReason::Malformed), 1);
 }
 
+/// A partial checksum whose field lies in an IPv6 fragment header (a
+/// non-first fragment: no transport located) is malformed: completing it
+/// there rewrote the fragment header, and the peer dropped the packet
+/// (found by the encap fuzz target, fuzz/seeds/encap/crash-frag-header).
+#[test]
+fn partial_checksum_inside_an_ipv6_extension_header_is_malformed() {
+    let (mut ca, _) = gtpu_pair(ChecksumMode::Full);
+    ca.tunnels[0]
+        .inner_prefixes
+        .push("2001:db8:8::/64".parse().unwrap());
+    let mut p = Pipeline::new(&ca, ManualClock::default(), PipelineOptions::default());
+    let mut pool = Pool::new(8, SUPER_PACKET_ROOM);
+    // IPv6, a fragment header (offset 32 × 8, a later piece), 40 bytes.
+    let mut ip = vec![0x60, 0, 0, 0, 0, 48, 44, 64];
+    ip.extend_from_slice(&[0x20, 1, 0xd, 0xb8, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    ip.extend_from_slice(&[0x20, 1, 0xd, 0xb8, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    ip.extend_from_slice(&[6, 0, 0x01, 0x00, 0, 0, 0, 7]);
+    ip.extend_from_slice(&[0x33; 40]);
+    for (offset, sent) in [(42u16, 0usize), (50, 1)] {
+        let mut meta = crate::testpkt::meta_of(&ip, ChecksumState::None);
+        meta.csum = ChecksumState::Partial { start: 40, offset };
+        let mut v = vector_of(&mut pool, &ip, meta);
+        let mut n = 0;
+        p.encap(&mut pool, &mut v, &mut |_, pool, o| {
+            n += o.len();
+            for &id in o.as_slice() {
+                pool.free(id);
+            }
+            o.clear();
+        });
+        assert_eq!(n, sent, "offset {offset}: {}", p.runtime().report());
+    }
+    assert_eq!(p.drops(DropReason::Malformed), 1);
+}
+
 /// The same through remote checksum offload: a VXLAN `remote` tunnel
 /// left a field at the frame's offset 16 (the inner IP total length) to
 /// the peer, which overwrote it (found by the encap fuzz target,
