@@ -316,7 +316,14 @@ impl Case {
 /// errors, GTP-U replies) are frames it sent plus its drops; what the
 /// steering programs redirected is what tep received plus what the
 /// AF_XDP rings dropped.
-fn assert_balanced(gw: &Daemon, what: &str) -> serde_json::Value {
+///
+/// A redirect the program made can still fail in the kernel after it
+/// (`xdp_do_redirect`, seen once in many runs under load): the veth then
+/// counts the frame in its receive drops and not in its XDP redirects, and
+/// the sockets never see it. So the redirects are checked against the
+/// veths' own count of those delivered, each failure against a device
+/// drop.
+fn assert_balanced(chain: &Chain, gw: &Daemon, what: &str) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
         let c = gw.show("counters");
@@ -327,15 +334,51 @@ fn assert_balanced(gw: &Daemon, what: &str) -> serde_json::Value {
         let drops = c["drops_total"].as_u64().unwrap();
         let redirected = n("kernel", "underlay_redirected") + n("kernel", "inner_redirected");
         let ring_drops = n("io", "xsk_rx_dropped") + n("io", "xsk_rx_ring_full");
-        if received + made == sent + drops && redirected == received + ring_drops {
+        let pipeline_ok = received + made == sent + drops;
+        if pipeline_ok && redirected == received + ring_drops {
             return c;
+        }
+        if pipeline_ok && redirected > received + ring_drops {
+            let (delivered, device_drops) = veth_xdp(chain);
+            let failed = redirected - delivered;
+            if delivered == received + ring_drops && failed <= device_drops {
+                eprintln!(
+                    "{what}: {failed} redirect(s) failed in the kernel after the program (veth receive drops {device_drops})"
+                );
+                return c;
+            }
         }
         assert!(
             Instant::now() < deadline,
-            "{what}: unbalanced: received {received} + made {made} != sent {sent} + drops {drops}, or redirected {redirected} != received + ring drops {ring_drops}\n{c}"
+            "{what}: unbalanced: received {received} + made {made} != sent {sent} + drops {drops}, or redirected {redirected} != received + ring drops {ring_drops} (veths: delivered by XDP redirect, receive drops: {:?})\n{c}",
+            veth_xdp(chain)
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The gateway's veths' (gu, gi) XDP redirects that succeeded and their
+/// receive drops (`ethtool -S`: rx_queue_N_xdp_redirect, rx_queue_N_drops).
+fn veth_xdp(chain: &Chain) -> (u64, u64) {
+    let (mut redirects, mut drops) = (0, 0);
+    for dev in ["gu", "gi"] {
+        let out = chain.exec(&chain.gateway, &["ethtool", "-S", dev], true);
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let Some((k, v)) = line.trim().split_once(':') else {
+                continue;
+            };
+            let v: u64 = v.trim().parse().unwrap_or(0);
+            if k.starts_with("rx_queue_") && k.ends_with("_xdp_redirect") {
+                redirects += v;
+            } else if k.starts_with("rx_queue_")
+                && k.ends_with("_drops")
+                && !k.ends_with("_xdp_drops")
+            {
+                drops += v;
+            }
+        }
+    }
+    (redirects, drops)
 }
 
 /// Sends `bytes` of random data over TCP from `from` to a listener in
@@ -445,7 +488,7 @@ fn run_case(c: Case) {
     assert_eq!(sent, received, "{label}: the digest of what crossed");
     let (sent, received) = transfer(&chain, &chain.peer, &chain.client, c.near(), 1 << 20);
     assert_eq!(sent, received, "{label}: the digest of what crossed back");
-    let counters = assert_balanced(&gw, &label);
+    let counters = assert_balanced(&chain, &gw, &label);
     let drops: Vec<_> = counters["drops"]
         .as_array()
         .unwrap()
@@ -563,7 +606,7 @@ fn kernel_vxlan_peer() {
         assert_eq!(a, b, "{label}: digest");
         let (a, b) = transfer(&chain, p, &chain.client, "10.9.0.2", 4 << 20);
         assert_eq!(a, b, "{label}: digest back");
-        let counters = assert_balanced(&gw, &label);
+        let counters = assert_balanced(&chain, &gw, &label);
         let drops: Vec<_> = counters["drops"]
             .as_array()
             .unwrap()
@@ -625,7 +668,7 @@ fn the_kernel_keeps_everything_else() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("lladdr"), "{addr} on {dev}: {text}");
     }
-    let counters = assert_balanced(&gw, "everything else");
+    let counters = assert_balanced(&chain, &gw, "everything else");
     let passed = counters["kernel"]["inner_passed"].as_u64().unwrap()
         + counters["kernel"]["underlay_passed"].as_u64().unwrap();
     assert!(passed > 20, "the programs passed the rest: {counters}");
@@ -678,7 +721,7 @@ fn a_neighbour_that_changes_its_mac_is_followed() {
             "v6={v6}: the kernel learnt the new MAC: {}",
             String::from_utf8_lossy(&out.stdout)
         );
-        assert_balanced(&gw, "MAC change");
+        assert_balanced(&chain, &gw, "MAC change");
     }
 }
 
@@ -708,13 +751,13 @@ fn the_first_packet_to_an_unresolved_next_hop_arrives() {
         String::from_utf8_lossy(&out.stdout),
         gw.log()
     );
-    let before = assert_balanced(&gw, "first packet");
+    let before = assert_balanced(&chain, &gw, "first packet");
     assert!(before["io"]["kernel_tx"].as_u64().unwrap() >= 1, "{before}");
     assert!(before["pipeline"]["to_kernel"].as_u64().unwrap() >= 1);
     // Resolved now: the next ones leave through tep.
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(netns::ping(&chain, &chain.peer, "10.1.0.2", 3), 3);
-    let after = assert_balanced(&gw, "resolved");
+    let after = assert_balanced(&chain, &gw, "resolved");
     assert_eq!(
         after["io"]["kernel_tx"], before["io"]["kernel_tx"],
         "no more through the kernel: {after}"
@@ -775,7 +818,7 @@ fn icmp_errors_reach_the_sender() {
         }
     };
     assert!(out.contains("Time to live exceeded"), "{out}");
-    let counters = assert_balanced(&gw, "ICMP");
+    let counters = assert_balanced(&chain, &gw, "ICMP");
     let errors = counters["pipeline"]["icmp_errors"].as_u64().unwrap();
     assert!(
         (5..=4 + tries).contains(&errors),
