@@ -1247,6 +1247,25 @@ fn inner_checksum_of_a_padded_frame_stops_at_the_ip_end() {
     assert!(ph.add(tep_csum::Sum::of(tcp_seg)).verifies());
 }
 
+/// Encapsulates one packet; how many came out (the buffers freed).
+fn encap_count(
+    p: &mut Pipeline<ManualClock>,
+    pool: &mut Pool,
+    bytes: &[u8],
+    meta: crate::buffer::PacketMeta,
+) -> usize {
+    let mut v = vector_of(pool, bytes, meta);
+    let mut n = 0;
+    p.encap(pool, &mut v, &mut |_, pool, o| {
+        n += o.len();
+        for &id in o.as_slice() {
+            pool.free(id);
+        }
+        o.clear();
+    });
+    n
+}
+
 /// A partial checksum whose field lies inside the inner IP header (a
 /// virtio-net header with csum_start 0, csum_offset 0) is dropped as
 /// malformed: completing it overwrote the IP version, and a non-IP packet
@@ -1262,15 +1281,7 @@ fn partial_checksum_inside_the_ip_header_is_malformed() {
         start: 0,
         offset: 0,
     };
-    let mut v = vector_of(&mut pool, &ip, meta);
-    let mut n = 0;
-    p.encap(&mut pool, &mut v, &mut |_, pool, o| {
-        n += o.len();
-        for &id in o.as_slice() {
-            pool.free(id);
-        }
-        o.clear();
-    });
+    let n = encap_count(&mut p, &mut pool, &ip, meta);
     assert_eq!(n, 0);
     assert_eq!(
         p.drops(DropReason::Malformed),
@@ -1307,15 +1318,7 @@ fn partial_checksum_inside_the_ethernet_header_is_malformed() {
     let mut meta = crate::testpkt::meta_of(&f, ChecksumState::None);
     for (offset, sent) in [(6u16, 0usize), (20, 1)] {
         meta.csum = ChecksumState::Partial { start: 0, offset };
-        let mut v = vector_of(&mut pool, &f, meta);
-        let mut n = 0;
-        p.encap(&mut pool, &mut v, &mut |_, pool, o| {
-            n += o.len();
-            for &id in o.as_slice() {
-                pool.free(id);
-            }
-            o.clear();
-        });
+        let n = encap_count(&mut p, &mut pool, &f, meta);
         assert_eq!(n, sent, "offset {offset}: {}", p.runtime().report());
     }
     assert_eq!(p.drops(DropReason::Malformed), 1);
@@ -1342,15 +1345,7 @@ fn partial_checksum_inside_an_ipv6_extension_header_is_malformed() {
     for (offset, sent) in [(42u16, 0usize), (50, 1)] {
         let mut meta = crate::testpkt::meta_of(&ip, ChecksumState::None);
         meta.csum = ChecksumState::Partial { start: 40, offset };
-        let mut v = vector_of(&mut pool, &ip, meta);
-        let mut n = 0;
-        p.encap(&mut pool, &mut v, &mut |_, pool, o| {
-            n += o.len();
-            for &id in o.as_slice() {
-                pool.free(id);
-            }
-            o.clear();
-        });
+        let n = encap_count(&mut p, &mut pool, &ip, meta);
         assert_eq!(n, sent, "offset {offset}: {}", p.runtime().report());
     }
     assert_eq!(p.drops(DropReason::Malformed), 1);
@@ -1385,15 +1380,7 @@ fn partial_checksum_inside_the_ip_header_is_not_sent_as_rco() {
         start: 0,
         offset: 16,
     };
-    let mut v = vector_of(&mut pool, &f, meta);
-    let mut n = 0;
-    p.encap(&mut pool, &mut v, &mut |_, pool, o| {
-        n += o.len();
-        for &id in o.as_slice() {
-            pool.free(id);
-        }
-        o.clear();
-    });
+    let n = encap_count(&mut p, &mut pool, &f, meta);
     assert_eq!(n, 0);
     assert_eq!(
         p.drops(DropReason::Malformed),
