@@ -981,15 +981,7 @@ impl Node {
             for t in rules.teids() {
                 self.teids.free(t);
             }
-            self.count(Counter::UserPlaneRefused);
-            let r = self.rejection(
-                t,
-                Reject::simple(
-                    Cause::NO_RESOURCES_AVAILABLE,
-                    None,
-                    Counter::UserPlaneRefused,
-                ),
-            );
+            let r = self.user_plane_refused(t);
             self.respond(now, from, seq, t, Some(cp_seid), r);
             return;
         }
@@ -1211,15 +1203,7 @@ impl Node {
             for t in rules.teids().filter(|t| !kept.contains(t)) {
                 self.teids.free(t);
             }
-            self.count(Counter::UserPlaneRefused);
-            let r = self.rejection(
-                t,
-                Reject::simple(
-                    Cause::NO_RESOURCES_AVAILABLE,
-                    None,
-                    Counter::UserPlaneRefused,
-                ),
-            );
+            let r = self.user_plane_refused(t);
             self.respond(now, from, seq, t, Some(cp_seid), r);
             return;
         }
@@ -1328,6 +1312,20 @@ impl Node {
         for seid in doomed {
             self.remove_session(seid, up);
         }
+    }
+
+    /// The answer to a request whose rules the user plane refused (No
+    /// resources available), counted.
+    fn user_plane_refused(&mut self, t: u8) -> Message {
+        self.count(Counter::UserPlaneRefused);
+        self.rejection(
+            t,
+            Reject::simple(
+                Cause::NO_RESOURCES_AVAILABLE,
+                None,
+                Counter::UserPlaneRefused,
+            ),
+        )
     }
 
     fn rejection(&self, t: u8, e: Reject) -> Message {
