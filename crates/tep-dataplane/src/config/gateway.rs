@@ -5,7 +5,7 @@
 //! Pure data like the rest of the config: the daemon acts on it.
 
 use super::host::{
-    device_name, listen_address, ranged, socket_path, workers, DEFAULT_ADAPTIVE_POLL_US,
+    control_group, device_name, listen_address, ranged, socket_path, workers, DEFAULT_ADAPTIVE_POLL_US,
 };
 use super::ConfigError;
 use core::net::SocketAddr;
@@ -63,6 +63,8 @@ pub struct GatewayConfig {
     pub metrics: Option<SocketAddr>,
     /// The control socket (`tep show`, `tep reload`, `tep trace`).
     pub control: String,
+    /// Members may use the control socket (see `host.control_group`).
+    pub control_group: Option<String>,
 }
 
 /// The default ring size: a few vectors in flight each way.
@@ -81,6 +83,7 @@ pub(super) struct RawGateway {
     adaptive_poll_us: Option<i64>,
     metrics: Option<String>,
     control: Option<String>,
+    control_group: Option<String>,
 }
 
 const SECTION: &str = "gateway";
@@ -150,6 +153,7 @@ impl RawGateway {
             adaptive_poll_us,
             metrics: listen_address(SECTION, self.metrics)?,
             control: socket_path(SECTION, self.control)?,
+            control_group: control_group(SECTION, self.control_group)?,
         })
     }
 }
@@ -182,13 +186,14 @@ mod tests {
                 adaptive_poll_us: DEFAULT_ADAPTIVE_POLL_US,
                 metrics: None,
                 control: DEFAULT_CONTROL.into(),
+                control_group: None,
             }
         );
         assert_eq!(c.run_mode(), Ok(RunMode::Gateway));
         let c = Config::parse(
             "[gateway]\ninner = \"n6\"\nunderlay = \"n3\"\nqueues = 2\ncpus = [1]\n\
              xdp_mode = \"generic\"\nring_size = 512\nbusy_poll_us = 50\nadaptive_poll_us = 0\n\
-             metrics = \"127.0.0.1:9464\"\ncontrol = \"/run/tep-gw.sock\"\n",
+             metrics = \"127.0.0.1:9464\"\ncontrol = \"/run/tep-gw.sock\"\ncontrol_group = \"tep\"\n",
         )
         .unwrap();
         let g = c.gateway.unwrap();
@@ -202,6 +207,7 @@ mod tests {
         );
         assert_eq!(g.metrics, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(g.control, "/run/tep-gw.sock");
+        assert_eq!(g.control_group.as_deref(), Some("tep"));
     }
 
     #[test]
@@ -230,6 +236,10 @@ mod tests {
         assert!(gateway_error("inner = \"a\"\nunderlay = \"b\"\nmtu = 1500")
             .contains("unknown field `mtu`"));
         assert!(gateway_error("inner = 3\nunderlay = \"b\"").starts_with("gateway.inner: "));
+        assert_eq!(
+            gateway_error("inner = \"a\"\nunderlay = \"b\"\ncontrol_group = \"\""),
+            "gateway.control_group: \"\" is not a user or group name"
+        );
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub struct HostConfig {
     pub metrics: Option<SocketAddr>,
     /// The control socket (`tep show`, `tep reload`, `tep trace`).
     pub control: String,
+    /// The group whose members may use the control socket besides root
+    /// (the socket becomes 0660 root:group); `None`: root's only (0600).
+    pub control_group: Option<String>,
     /// Whether tunnel traffic leaves through an uplink TAP (see
     /// [`Uplink`]) or the UDP sockets.
     pub uplink: Uplink,
@@ -160,6 +163,7 @@ impl Default for HostConfig {
             adaptive_poll_us: DEFAULT_ADAPTIVE_POLL_US,
             metrics: None,
             control: DEFAULT_CONTROL.to_string(),
+            control_group: None,
             uplink: Uplink::Auto,
             uplink_cpus: Vec::new(),
             routes: true,
@@ -189,6 +193,7 @@ pub(super) struct RawHost {
     adaptive_poll_us: Option<i64>,
     metrics: Option<String>,
     control: Option<String>,
+    control_group: Option<String>,
     uplink: Option<String>,
     uplink_cpus: Option<Vec<i64>>,
     routes: Option<bool>,
@@ -344,6 +349,14 @@ pub(super) fn socket_path(section: &str, v: Option<String>) -> Result<String, Co
     }
 }
 
+/// `control_group`: a group name; whether it exists is asked at start.
+pub(super) fn control_group(
+    section: &str,
+    v: Option<String>,
+) -> Result<Option<String>, ConfigError> {
+    account_name("control_group", v).map_err(|e| section_err(section, "control_group", e.message))
+}
+
 impl RawHost {
     pub(super) fn validate(self) -> Result<HostConfig, ConfigError> {
         let d = HostConfig::default();
@@ -385,6 +398,7 @@ impl RawHost {
         };
         let metrics = listen_address(SECTION, self.metrics)?;
         let control = socket_path(SECTION, self.control)?;
+        let control_group = control_group(SECTION, self.control_group)?;
         let uplink = match self.uplink.as_deref() {
             None | Some("auto") => Uplink::Auto,
             Some("off") => Uplink::Off,
@@ -449,6 +463,7 @@ impl RawHost {
             adaptive_poll_us,
             metrics,
             control,
+            control_group,
             uplink,
             uplink_cpus,
             routes: self.routes.unwrap_or(d.routes),
@@ -493,6 +508,7 @@ uplink_cpus = [1]
 routes = false
 metrics = "127.0.0.1:9464"
 control = "/tmp/x.sock"
+control_group = "tep"
 user = "nobody"
 group = "nogroup"
 capabilities = "none"
@@ -516,6 +532,7 @@ capabilities = "none"
         assert!(!h.routes);
         assert_eq!(h.metrics, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(h.control, "/tmp/x.sock");
+        assert_eq!(h.control_group.as_deref(), Some("tep"));
         assert_eq!(h.user.as_deref(), Some("nobody"));
         assert_eq!(h.group.as_deref(), Some("nogroup"));
         assert_eq!(h.capabilities, super::Capabilities::None);
@@ -559,6 +576,10 @@ capabilities = "none"
             (
                 "control = \"rel.sock\"",
                 "host.control: \"rel.sock\" is not an absolute",
+            ),
+            (
+                "control_group = \"a:b\"",
+                "host.control_group: \"a:b\" is not a user or group name",
             ),
             ("tun_addresses = [\"10.0.0.300/24\"]", "host.tun_addresses:"),
             ("colour = 1", "host.colour"),
