@@ -5,7 +5,8 @@
 //! Pure data like the rest of the config: the daemon acts on it.
 
 use super::host::{
-    control_group, device_name, listen_address, ranged, socket_path, workers, DEFAULT_ADAPTIVE_POLL_US,
+    control_group, device_name, listen_address, ranged, socket_path, workers,
+    DEFAULT_ADAPTIVE_POLL_US,
 };
 use super::ConfigError;
 use core::net::SocketAddr;

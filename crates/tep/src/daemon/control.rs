@@ -1,19 +1,23 @@
 //! The control socket: `tep show`, `tep reload` and `tep trace` talk to the
 //! daemon over a Unix stream socket (mode 0600: root's only, like the
-//! devices it controls).
+//! devices it controls; with a `control_group`, 0660 and that group's
+//! too). Each client's credentials are checked as well (SO_PEERCRED).
 //!
 //! Protocol: the client writes one line (`show tunnels json`, `reload`,
-//! `trace 100 5000`), the daemon answers `ok\n` or `error\n`, then the
-//! body (text, JSON, or pcapng bytes for a trace), and closes.
+//! `trace 100 5000`; at most 4 KiB, within 5 s), the daemon answers
+//! `ok\n` or `error\n`, then the body (text, JSON, or pcapng bytes for a
+//! trace), and closes.
 
+use super::clients::{self, Clients, Refusal};
 use super::state::{IoInfo, KernelCounters, State};
 use super::stats::{IoEvent, Totals, WorkerSnapshot};
+use super::trace::Tracer;
 use serde::Serialize;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 use tep_dataplane::config::{ChecksumMode, Config};
 use tep_dataplane::node::{render_report, NodeStats};
@@ -45,16 +49,72 @@ impl ControlServer {
 pub struct ControlListener {
     listener: std::os::unix::net::UnixListener,
     path: PathBuf,
+    access: Access,
 }
 
-/// Listens on `path` (the config's `field`, named in errors) and answers
-/// requests on a thread of its own.
-pub fn serve(field: &str, path: &str, state: Arc<State>) -> Result<ControlServer, String> {
-    listen(field, path)?.serve(state)
+/// Who may use the socket. The file's mode already keeps others out;
+/// this holds even if the mode or the directory is looser than meant.
+#[derive(Clone, Copy, Debug)]
+struct Access {
+    /// The socket file's owner (root, or whoever started tep).
+    owner: u32,
+    /// `control_group`'s id.
+    group: Option<u32>,
 }
 
-/// Binds `path` (the config's `field`, named in errors), mode 0600.
-pub fn listen(field: &str, path: &str) -> Result<ControlListener, String> {
+impl Access {
+    fn allows(self, peer: &tep_sys::unix::Peer) -> bool {
+        peer.uid == 0 || peer.uid == self.owner || self.group.is_some_and(|g| peer.in_group(g))
+    }
+}
+
+/// Clients served at once: an operator's commands and a trace or two; a
+/// stalled client holds one of them for [`clients::DEADLINE`] at most.
+const MAX_CLIENTS: usize = 8;
+
+/// A request line, at most: the longest valid one is a few dozen bytes.
+const MAX_LINE: usize = 4096;
+
+/// `trace COUNT`, at most.
+pub const MAX_TRACE_COUNT: usize = 10_000;
+
+/// `trace … TIMEOUT_MS`, at most: a trace holds a client thread.
+pub const MAX_TRACE_TIMEOUT_MS: u64 = 60_000;
+
+/// The control socket's refusals, in `show counters` and the metrics.
+pub static CLIENTS: Clients = Clients::new(
+    MAX_CLIENTS,
+    &[
+        Refusal::Busy,
+        Refusal::Peer,
+        Refusal::TooLong,
+        Refusal::TimedOut,
+        Refusal::BadRequest,
+        Refusal::TraceRunning,
+    ],
+);
+
+/// Listens on `path` (the config's `field`, named in errors; `group`: its
+/// `control_group`) and answers requests on a thread of its own.
+pub fn serve(
+    field: &str,
+    path: &str,
+    group: Option<&str>,
+    state: Arc<State>,
+) -> Result<ControlServer, String> {
+    listen(field, path, group)?.serve(state)
+}
+
+/// Binds `path` (the config's `field`, named in errors), mode 0600, or
+/// 0660 root:`group` with a `control_group` (`field` + `_group`).
+pub fn listen(field: &str, path: &str, group: Option<&str>) -> Result<ControlListener, String> {
+    let gid = group
+        .map(|name| match tep_sys::privilege::group(name) {
+            Ok(Some(gid)) => Ok(gid),
+            Ok(None) => Err(format!("{field}_group: no group \"{name}\"")),
+            Err(e) => Err(format!("{field}_group: cannot look up \"{name}\": {e}")),
+        })
+        .transpose()?;
     let p = Path::new(path);
     if UnixStream::connect(p).is_ok() {
         return Err(format!(
@@ -67,49 +127,111 @@ pub fn listen(field: &str, path: &str) -> Result<ControlListener, String> {
     }
     let listener = tep_sys::unix::bind_private(p)
         .map_err(|e| format!("{field}: cannot listen on {path}: {e}"))?;
+    // Born 0600: opened to the group only once it is the group's.
+    if let Some(gid) = gid {
+        use std::os::unix::fs::PermissionsExt;
+        std::os::unix::fs::chown(p, None, Some(gid))
+            .and_then(|()| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o660)))
+            .map_err(|e| format!("{field}_group: cannot give {path} to group {gid}: {e}"))?;
+    }
+    let owner = std::os::unix::fs::MetadataExt::uid(
+        &std::fs::metadata(p).map_err(|e| format!("{field}: {path}: {e}"))?,
+    );
+    clients::wake_periodically(&listener)
+        .map_err(|e| format!("{field}: cannot listen on {path}: {e}"))?;
     Ok(ControlListener {
         listener,
         path: p.to_path_buf(),
+        access: Access { owner, group: gid },
     })
 }
 
 impl ControlListener {
-    /// Answers requests on a thread of its own.
+    /// Answers requests on a thread of its own, each client on one of its
+    /// own (a few at a time): a stalled client or a running trace holds
+    /// up neither `tep reload` nor other commands.
     pub fn serve(self, state: Arc<State>) -> Result<ControlServer, String> {
-        let listener = self.listener;
+        let (listener, access) = (self.listener, self.access);
         std::thread::Builder::new()
             .name("tep-control".into())
             .spawn(move || {
-                for stream in listener.incoming() {
-                    let Ok(stream) = stream else { continue };
-                    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                    if let Err(e) = answer(stream, &state) {
-                        tracing::debug!("control client: {e}");
-                    }
-                }
+                clients::accept_loop(
+                    &CLIENTS,
+                    "tep-control-c",
+                    || listener.accept().map(|(s, _)| s),
+                    move |s| answer(s, access, &state),
+                )
             })
             .map_err(|e| format!("cannot start the control thread: {e}"))?;
         Ok(ControlServer { path: self.path })
     }
 }
 
-fn answer(stream: UnixStream, state: &State) -> std::io::Result<()> {
-    let mut line = String::new();
-    BufReader::new(&stream).read_line(&mut line)?;
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let result = handle(&words, state);
-    let mut out = stream;
-    match result {
-        Ok(body) => {
-            out.write_all(b"ok\n")?;
-            out.write_all(&body)?;
-        }
-        Err(e) => {
-            out.write_all(b"error\n")?;
-            out.write_all(e.as_bytes())?;
-        }
+/// Refused peers are logged at most this often (the count says the rest).
+const PEER_LOG_EVERY: Duration = Duration::from_secs(10);
+
+fn refuse_peer(peer: &tep_sys::unix::Peer) {
+    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+    CLIENTS.refuse(Refusal::Peer);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if last.is_none_or(|t| t.elapsed() >= PEER_LOG_EVERY) {
+        *last = Some(Instant::now());
+        tracing::warn!(
+            pid = peer.pid,
+            uid = peer.uid,
+            gid = peer.gid,
+            "control socket: refused a client that is neither root, the socket's owner nor in its control_group (counted in control_requests_refused{{reason=\"peer\"}}; logged once per {}s)",
+            PEER_LOG_EVERY.as_secs()
+        );
     }
-    out.flush()
+}
+
+fn answer(mut stream: UnixStream, access: Access, state: &State) {
+    match tep_sys::unix::peer(&stream) {
+        Ok(peer) if access.allows(&peer) => {}
+        Ok(peer) => return refuse_peer(&peer),
+        Err(e) => return tracing::debug!("control client: credentials: {e}"),
+    }
+    let deadline = Instant::now() + clients::DEADLINE;
+    let result = match clients::read_request(&mut stream, MAX_LINE, deadline, line_end) {
+        Ok(line) => match std::str::from_utf8(&line) {
+            Ok(line) => {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                handle(&words, state)
+            }
+            Err(_) => Err(refused(
+                Refusal::BadRequest,
+                "the request is not UTF-8".into(),
+            )),
+        },
+        Err(e) => match e.refusal() {
+            Some(r @ Refusal::TooLong) => Err(refused(
+                r,
+                format!("request line longer than {MAX_LINE} bytes"),
+            )),
+            Some(r) => return CLIENTS.refuse(r),
+            None => return,
+        },
+    };
+    let deadline = Instant::now() + clients::DEADLINE;
+    let sent = match &result {
+        Ok(body) => clients::write_by(&mut stream, &[b"ok\n", body], deadline),
+        Err(e) => clients::write_by(&mut stream, &[b"error\n", e.as_bytes()], deadline),
+    };
+    clients::count_write(&CLIENTS, sent);
+}
+
+fn line_end(buf: &[u8], from: usize) -> Option<usize> {
+    buf[from..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map(|i| from + i)
+}
+
+/// Counts `r` and returns `message`, the client's answer.
+fn refused(r: Refusal, message: String) -> String {
+    CLIENTS.refuse(r);
+    message
 }
 
 fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
@@ -124,8 +246,9 @@ fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
                 "runtime" => show_runtime(&totals, &workers, json),
                 "pfcp" => show_pfcp(state, json)?,
                 other => {
-                    return Err(format!(
-                        "unknown: show {other} (tunnels, counters, runtime, pfcp)"
+                    return Err(refused(
+                        Refusal::BadRequest,
+                        format!("unknown: show {other} (tunnels, counters, runtime, pfcp)"),
                     ))
                 }
             };
@@ -145,23 +268,61 @@ fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
             Ok(b"reloaded\n".to_vec())
         }
         ["trace", count, timeout_ms] => {
-            let count: usize = count.parse().map_err(|_| format!("bad count {count}"))?;
-            let timeout: u64 = timeout_ms
-                .parse()
-                .map_err(|_| format!("bad timeout {timeout_ms}"))?;
-            let tracer = &state.shared.tracer;
-            tracer.start(count);
-            let until = Instant::now() + Duration::from_millis(timeout);
-            while !tracer.done() && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Ok(tracer.finish())
+            let (count, timeout) =
+                trace_args(count, timeout_ms).map_err(|e| refused(Refusal::BadRequest, e))?;
+            trace(&state.shared.tracer, count, timeout)
         }
-        _ => Err(format!(
-            "unknown request {:?} (show tunnels|counters|runtime|pfcp [json], reload, trace COUNT TIMEOUT_MS)",
-            words.join(" ")
+        _ => Err(refused(
+            Refusal::BadRequest,
+            format!(
+                "unknown request {:?} (show tunnels|counters|runtime|pfcp [json], reload, trace COUNT TIMEOUT_MS)",
+                words.join(" ")
+            ),
         )),
     }
+}
+
+/// `trace COUNT TIMEOUT_MS`'s arguments, within their caps: over them the
+/// request is refused saying so, as a capture silently cut short would
+/// look like a quiet link.
+fn trace_args(count: &str, timeout_ms: &str) -> Result<(usize, Duration), String> {
+    let count: usize = count
+        .parse()
+        .map_err(|_| format!("trace: bad count {count:?}"))?;
+    let timeout: u64 = timeout_ms
+        .parse()
+        .map_err(|_| format!("trace: bad timeout {timeout_ms:?}"))?;
+    if !(1..=MAX_TRACE_COUNT).contains(&count) {
+        return Err(format!(
+            "trace: count {count} is out of range (1..={MAX_TRACE_COUNT}): the capture is held in the daemon's memory"
+        ));
+    }
+    if timeout > MAX_TRACE_TIMEOUT_MS {
+        return Err(format!(
+            "trace: timeout {timeout} ms is over the cap of {MAX_TRACE_TIMEOUT_MS} ms"
+        ));
+    }
+    Ok((count, Duration::from_millis(timeout)))
+}
+
+/// Captures `count` packets or for `timeout`, whichever comes first; one
+/// trace at a time (a second would take the first one's packets).
+fn trace(tracer: &Tracer, count: usize, timeout: Duration) -> Result<Vec<u8>, String> {
+    static RUNNING: AtomicBool = AtomicBool::new(false);
+    if RUNNING.swap(true, Ordering::AcqRel) {
+        return Err(refused(
+            Refusal::TraceRunning,
+            "trace: another trace is running; try again when it ends".into(),
+        ));
+    }
+    tracer.start(count);
+    let until = Instant::now() + timeout;
+    while !tracer.done() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let capture = tracer.finish();
+    RUNNING.store(false, Ordering::Release);
+    Ok(capture)
 }
 
 /// `show pfcp`: the N4 side of a UPF (its socket, associations, sessions
@@ -469,6 +630,14 @@ fn show_counters(t: &Totals, kernel: &dyn KernelCounters, json: bool) -> String 
             "kernel": kernel,
             "drops": drops,
             "drops_total": t.drops_by_reason().iter().map(|(_, c)| c).sum::<u64>() + t.io.drops(),
+            "clients_refused": refusals()
+                .into_iter()
+                .map(|(listener, counts)| {
+                    let counts: serde_json::Map<String, serde_json::Value> =
+                        counts.into_iter().map(|(k, v)| (k.to_string(), v.into())).collect();
+                    (listener.to_string(), counts.into())
+                })
+                .collect::<serde_json::Map<_, _>>(),
         })
         .to_string()
             + "\n";
@@ -492,7 +661,22 @@ fn show_counters(t: &Totals, kernel: &dyn KernelCounters, json: bool) -> String 
     for (n, r, c) in drops {
         out += &format!("  {n:<24} {:<28} {c:>10}\n", r.name());
     }
+    out += "clients refused (listener, reason):\n";
+    for (listener, counts) in refusals() {
+        for (reason, c) in counts {
+            out += &format!("  {listener:<24} {reason:<28} {c:>10}\n");
+        }
+    }
     out
+}
+
+/// What the control socket and the metrics listener refused, by reason
+/// (in `show counters` and the metrics).
+pub fn refusals() -> [(&'static str, Vec<(&'static str, u64)>); 2] {
+    [
+        ("control", CLIENTS.refused()),
+        ("metrics", super::metrics::CLIENTS.refused()),
+    ]
 }
 
 fn show_runtime(t: &Totals, workers: &[WorkerSnapshot], json: bool) -> String {
@@ -570,5 +754,53 @@ pub fn request(path: &Path, line: &str, timeout: Duration) -> Result<Vec<u8>, St
         Err(String::from_utf8_lossy(msg).into_owned())
     } else {
         Err("the daemon closed the connection without an answer".to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_arguments_over_their_caps_are_refused_saying_so() {
+        assert_eq!(trace_args("100", "5000"), Ok((100, Duration::from_secs(5))));
+        assert_eq!(
+            trace_args("10000", "60000"),
+            Ok((MAX_TRACE_COUNT, Duration::from_millis(MAX_TRACE_TIMEOUT_MS)))
+        );
+        for (count, timeout, want) in [
+            ("10001", "1", "count 10001 is out of range (1..=10000)"),
+            ("0", "1", "count 0 is out of range"),
+            ("-1", "1", "bad count \"-1\""),
+            ("1", "60001", "timeout 60001 ms is over the cap of 60000 ms"),
+            ("1", "x", "bad timeout \"x\""),
+        ] {
+            let e = trace_args(count, timeout).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn root_the_owner_and_the_group_are_let_in() {
+        let peer = |uid, gid, groups: &[u32]| tep_sys::unix::Peer {
+            pid: 1,
+            uid,
+            gid,
+            groups: groups.to_vec(),
+        };
+        let a = Access {
+            owner: 0,
+            group: Some(100),
+        };
+        assert!(a.allows(&peer(0, 0, &[])));
+        assert!(a.allows(&peer(1000, 100, &[])));
+        assert!(a.allows(&peer(1000, 1000, &[27, 100])));
+        assert!(!a.allows(&peer(1000, 1000, &[27])));
+        let owned = Access {
+            owner: 998,
+            group: None,
+        };
+        assert!(owned.allows(&peer(998, 998, &[])));
+        assert!(!owned.allows(&peer(1000, 100, &[100])));
     }
 }

@@ -3,9 +3,14 @@
 //!
 //! The registry is built from the workers' latest snapshots at each scrape
 //! (scrapes are rare, and this keeps the workers free of shared atomics).
-//! The listener is a small blocking HTTP/1.1 responder on its own thread:
-//! one GET route does not justify an HTTP stack.
+//! The listener is a small blocking HTTP/1.1 responder: one GET route does
+//! not justify an HTTP stack, and what an HTTP crate would add for an
+//! untrusted client (a cap on the head, a deadline, a bound on
+//! connections) is a few lines here ([`super::clients`]), shared with the
+//! control socket, where a crate would bring its own threads and buffers
+//! to audit against the same bounds.
 
+use super::clients::{self, Clients, Refusal};
 use super::state::{KernelCounters, PfcpStatus, State};
 use super::stats::Totals;
 use prometheus_client::encoding::text::encode;
@@ -13,10 +18,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::Instant;
 use tep_dataplane::config::Config;
 
 type Labels = Vec<(String, String)>;
@@ -164,6 +168,16 @@ pub fn render(
         associations.set(p.associations.len() as i64);
         r.register("pfcp_associations", "SMFs associated", associations);
     }
+    for (listener, counts) in super::control::refusals() {
+        let f = family(
+            &mut r,
+            &format!("{listener}_requests_refused"),
+            &format!("Clients of the {listener} listener refused, by reason"),
+        );
+        for (reason, n) in counts {
+            f.get_or_create(&labels(&[("reason", reason)])).inc_by(n);
+        }
+    }
     let mut out = String::new();
     let _ = encode(&mut out, &r);
     out
@@ -180,42 +194,133 @@ pub fn listen(field: &str, addr: SocketAddr) -> Result<TcpListener, String> {
     TcpListener::bind(addr).map_err(|e| format!("{field}: cannot listen on {addr}: {e}"))
 }
 
+/// Scrapers served at once: Prometheus scrapes one at a time, and a few
+/// more leave room for an operator's curl beside a stuck client.
+const MAX_CLIENTS: usize = 8;
+
+/// The request line and headers, at most. A scraper's are a few hundred
+/// bytes.
+const MAX_REQUEST: usize = 8192;
+
+/// The scrapers' refusals, exported as `tep_metrics_requests_refused`.
+pub static CLIENTS: Clients = Clients::new(
+    MAX_CLIENTS,
+    &[
+        Refusal::Busy,
+        Refusal::TooLong,
+        Refusal::TimedOut,
+        Refusal::BadRequest,
+    ],
+);
+
 /// Answers scrapes on `listener` on a thread of its own.
 pub fn serve_on(listener: TcpListener, state: Arc<State>) -> Result<(), String> {
     let addr = listener
         .local_addr()
         .map_err(|e| format!("metrics listener: {e}"))?;
+    clients::wake_periodically(&listener).map_err(|e| format!("metrics listener: {e}"))?;
     std::thread::Builder::new()
         .name("tep-metrics".into())
         .spawn(move || {
-            for stream in listener.incoming().flatten() {
-                if let Err(e) = respond(stream, &state) {
-                    tracing::debug!("metrics client: {e}");
-                }
-            }
+            clients::accept_loop(
+                &CLIENTS,
+                "tep-metrics-c",
+                || listener.accept().map(|(s, _)| s),
+                move |s| respond(s, &state),
+            )
         })
         .map_err(|e| format!("cannot start the metrics thread: {e}"))?;
     tracing::info!(%addr, "metrics at http://{addr}/metrics");
     Ok(())
 }
 
-fn respond(stream: TcpStream, state: &State) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    let mut reader = BufReader::new(&stream);
-    let mut request = String::new();
-    reader.read_line(&mut request)?;
-    // Headers are read and ignored.
-    let mut line = String::new();
-    while reader.read_line(&mut line)? > 2 {
-        line.clear();
+/// An HTTP answer other than the metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    BadRequest,
+    NotFound,
+    MethodNotAllowed,
+    HeadersTooLarge,
+}
+
+impl Status {
+    fn head(self) -> &'static [u8] {
+        match self {
+            Status::BadRequest => b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            Status::NotFound => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            Status::MethodNotAllowed => b"HTTP/1.1 405 Method Not Allowed\r\nAllow: GET\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            Status::HeadersTooLarge => b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        }
     }
-    let path = request.split_whitespace().nth(1).unwrap_or("");
-    let mut out = &stream;
-    if !request.starts_with("GET ") || (path != "/metrics" && path != "/") {
-        return out.write_all(
-            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-        );
+}
+
+/// Where the request's head ends (the blank line), from `from` on.
+fn head_end(buf: &[u8], from: usize) -> Option<usize> {
+    let rest = &buf[from..];
+    let crlf = rest.windows(4).position(|w| w == b"\r\n\r\n");
+    let lf = rest.windows(2).position(|w| w == b"\n\n");
+    crlf.into_iter().chain(lf).min().map(|i| from + i)
+}
+
+/// Whether `head` asks for the metrics: `GET /metrics` (a query string
+/// ignored) over HTTP/1.x; headers are not needed.
+fn parse(head: &[u8]) -> Result<(), Status> {
+    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = std::str::from_utf8(line).map_err(|_| Status::BadRequest)?;
+    let mut words = line.trim_end_matches('\r').split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
+        return Err(Status::BadRequest);
+    };
+    if !version.starts_with("HTTP/1.") || !target.starts_with('/') {
+        return Err(Status::BadRequest);
     }
+    if method != "GET" {
+        return Err(Status::MethodNotAllowed);
+    }
+    match target.split('?').next() {
+        Some("/metrics") => Ok(()),
+        _ => Err(Status::NotFound),
+    }
+}
+
+fn respond(mut stream: TcpStream, state: &State) {
+    let deadline = Instant::now() + clients::DEADLINE;
+    let asked = match clients::read_request(&mut stream, MAX_REQUEST, deadline, head_end) {
+        Ok(head) => parse(&head),
+        Err(e) => match e.refusal() {
+            Some(r) => {
+                CLIENTS.refuse(r);
+                if r != Refusal::TooLong {
+                    return;
+                }
+                Err(Status::HeadersTooLarge)
+            }
+            None => return,
+        },
+    };
+    let result = match asked {
+        Ok(()) => {
+            let body = scrape(state);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            clients::write_by(&mut stream, &[head.as_bytes(), body.as_bytes()], deadline)
+        }
+        Err(status) => {
+            if status != Status::HeadersTooLarge {
+                CLIENTS.refuse(Refusal::BadRequest);
+            }
+            clients::write_by(&mut stream, &[status.head()], deadline)
+        }
+    };
+    clients::count_write(&CLIENTS, result);
+}
+
+/// The metrics text now.
+fn scrape(state: &State) -> String {
     let config = state
         .config
         .lock()
@@ -227,7 +332,7 @@ fn respond(stream: TcpStream, state: &State) -> std::io::Result<()> {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
-    let body = render(
+    render(
         &config,
         &state.shared.totals(&snaps, &config),
         state.kernel.as_ref(),
@@ -239,11 +344,6 @@ fn respond(stream: TcpStream, state: &State) -> std::io::Result<()> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref(),
-    );
-    write!(
-        out,
-        "HTTP/1.1 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
     )
 }
 
@@ -310,8 +410,42 @@ inner_prefixes = ["10.9.0.0/16"]
             "tep_pfcp_events_total{event=\"session_not_found\"} 2",
             "tep_pfcp_sessions 1000",
             "tep_pfcp_associations 1",
+            "tep_metrics_requests_refused_total{reason=\"too_long\"} 0",
+            "tep_control_requests_refused_total{reason=\"peer\"} 0",
         ] {
             assert!(text.contains(want), "missing {want} in:\n{text}");
         }
+    }
+
+    #[test]
+    fn only_get_metrics_is_served() {
+        for (head, want) in [
+            (&b"GET /metrics HTTP/1.1\r\nHost: x\r\n"[..], Ok(())),
+            (b"GET /metrics?name[]=up HTTP/1.0", Ok(())),
+            (b"GET / HTTP/1.1", Err(Status::NotFound)),
+            (b"GET /metricsx HTTP/1.1", Err(Status::NotFound)),
+            (b"POST /metrics HTTP/1.1", Err(Status::MethodNotAllowed)),
+            (b"HEAD /metrics HTTP/1.1", Err(Status::MethodNotAllowed)),
+            (b"GET /metrics", Err(Status::BadRequest)),
+            (b"GET /metrics HTTP/2", Err(Status::BadRequest)),
+            (b"GET  /metrics HTTP/1.1", Err(Status::BadRequest)),
+            (b"GET metrics HTTP/1.1", Err(Status::BadRequest)),
+            (b"GET /metrics HTTP/1.1 extra", Err(Status::BadRequest)),
+            (b"\xff\xfe /metrics HTTP/1.1", Err(Status::BadRequest)),
+            (b"", Err(Status::BadRequest)),
+        ] {
+            assert_eq!(parse(head), want, "{:?}", String::from_utf8_lossy(head));
+        }
+    }
+
+    #[test]
+    fn the_head_ends_at_the_first_blank_line() {
+        let h = b"GET /metrics HTTP/1.1\r\nA: b\r\n\r\nbody";
+        assert_eq!(head_end(h, 0), Some(27));
+        assert_eq!(head_end(b"GET / HTTP/1.0\n\n", 0), Some(14));
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\nA: b\r\n", 0), None);
+        // Searching from where the last read left off still finds an end
+        // split across reads.
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r\n", 13), Some(14));
     }
 }

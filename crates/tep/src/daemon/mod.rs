@@ -8,6 +8,7 @@
 //! Host mode ([`crate::host`]) and gateway mode fill them; nothing here
 //! knows which one runs.
 
+pub mod clients;
 pub mod control;
 pub mod idle;
 pub mod metrics;

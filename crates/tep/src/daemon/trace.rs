@@ -69,18 +69,29 @@ struct Record {
 pub struct Tracer {
     /// Packets still wanted; 0 = off.
     remaining: AtomicUsize,
-    records: Mutex<Vec<Record>>,
+    records: Mutex<Capture>,
+}
+
+#[derive(Debug, Default)]
+struct Capture {
+    records: Vec<Record>,
+    /// The packet bytes in `records`.
+    bytes: usize,
 }
 
 /// Bytes kept of each packet (the pcapng snap length).
 const SNAPLEN: usize = 65535;
 
+/// Packet bytes a capture holds at most: it stops there (super-packets
+/// of 64 KiB would otherwise make the count cap a memory cap of
+/// COUNT × 64 KiB).
+pub const MAX_BYTES: usize = 32 << 20;
+
 impl Tracer {
     /// Starts capturing the next `count` packets (dropping any earlier
     /// capture).
     pub fn start(&self, count: usize) {
-        let mut r = self.records.lock().unwrap_or_else(|e| e.into_inner());
-        r.clear();
+        *self.records.lock().unwrap_or_else(|e| e.into_inner()) = Capture::default();
         self.remaining.store(count, Ordering::Release);
     }
 
@@ -92,8 +103,8 @@ impl Tracer {
     /// Stops and returns the capture as pcapng bytes.
     pub fn finish(&self) -> Vec<u8> {
         self.remaining.store(0, Ordering::Release);
-        let records = std::mem::take(&mut *self.records.lock().unwrap_or_else(|e| e.into_inner()));
-        to_pcapng(&records)
+        let capture = std::mem::take(&mut *self.records.lock().unwrap_or_else(|e| e.into_inner()));
+        to_pcapng(&capture.records)
     }
 
     /// Captures `data` at `point` while a capture is on.
@@ -131,14 +142,25 @@ impl Tracer {
         if left == 0 {
             return;
         }
+        let data = &data[..data.len().min(SNAPLEN)];
+        if r.bytes + data.len() > MAX_BYTES {
+            self.remaining.store(0, Ordering::Release);
+            tracing::info!(
+                packets = r.records.len(),
+                "trace: stopped at its cap of {} MiB of packets",
+                MAX_BYTES >> 20
+            );
+            return;
+        }
         self.remaining.store(left - 1, Ordering::Release);
         let time = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
-        r.push(Record {
+        r.bytes += data.len();
+        r.records.push(Record {
             point,
             time,
-            data: data[..data.len().min(SNAPLEN)].to_vec(),
+            data: data.to_vec(),
         });
     }
 }
@@ -224,5 +246,20 @@ mod tests {
             }
         }
         assert_eq!(packets, vec![(2, 30, Some(1)), (1, 60, Some(2)),]);
+    }
+
+    #[test]
+    fn a_capture_stops_at_its_byte_cap() {
+        let t = Tracer::default();
+        t.start(usize::MAX);
+        let big = vec![0x45; SNAPLEN];
+        let fit = MAX_BYTES / SNAPLEN;
+        for _ in 0..fit + 3 {
+            t.record(Point::UdpRx, &big);
+        }
+        assert!(t.done(), "stopped by the cap, not the count");
+        let capture = t.records.lock().unwrap();
+        assert_eq!(capture.records.len(), fit);
+        assert!(capture.bytes <= MAX_BYTES);
     }
 }

@@ -479,7 +479,12 @@ pub fn run(path: &Path) -> Result<(), String> {
         Some((sessions, socket)) => Some(n4::N4::start(&config, socket, sessions, state.clone())?),
         None => None,
     };
-    let control = control::serve("gateway.control", &g.control, state.clone())?;
+    let control = control::serve(
+        "gateway.control",
+        &g.control,
+        g.control_group.as_deref(),
+        state.clone(),
+    )?;
     if let Some(addr) = g.metrics {
         metrics::serve("gateway.metrics", addr, state.clone())?;
     }

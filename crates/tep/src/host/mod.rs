@@ -521,7 +521,7 @@ pub fn run(path: &Path) -> Result<(), String> {
         }
         None => (None, Vec::new()),
     };
-    let control = control::listen("host.control", &host.control)?;
+    let control = control::listen("host.control", &host.control, host.control_group.as_deref())?;
     let metrics = host
         .metrics
         .map(|addr| metrics::listen("host.metrics", addr))
