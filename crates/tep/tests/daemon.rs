@@ -1840,3 +1840,143 @@ fn id(flag: &str, user: &str) -> Option<u32> {
         .ok()?;
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
+
+/// The daemon's resident memory, KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status_field(&s, "VmRSS")
+        .trim_end_matches(" kB")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// A `tep_{listener}_requests_refused_total{reason}` value in metrics
+/// text.
+fn metric_refused(text: &str, listener: &str, reason: &str) -> u64 {
+    let key = format!("tep_{listener}_requests_refused_total{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .unwrap_or_else(|| panic!("no {key} in:\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+/// The metrics listener's clients are untrusted: an endless request head
+/// is cut at 8 KiB (431, the daemon's memory does not grow), a client that
+/// stalls is closed at the 5 s deadline while others are answered, a
+/// client that never reads holds up nobody, a ninth client at once is
+/// closed unanswered, only GET /metrics is served; each refusal counted.
+#[test]
+fn metrics_clients_are_bounded_and_counted() {
+    if !root_or_skip("metrics_clients_are_bounded_and_counted") {
+        return;
+    }
+    let pair = Pair::new();
+    let da = pair.daemon(
+        &pair.a,
+        &gue_config(&pair, &pair.a, 1, true, Some("127.0.0.1:19464")),
+    );
+    let before = rss_kib(da.pid());
+    let out = python(
+        &pair.a,
+        r#"
+import json, socket, time
+A = ('127.0.0.1', 19464)
+out = {}
+def answer(s):
+    data = b''
+    while True:
+        b = s.recv(65536)
+        if not b:
+            return data.decode(errors='replace')
+        data += b
+def ask(head):
+    s = socket.create_connection(A, timeout=20)
+    s.sendall(head)
+    r = answer(s)
+    s.close()
+    return r
+def scrape(path='/metrics', method='GET'):
+    return ask(f'{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n'.encode())
+def status(r):
+    return r.split(' ', 2)[1] if r else 'closed'
+# An endless head: cut at the cap, by a reset.
+s = socket.create_connection(A, timeout=20)
+sent = 0
+try:
+    s.sendall(b'GET /metrics HTTP/1.1\r\nX-Long: ')
+    chunk = b'a' * 65536
+    while sent < (256 << 20):
+        s.sendall(chunk)
+        sent += len(chunk)
+except OSError:
+    pass
+s.close()
+out['endless_sent'] = sent
+# A head of exactly the cap, nothing unread: the 431 arrives.
+out['at_cap'] = status(ask(b'GET /metrics HTTP/1.1\r\nX: ' + b'a' * (8192 - 26)))
+out['root'] = status(scrape('/'))
+out['post'] = status(scrape('/metrics', 'POST'))
+# A client stalling in its head; another is answered meanwhile.
+d = socket.create_connection(A, timeout=20)
+d.sendall(b'GET /metrics HTTP/1.1\r\n')
+m = scrape()
+out['meanwhile'] = status(m)
+out['meanwhile_whole'] = m.rstrip().endswith('# EOF')
+out['stalled_answer'] = d.recv(100).decode()
+# A client that never reads its answer, with a small receive buffer.
+n = socket.socket()
+n.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+n.connect(A)
+n.sendall(b'GET /metrics HTTP/1.1\r\n\r\n')
+out['beside_never_reader'] = status(scrape())
+n.close()
+time.sleep(0.5)
+# Eight clients holding every slot: a ninth is closed unanswered.
+held = [socket.create_connection(A, timeout=20) for _ in range(8)]
+time.sleep(1)
+out['ninth'] = status(scrape())
+out['held_answers'] = [h.recv(100).decode() for h in held]
+out['after'] = status(scrape())
+out['text'] = scrape()
+print(json.dumps(out))
+"#,
+    );
+    let after = rss_kib(da.pid());
+    let out: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        out["endless_sent"].as_u64().unwrap() < 64 << 20,
+        "the endless head was read on: {out}"
+    );
+    assert!(
+        after < before + 32 * 1024,
+        "RSS grew from {before} to {after} KiB"
+    );
+    assert_eq!(out["at_cap"], "431", "{out}");
+    assert_eq!((&out["root"], &out["post"]), (&"404".into(), &"405".into()));
+    assert_eq!(out["meanwhile"], "200", "{out}");
+    assert_eq!(out["meanwhile_whole"], true, "{out}");
+    assert_eq!(out["stalled_answer"], "", "closed unanswered: {out}");
+    assert_eq!(out["beside_never_reader"], "200", "{out}");
+    assert_eq!(out["ninth"], "closed", "{out}");
+    assert!(
+        out["held_answers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a == ""),
+        "{out}"
+    );
+    assert_eq!(out["after"], "200", "{out}");
+    let text = out["text"].as_str().unwrap();
+    assert!(metric_refused(text, "metrics", "too_long") >= 2, "{text}");
+    assert!(
+        metric_refused(text, "metrics", "bad_request") >= 2,
+        "{text}"
+    );
+    // The stalled client and the eight holding the slots.
+    assert!(metric_refused(text, "metrics", "timed_out") >= 9, "{text}");
+    assert!(metric_refused(text, "metrics", "busy") >= 1, "{text}");
+    assert_eq!(metric_refused(text, "control", "peer"), 0, "{text}");
+}
