@@ -1980,3 +1980,168 @@ print(json.dumps(out))
     assert!(metric_refused(text, "metrics", "busy") >= 1, "{text}");
     assert_eq!(metric_refused(text, "control", "peer"), 0, "{text}");
 }
+
+/// A control socket refusal count from `show counters`.
+fn control_refused(d: &netns::Daemon, reason: &str) -> u64 {
+    d.show("counters")["clients_refused"]["control"][reason]
+        .as_u64()
+        .unwrap()
+}
+
+/// `TEP args` as nobody with `groups` (setpriv's group option).
+fn tep_as_nobody(groups: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", groups, netns::TEP])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn connect(path: &std::path::Path) -> std::os::unix::net::UnixStream {
+    let s = std::os::unix::net::UnixStream::connect(path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+    s
+}
+
+/// The control socket: with `control_group` it is 0660 root:group and a
+/// member is let in; a stranger who reaches it anyway (a loosened mode) is
+/// refused by its credentials; an endless line is answered with an error
+/// at 4 KiB; a trace over its cap is refused saying so; a ninth client at
+/// once is closed unanswered; a stalled client and a running trace hold
+/// up neither `tep reload` nor other commands, a second trace is refused,
+/// and the stalled client is closed at its deadline. Each refusal counted.
+#[test]
+fn control_socket_checks_its_peers_and_bounds_its_clients() {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let name = "control_socket_checks_its_peers_and_bounds_its_clients";
+    if !root_or_skip(name) {
+        return;
+    }
+    let Some(users) = id("-g", "nobody").and(group_id("users")) else {
+        tep_testing::skip(format_args!("{name}: no user nobody or group users"));
+        return;
+    };
+    if !tep_as_nobody("--clear-groups", &["--version"])
+        .status
+        .success()
+    {
+        tep_testing::skip(format_args!(
+            "{name}: setpriv cannot run {} as nobody",
+            netns::TEP
+        ));
+        return;
+    }
+    let pair = Pair::new();
+    let config = gue_config(&pair, &pair.a, 1, true, None)
+        .replace("[host]\n", "[host]\ncontrol_group = \"users\"\n");
+    let da = pair.daemon(&pair.a, &config);
+    let sock = da.socket.clone();
+    let s = sock.to_str().unwrap();
+    let meta = std::fs::metadata(&sock).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    assert_eq!((meta.uid(), meta.gid()), (0, users));
+
+    let member = tep_as_nobody(
+        &format!("--groups={users}"),
+        &["show", "counters", "--socket", s],
+    );
+    assert!(member.status.success(), "{member:?}");
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let stranger = tep_as_nobody("--clear-groups", &["show", "counters", "--socket", s]);
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o660)).unwrap();
+    assert!(!stranger.status.success(), "{stranger:?}");
+    assert!(
+        String::from_utf8_lossy(&stranger.stderr).contains("permission denied: uid 65534"),
+        "{stranger:?}"
+    );
+    assert_eq!(control_refused(&da, "peer"), 1);
+    assert!(da.log().contains("refused a client"), "{}", da.log());
+
+    // An endless line: the daemon reads 4 KiB of it, answers and closes.
+    let mut endless = connect(&sock);
+    let _ = endless.write_all(&vec![b'a'; 16 << 20]);
+    let mut answer = Vec::new();
+    let _ = endless.read_to_end(&mut answer);
+    assert!(
+        answer.starts_with(b"error\nrequest line longer than 4096 bytes"),
+        "{:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    assert_eq!(control_refused(&da, "too_long"), 1);
+
+    let pcap = pair.dir.join("t.pcapng");
+    let p = pcap.to_str().unwrap();
+    let e = da
+        .control(&["trace", "--count", "20000", "--timeout", "1", "--pcap", p])
+        .unwrap_err();
+    assert!(e.contains("count 20000 is out of range (1..=10000)"), "{e}");
+    assert_eq!(control_refused(&da, "bad_request"), 1);
+
+    // Eight clients sending nothing fill the slots: a ninth is closed
+    // unanswered; once they leave, commands are answered again.
+    let held: Vec<_> = (0..8).map(|_| connect(&sock)).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut ninth = connect(&sock);
+    let mut got = Vec::new();
+    ninth.read_to_end(&mut got).unwrap();
+    assert!(got.is_empty(), "{:?}", String::from_utf8_lossy(&got));
+    drop(held);
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while da.control(&["show", "counters"]).is_err() {
+        assert!(std::time::Instant::now() < until, "slots not given back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(control_refused(&da, "busy") >= 1);
+
+    // A stalled client, and a trace waiting for packets that do not come.
+    let mut stalled = connect(&sock);
+    let socket = sock.clone();
+    let tracing = std::thread::spawn(move || {
+        std::process::Command::new(netns::TEP)
+            .args([
+                "trace",
+                "--count",
+                "5",
+                "--timeout",
+                "15",
+                "--pcap",
+                "/dev/null",
+            ])
+            .arg("--socket")
+            .arg(&socket)
+            .output()
+            .unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let e = da
+        .control(&["trace", "--count", "5", "--timeout", "1", "--pcap", p])
+        .unwrap_err();
+    assert!(e.contains("another trace is running"), "{e}");
+    assert_eq!(control_refused(&da, "trace_running"), 1);
+    assert_eq!(da.control(&["reload"]).unwrap().trim(), "reloaded");
+    assert!(!tracing.is_finished(), "the reload waited for the trace");
+    let _ = da.show("tunnels");
+    // The stalled client is closed unanswered at its deadline.
+    let mut got = Vec::new();
+    stalled.read_to_end(&mut got).unwrap();
+    assert!(got.is_empty());
+    assert!(control_refused(&da, "timed_out") >= 1);
+    let traced = tracing.join().unwrap();
+    assert!(traced.status.success(), "{traced:?}");
+}
+
+/// `getent group NAME`'s id.
+fn group_id(name: &str) -> Option<u32> {
+    let out = std::process::Command::new("getent")
+        .args(["group", name])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split(':')
+        .nth(2)?
+        .trim()
+        .parse()
+        .ok()
+}
