@@ -2004,7 +2004,8 @@ fn connect(path: &std::path::Path) -> std::os::unix::net::UnixStream {
     s
 }
 
-/// The control socket: with `control_group` it is 0660 root:group and a
+/// The control socket: an unknown `control_group` is a startup error
+/// naming it; with a known one the socket is 0660 root:group and a
 /// member is let in; a stranger who reaches it anyway (a loosened mode) is
 /// refused by its credentials; an endless line is answered with an error
 /// at 4 KiB; a trace over its cap is refused saying so; a ninth client at
@@ -2034,6 +2035,21 @@ fn control_socket_checks_its_peers_and_bounds_its_clients() {
         return;
     }
     let pair = Pair::new();
+    let unknown = pair.dir.join("unknown-group.toml");
+    std::fs::write(
+        &unknown,
+        gue_config(&pair, &pair.a, 1, true, None).replace(
+            "[host]\n",
+            "[host]\ncontrol_group = \"tep-no-such-group\"\n",
+        ),
+    )
+    .unwrap();
+    let (code, err) = run_to_exit(&pair.a, &unknown);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("host.control_group: no group \"tep-no-such-group\""),
+        "{err}"
+    );
     let config = gue_config(&pair, &pair.a, 1, true, None)
         .replace("[host]\n", "[host]\ncontrol_group = \"users\"\n");
     let da = pair.daemon(&pair.a, &config);
