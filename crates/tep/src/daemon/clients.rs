@@ -38,9 +38,15 @@ pub enum Refusal {
     Peer,
     /// Control socket: a `trace` while another one runs.
     TraceRunning,
+    /// Control socket: a `trace` answered with less than its count, cut
+    /// at the capture's memory cap.
+    TraceCut,
 }
 
 impl Refusal {
+    /// How many there are (the counters' array).
+    const COUNT: usize = Refusal::TraceCut as usize + 1;
+
     /// Its `reason` label.
     pub fn name(self) -> &'static str {
         match self {
@@ -50,6 +56,7 @@ impl Refusal {
             Refusal::BadRequest => "bad_request",
             Refusal::Peer => "peer",
             Refusal::TraceRunning => "trace_running",
+            Refusal::TraceCut => "trace_cut",
         }
     }
 }
@@ -61,7 +68,7 @@ pub struct Clients {
     limit: usize,
     active: AtomicUsize,
     reasons: &'static [Refusal],
-    refused: [AtomicU64; 6],
+    refused: [AtomicU64; Refusal::COUNT],
 }
 
 impl Clients {
@@ -72,7 +79,7 @@ impl Clients {
             limit,
             active: AtomicUsize::new(0),
             reasons,
-            refused: [const { AtomicU64::new(0) }; 6],
+            refused: [const { AtomicU64::new(0) }; Refusal::COUNT],
         }
     }
 

@@ -91,6 +91,7 @@ pub static CLIENTS: Clients = Clients::new(
         Refusal::TimedOut,
         Refusal::BadRequest,
         Refusal::TraceRunning,
+        Refusal::TraceCut,
     ],
 );
 
@@ -330,8 +331,11 @@ fn trace(tracer: &Tracer, count: usize, timeout: Duration) -> Result<Vec<u8>, St
     while !tracer.done() && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(5));
     }
-    let capture = tracer.finish();
+    let (capture, cut) = tracer.finish_cut();
     RUNNING.store(false, Ordering::Release);
+    if cut {
+        CLIENTS.refuse(Refusal::TraceCut);
+    }
     Ok(capture)
 }
 

@@ -77,6 +77,8 @@ struct Capture {
     records: Vec<Record>,
     /// The packet bytes in `records`.
     bytes: usize,
+    /// Whether it stopped at [`MAX_BYTES`].
+    cut: bool,
 }
 
 /// Bytes kept of each packet (the pcapng snap length).
@@ -102,9 +104,15 @@ impl Tracer {
 
     /// Stops and returns the capture as pcapng bytes.
     pub fn finish(&self) -> Vec<u8> {
+        self.finish_cut().0
+    }
+
+    /// [`finish`](Tracer::finish), and whether the capture stopped at
+    /// [`MAX_BYTES`] short of its count.
+    pub fn finish_cut(&self) -> (Vec<u8>, bool) {
         self.remaining.store(0, Ordering::Release);
         let capture = std::mem::take(&mut *self.records.lock().unwrap_or_else(|e| e.into_inner()));
-        to_pcapng(&capture.records)
+        (to_pcapng(&capture.records), capture.cut)
     }
 
     /// Captures `data` at `point` while a capture is on.
@@ -145,6 +153,7 @@ impl Tracer {
         let data = &data[..data.len().min(SNAPLEN)];
         if r.bytes + data.len() > MAX_BYTES {
             self.remaining.store(0, Ordering::Release);
+            r.cut = true;
             tracing::info!(
                 packets = r.records.len(),
                 "trace: stopped at its cap of {} MiB of packets",
@@ -258,8 +267,14 @@ mod tests {
             t.record(Point::UdpRx, &big);
         }
         assert!(t.done(), "stopped by the cap, not the count");
-        let capture = t.records.lock().unwrap();
-        assert_eq!(capture.records.len(), fit);
-        assert!(capture.bytes <= MAX_BYTES);
+        {
+            let capture = t.records.lock().unwrap();
+            assert_eq!(capture.records.len(), fit);
+            assert!(capture.bytes <= MAX_BYTES);
+        }
+        assert!(t.finish_cut().1);
+        t.start(1);
+        t.record(Point::UdpRx, &big);
+        assert_eq!(t.finish_cut().1, false, "a new capture starts whole");
     }
 }
