@@ -1945,6 +1945,10 @@ print(json.dumps(out))
     );
     let after = rss_kib(da.pid());
     let out: serde_json::Value = serde_json::from_str(&out).unwrap();
+    eprintln!(
+        "endless head: {} bytes sent before the reset; RSS {before} -> {after} KiB",
+        out["endless_sent"]
+    );
     assert!(
         out["endless_sent"].as_u64().unwrap() < 64 << 20,
         "the endless head was read on: {out}"

@@ -111,7 +111,7 @@ pub fn serve(
 pub fn listen(field: &str, path: &str, group: Option<&str>) -> Result<ControlListener, String> {
     let gid = group
         .map(|name| match tep_sys::privilege::group(name) {
-            Ok(Some(gid)) => Ok(gid),
+            Ok(Some(gid)) => Ok((gid, name)),
             Ok(None) => Err(format!("{field}_group: no group \"{name}\"")),
             Err(e) => Err(format!("{field}_group: cannot look up \"{name}\": {e}")),
         })
@@ -129,11 +129,11 @@ pub fn listen(field: &str, path: &str, group: Option<&str>) -> Result<ControlLis
     let listener = tep_sys::unix::bind_private(p)
         .map_err(|e| format!("{field}: cannot listen on {path}: {e}"))?;
     // Born 0600: opened to the group only once it is the group's.
-    if let Some(gid) = gid {
+    if let Some((gid, name)) = gid {
         use std::os::unix::fs::PermissionsExt;
         std::os::unix::fs::chown(p, None, Some(gid))
             .and_then(|()| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o660)))
-            .map_err(|e| format!("{field}_group: cannot give {path} to group {gid}: {e}"))?;
+            .map_err(|e| format!("{field}_group: cannot give {path} to group \"{name}\": {e}"))?;
     }
     let owner = std::os::unix::fs::MetadataExt::uid(
         &std::fs::metadata(p).map_err(|e| format!("{field}: {path}: {e}"))?,
@@ -143,7 +143,10 @@ pub fn listen(field: &str, path: &str, group: Option<&str>) -> Result<ControlLis
     Ok(ControlListener {
         listener,
         path: p.to_path_buf(),
-        access: Access { owner, group: gid },
+        access: Access {
+            owner,
+            group: gid.map(|(gid, _)| gid),
+        },
     })
 }
 
@@ -294,8 +297,9 @@ fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
 }
 
 /// `trace COUNT TIMEOUT_MS`'s arguments, within their caps: over them the
-/// request is refused saying so, as a capture silently cut short would
-/// look like a quiet link.
+/// request is refused saying so, rather than clamped, as a capture
+/// silently cut short would look like a quiet link. (The byte cap, which
+/// no count foresees, is counted as `trace_cut` and logged.)
 fn trace_args(count: &str, timeout_ms: &str) -> Result<(usize, Duration), String> {
     let count: usize = count
         .parse()
