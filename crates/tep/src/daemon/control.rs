@@ -335,7 +335,8 @@ fn trace(tracer: &Tracer, count: usize, timeout: Duration) -> Result<Vec<u8>, St
     while !tracer.done() && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(5));
     }
-    let (capture, cut) = tracer.finish_cut();
+    let capture = tracer.finish();
+    let cut = tracer.cut();
     RUNNING.store(false, Ordering::Release);
     if cut {
         CLIENTS.refuse(Refusal::TraceCut);

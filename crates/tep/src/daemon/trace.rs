@@ -104,15 +104,18 @@ impl Tracer {
 
     /// Stops and returns the capture as pcapng bytes.
     pub fn finish(&self) -> Vec<u8> {
-        self.finish_cut().0
+        self.remaining.store(0, Ordering::Release);
+        let mut r = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        let records = std::mem::take(&mut r.records);
+        r.bytes = 0;
+        drop(r);
+        to_pcapng(&records)
     }
 
-    /// [`finish`](Tracer::finish), and whether the capture stopped at
-    /// [`MAX_BYTES`] short of its count.
-    pub fn finish_cut(&self) -> (Vec<u8>, bool) {
-        self.remaining.store(0, Ordering::Release);
-        let capture = std::mem::take(&mut *self.records.lock().unwrap_or_else(|e| e.into_inner()));
-        (to_pcapng(&capture.records), capture.cut)
+    /// Whether the last capture stopped at [`MAX_BYTES`], short of its
+    /// count (until the next [`start`](Tracer::start)).
+    pub fn cut(&self) -> bool {
+        self.records.lock().unwrap_or_else(|e| e.into_inner()).cut
     }
 
     /// Captures `data` at `point` while a capture is on.
@@ -272,9 +275,11 @@ mod tests {
             assert_eq!(capture.records.len(), fit);
             assert!(capture.bytes <= MAX_BYTES);
         }
-        assert!(t.finish_cut().1);
+        let _ = t.finish();
+        assert!(t.cut());
         t.start(1);
         t.record(Point::UdpRx, &big);
-        assert_eq!(t.finish_cut().1, false, "a new capture starts whole");
+        let _ = t.finish();
+        assert!(!t.cut(), "a new capture starts whole");
     }
 }
