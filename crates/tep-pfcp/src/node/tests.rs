@@ -572,7 +572,10 @@ fn an_unanswered_report_times_out_and_session_not_found_drops_the_session() {
     h.node.handle_timeout(h.now, &mut h.up);
     assert!(h.node.poll_transmit().is_none());
     assert_eq!(h.node.counter(Counter::RequestTimeout), 1);
-    assert_eq!(h.node.poll_timeout(), h.node.cache.next_expiry());
+    assert_eq!(
+        h.node.poll_timeout(),
+        h.node.associations[0].cache.next_expiry()
+    );
     let _ = first;
     // Reported again after a modification; the SMF no longer knows it.
     buffering(&mut h, seid);
