@@ -646,12 +646,13 @@ impl Node {
             .iter()
             .position(|a| a.silent_since.is_some_and(|s| s + grace <= now))
         {
+            let sessions = self.associations[i].sessions;
             let a = self.release(i, up);
             self.count(Counter::AssociationsExpired);
             self.events.push_back(Event::AssociationExpired {
                 node_id: a.node_id,
                 addr: a.addr,
-                sessions: a.sessions,
+                sessions,
             });
         }
     }
