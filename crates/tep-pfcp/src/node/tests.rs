@@ -714,17 +714,22 @@ fn unknown_seid_is_session_context_not_found_with_seid_zero() {
         Message::SessionModificationRequest(SessionModificationRequest::default()),
         Message::SessionDeletionRequest(SessionDeletionRequest {}),
     ] {
-        let r = h.request(Some(seid + 1), m);
-        assert_eq!(r.seid, Some(0));
-        let cause = match r.message {
-            Message::SessionModificationResponse(x) => x.cause,
-            Message::SessionDeletionResponse(x) => x.cause,
-            m => panic!("{m:?}"),
-        };
-        assert_eq!(cause, Cause::SESSION_CONTEXT_NOT_FOUND);
+        assert_session_not_found(h.request(Some(seid + 1), m));
     }
     assert_eq!(h.node.counter(Counter::SessionNotFound), 2);
     assert!(h.up.seen.is_empty());
+}
+
+/// A modification or deletion response: Session context not found, to
+/// SEID 0.
+fn assert_session_not_found(r: PfcpRepr) {
+    assert_eq!(r.seid, Some(0));
+    let cause = match r.message {
+        Message::SessionModificationResponse(x) => x.cause,
+        Message::SessionDeletionResponse(x) => x.cause,
+        m => panic!("{m:?}"),
+    };
+    assert_eq!(cause, Cause::SESSION_CONTEXT_NOT_FOUND);
 }
 
 /// A message body with the IEs of `ies` (raw TLVs) after the header.
@@ -1348,15 +1353,8 @@ fn a_session_is_served_only_to_the_association_that_owns_it() {
         Message::SessionModificationRequest(hijack),
         Message::SessionDeletionRequest(SessionDeletionRequest::default()),
     ] {
-        let r = h.request_from(STRANGER, Some(seid), m);
         // Exactly what an unknown SEID gets.
-        assert_eq!(r.seid, Some(0));
-        let cause = match r.message {
-            Message::SessionModificationResponse(x) => x.cause,
-            Message::SessionDeletionResponse(x) => x.cause,
-            m => panic!("{m:?}"),
-        };
-        assert_eq!(cause, Cause::SESSION_CONTEXT_NOT_FOUND);
+        assert_session_not_found(h.request_from(STRANGER, Some(seid), m));
     }
     assert_eq!(h.node.counter(Counter::ForeignSession), 2);
     assert_eq!(h.node.counter(Counter::SessionNotFound), 0);
