@@ -4,27 +4,48 @@
 //! (it must advance); `PfcpRepr::parse`, and when it succeeds, emitting
 //! the repr and parsing that gives the repr back and the same bytes again.
 //! Then a UP function node with an association and one session takes the
-//! input as a datagram from its SMF (then a downlink data notice, a volume
-//! threshold notice and a timeout): it must not panic, and
-//! everything it sends must parse as PFCP. Seeds: fuzz/seeds/pfcp, from
-//! tep-pfcp's scapy vectors (`crates/tep-pfcp/tests/scapy_pfcp.py seeds`).
+//! input as a datagram (then a downlink data notice, a volume threshold
+//! notice and a timeout): it must not panic, and everything it sends must
+//! parse as PFCP. The header's two spare bits pick the source among
+//! [`SOURCES`]: the SMF, another host of `peers` (which must leave the
+//! SMF's session as it was: neither the user plane nor the rules change),
+//! and two hosts outside `peers` (which must get no answer and change
+//! nothing but the `stranger` counter). A session message naming SEID
+//! 0x1_0000_0001 (the scapy vectors' UP SEID) is given the session's
+//! permuted SEID, so that the seeds reach the session code. Seeds:
+//! fuzz/seeds/pfcp, from tep-pfcp's scapy vectors
+//! (`crates/tep-pfcp/tests/scapy_pfcp.py seeds`).
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use tep_pfcp::ie::{IeType, Ies};
 use tep_pfcp::message::*;
-use tep_pfcp::node::{Change, Config, Node, Refused, Usage, UserPlane};
+use tep_pfcp::node::{Change, Config, Counter, Node, Peer, Refused, Usage, UserPlane};
 use tep_pfcp::types::*;
 use tep_pfcp::{Packet, PfcpRepr};
 
 use crate::look;
 
-struct NullUp;
+/// A user plane that only counts the changes it is asked for: all, and
+/// those to session `watch`.
+#[derive(Default)]
+struct NullUp {
+    watch: u64,
+    all: usize,
+    watched: usize,
+}
 
 impl UserPlane for NullUp {
     fn apply(&mut self, c: Change<'_>) -> Result<(), Refused> {
         look(&c);
+        self.all += 1;
+        let seid = match c {
+            Change::Install { seid, .. }
+            | Change::Remove { seid }
+            | Change::EndMarker { seid, .. } => seid,
+        };
+        self.watched += usize::from(seid == self.watch);
         Ok(())
     }
     fn take_usage(&mut self, _: u64, _: u32) -> Usage {
@@ -36,13 +57,33 @@ impl UserPlane for NullUp {
 }
 
 const SMF: &str = "192.0.2.10:8805";
+/// The SMF, another peer, two hosts outside `peers`.
+const SOURCES: [&str; 4] = [
+    SMF,
+    "192.0.2.11:8805",
+    "198.51.100.99:8805",
+    "[2001:db8::99]:8805",
+];
+/// The scapy vectors' UP SEID (the dense SEID of slot 1).
+const SCAPY_SEID: u64 = 0x1_0000_0001;
 
-/// A node with an association from [`SMF`] and one session (SEID
-/// 0x1_0000_0001: the first slot's first generation), so that session
-/// messages reach the session code.
+/// A node with an association from [`SMF`] and one session, so that
+/// session messages reach the session code; `peers` the first two
+/// [`SOURCES`].
 fn node(now: Instant) -> Node {
     let n3 = Ipv4Addr::new(198, 51, 100, 1);
-    let mut node = Node::new(Config::new(NodeId::V4(n3), 1, Some(n3), None));
+    let mut config = Config::new(NodeId::V4(n3), 1, Some(n3), None);
+    config.peers = Some(
+        SOURCES[..2]
+            .iter()
+            .map(|s| Peer {
+                addr: s.parse::<SocketAddr>().unwrap().ip(),
+                prefix_len: 32,
+                node_id: None,
+            })
+            .collect(),
+    );
+    let mut node = Node::new(config);
     let smf: SocketAddr = SMF.parse().unwrap();
     let setup = PfcpRepr {
         seid: None,
@@ -54,14 +95,14 @@ fn node(now: Instant) -> Node {
             up_function_features: None,
         }),
     };
-    node.handle(now, smf, &setup.to_bytes(), &mut NullUp);
+    node.handle(now, smf, &setup.to_bytes(), &mut NullUp::default());
     let est = PfcpRepr {
         seid: Some(0),
         sequence: 0xfffff1,
         priority: None,
         message: Message::SessionEstablishmentRequest(session()),
     };
-    node.handle(now, smf, &est.to_bytes(), &mut NullUp);
+    node.handle(now, smf, &est.to_bytes(), &mut NullUp::default());
     assert_eq!(node.session_count(), 1, "{:?}", {
         node.poll_transmit();
         node.poll_transmit()
@@ -138,11 +179,47 @@ pub fn pfcp(data: &[u8]) {
     }
     let now = Instant::now();
     let mut node = node(now);
-    let smf: SocketAddr = SMF.parse().unwrap();
-    node.handle(now, smf, data, &mut NullUp);
-    node.downlink_data(now, 0x1_0000_0001, 2);
-    node.volume_threshold_reached(now, 0x1_0000_0001, 1, &mut NullUp);
-    node.handle_timeout(now + Duration::from_secs(4), &mut NullUp);
+    let seid = node.seids().next().expect("the session");
+    let rules = node.session(seid).cloned();
+    let source = usize::from(data[0] >> 3 & 3);
+    let from: SocketAddr = SOURCES[source].parse().unwrap();
+    let mut datagram = data.to_vec();
+    if data[0] & 1 != 0 && data.get(4..12) == Some(&SCAPY_SEID.to_be_bytes()[..]) {
+        datagram[4..12].copy_from_slice(&seid.to_be_bytes());
+    }
+    let counters = *node.counters();
+    let mut up = NullUp {
+        watch: seid,
+        ..Default::default()
+    };
+    node.handle(now, from, &datagram, &mut up);
+    match source {
+        0 => {}
+        1 => {
+            assert_eq!(up.watched, 0, "another peer changed the SMF's session");
+            assert_eq!(
+                node.session(seid).cloned(),
+                rules,
+                "another peer changed the session"
+            );
+        }
+        _ => {
+            assert_eq!(node.poll_transmit(), None, "a stranger was answered");
+            let mut want = counters;
+            want[Counter::Stranger as usize] += 1;
+            assert_eq!(*node.counters(), want, "a stranger changed something");
+            assert_eq!(up.all, 0);
+        }
+    }
+    let heard = node.associations().all(|(_, a)| {
+        SOURCES[..2]
+            .iter()
+            .any(|s| s.parse::<SocketAddr>().unwrap().ip() == a)
+    });
+    assert!(heard, "an association from outside peers");
+    node.downlink_data(now, seid, 2);
+    node.volume_threshold_reached(now, seid, 1, &mut up);
+    node.handle_timeout(now + Duration::from_secs(4), &mut up);
     while let Some(t) = node.poll_transmit() {
         let r = PfcpRepr::parse_bytes(&t.payload).expect("the node sends valid PFCP");
         look(&r);

@@ -817,52 +817,63 @@ fn the_node_answers_scapys_requests() {
     let mut up = CountingUp::default();
     let now = std::time::Instant::now();
     let smf = "192.0.2.10:8805".parse().unwrap();
-    let mut ask = |name: &str| {
-        node.handle(now, smf, &v[name], &mut up);
+    // scapy's session requests name the dense SEID of slot 1; tep's SEIDs
+    // are permuted, so the header gets the one tep chose.
+    let mut up_seid = UP_SEID;
+    let mut ask = |name: &str, seid: Option<u64>| {
+        let mut bytes = v[name].clone();
+        if let Some(s) = seid {
+            up_seid = s;
+        }
+        if bytes[0] & 1 != 0 && !name.starts_with("session_establishment") {
+            bytes[4..12].copy_from_slice(&up_seid.to_be_bytes());
+        }
+        node.handle(now, smf, &bytes, &mut up);
         let t = node.poll_transmit().expect(name);
         assert!(node.poll_transmit().is_none());
         PfcpRepr::parse_bytes(&t.payload).unwrap()
     };
-    let r = ask("association_setup_request");
+    let r = ask("association_setup_request", None);
     assert!(
         matches!(r.message, Message::AssociationSetupResponse(ref a) if a.cause == Cause::REQUEST_ACCEPTED)
     );
-    let r = ask("session_establishment_request");
+    let r = ask("session_establishment_request", None);
     assert_eq!((r.sequence, r.seid), (5, Some(7000)));
     let Message::SessionEstablishmentResponse(e) = r.message else {
         panic!("{r:?}")
     };
     assert_eq!(e.cause, Cause::REQUEST_ACCEPTED);
-    assert_eq!(e.up_f_seid.unwrap().seid, UP_SEID);
+    let seid = e.up_f_seid.unwrap().seid;
+    assert_ne!(seid, 0);
     assert_eq!(e.created_pdrs.len(), 1);
     // scapy's modification removes PDR 3, which this session lacks.
-    let r = ask("session_modification_request");
+    let r = ask("session_modification_request", Some(seid));
     let Message::SessionModificationResponse(m) = r.message else {
         panic!("{r:?}")
     };
     assert_eq!(m.cause, Cause::RULE_CREATION_MODIFICATION_FAILURE);
     assert_eq!(m.failed_rule_id, Some(FailedRuleId::Pdr(3)));
-    let r = ask("session_deletion_request");
+    let r = ask("session_deletion_request", None);
     let Message::SessionDeletionResponse(d) = r.message else {
         panic!("{r:?}")
     };
     assert_eq!(d.cause, Cause::REQUEST_ACCEPTED);
     assert_eq!(d.usage_reports[0].0.volume.unwrap().total, Some(300));
     // Deleted: now unknown.
-    let r = ask("session_deletion_request");
+    let r = ask("session_deletion_request", None);
     assert_eq!(
         r.seid,
         Some(7000),
         "the cached response, for the retransmission"
     );
     // The v6 session: an SMF-chosen TEID on an address that is not tep's.
-    let r = ask("session_establishment_request_v6");
+    let r = ask("session_establishment_request_v6", None);
     let Message::SessionEstablishmentResponse(e) = r.message else {
         panic!("{r:?}")
     };
     assert_eq!(e.failed_rule_id, Some(FailedRuleId::Pdr(1)));
     // The heartbeat carries another Recovery Time Stamp: a restarted SMF.
-    let r = ask("heartbeat_request");
+    let r = ask("heartbeat_request", None);
     assert!(matches!(r.message, Message::HeartbeatResponse(_)));
     assert_eq!((up.installs, up.removes), (1, 1));
     assert_eq!(node.counter(tep_pfcp::node::Counter::PeerRestarted), 1);

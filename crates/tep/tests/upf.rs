@@ -36,6 +36,10 @@ const UPF: &str = "192.0.2.1";
 const SMF_ADDR: &str = "192.0.2.2";
 const GNB_A: &str = "192.0.2.3";
 const GNB_B: &str = "192.0.2.4";
+/// Another host on N4, in tep's `peers`, owning none of the SMF's sessions.
+const STRANGER: &str = "192.0.2.9";
+/// A host on N4 outside tep's `peers`.
+const OUTSIDER: &str = "192.0.2.8";
 const DN: &str = "10.99.0.2";
 const DN_GW: &str = "10.99.0.1";
 const NODE_ID: &str = "upf.test";
@@ -102,7 +106,11 @@ impl Lab {
         }
         let addrs: [(&str, &str, &[&str]); 4] = [
             (&lab.up, "vu", &[UPF]),
-            (&lab.ran, "vr", &[SMF_ADDR, GNB_A, GNB_B]),
+            (
+                &lab.ran,
+                "vr",
+                &[SMF_ADDR, GNB_A, GNB_B, STRANGER, OUTSIDER],
+            ),
             (&lab.up, "vd", &[DN_GW]),
             (&lab.dn, "vn", &[DN]),
         ];
@@ -146,8 +154,9 @@ impl Lab {
         sh(&full, must)
     }
 
-    /// tep in `up`: host mode (TUN = N6), a UPF on N4/N3 192.0.2.1.
-    fn tep(&self) -> Daemon {
+    /// tep in `up`: host mode (TUN = N6), a UPF on N4/N3 192.0.2.1, its
+    /// `[pfcp]` completed by `extra`.
+    fn tep(&self, extra: &str) -> Daemon {
         let mode = if self.gateway {
             "[gateway]\nunderlay = \"vu\"\ninner = \"vd\"".to_string()
         } else {
@@ -156,7 +165,7 @@ impl Lab {
         let config = format!(
             "{mode}\ncontrol = \"{}\"\n\n\
              [pfcp]\nlisten = \"{UPF}\"\nnode_id = \"{NODE_ID}\"\nn3 = [\"{UPF}\"]\n\
-             ue_prefixes = [\"10.45.0.0/16\"]\nbuffer_packets = {BUFFER_PACKETS}\n",
+             ue_prefixes = [\"10.45.0.0/16\"]\nbuffer_packets = {BUFFER_PACKETS}\n{extra}\n",
             self.dir.join(format!("{}.sock", self.up)).display()
         );
         spawn_daemon(&self.dir, &self.up, &config)
@@ -185,6 +194,8 @@ impl Smf {
             "dn_port": 9000,
             "ue_base": "10.45.0.1",
             "deadline": 150,
+            "stranger": STRANGER,
+            "outsider": OUTSIDER,
         });
         Smf(Script::start(
             &lab.ran,
@@ -253,15 +264,16 @@ fn n3(tep: &Daemon) -> Value {
 }
 
 fn start(test: &str) -> Option<(Lab, Daemon, Smf)> {
-    start_in(test, false)
+    start_in(test, false, "")
 }
 
-fn start_in(test: &str, gateway: bool) -> Option<(Lab, Daemon, Smf)> {
+/// `extra`: more `[pfcp]` keys.
+fn start_in(test: &str, gateway: bool, extra: &str) -> Option<(Lab, Daemon, Smf)> {
     if !scapy_or_skip(test) {
         return None;
     }
     let lab = Lab::new(gateway);
-    let tep = lab.tep();
+    let tep = lab.tep(extra);
     let smf = Smf::start(&lab);
     Some((lab, tep, smf))
 }
@@ -478,7 +490,7 @@ fn a_qfi_no_pdr_matches_gets_no_error_indication() {
 #[test]
 fn a_gateway_upf_forwards_both_ways() {
     let test = "a_gateway_upf_forwards_both_ways";
-    let Some((_lab, tep, mut smf)) = start_in(test, true) else {
+    let Some((_lab, tep, mut smf)) = start_in(test, true, "") else {
         return;
     };
     smf.run(&tep, json!({"run": "associate"}));
@@ -502,4 +514,84 @@ fn a_gateway_upf_forwards_both_ways() {
     assert_eq!(tep.show("pfcp")["sessions"], 0);
     let io = tep.show("tunnels");
     assert!(io["io"]["gateway"].is_object(), "not gateway mode: {io}");
+}
+
+/// Another host on N4 (in `peers`, so heard) tries to modify and delete
+/// the SMF's session and to take its association over: all refused as if
+/// the session did not exist / Request rejected, and the session keeps
+/// forwarding; a host outside `peers` gets no answer at all. A Session
+/// Report Response from the other host (Session context not found) does
+/// not complete the report nor drop the session. A Heartbeat flood from
+/// the other host fills only its own share of the response cache: the
+/// SMF's retransmitted handover is answered from the cache, and applied
+/// once (one End Marker).
+#[test]
+fn strangers_on_n4_change_nothing() {
+    let test = "strangers_on_n4_change_nothing";
+    let peers =
+        format!("peers = [\"{SMF_ADDR}\", {{ address = \"{STRANGER}\", node_id = \"smf.test\" }}]");
+    let Some((_lab, tep, mut smf)) = start_in(test, false, &peers) else {
+        return;
+    };
+    smf.run(&tep, json!({"run": "associate"}));
+    smf.run(&tep, json!({"run": "establish", "count": 4}));
+    let r = smf.run(&tep, json!({"run": "stranger", "session": 1}));
+    assert_eq!(r["unheard"], 2, "{r}");
+    assert_eq!(pfcp_counter(&tep, "foreign_session"), 2);
+    assert_eq!(pfcp_counter(&tep, "association_takeover"), 1);
+    assert_eq!(pfcp_counter(&tep, "stranger"), 2);
+    assert_eq!(pfcp_counter(&tep, "peer_restarted"), 0);
+    assert_eq!(pfcp_counter(&tep, "sessions_deleted"), 0);
+    let p = tep.show("pfcp");
+    assert_eq!(p["sessions"], 4, "{p}");
+    assert_eq!(p["associations"].as_array().map(Vec::len), Some(1), "{p}");
+
+    let b = smf.run(
+        &tep,
+        json!({"run": "buffer", "session": 2, "packets": 3, "spoof": true}),
+    );
+    assert_eq!(b["buffered"], 3);
+    assert_eq!(pfcp_counter(&tep, "spoofed_response"), 1);
+    assert_eq!(pfcp_counter(&tep, "retransmitted"), 1);
+
+    const FLOOD: u64 = 5000;
+    let f = smf.run(&tep, json!({"run": "flood", "session": 3, "count": FLOOD}));
+    assert!(f["answered"].as_u64().unwrap() > 4096, "{f}");
+    assert!(pfcp_counter(&tep, "cache_evicted") > 0);
+    assert_eq!(pfcp_counter(&tep, "duplicate_request"), 1);
+    assert_eq!(pfcp_counter(&tep, "end_markers"), 1);
+
+    smf.run(&tep, json!({"run": "uplink"}));
+    smf.run(&tep, json!({"run": "downlink"}));
+    let d = smf.run(&tep, json!({"run": "delete"}));
+    assert_eq!(d["deleted"], 4);
+}
+
+/// An SMF that stops answering Heartbeats (short timers: every 200 ms, T1
+/// 100 ms, N1 1, grace 1 s) loses its association and its sessions:
+/// counted, their TEIDs unknown afterwards.
+#[test]
+fn a_silent_smf_is_released_after_the_grace() {
+    let test = "a_silent_smf_is_released_after_the_grace";
+    let timers = "heartbeat_interval_ms = 200\nt1_ms = 100\nn1 = 1\nassociation_grace_ms = 1000";
+    let Some((_lab, tep, mut smf)) = start_in(test, false, timers) else {
+        return;
+    };
+    smf.run(&tep, json!({"run": "associate"}));
+    smf.run(&tep, json!({"run": "establish", "count": 5}));
+    let r = smf.run(&tep, json!({"run": "silent", "seconds": 4}));
+    assert_eq!(r["forgotten"], 5);
+    let p = tep.show("pfcp");
+    assert_eq!(
+        (&p["sessions"], &p["associations"]),
+        (&json!(0), &json!([])),
+        "{p}"
+    );
+    assert_eq!(pfcp_counter(&tep, "associations_expired"), 1);
+    assert!(pfcp_counter(&tep, "peer_unreachable") >= 1);
+    assert!(
+        tep.log().contains("PFCP association released"),
+        "{}",
+        tep.log()
+    );
 }

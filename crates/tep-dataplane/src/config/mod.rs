@@ -22,7 +22,7 @@ mod toml_error;
 
 pub use gateway::{GatewayConfig, XdpMode};
 pub use host::{Capabilities, HostConfig, Uplink, DEFAULT_ADAPTIVE_POLL_US, DEFAULT_CONTROL};
-pub use pfcp::{NodeId, PfcpConfig, PFCP_PORT};
+pub use pfcp::{NodeId, PfcpConfig, PfcpPeer, PFCP_PORT};
 
 use crate::kind::TunnelKind;
 use core::fmt;

@@ -44,6 +44,27 @@ pub struct PfcpConfig {
     pub zero_checksum_tx: bool,
     /// Over IPv6: accept checksum 0.
     pub zero_checksum_rx: bool,
+    /// The SMFs heard on N4; `None`: any host that reaches `listen`.
+    pub peers: Option<Vec<PfcpPeer>>,
+    /// Sessions at most of one SMF (association).
+    pub max_sessions_per_association: u32,
+    /// Heartbeat Requests to each SMF this often (milliseconds; 0: never).
+    pub heartbeat_interval_ms: u32,
+    /// T1: milliseconds before tep resends a request of its own.
+    pub t1_ms: u32,
+    /// N1: how many times it resends.
+    pub n1: u8,
+    /// Milliseconds an association stays once its SMF stops answering
+    /// Heartbeats (T1 × N1), before it is released with its sessions.
+    pub association_grace_ms: u32,
+}
+
+/// An entry of `[pfcp].peers`: hosts in `prefix` may associate, giving
+/// `node_id` when set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PfcpPeer {
+    pub prefix: IpPrefix,
+    pub node_id: Option<NodeId>,
 }
 
 /// A PFCP Node ID.
@@ -97,9 +118,101 @@ pub(super) struct RawPfcp {
     checksum: Option<String>,
     zero_checksum_tx: Option<bool>,
     zero_checksum_rx: Option<bool>,
+    peers: Option<Vec<toml::Value>>,
+    max_sessions_per_association: Option<i64>,
+    heartbeat_interval_ms: Option<i64>,
+    t1_ms: Option<i64>,
+    n1: Option<i64>,
+    association_grace_ms: Option<i64>,
 }
 
 const SECTION: &str = "pfcp";
+
+/// A Node ID as written: an address, else a domain name.
+fn node_id(field: &str, s: &str) -> Result<NodeId, ConfigError> {
+    if let Ok(a) = s.parse::<IpAddr>() {
+        return Ok(NodeId::Ip(a));
+    }
+    let ok = !s.is_empty()
+        && s.len() <= 255
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    if !ok {
+        return Err(err(
+            field,
+            format!("\"{s}\" is neither an IP address nor a domain name"),
+        ));
+    }
+    Ok(NodeId::Fqdn(s.to_string()))
+}
+
+/// `peers`: each entry an address or prefix (`"192.0.2.10"`,
+/// `"2001:db8::/64"`), or a table `{ address = "...", node_id = "..." }`
+/// that also fixes the Node ID those hosts must give. A Node ID alone is
+/// refused: it is only what a message claims, the source address is what
+/// tep can check.
+fn peers(list: &[toml::Value]) -> Result<Vec<PfcpPeer>, ConfigError> {
+    if list.is_empty() {
+        return Err(err(
+            "peers",
+            "empty: no SMF could associate (leave peers out to hear any host)".to_string(),
+        ));
+    }
+    let prefix = |field: &str, s: &str| {
+        s.parse::<IpPrefix>().map_err(|m| {
+            let hint = if s.parse::<IpAddr>().is_err() && node_id(field, s).is_ok() {
+                format!("\"{s}\" is not an address or prefix; a Node ID is only what a message claims, so give the address it comes from too: {{ address = \"192.0.2.10\", node_id = \"{s}\" }}")
+            } else {
+                m
+            };
+            err(field, hint)
+        })
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let at = format!("peers[{i}]");
+            match v {
+                toml::Value::String(s) => Ok(PfcpPeer {
+                    prefix: prefix(&at, s)?,
+                    node_id: None,
+                }),
+                toml::Value::Table(t) => {
+                    if let Some(k) = t.keys().find(|k| *k != "address" && *k != "node_id") {
+                        return Err(err(
+                            &format!("{at}.{k}"),
+                            "unknown field (expected `address`, `node_id`)".to_string(),
+                        ));
+                    }
+                    let text = |k: &str| match t.get(k) {
+                        None => Ok(None),
+                        Some(toml::Value::String(s)) => Ok(Some(s.as_str())),
+                        Some(_) => Err(err(&format!("{at}.{k}"), "must be a string".to_string())),
+                    };
+                    let address = text("address")?.ok_or_else(|| {
+                        err(
+                            &format!("{at}.address"),
+                            "missing: the address or prefix the SMF sends from".to_string(),
+                        )
+                    })?;
+                    Ok(PfcpPeer {
+                        prefix: prefix(&format!("{at}.address"), address)?,
+                        node_id: text("node_id")?
+                            .map(|n| node_id(&format!("{at}.node_id"), n))
+                            .transpose()?,
+                    })
+                }
+                _ => Err(err(
+                    &at,
+                    "must be an address or prefix (\"192.0.2.10\", \"2001:db8::/64\") or a table { address = \"192.0.2.10\", node_id = \"smf.example\" }".to_string(),
+                )),
+            }
+        })
+        .collect()
+}
 
 fn err(field: &str, message: String) -> ConfigError {
     ConfigError {
@@ -167,23 +280,7 @@ impl RawPfcp {
             ));
         }
         let node_id = match self.node_id {
-            Some(s) if s.parse::<IpAddr>().is_ok() => NodeId::Ip(s.parse().unwrap_or(n3[0])),
-            Some(s) => {
-                let ok = !s.is_empty()
-                    && s.len() <= 255
-                    && s.split('.').all(|l| {
-                        !l.is_empty()
-                            && l.len() <= 63
-                            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                    });
-                if !ok {
-                    return Err(err(
-                        "node_id",
-                        format!("\"{s}\" is neither an IP address nor a domain name"),
-                    ));
-                }
-                NodeId::Fqdn(s)
-            }
+            Some(s) => node_id("node_id", &s)?,
             None if !listen.ip().is_unspecified() => NodeId::Ip(listen.ip()),
             None => NodeId::Ip(n3[0]),
         };
@@ -218,7 +315,40 @@ impl RawPfcp {
                 "\"zero\" over IPv6 needs zero_checksum_tx = true (RFC 6935/6936: the peer must accept it)".to_string(),
             ));
         }
+        let ms = |field: &str, v: Option<i64>, lo: i64, hi: i64, default: u32| match v {
+            Some(v) => ranged(SECTION, field, v, lo, hi).map(|v| v as u32),
+            None => Ok(default),
+        };
+        let max_sessions_per_association = ms(
+            "max_sessions_per_association",
+            self.max_sessions_per_association,
+            1,
+            16 << 20,
+            max_sessions,
+        )?;
+        let heartbeat_interval_ms = ms(
+            "heartbeat_interval_ms",
+            self.heartbeat_interval_ms,
+            0,
+            3_600_000,
+            10_000,
+        )?;
+        let t1_ms = ms("t1_ms", self.t1_ms, 10, 60_000, 3_000)?;
+        let n1 = ms("n1", self.n1, 0, 10, 3)? as u8;
+        let association_grace_ms = ms(
+            "association_grace_ms",
+            self.association_grace_ms,
+            0,
+            86_400_000,
+            60_000,
+        )?;
         Ok(PfcpConfig {
+            peers: self.peers.as_deref().map(peers).transpose()?,
+            max_sessions_per_association,
+            heartbeat_interval_ms,
+            t1_ms,
+            n1,
+            association_grace_ms,
             listen,
             node_id,
             n3,
@@ -264,6 +394,76 @@ mod tests {
         assert_eq!(p.listen.to_string(), "192.0.2.1:8805");
         assert_eq!(p.node_id, NodeId::Fqdn("upf.example.net".into()));
         assert_eq!(p.max_sessions, 1000);
+    }
+
+    #[test]
+    fn peers_and_timers() {
+        let base = "n3 = [\"192.0.2.1\"]\nue_prefixes = [\"10.0.0.0/8\"]\n";
+        let p = pfcp(base).unwrap().pfcp.unwrap();
+        assert_eq!(p.peers, None);
+        assert_eq!(
+            (
+                p.heartbeat_interval_ms,
+                p.t1_ms,
+                p.n1,
+                p.association_grace_ms
+            ),
+            (10_000, 3_000, 3, 60_000)
+        );
+        assert_eq!(p.max_sessions_per_association, p.max_sessions);
+        let c = pfcp(&format!(
+            "{base}peers = [\"192.0.2.10\", \"2001:db8::/64\", {{ address = \"198.51.100.0/24\", node_id = \"smf.example\" }}]\nheartbeat_interval_ms = 500\nt1_ms = 200\nn1 = 1\nassociation_grace_ms = 1000\nmax_sessions_per_association = 10"
+        ))
+        .unwrap();
+        let p = c.pfcp.unwrap();
+        let peers = p.peers.unwrap();
+        assert_eq!(peers[0].prefix.to_string(), "192.0.2.10/32");
+        assert_eq!(peers[1].prefix.to_string(), "2001:db8::/64");
+        assert_eq!(peers[2].node_id, Some(NodeId::Fqdn("smf.example".into())));
+        assert_eq!(
+            (
+                p.heartbeat_interval_ms,
+                p.t1_ms,
+                p.n1,
+                p.association_grace_ms
+            ),
+            (500, 200, 1, 1000)
+        );
+        assert_eq!(p.max_sessions_per_association, 10);
+        for (extra, field) in [
+            ("peers = []", "pfcp.peers:"),
+            (
+                "peers = [\"smf.example\"]",
+                "pfcp.peers[0]: \"smf.example\" is not an address or prefix; a Node ID",
+            ),
+            (
+                "peers = [\"192.0.2.1/24\"]",
+                "pfcp.peers[0]: 192.0.2.1/24 has host bits set",
+            ),
+            ("peers = [1]", "pfcp.peers[0]:"),
+            (
+                "peers = [{ node_id = \"smf.example\" }]",
+                "pfcp.peers[0].address: missing",
+            ),
+            (
+                "peers = [{ address = \"192.0.2.1\", nodeid = \"x\" }]",
+                "pfcp.peers[0].nodeid:",
+            ),
+            (
+                "peers = [\"192.0.2.9\", { address = \"192.0.2.1\", node_id = \"a..b\" }]",
+                "pfcp.peers[1].node_id:",
+            ),
+            ("t1_ms = 0", "pfcp.t1_ms:"),
+            ("n1 = 11", "pfcp.n1:"),
+            ("association_grace_ms = -1", "pfcp.association_grace_ms:"),
+            (
+                "max_sessions_per_association = 0",
+                "pfcp.max_sessions_per_association:",
+            ),
+        ] {
+            let e = pfcp(&format!("{base}{extra}")).unwrap_err();
+            assert!(e.starts_with(field), "{extra}: {e}");
+        }
     }
 
     #[test]

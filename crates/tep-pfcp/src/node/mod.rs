@@ -24,11 +24,28 @@
 //! # What the node does
 //! - Associations (TS 29.244 §6.2.6): Setup, Update, Release from the SMF;
 //!   its Node ID and Recovery Time Stamp are kept per peer address. A new
-//!   Recovery Time Stamp (in an Association Setup or a Heartbeat) means
-//!   the SMF restarted: its sessions are deleted (§6.2.6.2.2, §19A).
+//!   Recovery Time Stamp (in an Association Setup or a Heartbeat, from the
+//!   association's own address) means the SMF restarted: its sessions are
+//!   deleted (§6.2.6.2.2, §19A).
 //! - Heartbeats (§6.2.2) both ways: answered, and sent to each associated
 //!   SMF every `heartbeat_interval`; a peer that misses T1 × N1 is counted
-//!   unreachable (its sessions keep forwarding).
+//!   unreachable (its sessions keep forwarding), and released with its
+//!   sessions once silent for `association_grace`.
+//!
+//! # Who may do what (trust boundaries)
+//! - Only hosts in [`Config::peers`] are heard at all: anyone else's
+//!   datagrams are dropped unanswered (no reflection), counted.
+//! - A session request is served only from the association that owns the
+//!   session (its address, or the CP F-SEID's); to anyone else the
+//!   session does not exist (Session context not found).
+//! - A Node ID associated from one address cannot be taken over from
+//!   another while that association lives.
+//! - Responses to our requests count only from the host asked.
+//! - SEIDs and TEIDs are keyed permutations of dense indexes
+//!   ([`Config::id_key`]): not guessable from one another.
+//! - Sessions per association, associations, and the responses kept for
+//!   retransmissions (per association, and for everyone else apart) are
+//!   bounded.
 //! - Sessions (§6.3): establishment (F-TEIDs chosen from the N3 addresses
 //!   where the SMF asks CHOOSE, returned in Created PDR), modification,
 //!   deletion with usage reports; Session Report Requests with a Downlink
@@ -41,6 +58,7 @@
 //!   [`Counter`].
 
 mod cache;
+mod perm;
 pub mod session;
 mod teid;
 
@@ -57,6 +75,7 @@ use crate::types::*;
 use crate::Error;
 
 use cache::ResponseCache;
+use perm::Permutation;
 pub use session::{Action, Far, Ids, LocalFTeid, OuterHeader, Pdr, Qer, Rules, UeIp, Urr};
 use session::{Pending, Reject};
 use teid::TeidAllocator;
@@ -114,6 +133,28 @@ named_enum! {
         PeerRestarted => "peer_restarted",
         /// An SMF missed T1 × N1 heartbeats.
         PeerUnreachable => "peer_unreachable",
+        /// A datagram from a host not in `peers` (dropped unanswered).
+        Stranger => "stranger",
+        /// A session request from a peer that does not own the session
+        /// (answered Session context not found, as for an unknown SEID).
+        ForeignSession => "foreign_session",
+        /// An Association Setup with a Node ID associated from another
+        /// address (Request rejected).
+        AssociationTakeover => "association_takeover",
+        /// An Association Setup with a Node ID its `peers` entry does not
+        /// allow (Request rejected).
+        NodeIdRefused => "node_id_refused",
+        /// An Association Setup past the most associations (No resources
+        /// available).
+        TooManyAssociations => "too_many_associations",
+        /// A response to one of our requests from a host other than the
+        /// one asked (discarded).
+        SpoofedResponse => "spoofed_response",
+        /// Associations released after their peer stayed silent for the
+        /// grace, with their sessions.
+        AssociationsExpired => "associations_expired",
+        /// Cause No resources available: the association's session quota.
+        AssociationQuota => "association_quota",
         /// A request of ours resent after T1.
         Retransmitted => "retransmitted",
         /// A request of ours unanswered after N1 resends.
@@ -175,12 +216,76 @@ pub struct Config {
     /// Most sessions at once (Session Establishment past it: No resources
     /// available).
     pub max_sessions: usize,
+    /// Hosts heard at all; `None`: anyone.
+    pub peers: Option<Vec<Peer>>,
+    /// Keys the permutations that make SEIDs and TEIDs unpredictable (the
+    /// daemon draws it at start).
+    pub id_key: u64,
+    /// How long an association stays after its peer stops answering
+    /// Heartbeats (T1 × N1), before it is released with its sessions.
+    pub association_grace: Duration,
+    /// Most sessions of one association.
+    pub max_sessions_per_association: usize,
+    /// Most associations at once.
+    pub max_associations: usize,
+    /// Most responses cached for hosts with no association (each
+    /// association has its own `response_cache_cap`).
+    pub stranger_cache_cap: usize,
+}
+
+/// A host allowed to associate: an address or prefix, and the Node ID it
+/// must give (`None`: any).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    pub addr: IpAddr,
+    pub prefix_len: u8,
+    pub node_id: Option<NodeId>,
+}
+
+impl Peer {
+    /// Whether `a` is in the entry's prefix (an IPv4-mapped IPv6 address
+    /// as its IPv4 address).
+    pub fn covers(&self, a: IpAddr) -> bool {
+        match (self.addr, a.to_canonical()) {
+            (IpAddr::V4(p), IpAddr::V4(a)) => {
+                let bits = u32::from(self.prefix_len.min(32));
+                bits == 0 || (u32::from(p) ^ u32::from(a)) >> (32 - bits) == 0
+            }
+            (IpAddr::V6(p), IpAddr::V6(a)) => {
+                let bits = u32::from(self.prefix_len.min(128));
+                bits == 0 || (u128::from(p) ^ u128::from(a)) >> (128 - bits) == 0
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Node IDs compare as DNS names do, without regard to case.
+fn same_node(a: &NodeId, b: &NodeId) -> bool {
+    match (a, b) {
+        (NodeId::Fqdn(x), NodeId::Fqdn(y)) => x.eq_ignore_ascii_case(y),
+        _ => a == b,
+    }
+}
+
+/// Something the daemon should log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// An association was released because its peer stayed silent for
+    /// the grace, with its `sessions`.
+    AssociationExpired {
+        node_id: NodeId,
+        addr: IpAddr,
+        sessions: usize,
+    },
 }
 
 impl Config {
     /// Defaults for `node_id` and its N3 addresses: T1 3 s, N1 3,
-    /// heartbeats every 10 s, responses kept 20 s (at most 1 M), 2 M
-    /// sessions.
+    /// heartbeats every 10 s, responses kept 20 s (at most 1 M per
+    /// association, 4096 for everyone else), 2 M sessions (any of them one
+    /// association's), 16 associations released after 60 s of silence,
+    /// any peer, SEIDs and TEIDs permuted under key 0.
     pub fn new(
         node_id: NodeId,
         recovery_time_stamp: u32,
@@ -199,6 +304,12 @@ impl Config {
             response_cache_time: Duration::from_secs(20),
             response_cache_cap: 1 << 20,
             max_sessions: 2 << 20,
+            peers: None,
+            id_key: 0,
+            association_grace: Duration::from_secs(60),
+            max_sessions_per_association: 2 << 20,
+            max_associations: 16,
+            stranger_cache_cap: 4096,
         }
     }
 }
@@ -276,7 +387,13 @@ struct Association {
     heartbeat_due: Instant,
     /// Our outstanding Heartbeat Request.
     heartbeat_seq: Option<u32>,
-    reachable: bool,
+    /// Since when the peer has missed T1 × N1 Heartbeats; `None`: it
+    /// answers.
+    silent_since: Option<Instant>,
+    sessions: usize,
+    /// Responses to its requests, for their retransmissions: its own
+    /// share, which no other host's requests evict.
+    cache: ResponseCache,
 }
 
 #[derive(Debug)]
@@ -319,8 +436,11 @@ pub struct Node {
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
     sessions: usize,
+    seids: Permutation,
     teids: TeidAllocator,
-    cache: ResponseCache,
+    /// Responses to hosts with no association.
+    stranger_cache: ResponseCache,
+    events: VecDeque<Event>,
     /// Our requests awaiting a response, by sequence number; `deadlines`
     /// holds (deadline, seq) in deadline order (every wait is T1), stale
     /// entries skipped.
@@ -331,21 +451,19 @@ pub struct Node {
     counters: [u64; Counter::COUNT],
 }
 
-fn seid_of(index: u32, generation: u32) -> Seid {
-    (generation as u64) << 32 | (index as u64 + 1)
-}
-
 impl Node {
     pub fn new(config: Config) -> Node {
         Node {
-            cache: ResponseCache::new(config.response_cache_cap),
+            stranger_cache: ResponseCache::new(config.stranger_cache_cap),
+            events: VecDeque::new(),
+            seids: Permutation::new(config.id_key, 1, 32),
+            teids: TeidAllocator::new(config.id_key),
             config,
             associations: vec![],
             next_assoc_id: 1,
             slots: vec![],
             free_slots: vec![],
             sessions: 0,
-            teids: TeidAllocator::new(),
             outstanding: HashMap::new(),
             deadlines: VecDeque::new(),
             next_seq: 1,
@@ -384,10 +502,25 @@ impl Node {
 
     /// The SEIDs of every session.
     pub fn seids(&self) -> impl Iterator<Item = Seid> + '_ {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.session.as_ref().map(|_| seid_of(i as u32, s.generation)))
+        self.slots.iter().enumerate().filter_map(|(i, s)| {
+            s.session
+                .as_ref()
+                .map(|_| self.seid_of(i as u32, s.generation))
+        })
+    }
+
+    /// The SEID of slot `index` in `generation`: dense, then permuted.
+    fn seid_of(&self, index: u32, generation: u32) -> Seid {
+        self.seids
+            .forward((generation as u64) << 32 | (index as u64 + 1))
+    }
+
+    /// The slot index a SEID names, if its generation is the slot's.
+    fn slot_of(&self, seid: Seid) -> Option<usize> {
+        let dense = self.seids.backward(seid);
+        let index = (dense as u32).checked_sub(1)? as usize;
+        let slot = self.slots.get(index)?;
+        (slot.generation == (dense >> 32) as u32).then_some(index)
     }
 
     /// The Node IDs of the associated SMFs, with their addresses.
@@ -397,7 +530,17 @@ impl Node {
 
     /// Responses kept for retransmitted requests.
     pub fn cached_responses(&self) -> usize {
-        self.cache.len()
+        self.stranger_cache.len()
+            + self
+                .associations
+                .iter()
+                .map(|a| a.cache.len())
+                .sum::<usize>()
+    }
+
+    /// The next thing to log.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
     }
 
     /// TEIDs in use.
@@ -412,16 +555,20 @@ impl Node {
 
     /// When [`Node::handle_timeout`] is next due.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut t = self.cache.next_expiry();
+        let mut t = self.stranger_cache.next_expiry();
         let mut earliest = |x: Instant| t = Some(t.map_or(x, |t: Instant| t.min(x)));
         if let Some(&(d, _)) = self.deadlines.front() {
             earliest(d);
         }
-        if self.config.heartbeat_interval.is_some() {
-            for a in &self.associations {
-                if a.heartbeat_seq.is_none() {
-                    earliest(a.heartbeat_due);
-                }
+        for a in &self.associations {
+            if let Some(e) = a.cache.next_expiry() {
+                earliest(e);
+            }
+            if let Some(s) = a.silent_since {
+                earliest(s + self.config.association_grace);
+            }
+            if self.config.heartbeat_interval.is_some() && a.heartbeat_seq.is_none() {
+                earliest(a.heartbeat_due);
             }
         }
         t
@@ -430,8 +577,10 @@ impl Node {
     /// Runs what is due at `now`: resends, timeouts, heartbeats, cache
     /// expiry.
     pub fn handle_timeout(&mut self, now: Instant, up: &mut impl UserPlane) {
-        let _ = up;
-        self.cache.expire(now);
+        self.stranger_cache.expire(now);
+        for a in &mut self.associations {
+            a.cache.expire(now);
+        }
         while let Some(&(d, seq)) = self.deadlines.front() {
             if d > now {
                 break;
@@ -460,8 +609,8 @@ impl Node {
                 if let Some(a) = self.associations.iter_mut().find(|a| a.id == assoc) {
                     a.heartbeat_seq = None;
                     a.heartbeat_due = now;
-                    if a.reachable {
-                        a.reachable = false;
+                    if a.silent_since.is_none() {
+                        a.silent_since = Some(now);
                         self.counters[Counter::PeerUnreachable as usize] += 1;
                     }
                 }
@@ -490,6 +639,21 @@ impl Node {
                     a.heartbeat_due = now + interval;
                 }
             }
+        }
+        let grace = self.config.association_grace;
+        while let Some(i) = self
+            .associations
+            .iter()
+            .position(|a| a.silent_since.is_some_and(|s| s + grace <= now))
+        {
+            let sessions = self.associations[i].sessions;
+            let a = self.release(i, up);
+            self.count(Counter::AssociationsExpired);
+            self.events.push_back(Event::AssociationExpired {
+                node_id: a.node_id,
+                addr: a.addr,
+                sessions,
+            });
         }
     }
 
@@ -613,30 +777,58 @@ impl Node {
     }
 
     fn get(&self, seid: Seid) -> Option<&Session> {
-        let index = (seid as u32).checked_sub(1)? as usize;
-        let slot = self.slots.get(index)?;
-        if slot.generation != (seid >> 32) as u32 {
-            return None;
-        }
-        slot.session.as_ref()
+        self.slots[self.slot_of(seid)?].session.as_ref()
     }
 
     fn get_mut(&mut self, seid: Seid) -> Option<&mut Session> {
-        let index = (seid as u32).checked_sub(1)? as usize;
-        let slot = self.slots.get_mut(index)?;
-        if slot.generation != (seid >> 32) as u32 {
-            return None;
-        }
-        slot.session.as_mut()
+        let i = self.slot_of(seid)?;
+        self.slots[i].session.as_mut()
     }
 
     fn assoc_by_addr(&self, addr: IpAddr) -> Option<&Association> {
         self.associations.iter().find(|a| a.addr == addr)
     }
 
+    fn assoc_mut(&mut self, id: u32) -> Option<&mut Association> {
+        self.associations.iter_mut().find(|a| a.id == id)
+    }
+
+    /// Whether session `seid` exists and `from` may act on it: the address
+    /// of the association that set it up, or of its CP F-SEID.
+    fn owns(&self, from: IpAddr, seid: Seid) -> bool {
+        self.get(seid).is_some_and(|s| {
+            s.cp_addr == from
+                || self
+                    .associations
+                    .iter()
+                    .any(|a| a.id == s.assoc && a.addr == from)
+        })
+    }
+
+    /// Whether `peers` lets `from` be heard at all.
+    fn heard(&self, from: IpAddr) -> bool {
+        self.config
+            .peers
+            .as_ref()
+            .is_none_or(|p| p.iter().any(|e| e.covers(from)))
+    }
+
+    /// The responses kept for `peer`'s retransmissions: its association's,
+    /// else the strangers' share.
+    fn cache_of(&mut self, peer: IpAddr) -> &mut ResponseCache {
+        match self.associations.iter_mut().find(|a| a.addr == peer) {
+            Some(a) => &mut a.cache,
+            None => &mut self.stranger_cache,
+        }
+    }
+
     /// Handles one datagram from `from` (a PFCP message, or several
     /// bundled with FO).
     pub fn handle(&mut self, now: Instant, from: SocketAddr, data: &[u8], up: &mut impl UserPlane) {
+        if !self.heard(from.ip()) {
+            self.count(Counter::Stranger);
+            return;
+        }
         let mut rest = data;
         while !rest.is_empty() {
             let p = Packet::new_unchecked(rest);
@@ -657,7 +849,11 @@ impl Node {
                     self.count(Counter::BadLength);
                     let t = p.msg_type();
                     if msg_type::is_request(t) {
-                        let seid = p.seid().and_then(|s| self.get(s)).map(|s| s.cp_seid);
+                        let seid = p
+                            .seid()
+                            .filter(|&s| self.owns(from.ip(), s))
+                            .and_then(|s| self.get(s))
+                            .map(|s| s.cp_seid);
                         self.reject(from, &p, t, seid, Cause::INVALID_LENGTH, None);
                     }
                     return;
@@ -685,7 +881,7 @@ impl Node {
         let t = p.msg_type();
         let request = msg_type::is_request(t);
         if request {
-            if let Some(r) = self.cache.get(from, p.sequence(), t) {
+            if let Some(r) = self.cache_of(from.ip()).get(from, p.sequence(), t) {
                 let payload = r.to_vec();
                 self.transmits.push_back(Transmit {
                     destination: from,
@@ -696,11 +892,17 @@ impl Node {
             }
         }
         // Session Context not found comes before IE errors: the header is
-        // sound and names no session of ours.
+        // sound and names no session of ours. A session of another peer's
+        // is answered the same, so that a SEID tells a stranger nothing.
         let session = match t {
             msg_type::SESSION_MODIFICATION_REQUEST | msg_type::SESSION_DELETION_REQUEST => {
                 match p.seid().filter(|&s| self.get(s).is_some()) {
-                    Some(s) => Some(s),
+                    Some(s) if self.owns(from.ip(), s) => Some(s),
+                    Some(_) => {
+                        self.count(Counter::ForeignSession);
+                        self.reject(from, p, t, Some(0), Cause::SESSION_CONTEXT_NOT_FOUND, None);
+                        return;
+                    }
                     None if p.s_flag() => {
                         self.count(Counter::SessionNotFound);
                         self.reject(from, p, t, Some(0), Cause::SESSION_CONTEXT_NOT_FOUND, None);
@@ -767,8 +969,7 @@ impl Node {
             Message::AssociationReleaseRequest(_) => {
                 let cause = match self.associations.iter().position(|a| a.addr == from.ip()) {
                     Some(i) => {
-                        let a = self.associations.swap_remove(i);
-                        self.drop_sessions_of(a.id, up);
+                        self.release(i, up);
                         self.count(Counter::AssociationsReleased);
                         Cause::REQUEST_ACCEPTED
                     }
@@ -794,19 +995,16 @@ impl Node {
                 None => self.count(Counter::BadSeidFlag),
             },
             Message::HeartbeatResponse(m) => {
-                let Some(Purpose::Heartbeat { assoc }) = self.answered(seq, true) else {
-                    self.count(Counter::UnexpectedResponse);
+                let Some(Purpose::Heartbeat { assoc }) = self.answered(from, seq, true) else {
                     return;
                 };
-                if let Some(a) = self.associations.iter_mut().find(|a| a.id == assoc) {
+                if let Some(a) = self.assoc_mut(assoc) {
                     a.heartbeat_seq = None;
-                    a.reachable = true;
                 }
                 self.peer_recovery(from.ip(), m.recovery_time_stamp.0, up);
             }
             Message::SessionReportResponse(m) => {
-                let Some(purpose) = self.answered(seq, false) else {
-                    self.count(Counter::UnexpectedResponse);
+                let Some(purpose) = self.answered(from, seq, false) else {
                     return;
                 };
                 if !m.cause.is_acceptance() {
@@ -825,12 +1023,22 @@ impl Node {
         }
     }
 
-    /// The outstanding request `seq` a response answers, if it is one of
-    /// ours of the right kind (a Heartbeat Request, or a Session Report
-    /// Request): no longer outstanding.
-    fn answered(&mut self, seq: u32, heartbeat: bool) -> Option<Purpose> {
-        let o = self.outstanding.get(&seq)?;
-        if matches!(o.purpose, Purpose::Heartbeat { .. }) != heartbeat {
+    /// The outstanding request `seq` a response from `from` answers, if it
+    /// is one of ours of the right kind (a Heartbeat Request, or a Session
+    /// Report Request) sent to that host: no longer outstanding. Anything
+    /// else is counted and changes nothing.
+    fn answered(&mut self, from: SocketAddr, seq: u32, heartbeat: bool) -> Option<Purpose> {
+        let Some(o) = self
+            .outstanding
+            .get(&seq)
+            .filter(|o| matches!(o.purpose, Purpose::Heartbeat { .. }) == heartbeat)
+        else {
+            self.count(Counter::UnexpectedResponse);
+            return None;
+        };
+        // By address: an SMF may answer from another port of its host.
+        if o.destination.ip() != from.ip() {
+            self.count(Counter::SpoofedResponse);
             return None;
         }
         self.outstanding.remove(&seq).map(|o| o.purpose)
@@ -842,7 +1050,7 @@ impl Node {
         let Some(a) = self.associations.iter_mut().find(|a| a.addr == addr) else {
             return;
         };
-        a.reachable = true;
+        a.silent_since = None;
         if a.recovery == recovery {
             return;
         }
@@ -861,43 +1069,89 @@ impl Node {
         up: &mut impl UserPlane,
     ) {
         let addr = from.ip();
-        let existing = self
-            .associations
-            .iter()
-            .position(|a| a.node_id == m.node_id || a.addr == addr);
-        match existing {
-            Some(i) => {
-                let a = &mut self.associations[i];
-                a.addr = addr;
-                a.node_id = m.node_id;
-                a.reachable = true;
-                // §6.2.6.2.2: the same Recovery Time Stamp keeps the
-                // sessions; a new one means the SMF restarted.
-                self.peer_recovery(addr, m.recovery_time_stamp.0, up);
+        let cause = match self.setup_refusal(addr, &m.node_id) {
+            Some((cause, counter)) => {
+                self.count(counter);
+                cause
             }
             None => {
-                let id = self.next_assoc_id;
-                self.next_assoc_id = self.next_assoc_id.wrapping_add(1).max(1);
-                self.associations.push(Association {
-                    id,
-                    node_id: m.node_id,
-                    addr,
-                    recovery: m.recovery_time_stamp.0,
-                    heartbeat_due: now + self.config.heartbeat_interval.unwrap_or_default(),
-                    heartbeat_seq: None,
-                    reachable: true,
-                });
+                match self.associations.iter().position(|a| a.addr == addr) {
+                    Some(i) => {
+                        self.associations[i].node_id = m.node_id;
+                        // §6.2.6.2.2: the same Recovery Time Stamp keeps
+                        // the sessions; a new one means the SMF restarted.
+                        self.peer_recovery(addr, m.recovery_time_stamp.0, up);
+                    }
+                    None => {
+                        let id = self.next_assoc_id;
+                        self.next_assoc_id = self.next_assoc_id.wrapping_add(1).max(1);
+                        self.associations.push(Association {
+                            id,
+                            node_id: m.node_id,
+                            addr,
+                            recovery: m.recovery_time_stamp.0,
+                            heartbeat_due: now + self.config.heartbeat_interval.unwrap_or_default(),
+                            heartbeat_seq: None,
+                            silent_since: None,
+                            sessions: 0,
+                            cache: ResponseCache::new(self.config.response_cache_cap),
+                        });
+                    }
+                }
+                self.count(Counter::AssociationsSetUp);
+                Cause::REQUEST_ACCEPTED
             }
-        }
-        self.count(Counter::AssociationsSetUp);
+        };
         let r = Message::AssociationSetupResponse(AssociationSetupResponse {
             node_id: self.config.node_id.clone(),
-            cause: Cause::REQUEST_ACCEPTED,
+            cause,
             offending_ie: None,
             recovery_time_stamp: RecoveryTimeStamp(self.config.recovery_time_stamp),
             up_function_features: Some(UpFunctionFeatures::TEP),
         });
         self.respond(now, from, seq, msg_type::ASSOCIATION_SETUP_REQUEST, None, r);
+    }
+
+    /// Why an Association Setup from `addr` naming `node_id` is refused:
+    /// a Node ID its `peers` entry does not allow; one associated from
+    /// another address (§6.2.6.2.2 would overwrite that association, which
+    /// would let any host on N4 take an SMF's sessions: it must be
+    /// released first, by the SMF or by the grace after it falls silent);
+    /// too many associations. Request rejected is the cause §8.2.1 leaves
+    /// for a refusal no other cause describes; it says nothing of which
+    /// rule refused.
+    fn setup_refusal(&self, addr: IpAddr, node_id: &NodeId) -> Option<(Cause, Counter)> {
+        if let Some(peers) = &self.config.peers {
+            let allowed = peers
+                .iter()
+                .filter(|p| p.covers(addr))
+                .any(|p| p.node_id.as_ref().is_none_or(|n| same_node(n, node_id)));
+            if !allowed {
+                return Some((Cause::REQUEST_REJECTED, Counter::NodeIdRefused));
+            }
+        }
+        if self
+            .associations
+            .iter()
+            .any(|a| a.addr != addr && same_node(&a.node_id, node_id))
+        {
+            return Some((Cause::REQUEST_REJECTED, Counter::AssociationTakeover));
+        }
+        if self.assoc_by_addr(addr).is_none()
+            && self.associations.len() >= self.config.max_associations
+        {
+            return Some((Cause::NO_RESOURCES_AVAILABLE, Counter::TooManyAssociations));
+        }
+        None
+    }
+
+    /// Releases association `i` with its sessions and our requests to it.
+    fn release(&mut self, i: usize, up: &mut impl UserPlane) -> Association {
+        let id = self.associations[i].id;
+        self.drop_sessions_of(id, up);
+        self.outstanding
+            .retain(|_, o| !matches!(o.purpose, Purpose::Heartbeat { assoc } if assoc == id));
+        self.associations.swap_remove(i)
     }
 
     fn establish(
@@ -923,11 +1177,21 @@ impl Node {
             self.respond(now, from, seq, t, Some(cp_seid), r);
             return;
         };
-        if self.sessions >= self.config.max_sessions {
-            self.count(Counter::NoResources);
+        let full = if self.sessions >= self.config.max_sessions {
+            Some(Counter::NoResources)
+        } else if self
+            .assoc_by_addr(from.ip())
+            .is_some_and(|a| a.sessions >= self.config.max_sessions_per_association)
+        {
+            Some(Counter::AssociationQuota)
+        } else {
+            None
+        };
+        if let Some(counter) = full {
+            self.count(counter);
             let r = self.rejection(
                 t,
-                Reject::simple(Cause::NO_RESOURCES_AVAILABLE, None, Counter::NoResources),
+                Reject::simple(Cause::NO_RESOURCES_AVAILABLE, None, counter),
             );
             self.respond(now, from, seq, t, Some(cp_seid), r);
             return;
@@ -967,9 +1231,14 @@ impl Node {
                 self.slots.len() as u32 - 1
             }
         };
-        let slot = &mut self.slots[index as usize];
-        slot.generation = slot.generation.wrapping_add(1);
-        let seid = seid_of(index, slot.generation);
+        // SEID 0 means none in a header (and one generation's image is 0).
+        let mut seid = 0;
+        while seid == 0 {
+            let slot = &mut self.slots[index as usize];
+            slot.generation = slot.generation.wrapping_add(1);
+            let generation = slot.generation;
+            seid = self.seid_of(index, generation);
+        }
         if up
             .apply(Change::Install {
                 seid,
@@ -995,6 +1264,9 @@ impl Node {
             dl_reported: false,
         });
         self.sessions += 1;
+        if let Some(a) = self.assoc_mut(assoc) {
+            a.sessions += 1;
+        }
         self.count(Counter::SessionsEstablished);
         let (v4, v6) = self.up_seid_addrs(from.ip());
         let r = Message::SessionEstablishmentResponse(SessionEstablishmentResponse {
@@ -1280,21 +1552,20 @@ impl Node {
     }
 
     fn remove_session(&mut self, seid: Seid, up: &mut impl UserPlane) {
-        let index = (seid as u32).wrapping_sub(1);
-        let Some(slot) = self.slots.get_mut(index as usize) else {
+        let Some(index) = self.slot_of(seid) else {
             return;
         };
-        if slot.generation != (seid >> 32) as u32 {
+        let Some(s) = self.slots[index].session.take() else {
             return;
+        };
+        if let Some(a) = self.assoc_mut(s.assoc) {
+            a.sessions -= 1;
         }
-        let Some(s) = slot.session.take() else {
-            return;
-        };
         let _ = up.apply(Change::Remove { seid });
         for t in s.rules.teids() {
             self.teids.free(t);
         }
-        self.free_slots.push(index);
+        self.free_slots.push(index as u32);
         self.sessions -= 1;
         // Our reports for it are moot.
         self.outstanding
@@ -1307,7 +1578,7 @@ impl Node {
             .iter()
             .enumerate()
             .filter(|(_, s)| s.session.as_ref().is_some_and(|s| s.assoc == assoc))
-            .map(|(i, s)| seid_of(i as u32, s.generation))
+            .map(|(i, s)| self.seid_of(i as u32, s.generation))
             .collect();
         for seid in doomed {
             self.remove_session(seid, up);
@@ -1400,13 +1671,10 @@ impl Node {
             message: m,
         }
         .to_bytes();
-        let evicted = self.cache.insert(
-            to,
-            seq,
-            request_type,
-            payload.clone(),
-            now + self.config.response_cache_time,
-        );
+        let expires = now + self.config.response_cache_time;
+        let evicted =
+            self.cache_of(to.ip())
+                .insert(to, seq, request_type, payload.clone(), expires);
         self.counters[Counter::CacheEvicted as usize] += evicted as u64;
         self.transmits.push_back(Transmit {
             destination: to,

@@ -572,7 +572,10 @@ fn an_unanswered_report_times_out_and_session_not_found_drops_the_session() {
     h.node.handle_timeout(h.now, &mut h.up);
     assert!(h.node.poll_transmit().is_none());
     assert_eq!(h.node.counter(Counter::RequestTimeout), 1);
-    assert_eq!(h.node.poll_timeout(), h.node.cache.next_expiry());
+    assert_eq!(
+        h.node.poll_timeout(),
+        h.node.associations[0].cache.next_expiry()
+    );
     let _ = first;
     // Reported again after a modification; the SMF no longer knows it.
     buffering(&mut h, seid);
@@ -711,17 +714,22 @@ fn unknown_seid_is_session_context_not_found_with_seid_zero() {
         Message::SessionModificationRequest(SessionModificationRequest::default()),
         Message::SessionDeletionRequest(SessionDeletionRequest {}),
     ] {
-        let r = h.request(Some(seid + 1), m);
-        assert_eq!(r.seid, Some(0));
-        let cause = match r.message {
-            Message::SessionModificationResponse(x) => x.cause,
-            Message::SessionDeletionResponse(x) => x.cause,
-            m => panic!("{m:?}"),
-        };
-        assert_eq!(cause, Cause::SESSION_CONTEXT_NOT_FOUND);
+        assert_session_not_found(h.request(Some(seid + 1), m));
     }
     assert_eq!(h.node.counter(Counter::SessionNotFound), 2);
     assert!(h.up.seen.is_empty());
+}
+
+/// A modification or deletion response: Session context not found, to
+/// SEID 0.
+fn assert_session_not_found(r: PfcpRepr) {
+    assert_eq!(r.seid, Some(0));
+    let cause = match r.message {
+        Message::SessionModificationResponse(x) => x.cause,
+        Message::SessionDeletionResponse(x) => x.cause,
+        m => panic!("{m:?}"),
+    };
+    assert_eq!(cause, Cause::SESSION_CONTEXT_NOT_FOUND);
 }
 
 /// A message body with the IEs of `ies` (raw TLVs) after the header.
@@ -1223,4 +1231,390 @@ fn a_crossed_volume_threshold_is_reported_with_the_usage() {
         panic!()
     };
     assert_eq!(d.usage_reports[0].0.ur_seqn, UrSeqn(1));
+}
+
+// Trust boundaries: who may do what on N4.
+
+const STRANGER: &str = "192.0.2.99:8805";
+
+impl Harness {
+    /// Sends raw bytes from `from`; returns every datagram the node queued.
+    fn raw_from(&mut self, from: &str, bytes: &[u8]) -> Vec<Transmit> {
+        self.node
+            .handle(self.now, from.parse().unwrap(), bytes, &mut self.up);
+        std::iter::from_fn(|| self.node.poll_transmit()).collect()
+    }
+
+    /// Sends a request from `from`; returns its one response, parsed.
+    fn request_from(&mut self, from: &str, seid: Option<u64>, m: Message) -> PfcpRepr {
+        let b = self.bytes(seid, m);
+        let out = self.raw_from(from, &b);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].destination, from.parse().unwrap());
+        PfcpRepr::parse_bytes(&out[0].payload).unwrap()
+    }
+}
+
+fn setup_request(node_id: &str, rts: u32) -> Message {
+    Message::AssociationSetupRequest(AssociationSetupRequest {
+        node_id: NodeId::fqdn(node_id).unwrap(),
+        recovery_time_stamp: RecoveryTimeStamp(rts),
+        up_function_features: None,
+    })
+}
+
+fn setup_cause(r: &PfcpRepr) -> Cause {
+    match &r.message {
+        Message::AssociationSetupResponse(a) => a.cause,
+        m => panic!("{m:?}"),
+    }
+}
+
+fn peer(addr: &str, prefix_len: u8, node_id: Option<&str>) -> Peer {
+    Peer {
+        addr: addr.parse().unwrap(),
+        prefix_len,
+        node_id: node_id.map(|n| NodeId::fqdn(n).unwrap()),
+    }
+}
+
+#[test]
+fn peers_covers_addresses_and_prefixes() {
+    let p = peer("192.0.2.0", 24, None);
+    assert!(p.covers("192.0.2.200".parse().unwrap()));
+    assert!(p.covers("::ffff:192.0.2.7".parse().unwrap()));
+    assert!(!p.covers("192.0.3.1".parse().unwrap()));
+    assert!(!p.covers("2001:db8::1".parse().unwrap()));
+    let p = peer("2001:db8::", 64, None);
+    assert!(p.covers("2001:db8::ffff:1".parse().unwrap()));
+    assert!(!p.covers("2001:db8:0:1::1".parse().unwrap()));
+    assert!(peer("192.0.2.10", 32, None).covers("192.0.2.10".parse().unwrap()));
+    assert!(!peer("192.0.2.10", 32, None).covers("192.0.2.11".parse().unwrap()));
+}
+
+#[test]
+fn a_host_outside_peers_is_not_answered_at_all() {
+    let mut h = Harness::new();
+    h.node.config.peers = Some(vec![peer("192.0.2.10", 32, None)]);
+    for m in [
+        setup_request("stranger.test", 1),
+        Message::HeartbeatRequest(HeartbeatRequest {
+            recovery_time_stamp: RecoveryTimeStamp(1),
+        }),
+    ] {
+        let b = h.bytes(None, m);
+        assert!(h.raw_from(STRANGER, &b).is_empty());
+    }
+    // Not even a Version Not Supported.
+    assert!(h
+        .raw_from(STRANGER, &[0x40, 1, 0, 4, 0, 0, 1, 0])
+        .is_empty());
+    assert_eq!(h.node.counter(Counter::Stranger), 3);
+    assert_eq!(h.node.associations().count(), 0);
+    assert_eq!(h.node.cached_responses(), 0);
+    // The SMF is heard.
+    h.associate();
+}
+
+#[test]
+fn a_peers_entry_with_a_node_id_refuses_another() {
+    let mut h = Harness::new();
+    h.node.config.peers = Some(vec![peer("192.0.2.0", 24, Some("SMF.test"))]);
+    let r = h.request_from(STRANGER, None, setup_request("other.test", 1));
+    assert_eq!(setup_cause(&r), Cause::REQUEST_REJECTED);
+    assert_eq!(h.node.counter(Counter::NodeIdRefused), 1);
+    assert_eq!(h.node.associations().count(), 0);
+    // Node IDs compare without regard to case.
+    h.associate();
+}
+
+#[test]
+fn a_session_is_served_only_to_the_association_that_owns_it() {
+    let (mut h, seid) = established();
+    let rules = h.node.session(seid).unwrap().clone();
+    // The stranger has an association of its own: still not its session.
+    let r = h.request_from(STRANGER, None, setup_request("stranger.test", 1));
+    assert_eq!(setup_cause(&r), Cause::REQUEST_ACCEPTED);
+    let hijack = SessionModificationRequest {
+        update_fars: vec![UpdateFar {
+            far_id: FarId(2),
+            apply_action: Some(ApplyAction::new(ApplyAction::FORW)),
+            update_forwarding_parameters: Some(UpdateForwardingParameters {
+                outer_header_creation: Some(OuterHeaderCreation::gtpu(
+                    99,
+                    Ipv4Addr::new(192, 0, 2, 99).into(),
+                )),
+                ..Default::default()
+            }),
+        }],
+        ..Default::default()
+    };
+    for m in [
+        Message::SessionModificationRequest(hijack),
+        Message::SessionDeletionRequest(SessionDeletionRequest::default()),
+    ] {
+        // Exactly what an unknown SEID gets.
+        assert_session_not_found(h.request_from(STRANGER, Some(seid), m));
+    }
+    assert_eq!(h.node.counter(Counter::ForeignSession), 2);
+    assert_eq!(h.node.counter(Counter::SessionNotFound), 0);
+    assert!(h.up.seen.is_empty(), "{:?}", h.up.seen);
+    assert_eq!(h.node.session(seid), Some(&rules));
+    // A bad length from the stranger does not learn the CP SEID either.
+    let mut b = h.bytes(
+        Some(seid),
+        Message::SessionDeletionRequest(Default::default()),
+    );
+    b[3] = 200;
+    let out = h.raw_from(STRANGER, &b);
+    assert_eq!(
+        PfcpRepr::parse_bytes(&out[0].payload).unwrap().seid,
+        Some(0)
+    );
+    // The SMF's next modification is accepted.
+    buffering(&mut h, seid);
+}
+
+#[test]
+fn an_associated_node_id_is_not_taken_over_from_another_address() {
+    let (mut h, seid) = established();
+    // The SMF's Node ID from elsewhere, claiming a restart.
+    let r = h.request_from(STRANGER, None, setup_request("smf.test", SMF_RTS + 1));
+    assert_eq!(setup_cause(&r), Cause::REQUEST_REJECTED);
+    assert_eq!(h.node.counter(Counter::AssociationTakeover), 1);
+    // A Heartbeat from it with a new time stamp restarts nobody.
+    h.request_from(
+        STRANGER,
+        None,
+        Message::HeartbeatRequest(HeartbeatRequest {
+            recovery_time_stamp: RecoveryTimeStamp(SMF_RTS + 1),
+        }),
+    );
+    assert_eq!(h.node.counter(Counter::PeerRestarted), 0);
+    assert!(h.up.seen.is_empty());
+    let assoc: Vec<_> = h.node.associations().map(|(n, a)| (n.clone(), a)).collect();
+    assert_eq!(
+        assoc,
+        [(NodeId::fqdn("smf.test").unwrap(), h.smf.ip())],
+        "still the SMF's"
+    );
+    assert!(h.node.session(seid).is_some());
+    buffering(&mut h, seid);
+    // Once the SMF released it, the Node ID is free again.
+    h.request(
+        None,
+        Message::AssociationReleaseRequest(AssociationReleaseRequest {
+            node_id: NodeId::fqdn("smf.test").unwrap(),
+        }),
+    );
+    let r = h.request_from(STRANGER, None, setup_request("smf.test", SMF_RTS + 1));
+    assert_eq!(setup_cause(&r), Cause::REQUEST_ACCEPTED);
+}
+
+#[test]
+fn associations_are_bounded() {
+    let mut h = Harness::new();
+    h.node.config.max_associations = 1;
+    h.associate();
+    let r = h.request_from(STRANGER, None, setup_request("stranger.test", 1));
+    assert_eq!(setup_cause(&r), Cause::NO_RESOURCES_AVAILABLE);
+    assert_eq!(h.node.counter(Counter::TooManyAssociations), 1);
+    // Refreshing an existing one is not a new one.
+    h.associate();
+}
+
+fn report_response(seid: Seid, seq: u32, cause: Cause) -> Vec<u8> {
+    PfcpRepr {
+        seid: Some(seid),
+        sequence: seq,
+        priority: None,
+        message: Message::SessionReportResponse(SessionReportResponse {
+            cause,
+            offending_ie: None,
+        }),
+    }
+    .to_bytes()
+}
+
+#[test]
+fn responses_count_only_from_the_host_asked() {
+    let (mut h, seid) = established();
+    buffering(&mut h, seid);
+    h.node.downlink_data(h.now, seid, 2);
+    let t = h.node.poll_transmit().unwrap();
+    let seq = PfcpRepr::parse_bytes(&t.payload).unwrap().sequence;
+    // "Session context not found" from elsewhere deletes nothing and
+    // completes nothing.
+    let spoof = report_response(seid, seq, Cause::SESSION_CONTEXT_NOT_FOUND);
+    assert!(h.raw_from(STRANGER, &spoof).is_empty());
+    assert_eq!(h.node.counter(Counter::SpoofedResponse), 1);
+    assert!(h.node.session(seid).is_some());
+    h.now += Duration::from_secs(3);
+    h.node.handle_timeout(h.now, &mut h.up);
+    assert_eq!(h.node.poll_transmit().unwrap().payload, t.payload, "resent");
+    // The SMF's answer, from another port of its host, does.
+    let ok = report_response(seid, seq, Cause::REQUEST_ACCEPTED);
+    h.raw_from("192.0.2.10:8805", &ok);
+    h.now += Duration::from_secs(3);
+    h.node.handle_timeout(h.now, &mut h.up);
+    assert!(h.node.poll_transmit().is_none());
+    // Heartbeat Responses likewise.
+    h.node.config.heartbeat_interval = Some(Duration::from_secs(10));
+    h.now += Duration::from_secs(10);
+    h.node.handle_timeout(h.now, &mut h.up);
+    h.now += Duration::from_secs(10);
+    h.node.handle_timeout(h.now, &mut h.up);
+    let hb = PfcpRepr::parse_bytes(&h.node.poll_transmit().unwrap().payload).unwrap();
+    let resp = PfcpRepr {
+        seid: None,
+        sequence: hb.sequence,
+        priority: None,
+        message: Message::HeartbeatResponse(HeartbeatResponse {
+            recovery_time_stamp: RecoveryTimeStamp(SMF_RTS + 1),
+        }),
+    }
+    .to_bytes();
+    h.raw_from(STRANGER, &resp);
+    assert_eq!(h.node.counter(Counter::SpoofedResponse), 2);
+    assert_eq!(h.node.counter(Counter::PeerRestarted), 0);
+    assert!(h.node.session(seid).is_some());
+}
+
+#[test]
+fn seids_and_teids_are_permuted_under_the_key() {
+    let run = |key: u64| {
+        let mut h = Harness::new();
+        h.node = Node::new(Config {
+            id_key: key,
+            ..h.node.config.clone()
+        });
+        h.associate();
+        let mut out = vec![];
+        for _ in 0..3 {
+            let e = h.establish(est_request());
+            let teid = match e.created_pdrs[0].local_f_teid {
+                Some(FTeid::Assigned { teid, .. }) => teid,
+                ref f => panic!("{f:?}"),
+            };
+            out.push((up_seid(&e), teid));
+        }
+        // A deleted session's SEID is unknown, and its slot's next SEID
+        // is another.
+        let (seid, _) = out[0];
+        h.request(
+            Some(seid),
+            Message::SessionDeletionRequest(Default::default()),
+        );
+        let r = h.request(
+            Some(seid),
+            Message::SessionDeletionRequest(Default::default()),
+        );
+        assert_eq!(r.seid, Some(0));
+        let again = up_seid(&h.establish(est_request()));
+        assert!(!out.iter().any(|o| o.0 == again));
+        out
+    };
+    let a = run(1);
+    let b = run(2);
+    assert_ne!(a, b, "the key chooses them");
+    for w in a.windows(2) {
+        assert!(w[0].0.abs_diff(w[1].0) > 1 << 16, "{a:x?}");
+        assert!(w[0].1.abs_diff(w[1].1) > 1 << 8, "{a:x?}");
+    }
+}
+
+#[test]
+fn a_silent_association_is_released_after_the_grace_with_its_sessions() {
+    let (mut h, seid) = established();
+    h.node.config.heartbeat_interval = Some(Duration::from_secs(10));
+    h.node.config.association_grace = Duration::from_secs(60);
+    h.now += Duration::from_secs(10);
+    // Unanswered: T1 × (N1 + 1) = 12 s to unreachable, then 60 s.
+    let start = h.now;
+    while h.node.associations().count() == 1 {
+        assert!(h.now < start + Duration::from_secs(120), "never released");
+        h.node.handle_timeout(h.now, &mut h.up);
+        while h.node.poll_transmit().is_some() {}
+        h.now = h.node.poll_timeout().unwrap().max(h.now);
+    }
+    assert!(h.now >= start + Duration::from_secs(72));
+    assert_eq!(h.node.counter(Counter::PeerUnreachable), 1);
+    assert_eq!(h.node.counter(Counter::AssociationsExpired), 1);
+    assert_eq!(h.up.seen, [Seen::Remove(seid)]);
+    assert_eq!((h.node.session_count(), h.node.teids_in_use()), (0, 0));
+    assert_eq!(
+        h.node.poll_event(),
+        Some(Event::AssociationExpired {
+            node_id: NodeId::fqdn("smf.test").unwrap(),
+            addr: h.smf.ip(),
+            sessions: 1,
+        })
+    );
+    // No more heartbeats to it.
+    h.now += Duration::from_secs(60);
+    h.node.handle_timeout(h.now, &mut h.up);
+    assert_eq!(h.node.poll_transmit(), None);
+}
+
+#[test]
+fn an_answer_within_the_grace_keeps_the_association() {
+    let (mut h, seid) = established();
+    h.node.config.heartbeat_interval = Some(Duration::from_secs(10));
+    h.now += Duration::from_secs(10);
+    for _ in 0..5 {
+        h.node.handle_timeout(h.now, &mut h.up);
+        while h.node.poll_transmit().is_some() {}
+        h.now += Duration::from_secs(3);
+    }
+    assert_eq!(h.node.counter(Counter::PeerUnreachable), 1);
+    // The SMF speaks again (a Heartbeat of its own): alive.
+    h.request(
+        None,
+        Message::HeartbeatRequest(HeartbeatRequest {
+            recovery_time_stamp: RecoveryTimeStamp(SMF_RTS),
+        }),
+    );
+    h.now += Duration::from_secs(59);
+    h.node.handle_timeout(h.now, &mut h.up);
+    assert_eq!(h.node.associations().count(), 1);
+    assert!(h.node.session(seid).is_some());
+}
+
+#[test]
+fn each_association_has_a_session_quota() {
+    let mut h = Harness::new();
+    h.node.config.max_sessions_per_association = 1;
+    h.associate();
+    h.establish(est_request());
+    let e = rejected_establishment(&mut h, est_request());
+    assert_eq!(e.cause, Cause::NO_RESOURCES_AVAILABLE);
+    assert_eq!(h.node.counter(Counter::AssociationQuota), 1);
+    assert_eq!(h.node.counter(Counter::NoResources), 0);
+}
+
+#[test]
+fn a_strangers_flood_does_not_evict_the_smfs_cached_responses() {
+    let mut h = Harness::new();
+    h.node = Node::new(Config {
+        stranger_cache_cap: 8,
+        ..h.node.config.clone()
+    });
+    h.associate();
+    let est = h.bytes(Some(0), Message::SessionEstablishmentRequest(est_request()));
+    let first = h.raw(&est);
+    for _ in 0..1000 {
+        let b = h.bytes(
+            None,
+            Message::HeartbeatRequest(HeartbeatRequest {
+                recovery_time_stamp: RecoveryTimeStamp(1),
+            }),
+        );
+        assert_eq!(h.raw_from(STRANGER, &b).len(), 1);
+    }
+    assert!(h.node.counter(Counter::CacheEvicted) >= 990);
+    // The SMF's retransmission: the same answer, applied once.
+    assert_eq!(h.raw(&est), first);
+    assert_eq!(h.node.counter(Counter::DuplicateRequest), 1);
+    assert_eq!(h.node.session_count(), 1);
+    assert_eq!(h.up.seen.len(), 1);
 }

@@ -9,6 +9,10 @@
 //! keeps; one unanswered for a second is sent again, same sequence
 //! number (the UPF answers a duplicate from its cache).
 //!
+//! It sends from port 8805 where it can, and answers the UPF's Heartbeat
+//! Requests there, as an SMF does: a UPF that releases an association
+//! whose SMF stops answering would otherwise end a long run.
+//!
 //! Per round: N establishments (each a PDU session as [`tep_pfcp::sample`]
 //! builds it, a fresh UE address and gNB TEID), then N deletions; rates
 //! per round and the medians.
@@ -72,11 +76,14 @@ fn parse_upf(s: &str) -> Result<SocketAddr, String> {
 /// Runs the rounds; the rates of each.
 pub fn run(o: &Options) -> Result<Vec<Round>, String> {
     let upf = parse_upf(&o.upf)?;
-    let socket = UdpSocket::bind(match upf {
-        SocketAddr::V4(_) => "0.0.0.0:0",
-        SocketAddr::V6(_) => "[::]:0",
-    })
-    .map_err(|e| format!("bind: {e}"))?;
+    let any = match upf {
+        SocketAddr::V4(_) => "0.0.0.0",
+        SocketAddr::V6(_) => "[::]",
+    };
+    // PFCP's port if free (another UPF or SMF on this host may hold it).
+    let socket = UdpSocket::bind(format!("{any}:{}", tep_pfcp::PORT))
+        .or_else(|_| UdpSocket::bind(format!("{any}:0")))
+        .map_err(|e| format!("bind: {e}"))?;
     socket
         .connect(upf)
         .map_err(|e| format!("--upf {upf}: {e}"))?;
@@ -89,12 +96,9 @@ pub fn run(o: &Options) -> Result<Vec<Round>, String> {
     // Big enough for a window of responses whatever the window.
     let _ = socket.set_read_timeout(Some(Duration::from_millis(100)));
     let mut seq = 1u32;
-    let setup = sample::association_setup(
-        seq,
-        smf,
-        tep_pfcp::node::ntp_seconds(std::time::SystemTime::now()),
-    );
-    let answer = exchange(&socket, &[setup.to_bytes()], o.window)?;
+    let recovery = tep_pfcp::node::ntp_seconds(std::time::SystemTime::now());
+    let setup = sample::association_setup(seq, smf, recovery);
+    let answer = exchange(&socket, &[setup.to_bytes()], o.window, recovery)?;
     match answer.first().map(|r| &r.message) {
         Some(Message::AssociationSetupResponse(r)) if r.cause == Cause::REQUEST_ACCEPTED => {}
         Some(other) => return Err(format!("association refused: {other:?}")),
@@ -119,7 +123,7 @@ pub fn run(o: &Options) -> Result<Vec<Round>, String> {
             .collect();
         seq = seq.wrapping_add(o.sessions);
         let t = Instant::now();
-        let (responses, resent) = exchange_counted(&socket, &requests, o.window)?;
+        let (responses, resent) = exchange_counted(&socket, &requests, o.window, recovery)?;
         let establish = f64::from(o.sessions) / t.elapsed().as_secs_f64();
         let mut seids = Vec::with_capacity(responses.len());
         for r in &responses {
@@ -139,7 +143,7 @@ pub fn run(o: &Options) -> Result<Vec<Round>, String> {
             .collect();
         seq = seq.wrapping_add(o.sessions);
         let t = Instant::now();
-        let (responses, resent_d) = exchange_counted(&socket, &deletions, o.window)?;
+        let (responses, resent_d) = exchange_counted(&socket, &deletions, o.window, recovery)?;
         let delete = f64::from(o.sessions) / t.elapsed().as_secs_f64();
         for r in &responses {
             match &r.message {
@@ -160,16 +164,19 @@ fn exchange(
     socket: &UdpSocket,
     requests: &[Vec<u8>],
     window: usize,
+    recovery: u32,
 ) -> Result<Vec<PfcpRepr>, String> {
-    exchange_counted(socket, requests, window).map(|(r, _)| r)
+    exchange_counted(socket, requests, window, recovery).map(|(r, _)| r)
 }
 
 /// Sends `requests` keeping `window` outstanding; their responses in
-/// request order, and how many were sent again.
+/// request order, and how many were sent again. The UPF's Heartbeat
+/// Requests meanwhile are answered with `recovery`.
 fn exchange_counted(
     socket: &UdpSocket,
     requests: &[Vec<u8>],
     window: usize,
+    recovery: u32,
 ) -> Result<(Vec<PfcpRepr>, u64), String> {
     let seq_of = |b: &[u8]| -> u32 {
         // The sequence number sits after the SEID when S is set.
@@ -201,6 +208,18 @@ fn exchange_counted(
                 let Ok(r) = PfcpRepr::parse_bytes(&buf[..n]) else {
                     continue;
                 };
+                if let Message::HeartbeatRequest(_) = r.message {
+                    let answer = PfcpRepr {
+                        seid: None,
+                        sequence: r.sequence,
+                        priority: None,
+                        message: Message::HeartbeatResponse(tep_pfcp::message::HeartbeatResponse {
+                            recovery_time_stamp: tep_pfcp::types::RecoveryTimeStamp(recovery),
+                        }),
+                    };
+                    let _ = socket.send(&answer.to_bytes());
+                    continue;
+                }
                 if let Some(&i) = index.get(&r.sequence) {
                     if sent_at.remove(&i).is_some() {
                         responses[i] = Some(r);

@@ -76,14 +76,30 @@ pub fn check_kept(old: &Config, new: &Config) -> Result<(), String> {
     Ok(())
 }
 
-/// The node's settings from `[pfcp]`.
-fn node_config(p: &PfcpConfig) -> node::Config {
-    let node_id = match &p.node_id {
+/// A Node ID of the config as PFCP writes it.
+fn pfcp_node_id(id: &NodeId) -> tep_pfcp::types::NodeId {
+    match id {
         NodeId::Ip(IpAddr::V4(a)) => tep_pfcp::types::NodeId::V4(*a),
         NodeId::Ip(IpAddr::V6(a)) => tep_pfcp::types::NodeId::V6(*a),
         // Validated as a domain name by the config.
         NodeId::Fqdn(s) => tep_pfcp::types::NodeId::fqdn(s).unwrap_or_default(),
-    };
+    }
+}
+
+/// The key of the SEID and TEID permutations: 8 bytes from the kernel's
+/// random pool, drawn once per start.
+fn id_key() -> Result<u64, String> {
+    use std::io::Read;
+    let mut b = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| format!("pfcp: cannot draw the SEID/TEID key from /dev/urandom: {e}"))?;
+    Ok(u64::from_ne_bytes(b))
+}
+
+/// The node's settings from `[pfcp]`.
+fn node_config(p: &PfcpConfig, id_key: u64) -> node::Config {
+    let node_id = pfcp_node_id(&p.node_id);
     let v4 = p.n3.iter().find_map(|a| match a {
         IpAddr::V4(a) => Some(*a),
         IpAddr::V6(_) => None,
@@ -97,6 +113,23 @@ fn node_config(p: &PfcpConfig) -> node::Config {
     // listening address, unless it listens on every address.
     c.n4 = Some(p.listen.ip()).filter(|a| !a.is_unspecified());
     c.max_sessions = p.max_sessions as usize;
+    c.max_sessions_per_association = p.max_sessions_per_association as usize;
+    c.peers = p.peers.as_ref().map(|peers| {
+        peers
+            .iter()
+            .map(|e| node::Peer {
+                addr: e.prefix.addr,
+                prefix_len: e.prefix.len,
+                node_id: e.node_id.as_ref().map(pfcp_node_id),
+            })
+            .collect()
+    });
+    c.id_key = id_key;
+    c.heartbeat_interval =
+        Some(Duration::from_millis(p.heartbeat_interval_ms.into())).filter(|d| !d.is_zero());
+    c.t1 = Duration::from_millis(p.t1_ms.into());
+    c.n1 = p.n1;
+    c.association_grace = Duration::from_millis(p.association_grace_ms.into());
     c
 }
 
@@ -132,7 +165,13 @@ impl N4 {
             .pfcp
             .as_ref()
             .ok_or_else(|| "pfcp: missing".to_string())?;
-        let node = Node::new(node_config(p));
+        let node = Node::new(node_config(p, id_key()?));
+        if p.peers.is_none() {
+            tracing::warn!(
+                listen = %p.listen,
+                "pfcp.peers is not set: any host that reaches the N4 address may associate and set up sessions"
+            );
+        }
         let plane = UpfPlane::new(sessions, n3_tunnels(config));
         let wake = Arc::new(EventFd::new().map_err(|e| format!("eventfd: {e}"))?);
         *state
@@ -274,6 +313,20 @@ impl Loop {
                     .iter()
                 {
                     let _ = w.notify();
+                }
+            }
+            while let Some(e) = self.node.poll_event() {
+                match e {
+                    node::Event::AssociationExpired {
+                        node_id,
+                        addr,
+                        sessions,
+                    } => tracing::warn!(
+                        node_id = %node_id_text(&node_id),
+                        %addr,
+                        sessions,
+                        "PFCP association released: its SMF stopped answering Heartbeats"
+                    ),
                 }
             }
             while let Some(t) = self.node.poll_transmit() {

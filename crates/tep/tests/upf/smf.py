@@ -18,6 +18,9 @@ Usage: smf.py CONFIG.json, started inside the RAN namespace. The config:
   dn          the data-network host's address, dn_port its UDP port
   ue_base     the first UE address; session i has ue_base + i
   deadline    seconds after which it gives up whatever happens
+  stranger    optional: another host's address on N4 (in tep's peers,
+              owning none of the SMF's sessions)
+  outsider    optional: an address on N4 that is not in tep's peers
 
 It prints {"ready": true} once its sockets are open, then runs one command
 per line of stdin ({"run": NAME, ...}) and prints one JSON line per
@@ -106,6 +109,7 @@ ASSOCIATION_SETUP_RESPONSE, ASSOCIATION_RELEASE_RESPONSE = 6, 10
 ESTABLISHMENT_RESPONSE, MODIFICATION_RESPONSE, DELETION_RESPONSE = 51, 53, 55
 REPORT_REQUEST = 56
 # Causes (§8.2.1).
+REJECTED = 64
 ACCEPTED, NOT_FOUND, IE_MISSING, INVALID_LENGTH, NO_ASSOCIATION, RULE_FAILURE = 1, 65, 66, 68, 72, 73
 
 
@@ -222,6 +226,8 @@ class Lab:
         os.close(home)
         self.n4 = udp_socket(self.smf, PFCP_PORT)
         self.gnb_socks = [udp_socket(a, GTPU_PORT) for a in self.gnbs]
+        self.stranger = udp_socket(cfg["stranger"], PFCP_PORT) if "stranger" in cfg else None
+        self.outsider = udp_socket(cfg["outsider"], PFCP_PORT) if "outsider" in cfg else None
 
     # -- PFCP ---------------------------------------------------------------
 
@@ -685,11 +691,13 @@ class Lab:
         self.uplink([s], gnb=new_gnb)
         return {"old_teid": old_teid, "new_teid": new_teid, "end_marker_octets": len(data)}
 
-    def buffer_and_report(self, s, sent_count, answer_cause, await_resend=False):
+    def buffer_and_report(self, s, sent_count, answer_cause, await_resend=False, spoof=False):
         """FAR 2 of `s` to BUFF+NOCP, `sent_count` downlink datagrams (kept
         for later checks), and the one Session Report Request they cause
         (a Downlink Data Report naming PDR 2), answered with
-        `answer_cause`."""
+        `answer_cause`. `spoof`: the stranger answers it first, Session
+        context not found: tep must neither drop the session nor take the
+        report as answered (it comes again after T1)."""
         req = self.update_far2(s, ["BUFF", "NOCP"])
         self.expect_response(self.request(req), MODIFICATION_RESPONSE, s.cp_seid, ACCEPTED, "FAR 2 to BUFF")
         sent = [self.send_downlink(s, k, 200 + k) for k in range(sent_count)]
@@ -701,6 +709,12 @@ class Lab:
         self.pump(0.5)
         check(len(self.reports) == 1, "%d Session Report Requests, want 1" % len(self.reports))
         data, p = self.reports.pop()
+        if spoof:
+            fake = PFCP(version=1, S=1, seid=s.up_seid, seq=p.seq) / PFCPSessionReportResponse(
+                IE_list=[IE_Cause(cause=NOT_FOUND)]
+            )
+            self.stranger.sendto(bytes(fake), (self.upf, PFCP_PORT))
+            await_resend = True
         if await_resend:
             # Unanswered, the request comes again after T1 (3 s), the same
             # bytes.
@@ -730,7 +744,7 @@ class Lab:
         buffer full: none of them is released."""
         s = self.sessions[c["session"]]
         n = c["packets"]
-        sent, seq = self.buffer_and_report(s, n + c.get("extra", 0), ACCEPTED)
+        sent, seq = self.buffer_and_report(s, n + c.get("extra", 0), ACCEPTED, spoof=c.get("spoof", False))
         sent = sent[:n]
         for i, sock in enumerate(self.gnb_socks):
             early = self.drain(sock, 0)
@@ -951,6 +965,116 @@ class Lab:
         hb = self.request(self.header() / PFCPHeartbeatRequest(IE_list=[IE_RecoveryTimeStamp(timestamp=self.recovery)]))
         check(hb[1].message_type == HEARTBEAT_RESPONSE, "no Heartbeat Response after the bad input")
         return out
+
+    def from_other(self, sock, pkt, where, wait=1.0):
+        """Sends `pkt` from another host's socket; its answers within
+        `wait` s (after the first, 0.15 s more for any extra)."""
+        sock.sendto(bytes(pkt), (self.upf, PFCP_PORT))
+        got = self.await_one(sock, wait=wait)
+        for _, src in got:
+            check(src == (self.upf, PFCP_PORT), "%s: answered from %r" % (where, src))
+        return [(d, PFCP(d)) for d, _ in got]
+
+    def cmd_stranger(self, c):
+        """Another host on N4, heard by tep (in its peers) but owning none
+        of the SMF's sessions, tries to re-point session `session`'s
+        downlink FAR at itself, to delete it, to take the SMF's association
+        over (its Node ID, a new Recovery Time Stamp) and to claim a
+        restart by Heartbeat: Session context not found (SEID 0, as for an
+        unknown session), twice; Request rejected; a Heartbeat Response
+        that changes nothing. A host outside the peers gets no answer at
+        all. The session forwards as before, and the SMF's next
+        modification is accepted."""
+        s = self.sessions[c["session"]]
+        other = c.get("stranger_addr", self.cfg["stranger"])
+        hijack = self.update_far2(s, ["FORW"], gnb=other, teid=0x666)
+        got = self.from_other(self.stranger, hijack, "hijack")
+        check(len(got) == 1, "hijack: %d answers, want 1" % len(got))
+        self.expect_response(got[0], MODIFICATION_RESPONSE, 0, NOT_FOUND, "the stranger's modification")
+        delete = self.header(s.up_seid) / PFCPSessionDeletionRequest()
+        got = self.from_other(self.stranger, delete, "deletion")
+        check(len(got) == 1, "deletion: %d answers, want 1" % len(got))
+        self.expect_response(got[0], DELETION_RESPONSE, 0, NOT_FOUND, "the stranger's deletion")
+        takeover = self.header() / PFCPAssociationSetupRequest(IE_list=[
+            IE_NodeId(id_type="FQDN", id="smf.test"),
+            IE_RecoveryTimeStamp(timestamp=self.recovery + 1000),
+        ])
+        got = self.from_other(self.stranger, takeover, "takeover")
+        check(len(got) == 1, "takeover: %d answers, want 1" % len(got))
+        self.expect_response(got[0], ASSOCIATION_SETUP_RESPONSE, None, REJECTED, "the stranger's Association Setup")
+        restart = self.header() / PFCPHeartbeatRequest(IE_list=[IE_RecoveryTimeStamp(timestamp=self.recovery + 1000)])
+        got = self.from_other(self.stranger, restart, "heartbeat")
+        check(len(got) == 1 and got[0][1].message_type == HEARTBEAT_RESPONSE, "the stranger's Heartbeat: %r" % got)
+        unheard = 0
+        if self.outsider is not None:
+            for pkt in (self.header() / PFCPHeartbeatRequest(IE_list=[IE_RecoveryTimeStamp(timestamp=1)]),
+                        self.header() / PFCPAssociationSetupRequest(IE_list=[
+                            IE_NodeId(id_type="FQDN", id="outsider.test"),
+                            IE_RecoveryTimeStamp(timestamp=1)])):
+                got = self.from_other(self.outsider, pkt, "outsider", wait=0.5)
+                check(not got, "a host outside tep's peers was answered: %r" % got)
+                unheard += 1
+        # Nothing moved: downlink still reaches the SMF's gNB with its TEID.
+        self.uplink([s])
+        self.downlink([s])
+        req = self.update_far2(s, ["FORW"])
+        self.expect_response(self.request(req), MODIFICATION_RESPONSE, s.cp_seid, ACCEPTED, "the SMF's next modification")
+        return {"refused": 3, "unheard": unheard}
+
+    def cmd_flood(self, c):
+        """A handover with SNDEM (one End Marker); then the stranger floods
+        tep with `count` Heartbeat Requests, each its own sequence number
+        (each cached); then the SMF retransmits the handover: the same
+        response bytes from tep's cache, and no second End Marker."""
+        s = self.sessions[c["session"]]
+        old_gnb, new_gnb = s.gnb, self.gnbs[1 - self.gnbs.index(s.gnb)]
+        new_teid = s.dl_teid + 0x0080_0000
+        p = self.update_far2(s, ["FORW"], gnb=new_gnb, teid=new_teid, sndem=True)
+        b = bytes(p)
+        r1 = self.exchange([(p.seq, b)])[p.seq]
+        self.expect_response(r1, MODIFICATION_RESPONSE, s.cp_seid, ACCEPTED, "handover before the flood")
+        old_sock = self.gnb_socks[self.gnbs.index(old_gnb)]
+        ems = self.await_one(old_sock)
+        check(len(ems) == 1, "handover: %d datagrams at the old gNB, want 1 End Marker" % len(ems))
+        answered = 0
+        hb = bytes(PFCP(version=1, S=0, seq=0) / PFCPHeartbeatRequest(
+            IE_list=[IE_RecoveryTimeStamp(timestamp=self.recovery)]))
+        for base in range(0, c["count"], 200):
+            n = min(200, c["count"] - base)
+            for k in range(n):
+                m = bytearray(hb)
+                m[4:7] = (0x700000 + base + k).to_bytes(3, "big")
+                self.stranger.sendto(bytes(m), (self.upf, PFCP_PORT))
+            got, end = 0, time.monotonic() + 2
+            while got < n and time.monotonic() < end:
+                got += len(self.drain(self.stranger, 0.05))
+            answered += got
+        self.pump(0.1)
+        r2 = self.exchange([(p.seq, b)])[p.seq]
+        check(r1[0] == r2[0], "the retransmitted handover after the flood got different bytes:\n%s\n%s"
+              % (r1[0].hex(), r2[0].hex()))
+        again = self.await_one(old_sock, wait=0.5)
+        check(not again, "the retransmitted handover was applied again: %d datagrams at the old gNB" % len(again))
+        s.gnb, s.dl_teid = new_gnb, new_teid
+        self.downlink([s])
+        return {"flood": c["count"], "answered": answered}
+
+    def cmd_silent(self, c):
+        """The SMF stops answering for `seconds` s (tep's Heartbeats go
+        unanswered), then checks that tep forgot every session (their TEIDs
+        get Error Indications, their UEs no downlink)."""
+        time.sleep(c["seconds"])
+        self.n4.setblocking(False)
+        while True:
+            try:
+                self.n4.recvfrom(65535)
+            except BlockingIOError:
+                break
+        gone = [self.sessions[i] for i in sorted(self.sessions)]
+        for s in gone:
+            self.forgotten(s)
+        self.sessions.clear()
+        return {"forgotten": len(gone)}
 
     def cmd_delete(self, c):
         """Session Deletion of the given sessions, pipelined; each Usage
