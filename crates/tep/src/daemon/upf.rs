@@ -323,6 +323,30 @@ mod tests {
         assert!(compile(&r, &[(other, 3)]).is_none());
     }
 
+    /// The UE's uplink source: the Access PDR's UE IP Address, else the
+    /// downlink PDR's; none when neither names one; refused when a line
+    /// cannot hold it.
+    #[test]
+    fn the_ue_source_is_the_uplink_pdrs_else_the_downlink_pdrs() {
+        use tep_dataplane::session::Ue6;
+        let n3 = [(N3, 3)];
+        let mut r = rules(node::Action::Forward);
+        let ue = |r: &Rules| compile(r, &n3).map(|(s, _)| s.ue);
+        assert_eq!(ue(&r), UeSource::new(Some(0x0a2d_0007), None));
+        r.pdrs[0].ue_ip = Some(UeIp {
+            v4: Some(Ipv4Addr::new(10, 45, 0, 8)),
+            v6: Some("2001:db8:5:6::1".parse().unwrap()),
+            v6_prefix_len: 64,
+        });
+        let prefix = Ue6::Prefix(0x2001_0db8_0005_0006);
+        assert_eq!(ue(&r), UeSource::new(Some(0x0a2d_0008), Some(prefix)));
+        r.pdrs[0].ue_ip.as_mut().unwrap().v6_prefix_len = 128;
+        assert_eq!(ue(&r), None, "IPv4 and a /128: more than a line holds");
+        r.pdrs[0].ue_ip = None;
+        r.pdrs[1].ue_ip = None;
+        assert_eq!(ue(&r), Some(UeSource::default()));
+    }
+
     #[test]
     fn sessions_installed_modified_reported_and_removed() {
         let (sessions, links) = Sessions::new(16, 1, vec![false]);
