@@ -8,13 +8,13 @@ mod common;
 use common::upf::*;
 use common::*;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use tep_dataplane::drop::DropReason;
-use tep_dataplane::example;
-use tep_dataplane::session::control::Volume;
 use tep_dataplane::buffer::Pool;
 use tep_dataplane::clock::ManualClock;
+use tep_dataplane::drop::DropReason;
+use tep_dataplane::example;
 use tep_dataplane::io::{Outer, OuterLayers};
 use tep_dataplane::pipeline::Pipeline;
+use tep_dataplane::session::control::Volume;
 use tep_dataplane::session::{Action, UeKey, UeSource, UplinkKey};
 use tep_wire::gtpu::{Extension, GtpuMessage, GtpuRepr, Packet};
 
@@ -353,11 +353,7 @@ fn uplink_leaves_only_from_the_sessions_ue_address() {
             .map(|(teid, i, _)| gpdu(v6, *teid, None, i))
             .collect();
         let out = run_decap(&mut p, &mut pool, &packets, 0);
-        let want: Vec<Vec<u8>> = cases
-            .iter()
-            .filter(|c| c.2)
-            .map(|c| c.1.clone())
-            .collect();
+        let want: Vec<Vec<u8>> = cases.iter().filter(|c| c.2).map(|c| c.1.clone()).collect();
         assert_eq!(out.packets, want, "{}", p.runtime().report());
         assert_eq!(p.drops(DropReason::UeSourceSpoofed), 7);
         let usage = |slot| {

@@ -8,7 +8,8 @@
 //!
 //! - uplink (N3 → N6): a G-PDU to an N3 address is found by its TEID, and
 //!   the QFI of its PDU Session Container where a PDR names one
-//!   ([`SessionTable::uplink`]);
+//!   ([`SessionTable::uplink`]), and leaves only from the session's UE
+//!   address ([`UeSource`]) and, optionally, its gNB;
 //! - downlink (N6 → N3): an inner packet is found by its destination, the
 //!   UE's IPv4 address, IPv6 address, or IPv6 /64 prefix
 //!   ([`SessionTable::downlink`]);
