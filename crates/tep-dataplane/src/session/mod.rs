@@ -97,11 +97,16 @@ pub struct Session {
 /// Ethernet or Unstructured PDU session, which tep does not carry, N6
 /// being IP) forwards no uplink packet: nothing says which source is the
 /// UE's. Made by [`UeSource::new`], which refuses what a slot's line
-/// cannot hold.
+/// cannot hold; kept as the slot keeps it, so that a packet's check reads
+/// it as it is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UeSource {
-    v4: Option<u32>,
-    v6: Option<Ue6>,
+    // The `UE_*` flags (as in `SlotUsage::actions`, shifted down).
+    flags: u8,
+    // An IPv6 address's upper half, or the /64 prefix.
+    hi: u64,
+    // An IPv6 address's lower half, or the IPv4 address.
+    lo: u64,
 }
 
 /// A UE's IPv6 source: its address, or the /64 prefix the network
@@ -121,10 +126,24 @@ impl UeSource {
     /// (dual stack has a /64 prefix unless the SMF says otherwise,
     /// TS 29.244 §8.2.62).
     pub fn new(v4: Option<u32>, v6: Option<Ue6>) -> Option<UeSource> {
-        match (v4, v6) {
-            (Some(_), Some(Ue6::Addr(_))) => None,
-            _ => Some(UeSource { v4, v6 }),
+        let mut u = UeSource::default();
+        if let Some(a) = v4 {
+            u.flags |= UE_V4;
+            u.lo = u64::from(a);
         }
+        match v6 {
+            Some(Ue6::Addr(_)) if v4.is_some() => return None,
+            Some(Ue6::Addr(a)) => {
+                u.flags |= UE_V6_ADDR;
+                (u.hi, u.lo) = ((a >> 64) as u64, a as u64);
+            }
+            Some(Ue6::Prefix(p)) => {
+                u.flags |= UE_V6_PREFIX;
+                u.hi = p;
+            }
+            None => {}
+        }
+        Some(u)
     }
 
     /// The source of a UE whose packets the downlink finds by `keys`
@@ -146,22 +165,22 @@ impl UeSource {
     /// for that, not passed.
     #[inline]
     pub fn check(&self, inner: &[u8]) -> Result<(), DropReason> {
+        let word = |at: usize| -> Result<u64, DropReason> {
+            let w: [u8; 8] = inner
+                .get(at..at + 8)
+                .and_then(|w| w.try_into().ok())
+                .ok_or(DropReason::Truncated)?;
+            Ok(u64::from_be_bytes(w))
+        };
         let ok = match inner.first().map(|b| b >> 4) {
-            Some(4) => {
-                let a = inner.get(12..16).ok_or(DropReason::Truncated)?;
-                self.v4 == Some(u32::from_be_bytes([a[0], a[1], a[2], a[3]]))
-            }
+            // The source is the upper half of the word at 12 (source,
+            // destination): the fixed header is 20 bytes.
+            Some(4) => self.flags & UE_V4 != 0 && word(12)? >> 32 == self.lo,
             Some(6) => {
-                let a: [u8; 16] = inner
-                    .get(8..24)
-                    .and_then(|a| a.try_into().ok())
-                    .ok_or(DropReason::Truncated)?;
-                let a = u128::from_be_bytes(a);
-                match self.v6 {
-                    Some(Ue6::Addr(x)) => x == a,
-                    Some(Ue6::Prefix(p)) => p == (a >> 64) as u64,
-                    None => false,
-                }
+                let (hi, lo) = (word(8)?, word(16)?);
+                self.flags & (UE_V6_ADDR | UE_V6_PREFIX) != 0
+                    && hi == self.hi
+                    && (self.flags & UE_V6_ADDR == 0 || lo == self.lo)
             }
             Some(_) => return Err(DropReason::NotIp),
             None => return Err(DropReason::Truncated),
@@ -302,8 +321,7 @@ pub struct SlotUsage {
     // Uplink action, downlink action, QFI + 1 (0: none), and the `UE_*`
     // and `GNB_SOURCE` flags.
     actions: AtomicU32,
-    // The UE's source ([`UeSource`]): an IPv6 address in both, else an
-    // IPv6 prefix in `ue_hi` and an IPv4 address in `ue_lo`.
+    // The UE's source ([`UeSource`]'s words).
     ue_hi: AtomicU64,
     ue_lo: AtomicU64,
     /// Uplink packets matched.
@@ -349,17 +367,10 @@ impl SlotUsage {
             _ => Action::Drop,
         };
         let q = (a >> 16) & 0xff;
-        let (hi, lo) = (
-            self.ue_hi.load(Ordering::Relaxed),
-            self.ue_lo.load(Ordering::Relaxed),
-        );
         let ue = UeSource {
-            v4: (a & UE_V4 != 0).then_some(lo as u32),
-            v6: if a & UE_V6_ADDR != 0 {
-                Some(Ue6::Addr(u128::from(hi) << 64 | u128::from(lo)))
-            } else {
-                (a & UE_V6_PREFIX != 0).then_some(Ue6::Prefix(hi))
-            },
+            flags: (a >> UE_SHIFT) as u8 & UE_FLAGS,
+            hi: self.ue_hi.load(Ordering::Relaxed),
+            lo: self.ue_lo.load(Ordering::Relaxed),
         };
         Session {
             n3: self.n3.load(Ordering::Relaxed),
@@ -380,32 +391,15 @@ impl SlotUsage {
             Action::Buffer => 2,
         };
         let q = s.qfi.map_or(0, |q| u32::from(q) + 1);
-        // `UeSource::new` keeps an IPv4 address from sharing `ue_lo` with
-        // an IPv6 one.
-        let (mut flags, mut hi, mut lo) = (0, 0, 0);
-        if let Some(a) = s.ue.v4 {
-            flags |= UE_V4;
-            lo = u64::from(a);
-        }
-        match s.ue.v6 {
-            Some(Ue6::Addr(a)) => {
-                flags |= UE_V6_ADDR;
-                (hi, lo) = ((a >> 64) as u64, a as u64);
-            }
-            Some(Ue6::Prefix(p)) => {
-                flags |= UE_V6_PREFIX;
-                hi = p;
-            }
-            None => {}
-        }
+        let mut flags = u32::from(s.ue.flags) << UE_SHIFT;
         if s.gnb_source {
             flags |= GNB_SOURCE;
         }
         self.n3.store(s.n3, Ordering::Relaxed);
         self.peer.store(s.peer, Ordering::Relaxed);
         self.teid.store(s.teid, Ordering::Relaxed);
-        self.ue_hi.store(hi, Ordering::Relaxed);
-        self.ue_lo.store(lo, Ordering::Relaxed);
+        self.ue_hi.store(s.ue.hi, Ordering::Relaxed);
+        self.ue_lo.store(s.ue.lo, Ordering::Relaxed);
         self.actions.store(
             code(s.uplink) | code(s.downlink) << 8 | q << 16 | flags,
             Ordering::Relaxed,
@@ -427,10 +421,14 @@ impl SlotUsage {
     }
 }
 
-// `SlotUsage::actions`' flags, above the actions and the QFI.
-const UE_V4: u32 = 1 << 24;
-const UE_V6_ADDR: u32 = 1 << 25;
-const UE_V6_PREFIX: u32 = 1 << 26;
+// `UeSource::flags`, which `SlotUsage::actions` holds from `UE_SHIFT`
+// on, above the actions and the QFI.
+const UE_V4: u8 = 1;
+const UE_V6_ADDR: u8 = 2;
+const UE_V6_PREFIX: u8 = 4;
+const UE_FLAGS: u8 = 7;
+const UE_SHIFT: u32 = 24;
+// Uplink only from the gNB (`Session::gnb_source`).
 const GNB_SOURCE: u32 = 1 << 27;
 
 // A slot's rules, UE source and counters share one cache line.
@@ -548,7 +546,11 @@ const EMPTY: Session = Session {
     peer: u32::MAX,
     teid: 0,
     qfi: None,
-    ue: UeSource { v4: None, v6: None },
+    ue: UeSource {
+        flags: 0,
+        hi: 0,
+        lo: 0,
+    },
     gnb_source: false,
 };
 
