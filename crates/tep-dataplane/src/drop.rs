@@ -44,6 +44,13 @@ crate::named_enum! {
         /// UPF: the session buffers, and its buffer (or the worker's) is
         /// full.
         BufferFull => "buffer_full",
+        /// UPF: an uplink G-PDU whose inner source is not its session's UE
+        /// address or prefix (IP address spoofing prevention, TS 23.501
+        /// §5.8.2.x), or whose session names no UE address.
+        UeSourceSpoofed => "ue_source_spoofed",
+        /// UPF (`n3_source_check`): an uplink G-PDU from an address other
+        /// than its session's gNB (the downlink FAR's peer).
+        GnbSourceMismatch => "gnb_source_mismatch",
         /// The outer UDP checksum did not verify.
         BadChecksum => "bad_checksum",
         /// A zero UDP checksum over IPv6 on a tunnel that does not allow it

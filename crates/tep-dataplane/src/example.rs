@@ -88,7 +88,7 @@ pub fn upf(v6: bool, mode: ChecksumMode) -> Config {
 /// 10.0.0.0 + `i` (or 2001:db8:8:: + `i` when `v6_ue`), downlink to side
 /// B's address with TEID `0x20000 + i` and QFI 9, forwarding both ways.
 pub fn session(i: u32, v6: bool, v6_ue: bool) -> crate::session::control::SessionSpec {
-    use crate::session::{Action, UeKey, UplinkKey};
+    use crate::session::{Action, UeKey, UeSource, UplinkKey};
     let gnb = if v6 { IpAddr::V6(B6) } else { IpAddr::V4(B4) };
     let ue = if v6_ue {
         UeKey::V6(u128::from(Ipv6Addr::new(0x2001, 0xdb8, 8, 0, 0, 0, 0, 0)) + u128::from(i))
@@ -106,5 +106,6 @@ pub fn session(i: u32, v6: bool, v6_ue: bool) -> crate::session::control::Sessio
             qfi: None,
         }],
         downlink_keys: vec![ue],
+        ue: UeSource::of_keys(&[ue]).unwrap_or_default(),
     }
 }

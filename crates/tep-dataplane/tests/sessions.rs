@@ -8,10 +8,14 @@ mod common;
 use common::upf::*;
 use common::*;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use tep_dataplane::buffer::Pool;
+use tep_dataplane::clock::ManualClock;
 use tep_dataplane::drop::DropReason;
 use tep_dataplane::example;
+use tep_dataplane::io::{Outer, OuterLayers};
+use tep_dataplane::pipeline::Pipeline;
 use tep_dataplane::session::control::Volume;
-use tep_dataplane::session::{Action, UplinkKey};
+use tep_dataplane::session::{Action, UeKey, UeSource, UplinkKey};
 use tep_wire::gtpu::{Extension, GtpuMessage, GtpuRepr, Packet};
 
 /// An outer packet's destination, UDP checksum state, and GTP-U message.
@@ -258,4 +262,176 @@ fn echo_and_error_indication_stay() {
         "{kinds:?}"
     );
     assert_no_leak(&pool);
+}
+
+/// Sends G-PDUs (`gtpus`, GTP-U header onwards) from `from` to N3 up
+/// through the pipeline: as whole outer packets (gateway mode parses
+/// them), or with `host` as a socket hands them over (the UDP payload,
+/// the addresses in the metadata). What came out on N6.
+fn send_up(
+    p: &mut Pipeline<ManualClock>,
+    pool: &mut Pool,
+    host: bool,
+    from: IpAddr,
+    gtpus: &[Vec<u8>],
+) -> Vec<Vec<u8>> {
+    let n3 = addrs(from.is_ipv6()).0;
+    if !host {
+        let outer: Vec<Vec<u8>> = gtpus
+            .iter()
+            .map(|g| udp_packet(from, n3, 2152, 2152, g))
+            .collect();
+        return run_decap(p, pool, &outer, 0).packets;
+    }
+    let mut v = load(pool, gtpus);
+    for &id in v.as_slice() {
+        let outer = Outer {
+            src: from,
+            dst: n3,
+            src_port: 2152,
+            dst_port: 2152,
+            tos: 0,
+            ttl: 64,
+        };
+        pool.received_by_socket(id, outer);
+    }
+    let mut got = Vec::new();
+    p.decap(pool, &mut v, 0, &mut |_, pool, v| {
+        for &id in v.as_slice() {
+            got.push(pool.data(id).to_vec());
+            pool.free(id);
+        }
+        v.clear();
+    });
+    got
+}
+
+fn v6_addr(a: &str) -> IpAddr {
+    IpAddr::V6(a.parse().unwrap())
+}
+
+/// IP address spoofing prevention (TS 23.501 §5.8.2.x): an uplink
+/// packet leaves only from its session's UE address (IPv4 /32, IPv6 /128)
+/// or IPv6 /64 prefix; any other source, a session naming no UE address,
+/// and an inner packet that is not IP or too short are dropped under
+/// their reasons and count nowhere in the session's usage.
+#[test]
+fn uplink_leaves_only_from_the_sessions_ue_address() {
+    for v6 in [false, true] {
+        let (mut c, mut p) = upf(v6);
+        let mut pool = pool();
+        let s4 = c.create(&example::session(1, v6, false)).unwrap();
+        let s128 = c.create(&example::session(2, v6, true)).unwrap();
+        let mut s = example::session(3, v6, true);
+        s.downlink_keys = vec![UeKey::V6Prefix(0x2001_0db8_0009_0000)];
+        s.ue = UeSource::of_keys(&s.downlink_keys).unwrap();
+        let s64 = c.create(&s).unwrap();
+        // Names no UE address (as an Ethernet PDU session would not).
+        let mut s = example::session(4, v6, false);
+        s.downlink_keys.clear();
+        s.ue = UeSource::default();
+        let none = c.create(&s).unwrap();
+        settle(&mut c, &mut p, &mut pool);
+        let up = |ue: IpAddr| inner(ue, true, b"from the UE");
+        let (other4, other6) = (ue4(2), v6_addr("2001:db8:8::3"));
+        // (TEID, inner packet, leaves?)
+        let cases = [
+            (0x10001, up(ue4(1)), true),
+            (0x10001, up(other4), false),
+            (0x10001, up(ue6(1)), false),
+            (0x10002, up(ue6(2)), true),
+            (0x10002, up(other6), false),
+            (0x10002, up(ue4(2)), false),
+            (0x10003, up(v6_addr("2001:db8:9::1234")), true),
+            (0x10003, up(v6_addr("2001:db8:9::ffff:1")), true),
+            (0x10003, up(v6_addr("2001:db8:a::1")), false),
+            (0x10003, up(ue4(3)), false),
+            (0x10004, up(ue4(4)), false),
+        ];
+        let packets: Vec<Vec<u8>> = cases
+            .iter()
+            .map(|(teid, i, _)| gpdu(v6, *teid, None, i))
+            .collect();
+        let out = run_decap(&mut p, &mut pool, &packets, 0);
+        let want: Vec<Vec<u8>> = cases.iter().filter(|c| c.2).map(|c| c.1.clone()).collect();
+        assert_eq!(out.packets, want, "{}", p.runtime().report());
+        assert_eq!(p.drops(DropReason::UeSourceSpoofed), 7);
+        let usage = |slot| {
+            let u = c.usage(slot);
+            (u.ul_packets, u.ul_bytes)
+        };
+        let bytes = |ue| up(ue).len() as u64;
+        assert_eq!(usage(s4), (1, bytes(ue4(1))));
+        assert_eq!(usage(s128), (1, bytes(ue6(2))));
+        assert_eq!(usage(s64), (2, 2 * bytes(ue6(2))));
+        assert_eq!(usage(none), (0, 0));
+        // Not IP, and too short for a source address: their own reasons.
+        let bad = [
+            gpdu(v6, 0x10001, None, &[0x10; 40]),
+            gpdu(v6, 0x10001, None, &up(ue4(1))[..10]),
+            gpdu(v6, 0x10002, None, &up(ue6(2))[..20]),
+        ];
+        assert!(run_decap(&mut p, &mut pool, &bad, 0).packets.is_empty());
+        assert_eq!(p.drops(DropReason::NotIp), 1);
+        assert_eq!(p.drops(DropReason::Truncated), 2);
+        assert_eq!(p.drops(DropReason::UeSourceSpoofed), 7);
+        assert_eq!(usage(s4), (1, bytes(ue4(1))));
+        assert_eq!(usage(s128), (1, bytes(ue6(2))));
+        assert_balanced(&p);
+        assert_no_leak(&pool);
+    }
+}
+
+/// `[pfcp] n3_source_check`: uplink only from the gNB of the session's
+/// downlink FAR, parsed from the outer header (gateway mode) or reported
+/// by the socket (host mode). A session whose FAR names no gNB yet takes
+/// any; after a handover moved the FAR, only the new gNB. Off, any
+/// source is taken.
+#[test]
+fn n3_source_check_takes_only_the_sessions_gnb() {
+    for (v6, host, check) in [false, true]
+        .into_iter()
+        .flat_map(|a| [false, true].map(|b| (a, b)))
+        .flat_map(|(a, b)| [false, true].map(|c| (a, b, c)))
+    {
+        let label = format!("v6 {v6}, host {host}, check {check}");
+        let outer = if host {
+            OuterLayers::UdpPayload
+        } else {
+            OuterLayers::IpUdp
+        };
+        let (mut c, mut p) = upf_over(v6, outer);
+        let mut pool = pool();
+        c.check_gnb_source(check);
+        let mut s1 = example::session(1, v6, false);
+        let a = c.create(&s1).unwrap();
+        let mut s2 = example::session(2, v6, false);
+        s2.peer = None;
+        let b = c.create(&s2).unwrap();
+        settle(&mut c, &mut p, &mut pool);
+        let gnb = addrs(v6).1;
+        let stranger = if v6 {
+            v6_addr("2001:db8::77")
+        } else {
+            IpAddr::V4(Ipv4Addr::new(192, 0, 2, 77))
+        };
+        let g = |i: u32| gtpu(0x10000 + i, None, &inner(ue4(i), true, b"x"));
+        let both = [g(1), g(2)];
+        let mut sent = |from| send_up(&mut p, &mut pool, host, from, &both).len();
+        assert_eq!(sent(gnb), 2, "{label}");
+        assert_eq!(sent(stranger), if check { 1 } else { 2 }, "{label}");
+        // A handover: the FAR now names the stranger.
+        s1.peer = Some((stranger, 0x30001));
+        c.modify(a, &s1, false).unwrap();
+        settle(&mut c, &mut p, &mut pool);
+        let mut sent = |from| send_up(&mut p, &mut pool, host, from, &both).len();
+        assert_eq!(sent(stranger), 2, "{label}");
+        assert_eq!(sent(gnb), if check { 1 } else { 2 }, "{label}");
+        let dropped = if check { 2 } else { 0 };
+        assert_eq!(p.drops(DropReason::GnbSourceMismatch), dropped, "{label}");
+        assert_eq!(c.usage(a).ul_packets, 4 - dropped, "{label}");
+        assert_eq!(c.usage(b).ul_packets, 4, "{label}");
+        assert_balanced(&p);
+        assert_no_leak(&pool);
+    }
 }

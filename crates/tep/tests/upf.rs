@@ -482,6 +482,26 @@ fn a_qfi_no_pdr_matches_gets_no_error_indication() {
     smf.run(&tep, json!({"run": "downlink"}));
 }
 
+/// IP address spoofing prevention: G-PDUs of a live session whose inner
+/// source is not its UE's (another UE's, any other) reach nobody, counted
+/// as `ue_source_spoofed`; the session still forwards, and its Usage
+/// Report at deletion counts only what reached the DN.
+#[test]
+fn a_spoofed_ue_source_is_dropped() {
+    let test = "a_spoofed_ue_source_is_dropped";
+    let Some((_lab, tep, mut smf)) = start(test) else {
+        return;
+    };
+    smf.run(&tep, json!({"run": "associate"}));
+    smf.run(&tep, json!({"run": "establish", "count": 2}));
+    let r = smf.run(&tep, json!({"run": "spoof_ue", "session": 1}));
+    assert_eq!(r["sent"], 3, "{r}");
+    assert_eq!(dropped(&tep, "ue_source_spoofed"), 3);
+    smf.run(&tep, json!({"run": "uplink", "sizes": [120]}));
+    let d = smf.run(&tep, json!({"run": "delete"}));
+    assert_eq!((&d["ul_packets"], &d["ul_bytes"]), (&json!(2), &json!(240)));
+}
+
 /// Gateway mode as a UPF: N3 and N6 are interfaces tep drives through
 /// AF_XDP (no TUN; the kernel keeps N4, ARP and the rest). 200 sessions
 /// forward both ways, each packet exactly once; a handover sends its End

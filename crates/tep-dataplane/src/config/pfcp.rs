@@ -57,6 +57,11 @@ pub struct PfcpConfig {
     /// Milliseconds an association stays once its SMF stops answering
     /// Heartbeats (T1 × N1), before it is released with its sessions.
     pub association_grace_ms: u32,
+    /// Uplink G-PDUs only from their session's gNB (the peer of its
+    /// downlink FAR), dropped as `gnb_source_mismatch` otherwise. Default
+    /// false: packets of a handover's target gNB that arrive before the
+    /// SMF moves the FAR are lost too.
+    pub n3_source_check: bool,
 }
 
 /// An entry of `[pfcp].peers`: hosts in `prefix` may associate, giving
@@ -124,6 +129,7 @@ pub(super) struct RawPfcp {
     t1_ms: Option<i64>,
     n1: Option<i64>,
     association_grace_ms: Option<i64>,
+    n3_source_check: Option<bool>,
 }
 
 const SECTION: &str = "pfcp";
@@ -359,6 +365,7 @@ impl RawPfcp {
             checksum,
             zero_checksum_tx,
             zero_checksum_rx: self.zero_checksum_rx.unwrap_or(false),
+            n3_source_check: self.n3_source_check.unwrap_or(false),
         })
     }
 }
@@ -379,6 +386,7 @@ mod tests {
         assert_eq!(p.listen.to_string(), "0.0.0.0:8805");
         assert_eq!(p.node_id, NodeId::Ip("192.0.2.1".parse().unwrap()));
         assert_eq!((p.max_sessions, p.buffer_packets), (1 << 20, 16));
+        assert!(!p.n3_source_check);
         let n3: Vec<_> = c.tunnels.iter().filter(|t| t.sessions).collect();
         assert_eq!(n3.len(), 2);
         assert_eq!(n3[1].name, "n3.1");
@@ -389,8 +397,9 @@ mod tests {
 
     #[test]
     fn fields() {
-        let c = pfcp("listen = \"192.0.2.1\"\nnode_id = \"upf.example.net\"\nn3 = [\"192.0.2.1\"]\nue_prefixes = [\"10.45.0.0/16\"]\nmax_sessions = 1000\nchecksum = \"zero\"").unwrap();
+        let c = pfcp("listen = \"192.0.2.1\"\nnode_id = \"upf.example.net\"\nn3 = [\"192.0.2.1\"]\nue_prefixes = [\"10.45.0.0/16\"]\nmax_sessions = 1000\nchecksum = \"zero\"\nn3_source_check = true").unwrap();
         let p = c.pfcp.unwrap();
+        assert!(p.n3_source_check);
         assert_eq!(p.listen.to_string(), "192.0.2.1:8805");
         assert_eq!(p.node_id, NodeId::Fqdn("upf.example.net".into()));
         assert_eq!(p.max_sessions, 1000);
@@ -496,6 +505,10 @@ mod tests {
             (
                 "n3 = [\"192.0.2.1\"]\nue_prefixes = [\"10.0.0.0/8\"]\nchecksum = \"remote\"",
                 "pfcp.checksum:",
+            ),
+            (
+                "n3 = [\"192.0.2.1\"]\nue_prefixes = [\"10.0.0.0/8\"]\nn3_source_check = \"yes\"",
+                "pfcp.n3_source_check:",
             ),
             (
                 "n3 = [\"192.0.2.1\"]\nue_prefixes = [\"10.0.0.0/8\"]\nbogus = 1",

@@ -3,7 +3,8 @@
 //! over the workers. The PFCP node drives it; the workers only apply.
 
 use super::{
-    Action, Change, ChangeQueue, Peer, Session, SlotUsage, UeKey, UplinkKey, Usage, WorkerLink,
+    Action, Change, ChangeQueue, Peer, Session, SlotUsage, UeKey, UeSource, UplinkKey, Usage,
+    WorkerLink,
 };
 use core::net::IpAddr;
 use core::sync::atomic::Ordering;
@@ -29,6 +30,8 @@ pub struct SessionSpec {
     pub uplink_keys: Vec<UplinkKey>,
     /// The downlink PDRs' keys.
     pub downlink_keys: Vec<UeKey>,
+    /// The inner sources its uplink packets may carry.
+    pub ue: UeSource,
 }
 
 /// Packets and bytes each way, summed over the workers.
@@ -96,6 +99,7 @@ pub struct Sessions {
     free_peers: Vec<u32>,
     next_peer: u32,
     n3_families: Vec<bool>,
+    gnb_source: bool,
 }
 
 impl Sessions {
@@ -125,9 +129,18 @@ impl Sessions {
                 free_peers: Vec::new(),
                 next_peer: 0,
                 n3_families: n3_v6,
+                gnb_source: false,
             },
             links,
         )
+    }
+
+    /// Takes uplink packets of the sessions set from now on only from
+    /// their gNB, the peer of their downlink FAR (`[pfcp]
+    /// n3_source_check`; the uplink module's `gnb_source` says which gNB
+    /// that is when there is none or it changes).
+    pub fn check_gnb_source(&mut self, on: bool) {
+        self.gnb_source = on;
     }
 
     /// Sessions set.
@@ -172,7 +185,7 @@ impl Sessions {
         }
         self.outbox.push(Change::Session {
             slot,
-            session: session_of(spec, peer),
+            session: session_of(spec, peer, self.gnb_source),
         });
         self.records[idx] = Some(Record {
             spec: spec.clone(),
@@ -252,7 +265,7 @@ impl Sessions {
         }
         self.outbox.push(Change::Session {
             slot,
-            session: session_of(spec, peer),
+            session: session_of(spec, peer, self.gnb_source),
         });
         self.records[slot as usize] = Some(Record {
             spec: spec.clone(),
@@ -371,7 +384,7 @@ impl Sessions {
             if let Some(r) = r {
                 self.outbox.push(Change::Session {
                     slot: slot as u32,
-                    session: session_of(&r.spec, r.peer),
+                    session: session_of(&r.spec, r.peer, self.gnb_source),
                 });
             }
         }
@@ -483,7 +496,7 @@ impl Sessions {
     }
 }
 
-fn session_of(spec: &SessionSpec, peer: Option<u32>) -> Session {
+fn session_of(spec: &SessionSpec, peer: Option<u32>, gnb_source: bool) -> Session {
     Session {
         n3: spec.n3,
         uplink: spec.uplink,
@@ -496,5 +509,7 @@ fn session_of(spec: &SessionSpec, peer: Option<u32>) -> Session {
         peer: peer.unwrap_or(u32::MAX),
         teid: spec.peer.map_or(0, |p| p.1),
         qfi: spec.qfi,
+        ue: spec.ue,
+        gnb_source,
     }
 }

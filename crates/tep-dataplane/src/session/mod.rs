@@ -8,7 +8,8 @@
 //!
 //! - uplink (N3 → N6): a G-PDU to an N3 address is found by its TEID, and
 //!   the QFI of its PDU Session Container where a PDR names one
-//!   ([`SessionTable::uplink`]);
+//!   ([`SessionTable::uplink`]), and leaves only from the session's UE
+//!   address ([`UeSource`]) and, optionally, its gNB;
 //! - downlink (N6 → N3): an inner packet is found by its destination, the
 //!   UE's IPv4 address, IPv6 address, or IPv6 /64 prefix
 //!   ([`SessionTable::downlink`]);
@@ -39,6 +40,7 @@ pub(crate) mod downlink;
 mod flat;
 pub(crate) mod uplink;
 
+use crate::drop::DropReason;
 use core::net::IpAddr;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 pub(crate) use flat::staggered_runs;
@@ -59,7 +61,7 @@ pub enum Action {
     Buffer,
 }
 
-/// A session's rules as the per-packet path needs them: 20 bytes.
+/// A session's rules as the per-packet path needs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Session {
     /// The N3 tunnel (an index of the tunnel table, a tunnel with
@@ -78,6 +80,117 @@ pub struct Session {
     /// Downlink: the QFI for a PDU Session Container (DL PDU SESSION
     /// INFORMATION), from the session's QER; None: no container.
     pub qfi: Option<u8>,
+    /// Uplink: the inner source addresses the UE may use.
+    pub ue: UeSource,
+    /// Uplink: only from the peer (`[pfcp] n3_source_check`), where the
+    /// session has one.
+    pub gnb_source: bool,
+}
+
+/// The inner source addresses a session's uplink packets may carry: its
+/// UE's, as the UE IP Address of its PDRs gives them (IP address spoofing
+/// prevention, TS 23.501 §5.8.2.x). Another source is dropped
+/// (`ue_source_spoofed`), so that neither the UE nor anyone who guessed
+/// its TEID sends as another address, counted in this session's usage.
+///
+/// A session with neither family (its PDRs name no UE address: an
+/// Ethernet or Unstructured PDU session, which tep does not carry, N6
+/// being IP) forwards no uplink packet: nothing says which source is the
+/// UE's. Made by [`UeSource::new`], which refuses what a slot's line
+/// cannot hold; kept as the slot keeps it, so that a packet's check reads
+/// it as it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UeSource {
+    // The `UE_*` flags (as in `SlotUsage::actions`, shifted down).
+    flags: u8,
+    // An IPv6 address's upper half, or the /64 prefix.
+    hi: u64,
+    // An IPv6 address's lower half, or the IPv4 address.
+    lo: u64,
+}
+
+/// A UE's IPv6 source: its address, or the /64 prefix the network
+/// advertised to it (SLAAC).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ue6 {
+    /// The address (/128).
+    Addr(u128),
+    /// The prefix (the upper 64 bits).
+    Prefix(u64),
+}
+
+impl UeSource {
+    /// The UE's IPv4 address and IPv6 address or prefix. None for an IPv4
+    /// address with a /128 (160 bits: a slot's line has room for 128),
+    /// which the caller refuses rather than check less than it was told
+    /// (dual stack has a /64 prefix unless the SMF says otherwise,
+    /// TS 29.244 §8.2.62).
+    pub fn new(v4: Option<u32>, v6: Option<Ue6>) -> Option<UeSource> {
+        let mut u = UeSource::default();
+        if let Some(a) = v4 {
+            u.flags |= UE_V4;
+            u.lo = u64::from(a);
+        }
+        match v6 {
+            Some(Ue6::Addr(_)) if v4.is_some() => return None,
+            Some(Ue6::Addr(a)) => {
+                u.flags |= UE_V6_ADDR;
+                (u.hi, u.lo) = ((a >> 64) as u64, a as u64);
+            }
+            Some(Ue6::Prefix(p)) => {
+                u.flags |= UE_V6_PREFIX;
+                u.hi = p;
+            }
+            None => {}
+        }
+        Some(u)
+    }
+
+    /// The source of a UE whose packets the downlink finds by `keys`
+    /// (the last of each family counts); None as for [`UeSource::new`].
+    pub fn of_keys<'a>(keys: impl IntoIterator<Item = &'a UeKey>) -> Option<UeSource> {
+        let (mut v4, mut v6) = (None, None);
+        for k in keys {
+            match *k {
+                UeKey::V4(a) => v4 = Some(a),
+                UeKey::V6(a) => v6 = Some(Ue6::Addr(a)),
+                UeKey::V6Prefix(p) => v6 = Some(Ue6::Prefix(p)),
+            }
+        }
+        UeSource::new(v4, v6)
+    }
+
+    /// Whether the IP packet `inner` comes from the UE. An inner packet
+    /// that is not IP, or too short for its source address, is dropped
+    /// for that, not passed.
+    #[inline]
+    pub fn check(&self, inner: &[u8]) -> Result<(), DropReason> {
+        let word = |at: usize| -> Result<u64, DropReason> {
+            let w: [u8; 8] = inner
+                .get(at..at + 8)
+                .and_then(|w| w.try_into().ok())
+                .ok_or(DropReason::Truncated)?;
+            Ok(u64::from_be_bytes(w))
+        };
+        let ok = match inner.first().map(|b| b >> 4) {
+            // The source is the upper half of the word at 12 (source,
+            // destination): the fixed header is 20 bytes.
+            Some(4) => self.flags & UE_V4 != 0 && word(12)? >> 32 == self.lo,
+            Some(6) => {
+                let (hi, lo) = (word(8)?, word(16)?);
+                self.flags & (UE_V6_ADDR | UE_V6_PREFIX) != 0
+                    && hi == self.hi
+                    && (self.flags & UE_V6_ADDR == 0 || lo == self.lo)
+            }
+            Some(_) => return Err(DropReason::NotIp),
+            None => return Err(DropReason::Truncated),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(DropReason::UeSourceSpoofed)
+        }
+    }
 }
 
 /// A gNB (or any N3 peer) as seen from one N3 tunnel: where downlink
@@ -205,8 +318,12 @@ pub struct SlotUsage {
     n3: AtomicU32,
     peer: AtomicU32,
     teid: AtomicU32,
-    // Uplink action, downlink action, QFI + 1 (0: none).
+    // Uplink action, downlink action, QFI + 1 (0: none), and the `UE_*`
+    // and `GNB_SOURCE` flags.
     actions: AtomicU32,
+    // The UE's source ([`UeSource`]'s words).
+    ue_hi: AtomicU64,
+    ue_lo: AtomicU64,
     /// Uplink packets matched.
     pub ul_packets: AtomicU64,
     /// Uplink bytes (the inner packet, as TS 29.244's volume measurement
@@ -226,6 +343,8 @@ impl SlotUsage {
             peer: AtomicU32::new(0),
             teid: AtomicU32::new(0),
             actions: AtomicU32::new(0),
+            ue_hi: AtomicU64::new(0),
+            ue_lo: AtomicU64::new(0),
             ul_packets: AtomicU64::new(0),
             ul_bytes: AtomicU64::new(0),
             dl_packets: AtomicU64::new(0),
@@ -248,6 +367,11 @@ impl SlotUsage {
             _ => Action::Drop,
         };
         let q = (a >> 16) & 0xff;
+        let ue = UeSource {
+            flags: (a >> UE_SHIFT) as u8 & UE_FLAGS,
+            hi: self.ue_hi.load(Ordering::Relaxed),
+            lo: self.ue_lo.load(Ordering::Relaxed),
+        };
         Session {
             n3: self.n3.load(Ordering::Relaxed),
             uplink: action(a),
@@ -255,6 +379,8 @@ impl SlotUsage {
             peer: self.peer.load(Ordering::Relaxed),
             teid: self.teid.load(Ordering::Relaxed),
             qfi: (q != 0).then(|| (q - 1) as u8),
+            ue,
+            gnb_source: a & GNB_SOURCE != 0,
         }
     }
 
@@ -265,11 +391,17 @@ impl SlotUsage {
             Action::Buffer => 2,
         };
         let q = s.qfi.map_or(0, |q| u32::from(q) + 1);
+        let mut flags = u32::from(s.ue.flags) << UE_SHIFT;
+        if s.gnb_source {
+            flags |= GNB_SOURCE;
+        }
         self.n3.store(s.n3, Ordering::Relaxed);
         self.peer.store(s.peer, Ordering::Relaxed);
         self.teid.store(s.teid, Ordering::Relaxed);
+        self.ue_hi.store(s.ue.hi, Ordering::Relaxed);
+        self.ue_lo.store(s.ue.lo, Ordering::Relaxed);
         self.actions.store(
-            code(s.uplink) | code(s.downlink) << 8 | q << 16,
+            code(s.uplink) | code(s.downlink) << 8 | q << 16 | flags,
             Ordering::Relaxed,
         );
     }
@@ -288,6 +420,19 @@ impl SlotUsage {
         }
     }
 }
+
+// `UeSource::flags`, which `SlotUsage::actions` holds from `UE_SHIFT`
+// on, above the actions and the QFI.
+const UE_V4: u8 = 1;
+const UE_V6_ADDR: u8 = 2;
+const UE_V6_PREFIX: u8 = 4;
+const UE_FLAGS: u8 = 7;
+const UE_SHIFT: u32 = 24;
+// Uplink only from the gNB (`Session::gnb_source`).
+const GNB_SOURCE: u32 = 1 << 27;
+
+// A slot's rules, UE source and counters share one cache line.
+const _: () = assert!(core::mem::size_of::<SlotUsage>() == 64);
 
 /// Slots per usage chunk: chunks are allocated as slots are first used, so
 /// that a table sized for a million sessions costs nothing until they come.
@@ -401,6 +546,12 @@ const EMPTY: Session = Session {
     peer: u32::MAX,
     teid: 0,
     qfi: None,
+    ue: UeSource {
+        flags: 0,
+        hi: 0,
+        lo: 0,
+    },
+    gnb_source: false,
 };
 
 impl SessionTable {

@@ -15,6 +15,7 @@ fn spec(n3: u32, teid: u32, ue: u32, peer: Option<(IpAddr, u32)>) -> SessionSpec
         qfi: Some(9),
         uplink_keys: vec![UplinkKey { teid, qfi: None }],
         downlink_keys: vec![UeKey::V4(ue)],
+        ue: UeSource::new(Some(ue), None).unwrap(),
     }
 }
 
@@ -100,6 +101,35 @@ fn ipv6_addresses_and_64_prefixes() {
     assert_eq!(w[1].downlink(true, ue), Some(exact), "/128 before /64");
     assert_eq!(w[1].downlink(true, ue + 1), Some(prefix));
     assert_eq!(w[1].downlink(true, ue + (1 << 64)), None);
+}
+
+/// Every UE source a slot's line holds comes back out of it as it went
+/// in, beside the rest of the rules; the one it cannot hold is refused.
+#[test]
+fn ue_sources_share_the_slots_line() {
+    let (mut c, mut w) = setup();
+    let a6: u128 = Ipv6Addr::new(0x2001, 0xdb8, 1, 2, 0, 0, 0, 5).into();
+    let sources = [
+        UeSource::default(),
+        UeSource::new(Some(0x0a00_0001), None).unwrap(),
+        UeSource::new(None, Some(Ue6::Addr(a6))).unwrap(),
+        UeSource::new(None, Some(Ue6::Prefix(u64::MAX))).unwrap(),
+        UeSource::new(Some(u32::MAX), Some(Ue6::Prefix(1))).unwrap(),
+    ];
+    for (i, &ue) in sources.iter().enumerate() {
+        let mut s = spec(0, 100 + i as u32, i as u32, Some((v4([192, 0, 2, 9]), 7)));
+        s.ue = ue;
+        let slot = c.create(&s).unwrap();
+        sync(&mut c, &mut w);
+        let got = w[0].get(slot);
+        assert_eq!((got.ue, got.teid, got.qfi), (ue, 7, Some(9)), "{ue:?}");
+    }
+    assert_eq!(UeSource::new(Some(1), Some(Ue6::Addr(a6))), None);
+    assert_eq!(
+        UeSource::of_keys(&[UeKey::V4(1), UeKey::V6Prefix(2)]),
+        UeSource::new(Some(1), Some(Ue6::Prefix(2)))
+    );
+    assert_eq!(UeSource::of_keys(&[UeKey::V4(1), UeKey::V6(2)]), None);
 }
 
 #[test]

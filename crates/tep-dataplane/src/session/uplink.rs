@@ -20,19 +20,24 @@ pub(crate) enum Receiver {
     Session { slot: u32, n3: u32 },
 }
 
-/// The session of a G-PDU (`gtpu`: its GTP-U header onwards) that arrived
-/// at `local`: by its TEID and the QFI of its PDU Session Container. A
-/// session whose N3 address is not `local` does not take it (the TEID was
-/// handed out on another address). `UnknownTeid` when no session has
-/// the TEID, `NoPdr` when one has but no PDR takes the QFI, `SessionDrop`
-/// when the session's uplink action is not to forward.
+/// The session of a G-PDU (`gtpu`: its GTP-U header onwards, the inner
+/// packet at `inner`) that came from `outer.0` to `outer.1`: by its TEID
+/// and the QFI of its PDU Session Container. A session whose N3 address is
+/// not `outer.1` does not take it (the TEID was handed out on another
+/// address). `UnknownTeid` when no session has the TEID, `NoPdr` when one
+/// has but no PDR takes the QFI, `SessionDrop` when the session's uplink
+/// action is not to forward, `GnbSourceMismatch` from another than the
+/// session's gNB ([`gnb_source`]), `UeSourceSpoofed` when the inner source
+/// is not the UE's ([`super::UeSource`]). All of it from the slot's line
+/// (and, checking the gNB, its entry in the few gNBs' table).
 #[inline]
 pub(crate) fn match_session(
     sessions: &SessionTable,
     table: &TunnelTable,
     gtpu: &[u8],
+    inner: usize,
     teid: u32,
-    local: IpAddr,
+    outer: (IpAddr, IpAddr),
 ) -> Result<Receiver, DropReason> {
     let p = Packet::new_unchecked(gtpu);
     let qfi = if p.e_flag() {
@@ -51,12 +56,36 @@ pub(crate) fn match_session(
         }
     })?;
     let s = sessions.get(slot);
-    if table.tunnels().get(s.n3 as usize).map(|t| t.local) != Some(local) {
+    if table.tunnels().get(s.n3 as usize).map(|t| t.local) != Some(outer.1) {
         return Err(DropReason::UnknownTeid);
     }
-    match s.uplink {
-        Action::Forward => Ok(Receiver::Session { slot, n3: s.n3 }),
-        Action::Drop | Action::Buffer => Err(DropReason::SessionDrop),
+    if s.uplink != Action::Forward {
+        return Err(DropReason::SessionDrop);
+    }
+    gnb_source(sessions, &s, outer.0)?;
+    s.ue.check(gtpu.get(inner..).unwrap_or_default())?;
+    Ok(Receiver::Session { slot, n3: s.n3 })
+}
+
+/// With `[pfcp] n3_source_check`: whether a G-PDU from `src` comes from
+/// session `s`'s gNB, the peer of its downlink FAR's outer header
+/// creation as the SMF last set it. A session without one yet (set up
+/// before the gNB answered with its downlink F-TEID, or a FAR whose outer
+/// header the SMF removed while the UE is idle) takes any source: the gNB
+/// sends uplink as soon as it has the uplink F-TEID, before the SMF can
+/// tell the UPF its own, and the UE's source is still checked. In a
+/// handover the gNB is the one the FAR names: G-PDUs the target gNB sends
+/// before the SMF moves the FAR to it (Xn handover sends uplink ahead of
+/// the Path Switch), and those the source gNB still sends after, are
+/// dropped. That loss is why the check is off by default.
+#[inline]
+fn gnb_source(sessions: &SessionTable, s: &super::Session, src: IpAddr) -> Result<(), DropReason> {
+    if !s.gnb_source {
+        return Ok(());
+    }
+    match sessions.peer(s.peer) {
+        Some(p) if p.addr != src => Err(DropReason::GnbSourceMismatch),
+        _ => Ok(()),
     }
 }
 

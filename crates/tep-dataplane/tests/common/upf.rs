@@ -6,15 +6,27 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 use tep_dataplane::buffer::Pool;
 use tep_dataplane::clock::ManualClock;
 use tep_dataplane::example;
-use tep_dataplane::pipeline::{Output, Pipeline};
+use tep_dataplane::io::OuterLayers;
+use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
 use tep_dataplane::session::control::Sessions;
 use tep_wire::gtpu::{Extension, GtpuRepr, PduSessionContainer};
 
 /// A UPF pipeline (N3 = side A) with its control plane.
 pub fn upf(v6: bool) -> (Sessions, Pipeline<ManualClock>) {
+    upf_over(v6, OuterLayers::IpUdp)
+}
+
+/// [`upf`] whose decap path takes `outer` (host mode: the sockets' UDP
+/// payloads).
+pub fn upf_over(v6: bool, outer: OuterLayers) -> (Sessions, Pipeline<ManualClock>) {
     let config = example::upf(v6, ChecksumMode::Full);
     let (control, links) = Sessions::new(1 << 16, 1, vec![v6]);
-    let mut p = pipeline(&config, InnerLink::Ip);
+    let options = PipelineOptions {
+        inner_link: InnerLink::Ip,
+        outer,
+        ..PipelineOptions::default()
+    };
+    let mut p = Pipeline::new(&config, ManualClock::default(), options);
     p.attach_sessions(links[0].clone(), 4, 64);
     (control, p)
 }
@@ -75,6 +87,12 @@ pub fn ue6(i: u32) -> IpAddr {
 /// A G-PDU from the gNB (side B) to N3 with `teid`, an UL PDU Session
 /// Container with `qfi` where given, around `inner`.
 pub fn gpdu(v6: bool, teid: u32, qfi: Option<u8>, inner: &[u8]) -> Vec<u8> {
+    let (n3, gnb) = addrs(v6);
+    udp_packet(gnb, n3, 2152, 2152, &gtpu(teid, qfi, inner))
+}
+
+/// The GTP-U part (header onwards) of [`gpdu`].
+pub fn gtpu(teid: u32, qfi: Option<u8>, inner: &[u8]) -> Vec<u8> {
     let mut r = GtpuRepr::gpdu(teid);
     if let Some(q) = qfi {
         let _ = r
@@ -85,6 +103,5 @@ pub fn gpdu(v6: bool, teid: u32, qfi: Option<u8>, inner: &[u8]) -> Vec<u8> {
     let n = r.buffer_len();
     r.emit(&mut g[..n], inner.len());
     g[n..].copy_from_slice(inner);
-    let (n3, gnb) = addrs(v6);
-    udp_packet(gnb, n3, 2152, 2152, &g)
+    g
 }

@@ -158,13 +158,14 @@ impl N4 {
     pub fn start(
         config: &Config,
         socket: UdpSocket,
-        sessions: Sessions,
+        mut sessions: Sessions,
         state: Arc<State>,
     ) -> Result<N4, String> {
         let p = config
             .pfcp
             .as_ref()
             .ok_or_else(|| "pfcp: missing".to_string())?;
+        sessions.check_gnb_source(p.n3_source_check);
         let node = Node::new(node_config(p, id_key()?));
         if p.peers.is_none() {
             tracing::warn!(

@@ -10,19 +10,27 @@
 //! QERs, drop, or buffer. A closed gate drops. Usage is counted per
 //! session, so each URR of a session reports the session's volume.
 //!
+//! Uplink packets must come from the UE: their inner source is checked
+//! against the UE IP Address of the first Access PDR (by precedence) that
+//! has one, else of the first downlink PDR (SMFs that name the UE in its
+//! downlink PDRs only); a session that names none forwards no uplink
+//! packet ([`tep_dataplane::session::UeSource`]).
+//!
 //! The N4 thread ([`super::n4`]) runs tep-pfcp's node over this.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use tep_dataplane::session::control::{SessionSpec, Sessions, Volume};
-use tep_dataplane::session::{Action, UeKey, UplinkKey};
+use tep_dataplane::session::{Action, UeKey, UeSource, UplinkKey};
 use tep_pfcp::node::{self, Change, Refused, Rules, Seid, Usage, UserPlane};
 use tep_pfcp::types::Interface;
 
 /// Compiles a session's rules for the N3 tunnels `n3` (their addresses
 /// and tunnel indexes); None when the dataplane cannot carry them (an
 /// F-TEID on an address that is no N3 tunnel's, a UE IPv6 prefix other
-/// than /64 or /128, no N3 tunnel of the peer's family).
+/// than /64 or /128, a UE with an IPv4 address and an IPv6 /128, which a
+/// session's line cannot hold both of, no N3 tunnel of the peer's
+/// family).
 pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Option<(SessionSpec, Option<u16>)> {
     let tunnel_of = |a: IpAddr| n3.iter().find(|(x, _)| *x == a).map(|&(_, t)| t);
     let mut spec = SessionSpec {
@@ -33,7 +41,9 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Option<(SessionSpec, Opti
         qfi: None,
         uplink_keys: Vec::new(),
         downlink_keys: Vec::new(),
+        ue: UeSource::default(),
     };
+    let (mut ue_up, mut ue_down) = (None, None);
     let far_action = |far: &node::Far, gate: bool| match far.action {
         _ if !gate => Action::Drop,
         node::Action::Forward => Action::Forward,
@@ -61,17 +71,13 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Option<(SessionSpec, Opti
                 teid: local.teid,
                 qfi: pdr.qfi,
             });
+            if let (None, Some(ue)) = (&ue_up, &pdr.ue_ip) {
+                ue_up = Some(ue_keys(ue)?);
+            }
         } else if let Some(ue) = pdr.ue_ip {
-            if let Some(a) = ue.v4 {
-                spec.downlink_keys.push(UeKey::V4(a.into()));
-            }
-            if let Some(a) = ue.v6 {
-                spec.downlink_keys.push(match ue.v6_prefix_len {
-                    128 => UeKey::V6(a.into()),
-                    64 => UeKey::V6Prefix((u128::from(a) >> 64) as u64),
-                    _ => return None,
-                });
-            }
+            let keys = ue_keys(&ue)?;
+            spec.downlink_keys.extend(keys.iter().flatten());
+            ue_down.get_or_insert(keys);
             if downlink_pdr.is_none() {
                 downlink_pdr = Some(pdr.id);
                 spec.downlink = far_action(far, rules.gate_open(pdr, false));
@@ -80,12 +86,25 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Option<(SessionSpec, Opti
             }
         }
     }
+    spec.ue = UeSource::of_keys(ue_up.or(ue_down).unwrap_or_default().iter().flatten())?;
     if spec.n3 == u32::MAX {
         // No uplink PDR yet: the N3 tunnel of the peer's family.
         let v6 = spec.peer.is_some_and(|(a, _)| a.is_ipv6());
         spec.n3 = n3.iter().find(|(a, _)| a.is_ipv6() == v6)?.1;
     }
     Some((spec, downlink_pdr))
+}
+
+/// A PDR's UE IP Address as the dataplane's keys (IPv4, IPv6); None for
+/// an IPv6 prefix other than /64 or /128.
+fn ue_keys(ue: &node::UeIp) -> Option<[Option<UeKey>; 2]> {
+    let v6 = match (ue.v6, ue.v6_prefix_len) {
+        (None, _) => None,
+        (Some(a), 128) => Some(UeKey::V6(a.into())),
+        (Some(a), 64) => Some(UeKey::V6Prefix((u128::from(a) >> 64) as u64)),
+        _ => return None,
+    };
+    Some([ue.v4.map(|a| UeKey::V4(a.into())), v6])
 }
 
 /// One session as the daemon knows it.
@@ -302,6 +321,30 @@ mod tests {
         assert_eq!(compile(&r, &[(N3, 3)]).unwrap().0.downlink, Action::Drop);
         let other = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
         assert!(compile(&r, &[(other, 3)]).is_none());
+    }
+
+    /// The UE's uplink source: the Access PDR's UE IP Address, else the
+    /// downlink PDR's; none when neither names one; refused when a line
+    /// cannot hold it.
+    #[test]
+    fn the_ue_source_is_the_uplink_pdrs_else_the_downlink_pdrs() {
+        use tep_dataplane::session::Ue6;
+        let n3 = [(N3, 3)];
+        let mut r = rules(node::Action::Forward);
+        let ue = |r: &Rules| compile(r, &n3).map(|(s, _)| s.ue);
+        assert_eq!(ue(&r), UeSource::new(Some(0x0a2d_0007), None));
+        r.pdrs[0].ue_ip = Some(UeIp {
+            v4: Some(Ipv4Addr::new(10, 45, 0, 8)),
+            v6: Some("2001:db8:5:6::1".parse().unwrap()),
+            v6_prefix_len: 64,
+        });
+        let prefix = Ue6::Prefix(0x2001_0db8_0005_0006);
+        assert_eq!(ue(&r), UeSource::new(Some(0x0a2d_0008), Some(prefix)));
+        r.pdrs[0].ue_ip.as_mut().unwrap().v6_prefix_len = 128;
+        assert_eq!(ue(&r), None, "IPv4 and a /128: more than a line holds");
+        r.pdrs[0].ue_ip = None;
+        r.pdrs[1].ue_ip = None;
+        assert_eq!(ue(&r), Some(UeSource::default()));
     }
 
     #[test]

@@ -893,6 +893,24 @@ class Lab:
         check(not got, "a G-PDU with another QFI reached the DN: %r" % got)
         return {"sent": 2, "answers": [GTPHeader(a[0]).gtp_type for a in answers]}
 
+    def cmd_spoof_ue(self, c):
+        """G-PDUs from a live session's gNB with its TEID and QFI whose
+        inner source is not its UE's: another session's UE, an unassigned
+        pool address, one outside the pool. None may reach the DN (IP
+        address spoofing prevention, TS 23.501 §5.8.2.x); a later Usage
+        Report must not count them (smf.py counts only what arrived)."""
+        s = self.sessions[c["session"]]
+        sock = self.gnb_socks[self.gnbs.index(s.gnb)]
+        others = [o.ue for o in self.sessions.values() if o.ue != s.ue][:1]
+        sources = others + ["10.45.250.1", "198.51.100.9"]
+        for src in sources:
+            inner = IP(src=src, dst=self.dn) / UDP(sport=s.port, dport=self.dn_port) / Raw(b"spoofed")
+            sock.sendto(bytes(GTP_U_Header(teid=s.ul_teid, gtp_type=255)
+                              / GTPPDUSessionContainer(type=1, QFI=QFI) / inner), (self.upf, GTPU_PORT))
+        got = self.drain(self.dn_sock, 0.5)
+        check(not got, "a G-PDU with a spoofed inner source reached the DN: %r" % got)
+        return {"sent": len(sources)}
+
     def cmd_bad_input(self, c):
         """Malformed and wrong requests get the Cause TS 29.244 §7.6 asks
         for; nothing they carry is applied."""
