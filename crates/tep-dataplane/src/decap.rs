@@ -75,9 +75,8 @@ pub(crate) fn ip_rewrite(
         }
         let data = pool.data_mut(id);
         let dst = nexthop::ip_dst(data);
-        let Some(&h) = next_hops.get(dst) else {
+        let Some(h) = next_hops.lookup(dst) else {
             // The kernel forwards it (and decrements its TTL) itself.
-            next_hops.want(dst);
             // At most as many as the vector held.
             let _ = unresolved.push(id);
             continue;

@@ -921,13 +921,12 @@ pub fn ethernet_encap(
         let header = match last {
             Some((d, h)) if d == dst => h,
             _ => {
-                let h = next_hops.get(dst).copied();
+                let h = next_hops.lookup(dst);
                 last = Some((dst, h));
                 h
             }
         };
         let Some(h) = header else {
-            next_hops.want(dst);
             // At most as many as the vector held.
             let _ = unresolved.push(id);
             continue;
