@@ -491,7 +491,9 @@ mod tests {
             generation: 7,
         };
         n.set_hop(id, None);
-        let dsts: Vec<IpAddr> = (1..=20u8).map(|i| IpAddr::from([198, 51, 100, i])).collect();
+        let dsts: Vec<IpAddr> = (1..=20u8)
+            .map(|i| IpAddr::from([198, 51, 100, i]))
+            .collect();
         for &d in &dsts {
             n.route(d, Route::Via(id));
         }
@@ -526,7 +528,13 @@ mod tests {
             },
             Some(hop(1)),
         );
-        n.route(dsts[3], Route::Via(HopId { slot: 4, generation: 0 }));
+        n.route(
+            dsts[3],
+            Route::Via(HopId {
+                slot: 4,
+                generation: 0,
+            }),
+        );
         assert_eq!(n.lookup(dsts[3]), None);
     }
 

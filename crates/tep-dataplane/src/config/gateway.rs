@@ -8,6 +8,7 @@ use super::host::{
     device_name, listen_address, ranged, socket_path, workers, DEFAULT_ADAPTIVE_POLL_US,
 };
 use super::ConfigError;
+use crate::nexthop::{DEFAULT_HOPS, DEFAULT_ROUTES};
 use core::net::SocketAddr;
 use serde::Deserialize;
 
@@ -63,6 +64,12 @@ pub struct GatewayConfig {
     pub metrics: Option<SocketAddr>,
     /// The control socket (`tep show`, `tep reload`, `tep trace`).
     pub control: String,
+    /// Destinations each worker remembers the next hop of (a bounded
+    /// cache: a scan of new destinations evicts idle ones).
+    pub route_cache: usize,
+    /// Next hops (gateways, on-link neighbours) tep writes frames to, at
+    /// most; past it the idlest is replaced.
+    pub next_hops: usize,
 }
 
 /// The default ring size: a few vectors in flight each way.
@@ -81,6 +88,8 @@ pub(super) struct RawGateway {
     adaptive_poll_us: Option<i64>,
     metrics: Option<String>,
     control: Option<String>,
+    route_cache: Option<i64>,
+    next_hops: Option<i64>,
 }
 
 const SECTION: &str = "gateway";
@@ -150,6 +159,14 @@ impl RawGateway {
             adaptive_poll_us,
             metrics: listen_address(SECTION, self.metrics)?,
             control: socket_path(SECTION, self.control)?,
+            route_cache: match self.route_cache {
+                Some(v) => ranged(SECTION, "route_cache", v, 64, 1 << 24)? as usize,
+                None => DEFAULT_ROUTES,
+            },
+            next_hops: match self.next_hops {
+                Some(v) => ranged(SECTION, "next_hops", v, 4, 1 << 16)? as usize,
+                None => DEFAULT_HOPS,
+            },
         })
     }
 }
@@ -182,6 +199,8 @@ mod tests {
                 adaptive_poll_us: DEFAULT_ADAPTIVE_POLL_US,
                 metrics: None,
                 control: DEFAULT_CONTROL.into(),
+                route_cache: 65536,
+                next_hops: 1024,
             }
         );
         assert_eq!(c.run_mode(), Ok(RunMode::Gateway));
