@@ -207,7 +207,8 @@ mod tests {
         let c = Config::parse(
             "[gateway]\ninner = \"n6\"\nunderlay = \"n3\"\nqueues = 2\ncpus = [1]\n\
              xdp_mode = \"generic\"\nring_size = 512\nbusy_poll_us = 50\nadaptive_poll_us = 0\n\
-             metrics = \"127.0.0.1:9464\"\ncontrol = \"/run/tep-gw.sock\"\n",
+             metrics = \"127.0.0.1:9464\"\ncontrol = \"/run/tep-gw.sock\"\n\
+             route_cache = 4096\nnext_hops = 64\n",
         )
         .unwrap();
         let g = c.gateway.unwrap();
@@ -221,6 +222,7 @@ mod tests {
         );
         assert_eq!(g.metrics, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(g.control, "/run/tep-gw.sock");
+        assert_eq!((g.route_cache, g.next_hops), (4096, 64));
     }
 
     #[test]
@@ -246,6 +248,13 @@ mod tests {
             gateway_error("inner = \"a\"\nunderlay = \"b\"\nqueues = 1\ncpus = [0, 1]"),
             "gateway.cpus: 2 CPUs for 1 queue(s): one CPU per worker at most"
         );
+        for (field, bad) in [("route_cache", 63), ("next_hops", 70000)] {
+            assert!(
+                gateway_error(&format!("inner = \"a\"\nunderlay = \"b\"\n{field} = {bad}"))
+                    .starts_with(&format!("gateway.{field}: {bad} ")),
+                "{field}"
+            );
+        }
         assert!(gateway_error("inner = \"a\"\nunderlay = \"b\"\nmtu = 1500")
             .contains("unknown field `mtu`"));
         assert!(gateway_error("inner = 3\nunderlay = \"b\"").starts_with("gateway.inner: "));

@@ -282,7 +282,7 @@ struct Via {
     next_hop: IpAddr,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Hop {
     via: Option<Via>,
     generation: u32,
@@ -599,5 +599,110 @@ impl State {
             src: out.mac,
             vlan: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn via(i: u8) -> Via {
+        Via {
+            ifindex: 2,
+            next_hop: IpAddr::from([192, 0, 2, i]),
+        }
+    }
+
+    fn header(i: u8) -> Option<LinkHeader> {
+        Some(LinkHeader {
+            dst: [i; 6],
+            src: [2; 6],
+            vlan: None,
+        })
+    }
+
+    #[test]
+    fn next_hops_are_reused_by_clock() {
+        let mut h = Hops::new(2);
+        assert_eq!(h.slot(via(1)), (0, None));
+        assert_eq!(h.slot(via(2)).0, 1);
+        let first = h.id(0);
+        // Asked for again: spared once.
+        assert_eq!(h.slot(via(1)), (0, None));
+        let (s, old) = h.slot(via(3));
+        assert_eq!((s, old.and_then(|o| o.via)), (1, Some(via(2))));
+        assert_eq!(h.id(1).generation, 2, "a new occupant");
+        assert_eq!(h.id(0), first);
+        // Nobody used since: the hand takes slot 0 next.
+        let (s, old) = h.slot(via(4));
+        assert_eq!((s, old.and_then(|o| o.via)), (0, Some(via(1))));
+        assert_eq!(h.by_via.len(), 2, "bounded");
+        assert!(!h.by_via.contains_key(&via(1)));
+    }
+
+    #[test]
+    fn workers_apply_the_log_and_recover_from_falling_behind() {
+        let p = Published::new(Capacity {
+            routes: 64,
+            hops: 4,
+        })
+        .unwrap();
+        let mut w = p.table();
+        let hop = HopId {
+            slot: 1,
+            generation: 1,
+        };
+        let a: IpAddr = "198.18.0.1".parse().unwrap();
+        p.publish(Update::Hop(hop, header(7)));
+        p.publish(Update::Route(a, Route::Via(hop)));
+        let mut seen = p.apply(0, &mut w);
+        assert_eq!(seen, 2);
+        assert_eq!(w.get(a), header(7).as_ref());
+        assert_eq!(p.apply(seen, &mut w), seen, "nothing new");
+        // A new MAC: one update for every destination through it.
+        p.publish(Update::Hop(hop, header(8)));
+        seen = p.apply(seen, &mut w);
+        assert_eq!(w.get(a), header(8).as_ref());
+        // A route change: the routes go, the next hops stay.
+        p.publish(Update::Flush);
+        seen = p.apply(seen, &mut w);
+        assert!(w.get(a).is_none());
+        p.publish(Update::Route(a, Route::Via(hop)));
+        seen = p.apply(seen, &mut w);
+        assert_eq!(w.get(a), header(8).as_ref());
+        // More updates than the log keeps: the worker takes the next hops
+        // as they stand and forgets its routes.
+        p.publish(Update::Hop(hop, header(9)));
+        for i in 0..UPDATES as u32 {
+            let d = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            p.publish(Update::Route(d, Route::Kernel));
+        }
+        assert_eq!(locked(&p.log).updates.len(), UPDATES, "bounded");
+        p.apply(seen, &mut w);
+        assert_eq!(p.bounds.updates_missed.load(Ordering::Relaxed), 1);
+        assert!(w.get(a).is_none(), "forgotten");
+        w.route(a, Route::Via(hop));
+        assert_eq!(w.get(a), header(9).as_ref(), "the next hop as it stands");
+        assert_eq!(p.known(), 1);
+    }
+
+    #[test]
+    fn requests_are_bounded_and_counted() {
+        let p = Published::new(Capacity {
+            routes: 64,
+            hops: 4,
+        })
+        .unwrap();
+        let mut batch: Vec<IpAddr> = (0..REQUESTS as u32 + 10)
+            .map(|i| IpAddr::from(std::net::Ipv4Addr::from(i)))
+            .collect();
+        p.want(&mut batch);
+        assert!(batch.is_empty());
+        assert_eq!(locked(&p.wanted).len(), REQUESTS);
+        assert_eq!(p.bounds.requests_dropped.load(Ordering::Relaxed), 10);
+        assert_eq!(
+            p.bounds.misses.load(Ordering::Relaxed),
+            REQUESTS as u64 + 10
+        );
     }
 }
