@@ -70,7 +70,15 @@ pub struct Tracer {
     /// Packets still wanted; 0 = off.
     remaining: AtomicUsize,
     records: Mutex<Vec<Record>>,
+    // Bytes the records hold, and the packets asked for that the capture
+    // ended without (it reached TRACE_BYTES).
+    held: AtomicUsize,
+    cut_short: AtomicUsize,
 }
+
+/// Bytes a capture holds at most: the count asked for is the operator's,
+/// the packets' sizes are the senders'. Past it the capture ends early.
+const TRACE_BYTES: usize = 64 << 20;
 
 /// Bytes kept of each packet (the pcapng snap length).
 const SNAPLEN: usize = 65535;
@@ -81,6 +89,8 @@ impl Tracer {
     pub fn start(&self, count: usize) {
         let mut r = self.records.lock().unwrap_or_else(|e| e.into_inner());
         r.clear();
+        self.held.store(0, Ordering::Relaxed);
+        self.cut_short.store(0, Ordering::Relaxed);
         self.remaining.store(count, Ordering::Release);
     }
 
@@ -93,6 +103,15 @@ impl Tracer {
     pub fn finish(&self) -> Vec<u8> {
         self.remaining.store(0, Ordering::Release);
         let records = std::mem::take(&mut *self.records.lock().unwrap_or_else(|e| e.into_inner()));
+        let cut = self.cut_short.load(Ordering::Relaxed);
+        if cut > 0 {
+            tracing::warn!(
+                captured = records.len(),
+                not_captured = cut,
+                "trace ended at its {} MiB bound",
+                TRACE_BYTES >> 20
+            );
+        }
         to_pcapng(&records)
     }
 
@@ -131,6 +150,14 @@ impl Tracer {
         if left == 0 {
             return;
         }
+        let kept = data.len().min(SNAPLEN);
+        let held = self.held.load(Ordering::Relaxed) + kept;
+        if held > TRACE_BYTES {
+            self.cut_short.store(left, Ordering::Relaxed);
+            self.remaining.store(0, Ordering::Release);
+            return;
+        }
+        self.held.store(held, Ordering::Relaxed);
         self.remaining.store(left - 1, Ordering::Release);
         let time = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -138,7 +165,7 @@ impl Tracer {
         r.push(Record {
             point,
             time,
-            data: data[..data.len().min(SNAPLEN)].to_vec(),
+            data: data[..kept].to_vec(),
         });
     }
 }
@@ -224,5 +251,23 @@ mod tests {
             }
         }
         assert_eq!(packets, vec![(2, 30, Some(1)), (1, 60, Some(2)),]);
+    }
+
+    #[test]
+    fn a_capture_ends_at_its_byte_bound() {
+        let t = Tracer::default();
+        t.start(usize::MAX);
+        let big = vec![0x45u8; 100_000];
+        let fits = TRACE_BYTES / SNAPLEN;
+        for _ in 0..fits + 10 {
+            t.record(Point::UdpRx, &big);
+        }
+        assert!(t.done(), "ended");
+        assert_eq!(t.records.lock().unwrap().len(), fits);
+        assert_eq!(t.cut_short.load(Ordering::Relaxed), usize::MAX - fits);
+        t.start(1);
+        assert_eq!(t.cut_short.load(Ordering::Relaxed), 0);
+        t.record(Point::UdpRx, b"again");
+        assert!(t.done());
     }
 }
