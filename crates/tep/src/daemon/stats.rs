@@ -356,6 +356,7 @@ fn add_counters(c: &mut Counters, d: &Counters) {
     c.to_kernel += d.to_kernel;
     c.icmp_errors += d.icmp_errors;
     c.icmp_suppressed += d.icmp_suppressed;
+    c.gro_table_full += d.gro_table_full;
 }
 
 impl Totals {
@@ -412,7 +413,7 @@ impl Totals {
     }
 
     /// The pipeline's edge counters, named.
-    pub fn edges(&self) -> [(&'static str, u64); 11] {
+    pub fn edges(&self) -> [(&'static str, u64); 12] {
         let c = &self.counters;
         [
             ("encap_in", c.encap_in),
@@ -426,6 +427,7 @@ impl Totals {
             ("to_kernel", c.to_kernel),
             ("icmp_errors", c.icmp_errors),
             ("icmp_suppressed", c.icmp_suppressed),
+            ("gro_table_full", c.gro_table_full),
         ]
     }
 
