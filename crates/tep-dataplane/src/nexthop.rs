@@ -171,6 +171,7 @@ impl RouteCache {
         }
     }
 
+    #[inline]
     fn bucket(&self, dst: IpAddr) -> usize {
         let h = match dst {
             IpAddr::V4(a) => mix(self.key, u64::from(u32::from(a))),
@@ -183,6 +184,7 @@ impl RouteCache {
         (h >> 32) as usize & self.mask
     }
 
+    #[inline]
     fn find(&self, b: usize, dst: IpAddr) -> Option<usize> {
         (b * WAYS..b * WAYS + WAYS).find(|&i| self.ways[i].hop != EMPTY && self.ways[i].dst == dst)
     }
@@ -192,7 +194,12 @@ impl RouteCache {
     fn get(&mut self, dst: IpAddr) -> Option<Way> {
         let b = self.bucket(dst);
         let i = self.find(b, dst)?;
-        self.clock[b] |= 1 << (i % WAYS);
+        let used = 1 << (i % WAYS);
+        // Written only when it changes: a busy destination's lookups
+        // leave the line clean.
+        if self.clock[b] & used == 0 {
+            self.clock[b] |= used;
+        }
         Some(self.ways[i])
     }
 
@@ -369,6 +376,24 @@ impl NextHops {
             _ => {
                 self.want(dst);
                 None
+            }
+        }
+    }
+
+    /// [`lookup`](NextHops::lookup) for the packets of one vector: a run
+    /// of packets to one destination (a flow's burst) asks once.
+    #[inline]
+    pub(crate) fn lookup_run(
+        &mut self,
+        last: &mut Option<(IpAddr, Option<LinkHeader>)>,
+        dst: IpAddr,
+    ) -> Option<LinkHeader> {
+        match *last {
+            Some((d, h)) if d == dst => h,
+            _ => {
+                let h = self.lookup(dst);
+                *last = Some((dst, h));
+                h
             }
         }
     }

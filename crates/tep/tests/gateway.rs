@@ -240,6 +240,11 @@ impl Case {
     }
 
     fn peer_config(&self, chain: &Chain) -> String {
+        self.peer_config_routing(chain, &["10.1.0.0/24", "fd01::/64"])
+    }
+
+    /// [`Case::peer_config`] with `routes` into the tunnel.
+    fn peer_config_routing(&self, chain: &Chain, routes: &[&str]) -> String {
         let device = if self.ethernet() {
             "tap = \"tepl2\"\ntap_addresses = [\"10.9.0.1/24\"]".to_string()
         } else {
@@ -248,7 +253,7 @@ impl Case {
         format!(
             "[host]\n{device}\ncontrol = \"{}\"\n\n{}",
             chain.socket(&chain.peer),
-            self.tunnel(false, &["10.1.0.0/24", "fd01::/64"])
+            self.tunnel(false, routes)
         )
     }
 
@@ -984,12 +989,7 @@ fn a_scan_of_destinations_is_bounded() {
     let scanned = ["198.18.0.0/15", "2001:db8:5ca::/48", "198.51.100.0/24"];
     let mut peer_routes = vec!["10.1.0.0/24", "fd01::/64"];
     peer_routes.extend(scanned);
-    let peer = format!(
-        "[host]\ntun = \"tepl3\"\ntun_addresses = [\"10.9.0.1/24\", \"fd09::1/64\"]\ncontrol = \"{}\"\n\n{}",
-        chain.socket(&chain.peer),
-        c.tunnel(false, &peer_routes)
-    );
-    let _peer = chain.daemon(&chain.peer, &peer);
+    let _peer = chain.daemon(&chain.peer, &c.peer_config_routing(&chain, &peer_routes));
     let g = &chain.gateway;
     for route in [
         &["ip", "route", "add", "198.18.0.0/15", "via", "10.1.0.2"][..],
