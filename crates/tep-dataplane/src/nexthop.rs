@@ -1,6 +1,7 @@
-//! Next hops, where tep writes whole frames (gateway mode): per destination
-//! address (a tunnel's remote, or an inner destination it forwards to), the
-//! Ethernet header to write in front. The I/O layer fills the table from
+//! Next hops, where tep writes whole frames (gateway mode): per next hop,
+//! the Ethernet header to write in front, and a bounded route cache from
+//! destination addresses (a tunnel's remote, an inner destination it
+//! forwards to) to their next hops. The I/O layer fills the table from
 //! the kernel's routes and neighbours and keeps it current from their
 //! notifications; the nodes that write frames read it. A destination the
 //! table does not know yet is noted for the I/O layer to resolve, and its

@@ -4,13 +4,17 @@
 //! The resolver thread owns a copy of the neighbour table kept current
 //! from rtnetlink notifications ([`Neighbours`]). Workers write whole
 //! frames from their own [`tep_dataplane::nexthop::NextHops`]; a
-//! destination they meet without a header goes to the kernel (which
+//! destination they meet without a route goes to the kernel (which
 //! resolves the neighbour and delivers that packet) and is asked for here.
-//! The resolver looks up the route (`ip route get`), the neighbour's MAC
-//! on the route's interface, and publishes the header in [`Published`],
-//! which workers poll with one atomic load per wake-up. A neighbour that
-//! changes its MAC, fails or goes away, and any route or link change,
-//! republishes what depends on it; nothing is polled from the kernel.
+//! The resolver looks up the route (`ip route get`), gives its next hop
+//! (interface and gateway or on-link address) a slot in a fixed table,
+//! and publishes the next hop's header and the destination's route to it
+//! as updates in [`Published`], which workers poll with one atomic load per
+//! wake-up. A neighbour that changes its MAC, fails or goes away updates
+//! its one next hop; a route or link change makes the workers forget their
+//! routes (asked for again by the next packets); nothing is polled from
+//! the kernel. Everything here is bounded: a scan of destinations evicts,
+//! and counts ([`Bounds`]), instead of growing.
 
 use super::Interface;
 use std::collections::{HashMap, VecDeque};
