@@ -67,6 +67,7 @@ pub(crate) fn ip_rewrite(
 ) {
     let (icmp, back, now_ns) = errors;
     let mut keep = PacketVector::new();
+    let mut last = None;
     for &id in v.as_slice() {
         let m = *pool.meta(id);
         if table.get(m.tunnel).kind.carries_ethernet() {
@@ -75,9 +76,8 @@ pub(crate) fn ip_rewrite(
         }
         let data = pool.data_mut(id);
         let dst = nexthop::ip_dst(data);
-        let Some(&h) = next_hops.get(dst) else {
+        let Some(h) = next_hops.lookup_run(&mut last, dst) else {
             // The kernel forwards it (and decrements its TTL) itself.
-            next_hops.want(dst);
             // At most as many as the vector held.
             let _ = unresolved.push(id);
             continue;

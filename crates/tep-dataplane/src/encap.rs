@@ -17,7 +17,7 @@ use crate::geometry::{
 use crate::icmp_error::{IcmpError, IcmpErrors};
 use crate::io::{Outer, OuterLayers};
 use crate::kind::TunnelKind;
-use crate::nexthop::{self, LinkHeader, NextHops};
+use crate::nexthop::{self, NextHops};
 use crate::node::{each, NodeStats};
 use crate::session::{downlink, SessionTable};
 use crate::tunnel::TunnelTable;
@@ -909,8 +909,7 @@ pub fn ethernet_encap(
     unresolved: &mut PacketVector,
 ) {
     let mut keep = PacketVector::new();
-    // One destination's header asked once per run of its packets.
-    let mut last: Option<(IpAddr, Option<LinkHeader>)> = None;
+    let mut last = None;
     for &id in v.as_slice() {
         let t = table.get(pool.meta(id).tunnel);
         let dst = if t.sessions {
@@ -918,16 +917,7 @@ pub fn ethernet_encap(
         } else {
             t.remote
         };
-        let header = match last {
-            Some((d, h)) if d == dst => h,
-            _ => {
-                let h = next_hops.get(dst).copied();
-                last = Some((dst, h));
-                h
-            }
-        };
-        let Some(h) = header else {
-            next_hops.want(dst);
+        let Some(h) = next_hops.lookup_run(&mut last, dst) else {
             // At most as many as the vector held.
             let _ = unresolved.push(id);
             continue;

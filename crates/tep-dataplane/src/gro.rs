@@ -189,6 +189,9 @@ pub struct Gro {
     nheads: usize,
     /// Per vector position: merged into a head.
     merged: [bool; VECTOR_SIZE],
+    /// Packets that could have started a flow with the table full (they
+    /// pass uncoalesced).
+    pub table_full: u64,
 }
 
 impl Default for Gro {
@@ -603,6 +606,7 @@ impl Gro {
             heads: [Head::default(); VECTOR_SIZE],
             nheads: 0,
             merged: [false; VECTOR_SIZE],
+            table_full: 0,
         }
     }
 
@@ -711,9 +715,13 @@ impl Gro {
             }
             self.remove(i);
         }
-        if c.can_head() && self.nflows < GRO_FLOWS {
-            self.flows[self.nflows] = Flow::start(c, pos, d.len());
-            self.nflows += 1;
+        if c.can_head() {
+            if self.nflows < GRO_FLOWS {
+                self.flows[self.nflows] = Flow::start(c, pos, d.len());
+                self.nflows += 1;
+            } else {
+                self.table_full += 1;
+            }
         }
     }
 
@@ -1282,6 +1290,8 @@ mod tests {
         let mut gro = Gro::new();
         assert_eq!(gro.coalesce(&mut pool, &mut v, testpkt::ip_link), GRO_FLOWS);
         assert_eq!(v.len(), 80 - GRO_FLOWS);
+        // Both packets of each of the 8 flows left out.
+        assert_eq!(gro.table_full, 2 * (40 - GRO_FLOWS as u64), "counted");
 
         // A new call does not continue the last call's flows.
         let a = train(&[100, 100]);

@@ -81,6 +81,8 @@ pub(crate) struct GtpuResponder {
     limit: RateLimit,
     /// Sequence number of the next generated message.
     sequence: u16,
+    /// Notices the rate limit held back.
+    pub suppressed: u64,
 }
 
 impl GtpuResponder {
@@ -91,6 +93,7 @@ impl GtpuResponder {
             restart_counter,
             limit: RateLimit::new(per_second),
             sequence: 0,
+            suppressed: 0,
         }
     }
 
@@ -133,6 +136,7 @@ impl GtpuResponder {
         now_ns: u64,
     ) {
         if !self.limit.allow(now_ns) {
+            self.suppressed += 1;
             return;
         }
         let seq = self.sequence;

@@ -436,6 +436,11 @@ fn replies_and_generated_packets_are_outside_the_decap_balance() {
     assert_eq!((c.answered, c.decap_out), (echo, fine));
     assert_eq!(b.drops(DropReason::UnknownTeid), unknown);
     assert_eq!(c.generated, 50, "the rate's burst");
+    assert_eq!(
+        c.error_indications_suppressed,
+        unknown - 50,
+        "the rest counted"
+    );
     assert_eq!(out.replies.len() as u64, echo + 50);
     assert_eq!(out.packets.len() as u64, fine);
     assert_balanced(&b);

@@ -240,6 +240,11 @@ impl Case {
     }
 
     fn peer_config(&self, chain: &Chain) -> String {
+        self.peer_config_routing(chain, &["10.1.0.0/24", "fd01::/64"])
+    }
+
+    /// [`Case::peer_config`] with `routes` into the tunnel.
+    fn peer_config_routing(&self, chain: &Chain, routes: &[&str]) -> String {
         let device = if self.ethernet() {
             "tap = \"tepl2\"\ntap_addresses = [\"10.9.0.1/24\"]".to_string()
         } else {
@@ -248,7 +253,7 @@ impl Case {
         format!(
             "[host]\n{device}\ncontrol = \"{}\"\n\n{}",
             chain.socket(&chain.peer),
-            self.tunnel(false, &["10.1.0.0/24", "fd01::/64"])
+            self.tunnel(false, routes)
         )
     }
 
@@ -954,4 +959,184 @@ fn somebody_elses_program_is_refused_by_name() {
     );
     assert!(chain.xdp_on(g, "gi"), "the other program stays");
     assert!(!chain.xdp_on(g, "gu"), "nothing left on the underlay");
+}
+
+/// The gateway's resident memory (kB), from /proc/PID/status.
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A scan from the tunnel of many inner destinations (ordinary internet
+/// traffic on N6 looks the same): the gateway's memory stays put (its
+/// route cache and next-hop table are fixed in size, the rest bounded),
+/// the evictions and refusals are counted, the destinations the kernel
+/// carries cost a summary line now and then rather than a line each, and
+/// traffic to the real next hops still goes through tep afterwards, also
+/// after a route change.
+#[test]
+fn a_scan_of_destinations_is_bounded() {
+    if !root_or_skip("gateway a_scan_of_destinations_is_bounded") {
+        return;
+    }
+    let c = l3();
+    let chain = Chain::new();
+    c.inner_side(&chain);
+    // What the peer routes into its tunnel: the client's side, the scanned
+    // prefixes (reached through the client as a router) and a blackholed
+    // one (the kernel carries it: no route out of the gateway).
+    let scanned = ["198.18.0.0/15", "2001:db8:5ca::/48", "198.51.100.0/24"];
+    let mut peer_routes = vec!["10.1.0.0/24", "fd01::/64"];
+    peer_routes.extend(scanned);
+    let _peer = chain.daemon(&chain.peer, &c.peer_config_routing(&chain, &peer_routes));
+    let g = &chain.gateway;
+    for route in [
+        &["ip", "route", "add", "198.18.0.0/15", "via", "10.1.0.2"][..],
+        &[
+            "ip",
+            "-6",
+            "route",
+            "add",
+            "2001:db8:5ca::/48",
+            "via",
+            "fd01::2",
+        ],
+        &["ip", "route", "add", "blackhole", "198.51.100.0/24"],
+    ] {
+        chain.exec(g, route, true);
+    }
+    let (routes, hops) = (4096u64, 64u64);
+    let config = format!(
+        "[gateway]\ninner = \"gi\"\nunderlay = \"gu\"\ncontrol = \"{}\"\nroute_cache = {routes}\nnext_hops = {hops}\n\n{}",
+        chain.socket(g),
+        c.tunnel(true, &["10.9.0.0/24", "fd09::/64"])
+    );
+    let gw = chain.daemon(g, &config);
+    assert_eq!(netns::ping(&chain, &chain.client, "10.9.0.1", 2), 2);
+    assert_eq!(netns::ping(&chain, &chain.peer, "10.1.0.2", 2), 2);
+    let before = rss_kb(gw.pid());
+    // 60000 destinations, one datagram each, paced (about 50k/s at most):
+    // one in eight IPv6, one in sixty blackholed, one in a hundred on the
+    // inner link (each its own next hop: 250 of them for 64 slots).
+    let n = 60_000;
+    let scan = format!(
+        r#"
+import socket, time, ipaddress
+s4 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+base4 = int(ipaddress.IPv4Address("198.18.0.0"))
+base6 = int(ipaddress.IPv6Address("2001:db8:5ca::"))
+failed = 0
+for i in range({n}):
+    try:
+        if i % 100 == 50:
+            s4.sendto(b"scan", ("10.1.0.%d" % (i // 100 % 250 + 3), 9))
+        elif i % 60 == 59:
+            s4.sendto(b"scan", ("198.51.100.%d" % (i // 60 % 250 + 1), 9))
+        elif i % 8 == 7:
+            s6.sendto(b"scan", (str(ipaddress.IPv6Address(base6 + i)), 9))
+        else:
+            s4.sendto(b"scan", (str(ipaddress.IPv4Address(base4 + i)), 9))
+    except OSError:
+        failed += 1
+    if i % 256 == 255:
+        time.sleep(0.005)
+print(failed)
+"#
+    );
+    let started = Instant::now();
+    let out = chain.exec(
+        &chain.peer,
+        &["timeout", "120", "python3", "-c", &scan],
+        true,
+    );
+    let scan_s = started.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_millis(500));
+    let after = rss_kb(gw.pid());
+    let counters = gw.show("counters");
+    let k = |name: &str| counters["kernel"][name].as_u64().unwrap_or(0);
+    let (misses, dropped, evictions) = (
+        k("neighbour_misses"),
+        k("next_hop_requests_dropped"),
+        k("next_hop_cache_evictions"),
+    );
+    eprintln!(
+        "scan of {n} in {scan_s:.1} s (send failures {}): RSS {before} -> {after} kB; asked {misses}, refused {dropped}, evicted {evictions}, next hops evicted {}, known {}; kernel_tx {}",
+        String::from_utf8_lossy(&out.stdout).trim(),
+        k("next_hop_evictions"),
+        k("next_hops_known"),
+        counters["io"]["kernel_tx"]
+    );
+    // Each destination resolved takes a route cache entry: past the cache's
+    // size, one is evicted for each (every destination asked for and not
+    // refused was resolved; the cache holds `routes` of them).
+    assert!(misses > routes, "the scan reached the gateway: {counters}");
+    assert!(
+        evictions + routes + dropped >= misses,
+        "evictions counted: {counters}"
+    );
+    assert!(k("next_hops_known") <= hops, "{counters}");
+    assert!(k("next_hop_evictions") > 0, "{counters}");
+    // The tables are fixed in size: what the scan may add is the update
+    // log (8192 updates of 32 bytes) and the request queue (4096
+    // addresses), well under 1 MiB, and allocator slack. (Unbounded, each
+    // destination resolved cost four hash map entries, ~200 bytes.)
+    assert!(
+        after < before + 4096,
+        "RSS grew from {before} to {after} kB: {counters}"
+    );
+    // A summary line now and then, not a line per destination.
+    let log = gw.log();
+    let summaries = log.matches("destinations the kernel carries").count();
+    let limit = 2 + (scan_s / 5.0) as usize;
+    assert!(
+        (1..=limit).contains(&summaries),
+        "{summaries} summary lines in {scan_s:.1} s:\n{log}"
+    );
+    assert!(!log.contains("no route:") || summaries > 0);
+    // The real next hops: through tep once resolved again.
+    let through_tep = |what: &str| {
+        assert_eq!(
+            netns::ping(&chain, &chain.client, "10.9.0.1", 3),
+            3,
+            "{what}"
+        );
+        assert_eq!(netns::ping(&chain, &chain.peer, "10.1.0.2", 3), 3, "{what}");
+        std::thread::sleep(Duration::from_millis(200));
+        let kernel_tx = gw.show("counters")["io"]["kernel_tx"].clone();
+        assert_eq!(
+            netns::ping(&chain, &chain.client, "10.9.0.1", 3),
+            3,
+            "{what}"
+        );
+        assert_eq!(netns::ping(&chain, &chain.peer, "10.1.0.2", 3), 3, "{what}");
+        let c = gw.show("counters");
+        assert_eq!(
+            c["io"]["kernel_tx"], kernel_tx,
+            "{what}: not through tep: {c}"
+        );
+    };
+    through_tep("after the scan");
+    // A route change: every route is learnt again, once.
+    let flushes = k("next_hop_route_flushes");
+    chain.exec(
+        g,
+        &["ip", "route", "add", "203.0.113.0/24", "via", "10.1.0.2"],
+        true,
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let c = gw.show("counters");
+        if c["kernel"]["next_hop_route_flushes"].as_u64().unwrap_or(0) > flushes {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no flush after a route change: {c}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    through_tep("after a route change");
+    assert_balanced(&chain, &gw, "scan");
 }

@@ -9,6 +9,7 @@ use super::host::{
     DEFAULT_ADAPTIVE_POLL_US,
 };
 use super::ConfigError;
+use crate::nexthop::{DEFAULT_HOPS, DEFAULT_ROUTES};
 use core::net::SocketAddr;
 use serde::Deserialize;
 
@@ -66,6 +67,12 @@ pub struct GatewayConfig {
     pub control: String,
     /// Members may use the control socket (see `host.control_group`).
     pub control_group: Option<String>,
+    /// Destinations each worker remembers the next hop of (a bounded
+    /// cache: a scan of new destinations evicts idle ones).
+    pub route_cache: usize,
+    /// Next hops (gateways, on-link neighbours) tep writes frames to, at
+    /// most; past it the idlest is replaced.
+    pub next_hops: usize,
 }
 
 /// The default ring size: a few vectors in flight each way.
@@ -85,6 +92,8 @@ pub(super) struct RawGateway {
     metrics: Option<String>,
     control: Option<String>,
     control_group: Option<String>,
+    route_cache: Option<i64>,
+    next_hops: Option<i64>,
 }
 
 const SECTION: &str = "gateway";
@@ -155,6 +164,14 @@ impl RawGateway {
             metrics: listen_address(SECTION, self.metrics)?,
             control: socket_path(SECTION, self.control)?,
             control_group: control_group(SECTION, self.control_group)?,
+            route_cache: match self.route_cache {
+                Some(v) => ranged(SECTION, "route_cache", v, 64, 1 << 24)? as usize,
+                None => DEFAULT_ROUTES,
+            },
+            next_hops: match self.next_hops {
+                Some(v) => ranged(SECTION, "next_hops", v, 4, 1 << 16)? as usize,
+                None => DEFAULT_HOPS,
+            },
         })
     }
 }
@@ -188,13 +205,16 @@ mod tests {
                 metrics: None,
                 control: DEFAULT_CONTROL.into(),
                 control_group: None,
+                route_cache: 65536,
+                next_hops: 1024,
             }
         );
         assert_eq!(c.run_mode(), Ok(RunMode::Gateway));
         let c = Config::parse(
             "[gateway]\ninner = \"n6\"\nunderlay = \"n3\"\nqueues = 2\ncpus = [1]\n\
              xdp_mode = \"generic\"\nring_size = 512\nbusy_poll_us = 50\nadaptive_poll_us = 0\n\
-             metrics = \"127.0.0.1:9464\"\ncontrol = \"/run/tep-gw.sock\"\ncontrol_group = \"tep\"\n",
+             metrics = \"127.0.0.1:9464\"\ncontrol = \"/run/tep-gw.sock\"\ncontrol_group = \"tep\"\n\
+             route_cache = 4096\nnext_hops = 64\n",
         )
         .unwrap();
         let g = c.gateway.unwrap();
@@ -209,6 +229,7 @@ mod tests {
         assert_eq!(g.metrics, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(g.control, "/run/tep-gw.sock");
         assert_eq!(g.control_group.as_deref(), Some("tep"));
+        assert_eq!((g.route_cache, g.next_hops), (4096, 64));
     }
 
     #[test]
@@ -234,6 +255,13 @@ mod tests {
             gateway_error("inner = \"a\"\nunderlay = \"b\"\nqueues = 1\ncpus = [0, 1]"),
             "gateway.cpus: 2 CPUs for 1 queue(s): one CPU per worker at most"
         );
+        for (field, bad) in [("route_cache", 63), ("next_hops", 70000)] {
+            assert!(
+                gateway_error(&format!("inner = \"a\"\nunderlay = \"b\"\n{field} = {bad}"))
+                    .starts_with(&format!("gateway.{field}: {bad} ")),
+                "{field}"
+            );
+        }
         assert!(gateway_error("inner = \"a\"\nunderlay = \"b\"\nmtu = 1500")
             .contains("unknown field `mtu`"));
         assert!(gateway_error("inner = 3\nunderlay = \"b\"").starts_with("gateway.inner: "));

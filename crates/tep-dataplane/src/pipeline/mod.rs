@@ -141,6 +141,12 @@ pub struct Counters {
     /// (errors, later fragments, group sources), over the rate, or no
     /// buffer free.
     pub icmp_suppressed: u64,
+    /// Packets GRO could not start a flow for, its table (`GRO_FLOWS`
+    /// per vector) being full: they pass uncoalesced.
+    pub gro_table_full: u64,
+    /// GTP-U Error Indications (and Supported Extension Headers
+    /// Notifications) not sent: over `error_indication_rate`.
+    pub error_indications_suppressed: u64,
 }
 
 /// The encap and decap paths of one worker.
@@ -273,6 +279,8 @@ impl<C: Clock> Pipeline<C> {
         Counters {
             icmp_errors: self.icmp.sent,
             icmp_suppressed: self.icmp.suppressed,
+            gro_table_full: self.gro.table_full,
+            error_indications_suppressed: self.gtpu.suppressed,
             ..self.counters
         }
     }

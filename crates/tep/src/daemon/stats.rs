@@ -356,6 +356,8 @@ fn add_counters(c: &mut Counters, d: &Counters) {
     c.to_kernel += d.to_kernel;
     c.icmp_errors += d.icmp_errors;
     c.icmp_suppressed += d.icmp_suppressed;
+    c.gro_table_full += d.gro_table_full;
+    c.error_indications_suppressed += d.error_indications_suppressed;
 }
 
 impl Totals {
@@ -412,7 +414,7 @@ impl Totals {
     }
 
     /// The pipeline's edge counters, named.
-    pub fn edges(&self) -> [(&'static str, u64); 11] {
+    pub fn edges(&self) -> [(&'static str, u64); 13] {
         let c = &self.counters;
         [
             ("encap_in", c.encap_in),
@@ -426,6 +428,11 @@ impl Totals {
             ("to_kernel", c.to_kernel),
             ("icmp_errors", c.icmp_errors),
             ("icmp_suppressed", c.icmp_suppressed),
+            ("gro_table_full", c.gro_table_full),
+            (
+                "error_indications_suppressed",
+                c.error_indications_suppressed,
+            ),
         ]
     }
 

@@ -323,8 +323,7 @@ impl Gateway {
             Ok(()) => (new, Ok(())),
             Err(e) => (old, Err(e)),
         };
-        let mut remotes = remotes_of(&config);
-        self.next_hops.want(&mut remotes);
+        self.next_hops.pin(&remotes_of(&config));
         // The new workers' session tables start empty: every session is
         // queued for them before they run.
         if let Some(n) = n4 {
@@ -440,7 +439,11 @@ pub fn run(path: &Path) -> Result<(), String> {
     }
     let zero_copy = ios.iter().all(|w| w.underlay.socket.zero_copy());
     let remotes = remotes_of(&config);
-    let resolver = Resolver::start(vec![underlay.clone(), inner.clone()], &remotes)?;
+    let capacity = next_hops::Capacity {
+        routes: g.route_cache,
+        hops: g.next_hops,
+    };
+    let resolver = Resolver::start(vec![underlay.clone(), inner.clone()], &remotes, capacity)?;
     let shared = Arc::new(Shared::default());
     let gw = Gateway {
         underlay,

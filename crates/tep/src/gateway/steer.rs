@@ -115,10 +115,17 @@ impl KernelCounters for SteeringCounters {
             out.push((format!("{name}_passed"), s.passed));
             out.push((format!("{name}_redirect_failed"), s.redirect_failed));
         }
-        out.push((
-            "neighbour_misses".to_string(),
-            self.next_hops.misses.load(Ordering::Relaxed),
-        ));
+        let b = &self.next_hops.bounds;
+        for (name, c) in [
+            ("neighbour_misses", &b.misses),
+            ("next_hop_requests_dropped", &b.requests_dropped),
+            ("next_hop_cache_evictions", &b.cache_evictions),
+            ("next_hop_evictions", &b.hop_evictions),
+            ("next_hop_updates_missed", &b.updates_missed),
+            ("next_hop_route_flushes", &b.route_flushes),
+        ] {
+            out.push((name.to_string(), c.load(Ordering::Relaxed)));
+        }
         out.push(("next_hops_known".to_string(), self.next_hops.known() as u64));
         out
     }

@@ -114,6 +114,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
     let config = &setup.config;
     let mut pipeline = Pipeline::new(config, Tsc, pipeline_options());
     pipeline.set_router(setup.router);
+    *pipeline.next_hops() = setup.next_hops.table();
     let upf = setup.sessions.is_some();
     if let Some((link, per_session, limit)) = setup.sessions.clone() {
         pipeline.attach_sessions(link, per_session, limit);
@@ -144,6 +145,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
     let mut wanted: Vec<IpAddr> = Vec::with_capacity(64);
     let mut events = Vec::with_capacity(4);
     let mut seen = 0;
+    let mut evictions = 0;
     let mut generation = 0;
     let mut published_at = Instant::now();
     let mut draining: Option<Instant> = None;
@@ -210,6 +212,14 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         inner.flush(&mut io);
         pipeline.next_hops().take_wanted(&mut wanted);
         setup.next_hops.want(&mut wanted);
+        let evicted = pipeline.next_hops().evictions();
+        if evicted != evictions {
+            let bounds = &setup.next_hops.bounds;
+            bounds
+                .cache_evictions
+                .fetch_add(evicted - evictions, Ordering::Relaxed);
+            evictions = evicted;
+        }
         if upf {
             pipeline.take_session_reports(&mut reports);
             shared.upf.report(&mut reports);
