@@ -5,7 +5,8 @@
 //! Pure data like the rest of the config: the daemon acts on it.
 
 use super::host::{
-    device_name, listen_address, ranged, socket_path, workers, DEFAULT_ADAPTIVE_POLL_US,
+    device_name, listen_address, ranged, run_as, socket_path, workers, Capabilities,
+    DEFAULT_ADAPTIVE_POLL_US,
 };
 use super::ConfigError;
 use core::net::SocketAddr;
@@ -63,6 +64,15 @@ pub struct GatewayConfig {
     pub metrics: Option<SocketAddr>,
     /// The control socket (`tep show`, `tep reload`, `tep trace`).
     pub control: String,
+    /// The user the daemon becomes once the programs are attached and the
+    /// sockets and listeners open; `None`: it stays who started it.
+    pub user: Option<String>,
+    /// Its group; `None`: the user's primary group.
+    pub group: Option<String>,
+    /// What the daemon keeps after becoming `user`: CAP_NET_ADMIN lets the
+    /// next-hop resolver ask the kernel to resolve and keep probing next
+    /// hops (RTM_NEWNEIGH).
+    pub capabilities: Capabilities,
 }
 
 /// The default ring size: a few vectors in flight each way.
@@ -81,6 +91,9 @@ pub(super) struct RawGateway {
     adaptive_poll_us: Option<i64>,
     metrics: Option<String>,
     control: Option<String>,
+    user: Option<String>,
+    group: Option<String>,
+    capabilities: Option<String>,
 }
 
 const SECTION: &str = "gateway";
@@ -139,6 +152,8 @@ impl RawGateway {
             Some(v) => ranged(SECTION, "adaptive_poll_us", v, 0, 1_000_000)? as u32,
             None => DEFAULT_ADAPTIVE_POLL_US,
         };
+        let (user, group, capabilities) =
+            run_as(SECTION, self.user, self.group, self.capabilities)?;
         Ok(GatewayConfig {
             inner,
             underlay,
@@ -150,6 +165,9 @@ impl RawGateway {
             adaptive_poll_us,
             metrics: listen_address(SECTION, self.metrics)?,
             control: socket_path(SECTION, self.control)?,
+            user,
+            group,
+            capabilities,
         })
     }
 }
@@ -182,13 +200,17 @@ mod tests {
                 adaptive_poll_us: DEFAULT_ADAPTIVE_POLL_US,
                 metrics: None,
                 control: DEFAULT_CONTROL.into(),
+                user: None,
+                group: None,
+                capabilities: Capabilities::NetAdmin,
             }
         );
         assert_eq!(c.run_mode(), Ok(RunMode::Gateway));
         let c = Config::parse(
             "[gateway]\ninner = \"n6\"\nunderlay = \"n3\"\nqueues = 2\ncpus = [1]\n\
              xdp_mode = \"generic\"\nring_size = 512\nbusy_poll_us = 50\nadaptive_poll_us = 0\n\
-             metrics = \"127.0.0.1:9464\"\ncontrol = \"/run/tep-gw.sock\"\n",
+             metrics = \"127.0.0.1:9464\"\ncontrol = \"/run/tep-gw.sock\"\n\
+             user = \"tep\"\ngroup = \"tep\"\ncapabilities = \"none\"\n",
         )
         .unwrap();
         let g = c.gateway.unwrap();
@@ -202,6 +224,10 @@ mod tests {
         );
         assert_eq!(g.metrics, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(g.control, "/run/tep-gw.sock");
+        assert_eq!(
+            (g.user.as_deref(), g.group.as_deref(), g.capabilities),
+            (Some("tep"), Some("tep"), Capabilities::None)
+        );
     }
 
     #[test]
@@ -230,6 +256,20 @@ mod tests {
         assert!(gateway_error("inner = \"a\"\nunderlay = \"b\"\nmtu = 1500")
             .contains("unknown field `mtu`"));
         assert!(gateway_error("inner = 3\nunderlay = \"b\"").starts_with("gateway.inner: "));
+        assert_eq!(
+            gateway_error("inner = \"a\"\nunderlay = \"b\"\ngroup = \"tep\""),
+            "gateway.group: set, but gateway.user is not"
+        );
+        assert_eq!(
+            gateway_error("inner = \"a\"\nunderlay = \"b\"\nuser = \"a b\""),
+            "gateway.user: \"a b\" is not a user or group name"
+        );
+        assert_eq!(
+            gateway_error(
+                "inner = \"a\"\nunderlay = \"b\"\nuser = \"tep\"\ncapabilities = \"all\""
+            ),
+            "gateway.capabilities: \"all\" is not \"net_admin\" or \"none\""
+        );
     }
 
     #[test]

@@ -316,7 +316,11 @@ pub(super) fn listen_address(
 /// A user or group name as the password database spells them: not
 /// empty, no ':' (its field separator), no whitespace or NUL. Whether it
 /// exists is asked at start, where the database is.
-fn account_name(field: &str, v: Option<String>) -> Result<Option<String>, ConfigError> {
+fn account_name(
+    section: &str,
+    field: &str,
+    v: Option<String>,
+) -> Result<Option<String>, ConfigError> {
     match v {
         Some(n)
             if n.is_empty()
@@ -325,10 +329,54 @@ fn account_name(field: &str, v: Option<String>) -> Result<Option<String>, Config
                 || n.contains('\0')
                 || n.chars().any(char::is_whitespace) =>
         {
-            Err(err(field, format!("{n:?} is not a user or group name")))
+            Err(section_err(
+                section,
+                field,
+                format!("{n:?} is not a user or group name"),
+            ))
         }
         v => Ok(v),
     }
+}
+
+/// `user`, `group` and `capabilities` of `[section]` (host or gateway):
+/// whom the daemon becomes once set up, and what it keeps.
+pub(super) fn run_as(
+    section: &str,
+    user: Option<String>,
+    group: Option<String>,
+    capabilities: Option<String>,
+) -> Result<(Option<String>, Option<String>, Capabilities), ConfigError> {
+    let user = account_name(section, "user", user)?;
+    let group = account_name(section, "group", group)?;
+    let unset = |field: &str, why: &str| {
+        section_err(
+            section,
+            field,
+            format!("set, but {section}.user is not{why}"),
+        )
+    };
+    if group.is_some() && user.is_none() {
+        return Err(unset("group", ""));
+    }
+    let kept = match capabilities.as_deref() {
+        None | Some("net_admin") => Capabilities::NetAdmin,
+        Some("none") => Capabilities::None,
+        Some(other) => {
+            return Err(section_err(
+                section,
+                "capabilities",
+                format!("\"{other}\" is not \"net_admin\" or \"none\""),
+            ))
+        }
+    };
+    if capabilities.is_some() && user.is_none() {
+        return Err(unset(
+            "capabilities",
+            " (capabilities are dropped with the user)",
+        ));
+    }
+    Ok((user, group, kept))
 }
 
 /// `control`: an absolute Unix socket path, by default [`DEFAULT_CONTROL`].
@@ -411,27 +459,8 @@ impl RawHost {
                 "set, but host.uplink is \"off\"".to_string(),
             ));
         }
-        let user = account_name("user", self.user)?;
-        let group = account_name("group", self.group)?;
-        if group.is_some() && user.is_none() {
-            return Err(err("group", "set, but host.user is not".to_string()));
-        }
-        let capabilities = match self.capabilities.as_deref() {
-            None | Some("net_admin") => Capabilities::NetAdmin,
-            Some("none") => Capabilities::None,
-            Some(other) => {
-                return Err(err(
-                    "capabilities",
-                    format!("\"{other}\" is not \"net_admin\" or \"none\""),
-                ))
-            }
-        };
-        if self.capabilities.is_some() && user.is_none() {
-            return Err(err(
-                "capabilities",
-                "set, but host.user is not (capabilities are dropped with the user)".to_string(),
-            ));
-        }
+        let (user, group, capabilities) =
+            run_as(SECTION, self.user, self.group, self.capabilities)?;
         Ok(HostConfig {
             tun,
             tap,

@@ -6,6 +6,7 @@
 //! `trace 100 5000`), the daemon answers `ok\n` or `error\n`, then the
 //! body (text, JSON, or pcapng bytes for a trace), and closes.
 
+use super::liveness::{self, Beat};
 use super::state::{IoInfo, KernelCounters, State};
 use super::stats::{IoEvent, Totals, WorkerSnapshot};
 use serde::Serialize;
@@ -47,12 +48,6 @@ pub struct ControlListener {
     path: PathBuf,
 }
 
-/// Listens on `path` (the config's `field`, named in errors) and answers
-/// requests on a thread of its own.
-pub fn serve(field: &str, path: &str, state: Arc<State>) -> Result<ControlServer, String> {
-    listen(field, path)?.serve(state)
-}
-
 /// Binds `path` (the config's `field`, named in errors), mode 0600.
 pub fn listen(field: &str, path: &str) -> Result<ControlListener, String> {
     let p = Path::new(path);
@@ -77,27 +72,42 @@ impl ControlListener {
     /// Answers requests on a thread of its own.
     pub fn serve(self, state: Arc<State>) -> Result<ControlServer, String> {
         let listener = self.listener;
-        std::thread::Builder::new()
-            .name("tep-control".into())
-            .spawn(move || {
-                for stream in listener.incoming() {
-                    let Ok(stream) = stream else { continue };
-                    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                    if let Err(e) = answer(stream, &state) {
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("control socket: {e}"))?;
+        let shared = state.shared.clone();
+        liveness::spawn(&shared.liveness, "control", PATIENCE, move |beat| {
+            liveness::accept_loop(
+                beat,
+                &listener,
+                |l| l.accept().map(|(s, _)| s),
+                |stream| {
+                    let _ = stream.set_read_timeout(Some(CLIENT_TIMEOUT));
+                    let _ = stream.set_write_timeout(Some(CLIENT_TIMEOUT));
+                    if let Err(e) = answer(stream, &state, beat) {
                         tracing::debug!("control client: {e}");
                     }
-                }
-            })
-            .map_err(|e| format!("cannot start the control thread: {e}"))?;
+                },
+            )
+        })
+        .map_err(|e| format!("cannot start the control thread: {e}"))?;
         Ok(ControlServer { path: self.path })
     }
 }
 
-fn answer(stream: UnixStream, state: &State) -> std::io::Result<()> {
+/// How long a client may take to send its request, or to read the
+/// answer, each.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the control thread may go without a beat while it serves one
+/// client (reading and writing at [`CLIENT_TIMEOUT`] each) before the
+/// watchdog counts it stuck; traces and reloads beat while they wait.
+const PATIENCE: Duration = Duration::from_secs(15);
+
+fn answer(stream: UnixStream, state: &State, beat: &Beat) -> std::io::Result<()> {
     let mut line = String::new();
     BufReader::new(&stream).read_line(&mut line)?;
     let words: Vec<&str> = line.split_whitespace().collect();
-    let result = handle(&words, state);
+    let result = handle(&words, state, beat);
     let mut out = stream;
     match result {
         Ok(body) => {
@@ -112,7 +122,7 @@ fn answer(stream: UnixStream, state: &State) -> std::io::Result<()> {
     out.flush()
 }
 
-fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
+fn handle(words: &[&str], state: &State, beat: &Beat) -> Result<Vec<u8>, String> {
     match words {
         ["show", what, rest @ ..] => {
             let json = rest.contains(&"json");
@@ -140,8 +150,15 @@ fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
                 .send(tx)
                 .map_err(|_| "the daemon is stopping".to_string())?;
             let _ = state.main_wake.notify();
-            rx.recv_timeout(Duration::from_secs(30))
-                .map_err(|_| "no answer from the daemon".to_string())??;
+            let until = Instant::now() + Duration::from_secs(30);
+            let answered = loop {
+                beat.beat();
+                match rx.recv_timeout(liveness::WAKE) {
+                    Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < until => {}
+                    r => break r.map_err(|_| "no answer from the daemon".to_string()),
+                }
+            };
+            answered??;
             Ok(b"reloaded\n".to_vec())
         }
         ["trace", count, timeout_ms] => {
@@ -153,6 +170,7 @@ fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
             tracer.start(count);
             let until = Instant::now() + Duration::from_millis(timeout);
             while !tracer.done() && Instant::now() < until {
+                beat.beat();
                 std::thread::sleep(Duration::from_millis(5));
             }
             Ok(tracer.finish())

@@ -6,6 +6,7 @@
 //! The listener is a small blocking HTTP/1.1 responder on its own thread:
 //! one GET route does not justify an HTTP stack.
 
+use super::liveness;
 use super::state::{KernelCounters, PfcpStatus, State};
 use super::stats::Totals;
 use prometheus_client::encoding::text::encode;
@@ -169,11 +170,6 @@ pub fn render(
     out
 }
 
-/// Serves `/metrics` on `addr` from a thread of its own.
-pub fn serve(field: &str, addr: SocketAddr, state: Arc<State>) -> Result<(), String> {
-    serve_on(listen(field, addr)?, state)
-}
-
 /// Binds the metrics address (the config's `field`, named in errors),
 /// before the daemon drops its privileges (a port below 1024 needs them).
 pub fn listen(field: &str, addr: SocketAddr) -> Result<TcpListener, String> {
@@ -185,22 +181,36 @@ pub fn serve_on(listener: TcpListener, state: Arc<State>) -> Result<(), String> 
     let addr = listener
         .local_addr()
         .map_err(|e| format!("metrics listener: {e}"))?;
-    std::thread::Builder::new()
-        .name("tep-metrics".into())
-        .spawn(move || {
-            for stream in listener.incoming().flatten() {
-                if let Err(e) = respond(stream, &state) {
-                    tracing::debug!("metrics client: {e}");
-                }
-            }
-        })
-        .map_err(|e| format!("cannot start the metrics thread: {e}"))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("metrics listener: {e}"))?;
+    let shared = state.shared.clone();
+    // Patience: one scrape reads and writes at 2 s a step.
+    liveness::spawn(
+        &shared.liveness,
+        "metrics",
+        Duration::from_secs(15),
+        move |beat| {
+            liveness::accept_loop(
+                beat,
+                &listener,
+                |l| l.accept().map(|(s, _)| s),
+                |stream| {
+                    if let Err(e) = respond(stream, &state) {
+                        tracing::debug!("metrics client: {e}");
+                    }
+                },
+            )
+        },
+    )
+    .map_err(|e| format!("cannot start the metrics thread: {e}"))?;
     tracing::info!(%addr, "metrics at http://{addr}/metrics");
     Ok(())
 }
 
 fn respond(stream: TcpStream, state: &State) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
     let mut reader = BufReader::new(&stream);
     let mut request = String::new();
     reader.read_line(&mut request)?;

@@ -13,6 +13,7 @@
 //! republishes what depends on it; nothing is polled from the kernel.
 
 use super::Interface;
+use crate::daemon::liveness::{self, Beat, Liveness};
 use std::collections::HashMap;
 use std::io;
 use std::net::IpAddr;
@@ -101,14 +102,18 @@ pub struct Resolver {
     /// What it publishes.
     pub published: Arc<Published>,
     stop: Arc<AtomicBool>,
-    handle: Option<std::thread::JoinHandle<()>>,
+    handle: Option<std::thread::JoinHandle<io::Result<()>>>,
 }
 
 impl Resolver {
     /// Starts resolving for frames out of `interfaces`, beginning with
     /// `first` (the tunnels' remote addresses: resolved before any packet
     /// asks, so that the first ones need not take the kernel's way).
-    pub fn start(interfaces: Vec<Interface>, first: &[IpAddr]) -> Result<Resolver, String> {
+    pub fn start(
+        interfaces: Vec<Interface>,
+        first: &[IpAddr],
+        liveness: &Liveness,
+    ) -> Result<Resolver, String> {
         let published = Arc::new(Published::new().map_err(|e| format!("eventfd: {e}"))?);
         let neighbours =
             Neighbours::new().map_err(|e| format!("rtnetlink: cannot watch neighbours: {e}"))?;
@@ -124,14 +129,10 @@ impl Resolver {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
-        let handle = std::thread::Builder::new()
-            .name("tep-next-hops".into())
-            .spawn(move || {
-                if let Err(e) = state.run(&stopping) {
-                    tracing::error!("next-hop resolver stopped: {e}");
-                }
-            })
-            .map_err(|e| format!("cannot start the resolver thread: {e}"))?;
+        let handle = liveness::spawn(liveness, "next-hops", Duration::ZERO, move |beat| {
+            state.run(&stopping, beat)
+        })
+        .map_err(|e| format!("cannot start the resolver thread: {e}"))?;
         Ok(Resolver {
             published,
             stop,
@@ -179,7 +180,7 @@ const TOKEN_NEIGHBOURS: u64 = 0;
 const TOKEN_WANTED: u64 = 1;
 
 impl State {
-    fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
+    fn run(&mut self, stop: &AtomicBool, beat: &Beat) -> io::Result<()> {
         let epoll = Epoll::new()?;
         epoll.add(self.neighbours.as_raw_fd(), TOKEN_NEIGHBOURS, true, false)?;
         if let Some(w) = &self.published.wake {
@@ -188,7 +189,8 @@ impl State {
         let mut events = Vec::with_capacity(4);
         let mut changes = Vec::new();
         while !stop.load(Ordering::Acquire) {
-            epoll.wait(&mut events, Duration::from_secs(1).as_millis() as i32)?;
+            beat.beat();
+            epoll.wait(&mut events, liveness::WAKE.as_millis() as i32)?;
             if let Some(w) = &self.published.wake {
                 let _ = w.drain();
             }
