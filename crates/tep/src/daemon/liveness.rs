@@ -203,7 +203,7 @@ pub fn accept_loop<L: AsRawFd, S>(
 
 /// Test-only faults, for the watchdog's tests: `TEP_TEST_FAULT=stall:NAME`
 /// or `panic:NAME` makes serving thread NAME (`n4`, `control`,
-/// `worker-0`...) hang or panic on its first beat a second after it
+/// `worker-0`...) hang or panic on its first beat two seconds after it
 /// starts. Compiled into debug builds only (`cargo test` runs those);
 /// release builds have no such variable.
 #[cfg(debug_assertions)]
@@ -222,7 +222,7 @@ impl Fault {
             ("panic", n) if n == name => Fault::Panic,
             _ => return None,
         };
-        Some((fault, Instant::now() + Duration::from_secs(1)))
+        Some((fault, Instant::now() + Duration::from_secs(2)))
     }
 
     fn strike(self, name: &str) {

@@ -283,6 +283,9 @@ impl Daemon {
     /// SIGTERM and wait (at most 5 s); returns the exit status code.
     pub fn stop(&mut self) -> Option<i32> {
         let mut child = self.child.take()?;
+        if let Ok(Some(s)) = child.try_wait() {
+            return s.code();
+        }
         let _ = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status();
@@ -524,4 +527,34 @@ impl Drop for Script {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A field of /proc/PID/status (or /proc/PID/task/TID/status).
+pub fn status_field(status: &str, key: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+        .unwrap_or_else(|| panic!("no {key} in {status}"))
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Every thread of `pid`: (Uid, Gid, Groups, CapEff, CapPrm) of each.
+pub fn thread_credentials(pid: u32) -> Vec<[String; 5]> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let s = std::fs::read_to_string(t.unwrap().path().join("status")).unwrap();
+        out.push(["Uid", "Gid", "Groups", "CapEff", "CapPrm"].map(|k| status_field(&s, k)));
+    }
+    out
+}
+
+/// `id FLAG USER`: the number, or None when there is no such user.
+pub fn id(flag: &str, user: &str) -> Option<u32> {
+    let out = std::process::Command::new("id")
+        .args([flag, user])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
