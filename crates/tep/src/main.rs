@@ -145,7 +145,7 @@ enum PcapCommand {
 #[derive(Debug, Args)]
 struct Target {
     /// The control socket (default: the config's host.control, else
-    /// /run/tep.sock).
+    /// /run/tep/tep.sock).
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
     /// Read host.control from this config.

@@ -974,7 +974,7 @@ fn startup_errors_name_the_tunnel_and_field_once() {
     let _ = holder.wait();
 }
 
-/// systemd's notifications (examples/tep.service is `Type=notify` with a
+/// systemd's notifications (examples/tep-host.service is `Type=notify` with a
 /// watchdog), checked on a socket of the test's own: READY=1 once the
 /// workers run, WATCHDOG=1 every half WATCHDOG_USEC, RELOADING=1 with
 /// MONOTONIC_USEC then READY=1 around a reload, STOPPING=1 on SIGTERM.

@@ -125,7 +125,7 @@ pub enum Uplink {
 }
 
 /// The default control socket path.
-pub const DEFAULT_CONTROL: &str = "/run/tep.sock";
+pub const DEFAULT_CONTROL: &str = "/run/tep/tep.sock";
 
 /// The default UDP receive buffer: 16 MiB. With 4 MiB, 4 TCP streams
 /// through two daemons on a 2-vCPU machine overflowed it (559-2,769
