@@ -102,6 +102,15 @@ pub fn of_gateway(g: &GatewayConfig) -> Result<Option<RunAs>, String> {
     )
 }
 
+/// A reload's error, explained by [`RunAs::explain`] when the daemon
+/// dropped to a user.
+pub fn explain(run_as: Option<&RunAs>, error: String) -> String {
+    match run_as {
+        Some(r) => r.explain(error),
+        None => error,
+    }
+}
+
 impl RunAs {
     /// Becomes the user. Call on the main thread before starting the
     /// threads that should keep CAP_NET_ADMIN (they inherit it).

@@ -12,6 +12,9 @@
 //! queue over one UMEM per queue (the worker's pool), the next-hop
 //! resolver ([`next_hops`]), the workers ([`worker`], over the rings of
 //! [`rings`]), and the control socket and metrics of [`crate::daemon`].
+//! With `gateway.user` it becomes that user once everything that needs
+//! root is open and before any thread starts
+//! ([`crate::daemon::privilege`]).
 //! SIGTERM stops the workers and detaches the programs; a crash leaves
 //! nothing attached either (the programs hang on bpf_links that die with
 //! the process).
@@ -451,7 +454,11 @@ pub fn run(path: &Path) -> Result<(), String> {
         .metrics
         .map(|addr| metrics::listen("gateway.metrics", addr))
         .transpose()?;
-    let pfcp = config.pfcp.as_ref().map(n4::bind).transpose()?;
+    let pfcp = config
+        .pfcp
+        .as_ref()
+        .map(|p| n4::bind(p).map(|socket| (p, socket)))
+        .transpose()?;
     // Everything that needs root is set up; the threads started from here
     // on inherit what the main thread keeps (credentials are per thread).
     if let Some(r) = &run_as {
@@ -488,13 +495,13 @@ pub fn run(path: &Path) -> Result<(), String> {
     });
     // A UPF: the session tables' control plane, its links to the workers,
     // and the PFCP socket.
-    let (sessions, links) = match (&config.pfcp, pfcp) {
-        (Some(p), Some(socket)) => {
+    let (sessions, links) = match pfcp {
+        Some((p, socket)) => {
             let n3_v6 = config.tunnels.iter().map(|t| t.local.is_ipv6()).collect();
             let (s, l) = Sessions::new(p.max_sessions, g.queues, n3_v6);
             (Some((s, socket)), l)
         }
-        _ => (None, Vec::new()),
+        None => (None, Vec::new()),
     };
     let mut running = gw.start(config.clone(), ios, links)?;
     *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
@@ -517,10 +524,7 @@ pub fn run(path: &Path) -> Result<(), String> {
     );
     crate::daemon::until_stopped(path, &signals, &state, &reload_rx, || {
         gw.reload(path, &mut running, &state, n4.as_ref())
-            .map_err(|e| match &run_as {
-                Some(r) => r.explain(e),
-                None => e,
-            })
+            .map_err(|e| privilege::explain(run_as.as_ref(), e))
     })?;
     if let Some(n) = n4 {
         n.stop();

@@ -569,10 +569,7 @@ pub fn run(path: &Path) -> Result<(), String> {
             routes.as_mut(),
             n4.as_ref(),
         )
-        .map_err(|e| match &run_as {
-            Some(r) => r.explain(e),
-            None => e,
-        })
+        .map_err(|e| privilege::explain(run_as.as_ref(), e))
     })?;
     if let Some(n) = n4 {
         n.stop();
