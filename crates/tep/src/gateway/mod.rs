@@ -457,7 +457,7 @@ pub fn run(path: &Path) -> Result<(), String> {
     let pfcp = config
         .pfcp
         .as_ref()
-        .map(|p| n4::bind(p).map(|socket| (p, socket)))
+        .map(|p| n4::bind(p).map(|socket| (p.max_sessions, socket)))
         .transpose()?;
     // Everything that needs root is set up; the threads started from here
     // on inherit what the main thread keeps (credentials are per thread).
@@ -496,9 +496,9 @@ pub fn run(path: &Path) -> Result<(), String> {
     // A UPF: the session tables' control plane, its links to the workers,
     // and the PFCP socket.
     let (sessions, links) = match pfcp {
-        Some((p, socket)) => {
+        Some((max_sessions, socket)) => {
             let n3_v6 = config.tunnels.iter().map(|t| t.local.is_ipv6()).collect();
-            let (s, l) = Sessions::new(p.max_sessions, g.queues, n3_v6);
+            let (s, l) = Sessions::new(max_sessions, g.queues, n3_v6);
             (Some((s, socket)), l)
         }
         None => (None, Vec::new()),
