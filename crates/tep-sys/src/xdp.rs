@@ -539,9 +539,10 @@ pub fn attached(ifindex: u32) -> io::Result<Vec<AttachedProgram>> {
     for (mode, id) in attached_ids(ifindex)? {
         let name = match bpf::prog_name(id) {
             Ok(n) => n,
-            // Gone between the two questions.
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            // Gone between the two questions (by kind: the error carries
+            // context, not the errno).
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
                 return Err(io::Error::new(
                     e.kind(),
                     format!(
