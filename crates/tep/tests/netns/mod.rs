@@ -187,11 +187,67 @@ pub fn spawn_daemon_env(
     config: &str,
     env: &[(&str, &str)],
 ) -> Daemon {
+    spawn_daemon_under(dir, ns, config, env, &[])
+}
+
+/// The capabilities the systemd unit `examples/UNIT` keeps
+/// (CapabilityBoundingSet=), as setpriv's `--bounding-set` takes them:
+/// `-all,+net_admin,...`.
+pub fn unit_bounding_set(unit: &str) -> String {
+    let text = std::fs::read_to_string(format!(
+        "{}/../../examples/{unit}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let caps = text
+        .lines()
+        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
+        .unwrap_or_else(|| panic!("{unit}: no CapabilityBoundingSet"));
+    let mut out = "-all".to_string();
+    for c in caps.split_whitespace() {
+        out += &format!(",+{}", c.trim_start_matches("CAP_").to_lowercase());
+    }
+    out
+}
+
+/// [`spawn_daemon`] with the bounding set of systemd unit `unit` (as
+/// systemd gives it: tep starts as root with only those capabilities),
+/// through setpriv; None when setpriv is missing.
+pub fn spawn_daemon_as_unit(
+    dir: &std::path::Path,
+    ns: &str,
+    config: &str,
+    unit: &str,
+) -> Option<Daemon> {
+    if !tep_testing::have("setpriv") {
+        return None;
+    }
+    let set = format!("--bounding-set={}", unit_bounding_set(unit));
+    Some(spawn_daemon_under(
+        dir,
+        ns,
+        config,
+        &[],
+        &["setpriv", &set, "--inh-caps=-all"],
+    ))
+}
+
+/// [`spawn_daemon_env`] through `wrapper` (a command that execs the rest
+/// of its arguments: the daemon keeps its process id).
+fn spawn_daemon_under(
+    dir: &std::path::Path,
+    ns: &str,
+    config: &str,
+    env: &[(&str, &str)],
+    wrapper: &[&str],
+) -> Daemon {
     let path = dir.join(format!("{ns}.toml"));
     std::fs::write(&path, config).unwrap();
     let log = dir.join(format!("{ns}.log"));
     let child = Command::new("ip")
-        .args(["netns", "exec", ns, TEP, "run", "-c"])
+        .args(["netns", "exec", ns])
+        .args(wrapper)
+        .args([TEP, "run", "-c"])
         .arg(&path)
         .envs(env.iter().copied())
         .stdout(Stdio::null())
