@@ -82,17 +82,21 @@ pub struct HostConfig {
     pub capabilities: Capabilities,
 }
 
-/// `host.capabilities`: what the daemon keeps after dropping to
-/// `host.user`.
+/// `host.capabilities` and `gateway.capabilities`: what the daemon keeps
+/// after dropping to `host.user` / `gateway.user`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Capabilities {
-    /// `"net_admin"`: CAP_NET_ADMIN, for reloads (routes through the TUN,
-    /// sockets' buffers past the system's limits) and for following the
-    /// underlay's MTU.
+    /// `"net_admin"`: CAP_NET_ADMIN. Host mode: for reloads (routes
+    /// through the TUN, sockets' buffers past the system's limits) and for
+    /// following the underlay's MTU. Gateway mode: for the next-hop
+    /// resolver's requests that the kernel resolve and keep probing next
+    /// hops.
     #[default]
     NetAdmin,
-    /// `"none"`: nothing; a reload that changes routes is refused, new
-    /// sockets get buffers within net.core.rmem_max/wmem_max.
+    /// `"none"`: nothing. Host mode: a reload that changes routes is
+    /// refused, new sockets get buffers within net.core.rmem_max/wmem_max.
+    /// Gateway mode: next hops are learnt when the kernel resolves them
+    /// for a packet tep hands it.
     None,
 }
 
