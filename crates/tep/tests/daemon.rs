@@ -1119,6 +1119,52 @@ fn the_watchdog_starves_when_a_serving_thread_stalls() {
     }
 }
 
+/// A metrics client that trickles its request (a byte every half second,
+/// each read within its timeout) is cut off after the scrape's time limit,
+/// so that it cannot hold the metrics thread until the watchdog starves:
+/// WATCHDOG=1 keeps coming all along.
+#[test]
+fn a_trickling_metrics_client_neither_holds_the_thread_nor_starves_the_watchdog() {
+    let test = "a_trickling_metrics_client_neither_holds_the_thread_nor_starves_the_watchdog";
+    if !root_or_skip(test) {
+        return;
+    }
+    let pair = Pair::new();
+    let config = gue_config(&pair, &pair.a, 1, true, Some("127.0.0.1:19467"));
+    let (notifications, _da) = watched_daemon(&pair, &config, &[]);
+    let client = python_bg(
+        &pair.a,
+        "import socket,time\n\
+         s=socket.create_connection(('127.0.0.1',19467))\n\
+         t0=time.time()\n\
+         closed=None\n\
+         for i in range(30):\n\
+         \x20try:\n\
+         \x20\x20s.send(b'G')\n\
+         \x20except OSError:\n\
+         \x20\x20closed=time.time()-t0\n\
+         \x20\x20break\n\
+         \x20time.sleep(0.5)\n\
+         print(closed)",
+    );
+    let started = std::time::Instant::now();
+    let mut last = started;
+    let mut longest = Duration::ZERO;
+    while started.elapsed() < Duration::from_secs(16) {
+        if notifications.next(Duration::from_secs(5)).as_deref() == Some("WATCHDOG=1") {
+            longest = longest.max(last.elapsed());
+            last = std::time::Instant::now();
+        }
+    }
+    longest = longest.max(last.elapsed());
+    assert!(
+        longest < Duration::from_secs(3),
+        "WATCHDOG=1 stopped for {longest:?}"
+    );
+    let closed: f64 = output_of(client).parse().expect("the server closed");
+    assert!((4.0..9.0).contains(&closed), "cut off after {closed} s");
+}
+
 /// A panic in a serving thread ends the daemon with status 101 (under
 /// systemd: a failed service, restarted) instead of leaving it half alive.
 #[test]

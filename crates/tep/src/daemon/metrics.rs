@@ -185,33 +185,72 @@ pub fn serve_on(listener: TcpListener, state: Arc<State>) -> Result<(), String> 
         .set_nonblocking(true)
         .map_err(|e| format!("metrics listener: {e}"))?;
     let shared = state.shared.clone();
-    // Patience: one scrape reads and writes at 2 s a step.
-    liveness::spawn(
-        &shared.liveness,
-        "metrics",
-        Duration::from_secs(15),
-        move |beat| {
-            liveness::accept_loop(
-                beat,
-                &listener,
-                |l| l.accept().map(|(s, _)| s),
-                |stream| {
-                    if let Err(e) = respond(stream, &state) {
-                        tracing::debug!("metrics client: {e}");
-                    }
-                },
-            )
-        },
-    )
+    // Patience: one scrape takes SCRAPE_LIMIT at most.
+    liveness::spawn(&shared.liveness, "metrics", 2 * SCRAPE_LIMIT, move |beat| {
+        liveness::accept_loop(
+            beat,
+            &listener,
+            |l| l.accept().map(|(s, _)| s),
+            |stream| {
+                if let Err(e) = respond(stream, &state) {
+                    tracing::debug!("metrics client: {e}");
+                }
+            },
+        )
+    })
     .map_err(|e| format!("cannot start the metrics thread: {e}"))?;
     tracing::info!(%addr, "metrics at http://{addr}/metrics");
     Ok(())
 }
 
+/// The longest one scrape may hold the metrics thread, reading the
+/// request and writing the answer: a client trickling bytes (each read
+/// within a per-read timeout) would otherwise keep it, and the watchdog
+/// would then restart tep for a metrics client.
+const SCRAPE_LIMIT: Duration = Duration::from_secs(5);
+
+/// A client's stream whose reads and writes all end by `until`.
+struct Until<'a> {
+    stream: &'a TcpStream,
+    until: std::time::Instant,
+}
+
+impl Until<'_> {
+    fn left(&self) -> std::io::Result<Duration> {
+        let left = self
+            .until
+            .saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        Ok(left)
+    }
+}
+
+impl std::io::Read for Until<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.stream.set_read_timeout(Some(self.left()?))?;
+        (&mut &*self.stream).read(buf)
+    }
+}
+
+impl Write for Until<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.stream.set_write_timeout(Some(self.left()?))?;
+        (&mut &*self.stream).write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn respond(stream: TcpStream, state: &State) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
-    let mut reader = BufReader::new(&stream);
+    let until = std::time::Instant::now() + SCRAPE_LIMIT;
+    let mut reader = BufReader::new(Until {
+        stream: &stream,
+        until,
+    });
     let mut request = String::new();
     reader.read_line(&mut request)?;
     // Headers are read and ignored.
@@ -220,7 +259,10 @@ fn respond(stream: TcpStream, state: &State) -> std::io::Result<()> {
         line.clear();
     }
     let path = request.split_whitespace().nth(1).unwrap_or("");
-    let mut out = &stream;
+    let mut out = Until {
+        stream: &stream,
+        until,
+    };
     if !request.starts_with("GET ") || (path != "/metrics" && path != "/") {
         return out.write_all(
             b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
