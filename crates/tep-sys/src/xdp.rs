@@ -348,12 +348,13 @@ impl Steering {
                 format_args!("attaching {name} to interface {ifindex} ({mode:?})"),
             )
         })?;
+        // By id alone: naming programs needs CAP_SYS_ADMIN
+        // (BPF_PROG_GET_FD_BY_ID), which a clean start then does without.
         let prog_id = self.program_id(role)?;
-        let attached_now = attached(ifindex)?;
-        let mode = attached_now
-            .iter()
-            .find(|p| p.id == prog_id)
-            .map(|p| p.mode)
+        let mode = attached_ids(ifindex)?
+            .into_iter()
+            .find(|&(_, id)| id == prog_id)
+            .map(|(mode, _)| mode)
             .ok_or_else(|| {
                 io::Error::other(format!(
                     "{name} attached to interface {ifindex} but the kernel does not list it"
@@ -534,25 +535,42 @@ fn prefix(addr: IpAddr, len: u8) -> io::Result<Prefix> {
 /// The XDP programs attached to interface `ifindex`, one per mode (the
 /// kernel allows a generic and a native one at once), with their names.
 pub fn attached(ifindex: u32) -> io::Result<Vec<AttachedProgram>> {
-    let ids = netlink::xdp_prog_ids(ifindex)?;
     let mut out = Vec::new();
-    for (mode, id) in [
-        (AttachMode::Native, ids.drv),
-        (AttachMode::Generic, ids.skb),
-        (AttachMode::Offload, ids.hw),
-    ] {
-        if id == 0 {
-            continue;
-        }
+    for (mode, id) in attached_ids(ifindex)? {
         let name = match bpf::prog_name(id) {
             Ok(n) => n,
-            // Gone between the two questions.
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            // Gone between the two questions (by kind: the error carries
+            // context, not the errno).
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "interface {ifindex} already has XDP program id {id} ({mode}): \
+                         telling whether it is a stale tep's needs CAP_SYS_ADMIN ({e}); \
+                         remove it (`ip link set dev IFACE xdp off`) or start tep with CAP_SYS_ADMIN"
+                    ),
+                ))
+            }
             Err(e) => return Err(e),
         };
         out.push(AttachedProgram { id, name, mode });
     }
     Ok(out)
+}
+
+/// The ids of the XDP programs on `ifindex`, one per mode (no privilege
+/// needed: rtnetlink says).
+fn attached_ids(ifindex: u32) -> io::Result<Vec<(AttachMode, u32)>> {
+    let ids = netlink::xdp_prog_ids(ifindex)?;
+    Ok([
+        (AttachMode::Native, ids.drv),
+        (AttachMode::Generic, ids.skb),
+        (AttachMode::Offload, ids.hw),
+    ]
+    .into_iter()
+    .filter(|&(_, id)| id != 0)
+    .collect())
 }
 
 /// Removes tep program `prog` from `ifindex`: held by an XDP link (of

@@ -145,7 +145,7 @@ enum PcapCommand {
 #[derive(Debug, Args)]
 struct Target {
     /// The control socket (default: the config's host.control, else
-    /// /run/tep.sock).
+    /// /run/tep/tep.sock).
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
     /// Read host.control from this config.
@@ -411,6 +411,7 @@ fn run_command(config: &std::path::Path, verbose: bool) -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    exit_on_panic();
     let run = match tep_dataplane::config::Config::load(config).map(|c| c.run_mode()) {
         Ok(Ok(tep_dataplane::config::RunMode::Gateway)) => gateway::run,
         // Host mode, or an error host mode reports as it loads the file.
@@ -424,6 +425,21 @@ fn run_command(config: &std::path::Path, verbose: bool) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// A panic on any thread of `tep run` ends the process (status 101, as a
+/// panic of the main thread would): a daemon that lost its N4 thread or
+/// a worker would otherwise go on half alive. Under systemd the service
+/// then fails and `Restart=on-failure` starts it afresh; the XDP programs
+/// and the TUN/TAP devices go with the process.
+fn exit_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        let thread = std::thread::current();
+        tracing::error!(thread = thread.name().unwrap_or("?"), "{info}; tep exits");
+        std::process::exit(101);
+    }));
 }
 
 /// Sends `line` to the daemon; prints the answer, or writes it to `out`.

@@ -5,7 +5,7 @@
 
 mod netns;
 
-use netns::{iperf, ping, root_or_skip, Pair};
+use netns::{id, iperf, ping, root_or_skip, status_field, thread_credentials, Pair};
 use std::time::Duration;
 
 fn gue_config(pair: &Pair, ns: &str, side: u8, offloads: bool, metrics: Option<&str>) -> String {
@@ -974,7 +974,7 @@ fn startup_errors_name_the_tunnel_and_field_once() {
     let _ = holder.wait();
 }
 
-/// systemd's notifications (examples/tep.service is `Type=notify` with a
+/// systemd's notifications (examples/tep-host.service is `Type=notify` with a
 /// watchdog), checked on a socket of the test's own: READY=1 once the
 /// workers run, WATCHDOG=1 every half WATCHDOG_USEC, RELOADING=1 with
 /// MONOTONIC_USEC then READY=1 around a reload, STOPPING=1 on SIGTERM.
@@ -984,31 +984,12 @@ fn systemd_notifications_and_the_watchdog() {
         return;
     }
     let pair = Pair::new();
-    let path = pair.dir.join("notify.sock");
-    let listener = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
-    listener
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    let mut da = netns::spawn_daemon_env(
-        &pair.dir,
-        &pair.a,
-        &gue_config(&pair, &pair.a, 1, true, None),
-        &[
-            ("NOTIFY_SOCKET", path.to_str().unwrap()),
-            ("WATCHDOG_USEC", "400000"),
-        ],
-    );
+    let (notifications, mut da) =
+        watched_daemon(&pair, &gue_config(&pair, &pair.a, 1, true, None), &[]);
     let next = || {
-        let mut buf = [0u8; 512];
-        // A signal to this test process (another test's child exiting)
-        // can interrupt the wait: that is no answer, wait again.
-        let n = loop {
-            match listener.recv(&mut buf) {
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                r => break r.expect("a notification"),
-            }
-        };
-        String::from_utf8_lossy(&buf[..n]).into_owned()
+        notifications
+            .next(Duration::from_secs(5))
+            .expect("a notification")
     };
     let first = next();
     assert!(
@@ -1045,6 +1026,172 @@ fn systemd_notifications_and_the_watchdog() {
         last = next();
     }
     assert_eq!(last, "STOPPING=1");
+}
+
+/// A socket of the test's own standing for systemd's `NOTIFY_SOCKET`.
+struct Notifications(std::os::unix::net::UnixDatagram);
+
+impl Notifications {
+    /// The next notification, or None after `wait` without one.
+    fn next(&self, wait: Duration) -> Option<String> {
+        self.0.set_read_timeout(Some(wait)).unwrap();
+        let mut buf = [0u8; 512];
+        // A signal to this test process (another test's child exiting)
+        // can interrupt the wait: that is no answer, wait again.
+        loop {
+            match self.0.recv(&mut buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return None,
+                Ok(n) => return Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+            }
+        }
+    }
+}
+
+/// A daemon in side A of `pair` with `config`, told to notify a socket
+/// of the test's own and to feed a watchdog of 400 ms (every 200 ms), and
+/// `env` besides.
+fn watched_daemon(
+    pair: &Pair,
+    config: &str,
+    env: &[(&str, &str)],
+) -> (Notifications, netns::Daemon) {
+    let path = pair.dir.join("notify.sock");
+    let listener = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    let mut all = vec![
+        ("NOTIFY_SOCKET", path.to_str().unwrap()),
+        ("WATCHDOG_USEC", "400000"),
+    ];
+    all.extend_from_slice(env);
+    let d = netns::spawn_daemon_env(&pair.dir, &pair.a, config, &all);
+    (Notifications(listener), d)
+}
+
+/// Side A as a UPF (host mode, PFCP on 192.0.2.1): an N4 thread to stall.
+fn upf_config(pair: &Pair) -> String {
+    format!(
+        "[host]\ntun = \"n6\"\ntun_addresses = [\"10.63.0.1/32\"]\ncontrol = \"{}\"\n\n\
+         [pfcp]\nlisten = \"{}:8805\"\nnode_id = \"upf.test\"\nn3 = [\"{}\"]\n\
+         ue_prefixes = [\"10.45.0.0/16\"]\n",
+        pair.socket(&pair.a),
+        Pair::A4,
+        Pair::A4
+    )
+}
+
+/// The watchdog watches every serving thread, not the workers alone: with
+/// the N4 thread (then the control thread) made to hang two seconds after
+/// it starts (`TEP_TEST_FAULT`, debug builds only), WATCHDOG=1 stops coming
+/// while the workers still run, and the log says which thread is stuck.
+#[test]
+fn the_watchdog_starves_when_a_serving_thread_stalls() {
+    if !root_or_skip("the_watchdog_starves_when_a_serving_thread_stalls") {
+        return;
+    }
+    for thread in ["n4", "control"] {
+        let pair = Pair::new();
+        let fault = format!("stall:{thread}");
+        let (notifications, mut da) = watched_daemon(
+            &pair,
+            &upf_config(&pair),
+            &[("TEP_TEST_FAULT", fault.as_str())],
+        );
+        let mut fed = 0;
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        // Fed every 200 ms until the thread hangs; then nothing for 3 s.
+        loop {
+            assert!(
+                std::time::Instant::now() < until,
+                "{thread}: still fed after 30 s\n{}",
+                da.log()
+            );
+            match notifications.next(Duration::from_secs(3)) {
+                Some(m) if m == "WATCHDOG=1" => fed += 1,
+                Some(_) => {}
+                None => break,
+            }
+        }
+        assert!(fed >= 1, "{thread}: fed before it hung: {fed}");
+        assert!(da.alive(), "{thread}: the daemon still runs");
+        let log = da.log();
+        assert!(log.contains(&format!("{thread} stuck for")), "{log}");
+        assert!(log.contains("the watchdog is not fed"), "{log}");
+    }
+}
+
+/// A metrics client that trickles its request (a byte every half second,
+/// each read within its timeout) is cut off after the scrape's time limit,
+/// so that it cannot hold the metrics thread until the watchdog starves:
+/// WATCHDOG=1 keeps coming all along.
+#[test]
+fn a_trickling_metrics_client_neither_holds_the_thread_nor_starves_the_watchdog() {
+    let test = "a_trickling_metrics_client_neither_holds_the_thread_nor_starves_the_watchdog";
+    if !root_or_skip(test) {
+        return;
+    }
+    let pair = Pair::new();
+    let config = gue_config(&pair, &pair.a, 1, true, Some("127.0.0.1:19467"));
+    let (notifications, _da) = watched_daemon(&pair, &config, &[]);
+    let client = python_bg(
+        &pair.a,
+        "import socket,time\n\
+         s=socket.create_connection(('127.0.0.1',19467))\n\
+         t0=time.time()\n\
+         closed=None\n\
+         for i in range(30):\n\
+         \x20try:\n\
+         \x20\x20s.send(b'G')\n\
+         \x20except OSError:\n\
+         \x20\x20closed=time.time()-t0\n\
+         \x20\x20break\n\
+         \x20time.sleep(0.5)\n\
+         print(closed)",
+    );
+    let started = std::time::Instant::now();
+    let mut last = started;
+    let mut longest = Duration::ZERO;
+    while started.elapsed() < Duration::from_secs(16) {
+        if notifications.next(Duration::from_secs(5)).as_deref() == Some("WATCHDOG=1") {
+            longest = longest.max(last.elapsed());
+            last = std::time::Instant::now();
+        }
+    }
+    longest = longest.max(last.elapsed());
+    assert!(
+        longest < Duration::from_secs(3),
+        "WATCHDOG=1 stopped for {longest:?}"
+    );
+    let closed: f64 = output_of(client).parse().expect("the server closed");
+    assert!((4.0..9.0).contains(&closed), "cut off after {closed} s");
+}
+
+/// A panic in a serving thread ends the daemon with status 101 (under
+/// systemd: a failed service, restarted) instead of leaving it half alive.
+#[test]
+fn a_panic_in_a_serving_thread_ends_the_daemon() {
+    if !root_or_skip("a_panic_in_a_serving_thread_ends_the_daemon") {
+        return;
+    }
+    let pair = Pair::new();
+    let mut da = netns::spawn_daemon_env(
+        &pair.dir,
+        &pair.a,
+        &upf_config(&pair),
+        &[("TEP_TEST_FAULT", "panic:n4")],
+    );
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while da.alive() {
+        assert!(
+            std::time::Instant::now() < until,
+            "still running:\n{}",
+            da.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(da.stop(), Some(101), "{}", da.log());
+    let log = da.log();
+    assert!(log.contains("TEP_TEST_FAULT: n4 panics"), "{log}");
+    assert!(log.contains("tep exits"), "{log}");
 }
 
 /// `host.receive_buffer` and `send_buffer` size every UDP socket, past
@@ -1688,32 +1835,13 @@ fn startup_without_root_names_what_needs_privilege() {
     }
 }
 
-/// A field of /proc/PID/status (or /proc/PID/task/TID/status).
-fn status_field(status: &str, key: &str) -> String {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}:")))
-        .unwrap_or_else(|| panic!("no {key} in {status}"))
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// Every thread of `pid`: (Uid, Gid, Groups, CapEff, CapPrm) of each.
-fn thread_credentials(pid: u32) -> Vec<[String; 5]> {
-    let mut out = Vec::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
-        let s = std::fs::read_to_string(t.unwrap().path().join("status")).unwrap();
-        out.push(["Uid", "Gid", "Groups", "CapEff", "CapPrm"].map(|k| status_field(&s, k)));
-    }
-    out
-}
-
 /// `host.user`: once set up the daemon runs as nobody:nogroup with only
 /// CAP_NET_ADMIN on every thread, and the traffic, `tep show`, the
 /// metrics and a reload that adds a routed tunnel still work; the control
 /// socket keeps root's 0600 file. At exit the socket's file stays (nobody
-/// cannot write the directory) and the next daemon replaces it.
+/// cannot write the directory) and the next daemon replaces it. tep
+/// starts with only the capabilities examples/tep-host.service keeps
+/// (setpriv), so that the unit's set is shown to be enough.
 #[test]
 fn the_daemon_drops_to_a_user_keeping_net_admin() {
     if !root_or_skip("the_daemon_drops_to_a_user_keeping_net_admin") {
@@ -1726,7 +1854,11 @@ fn the_daemon_drops_to_a_user_keeping_net_admin() {
     let pair = Pair::new();
     let config = gue_config(&pair, &pair.a, 1, true, Some("127.0.0.1:19464"))
         .replace("[host]\n", "[host]\nuser = \"nobody\"\n");
-    let mut da = pair.daemon(&pair.a, &config);
+    let Some(mut da) = netns::spawn_daemon_as_unit(&pair.dir, &pair.a, &config, "tep-host.service")
+    else {
+        tep_testing::skip("the_daemon_drops_to_a_user_keeping_net_admin: setpriv is not installed");
+        return;
+    };
     let _db = pair.daemon(&pair.b, &gue_config(&pair, &pair.b, 2, true, None));
     assert!(da.log().contains("privileges dropped"), "{}", da.log());
     let threads = thread_credentials(da.pid());
@@ -1830,15 +1962,6 @@ fn the_daemon_drops_every_capability_when_told() {
     assert!(e.contains("needs CAP_NET_ADMIN"), "{e}");
     assert_eq!(da.show("tunnels")["tunnels"].as_array().unwrap().len(), 1);
     assert_eq!(ping(&pair, &pair.a, "10.9.0.2", 2), 2, "still running");
-}
-
-/// `id FLAG USER`: the number, or None when there is no such user.
-fn id(flag: &str, user: &str) -> Option<u32> {
-    let out = std::process::Command::new("id")
-        .args([flag, user])
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
 /// The daemon's peak resident memory so far (VmHWM: growth freed again

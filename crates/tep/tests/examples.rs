@@ -142,44 +142,104 @@ fn bench_gateway_measures_tep_and_the_kernel_side_by_side() {
     assert!(none_left("tepgw", &before), "namespaces left behind");
 }
 
-/// examples/tep.service is a unit systemd accepts (`systemd-analyze
-/// verify`, with ExecStart pointing at the tep under test), and it is the
-/// kind tep speaks to: Type=notify with a watchdog
-/// (daemon.rs::systemd_notifications_and_the_watchdog checks the
-/// messages).
+/// `KEY=` values of a unit's lines (each occurrence).
+fn directives<'a>(unit: &'a str, key: &str) -> Vec<&'a str> {
+    unit.lines()
+        .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .collect()
+}
+
+/// The per-mode units in examples/ (each with its example config) are
+/// units systemd accepts (`systemd-analyze verify`, with ExecStart at the
+/// tep under test) and hang together: the config the install steps put in
+/// place is the one ExecStart and ExecReload name, it runs the unit's
+/// mode, and its control socket (and `tep show`'s default) lies in the
+/// unit's RuntimeDirectory, the only part of /run ProtectSystem=strict
+/// leaves writable; every capability kept is explained in a comment; the
+/// unit is `Type=notify` with a watchdog and a system call filter
+/// (daemon.rs::systemd_notifications_and_the_watchdog checks the messages).
 #[test]
-fn the_systemd_unit_verifies() {
-    let unit = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/tep.service"
-    ))
-    .unwrap();
-    for line in [
-        "Type=notify",
-        "WatchdogSec=",
-        "NoNewPrivileges=yes",
-        "CapabilityBoundingSet=",
+fn the_systemd_units_verify_and_match_their_configs() {
+    use tep_dataplane::config::{Config, RunMode, DEFAULT_CONTROL};
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/");
+    for (name, mode) in [
+        ("tep-host.service", RunMode::Host),
+        ("tep-gateway.service", RunMode::Gateway),
     ] {
-        assert!(unit.contains(line), "{line}");
+        let unit = std::fs::read_to_string(format!("{examples}{name}")).unwrap();
+        for line in [
+            "Type=notify",
+            "WatchdogSec=",
+            "NoNewPrivileges=yes",
+            "ProtectSystem=strict",
+            "SystemCallFilter=@system-service",
+        ] {
+            assert!(unit.contains(line), "{name}: {line}");
+        }
+        // `install -m 0644 examples/X.toml /etc/tep/Y.toml` in the header.
+        let install = unit
+            .lines()
+            .find_map(|l| {
+                let words: Vec<&str> = l.split_whitespace().collect();
+                let at = words.iter().position(|w| w.ends_with(".toml"))?;
+                Some((words[at].to_string(), words.get(at + 1)?.to_string()))
+            })
+            .unwrap_or_else(|| panic!("{name}: no install step for the config"));
+        let example = install.0.strip_prefix("examples/").unwrap();
+        let installed = install.1;
+        assert!(
+            unit.contains(&format!("examples/{name} /etc/systemd/system/{name}")),
+            "{name}: installed under its own name"
+        );
+        assert_eq!(
+            directives(&unit, "ExecStart"),
+            [format!("/usr/local/bin/tep run -c {installed}")],
+            "{name}"
+        );
+        assert_eq!(
+            directives(&unit, "ExecReload"),
+            [format!("/usr/local/bin/tep reload -c {installed}")],
+            "{name}"
+        );
+        let runtime = format!("/run/{}/", directives(&unit, "RuntimeDirectory")[0]);
+        let config = Config::load(std::path::Path::new(&format!("{examples}{example}")))
+            .unwrap_or_else(|e| panic!("{example}: {e}"));
+        assert_eq!(config.run_mode(), Ok(mode), "{example}");
+        let control = match &config.gateway {
+            Some(g) => g.control.clone(),
+            None => config.host.control.clone(),
+        };
+        assert!(
+            control.starts_with(&runtime),
+            "{example}: control {control} outside {runtime}"
+        );
+        assert!(DEFAULT_CONTROL.starts_with(&runtime), "{DEFAULT_CONTROL}");
+        let comments: String = unit.lines().filter(|l| l.starts_with('#')).collect();
+        for cap in directives(&unit, "CapabilityBoundingSet")[0].split_whitespace() {
+            assert!(
+                comments.contains(cap),
+                "{name}: {cap} kept without a word why"
+            );
+        }
+        if !tep_testing::have("systemd-analyze") {
+            tep_testing::skip(format_args!(
+                "the_systemd_units_verify_and_match_their_configs: systemd-analyze is not installed (.ci/run installs systemd)"
+            ));
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("tep-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, unit.replace("/usr/local/bin/tep", TEP)).unwrap();
+        let out = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&path)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {err}");
+        // Warnings about the unit itself name it; none may.
+        assert!(!err.contains(&format!("{name}:")), "{err}");
     }
-    if !tep_testing::have("systemd-analyze") {
-        tep_testing::skip(format_args!(
-            "the_systemd_unit_verifies: systemd-analyze is not installed (.ci/run installs systemd)"
-        ));
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("tep-unit-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("tep.service");
-    std::fs::write(&path, unit.replace("/usr/local/bin/tep", TEP)).unwrap();
-    let out = Command::new("systemd-analyze")
-        .arg("verify")
-        .arg(&path)
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    // Warnings about the unit itself name it; none may.
-    assert!(!err.contains("tep.service:"), "{err}");
 }

@@ -1140,3 +1140,116 @@ print(failed)
     through_tep("after a route change");
     assert_balanced(&chain, &gw, "scan");
 }
+
+/// `gateway.user`: once the programs are attached and the sockets open,
+/// every thread of the gateway runs as nobody with only CAP_NET_ADMIN
+/// (the default) or nothing (`capabilities = "none"`); the traffic, `tep
+/// show`, the metrics and a reload that adds a tunnel (new entries in the
+/// steering maps, through the descriptors tep holds) still work, and at
+/// exit the programs come off both interfaces. tep starts with only the
+/// capabilities examples/tep-gateway.service keeps (setpriv), so that the
+/// unit's set is shown to be enough; small rings keep the UMEM within the
+/// default RLIMIT_MEMLOCK (the unit raises the limit, LimitMEMLOCK,
+/// instead of keeping CAP_IPC_LOCK).
+#[test]
+fn the_gateway_drops_to_a_user() {
+    if !root_or_skip("gateway the_gateway_drops_to_a_user") {
+        return;
+    }
+    let Some(uid) = netns::id("-u", "nobody") else {
+        tep_testing::skip("gateway the_gateway_drops_to_a_user: no user nobody");
+        return;
+    };
+    for (kept, cap_eff) in [
+        ("net_admin", "0000000000001000"),
+        ("none", "0000000000000000"),
+    ] {
+        let c = l3();
+        let chain = Chain::new();
+        c.inner_side(&chain);
+        let _peer = chain.daemon(&chain.peer, &c.peer_config(&chain));
+        c.peer_routes(&chain);
+        let config = c.gateway_config(&chain).replace(
+            "[gateway]\n",
+            &format!(
+                "[gateway]\nuser = \"nobody\"\ncapabilities = \"{kept}\"\nmetrics = \"127.0.0.1:19466\"\nring_size = 64\n"
+            ),
+        );
+        let g = &chain.gateway;
+        let Some(mut gw) =
+            netns::spawn_daemon_as_unit(&chain.dir, g, &config, "tep-gateway.service")
+        else {
+            tep_testing::skip("gateway the_gateway_drops_to_a_user: setpriv is not installed");
+            return;
+        };
+        assert!(gw.log().contains("privileges dropped"), "{}", gw.log());
+        let threads = netns::thread_credentials(gw.pid());
+        assert!(
+            threads.len() >= 5,
+            "main, worker, next hops, control, metrics: {threads:?}"
+        );
+        for t in &threads {
+            assert_eq!(t[0], format!("{uid} {uid} {uid} {uid}"), "Uid: {threads:?}");
+            assert_eq!(t[2], "", "no supplementary groups: {threads:?}");
+            assert_eq!(t[3], cap_eff, "{kept}: CapEff: {threads:?}");
+            assert_eq!(t[4], cap_eff, "{kept}: CapPrm: {threads:?}");
+        }
+        assert!(
+            netns::ping(&chain, &chain.client, "10.9.0.1", 5) >= 4,
+            "{kept}: {}",
+            gw.log()
+        );
+        let (sent, received) = transfer(&chain, &chain.client, &chain.peer, "10.9.0.1", 1 << 20);
+        assert_eq!(sent, received, "{kept}: the transfer");
+        let t = gw.show("tunnels");
+        assert!(t["tunnels"][0]["tx_packets"].as_u64().unwrap() > 100, "{t}");
+        let out = chain.exec(
+            g,
+            &[
+                "python3",
+                "-c",
+                "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:19466/metrics', timeout=5).read().decode())",
+            ],
+            true,
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("tep_tunnel_tx_packets_total{tunnel=\"t\""),
+            "{text}"
+        );
+        // A second tunnel: its endpoint and prefix enter the steering maps.
+        // The peer does not know it; what tep sends into it is counted.
+        let two = format!(
+            "{config}\n[[tunnel]]\nname = \"f\"\nkind = \"fou-ipip\"\nlocal = \"{GU4}\"\nremote = \"{PU4}\"\ninner_prefixes = [\"10.8.0.0/24\"]\n"
+        );
+        std::fs::write(&gw.config, two).unwrap();
+        assert_eq!(
+            gw.control(&["reload"]).unwrap().trim(),
+            "reloaded",
+            "{kept}: {}",
+            gw.log()
+        );
+        let _ = netns::ping(&chain, &chain.client, "10.8.0.5", 2);
+        let t = gw.show("tunnels");
+        let f = t["tunnels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "f")
+            .unwrap_or_else(|| panic!("{t}"));
+        assert!(
+            f["tx_packets"].as_u64().unwrap() >= 2,
+            "{kept}: steered to f: {t}"
+        );
+        assert!(
+            netns::ping(&chain, &chain.client, "10.9.0.1", 3) >= 2,
+            "{kept}: after the reload"
+        );
+        assert_eq!(gw.stop(), Some(0), "{}", gw.log());
+        assert_eq!(
+            (chain.xdp_on(g, "gi"), chain.xdp_on(g, "gu")),
+            (false, false),
+            "{kept}: programs left after the drop"
+        );
+    }
+}

@@ -158,7 +158,13 @@ impl Lab {
     /// `[pfcp]` completed by `extra`.
     fn tep(&self, extra: &str) -> Daemon {
         let mode = if self.gateway {
-            "[gateway]\nunderlay = \"vu\"\ninner = \"vd\"".to_string()
+            // As nobody where there is one: a gateway UPF reads packets
+            // and PFCP only after dropping its privileges (gateway.user).
+            let user = match netns::id("-u", "nobody") {
+                Some(_) => "\nuser = \"nobody\"",
+                None => "",
+            };
+            format!("[gateway]\nunderlay = \"vu\"\ninner = \"vd\"{user}")
         } else {
             "[host]\ntun = \"n6\"\ntun_addresses = [\"10.63.0.1/32\"]".to_string()
         };
@@ -534,6 +540,11 @@ fn a_gateway_upf_forwards_both_ways() {
     assert_eq!(tep.show("pfcp")["sessions"], 0);
     let io = tep.show("tunnels");
     assert!(io["io"]["gateway"].is_object(), "not gateway mode: {io}");
+    if let Some(uid) = netns::id("-u", "nobody") {
+        for t in netns::thread_credentials(tep.pid()) {
+            assert_eq!(t[0], format!("{uid} {uid} {uid} {uid}"), "{t:?}");
+        }
+    }
 }
 
 /// Another host on N4 (in `peers`, so heard) tries to modify and delete

@@ -5,7 +5,7 @@
 //! Pure data like the rest of the config: the daemon acts on it.
 
 use super::host::{
-    control_group, device_name, listen_address, ranged, socket_path, workers,
+    control_group, device_name, listen_address, ranged, run_as, socket_path, workers, Capabilities,
     DEFAULT_ADAPTIVE_POLL_US,
 };
 use super::ConfigError;
@@ -73,6 +73,15 @@ pub struct GatewayConfig {
     /// Next hops (gateways, on-link neighbours) tep writes frames to, at
     /// most; past it the idlest is replaced.
     pub next_hops: usize,
+    /// The user the daemon becomes once the programs are attached and the
+    /// sockets and listeners open; `None`: it stays who started it.
+    pub user: Option<String>,
+    /// Its group; `None`: the user's primary group.
+    pub group: Option<String>,
+    /// What the daemon keeps after becoming `user`: CAP_NET_ADMIN lets the
+    /// next-hop resolver ask the kernel to resolve and keep probing next
+    /// hops (RTM_NEWNEIGH).
+    pub capabilities: Capabilities,
 }
 
 /// The default ring size: a few vectors in flight each way.
@@ -94,6 +103,9 @@ pub(super) struct RawGateway {
     control_group: Option<String>,
     route_cache: Option<i64>,
     next_hops: Option<i64>,
+    user: Option<String>,
+    group: Option<String>,
+    capabilities: Option<String>,
 }
 
 const SECTION: &str = "gateway";
@@ -152,6 +164,8 @@ impl RawGateway {
             Some(v) => ranged(SECTION, "adaptive_poll_us", v, 0, 1_000_000)? as u32,
             None => DEFAULT_ADAPTIVE_POLL_US,
         };
+        let (user, group, capabilities) =
+            run_as(SECTION, self.user, self.group, self.capabilities)?;
         Ok(GatewayConfig {
             inner,
             underlay,
@@ -172,6 +186,9 @@ impl RawGateway {
                 Some(v) => ranged(SECTION, "next_hops", v, 4, 1 << 16)? as usize,
                 None => DEFAULT_HOPS,
             },
+            user,
+            group,
+            capabilities,
         })
     }
 }
@@ -207,6 +224,9 @@ mod tests {
                 control_group: None,
                 route_cache: 65536,
                 next_hops: 1024,
+                user: None,
+                group: None,
+                capabilities: Capabilities::NetAdmin,
             }
         );
         assert_eq!(c.run_mode(), Ok(RunMode::Gateway));
@@ -214,7 +234,8 @@ mod tests {
             "[gateway]\ninner = \"n6\"\nunderlay = \"n3\"\nqueues = 2\ncpus = [1]\n\
              xdp_mode = \"generic\"\nring_size = 512\nbusy_poll_us = 50\nadaptive_poll_us = 0\n\
              metrics = \"127.0.0.1:9464\"\ncontrol = \"/run/tep-gw.sock\"\ncontrol_group = \"tep\"\n\
-             route_cache = 4096\nnext_hops = 64\n",
+             route_cache = 4096\nnext_hops = 64\n\
+             user = \"tep\"\ngroup = \"tep\"\ncapabilities = \"none\"\n",
         )
         .unwrap();
         let g = c.gateway.unwrap();
@@ -230,6 +251,10 @@ mod tests {
         assert_eq!(g.control, "/run/tep-gw.sock");
         assert_eq!(g.control_group.as_deref(), Some("tep"));
         assert_eq!((g.route_cache, g.next_hops), (4096, 64));
+        assert_eq!(
+            (g.user.as_deref(), g.group.as_deref(), g.capabilities),
+            (Some("tep"), Some("tep"), Capabilities::None)
+        );
     }
 
     #[test]
@@ -268,6 +293,20 @@ mod tests {
         assert_eq!(
             gateway_error("inner = \"a\"\nunderlay = \"b\"\ncontrol_group = \"\""),
             "gateway.control_group: \"\" is not a user or group name"
+        );
+        assert_eq!(
+            gateway_error("inner = \"a\"\nunderlay = \"b\"\ngroup = \"tep\""),
+            "gateway.group: set, but gateway.user is not"
+        );
+        assert_eq!(
+            gateway_error("inner = \"a\"\nunderlay = \"b\"\nuser = \"a b\""),
+            "gateway.user: \"a b\" is not a user or group name"
+        );
+        assert_eq!(
+            gateway_error(
+                "inner = \"a\"\nunderlay = \"b\"\nuser = \"tep\"\ncapabilities = \"all\""
+            ),
+            "gateway.capabilities: \"all\" is not \"net_admin\" or \"none\""
         );
     }
 

@@ -85,17 +85,21 @@ pub struct HostConfig {
     pub capabilities: Capabilities,
 }
 
-/// `host.capabilities`: what the daemon keeps after dropping to
-/// `host.user`.
+/// `host.capabilities` and `gateway.capabilities`: what the daemon keeps
+/// after dropping to `host.user` / `gateway.user`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Capabilities {
-    /// `"net_admin"`: CAP_NET_ADMIN, for reloads (routes through the TUN,
-    /// sockets' buffers past the system's limits) and for following the
-    /// underlay's MTU.
+    /// `"net_admin"`: CAP_NET_ADMIN. Host mode: for reloads (routes
+    /// through the TUN, sockets' buffers past the system's limits) and for
+    /// following the underlay's MTU. Gateway mode: for the next-hop
+    /// resolver's requests that the kernel resolve and keep probing next
+    /// hops.
     #[default]
     NetAdmin,
-    /// `"none"`: nothing; a reload that changes routes is refused, new
-    /// sockets get buffers within net.core.rmem_max/wmem_max.
+    /// `"none"`: nothing. Host mode: a reload that changes routes is
+    /// refused, new sockets get buffers within net.core.rmem_max/wmem_max.
+    /// Gateway mode: next hops are learnt when the kernel resolves them
+    /// for a packet tep hands it.
     None,
 }
 
@@ -128,7 +132,7 @@ pub enum Uplink {
 }
 
 /// The default control socket path.
-pub const DEFAULT_CONTROL: &str = "/run/tep.sock";
+pub const DEFAULT_CONTROL: &str = "/run/tep/tep.sock";
 
 /// The default UDP receive buffer: 16 MiB. With 4 MiB, 4 TCP streams
 /// through two daemons on a 2-vCPU machine overflowed it (559-2,769
@@ -321,7 +325,11 @@ pub(super) fn listen_address(
 /// A user or group name as the password database spells them: not
 /// empty, no ':' (its field separator), no whitespace or NUL. Whether it
 /// exists is asked at start, where the database is.
-fn account_name(field: &str, v: Option<String>) -> Result<Option<String>, ConfigError> {
+fn account_name(
+    section: &str,
+    field: &str,
+    v: Option<String>,
+) -> Result<Option<String>, ConfigError> {
     match v {
         Some(n)
             if n.is_empty()
@@ -330,10 +338,54 @@ fn account_name(field: &str, v: Option<String>) -> Result<Option<String>, Config
                 || n.contains('\0')
                 || n.chars().any(char::is_whitespace) =>
         {
-            Err(err(field, format!("{n:?} is not a user or group name")))
+            Err(section_err(
+                section,
+                field,
+                format!("{n:?} is not a user or group name"),
+            ))
         }
         v => Ok(v),
     }
+}
+
+/// `user`, `group` and `capabilities` of `[section]` (host or gateway):
+/// whom the daemon becomes once set up, and what it keeps.
+pub(super) fn run_as(
+    section: &str,
+    user: Option<String>,
+    group: Option<String>,
+    capabilities: Option<String>,
+) -> Result<(Option<String>, Option<String>, Capabilities), ConfigError> {
+    let user = account_name(section, "user", user)?;
+    let group = account_name(section, "group", group)?;
+    let unset = |field: &str, why: &str| {
+        section_err(
+            section,
+            field,
+            format!("set, but {section}.user is not{why}"),
+        )
+    };
+    if group.is_some() && user.is_none() {
+        return Err(unset("group", ""));
+    }
+    let kept = match capabilities.as_deref() {
+        None | Some("net_admin") => Capabilities::NetAdmin,
+        Some("none") => Capabilities::None,
+        Some(other) => {
+            return Err(section_err(
+                section,
+                "capabilities",
+                format!("\"{other}\" is not \"net_admin\" or \"none\""),
+            ))
+        }
+    };
+    if capabilities.is_some() && user.is_none() {
+        return Err(unset(
+            "capabilities",
+            " (capabilities are dropped with the user)",
+        ));
+    }
+    Ok((user, group, kept))
 }
 
 /// `control`: an absolute Unix socket path, by default [`DEFAULT_CONTROL`].
@@ -354,7 +406,7 @@ pub(super) fn control_group(
     section: &str,
     v: Option<String>,
 ) -> Result<Option<String>, ConfigError> {
-    account_name("control_group", v).map_err(|e| section_err(section, "control_group", e.message))
+    account_name(section, "control_group", v)
 }
 
 impl RawHost {
@@ -425,27 +477,8 @@ impl RawHost {
                 "set, but host.uplink is \"off\"".to_string(),
             ));
         }
-        let user = account_name("user", self.user)?;
-        let group = account_name("group", self.group)?;
-        if group.is_some() && user.is_none() {
-            return Err(err("group", "set, but host.user is not".to_string()));
-        }
-        let capabilities = match self.capabilities.as_deref() {
-            None | Some("net_admin") => Capabilities::NetAdmin,
-            Some("none") => Capabilities::None,
-            Some(other) => {
-                return Err(err(
-                    "capabilities",
-                    format!("\"{other}\" is not \"net_admin\" or \"none\""),
-                ))
-            }
-        };
-        if self.capabilities.is_some() && user.is_none() {
-            return Err(err(
-                "capabilities",
-                "set, but host.user is not (capabilities are dropped with the user)".to_string(),
-            ));
-        }
+        let (user, group, capabilities) =
+            run_as(SECTION, self.user, self.group, self.capabilities)?;
         Ok(HostConfig {
             tun,
             tap,

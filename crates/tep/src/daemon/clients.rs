@@ -8,6 +8,7 @@
 //! request each, and plain blocking I/O with a deadline bounds each of
 //! them; the limit on threads bounds the rest.
 
+use super::liveness::Beat;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 pub const DEADLINE: Duration = Duration::from_secs(5);
 
 /// How often an accepting loop comes round with nobody connecting.
-const ACCEPT_WAKE: Duration = Duration::from_secs(1);
+pub const ACCEPT_WAKE: Duration = Duration::from_secs(1);
 
 /// Why a client was refused (the `reason` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,13 +122,15 @@ impl Drop for Slot {
 /// [`tep_sys::unix::set_accept_timeout`]), so the loop comes round even
 /// when nobody connects.
 pub fn accept_loop<S: Send + 'static>(
+    beat: &Beat,
     clients: &'static Clients,
     thread: &str,
     accept: impl Fn() -> io::Result<S>,
     serve: impl Fn(S) + Send + Sync + 'static,
-) {
+) -> io::Result<()> {
     let serve = Arc::new(serve);
     loop {
+        beat.beat();
         let stream = match accept() {
             Ok(s) => s,
             Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => continue,

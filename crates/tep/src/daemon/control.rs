@@ -9,6 +9,7 @@
 //! trace), and closes.
 
 use super::clients::{self, Clients, Refusal};
+use super::liveness;
 use super::state::{IoInfo, KernelCounters, State};
 use super::stats::{IoEvent, Totals, WorkerSnapshot};
 use super::trace::Tracer;
@@ -95,17 +96,6 @@ pub static CLIENTS: Clients = Clients::new(
     ],
 );
 
-/// Listens on `path` (the config's `field`, named in errors; `group`: its
-/// `control_group`) and answers requests on a thread of its own.
-pub fn serve(
-    field: &str,
-    path: &str,
-    group: Option<&str>,
-    state: Arc<State>,
-) -> Result<ControlServer, String> {
-    listen(field, path, group)?.serve(state)
-}
-
 /// Binds `path` (the config's `field`, named in errors), mode 0600, or
 /// 0660 root:`group` with a `control_group` (`field` + `_group`).
 pub fn listen(field: &str, path: &str, group: Option<&str>) -> Result<ControlListener, String> {
@@ -156,20 +146,26 @@ impl ControlListener {
     /// up neither `tep reload` nor other commands.
     pub fn serve(self, state: Arc<State>) -> Result<ControlServer, String> {
         let (listener, access) = (self.listener, self.access);
-        std::thread::Builder::new()
-            .name("tep-control".into())
-            .spawn(move || {
-                clients::accept_loop(
-                    &CLIENTS,
-                    "tep-control-c",
-                    || listener.accept().map(|(s, _)| s),
-                    move |s| answer(s, access, &state),
-                )
-            })
-            .map_err(|e| format!("cannot start the control thread: {e}"))?;
+        let shared = state.shared.clone();
+        // The accepting thread serves no client itself: it beats once per
+        // accept or ACCEPT_WAKE, whatever its clients do.
+        liveness::spawn(&shared.liveness, "control", PATIENCE, move |beat| {
+            clients::accept_loop(
+                beat,
+                &CLIENTS,
+                "tep-control-c",
+                || listener.accept().map(|(s, _)| s),
+                move |s| answer(s, access, &state),
+            )
+        })
+        .map_err(|e| format!("cannot start the control thread: {e}"))?;
         Ok(ControlServer { path: self.path })
     }
 }
+
+/// How long the accepting thread may go without a beat (it beats every
+/// [`clients::ACCEPT_WAKE`] at least) before the watchdog counts it stuck.
+const PATIENCE: Duration = Duration::from_secs(5);
 
 /// Refused peers are logged at most this often (the count says the rest).
 const PEER_LOG_EVERY: Duration = Duration::from_secs(10);

@@ -11,6 +11,7 @@
 //! to audit against the same bounds.
 
 use super::clients::{self, Clients, Refusal};
+use super::liveness;
 use super::state::{KernelCounters, PfcpStatus, State};
 use super::stats::Totals;
 use prometheus_client::encoding::text::encode;
@@ -20,7 +21,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tep_dataplane::config::Config;
 
 type Labels = Vec<(String, String)>;
@@ -183,11 +184,6 @@ pub fn render(
     out
 }
 
-/// Serves `/metrics` on `addr` from a thread of its own.
-pub fn serve(field: &str, addr: SocketAddr, state: Arc<State>) -> Result<(), String> {
-    serve_on(listen(field, addr)?, state)
-}
-
 /// Binds the metrics address (the config's `field`, named in errors),
 /// before the daemon drops its privileges (a port below 1024 needs them).
 pub fn listen(field: &str, addr: SocketAddr) -> Result<TcpListener, String> {
@@ -213,23 +209,27 @@ pub static CLIENTS: Clients = Clients::new(
     ],
 );
 
+/// How long the accepting thread may go without a beat: it serves no
+/// client itself, so a slow scrape never holds it.
+const PATIENCE: Duration = Duration::from_secs(5);
+
 /// Answers scrapes on `listener` on a thread of its own.
 pub fn serve_on(listener: TcpListener, state: Arc<State>) -> Result<(), String> {
     let addr = listener
         .local_addr()
         .map_err(|e| format!("metrics listener: {e}"))?;
     clients::wake_periodically(&listener).map_err(|e| format!("metrics listener: {e}"))?;
-    std::thread::Builder::new()
-        .name("tep-metrics".into())
-        .spawn(move || {
-            clients::accept_loop(
-                &CLIENTS,
-                "tep-metrics-c",
-                || listener.accept().map(|(s, _)| s),
-                move |s| respond(s, &state),
-            )
-        })
-        .map_err(|e| format!("cannot start the metrics thread: {e}"))?;
+    let shared = state.shared.clone();
+    liveness::spawn(&shared.liveness, "metrics", PATIENCE, move |beat| {
+        clients::accept_loop(
+            beat,
+            &CLIENTS,
+            "tep-metrics-c",
+            || listener.accept().map(|(s, _)| s),
+            move |s| respond(s, &state),
+        )
+    })
+    .map_err(|e| format!("cannot start the metrics thread: {e}"))?;
     tracing::info!(%addr, "metrics at http://{addr}/metrics");
     Ok(())
 }

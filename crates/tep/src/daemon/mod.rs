@@ -1,6 +1,7 @@
 //! What both run modes of `tep run` share around their workers: the state
 //! the control thread and the metrics listener read ([`state`]), the
-//! counters workers publish ([`stats`]), the control socket behind
+//! counters workers publish ([`stats`]), which serving threads are alive
+//! for systemd's watchdog ([`liveness`], [`notify`]), the control socket behind
 //! `tep show`, `tep trace` and `tep reload` ([`control`]), when workers
 //! sleep ([`idle`]), the Prometheus
 //! endpoint ([`metrics`]), packet capture at the I/O edges ([`trace`]) and
@@ -11,6 +12,7 @@
 pub mod clients;
 pub mod control;
 pub mod idle;
+pub mod liveness;
 pub mod metrics;
 pub mod n4;
 pub mod notify;
@@ -57,7 +59,7 @@ pub fn until_stopped(
         if let Err(e) = epoll.wait(&mut events, notifier.wait_ms(1000)) {
             tracing::error!("epoll: {e}");
         }
-        notifier.tend(&state.shared.beats, workers());
+        notifier.tend(&state.shared.liveness);
         let mut asked: Vec<ReloadReply> = Vec::new();
         while let Ok(Some(sig)) = signals.read() {
             match sig {

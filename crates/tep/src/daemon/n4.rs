@@ -38,7 +38,7 @@ enum Ask {
 
 /// The running N4 thread.
 pub struct N4 {
-    thread: Option<JoinHandle<()>>,
+    thread: Option<JoinHandle<std::io::Result<()>>>,
     wake: Arc<EventFd>,
     asks: mpsc::Sender<Ask>,
     stop: Arc<AtomicBool>,
@@ -194,14 +194,11 @@ impl N4 {
             stop: stop.clone(),
             listen,
         };
-        let thread = std::thread::Builder::new()
-            .name("tep-n4".to_string())
-            .spawn(move || {
-                if let Err(e) = run.run() {
-                    tracing::error!("the N4 thread stopped: {e}");
-                }
-            })
-            .map_err(|e| format!("cannot start the N4 thread: {e}"))?;
+        let shared = run.state.shared.clone();
+        let thread = super::liveness::spawn(&shared.liveness, "n4", Duration::ZERO, move |beat| {
+            run.run(beat)
+        })
+        .map_err(|e| format!("cannot start the N4 thread: {e}"))?;
         tracing::info!(listen = ?listen, "PFCP (N4) listening");
         Ok(N4 {
             thread: Some(thread),
@@ -246,7 +243,7 @@ const TOKEN_SOCKET: u64 = 0;
 const TOKEN_WAKE: u64 = 1;
 
 impl Loop {
-    fn run(&mut self) -> std::io::Result<()> {
+    fn run(&mut self, beat: &super::liveness::Beat) -> std::io::Result<()> {
         let epoll = Epoll::new()?;
         epoll.add(self.socket.as_raw_fd(), TOKEN_SOCKET, true, false)?;
         epoll.add(self.wake.as_raw_fd(), TOKEN_WAKE, true, false)?;
@@ -255,6 +252,7 @@ impl Loop {
         let mut reports = Vec::new();
         self.publish_status();
         while !self.stop.load(Ordering::Acquire) {
+            beat.beat();
             let timeout = match self.node.poll_timeout() {
                 Some(t) => t
                     .saturating_duration_since(Instant::now())

@@ -3,44 +3,16 @@
 //! names. `READY=1` once the workers run, `RELOADING=1` (with
 //! `MONOTONIC_USEC`, as `Type=notify-reload` wants) around a reload,
 //! `STOPPING=1` on the way out, and `WATCHDOG=1` every half
-//! `$WATCHDOG_USEC` — only while every worker is still going round its
-//! loop ([`Beats`]), so that a stuck worker gets the service restarted.
-//! Without `$NOTIFY_SOCKET` (not under systemd) nothing is sent.
+//! `$WATCHDOG_USEC` — only while every serving thread (workers, N4,
+//! control, metrics, next hops) is alive and going round its loop
+//! ([`Liveness`]), so that a stuck or dead one gets the service
+//! restarted. Without `$NOTIFY_SOCKET` (not under systemd) nothing is
+//! sent.
 
 use std::os::unix::net::UnixDatagram;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// The most workers a daemon runs (`queues` is at most 64).
-pub const MAX_WORKERS: usize = 64;
-
-/// One counter per worker, advanced on every turn of its loop (workers
-/// wake at least every 100 ms, so an idle one advances too).
-#[derive(Debug)]
-pub struct Beats([AtomicU64; MAX_WORKERS]);
-
-impl Default for Beats {
-    fn default() -> Self {
-        Beats(std::array::from_fn(|_| AtomicU64::new(0)))
-    }
-}
-
-impl Beats {
-    /// Worker `i` went round its loop.
-    #[inline]
-    pub fn beat(&self, i: usize) {
-        if let Some(b) = self.0.get(i) {
-            b.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    fn read(&self, n: usize) -> Vec<u64> {
-        self.0[..n.min(MAX_WORKERS)]
-            .iter()
-            .map(|b| b.load(Ordering::Relaxed))
-            .collect()
-    }
-}
+use super::liveness::Liveness;
 
 /// Where notifications go, and the watchdog's state.
 #[derive(Debug)]
@@ -49,7 +21,6 @@ pub struct Notifier {
     /// Half of `$WATCHDOG_USEC`, when the watchdog is on for this process.
     pub watchdog: Option<Duration>,
     next_watchdog: Instant,
-    last_beats: Vec<u64>,
 }
 
 impl Notifier {
@@ -77,7 +48,6 @@ impl Notifier {
             socket,
             watchdog,
             next_watchdog: Instant::now(),
-            last_beats: Vec::new(),
         }
     }
 
@@ -114,10 +84,10 @@ impl Notifier {
         }
     }
 
-    /// Feeds the watchdog when it is due and all `workers` went round
-    /// their loops since the last time; a stuck worker is logged and the
-    /// watchdog left hungry.
-    pub fn tend(&mut self, beats: &Beats, workers: usize) {
+    /// Feeds the watchdog when it is due and every serving thread is
+    /// alive and moved since the last time; otherwise says which are not
+    /// and leaves the watchdog hungry.
+    pub fn tend(&mut self, liveness: &Liveness) {
         let Some(every) = self.watchdog else {
             return;
         };
@@ -126,19 +96,11 @@ impl Notifier {
             return;
         }
         self.next_watchdog = now + every;
-        let current = beats.read(workers);
-        let stuck: Vec<usize> = current
-            .iter()
-            .zip(&self.last_beats)
-            .enumerate()
-            .filter(|(_, (now, before))| now == before)
-            .map(|(i, _)| i)
-            .collect();
-        self.last_beats = current;
-        if stuck.is_empty() {
+        let wrong = liveness.check(now, every);
+        if wrong.is_empty() {
             self.send("WATCHDOG=1");
         } else {
-            tracing::error!(workers = ?stuck, "worker(s) stuck: the watchdog is not fed");
+            tracing::error!(threads = ?wrong, "the watchdog is not fed");
         }
     }
 }
@@ -148,7 +110,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_watchdog_is_fed_only_while_every_worker_moves() {
+    fn the_watchdog_is_fed_only_while_every_serving_thread_moves() {
         let dir = std::env::temp_dir().join(format!("tep-notify-{}", std::process::id()));
         let _ = std::fs::remove_file(&dir);
         let listener = UnixDatagram::bind(&dir).unwrap();
@@ -160,9 +122,10 @@ mod tests {
             )),
             watchdog: Some(Duration::ZERO),
             next_watchdog: Instant::now(),
-            last_beats: Vec::new(),
         };
-        let beats = Beats::default();
+        let liveness = Liveness::default();
+        let w0 = liveness.register("worker-0", Duration::ZERO);
+        let n4 = liveness.register("n4", Duration::ZERO);
         let recv = || {
             let mut buf = [0u8; 256];
             listener
@@ -172,16 +135,22 @@ mod tests {
         };
         n.ready("ok");
         assert_eq!(recv().as_deref(), Some("READY=1\nSTATUS=ok"));
-        // The first look has nothing to compare with: fed.
-        n.tend(&beats, 2);
+        w0.beat();
+        n4.beat();
+        n.tend(&liveness);
         assert_eq!(recv().as_deref(), Some("WATCHDOG=1"));
-        beats.beat(0);
-        beats.beat(1);
-        n.tend(&beats, 2);
+        // The N4 thread stuck: not fed.
+        w0.beat();
+        n.tend(&liveness);
+        assert_eq!(recv(), None);
+        // Moving again, then ended on an error: not fed.
+        w0.beat();
+        n4.beat();
+        n.tend(&liveness);
         assert_eq!(recv().as_deref(), Some("WATCHDOG=1"));
-        // Worker 1 stuck: not fed.
-        beats.beat(0);
-        n.tend(&beats, 2);
+        drop(n4);
+        w0.beat();
+        n.tend(&liveness);
         assert_eq!(recv(), None);
         n.reloading();
         assert!(recv().unwrap().starts_with("RELOADING=1\nMONOTONIC_USEC="));

@@ -1,9 +1,10 @@
-//! `host.user`, `host.group`, `host.capabilities`: the daemon sets up
-//! everything that needs root (devices, addresses, routes, sockets, the
-//! control and metrics listeners) and then becomes an unprivileged user
-//! keeping CAP_NET_ADMIN, or nothing.
+//! `host.user` / `gateway.user`, `.group`, `.capabilities`: the daemon
+//! sets up everything that needs root and then becomes an unprivileged
+//! user keeping CAP_NET_ADMIN, or nothing.
 //!
-//! What still works after the drop, and why:
+//! Host mode sets up the devices, addresses, routes, sockets and the
+//! control and metrics listeners first. What still works after the drop,
+//! and why:
 //! - the traffic, `tep show`, `tep trace` and the metrics: every
 //!   descriptor was opened before (the control socket keeps its 0600 mode
 //!   and root owner; root's `tep show` still connects, the dropped user
@@ -18,8 +19,27 @@
 //!   write its directory (/run is root's): the next start finds nothing
 //!   answering on it and replaces it; systemd's RuntimeDirectory removes
 //!   it at stop.
+//!
+//! Gateway mode loads and attaches the XDP programs (CAP_BPF,
+//! CAP_PERFMON for the verifier, CAP_NET_ADMIN), opens the AF_XDP and raw
+//! sockets (CAP_NET_RAW), binds PFCP and the listeners, then drops
+//! before starting any thread. Afterwards:
+//! - a reload updates the steering maps through the descriptors tep
+//!   holds: since Linux 6.5 only creating maps and loading programs ask
+//!   for a capability, and a map update, delete or lookup through a held
+//!   descriptor asks none (tried on 6.18 with unprivileged_bpf_disabled=2:
+//!   updates, deletes and lookups succeed with no capability, creating a
+//!   map fails with EPERM); the workers restart on the sockets they had;
+//! - the next-hop resolver looks routes up (no capability) and asks the
+//!   kernel to resolve and keep probing next hops (RTM_NEWNEIGH:
+//!   CAP_NET_ADMIN, kept by default); with `capabilities = "none"` those
+//!   requests fail, and a next hop is learnt when the kernel resolves it
+//!   for the first packet tep hands it (the slow path), and a changed MAC
+//!   only when the kernel's entry expires;
+//! - at exit the programs come off (BPF_LINK_DETACH on tep's own links
+//!   needs no capability).
 
-use tep_dataplane::config::{Capabilities, HostConfig};
+use tep_dataplane::config::{Capabilities, GatewayConfig, HostConfig};
 use tep_sys::privilege::{self, Account, Capability};
 
 /// Who the daemon becomes, resolved at start (before anything is set
@@ -35,14 +55,19 @@ pub struct RunAs {
 
 /// `section.user` and `.group` looked up; `None` when no user is set.
 /// Errors name the field: `host.user: no user "x"`.
-pub fn resolve(section: &'static str, host: &HostConfig) -> Result<Option<RunAs>, String> {
-    let Some(name) = &host.user else {
+fn resolve(
+    section: &'static str,
+    user: Option<&str>,
+    group: Option<&str>,
+    capabilities: Capabilities,
+) -> Result<Option<RunAs>, String> {
+    let Some(name) = user else {
         return Ok(None);
     };
     let account = privilege::user(name)
         .map_err(|e| format!("{section}.user: cannot look up {name:?}: {e}"))?
         .ok_or_else(|| format!("{section}.user: no user {name:?}"))?;
-    let gid = match &host.group {
+    let gid = match group {
         Some(g) => privilege::group(g)
             .map_err(|e| format!("{section}.group: cannot look up {g:?}: {e}"))?
             .ok_or_else(|| format!("{section}.group: no group {g:?}"))?,
@@ -51,10 +76,39 @@ pub fn resolve(section: &'static str, host: &HostConfig) -> Result<Option<RunAs>
     Ok(Some(RunAs {
         account,
         gid,
-        group: host.group.clone(),
-        capabilities: host.capabilities,
+        group: group.map(str::to_string),
+        capabilities,
         section,
     }))
+}
+
+/// [`resolve`] for `[host]`.
+pub fn of_host(host: &HostConfig) -> Result<Option<RunAs>, String> {
+    resolve(
+        "host",
+        host.user.as_deref(),
+        host.group.as_deref(),
+        host.capabilities,
+    )
+}
+
+/// [`resolve`] for `[gateway]`.
+pub fn of_gateway(g: &GatewayConfig) -> Result<Option<RunAs>, String> {
+    resolve(
+        "gateway",
+        g.user.as_deref(),
+        g.group.as_deref(),
+        g.capabilities,
+    )
+}
+
+/// A reload's error, explained by [`RunAs::explain`] when the daemon
+/// dropped to a user.
+pub fn explain(run_as: Option<&RunAs>, error: String) -> String {
+    match run_as {
+        Some(r) => r.explain(error),
+        None => error,
+    }
 }
 
 impl RunAs {
@@ -136,22 +190,18 @@ mod tests {
 
     #[test]
     fn unknown_users_and_groups_name_the_field() {
-        let e = resolve("host", &host("user = \"no-such-user-tep\"")).unwrap_err();
+        let e = of_host(&host("user = \"no-such-user-tep\"")).unwrap_err();
         assert_eq!(e, "host.user: no user \"no-such-user-tep\"");
-        let e = resolve(
-            "host",
-            &host("user = \"root\"\ngroup = \"no-such-group-tep\""),
-        )
-        .unwrap_err();
+        let e = of_host(&host("user = \"root\"\ngroup = \"no-such-group-tep\"")).unwrap_err();
         assert_eq!(e, "host.group: no group \"no-such-group-tep\"");
-        assert!(resolve("host", &host("")).unwrap().is_none());
-        let d = resolve("host", &host("user = \"root\"")).unwrap().unwrap();
+        assert!(of_host(&host("")).unwrap().is_none());
+        let d = of_host(&host("user = \"root\"")).unwrap().unwrap();
         assert_eq!((d.account.uid, d.gid), (0, 0));
     }
 
     #[test]
     fn refusals_say_what_the_drop_prevents() {
-        let d = resolve("host", &host("user = \"root\"\ncapabilities = \"none\""))
+        let d = of_host(&host("user = \"root\"\ncapabilities = \"none\""))
             .unwrap()
             .unwrap();
         let e = d.explain(

@@ -180,8 +180,8 @@ pub struct Shared {
     pub tracer: Tracer,
     /// What the workers of earlier configs counted.
     pub carried: Mutex<Carried>,
-    /// Each worker's turns of its loop, for the systemd watchdog.
-    pub beats: super::notify::Beats,
+    /// The serving threads alive and moving, for the systemd watchdog.
+    pub liveness: super::liveness::Liveness,
     /// The UPF's N4 side, when `[pfcp]` runs.
     pub upf: UpfShared,
 }

@@ -12,6 +12,9 @@
 //! queue over one UMEM per queue (the worker's pool), the next-hop
 //! resolver ([`next_hops`]), the workers ([`worker`], over the rings of
 //! [`rings`]), and the control socket and metrics of [`crate::daemon`].
+//! With `gateway.user` it becomes that user once everything that needs
+//! root is open and before any thread starts
+//! ([`crate::daemon::privilege`]).
 //! SIGTERM stops the workers and detaches the programs; a crash leaves
 //! nothing attached either (the programs hang on bpf_links that die with
 //! the process).
@@ -22,7 +25,7 @@ pub mod steer;
 pub mod worker;
 
 use crate::daemon::state::{GatewayInfo, InterfaceInfo, IoInfo, RingInfo, Shared, State};
-use crate::daemon::{control, metrics, n4};
+use crate::daemon::{control, liveness, metrics, n4, privilege};
 use next_hops::{Published, Resolver};
 use rings::Side;
 use std::net::IpAddr;
@@ -37,6 +40,7 @@ use tep_dataplane::config::{Config, ConfigError, GatewayConfig, RunMode, XdpMode
 use tep_dataplane::icmp_error::RouterOptions;
 use tep_dataplane::session::control::Sessions;
 use tep_dataplane::session::WorkerLink;
+use tep_sys::raw::RawIp;
 use tep_sys::{EventFd, Mode, Role, Signal, Signals, Steering, Umem, XskOptions, XskSocket};
 use worker::{WorkerIo, WorkerSetup};
 
@@ -165,9 +169,11 @@ fn open_queue(
     steering
         .register_socket(Role::Inner, queue, i.as_fd())
         .map_err(|e| format!("XDP maps: socket of queue {queue}: {e}"))?;
+    let raw = RawIp::new().map_err(|e| format!("queue {queue}: {e}"))?;
     Ok(WorkerIo {
         underlay: Side::underlay(u),
         inner: Side::inner(i),
+        raw,
         pool,
     })
 }
@@ -246,10 +252,13 @@ impl Gateway {
                     _ => None,
                 },
             };
-            let h = std::thread::Builder::new()
-                .name(format!("tep-worker-{index}"))
-                .spawn(move || worker::run(setup))
-                .map_err(|e| format!("cannot start a worker: {e}"))?;
+            let h = liveness::spawn(
+                &self.shared.liveness,
+                &format!("worker-{index}"),
+                Duration::ZERO,
+                move |beat| worker::run(setup, beat),
+            )
+            .map_err(|e| format!("cannot start a worker: {e}"))?;
             handles.push(h);
             wakes.push(wake);
         }
@@ -403,12 +412,13 @@ pub fn run(path: &Path) -> Result<(), String> {
         .map_err(|e| format!("signalfd: {e}"))?;
     let config = Config::load(path).map_err(|e| e.to_string())?;
     let g = check_gateway(&config).map_err(|e| e.to_string())?.clone();
+    let run_as = privilege::of_gateway(&g)?;
     let underlay = interface("gateway.underlay", &g.underlay)?;
     let inner = interface("gateway.inner", &g.inner)?;
     let mut steering =
         Steering::load().map_err(|e| {
             if e.kind() == std::io::ErrorKind::PermissionDenied {
-                format!("XDP: not allowed to load the steering programs ({e}); gateway mode runs as root (eBPF and XDP need CAP_BPF and CAP_NET_ADMIN, AF_XDP sockets CAP_NET_RAW)")
+                format!("XDP: not allowed to load the steering programs ({e}); gateway mode starts as root (eBPF and XDP need CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN, AF_XDP sockets CAP_NET_RAW)")
             } else {
                 format!("XDP: cannot load the steering programs: {e}")
             }
@@ -438,13 +448,34 @@ pub fn run(path: &Path) -> Result<(), String> {
         ios.push(open_queue(&g, q, &underlay, &inner, &mut steering)?);
     }
     let zero_copy = ios.iter().all(|w| w.underlay.socket.zero_copy());
+    let control = control::listen("gateway.control", &g.control, g.control_group.as_deref())?;
+    let metrics = g
+        .metrics
+        .map(|addr| metrics::listen("gateway.metrics", addr))
+        .transpose()?;
+    let pfcp = config
+        .pfcp
+        .as_ref()
+        .map(|p| n4::bind(p).map(|socket| (p.max_sessions, socket)))
+        .transpose()?;
+    // Everything that needs root is set up; the threads started from here
+    // on inherit what the main thread keeps (credentials are per thread).
+    if let Some(r) = &run_as {
+        r.apply()?;
+        r.check_readable(path);
+    }
+    let shared = Arc::new(Shared::default());
     let remotes = remotes_of(&config);
     let capacity = next_hops::Capacity {
         routes: g.route_cache,
         hops: g.next_hops,
     };
-    let resolver = Resolver::start(vec![underlay.clone(), inner.clone()], &remotes, capacity)?;
-    let shared = Arc::new(Shared::default());
+    let resolver = Resolver::start(
+        vec![underlay.clone(), inner.clone()],
+        &remotes,
+        capacity,
+        &shared.liveness,
+    )?;
     let gw = Gateway {
         underlay,
         inner,
@@ -468,11 +499,11 @@ pub fn run(path: &Path) -> Result<(), String> {
     });
     // A UPF: the session tables' control plane, its links to the workers,
     // and the PFCP socket.
-    let (sessions, links) = match &config.pfcp {
-        Some(p) => {
+    let (sessions, links) = match pfcp {
+        Some((max_sessions, socket)) => {
             let n3_v6 = config.tunnels.iter().map(|t| t.local.is_ipv6()).collect();
-            let (s, l) = Sessions::new(p.max_sessions, g.queues, n3_v6);
-            (Some((s, n4::bind(p)?)), l)
+            let (s, l) = Sessions::new(max_sessions, g.queues, n3_v6);
+            (Some((s, socket)), l)
         }
         None => (None, Vec::new()),
     };
@@ -482,14 +513,9 @@ pub fn run(path: &Path) -> Result<(), String> {
         Some((sessions, socket)) => Some(n4::N4::start(&config, socket, sessions, state.clone())?),
         None => None,
     };
-    let control = control::serve(
-        "gateway.control",
-        &g.control,
-        g.control_group.as_deref(),
-        state.clone(),
-    )?;
-    if let Some(addr) = g.metrics {
-        metrics::serve("gateway.metrics", addr, state.clone())?;
+    let control = control.serve(state.clone())?;
+    if let Some(listener) = metrics {
+        metrics::serve_on(listener, state.clone())?;
     }
     tracing::info!(
         tunnels = config.tunnels.len(),
@@ -502,6 +528,7 @@ pub fn run(path: &Path) -> Result<(), String> {
     );
     crate::daemon::until_stopped(path, &signals, &state, &reload_rx, || {
         gw.reload(path, &mut running, &state, n4.as_ref())
+            .map_err(|e| privilege::explain(run_as.as_ref(), e))
     })?;
     if let Some(n) = n4 {
         n.stop();

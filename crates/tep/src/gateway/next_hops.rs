@@ -17,6 +17,7 @@
 //! and counts ([`Bounds`]), instead of growing.
 
 use super::Interface;
+use crate::daemon::liveness::{self, Beat, Liveness};
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::IpAddr;
@@ -226,7 +227,7 @@ pub struct Resolver {
     /// What it publishes.
     pub published: Arc<Published>,
     stop: Arc<AtomicBool>,
-    handle: Option<std::thread::JoinHandle<()>>,
+    handle: Option<std::thread::JoinHandle<io::Result<()>>>,
 }
 
 impl Resolver {
@@ -237,6 +238,7 @@ impl Resolver {
         interfaces: Vec<Interface>,
         first: &[IpAddr],
         capacity: Capacity,
+        liveness: &Liveness,
     ) -> Result<Resolver, String> {
         let published = Arc::new(Published::new(capacity).map_err(|e| format!("eventfd: {e}"))?);
         let neighbours =
@@ -252,14 +254,10 @@ impl Resolver {
         state.resolve_pinned();
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
-        let handle = std::thread::Builder::new()
-            .name("tep-next-hops".into())
-            .spawn(move || {
-                if let Err(e) = state.run(&stopping) {
-                    tracing::error!("next-hop resolver stopped: {e}");
-                }
-            })
-            .map_err(|e| format!("cannot start the resolver thread: {e}"))?;
+        let handle = liveness::spawn(liveness, "next-hops", Duration::ZERO, move |beat| {
+            state.run(&stopping, beat)
+        })
+        .map_err(|e| format!("cannot start the resolver thread: {e}"))?;
         Ok(Resolver {
             published,
             stop,
@@ -419,7 +417,7 @@ const TOKEN_NEIGHBOURS: u64 = 0;
 const TOKEN_WANTED: u64 = 1;
 
 impl State {
-    fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
+    fn run(&mut self, stop: &AtomicBool, beat: &Beat) -> io::Result<()> {
         let epoll = Epoll::new()?;
         epoll.add(self.neighbours.as_raw_fd(), TOKEN_NEIGHBOURS, true, false)?;
         if let Some(w) = &self.published.wake {
@@ -429,7 +427,8 @@ impl State {
         let mut changes = Vec::new();
         let mut wanted = Vec::with_capacity(REQUESTS);
         while !stop.load(Ordering::Acquire) {
-            epoll.wait(&mut events, Duration::from_secs(1).as_millis() as i32)?;
+            beat.beat();
+            epoll.wait(&mut events, liveness::WAKE.as_millis() as i32)?;
             if let Some(w) = &self.published.wake {
                 let _ = w.drain();
             }

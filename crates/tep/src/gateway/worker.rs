@@ -14,6 +14,7 @@
 use super::next_hops::Published;
 use super::rings::{tally, to_kernel, Side, Way};
 use crate::daemon::idle::{bytes_in, Idle};
+use crate::daemon::liveness::Beat;
 use crate::daemon::state::Shared;
 use crate::daemon::stats::{IoCounters, IoEvent, IoMode, TunnelTraffic, WorkerSnapshot};
 use std::io;
@@ -56,6 +57,10 @@ pub struct WorkerIo {
     pub underlay: Side,
     /// Queue `i` of the inner interface.
     pub inner: Side,
+    /// Where packets go to the kernel's stack: opened at start with the
+    /// sockets (CAP_NET_RAW), kept across reloads, after the daemon has
+    /// dropped its privileges.
+    pub raw: RawIp,
     /// The UMEM of both sockets. Declared last: the sockets close before
     /// the memory they use goes.
     pub pool: Pool,
@@ -105,7 +110,7 @@ pub fn pipeline_options() -> PipelineOptions {
 }
 
 /// Runs a worker until `shared.stop`; returns its sockets and pool.
-pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
+pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
     if let Some(cpu) = setup.cpu {
         if let Err(e) = tep_sys::thread::pin_current_thread(cpu) {
             tracing::warn!(worker = setup.index, cpu, "cannot pin: {e}");
@@ -120,10 +125,10 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
         pipeline.attach_sessions(link, per_session, limit);
     }
     let mut reports: Vec<u32> = Vec::new();
-    let raw = RawIp::new()?;
     let WorkerIo {
         mut underlay,
         mut inner,
+        raw,
         mut pool,
     } = setup.io;
     let epoll = Epoll::new()?;
@@ -150,7 +155,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
     let mut published_at = Instant::now();
     let mut draining: Option<Instant> = None;
     loop {
-        shared.beats.beat(setup.index);
+        beat.beat();
         let now_ns = started.elapsed().as_nanos() as u64;
         pipeline.set_now(now_ns);
         seen = setup.next_hops.apply(seen, pipeline.next_hops());
@@ -264,6 +269,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
             return Ok(WorkerIo {
                 underlay,
                 inner,
+                raw,
                 pool,
             });
         }

@@ -18,12 +18,13 @@ use std::time::Duration;
 use tep_dataplane::config::Config;
 use tep_sys::netlink::{Event, Neighbours};
 
+use crate::daemon::liveness;
 use crate::daemon::state::State;
 
 /// The thread; it ends when `stop` is set.
 pub struct LinkWatch {
     stop: Arc<AtomicBool>,
-    handle: Option<std::thread::JoinHandle<()>>,
+    handle: Option<std::thread::JoinHandle<Result<(), String>>>,
 }
 
 impl Drop for LinkWatch {
@@ -60,37 +61,38 @@ pub fn watch(state: Arc<State>, devices: Vec<(String, bool)>) -> Result<LinkWatc
     let mut gone: HashSet<IpAddr> = HashSet::new();
     let stop = Arc::new(AtomicBool::new(false));
     let stopped = stop.clone();
-    let handle = std::thread::Builder::new()
-        .name("tep-links".into())
-        .spawn(move || {
-            let mut events = Vec::new();
-            while !stopped.load(Ordering::Acquire) {
-                events.clear();
-                if let Err(e) = table.poll_events(&mut events) {
-                    tracing::warn!("link notifications: {e}");
-                }
-                for ev in &events {
-                    let cfg = || {
-                        state
-                            .config
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .clone()
-                    };
-                    match *ev {
-                        Event::Link {
-                            ifindex, mtu, up, ..
-                        } => changed(&cfg(), &devices, &mut seen, ifindex, mtu, up),
-                        Event::Address { ifindex, ip, added } => {
-                            address(&cfg(), &mut gone, ifindex, ip, added)
-                        }
-                        _ => {}
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(100));
+    let shared = state.shared.clone();
+    let handle = liveness::spawn(&shared.liveness, "links", Duration::ZERO, move |beat| {
+        let mut events = Vec::new();
+        while !stopped.load(Ordering::Acquire) {
+            beat.beat();
+            events.clear();
+            if let Err(e) = table.poll_events(&mut events) {
+                tracing::warn!("link notifications: {e}");
             }
-        })
-        .map_err(|e| format!("cannot start the link thread: {e}"))?;
+            for ev in &events {
+                let cfg = || {
+                    state
+                        .config
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .clone()
+                };
+                match *ev {
+                    Event::Link {
+                        ifindex, mtu, up, ..
+                    } => changed(&cfg(), &devices, &mut seen, ifindex, mtu, up),
+                    Event::Address { ifindex, ip, added } => {
+                        address(&cfg(), &mut gone, ifindex, ip, added)
+                    }
+                    _ => {}
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    })
+    .map_err(|e| format!("cannot start the link thread: {e}"))?;
     Ok(LinkWatch {
         stop,
         handle: Some(handle),

@@ -17,7 +17,7 @@ mod udp_io;
 pub mod uplink;
 pub mod worker;
 
-use crate::daemon::{control, metrics, n4, privilege, state};
+use crate::daemon::{control, liveness, metrics, n4, privilege, state};
 
 use endpoints::Endpoints;
 use state::{DeviceInfo, IoInfo, Shared, SocketInfo, State};
@@ -27,6 +27,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 use tep_dataplane::config::{ChecksumMode, Config, ConfigError, HostConfig, RunMode, TunnelConfig};
 use tep_dataplane::overhead;
 use tep_dataplane::session::control::Sessions;
@@ -355,10 +356,13 @@ fn start_workers(
                 _ => None,
             },
         };
-        let h = std::thread::Builder::new()
-            .name(format!("tep-worker-{index}"))
-            .spawn(move || worker::run(setup))
-            .map_err(|e| format!("cannot start a worker: {e}"))?;
+        let h = liveness::spawn(
+            &shared.liveness,
+            &format!("worker-{index}"),
+            Duration::ZERO,
+            move |beat| worker::run(setup, beat),
+        )
+        .map_err(|e| format!("cannot start a worker: {e}"))?;
         handles.push(h);
         wakes.push(wake);
     }
@@ -450,7 +454,7 @@ pub fn run(path: &Path) -> Result<(), String> {
             "no [[tunnel]] in the config: tep runs with nothing to do until a reload adds one"
         );
     }
-    let run_as = privilege::resolve("host", &config.host)?;
+    let run_as = privilege::of_host(&config.host)?;
     let config = Arc::new(config);
     let host = config.host.clone();
     let mut tun = if needs(&config, false) {
@@ -565,10 +569,7 @@ pub fn run(path: &Path) -> Result<(), String> {
             routes.as_mut(),
             n4.as_ref(),
         )
-        .map_err(|e| match &run_as {
-            Some(r) => r.explain(e),
-            None => e,
-        })
+        .map_err(|e| privilege::explain(run_as.as_ref(), e))
     })?;
     if let Some(n) = n4 {
         n.stop();

@@ -14,6 +14,7 @@ use super::endpoints::Endpoints;
 use super::udp_io::{read_socket, send_outer, Routes, Senders, Tallies};
 use super::uplink::write_frames;
 use crate::daemon::idle::{bytes_in, Idle};
+use crate::daemon::liveness::Beat;
 use crate::daemon::state::Shared;
 use crate::daemon::stats::{IoCounters, IoEvent, TunnelTraffic, WorkerSnapshot};
 use std::io;
@@ -95,7 +96,7 @@ pub struct WorkerSetup {
 }
 
 /// Runs a worker until `shared.stop`; returns its descriptors.
-pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
+pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
     if let Some(cpu) = setup.cpu {
         if let Err(e) = tep_sys::thread::pin_current_thread(cpu) {
             tracing::warn!(worker = setup.index, cpu, "cannot pin: {e}");
@@ -192,7 +193,7 @@ pub fn run(setup: WorkerSetup) -> io::Result<WorkerIo> {
     let mut draining: Option<Instant> = None;
     let mut read_before_drain = 0;
     loop {
-        shared.beats.beat(setup.index);
+        beat.beat();
         let timeout = if draining.is_some() || idle.keep_polling(Instant::now()) {
             0
         } else {

@@ -187,11 +187,67 @@ pub fn spawn_daemon_env(
     config: &str,
     env: &[(&str, &str)],
 ) -> Daemon {
+    spawn_daemon_under(dir, ns, config, env, &[])
+}
+
+/// The capabilities the systemd unit `examples/UNIT` keeps
+/// (CapabilityBoundingSet=), as setpriv's `--bounding-set` takes them:
+/// `-all,+net_admin,...`.
+pub fn unit_bounding_set(unit: &str) -> String {
+    let text = std::fs::read_to_string(format!(
+        "{}/../../examples/{unit}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let caps = text
+        .lines()
+        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
+        .unwrap_or_else(|| panic!("{unit}: no CapabilityBoundingSet"));
+    let mut out = "-all".to_string();
+    for c in caps.split_whitespace() {
+        out += &format!(",+{}", c.trim_start_matches("CAP_").to_lowercase());
+    }
+    out
+}
+
+/// [`spawn_daemon`] with the bounding set of systemd unit `unit` (as
+/// systemd gives it: tep starts as root with only those capabilities),
+/// through setpriv; None when setpriv is missing.
+pub fn spawn_daemon_as_unit(
+    dir: &std::path::Path,
+    ns: &str,
+    config: &str,
+    unit: &str,
+) -> Option<Daemon> {
+    if !tep_testing::have("setpriv") {
+        return None;
+    }
+    let set = format!("--bounding-set={}", unit_bounding_set(unit));
+    Some(spawn_daemon_under(
+        dir,
+        ns,
+        config,
+        &[],
+        &["setpriv", &set, "--inh-caps=-all"],
+    ))
+}
+
+/// [`spawn_daemon_env`] through `wrapper` (a command that execs the rest
+/// of its arguments: the daemon keeps its process id).
+fn spawn_daemon_under(
+    dir: &std::path::Path,
+    ns: &str,
+    config: &str,
+    env: &[(&str, &str)],
+    wrapper: &[&str],
+) -> Daemon {
     let path = dir.join(format!("{ns}.toml"));
     std::fs::write(&path, config).unwrap();
     let log = dir.join(format!("{ns}.log"));
     let child = Command::new("ip")
-        .args(["netns", "exec", ns, TEP, "run", "-c"])
+        .args(["netns", "exec", ns])
+        .args(wrapper)
+        .args([TEP, "run", "-c"])
         .arg(&path)
         .envs(env.iter().copied())
         .stdout(Stdio::null())
@@ -283,6 +339,9 @@ impl Daemon {
     /// SIGTERM and wait (at most 5 s); returns the exit status code.
     pub fn stop(&mut self) -> Option<i32> {
         let mut child = self.child.take()?;
+        if let Ok(Some(s)) = child.try_wait() {
+            return s.code();
+        }
         let _ = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status();
@@ -524,4 +583,34 @@ impl Drop for Script {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A field of /proc/PID/status (or /proc/PID/task/TID/status).
+pub fn status_field(status: &str, key: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}:")))
+        .unwrap_or_else(|| panic!("no {key} in {status}"))
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Every thread of `pid`: (Uid, Gid, Groups, CapEff, CapPrm) of each.
+pub fn thread_credentials(pid: u32) -> Vec<[String; 5]> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let s = std::fs::read_to_string(t.unwrap().path().join("status")).unwrap();
+        out.push(["Uid", "Gid", "Groups", "CapEff", "CapPrm"].map(|k| status_field(&s, k)));
+    }
+    out
+}
+
+/// `id FLAG USER`: the number, or None when there is no such user.
+pub fn id(flag: &str, user: &str) -> Option<u32> {
+    let out = std::process::Command::new("id")
+        .args([flag, user])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
