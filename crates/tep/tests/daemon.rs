@@ -3,10 +3,8 @@
 //! refuses a bad config and keeps running, SIGTERM exits cleanly, `tep
 //! trace` captures, metrics are served. Root only (CI is root).
 
-mod netns;
-
-use netns::{iperf, ping, root_or_skip, Pair};
 use std::time::Duration;
+use tep_testing::netns::{self, iperf, ping, root_or_skip, Pair};
 
 fn gue_config(pair: &Pair, ns: &str, side: u8, offloads: bool, metrics: Option<&str>) -> String {
     let (l, r) = if side == 1 {
@@ -301,7 +299,7 @@ fn trace_captures_and_metrics_are_served() {
     let socket = da.socket.clone();
     let f = file.clone();
     let tracer = std::thread::spawn(move || {
-        std::process::Command::new(netns::TEP)
+        std::process::Command::new(netns::tep())
             .args(["trace", "--count", "8", "--timeout", "10", "--pcap"])
             .arg(&f)
             .arg("--socket")
@@ -919,7 +917,7 @@ fn adaptive_polling_keeps_a_conversation_awake_and_sleeps_when_idle() {
 /// code and standard error.
 fn run_to_exit(ns: &str, path: &std::path::Path) -> (Option<i32>, String) {
     let out = std::process::Command::new("ip")
-        .args(["netns", "exec", ns, netns::TEP, "run", "-c"])
+        .args(["netns", "exec", ns, netns::tep(), "run", "-c"])
         .arg(path)
         .output()
         .unwrap();
@@ -1632,7 +1630,7 @@ fn startup_without_root_names_what_needs_privilege() {
                 "--regid=65534",
                 "--clear-groups",
             ])
-            .args(["--inh-caps=-all", netns::TEP, "run", "-c"])
+            .args(["--inh-caps=-all", netns::tep(), "run", "-c"])
             .arg(&path)
             .output()
             .unwrap();

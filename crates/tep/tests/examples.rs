@@ -2,10 +2,8 @@
 //! would (with the tep under test instead of a fresh build), so that they
 //! stay true. Root only (CI is root); skipped loudly otherwise.
 
-mod netns;
-
-use netns::{root_or_skip, TEP};
 use std::process::Command;
+use tep_testing::netns::{root_or_skip, tep};
 
 /// Runs `examples/SCRIPT ARGS` with TEP set; (exit code, stdout + stderr).
 fn run(script: &str, args: &[&str]) -> (Option<i32>, String) {
@@ -13,7 +11,7 @@ fn run(script: &str, args: &[&str]) -> (Option<i32>, String) {
     let out = Command::new("timeout")
         .args(["-k", "5", "300", &format!("{path}{script}")])
         .args(args)
-        .env("TEP", TEP)
+        .env("TEP", tep())
         .output()
         .expect("bash");
     let text =
@@ -171,7 +169,7 @@ fn the_systemd_unit_verifies() {
     let dir = std::env::temp_dir().join(format!("tep-unit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("tep.service");
-    std::fs::write(&path, unit.replace("/usr/local/bin/tep", TEP)).unwrap();
+    std::fs::write(&path, unit.replace("/usr/local/bin/tep", tep())).unwrap();
     let out = Command::new("systemd-analyze")
         .arg("verify")
         .arg(&path)

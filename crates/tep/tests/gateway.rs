@@ -13,13 +13,11 @@
 //! XDP program outlives tep. Root only (CI is root); skipped loudly
 //! otherwise.
 
-mod netns;
-
-use netns::{remove_namespaces, root_or_skip, sh, spawn_daemon, Daemon, Lab};
 use std::path::PathBuf;
 use std::process::Output;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use tep_testing::netns::{self, remove_namespaces, root_or_skip, sh, spawn_daemon, Daemon, Lab};
 
 static RIGS: AtomicUsize = AtomicUsize::new(0);
 
@@ -874,7 +872,7 @@ fn trace_captures_at_the_rings() {
     let file = chain.dir.join("trace.pcapng");
     let (socket, f) = (gw.socket.clone(), file.clone());
     let tracer = std::thread::spawn(move || {
-        std::process::Command::new(netns::TEP)
+        std::process::Command::new(netns::tep())
             .args(["trace", "--count", "8", "--timeout", "10", "--pcap"])
             .arg(&f)
             .arg("--socket")
@@ -939,7 +937,7 @@ fn somebody_elses_program_is_refused_by_name() {
         &[
             "timeout",
             "10",
-            netns::TEP,
+            netns::tep(),
             "run",
             "-c",
             config.to_str().unwrap(),

@@ -20,14 +20,12 @@
 //! `vu`, N6 = `vd`, no TUN). Root only (CI is root); skipped loudly
 //! otherwise.
 
-mod netns;
-
-use netns::{remove_namespaces, root_or_skip, sh, spawn_daemon, Daemon, Script};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use tep_testing::netns::{remove_namespaces, root_or_skip, sh, spawn_daemon, Daemon, Script};
 
 const SMF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upf/smf.py");
 const PYTHON: &str = "/usr/bin/python3";
