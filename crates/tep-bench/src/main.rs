@@ -5,7 +5,7 @@
 //!
 //! A binary of its own, so that `tep` links neither the lab nor its
 //! charts; it runs the `tep` daemon beside it (or `--tep PATH`) in the
-//! network namespaces it builds. `tep bench n4`, the PFCP load an operator
+//! network namespaces it builds. `tep-bench n4`, the PFCP load an operator
 //! points at a live UPF, stays in `tep`.
 
 mod checksum;
@@ -208,7 +208,7 @@ fn flood_command(
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("tep bench flood: {e}");
+            eprintln!("tep-bench flood: {e}");
             ExitCode::from(2)
         }
     }
@@ -259,7 +259,7 @@ fn bench_sessions_command(
     let (size, families, mode) = match parsed {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("tep bench pipeline: {e}");
+            eprintln!("tep-bench pipeline: {e}");
             return ExitCode::from(1);
         }
     };
@@ -291,7 +291,7 @@ fn bench_sessions_command(
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("tep bench pipeline --sessions: {e}");
+            eprintln!("tep-bench pipeline --sessions: {e}");
             ExitCode::from(1)
         }
     }
@@ -329,7 +329,7 @@ fn bench_pipeline_command(
     let opts = match parsed {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("tep bench pipeline: {e}");
+            eprintln!("tep-bench pipeline: {e}");
             return ExitCode::from(1);
         }
     };
