@@ -109,6 +109,16 @@ fn bench_gateway_measures_tep_and_the_kernel_side_by_side() {
     if !root_or_skip("bench_gateway_measures_tep_and_the_kernel_side_by_side") {
         return;
     }
+    // The script's flood and pipeline figures come from the tep-bench
+    // beside tep, which cargo builds with the workspace, not with `-p tep`.
+    let bench = std::path::Path::new(tep()).with_file_name("tep-bench");
+    if !bench.is_file() {
+        tep_testing::skip(format_args!(
+            "bench_gateway_measures_tep_and_the_kernel_side_by_side: no {} (cargo build -p tep-bench)",
+            bench.display()
+        ));
+        return;
+    }
     let before = namespaces("tepgw");
     let (code, text) = run(
         "bench-gateway.sh",
