@@ -167,16 +167,23 @@ impl Namespaces {
         cmd(&all)
     }
 
+    /// A veth pair, `dev_a` in namespace `a` and `dev_b` in `b`, down and
+    /// without addresses. The ends are created inside the namespaces
+    /// directly.
+    pub fn veth(&self, a: &str, dev_a: &str, b: &str, dev_b: &str) -> Result<(), String> {
+        let (na, nb) = (self.ns(a), self.ns(b));
+        cmd(&[
+            "ip", "link", "add", dev_a, "netns", &na, "type", "veth", "peer", "name", dev_b,
+            "netns", &nb,
+        ])
+        .map(drop)
+    }
+
     /// A veth pair `va` (in `a`) – `vb` (in `b`), up, with
     /// [`Pair::A4`]/[`Pair::A6`] on `va` and [`Pair::B4`]/[`Pair::B6`] on
     /// `vb`.
     pub fn veth_pair(&self, a: &str, b: &str) -> Result<(), String> {
-        let (na, nb) = (self.ns(a), self.ns(b));
-        // The veth ends are created inside the namespaces directly.
-        cmd(&[
-            "ip", "link", "add", "va", "netns", &na, "type", "veth", "peer", "name", "vb", "netns",
-            &nb,
-        ])?;
+        self.veth(a, "va", b, "vb")?;
         for (side, dev, v4, v6) in [(a, "va", Pair::A4, Pair::A6), (b, "vb", Pair::B4, Pair::B6)] {
             self.run(
                 side,
@@ -258,9 +265,7 @@ impl Pair {
 
     /// Runs `args` inside namespace `ns`.
     pub fn exec(&self, ns: &str, args: &[&str], must: bool) -> Output {
-        let mut full = vec!["ip", "netns", "exec", ns];
-        full.extend_from_slice(args);
-        sh(&full, must)
+        Lab::exec(self, ns, args, must)
     }
 
     /// Starts `tep run` in `ns` with `config` (TOML text); waits until its
@@ -276,17 +281,17 @@ impl Pair {
     }
 }
 
-/// Namespaces a test works in: commands run inside one by name.
+/// Namespaces a test works in: commands run inside one by its full name.
 pub trait Lab {
-    /// Runs `args` inside namespace `ns`.
-    fn exec(&self, ns: &str, args: &[&str], must: bool) -> Output;
-}
-
-impl Lab for Pair {
+    /// Runs `args` inside namespace `ns`; see [`sh`] for `must`.
     fn exec(&self, ns: &str, args: &[&str], must: bool) -> Output {
-        Pair::exec(self, ns, args, must)
+        let mut full = vec!["ip", "netns", "exec", ns];
+        full.extend_from_slice(args);
+        sh(&full, must)
     }
 }
+
+impl Lab for Pair {}
 
 /// Starts `tep run` in `ns` with `config` (TOML text, written into
 /// `dir`); waits until its control socket `dir/<ns>.sock` answers.
