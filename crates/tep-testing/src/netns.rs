@@ -662,3 +662,16 @@ impl Drop for Script {
         let _ = self.child.wait();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tep_is_found_beside_a_binary_or_above_a_test_binary() {
+        let beside = tep_beside(Path::new("/t/target/release/tep-bench"));
+        assert_eq!(beside, Path::new("/t/target/release/tep"));
+        let above = tep_beside(Path::new("/t/target/debug/deps/host-0123abcd"));
+        assert_eq!(above, Path::new("/t/target/debug/tep"));
+    }
+}
