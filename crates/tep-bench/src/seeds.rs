@@ -110,6 +110,15 @@ pub fn command(o: &Options) -> ExitCode {
         rr_seconds: if o.quick { 1.0 } else { 5.0 },
     };
     let cases = host_cases(&seeds, o.quick);
+    // The gateway under test with --tx is the user's: no namespaces, no tep.
+    let tep = if !cases.is_empty() || (seed000_plan.is_some() && o.tx.is_none()) {
+        match tep_binary(o) {
+            Ok(t) => t,
+            Err(e) => return usage(e),
+        }
+    } else {
+        PathBuf::new()
+    };
     if !o.json {
         let mut total = timing.estimate(&cases);
         if let Some((_, plan)) = &seed000_plan {
@@ -128,15 +137,6 @@ pub fn command(o: &Options) -> ExitCode {
             }
         );
     }
-    // The gateway under test with --tx is the user's: no namespaces, no tep.
-    let tep = if !cases.is_empty() || (seed000_plan.is_some() && o.tx.is_none()) {
-        match tep_binary(o) {
-            Ok(t) => t,
-            Err(e) => return usage(e),
-        }
-    } else {
-        PathBuf::new()
-    };
     if let Err(e) = clean_up_on_signals() {
         eprintln!("tep-bench seeds: {e}");
         return ExitCode::FAILURE;
