@@ -154,6 +154,20 @@ impl Namespaces {
         Ok(lab)
     }
 
+    /// [`Self::new`], then a veth pair per `(a, dev_a, b, dev_b)` (see
+    /// [`Self::veth`]).
+    pub fn with_veths(
+        tag: &str,
+        names: &[&str],
+        veths: &[(&str, &str, &str, &str)],
+    ) -> Result<Namespaces, String> {
+        let lab = Namespaces::new(tag, names)?;
+        for &(a, dev_a, b, dev_b) in veths {
+            lab.veth(a, dev_a, b, dev_b)?;
+        }
+        Ok(lab)
+    }
+
     /// The full name of namespace `name`.
     pub fn ns(&self, name: &str) -> String {
         format!("{}{name}", self.tag)

@@ -43,12 +43,8 @@ impl Chain {
     fn new() -> Chain {
         let n = RIGS.fetch_add(1, Ordering::Relaxed);
         let tag = format!("tepg{}x{n}", std::process::id());
-        let lab = Namespaces::new(&tag, &["c", "g", "p"])
-            .and_then(|lab| {
-                lab.veth("c", "c0", "g", "gi")?;
-                lab.veth("g", "gu", "p", "pu")?;
-                Ok(lab)
-            })
+        let veths = [("c", "c0", "g", "gi"), ("g", "gu", "p", "pu")];
+        let lab = Namespaces::with_veths(&tag, &["c", "g", "p"], &veths)
             .unwrap_or_else(|e| panic!("three namespaces: {e}"));
         let c = Chain {
             client: lab.ns("c"),

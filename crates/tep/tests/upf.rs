@@ -76,12 +76,8 @@ impl Lab {
     fn new(gateway: bool) -> Lab {
         let n = CASES.fetch_add(1, Ordering::Relaxed);
         let tag = format!("tepu{}x{n}", std::process::id());
-        let namespaces = Namespaces::new(&tag, &["u", "r", "d"])
-            .and_then(|lab| {
-                lab.veth("u", "vu", "r", "vr")?;
-                lab.veth("u", "vd", "d", "vn")?;
-                Ok(lab)
-            })
+        let veths = [("u", "vu", "r", "vr"), ("u", "vd", "d", "vn")];
+        let namespaces = Namespaces::with_veths(&tag, &["u", "r", "d"], &veths)
             .unwrap_or_else(|e| panic!("three namespaces: {e}"));
         let lab = Lab {
             up: namespaces.ns("u"),
