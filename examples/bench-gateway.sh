@@ -16,7 +16,7 @@
 # (encap) and peer → client (decap), outer checksums zero and full. Each
 # figure is what the worker handled divided by the CPU time its thread
 # used (so a flood slower than tep still measures tep's cost per packet),
-# beside `tep bench pipeline`'s figure for the same kind, size and mode:
+# beside `tep-bench pipeline`'s figure for the same kind, size and mode:
 # the difference is the cost of the AF_XDP I/O per packet. The kernel's
 # receive processing of the client and the peer is steered to the other
 # CPU (RPS), as if they were other machines.
@@ -44,7 +44,8 @@
 # rounds; the tables give the ratios to the kernel and to OVS measured in
 # the same run. About fifteen minutes (--quick: three).
 #
-# Environment: TEP=/path/to/tep skips the build; OVS_BASELINE=path to the
+# Environment: TEP=/path/to/tep skips the build (tep-bench is the one
+# beside it, or TEP_BENCH=/path/to/tep-bench); OVS_BASELINE=path to the
 # OVS script (default ../shared/bench/ovs-userspace-baseline.sh beside the
 # repository). Exit 1 if a variant carried nothing, 2 for bad usage or a
 # missing tool.
@@ -110,7 +111,7 @@ esac
 script=bench-gateway.sh
 # shellcheck source=lib/two-hosts.sh
 . "$(dirname "$0")/lib/two-hosts.sh"
-find_tep
+find_tep tep-bench
 say() { echo "$@" >&2; }
 
 tag="tepgw$$"
@@ -315,7 +316,7 @@ for flow in range(64):
 PYF
 }
 
-# flood SIZE DIR MODE: tep bench flood of SIZE-byte inner packets into the
+# flood SIZE DIR MODE: tep-bench flood of SIZE-byte inner packets into the
 # gateway for $flood s, from the client (encap) or the peer (decap);
 # prints "Mpps-per-worker-core Mpps-carried".
 flood() {
@@ -327,7 +328,7 @@ flood() {
         from=$np dev=pu event=underlay_rx
     fi
     c0=$(counter $event) t0=$(worker_ticks)
-    sent=$(ip netns exec "$from" taskset -c "$other_cpu" "$TEP" bench flood --interface "$dev" \
+    sent=$(ip netns exec "$from" taskset -c "$other_cpu" "$TEP_BENCH" flood --interface "$dev" \
         --pcap "$work/flood.pcap" --seconds "$flood" --json |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["frames"])')
     sleep 0.2
@@ -339,8 +340,8 @@ print('%.3f %.3f %.3f' % (n / cpu / 1e6 if cpu > 0 else float('nan'), n / $flood
 }
 
 if [[ ",$parts," == *,rate,* ]]; then
-    say "== rate: tep bench pipeline (vxlan, 64 and 1492 B, zero and full)"
-    "$TEP" bench pipeline --kinds vxlan --sizes 64,1492 --modes zero,full --families ipv4 --json \
+    say "== rate: tep-bench pipeline (vxlan, 64 and 1492 B, zero and full)"
+    "$TEP_BENCH" pipeline --kinds vxlan --sizes 64,1492 --modes zero,full --families ipv4 --json \
         --samples "$([ "$quick" = 1 ] && echo 3 || echo 11)" >"$work/pipeline.json"
     for mode in zero full; do
         chain_up "$mode"
@@ -456,7 +457,7 @@ if as_json:
     sys.exit(0)
 if out["rate"]:
     print(f"\nPackets per second per worker core, VXLAN/IPv4 to a kernel VXLAN peer (median of {reps}):")
-    print(f"| path | size | checksum | Mpps per worker core | Mpps carried | tep bench pipeline ns (Mpps) | AF_XDP I/O ns per packet |")
+    print(f"| path | size | checksum | Mpps per worker core | Mpps carried | tep-bench pipeline ns (Mpps) | AF_XDP I/O ns per packet |")
     print("|---|---|---|---|---|---|---|")
     for r in out["rate"]:
         print(f"| {r['dir']} | {r['size']} B | {r['mode']} | {r['mpps_per_core']:.2f} | {r['mpps_carried']:.2f} | "

@@ -7,9 +7,12 @@
 # calls find_tep and two_hosts TAG. Afterwards: $ns_a, $ns_b, $work, in_a,
 # in_b, tep_ctl, tep_start, tep_stop_all.
 
-# find_tep: $TEP if set, else builds tep (release) and points TEP at it.
+# find_tep [tep-bench]: $TEP if set, else builds tep (release) and points
+# TEP at it. With tep-bench, TEP_BENCH too: $TEP_BENCH if set, else the
+# tep-bench beside $TEP (built with tep when TEP is not set).
 find_tep() {
-    local repo cargo home
+    local repo cargo home packages=(-p tep)
+    [ "${1:-}" = tep-bench ] && packages+=(-p tep-bench)
     repo=$(cd "$(dirname "$0")/.." && pwd)
     if [ -z "${TEP:-}" ]; then
         # Under sudo, root's PATH usually lacks the user's ~/.cargo/bin: build
@@ -25,11 +28,18 @@ find_tep() {
             echo "$script: cargo not found; build tep first and run: sudo TEP=/path/to/tep $0" >&2
             exit 2
         fi
-        echo "building tep (cargo build --release -p tep)..." >&2
-        (cd "$repo" && "${as_user[@]}" "$cargo" build --release -p tep --quiet)
+        echo "building ${packages[*]} (cargo build --release ${packages[*]})..." >&2
+        (cd "$repo" && "${as_user[@]}" "$cargo" build --release "${packages[@]}" --quiet)
         TEP=${CARGO_TARGET_DIR:-$repo/target}/release/tep
     fi
     [ -x "$TEP" ] || { echo "$script: $TEP is not an executable" >&2; exit 2; }
+    if [ "${1:-}" = tep-bench ]; then
+        TEP_BENCH=${TEP_BENCH:-$(dirname "$TEP")/tep-bench}
+        [ -x "$TEP_BENCH" ] || {
+            echo "$script: no tep-bench at $TEP_BENCH (cargo build -p tep-bench, or set TEP_BENCH)" >&2
+            exit 2
+        }
+    fi
 }
 
 # two_hosts TAG: namespaces ${TAG}a and ${TAG}b (unique names: several runs,

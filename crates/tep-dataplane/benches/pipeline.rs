@@ -1,7 +1,7 @@
 //! The pipeline under criterion: one vector of 256 packets per iteration
 //! through encap or decap, for GTP-U over IPv6 and VXLAN over IPv4, 64 and
 //! 1492-byte inner packets, checksum zero / full / lco; and a read-only
-//! pass over the same bytes for comparison. `tep bench pipeline` runs the
+//! pass over the same bytes for comparison. `tep-bench pipeline` runs the
 //! whole matrix with per-node clocks.
 //!
 //! Timed: the `encap`/`decap` call, its sink freeing the buffers included.

@@ -1,5 +1,5 @@
 //! One tunnel between two documentation addresses, set up the same way for
-//! the integration tests and `tep bench pipeline`, so that both run what the
+//! the integration tests and `tep-bench pipeline`, so that both run what the
 //! other measures.
 
 use crate::config::{ChecksumMode, Config, IpPrefix, TunnelConfig};

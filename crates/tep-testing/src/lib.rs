@@ -1,5 +1,6 @@
 //! What tep's tests share across crates: how a test that cannot run says
-//! so.
+//! so, and the network-namespace labs ([`netns`]) that the tests and
+//! `tep-bench` build.
 //!
 //! A test that needs root or a tool it does not find must not look
 //! passed. Under CI (`CI=true`, which `.ci/run` sets and CI systems set)
@@ -9,6 +10,8 @@
 //! output capture (which only takes the `print!` macros), so the line shows
 //! in `cargo test`'s output even though the test passes; and the line goes
 //! to `target/skipped-tests.txt` too, for a look after the run.
+
+pub mod netns;
 
 use std::fmt::Display;
 use std::io::Write;

@@ -20,27 +20,10 @@ use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::{Config, ConfigError};
 use tep_dataplane::drop::{DropCounts, DropReason};
 use tep_dataplane::geometry::{ethernet_ip_offset, finish_offloaded};
+pub use tep_dataplane::pipeline::Direction;
 use tep_dataplane::pipeline::{Counters, Output, Pipeline, PipelineOptions};
 use tep_dataplane::vector::PacketVector;
 use tep_dataplane::InnerLink;
-
-/// Which way packets go through the pipeline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    /// Inner packets in, outer packets out.
-    Encap,
-    /// Outer packets in, inner packets (and replies) out.
-    Decap,
-}
-
-impl Direction {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Direction::Encap => "encap",
-            Direction::Decap => "decap",
-        }
-    }
-}
 
 /// What to run.
 #[derive(Debug, Clone)]

@@ -3,10 +3,10 @@
 //! refuses a bad config and keeps running, SIGTERM exits cleanly, `tep
 //! trace` captures, metrics are served. Root only (CI is root).
 
-mod netns;
-
-use netns::{id, iperf, ping, root_or_skip, status_field, thread_credentials, Pair};
 use std::time::Duration;
+use tep_testing::netns::{
+    self, id, iperf, ping, root_or_skip, status_field, thread_credentials, Pair,
+};
 
 fn gue_config(pair: &Pair, ns: &str, side: u8, offloads: bool, metrics: Option<&str>) -> String {
     let (l, r) = if side == 1 {
@@ -301,7 +301,7 @@ fn trace_captures_and_metrics_are_served() {
     let socket = da.socket.clone();
     let f = file.clone();
     let tracer = std::thread::spawn(move || {
-        std::process::Command::new(netns::TEP)
+        std::process::Command::new(netns::tep())
             .args(["trace", "--count", "8", "--timeout", "10", "--pcap"])
             .arg(&f)
             .arg("--socket")
@@ -919,7 +919,7 @@ fn adaptive_polling_keeps_a_conversation_awake_and_sleeps_when_idle() {
 /// code and standard error.
 fn run_to_exit(ns: &str, path: &std::path::Path) -> (Option<i32>, String) {
     let out = std::process::Command::new("ip")
-        .args(["netns", "exec", ns, netns::TEP, "run", "-c"])
+        .args(["netns", "exec", ns, netns::tep(), "run", "-c"])
         .arg(path)
         .output()
         .unwrap();
@@ -1779,7 +1779,7 @@ fn startup_without_root_names_what_needs_privilege() {
                 "--regid=65534",
                 "--clear-groups",
             ])
-            .args(["--inh-caps=-all", netns::TEP, "run", "-c"])
+            .args(["--inh-caps=-all", netns::tep(), "run", "-c"])
             .arg(&path)
             .output()
             .unwrap();
@@ -2124,7 +2124,7 @@ fn control_refused(d: &netns::Daemon, reason: &str) -> u64 {
 /// `TEP args` as nobody with `groups` (setpriv's group option).
 fn tep_as_nobody(groups: &str, args: &[&str]) -> std::process::Output {
     std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", groups, netns::TEP])
+        .args(["--reuid=65534", "--regid=65534", groups, netns::tep()])
         .args(args)
         .output()
         .unwrap()
@@ -2163,7 +2163,7 @@ fn control_socket_checks_its_peers_and_bounds_its_clients() {
     {
         tep_testing::skip(format_args!(
             "{name}: setpriv cannot run {} as nobody",
-            netns::TEP
+            netns::tep()
         ));
         return;
     }
@@ -2248,7 +2248,7 @@ fn control_socket_checks_its_peers_and_bounds_its_clients() {
     let mut stalled = connect(&sock);
     let socket = sock.clone();
     let tracing = std::thread::spawn(move || {
-        std::process::Command::new(netns::TEP)
+        std::process::Command::new(netns::tep())
             .args([
                 "trace",
                 "--count",

@@ -13,13 +13,11 @@
 //! XDP program outlives tep. Root only (CI is root); skipped loudly
 //! otherwise.
 
-mod netns;
-
-use netns::{remove_namespaces, root_or_skip, sh, spawn_daemon, Daemon, Lab};
 use std::path::PathBuf;
 use std::process::Output;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use tep_testing::netns::{self, root_or_skip, spawn_daemon, Daemon, Lab, Namespaces};
 
 static RIGS: AtomicUsize = AtomicUsize::new(0);
 
@@ -29,6 +27,8 @@ struct Chain {
     gateway: String,
     peer: String,
     dir: PathBuf,
+    /// Removes the namespaces on drop.
+    _lab: Namespaces,
 }
 
 /// Underlay addresses: the gateway's `gu`, the peer's `pu`.
@@ -37,48 +37,22 @@ const PU4: &str = "192.0.2.2";
 const GU6: &str = "2001:db8::1";
 const PU6: &str = "2001:db8::2";
 
-impl Lab for Chain {
-    fn exec(&self, ns: &str, args: &[&str], must: bool) -> Output {
-        let mut full = vec!["ip", "netns", "exec", ns];
-        full.extend_from_slice(args);
-        sh(&full, must)
-    }
-}
+impl Lab for Chain {}
 
 impl Chain {
     fn new() -> Chain {
         let n = RIGS.fetch_add(1, Ordering::Relaxed);
         let tag = format!("tepg{}x{n}", std::process::id());
+        let veths = [("c", "c0", "g", "gi"), ("g", "gu", "p", "pu")];
+        let lab = Namespaces::with_veths(&tag, &["c", "g", "p"], &veths)
+            .unwrap_or_else(|e| panic!("three namespaces: {e}"));
         let c = Chain {
-            client: format!("{tag}c"),
-            gateway: format!("{tag}g"),
-            peer: format!("{tag}p"),
-            dir: std::env::temp_dir().join(&tag),
+            client: lab.ns("c"),
+            gateway: lab.ns("g"),
+            peer: lab.ns("p"),
+            dir: lab.dir.clone(),
+            _lab: lab,
         };
-        let _ = std::fs::create_dir_all(&c.dir);
-        for ns in [&c.client, &c.gateway, &c.peer] {
-            sh(&["ip", "netns", "add", ns], true);
-            c.exec(ns, &["ip", "link", "set", "lo", "up"], true);
-            for k in ["all", "default"] {
-                c.exec(
-                    ns,
-                    &["sysctl", "-qw", &format!("net.ipv6.conf.{k}.accept_dad=0")],
-                    false,
-                );
-            }
-        }
-        for (a, an, b, bn) in [
-            (&c.client, "c0", &c.gateway, "gi"),
-            (&c.gateway, "gu", &c.peer, "pu"),
-        ] {
-            sh(
-                &[
-                    "ip", "link", "add", an, "netns", a, "type", "veth", "peer", "name", bn,
-                    "netns", b,
-                ],
-                true,
-            );
-        }
         for (ns, dev, addrs) in [(&c.gateway, "gu", [GU4, GU6]), (&c.peer, "pu", [PU4, PU6])] {
             for (a, len) in addrs.iter().zip(["24", "64"]) {
                 c.exec(
@@ -125,13 +99,6 @@ impl Chain {
     fn xdp_on(&self, ns: &str, dev: &str) -> bool {
         let out = self.exec(ns, &["ip", "-d", "link", "show", dev], true);
         String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
-    }
-}
-
-impl Drop for Chain {
-    fn drop(&mut self) {
-        remove_namespaces(&[&self.client, &self.gateway, &self.peer]);
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -879,7 +846,7 @@ fn trace_captures_at_the_rings() {
     let file = chain.dir.join("trace.pcapng");
     let (socket, f) = (gw.socket.clone(), file.clone());
     let tracer = std::thread::spawn(move || {
-        std::process::Command::new(netns::TEP)
+        std::process::Command::new(netns::tep())
             .args(["trace", "--count", "8", "--timeout", "10", "--pcap"])
             .arg(&f)
             .arg("--socket")
@@ -944,7 +911,7 @@ fn somebody_elses_program_is_refused_by_name() {
         &[
             "timeout",
             "10",
-            netns::TEP,
+            netns::tep(),
             "run",
             "-c",
             config.to_str().unwrap(),

@@ -3,9 +3,7 @@
 //! counters match the traffic. Root only (CI is root); skipped loudly
 //! otherwise.
 
-mod netns;
-
-use netns::{iperf, ping, root_or_skip, Pair};
+use tep_testing::netns::{iperf, ping, root_or_skip, Pair};
 
 /// One tunnel between the namespaces.
 #[derive(Clone, Copy, Debug)]

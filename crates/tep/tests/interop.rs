@@ -23,13 +23,11 @@
 //! the responder verifies them). Root only (CI is root); skipped loudly
 //! otherwise.
 
-mod netns;
-
-use netns::{iperf_between, ping, root_or_skip, Daemon, Pair, Script};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use tep_testing::netns::{iperf_between, ping, root_or_skip, Daemon, Pair, Script};
 
 const RESPONDER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/responder.py");
 const PYTHON: &str = "/usr/bin/python3";

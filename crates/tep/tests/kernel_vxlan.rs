@@ -29,12 +29,10 @@
 //!   and the kernel segments first. tep's UDP GSO trains show as one
 //!   frame, the first datagram's headers visible.
 
-mod netns;
-
-use netns::{iperf_directed, ping, root_or_skip, sh, Pair};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use tep_testing::netns::{iperf_directed, ping, root_or_skip, sh, Pair};
 
 /// One kernel option set and tep's matching config.
 #[derive(Clone, Copy, Debug)]

@@ -20,14 +20,12 @@
 //! `vu`, N6 = `vd`, no TUN). Root only (CI is root); skipped loudly
 //! otherwise.
 
-mod netns;
-
-use netns::{remove_namespaces, root_or_skip, sh, spawn_daemon, Daemon, Script};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use tep_testing::netns::{self, root_or_skip, sh, spawn_daemon, Daemon, Namespaces, Script};
 
 const SMF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upf/smf.py");
 const PYTHON: &str = "/usr/bin/python3";
@@ -73,6 +71,8 @@ struct Lab {
     dn: String,
     dir: PathBuf,
     gateway: bool,
+    /// Removes the namespaces on drop.
+    _namespaces: Namespaces,
 }
 
 impl Lab {
@@ -80,30 +80,17 @@ impl Lab {
     fn new(gateway: bool) -> Lab {
         let n = CASES.fetch_add(1, Ordering::Relaxed);
         let tag = format!("tepu{}x{n}", std::process::id());
+        let veths = [("u", "vu", "r", "vr"), ("u", "vd", "d", "vn")];
+        let namespaces = Namespaces::with_veths(&tag, &["u", "r", "d"], &veths)
+            .unwrap_or_else(|e| panic!("three namespaces: {e}"));
         let lab = Lab {
-            up: format!("{tag}u"),
-            ran: format!("{tag}r"),
-            dn: format!("{tag}d"),
-            dir: std::env::temp_dir().join(&tag),
+            up: namespaces.ns("u"),
+            ran: namespaces.ns("r"),
+            dn: namespaces.ns("d"),
+            dir: namespaces.dir.clone(),
             gateway,
+            _namespaces: namespaces,
         };
-        let _ = std::fs::create_dir_all(&lab.dir);
-        for ns in [&lab.up, &lab.ran, &lab.dn] {
-            sh(&["ip", "netns", "add", ns], true);
-            lab.exec(ns, &["ip", "link", "set", "lo", "up"], true);
-        }
-        for (a, da, b, db) in [
-            (&lab.up, "vu", &lab.ran, "vr"),
-            (&lab.up, "vd", &lab.dn, "vn"),
-        ] {
-            sh(
-                &[
-                    "ip", "link", "add", da, "netns", a, "type", "veth", "peer", "name", db,
-                    "netns", b,
-                ],
-                true,
-            );
-        }
         let addrs: [(&str, &str, &[&str]); 4] = [
             (&lab.up, "vu", &[UPF]),
             (
@@ -175,13 +162,6 @@ impl Lab {
             self.dir.join(format!("{}.sock", self.up)).display()
         );
         spawn_daemon(&self.dir, &self.up, &config)
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        remove_namespaces(&[&self.up, &self.ran, &self.dn]);
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

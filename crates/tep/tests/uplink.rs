@@ -3,10 +3,8 @@
 //! only (CI is root); skipped loudly otherwise, and when the kernel has no
 //! UDP-tunnel GSO for a TAP (Linux 6.17+).
 
-mod netns;
-
-use netns::{ping, root_or_skip, Pair};
 use std::time::Duration;
+use tep_testing::netns::{self, ping, root_or_skip, Pair};
 
 fn config(pair: &Pair, ns: &str, side: u8, kind: &str, mode: &str, uplink: &str) -> String {
     config_over(pair, ns, side, (kind, mode, false), uplink)
@@ -187,7 +185,7 @@ fn auto_falls_back_to_the_sockets_and_a_named_uplink_refuses() {
     let gtpu = config(&pair, &pair.b, 2, "gtpu", "full", "uplink = \"up9\"");
     let path = pair.dir.join("gtpu.toml");
     std::fs::write(&path, gtpu).unwrap();
-    let out = std::process::Command::new(netns::TEP)
+    let out = std::process::Command::new(netns::tep())
         .args(["run", "-c"])
         .arg(&path)
         .output()

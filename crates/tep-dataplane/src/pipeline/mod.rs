@@ -46,6 +46,25 @@ pub enum Output {
 /// Takes each vector the pipeline hands out, and its buffers.
 pub type Sink<'a> = dyn FnMut(Output, &mut Pool, &mut PacketVector) + 'a;
 
+/// Which way packets go through the pipeline: what `tep pcap` runs and
+/// what the pipeline benchmark times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Inner packets in, outer packets out.
+    Encap,
+    /// Outer packets in, inner packets (and replies) out.
+    Decap,
+}
+
+impl Direction {
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Encap => "encap",
+            Direction::Decap => "decap",
+        }
+    }
+}
+
 /// How the pipeline is wired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PipelineOptions {

@@ -1,6 +1,6 @@
 //! Seed 002: "On the cost of tunnel endpoint processing in overlay virtual
 //! networks" (IBM Research, 2014). Its clock cycles per layer of a VXLAN
-//! receive come from `tep bench pipeline` (the same table, not a copy);
+//! receive come from `tep-bench pipeline` (the same table, not a copy);
 //! its two end-to-end figures are rerun the paper's way: bandwidth per CPU
 //! (Gbit/s divided by the receiver's CPU utilisation) and TCP_RR latency
 //! (RTT/2), without a tunnel, through tep's VXLAN and through the kernel's.
@@ -8,7 +8,7 @@
 use super::hostpair::{Carrier, Case, Measured, Path, Rr, Stream};
 use super::pipeline;
 use super::report::{cell, ratio, Bars, SeedReport};
-use super::{seed001, seed003};
+use super::{fou_gue, vxlan_rco};
 
 /// The paper's software VXLAN endpoint against no tunnel.
 const SEED_BW_DROP_PCT: f64 = 31.8;
@@ -19,7 +19,7 @@ const SEED_ACCEL_LATENCY_PCT: f64 = 94.4;
 
 fn plain() -> Case {
     Case {
-        id: seed001::plain_id().into(),
+        id: fou_gue::plain_id().into(),
         path: Path::new(Carrier::Plain),
         stream: true,
         rr: true,
@@ -27,11 +27,11 @@ fn plain() -> Case {
 }
 
 fn tep() -> Case {
-    seed003::tep_vxlan("full", false, true, true)
+    vxlan_rco::tep_vxlan("full", false, true, true)
 }
 
 fn kernel() -> Case {
-    seed003::kernel_vxlan("udpcsum", false, true, true)
+    vxlan_rco::kernel_vxlan("udpcsum", false, true, true)
 }
 
 pub fn cases(_quick: bool) -> Vec<Case> {

@@ -1,8 +1,8 @@
-//! `tep bench checksum`: GB/s of every checksum kernel this CPU runs and of a
+//! `tep-bench checksum`: GB/s of every checksum kernel this CPU runs and of a
 //! read-only pass over the same bytes, per packet size; and of a copy into
 //! another buffer followed by the sum, against the fused copy and sum.
 
-use super::{calibrate, median, time_per_call};
+use crate::timing::{calibrate, median, time_per_call};
 use serde::Serialize;
 use std::hint::black_box;
 use tep_csum::{memory::read_only_pass, Kernel};

@@ -11,15 +11,16 @@
 //! ([`run_in_namespaces`]) the whole setup is built here: a generator
 //! namespace, tep's, and the sink's, joined by veths.
 
-use super::lab::{sh, Daemon, Lab};
 use super::probe::{read_probe, write_probe, Pacer, Report, Tally, PROBE_LEN};
 use super::report::Target;
 use serde::Serialize;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tep_sys::{Epoll, Event, Transmit, UdpOptions, UdpSocket};
+use tep_testing::netns::{cmd, Daemon, Namespaces};
 
 /// The seed's packet: 1492 bytes of IP.
 pub const PACKET_LEN: usize = 1492;
@@ -240,12 +241,12 @@ const INNER_DST: Ipv4Addr = Ipv4Addr::new(10, 71, 0, 2);
 const GW_UNDERLAY: &str = "2001:db8:70::1";
 const SINK_UNDERLAY: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x70, 0, 0, 0, 0, 2);
 
-fn build(setup: &Lab) -> Result<(), String> {
+fn build(setup: &Namespaces) -> Result<(), String> {
     let (g, w, s) = (setup.ns("g"), setup.ns("w"), setup.ns("s"));
-    sh(&[
+    cmd(&[
         "ip", "link", "add", "g0", "netns", &g, "type", "veth", "peer", "name", "wi", "netns", &w,
     ])?;
-    sh(&[
+    cmd(&[
         "ip", "link", "add", "wu", "netns", &w, "type", "veth", "peer", "name", "s0", "netns", &s,
     ])?;
     let sink = format!("{SINK_UNDERLAY}/64");
@@ -279,13 +280,13 @@ fn build(setup: &Lab) -> Result<(), String> {
             "ip", "netns", "exec", &g, "ethtool", "-K", "g0", "tx", "off",
         ],
     ] {
-        sh(&args)?;
+        cmd(&args)?;
     }
     Ok(())
 }
 
 /// The gateway's config for checksum `mode`, worker on `cpu`.
-fn gateway_config(setup: &Lab, mode: &str, cpu: usize) -> String {
+fn gateway_config(setup: &Namespaces, mode: &str, cpu: usize) -> String {
     format!(
         "[gateway]\ninner = \"wi\"\nunderlay = \"wu\"\ncpus = [{cpu}]\ncontrol = \"{}\"\n\n\
          [[tunnel]]\nname = \"n3\"\nkind = \"gtpu\"\nlocal = \"{GW_UNDERLAY}\"\nremote = \"{SINK_UNDERLAY}\"\n\
@@ -295,8 +296,9 @@ fn gateway_config(setup: &Lab, mode: &str, cpu: usize) -> String {
     )
 }
 
-fn start_gateway(setup: &Lab, mode: &str, cpu: usize) -> Result<Daemon, String> {
+fn start_gateway(setup: &Namespaces, tep: &Path, mode: &str, cpu: usize) -> Result<Daemon, String> {
     let gw = setup.start_tep(
+        tep,
         "w",
         &format!("gw-{mode}"),
         &gateway_config(setup, mode, cpu),
@@ -314,7 +316,7 @@ fn start_gateway(setup: &Lab, mode: &str, cpu: usize) -> Result<Daemon, String> 
 /// One case: the sink in its namespace, the sender in the generator's,
 /// each on its CPU; the report.
 fn run_case(
-    setup: &Lab,
+    setup: &Namespaces,
     mode: &str,
     pps: f64,
     seconds: f64,
@@ -431,8 +433,8 @@ pub fn loss_free(sweep: &[Case], modes: &[&str]) -> Vec<(String, Option<f64>)> {
 
 /// The experiment in namespaces of this machine: for each checksum mode,
 /// a tep gateway (one worker, pinned), the seed's rates and the sweep.
-pub fn run_in_namespaces(modes: &[&str], plan: &Plan) -> Result<Runs, String> {
-    let setup = Lab::new("tepseed", &["g", "w", "s"])?;
+pub fn run_in_namespaces(tep: &Path, modes: &[&str], plan: &Plan) -> Result<Runs, String> {
+    let setup = Namespaces::new(&format!("tepseed{}", std::process::id()), &["g", "w", "s"])?;
     build(&setup)?;
     // The worker on the last CPU, the sender and the sink on the others
     // (with two CPUs the sink shares the sender's).
@@ -444,7 +446,7 @@ pub fn run_in_namespaces(modes: &[&str], plan: &Plan) -> Result<Runs, String> {
     let mut runs = Runs::default();
     for _ in 0..plan.repeat.max(1) {
         for &mode in modes {
-            let _gw = start_gateway(&setup, mode, worker)?;
+            let _gw = start_gateway(&setup, tep, mode, worker)?;
             for &pps in &plan.rates {
                 runs.cases
                     .push(run_case(&setup, mode, pps, plan.seconds, cpus)?);
@@ -455,7 +457,7 @@ pub fn run_in_namespaces(modes: &[&str], plan: &Plan) -> Result<Runs, String> {
         if plan.sweep.is_empty() {
             break;
         }
-        let _gw = start_gateway(&setup, mode, worker)?;
+        let _gw = start_gateway(&setup, tep, mode, worker)?;
         for &pps in &plan.sweep {
             let c = run_case(&setup, mode, pps, plan.seconds, cpus)?;
             let stop = c.generator_short || c.report.loss_pct > SWEEP_STOP_LOSS_PCT;
@@ -642,7 +644,7 @@ pub fn sweep_table(runs: &Runs, modes: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::report::targets_text;
+    use crate::report::targets_text;
 
     #[test]
     fn the_probe_is_found_behind_gtpu_and_the_inner_headers() {

@@ -1,5 +1,5 @@
 //! What a seed's experiment reports: its table, its targets judged, its
-//! charts and its JSON, so that `tep bench seeds` treats every seed alike.
+//! charts and its JSON, so that `tep-bench seeds` treats every seed alike.
 
 use serde::Serialize;
 

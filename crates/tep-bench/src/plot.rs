@@ -1,9 +1,9 @@
-//! PNG charts of `tep bench seeds --plot DIR`, drawn with plotters' bitmap
+//! PNG charts of `tep-bench seeds --plot DIR`, drawn with plotters' bitmap
 //! backend. The font is compiled in (DejaVu Sans, `assets/`), so that a
 //! machine without fonts or fontconfig draws the same text.
 
+use super::gtpu_checksum_gateway::Case;
 use super::report::Bars;
-use super::seed000::Case;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontStyle;
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 /// DejaVu Sans (Bitstream Vera license, see assets/DejaVuSans-LICENSE).
-static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 /// The family name the charts ask for.
 const FAMILY: &str = "sans-serif";
 
@@ -268,8 +268,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::probe::Report;
-    use crate::bench::seed000::Sent;
+    use crate::gtpu_checksum_gateway::Sent;
+    use crate::probe::Report;
 
     #[test]
     fn rate_labels() {

@@ -1,4 +1,4 @@
-//! `tep bench flood`: a packet generator for benchmarks. It replays the
+//! `tep-bench flood`: a packet generator for benchmarks. It replays the
 //! Ethernet frames of a pcap file, over and over, out of one interface
 //! through an AF_XDP socket: each frame is written once into the socket's
 //! UMEM and sent again whenever the kernel hands it back, so that the cost

@@ -1,4 +1,4 @@
-//! `tep bench pipeline --json`: the rows are the cases asked for (the
+//! `tep-bench pipeline --json`: the rows are the cases asked for (the
 //! filter flags select them), each row's figures agree with each other and
 //! with the work done (no timing limits: CI machines are too noisy for
 //! them; a checksum's work against none is a factor, not a limit).
@@ -11,14 +11,14 @@ const KINDS: [&str; 9] = [
     "vxlan", "geneve", "gtpu", "gre", "gue", "fou-ipip", "fou-sit", "fou-gre", "gue-gre",
 ];
 
-/// `tep bench pipeline --json ARGS`: the JSON, or the exit code and
+/// `tep-bench pipeline --json ARGS`: the JSON, or the exit code and
 /// standard error.
 fn bench(args: &[&str]) -> Result<Value, (Option<i32>, String)> {
-    let out = Command::new(env!("CARGO_BIN_EXE_tep"))
-        .args(["bench", "pipeline", "--json"])
+    let out = Command::new(env!("CARGO_BIN_EXE_tep-bench"))
+        .args(["pipeline", "--json"])
         .args(args)
         .output()
-        .expect("run tep");
+        .expect("run tep-bench");
     if !out.status.success() {
         return Err((
             out.status.code(),
@@ -307,7 +307,7 @@ fn a_bad_filter_value_names_its_flag() {
         let (code, err) = bench(&["--quick", flag, value]).unwrap_err();
         assert_eq!(code, Some(1), "{err}");
         assert!(
-            err.contains(&format!("tep bench pipeline: {flag}: {words}")),
+            err.contains(&format!("tep-bench pipeline: {flag}: {words}")),
             "{err}"
         );
     }

@@ -11,18 +11,19 @@
 //! two-CPU machine gets. With a single CPU both sides share it and the
 //! per-side figures are the machine's.
 
-use super::lab::{sh, Lab};
-use super::median;
 use super::pingpong;
+use crate::timing::median;
 use serde::Serialize;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use tep_testing::netns::{Daemon, Namespaces, Pair};
 
 /// The inner (or, without a tunnel, only) addresses of the two sides.
 pub const INNER_V4: [&str; 2] = ["10.9.0.1", "10.9.0.2"];
 pub const INNER_V6: [&str; 2] = ["fd00:9::1", "fd00:9::2"];
-const UNDERLAY_V4: [&str; 2] = ["192.0.2.1", "192.0.2.2"];
-const UNDERLAY_V6: [&str; 2] = ["2001:db8::1", "2001:db8::2"];
+const UNDERLAY_V4: [&str; 2] = [Pair::A4, Pair::B4];
+const UNDERLAY_V6: [&str; 2] = [Pair::A6, Pair::B6];
 const SIDES: [&str; 2] = ["a", "b"];
 const VETH: [&str; 2] = ["va", "vb"];
 const IPERF_PORT: &str = "5201";
@@ -127,7 +128,9 @@ pub struct Rr {
 
 /// The two hosts.
 pub struct Hosts {
-    lab: Lab,
+    lab: Namespaces,
+    /// The tep binary the daemons run.
+    tep: PathBuf,
     /// Side a's CPU and side b's.
     pub cpus: [usize; 2],
 }
@@ -135,37 +138,28 @@ pub struct Hosts {
 impl Hosts {
     /// Builds the namespaces and the veth pair (both address families), and
     /// steers each veth end's receive work to its side's CPU.
-    pub fn new() -> Result<Hosts, String> {
+    pub fn new(tep: PathBuf) -> Result<Hosts, String> {
         for tool in ["iperf3", "taskset"] {
-            if !super::lab::have(tool) {
+            if !tep_testing::have(tool) {
                 return Err(format!(
                     "{tool} is not installed (apt-get install iperf3 util-linux)"
                 ));
             }
         }
-        let lab = Lab::new("tepseedh", &SIDES)?;
+        let lab = Namespaces::new(&format!("tepseedh{}", std::process::id()), &SIDES)?;
+        lab.veth_pair(SIDES[0], SIDES[1])?;
         let n = tep_sys::thread::online_cpus().max(1);
         let cpus = [0, if n > 1 { 1 } else { 0 }];
-        let (a, b) = (lab.ns("a"), lab.ns("b"));
-        sh(&[
-            "ip", "link", "add", VETH[0], "netns", &a, "type", "veth", "peer", "name", VETH[1],
-            "netns", &b,
-        ])?;
         for i in 0..2 {
-            let (side, dev) = (SIDES[i], VETH[i]);
-            let v4 = format!("{}/24", UNDERLAY_V4[i]);
-            let v6 = format!("{}/64", UNDERLAY_V6[i]);
-            lab.run(side, &["ip", "addr", "add", &v4, "dev", dev])?;
-            lab.run(side, &["ip", "addr", "add", &v6, "dev", dev, "nodad"])?;
-            lab.run(side, &["ip", "link", "set", dev, "up"])?;
             // `ip netns exec` mounts the namespace's own /sys.
             let rps = format!(
-                "echo {:x} > /sys/class/net/{dev}/queues/rx-0/rps_cpus",
-                1u64 << cpus[i]
+                "echo {:x} > /sys/class/net/{}/queues/rx-0/rps_cpus",
+                1u64 << cpus[i],
+                VETH[i]
             );
-            lab.run(side, &["sh", "-c", &rps])?;
+            lab.run(SIDES[i], &["sh", "-c", &rps])?;
         }
-        Ok(Hosts { lab, cpus })
+        Ok(Hosts { lab, tep, cpus })
     }
 
     /// Brings `path` up; it is taken down when the returned guard goes.
@@ -193,6 +187,7 @@ impl Hosts {
                     let file = format!("tep-{side}");
                     let config = self.tep_config(path, kind, checksum, i, &file);
                     up.daemons.push(self.lab.start_tep(
+                        &self.tep,
                         side,
                         &file,
                         &config,
@@ -427,7 +422,7 @@ impl Hosts {
 /// A path that is up; down on drop.
 pub struct Up<'h> {
     hosts: &'h Hosts,
-    daemons: Vec<super::lab::Daemon>,
+    daemons: Vec<Daemon>,
     plain: bool,
     kernel: bool,
 }

@@ -1,25 +1,44 @@
-//! `tep bench seeds`: the seeds' experiments in the namespaces the command builds, seed 000 at
+//! `tep-bench seeds`: the seeds' experiments in the namespaces the command builds, seed 000 at
 //! low rates (no timing assertions: CI machines are too noisy for them).
 //! Root only (CI is root); skipped loudly otherwise.
 
-mod netns;
-
-use netns::{root_or_skip, TEP};
 use serde_json::Value;
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use tep_testing::netns::{root_or_skip, tep_beside};
 
-/// Runs tep with `args`, killed after `limit`; its output and the number
+/// The binary under test.
+const TEP_BENCH: &str = env!("CARGO_BIN_EXE_tep-bench");
+
+/// Whether the namespaces can be built and the tep that tep-bench starts
+/// in them is there (cargo builds it beside tep-bench when it builds the
+/// workspace; `cargo test -p tep-bench` alone does not); says why not.
+fn lab_or_skip(test: &str) -> bool {
+    if !root_or_skip(test) {
+        return false;
+    }
+    let tep = tep_beside(std::path::Path::new(TEP_BENCH));
+    if !tep.is_file() {
+        tep_testing::skip(format_args!(
+            "{test}: no tep at {} (cargo build -p tep)",
+            tep.display()
+        ));
+        return false;
+    }
+    true
+}
+
+/// Runs tep-bench with `args`, killed after `limit`; its output and the number
 /// of network namespaces its process id tagged that are still there after
 /// it ended (the tests run side by side: only its own count).
 fn run_seeds(args: &[&str], limit: Duration) -> (std::process::Output, usize) {
-    let mut child = Command::new(TEP)
+    let mut child = Command::new(TEP_BENCH)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("run tep");
+        .expect("run tep-bench");
     let pid = child.id();
     let out_pipe = child.stdout.take().unwrap();
     let err_pipe = child.stderr.take().unwrap();
@@ -62,14 +81,13 @@ fn run_seeds(args: &[&str], limit: Duration) -> (std::process::Output, usize) {
 /// and is drawn; nothing is left behind.
 #[test]
 fn seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up() {
-    if !root_or_skip("seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up") {
+    if !lab_or_skip("seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up") {
         return;
     }
     let plots = std::env::temp_dir().join(format!("tep-seed-plots-{}", std::process::id()));
     let plots_arg = plots.display().to_string();
     let (out, left) = run_seeds(
         &[
-            "bench",
             "seeds",
             "000",
             "--json",
@@ -157,13 +175,13 @@ fn seed_000_runs_every_mode_through_a_tep_gateway_and_cleans_up() {
 /// length is printed, not asserted (a noisy machine's time is not tep's).
 #[test]
 fn the_quick_run_covers_every_seed() {
-    if !root_or_skip("the_quick_run_covers_every_seed") {
+    if !lab_or_skip("the_quick_run_covers_every_seed") {
         return;
     }
     let plots = std::env::temp_dir().join(format!("tep-seed-quick-{}", std::process::id()));
     let plots_arg = plots.display().to_string();
     let (out, left) = run_seeds(
-        &["bench", "seeds", "--quick", "--json", "--plot", &plots_arg],
+        &["seeds", "--quick", "--json", "--plot", &plots_arg],
         Duration::from_secs(400),
     );
     assert!(
@@ -251,22 +269,22 @@ fn the_quick_run_covers_every_seed() {
 /// seed 000 only.
 #[test]
 fn an_unknown_seed_or_a_misplaced_option_is_refused() {
-    let out = Command::new(TEP)
-        .args(["bench", "seeds", "005"])
+    let out = Command::new(TEP_BENCH)
+        .args(["seeds", "005"])
         .output()
-        .expect("run tep");
+        .expect("run tep-bench");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("no seed 005 (seeds: 000, 001, 002, 003, 004)"),
         "{err}"
     );
-    let out = Command::new(TEP)
+    let out = Command::new(TEP_BENCH)
         .args([
-            "bench", "seeds", "001", "--tx", "a", "--rx", "b", "--dst", "10.0.0.1",
+            "seeds", "001", "--tx", "a", "--rx", "b", "--dst", "10.0.0.1",
         ])
         .output()
-        .expect("run tep");
+        .expect("run tep-bench");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("seed 000 only"), "{err}");

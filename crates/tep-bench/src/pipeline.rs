@@ -1,4 +1,4 @@
-//! `tep bench pipeline`: ns per packet of the whole encap and decap paths,
+//! `tep-bench pipeline`: ns per packet of the whole encap and decap paths,
 //! for every tunnel kind, outer family, checksum mode and packet size,
 //! each beside a read-only pass over the same bytes measured in the same
 //! run; then the per-node cost of two paths in the shape of seed 002's
@@ -14,8 +14,7 @@
 //! over the same buffers. Pipeline and read-only samples alternate, and the
 //! median of each is reported.
 
-use super::median;
-use crate::pcap::Direction;
+use crate::timing::median;
 use serde::Serialize;
 use std::hint::black_box;
 use std::net::Ipv6Addr;
@@ -27,7 +26,7 @@ use tep_dataplane::clock::{Clock, Tsc};
 use tep_dataplane::config::{ChecksumMode, Config};
 use tep_dataplane::geometry::finish_offloaded;
 use tep_dataplane::node::NodeStats;
-use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
+use tep_dataplane::pipeline::{Direction, Pipeline, PipelineOptions};
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
 use tep_dataplane::TunnelKind;
 

@@ -1,24 +1,5 @@
-//! `tep bench`: the experiments of the seed documents, measured on the
-//! user's own machine. Every figure is a median of interleaved samples, and
-//! every table carries ratios measured side by side in the same run, because
-//! absolute times on a shared machine mean little.
-
-pub mod checksum;
-pub mod flood;
-pub mod hostpair;
-pub mod lab;
-pub mod n4;
-pub mod pingpong;
-pub mod pipeline;
-pub mod plot;
-pub mod probe;
-pub mod report;
-pub mod seed000;
-pub mod seed001;
-pub mod seed002;
-pub mod seed003;
-pub mod seeds;
-pub mod sessions;
+//! Timing what runs in-process: calls per sample calibrated to a target
+//! time, medians of samples.
 
 use std::time::Instant;
 

@@ -1,4 +1,4 @@
-//! `tep bench pipeline --sessions 1,1000,1000000`: a UPF's GTP-U paths
+//! `tep-bench pipeline --sessions 1,1000,1000000`: a UPF's GTP-U paths
 //! with that many PDU sessions installed, downlink (session lookup by UE
 //! address, encap with the session's TEID and QFI) and uplink (decap, the
 //! session found by TEID), ns per packet side by side, and what a session
@@ -11,7 +11,7 @@
 //! segments arrive together). The tables are built first and sampled in
 //! turn, so that every count sees the same machine.
 
-use super::median;
+use crate::timing::median;
 use serde::Serialize;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;

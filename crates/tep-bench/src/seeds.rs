@@ -1,19 +1,27 @@
-//! `tep bench seeds`: the experiments of the seed documents, rerun here and
+//! `tep-bench seeds`: the experiments of the seed documents, rerun here and
 //! shown beside the figures the seeds published. Seed 000 has its own
-//! generator and sink ([`super::seed000`]); 001-004 share two hosts and
+//! generator and sink ([`super::gtpu_checksum_gateway`]); 001-004 share two hosts and
 //! their measurements ([`super::hostpair`]): a case two seeds ask for (the
 //! same path, the same measurement) runs once.
 
 use super::hostpair::{self, Case, Hosts, Timing};
 use super::report::{targets_text, SeedReport};
-use super::seed000::{self, Case as ProbeCase, Plan, Runs, PACKET_LEN, RATES};
-use super::{seed001, seed002, seed003};
+// The experiments, by the number of the seed each reproduces (001's
+// module does 004 too).
+use super::fou_gue as seed001;
+use super::gtpu_checksum_gateway::{
+    self as seed000, Case as ProbeCase, Plan, Runs, PACKET_LEN, RATES,
+};
+use super::overlay_cost as seed002;
+use super::vxlan_rco as seed003;
 use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use tep_sys::{Signal, Signals};
 
-/// What `tep bench seeds` is asked.
+/// What `tep-bench seeds` is asked.
 #[derive(Clone, Debug, clap::Args)]
 pub struct Options {
     /// Which seeds: 000 001 002 003 004 (default: all).
@@ -60,6 +68,10 @@ pub struct Options {
     /// Seed 000: where the sink listens for the GTP-U datagrams.
     #[arg(long, default_value = "[::]:2152")]
     pub listen: SocketAddr,
+    /// The tep binary the daemons in the namespaces run (default: the
+    /// `tep` beside this tep-bench).
+    #[arg(long, value_name = "PATH")]
+    pub tep: Option<PathBuf>,
 }
 
 /// Every seed, in order.
@@ -68,7 +80,7 @@ const SEEDS: [&str; 5] = ["000", "001", "002", "003", "004"];
 const MODES: [&str; 4] = ["zero", "full", "offload", "lco"];
 
 fn usage(msg: String) -> ExitCode {
-    eprintln!("tep bench seeds: {msg}");
+    eprintln!("tep-bench seeds: {msg}");
     ExitCode::from(2)
 }
 
@@ -98,13 +110,22 @@ pub fn command(o: &Options) -> ExitCode {
         rr_seconds: if o.quick { 1.0 } else { 5.0 },
     };
     let cases = host_cases(&seeds, o.quick);
+    // The gateway under test with --tx is the user's: no namespaces, no tep.
+    let tep = if !cases.is_empty() || (seed000_plan.is_some() && o.tx.is_none()) {
+        match tep_binary(o) {
+            Ok(t) => t,
+            Err(e) => return usage(e),
+        }
+    } else {
+        PathBuf::new()
+    };
     if !o.json {
         let mut total = timing.estimate(&cases);
         if let Some((_, plan)) = &seed000_plan {
             total += estimate_000(o, plan);
         }
         eprintln!(
-            "tep bench seeds {}: about {:.0} s ({} host case(s) x {} round(s){})",
+            "tep-bench seeds {}: about {:.0} s ({} host case(s) x {} round(s){})",
             seeds.join(" "),
             total,
             cases.len(),
@@ -116,26 +137,26 @@ pub fn command(o: &Options) -> ExitCode {
             }
         );
     }
-    if let Err(e) = super::lab::clean_up_on_signals() {
-        eprintln!("tep bench seeds: {e}");
+    if let Err(e) = clean_up_on_signals() {
+        eprintln!("tep-bench seeds: {e}");
         return ExitCode::FAILURE;
     }
     let started = Instant::now();
     let mut reports = Vec::new();
     if !cases.is_empty() {
-        match host_reports(&seeds, &cases, timing, o) {
+        match host_reports(&seeds, &cases, timing, o, &tep) {
             Ok(r) => reports = r,
             Err(e) => {
-                eprintln!("tep bench seeds: {e}");
+                eprintln!("tep-bench seeds: {e}");
                 return ExitCode::FAILURE;
             }
         }
     }
     if let Some((modes, plan)) = &seed000_plan {
-        match report_000(o, modes, plan) {
+        match report_000(o, modes, plan, &tep) {
             Ok(r) => reports.insert(0, r),
             Err(e) => {
-                eprintln!("tep bench seeds: {e}");
+                eprintln!("tep-bench seeds: {e}");
                 return ExitCode::FAILURE;
             }
         }
@@ -172,7 +193,7 @@ pub fn command(o: &Options) -> ExitCode {
             match super::plot::bars(dir, b) {
                 Ok(path) => eprintln!("wrote {}", path.display()),
                 Err(e) => {
-                    eprintln!("tep bench seeds: --plot: {e}");
+                    eprintln!("tep-bench seeds: --plot: {e}");
                     return ExitCode::FAILURE;
                 }
             }
@@ -215,8 +236,9 @@ fn host_reports(
     cases: &[Case],
     timing: Timing,
     o: &Options,
+    tep: &Path,
 ) -> Result<Vec<SeedReport>, String> {
-    let hosts = Hosts::new()?;
+    let hosts = Hosts::new(tep.to_path_buf())?;
     let how = format!(
         "two namespaces on one veth pair, side a on CPU {} and b on CPU {} (RPS steers each \
          veth's receive there); iperf3 1 TCP stream {} s, TCP request/response of 64 bytes {} s; medians \
@@ -288,6 +310,48 @@ fn plan_000(o: &Options) -> Result<(Vec<String>, Plan), String> {
     ))
 }
 
+/// The tep binary the namespaces' daemons run: `--tep`, else the `tep`
+/// beside this binary.
+fn tep_binary(o: &Options) -> Result<PathBuf, String> {
+    let tep = match &o.tep {
+        Some(t) => t.clone(),
+        None => {
+            let exe = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
+            tep_testing::netns::tep_beside(&exe)
+        }
+    };
+    if tep.is_file() {
+        Ok(tep)
+    } else {
+        Err(format!(
+            "no tep binary at {} (cargo build --release -p tep, or --tep PATH)",
+            tep.display()
+        ))
+    }
+}
+
+/// Makes SIGINT and SIGTERM remove every namespace this process built
+/// (their processes and files too) before it exits, as their drops would
+/// have: a bench stopped with Ctrl-C leaves nothing behind. Call it before
+/// any thread starts (the signals are blocked in every thread and read by
+/// one).
+fn clean_up_on_signals() -> Result<(), String> {
+    let signals = Signals::new(&[Signal::Interrupt, Signal::Terminate])
+        .map_err(|e| format!("signals: {e}"))?;
+    std::thread::spawn(move || loop {
+        match signals.read() {
+            Ok(Some(_)) => {
+                eprintln!(" interrupted: removing the namespaces");
+                tep_testing::netns::remove_all();
+                std::process::exit(130);
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+            Err(_) => return,
+        }
+    });
+    Ok(())
+}
+
 fn estimate_000(o: &Options, plan: &Plan) -> f64 {
     let modes = if o.modes.is_empty() {
         MODES.len()
@@ -301,14 +365,19 @@ fn estimate_000(o: &Options, plan: &Plan) -> f64 {
     cases as f64 * (plan.seconds + 1.5)
 }
 
-fn report_000(o: &Options, modes: &[String], plan: &Plan) -> Result<SeedReport, String> {
+fn report_000(
+    o: &Options,
+    modes: &[String],
+    plan: &Plan,
+    tep: &Path,
+) -> Result<SeedReport, String> {
     let modes: Vec<&str> = modes.iter().map(String::as_str).collect();
     let runs = match (&o.tx, &o.rx, o.dst) {
         (Some(tx), Some(rx), Some(dst)) => Runs {
             cases: external(tx, rx, dst, o.listen, &plan.rates, plan.seconds)?,
             sweep: Vec::new(),
         },
-        _ => seed000::run_in_namespaces(&modes, plan)?,
+        _ => seed000::run_in_namespaces(tep, &modes, plan)?,
     };
     let passed = runs
         .cases

@@ -1,47 +1,52 @@
-//! Network-namespace test rig: two namespaces joined by a veth pair, a
-//! `tep run` daemon in each, traffic between their tunnel devices.
+//! Network-namespace labs, for tep's tests and for `tep-bench`: namespaces
+//! with the commands that set them up, the two-host rig most tests use (two
+//! namespaces joined by a veth pair), `tep run` daemons in them, and the
+//! traffic tools run between them.
 //!
-//! Everything is created under names unique to the test process and the
-//! case, bounded in time, and deleted on drop (also when a test fails).
-//! Tests need root: without it they say SKIPPED where a person sees it and
-//! return, or fail under CI=true (`tep_testing::skip`).
-#![allow(dead_code)]
+//! Everything is created under names unique to the process (and the case),
+//! bounded in time, and deleted on drop, also when a test or a bench fails
+//! half-way; [`remove_all`] does the same from a signal handler. Tests need
+//! root: without it [`root_or_skip`] says SKIPPED where a person sees it, or
+//! fails under CI=true ([`crate::skip`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// The tep binary under test.
-pub const TEP: &str = env!("CARGO_BIN_EXE_tep");
-
-/// Whether this process may create namespaces; prints why not.
-pub fn root_or_skip(test: &str) -> bool {
-    // SAFETY-free check: /proc/self/status Uid line.
-    let uid = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(str::to_string))
-        })
-        .unwrap_or_default();
-    let have = |c: &str| {
-        Command::new("sh")
-            .args(["-c", &format!("command -v {c}")])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
+/// The `tep` binary beside `exe`: in its directory, or in the parent of
+/// `deps/` for a test binary (cargo puts `target/<profile>/tep` there).
+pub fn tep_beside(exe: &Path) -> PathBuf {
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let dir = match dir.file_name() {
+        Some(n) if n == "deps" => dir.parent().unwrap_or(dir),
+        _ => dir,
     };
-    if uid != "0" {
-        tep_testing::skip(format_args!(
+    dir.join("tep")
+}
+
+/// The tep binary the tests run: the one cargo built beside them.
+pub fn tep() -> &'static str {
+    static TEP: OnceLock<String> = OnceLock::new();
+    TEP.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test binary's path");
+        tep_beside(&exe).display().to_string()
+    })
+}
+
+/// Whether this process may create namespaces and has the tools the
+/// two-host tests run; says why not.
+pub fn root_or_skip(test: &str) -> bool {
+    if !crate::is_root() {
+        crate::skip(format_args!(
             "{test}: needs root for network namespaces (CI runs it as root)"
         ));
         return false;
     }
     for tool in ["ip", "ping", "iperf3"] {
-        if !have(tool) {
-            tep_testing::skip(format_args!(
+        if !crate::have(tool) {
+            crate::skip(format_args!(
                 "{test}: `{tool}` is not installed (.ci/run installs it)"
             ));
             return false;
@@ -68,14 +73,185 @@ pub fn sh(args: &[&str], must: bool) -> Output {
     out
 }
 
+/// Runs a command; its standard output, or an error with its standard
+/// error when it fails.
+pub fn cmd(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{}: {e}", args[0]))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// The namespaces that exist, for [`remove_all`]: (names, directory).
+static LIVE: Mutex<Vec<(Vec<String>, PathBuf)>> = Mutex::new(Vec::new());
+
+/// Removes every [`Namespaces`] of this process (their processes,
+/// namespaces and files), as their drops would: for a signal handler that
+/// then exits.
+pub fn remove_all() {
+    let live = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|e| e.into_inner()));
+    for (names, dir) in live {
+        remove_namespaces(&names.iter().collect::<Vec<_>>());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Namespaces `<tag><name>` and a directory `<tmp>/<tag>` for configs and
+/// logs, all removed on drop.
+#[derive(Debug)]
+pub struct Namespaces {
+    tag: String,
+    names: Vec<String>,
+    pub dir: PathBuf,
+}
+
+impl Namespaces {
+    /// Creates one namespace per name (loopback up, no duplicate address
+    /// detection). `tag` makes the names unique: the caller puts its
+    /// process id in it, so that several runs, or the tests, go side by
+    /// side.
+    pub fn new(tag: &str, names: &[&str]) -> Result<Namespaces, String> {
+        if !crate::is_root() {
+            return Err("building network namespaces needs root: run as root".into());
+        }
+        let dir = std::env::temp_dir().join(tag);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut lab = Namespaces {
+            tag: tag.to_string(),
+            names: Vec::new(),
+            dir,
+        };
+        let all: Vec<String> = names.iter().map(|n| lab.ns(n)).collect();
+        LIVE.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((all, lab.dir.clone()));
+        for &name in names {
+            let ns = lab.ns(name);
+            cmd(&["ip", "netns", "add", &ns])?;
+            lab.names.push(name.to_string());
+            lab.run(name, &["ip", "link", "set", "lo", "up"])?;
+            // No duplicate address detection: addresses work at once.
+            lab.run(
+                name,
+                &[
+                    "sysctl",
+                    "-qw",
+                    "net.ipv6.conf.all.accept_dad=0",
+                    "net.ipv6.conf.default.accept_dad=0",
+                ],
+            )?;
+        }
+        Ok(lab)
+    }
+
+    /// [`Self::new`], then a veth pair per `(a, dev_a, b, dev_b)` (see
+    /// [`Self::veth`]).
+    pub fn with_veths(
+        tag: &str,
+        names: &[&str],
+        veths: &[(&str, &str, &str, &str)],
+    ) -> Result<Namespaces, String> {
+        let lab = Namespaces::new(tag, names)?;
+        for &(a, dev_a, b, dev_b) in veths {
+            lab.veth(a, dev_a, b, dev_b)?;
+        }
+        Ok(lab)
+    }
+
+    /// The full name of namespace `name`.
+    pub fn ns(&self, name: &str) -> String {
+        format!("{}{name}", self.tag)
+    }
+
+    /// Runs `args` inside namespace `name`; its standard output.
+    pub fn run(&self, name: &str, args: &[&str]) -> Result<String, String> {
+        let ns = self.ns(name);
+        let mut all = vec!["ip", "netns", "exec", &ns];
+        all.extend_from_slice(args);
+        cmd(&all)
+    }
+
+    /// A veth pair, `dev_a` in namespace `a` and `dev_b` in `b`, down and
+    /// without addresses. The ends are created inside the namespaces
+    /// directly.
+    pub fn veth(&self, a: &str, dev_a: &str, b: &str, dev_b: &str) -> Result<(), String> {
+        let (na, nb) = (self.ns(a), self.ns(b));
+        cmd(&[
+            "ip", "link", "add", dev_a, "netns", &na, "type", "veth", "peer", "name", dev_b,
+            "netns", &nb,
+        ])
+        .map(drop)
+    }
+
+    /// A veth pair `va` (in `a`) – `vb` (in `b`), up, with
+    /// [`Pair::A4`]/[`Pair::A6`] on `va` and [`Pair::B4`]/[`Pair::B6`] on
+    /// `vb`.
+    pub fn veth_pair(&self, a: &str, b: &str) -> Result<(), String> {
+        self.veth(a, "va", b, "vb")?;
+        for (side, dev, v4, v6) in [(a, "va", Pair::A4, Pair::A6), (b, "vb", Pair::B4, Pair::B6)] {
+            self.run(
+                side,
+                &["ip", "addr", "add", &format!("{v4}/24"), "dev", dev],
+            )?;
+            let v6 = format!("{v6}/64");
+            self.run(side, &["ip", "addr", "add", &v6, "dev", dev, "nodad"])?;
+            self.run(side, &["ip", "link", "set", dev, "up"])?;
+        }
+        Ok(())
+    }
+
+    /// Starts `tep run -c <dir>/<file>.toml` in namespace `name`, on CPU
+    /// `cpu` if given; returns once the control socket
+    /// `<dir>/<file>.sock` (the config names it, see [`Self::socket`])
+    /// answers.
+    pub fn start_tep(
+        &self,
+        tep: &Path,
+        name: &str,
+        file: &str,
+        config: &str,
+        cpu: Option<usize>,
+    ) -> Result<Daemon, String> {
+        Daemon::start(tep, &self.ns(name), &self.dir, file, config, cpu, &[])
+    }
+
+    /// The control socket path of the daemon started from `file`.
+    pub fn socket(&self, file: &str) -> String {
+        self.dir.join(format!("{file}.sock")).display().to_string()
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        LIVE.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(_, d)| d != &self.dir);
+        let names: Vec<String> = self.names.iter().map(|n| self.ns(n)).collect();
+        remove_namespaces(&names.iter().collect::<Vec<_>>());
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 static CASES: AtomicUsize = AtomicUsize::new(0);
 
 /// Two namespaces `a` and `b` with a veth pair: `a` has 192.0.2.1/24 and
 /// 2001:db8::1/64 on `va`, `b` the .2 / ::2 addresses on `vb`.
+#[derive(Debug)]
 pub struct Pair {
     pub a: String,
     pub b: String,
     pub dir: PathBuf,
+    lab: Namespaces,
 }
 
 impl Pair {
@@ -85,68 +261,25 @@ impl Pair {
     pub const A6: &'static str = "2001:db8::1";
     pub const B6: &'static str = "2001:db8::2";
 
+    /// The pair of a test case; panics if it cannot be built.
+    #[allow(clippy::new_without_default)]
     pub fn new() -> Pair {
         let n = CASES.fetch_add(1, Ordering::Relaxed);
         let tag = format!("tep{}x{n}", std::process::id());
-        let a = format!("{tag}a");
-        let b = format!("{tag}b");
-        let dir = std::env::temp_dir().join(&tag);
-        let _ = std::fs::create_dir_all(&dir);
-        let pair = Pair { a, b, dir };
-        for ns in [&pair.a, &pair.b] {
-            sh(&["ip", "netns", "add", ns], true);
-            pair.exec(ns, &["ip", "link", "set", "lo", "up"], true);
-            // No duplicate address detection: addresses work at once.
-            pair.exec(
-                ns,
-                &["sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0"],
-                false,
-            );
-            pair.exec(
-                ns,
-                &["sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0"],
-                false,
-            );
+        let lab = Namespaces::new(&tag, &["a", "b"])
+            .and_then(|lab| lab.veth_pair("a", "b").map(|()| lab))
+            .unwrap_or_else(|e| panic!("two namespaces: {e}"));
+        Pair {
+            a: lab.ns("a"),
+            b: lab.ns("b"),
+            dir: lab.dir.clone(),
+            lab,
         }
-        sh(
-            &[
-                "ip", "link", "add", "va", "netns", &pair.a, "type", "veth", "peer", "name", "vb",
-                "netns", &pair.b,
-            ],
-            true,
-        );
-        for (ns, dev, v4, v6) in [
-            (&pair.a, "va", Self::A4, Self::A6),
-            (&pair.b, "vb", Self::B4, Self::B6),
-        ] {
-            pair.exec(
-                ns,
-                &["ip", "addr", "add", &format!("{v4}/24"), "dev", dev],
-                true,
-            );
-            pair.exec(
-                ns,
-                &[
-                    "ip",
-                    "addr",
-                    "add",
-                    &format!("{v6}/64"),
-                    "dev",
-                    dev,
-                    "nodad",
-                ],
-                true,
-            );
-            pair.exec(ns, &["ip", "link", "set", dev, "up"], true);
-        }
-        pair
     }
 
     /// Runs `args` inside namespace `ns`.
     pub fn exec(&self, ns: &str, args: &[&str], must: bool) -> Output {
-        let mut full = vec!["ip", "netns", "exec", ns];
-        full.extend_from_slice(args);
-        sh(&full, must)
+        Lab::exec(self, ns, args, must)
     }
 
     /// Starts `tep run` in `ns` with `config` (TOML text); waits until its
@@ -158,35 +291,30 @@ impl Pair {
     /// The control socket path for a daemon in `ns` (use in the config's
     /// host.control).
     pub fn socket(&self, ns: &str) -> String {
-        self.dir.join(format!("{ns}.sock")).display().to_string()
+        self.lab.socket(ns)
     }
 }
 
-/// Namespaces a test works in: commands run inside one by name.
+/// Namespaces a test works in: commands run inside one by its full name.
 pub trait Lab {
-    /// Runs `args` inside namespace `ns`.
-    fn exec(&self, ns: &str, args: &[&str], must: bool) -> Output;
-}
-
-impl Lab for Pair {
+    /// Runs `args` inside namespace `ns`; see [`sh`] for `must`.
     fn exec(&self, ns: &str, args: &[&str], must: bool) -> Output {
-        Pair::exec(self, ns, args, must)
+        let mut full = vec!["ip", "netns", "exec", ns];
+        full.extend_from_slice(args);
+        sh(&full, must)
     }
 }
+
+impl Lab for Pair {}
 
 /// Starts `tep run` in `ns` with `config` (TOML text, written into
 /// `dir`); waits until its control socket `dir/<ns>.sock` answers.
-pub fn spawn_daemon(dir: &std::path::Path, ns: &str, config: &str) -> Daemon {
+pub fn spawn_daemon(dir: &Path, ns: &str, config: &str) -> Daemon {
     spawn_daemon_env(dir, ns, config, &[])
 }
 
 /// [`spawn_daemon`] with environment variables for the daemon.
-pub fn spawn_daemon_env(
-    dir: &std::path::Path,
-    ns: &str,
-    config: &str,
-    env: &[(&str, &str)],
-) -> Daemon {
+pub fn spawn_daemon_env(dir: &Path, ns: &str, config: &str, env: &[(&str, &str)]) -> Daemon {
     spawn_daemon_under(dir, ns, config, env, &[])
 }
 
@@ -213,13 +341,8 @@ pub fn unit_bounding_set(unit: &str) -> String {
 /// [`spawn_daemon`] with the bounding set of systemd unit `unit` (as
 /// systemd gives it: tep starts as root with only those capabilities),
 /// through setpriv; None when setpriv is missing.
-pub fn spawn_daemon_as_unit(
-    dir: &std::path::Path,
-    ns: &str,
-    config: &str,
-    unit: &str,
-) -> Option<Daemon> {
-    if !tep_testing::have("setpriv") {
+pub fn spawn_daemon_as_unit(dir: &Path, ns: &str, config: &str, unit: &str) -> Option<Daemon> {
+    if !crate::have("setpriv") {
         return None;
     }
     let set = format!("--bounding-set={}", unit_bounding_set(unit));
@@ -235,40 +358,14 @@ pub fn spawn_daemon_as_unit(
 /// [`spawn_daemon_env`] through `wrapper` (a command that execs the rest
 /// of its arguments: the daemon keeps its process id).
 fn spawn_daemon_under(
-    dir: &std::path::Path,
+    dir: &Path,
     ns: &str,
     config: &str,
     env: &[(&str, &str)],
     wrapper: &[&str],
 ) -> Daemon {
-    let path = dir.join(format!("{ns}.toml"));
-    std::fs::write(&path, config).unwrap();
-    let log = dir.join(format!("{ns}.log"));
-    let child = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(wrapper)
-        .args([TEP, "run", "-c"])
-        .arg(&path)
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("start tep");
-    let socket = dir.join(format!("{ns}.sock"));
-    let mut d = Daemon {
-        child: Some(child),
-        socket,
-        log,
-        config: path,
-    };
-    let until = Instant::now() + Duration::from_secs(10);
-    while d.control(&["show", "tunnels"]).is_err() {
-        if Instant::now() > until || !d.alive() {
-            panic!("tep did not come up:\n{}", d.log());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    d
+    Daemon::start_under(Path::new(tep()), ns, dir, ns, config, wrapper, env)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Deletes namespaces and what still runs in them.
@@ -287,25 +384,88 @@ pub fn remove_namespaces(names: &[&String]) {
     }
 }
 
-impl Drop for Pair {
-    fn drop(&mut self) {
-        remove_namespaces(&[&self.a, &self.b]);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// A running `tep run`; SIGTERM on drop.
+#[derive(Debug)]
 pub struct Daemon {
     child: Option<Child>,
+    tep: PathBuf,
     pub socket: PathBuf,
     pub log: PathBuf,
     pub config: PathBuf,
 }
 
 impl Daemon {
+    /// Starts `tep run -c <dir>/<file>.toml` in namespace `ns` (the full
+    /// name) with `config` written there, on CPU `cpu` if given, with
+    /// `env` added to its environment; waits (10 s at most) until its
+    /// control socket `<dir>/<file>.sock`, which the config names,
+    /// answers. Its standard error goes to `<dir>/<file>.log`.
+    pub fn start(
+        tep: &Path,
+        ns: &str,
+        dir: &Path,
+        file: &str,
+        config: &str,
+        cpu: Option<usize>,
+        env: &[(&str, &str)],
+    ) -> Result<Daemon, String> {
+        let cpu = cpu.map(|c| c.to_string());
+        let wrapper: Vec<&str> = match &cpu {
+            Some(c) => vec!["taskset", "-c", c],
+            None => vec![],
+        };
+        Daemon::start_under(tep, ns, dir, file, config, &wrapper, env)
+    }
+
+    /// [`Daemon::start`] through `wrapper` (a command that execs the rest
+    /// of its arguments, as taskset and setpriv do: the daemon keeps its
+    /// process id).
+    pub fn start_under(
+        tep: &Path,
+        ns: &str,
+        dir: &Path,
+        file: &str,
+        config: &str,
+        wrapper: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Daemon, String> {
+        let path = dir.join(format!("{file}.toml"));
+        std::fs::write(&path, config).map_err(|e| format!("{}: {e}", path.display()))?;
+        let socket = dir.join(format!("{file}.sock"));
+        let _ = std::fs::remove_file(&socket);
+        let log = dir.join(format!("{file}.log"));
+        let stderr = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let mut command = Command::new("ip");
+        command.args(["netns", "exec", ns]).args(wrapper);
+        let child = command
+            .arg(tep)
+            .args(["run", "-c"])
+            .arg(&path)
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| format!("{} run: {e}", tep.display()))?;
+        let mut d = Daemon {
+            child: Some(child),
+            tep: tep.to_path_buf(),
+            socket,
+            log,
+            config: path,
+        };
+        let until = Instant::now() + Duration::from_secs(10);
+        while d.control(&["show", "tunnels"]).is_err() {
+            if Instant::now() > until || !d.alive() {
+                return Err(format!("tep ({file}) did not come up:\n{}", d.log()));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(d)
+    }
+
     /// `tep <args> --socket S`: stdout, or the error text.
     pub fn control(&self, args: &[&str]) -> Result<String, String> {
-        let out = Command::new(TEP)
+        let out = Command::new(&self.tep)
             .args(args)
             .arg("--socket")
             .arg(&self.socket)
@@ -492,6 +652,7 @@ pub fn iperf_between(
 /// namespace: its config given as a JSON file, commands written to its
 /// stdin and JSON lines read from its stdout, its stderr kept in a log.
 /// Killed on drop.
+#[derive(Debug)]
 pub struct Script {
     child: std::process::Child,
     stdin: Option<std::process::ChildStdin>,
@@ -506,7 +667,7 @@ impl Script {
     pub fn start(
         ns: &str,
         script: &str,
-        dir: &std::path::Path,
+        dir: &Path,
         name: &str,
         config: &serde_json::Value,
         ready: impl Fn(&str) -> bool,
@@ -613,4 +774,17 @@ pub fn id(flag: &str, user: &str) -> Option<u32> {
         .output()
         .ok()?;
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tep_is_found_beside_a_binary_or_above_a_test_binary() {
+        let beside = tep_beside(Path::new("/t/target/release/tep-bench"));
+        assert_eq!(beside, Path::new("/t/target/release/tep"));
+        let above = tep_beside(Path::new("/t/target/debug/deps/host-0123abcd"));
+        assert_eq!(above, Path::new("/t/target/debug/tep"));
+    }
 }
