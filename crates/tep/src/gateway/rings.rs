@@ -1,7 +1,10 @@
 //! A worker's AF_XDP sockets as the pipeline's edges: frames the kernel
 //! wrote into the pool come out of a receive ring as a vector; a vector
 //! leaves by descriptors on a transmit ring, its buffers the kernel's
-//! until the completion ring hands them back. Batches both ways, no
+//! until the completion ring hands them back. A buffer goes on a ring
+//! through `Pool::to_kernel` and comes off one through
+//! `Pool::from_kernel`: in between the pool forms no slice of it, so the
+//! kernel's writes alias nothing the worker holds. Batches both ways, no
 //! allocation, no copy; the only syscalls are the wake-ups the rings ask
 //! for (need_wakeup).
 
