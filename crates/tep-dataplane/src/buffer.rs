@@ -931,14 +931,26 @@ mod tests {
         let addr = p.to_kernel(a);
         assert_eq!(addr, p.data_addr(a));
         // No slice of it, in any accessor, and no free.
-        panics("the kernel's", || drop(p.data(a)));
-        panics("the kernel's", || drop(p.data_mut(a)));
-        panics("the kernel's", || drop(p.prepend(a, 4)));
+        panics("the kernel's", || {
+            let _ = p.data(a);
+        });
+        panics("the kernel's", || {
+            let _ = p.data_mut(a);
+        });
+        panics("the kernel's", || {
+            let _ = p.prepend(a, 4);
+        });
         panics("the kernel's", || p.copy_between(b, 0..0, a, 0));
-        panics("the kernel's", || drop(p.sum_from(a, 0)));
-        panics("the kernel's", || drop(p.rooms_mut::<2>(&[b, a], 0)));
+        panics("the kernel's", || {
+            let _ = p.sum_from(a, 0);
+        });
+        panics("the kernel's", || {
+            let _ = p.rooms_mut::<2>(&[b, a], 0);
+        });
         panics("double free", || p.free(a));
-        panics("not the worker's", || drop(p.to_kernel(a)));
+        panics("not the worker's", || {
+            let _ = p.to_kernel(a);
+        });
         let tail = Tail {
             buf: a,
             start: 0,
@@ -958,7 +970,9 @@ mod tests {
         // the extent of a buffer the kernel has means nothing).
         assert!(p.data(a).ends_with(b"sent"));
         p.free(a);
-        panics("not the worker's", || drop(p.to_kernel(a)));
+        panics("not the worker's", || {
+            let _ = p.to_kernel(a);
+        });
         assert_eq!(p.available(), 3);
     }
 
