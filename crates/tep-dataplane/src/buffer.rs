@@ -183,11 +183,23 @@ impl PacketMeta {
     };
 }
 
+/// Where a packet's data lies in its buffer's chunk. While the kernel has
+/// the buffer, `start` has [`KERNEL_BIT`] set: every slice of the chunk is
+/// formed from its extent, and [`Pool::span`]'s bounds check, made anyway,
+/// then refuses it (no offset that far is in a chunk); no ownership check
+/// costs a load per access. So `start` stays at 2^31 or more while the
+/// kernel has the buffer: the operations that set a fresh extent (`fill`,
+/// `received_at`) check the owner themselves; `trim_front` only moves
+/// `start` up, `prepend` moves it down only once the span it returns
+/// passed the check, and `set_len` and `truncate` leave it.
 #[derive(Clone, Copy, Debug)]
 struct Extent {
     start: u32,
     len: u32,
 }
+
+/// Set in the extent's `start` of a buffer the kernel has.
+const KERNEL_BIT: u32 = 1 << 31;
 
 /// The pool's memory: one zeroed allocation, page-aligned, so that it can
 /// be registered with the kernel as an AF_XDP UMEM (gateway mode), whose
@@ -278,6 +290,13 @@ enum Owner {
     Kernel,
 }
 
+/// [`Pool::span`]'s refusal, out of the way of the accesses it guards.
+#[cold]
+#[inline(never)]
+fn not_in_chunk(id: PacketId, at: usize, len: usize) -> ! {
+    panic!("{id:?}: bytes {at}..+{len} are not in its chunk, or the kernel's")
+}
+
 /// A fixed set of equal buffers.
 #[derive(Debug)]
 pub struct Pool {
@@ -307,6 +326,11 @@ impl Pool {
     pub fn new(count: usize, data_room: usize) -> Pool {
         let count = count.min(u32::MAX as usize);
         let buf_size = HEADROOM + data_room;
+        // Offsets in a chunk stay below the kernel's bit.
+        assert!(
+            buf_size < KERNEL_BIT as usize,
+            "buffers of {buf_size} bytes"
+        );
         Pool {
             arena: Arena::zeroed(count * buf_size),
             buf_size,
@@ -499,25 +523,32 @@ impl Pool {
 
     /// A pointer to bytes `at..at + len` of buffer `id`'s chunk: the one
     /// place the worker's pointers into the arena are made (see
-    /// [`Arena`]). Two comparisons, which replace the slice bounds checks
-    /// indexing a `[u8]` arena made.
+    /// [`Arena`]). `at` comes from the buffer's extent, so a buffer the
+    /// kernel has is refused by the bounds check (see [`Extent`]). The
+    /// checks replace the slice bounds checks indexing a `[u8]` arena made
+    /// (and the first is the callers', who indexed `extents` with `id`).
     ///
     /// # Panics
-    /// If the buffer is the kernel's, or the bytes are not in its chunk.
+    /// If the bytes are not in the chunk, or the buffer is the kernel's.
     #[inline]
     fn span(&self, id: PacketId, at: usize, len: usize) -> *mut u8 {
         // Not a debug check: a slice of a chunk the kernel may be writing
         // would be undefined behaviour, reachable from safe code.
+        if id.index() >= self.extents.len() || at + len > self.buf_size {
+            not_in_chunk(id, at, len);
+        }
+        // SAFETY: id.index() < count, so the chunk, base..base + buf_size,
+        // lies inside the arena's count × buf_size bytes, and at..at + len
+        // inside the chunk.
+        unsafe { self.arena.base.as_ptr().add(self.base(id) + at) }
+    }
+
+    /// Refuses to set a fresh extent on a buffer the kernel has.
+    fn assert_not_kernels(&self, id: PacketId) {
         assert!(
             self.owner[id.index()] != Owner::Kernel,
             "{id:?} is on an AF_XDP ring: the kernel's"
         );
-        assert!(at + len <= self.buf_size, "{id:?}: past its chunk");
-        // SAFETY: `owner` has one entry per buffer, so id.index() < count
-        // (the index above checked it) and the chunk, base..base +
-        // buf_size, lies inside the arena's count × buf_size bytes, and
-        // at..at + len inside the chunk.
-        unsafe { self.arena.base.as_ptr().add(self.base(id) + at) }
     }
 
     /// Bytes `at..at + len` of buffer `id`'s chunk.
@@ -561,6 +592,7 @@ impl Pool {
         if bytes.len() > self.data_room() {
             return false;
         }
+        self.assert_not_kernels(id);
         self.extents[id.index()] = Extent {
             start: HEADROOM as u32,
             len: bytes.len() as u32,
@@ -573,14 +605,18 @@ impl Pool {
     /// returns them, for the caller to write headers into. `None` if the
     /// headroom left is smaller.
     pub fn prepend(&mut self, id: PacketId, n: usize) -> Option<&mut [u8]> {
-        let e = &mut self.extents[id.index()];
-        if (e.start as usize) < n {
-            return None;
-        }
-        e.start -= n as u32;
-        e.len += n as u32;
-        let at = e.start as usize;
-        Some(self.bytes_mut(id, at, n))
+        let e = self.extents[id.index()];
+        let start = (e.start as usize).checked_sub(n)?;
+        // Before the extent moves: a buffer the kernel has keeps its
+        // marked start (see `Extent`).
+        let p = self.span(id, start, n);
+        self.extents[id.index()] = Extent {
+            start: start as u32,
+            len: e.len + n as u32,
+        };
+        // SAFETY: as in `bytes_mut`: `n` bytes in a chunk the kernel does
+        // not own (span), borrowed with the pool exclusively.
+        Some(unsafe { core::slice::from_raw_parts_mut(p, n) })
     }
 
     /// Drops `n` bytes from the front (decapsulation). False if shorter.
@@ -750,7 +786,7 @@ impl Pool {
     /// Where packet `id`'s data starts in the arena: the UMEM address of a
     /// frame to send.
     pub fn data_addr(&self, id: PacketId) -> u64 {
-        (self.base(id) + self.extents[id.index()].start as usize) as u64
+        (self.base(id) + (self.extents[id.index()].start & !KERNEL_BIT) as usize) as u64
     }
 
     /// Hands buffer `id` to the kernel, and returns the UMEM address of its
@@ -776,8 +812,10 @@ impl Pool {
             self.owner[i] == Owner::Worker && !self.released[i],
             "{id:?} handed to the kernel, but not the worker's"
         );
+        let addr = self.data_addr(id);
         self.owner[i] = Owner::Kernel;
-        self.data_addr(id)
+        self.extents[i].start |= KERNEL_BIT;
+        addr
     }
 
     /// Takes back the buffer holding UMEM address `addr`, which the kernel
@@ -797,6 +835,7 @@ impl Pool {
             return None;
         }
         *owner = Owner::Worker;
+        self.extents[i].start &= !KERNEL_BIT;
         Some(PacketId(i as u32))
     }
 
@@ -805,6 +844,7 @@ impl Pool {
     /// that frame, its metadata fresh. False (nothing changed) if the frame
     /// is not inside the buffer.
     pub fn received_at(&mut self, id: PacketId, addr: u64, len: usize) -> bool {
+        self.assert_not_kernels(id);
         let base = self.base(id) as u64;
         let Some(start) = addr.checked_sub(base).map(|s| s as usize) else {
             return false;
@@ -913,8 +953,10 @@ mod tests {
     }
 
     /// Runs `f`, which must panic with a message containing `expected`.
-    fn panics(expected: &str, f: impl FnOnce()) {
-        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_err();
+    fn panics<R>(expected: &str, f: impl FnOnce() -> R) {
+        let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) else {
+            panic!("no panic, expected {expected:?}");
+        };
         let msg = e
             .downcast_ref::<String>()
             .map(String::as_str)
@@ -931,26 +973,18 @@ mod tests {
         let addr = p.to_kernel(a);
         assert_eq!(addr, p.data_addr(a));
         // No slice of it, in any accessor, and no free.
-        panics("the kernel's", || {
-            let _ = p.data(a);
-        });
-        panics("the kernel's", || {
-            let _ = p.data_mut(a);
-        });
-        panics("the kernel's", || {
-            let _ = p.prepend(a, 4);
-        });
+        panics("the kernel's", || p.data(a));
+        panics("the kernel's", || p.data_mut(a));
+        panics("the kernel's", || p.prepend(a, 4));
         panics("the kernel's", || p.copy_between(b, 0..0, a, 0));
-        panics("the kernel's", || {
-            let _ = p.sum_from(a, 0);
-        });
-        panics("the kernel's", || {
-            let _ = p.rooms_mut::<2>(&[b, a], 0);
-        });
+        panics("the kernel's", || p.sum_from(a, 0));
+        panics("the kernel's", || p.fill(a, b"x"));
+        panics("the kernel's", || p.received_at(a, addr, 4));
+        let [_, room]: [&mut [u8]; 2] = p.rooms_mut(&[b, a], 0);
+        assert!(room.is_empty(), "no room in the kernel's buffer");
+        assert!(!p.set_len(a, 4));
         panics("double free", || p.free(a));
-        panics("not the worker's", || {
-            let _ = p.to_kernel(a);
-        });
+        panics("not the worker's", || p.to_kernel(a));
         let tail = Tail {
             buf: a,
             start: 0,
@@ -966,13 +1000,9 @@ mod tests {
         assert_eq!(p.from_kernel(u64::MAX), None);
         assert_eq!(p.from_kernel(addr), Some(a));
         assert_eq!(p.from_kernel(addr), None, "taken back already");
-        // Its bytes untouched (the refused prepend moved its start first:
-        // the extent of a buffer the kernel has means nothing).
-        assert!(p.data(a).ends_with(b"sent"));
+        assert_eq!(p.data(a), b"sent", "its extent back, untouched");
         p.free(a);
-        panics("not the worker's", || {
-            let _ = p.to_kernel(a);
-        });
+        panics("not the worker's", || p.to_kernel(a));
         assert_eq!(p.available(), 3);
     }
 
