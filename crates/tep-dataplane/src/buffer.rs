@@ -555,8 +555,9 @@ impl Pool {
     #[inline]
     fn bytes(&self, id: PacketId, at: usize, len: usize) -> &[u8] {
         let p = self.span(id, at, len);
-        // SAFETY: inside the arena, in one chunk the kernel does not own
-        // (span checked both). Nothing writes those bytes while the slice
+        // SAFETY: inside the arena, in one chunk (span checked), which the
+        // kernel does not own: the callers take `at` from the extent, whose
+        // mark puts a kernel's buffer past the bounds. Nothing writes those bytes while the slice
         // lives: the worker writes only through `&mut self`, which this
         // borrow of the pool excludes, and the kernel only into chunks
         // handed to it by `to_kernel`, which takes `&mut self` too.
@@ -746,10 +747,12 @@ impl Pool {
             let start = (self.extents[id.index()].start as usize + at).min(self.buf_size);
             let len = self.buf_size - start;
             let p = self.span(id, start, len);
-            // SAFETY: inside a chunk the kernel does not own (span); the
-            // rooms are in distinct chunks (checked above), so these
-            // exclusive slices are disjoint, and they borrow the pool
-            // exclusively, so no other slice of the arena lives.
+            // SAFETY: inside one chunk (span), and either empty (a buffer
+            // the kernel has: its marked start is clamped to the chunk's
+            // end) or in a chunk the kernel does not own; the rooms are in
+            // distinct chunks (checked above), so these exclusive slices
+            // are disjoint, and they borrow the pool exclusively, so no
+            // other slice of the arena lives.
             *room = unsafe { core::slice::from_raw_parts_mut(p, len) };
         }
         out
