@@ -87,7 +87,8 @@ pub fn run(ifindex: u32, queue: u32, frames: &[Vec<u8>], seconds: f64) -> io::Re
             break;
         }
         free.push(Desc {
-            addr: pool.data_addr(id),
+            // The kernel's for the rest of the run: sent over and over.
+            addr: pool.to_kernel(id),
             len: f.len() as u32,
             options: 0,
         });

@@ -8,6 +8,8 @@
 
 use crate::drop::DropReason;
 use crate::io::Outer;
+use core::ptr::NonNull;
+use std::alloc::{self, Layout};
 use tep_csum::Sum;
 
 /// Room before the data for outer headers. The deepest stack tep builds —
@@ -181,11 +183,23 @@ impl PacketMeta {
     };
 }
 
+/// Where a packet's data lies in its buffer's chunk. While the kernel has
+/// the buffer, `start` has [`KERNEL_BIT`] set: every slice of the chunk is
+/// formed from its extent, and [`Pool::span`]'s bounds check, made anyway,
+/// then refuses it (no offset that far is in a chunk); no ownership check
+/// costs a load per access. So `start` stays at 2^31 or more while the
+/// kernel has the buffer: the operations that set a fresh extent (`fill`,
+/// `received_at`) check the owner themselves; `trim_front` only moves
+/// `start` up, `prepend` moves it down only once the span it returns
+/// passed the check, and `set_len` and `truncate` leave it.
 #[derive(Clone, Copy, Debug)]
 struct Extent {
     start: u32,
     len: u32,
 }
+
+/// Set in the extent's `start` of a buffer the kernel has.
+const KERNEL_BIT: u32 = 1 << 31;
 
 /// The pool's memory: one zeroed allocation, page-aligned, so that it can
 /// be registered with the kernel as an AF_XDP UMEM (gateway mode), whose
@@ -193,11 +207,27 @@ struct Extent {
 /// and starts at its first page boundary: a zeroed allocation of the plain
 /// kind is mapped lazily (only buffers in use are touched), where asking
 /// the allocator for page alignment would zero every byte up front.
+///
+/// Memory the kernel shares, so held as raw memory and never as a
+/// `Box<[u8]>`, `&[u8]` or `&mut [u8]` of the whole: once the arena is a
+/// UMEM, the kernel writes received frames into the chunks on a fill ring
+/// while the worker reads and writes the others, and a reference to the
+/// whole (which a `Box` is to the compiler, asserted afresh each time the
+/// pool moves) would claim bytes the kernel is writing, which is undefined
+/// behaviour whether or not the worker looks at them. Instead every access
+/// goes through [`Pool::span`], which forms a pointer into one buffer's
+/// chunk after checking that the chunk is not the kernel's; the slices made
+/// from it cover that chunk only, and live only as long as a borrow of the
+/// pool, during which the chunk cannot be handed to the kernel (that takes
+/// `&mut Pool`). Who may touch a chunk, and when, is [`Owner`].
 #[derive(Debug)]
 struct Arena {
-    buf: Box<[u8]>,
-    start: usize,
+    /// The first page boundary in the allocation: chunk 0.
+    base: NonNull<u8>,
     len: usize,
+    /// The allocation as made, to give it back.
+    alloc: NonNull<u8>,
+    layout: Layout,
 }
 
 /// The alignment of the arena: a page.
@@ -205,23 +235,66 @@ const ARENA_ALIGN: usize = 4096;
 
 impl Arena {
     fn zeroed(len: usize) -> Arena {
-        let buf = vec![0u8; len + ARENA_ALIGN].into_boxed_slice();
-        let start = buf.as_ptr().align_offset(ARENA_ALIGN);
-        Arena { buf, start, len }
+        // Alignment 1: the allocator's calloc path, whose large blocks are
+        // fresh (lazily zeroed) pages.
+        let layout = Layout::from_size_align(len + ARENA_ALIGN, 1).expect("arena size");
+        // SAFETY: the layout's size is not zero (ARENA_ALIGN at least).
+        let alloc = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(alloc) = NonNull::new(alloc) else {
+            alloc::handle_alloc_error(layout)
+        };
+        let start = alloc.as_ptr().align_offset(ARENA_ALIGN);
+        assert!(start < ARENA_ALIGN, "arena alignment");
+        // SAFETY: start < ARENA_ALIGN, so base..base + len lies inside the
+        // allocation of len + ARENA_ALIGN bytes.
+        let base = unsafe { alloc.add(start) };
+        Arena {
+            base,
+            len,
+            alloc,
+            layout,
+        }
     }
 }
 
-impl core::ops::Deref for Arena {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.buf[self.start..self.start + self.len]
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // SAFETY: the allocation made in `zeroed` with this layout, freed
+        // once. Whoever registered it with the kernel closed the sockets
+        // first (the contract of `Pool::region`).
+        unsafe { alloc::dealloc(self.alloc.as_ptr(), self.layout) };
     }
 }
 
-impl core::ops::DerefMut for Arena {
-    fn deref_mut(&mut self) -> &mut [u8] {
-        &mut self.buf[self.start..self.start + self.len]
-    }
+// SAFETY: the arena owns its allocation as a Box<[u8]> would, and nothing
+// else in the process points into it (the kernel's accesses are bounded by
+// `Owner`, whichever thread the pool is on); moving it moves that ownership.
+unsafe impl Send for Arena {}
+// SAFETY: through `&Pool` the arena is only read (`Pool::data`,
+// `tail_parts`), never written, so sharing it between threads is sharing
+// a `&[u8]`.
+unsafe impl Sync for Arena {}
+
+/// Who may touch a buffer's bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    /// Free, in the pool.
+    Pool,
+    /// Allocated: the worker's, the only one to read and write it (through
+    /// slices of this buffer alone).
+    Worker,
+    /// On an AF_XDP ring ([`Pool::to_kernel`]): the kernel's, which writes
+    /// a received frame into it (fill ring) or reads the frame to send
+    /// (transmit ring), until [`Pool::from_kernel`] takes it back off the
+    /// receive or completion ring. No slice of it may exist meanwhile.
+    Kernel,
+}
+
+/// [`Pool::span`]'s refusal, out of the way of the accesses it guards.
+#[cold]
+#[inline(never)]
+fn not_in_chunk(id: PacketId, at: usize, len: usize) -> ! {
+    panic!("{id:?}: bytes {at}..+{len} are not in its chunk, or the kernel's")
 }
 
 /// A fixed set of equal buffers.
@@ -238,9 +311,9 @@ pub struct Pool {
     // meaningless for others): set by the lookups, read by the encap nodes.
     session: Box<[u32]>,
     free: Vec<u32>,
-    // Catches double frees in O(1) (a debug check; `free.contains` made
-    // every free O(pool)).
-    in_use: Box<[bool]>,
+    // Who may touch each buffer; also catches double frees in O(1)
+    // (`free.contains` made every free O(pool)).
+    owner: Box<[Owner]>,
     // Tails referring to each buffer, and whether its owner freed it
     // while some did (it returns to the pool with the last reference).
     refs: Box<[u32]>,
@@ -253,6 +326,11 @@ impl Pool {
     pub fn new(count: usize, data_room: usize) -> Pool {
         let count = count.min(u32::MAX as usize);
         let buf_size = HEADROOM + data_room;
+        // Offsets in a chunk stay below the kernel's bit.
+        assert!(
+            buf_size < KERNEL_BIT as usize,
+            "buffers of {buf_size} bytes"
+        );
         Pool {
             arena: Arena::zeroed(count * buf_size),
             buf_size,
@@ -269,7 +347,7 @@ impl Pool {
             session: vec![0; count].into_boxed_slice(),
             // Reversed so that the lowest indices are handed out first.
             free: (0..count as u32).rev().collect(),
-            in_use: vec![false; count].into_boxed_slice(),
+            owner: vec![Owner::Pool; count].into_boxed_slice(),
             refs: vec![0; count].into_boxed_slice(),
             released: vec![false; count].into_boxed_slice(),
         }
@@ -298,7 +376,7 @@ impl Pool {
             len: 0,
         };
         self.meta[i as usize] = PacketMeta::FRESH;
-        self.in_use[i as usize] = true;
+        self.owner[i as usize] = Owner::Worker;
         Some(PacketId(i))
     }
 
@@ -307,14 +385,17 @@ impl Pool {
     /// is freed.
     pub fn free(&mut self, id: PacketId) {
         let i = id.index();
-        assert!(self.in_use[i] && !self.released[i], "double free of {id:?}");
+        assert!(
+            self.owner[i] == Owner::Worker && !self.released[i],
+            "double free of {id:?} (or free of one the kernel has)"
+        );
         if let Some(t) = self.meta[i].tail.take() {
             self.unref(t.buf);
         }
         if self.refs[i] > 0 {
             self.released[i] = true;
         } else {
-            self.in_use[i] = false;
+            self.owner[i] = Owner::Pool;
             self.free.push(id.0);
         }
     }
@@ -324,7 +405,7 @@ impl Pool {
         self.refs[i] -= 1;
         if self.refs[i] == 0 && self.released[i] {
             self.released[i] = false;
-            self.in_use[i] = false;
+            self.owner[i] = Owner::Pool;
             self.free.push(buf.0);
         }
     }
@@ -334,7 +415,8 @@ impl Pool {
     /// changed) if `t` is not inside `t.buf`'s data.
     pub fn set_tail(&mut self, id: PacketId, t: Tail) -> bool {
         let end = t.start as usize + t.len as usize;
-        if !self.in_use[t.buf.index()] || t.buf == id || end > self.data(t.buf).len() {
+        if self.owner[t.buf.index()] != Owner::Worker || t.buf == id || end > self.data(t.buf).len()
+        {
             return false;
         }
         self.refs[t.buf.index()] += 1;
@@ -439,18 +521,70 @@ impl Pool {
         id.index() * self.buf_size
     }
 
+    /// A pointer to bytes `at..at + len` of buffer `id`'s chunk: the one
+    /// place the worker's pointers into the arena are made (see
+    /// [`Arena`]). `at` comes from the buffer's extent, so a buffer the
+    /// kernel has is refused by the bounds check (see [`Extent`]). The
+    /// checks replace the slice bounds checks indexing a `[u8]` arena made
+    /// (and the first is the callers', who indexed `extents` with `id`).
+    ///
+    /// # Panics
+    /// If the bytes are not in the chunk, or the buffer is the kernel's.
+    #[inline]
+    fn span(&self, id: PacketId, at: usize, len: usize) -> *mut u8 {
+        // Not a debug check: a slice of a chunk the kernel may be writing
+        // would be undefined behaviour, reachable from safe code.
+        if id.index() >= self.extents.len() || at + len > self.buf_size {
+            not_in_chunk(id, at, len);
+        }
+        // SAFETY: id.index() < count, so the chunk, base..base + buf_size,
+        // lies inside the arena's count × buf_size bytes, and at..at + len
+        // inside the chunk.
+        unsafe { self.arena.base.as_ptr().add(self.base(id) + at) }
+    }
+
+    /// Refuses to set a fresh extent on a buffer the kernel has.
+    fn assert_not_kernels(&self, id: PacketId) {
+        assert!(
+            self.owner[id.index()] != Owner::Kernel,
+            "{id:?} is on an AF_XDP ring: the kernel's"
+        );
+    }
+
+    /// Bytes `at..at + len` of buffer `id`'s chunk.
+    #[inline]
+    fn bytes(&self, id: PacketId, at: usize, len: usize) -> &[u8] {
+        let p = self.span(id, at, len);
+        // SAFETY: inside the arena, in one chunk (span checked), which the
+        // kernel does not own: the callers take `at` from the extent, whose
+        // mark puts a kernel's buffer past the bounds. Nothing writes those bytes while the slice
+        // lives: the worker writes only through `&mut self`, which this
+        // borrow of the pool excludes, and the kernel only into chunks
+        // handed to it by `to_kernel`, which takes `&mut self` too.
+        unsafe { core::slice::from_raw_parts(p, len) }
+    }
+
+    /// Bytes `at..at + len` of buffer `id`'s chunk, writable.
+    #[inline]
+    fn bytes_mut(&mut self, id: PacketId, at: usize, len: usize) -> &mut [u8] {
+        let p = self.span(id, at, len);
+        // SAFETY: as in `bytes`; and no other slice of the arena lives
+        // while this one does, as it borrows the pool exclusively.
+        unsafe { core::slice::from_raw_parts_mut(p, len) }
+    }
+
     /// The packet's bytes.
+    #[inline]
     pub fn data(&self, id: PacketId) -> &[u8] {
         let e = self.extents[id.index()];
-        let at = self.base(id) + e.start as usize;
-        &self.arena[at..at + e.len as usize]
+        self.bytes(id, e.start as usize, e.len as usize)
     }
 
     /// The packet's bytes, writable.
+    #[inline]
     pub fn data_mut(&mut self, id: PacketId) -> &mut [u8] {
         let e = self.extents[id.index()];
-        let at = self.base(id) + e.start as usize;
-        &mut self.arena[at..at + e.len as usize]
+        self.bytes_mut(id, e.start as usize, e.len as usize)
     }
 
     /// Replaces the packet's bytes with `bytes` (at the headroom). False if
@@ -459,6 +593,7 @@ impl Pool {
         if bytes.len() > self.data_room() {
             return false;
         }
+        self.assert_not_kernels(id);
         self.extents[id.index()] = Extent {
             start: HEADROOM as u32,
             len: bytes.len() as u32,
@@ -471,15 +606,18 @@ impl Pool {
     /// returns them, for the caller to write headers into. `None` if the
     /// headroom left is smaller.
     pub fn prepend(&mut self, id: PacketId, n: usize) -> Option<&mut [u8]> {
-        let base = self.base(id);
-        let e = &mut self.extents[id.index()];
-        if (e.start as usize) < n {
-            return None;
-        }
-        e.start -= n as u32;
-        e.len += n as u32;
-        let at = base + e.start as usize;
-        Some(&mut self.arena[at..at + n])
+        let e = self.extents[id.index()];
+        let start = (e.start as usize).checked_sub(n)?;
+        // Before the extent moves: a buffer the kernel has keeps its
+        // marked start (see `Extent`).
+        let p = self.span(id, start, n);
+        self.extents[id.index()] = Extent {
+            start: start as u32,
+            len: e.len + n as u32,
+        };
+        // SAFETY: as in `bytes_mut`: `n` bytes in a chunk the kernel does
+        // not own (span), borrowed with the pool exclusively.
+        Some(unsafe { core::slice::from_raw_parts_mut(p, n) })
     }
 
     /// Drops `n` bytes from the front (decapsulation). False if shorter.
@@ -529,8 +667,11 @@ impl Pool {
         dst: PacketId,
         at: usize,
     ) {
-        let (from, to) = self.copy_ends(src, range, dst, at);
-        self.arena.copy_within(from, to);
+        let (from, to, len) = self.copy_ends(src, range, dst, at);
+        // SAFETY: both spans are `len` bytes inside chunks the kernel does
+        // not own (copy_ends); they overlap only within one buffer, which
+        // `copy` allows. No slice of the arena lives: `&mut self`.
+        unsafe { core::ptr::copy(from, to, len) };
     }
 
     /// [`copy_between`](Pool::copy_between) that also returns the sum of
@@ -548,33 +689,35 @@ impl Pool {
         at: usize,
     ) -> Sum {
         assert_ne!(src, dst, "a summed copy is between two buffers");
-        let (from, to) = self.copy_ends(src, range, dst, at);
-        let len = from.len();
-        // Distinct buffers do not overlap: split the arena between them.
-        if from.start < to {
-            let (a, b) = self.arena.split_at_mut(to);
-            Sum::copy_of(&mut b[..len], &a[from])
-        } else {
-            let (a, b) = self.arena.split_at_mut(from.start);
-            Sum::copy_of(&mut a[to..to + len], &b[..len])
-        }
+        let (from, to, len) = self.copy_ends(src, range, dst, at);
+        // SAFETY: as in copy_between; and the spans lie in distinct
+        // buffers' chunks, which do not overlap, so the shared and the
+        // exclusive slice cover different bytes.
+        let (from, to) = unsafe {
+            (
+                core::slice::from_raw_parts(from, len),
+                core::slice::from_raw_parts_mut(to, len),
+            )
+        };
+        Sum::copy_of(to, from)
     }
 
-    /// The arena range a copy reads and where it writes, checked.
+    /// Where a copy reads, where it writes, and how many bytes, checked.
     fn copy_ends(
         &self,
         src: PacketId,
         range: core::ops::Range<usize>,
         dst: PacketId,
         at: usize,
-    ) -> (core::ops::Range<usize>, usize) {
+    ) -> (*const u8, *mut u8, usize) {
         let se = self.extents[src.index()];
         let de = self.extents[dst.index()];
         assert!(range.start <= range.end && range.end <= se.len as usize);
         assert!(at + range.len() <= de.len as usize);
-        let from = self.base(src) + se.start as usize;
-        let to = self.base(dst) + de.start as usize + at;
-        (from + range.start..from + range.end, to)
+        let len = range.len();
+        let from = self.span(src, se.start as usize + range.start, len);
+        let to = self.span(dst, de.start as usize + at, len);
+        (from, to, len)
     }
 
     /// The rooms of the distinct buffers `ids`, each from `at` bytes past
@@ -587,41 +730,49 @@ impl Pool {
     /// If an id repeats, or there are more than `N`.
     pub fn rooms_mut<const N: usize>(&mut self, ids: &[PacketId], at: usize) -> [&mut [u8]; N] {
         assert!(ids.len() <= N, "{} rooms asked of {N}", ids.len());
-        // (where the room starts in the arena, where it ends, output slot),
-        // in arena order, so that the rooms can be cut off one after the
-        // other with split_at_mut.
-        let mut order = [(0usize, 0usize, 0usize); N];
-        for (slot, &id) in ids.iter().enumerate() {
-            let base = self.base(id);
-            let start =
-                (base + self.extents[id.index()].start as usize + at).min(base + self.buf_size);
-            order[slot] = (start, base + self.buf_size, slot);
+        // Each room lies in its own buffer's chunk: distinct ids, disjoint
+        // rooms.
+        let mut sorted = [0u32; N];
+        for (s, id) in sorted.iter_mut().zip(ids) {
+            *s = id.0;
         }
-        let order = &mut order[..ids.len()];
-        order.sort_unstable();
+        let sorted = &mut sorted[..ids.len()];
+        sorted.sort_unstable();
+        assert!(
+            sorted.windows(2).all(|w| w[0] != w[1]),
+            "buffer given twice"
+        );
         let mut out: [&mut [u8]; N] = core::array::from_fn(|_| <&mut [u8]>::default());
-        let mut rest: &mut [u8] = &mut self.arena;
-        let mut consumed = 0;
-        for &(start, end, slot) in order.iter() {
-            assert!(start >= consumed, "buffer given twice");
-            let tail = core::mem::take(&mut rest);
-            let (_, tail) = tail.split_at_mut(start - consumed);
-            let (room, tail) = tail.split_at_mut(end - start);
-            out[slot] = room;
-            rest = tail;
-            consumed = end;
+        for (room, &id) in out.iter_mut().zip(ids) {
+            let start = (self.extents[id.index()].start as usize + at).min(self.buf_size);
+            let len = self.buf_size - start;
+            let p = self.span(id, start, len);
+            // SAFETY: inside one chunk (span), and either empty (a buffer
+            // the kernel has: its marked start is clamped to the chunk's
+            // end) or in a chunk the kernel does not own; the rooms are in
+            // distinct chunks (checked above), so these exclusive slices
+            // are disjoint, and they borrow the pool exclusively, so no
+            // other slice of the arena lives.
+            *room = unsafe { core::slice::from_raw_parts_mut(p, len) };
         }
         out
     }
 
     /// The arena's address and length, to register it with the kernel as
-    /// AF_XDP UMEM: buffer `i` is the chunk at `i ×`
-    /// [`buffer_size`](Pool::buffer_size), page-aligned. The pool keeps
-    /// the memory for its life; whoever registers it must stop the kernel
-    /// using it first (close the sockets) and must not let the kernel
-    /// write into a buffer the pool has handed out.
+    /// an AF_XDP UMEM: buffer `i` is the chunk at `i ×`
+    /// [`buffer_size`](Pool::buffer_size), page-aligned. The pointer is
+    /// the allocation's own, not taken from a reference to the arena (none
+    /// is ever made: see [`Arena`]).
+    ///
+    /// The pool keeps the memory for its life. Whoever registers it
+    /// closes the sockets (so that the kernel lets go of the memory)
+    /// before the pool is dropped, and hands the kernel chunks only
+    /// through [`to_kernel`](Pool::to_kernel) and takes them back through
+    /// [`from_kernel`](Pool::from_kernel): then the kernel writes only
+    /// chunks that no slice covers and that the pool refuses to slice.
+    /// `&mut self`: what it returns is leave to write.
     pub fn region(&mut self) -> (*mut u8, usize) {
-        (self.arena.as_mut_ptr(), self.arena.len())
+        (self.arena.base.as_ptr(), self.arena.len)
     }
 
     /// Bytes from one buffer to the next in the arena (headroom included).
@@ -630,7 +781,7 @@ impl Pool {
     }
 
     /// Where buffer `id` starts in the arena: the UMEM address of its
-    /// chunk, to put on an AF_XDP fill ring.
+    /// chunk.
     pub fn chunk_addr(&self, id: PacketId) -> u64 {
         self.base(id) as u64
     }
@@ -638,14 +789,57 @@ impl Pool {
     /// Where packet `id`'s data starts in the arena: the UMEM address of a
     /// frame to send.
     pub fn data_addr(&self, id: PacketId) -> u64 {
-        (self.base(id) + self.extents[id.index()].start as usize) as u64
+        (self.base(id) + (self.extents[id.index()].start & !KERNEL_BIT) as usize) as u64
     }
 
-    /// The buffer holding arena address `addr` (a UMEM address the kernel
-    /// handed back), if the address is inside the arena.
-    pub fn id_at(&self, addr: u64) -> Option<PacketId> {
+    /// Hands buffer `id` to the kernel, and returns the UMEM address of its
+    /// data ([`data_addr`](Pool::data_addr)) to put on an AF_XDP ring: the
+    /// fill ring (a fresh buffer: the kernel writes a frame there, after
+    /// the headroom, which is then the kernel's XDP headroom) or the
+    /// transmit ring (the kernel reads the frame). From now on the buffer
+    /// is the kernel's: the pool forms no slice of it (the accessors
+    /// panic) and refuses to free it, until
+    /// [`from_kernel`](Pool::from_kernel).
+    ///
+    /// The handover itself is the ring's: the caller publishes the address
+    /// after this call with the ring's release store of its producer
+    /// index, so every access the worker made to the chunk happens before
+    /// the kernel's (which loads that index with acquire).
+    ///
+    /// # Panics
+    /// If the buffer is not the worker's (free, freed, or the kernel's
+    /// already).
+    pub fn to_kernel(&mut self, id: PacketId) -> u64 {
+        let i = id.index();
+        assert!(
+            self.owner[i] == Owner::Worker && !self.released[i],
+            "{id:?} handed to the kernel, but not the worker's"
+        );
+        let addr = self.data_addr(id);
+        self.owner[i] = Owner::Kernel;
+        self.extents[i].start |= KERNEL_BIT;
+        addr
+    }
+
+    /// Takes back the buffer holding UMEM address `addr`, which the kernel
+    /// handed back on a receive or completion ring: the worker's again.
+    /// None (nothing changed) if the address is outside the arena or its
+    /// buffer is not the kernel's: a kernel never does that, and taking a
+    /// buffer the worker holds would free it twice.
+    ///
+    /// The caller read `addr` off the ring after the ring's acquire load
+    /// of the kernel's producer index, which the kernel stored with release
+    /// after writing the frame (receive) or reading it (completion): the
+    /// kernel is done with the chunk before the worker touches it.
+    pub fn from_kernel(&mut self, addr: u64) -> Option<PacketId> {
         let i = usize::try_from(addr).ok()? / self.buf_size;
-        (i < self.meta.len()).then_some(PacketId(i as u32))
+        let owner = self.owner.get_mut(i)?;
+        if *owner != Owner::Kernel {
+            return None;
+        }
+        *owner = Owner::Worker;
+        self.extents[i].start &= !KERNEL_BIT;
+        Some(PacketId(i as u32))
     }
 
     /// Records that the kernel wrote a `len`-byte frame at arena address
@@ -653,6 +847,7 @@ impl Pool {
     /// that frame, its metadata fresh. False (nothing changed) if the frame
     /// is not inside the buffer.
     pub fn received_at(&mut self, id: PacketId, addr: u64, len: usize) -> bool {
+        self.assert_not_kernels(id);
         let base = self.base(id) as u64;
         let Some(start) = addr.checked_sub(base).map(|s| s as usize) else {
             return false;
@@ -750,14 +945,199 @@ mod tests {
         assert!(p.fill(a, b"frame"));
         assert_eq!(p.data_addr(a), p.chunk_addr(a) + HEADROOM as u64);
         // The kernel wrote 60 bytes 256 bytes into b's chunk.
-        let at = p.chunk_addr(b) + 256;
-        assert_eq!(p.id_at(at), Some(b));
+        let at = p.to_kernel(b);
+        assert_eq!(at, p.chunk_addr(b) + 256);
+        assert_eq!(p.from_kernel(at + 100), Some(b), "any address in the chunk");
         assert!(p.received_at(b, at, 60));
         assert_eq!(p.data(b).len(), 60);
         assert_eq!(p.headroom(b), 256);
         assert!(!p.received_at(b, at, 4096), "past the chunk");
         assert!(!p.received_at(a, at, 60), "another buffer's chunk");
-        assert_eq!(p.id_at(8 * 4096), None);
+    }
+
+    /// Runs `f`, which must panic with a message containing `expected`.
+    fn panics<R>(expected: &str, f: impl FnOnce() -> R) {
+        let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) else {
+            panic!("no panic, expected {expected:?}");
+        };
+        let msg = e
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| e.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        assert!(msg.contains(expected), "panicked with {msg:?}");
+    }
+
+    #[test]
+    fn a_buffer_on_a_ring_is_the_kernels_until_taken_back() {
+        let mut p = Pool::new(4, 2048);
+        let (a, b) = (p.alloc().unwrap(), p.alloc().unwrap());
+        assert!(p.fill(a, b"sent"));
+        let addr = p.to_kernel(a);
+        assert_eq!(addr, p.data_addr(a));
+        // No slice of it, in any accessor, and no free.
+        panics("the kernel's", || p.data(a));
+        panics("the kernel's", || p.data_mut(a));
+        panics("the kernel's", || p.prepend(a, 4));
+        panics("the kernel's", || p.copy_between(b, 0..0, a, 0));
+        panics("the kernel's", || p.sum_from(a, 0));
+        panics("the kernel's", || p.fill(a, b"x"));
+        panics("the kernel's", || p.received_at(a, addr, 4));
+        let [_, room]: [&mut [u8]; 2] = p.rooms_mut(&[b, a], 0);
+        assert!(room.is_empty(), "no room in the kernel's buffer");
+        assert!(!p.set_len(a, 4));
+        panics("double free", || p.free(a));
+        panics("not the worker's", || p.to_kernel(a));
+        let tail = Tail {
+            buf: a,
+            start: 0,
+            len: 4,
+            stride: 0,
+            skip: 0,
+        };
+        assert!(!p.set_tail(b, tail), "a tail in the kernel's buffer");
+        // Only the kernel's buffers come back, once, from inside the arena.
+        assert_eq!(p.from_kernel(p.data_addr(b)), None, "the worker's");
+        assert_eq!(p.from_kernel(p.chunk_addr(PacketId(2))), None, "free");
+        assert_eq!(p.from_kernel(4 * 2304), None, "past the arena");
+        assert_eq!(p.from_kernel(u64::MAX), None);
+        assert_eq!(p.from_kernel(addr), Some(a));
+        assert_eq!(p.from_kernel(addr), None, "taken back already");
+        assert_eq!(p.data(a), b"sent", "its extent back, untouched");
+        p.free(a);
+        panics("not the worker's", || p.to_kernel(a));
+        assert_eq!(p.available(), 3);
+    }
+
+    /// One side of a single-producer, single-consumer ring as AF_XDP's
+    /// (tep_sys::xsk): entries written, then the producer index published
+    /// with release; the index loaded with acquire, then entries read.
+    struct Ring {
+        entries: [std::sync::atomic::AtomicU64; 8],
+        producer: std::sync::atomic::AtomicU32,
+        consumer: std::sync::atomic::AtomicU32,
+    }
+
+    impl Ring {
+        fn new() -> Ring {
+            Ring {
+                entries: Default::default(),
+                producer: Default::default(),
+                consumer: Default::default(),
+            }
+        }
+
+        fn push(&self, v: u64) -> bool {
+            use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+            let p = self.producer.load(Relaxed);
+            if p.wrapping_sub(self.consumer.load(Acquire)) == 8 {
+                return false;
+            }
+            self.entries[p as usize % 8].store(v, Relaxed);
+            self.producer.store(p.wrapping_add(1), Release);
+            true
+        }
+
+        fn pop(&self) -> Option<u64> {
+            use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+            let c = self.consumer.load(Relaxed);
+            if c == self.producer.load(Acquire) {
+                return None;
+            }
+            let v = self.entries[c as usize % 8].load(Relaxed);
+            self.consumer.store(c.wrapping_add(1), Release);
+            Some(v)
+        }
+    }
+
+    /// The arena's address, for the thread standing for the kernel.
+    struct Umem(*mut u8);
+    // SAFETY: the "kernel" touches only chunks handed to it on a ring.
+    unsafe impl Send for Umem {}
+
+    /// The kernel, on its own thread, writes received frames into the
+    /// chunks on the fill ring and reads the frames on the transmit ring,
+    /// through the arena's raw address, while the worker reads and writes
+    /// its own buffers: the pool's ownership and the rings' ordering are
+    /// all that keep them apart. Run under Miri (no syscalls here), any
+    /// reference to the whole arena, or a slice of a chunk the kernel has,
+    /// is a data race or a borrow violation.
+    #[test]
+    fn a_kernel_thread_and_the_worker_share_the_arena() {
+        const FRAMES: usize = 24;
+        let mut pool = Pool::new(12, 2048 - HEADROOM);
+        let umem = Umem(pool.region().0);
+        let rings: std::sync::Arc<[Ring; 4]> =
+            std::sync::Arc::new(core::array::from_fn(|_| Ring::new()));
+        let [fill, rx, tx, completion] = [0, 1, 2, 3];
+        let kernel = {
+            let rings = rings.clone();
+            std::thread::spawn(move || {
+                let umem = umem;
+                let (mut received, mut sent) = (0, 0);
+                while received < FRAMES || sent < FRAMES {
+                    if let Some(addr) = rings[fill].pop() {
+                        let len = 60 + received % 64;
+                        // SAFETY: a chunk on the fill ring, the kernel's;
+                        // the frame fits after the headroom.
+                        unsafe { umem.0.add(addr as usize).write_bytes(len as u8, len) };
+                        while !rings[rx].push(addr << 16 | len as u64) {
+                            std::thread::yield_now();
+                        }
+                        received += 1;
+                    }
+                    if let Some(d) = rings[tx].pop() {
+                        let (addr, len) = ((d >> 16) as usize, (d & 0xffff) as usize);
+                        // SAFETY: a chunk on the transmit ring, the kernel's.
+                        let frame = unsafe { core::slice::from_raw_parts(umem.0.add(addr), len) };
+                        assert!(frame.iter().all(|&b| b == !(len as u8)), "sent as written");
+                        while !rings[completion].push(addr as u64) {
+                            std::thread::yield_now();
+                        }
+                        sent += 1;
+                    }
+                    std::thread::yield_now();
+                }
+            })
+        };
+        // The worker's own buffer, written and read throughout.
+        let own = pool.alloc().unwrap();
+        let (mut filled, mut received, mut completed) = (0, 0, 0);
+        while completed < FRAMES {
+            if filled < FRAMES && pool.available() > 4 {
+                let id = pool.alloc().unwrap();
+                if rings[fill].push(pool.to_kernel(id)) {
+                    filled += 1;
+                } else {
+                    let back = pool.from_kernel(pool.data_addr(id));
+                    pool.free(back.unwrap());
+                }
+            }
+            assert!(pool.fill(own, &[filled as u8; 100]));
+            assert_eq!(pool.data(own), &[filled as u8; 100]);
+            if let Some(d) = rings[rx].pop() {
+                let (addr, len) = (d >> 16, (d & 0xffff) as usize);
+                let id = pool.from_kernel(addr).expect("a chunk it was given");
+                assert!(pool.received_at(id, addr, len));
+                assert!(pool.data(id).iter().all(|&b| b == len as u8));
+                // Sent back, rewritten in place.
+                pool.data_mut(id).fill(!(len as u8));
+                let len = pool.data(id).len() as u64;
+                let addr = pool.to_kernel(id);
+                assert!(rings[tx].push(addr << 16 | len), "tx has room");
+                received += 1;
+            }
+            if let Some(addr) = rings[completion].pop() {
+                let id = pool.from_kernel(addr).expect("a chunk it was sent");
+                pool.free(id);
+                completed += 1;
+            }
+            std::thread::yield_now();
+        }
+        kernel.join().unwrap();
+        assert_eq!((filled, received), (FRAMES, FRAMES));
+        pool.free(own);
+        assert_eq!(pool.available(), pool.capacity(), "every buffer back");
     }
 
     #[test]

@@ -25,7 +25,17 @@
 //! the producer writes entries, then publishes its index with a release
 //! store; the consumer reads the other side's index with an acquire load
 //! before reading entries, and publishes how far it read with a release
-//! store before the producer may reuse those entries (libxdp does the same).
+//! store before the producer may reuse those entries (libxdp does the same;
+//! the kernel's side is the pairing documented in its xsk_queue.h).
+//!
+//! The same pairs hand the chunks over, not only the entries: an entry
+//! names a chunk, so what one side did to a chunk before publishing its
+//! entry happens before what the other side does after reading it. Fill
+//! (our release, the kernel's acquire): our last reads and writes of the
+//! chunk come before the kernel writes a frame into it. Receive (the
+//! kernel's release, our acquire): the frame is written before we read it.
+//! Transmit: our frame is written before the kernel reads it. Completion:
+//! the kernel has read it before we write the chunk again.
 
 use std::io;
 use std::mem;
@@ -59,8 +69,9 @@ pub struct Umem {
     chunk_size: u32,
 }
 
-// SAFETY: Umem is an address and two sizes; what may be done with the
-// memory, from any thread, is governed by the contract of Umem::register.
+// SAFETY: Umem is an address and two sizes, never dereferenced here; what
+// may be done with the memory, from any thread, is governed by the
+// contract of Umem::register.
 unsafe impl Send for Umem {}
 // SAFETY: as above.
 unsafe impl Sync for Umem {}
@@ -72,10 +83,19 @@ impl Umem {
     /// # Safety
     /// The region is valid for reads and writes, and stays allocated (and
     /// at this address) as long as any socket using it is open: the kernel
-    /// pins its pages and writes received frames into it. Writes by the
-    /// kernel land only in chunks the caller put on a fill ring; the caller
-    /// does not touch a chunk while the kernel owns it (from fill to recv,
-    /// from send to complete).
+    /// pins its pages and writes received frames into it, concurrently with
+    /// the caller's threads. Writes by the kernel land only in chunks the
+    /// caller put on a fill ring, and it reads the frames put on a transmit
+    /// ring; a chunk is the kernel's from the fill or send that hands it
+    /// over to the recv or complete that hands it back (the rings order
+    /// the handovers: see the module's documentation).
+    ///
+    /// So that the kernel's writes alias nothing, while the region is
+    /// registered no Rust reference (`&`, `&mut`, a `Box`) may cover a
+    /// chunk the kernel owns: the caller holds the region as raw memory
+    /// (not as a `Box<[u8]>` or a slice of the whole, which claims every
+    /// byte of it), forms slices only of chunks it owns, and drops them
+    /// before it hands the chunk over.
     pub unsafe fn register(addr: *mut u8, len: usize, chunk_size: u32) -> io::Result<Umem> {
         let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
         let page = page_size();
@@ -287,7 +307,8 @@ impl<T: Copy> Ring<T> {
     }
 
     /// Producer: writes as many of `items` as there is room for, publishes
-    /// them, and returns how many.
+    /// them, and returns how many. On the fill and transmit rings this
+    /// hands the chunks the entries name to the kernel.
     fn produce(&mut self, items: &[T]) -> usize {
         let mut free = self.size - self.local.wrapping_sub(self.cached);
         if (free as usize) < items.len() {
@@ -305,20 +326,23 @@ impl<T: Copy> Ring<T> {
         }
         if n > 0 {
             self.local = self.local.wrapping_add(n as u32);
-            // Release: the entries written above are visible to the kernel
-            // before the index that hands them over.
+            // Release: the entries written above, and whatever we wrote to
+            // or read from the chunks they name, happen before the kernel
+            // sees the index that hands them over (its acquire load).
             self.producer().store(self.local, Ordering::Release);
         }
         n
     }
 
     /// Consumer: reads up to `out.len()` entries, releases them, and
-    /// returns how many.
+    /// returns how many. On the receive and completion rings this takes
+    /// back the chunks the entries name.
     fn consume(&mut self, out: &mut [T]) -> usize {
         let mut ready = self.cached.wrapping_sub(self.local);
         if (ready as usize) < out.len() {
-            // Acquire: the entries the kernel published are visible before
-            // we read them.
+            // Acquire: the entries the kernel published, and what it did to
+            // the chunks they name (a received frame written, a sent one
+            // read), happen before we read them or touch the chunks.
             self.cached = self.producer().load(Ordering::Acquire);
             ready = self.cached.wrapping_sub(self.local);
         }

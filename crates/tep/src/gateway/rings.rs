@@ -1,7 +1,10 @@
 //! A worker's AF_XDP sockets as the pipeline's edges: frames the kernel
 //! wrote into the pool come out of a receive ring as a vector; a vector
 //! leaves by descriptors on a transmit ring, its buffers the kernel's
-//! until the completion ring hands them back. Batches both ways, no
+//! until the completion ring hands them back. A buffer goes on a ring
+//! through `Pool::to_kernel` and comes off one through
+//! `Pool::from_kernel`: in between the pool forms no slice of it, so the
+//! kernel's writes alias nothing the worker holds. Batches both ways, no
 //! allocation, no copy; the only syscalls are the wake-ups the rings ask
 //! for (need_wakeup).
 
@@ -82,15 +85,12 @@ impl Side {
                 let Some(id) = pool.alloc() else { break };
                 // Frames land after the headroom: the kernel keeps its
                 // XDP_PACKET_HEADROOM (256) in front, which is tep's.
-                addrs[n] = pool.data_addr(id);
+                addrs[n] = pool.to_kernel(id);
                 n += 1;
             }
             let put = self.socket.fill(&addrs[..n]);
-            for &a in &addrs[put..n] {
-                if let Some(id) = pool.id_at(a) {
-                    pool.free(id);
-                }
-            }
+            // Never published: the kernel did not see them.
+            give_back(pool, addrs[put..n].iter().copied());
             self.on_fill += put;
             if put < n {
                 break;
@@ -116,7 +116,7 @@ impl Side {
         let trace = tracer.active();
         for d in &self.descs[..n] {
             // The kernel hands back only addresses tep filled.
-            let Some(id) = pool.id_at(d.addr) else {
+            let Some(id) = pool.from_kernel(d.addr) else {
                 continue;
             };
             if !pool.received_at(id, d.addr, d.len as usize) {
@@ -152,9 +152,11 @@ impl Side {
             if trace {
                 tracer.record(self.tx.1, pool.data(id));
             }
+            // The length first: once the kernel's, the buffer is not
+            // the worker's to look at.
             *d = Desc {
-                addr: pool.data_addr(id),
                 len: pool.data(id).len() as u32,
+                addr: pool.to_kernel(id),
                 options: 0,
             };
         }
@@ -165,9 +167,8 @@ impl Side {
             self.complete(pool);
             sent += self.socket.send(&self.descs[sent..n]);
         }
-        for &id in &ids[sent..] {
-            pool.free(id);
-        }
+        // Never published: the kernel did not see them.
+        give_back(pool, self.descs[sent..n].iter().map(|d| d.addr));
         io.drop(DropReason::TxRingFull, (n - sent) as u64);
         io.count(self.tx.0, sent as u64);
         self.in_flight += sent;
@@ -193,15 +194,22 @@ impl Side {
     pub fn complete(&mut self, pool: &mut Pool) {
         loop {
             let n = self.socket.complete(&mut self.addrs[..]);
-            for &a in &self.addrs[..n] {
-                if let Some(id) = pool.id_at(a) {
-                    pool.free(id);
-                }
-            }
+            give_back(pool, self.addrs[..n].iter().copied());
             self.in_flight = self.in_flight.saturating_sub(n);
             if n < VECTOR_SIZE {
                 break;
             }
+        }
+    }
+}
+
+/// Takes back from the kernel and frees the buffers at UMEM addresses
+/// `addrs`: sent frames off the completion ring, or buffers handed to the
+/// kernel but never put on a ring.
+fn give_back(pool: &mut Pool, addrs: impl Iterator<Item = u64>) {
+    for a in addrs {
+        if let Some(id) = pool.from_kernel(a) {
+            pool.free(id);
         }
     }
 }
