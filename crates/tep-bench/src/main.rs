@@ -5,7 +5,7 @@
 //!
 //! A binary of its own, so that `tep` links neither the lab nor its
 //! charts; it runs the `tep` daemon beside it (or `--tep PATH`) in the
-//! network namespaces it builds. `tep-bench n4`, the PFCP load an operator
+//! network namespaces it builds. `tep bench n4`, the PFCP load an operator
 //! points at a live UPF, stays in `tep`.
 
 mod checksum;

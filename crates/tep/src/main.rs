@@ -32,7 +32,7 @@ enum Command {
     Decode {
         /// The capture file.
         file: PathBuf,
-        /// One JSON object per packet (schema in the README) instead of text.
+        /// One JSON object per packet (schema in docs/decode.md) instead of text.
         #[arg(long)]
         json: bool,
         /// Treat UDP PORT as tunnel KIND (vxlan, geneve, gtpu, gre, gue,

@@ -1653,7 +1653,7 @@ print(" ".join(map(str, sorted(ports))))
 }
 
 /// DF in host mode is a socket option, taken from the first tunnel on each
-/// local endpoint (README): `df = "set"` sends DF, `"unset"` does not,
+/// local endpoint (docs/host-mode.md): `df = "set"` sends DF, `"unset"` does not,
 /// `"inherit"` is left to the kernel, which sets it; a second tunnel on
 /// the first one's endpoint sends as the first does whatever its own `df`
 /// says. A raw socket on the peer reads DF off each tunnel's datagrams; a
