@@ -1142,6 +1142,45 @@ fn no_pdr() {
     assert_no_leak(&pool);
 }
 
+#[test]
+fn ue_source_spoofed() {
+    // Session 1's TEID with an inner source that is UE 2's address: the
+    // TEID is the session's, the sender is not its UE.
+    let (mut c, mut p) = upf(false);
+    let mut pool = pool();
+    c.create(&example::session(1, false, false)).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let pkt = |ue| gpdu(false, 0x10001, None, &inner(ue, true, b"x"));
+    let out = run_decap(&mut p, &mut pool, &[pkt(ue4(1)), pkt(ue4(2))], 0);
+    assert_eq!(out.packets.len(), 1);
+    assert!(out.replies.is_empty());
+    assert_dropped_once(&p, DropReason::UeSourceSpoofed, "gtpu-decap");
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}
+
+#[test]
+fn gnb_source_mismatch() {
+    // With the gNB check on, session 1's G-PDU from its gNB passes and the
+    // same G-PDU from another N3 host does not.
+    let (mut c, mut p) = upf(false);
+    c.check_gnb_source(true);
+    let mut pool = pool();
+    c.create(&example::session(1, false, false)).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let (n3, gnb) = addrs(false);
+    let g = gtpu(0x10001, None, &inner(ue4(1), true, b"x"));
+    let stranger = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 250));
+    assert_ne!(stranger, gnb);
+    let from = |src| udp_packet(src, n3, 2152, 2152, &g);
+    let out = run_decap(&mut p, &mut pool, &[from(gnb), from(stranger)], 0);
+    assert_eq!(out.packets.len(), 1);
+    assert!(out.replies.is_empty());
+    assert_dropped_once(&p, DropReason::GnbSourceMismatch, "gtpu-decap");
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}
+
 // ----------------------------------------------------------------- the list
 
 /// Every reason the pipeline drops for has a `#[test] fn <reason name>()`
