@@ -8,11 +8,10 @@
 //! tunnel's inner prefixes: routed into the TUN (N6) in host mode, so that
 //! downlink packets to UEs reach tep.
 
-use super::host::ranged;
-use super::{ChecksumMode, ConfigError, IpPrefix, TunnelConfig};
-use crate::kind::TunnelKind;
-use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use crate::host::ranged;
+use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 use serde::Deserialize;
+use tep_dataplane::config::{ChecksumMode, ConfigError, IpPrefix, TunnelConfig};
 
 /// PFCP's UDP port (TS 29.244 §4.2.1).
 pub const PFCP_PORT: u16 = 8805;
@@ -89,12 +88,7 @@ impl PfcpConfig {
             .iter()
             .enumerate()
             .map(|(i, &local)| {
-                let any = match local {
-                    IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-                    IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-                };
-                let mut t = TunnelConfig::new(&format!("n3.{i}"), TunnelKind::Gtpu, local, any);
-                t.sessions = true;
+                let mut t = TunnelConfig::n3(i, local);
                 t.checksum = self.checksum;
                 t.zero_checksum_tx = self.zero_checksum_tx;
                 t.zero_checksum_rx = self.zero_checksum_rx;
@@ -372,7 +366,7 @@ impl RawPfcp {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{Config, NodeId};
+    use crate::{Config, NodeId};
 
     fn pfcp(body: &str) -> Result<Config, String> {
         Config::parse(&format!("[pfcp]\n{body}")).map_err(|e| e.to_string())
@@ -393,6 +387,20 @@ mod tests {
         assert!(n3[1].remote.is_ipv6() && n3[1].remote.is_unspecified());
         assert_eq!(n3[0].inner_prefixes[0].to_string(), "10.45.0.0/16");
         assert_eq!(n3[0].local_port, 2152);
+    }
+
+    /// The dataplane's UPF fixture builds its N3 tunnel in code: it is
+    /// what the same `[pfcp]` parses to.
+    #[test]
+    fn the_dataplane_upf_example_is_a_parsed_pfcp() {
+        use tep_dataplane::config::ChecksumMode;
+        use tep_dataplane::example::{self, INNER_PREFIX4, INNER_PREFIX6};
+        for (v6, n3) in [(false, "192.0.2.1"), (true, "2001:db8::1")] {
+            for mode in [ChecksumMode::Full, ChecksumMode::Zero] {
+                let c = pfcp(&format!("n3 = [\"{n3}\"]\nue_prefixes = [\"{INNER_PREFIX4}\", \"{INNER_PREFIX6}\"]\nchecksum = \"{mode}\"\nzero_checksum_tx = true\nzero_checksum_rx = true")).unwrap();
+                assert_eq!(c.tunnels, example::upf(v6, mode), "{n3} {mode}");
+            }
+        }
     }
 
     #[test]

@@ -1,28 +1,47 @@
 //! `tep.toml` typed into the model. The raw TOML shape keeps everything
 //! optional, enums and addresses as strings and integers wide, so that every
 //! message about a value is ours and names the field; only what the TOML
-//! reader itself refuses goes through [`toml_error`](super::toml_error).
+//! reader itself refuses goes through [`toml_error`](crate::toml_error).
 
-use super::check::{
-    bad_name_message, check_mac, not_used, tunnel_error, uses_key, uses_vni, valid_name, MAX_VNI,
-};
-use super::gateway::RawGateway;
-use super::host::RawHost;
-use super::pfcp::RawPfcp;
-use super::toml_error::toml_error;
-use super::{
-    ChecksumMode, Config, ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding,
-    IpPrefix, Ttl, TunnelConfig,
-};
-use crate::kind::TunnelKind;
+use crate::file::Config;
+use crate::gateway::RawGateway;
+use crate::host::RawHost;
+use crate::pfcp::RawPfcp;
+use crate::toml_error::toml_error;
 use core::fmt;
 use core::net::IpAddr;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
+use tep_dataplane::config::{
+    bad_name_message, check_mac, check_together, not_used, tunnel_error, uses_key, uses_vni,
+    valid_name, ChecksumMode, ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding,
+    IpPrefix, Ttl, TunnelConfig, MAX_VNI,
+};
+use tep_dataplane::TunnelKind;
 use tep_wire::ethernet::EthernetAddress;
 
 /// The default UDP source-port range (RFC 6335 dynamic ports).
 const DEFAULT_SOURCE_PORTS: (u16, u16) = (49152, 65535);
+
+impl Config {
+    /// Parses and validates `tep.toml` text. An empty text is a valid
+    /// config with no tunnels.
+    ///
+    /// The first problem found is returned, naming its field
+    /// (`tunnel[1] "gtp-a".vni`); TOML syntax errors name the line.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        config(text)
+    }
+
+    /// Reads and parses a config file. An I/O error names the path.
+    pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            field: path.display().to_string(),
+            message: format!("cannot read the config: {e}"),
+        })?;
+        Config::parse(&text)
+    }
+}
 
 /// [`Config::parse`]. Each tunnel is checked as soon as it is typed, so
 /// that the error returned is the first in file order.
@@ -50,7 +69,7 @@ pub(super) fn config(text: &str) -> Result<Config, ConfigError> {
         gateway,
         pfcp,
     };
-    config.check_together()?;
+    check_together(&config.tunnels)?;
     Ok(config)
 }
 
@@ -483,7 +502,7 @@ impl RawTunnel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::{err, mac, ok, prefix, tunnel, v4, v6, EXAMPLE};
+    use crate::testing::{err, mac, ok, prefix, tunnel, v4, v6, EXAMPLE};
 
     // --- The whole file -----------------------------------------------
 
