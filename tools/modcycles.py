@@ -53,17 +53,21 @@ def edges(src):
             parts = path.split("::")
             base = ()
             if parts[0] == "super":
-                base = parent
+                # each `super` is one level above the module itself
+                nsup = 0
                 while parts and parts[0] == "super":
-                    base = base[:-1] if base != parent else parent[:-1] if False else base
+                    nsup += 1
                     parts = parts[1:]
-                # each `super` goes one level above the module's own parent
-                nsup = path.count("super::")
-                base = (parent if not is_dir else m)[: max(0, len(m) - nsup)]
+                base = m[: max(0, len(m) - nsup)]
             else:
                 parts = parts[1:]
             t = resolve(mods, base, parts)
             if t is not None and t != m and not (len(t) < len(m) and m[: len(t)] == t and not parts):
+                g[m].add(t)
+        # `use child::…` (a path relative to this module, 2018 edition)
+        for child in re.findall(r"\buse\s+(\w+)::", text):
+            t = m + (child,) if is_dir else None
+            if t in mods:
                 g[m].add(t)
     return g
 
