@@ -254,7 +254,7 @@ impl RawTunnel {
     /// Types every field and checks the kind-specific ones are on their
     /// kind; the rules on typed values are [`TunnelConfig::check`].
     fn validate(self, index: usize) -> Result<TunnelConfig, ConfigError> {
-        let name = match self.name {
+        let name = match &self.name {
             None => {
                 return Err(tunnel_error(
                     index,
@@ -263,12 +263,12 @@ impl RawTunnel {
                     "missing: every tunnel needs a unique name (1 to 32 characters from A-Z a-z 0-9 _ . -)".to_string(),
                 ))
             }
-            Some(n) if !valid_name(&n) => {
-                return Err(tunnel_error(index, None, "name", bad_name_message(&n)))
+            Some(n) if !valid_name(n) => {
+                return Err(tunnel_error(index, None, "name", bad_name_message(n)))
             }
             Some(n) => n,
         };
-        let at = |field: &str, message: String| tunnel_error(index, Some(&name), field, message);
+        let at = |field: &str, message: String| tunnel_error(index, Some(name), field, message);
         let missing = |field: &str, what: &str| at(field, format!("missing: {what}"));
 
         let kind_names: Vec<&str> = TunnelKind::ALL.iter().map(|k| k.name()).collect();
@@ -302,6 +302,20 @@ impl RawTunnel {
         let remote = addr("remote", &self.remote)?;
 
         let mut t = TunnelConfig::new(&name, kind, local, remote);
+        self.ports(&mut t, &at)?;
+        self.ids(&mut t, &at)?;
+        self.checksums(&mut t, &at)?;
+        self.routes(&mut t, &at)?;
+        self.outer(&mut t, &at)?;
+        Ok(t)
+    }
+
+    /// The UDP ports: local, remote, and the source-port range.
+    fn ports(
+        &self,
+        t: &mut TunnelConfig,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
         let port = |field: &str, v: Option<Int>, default: u16| -> Result<u16, ConfigError> {
             match v {
                 None => Ok(default),
@@ -310,7 +324,7 @@ impl RawTunnel {
         };
         t.local_port = port("local_port", self.local_port, t.local_port)?;
         t.remote_port = port("remote_port", self.remote_port, t.remote_port)?;
-        if let Some(sp) = self.source_ports {
+        if let Some(sp) = &self.source_ports {
             let shape = || {
                 at(
                     "source_ports",
@@ -334,6 +348,17 @@ impl RawTunnel {
             t.source_ports = (lo, hi);
         }
 
+        Ok(())
+    }
+
+    /// What tells the tunnel apart and what it sends: VNI, TEIDs, QFI, GRE key, each on its kind only.
+    fn ids(
+        &self,
+        t: &mut TunnelConfig,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        let missing = |field: &str, what: &str| at(field, format!("missing: {what}"));
+        let kind = t.kind;
         match (uses_vni(kind), self.vni) {
             (true, Some(v)) => t.vni = in_range(v, 0, MAX_VNI).map_err(|m| at("vni", m))?,
             (true, None) => {
@@ -386,6 +411,16 @@ impl RawTunnel {
             }
             t.key = Some(in_range(k, 0, u32::MAX).map_err(|m| at("key", m))?);
         }
+        Ok(())
+    }
+
+    /// The checksum mode and opt-ins, and GUE's options.
+    fn checksums(
+        &self,
+        t: &mut TunnelConfig,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        let kind = t.kind;
         if let Some(c) = &self.checksum {
             let words: Vec<(&str, ChecksumMode)> =
                 ChecksumMode::ALL.iter().map(|m| (m.name(), *m)).collect();
@@ -419,6 +454,16 @@ impl RawTunnel {
             }
             t.gue_variant = in_range(v, 0, 1).map_err(|m| at("gue_variant", m))? as u8;
         }
+        Ok(())
+    }
+
+    /// The inner destinations: prefixes for L3 kinds, MACs for L2 kinds.
+    fn routes(
+        &self,
+        t: &mut TunnelConfig,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        let kind = t.kind;
         if let Some(ps) = &self.inner_prefixes {
             if kind.carries_ethernet() {
                 return Err(at(
@@ -450,6 +495,15 @@ impl RawTunnel {
                 t.inner_macs.push(m);
             }
         }
+        Ok(())
+    }
+
+    /// The outer TTL, DSCP and DF.
+    fn outer(
+        &self,
+        t: &mut TunnelConfig,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
         match &self.ttl {
             None => {}
             Some(IntOrName::Int(v)) => {
@@ -495,7 +549,7 @@ impl RawTunnel {
             )
             .map_err(|m| at("df", m))?;
         }
-        Ok(t)
+        Ok(())
     }
 }
 

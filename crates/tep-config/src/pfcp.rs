@@ -223,62 +223,9 @@ fn err(field: &str, message: String) -> ConfigError {
 
 impl RawPfcp {
     pub(super) fn validate(self) -> Result<PfcpConfig, ConfigError> {
-        let listen = match self.listen {
-            None => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), PFCP_PORT),
-            Some(s) => s
-                .parse::<SocketAddr>()
-                .or_else(|_| s.parse::<IpAddr>().map(|a| SocketAddr::new(a, PFCP_PORT)))
-                .map_err(|_| {
-                    err(
-                        "listen",
-                        format!("\"{s}\" is not an address (\"192.0.2.1\", \"192.0.2.1:8805\", \"[2001:db8::1]:8805\")"),
-                    )
-                })?,
-        };
-        let n3: Vec<IpAddr> = match self.n3 {
-            None => {
-                return Err(err(
-                    "n3",
-                    "missing: the N3 address(es) tep hands out in F-TEIDs".to_string(),
-                ))
-            }
-            Some(v) if v.is_empty() => {
-                return Err(err(
-                    "n3",
-                    "empty: at least one N3 address is needed".to_string(),
-                ))
-            }
-            Some(v) => v
-                .iter()
-                .map(|s| {
-                    s.parse::<IpAddr>()
-                        .map_err(|_| err("n3", format!("\"{s}\" is not an IP address")))
-                })
-                .collect::<Result<_, _>>()?,
-        };
-        for (i, a) in n3.iter().enumerate() {
-            if a.is_unspecified() || a.is_multicast() {
-                return Err(err(
-                    "n3",
-                    format!("{a} cannot be an N3 address (unicast only)"),
-                ));
-            }
-            if n3[..i].contains(a) {
-                return Err(err("n3", format!("{a} is listed twice")));
-            }
-        }
-        let ue_prefixes: Vec<IpPrefix> = self
-            .ue_prefixes
-            .unwrap_or_default()
-            .iter()
-            .map(|s| s.parse::<IpPrefix>().map_err(|m| err("ue_prefixes", m)))
-            .collect::<Result<_, _>>()?;
-        if ue_prefixes.is_empty() {
-            return Err(err(
-                "ue_prefixes",
-                "missing: the UE address pools (downlink packets to them are looked up in the sessions)".to_string(),
-            ));
-        }
+        let listen = listen(self.listen)?;
+        let n3 = n3_addresses(self.n3)?;
+        let ue_prefixes = ue_prefixes(self.ue_prefixes)?;
         let node_id = match self.node_id {
             Some(s) => node_id("node_id", &s)?,
             None if !listen.ip().is_unspecified() => NodeId::Ip(listen.ip()),
@@ -296,25 +243,8 @@ impl RawPfcp {
             Some(v) => ranged(SECTION, "buffer_limit", v, 0, 1 << 20)? as u32,
             None => 4096,
         };
-        let checksum = match self.checksum.as_deref() {
-            None | Some("full") => ChecksumMode::Full,
-            Some("zero") => ChecksumMode::Zero,
-            Some("offload") => ChecksumMode::Offload,
-            Some("lco") => ChecksumMode::Lco,
-            Some(other) => {
-                return Err(err(
-                    "checksum",
-                    format!("\"{other}\" is not one of \"full\", \"zero\", \"lco\", \"offload\" (GTP-U has no remote checksum offload)"),
-                ))
-            }
-        };
         let zero_checksum_tx = self.zero_checksum_tx.unwrap_or(false);
-        if checksum == ChecksumMode::Zero && !zero_checksum_tx && n3.iter().any(IpAddr::is_ipv6) {
-            return Err(err(
-                "checksum",
-                "\"zero\" over IPv6 needs zero_checksum_tx = true (RFC 6935/6936: the peer must accept it)".to_string(),
-            ));
-        }
+        let checksum = checksum(self.checksum.as_deref(), zero_checksum_tx, &n3)?;
         let ms = |field: &str, v: Option<i64>, lo: i64, hi: i64, default: u32| match v {
             Some(v) => ranged(SECTION, field, v, lo, hi).map(|v| v as u32),
             None => Ok(default),
@@ -362,6 +292,102 @@ impl RawPfcp {
             n3_source_check: self.n3_source_check.unwrap_or(false),
         })
     }
+}
+
+/// `listen`: an address with or without a port (8805 by default).
+fn listen(v: Option<String>) -> Result<SocketAddr, ConfigError> {
+    Ok(match v {
+        None => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), PFCP_PORT),
+        Some(s) => s
+            .parse::<SocketAddr>()
+            .or_else(|_| s.parse::<IpAddr>().map(|a| SocketAddr::new(a, PFCP_PORT)))
+            .map_err(|_| {
+                err(
+                    "listen",
+                    format!("\"{s}\" is not an address (\"192.0.2.1\", \"192.0.2.1:8805\", \"[2001:db8::1]:8805\")"),
+                )
+            })?,
+    })
+}
+
+/// `n3`: one or more distinct unicast addresses.
+fn n3_addresses(v: Option<Vec<String>>) -> Result<Vec<IpAddr>, ConfigError> {
+    let n3: Vec<IpAddr> = match v {
+        None => {
+            return Err(err(
+                "n3",
+                "missing: the N3 address(es) tep hands out in F-TEIDs".to_string(),
+            ))
+        }
+        Some(v) if v.is_empty() => {
+            return Err(err(
+                "n3",
+                "empty: at least one N3 address is needed".to_string(),
+            ))
+        }
+        Some(v) => v
+            .iter()
+            .map(|s| {
+                s.parse::<IpAddr>()
+                    .map_err(|_| err("n3", format!("\"{s}\" is not an IP address")))
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    for (i, a) in n3.iter().enumerate() {
+        if a.is_unspecified() || a.is_multicast() {
+            return Err(err(
+                "n3",
+                format!("{a} cannot be an N3 address (unicast only)"),
+            ));
+        }
+        if n3[..i].contains(a) {
+            return Err(err("n3", format!("{a} is listed twice")));
+        }
+    }
+    Ok(n3)
+}
+
+/// `ue_prefixes`: at least one pool.
+fn ue_prefixes(v: Option<Vec<String>>) -> Result<Vec<IpPrefix>, ConfigError> {
+    let ue_prefixes: Vec<IpPrefix> = v
+        .unwrap_or_default()
+        .iter()
+        .map(|s| s.parse::<IpPrefix>().map_err(|m| err("ue_prefixes", m)))
+        .collect::<Result<_, _>>()?;
+    if ue_prefixes.is_empty() {
+        return Err(err(
+            "ue_prefixes",
+            "missing: the UE address pools (downlink packets to them are looked up in the sessions)".to_string(),
+        ));
+    }
+    Ok(ue_prefixes)
+}
+
+/// `checksum` and `zero_checksum_tx`: what the N3 tunnels send.
+fn checksum(
+    v: Option<&str>,
+    zero_checksum_tx: bool,
+    n3: &[IpAddr],
+) -> Result<ChecksumMode, ConfigError> {
+    let checksum = match v {
+        None | Some("full") => ChecksumMode::Full,
+        Some("zero") => ChecksumMode::Zero,
+        Some("offload") => ChecksumMode::Offload,
+        Some("lco") => ChecksumMode::Lco,
+        Some(other) => {
+            return Err(err(
+                "checksum",
+                format!("\"{other}\" is not one of \"full\", \"zero\", \"lco\", \"offload\" (GTP-U has no remote checksum offload)"),
+            ))
+        }
+    };
+    if checksum == ChecksumMode::Zero && !zero_checksum_tx && n3.iter().any(IpAddr::is_ipv6) {
+        return Err(err(
+            "checksum",
+            "\"zero\" over IPv6 needs zero_checksum_tx = true (RFC 6935/6936: the peer must accept it)".to_string(),
+        ));
+    }
+    Ok(checksum)
 }
 
 #[cfg(test)]
