@@ -301,7 +301,7 @@ impl RawTunnel {
         let local = addr("local", &self.local)?;
         let remote = addr("remote", &self.remote)?;
 
-        let mut t = TunnelConfig::new(&name, kind, local, remote);
+        let mut t = TunnelConfig::new(name, kind, local, remote);
         self.ports(&mut t, &at)?;
         self.ids(&mut t, &at)?;
         self.checksums(&mut t, &at)?;
