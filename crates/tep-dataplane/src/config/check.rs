@@ -162,10 +162,12 @@ fn receive_id(t: &TunnelConfig) -> ReceiveId {
     }
 }
 
+/// Whether the kind carries a VNI (VXLAN, Geneve).
 pub fn uses_vni(kind: TunnelKind) -> bool {
     matches!(kind, TunnelKind::Vxlan | TunnelKind::Geneve)
 }
 
+/// Whether the kind may carry a GRE key.
 pub fn uses_key(kind: TunnelKind) -> bool {
     matches!(
         kind,
@@ -186,6 +188,8 @@ pub fn tunnel_label(index: usize, name: &str) -> String {
     }
 }
 
+/// The error about `field` of tunnel `index` (labelled by its name when
+/// it has one), as every per-tunnel message names it.
 pub fn tunnel_error(index: usize, name: Option<&str>, field: &str, message: String) -> ConfigError {
     let label = match name {
         Some(n) => tunnel_label(index, n),
@@ -197,6 +201,8 @@ pub fn tunnel_error(index: usize, name: Option<&str>, field: &str, message: Stri
     }
 }
 
+/// 1 to 32 characters from A-Z a-z 0-9 _ . - (names end up in counter
+/// names and log lines).
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_NAME_LEN
@@ -213,6 +219,7 @@ fn family(a: IpAddr) -> &'static str {
     }
 }
 
+/// An inner destination MAC a tunnel may route: unicast, not all zeros.
 pub fn check_mac(m: EthernetAddress) -> Result<(), String> {
     if m.is_multicast() {
         return Err(format!(
@@ -228,7 +235,8 @@ pub fn check_mac(m: EthernetAddress) -> Result<(), String> {
 }
 
 impl TunnelConfig {
-    /// The per-tunnel rules on the typed values.
+    /// The per-tunnel rules on the typed values; `index` is the tunnel's
+    /// position, for the error's field.
     pub fn check(&self, index: usize) -> Result<(), ConfigError> {
         if !valid_name(&self.name) {
             return Err(tunnel_error(
@@ -458,10 +466,12 @@ impl TunnelConfig {
     }
 }
 
+/// The message for a field the tunnel's kind does not use.
 pub fn not_used(kind: TunnelKind, why: &str) -> String {
     format!("not used by kind {kind} ({why}); remove it")
 }
 
+/// Why `name` is not a valid tunnel name.
 pub fn bad_name_message(name: &str) -> String {
     if name.is_empty() {
         "the name is empty; use 1 to 32 characters from A-Z a-z 0-9 _ . -".to_string()
