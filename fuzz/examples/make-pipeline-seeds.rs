@@ -23,10 +23,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use core::net::IpAddr;
+use tep_config::Config;
 use tep_csum::Sum;
 use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, Pool};
 use tep_dataplane::clock::ManualClock;
-use tep_dataplane::config::{ChecksumMode, Config};
+use tep_dataplane::config::{check_tunnels, ChecksumMode, DataplaneConfig, TunnelConfig};
 use tep_dataplane::geometry::finish_offloaded;
 use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
 use tep_dataplane::vector::PacketVector;
@@ -388,9 +389,9 @@ fn encap_seeds(w: &mut Writer) {
 
 /// What side A (and C) send: the decap config with the ends swapped, in
 /// one checksum mode.
-fn sender_config(mode: ChecksumMode) -> Config {
+fn sender_config(mode: ChecksumMode) -> Vec<TunnelConfig> {
     let mut c = setup::decap_config();
-    for t in &mut c.tunnels {
+    for t in &mut c {
         core::mem::swap(&mut t.local, &mut t.remote);
         t.checksum = if mode == ChecksumMode::Remote
             && !matches!(t.kind, TunnelKind::Vxlan | TunnelKind::Gue)
@@ -400,7 +401,7 @@ fn sender_config(mode: ChecksumMode) -> Config {
             mode
         };
     }
-    c.validate().unwrap();
+    check_tunnels(&c).unwrap();
     c
 }
 
@@ -460,8 +461,13 @@ fn decap_seeds(w: &mut Writer, seeds: &Path) {
     let mut pool = setup::pool();
     for (mi, mode) in ChecksumMode::ALL.into_iter().enumerate() {
         let config = sender_config(mode);
-        let mut p = Pipeline::new(&config, ManualClock::default(), PipelineOptions::default());
-        for (i, t) in config.tunnels.iter().enumerate() {
+        let mut p = Pipeline::new(
+            &config,
+            &DataplaneConfig::default(),
+            ManualClock::default(),
+            PipelineOptions::default(),
+        );
+        for (i, t) in config.iter().enumerate() {
             // Each tunnel in one of the five modes, turn about.
             if (i + mi) % 5 != 0 {
                 continue;
@@ -566,11 +572,7 @@ fn decap_seeds(w: &mut Writer, seeds: &Path) {
     assert_eq!(pool.available(), pool.capacity());
     // GTP-U Echo Requests to each GTP-U tunnel's address, and a G-PDU to
     // an unknown TEID (an Error Indication back).
-    for t in receiver
-        .tunnels
-        .iter()
-        .filter(|t| t.kind == TunnelKind::Gtpu)
-    {
+    for t in receiver.iter().filter(|t| t.kind == TunnelKind::Gtpu) {
         let echo = [0x32, 1, 0, 4, 0, 0, 0, 0, 0x12, 0x34, 0, 0];
         let mut gpdu = vec![0x30, 0xff, 0, 28, 0, 0, 0x99, 0x99];
         gpdu.extend_from_slice(&udp(false, &DST4, &payload(0, 0), Cs::Full).bytes);

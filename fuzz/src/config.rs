@@ -7,9 +7,9 @@
 //! frame with its counters balanced and every output parsing with tep-wire
 //! (no config that parses can build a dataplane that breaks).
 
+use tep_config::Config;
 use tep_dataplane::buffer::Pool;
 use tep_dataplane::clock::ManualClock;
-use tep_dataplane::config::Config;
 use tep_dataplane::example::INNER_DST_MAC;
 use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
 use tep_dataplane::vector::PacketVector;
@@ -59,7 +59,12 @@ pub fn config(data: &[u8]) {
 /// tunnel's prefixes (or anywhere) and a frame to its first MAC.
 fn through_pipeline(c: &Config, pool: &mut Pool) {
     let t = &c.tunnels[0];
-    let mut p = Pipeline::new(c, ManualClock::default(), PipelineOptions::default());
+    let mut p = Pipeline::new(
+        &c.tunnels,
+        &c.dataplane,
+        ManualClock::default(),
+        PipelineOptions::default(),
+    );
     let mut packets = vec![];
     let v4 = t
         .inner_prefixes

@@ -34,7 +34,7 @@ use std::collections::HashMap;
 use core::net::IpAddr;
 use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, PacketMeta, Pool};
 use tep_dataplane::clock::ManualClock;
-use tep_dataplane::config::Config;
+use tep_dataplane::config::{DataplaneConfig, TunnelConfig};
 use tep_dataplane::io::{InnerChecksums, Outer, OuterLayers};
 use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
@@ -46,7 +46,7 @@ use crate::setup::{self, bytes_of, Pipe};
 
 struct State {
     pool: Pool,
-    config: Config,
+    config: Vec<TunnelConfig>,
     pipes: HashMap<u8, Pipe>,
     now_ns: u64,
 }
@@ -105,9 +105,10 @@ pub fn decap(data: &[u8]) {
     });
 }
 
-fn build(config: &Config, variant: u8) -> Pipe {
+fn build(config: &[TunnelConfig], variant: u8) -> Pipe {
     Pipeline::new(
         config,
+        &DataplaneConfig::default(),
         ManualClock::default(),
         PipelineOptions {
             gro: true,
@@ -130,24 +131,27 @@ fn build(config: &Config, variant: u8) -> Pipe {
 }
 
 /// What a socket reports for a datagram whose selector byte is `sel`.
-fn socket_outer(config: &Config, sel: u8) -> Outer {
+fn socket_outer(config: &[TunnelConfig], sel: u8) -> Outer {
     let i = usize::from(sel & 0x3f);
-    let t = &config.tunnels[i % config.tunnels.len()];
+    let t = &config[i % config.len()];
     Outer {
         src: t.remote,
         dst: t.local,
         src_port: 49152 + u16::from(sel),
-        dst_port: if i < config.tunnels.len() {
-            t.local_port
-        } else {
-            9
-        },
+        dst_port: if i < config.len() { t.local_port } else { 9 },
         tos: sel >> 6,
         ttl: 64,
     }
 }
 
-fn run(pool: &mut Pool, config: &Config, p: &mut Pipe, c: u8, datagrams: &[&[u8]], now_ns: u64) {
+fn run(
+    pool: &mut Pool,
+    config: &[TunnelConfig],
+    p: &mut Pipe,
+    c: u8,
+    datagrams: &[&[u8]],
+    now_ns: u64,
+) {
     let socket = c & SOCKET != 0;
     let mut v = PacketVector::new();
     let mut fed = 0u64;
@@ -237,7 +241,7 @@ fn run(pool: &mut Pool, config: &Config, p: &mut Pipe, c: u8, datagrams: &[&[u8]
     assert_eq!(replies.len() as u64, answered + generated);
 
     for (bytes, m, _) in &inner {
-        let kind = config.tunnels[m.tunnel as usize].kind;
+        let kind = config[m.tunnel as usize].kind;
         check_inner(kind, bytes, m).unwrap_or_else(|e| {
             panic!(
                 "{kind} inner packet: {e}\n{m:?}\n{}\n{}",

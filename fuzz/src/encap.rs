@@ -41,7 +41,7 @@ use std::collections::HashMap;
 use tep_csum::Sum;
 use tep_dataplane::buffer::{ChecksumState, GsoKind, Pool};
 use tep_dataplane::clock::ManualClock;
-use tep_dataplane::config::ChecksumMode;
+use tep_dataplane::config::{ChecksumMode, DataplaneConfig};
 use tep_dataplane::geometry::{ethernet_ip_offset, finish_offloaded};
 use tep_dataplane::io::{InnerChecksums, Outer, OuterLayers};
 use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
@@ -116,6 +116,7 @@ fn build(setup: EncapSetup, gather: bool, socket: bool) -> Pair {
     };
     let a = Pipeline::new(
         &ca,
+        &DataplaneConfig::default(),
         ManualClock::default(),
         PipelineOptions {
             inner_link: setup.kind.link(),
@@ -126,6 +127,7 @@ fn build(setup: EncapSetup, gather: bool, socket: bool) -> Pair {
     );
     let b = Pipeline::new(
         &cb,
+        &DataplaneConfig::default(),
         ManualClock::default(),
         PipelineOptions {
             inner_link: setup.kind.link(),

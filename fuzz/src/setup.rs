@@ -5,7 +5,7 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use tep_dataplane::buffer::{PacketId, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::ManualClock;
-use tep_dataplane::config::{ChecksumMode, Config, IpPrefix, TunnelConfig};
+use tep_dataplane::config::{check_tunnels, ChecksumMode, IpPrefix, TunnelConfig};
 use tep_dataplane::example::{A4, A6, B4, B6};
 use tep_dataplane::pipeline::Pipeline;
 use tep_dataplane::TunnelKind;
@@ -80,7 +80,7 @@ pub fn tunnel(
 /// every kind over IPv4 and over IPv6, each twice: from A with every
 /// receive opt-in on, and from C with them off. Each routes prefixes (or
 /// MACs) of its own, so the config validates.
-pub fn decap_config() -> Config {
+pub fn decap_config() -> Vec<TunnelConfig> {
     let mut tunnels = vec![];
     for kind in TunnelKind::ALL {
         for v6 in [false, true] {
@@ -99,12 +99,8 @@ pub fn decap_config() -> Config {
             }
         }
     }
-    let c = Config {
-        tunnels,
-        ..Config::default()
-    };
-    c.validate().expect("the decap target's config");
-    c
+    check_tunnels(&tunnels).expect("the decap target's config");
+    tunnels
 }
 
 /// Gives tunnel number `i` inner prefixes (or MACs) no other has.
@@ -176,7 +172,7 @@ impl EncapSetup {
 
     /// The configs of the two ends (sender A, receiver B): one tunnel
     /// routing every inner address (or, L2, every MAC) of the kind.
-    pub fn configs(self) -> (Config, Config) {
+    pub fn configs(self) -> (Vec<TunnelConfig>, Vec<TunnelConfig>) {
         let (a, b) = if self.v6 {
             (IpAddr::V6(A6), IpAddr::V6(B6))
         } else {
@@ -222,12 +218,8 @@ impl EncapSetup {
                     _ => vec![all4, all6],
                 };
             }
-            let c = Config {
-                tunnels: vec![t],
-                ..Config::default()
-            };
-            c.validate()
-                .unwrap_or_else(|e| panic!("encap target config {self:?}: {e}"));
+            let c = vec![t];
+            check_tunnels(&c).unwrap_or_else(|e| panic!("encap target config {self:?}: {e}"));
             c
         };
         (end(a, b, "a-to-b"), end(b, a, "b-to-a"))

@@ -23,7 +23,7 @@ use tep_csum::memory::read_only_pass;
 use tep_csum::Sum;
 use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::{Clock, Tsc};
-use tep_dataplane::config::{ChecksumMode, Config};
+use tep_dataplane::config::{ChecksumMode, DataplaneConfig, TunnelConfig};
 use tep_dataplane::geometry::finish_offloaded;
 use tep_dataplane::node::NodeStats;
 use tep_dataplane::pipeline::{Direction, Pipeline, PipelineOptions};
@@ -317,7 +317,11 @@ const INNER6: ([u8; 16], [u8; 16]) = (
 
 /// The two ends of a tunnel: (sender's config, receiver's config), as the
 /// integration tests set them up.
-fn configs(kind: TunnelKind, family: Family, mode: ChecksumMode) -> (Config, Config) {
+fn configs(
+    kind: TunnelKind,
+    family: Family,
+    mode: ChecksumMode,
+) -> (Vec<TunnelConfig>, Vec<TunnelConfig>) {
     tep_dataplane::example::tunnel_pair(kind, family == Family::Ipv6, mode)
 }
 
@@ -434,9 +438,10 @@ fn make_pool(size: Size) -> Pool {
     }
 }
 
-fn pipeline(config: &Config, kind: TunnelKind, gro: bool) -> Pipeline<Tsc> {
+fn pipeline(config: &[TunnelConfig], kind: TunnelKind, gro: bool) -> Pipeline<Tsc> {
     Pipeline::new(
         config,
+        &DataplaneConfig::default(),
         Tsc,
         PipelineOptions {
             inner_link: kind.link(),

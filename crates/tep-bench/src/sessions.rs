@@ -17,7 +17,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
 use tep_dataplane::buffer::Pool;
 use tep_dataplane::clock::Tsc;
-use tep_dataplane::config::ChecksumMode;
+use tep_dataplane::config::{ChecksumMode, DataplaneConfig};
 use tep_dataplane::example;
 use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
 use tep_dataplane::session::control::Sessions;
@@ -214,7 +214,12 @@ impl Upf {
     fn new(n: u32, v6: bool, mode: ChecksumMode) -> Result<Upf, String> {
         let config = example::upf(v6, mode);
         let (mut control, links) = Sessions::new(n.max(1), 1, vec![v6]);
-        let mut pipeline = Pipeline::new(&config, Tsc, PipelineOptions::default());
+        let mut pipeline = Pipeline::new(
+            &config,
+            &DataplaneConfig::default(),
+            Tsc,
+            PipelineOptions::default(),
+        );
         pipeline.attach_sessions(links[0].clone(), 16, 4096);
         let mut pool = Pool::new(1024, 2048);
         let mut sink =

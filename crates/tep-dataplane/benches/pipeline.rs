@@ -14,7 +14,7 @@ use tep_csum::memory::read_only_pass;
 use tep_csum::Sum;
 use tep_dataplane::buffer::Pool;
 use tep_dataplane::clock::Tsc;
-use tep_dataplane::config::{ChecksumMode, Config, IpPrefix, TunnelConfig};
+use tep_dataplane::config::{ChecksumMode, DataplaneConfig, IpPrefix, TunnelConfig};
 use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
 use tep_dataplane::TunnelKind;
@@ -25,7 +25,11 @@ const MODES: [ChecksumMode; 3] = [ChecksumMode::Zero, ChecksumMode::Full, Checks
 const INNER_DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xbb];
 
 /// (sender, receiver) configs of one tunnel.
-fn configs(kind: TunnelKind, v6: bool, mode: ChecksumMode) -> (Config, Config) {
+fn configs(
+    kind: TunnelKind,
+    v6: bool,
+    mode: ChecksumMode,
+) -> (Vec<TunnelConfig>, Vec<TunnelConfig>) {
     let (a, b) = if v6 {
         (
             IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1)),
@@ -57,10 +61,7 @@ fn configs(kind: TunnelKind, v6: bool, mode: ChecksumMode) -> (Config, Config) {
                 len: 8,
             }];
         }
-        Config {
-            tunnels: vec![t],
-            ..Config::default()
-        }
+        vec![t]
     };
     (end(a, b), end(b, a))
 }
@@ -100,10 +101,11 @@ fn inner_packet(total: usize, sport: u16, ethernet: bool) -> Vec<u8> {
     f
 }
 
-fn pipeline(config: &Config, kind: TunnelKind) -> Pipeline<Tsc> {
+fn pipeline(config: &[TunnelConfig], kind: TunnelKind) -> Pipeline<Tsc> {
     let inner_link = kind.link();
     Pipeline::new(
         config,
+        &DataplaneConfig::default(),
         Tsc,
         PipelineOptions {
             inner_link,

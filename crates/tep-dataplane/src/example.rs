@@ -2,7 +2,7 @@
 //! the integration tests and `tep-bench pipeline`, so that both run what the
 //! other measures.
 
-use crate::config::{ChecksumMode, Config, IpPrefix, TunnelConfig};
+use crate::config::{ChecksumMode, IpPrefix, TunnelConfig};
 use crate::TunnelKind;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tep_wire::ethernet::EthernetAddress;
@@ -33,7 +33,11 @@ pub const INNER_PREFIX6: IpPrefix = IpPrefix {
 /// every receive opt-in on (zero checksums, RCO), so that every mode runs.
 /// L2 kinds route [`INNER_DST_MAC`]; L3 kinds route [`INNER_PREFIX4`] and
 /// [`INNER_PREFIX6`], except FOU-IPIP (IPv4 only) and FOU-SIT (IPv6 only).
-pub fn tunnel_pair(kind: TunnelKind, v6: bool, mode: ChecksumMode) -> (Config, Config) {
+pub fn tunnel_pair(
+    kind: TunnelKind,
+    v6: bool,
+    mode: ChecksumMode,
+) -> (Vec<TunnelConfig>, Vec<TunnelConfig>) {
     let (a, b) = if v6 {
         (IpAddr::V6(A6), IpAddr::V6(B6))
     } else {
@@ -64,10 +68,7 @@ pub fn tunnel_pair(kind: TunnelKind, v6: bool, mode: ChecksumMode) -> (Config, C
                 _ => vec![INNER_PREFIX4, INNER_PREFIX6],
             };
         }
-        Config {
-            tunnels: vec![t],
-            ..Config::default()
-        }
+        vec![t]
     };
     (end(a, b, "a-to-b"), end(b, a, "b-to-a"))
 }
@@ -75,13 +76,14 @@ pub fn tunnel_pair(kind: TunnelKind, v6: bool, mode: ChecksumMode) -> (Config, C
 /// A UPF's config: N3 on side A's address (IPv6 when `v6`), the UE pools
 /// [`INNER_PREFIX4`] and [`INNER_PREFIX6`], outer checksums by `mode`.
 /// Its N3 tunnel is tunnel 0.
-pub fn upf(v6: bool, mode: ChecksumMode) -> Config {
+pub fn upf(v6: bool, mode: ChecksumMode) -> Vec<TunnelConfig> {
     let n3 = if v6 { IpAddr::V6(A6) } else { IpAddr::V4(A4) };
-    let text = format!(
-        "[pfcp]\nn3 = [\"{n3}\"]\nue_prefixes = [\"{INNER_PREFIX4}\", \"{INNER_PREFIX6}\"]\nchecksum = \"{mode}\"\nzero_checksum_tx = true\nzero_checksum_rx = true\n"
-    );
-    // The text is built from valid parts: it parses.
-    Config::parse(&text).unwrap_or_default()
+    let mut t = TunnelConfig::n3(0, n3);
+    t.checksum = mode;
+    t.zero_checksum_tx = true;
+    t.zero_checksum_rx = true;
+    t.inner_prefixes = vec![INNER_PREFIX4, INNER_PREFIX6];
+    vec![t]
 }
 
 /// Session `i` of a UPF example ([`upf`]): uplink TEID `0x10000 + i`, UE

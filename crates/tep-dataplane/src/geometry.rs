@@ -5,9 +5,16 @@
 
 use crate::buffer::ChecksumState;
 use crate::drop::DropReason;
-use crate::tunnel::mix;
 use tep_csum::Sum;
 use tep_wire::{ethernet, ipv4, ipv6, tcp, udp};
+
+/// One multiply-rotate step: the hash of the inner flow (encap's flow
+/// hash) and of the tunnel table's keys. It lives with the flow hash so
+/// that the tunnel table imports it rather than the other way round.
+#[inline]
+pub(crate) fn mix(h: u64, w: u64) -> u64 {
+    (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+}
 
 /// What a packet starts with: what the inner side hands the encap path, and
 /// what a tunnel carries.

@@ -17,7 +17,8 @@
 //!   headroom so that encapsulation prepends in place, and the per-packet
 //!   metadata ([`buffer::PacketMeta`]); [`vector`]: vectors of up to
 //!   [`vector::VECTOR_SIZE`] packet handles.
-//! - [`config`]: the validated config model and its TOML parser.
+//! - [`config`]: the tunnel model and its rules (tep-config parses the
+//!   TOML into it).
 //! - [`node`] and [`drop`](mod@drop): every node and every drop reason, each declared
 //!   once, with the per-node counters and the `show runtime` report.
 //! - [`vnet`] (the virtio-net header as packet metadata), [`udp_train`]

@@ -11,7 +11,7 @@
 //! [`Output::Kernel`]: crate::pipeline::Output::Kernel
 
 use crate::buffer::{ChecksumState, PacketId, Pool};
-use crate::tunnel::mix;
+use crate::geometry::mix;
 use crate::vector::PacketVector;
 use core::net::IpAddr;
 use tep_wire::{ethernet, ipv4, ipv6};

@@ -2,8 +2,9 @@
 //! lookups (local port → kind, then remote address + VNI/TEID/key), built
 //! once from the config. Lookups allocate nothing.
 
-use crate::config::{Config, TunnelConfig};
+use crate::config::TunnelConfig;
 use crate::drop::DropReason;
+use crate::geometry::mix;
 use crate::kind::TunnelKind;
 use core::hash::{BuildHasherDefault, Hasher};
 use core::net::IpAddr;
@@ -43,13 +44,6 @@ impl Hasher for FastHasher {
     fn write_usize(&mut self, i: usize) {
         self.write_u64(i as u64);
     }
-}
-
-/// One multiply-rotate step: the hash of the receive table's keys and of
-/// the inner flow (encap's flow hash).
-#[inline]
-pub(crate) fn mix(h: u64, w: u64) -> u64 {
-    (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
 }
 
 pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
@@ -114,22 +108,23 @@ pub struct TunnelTable {
 }
 
 impl TunnelTable {
-    /// Builds the table from a validated config.
-    pub fn new(config: &Config) -> TunnelTable {
+    /// Builds the table from validated tunnels
+    /// ([`check_tunnels`](crate::config::check_tunnels)).
+    pub fn new(tunnels: &[TunnelConfig]) -> TunnelTable {
         let mut t = TunnelTable {
-            tunnels: config.tunnels.clone(),
+            tunnels: tunnels.to_vec(),
             routes4: Vec::new(),
             routes6: Vec::new(),
             macs: FastMap::default(),
             default_l2: None,
             ports: FastMap::default(),
             receive: FastMap::default(),
-            tunnel_gso: !config.tunnels.is_empty()
-                && config.tunnels.iter().all(|t| {
+            tunnel_gso: !tunnels.is_empty()
+                && tunnels.iter().all(|t| {
                     t.kind != TunnelKind::Gtpu && t.checksum != crate::config::ChecksumMode::Remote
                 }),
         };
-        for (i, tun) in config.tunnels.iter().enumerate() {
+        for (i, tun) in tunnels.iter().enumerate() {
             let i = i as u32;
             for p in &tun.inner_prefixes {
                 match p.addr {
@@ -293,7 +288,7 @@ mod tests {
         IpAddr::V4(Ipv4Addr::from(a))
     }
 
-    fn config() -> Config {
+    fn config() -> Vec<TunnelConfig> {
         let mut a = TunnelConfig::new("a", TunnelKind::Gtpu, v4([1, 0, 0, 1]), v4([1, 0, 0, 2]));
         a.teid = 100;
         a.local_teid = 200;
@@ -319,10 +314,7 @@ mod tests {
         let mut d = TunnelConfig::new("d", TunnelKind::Vxlan, v4([1, 0, 0, 1]), v4([1, 0, 0, 5]));
         d.vni = 43;
         d.inner_macs = vec![EthernetAddress([2, 0, 0, 0, 0, 9])];
-        Config {
-            tunnels: vec![a, b, c, d],
-            ..Config::default()
-        }
+        vec![a, b, c, d]
     }
 
     #[test]

@@ -9,7 +9,7 @@ use common::*;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::ManualClock;
-use tep_dataplane::config::{ChecksumMode, Config, IpPrefix, TunnelConfig};
+use tep_dataplane::config::{check_tunnels, ChecksumMode, DataplaneConfig, IpPrefix, TunnelConfig};
 use tep_dataplane::drop::DropReason;
 use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
@@ -35,10 +35,10 @@ fn port(kind: TunnelKind) -> u16 {
 
 /// One tunnel of every kind between A and B (each direction's config):
 /// L2 kinds by MAC, L3 kinds by 10.k.0.0/16 and 2001:db8:k::/48.
-fn all_kinds(v6: bool) -> (Config, Config) {
+fn all_kinds(v6: bool) -> (Vec<TunnelConfig>, Vec<TunnelConfig>) {
     let (a, b) = if v6 { (A6, B6) } else { (A4, B4) };
     let side = |local, remote| {
-        let tunnels = TunnelKind::ALL
+        let tunnels: Vec<TunnelConfig> = TunnelKind::ALL
             .iter()
             .enumerate()
             .map(|(k, &kind)| {
@@ -77,12 +77,8 @@ fn all_kinds(v6: bool) -> (Config, Config) {
                 t
             })
             .collect();
-        let c = Config {
-            tunnels,
-            ..Config::default()
-        };
-        assert_eq!(c.validate(), Ok(()));
-        c
+        assert_eq!(check_tunnels(&tunnels), Ok(()));
+        tunnels
     };
     (side(a, b), side(b, a))
 }
@@ -300,9 +296,10 @@ fn super_packet(segments: usize, mss: usize) -> (Vec<u8>, ChecksumState, Gso) {
     )
 }
 
-fn gro_pipeline(config: &Config) -> Pipeline<ManualClock> {
+fn gro_pipeline(config: &[TunnelConfig]) -> Pipeline<ManualClock> {
     Pipeline::new(
         config,
+        &DataplaneConfig::default(),
         ManualClock::default(),
         PipelineOptions {
             inner_link: InnerLink::Ip,
@@ -413,9 +410,12 @@ fn replies_and_generated_packets_are_outside_the_decap_balance() {
     // 256 GTP-U packets in one vector: Echo Requests (answered in their
     // own buffer), unknown TEIDs (dropped, each drawing a new buffer for an
     // Error Indication while the rate allows) and G-PDUs.
-    let (_, mut cb) = pair(TunnelKind::Gtpu, false, ChecksumMode::Full);
-    cb.dataplane.error_indication_rate = 50;
-    let mut b = pipeline(&cb, InnerLink::Ip);
+    let (_, cb) = pair(TunnelKind::Gtpu, false, ChecksumMode::Full);
+    let dataplane = DataplaneConfig {
+        error_indication_rate: 50,
+        ..DataplaneConfig::default()
+    };
+    let mut b = pipeline_with(&cb, &dataplane, InnerLink::Ip);
     let mut pool = pool();
     let wire: Vec<Vec<u8>> = (0..VECTOR_SIZE as u32)
         .map(|i| {
@@ -457,6 +457,7 @@ fn udp_trains_count_as_their_datagrams() {
     for trains in [false, true] {
         let mut a = Pipeline::new(
             &ca,
+            &DataplaneConfig::default(),
             ManualClock::default(),
             PipelineOptions {
                 inner_link: InnerLink::Ip,

@@ -10,7 +10,7 @@ use common::*;
 use core::net::{IpAddr, Ipv4Addr};
 use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::ManualClock;
-use tep_dataplane::config::{ChecksumMode, Config};
+use tep_dataplane::config::{ChecksumMode, DataplaneConfig, TunnelConfig};
 use tep_dataplane::drop::DropReason;
 use tep_dataplane::example;
 use tep_dataplane::pipeline::Pipeline;
@@ -26,7 +26,7 @@ const UNREACHABLE: &[(DropReason, &str)] = &[];
 /// Decapsulates `packets` on B (the receiving side of `config`) and checks
 /// that exactly one was dropped, for `reason`, on `node`.
 fn decap_drop(
-    config: &Config,
+    config: &[TunnelConfig],
     link: InnerLink,
     packets: &[Vec<u8>],
     reason: DropReason,
@@ -50,7 +50,7 @@ fn decap_drop(
 /// Encapsulates `packets` on A (the sending side of `config`) and checks
 /// that exactly one was dropped, for `reason`, on `node`.
 fn encap_drop(
-    config: &Config,
+    config: &[TunnelConfig],
     link: InnerLink,
     packets: &[Vec<u8>],
     reason: DropReason,
@@ -71,22 +71,22 @@ fn encap_drop(
 }
 
 /// B's config for `kind` over IPv4 with full checksums.
-fn b_config(kind: TunnelKind) -> Config {
+fn b_config(kind: TunnelKind) -> Vec<TunnelConfig> {
     pair(kind, false, ChecksumMode::Full).1
 }
 
 /// A's config for `kind` over IPv4 with full checksums.
-fn a_config(kind: TunnelKind) -> Config {
+fn a_config(kind: TunnelKind) -> Vec<TunnelConfig> {
     pair(kind, false, ChecksumMode::Full).0
 }
 
 /// The packet is accepted before it is damaged: the drop is the damage's.
-fn accepted(config: &Config, link: InnerLink, p: &[u8]) {
+fn accepted(config: &[TunnelConfig], link: InnerLink, p: &[u8]) {
     let out = decap_fresh(config, link, &[p.to_vec()]);
     assert_eq!(out.packets.len(), 1, "the undamaged packet must pass");
 }
 
-fn vxlan() -> (Config, Vec<u8>) {
+fn vxlan() -> (Vec<TunnelConfig>, Vec<u8>) {
     let c = b_config(TunnelKind::Vxlan);
     let p = valid_outer(TunnelKind::Vxlan, false);
     accepted(&c, InnerLink::Ethernet, &p);
@@ -195,7 +195,7 @@ fn fragment_not_first_ipv4() {
 }
 
 /// B's config for VXLAN over IPv6, and a datagram it accepts.
-fn vxlan6() -> (Config, Vec<u8>) {
+fn vxlan6() -> (Vec<TunnelConfig>, Vec<u8>) {
     let c = pair(TunnelKind::Vxlan, true, ChecksumMode::Full).1;
     let p = valid_outer(TunnelKind::Vxlan, true);
     accepted(&c, InnerLink::Ethernet, &p);
@@ -494,7 +494,7 @@ fn unknown_key() {
 fn remote_checksum_off() {
     // The peer sends RCO; this end did not opt in (Linux `remcsumrx` off).
     let (ca, mut cb) = pair(TunnelKind::Vxlan, false, ChecksumMode::Remote);
-    cb.tunnels[0].remote_checksum_rx = false;
+    cb[0].remote_checksum_rx = false;
     let p = rco_vxlan(&ca);
     decap_drop(
         &cb,
@@ -506,7 +506,7 @@ fn remote_checksum_off() {
 }
 
 /// A VXLAN packet from A with RCO for an inner TCP checksum.
-fn rco_vxlan(ca: &Config) -> Vec<u8> {
+fn rco_vxlan(ca: &[TunnelConfig]) -> Vec<u8> {
     let (inner, cs) = make_partial(&frame(&tcp4(b"remote checksum", 7)), 14);
     let mut a = pipeline(ca, InnerLink::Ethernet);
     let mut pool = pool();
@@ -703,7 +703,7 @@ fn zero_checksum() {
     let p = encap_one(&ca, InnerLink::Ethernet, &inner_for(TunnelKind::Vxlan));
     assert_eq!(outer_udp_ok(&p), None, "zero checksum sent");
     accepted(&cb, InnerLink::Ethernet, &p);
-    cb.tunnels[0].zero_checksum_rx = false;
+    cb[0].zero_checksum_rx = false;
     decap_drop(
         &cb,
         InnerLink::Ethernet,
@@ -973,9 +973,10 @@ fn ttl_expired() {
     use tep_dataplane::io::OuterLayers;
     use tep_dataplane::nexthop::LinkHeader;
     use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
-    let gateway = |c: &Config| {
+    let gateway = |c: &[TunnelConfig]| {
         Pipeline::new(
             c,
+            &DataplaneConfig::default(),
             ManualClock::default(),
             PipelineOptions {
                 inner_link: InnerLink::Ethernet,
@@ -997,7 +998,7 @@ fn ttl_expired() {
     let frames = [frame(&tcp4(b"ok", 1001)), frame(&last_hop)];
     let (ca, cb) = pair(TunnelKind::Gue, false, ChecksumMode::Full);
     let mut a = gateway(&ca);
-    a.next_hops().set(ca.tunnels[0].remote, Some(hop));
+    a.next_hops().set(ca[0].remote, Some(hop));
     // The way back to the sender, for the ICMP error (a router routes it).
     let sender = core::net::IpAddr::from(<[u8; 4]>::try_from(&last_hop[12..16]).unwrap());
     let back_hop = LinkHeader {
@@ -1032,7 +1033,7 @@ fn ttl_expired() {
     let mut b = gateway(&cb);
     b.next_hops()
         .set(core::net::IpAddr::from([10, 9, 0, 1]), Some(hop));
-    b.next_hops().set(cb.tunnels[0].remote, Some(hop));
+    b.next_hops().set(cb[0].remote, Some(hop));
     let dec = run_decap(&mut b, &mut pool, &out.packets, 0);
     assert_eq!(dec.packets.len(), 1, "{}", b.runtime().report());
     assert_dropped_once(&b, DropReason::TtlExpired, "ip-rewrite");

@@ -9,7 +9,7 @@ use common::*;
 use core::net::IpAddr;
 use tep_dataplane::buffer::{ChecksumState, Pool};
 use tep_dataplane::clock::ManualClock;
-use tep_dataplane::config::{ChecksumMode, Config};
+use tep_dataplane::config::{ChecksumMode, DataplaneConfig, TunnelConfig};
 use tep_dataplane::drop::DropReason;
 use tep_dataplane::io::OuterLayers;
 use tep_dataplane::nexthop::LinkHeader;
@@ -18,9 +18,10 @@ use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
 
 /// A gateway's pipeline: frames on both sides.
-fn gateway(config: &Config) -> Pipeline<ManualClock> {
+fn gateway(config: &[TunnelConfig]) -> Pipeline<ManualClock> {
     Pipeline::new(
         config,
+        &DataplaneConfig::default(),
         ManualClock::default(),
         PipelineOptions {
             inner_link: InnerLink::Ethernet,
@@ -121,7 +122,7 @@ fn every_kind_crosses_two_gateways_as_frames() {
                 let (mut a, mut b) = (gateway(&ca), gateway(&cb));
                 let mut pool = pool();
                 let underlay = hop(1, Some(7));
-                a.next_hops().set(ca.tunnels[0].remote, Some(underlay));
+                a.next_hops().set(ca[0].remote, Some(underlay));
                 let inner = inner_frames(kind);
                 let enc = encap(&mut a, &mut pool, &inner);
                 assert!(enc.kernel.is_empty(), "{what}");
@@ -184,11 +185,11 @@ fn packets_without_a_next_hop_go_to_the_kernel_and_are_noted() {
     assert_eq!(outer_udp_ok(&enc.kernel[0]), Some(true));
     let mut wanted = Vec::new();
     a.next_hops().take_wanted(&mut wanted);
-    assert_eq!(wanted, vec![ca.tunnels[0].remote], "noted once");
+    assert_eq!(wanted, vec![ca[0].remote], "noted once");
     assert_eq!(a.counters().to_kernel, 2);
     assert_balanced(&a);
     // Once resolved, the next packets go out as frames.
-    a.next_hops().set(ca.tunnels[0].remote, Some(hop(1, None)));
+    a.next_hops().set(ca[0].remote, Some(hop(1, None)));
     let enc = encap(&mut a, &mut pool, &inner);
     assert_eq!((enc.outer.len(), enc.kernel.len()), (2, 0));
     // Decap: the inner destination is unknown at B.
@@ -233,7 +234,7 @@ fn too_big_for_the_path_gets_icmp_back_to_its_sender() {
     use tep_dataplane::icmp_error::RouterOptions;
     for kind in [TunnelKind::Gue, TunnelKind::Vxlan] {
         let (ca, _) = pair(kind, false, ChecksumMode::Full);
-        let t = &ca.tunnels[0];
+        let t = &ca[0];
         let added = tep_dataplane::overhead(t) - if kind.carries_ethernet() { 14 } else { 0 };
         let mut a = gateway(&ca);
         a.set_router(RouterOptions {

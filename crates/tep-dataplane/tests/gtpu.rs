@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use core::net::IpAddr;
 use tep_dataplane::buffer::ChecksumState;
-use tep_dataplane::config::{ChecksumMode, Config};
+use tep_dataplane::config::{ChecksumMode, DataplaneConfig, TunnelConfig};
 use tep_dataplane::drop::DropReason;
 use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
@@ -16,7 +16,7 @@ use tep_wire::gtpu::{
 };
 
 /// B's side of a GTP-U pair: TEID 0x1000 from A.
-fn b_side(v6: bool) -> Config {
+fn b_side(v6: bool) -> Vec<TunnelConfig> {
     pair(TunnelKind::Gtpu, v6, ChecksumMode::Full).1
 }
 
@@ -65,9 +65,12 @@ fn parse_reply(p: &[u8]) -> ((IpAddr, u16), (IpAddr, u16), GtpuRepr) {
 fn echo_request_is_answered_with_the_sequence_and_restart_counter() {
     for v6 in [false, true] {
         let (peer, us) = addrs(v6);
-        let mut c = b_side(v6);
-        c.dataplane.restart_counter = 7;
-        let mut b = pipeline(&c, InnerLink::Ip);
+        let c = b_side(v6);
+        let dataplane = DataplaneConfig {
+            restart_counter: 7,
+            ..DataplaneConfig::default()
+        };
+        let mut b = pipeline_with(&c, &dataplane, InnerLink::Ip);
         let mut pool = pool();
         let req = udp_packet(peer, us, 33333, 2152, &gtpu_echo_request(0x1234));
         let out = run_decap(&mut b, &mut pool, &[req], 0);
@@ -157,9 +160,12 @@ fn error_indication_names_the_teid_and_our_address() {
 
 #[test]
 fn error_indications_are_rate_limited() {
-    let mut c = b_side(false);
-    c.dataplane.error_indication_rate = 2;
-    let mut b = pipeline(&c, InnerLink::Ip);
+    let c = b_side(false);
+    let mut dataplane = DataplaneConfig {
+        error_indication_rate: 2,
+        ..DataplaneConfig::default()
+    };
+    let mut b = pipeline_with(&c, &dataplane, InnerLink::Ip);
     let mut pool = pool();
     let bad: Vec<Vec<u8>> = (0..5)
         .map(|i| udp_packet(A4, B4, 2152, 2152, &gtpu_gpdu(0x2000 + i, &tcp4(b"x", 1))))
@@ -194,8 +200,8 @@ fn error_indications_are_rate_limited() {
     assert_no_leak(&pool);
 
     // Rate 0: never.
-    c.dataplane.error_indication_rate = 0;
-    let mut b = pipeline(&c, InnerLink::Ip);
+    dataplane.error_indication_rate = 0;
+    let mut b = pipeline_with(&c, &dataplane, InnerLink::Ip);
     let out = run_decap(&mut b, &mut pool, &bad, t);
     assert!(out.replies.is_empty());
     assert_balanced(&b);
@@ -281,8 +287,8 @@ fn unknown_required_extension_draws_a_supported_extension_headers_notification()
 fn encapsulated_g_pdu_has_the_peer_teid_and_an_ul_pdu_session_container() {
     for v6 in [false, true] {
         let (mut ca, _) = pair(TunnelKind::Gtpu, v6, ChecksumMode::Full);
-        ca.tunnels[0].teid = 0xabcd_0001;
-        ca.tunnels[0].qfi = Some(9);
+        ca[0].teid = 0xabcd_0001;
+        ca[0].qfi = Some(9);
         let inner = tcp4(b"uplink", 1);
         let p = encap_one(&ca, InnerLink::Ip, &inner);
         assert_eq!(outer_udp_ok(&p), Some(true));
@@ -297,7 +303,7 @@ fn encapsulated_g_pdu_has_the_peer_teid_and_an_ul_pdu_session_container() {
         let psc = r.extensions.pdu_session_container().expect("PSC");
         assert_eq!((psc.pdu_type, psc.qfi), (PDU_TYPE_UL, 9));
         // Without a QFI: the 8-byte header only.
-        ca.tunnels[0].qfi = None;
+        ca[0].qfi = None;
         let p = encap_one(&ca, InnerLink::Ip, &inner);
         let g = udp_payload(&p);
         assert_eq!(&g[..2], &[0x30, 0xff]);

@@ -10,7 +10,7 @@ use std::cell::Cell;
 use tep_csum::Sum;
 use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, PacketId, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::ManualClock;
-use tep_dataplane::config::ChecksumMode;
+use tep_dataplane::config::{ChecksumMode, DataplaneConfig};
 use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
 use tep_dataplane::vector::PacketVector;
 use tep_dataplane::TunnelKind;
@@ -193,7 +193,12 @@ fn encap_and_decap_allocate_nothing_per_packet() {
                 };
                 let r = rig.insert(Rig {
                     a: pipeline(&ca, link),
-                    b: Pipeline::new(&cb, ManualClock::default(), options),
+                    b: Pipeline::new(
+                        &cb,
+                        &DataplaneConfig::default(),
+                        ManualClock::default(),
+                        options,
+                    ),
                     pool,
                     scratch,
                     outer: PacketVector::new(),

@@ -11,7 +11,7 @@ use core::net::{IpAddr, Ipv4Addr};
 use proptest::prelude::*;
 use tep_csum::Sum;
 use tep_dataplane::buffer::ChecksumState;
-use tep_dataplane::config::{ChecksumMode, Config, GueRcoEncoding, TunnelConfig};
+use tep_dataplane::config::{check_tunnels, ChecksumMode, GueRcoEncoding, TunnelConfig};
 use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
 use tep_wire::gue::{self, GueFields, GueRepr, RemoteChecksum};
@@ -54,7 +54,7 @@ fn remote_mode_sends_rco_and_the_peer_completes_it() {
     ] {
         for v6 in [false, true] {
             let (mut ca, cb) = pair(kind, v6, ChecksumMode::Remote);
-            ca.tunnels[0].gue_rco = enc;
+            ca[0].gue_rco = enc;
             let link = kind.link();
             for ip in inner_ips() {
                 let what = format!("{kind} {enc:?} v6={v6} inner {}", ip.len());
@@ -312,7 +312,7 @@ const K1: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 1);
 const K2: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 2);
 
 /// The receiving end at `local` of the capture's tunnel.
-fn kernel_side(local: Ipv4Addr, remote: Ipv4Addr) -> Config {
+fn kernel_side(local: Ipv4Addr, remote: Ipv4Addr) -> Vec<TunnelConfig> {
     let mut t = TunnelConfig::new(
         "kernel",
         TunnelKind::Vxlan,
@@ -322,11 +322,8 @@ fn kernel_side(local: Ipv4Addr, remote: Ipv4Addr) -> Config {
     t.vni = 42;
     t.remote_checksum_rx = true;
     t.checksum = ChecksumMode::Remote;
-    let c = Config {
-        tunnels: vec![t],
-        ..Config::default()
-    };
-    assert_eq!(c.validate(), Ok(()));
+    let c = vec![t];
+    assert_eq!(check_tunnels(&c), Ok(()));
     c
 }
 

@@ -323,7 +323,7 @@ fn outer_headers_follow_the_tunnel_config() {
     ] {
         for v6 in [false, true] {
             let (mut ca, cb) = pair(TunnelKind::GreInUdp, v6, ChecksumMode::Full);
-            let t = &mut ca.tunnels[0];
+            let t = &mut ca[0];
             t.ttl = ttl;
             t.dscp = dscp;
             t.df = df;
@@ -354,7 +354,7 @@ fn outer_headers_follow_the_tunnel_config() {
     no_df[6] &= !0x40;
     fix_ip_checksum(&mut no_df);
     let (mut ca, cb) = pair(TunnelKind::GreInUdp, false, ChecksumMode::Full);
-    ca.tunnels[0].df = DontFragment::Inherit;
+    ca[0].df = DontFragment::Inherit;
     let p = encap_one(&ca, InnerLink::Ip, &no_df);
     assert_eq!(
         p[6] & 0x40,
@@ -444,7 +444,7 @@ fn flows_keep_their_source_port_and_label_and_spread() {
     const FLOWS: u16 = 64;
     for inner_v6 in [false, true] {
         let (mut ca, _) = pair(TunnelKind::GreInUdp, true, ChecksumMode::Full);
-        ca.tunnels[0].source_ports = (40000, 40999);
+        ca[0].source_ports = (40000, 40999);
         let outer_of = |sport: u16, payload: &[u8]| {
             let inner = if inner_v6 {
                 udp6(payload, sport)
@@ -483,10 +483,10 @@ fn the_last_hit_cache_follows_each_destination() {
     use std::net::{IpAddr, Ipv4Addr};
     use tep_dataplane::config::IpPrefix;
     let (mut ca, _) = pair(TunnelKind::GreInUdp, false, ChecksumMode::Full);
-    let mut second = ca.tunnels[0].clone();
+    let mut second = ca[0].clone();
     second.name = "second".into();
     second.key = Some(78);
-    ca.tunnels[0].inner_prefixes = vec![IpPrefix {
+    ca[0].inner_prefixes = vec![IpPrefix {
         addr: IpAddr::V4(Ipv4Addr::new(10, 1, 0, 0)),
         len: 16,
     }];
@@ -494,7 +494,7 @@ fn the_last_hit_cache_follows_each_destination() {
         addr: IpAddr::V4(Ipv4Addr::new(10, 2, 0, 0)),
         len: 16,
     }];
-    ca.tunnels.push(second);
+    ca.push(second);
     let to = |net: u8, n: u16| tcp4_between([10, 9, 0, 1], [10, net, 0, 1], b"x", n);
     let nets = [1u8, 1, 2, 2, 1, 2, 1, 1, 2];
     let inner: Vec<Vec<u8>> = nets
@@ -527,7 +527,7 @@ fn the_last_hit_cache_follows_each_destination() {
 #[test]
 fn gue_gre_is_linux_layout_and_other_gue_is_refused() {
     let (ca, cb) = pair(TunnelKind::GueGre, false, ChecksumMode::Full);
-    let key = ca.tunnels[0].key.expect("the example has a key");
+    let key = ca[0].key.expect("the example has a key");
     let mut a = pipeline(&ca, InnerLink::Ip);
     let mut b = pipeline(&cb, InnerLink::Ip);
     let mut pool = pool();
@@ -567,8 +567,8 @@ fn the_remote_port_is_where_datagrams_go() {
     for kind in TunnelKind::ALL {
         for v6 in [false, true] {
             let (mut ca, mut cb) = pair(kind, v6, ChecksumMode::Full);
-            (ca.tunnels[0].local_port, ca.tunnels[0].remote_port) = (7001, 7002);
-            (cb.tunnels[0].local_port, cb.tunnels[0].remote_port) = (7002, 7001);
+            (ca[0].local_port, ca[0].remote_port) = (7001, 7002);
+            (cb[0].local_port, cb[0].remote_port) = (7002, 7001);
             let what = format!("{kind} v6={v6}");
             let inner = inner_for(kind);
             for (from, to, dport) in [(&ca, &cb, 7002u16), (&cb, &ca, 7001)] {
@@ -579,7 +579,7 @@ fn the_remote_port_is_where_datagrams_go() {
                     u16::from_be_bytes([p[l4 + 2], p[l4 + 3]]),
                 );
                 assert_eq!(ports.1, dport, "{what}: destination port");
-                let (lo, hi) = from.tunnels[0].source_ports;
+                let (lo, hi) = from[0].source_ports;
                 assert!(
                     (lo..=hi).contains(&ports.0),
                     "{what}: source port {}",
@@ -589,7 +589,7 @@ fn the_remote_port_is_where_datagrams_go() {
                 assert_eq!(out.packets, vec![inner.clone()], "{what}");
                 // The same datagram to the sender's own (local) port.
                 let mut wrong = p.clone();
-                let own = from.tunnels[0].local_port;
+                let own = from[0].local_port;
                 wrong[l4 + 2..l4 + 4].copy_from_slice(&own.to_be_bytes());
                 fix_udp_checksum(&mut wrong);
                 let mut b = pipeline(to, kind.link());

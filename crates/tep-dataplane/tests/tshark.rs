@@ -15,7 +15,7 @@
 mod common;
 use common::*;
 use std::process::Command;
-use tep_dataplane::config::{ChecksumMode, Config};
+use tep_dataplane::config::{ChecksumMode, TunnelConfig};
 use tep_dataplane::TunnelKind;
 
 // tshark's `*.checksum.status` values (epan/proto.h, proto_checksum_enum_e).
@@ -88,7 +88,7 @@ struct Case {
     v6: bool,
     mode: ChecksumMode,
     inner_v6: bool,
-    config: Config,
+    config: Vec<TunnelConfig>,
     packet: Vec<u8>,
 }
 
@@ -109,7 +109,7 @@ fn cases() -> Vec<Case> {
                         continue;
                     }
                     let (mut config, _) = pair(kind, v6, mode);
-                    let t = &mut config.tunnels[0];
+                    let t = &mut config[0];
                     if let Some(p) = fou_port(kind) {
                         t.local_port = p;
                         t.remote_port = p;
@@ -249,7 +249,7 @@ fn tshark_reads_what_the_pipeline_sends() {
         let cols: Vec<&str> = line.split(',').collect();
         assert_eq!(cols.len(), FIELDS.len(), "{what}");
         let col = |name: &str| cols[FIELDS.iter().position(|f| *f == name).unwrap()];
-        let t = &c.config.tunnels[0];
+        let t = &c.config[0];
 
         // Outer addresses.
         let (src, dst) = if c.v6 {

@@ -11,7 +11,7 @@
 use core::fmt;
 use core::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::types::Cause;
+use crate::cause::Cause;
 
 /// An IE type (TS 29.244 §8.1.2, Table 8.1.2-1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]

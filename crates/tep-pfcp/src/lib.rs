@@ -42,6 +42,7 @@ mod named;
 #[macro_use]
 mod group;
 
+mod cause;
 pub mod header;
 pub mod ie;
 pub mod message;
@@ -50,10 +51,10 @@ pub mod rules;
 pub mod sample;
 pub mod types;
 
+pub use cause::Cause;
 pub use header::{Packet, PORT};
 pub use ie::{IeError, IeType};
 pub use message::{Message, PfcpRepr};
-pub use types::Cause;
 
 /// Why bytes are not a PFCP message tep can act on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -237,8 +237,8 @@ fn run_command(config: &std::path::Path, verbose: bool) -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     exit_on_panic();
-    let run = match tep_dataplane::config::Config::load(config).map(|c| c.run_mode()) {
-        Ok(Ok(tep_dataplane::config::RunMode::Gateway)) => gateway::run,
+    let run = match tep_config::Config::load(config).map(|c| c.run_mode()) {
+        Ok(Ok(tep_config::RunMode::Gateway)) => gateway::run,
         // Host mode, or an error host mode reports as it loads the file.
         _ => host::run,
     };

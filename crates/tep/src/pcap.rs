@@ -15,9 +15,9 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tep::capture::{read_frames, CaptureError, Frame, Link};
+use tep_config::{Config, ConfigError};
 use tep_dataplane::buffer::{ChecksumState, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::Tsc;
-use tep_dataplane::config::{Config, ConfigError};
 use tep_dataplane::drop::{DropCounts, DropReason};
 use tep_dataplane::geometry::{ethernet_ip_offset, finish_offloaded};
 pub use tep_dataplane::pipeline::Direction;
@@ -431,7 +431,8 @@ impl Run {
             _ => InnerLink::Ip,
         };
         self.pipeline = Some(Pipeline::new(
-            &self.config,
+            &self.config.tunnels,
+            &self.config.dataplane,
             Tsc,
             PipelineOptions {
                 inner_link: self.inner_link,

@@ -168,7 +168,7 @@ fn directives<'a>(unit: &'a str, key: &str) -> Vec<&'a str> {
 /// (daemon.rs::systemd_notifications_and_the_watchdog checks the messages).
 #[test]
 fn the_systemd_units_verify_and_match_their_configs() {
-    use tep_dataplane::config::{Config, RunMode, DEFAULT_CONTROL};
+    use tep_config::{Config, RunMode, DEFAULT_CONTROL};
     let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/");
     for (name, mode) in [
         ("tep-host.service", RunMode::Host),

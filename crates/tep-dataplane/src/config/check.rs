@@ -2,7 +2,7 @@
 //! a parsed config and one built in code (tests, benches, a control plane),
 //! so they are written against the model, not the TOML.
 
-use super::{ChecksumMode, Config, ConfigError, Dscp, GueRcoEncoding, IpPrefix, Ttl, TunnelConfig};
+use super::model::{ChecksumMode, ConfigError, Dscp, GueRcoEncoding, IpPrefix, Ttl, TunnelConfig};
 use crate::kind::TunnelKind;
 use core::net::IpAddr;
 use tep_wire::ethernet::EthernetAddress;
@@ -10,111 +10,137 @@ use tep_wire::ethernet::EthernetAddress;
 /// The longest tunnel name (it ends up in counter names and log lines).
 const MAX_NAME_LEN: usize = 32;
 /// The largest VXLAN / Geneve VNI (24 bits).
-pub(super) const MAX_VNI: u32 = 0x00FF_FFFF;
+pub const MAX_VNI: u32 = 0x00FF_FFFF;
 
-impl Config {
-    /// The rules between tunnels: unique names, one kind per port, every
-    /// packet received belongs to one tunnel, every inner destination routes
-    /// to one tunnel.
-    pub(super) fn check_together(&self) -> Result<(), ConfigError> {
-        let ts = &self.tunnels;
-        for (j, b) in ts.iter().enumerate() {
-            let at = |field: &str, message: String| tunnel_error(j, Some(&b.name), field, message);
-            for (i, a) in ts[..j].iter().enumerate() {
-                let earlier = tunnel_label(i, &a.name);
-                if a.name == b.name {
-                    return Err(tunnel_error(
-                        j,
-                        None,
-                        "name",
-                        format!(
-                            "\"{}\" is already the name of {earlier}; names must be unique",
-                            b.name
-                        ),
-                    ));
-                }
-                if a.local_port == b.local_port && a.kind != b.kind {
-                    return Err(at(
-                        "local_port",
-                        format!(
-                            "port {} already receives {} for {earlier}; a UDP port carries one tunnel kind, so this {} tunnel needs another local_port",
-                            b.local_port, a.kind, b.kind
-                        ),
-                    ));
-                }
-                if a.local_port == b.local_port
-                    && a.local == b.local
-                    && a.remote == b.remote
-                    && receive_id(a) == receive_id(b)
-                {
-                    let (field, what) = match receive_id(b) {
-                        ReceiveId::Vni(v) => ("vni", format!(" and vni {v}")),
-                        ReceiveId::Teid(t) => ("local_teid", format!(" and local_teid {t:#x}")),
-                        ReceiveId::Key(Some(k)) => ("key", format!(" and key {k}")),
-                        ReceiveId::Key(None) => ("key", " and no key".to_string()),
-                        ReceiveId::None => ("remote", String::new()),
-                    };
-                    let fix = match receive_id(b) {
-                        ReceiveId::None => "give one a different local_port, local or remote",
-                        _ => "give one a different identifier, local_port, local or remote",
-                    };
-                    return Err(at(
-                        field,
-                        format!(
-                            "received packets could not be told apart from {earlier}'s: same local {} port {}, remote {}{what}; {fix}",
-                            b.local, b.local_port, b.remote
-                        ),
-                    ));
-                }
-                if !a.kind.carries_ethernet() && !b.kind.carries_ethernet() {
-                    for (k, p) in b.inner_prefixes.iter().enumerate() {
-                        if a.inner_prefixes.contains(p) {
-                            return Err(at(
-                                &format!("inner_prefixes[{k}]"),
-                                format!("{p} is already routed into {earlier}; a prefix may route to one tunnel only"),
-                            ));
-                        }
-                    }
-                }
-                if a.kind.carries_ethernet() && b.kind.carries_ethernet() {
-                    for (k, m) in b.inner_macs.iter().enumerate() {
-                        if a.inner_macs.contains(m) {
-                            return Err(at(
-                                &format!("inner_macs[{k}]"),
-                                format!("{m} is already sent into {earlier}; a MAC may go to one tunnel only"),
-                            ));
-                        }
-                    }
-                    if a.kind == b.kind && a.inner_macs.is_empty() && b.inner_macs.is_empty() {
-                        return Err(at(
-                            "inner_macs",
-                            format!(
-                                "{earlier} is already the default {} tunnel (empty inner_macs); only one per kind may be, so list this tunnel's MACs",
-                                b.kind
-                            ),
-                        ));
-                    }
-                }
-            }
-            for (k, p) in b.inner_prefixes.iter().enumerate() {
-                if b.inner_prefixes[..k].contains(p) {
-                    return Err(at(
+/// Every rule on a list of tunnels, in file order: each tunnel's own
+/// ([`TunnelConfig::check`]), then those between tunnels; the first broken
+/// is the error.
+pub fn check_tunnels(tunnels: &[TunnelConfig]) -> Result<(), ConfigError> {
+    for (index, t) in tunnels.iter().enumerate() {
+        t.check(index)?;
+    }
+    check_together(tunnels)
+}
+
+/// The rules between tunnels: unique names, one kind per port, every
+/// packet received belongs to one tunnel, every inner destination routes
+/// to one tunnel.
+pub fn check_together(ts: &[TunnelConfig]) -> Result<(), ConfigError> {
+    for (j, b) in ts.iter().enumerate() {
+        let at = |field: &str, message: String| tunnel_error(j, Some(&b.name), field, message);
+        for (i, a) in ts[..j].iter().enumerate() {
+            check_pair((i, a), (j, b), &at)?;
+        }
+        check_lists(b, &at)?;
+    }
+    Ok(())
+}
+
+/// Tunnel `b` against the earlier tunnel `a`.
+fn check_pair(
+    (i, a): (usize, &TunnelConfig),
+    (j, b): (usize, &TunnelConfig),
+    at: &impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    let earlier = tunnel_label(i, &a.name);
+    if a.name == b.name {
+        return Err(tunnel_error(
+            j,
+            None,
+            "name",
+            format!(
+                "\"{}\" is already the name of {earlier}; names must be unique",
+                b.name
+            ),
+        ));
+    }
+    if a.local_port == b.local_port && a.kind != b.kind {
+        return Err(at(
+                "local_port",
+                format!(
+                    "port {} already receives {} for {earlier}; a UDP port carries one tunnel kind, so this {} tunnel needs another local_port",
+                    b.local_port, a.kind, b.kind
+                ),
+            ));
+    }
+    if a.local_port == b.local_port
+        && a.local == b.local
+        && a.remote == b.remote
+        && receive_id(a) == receive_id(b)
+    {
+        let (field, what) = match receive_id(b) {
+            ReceiveId::Vni(v) => ("vni", format!(" and vni {v}")),
+            ReceiveId::Teid(t) => ("local_teid", format!(" and local_teid {t:#x}")),
+            ReceiveId::Key(Some(k)) => ("key", format!(" and key {k}")),
+            ReceiveId::Key(None) => ("key", " and no key".to_string()),
+            ReceiveId::None => ("remote", String::new()),
+        };
+        let fix = match receive_id(b) {
+            ReceiveId::None => "give one a different local_port, local or remote",
+            _ => "give one a different identifier, local_port, local or remote",
+        };
+        return Err(at(
+                field,
+                format!(
+                    "received packets could not be told apart from {earlier}'s: same local {} port {}, remote {}{what}; {fix}",
+                    b.local, b.local_port, b.remote
+                ),
+            ));
+    }
+    if !a.kind.carries_ethernet() && !b.kind.carries_ethernet() {
+        for (k, p) in b.inner_prefixes.iter().enumerate() {
+            if a.inner_prefixes.contains(p) {
+                return Err(at(
                         &format!("inner_prefixes[{k}]"),
-                        format!("{p} is listed twice"),
+                        format!("{p} is already routed into {earlier}; a prefix may route to one tunnel only"),
                     ));
-                }
-            }
-            for (k, m) in b.inner_macs.iter().enumerate() {
-                if b.inner_macs[..k].contains(m) {
-                    return Err(at(
-                        &format!("inner_macs[{k}]"),
-                        format!("{m} is listed twice"),
-                    ));
-                }
             }
         }
-        Ok(())
     }
+    if a.kind.carries_ethernet() && b.kind.carries_ethernet() {
+        for (k, m) in b.inner_macs.iter().enumerate() {
+            if a.inner_macs.contains(m) {
+                return Err(at(
+                    &format!("inner_macs[{k}]"),
+                    format!("{m} is already sent into {earlier}; a MAC may go to one tunnel only"),
+                ));
+            }
+        }
+        if a.kind == b.kind && a.inner_macs.is_empty() && b.inner_macs.is_empty() {
+            return Err(at(
+                    "inner_macs",
+                    format!(
+                        "{earlier} is already the default {} tunnel (empty inner_macs); only one per kind may be, so list this tunnel's MACs",
+                        b.kind
+                    ),
+                ));
+        }
+    }
+    Ok(())
+}
+
+/// No prefix or MAC listed twice in one tunnel.
+fn check_lists(
+    b: &TunnelConfig,
+    at: &impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    for (k, p) in b.inner_prefixes.iter().enumerate() {
+        if b.inner_prefixes[..k].contains(p) {
+            return Err(at(
+                &format!("inner_prefixes[{k}]"),
+                format!("{p} is listed twice"),
+            ));
+        }
+    }
+    for (k, m) in b.inner_macs.iter().enumerate() {
+        if b.inner_macs[..k].contains(m) {
+            return Err(at(
+                &format!("inner_macs[{k}]"),
+                format!("{m} is listed twice"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What the receive path tells tunnels on the same port and addresses
@@ -136,11 +162,13 @@ fn receive_id(t: &TunnelConfig) -> ReceiveId {
     }
 }
 
-pub(super) fn uses_vni(kind: TunnelKind) -> bool {
+/// Whether the kind carries a VNI (VXLAN, Geneve).
+pub fn uses_vni(kind: TunnelKind) -> bool {
     matches!(kind, TunnelKind::Vxlan | TunnelKind::Geneve)
 }
 
-pub(super) fn uses_key(kind: TunnelKind) -> bool {
+/// Whether the kind may carry a GRE key.
+pub fn uses_key(kind: TunnelKind) -> bool {
     matches!(
         kind,
         TunnelKind::GreInUdp | TunnelKind::FouGre | TunnelKind::GueGre
@@ -152,7 +180,7 @@ fn uses_remote_checksum(kind: TunnelKind) -> bool {
 }
 
 /// `tunnel[1] "gtp-a"`, or `tunnel[1]` without a (usable) name.
-pub(super) fn tunnel_label(index: usize, name: &str) -> String {
+pub fn tunnel_label(index: usize, name: &str) -> String {
     if valid_name(name) {
         format!("tunnel[{index}] \"{name}\"")
     } else {
@@ -160,12 +188,9 @@ pub(super) fn tunnel_label(index: usize, name: &str) -> String {
     }
 }
 
-pub(super) fn tunnel_error(
-    index: usize,
-    name: Option<&str>,
-    field: &str,
-    message: String,
-) -> ConfigError {
+/// The error about `field` of tunnel `index` (labelled by its name when
+/// it has one), as every per-tunnel message names it.
+pub fn tunnel_error(index: usize, name: Option<&str>, field: &str, message: String) -> ConfigError {
     let label = match name {
         Some(n) => tunnel_label(index, n),
         None => format!("tunnel[{index}]"),
@@ -176,7 +201,9 @@ pub(super) fn tunnel_error(
     }
 }
 
-pub(super) fn valid_name(name: &str) -> bool {
+/// 1 to 32 characters from A-Z a-z 0-9 _ . - (names end up in counter
+/// names and log lines).
+pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_NAME_LEN
         && name
@@ -192,7 +219,8 @@ fn family(a: IpAddr) -> &'static str {
     }
 }
 
-pub(super) fn check_mac(m: EthernetAddress) -> Result<(), String> {
+/// An inner destination MAC a tunnel may route: unicast, not all zeros.
+pub fn check_mac(m: EthernetAddress) -> Result<(), String> {
     if m.is_multicast() {
         return Err(format!(
             "{m} is a multicast address (low bit of the first octet set); inner_macs lists unicast destinations, and multicast/broadcast frames go to every tunnel of the kind"
@@ -207,8 +235,9 @@ pub(super) fn check_mac(m: EthernetAddress) -> Result<(), String> {
 }
 
 impl TunnelConfig {
-    /// The per-tunnel rules on the typed values.
-    pub(super) fn check(&self, index: usize) -> Result<(), ConfigError> {
+    /// The per-tunnel rules on the typed values; `index` is the tunnel's
+    /// position, for the error's field.
+    pub fn check(&self, index: usize) -> Result<(), ConfigError> {
         if !valid_name(&self.name) {
             return Err(tunnel_error(
                 index,
@@ -219,7 +248,19 @@ impl TunnelConfig {
         }
         let at =
             |field: &str, message: String| tunnel_error(index, Some(&self.name), field, message);
-        let kind = self.kind;
+        self.check_addresses(&at)?;
+        self.check_ids(&at)?;
+        self.check_checksums(&at)?;
+        self.check_routes(&at)?;
+        self.check_outer(&at)?;
+        Ok(())
+    }
+
+    /// The outer path: one address family, usable ports.
+    fn check_addresses(
+        &self,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
         if self.local.is_ipv4() != self.remote.is_ipv4() {
             return Err(at(
                 "remote",
@@ -247,6 +288,12 @@ impl TunnelConfig {
                 format!("[{lo}, {hi}] is not a range: give [low, high] with 1 <= low <= high, like [49152, 65535]"),
             ));
         }
+        Ok(())
+    }
+
+    /// What tells the tunnel apart on receive, and what it sends: VNI, TEIDs, QFI, GRE key, each on its kind only.
+    fn check_ids(&self, at: &impl Fn(&str, String) -> ConfigError) -> Result<(), ConfigError> {
+        let kind = self.kind;
         if uses_vni(kind) {
             if self.vni > MAX_VNI {
                 return Err(at(
@@ -283,6 +330,15 @@ impl TunnelConfig {
                 not_used(kind, "only gre, fou-gre and gue-gre have a GRE key"),
             ));
         }
+        Ok(())
+    }
+
+    /// GUE's options and the checksum modes each kind and family allows.
+    fn check_checksums(
+        &self,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        let kind = self.kind;
         if self.gue_rco != GueRcoEncoding::Linux && kind != TunnelKind::Gue {
             return Err(at(
                 "gue_rco",
@@ -325,6 +381,12 @@ impl TunnelConfig {
                 "\"zero\" over IPv6 needs zero_checksum_tx = true: RFC 6935 and RFC 6936 allow a zero UDP checksum over IPv6 only for tunnels that opt in explicitly (and the peer must accept it, e.g. Linux udp6zerocsumrx); set zero_checksum_tx = true, or use \"full\", \"lco\" or \"offload\"".to_string(),
             ));
         }
+        Ok(())
+    }
+
+    /// The inner destinations routed into the tunnel.
+    fn check_routes(&self, at: &impl Fn(&str, String) -> ConfigError) -> Result<(), ConfigError> {
+        let kind = self.kind;
         if kind.carries_ethernet() {
             if !self.inner_prefixes.is_empty() {
                 return Err(at(
@@ -381,6 +443,11 @@ impl TunnelConfig {
         for (k, m) in self.inner_macs.iter().enumerate() {
             check_mac(*m).map_err(|e| at(&format!("inner_macs[{k}]"), e))?;
         }
+        Ok(())
+    }
+
+    /// The outer TTL and DSCP.
+    fn check_outer(&self, at: &impl Fn(&str, String) -> ConfigError) -> Result<(), ConfigError> {
         if self.ttl == Ttl::Fixed(0) {
             return Err(at(
                 "ttl",
@@ -399,11 +466,13 @@ impl TunnelConfig {
     }
 }
 
-pub(super) fn not_used(kind: TunnelKind, why: &str) -> String {
+/// The message for a field the tunnel's kind does not use.
+pub fn not_used(kind: TunnelKind, why: &str) -> String {
     format!("not used by kind {kind} ({why}); remove it")
 }
 
-pub(super) fn bad_name_message(name: &str) -> String {
+/// Why `name` is not a valid tunnel name.
+pub fn bad_name_message(name: &str) -> String {
     if name.is_empty() {
         "the name is empty; use 1 to 32 characters from A-Z a-z 0-9 _ . -".to_string()
     } else if name.len() > MAX_NAME_LEN {
@@ -413,312 +482,5 @@ pub(super) fn bad_name_message(name: &str) -> String {
         )
     } else {
         format!("\"{name}\" is not a valid name; use 1 to 32 characters from A-Z a-z 0-9 _ . -")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::testing::{err, ok, tunnel, v4, v6};
-
-    #[test]
-    fn zero_checksum_over_ipv6_needs_opt_in() {
-        let six = |extra: &str| {
-            tunnel("z", "fou-sit", extra)
-                .replace("192.0.2.1", "2001:db8::1")
-                .replace("192.0.2.2", "2001:db8::2")
-        };
-        let e = err(&six("checksum = \"zero\""));
-        assert_eq!(e.field, "tunnel[0] \"z\".checksum");
-        assert_eq!(
-            e.message,
-            "\"zero\" over IPv6 needs zero_checksum_tx = true: RFC 6935 and RFC 6936 allow a zero UDP checksum over IPv6 only for tunnels that opt in explicitly (and the peer must accept it, e.g. Linux udp6zerocsumrx); set zero_checksum_tx = true, or use \"full\", \"lco\" or \"offload\""
-        );
-        let t = &ok(&six("checksum = \"zero\"\nzero_checksum_tx = true")).tunnels[0];
-        assert!(t.zero_checksum_tx && t.checksum == ChecksumMode::Zero);
-        // IPv4: always legal (RFC 768).
-        ok(&tunnel("z", "fou-sit", "checksum = \"zero\""));
-    }
-
-    #[test]
-    fn remote_checksum_only_vxlan_and_gue() {
-        ok(&tunnel(
-            "a",
-            "vxlan",
-            "checksum = \"remote\"\nremote_checksum_rx = true",
-        ));
-        ok(&tunnel(
-            "a",
-            "gue",
-            "checksum = \"remote\"\nremote_checksum_rx = true",
-        ));
-        for kind in [
-            "geneve", "gtpu", "gre", "fou-ipip", "fou-sit", "fou-gre", "gue-gre",
-        ] {
-            let e = err(&tunnel("a", kind, "checksum = \"remote\""));
-            assert_eq!(e.field, "tunnel[0] \"a\".checksum", "{kind}");
-            let e = err(&tunnel("a", kind, "remote_checksum_rx = true"));
-            assert_eq!(e.field, "tunnel[0] \"a\".remote_checksum_rx", "{kind}");
-            ok(&tunnel("a", kind, "remote_checksum_rx = false"));
-        }
-        let e = err(&tunnel("a", "gtpu", "checksum = \"remote\""));
-        assert_eq!(
-            e.to_string(),
-            "tunnel[0] \"a\".checksum: \"remote\" (remote checksum offload) exists only for vxlan and gue, not gtpu; use \"full\", \"lco\" or \"offload\""
-        );
-    }
-
-    #[test]
-    fn fou_prefix_families() {
-        let e = err(&tunnel(
-            "i",
-            "fou-ipip",
-            "inner_prefixes = [\"10.0.0.0/8\", \"2001:db8::/32\"]",
-        ));
-        assert_eq!(
-            e.to_string(),
-            "tunnel[0] \"i\".inner_prefixes[1]: 2001:db8::/32 is IPv6 but fou-ipip carries only IPv4 (fou-ipip: IPv4, fou-sit: IPv6; gue carries both)"
-        );
-        let e = err(&tunnel("s", "fou-sit", "inner_prefixes = [\"10.0.0.0/8\"]"));
-        assert_eq!(e.field, "tunnel[0] \"s\".inner_prefixes[0]");
-        ok(&tunnel(
-            "s",
-            "fou-sit",
-            "inner_prefixes = [\"2001:db8::/32\"]",
-        ));
-        ok(&tunnel(
-            "f",
-            "fou-gre",
-            "inner_prefixes = [\"10.0.0.0/8\", \"2001:db8::/32\"]",
-        ));
-    }
-
-    // --- Between tunnels -----------------------------------------------
-
-    #[test]
-    fn duplicate_names() {
-        let e = err(&[
-            tunnel("a", "gue", ""),
-            tunnel("b", "gue", "local_port = 1"),
-            tunnel("a", "gue", "local_port = 2"),
-        ]
-        .concat());
-        assert_eq!(
-            e.to_string(),
-            "tunnel[2].name: \"a\" is already the name of tunnel[0] \"a\"; names must be unique"
-        );
-    }
-
-    #[test]
-    fn tunnels_the_receive_path_cannot_tell_apart() {
-        // VXLAN: same VNI.
-        let e = err(&[
-            tunnel("a", "vxlan", "inner_macs = [\"02:00:00:00:00:01\"]"),
-            tunnel("b", "vxlan", ""),
-        ]
-        .concat());
-        assert_eq!(
-            e.to_string(),
-            "tunnel[1] \"b\".vni: received packets could not be told apart from tunnel[0] \"a\"'s: same local 192.0.2.1 port 4789, remote 192.0.2.2 and vni 1; give one a different identifier, local_port, local or remote"
-        );
-        // A different VNI, remote, local or port tells them apart.
-        let a = tunnel("a", "vxlan", "inner_macs = [\"02:00:00:00:00:01\"]");
-        ok(&(a.clone() + &tunnel("b", "vxlan", "").replace("vni = 1", "vni = 2")));
-        ok(&(a.clone() + &tunnel("b", "vxlan", "").replace("192.0.2.2", "192.0.2.9")));
-        ok(&(a.clone() + &tunnel("b", "vxlan", "").replace("192.0.2.1", "192.0.2.9")));
-        ok(&(a.clone() + &tunnel("b", "vxlan", "local_port = 4790")));
-        // The remote port does not.
-        let e = err(&(a + &tunnel("b", "vxlan", "remote_port = 4790")));
-        assert_eq!(e.field, "tunnel[1] \"b\".vni");
-
-        // GTP-U: the local TEID decides, not the TEID sent.
-        let e = err(&[
-            tunnel("g1", "gtpu", "teid = 5\nlocal_teid = 9").replace("teid = 1\n", ""),
-            tunnel("g2", "gtpu", "teid = 6\nlocal_teid = 9").replace("teid = 1\n", ""),
-        ]
-        .concat());
-        assert_eq!(e.field, "tunnel[1] \"g2\".local_teid");
-        assert!(e.message.contains("local_teid 0x9"), "{e}");
-        ok(&[
-            tunnel("g1", "gtpu", "teid = 5").replace("teid = 1\n", ""),
-            tunnel("g2", "gtpu", "teid = 5\nlocal_teid = 6").replace("teid = 1\n", ""),
-        ]
-        .concat());
-
-        // GRE kinds: the key, or both without one.
-        let e = err(&[
-            tunnel("k1", "gre", "key = 3"),
-            tunnel("k2", "gre", "key = 3"),
-        ]
-        .concat());
-        assert_eq!(e.field, "tunnel[1] \"k2\".key");
-        let e = err(&[tunnel("k1", "fou-gre", ""), tunnel("k2", "fou-gre", "")].concat());
-        assert_eq!(e.field, "tunnel[1] \"k2\".key");
-        assert!(e.message.contains("and no key;"), "{e}");
-        ok(&[tunnel("k1", "gre", "key = 3"), tunnel("k2", "gre", "")].concat());
-
-        // GUE and FOU have no identifier at all.
-        for kind in ["gue", "fou-ipip", "fou-sit"] {
-            let e = err(&[tunnel("x", kind, ""), tunnel("y", kind, "")].concat());
-            assert_eq!(e.field, "tunnel[1] \"y\".remote", "{kind}");
-            assert!(
-                e.message
-                    .ends_with("give one a different local_port, local or remote"),
-                "{e}"
-            );
-        }
-    }
-
-    #[test]
-    fn one_kind_per_port() {
-        let e = err(&[
-            tunnel("v", "vxlan", ""),
-            tunnel("g", "gue", "local_port = 4789"),
-        ]
-        .concat());
-        assert_eq!(
-            e.to_string(),
-            "tunnel[1] \"g\".local_port: port 4789 already receives vxlan for tunnel[0] \"v\"; a UDP port carries one tunnel kind, so this gue tunnel needs another local_port"
-        );
-        // FOU kinds share the default port 5555 but not a kind.
-        let e = err(&[
-            tunnel("i", "fou-ipip", ""),
-            tunnel("s", "fou-sit", "").replace("192.0.2.2", "192.0.2.3"),
-        ]
-        .concat());
-        assert_eq!(e.field, "tunnel[1] \"s\".local_port");
-        // Different remote ports are fine.
-        ok(&[
-            tunnel("v", "vxlan", ""),
-            tunnel("g", "gue", "remote_port = 4789"),
-        ]
-        .concat());
-    }
-
-    #[test]
-    fn one_tunnel_per_prefix() {
-        let e = err(&[
-            tunnel("a", "gue", "inner_prefixes = [\"10.1.0.0/16\"]"),
-            tunnel(
-                "b",
-                "gtpu",
-                "inner_prefixes = [\"10.2.0.0/16\", \"10.1.0.0/16\"]",
-            ),
-        ]
-        .concat());
-        assert_eq!(
-            e.to_string(),
-            "tunnel[1] \"b\".inner_prefixes[1]: 10.1.0.0/16 is already routed into tunnel[0] \"a\"; a prefix may route to one tunnel only"
-        );
-        // Overlapping is longest-prefix match, not ambiguous.
-        ok(&[
-            tunnel("a", "gue", "inner_prefixes = [\"10.0.0.0/8\"]"),
-            tunnel("b", "gtpu", "inner_prefixes = [\"10.1.0.0/16\"]"),
-        ]
-        .concat());
-        let e = err(&tunnel(
-            "a",
-            "gue",
-            "inner_prefixes = [\"10.1.0.0/16\", \"10.1.0.0/16\"]",
-        ));
-        assert_eq!(
-            e.to_string(),
-            "tunnel[0] \"a\".inner_prefixes[1]: 10.1.0.0/16 is listed twice"
-        );
-    }
-
-    #[test]
-    fn one_tunnel_per_mac() {
-        let e = err(&[
-            tunnel("a", "vxlan", "inner_macs = [\"02:00:00:00:00:01\"]"),
-            tunnel("b", "geneve", "inner_macs = [\"02-00-00-00-00-01\"]"),
-        ]
-        .concat());
-        assert_eq!(
-            e.to_string(),
-            "tunnel[1] \"b\".inner_macs[0]: 02:00:00:00:00:01 is already sent into tunnel[0] \"a\"; a MAC may go to one tunnel only"
-        );
-        let e = err(&tunnel(
-            "a",
-            "vxlan",
-            "inner_macs = [\"02:00:00:00:00:01\", \"02:00:00:00:00:01\"]",
-        ));
-        assert_eq!(e.field, "tunnel[0] \"a\".inner_macs[1]");
-    }
-
-    #[test]
-    fn one_default_l2_tunnel_per_kind() {
-        let e = err(&[
-            tunnel("a", "vxlan", ""),
-            tunnel("b", "vxlan", "").replace("vni = 1", "vni = 2"),
-        ]
-        .concat());
-        assert_eq!(
-            e.to_string(),
-            "tunnel[1] \"b\".inner_macs: tunnel[0] \"a\" is already the default vxlan tunnel (empty inner_macs); only one per kind may be, so list this tunnel's MACs"
-        );
-        // One default per kind.
-        ok(&[tunnel("a", "vxlan", ""), tunnel("b", "geneve", "")].concat());
-        ok(&[
-            tunnel("a", "vxlan", ""),
-            tunnel("b", "vxlan", "inner_macs = [\"02:00:00:00:00:01\"]")
-                .replace("vni = 1", "vni = 2"),
-        ]
-        .concat());
-    }
-
-    // --- Typed configs built in code -----------------------------------
-
-    #[test]
-    fn validate_typed_configs() {
-        let l = v4([192, 0, 2, 1]);
-        let r = v4([192, 0, 2, 2]);
-        let mut t = TunnelConfig::new("t", TunnelKind::Gue, l, r);
-        let good = Config {
-            tunnels: vec![t.clone()],
-            ..Config::default()
-        };
-        assert_eq!(good.validate(), Ok(()));
-        t.inner_prefixes = vec![IpPrefix {
-            addr: v4([10, 1, 2, 3]),
-            len: 16,
-        }];
-        let c = Config {
-            tunnels: vec![t.clone()],
-            ..Config::default()
-        };
-        assert_eq!(
-            c.validate().unwrap_err().to_string(),
-            "tunnel[0] \"t\".inner_prefixes[0]: 10.1.2.3/16 has host bits set; did you mean 10.1.0.0/16?"
-        );
-        let mut bad = TunnelConfig::new("v", TunnelKind::Vxlan, l, r);
-        bad.vni = 1 << 24;
-        let c = Config {
-            tunnels: vec![bad],
-            ..Config::default()
-        };
-        assert_eq!(c.validate().unwrap_err().field, "tunnel[0] \"v\".vni");
-        let mut bad = TunnelConfig::new("g", TunnelKind::Gtpu, l, r);
-        bad.key = Some(1);
-        let c = Config {
-            tunnels: vec![bad],
-            ..Config::default()
-        };
-        assert_eq!(c.validate().unwrap_err().field, "tunnel[0] \"g\".key");
-        let mut bad = TunnelConfig::new("z", TunnelKind::Gue, v6("2001:db8::1"), v6("2001:db8::2"));
-        bad.checksum = ChecksumMode::Zero;
-        let c = Config {
-            tunnels: vec![bad],
-            ..Config::default()
-        };
-        assert_eq!(c.validate().unwrap_err().field, "tunnel[0] \"z\".checksum");
-        let t = TunnelConfig::new("t", TunnelKind::Gue, l, r);
-        let mut t2 = t.clone();
-        t2.local_port = 1;
-        let two = Config {
-            tunnels: vec![t, t2],
-            ..Config::default()
-        };
-        assert_eq!(two.validate().unwrap_err().field, "tunnel[1].name");
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::buffer::Pool;
 use crate::clock::Clock;
-use crate::config::Config;
+use crate::config::{DataplaneConfig, TunnelConfig};
 use crate::decap;
 use crate::drop::DropReason;
 use crate::encap::{self, HeaderTemplate, TxSelect, TxState};
@@ -208,19 +208,23 @@ pub struct Pipeline<C: Clock> {
 }
 
 impl<C: Clock> Pipeline<C> {
-    /// A pipeline for a validated config, timed by `clock`.
-    pub fn new(config: &Config, clock: C, options: PipelineOptions) -> Pipeline<C> {
+    /// A pipeline for validated tunnels
+    /// ([`check_tunnels`](crate::config::check_tunnels)) and the
+    /// `[dataplane]` settings, timed by `clock`.
+    pub fn new(
+        tunnels: &[TunnelConfig],
+        dataplane: &DataplaneConfig,
+        clock: C,
+        options: PipelineOptions,
+    ) -> Pipeline<C> {
         let runtime = Runtime::new(clock);
         Pipeline {
-            table: TunnelTable::new(config),
+            table: TunnelTable::new(tunnels),
             options,
             runtime,
-            tx: config.tunnels.iter().map(TxState::new).collect(),
-            templates: config.tunnels.iter().map(HeaderTemplate::new).collect(),
-            gtpu: GtpuResponder::new(
-                config.dataplane.restart_counter,
-                config.dataplane.error_indication_rate,
-            ),
+            tx: tunnels.iter().map(TxState::new).collect(),
+            templates: tunnels.iter().map(HeaderTemplate::new).collect(),
+            gtpu: GtpuResponder::new(dataplane.restart_counter, dataplane.error_indication_rate),
             by_kind: Box::new(core::array::from_fn(|_| PacketVector::new())),
             replies: Box::new(PacketVector::new()),
             work: Some(Box::new(PacketVector::new())),
@@ -230,15 +234,13 @@ impl<C: Clock> Pipeline<C> {
             icmp: IcmpErrors::new(RouterOptions::default()),
             bounced: Box::new(PacketVector::new()),
             icmp_back: Some(Box::new(PacketVector::new())),
-            added: config
-                .tunnels
+            added: tunnels
                 .iter()
                 .map(|t| encap::overhead(t) - if t.kind.carries_ethernet() { 14 } else { 0 })
                 .collect(),
             // The outer IP header counts in its own length field, the rest
             // of the overhead with it (inner Ethernet included).
-            max_added: config
-                .tunnels
+            max_added: tunnels
                 .iter()
                 .map(|t| encap::overhead(t) as usize)
                 .max()

@@ -3,11 +3,11 @@
 use super::*;
 use crate::buffer::{ChecksumState, GsoKind, SUPER_PACKET_ROOM};
 use crate::clock::ManualClock;
-use crate::config::{ChecksumMode, TunnelConfig};
+use crate::config::{ChecksumMode, DataplaneConfig, TunnelConfig};
 use crate::testpkt::{payload, super_meta, tcp, vector_of, Csum, Ip, Tcp};
 use core::net::{IpAddr, Ipv6Addr};
 
-fn gtpu_pair(mode: ChecksumMode) -> (Config, Config) {
+fn gtpu_pair(mode: ChecksumMode) -> (Vec<TunnelConfig>, Vec<TunnelConfig>) {
     let a = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1));
     let b = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2));
     let mk = |l, r| {
@@ -18,10 +18,7 @@ fn gtpu_pair(mode: ChecksumMode) -> (Config, Config) {
         t.zero_checksum_tx = true;
         t.zero_checksum_rx = true;
         t.inner_prefixes = vec!["10.201.0.0/16".parse().unwrap()];
-        Config {
-            tunnels: vec![t],
-            ..Config::default()
-        }
+        vec![t]
     };
     (mk(a, b), mk(b, a))
 }
@@ -33,9 +30,15 @@ fn gtpu_pair(mode: ChecksumMode) -> (Config, Config) {
 fn tso_super_packet_segments_tunnels_and_coalesces_back() {
     for mode in [ChecksumMode::Full, ChecksumMode::Lco, ChecksumMode::Zero] {
         let (ca, cb) = gtpu_pair(mode);
-        let mut a = Pipeline::new(&ca, ManualClock::default(), PipelineOptions::default());
+        let mut a = Pipeline::new(
+            &ca,
+            &DataplaneConfig::default(),
+            ManualClock::default(),
+            PipelineOptions::default(),
+        );
         let mut b = Pipeline::new(
             &cb,
+            &DataplaneConfig::default(),
             ManualClock::default(),
             PipelineOptions {
                 gro: true,
@@ -98,6 +101,7 @@ fn segments_leave_as_one_udp_gso_train() {
     for trains in [false, true] {
         let mut p = Pipeline::new(
             &ca,
+            &DataplaneConfig::default(),
             ManualClock::default(),
             PipelineOptions {
                 udp_trains: trains,
@@ -150,8 +154,18 @@ fn host_mode_trains_split_on_decap_and_coalesce_back() {
             gro: true,
             ..PipelineOptions::default()
         };
-        let mut a = Pipeline::new(&ca, ManualClock::default(), host);
-        let mut b = Pipeline::new(&cb, ManualClock::default(), host);
+        let mut a = Pipeline::new(
+            &ca,
+            &DataplaneConfig::default(),
+            ManualClock::default(),
+            host,
+        );
+        let mut b = Pipeline::new(
+            &cb,
+            &DataplaneConfig::default(),
+            ManualClock::default(),
+            host,
+        );
         let mut pool = Pool::new(256, SUPER_PACKET_ROOM + 8192);
         let mss = 1448;
         let bytes = tcp(
@@ -200,7 +214,7 @@ fn host_mode_trains_split_on_decap_and_coalesce_back() {
     }
 }
 
-fn vxlan_pair(mode: ChecksumMode) -> (Config, Config) {
+fn vxlan_pair(mode: ChecksumMode) -> (Vec<TunnelConfig>, Vec<TunnelConfig>) {
     let a = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1));
     let b = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2));
     let mk = |l, r| {
@@ -211,10 +225,7 @@ fn vxlan_pair(mode: ChecksumMode) -> (Config, Config) {
         t.remote_checksum_rx = mode == ChecksumMode::Remote;
         t.zero_checksum_tx = true;
         t.zero_checksum_rx = true;
-        Config {
-            tunnels: vec![t],
-            ..Config::default()
-        }
+        vec![t]
     };
     (mk(a, b), mk(b, a))
 }
@@ -233,9 +244,10 @@ fn tso_super_frame_crosses_vxlan_and_coalesces_back() {
                 inner_link: InnerLink::Ethernet,
                 ..PipelineOptions::default()
             };
-            let mut a = Pipeline::new(&ca, ManualClock::default(), l2);
+            let mut a = Pipeline::new(&ca, &DataplaneConfig::default(), ManualClock::default(), l2);
             let mut b = Pipeline::new(
                 &cb,
+                &DataplaneConfig::default(),
                 ManualClock::default(),
                 PipelineOptions { gro: true, ..l2 },
             );
@@ -310,9 +322,10 @@ fn remote_checksum_is_left_partial_for_a_sink_that_takes_it() {
         ));
         let mut outputs = Vec::new();
         for inner_partial in [true, false] {
-            let mut a = Pipeline::new(&ca, ManualClock::default(), l2);
+            let mut a = Pipeline::new(&ca, &DataplaneConfig::default(), ManualClock::default(), l2);
             let mut b = Pipeline::new(
                 &cb,
+                &DataplaneConfig::default(),
                 ManualClock::default(),
                 PipelineOptions {
                     inner_checksums: if inner_partial {
@@ -391,8 +404,8 @@ struct Received {
 /// verification on receive), lets `tamper` touch the wire, and
 /// decapsulates at `b` with or without `gather`.
 fn over_the_wire(
-    ca: &Config,
-    cb: &Config,
+    ca: &[TunnelConfig],
+    cb: &[TunnelConfig],
     link: InnerLink,
     frames: &[(Vec<u8>, crate::buffer::PacketMeta)],
     merge: bool,
@@ -411,8 +424,8 @@ fn over_the_wire(
         gather: merge,
         ..PipelineOptions::default()
     };
-    let mut a = Pipeline::new(ca, ManualClock::default(), tx);
-    let mut b = Pipeline::new(cb, ManualClock::default(), rx);
+    let mut a = Pipeline::new(ca, &DataplaneConfig::default(), ManualClock::default(), tx);
+    let mut b = Pipeline::new(cb, &DataplaneConfig::default(), ManualClock::default(), rx);
     let mut pool = Pool::new(512, SUPER_PACKET_ROOM + 8192);
     let mut wire = PacketVector::new();
     for (bytes, meta) in frames {
@@ -525,8 +538,8 @@ fn assert_whole_stream(r: &Received, name: &str, mss: usize) {
 /// A case: name, sender and receiver config, inner link, frame, meta.
 type TrainCase = (
     &'static str,
-    Config,
-    Config,
+    Vec<TunnelConfig>,
+    Vec<TunnelConfig>,
     InnerLink,
     Vec<u8>,
     crate::buffer::PacketMeta,
@@ -816,7 +829,7 @@ fn inner_ip_tcp(dg: &[u8], v6: bool) -> (usize, usize) {
 fn trains_of_partial_inner_checksums_merge() {
     let mss = 1448;
     for (name, ca, cb, link, bytes, meta) in train_cases() {
-        if ca.tunnels[0].checksum == ChecksumMode::Remote {
+        if ca[0].checksum == ChecksumMode::Remote {
             continue;
         }
         let v6 = name.contains("ipv6");
@@ -976,9 +989,9 @@ fn tunnel_gso_equals_segment_then_encap() {
                 let what = format!("{kind} outer v6 {outer_v6} {mode}");
                 let (mut ca, _) = crate::example::tunnel_pair(kind, outer_v6, mode);
                 // Routes for the test packets: every MAC, their prefixes.
-                ca.tunnels[0].inner_macs.clear();
+                ca[0].inner_macs.clear();
                 if !kind.carries_ethernet() {
-                    ca.tunnels[0].inner_prefixes = match kind {
+                    ca[0].inner_prefixes = match kind {
                         TunnelKind::FouSit => vec!["fd00::/16".parse().unwrap()],
                         _ => vec!["10.201.0.0/16".parse().unwrap()],
                     };
@@ -1012,9 +1025,13 @@ fn tunnel_gso_equals_segment_then_encap() {
                 let meta = eth.meta(super_meta(&packet, gso_kind, mss as u16));
                 let mut pool = Pool::new(256, SUPER_PACKET_ROOM);
                 let mut run = |tunnel_gso| {
-                    let mut p =
-                        Pipeline::new(&ca, ManualClock::default(), whole_frames(tunnel_gso));
-                    p.next_hops().set(ca.tunnels[0].remote, Some(hop));
+                    let mut p = Pipeline::new(
+                        &ca,
+                        &DataplaneConfig::default(),
+                        ManualClock::default(),
+                        whole_frames(tunnel_gso),
+                    );
+                    p.next_hops().set(ca[0].remote, Some(hop));
                     let mut v = vector_of(&mut pool, &bytes, meta);
                     let mut out = Vec::new();
                     p.encap(&mut pool, &mut v, &mut |o, pool, v| {
@@ -1145,12 +1162,10 @@ fn gathered_segments_get_the_outer_checksum_of_the_whole_datagram() {
         let mut t = TunnelConfig::new("t", TunnelKind::Gue, a, b);
         t.checksum = mode;
         t.inner_prefixes = vec!["10.201.0.0/16".parse().unwrap()];
-        let config = Config {
-            tunnels: vec![t],
-            ..Config::default()
-        };
+        let config = vec![t];
         let mut p = Pipeline::new(
             &config,
+            &DataplaneConfig::default(),
             ManualClock::default(),
             PipelineOptions {
                 gather: true,
@@ -1202,12 +1217,10 @@ fn inner_checksum_of_a_padded_frame_stops_at_the_ip_end() {
     let b = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2));
     let mut t = TunnelConfig::new("t", TunnelKind::Vxlan, a, b);
     t.vni = 5;
-    let config = Config {
-        tunnels: vec![t],
-        ..Config::default()
-    };
+    let config = vec![t];
     let mut p = Pipeline::new(
         &config,
+        &DataplaneConfig::default(),
         ManualClock::default(),
         PipelineOptions {
             inner_link: InnerLink::Ethernet,
@@ -1273,7 +1286,12 @@ fn encap_count(
 #[test]
 fn partial_checksum_inside_the_ip_header_is_malformed() {
     let (ca, _) = gtpu_pair(ChecksumMode::Full);
-    let mut p = Pipeline::new(&ca, ManualClock::default(), PipelineOptions::default());
+    let mut p = Pipeline::new(
+        &ca,
+        &DataplaneConfig::default(),
+        ManualClock::default(),
+        PipelineOptions::default(),
+    );
     let mut pool = Pool::new(8, SUPER_PACKET_ROOM);
     let ip = crate::testpkt::udp(&Ip::v4(), 1, 2, &payload(0, 40, 1), Csum::Full);
     let mut meta = crate::testpkt::meta_of(&ip, ChecksumState::None);
@@ -1302,15 +1320,17 @@ fn partial_checksum_inside_the_ethernet_header_is_malformed() {
     let mut t = TunnelConfig::new("t", TunnelKind::Vxlan, a, b);
     t.vni = 5;
     t.checksum = ChecksumMode::Remote;
-    let config = Config {
-        tunnels: vec![t],
-        ..Config::default()
-    };
+    let config = vec![t];
     let options = PipelineOptions {
         inner_link: InnerLink::Ethernet,
         ..PipelineOptions::default()
     };
-    let mut p = Pipeline::new(&config, ManualClock::default(), options);
+    let mut p = Pipeline::new(
+        &config,
+        &DataplaneConfig::default(),
+        ManualClock::default(),
+        options,
+    );
     let mut pool = Pool::new(8, SUPER_PACKET_ROOM);
     // EtherType 0x88b5 (local experimental): no IP.
     let mut f = vec![2, 0, 0, 0, 0, 0xbb, 2, 0, 0, 0, 0, 0xaa, 0x88, 0xb5];
@@ -1331,10 +1351,15 @@ fn partial_checksum_inside_the_ethernet_header_is_malformed() {
 #[test]
 fn partial_checksum_inside_an_ipv6_extension_header_is_malformed() {
     let (mut ca, _) = gtpu_pair(ChecksumMode::Full);
-    ca.tunnels[0]
+    ca[0]
         .inner_prefixes
         .push("2001:db8:8::/64".parse().unwrap());
-    let mut p = Pipeline::new(&ca, ManualClock::default(), PipelineOptions::default());
+    let mut p = Pipeline::new(
+        &ca,
+        &DataplaneConfig::default(),
+        ManualClock::default(),
+        PipelineOptions::default(),
+    );
     let mut pool = Pool::new(8, SUPER_PACKET_ROOM);
     // IPv6, a fragment header (offset 32 × 8, a later piece), 40 bytes.
     let mut ip = vec![0x60, 0, 0, 0, 0, 48, 44, 64];
@@ -1362,15 +1387,17 @@ fn partial_checksum_inside_the_ip_header_is_not_sent_as_rco() {
     let mut t = TunnelConfig::new("t", TunnelKind::Vxlan, a, b);
     t.vni = 5;
     t.checksum = ChecksumMode::Remote;
-    let config = Config {
-        tunnels: vec![t],
-        ..Config::default()
-    };
+    let config = vec![t];
     let options = PipelineOptions {
         inner_link: InnerLink::Ethernet,
         ..PipelineOptions::default()
     };
-    let mut p = Pipeline::new(&config, ManualClock::default(), options);
+    let mut p = Pipeline::new(
+        &config,
+        &DataplaneConfig::default(),
+        ManualClock::default(),
+        options,
+    );
     let mut pool = Pool::new(8, SUPER_PACKET_ROOM);
     let ip = tcp(&Ip::v4(), &Tcp::new(), &payload(0, 64, 2), Csum::Partial);
     let mut f = vec![2, 0, 0, 0, 0, 0xbb, 2, 0, 0, 0, 0, 0xaa, 0x08, 0x00];

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use tep_csum::Sum;
 use tep_dataplane::buffer::{ChecksumState, PacketId, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::{Clock, ManualClock};
-use tep_dataplane::config::{ChecksumMode, Config};
+use tep_dataplane::config::{ChecksumMode, DataplaneConfig, TunnelConfig};
 use tep_dataplane::drop::DropReason;
 use tep_dataplane::example;
 use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
@@ -90,13 +90,27 @@ pub fn frame(ip: &[u8]) -> Vec<u8> {
 }
 
 /// The two ends of a tunnel of `kind`: (A's config, B's config).
-pub fn pair(kind: TunnelKind, v6: bool, mode: ChecksumMode) -> (Config, Config) {
+pub fn pair(
+    kind: TunnelKind,
+    v6: bool,
+    mode: ChecksumMode,
+) -> (Vec<TunnelConfig>, Vec<TunnelConfig>) {
     tep_dataplane::example::tunnel_pair(kind, v6, mode)
 }
 
-pub fn pipeline(config: &Config, link: InnerLink) -> Pipeline<ManualClock> {
+pub fn pipeline(config: &[TunnelConfig], link: InnerLink) -> Pipeline<ManualClock> {
+    pipeline_with(config, &DataplaneConfig::default(), link)
+}
+
+/// [`pipeline`] with these `[dataplane]` settings.
+pub fn pipeline_with(
+    config: &[TunnelConfig],
+    dataplane: &DataplaneConfig,
+    link: InnerLink,
+) -> Pipeline<ManualClock> {
     Pipeline::new(
         config,
+        dataplane,
         ManualClock::default(),
         PipelineOptions {
             inner_link: link,
@@ -596,7 +610,7 @@ pub fn complete_offload(p: &[u8], cs: ChecksumState) -> Vec<u8> {
 /// Encapsulates `inner` on a fresh pipeline for `config` and returns the one
 /// outer packet (partial outer checksums completed), checking the
 /// pipeline's accounting on the way.
-pub fn encap_one(config: &Config, link: InnerLink, inner: &[u8]) -> Vec<u8> {
+pub fn encap_one(config: &[TunnelConfig], link: InnerLink, inner: &[u8]) -> Vec<u8> {
     let mut a = pipeline(config, link);
     let mut pool = pool();
     let out = run_encap(&mut a, &mut pool, &[inner.to_vec()]);
@@ -754,7 +768,7 @@ pub fn valid_outer(kind: TunnelKind, v6: bool) -> Vec<u8> {
 
 /// Decapsulates `packets` on a fresh pipeline for `config` and returns what
 /// came out, after checking the accounting.
-pub fn decap_fresh(config: &Config, link: InnerLink, packets: &[Vec<u8>]) -> Out {
+pub fn decap_fresh(config: &[TunnelConfig], link: InnerLink, packets: &[Vec<u8>]) -> Out {
     let mut b = pipeline(config, link);
     let mut pool = pool();
     let out = run_decap(&mut b, &mut pool, packets, 0);

@@ -26,7 +26,12 @@ pub fn upf_over(v6: bool, outer: OuterLayers) -> (Sessions, Pipeline<ManualClock
         outer,
         ..PipelineOptions::default()
     };
-    let mut p = Pipeline::new(&config, ManualClock::default(), options);
+    let mut p = Pipeline::new(
+        &config,
+        &DataplaneConfig::default(),
+        ManualClock::default(),
+        options,
+    );
     p.attach_sessions(links[0].clone(), 4, 64);
     (control, p)
 }

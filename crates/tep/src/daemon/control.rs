@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
-use tep_dataplane::config::{ChecksumMode, Config};
+use tep_config::{ChecksumMode, Config};
 use tep_dataplane::node::{render_report, NodeStats};
 
 /// The listening socket; its file is removed on [`ControlServer::remove`].
@@ -467,7 +467,7 @@ struct TunnelRow<'a> {
     drops: std::collections::BTreeMap<&'static str, u64>,
 }
 
-fn tunnel_id(t: &tep_dataplane::config::TunnelConfig) -> String {
+fn tunnel_id(t: &tep_config::TunnelConfig) -> String {
     use tep_dataplane::TunnelKind as K;
     match t.kind {
         K::Vxlan | K::Geneve => format!("vni {}", t.vni),

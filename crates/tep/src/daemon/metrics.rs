@@ -22,7 +22,7 @@ use prometheus_client::registry::Registry;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tep_dataplane::config::Config;
+use tep_config::Config;
 
 type Labels = Vec<(String, String)>;
 

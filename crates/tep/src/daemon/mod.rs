@@ -26,7 +26,7 @@ use state::State;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use tep_dataplane::config::Config;
+use tep_config::Config;
 use tep_sys::{Signal, Signals};
 
 /// A reload request and where to answer it (`tep reload`); `None` for
@@ -104,5 +104,5 @@ pub fn control_path(socket: Option<PathBuf>, config: Option<&Path>) -> Result<Pa
             None => config.host.control,
         }));
     }
-    Ok(PathBuf::from(tep_dataplane::config::DEFAULT_CONTROL))
+    Ok(PathBuf::from(tep_config::DEFAULT_CONTROL))
 }

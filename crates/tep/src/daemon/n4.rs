@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
-use tep_dataplane::config::{Config, NodeId, PfcpConfig};
+use tep_config::{Config, NodeId, PfcpConfig};
 use tep_dataplane::session::control::Sessions;
 use tep_pfcp::node::{self, Counter, Node};
 use tep_sys::{Epoll, EventFd};

@@ -39,7 +39,7 @@
 //! - at exit the programs come off (BPF_LINK_DETACH on tep's own links
 //!   needs no capability).
 
-use tep_dataplane::config::{Capabilities, GatewayConfig, HostConfig};
+use tep_config::{Capabilities, GatewayConfig, HostConfig};
 use tep_sys::privilege::{self, Account, Capability};
 
 /// Who the daemon becomes, resolved at start (before anything is set
@@ -182,7 +182,7 @@ impl RunAs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tep_dataplane::config::Config;
+    use tep_config::Config;
 
     fn host(text: &str) -> HostConfig {
         Config::parse(&format!("[host]\n{text}\n")).unwrap().host

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Condvar;
 use std::sync::{mpsc, Arc, Mutex};
-use tep_dataplane::config::Config;
+use tep_config::Config;
 use tep_sys::EventFd;
 
 /// What `tep show tunnels` reports about the I/O in effect.

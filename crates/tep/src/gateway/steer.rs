@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use tep_dataplane::config::Config;
+use tep_config::Config;
 use tep_sys::{Role, Steering};
 
 use crate::daemon::state::KernelCounters;

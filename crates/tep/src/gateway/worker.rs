@@ -23,9 +23,9 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tep_config::Config;
 use tep_dataplane::buffer::Pool;
 use tep_dataplane::clock::Tsc;
-use tep_dataplane::config::Config;
 use tep_dataplane::icmp_error::RouterOptions;
 use tep_dataplane::pipeline::{InnerChecksums, OuterLayers, Output, Pipeline, PipelineOptions};
 use tep_dataplane::session::WorkerLink;
@@ -117,7 +117,7 @@ pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
         }
     }
     let config = &setup.config;
-    let mut pipeline = Pipeline::new(config, Tsc, pipeline_options());
+    let mut pipeline = Pipeline::new(&config.tunnels, &config.dataplane, Tsc, pipeline_options());
     pipeline.set_router(setup.router);
     *pipeline.next_hops() = setup.next_hops.table();
     let upf = setup.sessions.is_some();

@@ -3,7 +3,7 @@
 //! its first tunnel asks for.
 
 use std::net::SocketAddr;
-use tep_dataplane::config::{ChecksumMode, Config, DontFragment};
+use tep_config::{ChecksumMode, Config, DontFragment};
 
 /// The local (address, port) pairs the tunnels receive on, and which one
 /// each tunnel sends from.

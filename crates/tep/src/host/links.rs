@@ -15,7 +15,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tep_dataplane::config::Config;
+use tep_config::Config;
 use tep_sys::netlink::{Event, Neighbours};
 
 use crate::daemon::liveness;

@@ -28,7 +28,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use tep_dataplane::config::{ChecksumMode, Config, ConfigError, HostConfig, RunMode, TunnelConfig};
+use tep_config::{ChecksumMode, Config, ConfigError, HostConfig, RunMode, TunnelConfig};
 use tep_dataplane::overhead;
 use tep_dataplane::session::control::Sessions;
 use tep_dataplane::session::WorkerLink;

@@ -7,7 +7,7 @@
 //! is left as it is.
 
 use std::net::IpAddr;
-use tep_dataplane::config::Config;
+use tep_config::Config;
 
 /// The routes tep installed through one device.
 pub struct Routes {

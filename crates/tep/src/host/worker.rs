@@ -21,9 +21,9 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tep_config::Config;
 use tep_dataplane::buffer::{Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::Tsc;
-use tep_dataplane::config::Config;
 use tep_dataplane::nexthop::LinkHeader;
 use tep_dataplane::pipeline::{InnerChecksums, OuterLayers, Output, Pipeline, PipelineOptions};
 use tep_dataplane::session::WorkerLink;
@@ -133,7 +133,7 @@ pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
         tunnel_gso: setup.io.uplink.is_some(),
         send: setup.io.uplink.as_ref().map(|_| OuterLayers::EthernetIpUdp),
     };
-    let mut pipeline = Pipeline::new(config, Tsc, options);
+    let mut pipeline = Pipeline::new(&config.tunnels, &config.dataplane, Tsc, options);
     if let Some((_, header)) = &setup.io.uplink {
         // Every tunnel's frames go to the uplink, whatever the remote.
         for t in &config.tunnels {
@@ -155,7 +155,7 @@ pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
             .map(|t| t.kind.carries_ethernet())
             .collect(),
         endpoints: setup.endpoints.addrs.clone(),
-        table: TunnelTable::new(config),
+        table: TunnelTable::new(&config.tunnels),
         device_mtu: [
             super::device_mtu(config, false),
             super::device_mtu(config, true),

@@ -4,9 +4,9 @@
 //!
 //! Pure data like the rest of the config: the daemon acts on it.
 
-use super::{ConfigError, IpPrefix};
 use core::net::SocketAddr;
 use serde::Deserialize;
+use tep_dataplane::config::{ConfigError, IpPrefix};
 
 /// `[host]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -509,7 +509,7 @@ impl RawHost {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::Config;
+    use crate::Config;
 
     fn host_error(body: &str) -> String {
         Config::parse(&format!("[host]\n{body}\n"))

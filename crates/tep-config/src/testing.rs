@@ -1,10 +1,11 @@
 //! What the config's tests share: texts to parse and values to compare.
 
-use super::{Config, ConfigError, IpPrefix};
+use crate::Config;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use tep_dataplane::config::{ConfigError, IpPrefix};
 use tep_wire::ethernet::EthernetAddress;
 
-pub(super) const EXAMPLE: &str = include_str!("../../../../examples/tep.toml");
+pub(super) const EXAMPLE: &str = include_str!("../../../examples/tep.toml");
 
 pub(super) fn err(text: &str) -> ConfigError {
     match Config::parse(text) {

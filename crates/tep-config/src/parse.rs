@@ -1,28 +1,47 @@
 //! `tep.toml` typed into the model. The raw TOML shape keeps everything
 //! optional, enums and addresses as strings and integers wide, so that every
 //! message about a value is ours and names the field; only what the TOML
-//! reader itself refuses goes through [`toml_error`](super::toml_error).
+//! reader itself refuses goes through [`toml_error`](crate::toml_error).
 
-use super::check::{
-    bad_name_message, check_mac, not_used, tunnel_error, uses_key, uses_vni, valid_name, MAX_VNI,
-};
-use super::gateway::RawGateway;
-use super::host::RawHost;
-use super::pfcp::RawPfcp;
-use super::toml_error::toml_error;
-use super::{
-    ChecksumMode, Config, ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding,
-    IpPrefix, Ttl, TunnelConfig,
-};
-use crate::kind::TunnelKind;
+use crate::file::Config;
+use crate::gateway::RawGateway;
+use crate::host::RawHost;
+use crate::pfcp::RawPfcp;
+use crate::toml_error::toml_error;
 use core::fmt;
 use core::net::IpAddr;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
+use tep_dataplane::config::{
+    bad_name_message, check_mac, check_together, not_used, tunnel_error, uses_key, uses_vni,
+    valid_name, ChecksumMode, ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding,
+    IpPrefix, Ttl, TunnelConfig, MAX_VNI,
+};
+use tep_dataplane::TunnelKind;
 use tep_wire::ethernet::EthernetAddress;
 
 /// The default UDP source-port range (RFC 6335 dynamic ports).
 const DEFAULT_SOURCE_PORTS: (u16, u16) = (49152, 65535);
+
+impl Config {
+    /// Parses and validates `tep.toml` text. An empty text is a valid
+    /// config with no tunnels.
+    ///
+    /// The first problem found is returned, naming its field
+    /// (`tunnel[1] "gtp-a".vni`); TOML syntax errors name the line.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        config(text)
+    }
+
+    /// Reads and parses a config file. An I/O error names the path.
+    pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            field: path.display().to_string(),
+            message: format!("cannot read the config: {e}"),
+        })?;
+        Config::parse(&text)
+    }
+}
 
 /// [`Config::parse`]. Each tunnel is checked as soon as it is typed, so
 /// that the error returned is the first in file order.
@@ -50,7 +69,7 @@ pub(super) fn config(text: &str) -> Result<Config, ConfigError> {
         gateway,
         pfcp,
     };
-    config.check_together()?;
+    check_together(&config.tunnels)?;
     Ok(config)
 }
 
@@ -235,7 +254,7 @@ impl RawTunnel {
     /// Types every field and checks the kind-specific ones are on their
     /// kind; the rules on typed values are [`TunnelConfig::check`].
     fn validate(self, index: usize) -> Result<TunnelConfig, ConfigError> {
-        let name = match self.name {
+        let name = match &self.name {
             None => {
                 return Err(tunnel_error(
                     index,
@@ -244,12 +263,12 @@ impl RawTunnel {
                     "missing: every tunnel needs a unique name (1 to 32 characters from A-Z a-z 0-9 _ . -)".to_string(),
                 ))
             }
-            Some(n) if !valid_name(&n) => {
-                return Err(tunnel_error(index, None, "name", bad_name_message(&n)))
+            Some(n) if !valid_name(n) => {
+                return Err(tunnel_error(index, None, "name", bad_name_message(n)))
             }
             Some(n) => n,
         };
-        let at = |field: &str, message: String| tunnel_error(index, Some(&name), field, message);
+        let at = |field: &str, message: String| tunnel_error(index, Some(name), field, message);
         let missing = |field: &str, what: &str| at(field, format!("missing: {what}"));
 
         let kind_names: Vec<&str> = TunnelKind::ALL.iter().map(|k| k.name()).collect();
@@ -282,7 +301,21 @@ impl RawTunnel {
         let local = addr("local", &self.local)?;
         let remote = addr("remote", &self.remote)?;
 
-        let mut t = TunnelConfig::new(&name, kind, local, remote);
+        let mut t = TunnelConfig::new(name, kind, local, remote);
+        self.ports(&mut t, &at)?;
+        self.ids(&mut t, &at)?;
+        self.checksums(&mut t, &at)?;
+        self.routes(&mut t, &at)?;
+        self.outer(&mut t, &at)?;
+        Ok(t)
+    }
+
+    /// The UDP ports: local, remote, and the source-port range.
+    fn ports(
+        &self,
+        t: &mut TunnelConfig,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
         let port = |field: &str, v: Option<Int>, default: u16| -> Result<u16, ConfigError> {
             match v {
                 None => Ok(default),
@@ -291,7 +324,7 @@ impl RawTunnel {
         };
         t.local_port = port("local_port", self.local_port, t.local_port)?;
         t.remote_port = port("remote_port", self.remote_port, t.remote_port)?;
-        if let Some(sp) = self.source_ports {
+        if let Some(sp) = &self.source_ports {
             let shape = || {
                 at(
                     "source_ports",
@@ -315,6 +348,17 @@ impl RawTunnel {
             t.source_ports = (lo, hi);
         }
 
+        Ok(())
+    }
+
+    /// What tells the tunnel apart and what it sends: VNI, TEIDs, QFI, GRE key, each on its kind only.
+    fn ids(
+        &self,
+        t: &mut TunnelConfig,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        let missing = |field: &str, what: &str| at(field, format!("missing: {what}"));
+        let kind = t.kind;
         match (uses_vni(kind), self.vni) {
             (true, Some(v)) => t.vni = in_range(v, 0, MAX_VNI).map_err(|m| at("vni", m))?,
             (true, None) => {
@@ -367,6 +411,16 @@ impl RawTunnel {
             }
             t.key = Some(in_range(k, 0, u32::MAX).map_err(|m| at("key", m))?);
         }
+        Ok(())
+    }
+
+    /// The checksum mode and opt-ins, and GUE's options.
+    fn checksums(
+        &self,
+        t: &mut TunnelConfig,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        let kind = t.kind;
         if let Some(c) = &self.checksum {
             let words: Vec<(&str, ChecksumMode)> =
                 ChecksumMode::ALL.iter().map(|m| (m.name(), *m)).collect();
@@ -400,6 +454,16 @@ impl RawTunnel {
             }
             t.gue_variant = in_range(v, 0, 1).map_err(|m| at("gue_variant", m))? as u8;
         }
+        Ok(())
+    }
+
+    /// The inner destinations: prefixes for L3 kinds, MACs for L2 kinds.
+    fn routes(
+        &self,
+        t: &mut TunnelConfig,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        let kind = t.kind;
         if let Some(ps) = &self.inner_prefixes {
             if kind.carries_ethernet() {
                 return Err(at(
@@ -431,6 +495,15 @@ impl RawTunnel {
                 t.inner_macs.push(m);
             }
         }
+        Ok(())
+    }
+
+    /// The outer TTL, DSCP and DF.
+    fn outer(
+        &self,
+        t: &mut TunnelConfig,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
         match &self.ttl {
             None => {}
             Some(IntOrName::Int(v)) => {
@@ -476,14 +549,14 @@ impl RawTunnel {
             )
             .map_err(|m| at("df", m))?;
         }
-        Ok(t)
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::testing::{err, mac, ok, prefix, tunnel, v4, v6, EXAMPLE};
+    use crate::testing::{err, mac, ok, prefix, tunnel, v4, v6, EXAMPLE};
 
     // --- The whole file -----------------------------------------------
 

@@ -4,7 +4,7 @@
 use core::net::IpAddr;
 use proptest::prelude::*;
 use std::path::Path;
-use tep_dataplane::config::{ChecksumMode, Config, ConfigError, IpPrefix, TunnelConfig};
+use tep_config::{ChecksumMode, Config, ConfigError, IpPrefix, TunnelConfig};
 use tep_dataplane::TunnelKind;
 
 fn example_path() -> std::path::PathBuf {

@@ -4,14 +4,14 @@
 //!
 //! Pure data like the rest of the config: the daemon acts on it.
 
-use super::host::{
+use crate::host::{
     control_group, device_name, listen_address, ranged, run_as, socket_path, workers, Capabilities,
     DEFAULT_ADAPTIVE_POLL_US,
 };
-use super::ConfigError;
-use crate::nexthop::{DEFAULT_HOPS, DEFAULT_ROUTES};
 use core::net::SocketAddr;
 use serde::Deserialize;
+use tep_dataplane::config::ConfigError;
+use tep_dataplane::nexthop::{DEFAULT_HOPS, DEFAULT_ROUTES};
 
 /// How the XDP program is attached to an interface.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,7 +196,7 @@ impl RawGateway {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Config, RunMode, DEFAULT_CONTROL};
+    use crate::{Config, RunMode, DEFAULT_CONTROL};
 
     fn gateway_error(body: &str) -> String {
         Config::parse(&format!("[gateway]\n{body}\n"))

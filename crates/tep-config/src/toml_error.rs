@@ -2,10 +2,9 @@
 //! type error the TOML reader reports names its field like every other
 //! config error.
 
-use super::check::tunnel_label;
-use super::ConfigError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use tep_dataplane::config::{tunnel_label, ConfigError};
 use toml::Spanned;
 
 /// The same document with every value kept, and the spans of keys and
@@ -115,7 +114,7 @@ fn tidy_toml_message(m: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::testing::{err, tunnel};
+    use crate::testing::{err, tunnel};
 
     #[test]
     fn syntax_errors_name_the_line() {

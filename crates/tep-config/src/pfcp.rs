@@ -8,11 +8,10 @@
 //! tunnel's inner prefixes: routed into the TUN (N6) in host mode, so that
 //! downlink packets to UEs reach tep.
 
-use super::host::ranged;
-use super::{ChecksumMode, ConfigError, IpPrefix, TunnelConfig};
-use crate::kind::TunnelKind;
-use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use crate::host::ranged;
+use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 use serde::Deserialize;
+use tep_dataplane::config::{ChecksumMode, ConfigError, IpPrefix, TunnelConfig};
 
 /// PFCP's UDP port (TS 29.244 §4.2.1).
 pub const PFCP_PORT: u16 = 8805;
@@ -89,12 +88,7 @@ impl PfcpConfig {
             .iter()
             .enumerate()
             .map(|(i, &local)| {
-                let any = match local {
-                    IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-                    IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
-                };
-                let mut t = TunnelConfig::new(&format!("n3.{i}"), TunnelKind::Gtpu, local, any);
-                t.sessions = true;
+                let mut t = TunnelConfig::n3(i, local);
                 t.checksum = self.checksum;
                 t.zero_checksum_tx = self.zero_checksum_tx;
                 t.zero_checksum_rx = self.zero_checksum_rx;
@@ -229,62 +223,9 @@ fn err(field: &str, message: String) -> ConfigError {
 
 impl RawPfcp {
     pub(super) fn validate(self) -> Result<PfcpConfig, ConfigError> {
-        let listen = match self.listen {
-            None => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), PFCP_PORT),
-            Some(s) => s
-                .parse::<SocketAddr>()
-                .or_else(|_| s.parse::<IpAddr>().map(|a| SocketAddr::new(a, PFCP_PORT)))
-                .map_err(|_| {
-                    err(
-                        "listen",
-                        format!("\"{s}\" is not an address (\"192.0.2.1\", \"192.0.2.1:8805\", \"[2001:db8::1]:8805\")"),
-                    )
-                })?,
-        };
-        let n3: Vec<IpAddr> = match self.n3 {
-            None => {
-                return Err(err(
-                    "n3",
-                    "missing: the N3 address(es) tep hands out in F-TEIDs".to_string(),
-                ))
-            }
-            Some(v) if v.is_empty() => {
-                return Err(err(
-                    "n3",
-                    "empty: at least one N3 address is needed".to_string(),
-                ))
-            }
-            Some(v) => v
-                .iter()
-                .map(|s| {
-                    s.parse::<IpAddr>()
-                        .map_err(|_| err("n3", format!("\"{s}\" is not an IP address")))
-                })
-                .collect::<Result<_, _>>()?,
-        };
-        for (i, a) in n3.iter().enumerate() {
-            if a.is_unspecified() || a.is_multicast() {
-                return Err(err(
-                    "n3",
-                    format!("{a} cannot be an N3 address (unicast only)"),
-                ));
-            }
-            if n3[..i].contains(a) {
-                return Err(err("n3", format!("{a} is listed twice")));
-            }
-        }
-        let ue_prefixes: Vec<IpPrefix> = self
-            .ue_prefixes
-            .unwrap_or_default()
-            .iter()
-            .map(|s| s.parse::<IpPrefix>().map_err(|m| err("ue_prefixes", m)))
-            .collect::<Result<_, _>>()?;
-        if ue_prefixes.is_empty() {
-            return Err(err(
-                "ue_prefixes",
-                "missing: the UE address pools (downlink packets to them are looked up in the sessions)".to_string(),
-            ));
-        }
+        let listen = listen(self.listen)?;
+        let n3 = n3_addresses(self.n3)?;
+        let ue_prefixes = ue_prefixes(self.ue_prefixes)?;
         let node_id = match self.node_id {
             Some(s) => node_id("node_id", &s)?,
             None if !listen.ip().is_unspecified() => NodeId::Ip(listen.ip()),
@@ -302,25 +243,8 @@ impl RawPfcp {
             Some(v) => ranged(SECTION, "buffer_limit", v, 0, 1 << 20)? as u32,
             None => 4096,
         };
-        let checksum = match self.checksum.as_deref() {
-            None | Some("full") => ChecksumMode::Full,
-            Some("zero") => ChecksumMode::Zero,
-            Some("offload") => ChecksumMode::Offload,
-            Some("lco") => ChecksumMode::Lco,
-            Some(other) => {
-                return Err(err(
-                    "checksum",
-                    format!("\"{other}\" is not one of \"full\", \"zero\", \"lco\", \"offload\" (GTP-U has no remote checksum offload)"),
-                ))
-            }
-        };
         let zero_checksum_tx = self.zero_checksum_tx.unwrap_or(false);
-        if checksum == ChecksumMode::Zero && !zero_checksum_tx && n3.iter().any(IpAddr::is_ipv6) {
-            return Err(err(
-                "checksum",
-                "\"zero\" over IPv6 needs zero_checksum_tx = true (RFC 6935/6936: the peer must accept it)".to_string(),
-            ));
-        }
+        let checksum = checksum(self.checksum.as_deref(), zero_checksum_tx, &n3)?;
         let ms = |field: &str, v: Option<i64>, lo: i64, hi: i64, default: u32| match v {
             Some(v) => ranged(SECTION, field, v, lo, hi).map(|v| v as u32),
             None => Ok(default),
@@ -370,9 +294,105 @@ impl RawPfcp {
     }
 }
 
+/// `listen`: an address with or without a port (8805 by default).
+fn listen(v: Option<String>) -> Result<SocketAddr, ConfigError> {
+    Ok(match v {
+        None => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), PFCP_PORT),
+        Some(s) => s
+            .parse::<SocketAddr>()
+            .or_else(|_| s.parse::<IpAddr>().map(|a| SocketAddr::new(a, PFCP_PORT)))
+            .map_err(|_| {
+                err(
+                    "listen",
+                    format!("\"{s}\" is not an address (\"192.0.2.1\", \"192.0.2.1:8805\", \"[2001:db8::1]:8805\")"),
+                )
+            })?,
+    })
+}
+
+/// `n3`: one or more distinct unicast addresses.
+fn n3_addresses(v: Option<Vec<String>>) -> Result<Vec<IpAddr>, ConfigError> {
+    let n3: Vec<IpAddr> = match v {
+        None => {
+            return Err(err(
+                "n3",
+                "missing: the N3 address(es) tep hands out in F-TEIDs".to_string(),
+            ))
+        }
+        Some(v) if v.is_empty() => {
+            return Err(err(
+                "n3",
+                "empty: at least one N3 address is needed".to_string(),
+            ))
+        }
+        Some(v) => v
+            .iter()
+            .map(|s| {
+                s.parse::<IpAddr>()
+                    .map_err(|_| err("n3", format!("\"{s}\" is not an IP address")))
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    for (i, a) in n3.iter().enumerate() {
+        if a.is_unspecified() || a.is_multicast() {
+            return Err(err(
+                "n3",
+                format!("{a} cannot be an N3 address (unicast only)"),
+            ));
+        }
+        if n3[..i].contains(a) {
+            return Err(err("n3", format!("{a} is listed twice")));
+        }
+    }
+    Ok(n3)
+}
+
+/// `ue_prefixes`: at least one pool.
+fn ue_prefixes(v: Option<Vec<String>>) -> Result<Vec<IpPrefix>, ConfigError> {
+    let ue_prefixes: Vec<IpPrefix> = v
+        .unwrap_or_default()
+        .iter()
+        .map(|s| s.parse::<IpPrefix>().map_err(|m| err("ue_prefixes", m)))
+        .collect::<Result<_, _>>()?;
+    if ue_prefixes.is_empty() {
+        return Err(err(
+            "ue_prefixes",
+            "missing: the UE address pools (downlink packets to them are looked up in the sessions)".to_string(),
+        ));
+    }
+    Ok(ue_prefixes)
+}
+
+/// `checksum` and `zero_checksum_tx`: what the N3 tunnels send.
+fn checksum(
+    v: Option<&str>,
+    zero_checksum_tx: bool,
+    n3: &[IpAddr],
+) -> Result<ChecksumMode, ConfigError> {
+    let checksum = match v {
+        None | Some("full") => ChecksumMode::Full,
+        Some("zero") => ChecksumMode::Zero,
+        Some("offload") => ChecksumMode::Offload,
+        Some("lco") => ChecksumMode::Lco,
+        Some(other) => {
+            return Err(err(
+                "checksum",
+                format!("\"{other}\" is not one of \"full\", \"zero\", \"lco\", \"offload\" (GTP-U has no remote checksum offload)"),
+            ))
+        }
+    };
+    if checksum == ChecksumMode::Zero && !zero_checksum_tx && n3.iter().any(IpAddr::is_ipv6) {
+        return Err(err(
+            "checksum",
+            "\"zero\" over IPv6 needs zero_checksum_tx = true (RFC 6935/6936: the peer must accept it)".to_string(),
+        ));
+    }
+    Ok(checksum)
+}
+
 #[cfg(test)]
 mod tests {
-    use crate::config::{Config, NodeId};
+    use crate::{Config, NodeId};
 
     fn pfcp(body: &str) -> Result<Config, String> {
         Config::parse(&format!("[pfcp]\n{body}")).map_err(|e| e.to_string())
@@ -393,6 +413,20 @@ mod tests {
         assert!(n3[1].remote.is_ipv6() && n3[1].remote.is_unspecified());
         assert_eq!(n3[0].inner_prefixes[0].to_string(), "10.45.0.0/16");
         assert_eq!(n3[0].local_port, 2152);
+    }
+
+    /// The dataplane's UPF fixture builds its N3 tunnel in code: it is
+    /// what the same `[pfcp]` parses to.
+    #[test]
+    fn the_dataplane_upf_example_is_a_parsed_pfcp() {
+        use tep_dataplane::config::ChecksumMode;
+        use tep_dataplane::example::{self, INNER_PREFIX4, INNER_PREFIX6};
+        for (v6, n3) in [(false, "192.0.2.1"), (true, "2001:db8::1")] {
+            for mode in [ChecksumMode::Full, ChecksumMode::Zero] {
+                let c = pfcp(&format!("n3 = [\"{n3}\"]\nue_prefixes = [\"{INNER_PREFIX4}\", \"{INNER_PREFIX6}\"]\nchecksum = \"{mode}\"\nzero_checksum_tx = true\nzero_checksum_rx = true")).unwrap();
+                assert_eq!(c.tunnels, example::upf(v6, mode), "{n3} {mode}");
+            }
+        }
     }
 
     #[test]
