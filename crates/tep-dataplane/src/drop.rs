@@ -102,6 +102,9 @@ crate::named_enum! {
         NoDevice => "no_device",
         /// I/O: an AF_XDP transmit ring stayed full.
         TxRingFull => "tx_ring_full",
+        /// A node's output vector was full: a bug (it panics in debug
+        /// builds), counted on the path's first node in release.
+        VectorFull => "vector_full",
     }
 }
 
