@@ -48,7 +48,6 @@ mod gtpu_reply;
 pub mod icmp_error;
 pub mod io;
 mod kind;
-mod named;
 pub mod nexthop;
 pub mod node;
 pub mod pipeline;
@@ -63,3 +62,5 @@ pub mod vnet;
 pub use encap::overhead;
 pub use geometry::InnerLink;
 pub use kind::TunnelKind;
+// Until crates/tep names tep_named itself (the next commit).
+pub use tep_named::named_enum;

@@ -10,7 +10,7 @@ use crate::kind::TunnelKind;
 use crate::vector::PacketVector;
 use core::fmt::Write;
 
-crate::named_enum! {
+tep_named::named_enum! {
     /// A node of the encap or decap graph.
     pub enum Node {
         /// Encap: TSO super-packets cut into segments.

@@ -84,7 +84,7 @@ use teid::TeidAllocator;
 /// allocated (what the SMF puts in the header of its session requests).
 pub type Seid = u64;
 
-named_enum! {
+tep_named::named_enum! {
     /// What the node counts: every reason a message was rejected or
     /// discarded, and the work done. Declared once: the daemon exports
     /// [`Node::counters`] under these names.
