@@ -1199,18 +1199,14 @@ impl Node {
         let mut rules = Rules::default();
         let mut pending = Pending::default();
         let built = (|| {
-            for c in &m.create_fars {
-                session::create_far(&mut rules, c)?;
-            }
-            for c in &m.create_qers {
-                session::create_qer(&mut rules, c)?;
-            }
-            for c in &m.create_urrs {
-                session::create_urr(&mut rules, c)?;
-            }
-            for c in &m.create_pdrs {
-                session::create_pdr(&mut rules, c, &mut pending)?;
-            }
+            session::create_all(
+                &mut rules,
+                &mut pending,
+                &m.create_fars,
+                &m.create_qers,
+                &m.create_urrs,
+                &m.create_pdrs,
+            )?;
             session::validate(&rules)
         })();
         let created =
@@ -1418,18 +1414,14 @@ impl Node {
                     F::Urr(r.urr_id.0),
                 )?);
             }
-            for c in &m.create_fars {
-                session::create_far(&mut rules, c)?;
-            }
-            for c in &m.create_qers {
-                session::create_qer(&mut rules, c)?;
-            }
-            for c in &m.create_urrs {
-                session::create_urr(&mut rules, c)?;
-            }
-            for c in &m.create_pdrs {
-                session::create_pdr(&mut rules, c, &mut pending)?;
-            }
+            session::create_all(
+                &mut rules,
+                &mut pending,
+                &m.create_fars,
+                &m.create_qers,
+                &m.create_urrs,
+                &m.create_pdrs,
+            )?;
             for u in &m.update_fars {
                 session::update_far(&mut rules, u, &mut pending)?;
             }
