@@ -12,7 +12,7 @@ use crate::gro::Gro;
 use crate::gso;
 use crate::gtpu_reply::{GtpuResponder, Replies};
 use crate::icmp_error::{IcmpErrors, RouterOptions};
-pub use crate::io::{InnerChecksums, OuterLayers};
+use crate::io::{InnerChecksums, OuterLayers};
 use crate::kind::TunnelKind;
 use crate::nexthop::{self, NextHops};
 use crate::node::{Node, Runtime};
