@@ -24,14 +24,14 @@ use std::path::{Path, PathBuf};
 
 use core::net::IpAddr;
 use tep_csum::Sum;
-use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, Pool};
-use tep_dataplane::clock::ManualClock;
 use tep_dataplane::config::{ChecksumMode, Config};
-use tep_dataplane::geometry::finish_offloaded;
-use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
-use tep_dataplane::vector::PacketVector;
+use tep_dataplane::finish_offloaded;
 use tep_dataplane::vnet::{self, VnetHeader};
+use tep_dataplane::ManualClock;
+use tep_dataplane::PacketVector;
+use tep_dataplane::{ChecksumState, Gso, GsoKind, Pool};
 use tep_dataplane::{InnerLink, TunnelKind};
+use tep_dataplane::{Output, Pipeline, PipelineOptions};
 use tep_fuzz::input;
 use tep_fuzz::setup::{self, EncapSetup};
 
