@@ -679,21 +679,14 @@ impl Node {
         if let Some(s) = self.get_mut(seid) {
             s.dl_reported = true;
         }
-        let m = Message::SessionReportRequest(SessionReportRequest {
+        let m = SessionReportRequest {
             report_type: ReportType(ReportType::DLDR),
             downlink_data_report: Some(DownlinkDataReport {
                 pdr_ids: vec![PdrId(pdr)],
             }),
             usage_reports: vec![],
-        });
-        self.send_request(
-            now,
-            SocketAddr::new(cp_addr, header::PORT),
-            Some(cp_seid),
-            m,
-            Purpose::Report { seid },
-        );
-        self.count(Counter::ReportsSent);
+        };
+        self.send_report(now, seid, (cp_seid, cp_addr), m);
     }
 
     /// The user plane saw URR `urr` of session `seid` cross its Volume
@@ -722,16 +715,29 @@ impl Node {
             return;
         };
         let r = report(up, seid, u, UsageReportTrigger::VOLTH);
-        let m = Message::SessionReportRequest(SessionReportRequest {
+        let m = SessionReportRequest {
             report_type: ReportType(ReportType::USAR),
             downlink_data_report: None,
             usage_reports: vec![crate::rules::UsageReportSrr(r)],
-        });
+        };
+        self.send_report(now, seid, (cp_seid, cp_addr), m);
+    }
+
+    /// Sends the SMF that owns session `seid` (its F-SEID `cp`) a Session
+    /// Report Request, and counts it.
+    fn send_report(
+        &mut self,
+        now: Instant,
+        seid: Seid,
+        cp: (u64, IpAddr),
+        m: SessionReportRequest,
+    ) {
+        let (cp_seid, cp_addr) = cp;
         self.send_request(
             now,
             SocketAddr::new(cp_addr, header::PORT),
             Some(cp_seid),
-            m,
+            Message::SessionReportRequest(m),
             Purpose::Report { seid },
         );
         self.count(Counter::ReportsSent);
