@@ -80,6 +80,21 @@ pub use session::{Action, Far, Ids, LocalFTeid, OuterHeader, Pdr, Qer, Rules, Ue
 use session::{Pending, Reject};
 use teid::TeidAllocator;
 
+/// [`session::create_all`] over the Create IEs of `$m`, an establishment
+/// or a modification request (the two messages name them alike).
+macro_rules! create_rules {
+    ($rules:expr, $pending:expr, $m:expr) => {
+        session::create_all(
+            $rules,
+            $pending,
+            &$m.create_fars,
+            &$m.create_qers,
+            &$m.create_urrs,
+            &$m.create_pdrs,
+        )
+    };
+}
+
 /// A session as the node and the user plane name it: the UP SEID tep
 /// allocated (what the SMF puts in the header of its session requests).
 pub type Seid = u64;
@@ -1205,14 +1220,7 @@ impl Node {
         let mut rules = Rules::default();
         let mut pending = Pending::default();
         let built = (|| {
-            session::create_all(
-                &mut rules,
-                &mut pending,
-                &m.create_fars,
-                &m.create_qers,
-                &m.create_urrs,
-                &m.create_pdrs,
-            )?;
+            create_rules!(&mut rules, &mut pending, m)?;
             session::validate(&rules)
         })();
         let created =
@@ -1420,14 +1428,7 @@ impl Node {
                     F::Urr(r.urr_id.0),
                 )?);
             }
-            session::create_all(
-                &mut rules,
-                &mut pending,
-                &m.create_fars,
-                &m.create_qers,
-                &m.create_urrs,
-                &m.create_pdrs,
-            )?;
+            create_rules!(&mut rules, &mut pending, m)?;
             for u in &m.update_fars {
                 session::update_far(&mut rules, u, &mut pending)?;
             }
