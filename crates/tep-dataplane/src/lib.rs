@@ -79,5 +79,5 @@ pub use node::{render_report, tunnel_drops, Node, NodeStats, Runtime};
 pub use pipeline::{Counters, Direction, Output, Pipeline, PipelineOptions, Sink};
 pub use session::flat::prefetch;
 pub use tunnel::TunnelTable;
-pub use udp_train::{split_udp_train, train_end};
+pub use udp_train::{split_udp_train, train_end, UDP_MAX_SEGMENTS};
 pub use vector::{PacketVector, VECTOR_SIZE};
