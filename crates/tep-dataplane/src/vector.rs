@@ -39,12 +39,13 @@ impl PacketVector {
 
     /// Appends a packet where the caller made room for it (a node's output
     /// is never larger than its input vector, and a node that grows its
-    /// output flushes first). A full vector here is a bug: it panics in
-    /// debug builds, and in release the packet is dropped, its buffer back
-    /// in `pool`, counted as `vector_full`. The bound check is the one
-    /// [`push`](Self::push) makes anyway; the failure is out of line.
+    /// output flushes first; an I/O layer reads at most the room left). A
+    /// full vector here is a bug: it panics in debug builds, and in release
+    /// the packet is dropped, its buffer back in `pool`, counted as
+    /// `vector_full` by the pipeline's next call. The bound check is the
+    /// one [`push`](Self::push) makes anyway; the failure is out of line.
     #[inline(always)]
-    pub(crate) fn put(&mut self, pool: &mut Pool, id: PacketId) {
+    pub fn put(&mut self, pool: &mut Pool, id: PacketId) {
         if self.len < VECTOR_SIZE {
             self.ids[self.len] = id;
             self.len += 1;

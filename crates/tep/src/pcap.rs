@@ -484,7 +484,7 @@ impl Run {
         }
         self.ts[id.index()] = frame.timestamp;
         // Not full: it is flushed when it fills.
-        let _ = self.vector.push(id);
+        self.vector.put(&mut self.pool, id);
         if self.vector.is_full() {
             self.flush();
         }

@@ -127,7 +127,7 @@ impl Side {
                 tracer.record(self.rx.1, pool.data(id));
             }
             // `room` is what `v` has left.
-            let _ = v.push(id);
+            v.put(pool, id);
         }
         io.count(self.rx.0, n as u64);
         n

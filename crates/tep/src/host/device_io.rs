@@ -47,7 +47,7 @@ pub(super) fn read_device(
                             io.count(IoEvent::DeviceRxSuper, 1);
                         }
                         tracer.record(Point::DeviceRx(link), pool.data(id));
-                        let _ = input.push(id);
+                        input.put(pool, id);
                     }
                     Err(_) => {
                         io.drop(DropReason::BadVnetHeader, 1);

@@ -134,7 +134,7 @@ pub(super) fn read_socket(
                 &[IoSlice::new(pool.data(id))],
             );
         }
-        let _ = input.push(id);
+        input.put(pool, id);
     }
     got == n
 }
