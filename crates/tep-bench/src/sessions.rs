@@ -264,7 +264,7 @@ impl Upf {
             d[10..12].copy_from_slice(&[0, 0]);
             let c = tep_csum::Sum::of(&d[..20]).checksum();
             d[10..12].copy_from_slice(&c.to_be_bytes());
-            let _ = v.push(id);
+            v.put(&mut self.pool, id);
         }
         let mut out = 0;
         let mut sink = |_: tep_dataplane::Output, pool: &mut Pool, v: &mut PacketVector| {
@@ -298,7 +298,7 @@ impl Upf {
             let s = outer_pseudo(d, v6);
             let c = s.add(tep_csum::Sum::of(&d[l4..])).udp_checksum();
             d[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
-            let _ = v.push(id);
+            v.put(&mut self.pool, id);
         }
         let mut out = 0;
         let mut sink = |_: tep_dataplane::Output, pool: &mut Pool, v: &mut PacketVector| {
