@@ -8,12 +8,12 @@
 //! (no config that parses can build a dataplane that breaks).
 
 use tep_config::Config;
-use tep_dataplane::buffer::Pool;
-use tep_dataplane::clock::ManualClock;
 use tep_dataplane::example::INNER_DST_MAC;
-use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
-use tep_dataplane::vector::PacketVector;
 use tep_dataplane::InnerLink;
+use tep_dataplane::ManualClock;
+use tep_dataplane::PacketVector;
+use tep_dataplane::Pool;
+use tep_dataplane::{Output, Pipeline, PipelineOptions};
 
 use crate::setup;
 use std::cell::RefCell;
@@ -110,7 +110,7 @@ fn through_pipeline(c: &Config, pool: &mut Pool) {
             for &id in v.as_slice() {
                 let m = *pool.meta(id);
                 let mut bytes = setup::bytes_of(pool, id);
-                tep_dataplane::geometry::finish_offloaded(&mut bytes, m.csum).unwrap();
+                tep_dataplane::finish_offloaded(&mut bytes, m.csum).unwrap();
                 let (port, payload) = setup::outer_ip_udp(&bytes).unwrap_or_else(|e| panic!("{e}"));
                 let kind = c.tunnels[m.tunnel as usize].kind;
                 assert_eq!(port, c.tunnels[m.tunnel as usize].remote_port);

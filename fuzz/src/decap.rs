@@ -32,13 +32,13 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use core::net::IpAddr;
-use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, PacketMeta, Pool};
-use tep_dataplane::clock::ManualClock;
 use tep_dataplane::config::{DataplaneConfig, TunnelConfig};
-use tep_dataplane::io::{InnerChecksums, Outer, OuterLayers};
-use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
-use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::ManualClock;
 use tep_dataplane::TunnelKind;
+use tep_dataplane::{ChecksumState, Gso, GsoKind, PacketMeta, Pool};
+use tep_dataplane::{InnerChecksums, Outer, OuterLayers};
+use tep_dataplane::{Output, Pipeline, PipelineOptions};
+use tep_dataplane::{PacketVector, VECTOR_SIZE};
 use tep_wire::{gtpu, ipv4, ipv6, tcp, udp};
 
 use crate::encap::hex;

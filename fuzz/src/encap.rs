@@ -39,15 +39,15 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use tep_csum::Sum;
-use tep_dataplane::buffer::{ChecksumState, GsoKind, Pool};
-use tep_dataplane::clock::ManualClock;
 use tep_dataplane::config::{ChecksumMode, DataplaneConfig};
-use tep_dataplane::geometry::{ethernet_ip_offset, finish_offloaded};
-use tep_dataplane::io::{InnerChecksums, Outer, OuterLayers};
-use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
-use tep_dataplane::vector::PacketVector;
 use tep_dataplane::vnet::{VnetHeader, VNET_HDR_LEN};
 use tep_dataplane::InnerLink;
+use tep_dataplane::ManualClock;
+use tep_dataplane::PacketVector;
+use tep_dataplane::{ethernet_ip_offset, finish_offloaded};
+use tep_dataplane::{ChecksumState, GsoKind, Pool};
+use tep_dataplane::{InnerChecksums, Outer, OuterLayers};
+use tep_dataplane::{Output, Pipeline, PipelineOptions};
 use tep_wire::{ipv4, ipv6, tcp, udp};
 
 use crate::setup::{self, bytes_of, EncapSetup, Pipe};
@@ -151,7 +151,7 @@ fn run(
     socket: bool,
     packet: &[u8],
     csum: ChecksumState,
-    gso: Option<tep_dataplane::buffer::Gso>,
+    gso: Option<tep_dataplane::Gso>,
     now_ns: u64,
 ) {
     let Some(id) = pool.alloc() else {
@@ -376,7 +376,7 @@ fn same_packet(input: &[u8], csum: ChecksumState, link: InnerLink, got: &[u8], w
 
 /// A super-packet came back as the segments the reference segmenter
 /// makes (see the module doc).
-fn same_segments(input: &[u8], g: tep_dataplane::buffer::Gso, link: InnerLink, got: &[Vec<u8>]) {
+fn same_segments(input: &[u8], g: tep_dataplane::Gso, link: InnerLink, got: &[Vec<u8>]) {
     let (l3, end) = ip_span(input, link).expect("encap segmented a non-IP packet");
     assert_eq!(end, input.len(), "a super-packet is one whole IP packet");
     let ip = &input[l3..];

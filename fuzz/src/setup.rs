@@ -3,12 +3,12 @@
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use tep_dataplane::buffer::{PacketId, Pool, SUPER_PACKET_ROOM};
-use tep_dataplane::clock::ManualClock;
 use tep_dataplane::config::{check_tunnels, ChecksumMode, IpPrefix, TunnelConfig};
 use tep_dataplane::example::{A4, A6, B4, B6};
-use tep_dataplane::pipeline::Pipeline;
+use tep_dataplane::ManualClock;
+use tep_dataplane::Pipeline;
 use tep_dataplane::TunnelKind;
+use tep_dataplane::{PacketId, Pool, SUPER_PACKET_ROOM};
 use tep_wire::ethernet::{self, EtherType};
 use tep_wire::{geneve, gre, gtpu, gue, ipv4, ipv6, udp, vxlan, IpProtocol};
 
@@ -226,7 +226,7 @@ impl EncapSetup {
     }
 }
 
-/// The bytes of a packet, its [`Tail`](tep_dataplane::buffer::Tail)
+/// The bytes of a packet, its [`Tail`](tep_dataplane::Tail)
 /// (a gathered segment's payload, a merged train's) included.
 pub fn bytes_of(pool: &Pool, id: PacketId) -> Vec<u8> {
     let mut v = pool.data(id).to_vec();
@@ -423,7 +423,7 @@ pub fn inner_frame(f: &[u8]) -> Result<Option<usize>, String> {
         // a bridge would, unparsed, like any other non-IP frame.
         Err(_)
             if f.len() >= ethernet::HEADER_LEN
-                && tep_dataplane::geometry::ethernet_ip_offset(f).is_none() =>
+                && tep_dataplane::ethernet_ip_offset(f).is_none() =>
         {
             return Ok(None)
         }

@@ -9,7 +9,7 @@
 use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tep_dataplane::buffer::{Pool, HEADROOM};
+use tep_dataplane::{Pool, HEADROOM};
 use tep_sys::{Desc, Umem, XskOptions, XskSocket};
 
 /// Frames the socket may have out at once (its transmit ring).

@@ -21,14 +21,14 @@ use std::net::Ipv6Addr;
 use std::time::Instant;
 use tep_csum::memory::read_only_pass;
 use tep_csum::Sum;
-use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
-use tep_dataplane::clock::{Clock, Tsc};
 use tep_dataplane::config::{ChecksumMode, DataplaneConfig, TunnelConfig};
-use tep_dataplane::geometry::finish_offloaded;
-use tep_dataplane::node::NodeStats;
-use tep_dataplane::pipeline::{Direction, Pipeline, PipelineOptions};
-use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::finish_offloaded;
+use tep_dataplane::NodeStats;
 use tep_dataplane::TunnelKind;
+use tep_dataplane::{ChecksumState, Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
+use tep_dataplane::{Clock, Tsc};
+use tep_dataplane::{Direction, Pipeline, PipelineOptions};
+use tep_dataplane::{PacketVector, VECTOR_SIZE};
 
 /// Outer address family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

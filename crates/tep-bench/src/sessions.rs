@@ -15,13 +15,14 @@ use crate::timing::median;
 use serde::Serialize;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
-use tep_dataplane::buffer::Pool;
-use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::{ChecksumMode, DataplaneConfig};
 use tep_dataplane::example;
-use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
+use tep_dataplane::prefetch;
 use tep_dataplane::session::control::Sessions;
-use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::Pool;
+use tep_dataplane::Tsc;
+use tep_dataplane::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::{Pipeline, PipelineOptions};
 use tep_wire::gtpu::{Extension, GtpuRepr, PduSessionContainer};
 
 /// One measured count and direction.
@@ -78,21 +79,6 @@ pub fn random_line_ns(bytes: usize, rng: &mut u64) -> f64 {
     }
     std::hint::black_box(&mem);
     median(&mut times)
-}
-
-/// Starts fetching `*p`'s line (a hint; x86-64 only).
-#[inline(always)]
-fn prefetch<T>(p: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT0 reads no memory architecturally and cannot fault;
-    // SSE is part of x86-64's baseline; `p` is a valid reference.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            (p as *const T).cast::<i8>(),
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// One count's pipeline and what it is fed.
@@ -222,13 +208,12 @@ impl Upf {
         );
         pipeline.attach_sessions(links[0].clone(), 16, 4096);
         let mut pool = Pool::new(1024, 2048);
-        let mut sink =
-            |_: tep_dataplane::pipeline::Output, pool: &mut Pool, v: &mut PacketVector| {
-                for &id in v.as_slice() {
-                    pool.free(id);
-                }
-                v.clear();
-            };
+        let mut sink = |_: tep_dataplane::Output, pool: &mut Pool, v: &mut PacketVector| {
+            for &id in v.as_slice() {
+                pool.free(id);
+            }
+            v.clear();
+        };
         for i in 0..n {
             control
                 .create(&example::session(i, v6, false))
@@ -284,17 +269,16 @@ impl Upf {
             d[10..12].copy_from_slice(&[0, 0]);
             let c = tep_csum::Sum::of(&d[..20]).checksum();
             d[10..12].copy_from_slice(&c.to_be_bytes());
-            let _ = v.push(id);
+            v.put(&mut self.pool, id);
         }
         let mut out = 0;
-        let mut sink =
-            |_: tep_dataplane::pipeline::Output, pool: &mut Pool, v: &mut PacketVector| {
-                out += v.len();
-                for &id in v.as_slice() {
-                    pool.free(id);
-                }
-                v.clear();
-            };
+        let mut sink = |_: tep_dataplane::Output, pool: &mut Pool, v: &mut PacketVector| {
+            out += v.len();
+            for &id in v.as_slice() {
+                pool.free(id);
+            }
+            v.clear();
+        };
         let t = Instant::now();
         self.pipeline.encap(&mut self.pool, &mut v, &mut sink);
         let dl = t.elapsed().as_nanos() as f64 / VECTOR_SIZE as f64;
@@ -319,17 +303,16 @@ impl Upf {
             let s = outer_pseudo(d, v6);
             let c = s.add(tep_csum::Sum::of(&d[l4..])).udp_checksum();
             d[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
-            let _ = v.push(id);
+            v.put(&mut self.pool, id);
         }
         let mut out = 0;
-        let mut sink =
-            |_: tep_dataplane::pipeline::Output, pool: &mut Pool, v: &mut PacketVector| {
-                out += v.len();
-                for &id in v.as_slice() {
-                    pool.free(id);
-                }
-                v.clear();
-            };
+        let mut sink = |_: tep_dataplane::Output, pool: &mut Pool, v: &mut PacketVector| {
+            out += v.len();
+            for &id in v.as_slice() {
+                pool.free(id);
+            }
+            v.clear();
+        };
         let t = Instant::now();
         self.pipeline.decap(&mut self.pool, &mut v, 0, &mut sink);
         let ul = t.elapsed().as_nanos() as f64 / VECTOR_SIZE as f64;

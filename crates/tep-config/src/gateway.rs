@@ -11,7 +11,7 @@ use crate::host::{
 use core::net::SocketAddr;
 use serde::Deserialize;
 use tep_dataplane::config::ConfigError;
-use tep_dataplane::nexthop::{DEFAULT_HOPS, DEFAULT_ROUTES};
+use tep_dataplane::{DEFAULT_HOPS, DEFAULT_ROUTES};
 
 /// How the XDP program is attached to an interface.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,12 +12,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 use tep_csum::memory::read_only_pass;
 use tep_csum::Sum;
-use tep_dataplane::buffer::Pool;
-use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::{ChecksumMode, DataplaneConfig, IpPrefix, TunnelConfig};
-use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
-use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::Pool;
+use tep_dataplane::Tsc;
 use tep_dataplane::TunnelKind;
+use tep_dataplane::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::{Pipeline, PipelineOptions};
 use tep_wire::ethernet::EthernetAddress;
 
 const SIZES: [usize; 2] = [64, 1492];

@@ -7,7 +7,7 @@
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
-use tep_dataplane::nexthop::{LinkHeader, NextHops};
+use tep_dataplane::{LinkHeader, NextHops};
 
 fn table() -> NextHops {
     NextHops::new(65536, 1024)

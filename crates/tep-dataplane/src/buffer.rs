@@ -318,6 +318,9 @@ pub struct Pool {
     // while some did (it returns to the pool with the last reference).
     refs: Box<[u32]>,
     released: Box<[bool]>,
+    // Packets dropped because a vector was full (a bug: see
+    // `PacketVector::put`), until the pipeline counts them on a node.
+    vector_full: u64,
 }
 
 impl Pool {
@@ -350,6 +353,7 @@ impl Pool {
             owner: vec![Owner::Pool; count].into_boxed_slice(),
             refs: vec![0; count].into_boxed_slice(),
             released: vec![false; count].into_boxed_slice(),
+            vector_full: 0,
         }
     }
 
@@ -378,6 +382,17 @@ impl Pool {
         self.meta[i as usize] = PacketMeta::FRESH;
         self.owner[i as usize] = Owner::Worker;
         Some(PacketId(i))
+    }
+
+    /// Frees a packet no vector had room for, counting it.
+    pub(crate) fn drop_vector_full(&mut self, id: PacketId) {
+        self.vector_full += 1;
+        self.free(id);
+    }
+
+    /// The packets dropped for a full vector since the last call.
+    pub(crate) fn take_vector_full(&mut self) -> u64 {
+        core::mem::take(&mut self.vector_full)
     }
 
     /// Returns a buffer to the pool and drops its [`Tail`]'s reference.

@@ -71,7 +71,7 @@ pub(crate) fn ip_rewrite(
     for &id in v.as_slice() {
         let m = *pool.meta(id);
         if table.get(m.tunnel).kind.carries_ethernet() {
-            let _ = keep.push(id);
+            keep.put(pool, id);
             continue;
         }
         let data = pool.data_mut(id);
@@ -79,7 +79,7 @@ pub(crate) fn ip_rewrite(
         let Some(h) = next_hops.lookup_run(&mut last, dst) else {
             // The kernel forwards it (and decrements its TTL) itself.
             // At most as many as the vector held.
-            let _ = unresolved.push(id);
+            unresolved.put(pool, id);
             continue;
         };
         if let Err(r) = decrement_ttl(data) {
@@ -87,16 +87,16 @@ pub(crate) fn ip_rewrite(
             // packet came from.
             if let Some(e) = icmp.answer(pool, id, 0, IcmpError::TimeExceeded, now_ns) {
                 // At most one per packet of the vector.
-                let _ = back.push(e);
+                back.put(pool, e);
             }
             pool.meta_mut(id).drop = Some(r);
-            let _ = keep.push(id);
+            keep.put(pool, id);
             continue;
         }
         if !nexthop::prepend(pool, id, &h) {
             pool.meta_mut(id).drop = Some(DropReason::TooBig);
         }
-        let _ = keep.push(id);
+        keep.put(pool, id);
     }
     *v = keep;
     sweep(stats, pool, v);
@@ -177,7 +177,7 @@ pub fn udp_input(
         match kind {
             Ok(kind) => {
                 // Same size as the input vector: it cannot be full.
-                let _ = by_kind[kind.index()].push(id);
+                by_kind[kind.index()].put(pool, id);
             }
             Err(r) => pool.meta_mut(id).drop = Some(r),
         }

@@ -1,9 +1,7 @@
 //! Why a packet was dropped. One enum for the whole dataplane, so that every
 //! counter, metric label and log line uses the same names.
 
-use core::fmt;
-
-crate::named_enum! {
+tep_named::named_enum! {
     /// A named, counted reason for dropping a packet.
     pub enum DropReason {
         /// No buffer was free in the pool.
@@ -102,6 +100,9 @@ crate::named_enum! {
         NoDevice => "no_device",
         /// I/O: an AF_XDP transmit ring stayed full.
         TxRingFull => "tx_ring_full",
+        /// A node's output vector was full: a bug (it panics in debug
+        /// builds), counted on the path's first node in release.
+        VectorFull => "vector_full",
     }
 }
 
@@ -166,12 +167,6 @@ impl DropCounts {
         for (a, b) in self.0.iter_mut().zip(&other.0) {
             *a += b;
         }
-    }
-}
-
-impl fmt::Display for DropReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 

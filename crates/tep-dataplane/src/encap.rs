@@ -868,7 +868,7 @@ pub(crate) fn ip_forward(
         if let Some((icmp, reason)) = error {
             if let Some(e) = icmp.and_then(|i| f.icmp.answer(pool, id, l3, i, f.now_ns)) {
                 // At most one per packet of the vector.
-                let _ = f.bounced.push(e);
+                f.bounced.put(pool, e);
             }
             return Err(reason);
         }
@@ -919,12 +919,12 @@ pub fn ethernet_encap(
         };
         let Some(h) = next_hops.lookup_run(&mut last, dst) else {
             // At most as many as the vector held.
-            let _ = unresolved.push(id);
+            unresolved.put(pool, id);
             continue;
         };
         // The headroom holds the deepest stack (see HEADROOM).
         nexthop::prepend(pool, id, &h);
-        let _ = keep.push(id);
+        keep.put(pool, id);
     }
     *v = keep;
 }

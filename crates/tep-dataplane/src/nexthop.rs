@@ -430,11 +430,11 @@ pub(crate) fn frame(
         let dst = ip_dst(pool.data(id));
         match next_hops.lookup(dst) {
             Some(h) if prepend(pool, id, &h) => {
-                let _ = keep.push(id);
+                keep.put(pool, id);
             }
             _ => {
                 // At most as many as the vector held.
-                let _ = unresolved.push(id);
+                unresolved.put(pool, id);
             }
         }
     }

@@ -10,7 +10,7 @@ use crate::kind::TunnelKind;
 use crate::vector::PacketVector;
 use core::fmt::Write;
 
-crate::named_enum! {
+tep_named::named_enum! {
     /// A node of the encap or decap graph.
     pub enum Node {
         /// Encap: TSO super-packets cut into segments.
@@ -256,6 +256,11 @@ impl<C: Clock> Runtime<C> {
         r
     }
 
+    /// Counts `n` drops for `reason` on `node`, outside a node's run.
+    pub(crate) fn drop_many(&mut self, node: Node, reason: DropReason, n: u64) {
+        self.nodes[node as usize].drops[reason] += n;
+    }
+
     /// The counters of one node.
     pub fn stats(&self, node: Node) -> &NodeStats {
         &self.nodes[node as usize]
@@ -314,14 +319,7 @@ pub(crate) fn sweep(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector
 }
 
 fn remove_dropped(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector) {
-    let mut dropped = PacketVector::new();
-    v.retain(
-        |id| pool.meta(id).drop.is_none(),
-        |id| {
-            // At most as many as the vector held.
-            let _ = dropped.push(id);
-        },
-    );
+    let dropped = v.split_off_where(|id| pool.meta(id).drop.is_some());
     for &id in dropped.as_slice() {
         let m = pool.meta(id);
         if let Some(r) = m.drop {

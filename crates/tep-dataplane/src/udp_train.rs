@@ -274,7 +274,7 @@ fn split_bare(
         pool.copy_between(id, start..end, d, 0);
         pool.copy_meta(id, d, meta);
         // Room: checked above.
-        let _ = out.push(d);
+        out.put(pool, d);
     }
     pool.free(id);
     Ok(n)
@@ -478,13 +478,13 @@ pub(crate) fn make_trains(pool: &mut Pool, v: &mut PacketVector, table: &TunnelT
         let j = train_end(pool, ids, i, table);
         if j - i > 1 {
             if let Ok(train) = build_udp_train(pool, &ids[i..j]) {
-                let _ = out.push(train);
+                out.put(pool, train);
                 i = j;
                 continue;
             }
         }
         for &id in &ids[i..j] {
-            let _ = out.push(id);
+            out.put(pool, id);
         }
         i = j;
     }

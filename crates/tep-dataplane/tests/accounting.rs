@@ -7,14 +7,14 @@
 mod common;
 use common::*;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
-use tep_dataplane::clock::ManualClock;
 use tep_dataplane::config::{check_tunnels, ChecksumMode, DataplaneConfig, IpPrefix, TunnelConfig};
-use tep_dataplane::drop::DropReason;
-use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
-use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::DropReason;
 use tep_dataplane::InnerLink;
+use tep_dataplane::ManualClock;
 use tep_dataplane::TunnelKind;
+use tep_dataplane::{ChecksumState, Gso, GsoKind, Pool, SUPER_PACKET_ROOM};
+use tep_dataplane::{Output, Pipeline, PipelineOptions};
+use tep_dataplane::{PacketVector, VECTOR_SIZE};
 use tep_wire::ethernet::EthernetAddress;
 
 /// The MAC of the L2 tunnel of kind index `k`.
@@ -478,7 +478,7 @@ fn udp_trains_count_as_their_datagrams() {
                 buffers += 1;
                 if pool.meta(id).gso.is_some() {
                     let mut split = PacketVector::new();
-                    tep_dataplane::udp_train::split_udp_train(pool, id, &mut split).unwrap();
+                    tep_dataplane::split_udp_train(pool, id, &mut split).unwrap();
                     for &s in split.as_slice() {
                         datagrams.push(pool.data(s).to_vec());
                         pool.free(s);

@@ -7,15 +7,15 @@
 mod common;
 use common::*;
 use core::net::IpAddr;
-use tep_dataplane::buffer::{ChecksumState, Pool};
-use tep_dataplane::clock::ManualClock;
 use tep_dataplane::config::{ChecksumMode, DataplaneConfig, TunnelConfig};
-use tep_dataplane::drop::DropReason;
-use tep_dataplane::io::OuterLayers;
-use tep_dataplane::nexthop::LinkHeader;
-use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
+use tep_dataplane::DropReason;
 use tep_dataplane::InnerLink;
+use tep_dataplane::LinkHeader;
+use tep_dataplane::ManualClock;
+use tep_dataplane::OuterLayers;
 use tep_dataplane::TunnelKind;
+use tep_dataplane::{ChecksumState, Pool};
+use tep_dataplane::{Output, Pipeline, PipelineOptions};
 
 /// A gateway's pipeline: frames on both sides.
 fn gateway(config: &[TunnelConfig]) -> Pipeline<ManualClock> {
@@ -49,9 +49,7 @@ struct Outs {
     csum: Vec<ChecksumState>,
 }
 
-fn sink(
-    outs: &mut Outs,
-) -> impl FnMut(Output, &mut Pool, &mut tep_dataplane::vector::PacketVector) + '_ {
+fn sink(outs: &mut Outs) -> impl FnMut(Output, &mut Pool, &mut tep_dataplane::PacketVector) + '_ {
     move |o, pool, v| {
         for &id in v.as_slice() {
             let bytes = pool.data(id).to_vec();
@@ -231,7 +229,7 @@ fn frames_that_are_not_ip_and_short_ones_drop_at_ethernet_input() {
 /// A bridged frame's error goes back to the frame's source MAC.
 #[test]
 fn too_big_for_the_path_gets_icmp_back_to_its_sender() {
-    use tep_dataplane::icmp_error::RouterOptions;
+    use tep_dataplane::RouterOptions;
     for kind in [TunnelKind::Gue, TunnelKind::Vxlan] {
         let (ca, _) = pair(kind, false, ChecksumMode::Full);
         let t = &ca[0];

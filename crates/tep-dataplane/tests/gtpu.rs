@@ -6,9 +6,9 @@
 mod common;
 use common::*;
 use core::net::IpAddr;
-use tep_dataplane::buffer::ChecksumState;
 use tep_dataplane::config::{ChecksumMode, DataplaneConfig, TunnelConfig};
-use tep_dataplane::drop::DropReason;
+use tep_dataplane::ChecksumState;
+use tep_dataplane::DropReason;
 use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
 use tep_wire::gtpu::{

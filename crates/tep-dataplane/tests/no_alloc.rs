@@ -8,12 +8,12 @@ use common::*;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use tep_csum::Sum;
-use tep_dataplane::buffer::{ChecksumState, Gso, GsoKind, PacketId, Pool, SUPER_PACKET_ROOM};
-use tep_dataplane::clock::ManualClock;
 use tep_dataplane::config::{ChecksumMode, DataplaneConfig};
-use tep_dataplane::pipeline::{Pipeline, PipelineOptions};
-use tep_dataplane::vector::PacketVector;
+use tep_dataplane::ManualClock;
+use tep_dataplane::PacketVector;
 use tep_dataplane::TunnelKind;
+use tep_dataplane::{ChecksumState, Gso, GsoKind, PacketId, Pool, SUPER_PACKET_ROOM};
+use tep_dataplane::{Pipeline, PipelineOptions};
 
 thread_local! {
     static COUNTING: Cell<bool> = const { Cell::new(false) };

@@ -4,9 +4,9 @@
 mod common;
 use common::*;
 use proptest::prelude::*;
-use tep_dataplane::buffer::ChecksumState;
 use tep_dataplane::config::ChecksumMode;
-use tep_dataplane::drop::DropReason;
+use tep_dataplane::ChecksumState;
+use tep_dataplane::DropReason;
 use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
 
@@ -394,10 +394,7 @@ fn outer_options_and_extension_headers_are_skipped() {
     q[4..6].copy_from_slice(&plen.to_be_bytes());
     let out = decap_fresh(&cb, InnerLink::Ethernet, &[q]);
     assert_eq!(out.packets, vec![inner], "IPv6 hop-by-hop");
-    assert_eq!(
-        out.csum,
-        vec![tep_dataplane::buffer::ChecksumState::Verified]
-    );
+    assert_eq!(out.csum, vec![tep_dataplane::ChecksumState::Verified]);
 }
 
 /// GUE variant 1 (no GUE header: the UDP payload is the IP packet) is

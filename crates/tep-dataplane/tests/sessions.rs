@@ -8,14 +8,14 @@ mod common;
 use common::upf::*;
 use common::*;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use tep_dataplane::buffer::Pool;
-use tep_dataplane::clock::ManualClock;
-use tep_dataplane::drop::DropReason;
 use tep_dataplane::example;
-use tep_dataplane::io::{Outer, OuterLayers};
-use tep_dataplane::pipeline::Pipeline;
 use tep_dataplane::session::control::Volume;
 use tep_dataplane::session::{Action, UeKey, UeSource, UplinkKey};
+use tep_dataplane::DropReason;
+use tep_dataplane::ManualClock;
+use tep_dataplane::Pipeline;
+use tep_dataplane::Pool;
+use tep_dataplane::{Outer, OuterLayers};
 use tep_wire::gtpu::{Extension, GtpuMessage, GtpuRepr, Packet};
 
 /// An outer packet's destination, UDP checksum state, and GTP-U message.

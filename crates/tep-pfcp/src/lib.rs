@@ -38,8 +38,6 @@
 #![forbid(unsafe_code)]
 
 #[macro_use]
-mod named;
-#[macro_use]
 mod group;
 
 mod cause;

@@ -264,6 +264,16 @@ impl Bitmap {
         })
     }
 
+    /// The first `max` octets: what a newer release adds beyond the
+    /// octets tep knows is neither kept nor sent back.
+    fn truncate(self, max: u8) -> Self {
+        let mask = u64::MAX >> (64 - 8 * u32::from(max.clamp(1, 8)));
+        Bitmap {
+            bits: self.bits & mask,
+            octets: self.octets.min(max),
+        }
+    }
+
     /// Writes `octets` octets, at least `min` (a default value has none).
     fn emit(&self, w: &mut Writer<'_>, min: u8) {
         for i in 0..self.octets.clamp(min, 8) {
@@ -272,9 +282,15 @@ impl Bitmap {
     }
 }
 
-/// Declares a bitmap IE: a [`Bitmap`] newtype and its minimum length.
+/// Declares a bitmap IE: a [`Bitmap`] newtype, and its parse and emit:
+/// at least `min` octets (shorter is incorrect; emitted as at least
+/// `min`), the bits of the first `max` kept, and `valid` (if given)
+/// checked on them.
 macro_rules! bitmap_ie {
-    ($($(#[$m:meta])* $name:ident = $ty:ident, min $min:expr;)+) => {$(
+    ($(
+        $(#[$m:meta])* $name:ident = $ty:ident, octets $min:literal..=$max:literal
+        $(, valid $valid:expr)?;
+    )+) => {$(
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
         pub struct $name(pub Bitmap);
@@ -285,18 +301,32 @@ macro_rules! bitmap_ie {
                 self.0.has(bit)
             }
         }
+
+        impl Value for $name {
+            const TYPE: IeType = IeType::$ty;
+            fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+                let b = Bitmap::parse(r, $min)?.truncate($max);
+                $(if !$valid(b.bits) {
+                    return Err(r.incorrect());
+                })?
+                Ok($name(b))
+            }
+            fn emit(&self, w: &mut Writer<'_>) {
+                self.0.emit(w, $min);
+            }
+        }
     )+};
 }
 
 bitmap_ie! {
     /// Apply Action (§8.2.26), 1 or 2 octets (Rel-16 added the second).
-    ApplyAction = APPLY_ACTION, min 1;
+    ApplyAction = APPLY_ACTION, octets 1..=2, valid ApplyAction::one_primary;
     /// Reporting Triggers (§8.2.19), 2 or 3 octets.
-    ReportingTriggers = REPORTING_TRIGGERS, min 2;
+    ReportingTriggers = REPORTING_TRIGGERS, octets 2..=3;
     /// Usage Report Trigger (§8.2.41), 3 octets since Rel-15 (2 before).
-    UsageReportTrigger = USAGE_REPORT_TRIGGER, min 1;
+    UsageReportTrigger = USAGE_REPORT_TRIGGER, octets 1..=3;
     /// UP Function Features (§8.2.25).
-    UpFunctionFeatures = UP_FUNCTION_FEATURES, min 1;
+    UpFunctionFeatures = UP_FUNCTION_FEATURES, octets 1..=8;
 }
 
 impl ApplyAction {
@@ -320,23 +350,12 @@ impl ApplyAction {
     }
 }
 
-impl Value for ApplyAction {
-    const TYPE: IeType = IeType::APPLY_ACTION;
-    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
-        let b = Bitmap::parse(r, 1)?;
-        // "One and only one of DROP, FORW, BUFF, IPMA and IPMD shall be
-        // set" (§8.2.26).
-        let primary = b.bits & (Self::DROP | Self::FORW | Self::BUFF | Self::IPMA | Self::IPMD);
-        if primary.count_ones() != 1 {
-            return Err(r.incorrect());
-        }
-        Ok(ApplyAction(Bitmap {
-            octets: b.octets.min(2),
-            bits: b.bits & 0xffff,
-        }))
-    }
-    fn emit(&self, w: &mut Writer<'_>) {
-        self.0.emit(w, 1);
+impl ApplyAction {
+    /// "One and only one of DROP, FORW, BUFF, IPMA and IPMD shall be set"
+    /// (§8.2.26).
+    const fn one_primary(bits: u64) -> bool {
+        let primary = bits & (Self::DROP | Self::FORW | Self::BUFF | Self::IPMA | Self::IPMD);
+        primary.count_ones() == 1
     }
 }
 
@@ -352,20 +371,6 @@ impl ReportingTriggers {
     pub const VOLQU: u64 = 0x0100;
     pub const TIMQU: u64 = 0x0200;
     pub const ENVCL: u64 = 0x0400;
-}
-
-impl Value for ReportingTriggers {
-    const TYPE: IeType = IeType::REPORTING_TRIGGERS;
-    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
-        let b = Bitmap::parse(r, 2)?;
-        Ok(ReportingTriggers(Bitmap {
-            octets: b.octets.min(3),
-            bits: b.bits & 0xff_ffff,
-        }))
-    }
-    fn emit(&self, w: &mut Writer<'_>) {
-        self.0.emit(w, 2);
-    }
 }
 
 impl UsageReportTrigger {
@@ -392,20 +397,6 @@ impl UsageReportTrigger {
     }
 }
 
-impl Value for UsageReportTrigger {
-    const TYPE: IeType = IeType::USAGE_REPORT_TRIGGER;
-    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
-        let b = Bitmap::parse(r, 1)?;
-        Ok(UsageReportTrigger(Bitmap {
-            octets: b.octets.min(3),
-            bits: b.bits & 0xff_ffff,
-        }))
-    }
-    fn emit(&self, w: &mut Writer<'_>) {
-        self.0.emit(w, 1);
-    }
-}
-
 impl UpFunctionFeatures {
     /// Buffering by the CP function (tep buffers in the UP: never set).
     pub const BUCP: u64 = 0x01;
@@ -428,16 +419,6 @@ impl UpFunctionFeatures {
 
     /// What tep's UP function supports: FTUP and EMPU, in the 2-octet form.
     pub const TEP: UpFunctionFeatures = UpFunctionFeatures(Bitmap::new(Self::FTUP | Self::EMPU, 2));
-}
-
-impl Value for UpFunctionFeatures {
-    const TYPE: IeType = IeType::UP_FUNCTION_FEATURES;
-    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
-        Bitmap::parse(r, 1).map(UpFunctionFeatures)
-    }
-    fn emit(&self, w: &mut Writer<'_>) {
-        self.0.emit(w, 1);
-    }
 }
 
 /// Node ID (§8.2.38).

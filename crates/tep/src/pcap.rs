@@ -16,14 +16,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tep::capture::{read_frames, CaptureError, Frame, Link};
 use tep_config::{Config, ConfigError};
-use tep_dataplane::buffer::{ChecksumState, Pool, SUPER_PACKET_ROOM};
-use tep_dataplane::clock::Tsc;
-use tep_dataplane::drop::{DropCounts, DropReason};
-use tep_dataplane::geometry::{ethernet_ip_offset, finish_offloaded};
-pub use tep_dataplane::pipeline::Direction;
-use tep_dataplane::pipeline::{Counters, Output, Pipeline, PipelineOptions};
-use tep_dataplane::vector::PacketVector;
+pub use tep_dataplane::Direction;
 use tep_dataplane::InnerLink;
+use tep_dataplane::PacketVector;
+use tep_dataplane::Tsc;
+use tep_dataplane::{ethernet_ip_offset, finish_offloaded};
+use tep_dataplane::{ChecksumState, Pool, SUPER_PACKET_ROOM};
+use tep_dataplane::{Counters, Output, Pipeline, PipelineOptions};
+use tep_dataplane::{DropCounts, DropReason};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -485,7 +485,7 @@ impl Run {
         }
         self.ts[id.index()] = frame.timestamp;
         // Not full: it is flushed when it fills.
-        let _ = self.vector.push(id);
+        self.vector.put(&mut self.pool, id);
         if self.vector.is_full() {
             self.flush();
         }
@@ -523,7 +523,7 @@ impl Run {
         }
         // A generated reply (a buffer not in the input) gets the time of
         // the vector's last packet.
-        let stamp = |id: tep_dataplane::buffer::PacketId| {
+        let stamp = |id: tep_dataplane::PacketId| {
             if live[id.index()] {
                 ts[id.index()]
             } else {

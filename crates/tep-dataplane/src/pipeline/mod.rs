@@ -12,7 +12,7 @@ use crate::gro::Gro;
 use crate::gso;
 use crate::gtpu_reply::{GtpuResponder, Replies};
 use crate::icmp_error::{IcmpErrors, RouterOptions};
-pub use crate::io::{InnerChecksums, OuterLayers};
+use crate::io::{InnerChecksums, OuterLayers};
 use crate::kind::TunnelKind;
 use crate::nexthop::{self, NextHops};
 use crate::node::{Node, Runtime};
@@ -201,8 +201,6 @@ pub struct Pipeline<C: Clock> {
     // encap path.
     now_ns: u64,
     counters: Counters,
-    // The train whose first datagram is in the vector being decapsulated.
-    train: Option<PendingTrain>,
     // A UPF worker's sessions.
     upf: Option<Box<Upf>>,
 }
@@ -247,7 +245,6 @@ impl<C: Clock> Pipeline<C> {
                 .unwrap_or(0),
             now_ns: 0,
             counters: Counters::default(),
-            train: None,
             upf: None,
         }
     }
@@ -371,7 +368,7 @@ impl<C: Clock> Pipeline<C> {
             }
             if whole || pool.meta(id).gso.is_none() {
                 // Room was made above.
-                let _ = work.push(id);
+                work.put(pool, id);
                 continue;
             }
             let added = &mut self.counters.segments_added;
@@ -394,6 +391,17 @@ impl<C: Clock> Pipeline<C> {
         input.clear();
         self.encap_flush(link, pool, &mut work, sink);
         self.work = Some(work);
+        self.count_vector_full(pool, Node::TunnelLookup);
+    }
+
+    /// Counts the packets a full vector dropped (a bug, see
+    /// `PacketVector::put`) on `node`, the first of the path they were on.
+    #[inline]
+    fn count_vector_full(&mut self, pool: &mut Pool, node: Node) {
+        let n = pool.take_vector_full();
+        if n > 0 {
+            self.runtime.drop_many(node, DropReason::VectorFull, n);
+        }
     }
 
     fn encap_flush(
@@ -429,17 +437,12 @@ impl<C: Clock> Pipeline<C> {
             return;
         }
         if self.options.outer == OuterLayers::EthernetIpUdp {
-            let mut bare = PacketVector::new();
-            self.bounced.retain(
-                |id| pool.meta(id).inner_l3 != 0,
-                // At most as many as `bounced` held.
-                |id| {
-                    let _ = bare.push(id);
-                },
-            );
+            let mut bare = self
+                .bounced
+                .split_off_where(|id| pool.meta(id).inner_l3 == 0);
             nexthop::frame(pool, &mut bare, &mut self.next_hops, &mut self.unresolved);
             for &id in bare.as_slice() {
-                let _ = self.bounced.push(id);
+                self.bounced.put(pool, id);
             }
         }
         if !self.bounced.is_empty() {
@@ -545,7 +548,7 @@ impl<C: Clock> Pipeline<C> {
     ) {
         for &id in v.as_slice() {
             let k = table.get(pool.meta(id).tunnel).kind;
-            let _ = by_kind[k.index()].push(id);
+            by_kind[k.index()].put(pool, id);
         }
         v.clear();
         for (k, kv) in by_kind.iter_mut().enumerate() {
@@ -556,7 +559,7 @@ impl<C: Clock> Pipeline<C> {
                 encap::tunnel_encap(s, pool, kv, table, templates, sessions)
             });
             for &id in kv.as_slice() {
-                let _ = v.push(id);
+                v.put(pool, id);
             }
             kv.clear();
         }
@@ -581,21 +584,48 @@ impl<C: Clock> Pipeline<C> {
         now_ns: u64,
         sink: &mut Sink<'_>,
     ) {
-        if !holds_super_packets(pool, input) {
+        if holds_super_packets(pool, input) {
+            self.decap_trains(pool, input, now_ns, sink);
+        } else {
             self.decap_vector(pool, input, now_ns, sink);
-            return;
         }
-        self.decap_trains(pool, input, now_ns, sink);
+        self.count_vector_full(pool, Node::UdpInput);
     }
 
     /// Runs the decap nodes over `input` and hands the results to `sink`.
-    /// Returns what is left of the pending train, if one is.
     fn decap_vector(
         &mut self,
         pool: &mut Pool,
         input: &mut PacketVector,
         now_ns: u64,
         sink: &mut Sink<'_>,
+    ) {
+        // Nothing is left of a train where none was pending.
+        let left = self.decap_with(pool, input, now_ns, sink, None);
+        debug_assert!(left.is_none());
+    }
+
+    /// [`decap_vector`](Self::decap_vector) where `input` holds the first
+    /// datagram of `train`: returns what is left of the train.
+    #[must_use]
+    fn decap_train(
+        &mut self,
+        pool: &mut Pool,
+        input: &mut PacketVector,
+        now_ns: u64,
+        sink: &mut Sink<'_>,
+        train: PendingTrain,
+    ) -> Option<Leftover> {
+        self.decap_with(pool, input, now_ns, sink, Some(train))
+    }
+
+    fn decap_with(
+        &mut self,
+        pool: &mut Pool,
+        input: &mut PacketVector,
+        now_ns: u64,
+        sink: &mut Sink<'_>,
+        train: Option<PendingTrain>,
     ) -> Option<Leftover> {
         self.counters.decap_in += input.len() as u64;
         self.now_ns = now_ns;
@@ -608,7 +638,6 @@ impl<C: Clock> Pipeline<C> {
             gro,
             gtpu,
             counters,
-            train,
             next_hops,
             unresolved,
             icmp,
@@ -644,7 +673,7 @@ impl<C: Clock> Pipeline<C> {
                 decap::tunnel_decap(s, pool, kv, table, kind, gtpu, &mut r, now_ns, sessions)
             });
             for &id in kv.as_slice() {
-                let _ = v.push(id);
+                v.put(pool, id);
             }
             kv.clear();
         }
@@ -655,7 +684,6 @@ impl<C: Clock> Pipeline<C> {
             decap::udp_checksum_verify(s, pool, v, table, partial_ok)
         });
         let leftover = train
-            .take()
             .and_then(|t| trains::merge_pending(runtime, counters, table, pool, v, t, sessions));
         runtime.run(Node::DecapOutput, v.len(), |s| {
             decap::decap_output(s, pool, v, table, options.inner_checksums)

@@ -125,7 +125,7 @@ impl<C: Clock> Pipeline<C> {
                 // Marked held by session-lookup: no tunnel until
                 // tunnel-lookup finds it again.
                 pool.meta_mut(id).tunnel = NO_TUNNEL;
-                let _ = v.push(id);
+                v.put(pool, id);
             }
             // Held as tunnel-lookup left them: IP packets (a gateway's
             // frames lost their Ethernet header there), before any node

@@ -53,14 +53,14 @@ impl<C: Clock> Pipeline<C> {
                             if work.len() == VECTOR_SIZE {
                                 self.decap_vector(pool, &mut work, now_ns, sink);
                             }
-                            let _ = work.push(head);
-                            self.train = Some(PendingTrain {
+                            work.put(pool, head);
+                            let train = PendingTrain {
                                 head,
                                 rest: id,
                                 at,
                                 segment,
-                            });
-                            next = self.decap_vector(pool, &mut work, now_ns, sink);
+                            };
+                            next = self.decap_train(pool, &mut work, now_ns, sink, train);
                             continue;
                         }
                         (id, at)
@@ -150,7 +150,7 @@ impl<C: Clock> Pipeline<C> {
             self.decap_vector(pool, work, now_ns, sink);
         }
         if pool.meta(id).gso.is_none() {
-            let _ = work.push(id);
+            work.put(pool, id);
             return;
         }
         let counters = &mut self.counters;

@@ -280,7 +280,7 @@ pub(crate) fn staggered_runs<T: PartialEq + Copy>(
 /// Starts fetching `*p`'s cache line into every level (a hint: it never
 /// faults, changes nothing, and is a no-op off x86-64).
 #[inline(always)]
-pub(crate) fn prefetch<T>(p: &T) {
+pub fn prefetch<T>(p: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: PREFETCHT0 reads no memory architecturally and cannot fault
     // (a hint the CPU may drop); SSE, its feature, is part of x86-64's

@@ -37,7 +37,7 @@
 pub mod buffer;
 pub mod control;
 pub(crate) mod downlink;
-mod flat;
+pub(crate) mod flat;
 pub(crate) mod uplink;
 
 use crate::drop::DropReason;

@@ -6,15 +6,15 @@ pub mod upf;
 use core::net::{IpAddr, Ipv6Addr};
 use proptest::prelude::*;
 use tep_csum::Sum;
-use tep_dataplane::buffer::{ChecksumState, PacketId, Pool, SUPER_PACKET_ROOM};
-use tep_dataplane::clock::{Clock, ManualClock};
 use tep_dataplane::config::{ChecksumMode, DataplaneConfig, TunnelConfig};
-use tep_dataplane::drop::DropReason;
 use tep_dataplane::example;
-use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
-use tep_dataplane::vector::PacketVector;
+use tep_dataplane::DropReason;
 use tep_dataplane::InnerLink;
+use tep_dataplane::PacketVector;
 use tep_dataplane::TunnelKind;
+use tep_dataplane::{ChecksumState, PacketId, Pool, SUPER_PACKET_ROOM};
+use tep_dataplane::{Clock, ManualClock};
+use tep_dataplane::{Output, Pipeline, PipelineOptions};
 
 pub const A4: IpAddr = IpAddr::V4(example::A4);
 pub const B4: IpAddr = IpAddr::V4(example::B4);
@@ -191,7 +191,7 @@ pub fn run_decap(
                 // names: it belongs to no tunnel.
                 assert_eq!(
                     pool.meta(id).tunnel,
-                    tep_dataplane::buffer::NO_TUNNEL,
+                    tep_dataplane::NO_TUNNEL,
                     "a reply leaves with no tunnel"
                 );
             }

@@ -3,12 +3,12 @@
 
 use super::*;
 use core::net::{Ipv4Addr, Ipv6Addr};
-use tep_dataplane::buffer::Pool;
-use tep_dataplane::clock::ManualClock;
 use tep_dataplane::example;
-use tep_dataplane::io::OuterLayers;
-use tep_dataplane::pipeline::{Output, Pipeline, PipelineOptions};
 use tep_dataplane::session::control::Sessions;
+use tep_dataplane::ManualClock;
+use tep_dataplane::OuterLayers;
+use tep_dataplane::Pool;
+use tep_dataplane::{Output, Pipeline, PipelineOptions};
 use tep_wire::gtpu::{Extension, GtpuRepr, PduSessionContainer};
 
 /// A UPF pipeline (N3 = side A) with its control plane.

@@ -80,11 +80,26 @@ pub use session::{Action, Far, Ids, LocalFTeid, OuterHeader, Pdr, Qer, Rules, Ue
 use session::{Pending, Reject};
 use teid::TeidAllocator;
 
+/// [`session::create_all`] over the Create IEs of `$m`, an establishment
+/// or a modification request (the two messages name them alike).
+macro_rules! create_rules {
+    ($rules:expr, $pending:expr, $m:expr) => {
+        session::create_all(
+            $rules,
+            $pending,
+            &$m.create_fars,
+            &$m.create_qers,
+            &$m.create_urrs,
+            &$m.create_pdrs,
+        )
+    };
+}
+
 /// A session as the node and the user plane name it: the UP SEID tep
 /// allocated (what the SMF puts in the header of its session requests).
 pub type Seid = u64;
 
-named_enum! {
+tep_named::named_enum! {
     /// What the node counts: every reason a message was rejected or
     /// discarded, and the work done. Declared once: the daemon exports
     /// [`Node::counters`] under these names.
@@ -679,21 +694,14 @@ impl Node {
         if let Some(s) = self.get_mut(seid) {
             s.dl_reported = true;
         }
-        let m = Message::SessionReportRequest(SessionReportRequest {
+        let m = SessionReportRequest {
             report_type: ReportType(ReportType::DLDR),
             downlink_data_report: Some(DownlinkDataReport {
                 pdr_ids: vec![PdrId(pdr)],
             }),
             usage_reports: vec![],
-        });
-        self.send_request(
-            now,
-            SocketAddr::new(cp_addr, header::PORT),
-            Some(cp_seid),
-            m,
-            Purpose::Report { seid },
-        );
-        self.count(Counter::ReportsSent);
+        };
+        self.send_report(now, seid, (cp_seid, cp_addr), m);
     }
 
     /// The user plane saw URR `urr` of session `seid` cross its Volume
@@ -722,16 +730,29 @@ impl Node {
             return;
         };
         let r = report(up, seid, u, UsageReportTrigger::VOLTH);
-        let m = Message::SessionReportRequest(SessionReportRequest {
+        let m = SessionReportRequest {
             report_type: ReportType(ReportType::USAR),
             downlink_data_report: None,
             usage_reports: vec![crate::rules::UsageReportSrr(r)],
-        });
+        };
+        self.send_report(now, seid, (cp_seid, cp_addr), m);
+    }
+
+    /// Sends the SMF that owns session `seid` (its F-SEID `cp`) a Session
+    /// Report Request, and counts it.
+    fn send_report(
+        &mut self,
+        now: Instant,
+        seid: Seid,
+        cp: (u64, IpAddr),
+        m: SessionReportRequest,
+    ) {
+        let (cp_seid, cp_addr) = cp;
         self.send_request(
             now,
             SocketAddr::new(cp_addr, header::PORT),
             Some(cp_seid),
-            m,
+            Message::SessionReportRequest(m),
             Purpose::Report { seid },
         );
         self.count(Counter::ReportsSent);
@@ -1199,18 +1220,7 @@ impl Node {
         let mut rules = Rules::default();
         let mut pending = Pending::default();
         let built = (|| {
-            for c in &m.create_fars {
-                session::create_far(&mut rules, c)?;
-            }
-            for c in &m.create_qers {
-                session::create_qer(&mut rules, c)?;
-            }
-            for c in &m.create_urrs {
-                session::create_urr(&mut rules, c)?;
-            }
-            for c in &m.create_pdrs {
-                session::create_pdr(&mut rules, c, &mut pending)?;
-            }
+            create_rules!(&mut rules, &mut pending, m)?;
             session::validate(&rules)
         })();
         let created =
@@ -1418,18 +1428,7 @@ impl Node {
                     F::Urr(r.urr_id.0),
                 )?);
             }
-            for c in &m.create_fars {
-                session::create_far(&mut rules, c)?;
-            }
-            for c in &m.create_qers {
-                session::create_qer(&mut rules, c)?;
-            }
-            for c in &m.create_urrs {
-                session::create_urr(&mut rules, c)?;
-            }
-            for c in &m.create_pdrs {
-                session::create_pdr(&mut rules, c, &mut pending)?;
-            }
+            create_rules!(&mut rules, &mut pending, m)?;
             for u in &m.update_fars {
                 session::update_far(&mut rules, u, &mut pending)?;
             }

@@ -341,6 +341,32 @@ fn apply_pdi(pdr: &mut Pdr, pdi: &Pdi, pending: &mut Pending) -> Result<(), Reje
     Ok(())
 }
 
+/// The rules of a message's Create FAR, QER, URR and PDR IEs (an
+/// establishment or a modification), in that order: a PDR names its FAR,
+/// QERs and URRs, so they exist before it.
+pub fn create_all(
+    r: &mut Rules,
+    pending: &mut Pending,
+    fars: &[CreateFar],
+    qers: &[CreateQer],
+    urrs: &[CreateUrr],
+    pdrs: &[CreatePdr],
+) -> Result<(), Reject> {
+    for c in fars {
+        create_far(r, c)?;
+    }
+    for c in qers {
+        create_qer(r, c)?;
+    }
+    for c in urrs {
+        create_urr(r, c)?;
+    }
+    for c in pdrs {
+        create_pdr(r, c, pending)?;
+    }
+    Ok(())
+}
+
 pub fn create_pdr(r: &mut Rules, c: &CreatePdr, pending: &mut Pending) -> Result<(), Reject> {
     if r.pdr(c.pdr_id.0).is_some() {
         return Err(Reject::rule(FailedRuleId::Pdr(c.pdr_id.0)));

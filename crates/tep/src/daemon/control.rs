@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 use tep_config::{ChecksumMode, Config};
-use tep_dataplane::node::{render_report, NodeStats};
+use tep_dataplane::{render_report, NodeStats};
 
 /// The listening socket; its file is removed on [`ControlServer::remove`].
 #[derive(Debug)]

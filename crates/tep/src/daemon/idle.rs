@@ -15,8 +15,8 @@
 //! per Gbit/s with polling through bulk TCP).
 
 use std::time::{Duration, Instant};
-use tep_dataplane::buffer::Pool;
-use tep_dataplane::vector::PacketVector;
+use tep_dataplane::PacketVector;
+use tep_dataplane::Pool;
 
 /// One worker's polling state.
 #[derive(Debug)]

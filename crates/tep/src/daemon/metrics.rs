@@ -351,8 +351,8 @@ fn scrape(state: &State) -> String {
 mod tests {
     use super::*;
     use crate::daemon::stats::{TunnelTraffic, WorkerSnapshot};
-    use tep_dataplane::drop::DropReason;
-    use tep_dataplane::node::NodeStats;
+    use tep_dataplane::DropReason;
+    use tep_dataplane::NodeStats;
 
     #[test]
     fn metrics_carry_tunnel_and_reason_labels() {

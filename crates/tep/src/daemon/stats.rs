@@ -2,9 +2,9 @@
 //! snapshot per worker, merged on demand.
 
 use serde::Serialize;
-use tep_dataplane::drop::{DropCounts, DropReason};
-use tep_dataplane::node::{tunnel_drops, NodeStats};
-use tep_dataplane::pipeline::Counters;
+use tep_dataplane::Counters;
+use tep_dataplane::{tunnel_drops, NodeStats};
+use tep_dataplane::{DropCounts, DropReason};
 
 /// Traffic of one tunnel on one worker.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -39,7 +39,7 @@ impl TunnelTraffic {
     }
 }
 
-tep_dataplane::named_enum! {
+tep_named::named_enum! {
     /// What the I/O layer around the pipeline counts besides its drops.
     pub enum IoEvent {
         /// Packets read from the TUN/TAP.

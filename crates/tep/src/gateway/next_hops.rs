@@ -3,7 +3,7 @@
 //!
 //! The resolver thread owns a copy of the neighbour table kept current
 //! from rtnetlink notifications ([`Neighbours`]). Workers write whole
-//! frames from their own [`tep_dataplane::nexthop::NextHops`]; a
+//! frames from their own [`tep_dataplane::NextHops`]; a
 //! destination they meet without a route goes to the kernel (which
 //! resolves the neighbour and delivers that packet) and is asked for here.
 //! The resolver looks up the route (`ip route get`), gives its next hop
@@ -25,7 +25,7 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tep_dataplane::nexthop::{HopId, LinkHeader, NextHops, Route};
+use tep_dataplane::{HopId, LinkHeader, NextHops, Route};
 use tep_sys::netlink::{self, Event, Neighbours};
 use tep_sys::{Epoll, EventFd};
 
@@ -119,8 +119,8 @@ impl Published {
     /// An empty table of the resolver's size, for a worker's pipeline.
     pub fn table(&self) -> NextHops {
         let c = self.capacity.unwrap_or(Capacity {
-            routes: tep_dataplane::nexthop::DEFAULT_ROUTES,
-            hops: tep_dataplane::nexthop::DEFAULT_HOPS,
+            routes: tep_dataplane::DEFAULT_ROUTES,
+            hops: tep_dataplane::DEFAULT_HOPS,
         });
         NextHops::new(c.routes, c.hops)
     }

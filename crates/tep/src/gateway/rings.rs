@@ -10,10 +10,10 @@
 
 use crate::daemon::stats::{IoCounters, IoEvent, TunnelTraffic};
 use crate::daemon::trace::{Point, Tracer};
-use tep_dataplane::buffer::{ChecksumState, Pool};
-use tep_dataplane::drop::DropReason;
-use tep_dataplane::geometry::finish_offloaded;
-use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::finish_offloaded;
+use tep_dataplane::DropReason;
+use tep_dataplane::{ChecksumState, Pool};
+use tep_dataplane::{PacketVector, VECTOR_SIZE};
 use tep_sys::raw::RawIp;
 use tep_sys::{Desc, XskSocket};
 
@@ -127,7 +127,7 @@ impl Side {
                 tracer.record(self.rx.1, pool.data(id));
             }
             // `room` is what `v` has left.
-            let _ = v.push(id);
+            v.put(pool, id);
         }
         io.count(self.rx.0, n as u64);
         n
@@ -217,7 +217,7 @@ fn give_back(pool: &mut Pool, addrs: impl Iterator<Item = u64>) {
 /// An `offload` tunnel's outer checksum is left partial for a device; an
 /// AF_XDP socket passes no checksum request (and veth would not honour
 /// one), so it is finished here, and counted.
-fn finish_checksum(pool: &mut Pool, id: tep_dataplane::buffer::PacketId, io: &mut IoCounters) {
+fn finish_checksum(pool: &mut Pool, id: tep_dataplane::PacketId, io: &mut IoCounters) {
     let state = pool.meta(id).csum;
     if let ChecksumState::Partial { .. } = state {
         if finish_offloaded(pool.data_mut(id), state).is_ok() {

@@ -24,13 +24,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tep_config::Config;
-use tep_dataplane::buffer::Pool;
-use tep_dataplane::clock::Tsc;
-use tep_dataplane::icmp_error::RouterOptions;
-use tep_dataplane::pipeline::{InnerChecksums, OuterLayers, Output, Pipeline, PipelineOptions};
 use tep_dataplane::session::WorkerLink;
-use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
 use tep_dataplane::InnerLink;
+use tep_dataplane::Pool;
+use tep_dataplane::RouterOptions;
+use tep_dataplane::Tsc;
+use tep_dataplane::{InnerChecksums, OuterLayers, Output, Pipeline, PipelineOptions};
+use tep_dataplane::{PacketVector, VECTOR_SIZE};
 use tep_sys::raw::RawIp;
 use tep_sys::{Epoll, EventFd, XskStats};
 

@@ -8,11 +8,11 @@ use crate::daemon::stats::IoCounters;
 use crate::daemon::stats::IoEvent;
 use crate::daemon::trace::{Point, Tracer};
 use std::io::{self, IoSlice};
-use tep_dataplane::buffer::{Gso, GsoKind, PacketMeta, Pool};
-use tep_dataplane::drop::DropReason;
-use tep_dataplane::vector::PacketVector;
 use tep_dataplane::vnet::{VnetHeader, VNET_HDR_LEN};
+use tep_dataplane::DropReason;
 use tep_dataplane::InnerLink;
+use tep_dataplane::PacketVector;
+use tep_dataplane::{Gso, GsoKind, PacketMeta, Pool};
 use tep_sys::TunQueue;
 
 /// Reads up to `budget` packets from a TUN/TAP queue into `input`, while
@@ -47,7 +47,7 @@ pub(super) fn read_device(
                             io.count(IoEvent::DeviceRxSuper, 1);
                         }
                         tracer.record(Point::DeviceRx(link), pool.data(id));
-                        let _ = input.push(id);
+                        input.put(pool, id);
                     }
                     Err(_) => {
                         io.drop(DropReason::BadVnetHeader, 1);

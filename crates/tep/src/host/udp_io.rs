@@ -4,19 +4,19 @@
 //! headers ([`OuterLayers::UdpPayload`]); their fields travel in
 //! `meta.outer` both ways, as quinn's `RecvMeta` and `Transmit` carry them.
 //!
-//! [`OuterLayers::UdpPayload`]: tep_dataplane::io::OuterLayers
+//! [`OuterLayers::UdpPayload`]: tep_dataplane::OuterLayers
 
 use crate::daemon::stats::{IoCounters, IoEvent, TunnelTraffic};
 use crate::daemon::trace::{Point, Tracer};
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
-use tep_dataplane::buffer::{Gso, GsoKind, PacketId, PacketMeta, Pool, NO_TUNNEL};
-use tep_dataplane::drop::DropReason;
-use tep_dataplane::io::Outer;
-use tep_dataplane::tunnel::TunnelTable;
-use tep_dataplane::udp_train::train_end;
-use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::train_end;
+use tep_dataplane::DropReason;
+use tep_dataplane::Outer;
+use tep_dataplane::TunnelTable;
+use tep_dataplane::{Gso, GsoKind, PacketId, PacketMeta, Pool, NO_TUNNEL};
+use tep_dataplane::{PacketVector, VECTOR_SIZE};
 use tep_sys::{Gathered, RecvMeta, UdpSocket, MAX_BATCH};
 
 /// Per-tunnel facts the sinks need, resolved once.
@@ -134,7 +134,7 @@ pub(super) fn read_socket(
                 &[IoSlice::new(pool.data(id))],
             );
         }
-        let _ = input.push(id);
+        input.put(pool, id);
     }
     got == n
 }

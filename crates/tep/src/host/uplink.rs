@@ -6,7 +6,7 @@
 //! time (its VXLAN socket cuts SKB_GSO_UDP_L4 apart, each datagram through
 //! the tunnel and GRO again), and a socket with zero checksums gets no
 //! UDP_SEGMENT at all. A TCP super-packet from the TUN, encapsulated once
-//! ([tunnel GSO](tep_dataplane::pipeline::PipelineOptions::tunnel_gso)) and
+//! ([tunnel GSO](tep_dataplane::PipelineOptions::tunnel_gso)) and
 //! written with the virtio-net UDP-tunnel GSO header (Linux 6.17+), crosses
 //! the kernel as one SKB_GSO_UDP_TUNNEL[_CSUM] packet, the shape the
 //! kernel's own VXLAN sends: segmented at the device (or not at all over a
@@ -27,13 +27,13 @@ use crate::daemon::stats::IoEvent;
 use crate::daemon::trace::{Point, Tracer};
 use std::io::IoSlice;
 use tep_config::{ChecksumMode, Config, ConfigError, Uplink};
-use tep_dataplane::buffer::Pool;
-use tep_dataplane::drop::DropReason;
-use tep_dataplane::nexthop::LinkHeader;
-use tep_dataplane::tunnel::TunnelTable;
-use tep_dataplane::vector::PacketVector;
 use tep_dataplane::vnet::{TunnelGsoHeader, VnetHeader, VNET_HDR_LEN, VNET_HDR_TUNNEL_LEN};
+use tep_dataplane::DropReason;
+use tep_dataplane::LinkHeader;
+use tep_dataplane::PacketVector;
+use tep_dataplane::Pool;
 use tep_dataplane::TunnelKind;
+use tep_dataplane::TunnelTable;
 use tep_sys::{sysctl, DeviceKind, Offloads, Tun, TunOptions, TunQueue};
 
 /// The source MAC of the frames written into the uplink: the kernel

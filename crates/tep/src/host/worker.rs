@@ -22,14 +22,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tep_config::Config;
-use tep_dataplane::buffer::{Pool, SUPER_PACKET_ROOM};
-use tep_dataplane::clock::Tsc;
-use tep_dataplane::nexthop::LinkHeader;
-use tep_dataplane::pipeline::{InnerChecksums, OuterLayers, Output, Pipeline, PipelineOptions};
 use tep_dataplane::session::WorkerLink;
-use tep_dataplane::tunnel::TunnelTable;
-use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
 use tep_dataplane::InnerLink;
+use tep_dataplane::LinkHeader;
+use tep_dataplane::Tsc;
+use tep_dataplane::TunnelTable;
+use tep_dataplane::{InnerChecksums, OuterLayers, Output, Pipeline, PipelineOptions};
+use tep_dataplane::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::{Pool, SUPER_PACKET_ROOM};
 use tep_sys::{Epoll, Event, EventFd, TunQueue, UdpSocket, MAX_BATCH};
 
 /// Buffers per worker: a full decap vector, a full encap vector, the
