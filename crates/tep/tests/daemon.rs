@@ -919,7 +919,18 @@ fn adaptive_polling_keeps_a_conversation_awake_and_sleeps_when_idle() {
 /// code and standard error.
 fn run_to_exit(ns: &str, path: &std::path::Path) -> (Option<i32>, String) {
     let out = std::process::Command::new("ip")
-        .args(["netns", "exec", ns, netns::tep(), "run", "-c"])
+        // Bounded: a tep that starts after all would otherwise hold the
+        // test until CI's own limit.
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "timeout",
+            "60",
+            netns::tep(),
+            "run",
+            "-c",
+        ])
         .arg(path)
         .output()
         .unwrap();
@@ -956,16 +967,25 @@ fn startup_errors_name_the_tunnel_and_field_once() {
     assert_eq!(code, Some(2), "{err}");
     let want = "tunnel[0] \"g1\".local: 198.51.100.7 is not an address of this host";
     assert_eq!(err.matches(want).count(), 1, "{err}");
-    // The port held by another socket in the namespace.
+    // The port held by another socket in the namespace: the holder says
+    // when it is bound (python's start can outlast any fixed wait on a
+    // loaded machine, and tep would then take the port and run on).
     let mut holder = std::process::Command::new("ip")
         .args(["netns", "exec", &pair.a, "python3", "-c"])
         .arg(format!(
-            "import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.bind(('{}',6081))\ntime.sleep(5)",
+            "import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.bind(('{}',6081))\nprint('bound',flush=True)\ntime.sleep(120)",
             Pair::A4
         ))
+        .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let mut said = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.take().unwrap()),
+        &mut said,
+    )
+    .unwrap();
+    assert_eq!(said.trim(), "bound");
     let (code, err) = run(Pair::A4, 6081);
     assert_eq!(code, Some(2), "{err}");
     let want = "tunnel[0] \"g1\".local_port: UDP 192.0.2.1:6081 is in use by another socket";

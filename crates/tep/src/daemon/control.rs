@@ -759,8 +759,9 @@ pub fn request(path: &Path, line: &str, timeout: Duration) -> Result<Vec<u8>, St
         )
     })?;
     let _ = s.set_read_timeout(Some(timeout));
-    s.write_all(format!("{line}\n").as_bytes())
-        .map_err(|e| e.to_string())?;
+    // A daemon that refuses a peer answers and closes without reading: the
+    // write then fails (EPIPE) with the answer already waiting to be read.
+    let written = s.write_all(format!("{line}\n").as_bytes());
     let mut all = Vec::new();
     match s.read_to_end(&mut all) {
         // The daemon answers a request it refuses without reading it
@@ -770,6 +771,9 @@ pub fn request(path: &Path, line: &str, timeout: Duration) -> Result<Vec<u8>, St
         r => {
             r.map_err(|e| e.to_string())?;
         }
+    }
+    if all.is_empty() {
+        written.map_err(|e| e.to_string())?;
     }
     if let Some(body) = all.strip_prefix(b"ok\n") {
         Ok(body.to_vec())
