@@ -163,7 +163,9 @@ impl UeSource {
     /// Whether the IP packet `inner` comes from the UE. An inner packet
     /// that is not IP, or too short for its source address, is dropped
     /// for that, not passed.
-    #[inline]
+    // Always: left to itself LLVM kept it out of the large `tunnel_decap`
+    // loop, a call with the registers around it spilled and reloaded.
+    #[inline(always)]
     pub fn check(&self, inner: &[u8]) -> Result<(), DropReason> {
         let word = |at: usize| -> Result<u64, DropReason> {
             let w: [u8; 8] = inner
@@ -361,26 +363,44 @@ impl SlotUsage {
     #[inline]
     fn session(&self) -> Session {
         let a = self.actions.load(Ordering::Relaxed);
-        let action = |b: u32| match b & 0xff {
-            0 => Action::Forward,
-            2 => Action::Buffer,
-            _ => Action::Drop,
-        };
         let q = (a >> 16) & 0xff;
-        let ue = UeSource {
-            flags: (a >> UE_SHIFT) as u8 & UE_FLAGS,
-            hi: self.ue_hi.load(Ordering::Relaxed),
-            lo: self.ue_lo.load(Ordering::Relaxed),
-        };
+        let ue = self.ue_source(a);
         Session {
             n3: self.n3.load(Ordering::Relaxed),
-            uplink: action(a),
-            downlink: action(a >> 8),
+            uplink: action_of(a),
+            downlink: action_of(a >> 8),
             peer: self.peer.load(Ordering::Relaxed),
             teid: self.teid.load(Ordering::Relaxed),
             qfi: (q != 0).then(|| (q - 1) as u8),
             ue,
             gnb_source: a & GNB_SOURCE != 0,
+        }
+    }
+
+    /// The uplink's part of the rules, read alone: the N3 tunnel and the
+    /// actions word ([`action_of`] its uplink action, the `GNB_SOURCE` and
+    /// `UE_*` flags). Not [`SlotUsage::session`]: in `gtpu-decap` the
+    /// whole session, 40 bytes, went through the stack.
+    #[inline]
+    fn uplink_rules(&self) -> (u32, u32) {
+        (
+            self.n3.load(Ordering::Relaxed),
+            self.actions.load(Ordering::Relaxed),
+        )
+    }
+
+    #[inline]
+    fn peer(&self) -> u32 {
+        self.peer.load(Ordering::Relaxed)
+    }
+
+    /// The UE's source, its flags from the `actions` word.
+    #[inline]
+    fn ue_source(&self, actions: u32) -> UeSource {
+        UeSource {
+            flags: (actions >> UE_SHIFT) as u8 & UE_FLAGS,
+            hi: self.ue_hi.load(Ordering::Relaxed),
+            lo: self.ue_lo.load(Ordering::Relaxed),
         }
     }
 
@@ -421,6 +441,16 @@ impl SlotUsage {
     }
 }
 
+/// The action coded in the low byte of `code` (as `set_session` codes it).
+#[inline]
+fn action_of(code: u32) -> Action {
+    match code & 0xff {
+        0 => Action::Forward,
+        2 => Action::Buffer,
+        _ => Action::Drop,
+    }
+}
+
 // `UeSource::flags`, which `SlotUsage::actions` holds from `UE_SHIFT`
 // on, above the actions and the QFI.
 const UE_V4: u8 = 1;
@@ -429,7 +459,7 @@ const UE_V6_PREFIX: u8 = 4;
 const UE_FLAGS: u8 = 7;
 const UE_SHIFT: u32 = 24;
 // Uplink only from the gNB (`Session::gnb_source`).
-const GNB_SOURCE: u32 = 1 << 27;
+pub(crate) const GNB_SOURCE: u32 = 1 << 27;
 
 // A slot's rules, UE source and counters share one cache line.
 const _: () = assert!(core::mem::size_of::<SlotUsage>() == 64);

@@ -3,7 +3,7 @@
 //! train merged by `train-merge` counts its datagrams in its session's
 //! usage.
 
-use super::{Action, SessionTable};
+use super::{action_of, Action, SessionTable, GNB_SOURCE};
 use crate::buffer::Pool;
 use crate::drop::DropReason;
 use crate::tunnel::TunnelTable;
@@ -55,16 +55,24 @@ pub(crate) fn match_session(
             DropReason::UnknownTeid
         }
     })?;
-    let s = sessions.get(slot);
-    if table.tunnels().get(s.n3 as usize).map(|t| t.local) != Some(outer.1) {
+    // Not `sessions.get`: a slot without a session (its empty session,
+    // whose N3 tunnel is none) is an unknown TEID all the same.
+    let Some(line) = sessions.link.usage.slot(slot) else {
+        return Err(DropReason::UnknownTeid);
+    };
+    let (n3, actions) = line.uplink_rules();
+    if table.tunnels().get(n3 as usize).map(|t| t.local) != Some(outer.1) {
         return Err(DropReason::UnknownTeid);
     }
-    if s.uplink != Action::Forward {
+    if action_of(actions) != Action::Forward {
         return Err(DropReason::SessionDrop);
     }
-    gnb_source(sessions, &s, outer.0)?;
-    s.ue.check(gtpu.get(inner..).unwrap_or_default())?;
-    Ok(Receiver::Session { slot, n3: s.n3 })
+    if actions & GNB_SOURCE != 0 {
+        gnb_source(sessions, line.peer(), outer.0)?;
+    }
+    line.ue_source(actions)
+        .check(gtpu.get(inner..).unwrap_or_default())?;
+    Ok(Receiver::Session { slot, n3 })
 }
 
 /// With `[pfcp] n3_source_check`: whether a G-PDU from `src` comes from
@@ -79,11 +87,8 @@ pub(crate) fn match_session(
 /// the Path Switch), and those the source gNB still sends after, are
 /// dropped. That loss is why the check is off by default.
 #[inline]
-fn gnb_source(sessions: &SessionTable, s: &super::Session, src: IpAddr) -> Result<(), DropReason> {
-    if !s.gnb_source {
-        return Ok(());
-    }
-    match sessions.peer(s.peer) {
+fn gnb_source(sessions: &SessionTable, peer: u32, src: IpAddr) -> Result<(), DropReason> {
+    match sessions.peer(peer) {
         Some(p) if p.addr != src => Err(DropReason::GnbSourceMismatch),
         _ => Ok(()),
     }
