@@ -50,11 +50,9 @@
 # repository). Exit 1 if a variant carried nothing, 2 for bad usage or a
 # missing tool.
 set -euo pipefail
-
-usage() {
-    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
-    exit "${1:-2}"
-}
+script=bench-gateway.sh
+# shellcheck source=lib/two-hosts.sh
+. "$(dirname "$0")/lib/two-hosts.sh"
 
 quick=0
 json=0
@@ -75,27 +73,14 @@ while [ $# -gt 0 ]; do
     shift
 done
 IFS=, read -r -a variant_list <<<"$variants"
-for v in "${variant_list[@]}"; do
-    case ",$all_variants," in *",$v,"*) ;; *) echo "bench-gateway.sh: unknown variant $v ($all_variants)" >&2; exit 2 ;; esac
-done
+for v in "${variant_list[@]}"; do one_of variant "$v" "$all_variants"; done
 if [ "$quick" = 1 ]; then
     seconds=3 reps=1 flood=2
 else
     seconds=10 reps=3 flood=5
 fi
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "bench-gateway.sh: network namespaces need root: sudo $0 $*" >&2
-    exit 2
-fi
-missing=()
-for t in ip iperf3 python3 taskset timeout ethtool; do
-    command -v "$t" >/dev/null || missing+=("$t")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "bench-gateway.sh: missing tools: ${missing[*]} (apt-get install iproute2 iperf3 python3 util-linux coreutils ethtool)" >&2
-    exit 2
-fi
+preflight ip:iproute2 iperf3:iperf3 python3:python3 taskset:util-linux timeout:coreutils ethtool:ethtool
 repo=$(cd "$(dirname "$0")/.." && pwd)
 ovs_script=${OVS_BASELINE:-$repo/../shared/bench/ovs-userspace-baseline.sh}
 case ",$variants," in
@@ -108,9 +93,6 @@ case ",$variants," in
     ;;
 esac
 
-script=bench-gateway.sh
-# shellcheck source=lib/two-hosts.sh
-. "$(dirname "$0")/lib/two-hosts.sh"
 find_tep tep-bench
 say() { echo "$@" >&2; }
 

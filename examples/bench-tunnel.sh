@@ -42,12 +42,9 @@
 # Environment: TEP=/path/to/tep skips the build. Exit 1 if a path did not
 # pass traffic, 2 for bad usage or a missing tool.
 set -euo pipefail
-
-usage() {
-    # The comment block at the top of this file.
-    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
-    exit "${1:-2}"
-}
+script=bench-tunnel.sh
+# shellcheck source=lib/two-hosts.sh
+. "$(dirname "$0")/lib/two-hosts.sh"
 
 quick=0
 json=0
@@ -71,31 +68,14 @@ while [ $# -gt 0 ]; do
     shift
 done
 IFS=, read -r -a paths <<<"$path_arg"
-for p in "${paths[@]}"; do
-    case ",$all_paths," in *",$p,"*) ;; *) echo "bench-tunnel.sh: unknown path $p ($all_paths)" >&2; exit 2 ;; esac
-done
+for p in "${paths[@]}"; do one_of path "$p" "$all_paths"; done
 if [ "$quick" = 1 ]; then
     seconds=3 reps=1 rr_seconds=2
 else
     seconds=10 reps=3 rr_seconds=5
 fi
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "bench-tunnel.sh: network namespaces need root: sudo $0 $*" >&2
-    exit 2
-fi
-missing=()
-command -v ip >/dev/null || missing+=(iproute2)
-command -v ping >/dev/null || missing+=(iputils-ping)
-command -v iperf3 >/dev/null || missing+=(iperf3)
-command -v python3 >/dev/null || missing+=(python3)
-command -v taskset >/dev/null || missing+=(util-linux)
-command -v timeout >/dev/null || missing+=(coreutils)
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "bench-tunnel.sh: missing tools; install them with:" >&2
-    echo "  sudo apt-get install ${missing[*]}" >&2
-    exit 2
-fi
+preflight ip:iproute2 ping:iputils-ping iperf3:iperf3 python3:python3 taskset:util-linux timeout:coreutils
 if [ "$rr_tool" = auto ]; then
     if command -v sockperf >/dev/null; then
         rr_tool=sockperf
@@ -120,9 +100,6 @@ if [ -z "$cpus" ]; then
 fi
 IFS=, read -r cli_cpu srv_cpu <<<"$cpus"
 
-script=bench-tunnel.sh
-# shellcheck source=lib/two-hosts.sh
-. "$(dirname "$0")/lib/two-hosts.sh"
 find_tep
 two_hosts "tepbench$$"
 say() { echo "$@" >&2; }

@@ -20,12 +20,9 @@
 # Exit status: 0 when every tunnel passed traffic, 1 when one did not,
 # 2 for bad usage or a missing tool.
 set -euo pipefail
-
-usage() {
-    # The comment block at the top of this file.
-    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
-    exit "${1:-2}"
-}
+script=demo.sh
+# shellcheck source=lib/two-hosts.sh
+. "$(dirname "$0")/lib/two-hosts.sh"
 
 all_kinds="gue,gue-v1,fou-ipip,fou-sit,fou-gre,gue-gre,gre,vxlan,geneve,gtpu"
 kinds=$all_kinds
@@ -49,35 +46,10 @@ done
 IFS=, read -r -a kind_list <<<"$kinds"
 IFS=, read -r -a mode_list <<<"$modes"
 IFS=, read -r -a family_list <<<"$families"
-for k in "${kind_list[@]}"; do
-    case ",$all_kinds," in *",$k,"*) ;; *) echo "demo.sh: unknown kind $k (one of $all_kinds)" >&2; exit 2 ;; esac
-done
-for m in "${mode_list[@]}"; do
-    case "$m" in zero | full | lco | offload | remote) ;; *) echo "demo.sh: unknown mode $m (zero, full, lco, offload, remote)" >&2; exit 2 ;; esac
-done
-for f in "${family_list[@]}"; do
-    case "$f" in ipv4 | ipv6) ;; *) echo "demo.sh: unknown family $f (ipv4, ipv6)" >&2; exit 2 ;; esac
-done
-
-if [ "$(id -u)" -ne 0 ]; then
-    echo "demo.sh: network namespaces need root: sudo $0 $*" >&2
-    exit 2
-fi
-missing=()
-command -v ip >/dev/null || missing+=(iproute2)
-command -v ping >/dev/null || missing+=(iputils-ping)
-command -v iperf3 >/dev/null || missing+=(iperf3)
-command -v python3 >/dev/null || missing+=(python3)
-command -v timeout >/dev/null || missing+=(coreutils)
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "demo.sh: missing tools; install them with:" >&2
-    echo "  sudo apt-get install ${missing[*]}" >&2
-    exit 2
-fi
-
-script=demo.sh
-# shellcheck source=lib/two-hosts.sh
-. "$(dirname "$0")/lib/two-hosts.sh"
+for k in "${kind_list[@]}"; do one_of kind "$k" "$all_kinds"; done
+for m in "${mode_list[@]}"; do one_of mode "$m" zero,full,lco,offload,remote; done
+for f in "${family_list[@]}"; do one_of family "$f" ipv4,ipv6; done
+preflight ip:iproute2 ping:iputils-ping iperf3:iperf3 python3:python3 timeout:coreutils
 find_tep
 two_hosts "tepdemo$$"
 

@@ -39,11 +39,9 @@
 #
 # Environment: TEP=/path/to/tep skips the build.
 set -euo pipefail
-
-usage() {
-    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
-    exit "${1:-2}"
-}
+script=soak.sh
+# shellcheck source=lib/two-hosts.sh
+. "$(dirname "$0")/lib/two-hosts.sh"
 
 minutes=10
 case "${1:-}" in
@@ -53,25 +51,9 @@ case "${1:-}" in
 *) minutes=$1 ;;
 esac
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "soak.sh: network namespaces need root: sudo $0 $*" >&2
-    exit 2
-fi
-missing=()
-command -v ip >/dev/null || missing+=(iproute2)
-command -v ping >/dev/null || missing+=(iputils-ping)
-command -v iperf3 >/dev/null || missing+=(iperf3)
-command -v python3 >/dev/null || missing+=(python3)
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "soak.sh: missing tools; install them with:" >&2
-    echo "  sudo apt-get install ${missing[*]}" >&2
-    exit 2
-fi
+preflight ip:iproute2 ping:iputils-ping iperf3:iperf3 python3:python3
 
-script=soak.sh
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=lib/two-hosts.sh
-. "$here/lib/two-hosts.sh"
 find_tep
 two_hosts "tepsoak$$"
 say() { echo "[$(date +%T)] $*" >&2; }

@@ -1,11 +1,40 @@
-# two-hosts.sh: sourced by demo.sh and bench-tunnel.sh. Two network
-# namespaces joined by one veth pair stand for two hosts, with a `tep run`
-# daemon on either side. Nothing is left behind: the namespaces, the daemons
-# and the temporary files go on exit, also on Ctrl-C.
+# two-hosts.sh: sourced by the scripts beside it (demo.sh, soak.sh and the
+# benches). Two network namespaces joined by one veth pair stand for two
+# hosts, with a `tep run` daemon on either side. Nothing is left behind: the
+# namespaces, the daemons and the temporary files go on exit, also on Ctrl-C.
 #
 # The caller sets `script` (its name, for messages) before sourcing, then
-# calls find_tep and two_hosts TAG. Afterwards: $ns_a, $ns_b, $work, in_a,
+# calls preflight, find_tep and two_hosts TAG. Afterwards: $ns_a, $ns_b, $work, in_a,
 # in_b, tep_ctl, tep_start, tep_stop_all.
+
+# usage [STATUS]: the comment block at the top of the caller, then exit.
+usage() {
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
+    exit "${1:-2}"
+}
+
+# one_of WHAT VALUE LIST: exit 2 unless VALUE is in the comma-separated LIST.
+one_of() {
+    case ",$3," in *",$2,"*) ;; *) echo "$script: unknown $1 $2 (one of $3)" >&2; exit 2 ;; esac
+}
+
+# preflight COMMAND:PACKAGE...: root (network namespaces need it) and every
+# COMMAND, else exit 2 naming the packages to install.
+preflight() {
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "$script: network namespaces need root: run $0 as root" >&2
+        exit 2
+    fi
+    local tool missing=()
+    for tool in "$@"; do
+        command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "$script: missing tools; install them with:" >&2
+        echo "  apt-get install ${missing[*]}" >&2
+        exit 2
+    fi
+}
 
 # find_tep [tep-bench]: $TEP if set, else builds tep (release) and points
 # TEP at it. With tep-bench, TEP_BENCH too: $TEP_BENCH if set, else the
