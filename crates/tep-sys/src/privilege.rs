@@ -46,52 +46,46 @@ pub struct Account {
 /// Looks `name` up in the password database (getpwnam_r: /etc/passwd,
 /// or whatever NSS is set up with). `Ok(None)`: no such user.
 pub fn user(name: &str) -> io::Result<Option<Account>> {
-    let c = CString::new(name).map_err(|_| io::ErrorKind::InvalidInput)?;
-    let mut buf = vec![0u8; 4096];
-    loop {
-        // SAFETY: passwd is plain data; all-zero is a valid value to be
-        // overwritten.
-        let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-        let mut found: *mut libc::passwd = std::ptr::null_mut();
-        // SAFETY: every pointer is live for the call: `c` NUL-terminated,
-        // `buf` of the length passed; the strings pw points to live in buf.
-        let r = unsafe {
-            libc::getpwnam_r(
-                c.as_ptr(),
-                &mut pw,
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                &mut found,
-            )
-        };
-        if r == libc::ERANGE && buf.len() < 1 << 20 {
-            buf.resize(buf.len() * 4, 0);
-            continue;
-        }
-        if r != 0 {
-            return Err(io::Error::from_raw_os_error(r));
-        }
-        return Ok((!found.is_null()).then(|| Account {
-            name: name.to_string(),
-            uid: pw.pw_uid,
-            gid: pw.pw_gid,
-        }));
-    }
+    by_name(name, libc::getpwnam_r, |pw| Account {
+        name: name.to_string(),
+        uid: pw.pw_uid,
+        gid: pw.pw_gid,
+    })
 }
 
 /// Looks group `name` up (getgrnam_r). `Ok(None)`: no such group.
 pub fn group(name: &str) -> io::Result<Option<u32>> {
+    by_name(name, libc::getgrnam_r, |gr| gr.gr_gid)
+}
+
+/// The getpwnam_r/getgrnam_r dance: a buffer grown on ERANGE (up to
+/// 1 MiB, so a broken NSS module cannot make us allocate without end),
+/// and `read` applied while the strings the record points to still live.
+fn by_name<T, R>(
+    name: &str,
+    lookup: unsafe extern "C" fn(
+        *const libc::c_char,
+        *mut T,
+        *mut libc::c_char,
+        libc::size_t,
+        *mut *mut T,
+    ) -> libc::c_int,
+    read: impl FnOnce(&T) -> R,
+) -> io::Result<Option<R>> {
     let c = CString::new(name).map_err(|_| io::ErrorKind::InvalidInput)?;
     let mut buf = vec![0u8; 4096];
     loop {
-        // SAFETY: group is plain data; all-zero is a valid value.
-        let mut gr: libc::group = unsafe { std::mem::zeroed() };
-        let mut found: *mut libc::group = std::ptr::null_mut();
-        // SAFETY: as in `user`.
+        // SAFETY: T is libc's passwd or group, plain data; all-zero is a
+        // valid value to be overwritten.
+        let mut record: T = unsafe { std::mem::zeroed() };
+        let mut found: *mut T = std::ptr::null_mut();
+        // SAFETY: every pointer is live for the call: `c` NUL-terminated,
+        // `buf` of the length passed; the strings the record points to
+        // live in buf.
         let r = unsafe {
-            libc::getgrnam_r(
+            lookup(
                 c.as_ptr(),
-                &mut gr,
+                &mut record,
                 buf.as_mut_ptr().cast(),
                 buf.len(),
                 &mut found,
@@ -104,7 +98,7 @@ pub fn group(name: &str) -> io::Result<Option<u32>> {
         if r != 0 {
             return Err(io::Error::from_raw_os_error(r));
         }
-        return Ok((!found.is_null()).then_some(gr.gr_gid));
+        return Ok((!found.is_null()).then(|| read(&record)));
     }
 }
 
