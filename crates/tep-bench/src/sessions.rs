@@ -272,13 +272,7 @@ impl Upf {
             v.put(&mut self.pool, id);
         }
         let mut out = 0;
-        let mut sink = |_: tep_dataplane::Output, pool: &mut Pool, v: &mut PacketVector| {
-            out += v.len();
-            for &id in v.as_slice() {
-                pool.free(id);
-            }
-            v.clear();
-        };
+        let mut sink = counting_sink(&mut out);
         let t = Instant::now();
         self.pipeline.encap(&mut self.pool, &mut v, &mut sink);
         let dl = t.elapsed().as_nanos() as f64 / VECTOR_SIZE as f64;
@@ -306,13 +300,7 @@ impl Upf {
             v.put(&mut self.pool, id);
         }
         let mut out = 0;
-        let mut sink = |_: tep_dataplane::Output, pool: &mut Pool, v: &mut PacketVector| {
-            out += v.len();
-            for &id in v.as_slice() {
-                pool.free(id);
-            }
-            v.clear();
-        };
+        let mut sink = counting_sink(&mut out);
         let t = Instant::now();
         self.pipeline.decap(&mut self.pool, &mut v, 0, &mut sink);
         let ul = t.elapsed().as_nanos() as f64 / VECTOR_SIZE as f64;
@@ -454,5 +442,18 @@ mod tests {
             .iter()
             .filter(|r| r.sessions == 1)
             .all(|r| (r.speed_vs_one - 1.0).abs() < 1e-9));
+    }
+}
+
+/// A sink that counts what the pipeline hands out and frees it at once.
+fn counting_sink(
+    out: &mut usize,
+) -> impl FnMut(tep_dataplane::Output, &mut Pool, &mut PacketVector) + '_ {
+    |_, pool, v| {
+        *out += v.len();
+        for &id in v.as_slice() {
+            pool.free(id);
+        }
+        v.clear();
     }
 }

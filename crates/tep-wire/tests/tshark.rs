@@ -49,6 +49,14 @@ const MAC_B: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x0b]);
 
 // ---------------------------------------------------------------- builders
 
+/// A header of `len` bytes written by `emit`, then `payload`.
+fn header_then(len: usize, payload: &[u8], emit: impl FnOnce(&mut [u8])) -> Vec<u8> {
+    let mut b = vec![0; len + payload.len()];
+    emit(&mut b[..]);
+    b[len..].copy_from_slice(payload);
+    b
+}
+
 /// Ethernet header + `payload`.
 fn eth(ethertype: EtherType, payload: &[u8]) -> Vec<u8> {
     let repr = EthernetRepr {
@@ -58,10 +66,9 @@ fn eth(ethertype: EtherType, payload: &[u8]) -> Vec<u8> {
         inner_tag: None,
         ethertype,
     };
-    let mut b = vec![0; repr.buffer_len() + payload.len()];
-    repr.emit(&mut ethernet::Packet::new_unchecked(&mut b[..]));
-    b[repr.buffer_len()..].copy_from_slice(payload);
-    b
+    header_then(repr.buffer_len(), payload, |b| {
+        repr.emit(&mut ethernet::Packet::new_unchecked(b))
+    })
 }
 
 /// IPv4 header (checksum by `emit`) + `payload`.
@@ -79,10 +86,9 @@ fn ipv4(src: Ipv4Addr, dst: Ipv4Addr, protocol: IpProtocol, payload: &[u8]) -> V
         more_frags: false,
         frag_offset: 0,
     };
-    let mut b = vec![0; repr.buffer_len() + payload.len()];
-    repr.emit(&mut ipv4::Packet::new_unchecked(&mut b[..]));
-    b[repr.buffer_len()..].copy_from_slice(payload);
-    b
+    header_then(repr.buffer_len(), payload, |b| {
+        repr.emit(&mut ipv4::Packet::new_unchecked(b))
+    })
 }
 
 /// IPv6 header + `payload`.
@@ -96,10 +102,9 @@ fn ipv6(src: Ipv6Addr, dst: Ipv6Addr, next_header: IpProtocol, payload: &[u8]) -
         traffic_class: 0,
         flow_label: 0x12345,
     };
-    let mut b = vec![0; repr.buffer_len() + payload.len()];
-    repr.emit(&mut ipv6::Packet::new_unchecked(&mut b[..]));
-    b[repr.buffer_len()..].copy_from_slice(payload);
-    b
+    header_then(repr.buffer_len(), payload, |b| {
+        repr.emit(&mut ipv6::Packet::new_unchecked(b))
+    })
 }
 
 #[derive(Clone, Copy)]
@@ -215,17 +220,15 @@ fn outer_v6(dport: u16, csum: Csum, tunnel: &[u8]) -> Vec<u8> {
 }
 
 fn vxlan(repr: &VxlanRepr, inner: &[u8]) -> Vec<u8> {
-    let mut b = vec![0; repr.buffer_len() + inner.len()];
-    repr.emit(&mut vxlan::Packet::new_unchecked(&mut b[..]));
-    b[repr.buffer_len()..].copy_from_slice(inner);
-    b
+    header_then(repr.buffer_len(), inner, |b| {
+        repr.emit(&mut vxlan::Packet::new_unchecked(b))
+    })
 }
 
 fn geneve(repr: &GeneveRepr<'_>, inner: &[u8]) -> Vec<u8> {
-    let mut b = vec![0; repr.buffer_len() + inner.len()];
-    repr.emit(&mut geneve::Packet::new_unchecked(&mut b[..]));
-    b[repr.buffer_len()..].copy_from_slice(inner);
-    b
+    header_then(repr.buffer_len(), inner, |b| {
+        repr.emit(&mut geneve::Packet::new_unchecked(b))
+    })
 }
 
 /// GRE header + `inner`, the GRE checksum (if any) filled over both.
@@ -239,17 +242,13 @@ fn gre(repr: &GreRepr, inner: &[u8]) -> Vec<u8> {
 }
 
 fn gtpu(repr: &GtpuRepr, tpdu: &[u8]) -> Vec<u8> {
-    let mut b = vec![0; repr.buffer_len() + tpdu.len()];
-    repr.emit(&mut b, tpdu.len());
-    b[repr.buffer_len()..].copy_from_slice(tpdu);
-    b
+    header_then(repr.buffer_len(), tpdu, |b| repr.emit(b, tpdu.len()))
 }
 
 fn gue(repr: &GueRepr, inner: &[u8]) -> Vec<u8> {
-    let mut b = vec![0; repr.buffer_len() + inner.len()];
-    repr.emit(&mut gue::Packet::new_unchecked(&mut b[..]));
-    b[repr.buffer_len()..].copy_from_slice(inner);
-    b
+    header_then(repr.buffer_len(), inner, |b| {
+        repr.emit(&mut gue::Packet::new_unchecked(b))
+    })
 }
 
 /// The outer UDP checksum tep wrote into `frame` (Ethernet/IPvX/UDP).
