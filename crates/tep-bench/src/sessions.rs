@@ -272,9 +272,9 @@ impl Upf {
             v.put(&mut self.pool, id);
         }
         let mut out = 0;
-        let mut sink = counting_sink(&mut out);
         let t = Instant::now();
-        self.pipeline.encap(&mut self.pool, &mut v, &mut sink);
+        self.pipeline
+            .encap(&mut self.pool, &mut v, &mut counting_sink(&mut out));
         let dl = t.elapsed().as_nanos() as f64 / VECTOR_SIZE as f64;
         times("downlink", out)?;
         // Uplink: the template with each pick's TEID, UDP checksum redone.
@@ -300,9 +300,9 @@ impl Upf {
             v.put(&mut self.pool, id);
         }
         let mut out = 0;
-        let mut sink = counting_sink(&mut out);
         let t = Instant::now();
-        self.pipeline.decap(&mut self.pool, &mut v, 0, &mut sink);
+        self.pipeline
+            .decap(&mut self.pool, &mut v, 0, &mut counting_sink(&mut out));
         let ul = t.elapsed().as_nanos() as f64 / VECTOR_SIZE as f64;
         times("uplink", out)?;
         Ok((dl, ul))
