@@ -9,7 +9,7 @@ use common::upf::*;
 use common::*;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tep_dataplane::example;
-use tep_dataplane::session::control::Volume;
+use tep_dataplane::session::control::{SessionSpec, Sessions, Volume};
 use tep_dataplane::session::{Action, UeKey, UeSource, UplinkKey};
 use tep_dataplane::DropReason;
 use tep_dataplane::ManualClock;
@@ -142,16 +142,23 @@ fn a_pdr_with_a_qfi_takes_only_that_flow() {
     assert_no_leak(&pool);
 }
 
+/// A UPF whose session 1 buffers its downlink, settled: the control, the
+/// pipeline, the session's spec and its slot.
+fn buffering_session(pool: &mut Pool) -> (Sessions, Pipeline<ManualClock>, SessionSpec, u32) {
+    let (mut c, mut p) = upf(false);
+    let mut s = example::session(1, false, false);
+    s.downlink = Action::Buffer;
+    let slot = c.create(&s).unwrap();
+    settle(&mut c, &mut p, pool);
+    (c, p, s, slot)
+}
+
 /// BUFF: downlink packets held, the first reported once, then released in
 /// order when the FAR forwards; past the bound, dropped and counted.
 #[test]
 fn buffer_then_forward_loses_nothing() {
-    let (mut c, mut p) = upf(false);
     let mut pool = pool();
-    let mut s = example::session(1, false, false);
-    s.downlink = Action::Buffer;
-    let slot = c.create(&s).unwrap();
-    settle(&mut c, &mut p, &mut pool);
+    let (mut c, mut p, mut s, slot) = buffering_session(&mut pool);
     let pkts: Vec<Vec<u8>> = (0..4u8).map(|k| inner(ue4(1), false, &[k; 64])).collect();
     let out = run_encap(&mut p, &mut pool, &pkts[..2]);
     assert!(out.packets.is_empty());
@@ -186,12 +193,8 @@ fn buffer_then_forward_loses_nothing() {
 /// leaked.
 #[test]
 fn a_deleted_session_drops_what_it_held() {
-    let (mut c, mut p) = upf(false);
     let mut pool = pool();
-    let mut s = example::session(1, false, false);
-    s.downlink = Action::Buffer;
-    let slot = c.create(&s).unwrap();
-    settle(&mut c, &mut p, &mut pool);
+    let (mut c, mut p, _, slot) = buffering_session(&mut pool);
     run_encap(
         &mut p,
         &mut pool,
