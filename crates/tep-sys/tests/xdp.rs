@@ -159,6 +159,24 @@ fn root_or_skip(test: &str) -> bool {
     true
 }
 
+/// Attaches section `xdp` of `obj` to tepa in generic mode the old way,
+/// over netlink as `ip` does, `more` naming the program if need be.
+fn attach_with_ip(obj: &str, more: &[&str]) {
+    let mut args = vec![
+        "link",
+        "set",
+        "dev",
+        "tepa",
+        "xdpgeneric",
+        "obj",
+        obj,
+        "sec",
+        "xdp",
+    ];
+    args.extend_from_slice(more);
+    ip(&args);
+}
+
 fn ip(args: &[&str]) -> String {
     let out = Command::new("ip").args(args).output().expect("ip");
     assert!(
@@ -616,19 +634,7 @@ fn xdp_attach_modes_replace_refuse_detach() {
         // A stale tep program attached the old way (netlink, as `ip` does)
         // is replaced too.
         let obj = format!("{BPF_DIR}/tep_xdp.o");
-        ip(&[
-            "link",
-            "set",
-            "dev",
-            "tepa",
-            "xdpgeneric",
-            "obj",
-            &obj,
-            "sec",
-            "xdp",
-            "program",
-            "tep_underlay",
-        ]);
+        attach_with_ip(&obj, &["program", "tep_underlay"]);
         let stale = attached(va).unwrap();
         assert_eq!(stale.len(), 1);
         assert_eq!(stale[0].name, "tep_underlay");
@@ -646,17 +652,7 @@ fn xdp_attach_modes_replace_refuse_detach() {
 
         // Somebody else's program is refused, by name and id, and left alone.
         let pass = format!("{BPF_DIR}/xdp_pass.o");
-        ip(&[
-            "link",
-            "set",
-            "dev",
-            "tepa",
-            "xdpgeneric",
-            "obj",
-            &pass,
-            "sec",
-            "xdp",
-        ]);
+        attach_with_ip(&pass, &[]);
         let theirs = attached(va).unwrap();
         assert_eq!(theirs.len(), 1);
         assert_eq!(theirs[0].name, "not_tep_pass");
