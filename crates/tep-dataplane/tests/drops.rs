@@ -8,7 +8,7 @@ mod common;
 use common::upf::*;
 use common::*;
 use core::net::{IpAddr, Ipv4Addr};
-use tep_dataplane::config::{ChecksumMode, DataplaneConfig, TunnelConfig};
+use tep_dataplane::config::{ChecksumMode, TunnelConfig};
 use tep_dataplane::example;
 use tep_dataplane::session::control::Volume;
 use tep_dataplane::session::{Action, UplinkKey};
@@ -975,20 +975,6 @@ fn gso_refusals_of_ipv6_extension_headers_are_counted() {
 #[test]
 fn ttl_expired() {
     use tep_dataplane::LinkHeader;
-    use tep_dataplane::OuterLayers;
-    use tep_dataplane::{Pipeline, PipelineOptions};
-    let gateway = |c: &[TunnelConfig]| {
-        Pipeline::new(
-            c,
-            &DataplaneConfig::default(),
-            ManualClock::default(),
-            PipelineOptions {
-                inner_link: InnerLink::Ethernet,
-                outer: OuterLayers::EthernetIpUdp,
-                ..PipelineOptions::default()
-            },
-        )
-    };
     let hop = LinkHeader {
         dst: [2, 0, 0, 0, 0, 2],
         src: [2, 0, 0, 0, 0, 1],

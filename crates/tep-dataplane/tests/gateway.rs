@@ -7,29 +7,13 @@
 mod common;
 use common::*;
 use core::net::IpAddr;
-use tep_dataplane::config::{ChecksumMode, DataplaneConfig, TunnelConfig};
+use tep_dataplane::config::ChecksumMode;
 use tep_dataplane::DropReason;
-use tep_dataplane::InnerLink;
 use tep_dataplane::LinkHeader;
 use tep_dataplane::ManualClock;
-use tep_dataplane::OuterLayers;
 use tep_dataplane::TunnelKind;
 use tep_dataplane::{ChecksumState, Pool};
-use tep_dataplane::{Output, Pipeline, PipelineOptions};
-
-/// A gateway's pipeline: frames on both sides.
-fn gateway(config: &[TunnelConfig]) -> Pipeline<ManualClock> {
-    Pipeline::new(
-        config,
-        &DataplaneConfig::default(),
-        ManualClock::default(),
-        PipelineOptions {
-            inner_link: InnerLink::Ethernet,
-            outer: OuterLayers::EthernetIpUdp,
-            ..PipelineOptions::default()
-        },
-    )
-}
+use tep_dataplane::{Output, Pipeline};
 
 /// The header to a next hop of MAC `..:nn` from an interface of MAC `..:ee`.
 fn hop(nn: u8, vlan: Option<u16>) -> LinkHeader {

@@ -14,7 +14,7 @@ use tep_dataplane::PacketVector;
 use tep_dataplane::TunnelKind;
 use tep_dataplane::{ChecksumState, PacketId, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::{Clock, ManualClock};
-use tep_dataplane::{Output, Pipeline, PipelineOptions};
+use tep_dataplane::{OuterLayers, Output, Pipeline, PipelineOptions};
 
 pub const A4: IpAddr = IpAddr::V4(example::A4);
 pub const B4: IpAddr = IpAddr::V4(example::B4);
@@ -114,6 +114,20 @@ pub fn pipeline_with(
         ManualClock::default(),
         PipelineOptions {
             inner_link: link,
+            ..PipelineOptions::default()
+        },
+    )
+}
+
+/// A gateway's pipeline: frames on both sides.
+pub fn gateway(config: &[TunnelConfig]) -> Pipeline<ManualClock> {
+    Pipeline::new(
+        config,
+        &DataplaneConfig::default(),
+        ManualClock::default(),
+        PipelineOptions {
+            inner_link: InnerLink::Ethernet,
+            outer: OuterLayers::EthernetIpUdp,
             ..PipelineOptions::default()
         },
     )
