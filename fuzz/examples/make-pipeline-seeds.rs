@@ -331,16 +331,6 @@ fn inner_packets(
     out
 }
 
-/// The checksum modes a kind has.
-fn modes(kind: TunnelKind) -> Vec<ChecksumMode> {
-    ChecksumMode::ALL
-        .into_iter()
-        .filter(|&m| {
-            m != ChecksumMode::Remote || matches!(kind, TunnelKind::Vxlan | TunnelKind::Gue)
-        })
-        .collect()
-}
-
 fn families(kind: TunnelKind) -> &'static [bool] {
     match kind {
         TunnelKind::FouIpip => &[false],
@@ -351,7 +341,10 @@ fn families(kind: TunnelKind) -> &'static [bool] {
 
 fn encap_seeds(w: &mut Writer) {
     for kind in TunnelKind::ALL {
-        for (m, mode) in modes(kind).into_iter().enumerate() {
+        for (m, mode) in tep_dataplane::example::checksum_modes(kind)
+            .into_iter()
+            .enumerate()
+        {
             // One outer family per mode, turn about.
             for outer_v6 in [m % 2 == 1] {
                 // Options: gathered and socket vary with the mode, the

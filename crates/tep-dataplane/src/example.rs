@@ -28,6 +28,17 @@ pub const INNER_PREFIX6: IpPrefix = IpPrefix {
     len: 47,
 };
 
+/// The checksum modes `kind` takes: all but `remote`, which only VXLAN
+/// and GUE carry (RCO).
+pub fn checksum_modes(kind: TunnelKind) -> Vec<ChecksumMode> {
+    ChecksumMode::ALL
+        .into_iter()
+        .filter(|&m| {
+            m != ChecksumMode::Remote || matches!(kind, TunnelKind::Vxlan | TunnelKind::Gue)
+        })
+        .collect()
+}
+
 /// The two ends of one tunnel of `kind` in checksum `mode`, A → B and
 /// B → A, over IPv6 when `v6`: VNI 4242, TEID 0x1000 with QFI 9, GRE key 77;
 /// every receive opt-in on (zero checksums, RCO), so that every mode runs.

@@ -10,21 +10,12 @@ use tep_dataplane::DropReason;
 use tep_dataplane::InnerLink;
 use tep_dataplane::TunnelKind;
 
-fn modes(kind: TunnelKind) -> Vec<ChecksumMode> {
-    ChecksumMode::ALL
-        .into_iter()
-        .filter(|&m| {
-            m != ChecksumMode::Remote || matches!(kind, TunnelKind::Vxlan | TunnelKind::Gue)
-        })
-        .collect()
-}
-
 #[test]
 fn every_kind_family_and_mode_round_trips() {
     let mut cases = 0;
     for kind in TunnelKind::ALL {
         for v6 in [false, true] {
-            for mode in modes(kind) {
+            for mode in tep_dataplane::example::checksum_modes(kind) {
                 let (ca, cb) = pair(kind, v6, mode);
                 let link = kind.link();
                 let mut a = pipeline(&ca, link);
