@@ -439,6 +439,18 @@ fn decap_input(c: u8, datagrams: &[Vec<u8>]) -> Vec<u8> {
     v
 }
 
+/// What a UDP socket would hand the decap target for `out`: the selector
+/// byte `sel`, then each packet's UDP payload.
+fn as_from_socket(sel: u8, out: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    out.iter()
+        .map(|o| {
+            let mut d = vec![sel];
+            d.extend_from_slice(udp_payload(o));
+            d
+        })
+        .collect()
+}
+
 /// The UDP payload of an outer packet tep wrote (no IPv6 extensions).
 fn udp_payload(p: &[u8]) -> &[u8] {
     let l4 = if p[0] >> 4 == 4 {
@@ -519,14 +531,7 @@ fn decap_seeds(w: &mut Writer, seeds: &Path) {
                 format!("{name}-flow"),
                 decap_input(input::STATED, &out),
             );
-            let socketed: Vec<Vec<u8>> = out
-                .iter()
-                .map(|o| {
-                    let mut d = vec![sel];
-                    d.extend_from_slice(udp_payload(o));
-                    d
-                })
-                .collect();
+            let socketed = as_from_socket(sel, &out);
             w.add(
                 "decap",
                 format!("{name}-flow-socket"),
@@ -544,14 +549,7 @@ fn decap_seeds(w: &mut Writer, seeds: &Path) {
                 offset: tso.field as u16,
             };
             let out = encap_all(&mut p, &mut pool, link, &[(cs, gso, tso.bytes)]);
-            let socketed: Vec<Vec<u8>> = out
-                .iter()
-                .map(|o| {
-                    let mut d = vec![sel];
-                    d.extend_from_slice(udp_payload(o));
-                    d
-                })
-                .collect();
+            let socketed = as_from_socket(sel, &out);
             w.add(
                 "decap",
                 format!("{name}-train"),
