@@ -122,21 +122,9 @@ fn session() -> SessionEstablishmentRequest {
             v6: None,
         },
         create_pdrs: vec![CreatePdr {
-            pdr_id: PdrId(2),
             precedence: Precedence(1),
-            pdi: Pdi {
-                source_interface: SourceInterface(Interface::N6_LAN),
-                ue_ip_address: Some(UeIpAddress {
-                    v4: Some(Ipv4Addr::new(10, 0, 0, 1)),
-                    destination: true,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            outer_header_removal: None,
-            far_id: Some(FarId(2)),
-            urr_ids: vec![UrrId(1)],
             qer_ids: vec![],
+            ..tep_pfcp::sample::downlink_pdr(Ipv4Addr::new(10, 0, 0, 1), None)
         }],
         create_fars: vec![CreateFar {
             far_id: FarId(2),

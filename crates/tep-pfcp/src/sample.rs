@@ -66,44 +66,11 @@ pub fn pdu_session_establishment(
                 qer_ids: vec![QerId(1)],
             },
             CreatePdr {
-                pdr_id: PdrId(2),
                 precedence: Precedence(255),
-                pdi: Pdi {
-                    source_interface: SourceInterface(Interface::N6_LAN),
-                    network_instance: Some(NetworkInstance(b"\x08internet".to_vec())),
-                    ue_ip_address: Some(UeIpAddress {
-                        v4: Some(ue),
-                        destination: true,
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
-                outer_header_removal: None,
-                far_id: Some(FarId(2)),
-                urr_ids: vec![UrrId(1)],
-                qer_ids: vec![QerId(1)],
+                ..downlink_pdr(ue, Some(NetworkInstance(b"\x08internet".to_vec())))
             },
         ],
-        create_fars: vec![
-            CreateFar {
-                far_id: FarId(1),
-                apply_action: ApplyAction::new(ApplyAction::FORW),
-                forwarding_parameters: Some(ForwardingParameters {
-                    destination_interface: DestinationInterface(Interface::CORE),
-                    network_instance: None,
-                    outer_header_creation: None,
-                }),
-            },
-            CreateFar {
-                far_id: FarId(2),
-                apply_action: ApplyAction::new(ApplyAction::FORW),
-                forwarding_parameters: Some(ForwardingParameters {
-                    destination_interface: DestinationInterface(Interface::ACCESS),
-                    network_instance: None,
-                    outer_header_creation: Some(OuterHeaderCreation::gtpu(gnb_teid, gnb.into())),
-                }),
-            },
-        ],
+        create_fars: vec![far_to_core(None), far_to_gnb(gnb_teid, gnb)],
         create_urrs: vec![CreateUrr {
             urr_id: UrrId(1),
             measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
@@ -121,6 +88,56 @@ pub fn pdu_session_establishment(
         sequence,
         priority: None,
         message: Message::SessionEstablishmentRequest(m),
+    }
+}
+
+/// PDR 2, downlink: from N6 to UE `ue` in `network_instance`, through
+/// FAR 2, URR 1 and QER 1; precedence 200.
+pub fn downlink_pdr(ue: Ipv4Addr, network_instance: Option<NetworkInstance>) -> CreatePdr {
+    CreatePdr {
+        pdr_id: PdrId(2),
+        precedence: Precedence(200),
+        pdi: Pdi {
+            source_interface: SourceInterface(Interface::N6_LAN),
+            local_f_teid: None,
+            network_instance,
+            ue_ip_address: Some(UeIpAddress {
+                v4: Some(ue),
+                destination: true,
+                ..Default::default()
+            }),
+            qfi: None,
+        },
+        outer_header_removal: None,
+        far_id: Some(FarId(2)),
+        urr_ids: vec![UrrId(1)],
+        qer_ids: vec![QerId(1)],
+    }
+}
+
+/// FAR 1, uplink: forward to the core, in `network_instance`.
+pub fn far_to_core(network_instance: Option<NetworkInstance>) -> CreateFar {
+    CreateFar {
+        far_id: FarId(1),
+        apply_action: ApplyAction::new(ApplyAction::FORW),
+        forwarding_parameters: Some(ForwardingParameters {
+            destination_interface: DestinationInterface(Interface::CORE),
+            network_instance,
+            outer_header_creation: None,
+        }),
+    }
+}
+
+/// FAR 2, downlink: forward to gNB `gnb` in GTP-U with its TEID `teid`.
+pub fn far_to_gnb(teid: u32, gnb: Ipv4Addr) -> CreateFar {
+    CreateFar {
+        far_id: FarId(2),
+        apply_action: ApplyAction::new(ApplyAction::FORW),
+        forwarding_parameters: Some(ForwardingParameters {
+            destination_interface: DestinationInterface(Interface::ACCESS),
+            network_instance: None,
+            outer_header_creation: Some(OuterHeaderCreation::gtpu(teid, gnb.into())),
+        }),
     }
 }
 

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use tep_pfcp::message::*;
 use tep_pfcp::rules::*;
 use tep_pfcp::types::*;
-use tep_pfcp::{IeType, PfcpRepr};
+use tep_pfcp::{sample, IeType, PfcpRepr};
 
 const V4: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
 const SMF: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
@@ -80,25 +80,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
         urr_ids: vec![UrrId(1)],
         qer_ids: vec![QerId(1)],
     };
-    let dl = CreatePdr {
-        pdr_id: PdrId(2),
-        precedence: Precedence(200),
-        pdi: Pdi {
-            source_interface: SourceInterface(Interface::N6_LAN),
-            local_f_teid: None,
-            network_instance: None,
-            ue_ip_address: Some(UeIpAddress {
-                v4: Some(Ipv4Addr::new(10, 45, 0, 7)),
-                destination: true,
-                ..Default::default()
-            }),
-            qfi: None,
-        },
-        outer_header_removal: None,
-        far_id: Some(FarId(2)),
-        urr_ids: vec![UrrId(1)],
-        qer_ids: vec![QerId(1)],
-    };
+    let dl = sample::downlink_pdr(Ipv4Addr::new(10, 45, 0, 7), None);
     let pdr = |id: u16, source, f_teid, ue_ip_address| CreatePdr {
         pdr_id: PdrId(id),
         precedence: Precedence(10),
@@ -220,27 +202,8 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                     },
                     create_pdrs: vec![ul, dl],
                     create_fars: vec![
-                        CreateFar {
-                            far_id: FarId(1),
-                            apply_action: ApplyAction::new(ApplyAction::FORW),
-                            forwarding_parameters: Some(ForwardingParameters {
-                                destination_interface: DestinationInterface(Interface::CORE),
-                                network_instance: internet(),
-                                outer_header_creation: None,
-                            }),
-                        },
-                        CreateFar {
-                            far_id: FarId(2),
-                            apply_action: ApplyAction::new(ApplyAction::FORW),
-                            forwarding_parameters: Some(ForwardingParameters {
-                                destination_interface: DestinationInterface(Interface::ACCESS),
-                                network_instance: None,
-                                outer_header_creation: Some(OuterHeaderCreation::gtpu(
-                                    0x100,
-                                    GNB.into(),
-                                )),
-                            }),
-                        },
+                        sample::far_to_core(internet()),
+                        sample::far_to_gnb(0x100, GNB),
                     ],
                     create_urrs: vec![CreateUrr {
                         urr_id: UrrId(1),

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::rules::*;
+use crate::sample;
 
 const SMF: &str = "192.0.2.10:40000";
 const N3: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
@@ -176,46 +177,9 @@ fn est_request() -> SessionEstablishmentRequest {
                 urr_ids: vec![UrrId(1)],
                 qer_ids: vec![QerId(1)],
             },
-            CreatePdr {
-                pdr_id: PdrId(2),
-                precedence: Precedence(200),
-                pdi: Pdi {
-                    source_interface: SourceInterface(Interface::N6_LAN),
-                    local_f_teid: None,
-                    network_instance: None,
-                    ue_ip_address: Some(UeIpAddress {
-                        v4: Some(ue()),
-                        destination: true,
-                        ..Default::default()
-                    }),
-                    qfi: None,
-                },
-                outer_header_removal: None,
-                far_id: Some(FarId(2)),
-                urr_ids: vec![UrrId(1)],
-                qer_ids: vec![QerId(1)],
-            },
+            sample::downlink_pdr(ue(), None),
         ],
-        create_fars: vec![
-            CreateFar {
-                far_id: FarId(1),
-                apply_action: ApplyAction::new(ApplyAction::FORW),
-                forwarding_parameters: Some(ForwardingParameters {
-                    destination_interface: DestinationInterface(Interface::CORE),
-                    network_instance: None,
-                    outer_header_creation: None,
-                }),
-            },
-            CreateFar {
-                far_id: FarId(2),
-                apply_action: ApplyAction::new(ApplyAction::FORW),
-                forwarding_parameters: Some(ForwardingParameters {
-                    destination_interface: DestinationInterface(Interface::ACCESS),
-                    network_instance: None,
-                    outer_header_creation: Some(OuterHeaderCreation::gtpu(0x100, GNB.into())),
-                }),
-            },
-        ],
+        create_fars: vec![sample::far_to_core(None), sample::far_to_gnb(0x100, GNB)],
         create_urrs: vec![CreateUrr {
             urr_id: UrrId(1),
             measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
