@@ -44,26 +44,8 @@ pub fn pdu_session_establishment(
         },
         create_pdrs: vec![
             CreatePdr {
-                pdr_id: PdrId(1),
                 precedence: Precedence(255),
-                pdi: Pdi {
-                    source_interface: SourceInterface(Interface::ACCESS),
-                    local_f_teid: Some(FTeid::Choose {
-                        v4: true,
-                        v6: false,
-                        choose_id: Some(1),
-                    }),
-                    network_instance: Some(NetworkInstance(b"\x08internet".to_vec())),
-                    ue_ip_address: Some(UeIpAddress {
-                        v4: Some(ue),
-                        ..Default::default()
-                    }),
-                    qfi: Some(Qfi(9)),
-                },
-                outer_header_removal: Some(OuterHeaderRemoval::default()),
-                far_id: Some(FarId(1)),
-                urr_ids: vec![UrrId(1)],
-                qer_ids: vec![QerId(1)],
+                ..uplink_pdr(Some(ue))
             },
             CreatePdr {
                 precedence: Precedence(255),
@@ -88,6 +70,34 @@ pub fn pdu_session_establishment(
         sequence,
         priority: None,
         message: Message::SessionEstablishmentRequest(m),
+    }
+}
+
+/// PDR 1, uplink: from the access side to a F-TEID the UPF chooses
+/// (CHOOSE, CHID 1) in network instance "internet", QFI 9, from UE `ue`
+/// if given; GTP-U removed, through FAR 1, URR 1 and QER 1; precedence 200.
+pub fn uplink_pdr(ue: Option<Ipv4Addr>) -> CreatePdr {
+    CreatePdr {
+        pdr_id: PdrId(1),
+        precedence: Precedence(200),
+        pdi: Pdi {
+            source_interface: SourceInterface(Interface::ACCESS),
+            local_f_teid: Some(FTeid::Choose {
+                v4: true,
+                v6: false,
+                choose_id: Some(1),
+            }),
+            network_instance: Some(NetworkInstance(b"\x08internet".to_vec())),
+            ue_ip_address: ue.map(|ue| UeIpAddress {
+                v4: Some(ue),
+                ..Default::default()
+            }),
+            qfi: Some(Qfi(9)),
+        },
+        outer_header_removal: Some(OuterHeaderRemoval::default()),
+        far_id: Some(FarId(1)),
+        urr_ids: vec![UrrId(1)],
+        qer_ids: vec![QerId(1)],
     }
 }
 

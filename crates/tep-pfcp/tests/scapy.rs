@@ -58,28 +58,7 @@ fn internet() -> Option<NetworkInstance> {
 fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
     // (name, repr, whether tep re-emits the very bytes: false where scapy's
     // message holds an IE tep skips)
-    let ul = CreatePdr {
-        pdr_id: PdrId(1),
-        precedence: Precedence(200),
-        pdi: Pdi {
-            source_interface: SourceInterface(Interface::ACCESS),
-            local_f_teid: Some(FTeid::Choose {
-                v4: true,
-                v6: false,
-                choose_id: Some(1),
-            }),
-            network_instance: internet(),
-            ue_ip_address: None,
-            qfi: Some(Qfi(9)),
-        },
-        outer_header_removal: Some(OuterHeaderRemoval {
-            desc: OuterHeaderRemoval::GTPU_UDP_IPV4,
-            ext_deletion: None,
-        }),
-        far_id: Some(FarId(1)),
-        urr_ids: vec![UrrId(1)],
-        qer_ids: vec![QerId(1)],
-    };
+    let ul = sample::uplink_pdr(None);
     let dl = sample::downlink_pdr(Ipv4Addr::new(10, 45, 0, 7), None);
     let pdr = |id: u16, source, f_teid, ue_ip_address| CreatePdr {
         pdr_id: PdrId(id),

@@ -157,28 +157,7 @@ fn est_request() -> SessionEstablishmentRequest {
     SessionEstablishmentRequest {
         node_id: NodeId::fqdn("smf.test").unwrap(),
         cp_f_seid: cp_f_seid(),
-        create_pdrs: vec![
-            CreatePdr {
-                pdr_id: PdrId(1),
-                precedence: Precedence(200),
-                pdi: Pdi {
-                    source_interface: SourceInterface(Interface::ACCESS),
-                    local_f_teid: Some(FTeid::Choose {
-                        v4: true,
-                        v6: false,
-                        choose_id: Some(1),
-                    }),
-                    network_instance: Some(NetworkInstance(b"\x08internet".to_vec())),
-                    ue_ip_address: None,
-                    qfi: Some(Qfi(9)),
-                },
-                outer_header_removal: Some(OuterHeaderRemoval::default()),
-                far_id: Some(FarId(1)),
-                urr_ids: vec![UrrId(1)],
-                qer_ids: vec![QerId(1)],
-            },
-            sample::downlink_pdr(ue(), None),
-        ],
+        create_pdrs: vec![sample::uplink_pdr(None), sample::downlink_pdr(ue(), None)],
         create_fars: vec![sample::far_to_core(None), sample::far_to_gnb(0x100, GNB)],
         create_urrs: vec![CreateUrr {
             urr_id: UrrId(1),
