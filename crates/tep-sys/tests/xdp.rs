@@ -462,6 +462,11 @@ const FAR_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 const NEAR4: [u8; 4] = [10, 77, 0, 1];
 const FAR4: [u8; 4] = [10, 77, 0, 2];
 
+/// An untagged frame from the far end to the near one.
+fn from_far(ethertype: u16, payload: &[u8]) -> Vec<u8> {
+    eth(NEAR_MAC, FAR_MAC, &[], ethertype, payload)
+}
+
 fn eth(dst: [u8; 6], src: [u8; 6], tags: &[(u16, u16)], ethertype: u16, payload: &[u8]) -> Vec<u8> {
     let mut f = Vec::new();
     f.extend_from_slice(&dst);
@@ -715,27 +720,12 @@ fn underlay(mode: Mode) {
 
     // Endpoints: each frame arrives whole, at a filled address.
     let tunnel = [
-        eth(
-            NEAR_MAC,
-            FAR_MAC,
-            &[],
+        from_far(
             0x0800,
             &ipv4_udp(FAR4, NEAR4, 1000, 4789, b"vxlan over ipv4"),
         ),
-        eth(
-            NEAR_MAC,
-            FAR_MAC,
-            &[],
-            0x86dd,
-            &udp6(v6, 6081, false, b"geneve over ipv6"),
-        ),
-        eth(
-            NEAR_MAC,
-            FAR_MAC,
-            &[],
-            0x86dd,
-            &udp6(v6, 6081, true, b"behind hop-by-hop"),
-        ),
+        from_far(0x86dd, &udp6(v6, 6081, false, b"geneve over ipv6")),
+        from_far(0x86dd, &udp6(v6, 6081, true, b"behind hop-by-hop")),
         eth(
             NEAR_MAC,
             FAR_MAC,
@@ -776,13 +766,7 @@ fn underlay(mode: Mode) {
         .unwrap();
     inject(
         far,
-        &eth(
-            NEAR_MAC,
-            FAR_MAC,
-            &[],
-            0x0800,
-            &ipv4_udp(FAR4, NEAR4, 1000, 5555, b"for the host"),
-        ),
+        &from_far(0x0800, &ipv4_udp(FAR4, NEAR4, 1000, 5555, b"for the host")),
     );
     let mut buf = [0u8; 64];
     let (n, from) = kernel_udp
@@ -795,7 +779,7 @@ fn underlay(mode: Mode) {
     frag[10..12].copy_from_slice(&[0, 0]);
     let c = common::checksum(&frag[..20]);
     frag[10..12].copy_from_slice(&c.to_be_bytes());
-    inject(far, &eth(NEAR_MAC, FAR_MAC, &[], 0x0800, &frag));
+    inject(far, &from_far(0x0800, &frag));
     assert_quiet(xsk, 300, "an IPv4 fragment");
 
     // ARP and ping still work: the kernel answers.
@@ -806,7 +790,7 @@ fn underlay(mode: Mode) {
     let reply = reply.expect("the kernel answers ARP while steering is on");
     assert_eq!(&reply[22..28], &NEAR_MAC);
     let ping = common::icmp_echo_request(FAR4, NEAR4, 0x7e9, 1, b"tep xdp ping");
-    inject(far, &eth(NEAR_MAC, FAR_MAC, &[], 0x0800, &ping));
+    inject(far, &from_far(0x0800, &ping));
     capture(far, 2000, |f| {
         f.len() > 14 && common::is_echo_reply(&f[14..], FAR4, NEAR4, 0x7e9, 1, b"tep xdp ping")
     })
@@ -883,15 +867,7 @@ fn xsk_inner_prefixes_macs_l2_default() {
             .add_inner_prefix(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 33)
             .is_err());
 
-        let to = |dst: [u8; 4]| {
-            eth(
-                NEAR_MAC,
-                FAR_MAC,
-                &[],
-                0x0800,
-                &ipv4_udp(FAR4, dst, 1, 2, b"inner"),
-            )
-        };
+        let to = |dst: [u8; 4]| from_far(0x0800, &ipv4_udp(FAR4, dst, 1, 2, b"inner"));
         let hit4 = to([198, 51, 100, 9]);
         let hit4_tagged = eth(
             NEAR_MAC,
@@ -900,10 +876,7 @@ fn xsk_inner_prefixes_macs_l2_default() {
             0x0800,
             &ipv4_udp(FAR4, [198, 51, 100, 200], 1, 2, b"x"),
         );
-        let hit6 = eth(
-            NEAR_MAC,
-            FAR_MAC,
-            &[],
+        let hit6 = from_far(
             0x86dd,
             &udp6("2001:db8:77:1::5".parse().unwrap(), 9, false, b"v6"),
         );
@@ -919,10 +892,7 @@ fn xsk_inner_prefixes_macs_l2_default() {
         inject(far, &to([198, 51, 101, 9]));
         inject(
             far,
-            &eth(
-                NEAR_MAC,
-                FAR_MAC,
-                &[],
+            &from_far(
                 0x86dd,
                 &udp6("2001:db8:78::5".parse().unwrap(), 9, false, b"v6"),
             ),
@@ -1002,13 +972,7 @@ fn xsk_shared_umem_forwards_by_descriptor() {
 
         let from_b = packet_socket(vb);
         let at_d = packet_socket(vd);
-        let frame = eth(
-            NEAR_MAC,
-            FAR_MAC,
-            &[],
-            0x0800,
-            &ipv4_udp(FAR4, NEAR4, 2152, 2152, b"one copy only"),
-        );
+        let frame = from_far(0x0800, &ipv4_udp(FAR4, NEAR4, 2152, 2152, b"one copy only"));
         inject(&from_b, &frame);
         let got = recv_frames(&mut under, 1, 2000);
         assert_eq!(got.len(), 1);
@@ -1034,13 +998,7 @@ fn xsk_statistics_count_an_empty_fill_ring() {
         let before = xsk.statistics().unwrap();
         assert_eq!(before, Default::default());
         // Nothing on the fill ring: every redirected frame is dropped.
-        let frame = eth(
-            NEAR_MAC,
-            FAR_MAC,
-            &[],
-            0x0800,
-            &ipv4_udp(FAR4, NEAR4, 1, 4789, b"no room"),
-        );
+        let frame = from_far(0x0800, &ipv4_udp(FAR4, NEAR4, 1, 4789, b"no room"));
         for _ in 0..5 {
             inject(far, &frame);
         }
