@@ -33,10 +33,17 @@ pub const INNER_PREFIX6: IpPrefix = IpPrefix {
 pub fn checksum_modes(kind: TunnelKind) -> Vec<ChecksumMode> {
     ChecksumMode::ALL
         .into_iter()
-        .filter(|&m| {
-            m != ChecksumMode::Remote || matches!(kind, TunnelKind::Vxlan | TunnelKind::Gue)
-        })
+        .filter(|&m| usable_mode(kind, m) == m)
         .collect()
+}
+
+/// `mode` where `kind` takes it, else `full` (`remote` without RCO).
+pub fn usable_mode(kind: TunnelKind, mode: ChecksumMode) -> ChecksumMode {
+    if mode == ChecksumMode::Remote && !matches!(kind, TunnelKind::Vxlan | TunnelKind::Gue) {
+        ChecksumMode::Full
+    } else {
+        mode
+    }
 }
 
 /// The two ends of one tunnel of `kind` in checksum `mode`, A → B and

@@ -446,13 +446,7 @@ proptest! {
         v6 in any::<bool>(),
         packets in prop::collection::vec(inner_strategy(), 1..=8),
     ) {
-        let mode = if mode == ChecksumMode::Remote
-            && !matches!(kind, TunnelKind::Vxlan | TunnelKind::Gue)
-        {
-            ChecksumMode::Full
-        } else {
-            mode
-        };
+        let mode = tep_dataplane::example::usable_mode(kind, mode);
         let mut complete = Vec::new();
         let mut partial = Vec::new();
         for p in &packets {

@@ -132,14 +132,7 @@ proptest! {
         v6 in any::<bool>(),
         packets in prop::collection::vec(inner_strategy(), 1..=8),
     ) {
-        // Remote is only valid where the header can carry RCO.
-        let mode = if mode == ChecksumMode::Remote
-            && !matches!(kind, TunnelKind::Vxlan | TunnelKind::Gue)
-        {
-            ChecksumMode::Full
-        } else {
-            mode
-        };
+        let mode = tep_dataplane::example::usable_mode(kind, mode);
         let inner: Vec<Vec<u8>> = packets
             .iter()
             .map(|p| {
