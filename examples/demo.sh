@@ -123,26 +123,6 @@ else:
 EOF
 }
 
-# udp_snmp NS FILE: the namespace's kernel UDP counters (IPv4 and IPv6
-# added up) as JSON: NoPorts (no socket on the port: nobody listened yet)
-# and InErrors (receive buffer full, bad checksums, ...).
-udp_snmp() {
-    ip netns exec "$1" cat /proc/net/snmp /proc/net/snmp6 | python3 -c '
-import json, sys
-lines = sys.stdin.read().splitlines()
-out = {"NoPorts": 0, "InErrors": 0}
-heads = [l.split() for l in lines if l.startswith("Udp:")]
-if len(heads) == 2:
-    for k, v in zip(heads[0][1:], heads[1][1:]):
-        if k in out:
-            out[k] += int(v)
-for l in lines:
-    f = l.split()
-    if len(f) == 2 and f[0].startswith("Udp6") and f[0][4:] in out:
-        out[f[0][4:]] += int(f[1])
-print(json.dumps(out))' >"$2"
-}
-
 # read_counters: both daemons' tunnels and counters into $work, once the
 # traffic has drained: read again every 0.2 s (2 s at most) until two
 # readings agree, so that nothing is in flight between a sender's tx and

@@ -121,11 +121,8 @@ EOF
 
 config 1 >"$work/1.toml"
 config 2 >"$work/2.toml"
-for side in 1 2; do
-    snmp_ns=$ns_a
-    [ "$side" = 2 ] && snmp_ns=$ns_b
-    ip netns exec "$snmp_ns" cat /proc/net/snmp /proc/net/snmp6 >"$work/snmp-$side-before.txt"
-done
+udp_snmp "$ns_a" "$work/snmp-1-before.json" RcvbufErrors
+udp_snmp "$ns_b" "$work/snmp-2-before.json" RcvbufErrors
 tep_start 1 "$ns_a"
 tep_start 2 "$ns_b"
 pid_a=${daemons[0]}
@@ -238,11 +235,8 @@ for _ in $(seq 20); do
     prev=$now
     sleep 0.5
 done
-for side in 1 2; do
-    snmp_ns=$ns_a
-    [ "$side" = 2 ] && snmp_ns=$ns_b
-    ip netns exec "$snmp_ns" cat /proc/net/snmp /proc/net/snmp6 >"$work/snmp-$side-after.txt"
-done
+udp_snmp "$ns_a" "$work/snmp-1-after.json" RcvbufErrors
+udp_snmp "$ns_b" "$work/snmp-2-after.json" RcvbufErrors
 # SIGTERM: each daemon drains and exits; its status is part of the check.
 exits=""
 for p in "$pid_a" "$pid_b"; do
@@ -264,18 +258,8 @@ def load(p):
         return None
 
 def snmp(side, when):
-    """NoPorts and InErrors of the namespace, IPv4 + IPv6."""
-    out = {"NoPorts": 0, "InErrors": 0, "RcvbufErrors": 0}
-    lines = open(f"{work}/snmp-{side}-{when}.txt").read().splitlines()
-    heads = [l.split() for l in lines if l.startswith("Udp:")]
-    for k, v in zip(heads[0][1:], heads[1][1:]):
-        if k in out:
-            out[k] += int(v)
-    for l in lines:
-        f = l.split()
-        if len(f) == 2 and f[0].startswith("Udp6") and f[0][4:] in out:
-            out[f[0][4:]] += int(f[1])
-    return out
+    """NoPorts, InErrors and RcvbufErrors of the namespace, IPv4 + IPv6."""
+    return json.load(open(f"{work}/snmp-{side}-{when}.json"))
 
 print()
 print(f"soak: {minutes} min, two daemons, ten tunnels each (every kind)")

@@ -7,6 +7,29 @@
 # calls preflight, find_tep and two_hosts TAG. Afterwards: $ns_a, $ns_b, $work, in_a,
 # in_b, tep_ctl, tep_start, tep_stop_all.
 
+# udp_snmp NS FILE [COUNTER...]: the namespace's kernel UDP counters (IPv4
+# and IPv6 added up) as JSON: NoPorts (no socket on the port: nobody
+# listened yet), InErrors (receive buffer full, bad checksums, ...) and
+# each COUNTER named.
+udp_snmp() {
+    local ns=$1 file=$2
+    shift 2
+    ip netns exec "$ns" cat /proc/net/snmp /proc/net/snmp6 | python3 -c '
+import json, sys
+lines = sys.stdin.read().splitlines()
+out = dict.fromkeys(["NoPorts", "InErrors"] + sys.argv[1:], 0)
+heads = [l.split() for l in lines if l.startswith("Udp:")]
+if len(heads) == 2:
+    for k, v in zip(heads[0][1:], heads[1][1:]):
+        if k in out:
+            out[k] += int(v)
+for l in lines:
+    f = l.split()
+    if len(f) == 2 and f[0].startswith("Udp6") and f[0][4:] in out:
+        out[f[0][4:]] += int(f[1])
+print(json.dumps(out))' "$@" >"$file"
+}
+
 # usage [STATUS]: the comment block at the top of the caller, then exit.
 usage() {
     awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
