@@ -11,7 +11,7 @@ use core::net::{IpAddr, Ipv4Addr};
 use tep_dataplane::config::{ChecksumMode, TunnelConfig};
 use tep_dataplane::example;
 use tep_dataplane::session::control::Volume;
-use tep_dataplane::session::{Action, UplinkKey};
+use tep_dataplane::session::Action;
 use tep_dataplane::DropReason;
 use tep_dataplane::InnerLink;
 use tep_dataplane::ManualClock;
@@ -1092,12 +1092,8 @@ fn session_drop() {
 
 #[test]
 fn buffer_full() {
-    let (mut c, mut p) = upf(false);
     let mut pool = pool();
-    let mut s = example::session(1, false, false);
-    s.downlink = Action::Buffer;
-    c.create(&s).unwrap();
-    settle(&mut c, &mut p, &mut pool);
+    let (mut c, mut p, _, _) = buffering_session(&mut pool);
     // Four per session (common::upf): the fifth is dropped.
     let pkts: Vec<Vec<u8>> = (0..5u8).map(|k| inner(ue4(1), false, &[k; 8])).collect();
     let out = run_encap(&mut p, &mut pool, &pkts);
@@ -1115,15 +1111,8 @@ fn buffer_full() {
 fn no_pdr() {
     // The session's only uplink PDR takes QFI 9: its TEID with QFI 8 is
     // the session's, no PDR's (and gets no Error Indication).
-    let (mut c, mut p) = upf(false);
     let mut pool = pool();
-    let mut s = example::session(1, false, false);
-    s.uplink_keys = vec![UplinkKey {
-        teid: 0x10001,
-        qfi: Some(9),
-    }];
-    c.create(&s).unwrap();
-    settle(&mut c, &mut p, &mut pool);
+    let (_c, mut p) = qfi9_session(&mut pool);
     let pkt = |qfi| gpdu(false, 0x10001, Some(qfi), &inner(ue4(1), true, b"x"));
     let out = run_decap(&mut p, &mut pool, &[pkt(9), pkt(8)], 0);
     assert_eq!(out.packets.len(), 1);

@@ -9,8 +9,8 @@ use common::upf::*;
 use common::*;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tep_dataplane::example;
-use tep_dataplane::session::control::{SessionSpec, Sessions, Volume};
-use tep_dataplane::session::{Action, UeKey, UeSource, UplinkKey};
+use tep_dataplane::session::control::Volume;
+use tep_dataplane::session::{Action, UeKey, UeSource};
 use tep_dataplane::DropReason;
 use tep_dataplane::ManualClock;
 use tep_dataplane::Pipeline;
@@ -106,15 +106,8 @@ fn every_session_both_ways_with_exact_usage() {
 
 #[test]
 fn a_pdr_with_a_qfi_takes_only_that_flow() {
-    let (mut c, mut p) = upf(false);
     let mut pool = pool();
-    let mut s = example::session(1, false, false);
-    s.uplink_keys = vec![UplinkKey {
-        teid: 0x10001,
-        qfi: Some(9),
-    }];
-    c.create(&s).unwrap();
-    settle(&mut c, &mut p, &mut pool);
+    let (mut c, mut p) = qfi9_session(&mut pool);
     let pkt = |qfi| gpdu(false, 0x10001, qfi, &inner(ue4(1), true, b"x"));
     let out = run_decap(
         &mut p,
@@ -140,17 +133,6 @@ fn a_pdr_with_a_qfi_takes_only_that_flow() {
     assert_eq!(out.replies.len(), 1);
     assert_balanced(&p);
     assert_no_leak(&pool);
-}
-
-/// A UPF whose session 1 buffers its downlink, settled: the control, the
-/// pipeline, the session's spec and its slot.
-fn buffering_session(pool: &mut Pool) -> (Sessions, Pipeline<ManualClock>, SessionSpec, u32) {
-    let (mut c, mut p) = upf(false);
-    let mut s = example::session(1, false, false);
-    s.downlink = Action::Buffer;
-    let slot = c.create(&s).unwrap();
-    settle(&mut c, &mut p, pool);
-    (c, p, s, slot)
 }
 
 /// BUFF: downlink packets held, the first reported once, then released in

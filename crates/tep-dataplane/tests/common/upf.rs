@@ -4,12 +4,38 @@
 use super::*;
 use core::net::{Ipv4Addr, Ipv6Addr};
 use tep_dataplane::example;
-use tep_dataplane::session::control::Sessions;
+use tep_dataplane::session::control::{SessionSpec, Sessions};
+use tep_dataplane::session::{Action, UplinkKey};
 use tep_dataplane::ManualClock;
 use tep_dataplane::OuterLayers;
 use tep_dataplane::Pool;
 use tep_dataplane::{Output, Pipeline, PipelineOptions};
 use tep_wire::gtpu::{Extension, GtpuRepr, PduSessionContainer};
+
+/// A UPF whose session 1 buffers its downlink, settled: the control, the
+/// pipeline, the session's spec and its slot.
+pub fn buffering_session(pool: &mut Pool) -> (Sessions, Pipeline<ManualClock>, SessionSpec, u32) {
+    let (mut c, mut p) = upf(false);
+    let mut s = example::session(1, false, false);
+    s.downlink = Action::Buffer;
+    let slot = c.create(&s).unwrap();
+    settle(&mut c, &mut p, pool);
+    (c, p, s, slot)
+}
+
+/// A UPF whose session 1's uplink PDR takes only QFI 9 (TEID 0x10001),
+/// settled.
+pub fn qfi9_session(pool: &mut Pool) -> (Sessions, Pipeline<ManualClock>) {
+    let (mut c, mut p) = upf(false);
+    let mut s = example::session(1, false, false);
+    s.uplink_keys = vec![UplinkKey {
+        teid: 0x10001,
+        qfi: Some(9),
+    }];
+    c.create(&s).unwrap();
+    settle(&mut c, &mut p, pool);
+    (c, p)
+}
 
 /// A UPF pipeline (N3 = side A) with its control plane.
 pub fn upf(v6: bool) -> (Sessions, Pipeline<ManualClock>) {
