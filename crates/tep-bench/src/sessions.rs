@@ -417,6 +417,19 @@ pub fn render(rows: &[SessionRow]) -> String {
     s
 }
 
+/// A sink that counts what the pipeline hands out and frees it at once.
+fn counting_sink(
+    out: &mut usize,
+) -> impl FnMut(tep_dataplane::Output, &mut Pool, &mut PacketVector) + '_ {
+    |_, pool, v| {
+        *out += v.len();
+        for &id in v.as_slice() {
+            pool.free(id);
+        }
+        v.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,18 +455,5 @@ mod tests {
             .iter()
             .filter(|r| r.sessions == 1)
             .all(|r| (r.speed_vs_one - 1.0).abs() < 1e-9));
-    }
-}
-
-/// A sink that counts what the pipeline hands out and frees it at once.
-fn counting_sink(
-    out: &mut usize,
-) -> impl FnMut(tep_dataplane::Output, &mut Pool, &mut PacketVector) + '_ {
-    |_, pool, v| {
-        *out += v.len();
-        for &id in v.as_slice() {
-            pool.free(id);
-        }
-        v.clear();
     }
 }
