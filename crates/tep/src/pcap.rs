@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tep::capture::{read_frames, CaptureError, Frame, Link};
+use tep_capture::{read_frames, CaptureError, Frame, Link};
 use tep_dataplane::buffer::{ChecksumState, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::{Config, ConfigError};

@@ -1,4 +1,14 @@
-//! Reading capture files (pcap and pcapng) into frames.
+//! Reading capture files (pcap and pcapng) into frames, and dissecting
+//! them layer by layer with tep-wire: what `tep decode` and `tep pcap`
+//! read, and what `fuzz/` runs over arbitrary bytes. Its own crate so that
+//! the fuzz targets reach it without the daemon, and so that tep-wire
+//! stays free of pcap-file and serde_json.
+
+pub mod dissect;
+pub mod ports;
+
+pub use dissect::{dissect, Dissection};
+pub use ports::PortMap;
 
 use pcap_file::pcap::PcapParser;
 use pcap_file::pcapng::{Block, PcapNgParser};
