@@ -1,8 +1,8 @@
 //! The layer walk behind `tep decode`.
 
 use crate::ports::{PortMap, TunnelKind};
-use serde_json::{json, Value};
 use crate::{Frame, Link};
+use serde_json::{json, Value};
 use tep_csum::Sum;
 use tep_wire::ethernet::{self, EtherType};
 use tep_wire::gue::{GueFields, GueRepr, RemoteChecksum};

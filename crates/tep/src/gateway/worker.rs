@@ -15,7 +15,7 @@ use super::next_hops::Published;
 use super::rings::{tally, to_kernel, Side, Way};
 use crate::daemon::idle::{bytes_in, Idle};
 use crate::daemon::liveness::Beat;
-use crate::daemon::state::Shared;
+use crate::daemon::run::{publish, WorkerCommon};
 use crate::daemon::stats::{IoCounters, IoEvent, IoMode, TunnelTraffic, WorkerSnapshot};
 use std::io;
 use std::net::IpAddr;
@@ -25,14 +25,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tep_dataplane::buffer::Pool;
 use tep_dataplane::clock::Tsc;
-use tep_dataplane::config::Config;
 use tep_dataplane::icmp_error::RouterOptions;
 use tep_dataplane::pipeline::{InnerChecksums, OuterLayers, Output, Pipeline, PipelineOptions};
-use tep_dataplane::session::WorkerLink;
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
 use tep_dataplane::InnerLink;
 use tep_sys::raw::RawIp;
-use tep_sys::{Epoll, EventFd, XskStats};
+use tep_sys::{Epoll, XskStats};
 
 /// Buffers kept free for what the pipeline makes itself (replies, ICMP
 /// errors) while the fill rings are topped up.
@@ -69,10 +67,8 @@ pub struct WorkerIo {
 /// Everything a worker needs to start.
 #[derive(Debug)]
 pub struct WorkerSetup {
-    /// Position among the workers (its snapshot slot).
-    pub index: usize,
-    /// The validated config.
-    pub config: Arc<Config>,
+    /// What every mode's worker gets.
+    pub common: WorkerCommon,
     /// Its sockets and pool.
     pub io: WorkerIo,
     /// Pin to this CPU.
@@ -83,13 +79,6 @@ pub struct WorkerSetup {
     pub router: RouterOptions,
     /// Where next hops are published and asked for.
     pub next_hops: Arc<Published>,
-    /// Wakes the worker (stop, refresh, trace).
-    pub wake: Arc<EventFd>,
-    /// Shared with the control thread.
-    pub shared: Arc<Shared>,
-    /// A UPF worker's link to the session tables' control plane, and its
-    /// downlink buffers (`[pfcp].buffer_packets`, `buffer_limit`).
-    pub sessions: Option<(WorkerLink, u32, u32)>,
 }
 
 /// The pipeline of a gateway: whole frames on both sides.
@@ -113,15 +102,15 @@ pub fn pipeline_options() -> PipelineOptions {
 pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
     if let Some(cpu) = setup.cpu {
         if let Err(e) = tep_sys::thread::pin_current_thread(cpu) {
-            tracing::warn!(worker = setup.index, cpu, "cannot pin: {e}");
+            tracing::warn!(worker = setup.common.index, cpu, "cannot pin: {e}");
         }
     }
-    let config = &setup.config;
+    let config = &setup.common.config;
     let mut pipeline = Pipeline::new(config, Tsc, pipeline_options());
     pipeline.set_router(setup.router);
     *pipeline.next_hops() = setup.next_hops.table();
-    let upf = setup.sessions.is_some();
-    if let Some((link, per_session, limit)) = setup.sessions.clone() {
+    let upf = setup.common.sessions.is_some();
+    if let Some((link, per_session, limit)) = setup.common.sessions.clone() {
         pipeline.attach_sessions(link, per_session, limit);
     }
     let mut reports: Vec<u32> = Vec::new();
@@ -132,10 +121,10 @@ pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
         mut pool,
     } = setup.io;
     let epoll = Epoll::new()?;
-    epoll.add(setup.wake.as_raw_fd(), TOKEN_WAKE, true, false)?;
+    epoll.add(setup.common.wake.as_raw_fd(), TOKEN_WAKE, true, false)?;
     epoll.add(underlay.socket.as_raw_fd(), TOKEN_UNDERLAY, true, false)?;
     epoll.add(inner.socket.as_raw_fd(), TOKEN_INNER, true, false)?;
-    let shared = &setup.shared;
+    let shared = &setup.common.shared;
     let tracer = &shared.tracer;
     let mut io = IoCounters::new(IoMode::Gateway);
     let mut tunnels = vec![TunnelTraffic::default(); config.tunnels.len()];
@@ -250,18 +239,12 @@ pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
                 io,
                 generation,
             );
-            let mut all = shared.snapshots.lock().unwrap_or_else(|e| e.into_inner());
-            if all.len() <= setup.index {
-                all.resize(setup.index + 1, WorkerSnapshot::default());
-            }
-            all[setup.index] = snap;
-            drop(all);
-            shared.published.notify_all();
+            publish(shared, setup.common.index, snap);
         }
         if drained {
             settle(&mut underlay, &mut inner, &mut pool);
             tracing::info!(
-                worker = setup.index,
+                worker = setup.common.index,
                 delivered = tunnels.iter().map(|t| t.rx_packets).sum::<u64>(),
                 sent = tunnels.iter().map(|t| t.tx_packets).sum::<u64>(),
                 "stopped; served what was queued"
@@ -282,7 +265,7 @@ pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
         io.count(IoEvent::Sleeps, 1);
         epoll.wait(&mut events, 100)?;
         if events.iter().any(|e| e.token == TOKEN_WAKE) {
-            let _ = setup.wake.drain();
+            let _ = setup.common.wake.drain();
         }
     }
 }

@@ -3,7 +3,7 @@
 //! decapsulated ones written back gathered, with the header that carries
 //! the state the pipeline settled for them.
 
-use super::udp_io::{datagrams, Routes, Tallies};
+use super::udp_io::{datagrams, Tallies, TunnelFacts};
 use crate::daemon::stats::IoCounters;
 use crate::daemon::stats::IoEvent;
 use crate::daemon::trace::{Point, Tracer};
@@ -107,7 +107,7 @@ pub(super) fn write_inner(
     pool: &mut Pool,
     out: &mut PacketVector,
     (tun, tap): (Option<&TunQueue>, Option<&TunQueue>),
-    routes: &Routes,
+    routes: &TunnelFacts,
     tallies: &mut Tallies,
     tracer: &Tracer,
 ) {
