@@ -1,11 +1,15 @@
-//! Reading capture files (pcap and pcapng) into frames, and dissecting
-//! them layer by layer with tep-wire: what `tep decode` and `tep pcap`
-//! read, and what `fuzz/` runs over arbitrary bytes. Its own crate so that
-//! the fuzz targets reach it without the daemon, and so that tep-wire
-//! stays free of pcap-file and serde_json.
+//! Capture files, offline: read (pcap and pcapng) into frames, dissected
+//! layer by layer with tep-wire and printed ([`decode`], `tep decode`),
+//! replayed through the dataplane's pipeline ([`replay`], `tep pcap`).
+//! The `tep` command is their front; `fuzz/` runs the reader over
+//! arbitrary bytes without the daemon. Its own crate so that tep-wire and
+//! the dataplane stay free of pcap-file and serde_json, and the daemon's
+//! crate holds the daemon.
 
+pub mod decode;
 pub mod dissect;
 pub mod ports;
+pub mod replay;
 
 pub use dissect::{dissect, Dissection};
 pub use ports::PortMap;

@@ -5,12 +5,12 @@
 //! captured; checksums over bytes that were not captured are reported
 //! `unverifiable`, never `invalid`.
 
-pub use tep_capture::{dissect, Dissection, PortMap};
+pub use crate::{dissect, Dissection, PortMap};
 
+use crate::{read_frames, CaptureError, Frame};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::Path;
-use tep_capture::{read_frames, CaptureError, Frame};
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 //! pipeline's `show runtime` counters, edge counters and drops are the
 //! report.
 
+use crate::{read_frames, CaptureError, Frame, Link};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
 use serde_json::{json, Value};
@@ -14,7 +15,6 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tep_capture::{read_frames, CaptureError, Frame, Link};
 use tep_dataplane::buffer::{ChecksumState, Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::Tsc;
 use tep_dataplane::config::{Config, ConfigError};
