@@ -105,121 +105,33 @@ pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
             tracing::warn!(worker = setup.common.index, cpu, "cannot pin: {e}");
         }
     }
-    let config = &setup.common.config;
-    let mut pipeline = Pipeline::new(config, Tsc, pipeline_options());
-    pipeline.set_router(setup.router);
-    *pipeline.next_hops() = setup.next_hops.table();
-    let upf = setup.common.sessions.is_some();
-    if let Some((link, per_session, limit)) = setup.common.sessions.clone() {
-        pipeline.attach_sessions(link, per_session, limit);
-    }
-    let mut reports: Vec<u32> = Vec::new();
-    let WorkerIo {
-        mut underlay,
-        mut inner,
-        raw,
-        mut pool,
-    } = setup.io;
     let epoll = Epoll::new()?;
     epoll.add(setup.common.wake.as_raw_fd(), TOKEN_WAKE, true, false)?;
-    epoll.add(underlay.socket.as_raw_fd(), TOKEN_UNDERLAY, true, false)?;
-    epoll.add(inner.socket.as_raw_fd(), TOKEN_INNER, true, false)?;
-    let shared = &setup.common.shared;
-    let tracer = &shared.tracer;
-    let mut io = IoCounters::new(IoMode::Gateway);
-    let mut tunnels = vec![TunnelTraffic::default(); config.tunnels.len()];
-    // The sockets' kernel counters outlive a worker (a reload keeps
-    // them): this worker reports what they counted since it started.
-    let baseline = xsk_stats(&underlay, &inner);
-    let started = Instant::now();
-    let mut idle = config.gateway.as_ref().map_or(Idle::new(0, 0), |g| {
-        Idle::new(g.busy_poll_us, g.adaptive_poll_us)
-    });
-    let mut input = PacketVector::new();
-    let mut wanted: Vec<IpAddr> = Vec::with_capacity(64);
+    epoll.add(
+        setup.io.underlay.socket.as_raw_fd(),
+        TOKEN_UNDERLAY,
+        true,
+        false,
+    )?;
+    epoll.add(setup.io.inner.socket.as_raw_fd(), TOKEN_INNER, true, false)?;
+    let mut idle = setup
+        .common
+        .config
+        .gateway
+        .as_ref()
+        .map_or(Idle::new(0, 0), |g| {
+            Idle::new(g.busy_poll_us, g.adaptive_poll_us)
+        });
+    let mut w = Worker::new(setup);
+    let shared = w.common.shared.clone();
     let mut events = Vec::with_capacity(4);
-    let mut seen = 0;
-    let mut evictions = 0;
     let mut generation = 0;
     let mut published_at = Instant::now();
     let mut draining: Option<Instant> = None;
     loop {
         beat.beat();
-        let now_ns = started.elapsed().as_nanos() as u64;
-        pipeline.set_now(now_ns);
-        seen = setup.next_hops.apply(seen, pipeline.next_hops());
-        underlay.complete(&mut pool);
-        inner.complete(&mut pool);
-        underlay.refill(&mut pool, setup.fill_target, RESERVE, &mut io);
-        inner.refill(&mut pool, setup.fill_target, RESERVE, &mut io);
-
-        if upf {
-            // Between vectors: the sessions the N4 thread changed, and
-            // what they release (held packets, End Markers).
-            pipeline.apply_session_changes(&mut pool, &mut |o, pool, v| match o {
-                Output::Kernel => {
-                    tally(Way::Sent, pool, v, &mut tunnels);
-                    to_kernel(&raw, pool, v, &mut io, tracer);
-                }
-                _ => {
-                    tally(Way::Sent, pool, v, &mut tunnels);
-                    underlay.transmit(pool, v, &mut io, tracer);
-                }
-            });
-        }
-        let from_underlay = underlay.receive(&mut pool, &mut input, &mut io, tracer);
-        let mut round_bytes = bytes_in(&pool, &input);
-        if !input.is_empty() {
-            pipeline.decap(&mut pool, &mut input, now_ns, &mut |o, pool, v| match o {
-                Output::Inner => {
-                    tally(Way::Delivered, pool, v, &mut tunnels);
-                    inner.transmit(pool, v, &mut io, tracer);
-                }
-                Output::Kernel => {
-                    tally(Way::Delivered, pool, v, &mut tunnels);
-                    to_kernel(&raw, pool, v, &mut io, tracer);
-                }
-                // Replies to peers, and ICMP errors back into a tunnel.
-                Output::Outer | Output::Reply => {
-                    tally(Way::Sent, pool, v, &mut tunnels);
-                    underlay.transmit(pool, v, &mut io, tracer);
-                }
-            });
-        }
-        let from_inner = inner.receive(&mut pool, &mut input, &mut io, tracer);
-        round_bytes += bytes_in(&pool, &input);
-        if !input.is_empty() {
-            pipeline.encap(&mut pool, &mut input, &mut |o, pool, v| match o {
-                Output::Outer | Output::Reply => {
-                    tally(Way::Sent, pool, v, &mut tunnels);
-                    underlay.transmit(pool, v, &mut io, tracer);
-                }
-                Output::Kernel => {
-                    tally(Way::Sent, pool, v, &mut tunnels);
-                    to_kernel(&raw, pool, v, &mut io, tracer);
-                }
-                // ICMP errors back to their sender.
-                Output::Inner => inner.transmit(pool, v, &mut io, tracer),
-            });
-        }
-        underlay.flush(&mut io);
-        inner.flush(&mut io);
-        pipeline.next_hops().take_wanted(&mut wanted);
-        setup.next_hops.want(&mut wanted);
-        let evicted = pipeline.next_hops().evictions();
-        if evicted != evictions {
-            let bounds = &setup.next_hops.bounds;
-            bounds
-                .cache_evictions
-                .fetch_add(evicted - evictions, Ordering::Relaxed);
-            evictions = evicted;
-        }
-        if upf {
-            pipeline.take_session_reports(&mut reports);
-            shared.upf.report(&mut reports);
-        }
-
-        let busy = from_underlay + from_inner > 0;
+        let (frames, round_bytes) = w.round();
+        let busy = frames > 0;
         if busy {
             idle.worked(Instant::now(), round_bytes);
         }
@@ -231,30 +143,10 @@ pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
         if asked != generation || published_at.elapsed() >= PUBLISH_EVERY || drained {
             generation = asked;
             published_at = Instant::now();
-            set_xsk_counts(&mut io, &baseline, &xsk_stats(&underlay, &inner));
-            let snap = WorkerSnapshot::new(
-                pipeline.runtime().nodes(),
-                pipeline.counters(),
-                &tunnels,
-                io,
-                generation,
-            );
-            publish(shared, setup.common.index, snap);
+            w.publish(generation);
         }
         if drained {
-            settle(&mut underlay, &mut inner, &mut pool);
-            tracing::info!(
-                worker = setup.common.index,
-                delivered = tunnels.iter().map(|t| t.rx_packets).sum::<u64>(),
-                sent = tunnels.iter().map(|t| t.tx_packets).sum::<u64>(),
-                "stopped; served what was queued"
-            );
-            return Ok(WorkerIo {
-                underlay,
-                inner,
-                raw,
-                pool,
-            });
+            return Ok(w.finish());
         }
         if busy || draining.is_some() || idle.keep_polling(Instant::now()) {
             continue;
@@ -262,10 +154,214 @@ pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
         // Asleep: the sockets wake the worker when frames arrive, the
         // eventfd for a stop, a refresh or a trace; the timeout reaps
         // completions and publishes now and then.
-        io.count(IoEvent::Sleeps, 1);
+        w.io.count(IoEvent::Sleeps, 1);
         epoll.wait(&mut events, 100)?;
         if events.iter().any(|e| e.token == TOKEN_WAKE) {
-            let _ = setup.common.wake.drain();
+            let _ = w.common.wake.drain();
+        }
+    }
+}
+
+/// A running worker: its pipeline, both sides, the pool and the counts.
+struct Worker {
+    common: WorkerCommon,
+    pipeline: Pipeline<Tsc>,
+    underlay: Side,
+    inner: Side,
+    raw: RawIp,
+    pool: Pool,
+    fill_target: usize,
+    next_hops: Arc<Published>,
+    io: IoCounters,
+    tunnels: Vec<TunnelTraffic>,
+    /// The sockets' kernel counters when the worker started: they outlive
+    /// a worker (a reload keeps them), and it reports what they counted
+    /// since.
+    baseline: XskStats,
+    input: PacketVector,
+    wanted: Vec<IpAddr>,
+    reports: Vec<u32>,
+    /// The next-hop table's generation and evictions seen last.
+    seen: u64,
+    evictions: u64,
+    started: Instant,
+}
+
+impl Worker {
+    fn new(setup: WorkerSetup) -> Worker {
+        let config = &setup.common.config;
+        let mut pipeline = Pipeline::new(config, Tsc, pipeline_options());
+        pipeline.set_router(setup.router);
+        *pipeline.next_hops() = setup.next_hops.table();
+        if let Some((link, per_session, limit)) = setup.common.sessions.clone() {
+            pipeline.attach_sessions(link, per_session, limit);
+        }
+        let WorkerIo {
+            underlay,
+            inner,
+            raw,
+            pool,
+        } = setup.io;
+        Worker {
+            pipeline,
+            baseline: xsk_stats(&underlay, &inner),
+            underlay,
+            inner,
+            raw,
+            pool,
+            fill_target: setup.fill_target,
+            next_hops: setup.next_hops,
+            io: IoCounters::new(IoMode::Gateway),
+            tunnels: vec![TunnelTraffic::default(); config.tunnels.len()],
+            input: PacketVector::new(),
+            wanted: Vec::with_capacity(64),
+            reports: Vec::new(),
+            seen: 0,
+            evictions: 0,
+            started: Instant::now(),
+            common: setup.common,
+        }
+    }
+
+    /// One round: the rings tended, a vector each way through the
+    /// pipeline, the next hops traded. Returns the frames and bytes read.
+    fn round(&mut self) -> (usize, u64) {
+        let now_ns = self.started.elapsed().as_nanos() as u64;
+        self.pipeline.set_now(now_ns);
+        self.seen = self.next_hops.apply(self.seen, self.pipeline.next_hops());
+        self.underlay.complete(&mut self.pool);
+        self.inner.complete(&mut self.pool);
+        let (target, io) = (self.fill_target, &mut self.io);
+        self.underlay.refill(&mut self.pool, target, RESERVE, io);
+        self.inner.refill(&mut self.pool, target, RESERVE, io);
+        self.apply_session_changes();
+        let (from_underlay, decap_bytes) = self.decap(now_ns);
+        let (from_inner, encap_bytes) = self.encap();
+        self.underlay.flush(&mut self.io);
+        self.inner.flush(&mut self.io);
+        self.trade_next_hops();
+        if self.common.sessions.is_some() {
+            self.pipeline.take_session_reports(&mut self.reports);
+            self.common.shared.upf.report(&mut self.reports);
+        }
+        (from_underlay + from_inner, decap_bytes + encap_bytes)
+    }
+
+    /// Between vectors: the sessions the N4 thread changed, and what they
+    /// release (held packets, End Markers).
+    fn apply_session_changes(&mut self) {
+        if self.common.sessions.is_none() {
+            return;
+        }
+        let (io, tunnels, tracer) = (&mut self.io, &mut self.tunnels, &self.common.shared.tracer);
+        let (underlay, raw) = (&mut self.underlay, &self.raw);
+        self.pipeline
+            .apply_session_changes(&mut self.pool, &mut |o, pool, v| {
+                tally(Way::Sent, pool, v, tunnels);
+                match o {
+                    Output::Kernel => to_kernel(raw, pool, v, io, tracer),
+                    _ => underlay.transmit(pool, v, io, tracer),
+                }
+            });
+    }
+
+    /// A vector from the underlay, decapsulated.
+    fn decap(&mut self, now_ns: u64) -> (usize, u64) {
+        let tracer = &self.common.shared.tracer;
+        let (io, tunnels) = (&mut self.io, &mut self.tunnels);
+        let (underlay, inner, raw) = (&mut self.underlay, &mut self.inner, &self.raw);
+        let n = underlay.receive(&mut self.pool, &mut self.input, io, tracer);
+        let bytes = bytes_in(&self.pool, &self.input);
+        if !self.input.is_empty() {
+            let sink = &mut |o, pool: &mut Pool, v: &mut PacketVector| match o {
+                Output::Inner => {
+                    tally(Way::Delivered, pool, v, tunnels);
+                    inner.transmit(pool, v, io, tracer);
+                }
+                Output::Kernel => {
+                    tally(Way::Delivered, pool, v, tunnels);
+                    to_kernel(raw, pool, v, io, tracer);
+                }
+                // Replies to peers, and ICMP errors back into a tunnel.
+                Output::Outer | Output::Reply => {
+                    tally(Way::Sent, pool, v, tunnels);
+                    underlay.transmit(pool, v, io, tracer);
+                }
+            };
+            self.pipeline
+                .decap(&mut self.pool, &mut self.input, now_ns, sink);
+        }
+        (n, bytes)
+    }
+
+    /// A vector from the inner interface, encapsulated.
+    fn encap(&mut self) -> (usize, u64) {
+        let tracer = &self.common.shared.tracer;
+        let (io, tunnels) = (&mut self.io, &mut self.tunnels);
+        let (underlay, inner, raw) = (&mut self.underlay, &mut self.inner, &self.raw);
+        let n = inner.receive(&mut self.pool, &mut self.input, io, tracer);
+        let bytes = bytes_in(&self.pool, &self.input);
+        if !self.input.is_empty() {
+            let sink = &mut |o, pool: &mut Pool, v: &mut PacketVector| match o {
+                Output::Outer | Output::Reply => {
+                    tally(Way::Sent, pool, v, tunnels);
+                    underlay.transmit(pool, v, io, tracer);
+                }
+                Output::Kernel => {
+                    tally(Way::Sent, pool, v, tunnels);
+                    to_kernel(raw, pool, v, io, tracer);
+                }
+                // ICMP errors back to their sender.
+                Output::Inner => inner.transmit(pool, v, io, tracer),
+            };
+            self.pipeline.encap(&mut self.pool, &mut self.input, sink);
+        }
+        (n, bytes)
+    }
+
+    /// The next hops the pipeline asked for to the resolver, and its
+    /// cache's evictions to the bounds' counter.
+    fn trade_next_hops(&mut self) {
+        self.pipeline.next_hops().take_wanted(&mut self.wanted);
+        self.next_hops.want(&mut self.wanted);
+        let evicted = self.pipeline.next_hops().evictions();
+        if evicted != self.evictions {
+            self.next_hops
+                .bounds
+                .cache_evictions
+                .fetch_add(evicted - self.evictions, Ordering::Relaxed);
+            self.evictions = evicted;
+        }
+    }
+
+    fn publish(&mut self, generation: u64) {
+        let now = xsk_stats(&self.underlay, &self.inner);
+        set_xsk_counts(&mut self.io, &self.baseline, &now);
+        let snap = WorkerSnapshot::new(
+            self.pipeline.runtime().nodes(),
+            self.pipeline.counters(),
+            &self.tunnels,
+            self.io,
+            generation,
+        );
+        publish(&self.common.shared, self.common.index, snap);
+    }
+
+    /// Stopped: what the kernel still sends settled, the descriptors
+    /// handed back.
+    fn finish(mut self) -> WorkerIo {
+        settle(&mut self.underlay, &mut self.inner, &mut self.pool);
+        tracing::info!(
+            worker = self.common.index,
+            delivered = self.tunnels.iter().map(|t| t.rx_packets).sum::<u64>(),
+            sent = self.tunnels.iter().map(|t| t.tx_packets).sum::<u64>(),
+            "stopped; served what was queued"
+        );
+        WorkerIo {
+            underlay: self.underlay,
+            inner: self.inner,
+            raw: self.raw,
+            pool: self.pool,
         }
     }
 }
