@@ -20,6 +20,11 @@ use tep_dataplane::session::control::Sessions;
 use tep_dataplane::session::WorkerLink;
 use tep_sys::{EventFd, Signal, Signals};
 
+/// The longest a stopping worker keeps serving packets already queued.
+pub const DRAIN_LIMIT: Duration = Duration::from_millis(200);
+/// How often a worker publishes its counters without being asked.
+pub const PUBLISH_EVERY: Duration = Duration::from_millis(200);
+
 /// What the mode's section of the config says of the parts every mode
 /// has.
 #[derive(Debug)]
@@ -86,7 +91,9 @@ pub trait Mode: Sized {
         shared: &Arc<Shared>,
     ) -> Result<(Self, IoInfo, Box<dyn KernelCounters>), String>;
     /// The state shared and the workers running: what else watches it.
-    fn watch(&mut self, state: &Arc<State>) -> Result<(), String>;
+    fn watch(&mut self, _state: &Arc<State>) -> Result<(), String> {
+        Ok(())
+    }
     /// Worker `common.index`'s setup.
     fn setup(&self, io: Self::Io, common: WorkerCommon) -> Self::Setup;
     /// A worker: runs until `shared.stop`, returns its descriptors.

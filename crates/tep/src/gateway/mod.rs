@@ -394,10 +394,6 @@ impl Mode for Gateway {
         Ok((gw, info, kernel))
     }
 
-    fn watch(&mut self, _: &Arc<State>) -> Result<(), String> {
-        Ok(())
-    }
-
     fn setup(&self, io: WorkerIo, common: WorkerCommon) -> WorkerSetup {
         let g = common.config.gateway.as_ref();
         WorkerSetup {

@@ -15,8 +15,9 @@ use super::next_hops::Published;
 use super::rings::{tally, to_kernel, Side, Way};
 use crate::daemon::idle::{bytes_in, Idle};
 use crate::daemon::liveness::Beat;
-use crate::daemon::run::{publish, WorkerCommon};
+use crate::daemon::run::{publish, WorkerCommon, DRAIN_LIMIT, PUBLISH_EVERY};
 use crate::daemon::stats::{IoCounters, IoEvent, IoMode, TunnelTraffic, WorkerSnapshot};
+use crate::daemon::trace::Tracer;
 use std::io;
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
@@ -26,7 +27,9 @@ use std::time::{Duration, Instant};
 use tep_dataplane::buffer::Pool;
 use tep_dataplane::clock::Tsc;
 use tep_dataplane::icmp_error::RouterOptions;
-use tep_dataplane::pipeline::{InnerChecksums, OuterLayers, Output, Pipeline, PipelineOptions};
+use tep_dataplane::pipeline::{
+    Direction, InnerChecksums, OuterLayers, Output, Pipeline, PipelineOptions,
+};
 use tep_dataplane::vector::{PacketVector, VECTOR_SIZE};
 use tep_dataplane::InnerLink;
 use tep_sys::raw::RawIp;
@@ -35,10 +38,6 @@ use tep_sys::{Epoll, XskStats};
 /// Buffers kept free for what the pipeline makes itself (replies, ICMP
 /// errors) while the fill rings are topped up.
 pub const RESERVE: usize = 2 * VECTOR_SIZE;
-/// The longest a stopping worker keeps serving frames already queued.
-const DRAIN_LIMIT: Duration = Duration::from_millis(200);
-/// How often counters are published without being asked.
-const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 /// How long a stopping worker waits for the kernel to hand back what it
 /// is still sending.
 const COMPLETION_LIMIT: Duration = Duration::from_millis(100);
@@ -154,7 +153,7 @@ pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
         // Asleep: the sockets wake the worker when frames arrive, the
         // eventfd for a stop, a refresh or a trace; the timeout reaps
         // completions and publishes now and then.
-        w.io.count(IoEvent::Sleeps, 1);
+        w.ends.io.count(IoEvent::Sleeps, 1);
         epoll.wait(&mut events, 100)?;
         if events.iter().any(|e| e.token == TOKEN_WAKE) {
             let _ = w.common.wake.drain();
@@ -162,18 +161,66 @@ pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
     }
 }
 
+/// Where a worker's frames leave, and what it counts of them.
+struct Ends {
+    underlay: Side,
+    inner: Side,
+    raw: RawIp,
+    io: IoCounters,
+    tunnels: Vec<TunnelTraffic>,
+}
+
+/// Which of the [`Ends`].
+#[derive(Clone, Copy)]
+enum To {
+    Underlay,
+    Inner,
+    /// The kernel's stack.
+    Kernel,
+}
+
+impl Ends {
+    /// Sends `v` to `to`, counted on its tunnels as `way` first.
+    fn send(
+        &mut self,
+        way: Option<Way>,
+        to: To,
+        pool: &mut Pool,
+        v: &mut PacketVector,
+        tracer: &Tracer,
+    ) {
+        if let Some(way) = way {
+            tally(way, pool, v, &mut self.tunnels);
+        }
+        match to {
+            To::Underlay => self.underlay.transmit(pool, v, &mut self.io, tracer),
+            To::Inner => self.inner.transmit(pool, v, &mut self.io, tracer),
+            To::Kernel => to_kernel(&self.raw, pool, v, &mut self.io, tracer),
+        }
+    }
+}
+
+/// Where a vector's output leaves, and as what its tunnels count it.
+fn route(dir: Direction, o: Output) -> (Option<Way>, To) {
+    match (dir, o) {
+        (Direction::Decap, Output::Inner) => (Some(Way::Delivered), To::Inner),
+        (Direction::Decap, Output::Kernel) => (Some(Way::Delivered), To::Kernel),
+        // Replies to peers, and ICMP errors back into a tunnel.
+        (_, Output::Outer | Output::Reply) => (Some(Way::Sent), To::Underlay),
+        (Direction::Encap, Output::Kernel) => (Some(Way::Sent), To::Kernel),
+        // ICMP errors back to their sender.
+        (Direction::Encap, Output::Inner) => (None, To::Inner),
+    }
+}
+
 /// A running worker: its pipeline, both sides, the pool and the counts.
 struct Worker {
     common: WorkerCommon,
     pipeline: Pipeline<Tsc>,
-    underlay: Side,
-    inner: Side,
-    raw: RawIp,
+    ends: Ends,
     pool: Pool,
     fill_target: usize,
     next_hops: Arc<Published>,
-    io: IoCounters,
-    tunnels: Vec<TunnelTraffic>,
     /// The sockets' kernel counters when the worker started: they outlive
     /// a worker (a reload keeps them), and it reports what they counted
     /// since.
@@ -205,14 +252,16 @@ impl Worker {
         Worker {
             pipeline,
             baseline: xsk_stats(&underlay, &inner),
-            underlay,
-            inner,
-            raw,
+            ends: Ends {
+                underlay,
+                inner,
+                raw,
+                io: IoCounters::new(IoMode::Gateway),
+                tunnels: vec![TunnelTraffic::default(); config.tunnels.len()],
+            },
             pool,
             fill_target: setup.fill_target,
             next_hops: setup.next_hops,
-            io: IoCounters::new(IoMode::Gateway),
-            tunnels: vec![TunnelTraffic::default(); config.tunnels.len()],
             input: PacketVector::new(),
             wanted: Vec::with_capacity(64),
             reports: Vec::new(),
@@ -229,16 +278,20 @@ impl Worker {
         let now_ns = self.started.elapsed().as_nanos() as u64;
         self.pipeline.set_now(now_ns);
         self.seen = self.next_hops.apply(self.seen, self.pipeline.next_hops());
-        self.underlay.complete(&mut self.pool);
-        self.inner.complete(&mut self.pool);
-        let (target, io) = (self.fill_target, &mut self.io);
-        self.underlay.refill(&mut self.pool, target, RESERVE, io);
-        self.inner.refill(&mut self.pool, target, RESERVE, io);
-        self.apply_session_changes();
-        let (from_underlay, decap_bytes) = self.decap(now_ns);
-        let (from_inner, encap_bytes) = self.encap();
-        self.underlay.flush(&mut self.io);
-        self.inner.flush(&mut self.io);
+        let e = &mut self.ends;
+        e.underlay.complete(&mut self.pool);
+        e.inner.complete(&mut self.pool);
+        e.underlay
+            .refill(&mut self.pool, self.fill_target, RESERVE, &mut e.io);
+        e.inner
+            .refill(&mut self.pool, self.fill_target, RESERVE, &mut e.io);
+        if self.common.sessions.is_some() {
+            self.apply_session_changes();
+        }
+        let (from_underlay, decap_bytes) = self.through(Direction::Decap, now_ns);
+        let (from_inner, encap_bytes) = self.through(Direction::Encap, now_ns);
+        self.ends.underlay.flush(&mut self.ends.io);
+        self.ends.inner.flush(&mut self.ends.io);
         self.trade_next_hops();
         if self.common.sessions.is_some() {
             self.pipeline.take_session_reports(&mut self.reports);
@@ -250,71 +303,41 @@ impl Worker {
     /// Between vectors: the sessions the N4 thread changed, and what they
     /// release (held packets, End Markers).
     fn apply_session_changes(&mut self) {
-        if self.common.sessions.is_none() {
-            return;
-        }
-        let (io, tunnels, tracer) = (&mut self.io, &mut self.tunnels, &self.common.shared.tracer);
-        let (underlay, raw) = (&mut self.underlay, &self.raw);
+        let (ends, tracer) = (&mut self.ends, &self.common.shared.tracer);
         self.pipeline
             .apply_session_changes(&mut self.pool, &mut |o, pool, v| {
-                tally(Way::Sent, pool, v, tunnels);
-                match o {
-                    Output::Kernel => to_kernel(raw, pool, v, io, tracer),
-                    _ => underlay.transmit(pool, v, io, tracer),
-                }
+                let to = if o == Output::Kernel {
+                    To::Kernel
+                } else {
+                    To::Underlay
+                };
+                ends.send(Some(Way::Sent), to, pool, v, tracer)
             });
     }
 
-    /// A vector from the underlay, decapsulated.
-    fn decap(&mut self, now_ns: u64) -> (usize, u64) {
-        let tracer = &self.common.shared.tracer;
-        let (io, tunnels) = (&mut self.io, &mut self.tunnels);
-        let (underlay, inner, raw) = (&mut self.underlay, &mut self.inner, &self.raw);
-        let n = underlay.receive(&mut self.pool, &mut self.input, io, tracer);
+    /// A vector through the pipeline: from the underlay decapsulated,
+    /// from the inner interface encapsulated. Returns the frames and
+    /// bytes read.
+    fn through(&mut self, dir: Direction, now_ns: u64) -> (usize, u64) {
+        let (ends, tracer) = (&mut self.ends, &self.common.shared.tracer);
+        let from = match dir {
+            Direction::Decap => &mut ends.underlay,
+            Direction::Encap => &mut ends.inner,
+        };
+        let n = from.receive(&mut self.pool, &mut self.input, &mut ends.io, tracer);
         let bytes = bytes_in(&self.pool, &self.input);
-        if !self.input.is_empty() {
-            let sink = &mut |o, pool: &mut Pool, v: &mut PacketVector| match o {
-                Output::Inner => {
-                    tally(Way::Delivered, pool, v, tunnels);
-                    inner.transmit(pool, v, io, tracer);
-                }
-                Output::Kernel => {
-                    tally(Way::Delivered, pool, v, tunnels);
-                    to_kernel(raw, pool, v, io, tracer);
-                }
-                // Replies to peers, and ICMP errors back into a tunnel.
-                Output::Outer | Output::Reply => {
-                    tally(Way::Sent, pool, v, tunnels);
-                    underlay.transmit(pool, v, io, tracer);
-                }
-            };
-            self.pipeline
-                .decap(&mut self.pool, &mut self.input, now_ns, sink);
+        if self.input.is_empty() {
+            return (n, bytes);
         }
-        (n, bytes)
-    }
-
-    /// A vector from the inner interface, encapsulated.
-    fn encap(&mut self) -> (usize, u64) {
-        let tracer = &self.common.shared.tracer;
-        let (io, tunnels) = (&mut self.io, &mut self.tunnels);
-        let (underlay, inner, raw) = (&mut self.underlay, &mut self.inner, &self.raw);
-        let n = inner.receive(&mut self.pool, &mut self.input, io, tracer);
-        let bytes = bytes_in(&self.pool, &self.input);
-        if !self.input.is_empty() {
-            let sink = &mut |o, pool: &mut Pool, v: &mut PacketVector| match o {
-                Output::Outer | Output::Reply => {
-                    tally(Way::Sent, pool, v, tunnels);
-                    underlay.transmit(pool, v, io, tracer);
-                }
-                Output::Kernel => {
-                    tally(Way::Sent, pool, v, tunnels);
-                    to_kernel(raw, pool, v, io, tracer);
-                }
-                // ICMP errors back to their sender.
-                Output::Inner => inner.transmit(pool, v, io, tracer),
-            };
-            self.pipeline.encap(&mut self.pool, &mut self.input, sink);
+        let sink = &mut |o, pool: &mut Pool, v: &mut PacketVector| {
+            let (way, to) = route(dir, o);
+            ends.send(way, to, pool, v, tracer)
+        };
+        match dir {
+            Direction::Decap => self
+                .pipeline
+                .decap(&mut self.pool, &mut self.input, now_ns, sink),
+            Direction::Encap => self.pipeline.encap(&mut self.pool, &mut self.input, sink),
         }
         (n, bytes)
     }
@@ -335,13 +358,13 @@ impl Worker {
     }
 
     fn publish(&mut self, generation: u64) {
-        let now = xsk_stats(&self.underlay, &self.inner);
-        set_xsk_counts(&mut self.io, &self.baseline, &now);
+        let e = &mut self.ends;
+        set_xsk_counts(&mut e.io, &self.baseline, &xsk_stats(&e.underlay, &e.inner));
         let snap = WorkerSnapshot::new(
             self.pipeline.runtime().nodes(),
             self.pipeline.counters(),
-            &self.tunnels,
-            self.io,
+            &e.tunnels,
+            e.io,
             generation,
         );
         publish(&self.common.shared, self.common.index, snap);
@@ -349,19 +372,27 @@ impl Worker {
 
     /// Stopped: what the kernel still sends settled, the descriptors
     /// handed back.
-    fn finish(mut self) -> WorkerIo {
-        settle(&mut self.underlay, &mut self.inner, &mut self.pool);
+    fn finish(self) -> WorkerIo {
+        let Ends {
+            mut underlay,
+            mut inner,
+            raw,
+            tunnels,
+            ..
+        } = self.ends;
+        let mut pool = self.pool;
+        settle(&mut underlay, &mut inner, &mut pool);
         tracing::info!(
             worker = self.common.index,
-            delivered = self.tunnels.iter().map(|t| t.rx_packets).sum::<u64>(),
-            sent = self.tunnels.iter().map(|t| t.tx_packets).sum::<u64>(),
+            delivered = tunnels.iter().map(|t| t.rx_packets).sum::<u64>(),
+            sent = tunnels.iter().map(|t| t.tx_packets).sum::<u64>(),
             "stopped; served what was queued"
         );
         WorkerIo {
-            underlay: self.underlay,
-            inner: self.inner,
-            raw: self.raw,
-            pool: self.pool,
+            underlay,
+            inner,
+            raw,
+            pool,
         }
     }
 }

@@ -377,14 +377,6 @@ pub struct Staged {
     senders: Vec<Vec<Vec<UdpSocket>>>,
 }
 
-impl std::fmt::Debug for Host {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Host")
-            .field("endpoints", &self.endpoints.addrs)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Host {
     fn devices(&self) -> impl Iterator<Item = &Tun> {
         self.tun.iter().chain(self.tap.iter())

@@ -15,12 +15,12 @@ use super::udp_io::{read_socket, send_outer, Senders, Tallies, TunnelFacts};
 use super::uplink::write_frames;
 use crate::daemon::idle::{bytes_in, Idle};
 use crate::daemon::liveness::Beat;
-use crate::daemon::run::{publish, WorkerCommon};
+use crate::daemon::run::{publish, WorkerCommon, DRAIN_LIMIT, PUBLISH_EVERY};
 use crate::daemon::stats::{IoCounters, IoEvent, TunnelTraffic, WorkerSnapshot};
 use crate::daemon::trace::Tracer;
 use std::io;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tep_dataplane::buffer::{Pool, SUPER_PACKET_ROOM};
 use tep_dataplane::clock::Tsc;
 use tep_dataplane::nexthop::LinkHeader;
@@ -41,10 +41,6 @@ const RESERVE: usize = 2 * VECTOR_SIZE + MAX_BATCH;
 const DEVICE_BUDGET: usize = 64;
 /// `recvmmsg` calls per socket per wake-up.
 const SOCKET_ROUNDS: usize = 4;
-/// The longest a stopping worker keeps serving packets already queued.
-const DRAIN_LIMIT: Duration = Duration::from_millis(200);
-/// How often counters are published without being asked.
-const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 
 const TOKEN_WAKE: u64 = 0;
 const TOKEN_TUN: u64 = 1;
