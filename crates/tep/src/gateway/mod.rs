@@ -310,14 +310,6 @@ fn attach(
     Ok((steering, modes))
 }
 
-/// The `[gateway]` section of a config [`check_gateway`] passed.
-fn section_of(config: &Config) -> Result<&GatewayConfig, String> {
-    config
-        .gateway
-        .as_ref()
-        .ok_or_else(|| "no [gateway] section".to_string())
-}
-
 impl Mode for Gateway {
     type Opened = Opened;
     type Io = WorkerIo;
@@ -339,7 +331,7 @@ impl Mode for Gateway {
     }
 
     fn open(config: &Config) -> Result<(Opened, Vec<WorkerIo>), String> {
-        let g = section_of(config)?;
+        let g = check_gateway(config).map_err(|e| e.to_string())?;
         let underlay = interface("gateway.underlay", &g.underlay)?;
         let inner = interface("gateway.inner", &g.inner)?;
         let (mut steering, modes) = attach(g, config, &underlay, &inner)?;
@@ -362,7 +354,7 @@ impl Mode for Gateway {
         ios: &[WorkerIo],
         shared: &Arc<Shared>,
     ) -> Result<(Gateway, IoInfo, Box<dyn KernelCounters>), String> {
-        let g = section_of(config)?;
+        let g = check_gateway(config).map_err(|e| e.to_string())?;
         let zero_copy = ios.iter().all(|w| w.underlay.socket.zero_copy());
         let info = io_info(g, &opened, zero_copy);
         let capacity = next_hops::Capacity {

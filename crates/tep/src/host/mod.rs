@@ -291,18 +291,24 @@ fn bind_error(config: &Config, e: &Endpoints, i: usize, err: &std::io::Error) ->
     }
 }
 
+/// Per worker, a socket for each endpoint of `e` but those `kept` (`None`:
+/// a reload keeps the running one).
 fn bind_sockets(
     config: &Config,
-    host: &HostConfig,
     e: &Endpoints,
-) -> Result<Vec<Vec<UdpSocket>>, String> {
+    kept: impl Fn(SocketAddr) -> bool,
+) -> Result<Vec<Vec<Option<UdpSocket>>>, String> {
     let mut per_worker = Vec::new();
-    for _ in 0..host.queues {
+    for _ in 0..config.host.queues {
         let mut v = Vec::new();
         for (i, &a) in e.addrs.iter().enumerate() {
-            let s = UdpSocket::bind(a, &socket_options(host, e, i))
+            if kept(a) {
+                v.push(None);
+                continue;
+            }
+            let s = UdpSocket::bind(a, &socket_options(&config.host, e, i))
                 .map_err(|err| bind_error(config, e, i, &err))?;
-            v.push(s);
+            v.push(Some(s));
         }
         per_worker.push(v);
     }
@@ -406,33 +412,6 @@ impl Host {
             }
         }
         Ok(())
-    }
-
-    /// The new endpoints' sockets, bound before anything stops so that a
-    /// port in use refuses the reload instead of breaking the running
-    /// config. A kept address keeps its socket (`None`), its options set
-    /// afresh once the workers stop.
-    fn bind_fresh(
-        &self,
-        new: &Config,
-        endpoints: &Endpoints,
-    ) -> Result<Vec<Vec<Option<UdpSocket>>>, String> {
-        let mut fresh = Vec::new();
-        for _ in 0..new.host.queues {
-            let mut v = Vec::new();
-            for (i, &a) in endpoints.addrs.iter().enumerate() {
-                if self.endpoints.addrs.contains(&a) {
-                    v.push(None);
-                } else {
-                    let opts = socket_options(&new.host, endpoints, i);
-                    let s =
-                        UdpSocket::bind(a, &opts).map_err(|e| bind_error(new, endpoints, i, &e))?;
-                    v.push(Some(s));
-                }
-            }
-            fresh.push(v);
-        }
-        Ok(fresh)
     }
 
     /// Endpoint `i` of `new`'s socket: fresh, or the running one taken
@@ -556,7 +535,10 @@ impl Mode for Host {
             _ => None,
         };
         let endpoints = Endpoints::of(config);
-        let sockets = bind_sockets(config, host, &endpoints)?;
+        let sockets = bind_sockets(config, &endpoints, |_| false)?
+            .into_iter()
+            .map(|v| v.into_iter().flatten().collect())
+            .collect();
         let (mut uplink, header) = match uplink::open_for(config)? {
             Some((t, h)) => (Some(t), Some(h)),
             None => (None, None),
@@ -620,7 +602,10 @@ impl Mode for Host {
         }
         self.check_devices(new)?;
         let endpoints = Endpoints::of(new);
-        let fresh = self.bind_fresh(new, &endpoints)?;
+        // Bound before anything stops, so that a port in use refuses the
+        // reload instead of breaking the running config. A kept address
+        // keeps its socket, its options set afresh once the workers stop.
+        let fresh = bind_sockets(new, &endpoints, |a| self.endpoints.addrs.contains(&a))?;
         // Sending sockets are bound afresh (ports the running ones hold
         // are skipped); they hold no state worth keeping.
         let senders = (0..new.host.queues)
