@@ -167,10 +167,14 @@ impl RunAs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tep_dataplane::config::Config;
+    use tep_dataplane::config::{Config, HostConfig};
 
     fn host(text: &str) -> HostConfig {
         Config::parse(&format!("[host]\n{text}\n")).unwrap().host
+    }
+
+    fn of_host(h: &HostConfig) -> Result<Option<RunAs>, String> {
+        resolve("host", h.user.as_deref(), h.group.as_deref(), h.capabilities)
     }
 
     #[test]
