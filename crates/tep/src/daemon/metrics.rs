@@ -160,7 +160,7 @@ fn pfcp_metrics(r: &mut Registry, p: &PfcpStatus) {
         add(&events, &[("event", name)], v);
     }
     let sessions = "PFCP sessions established";
-    gauge(r, "pfcp_sessions", sessions, p.sessions as usize);
+    gauge(r, "pfcp_sessions", sessions, p.sessions);
     let associations = p.associations.len();
     gauge(r, "pfcp_associations", "SMFs associated", associations);
 }

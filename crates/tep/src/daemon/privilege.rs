@@ -174,7 +174,12 @@ mod tests {
     }
 
     fn of_host(h: &HostConfig) -> Result<Option<RunAs>, String> {
-        resolve("host", h.user.as_deref(), h.group.as_deref(), h.capabilities)
+        resolve(
+            "host",
+            h.user.as_deref(),
+            h.group.as_deref(),
+            h.capabilities,
+        )
     }
 
     #[test]

@@ -360,14 +360,14 @@ impl Worker {
                 let _ = self.common.wake.drain();
                 0
             }
-            TOKEN_TUN => self.from_device(InnerLink::Ip),
-            TOKEN_TAP => self.from_device(InnerLink::Ethernet),
-            t => self.from_socket((t - TOKEN_SOCKET) as usize),
+            TOKEN_TUN => self.encap_device(InnerLink::Ip),
+            TOKEN_TAP => self.encap_device(InnerLink::Ethernet),
+            t => self.decap_socket((t - TOKEN_SOCKET) as usize),
         }
     }
 
     /// A batch from the TUN (`Ip`) or the TAP, encapsulated.
-    fn from_device(&mut self, link: InnerLink) -> u64 {
+    fn encap_device(&mut self, link: InnerLink) -> u64 {
         let queue = match link {
             InnerLink::Ip => self.io.tun.as_ref(),
             InnerLink::Ethernet => self.io.tap.as_ref(),
@@ -396,7 +396,7 @@ impl Worker {
 
     /// Up to `SOCKET_ROUNDS` batches from endpoint `i`'s socket,
     /// decapsulated.
-    fn from_socket(&mut self, i: usize) -> u64 {
+    fn decap_socket(&mut self, i: usize) -> u64 {
         let tracer = &self.common.shared.tracer;
         let mut bytes = 0;
         for _ in 0..SOCKET_ROUNDS {
