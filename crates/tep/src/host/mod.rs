@@ -632,25 +632,19 @@ impl Mode for Host {
         ios: Vec<WorkerIo>,
         state: &State,
     ) -> (Arc<Config>, Vec<WorkerIo>, Result<(), String>) {
-        let Staged {
-            endpoints,
-            fresh,
-            mut senders,
-        } = staged;
         let mut new_ios = Vec::new();
-        for (mut io, fresh) in ios.into_iter().zip(fresh) {
+        let e = &staged.endpoints;
+        for ((mut io, fresh), senders) in ios.into_iter().zip(staged.fresh).zip(staged.senders) {
             let mut old_sockets: Vec<Option<UdpSocket>> = io.sockets.drain(..).map(Some).collect();
             io.sockets = fresh
                 .into_iter()
                 .enumerate()
-                .map(|(i, f)| {
-                    f.unwrap_or_else(|| self.keep_socket(&new, &endpoints, i, &mut old_sockets))
-                })
+                .map(|(i, f)| f.unwrap_or_else(|| self.keep_socket(&new, e, i, &mut old_sockets)))
                 .collect();
-            io.senders = std::mem::take(&mut senders[new_ios.len()]);
+            io.senders = senders;
             new_ios.push(io);
         }
-        self.endpoints = endpoints;
+        self.endpoints = staged.endpoints;
         self.follow_mtu(&old, &new);
         *state.io.lock().unwrap_or_else(|e| e.into_inner()) = self.io_info(&new, &new_ios);
         (new, new_ios, Ok(()))
