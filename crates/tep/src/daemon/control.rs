@@ -774,8 +774,12 @@ pub fn request(path: &Path, line: &str, timeout: Duration) -> Result<Vec<u8>, St
         )
     })?;
     let _ = s.set_read_timeout(Some(timeout));
-    s.write_all(format!("{line}\n").as_bytes())
-        .map_err(|e| e.to_string())?;
+    match s.write_all(format!("{line}\n").as_bytes()) {
+        // Refused (and closed) before the request was written: the
+        // answer is there to read all the same.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        r => r.map_err(|e| e.to_string())?,
+    }
     let mut all = Vec::new();
     match s.read_to_end(&mut all) {
         // The daemon answers a request it refuses without reading it
