@@ -1,4 +1,4 @@
-//! The pcap/pcapng reader (`tep::capture`, what `tep decode` and `tep
+//! The pcap/pcapng reader (`tep_capture`, what `tep decode` and `tep
 //! pcap` read with) under arbitrary bytes.
 //!
 //! Checked on every input: the reader returns; a corrupt record's error
@@ -11,7 +11,7 @@
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
 use std::time::Duration;
-use tep::capture::{read_frames_from, CaptureError, Frame, Link};
+use tep_capture::{read_frames_from, CaptureError, Frame, Link};
 
 pub fn capture(data: &[u8]) {
     let mut frames = vec![];

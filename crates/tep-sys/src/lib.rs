@@ -36,6 +36,7 @@
 pub mod iface;
 pub mod netlink;
 pub mod netns;
+pub mod notify;
 pub mod poll;
 pub mod privilege;
 pub mod raw;

@@ -6,14 +6,13 @@ mod bench {
     pub mod n4;
 }
 mod daemon;
-mod decode;
 mod gateway;
 mod host;
-mod pcap;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use tep_capture::{decode, replay as pcap};
 
 #[derive(Debug, Parser)]
 #[command(

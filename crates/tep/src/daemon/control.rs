@@ -480,7 +480,15 @@ fn tunnel_id(t: &tep_config::TunnelConfig) -> String {
 
 fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> String {
     let io = state.io.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let rows: Vec<TunnelRow<'_>> = config
+    let rows = tunnel_rows(config, totals, &io);
+    if json {
+        return serde_json::json!({ "tunnels": rows, "io": io }).to_string() + "\n";
+    }
+    tunnel_table(&rows) + &io_text(&io)
+}
+
+fn tunnel_rows<'a>(config: &'a Config, totals: &Totals, io: &IoInfo) -> Vec<TunnelRow<'a>> {
+    config
         .tunnels
         .iter()
         .enumerate()
@@ -493,7 +501,7 @@ fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> 
                 remote: format!("{}", std::net::SocketAddr::new(t.remote, t.remote_port)),
                 id: tunnel_id(t),
                 checksum: t.checksum.name(),
-                checksum_in_effect: mode_in_effect(t.checksum, &io),
+                checksum_in_effect: mode_in_effect(t.checksum, io),
                 remote_checksum_rx: t.remote_checksum_rx,
                 tx_packets: s.tx_packets,
                 tx_bytes: s.tx_bytes,
@@ -502,10 +510,12 @@ fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> 
                 drops: s.drops_by_reason().map(|(r, n)| (r.name(), n)).collect(),
             }
         })
-        .collect();
-    if json {
-        return serde_json::json!({ "tunnels": rows, "io": io }).to_string() + "\n";
-    }
+        .collect()
+}
+
+/// `show tunnels`' table: each tunnel's traffic and drops, and its
+/// checksums in effect.
+fn tunnel_table(rows: &[TunnelRow<'_>]) -> String {
     let mut out = String::new();
     out += &format!(
         "{:<12} {:<10} {:<24} {:<24} {:<18} {:<8} {:>10} {:>12} {:>10} {:>12} {:>8}\n",
@@ -521,7 +531,7 @@ fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> 
         "RX-BYTES",
         "DROPS"
     );
-    for r in &rows {
+    for r in rows {
         out += &format!(
             "{:<12} {:<10} {:<24} {:<24} {:<18} {:<8} {:>10} {:>12} {:>10} {:>12} {:>8}\n",
             r.name,
@@ -541,7 +551,7 @@ fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> 
         }
     }
     out += "\nchecksum in effect:\n";
-    for r in &rows {
+    for r in rows {
         out += &format!(
             "  {:<12} {}{}\n",
             r.name,
@@ -553,7 +563,12 @@ fn show_tunnels(config: &Config, state: &State, totals: &Totals, json: bool) -> 
             }
         );
     }
-    out += &format!("\nworkers: {}", io.workers);
+    out
+}
+
+/// `show tunnels`' I/O: workers, interfaces, devices, sockets.
+fn io_text(io: &IoInfo) -> String {
+    let mut out = format!("\nworkers: {}", io.workers);
     if io.busy_poll_us > 0 {
         out += &format!(", busy polling {} µs", io.busy_poll_us);
     }

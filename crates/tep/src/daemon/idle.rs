@@ -15,8 +15,7 @@
 //! per Gbit/s with polling through bulk TCP).
 
 use std::time::{Duration, Instant};
-use tep_dataplane::PacketVector;
-use tep_dataplane::Pool;
+use tep_dataplane::{PacketVector, Pool};
 
 /// One worker's polling state.
 #[derive(Debug)]

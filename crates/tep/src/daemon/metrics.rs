@@ -39,6 +39,17 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
         .collect()
 }
 
+/// Adds `v` to `f`'s counter with these labels.
+fn add(f: &Family<Labels, Counter>, pairs: &[(&str, &str)], v: u64) {
+    f.get_or_create(&labels(pairs)).inc_by(v);
+}
+
+fn gauge(registry: &mut Registry, name: &str, help: &str, v: usize) {
+    let g = Gauge::<i64>::default();
+    g.set(v as i64);
+    registry.register(name, help, g);
+}
+
 /// The metrics text for `config`, the counts since start `t` and the
 /// number of workers.
 pub fn render(
@@ -49,125 +60,12 @@ pub fn render(
     pfcp: Option<&PfcpStatus>,
 ) -> String {
     let mut r = Registry::with_prefix("tep");
-    let tx_p = family(
-        &mut r,
-        "tunnel_tx_packets",
-        "Outer datagrams sent, by tunnel",
-    );
-    let tx_b = family(
-        &mut r,
-        "tunnel_tx_bytes",
-        "UDP payload bytes sent, by tunnel",
-    );
-    let rx_p = family(
-        &mut r,
-        "tunnel_rx_packets",
-        "Inner packets delivered, by tunnel",
-    );
-    let rx_b = family(
-        &mut r,
-        "tunnel_rx_bytes",
-        "Inner bytes delivered, by tunnel",
-    );
-    for (i, c) in config.tunnels.iter().enumerate() {
-        let s = t.tunnels.get(i).copied().unwrap_or_default();
-        let l = labels(&[("tunnel", &c.name), ("kind", c.kind.name())]);
-        tx_p.get_or_create(&l).inc_by(s.tx_packets);
-        tx_b.get_or_create(&l).inc_by(s.tx_bytes);
-        rx_p.get_or_create(&l).inc_by(s.rx_packets);
-        rx_b.get_or_create(&l).inc_by(s.rx_bytes);
-    }
-    let drops = family(
-        &mut r,
-        "drops",
-        "Packets dropped by the pipeline, by node and reason",
-    );
-    for (node, reason, c) in t.drops() {
-        drops
-            .get_or_create(&labels(&[("node", node), ("reason", reason.name())]))
-            .inc_by(c);
-    }
-    let tunnel_drops = family(
-        &mut r,
-        "tunnel_drops",
-        "Packets of a tunnel the pipeline dropped once the tunnel was known, by tunnel and reason",
-    );
-    for (i, c) in config.tunnels.iter().enumerate() {
-        let s = t.tunnels.get(i).copied().unwrap_or_default();
-        for (reason, n) in s.drops_by_reason() {
-            tunnel_drops
-                .get_or_create(&labels(&[
-                    ("tunnel", &c.name),
-                    ("kind", c.kind.name()),
-                    ("reason", reason.name()),
-                ]))
-                .inc_by(n);
-        }
-    }
-    let (name, label) = kernel.metric();
-    let kernel_family = family(&mut r, name, kernel.about());
-    for (counter, v) in kernel.read() {
-        kernel_family
-            .get_or_create(&labels(&[(label, &counter)]))
-            .inc_by(v);
-    }
-    let host_drops = family(
-        &mut r,
-        "io_drops",
-        "Packets dropped by the I/O layer, by reason",
-    );
-    let host_events = family(
-        &mut r,
-        "io_events",
-        "I/O layer events (reads, writes, trains, rings)",
-    );
-    for (name, v) in t.io.named() {
-        match name.strip_prefix("drop_") {
-            Some(reason) => {
-                host_drops
-                    .get_or_create(&labels(&[("reason", reason)]))
-                    .inc_by(v);
-            }
-            None => {
-                host_events
-                    .get_or_create(&labels(&[("event", &name)]))
-                    .inc_by(v);
-            }
-        }
-    }
-    let edges = family(
-        &mut r,
-        "pipeline_packets",
-        "Packets at the pipeline's edges",
-    );
-    for (edge, v) in t.edges() {
-        edges.get_or_create(&labels(&[("edge", edge)])).inc_by(v);
-    }
-    let node_packets = family(&mut r, "node_packets", "Packets through each node");
-    let node_clocks = family(&mut r, "node_clocks", "TSC clocks spent in each node");
-    for n in t.nodes.iter().filter(|n| n.calls > 0) {
-        let l = labels(&[("node", n.name)]);
-        node_packets.get_or_create(&l).inc_by(n.packets);
-        node_clocks.get_or_create(&l).inc_by(n.ticks);
-    }
-    let workers = Gauge::<i64>::default();
-    workers.set(worker_count as i64);
-    r.register("workers", "Worker threads", workers);
+    tunnel_metrics(&mut r, config, t);
+    io_metrics(&mut r, t, kernel);
+    pipeline_metrics(&mut r, t);
+    gauge(&mut r, "workers", "Worker threads", worker_count);
     if let Some(p) = pfcp {
-        let events = family(
-            &mut r,
-            "pfcp_events",
-            "PFCP (N4): messages handled, rejected by cause, discarded by reason, reports sent",
-        );
-        for &(name, v) in &p.counters {
-            events.get_or_create(&labels(&[("event", name)])).inc_by(v);
-        }
-        let sessions = Gauge::<i64>::default();
-        sessions.set(p.sessions as i64);
-        r.register("pfcp_sessions", "PFCP sessions established", sessions);
-        let associations = Gauge::<i64>::default();
-        associations.set(p.associations.len() as i64);
-        r.register("pfcp_associations", "SMFs associated", associations);
+        pfcp_metrics(&mut r, p);
     }
     for (listener, counts) in super::control::refusals() {
         let f = family(
@@ -176,12 +74,95 @@ pub fn render(
             &format!("Clients of the {listener} listener refused, by reason"),
         );
         for (reason, n) in counts {
-            f.get_or_create(&labels(&[("reason", reason)])).inc_by(n);
+            add(&f, &[("reason", reason)], n);
         }
     }
     let mut out = String::new();
     let _ = encode(&mut out, &r);
     out
+}
+
+/// Each tunnel's traffic and drops.
+fn tunnel_metrics(r: &mut Registry, config: &Config, t: &Totals) {
+    let tx_p = family(r, "tunnel_tx_packets", "Outer datagrams sent, by tunnel");
+    let tx_b = family(r, "tunnel_tx_bytes", "UDP payload bytes sent, by tunnel");
+    let rx_p = family(r, "tunnel_rx_packets", "Inner packets delivered, by tunnel");
+    let rx_b = family(r, "tunnel_rx_bytes", "Inner bytes delivered, by tunnel");
+    let drops = family(
+        r,
+        "tunnel_drops",
+        "Packets of a tunnel the pipeline dropped once the tunnel was known, by tunnel and reason",
+    );
+    for (i, c) in config.tunnels.iter().enumerate() {
+        let s = t.tunnels.get(i).copied().unwrap_or_default();
+        let l = [("tunnel", c.name.as_str()), ("kind", c.kind.name())];
+        add(&tx_p, &l, s.tx_packets);
+        add(&tx_b, &l, s.tx_bytes);
+        add(&rx_p, &l, s.rx_packets);
+        add(&rx_b, &l, s.rx_bytes);
+        for (reason, n) in s.drops_by_reason() {
+            add(&drops, &[l[0], l[1], ("reason", reason.name())], n);
+        }
+    }
+}
+
+/// The kernel's counters of the run mode and the I/O layer's.
+fn io_metrics(r: &mut Registry, t: &Totals, kernel: &dyn KernelCounters) {
+    let (name, label) = kernel.metric();
+    let kernel_family = family(r, name, kernel.about());
+    for (counter, v) in kernel.read() {
+        add(&kernel_family, &[(label, &counter)], v);
+    }
+    let io_drops = family(r, "io_drops", "Packets dropped by the I/O layer, by reason");
+    let io_events = family(
+        r,
+        "io_events",
+        "I/O layer events (reads, writes, trains, rings)",
+    );
+    for (name, v) in t.io.named() {
+        match name.strip_prefix("drop_") {
+            Some(reason) => add(&io_drops, &[("reason", reason)], v),
+            None => add(&io_events, &[("event", &name)], v),
+        }
+    }
+}
+
+/// The pipeline's drops, edges and nodes.
+fn pipeline_metrics(r: &mut Registry, t: &Totals) {
+    let drops = family(
+        r,
+        "drops",
+        "Packets dropped by the pipeline, by node and reason",
+    );
+    for (node, reason, c) in t.drops() {
+        add(&drops, &[("node", node), ("reason", reason.name())], c);
+    }
+    let edges = family(r, "pipeline_packets", "Packets at the pipeline's edges");
+    for (edge, v) in t.edges() {
+        add(&edges, &[("edge", edge)], v);
+    }
+    let node_packets = family(r, "node_packets", "Packets through each node");
+    let node_clocks = family(r, "node_clocks", "TSC clocks spent in each node");
+    for n in t.nodes.iter().filter(|n| n.calls > 0) {
+        add(&node_packets, &[("node", n.name)], n.packets);
+        add(&node_clocks, &[("node", n.name)], n.ticks);
+    }
+}
+
+/// The UPF's N4 side.
+fn pfcp_metrics(r: &mut Registry, p: &PfcpStatus) {
+    let events = family(
+        r,
+        "pfcp_events",
+        "PFCP (N4): messages handled, rejected by cause, discarded by reason, reports sent",
+    );
+    for &(name, v) in &p.counters {
+        add(&events, &[("event", name)], v);
+    }
+    let sessions = "PFCP sessions established";
+    gauge(r, "pfcp_sessions", sessions, p.sessions);
+    let associations = p.associations.len();
+    gauge(r, "pfcp_associations", "SMFs associated", associations);
 }
 
 /// Binds the metrics address (the config's `field`, named in errors),

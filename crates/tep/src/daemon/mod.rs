@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod n4;
 pub mod notify;
 pub mod privilege;
+pub mod run;
 pub mod state;
 pub mod stats;
 pub mod trace;
@@ -29,6 +30,29 @@ use std::sync::mpsc;
 use tep_config::Config;
 use tep_sys::{Signal, Signals};
 
+/// Why a reload did not take.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The new config is invalid, or changes what only a restart
+    /// changes: the running workers go on with the old one.
+    #[error("{0}")]
+    Refused(String),
+    /// The workers could not start again: the daemon has nothing
+    /// running and stops, for its supervisor to start it afresh.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl ReloadError {
+    /// With what the privilege drop has to do with it, if anything.
+    fn explained(self, run_as: Option<&privilege::RunAs>) -> Self {
+        match self {
+            ReloadError::Refused(e) => ReloadError::Refused(privilege::explain(run_as, e)),
+            ReloadError::Failed(e) => ReloadError::Failed(privilege::explain(run_as, e)),
+        }
+    }
+}
+
 /// A reload request and where to answer it (`tep reload`); `None` for
 /// SIGHUP.
 pub type ReloadReply = Option<mpsc::Sender<Result<(), String>>>;
@@ -36,13 +60,14 @@ pub type ReloadReply = Option<mpsc::Sender<Result<(), String>>>;
 /// The main thread's loop of either run mode: waits for signals and
 /// reload requests; runs `reload` for SIGHUP and each `tep reload`
 /// (answering the latter), and returns on SIGTERM or SIGINT for the mode
-/// to stop its workers.
+/// to stop its workers, or with an error once a reload left no workers
+/// running.
 pub fn until_stopped(
     path: &Path,
     signals: &Signals,
     state: &State,
     reloads: &mpsc::Receiver<mpsc::Sender<Result<(), String>>>,
-    mut reload: impl FnMut() -> Result<(), String>,
+    mut reload: impl FnMut() -> Result<(), ReloadError>,
 ) -> Result<(), String> {
     let epoll = tep_sys::Epoll::new().map_err(|e| e.to_string())?;
     epoll
@@ -82,10 +107,18 @@ pub fn until_stopped(
             notifier.ready(&format!("{} worker(s) running", workers()));
             match &result {
                 Ok(()) => tracing::info!("reloaded {}", path.display()),
-                Err(e) => tracing::error!("reload refused, the running config stays: {e}"),
+                Err(ReloadError::Refused(e)) => {
+                    tracing::error!("reload refused, the running config stays: {e}")
+                }
+                Err(ReloadError::Failed(e)) => tracing::error!("reload failed: {e}"),
             }
+            let failed = matches!(result, Err(ReloadError::Failed(_)));
             if let Some(r) = reply {
-                let _ = r.send(result);
+                let _ = r.send(result.map_err(|e| e.to_string()));
+            }
+            if failed {
+                notifier.stopping();
+                return Err("the workers did not start again after a reload".to_string());
             }
         }
     }

@@ -1,94 +1,64 @@
-//! systemd's service notifications (sd_notify(3)), written here rather
-//! than linking libsystemd: one datagram to the socket `$NOTIFY_SOCKET`
-//! names. `READY=1` once the workers run, `RELOADING=1` (with
-//! `MONOTONIC_USEC`, as `Type=notify-reload` wants) around a reload,
-//! `STOPPING=1` on the way out, and `WATCHDOG=1` every half
-//! `$WATCHDOG_USEC` — only while every serving thread (workers, N4,
-//! control, metrics, next hops) is alive and going round its loop
-//! ([`Liveness`]), so that a stuck or dead one gets the service
-//! restarted. Without `$NOTIFY_SOCKET` (not under systemd) nothing is
-//! sent.
+//! systemd's service notifications ([`tep_sys::notify`]): `READY=1` once
+//! the workers run, `RELOADING=1` around a reload, `STOPPING=1` on the way
+//! out, and `WATCHDOG=1` every half `$WATCHDOG_USEC` — only while every
+//! serving thread (workers, N4, control, metrics, next hops) is alive and
+//! going round its loop ([`Liveness`]), so that a stuck or dead one gets
+//! the service restarted.
 
-use std::os::unix::net::UnixDatagram;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+use tep_sys::notify::Notify;
 
 use super::liveness::Liveness;
 
-/// Where notifications go, and the watchdog's state.
+/// Where notifications go, and when the watchdog is fed next.
 #[derive(Debug)]
 pub struct Notifier {
-    socket: Option<(UnixDatagram, std::os::unix::net::SocketAddr)>,
-    /// Half of `$WATCHDOG_USEC`, when the watchdog is on for this process.
-    pub watchdog: Option<Duration>,
+    notify: Notify,
     next_watchdog: Instant,
+}
+
+/// A notification the socket refused costs a log line, nothing more.
+fn sent(r: std::io::Result<()>) {
+    if let Err(e) = r {
+        tracing::warn!("NOTIFY_SOCKET: {e}");
+    }
 }
 
 impl Notifier {
     /// From the environment systemd gives a `Type=notify` service.
     pub fn from_env() -> Notifier {
-        let socket = std::env::var_os("NOTIFY_SOCKET").and_then(|p| {
-            let p = p.to_string_lossy().into_owned();
-            let addr = if let Some(name) = p.strip_prefix('@') {
-                use std::os::linux::net::SocketAddrExt;
-                std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).ok()?
-            } else {
-                std::os::unix::net::SocketAddr::from_pathname(&p).ok()?
-            };
-            Some((UnixDatagram::unbound().ok()?, addr))
-        });
-        // WATCHDOG_PID, when set, names the process meant.
-        let for_us = std::env::var("WATCHDOG_PID")
-            .map_or(true, |p| p.parse::<u32>().ok() == Some(std::process::id()));
-        let watchdog = std::env::var("WATCHDOG_USEC")
-            .ok()
-            .and_then(|u| u.parse::<u64>().ok())
-            .filter(|&u| u > 0 && for_us && socket.is_some())
-            .map(|u| Duration::from_micros(u / 2));
+        let notify = Notify::from_env();
+        let next_watchdog = Instant::now();
         Notifier {
-            socket,
-            watchdog,
-            next_watchdog: Instant::now(),
-        }
-    }
-
-    fn send(&self, msg: &str) {
-        if let Some((sock, addr)) = &self.socket {
-            if let Err(e) = sock.send_to_addr(msg.as_bytes(), addr) {
-                tracing::warn!("NOTIFY_SOCKET: {e}");
-            }
+            notify,
+            next_watchdog,
         }
     }
 
     /// The workers run.
     pub fn ready(&self, status: &str) {
-        self.send(&format!("READY=1\nSTATUS={status}"));
+        sent(self.notify.ready(status));
     }
 
     /// A reload starts; [`Notifier::ready`] when it is done.
     pub fn reloading(&self) {
-        self.send(&format!(
-            "RELOADING=1\nMONOTONIC_USEC={}",
-            tep_sys::thread::monotonic_usec()
-        ));
+        sent(self.notify.reloading());
     }
 
     pub fn stopping(&self) {
-        self.send("STOPPING=1");
+        sent(self.notify.stopping());
     }
 
     /// How long the main loop may sleep: the watchdog's interval at most.
     pub fn wait_ms(&self, default_ms: i32) -> i32 {
-        match self.watchdog {
-            Some(d) => (d.as_millis() as i32).clamp(1, default_ms),
-            None => default_ms,
-        }
+        self.notify.wait_ms(default_ms)
     }
 
     /// Feeds the watchdog when it is due and every serving thread is
     /// alive and moved since the last time; otherwise says which are not
     /// and leaves the watchdog hungry.
     pub fn tend(&mut self, liveness: &Liveness) {
-        let Some(every) = self.watchdog else {
+        let Some(every) = self.notify.watchdog else {
             return;
         };
         let now = Instant::now();
@@ -98,7 +68,7 @@ impl Notifier {
         self.next_watchdog = now + every;
         let wrong = liveness.check(now, every);
         if wrong.is_empty() {
-            self.send("WATCHDOG=1");
+            sent(self.notify.alive());
         } else {
             tracing::error!(threads = ?wrong, "the watchdog is not fed");
         }
@@ -108,6 +78,8 @@ impl Notifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::net::UnixDatagram;
+    use std::time::Duration;
 
     #[test]
     fn the_watchdog_is_fed_only_while_every_serving_thread_moves() {
@@ -115,12 +87,9 @@ mod tests {
         let _ = std::fs::remove_file(&dir);
         let listener = UnixDatagram::bind(&dir).unwrap();
         listener.set_nonblocking(true).unwrap();
+        let addr = std::os::unix::net::SocketAddr::from_pathname(&dir).unwrap();
         let mut n = Notifier {
-            socket: Some((
-                UnixDatagram::unbound().unwrap(),
-                std::os::unix::net::SocketAddr::from_pathname(&dir).unwrap(),
-            )),
-            watchdog: Some(Duration::ZERO),
+            notify: Notify::to(addr, Some(Duration::ZERO)).unwrap(),
             next_watchdog: Instant::now(),
         };
         let liveness = Liveness::default();

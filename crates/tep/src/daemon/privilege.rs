@@ -39,7 +39,7 @@
 //! - at exit the programs come off (BPF_LINK_DETACH on tep's own links
 //!   needs no capability).
 
-use tep_config::{Capabilities, GatewayConfig, HostConfig};
+use tep_config::Capabilities;
 use tep_sys::privilege::{self, Account, Capability};
 
 /// Who the daemon becomes, resolved at start (before anything is set
@@ -82,24 +82,9 @@ fn resolve(
     }))
 }
 
-/// [`resolve`] for `[host]`.
-pub fn of_host(host: &HostConfig) -> Result<Option<RunAs>, String> {
-    resolve(
-        "host",
-        host.user.as_deref(),
-        host.group.as_deref(),
-        host.capabilities,
-    )
-}
-
-/// [`resolve`] for `[gateway]`.
-pub fn of_gateway(g: &GatewayConfig) -> Result<Option<RunAs>, String> {
-    resolve(
-        "gateway",
-        g.user.as_deref(),
-        g.group.as_deref(),
-        g.capabilities,
-    )
+/// [`resolve`] for the run mode's section.
+pub fn of(s: &super::run::Section<'_>) -> Result<Option<RunAs>, String> {
+    resolve(s.name, s.user, s.group, s.capabilities)
 }
 
 /// A reload's error, explained by [`RunAs::explain`] when the daemon
@@ -182,10 +167,19 @@ impl RunAs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tep_config::Config;
+    use tep_config::{Config, HostConfig};
 
     fn host(text: &str) -> HostConfig {
         Config::parse(&format!("[host]\n{text}\n")).unwrap().host
+    }
+
+    fn of_host(h: &HostConfig) -> Result<Option<RunAs>, String> {
+        resolve(
+            "host",
+            h.user.as_deref(),
+            h.group.as_deref(),
+            h.capabilities,
+        )
     }
 
     #[test]

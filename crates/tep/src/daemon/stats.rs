@@ -2,9 +2,7 @@
 //! snapshot per worker, merged on demand.
 
 use serde::Serialize;
-use tep_dataplane::Counters;
-use tep_dataplane::{tunnel_drops, NodeStats};
-use tep_dataplane::{DropCounts, DropReason};
+use tep_dataplane::{tunnel_drops, Counters, DropCounts, DropReason, NodeStats};
 
 /// Traffic of one tunnel on one worker.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]

@@ -19,18 +19,13 @@
 //!
 //! Off, a capture point costs one relaxed atomic load per packet.
 
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tep_dataplane::InnerLink;
 
-use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
-use pcap_file::pcapng::blocks::interface_description::{
-    InterfaceDescriptionBlock, InterfaceDescriptionOption,
-};
-use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::DataLink;
+use tep_capture::write::{pcapng, Packet};
 
 /// Where a packet was seen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,44 +191,34 @@ fn place(p: Point) -> (u32, u32) {
     }
 }
 
+/// The capture points' pcapng interfaces, in [`place`]'s order.
+const INTERFACES: [(&str, DataLink); 7] = [
+    ("tun", DataLink::RAW),
+    ("tap", DataLink::ETHERNET),
+    ("udp", DataLink::RAW),
+    ("inner", DataLink::ETHERNET),
+    ("underlay", DataLink::ETHERNET),
+    ("kernel", DataLink::RAW),
+    ("uplink", DataLink::ETHERNET),
+];
+
 fn to_pcapng(records: &[Record]) -> Vec<u8> {
-    let mut w = match PcapNgWriter::new(Vec::new()) {
-        Ok(w) => w,
-        Err(_) => return Vec::new(),
-    };
-    for (name, link) in [
-        ("tun", DataLink::RAW),
-        ("tap", DataLink::ETHERNET),
-        ("udp", DataLink::RAW),
-        ("inner", DataLink::ETHERNET),
-        ("underlay", DataLink::ETHERNET),
-        ("kernel", DataLink::RAW),
-        ("uplink", DataLink::ETHERNET),
-    ] {
-        let idb = InterfaceDescriptionBlock {
-            linktype: link,
-            snaplen: SNAPLEN as u32,
-            options: vec![InterfaceDescriptionOption::IfName(Cow::Borrowed(name))],
-        };
-        let _ = w.write_pcapng_block(idb);
-    }
-    for r in records {
-        let (interface_id, dir) = place(r.point);
-        let epb = EnhancedPacketBlock {
-            interface_id,
-            timestamp: r.time,
-            original_len: r.data.len() as u32,
-            data: Cow::Borrowed(&r.data),
-            options: vec![EnhancedPacketOption::Flags(dir)],
-        };
-        let _ = w.write_pcapng_block(epb);
-    }
-    w.into_inner()
+    let packets = records.iter().map(|r| {
+        let (interface, direction) = place(r.point);
+        Packet {
+            interface,
+            direction,
+            time: r.time,
+            data: &r.data,
+        }
+    });
+    pcapng(&INTERFACES, SNAPLEN as u32, packets)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption;
 
     #[test]
     fn captures_exactly_the_count_asked_then_stops() {

@@ -24,24 +24,22 @@ pub mod rings;
 pub mod steer;
 pub mod worker;
 
-use crate::daemon::state::{GatewayInfo, InterfaceInfo, IoInfo, RingInfo, Shared, State};
-use crate::daemon::{control, liveness, metrics, n4, privilege};
-use next_hops::{Published, Resolver};
+use crate::daemon::liveness::Beat;
+use crate::daemon::run::{Mode, Section, WorkerCommon};
+use crate::daemon::state::{
+    GatewayInfo, InterfaceInfo, IoInfo, KernelCounters, RingInfo, Shared, State,
+};
+use next_hops::Resolver;
 use rings::Side;
 use std::net::IpAddr;
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::sync::atomic::Ordering;
-use std::sync::{mpsc, Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tep_config::{Config, ConfigError, GatewayConfig, RunMode, XdpMode};
-use tep_dataplane::session::control::Sessions;
-use tep_dataplane::session::WorkerLink;
-use tep_dataplane::RouterOptions;
-use tep_dataplane::{Pool, HEADROOM};
+use tep_dataplane::{Pool, RouterOptions, HEADROOM};
 use tep_sys::raw::RawIp;
-use tep_sys::{EventFd, Mode, Role, Signal, Signals, Steering, Umem, XskOptions, XskSocket};
+use tep_sys::{Role, Steering, Umem, XskOptions, XskSocket};
 use worker::{WorkerIo, WorkerSetup};
 
 /// One of the two interfaces, as the kernel has it.
@@ -100,11 +98,11 @@ fn interface(field: &str, name: &str) -> Result<Interface, String> {
     })
 }
 
-fn xdp_mode(m: XdpMode) -> Mode {
+fn xdp_mode(m: XdpMode) -> tep_sys::Mode {
     match m {
-        XdpMode::Native => Mode::Native,
-        XdpMode::Generic => Mode::Generic,
-        XdpMode::Auto => Mode::Auto,
+        XdpMode::Native => tep_sys::Mode::Native,
+        XdpMode::Generic => tep_sys::Mode::Generic,
+        XdpMode::Auto => tep_sys::Mode::Auto,
     }
 }
 
@@ -201,149 +199,24 @@ fn router(inner: &Interface, underlay: &Interface) -> RouterOptions {
     }
 }
 
-struct Running {
-    config: Arc<Config>,
-    handles: Vec<JoinHandle<std::io::Result<WorkerIo>>>,
-    wakes: Vec<Arc<EventFd>>,
-    /// A UPF's: each worker's link to the session tables (kept across
-    /// reloads: the sessions outlive the workers).
-    links: Vec<WorkerLink>,
+/// Gateway mode's I/O, as opened while root: the interfaces and the
+/// steering programs attached to them.
+#[derive(Debug)]
+pub struct Opened {
+    underlay: Interface,
+    inner: Interface,
+    steering: Steering,
+    modes: [tep_sys::AttachMode; 2],
 }
 
-struct Gateway {
+/// Gateway mode's I/O, serving: the interfaces, the steering programs and
+/// the next-hop resolver.
+#[derive(Debug)]
+pub struct Gateway {
     underlay: Interface,
     inner: Interface,
     steering: Arc<Mutex<Steering>>,
-    next_hops: Arc<Published>,
-    shared: Arc<Shared>,
-}
-
-impl Gateway {
-    fn start(
-        &self,
-        config: Arc<Config>,
-        ios: Vec<WorkerIo>,
-        links: Vec<WorkerLink>,
-    ) -> Result<Running, String> {
-        let g = config.gateway.as_ref().ok_or("no [gateway] section")?;
-        self.shared.stop.store(false, Ordering::Release);
-        self.shared
-            .snapshots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-        let router = router(&self.inner, &self.underlay);
-        let mut handles = Vec::new();
-        let mut wakes = Vec::new();
-        for (index, io) in ios.into_iter().enumerate() {
-            let wake = Arc::new(EventFd::new().map_err(|e| format!("eventfd: {e}"))?);
-            let setup = WorkerSetup {
-                index,
-                config: config.clone(),
-                io,
-                cpu: g.cpus.get(index).copied(),
-                fill_target: g.ring_size as usize,
-                router,
-                next_hops: self.next_hops.clone(),
-                wake: wake.clone(),
-                shared: self.shared.clone(),
-                sessions: match (&config.pfcp, links.get(index)) {
-                    (Some(p), Some(l)) => Some((l.clone(), p.buffer_packets, p.buffer_limit)),
-                    _ => None,
-                },
-            };
-            let h = liveness::spawn(
-                &self.shared.liveness,
-                &format!("worker-{index}"),
-                Duration::ZERO,
-                move |beat| worker::run(setup, beat),
-            )
-            .map_err(|e| format!("cannot start a worker: {e}"))?;
-            handles.push(h);
-            wakes.push(wake);
-        }
-        Ok(Running {
-            config,
-            handles,
-            wakes,
-            links,
-        })
-    }
-
-    /// Stops the workers and takes their sockets and pools back.
-    fn stop(&self, r: Running) -> Vec<WorkerIo> {
-        self.shared.stop.store(true, Ordering::Release);
-        for w in &r.wakes {
-            let _ = w.notify();
-        }
-        let mut ios = Vec::new();
-        for h in r.handles {
-            match h.join() {
-                Ok(Ok(io)) => ios.push(io),
-                Ok(Err(e)) => tracing::error!("worker stopped on an error: {e}"),
-                Err(_) => tracing::error!("worker panicked"),
-            }
-        }
-        ios
-    }
-
-    /// Re-reads the config; with the same `[gateway]` section, moves the
-    /// steering maps to the new tunnels and restarts the workers on the
-    /// same sockets. On any error the running workers are left alone.
-    fn reload(
-        &self,
-        path: &Path,
-        running: &mut Running,
-        state: &State,
-        n4: Option<&n4::N4>,
-    ) -> Result<(), String> {
-        let new = Config::load(path).map_err(|e| e.to_string())?;
-        let g = check_gateway(&new).map_err(|e| e.to_string())?;
-        let old = running.config.clone();
-        n4::check_kept(&old, &new)?;
-        if Some(g) != old.gateway.as_ref() {
-            return Err(
-                "gateway: the [gateway] section changed; interfaces, queues and rings change only with a restart"
-                    .to_string(),
-            );
-        }
-        let new = Arc::new(new);
-        let stopped = std::mem::replace(
-            running,
-            Running {
-                config: old.clone(),
-                handles: Vec::new(),
-                wakes: Vec::new(),
-                links: running.links.clone(),
-            },
-        );
-        let stopped_links = stopped.links.clone();
-        let ios = self.stop(stopped);
-        self.shared.carry_over(&old);
-        let steered = steer::configure(
-            &mut self.steering.lock().unwrap_or_else(|e| e.into_inner()),
-            Some(&old),
-            &new,
-            self.inner.mac,
-        );
-        // Workers come back either way: with the new tunnels, or (the
-        // maps refused) with the old ones.
-        let (config, result) = match steered {
-            Ok(()) => (new, Ok(())),
-            Err(e) => (old, Err(e)),
-        };
-        self.next_hops.pin(&remotes_of(&config));
-        // The new workers' session tables start empty: every session is
-        // queued for them before they run.
-        if let Some(n) = n4 {
-            n.replay();
-        }
-        let links = stopped_links.clone();
-        *running = self.start(config.clone(), ios, links)?;
-        *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
-        *state.config.lock().unwrap_or_else(|e| e.into_inner()) = config;
-        result
-    }
+    resolver: Resolver,
 }
 
 /// The tunnels' remote addresses, resolved before any packet asks; an N3
@@ -358,12 +231,7 @@ fn remotes_of(config: &Config) -> Vec<IpAddr> {
         .collect()
 }
 
-fn io_info(
-    g: &GatewayConfig,
-    gw: &Gateway,
-    modes: [tep_sys::AttachMode; 2],
-    zero_copy: bool,
-) -> IoInfo {
+fn io_info(g: &GatewayConfig, opened: &Opened, zero_copy: bool) -> IoInfo {
     let mac = |m: [u8; 6]| {
         m.iter()
             .map(|b| format!("{b:02x}"))
@@ -386,8 +254,8 @@ fn io_info(
         uplink: None,
         gateway: Some(GatewayInfo {
             interfaces: vec![
-                iface("underlay", &gw.underlay, modes[0]),
-                iface("inner", &gw.inner, modes[1]),
+                iface("underlay", &opened.underlay, opened.modes[0]),
+                iface("inner", &opened.inner, opened.modes[1]),
             ],
             rings: RingInfo {
                 rx: o.rx,
@@ -396,25 +264,20 @@ fn io_info(
                 completion: o.completion,
             },
             zero_copy,
-            path_mtu: gw.underlay.mtu,
+            path_mtu: opened.underlay.mtu,
         }),
         ..IoInfo::default()
     }
 }
 
-/// `tep run -c FILE` with a `[gateway]` section: runs until SIGTERM or
-/// SIGINT, then detaches everything. Errors are for the user: they name
-/// the field or the call that failed.
-pub fn run(path: &Path) -> Result<(), String> {
-    // Blocked before any thread starts, so that every thread inherits the
-    // mask and the signals arrive only through the signalfd.
-    let signals = Signals::new(&[Signal::Terminate, Signal::Interrupt, Signal::Hangup])
-        .map_err(|e| format!("signalfd: {e}"))?;
-    let config = Config::load(path).map_err(|e| e.to_string())?;
-    let g = check_gateway(&config).map_err(|e| e.to_string())?.clone();
-    let run_as = privilege::of_gateway(&g)?;
-    let underlay = interface("gateway.underlay", &g.underlay)?;
-    let inner = interface("gateway.inner", &g.inner)?;
+/// Loads the steering programs, points them at `config`'s tunnels and
+/// attaches them to both interfaces.
+fn attach(
+    g: &GatewayConfig,
+    config: &Config,
+    underlay: &Interface,
+    inner: &Interface,
+) -> Result<(Steering, [tep_sys::AttachMode; 2]), String> {
     let mut steering =
         Steering::load().map_err(|e| {
             if e.kind() == std::io::ErrorKind::PermissionDenied {
@@ -423,12 +286,12 @@ pub fn run(path: &Path) -> Result<(), String> {
                 format!("XDP: cannot load the steering programs: {e}")
             }
         })?;
-    steer::configure(&mut steering, None, &config, inner.mac)?;
+    steer::configure(&mut steering, None, config, inner.mac)?;
     let mode = xdp_mode(g.xdp_mode);
     let mut modes = [tep_sys::AttachMode::Native; 2];
     for (k, (role, i, field)) in [
-        (Role::Underlay, &underlay, "gateway.underlay"),
-        (Role::Inner, &inner, "gateway.inner"),
+        (Role::Underlay, underlay, "gateway.underlay"),
+        (Role::Inner, inner, "gateway.inner"),
     ]
     .into_iter()
     .enumerate()
@@ -443,107 +306,147 @@ pub fn run(path: &Path) -> Result<(), String> {
             "XDP program attached"
         );
     }
-    let mut ios = Vec::new();
-    for q in 0..g.queues as u32 {
-        ios.push(open_queue(&g, q, &underlay, &inner, &mut steering)?);
+    Ok((steering, modes))
+}
+
+impl Mode for Gateway {
+    type Opened = Opened;
+    type Io = WorkerIo;
+    type Setup = WorkerSetup;
+    type Staged = ();
+
+    fn check(config: &Config) -> Result<Section<'_>, ConfigError> {
+        let g = check_gateway(config)?;
+        Ok(Section {
+            name: "gateway",
+            control: &g.control,
+            control_group: g.control_group.as_deref(),
+            metrics: g.metrics,
+            queues: g.queues,
+            user: g.user.as_deref(),
+            group: g.group.as_deref(),
+            capabilities: g.capabilities,
+        })
     }
-    let zero_copy = ios.iter().all(|w| w.underlay.socket.zero_copy());
-    let control = control::listen("gateway.control", &g.control, g.control_group.as_deref())?;
-    let metrics = g
-        .metrics
-        .map(|addr| metrics::listen("gateway.metrics", addr))
-        .transpose()?;
-    let pfcp = config
-        .pfcp
-        .as_ref()
-        .map(|p| n4::bind(p).map(|socket| (p.max_sessions, socket)))
-        .transpose()?;
-    // Everything that needs root is set up; the threads started from here
-    // on inherit what the main thread keeps (credentials are per thread).
-    if let Some(r) = &run_as {
-        r.apply()?;
-        r.check_readable(path);
+
+    fn open(config: &Config) -> Result<(Opened, Vec<WorkerIo>), String> {
+        let g = check_gateway(config).map_err(|e| e.to_string())?;
+        let underlay = interface("gateway.underlay", &g.underlay)?;
+        let inner = interface("gateway.inner", &g.inner)?;
+        let (mut steering, modes) = attach(g, config, &underlay, &inner)?;
+        let mut ios = Vec::new();
+        for q in 0..g.queues as u32 {
+            ios.push(open_queue(g, q, &underlay, &inner, &mut steering)?);
+        }
+        let opened = Opened {
+            underlay,
+            inner,
+            steering,
+            modes,
+        };
+        Ok((opened, ios))
     }
-    let shared = Arc::new(Shared::default());
-    let remotes = remotes_of(&config);
-    let capacity = next_hops::Capacity {
-        routes: g.route_cache,
-        hops: g.next_hops,
-    };
-    let resolver = Resolver::start(
-        vec![underlay.clone(), inner.clone()],
-        &remotes,
-        capacity,
-        &shared.liveness,
-    )?;
-    let gw = Gateway {
-        underlay,
-        inner,
-        steering: Arc::new(Mutex::new(steering)),
-        next_hops: resolver.published.clone(),
-        shared: shared.clone(),
-    };
-    let config = Arc::new(config);
-    let (reload_tx, reload_rx) = mpsc::channel();
-    let state = Arc::new(State {
-        config: Mutex::new(config.clone()),
-        io: Mutex::new(io_info(&g, &gw, modes, zero_copy)),
-        wakes: Mutex::new(Vec::new()),
-        shared: shared.clone(),
-        reload: Mutex::new(reload_tx),
-        main_wake: EventFd::new().map_err(|e| format!("eventfd: {e}"))?,
-        kernel: Box::new(steer::SteeringCounters {
+
+    fn serve(
+        opened: Opened,
+        config: &Config,
+        ios: &[WorkerIo],
+        shared: &Arc<Shared>,
+    ) -> Result<(Gateway, IoInfo, Box<dyn KernelCounters>), String> {
+        let g = check_gateway(config).map_err(|e| e.to_string())?;
+        let zero_copy = ios.iter().all(|w| w.underlay.socket.zero_copy());
+        let info = io_info(g, &opened, zero_copy);
+        let capacity = next_hops::Capacity {
+            routes: g.route_cache,
+            hops: g.next_hops,
+        };
+        let resolver = Resolver::start(
+            vec![opened.underlay.clone(), opened.inner.clone()],
+            &remotes_of(config),
+            capacity,
+            &shared.liveness,
+        )?;
+        tracing::info!(
+            inner = g.inner.as_str(),
+            underlay = g.underlay.as_str(),
+            zero_copy,
+            "gateway ready"
+        );
+        let gw = Gateway {
+            underlay: opened.underlay,
+            inner: opened.inner,
+            steering: Arc::new(Mutex::new(opened.steering)),
+            resolver,
+        };
+        let kernel = Box::new(steer::SteeringCounters {
             steering: gw.steering.clone(),
-            next_hops: gw.next_hops.clone(),
-        }),
-    });
-    // A UPF: the session tables' control plane, its links to the workers,
-    // and the PFCP socket.
-    let (sessions, links) = match pfcp {
-        Some((max_sessions, socket)) => {
-            let n3_v6 = config.tunnels.iter().map(|t| t.local.is_ipv6()).collect();
-            let (s, l) = Sessions::new(max_sessions, g.queues, n3_v6);
-            (Some((s, socket)), l)
-        }
-        None => (None, Vec::new()),
-    };
-    let mut running = gw.start(config.clone(), ios, links)?;
-    *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
-    let n4 = match sessions {
-        Some((sessions, socket)) => Some(n4::N4::start(&config, socket, sessions, state.clone())?),
-        None => None,
-    };
-    let control = control.serve(state.clone())?;
-    if let Some(listener) = metrics {
-        metrics::serve_on(listener, state.clone())?;
+            next_hops: gw.resolver.published.clone(),
+        });
+        Ok((gw, info, kernel))
     }
-    tracing::info!(
-        tunnels = config.tunnels.len(),
-        workers = g.queues,
-        inner = g.inner.as_str(),
-        underlay = g.underlay.as_str(),
-        zero_copy,
-        control = g.control.as_str(),
-        "tep running (gateway)"
-    );
-    crate::daemon::until_stopped(path, &signals, &state, &reload_rx, || {
-        gw.reload(path, &mut running, &state, n4.as_ref())
-            .map_err(|e| privilege::explain(run_as.as_ref(), e))
-    })?;
-    if let Some(n) = n4 {
-        n.stop();
-    }
-    // The workers' sockets close, then the programs come off both
-    // interfaces (Steering's drop), leaving them as they were.
-    drop(gw.stop(running));
-    drop(resolver);
-    control.remove();
-    let mut steering = gw.steering.lock().unwrap_or_else(|e| e.into_inner());
-    for role in [Role::Underlay, Role::Inner] {
-        if let Err(e) = steering.detach(role) {
-            tracing::warn!(?role, "detach: {e}");
+
+    fn setup(&self, io: WorkerIo, common: WorkerCommon) -> WorkerSetup {
+        let g = common.config.gateway.as_ref();
+        WorkerSetup {
+            io,
+            cpu: g.and_then(|g| g.cpus.get(common.index).copied()),
+            fill_target: g.map_or(0, |g| g.ring_size as usize),
+            router: router(&self.inner, &self.underlay),
+            next_hops: self.resolver.published.clone(),
+            common,
         }
     }
-    tracing::info!("stopped");
-    Ok(())
+
+    fn work(setup: WorkerSetup, beat: &Beat) -> std::io::Result<WorkerIo> {
+        worker::run(setup, beat)
+    }
+
+    fn stage(&mut self, old: &Config, new: &Config) -> Result<(), String> {
+        if new.gateway != old.gateway {
+            return Err(
+                "gateway: the [gateway] section changed; interfaces, queues and rings change only with a restart"
+                    .to_string(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Moves the steering maps to the new tunnels; the workers come back
+    /// either way: with the new tunnels, or (the maps refused) the old.
+    fn switch(
+        &mut self,
+        (): (),
+        (old, new): (Arc<Config>, Arc<Config>),
+        ios: Vec<WorkerIo>,
+        _: &State,
+    ) -> (Arc<Config>, Vec<WorkerIo>, Result<(), String>) {
+        let steered = steer::configure(
+            &mut self.steering.lock().unwrap_or_else(|e| e.into_inner()),
+            Some(&old),
+            &new,
+            self.inner.mac,
+        );
+        let (config, result) = match steered {
+            Ok(()) => (new, Ok(())),
+            Err(e) => (old, Err(e)),
+        };
+        self.resolver.published.pin(&remotes_of(&config));
+        (config, ios, result)
+    }
+
+    /// The programs come off both interfaces, leaving them as they were.
+    fn stop(self) {
+        drop(self.resolver);
+        let mut steering = self.steering.lock().unwrap_or_else(|e| e.into_inner());
+        for role in [Role::Underlay, Role::Inner] {
+            if let Err(e) = steering.detach(role) {
+                tracing::warn!(?role, "detach: {e}");
+            }
+        }
+    }
+}
+
+/// `tep run -c FILE` with a `[gateway]` section.
+pub fn run(path: &Path) -> Result<(), String> {
+    crate::daemon::run::run::<Gateway>(path)
 }

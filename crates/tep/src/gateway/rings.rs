@@ -10,10 +10,7 @@
 
 use crate::daemon::stats::{IoCounters, IoEvent, TunnelTraffic};
 use crate::daemon::trace::{Point, Tracer};
-use tep_dataplane::finish_offloaded;
-use tep_dataplane::DropReason;
-use tep_dataplane::{ChecksumState, Pool};
-use tep_dataplane::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::{finish_offloaded, ChecksumState, DropReason, PacketVector, Pool, VECTOR_SIZE};
 use tep_sys::raw::RawIp;
 use tep_sys::{Desc, XskSocket};
 

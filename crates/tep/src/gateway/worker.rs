@@ -15,32 +15,25 @@ use super::next_hops::Published;
 use super::rings::{tally, to_kernel, Side, Way};
 use crate::daemon::idle::{bytes_in, Idle};
 use crate::daemon::liveness::Beat;
-use crate::daemon::state::Shared;
+use crate::daemon::run::{publish, WorkerCommon, DRAIN_LIMIT, PUBLISH_EVERY};
 use crate::daemon::stats::{IoCounters, IoEvent, IoMode, TunnelTraffic, WorkerSnapshot};
+use crate::daemon::trace::Tracer;
 use std::io;
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tep_config::Config;
-use tep_dataplane::session::WorkerLink;
-use tep_dataplane::InnerLink;
-use tep_dataplane::Pool;
-use tep_dataplane::RouterOptions;
-use tep_dataplane::Tsc;
-use tep_dataplane::{InnerChecksums, OuterLayers, Output, Pipeline, PipelineOptions};
-use tep_dataplane::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::{
+    Direction, InnerChecksums, InnerLink, OuterLayers, Output, PacketVector, Pipeline,
+    PipelineOptions, Pool, RouterOptions, Tsc, VECTOR_SIZE,
+};
 use tep_sys::raw::RawIp;
-use tep_sys::{Epoll, EventFd, XskStats};
+use tep_sys::{Epoll, XskStats};
 
 /// Buffers kept free for what the pipeline makes itself (replies, ICMP
 /// errors) while the fill rings are topped up.
 pub const RESERVE: usize = 2 * VECTOR_SIZE;
-/// The longest a stopping worker keeps serving frames already queued.
-const DRAIN_LIMIT: Duration = Duration::from_millis(200);
-/// How often counters are published without being asked.
-const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 /// How long a stopping worker waits for the kernel to hand back what it
 /// is still sending.
 const COMPLETION_LIMIT: Duration = Duration::from_millis(100);
@@ -69,10 +62,8 @@ pub struct WorkerIo {
 /// Everything a worker needs to start.
 #[derive(Debug)]
 pub struct WorkerSetup {
-    /// Position among the workers (its snapshot slot).
-    pub index: usize,
-    /// The validated config.
-    pub config: Arc<Config>,
+    /// What every mode's worker gets.
+    pub common: WorkerCommon,
     /// Its sockets and pool.
     pub io: WorkerIo,
     /// Pin to this CPU.
@@ -83,13 +74,6 @@ pub struct WorkerSetup {
     pub router: RouterOptions,
     /// Where next hops are published and asked for.
     pub next_hops: Arc<Published>,
-    /// Wakes the worker (stop, refresh, trace).
-    pub wake: Arc<EventFd>,
-    /// Shared with the control thread.
-    pub shared: Arc<Shared>,
-    /// A UPF worker's link to the session tables' control plane, and its
-    /// downlink buffers (`[pfcp].buffer_packets`, `buffer_limit`).
-    pub sessions: Option<(WorkerLink, u32, u32)>,
 }
 
 /// The pipeline of a gateway: whole frames on both sides.
@@ -113,124 +97,36 @@ pub fn pipeline_options() -> PipelineOptions {
 pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
     if let Some(cpu) = setup.cpu {
         if let Err(e) = tep_sys::thread::pin_current_thread(cpu) {
-            tracing::warn!(worker = setup.index, cpu, "cannot pin: {e}");
+            tracing::warn!(worker = setup.common.index, cpu, "cannot pin: {e}");
         }
     }
-    let config = &setup.config;
-    let mut pipeline = Pipeline::new(&config.tunnels, &config.dataplane, Tsc, pipeline_options());
-    pipeline.set_router(setup.router);
-    *pipeline.next_hops() = setup.next_hops.table();
-    let upf = setup.sessions.is_some();
-    if let Some((link, per_session, limit)) = setup.sessions.clone() {
-        pipeline.attach_sessions(link, per_session, limit);
-    }
-    let mut reports: Vec<u32> = Vec::new();
-    let WorkerIo {
-        mut underlay,
-        mut inner,
-        raw,
-        mut pool,
-    } = setup.io;
     let epoll = Epoll::new()?;
-    epoll.add(setup.wake.as_raw_fd(), TOKEN_WAKE, true, false)?;
-    epoll.add(underlay.socket.as_raw_fd(), TOKEN_UNDERLAY, true, false)?;
-    epoll.add(inner.socket.as_raw_fd(), TOKEN_INNER, true, false)?;
-    let shared = &setup.shared;
-    let tracer = &shared.tracer;
-    let mut io = IoCounters::new(IoMode::Gateway);
-    let mut tunnels = vec![TunnelTraffic::default(); config.tunnels.len()];
-    // The sockets' kernel counters outlive a worker (a reload keeps
-    // them): this worker reports what they counted since it started.
-    let baseline = xsk_stats(&underlay, &inner);
-    let started = Instant::now();
-    let mut idle = config.gateway.as_ref().map_or(Idle::new(0, 0), |g| {
-        Idle::new(g.busy_poll_us, g.adaptive_poll_us)
-    });
-    let mut input = PacketVector::new();
-    let mut wanted: Vec<IpAddr> = Vec::with_capacity(64);
+    epoll.add(setup.common.wake.as_raw_fd(), TOKEN_WAKE, true, false)?;
+    epoll.add(
+        setup.io.underlay.socket.as_raw_fd(),
+        TOKEN_UNDERLAY,
+        true,
+        false,
+    )?;
+    epoll.add(setup.io.inner.socket.as_raw_fd(), TOKEN_INNER, true, false)?;
+    let mut idle = setup
+        .common
+        .config
+        .gateway
+        .as_ref()
+        .map_or(Idle::new(0, 0), |g| {
+            Idle::new(g.busy_poll_us, g.adaptive_poll_us)
+        });
+    let mut w = Worker::new(setup);
+    let shared = w.common.shared.clone();
     let mut events = Vec::with_capacity(4);
-    let mut seen = 0;
-    let mut evictions = 0;
     let mut generation = 0;
     let mut published_at = Instant::now();
     let mut draining: Option<Instant> = None;
     loop {
         beat.beat();
-        let now_ns = started.elapsed().as_nanos() as u64;
-        pipeline.set_now(now_ns);
-        seen = setup.next_hops.apply(seen, pipeline.next_hops());
-        underlay.complete(&mut pool);
-        inner.complete(&mut pool);
-        underlay.refill(&mut pool, setup.fill_target, RESERVE, &mut io);
-        inner.refill(&mut pool, setup.fill_target, RESERVE, &mut io);
-
-        if upf {
-            // Between vectors: the sessions the N4 thread changed, and
-            // what they release (held packets, End Markers).
-            pipeline.apply_session_changes(&mut pool, &mut |o, pool, v| match o {
-                Output::Kernel => {
-                    tally(Way::Sent, pool, v, &mut tunnels);
-                    to_kernel(&raw, pool, v, &mut io, tracer);
-                }
-                _ => {
-                    tally(Way::Sent, pool, v, &mut tunnels);
-                    underlay.transmit(pool, v, &mut io, tracer);
-                }
-            });
-        }
-        let from_underlay = underlay.receive(&mut pool, &mut input, &mut io, tracer);
-        let mut round_bytes = bytes_in(&pool, &input);
-        if !input.is_empty() {
-            pipeline.decap(&mut pool, &mut input, now_ns, &mut |o, pool, v| match o {
-                Output::Inner => {
-                    tally(Way::Delivered, pool, v, &mut tunnels);
-                    inner.transmit(pool, v, &mut io, tracer);
-                }
-                Output::Kernel => {
-                    tally(Way::Delivered, pool, v, &mut tunnels);
-                    to_kernel(&raw, pool, v, &mut io, tracer);
-                }
-                // Replies to peers, and ICMP errors back into a tunnel.
-                Output::Outer | Output::Reply => {
-                    tally(Way::Sent, pool, v, &mut tunnels);
-                    underlay.transmit(pool, v, &mut io, tracer);
-                }
-            });
-        }
-        let from_inner = inner.receive(&mut pool, &mut input, &mut io, tracer);
-        round_bytes += bytes_in(&pool, &input);
-        if !input.is_empty() {
-            pipeline.encap(&mut pool, &mut input, &mut |o, pool, v| match o {
-                Output::Outer | Output::Reply => {
-                    tally(Way::Sent, pool, v, &mut tunnels);
-                    underlay.transmit(pool, v, &mut io, tracer);
-                }
-                Output::Kernel => {
-                    tally(Way::Sent, pool, v, &mut tunnels);
-                    to_kernel(&raw, pool, v, &mut io, tracer);
-                }
-                // ICMP errors back to their sender.
-                Output::Inner => inner.transmit(pool, v, &mut io, tracer),
-            });
-        }
-        underlay.flush(&mut io);
-        inner.flush(&mut io);
-        pipeline.next_hops().take_wanted(&mut wanted);
-        setup.next_hops.want(&mut wanted);
-        let evicted = pipeline.next_hops().evictions();
-        if evicted != evictions {
-            let bounds = &setup.next_hops.bounds;
-            bounds
-                .cache_evictions
-                .fetch_add(evicted - evictions, Ordering::Relaxed);
-            evictions = evicted;
-        }
-        if upf {
-            pipeline.take_session_reports(&mut reports);
-            shared.upf.report(&mut reports);
-        }
-
-        let busy = from_underlay + from_inner > 0;
+        let (frames, round_bytes) = w.round();
+        let busy = frames > 0;
         if busy {
             idle.worked(Instant::now(), round_bytes);
         }
@@ -242,36 +138,10 @@ pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
         if asked != generation || published_at.elapsed() >= PUBLISH_EVERY || drained {
             generation = asked;
             published_at = Instant::now();
-            set_xsk_counts(&mut io, &baseline, &xsk_stats(&underlay, &inner));
-            let snap = WorkerSnapshot::new(
-                pipeline.runtime().nodes(),
-                pipeline.counters(),
-                &tunnels,
-                io,
-                generation,
-            );
-            let mut all = shared.snapshots.lock().unwrap_or_else(|e| e.into_inner());
-            if all.len() <= setup.index {
-                all.resize(setup.index + 1, WorkerSnapshot::default());
-            }
-            all[setup.index] = snap;
-            drop(all);
-            shared.published.notify_all();
+            w.publish(generation);
         }
         if drained {
-            settle(&mut underlay, &mut inner, &mut pool);
-            tracing::info!(
-                worker = setup.index,
-                delivered = tunnels.iter().map(|t| t.rx_packets).sum::<u64>(),
-                sent = tunnels.iter().map(|t| t.tx_packets).sum::<u64>(),
-                "stopped; served what was queued"
-            );
-            return Ok(WorkerIo {
-                underlay,
-                inner,
-                raw,
-                pool,
-            });
+            return Ok(w.finish());
         }
         if busy || draining.is_some() || idle.keep_polling(Instant::now()) {
             continue;
@@ -279,10 +149,247 @@ pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
         // Asleep: the sockets wake the worker when frames arrive, the
         // eventfd for a stop, a refresh or a trace; the timeout reaps
         // completions and publishes now and then.
-        io.count(IoEvent::Sleeps, 1);
+        w.ends.io.count(IoEvent::Sleeps, 1);
         epoll.wait(&mut events, 100)?;
         if events.iter().any(|e| e.token == TOKEN_WAKE) {
-            let _ = setup.wake.drain();
+            let _ = w.common.wake.drain();
+        }
+    }
+}
+
+/// Where a worker's frames leave, and what it counts of them.
+struct Ends {
+    underlay: Side,
+    inner: Side,
+    raw: RawIp,
+    io: IoCounters,
+    tunnels: Vec<TunnelTraffic>,
+}
+
+/// Which of the [`Ends`].
+#[derive(Clone, Copy)]
+enum To {
+    Underlay,
+    Inner,
+    /// The kernel's stack.
+    Kernel,
+}
+
+impl Ends {
+    /// Sends `v` to `to`, counted on its tunnels as `way` first.
+    fn send(
+        &mut self,
+        way: Option<Way>,
+        to: To,
+        pool: &mut Pool,
+        v: &mut PacketVector,
+        tracer: &Tracer,
+    ) {
+        if let Some(way) = way {
+            tally(way, pool, v, &mut self.tunnels);
+        }
+        match to {
+            To::Underlay => self.underlay.transmit(pool, v, &mut self.io, tracer),
+            To::Inner => self.inner.transmit(pool, v, &mut self.io, tracer),
+            To::Kernel => to_kernel(&self.raw, pool, v, &mut self.io, tracer),
+        }
+    }
+}
+
+/// Where a vector's output leaves, and as what its tunnels count it.
+fn route(dir: Direction, o: Output) -> (Option<Way>, To) {
+    match (dir, o) {
+        (Direction::Decap, Output::Inner) => (Some(Way::Delivered), To::Inner),
+        (Direction::Decap, Output::Kernel) => (Some(Way::Delivered), To::Kernel),
+        // Replies to peers, and ICMP errors back into a tunnel.
+        (_, Output::Outer | Output::Reply) => (Some(Way::Sent), To::Underlay),
+        (Direction::Encap, Output::Kernel) => (Some(Way::Sent), To::Kernel),
+        // ICMP errors back to their sender.
+        (Direction::Encap, Output::Inner) => (None, To::Inner),
+    }
+}
+
+/// A running worker: its pipeline, both sides, the pool and the counts.
+struct Worker {
+    common: WorkerCommon,
+    pipeline: Pipeline<Tsc>,
+    ends: Ends,
+    pool: Pool,
+    fill_target: usize,
+    next_hops: Arc<Published>,
+    /// The sockets' kernel counters when the worker started: they outlive
+    /// a worker (a reload keeps them), and it reports what they counted
+    /// since.
+    baseline: XskStats,
+    input: PacketVector,
+    wanted: Vec<IpAddr>,
+    reports: Vec<u32>,
+    /// The next-hop table's generation and evictions seen last.
+    seen: u64,
+    evictions: u64,
+    started: Instant,
+}
+
+impl Worker {
+    fn new(setup: WorkerSetup) -> Worker {
+        let config = &setup.common.config;
+        let mut pipeline =
+            Pipeline::new(&config.tunnels, &config.dataplane, Tsc, pipeline_options());
+        pipeline.set_router(setup.router);
+        *pipeline.next_hops() = setup.next_hops.table();
+        if let Some((link, per_session, limit)) = setup.common.sessions.clone() {
+            pipeline.attach_sessions(link, per_session, limit);
+        }
+        let WorkerIo {
+            underlay,
+            inner,
+            raw,
+            pool,
+        } = setup.io;
+        Worker {
+            pipeline,
+            baseline: xsk_stats(&underlay, &inner),
+            ends: Ends {
+                underlay,
+                inner,
+                raw,
+                io: IoCounters::new(IoMode::Gateway),
+                tunnels: vec![TunnelTraffic::default(); config.tunnels.len()],
+            },
+            pool,
+            fill_target: setup.fill_target,
+            next_hops: setup.next_hops,
+            input: PacketVector::new(),
+            wanted: Vec::with_capacity(64),
+            reports: Vec::new(),
+            seen: 0,
+            evictions: 0,
+            started: Instant::now(),
+            common: setup.common,
+        }
+    }
+
+    /// One round: the rings tended, a vector each way through the
+    /// pipeline, the next hops traded. Returns the frames and bytes read.
+    fn round(&mut self) -> (usize, u64) {
+        let now_ns = self.started.elapsed().as_nanos() as u64;
+        self.pipeline.set_now(now_ns);
+        self.seen = self.next_hops.apply(self.seen, self.pipeline.next_hops());
+        let e = &mut self.ends;
+        e.underlay.complete(&mut self.pool);
+        e.inner.complete(&mut self.pool);
+        e.underlay
+            .refill(&mut self.pool, self.fill_target, RESERVE, &mut e.io);
+        e.inner
+            .refill(&mut self.pool, self.fill_target, RESERVE, &mut e.io);
+        if self.common.sessions.is_some() {
+            self.apply_session_changes();
+        }
+        let (from_underlay, decap_bytes) = self.through(Direction::Decap, now_ns);
+        let (from_inner, encap_bytes) = self.through(Direction::Encap, now_ns);
+        self.ends.underlay.flush(&mut self.ends.io);
+        self.ends.inner.flush(&mut self.ends.io);
+        self.trade_next_hops();
+        if self.common.sessions.is_some() {
+            self.pipeline.take_session_reports(&mut self.reports);
+            self.common.shared.upf.report(&mut self.reports);
+        }
+        (from_underlay + from_inner, decap_bytes + encap_bytes)
+    }
+
+    /// Between vectors: the sessions the N4 thread changed, and what they
+    /// release (held packets, End Markers).
+    fn apply_session_changes(&mut self) {
+        let (ends, tracer) = (&mut self.ends, &self.common.shared.tracer);
+        self.pipeline
+            .apply_session_changes(&mut self.pool, &mut |o, pool, v| {
+                let to = if o == Output::Kernel {
+                    To::Kernel
+                } else {
+                    To::Underlay
+                };
+                ends.send(Some(Way::Sent), to, pool, v, tracer)
+            });
+    }
+
+    /// A vector through the pipeline: from the underlay decapsulated,
+    /// from the inner interface encapsulated. Returns the frames and
+    /// bytes read.
+    fn through(&mut self, dir: Direction, now_ns: u64) -> (usize, u64) {
+        let (ends, tracer) = (&mut self.ends, &self.common.shared.tracer);
+        let from = match dir {
+            Direction::Decap => &mut ends.underlay,
+            Direction::Encap => &mut ends.inner,
+        };
+        let n = from.receive(&mut self.pool, &mut self.input, &mut ends.io, tracer);
+        let bytes = bytes_in(&self.pool, &self.input);
+        if self.input.is_empty() {
+            return (n, bytes);
+        }
+        let sink = &mut |o, pool: &mut Pool, v: &mut PacketVector| {
+            let (way, to) = route(dir, o);
+            ends.send(way, to, pool, v, tracer)
+        };
+        match dir {
+            Direction::Decap => self
+                .pipeline
+                .decap(&mut self.pool, &mut self.input, now_ns, sink),
+            Direction::Encap => self.pipeline.encap(&mut self.pool, &mut self.input, sink),
+        }
+        (n, bytes)
+    }
+
+    /// The next hops the pipeline asked for to the resolver, and its
+    /// cache's evictions to the bounds' counter.
+    fn trade_next_hops(&mut self) {
+        self.pipeline.next_hops().take_wanted(&mut self.wanted);
+        self.next_hops.want(&mut self.wanted);
+        let evicted = self.pipeline.next_hops().evictions();
+        if evicted != self.evictions {
+            self.next_hops
+                .bounds
+                .cache_evictions
+                .fetch_add(evicted - self.evictions, Ordering::Relaxed);
+            self.evictions = evicted;
+        }
+    }
+
+    fn publish(&mut self, generation: u64) {
+        let e = &mut self.ends;
+        set_xsk_counts(&mut e.io, &self.baseline, &xsk_stats(&e.underlay, &e.inner));
+        let snap = WorkerSnapshot::new(
+            self.pipeline.runtime().nodes(),
+            self.pipeline.counters(),
+            &e.tunnels,
+            e.io,
+            generation,
+        );
+        publish(&self.common.shared, self.common.index, snap);
+    }
+
+    /// Stopped: what the kernel still sends settled, the descriptors
+    /// handed back.
+    fn finish(self) -> WorkerIo {
+        let Ends {
+            mut underlay,
+            mut inner,
+            raw,
+            tunnels,
+            ..
+        } = self.ends;
+        let mut pool = self.pool;
+        settle(&mut underlay, &mut inner, &mut pool);
+        tracing::info!(
+            worker = self.common.index,
+            delivered = tunnels.iter().map(|t| t.rx_packets).sum::<u64>(),
+            sent = tunnels.iter().map(|t| t.tx_packets).sum::<u64>(),
+            "stopped; served what was queued"
+        );
+        WorkerIo {
+            underlay,
+            inner,
+            raw,
+            pool,
         }
     }
 }

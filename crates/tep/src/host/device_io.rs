@@ -3,16 +3,13 @@
 //! decapsulated ones written back gathered, with the header that carries
 //! the state the pipeline settled for them.
 
-use super::udp_io::{datagrams, Routes, Tallies};
+use super::udp_io::{datagrams, Tallies, TunnelFacts};
 use crate::daemon::stats::IoCounters;
 use crate::daemon::stats::IoEvent;
 use crate::daemon::trace::{Point, Tracer};
 use std::io::{self, IoSlice};
 use tep_dataplane::vnet::{VnetHeader, VNET_HDR_LEN};
-use tep_dataplane::DropReason;
-use tep_dataplane::InnerLink;
-use tep_dataplane::PacketVector;
-use tep_dataplane::{Gso, GsoKind, PacketMeta, Pool};
+use tep_dataplane::{DropReason, Gso, GsoKind, InnerLink, PacketMeta, PacketVector, Pool};
 use tep_sys::TunQueue;
 
 /// Reads up to `budget` packets from a TUN/TAP queue into `input`, while
@@ -107,7 +104,7 @@ pub(super) fn write_inner(
     pool: &mut Pool,
     out: &mut PacketVector,
     (tun, tap): (Option<&TunQueue>, Option<&TunQueue>),
-    routes: &Routes,
+    routes: &TunnelFacts,
     tallies: &mut Tallies,
     tracer: &Tracer,
 ) {

@@ -17,24 +17,17 @@ mod udp_io;
 pub mod uplink;
 pub mod worker;
 
-use crate::daemon::{control, liveness, metrics, n4, privilege, state};
+use crate::daemon::liveness::Beat;
+use crate::daemon::run::{Mode, Section, WorkerCommon};
+use crate::daemon::state::{self, DeviceInfo, IoInfo, KernelCounters, Shared, SocketInfo, State};
 
 use endpoints::Endpoints;
-use state::{DeviceInfo, IoInfo, Shared, SocketInfo, State};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::Ordering;
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::sync::Arc;
 use tep_config::{ChecksumMode, Config, ConfigError, HostConfig, RunMode, TunnelConfig};
-use tep_dataplane::overhead;
-use tep_dataplane::session::control::Sessions;
-use tep_dataplane::session::WorkerLink;
-use tep_sys::{
-    DeviceKind, EventFd, Offloads, Signal, Signals, Tun, TunOptions, UdpOptions, UdpSocket,
-};
+use tep_dataplane::{overhead, LinkHeader};
+use tep_sys::{DeviceKind, Offloads, Tun, TunOptions, UdpOptions, UdpSocket};
 use worker::{WorkerIo, WorkerSetup};
 
 /// The MTU of the path a tunnel's datagrams leave on: `host.underlay_mtu`
@@ -297,99 +290,28 @@ fn bind_error(config: &Config, e: &Endpoints, i: usize, err: &std::io::Error) ->
     }
 }
 
+/// Per worker, a socket for each endpoint of `e` but those `kept` (`None`:
+/// a reload keeps the running one).
 fn bind_sockets(
     config: &Config,
-    host: &HostConfig,
     e: &Endpoints,
-) -> Result<Vec<Vec<UdpSocket>>, String> {
+    kept: impl Fn(SocketAddr) -> bool,
+) -> Result<Vec<Vec<Option<UdpSocket>>>, String> {
     let mut per_worker = Vec::new();
-    for _ in 0..host.queues {
+    for _ in 0..config.host.queues {
         let mut v = Vec::new();
         for (i, &a) in e.addrs.iter().enumerate() {
-            let s = UdpSocket::bind(a, &socket_options(host, e, i))
+            if kept(a) {
+                v.push(None);
+                continue;
+            }
+            let s = UdpSocket::bind(a, &socket_options(&config.host, e, i))
                 .map_err(|err| bind_error(config, e, i, &err))?;
-            v.push(s);
+            v.push(Some(s));
         }
         per_worker.push(v);
     }
     Ok(per_worker)
-}
-
-struct Running {
-    config: Arc<Config>,
-    endpoints: Endpoints,
-    handles: Vec<JoinHandle<std::io::Result<WorkerIo>>>,
-    wakes: Vec<Arc<EventFd>>,
-    /// A UPF's: each worker's link to the session tables (kept across
-    /// reloads: the sessions outlive the workers).
-    links: Vec<WorkerLink>,
-}
-
-fn start_workers(
-    config: Arc<Config>,
-    endpoints: Endpoints,
-    ios: Vec<WorkerIo>,
-    shared: &Arc<Shared>,
-    links: Vec<WorkerLink>,
-) -> Result<Running, String> {
-    shared.stop.store(false, Ordering::Release);
-    shared
-        .snapshots
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clear();
-    let mut handles = Vec::new();
-    let mut wakes = Vec::new();
-    for (index, io) in ios.into_iter().enumerate() {
-        let wake = Arc::new(EventFd::new().map_err(|e| format!("eventfd: {e}"))?);
-        let setup = WorkerSetup {
-            index,
-            config: config.clone(),
-            io,
-            endpoints: endpoints.clone(),
-            cpu: config.host.cpus.get(index).copied(),
-            offloads: config.host.offloads,
-            wake: wake.clone(),
-            shared: shared.clone(),
-            sessions: match (&config.pfcp, links.get(index)) {
-                (Some(p), Some(l)) => Some((l.clone(), p.buffer_packets, p.buffer_limit)),
-                _ => None,
-            },
-        };
-        let h = liveness::spawn(
-            &shared.liveness,
-            &format!("worker-{index}"),
-            Duration::ZERO,
-            move |beat| worker::run(setup, beat),
-        )
-        .map_err(|e| format!("cannot start a worker: {e}"))?;
-        handles.push(h);
-        wakes.push(wake);
-    }
-    Ok(Running {
-        config,
-        endpoints,
-        handles,
-        wakes,
-        links,
-    })
-}
-
-/// Stops the workers and takes their descriptors back.
-fn stop_workers(r: Running, shared: &Shared) -> Vec<WorkerIo> {
-    shared.stop.store(true, Ordering::Release);
-    for w in &r.wakes {
-        let _ = w.notify();
-    }
-    let mut ios = Vec::new();
-    for h in r.handles {
-        match h.join() {
-            Ok(Ok(io)) => ios.push(io),
-            Ok(Err(e)) => tracing::error!("worker stopped on an error: {e}"),
-            Err(_) => tracing::error!("worker panicked"),
-        }
-    }
-    ios
 }
 
 fn io_info(
@@ -438,302 +360,305 @@ fn io_info(
     }
 }
 
-/// `tep run -c FILE`: runs until SIGTERM/SIGINT. Errors are for the user
-/// (they name the field or the system call that failed).
-pub fn run(path: &Path) -> Result<(), String> {
-    // Blocked here, before any thread starts, so every thread inherits
-    // the mask and the signals arrive only through the signalfd.
-    let signals = Signals::new(&[Signal::Terminate, Signal::Interrupt, Signal::Hangup])
-        .map_err(|e| format!("signalfd: {e}"))?;
-    let config = Config::load(path).map_err(|e| e.to_string())?;
-    check_mode(&config).map_err(|e| e.to_string())?;
-    check_host(&config).map_err(|e| e.to_string())?;
-    if config.tunnels.is_empty() {
-        tracing::warn!(
-            config = %path.display(),
-            "no [[tunnel]] in the config: tep runs with nothing to do until a reload adds one"
-        );
+/// Host mode's I/O: the devices, their routes, the uplink, the UDP
+/// endpoints.
+pub struct Host {
+    tun: Option<Tun>,
+    tap: Option<Tun>,
+    routes: Option<routes::KernelRoutes>,
+    /// `host.uplink`'s device, held open while the workers write to its
+    /// queues.
+    uplink: Option<Tun>,
+    endpoints: Endpoints,
+    links: Option<links::LinkWatch>,
+}
+
+/// What a reload binds before the running workers stop.
+pub struct Staged {
+    endpoints: Endpoints,
+    /// Per worker and endpoint: a new socket, or `None` where the running
+    /// one is kept.
+    fresh: Vec<Vec<Option<UdpSocket>>>,
+    senders: Vec<Vec<Vec<UdpSocket>>>,
+}
+
+impl Host {
+    fn devices(&self) -> impl Iterator<Item = &Tun> {
+        self.tun.iter().chain(self.tap.iter())
     }
-    let run_as = privilege::of_host(&config.host)?;
-    let config = Arc::new(config);
-    let host = config.host.clone();
-    let mut tun = if needs(&config, false) {
-        Some(open_device(&host, &config, false)?)
-    } else {
-        None
-    };
-    let mut tap = if needs(&config, true) {
-        Some(open_device(&host, &config, true)?)
-    } else {
-        None
-    };
-    let mut routes = match (&tun, host.routes) {
-        (Some(t), true) => {
-            let mut r = routes::Routes::new(t.ifindex(), t.name());
-            r.sync(&config)?;
-            Some(r)
+
+    fn io_info(&self, config: &Config, ios: &[WorkerIo]) -> IoInfo {
+        let devices: Vec<&Tun> = self.devices().collect();
+        let uplink = self.uplink.as_ref().map(|t| t.name().to_string());
+        io_info(&devices, config, ios, &self.endpoints, uplink)
+    }
+
+    /// A reload's new tunnels each on a device tep opened at start.
+    fn check_devices(&self, new: &Config) -> Result<(), String> {
+        for (i, t) in new.tunnels.iter().enumerate() {
+            let have = if t.kind.carries_ethernet() {
+                self.tap.is_some()
+            } else {
+                self.tun.is_some()
+            };
+            if !have {
+                return Err(format!(
+                    "tunnel[{i}] \"{}\".kind: {} needs the {}, which tep did not open at start; restart tep",
+                    t.name,
+                    t.kind,
+                    if t.kind.carries_ethernet() { "TAP" } else { "TUN" }
+                ));
+            }
         }
-        _ => None,
-    };
-    let endpoints = Endpoints::of(&config);
-    let sockets = bind_sockets(&config, &host, &endpoints)?;
-    let mut tun_queues = tun.as_mut().map(Tun::take_queues).unwrap_or_default();
-    let mut tap_queues = tap.as_mut().map(Tun::take_queues).unwrap_or_default();
-    let mut uplink_dev = uplink::open_for(&config)?;
-    let uplink_header = uplink_dev.as_ref().map(|(_, h)| *h);
-    let mut uplink_queues = uplink_dev
-        .as_mut()
-        .map(|(t, _)| t.take_queues())
-        .unwrap_or_default();
-    let ios: Vec<WorkerIo> = sockets
+        Ok(())
+    }
+
+    /// Endpoint `i` of `new`'s socket: fresh, or the running one taken
+    /// from `old_sockets`, its options set again where they changed.
+    fn keep_socket(
+        &self,
+        new: &Config,
+        new_endpoints: &Endpoints,
+        i: usize,
+        old_sockets: &mut [Option<UdpSocket>],
+    ) -> UdpSocket {
+        let old = &self.endpoints;
+        let j = old
+            .addrs
+            .iter()
+            .position(|&x| x == new_endpoints.addrs[i])
+            .unwrap_or(0);
+        let mut s = old_sockets[j].take().unwrap_or_else(|| {
+            // Unreachable: each old endpoint is kept once.
+            panic!("endpoint {} kept twice", new_endpoints.addrs[i])
+        });
+        let changed = old.zero_tx[j] != new_endpoints.zero_tx[i]
+            || old.zero_rx[j] != new_endpoints.zero_rx[i]
+            || old.dont_fragment[j] != new_endpoints.dont_fragment[i];
+        if changed {
+            if let Err(e) = s.set_policy(&socket_options(&new.host, new_endpoints, i)) {
+                tracing::warn!(local = %new_endpoints.addrs[i], "keeps its old socket options: {e}");
+            }
+        }
+        s
+    }
+
+    /// The device MTU follows the tunnels as at start: one with more
+    /// overhead lowers it (what `show tunnels` reports and the workers cut
+    /// TCP to). A fixed `host.mtu` stays: [host] is unchanged.
+    fn follow_mtu(&self, old: &Config, new: &Config) {
+        for (dev, ethernet) in [(&self.tun, false), (&self.tap, true)] {
+            let want = device_mtu(new, ethernet);
+            match dev {
+                Some(d) if want != device_mtu(old, ethernet) => match d.set_mtu(want) {
+                    Ok(()) => tracing::info!(
+                        device = d.name(),
+                        mtu = want,
+                        "device MTU follows the tunnels"
+                    ),
+                    Err(e) => tracing::warn!(device = d.name(), "cannot set MTU {want}: {e}"),
+                },
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The workers' descriptors: one queue of each device and of the uplink,
+/// one socket per endpoint and its senders.
+fn worker_ios(
+    config: &Config,
+    devices: [Option<&mut Tun>; 3],
+    sockets: Vec<Vec<UdpSocket>>,
+    endpoints: &Endpoints,
+    uplink_header: Option<LinkHeader>,
+) -> Vec<WorkerIo> {
+    let [mut tun, mut tap, mut uplink] =
+        devices.map(|d| d.map(Tun::take_queues).unwrap_or_default());
+    sockets
         .into_iter()
         .enumerate()
         .map(|(w, s)| WorkerIo {
-            tun: (!tun_queues.is_empty()).then(|| tun_queues.remove(0)),
-            tap: (!tap_queues.is_empty()).then(|| tap_queues.remove(0)),
+            tun: (!tun.is_empty()).then(|| tun.remove(0)),
+            tap: (!tap.is_empty()).then(|| tap.remove(0)),
             sockets: s,
-            senders: bind_senders(&host, &endpoints, w),
+            senders: bind_senders(&config.host, endpoints, w),
             uplink: uplink_header
-                .filter(|_| !uplink_queues.is_empty())
-                .map(|h| (uplink_queues.remove(0), h)),
+                .filter(|_| !uplink.is_empty())
+                .map(|h| (uplink.remove(0), h)),
         })
-        .collect();
-    let devices: Vec<&Tun> = tun.iter().chain(tap.iter()).collect();
-    let uplink_name = uplink_dev.as_ref().map(|(t, _)| t.name().to_string());
-    let info = io_info(&devices, &config, &ios, &endpoints, uplink_name);
-    for s in &info.sockets {
-        tracing::info!(local = %s.local, gso = s.gso, gro = s.gro, zero_tx = s.zero_checksum_tx, "socket ready");
-    }
-    let shared = Arc::new(Shared::default());
-    let (reload_tx, reload_rx) = mpsc::channel();
-    let state = Arc::new(State {
-        config: Mutex::new(config.clone()),
-        io: Mutex::new(info),
-        wakes: Mutex::new(Vec::new()),
-        shared: shared.clone(),
-        reload: Mutex::new(reload_tx),
-        main_wake: EventFd::new().map_err(|e| format!("eventfd: {e}"))?,
-        kernel: Box::new(state::UdpDrops),
-    });
-    // A UPF: the session tables' control plane, its links to the workers,
-    // and the PFCP socket (bound while root).
-    let (sessions, links) = match &config.pfcp {
-        Some(p) => {
-            let n3_v6 = config.tunnels.iter().map(|t| t.local.is_ipv6()).collect();
-            let (s, l) = Sessions::new(p.max_sessions, host.queues, n3_v6);
-            (Some((s, n4::bind(p)?)), l)
-        }
-        None => (None, Vec::new()),
-    };
-    let control = control::listen("host.control", &host.control, host.control_group.as_deref())?;
-    let metrics = host
-        .metrics
-        .map(|addr| metrics::listen("host.metrics", addr))
-        .transpose()?;
-    // Everything that needs root is set up; the threads started from here
-    // on inherit what the main thread keeps (credentials are per thread).
-    if let Some(r) = &run_as {
-        r.apply()?;
-        r.check_readable(path);
-    }
-    let mut running = start_workers(config.clone(), endpoints, ios, &shared, links)?;
-    *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
-    let n4 = match sessions {
-        Some((sessions, socket)) => Some(n4::N4::start(&config, socket, sessions, state.clone())?),
-        None => None,
-    };
-    let devices: Vec<(String, bool)> = tun
-        .iter()
-        .map(|t| (t.name().to_string(), false))
-        .chain(tap.iter().map(|t| (t.name().to_string(), true)))
-        .collect();
-    let _links = links::watch(state.clone(), devices)?;
-    let control = control.serve(state.clone())?;
-    if let Some(listener) = metrics {
-        metrics::serve_on(listener, state.clone())?;
-    }
-    tracing::info!(
-        tunnels = config.tunnels.len(),
-        workers = host.queues,
-        control = host.control.as_str(),
-        "tep running"
-    );
-
-    crate::daemon::until_stopped(path, &signals, &state, &reload_rx, || {
-        reload(
-            path,
-            &mut running,
-            &state,
-            tun.as_ref(),
-            tap.as_ref(),
-            routes.as_mut(),
-            n4.as_ref(),
-        )
-        .map_err(|e| privilege::explain(run_as.as_ref(), e))
-    })?;
-    if let Some(n) = n4 {
-        n.stop();
-    }
-    let _ = stop_workers(running, &shared);
-    if let Some(r) = routes.as_mut() {
-        r.clear();
-    }
-    control.remove();
-    tracing::info!("stopped");
-    Ok(())
+        .collect()
 }
 
-/// Re-reads the config, makes the routes follow it and restarts the
-/// workers with it; on any error the running workers and routes are left
-/// as they were.
-fn reload(
-    path: &Path,
-    running: &mut Running,
-    state: &State,
-    tun: Option<&Tun>,
-    tap: Option<&Tun>,
-    routes: Option<&mut routes::Routes>,
-    n4: Option<&n4::N4>,
-) -> Result<(), String> {
-    let shared = &state.shared;
-    let new = Config::load(path).map_err(|e| e.to_string())?;
-    check_mode(&new).map_err(|e| e.to_string())?;
-    check_host(&new).map_err(|e| e.to_string())?;
-    let old = running.config.clone();
-    n4::check_kept(&old, &new)?;
-    if new.host != old.host {
-        return Err(
-            "host: the [host] section changed; devices, queues and listeners change only with a restart"
-                .to_string(),
-        );
+impl Mode for Host {
+    type Opened = Host;
+    type Io = WorkerIo;
+    type Setup = WorkerSetup;
+    type Staged = Staged;
+
+    fn check(config: &Config) -> Result<Section<'_>, ConfigError> {
+        check_mode(config)?;
+        check_host(config)?;
+        let h = &config.host;
+        Ok(Section {
+            name: "host",
+            control: &h.control,
+            control_group: h.control_group.as_deref(),
+            metrics: h.metrics,
+            queues: h.queues,
+            user: h.user.as_deref(),
+            group: h.group.as_deref(),
+            capabilities: h.capabilities,
+        })
     }
-    for (i, t) in new.tunnels.iter().enumerate() {
-        let have = if t.kind.carries_ethernet() {
-            tap.is_some()
-        } else {
-            tun.is_some()
-        };
-        if !have {
-            return Err(format!(
-                "tunnel[{i}] \"{}\".kind: {} needs the {}, which tep did not open at start; restart tep",
-                t.name,
-                t.kind,
-                if t.kind.carries_ethernet() { "TAP" } else { "TUN" }
-            ));
+
+    fn open(config: &Config) -> Result<(Host, Vec<WorkerIo>), String> {
+        let host = &config.host;
+        if config.tunnels.is_empty() {
+            tracing::warn!(
+                "no [[tunnel]] in the config: tep runs with nothing to do until a reload adds one"
+            );
         }
-    }
-    let endpoints = Endpoints::of(&new);
-    // New endpoints are bound before anything stops, so that a port in
-    // use refuses the reload instead of breaking the running config.
-    let mut fresh: Vec<Vec<Option<UdpSocket>>> = Vec::new();
-    for _ in 0..new.host.queues {
-        let mut v = Vec::new();
-        for (i, &a) in endpoints.addrs.iter().enumerate() {
-            // A kept address keeps its socket, its options set afresh once
-            // the workers stop (`set_policy`).
-            if running.endpoints.addrs.contains(&a) {
-                v.push(None);
-            } else {
-                let opts = socket_options(&new.host, &endpoints, i);
-                let s =
-                    UdpSocket::bind(a, &opts).map_err(|e| bind_error(&new, &endpoints, i, &e))?;
-                v.push(Some(s));
+        let mut tun = needs(config, false)
+            .then(|| open_device(host, config, false))
+            .transpose()?;
+        let mut tap = needs(config, true)
+            .then(|| open_device(host, config, true))
+            .transpose()?;
+        let routes = match (&tun, host.routes) {
+            (Some(t), true) => {
+                let mut r = routes::KernelRoutes::new(t.ifindex(), t.name());
+                r.sync(config)?;
+                Some(r)
             }
-        }
-        fresh.push(v);
-    }
-    // Sending sockets are bound afresh (ports the running ones hold are
-    // skipped); they hold no state worth keeping.
-    let mut senders: Vec<Vec<Vec<UdpSocket>>> = (0..new.host.queues)
-        .map(|w| bind_senders(&new.host, &endpoints, w))
-        .collect();
-    // Routes last among what can fail (a daemon without CAP_NET_ADMIN
-    // cannot change them), and put back as they were if they do.
-    if let Some(r) = routes {
-        r.sync(&new).inspect_err(|_| {
-            let _ = r.sync(&old);
-        })?;
-    }
-    let new = Arc::new(new);
-    let old_running = std::mem::replace(
-        running,
-        Running {
-            config: old.clone(),
-            endpoints: running.endpoints.clone(),
-            handles: Vec::new(),
-            wakes: Vec::new(),
-            links: running.links.clone(),
-        },
-    );
-    let old_endpoints = old_running.endpoints.clone();
-    let ios = stop_workers(old_running, shared);
-    shared.carry_over(&old);
-    let mut new_ios = Vec::new();
-    for (mut io, fresh) in ios.into_iter().zip(fresh) {
-        let mut old_sockets: Vec<Option<UdpSocket>> = io.sockets.drain(..).map(Some).collect();
-        let sockets = fresh
+            _ => None,
+        };
+        let endpoints = Endpoints::of(config);
+        let sockets = bind_sockets(config, &endpoints, |_| false)?
             .into_iter()
-            .enumerate()
-            .map(|(i, f)| match f {
-                Some(s) => s,
-                None => {
-                    let j = old_endpoints
-                        .addrs
-                        .iter()
-                        .position(|&x| x == endpoints.addrs[i])
-                        .unwrap_or(0);
-                    let mut s = old_sockets[j].take().unwrap_or_else(|| {
-                        // Unreachable: each old endpoint is kept once.
-                        panic!("endpoint {} kept twice", endpoints.addrs[i])
-                    });
-                    let changed = old_endpoints.zero_tx[j] != endpoints.zero_tx[i]
-                        || old_endpoints.zero_rx[j] != endpoints.zero_rx[i]
-                        || old_endpoints.dont_fragment[j] != endpoints.dont_fragment[i];
-                    if changed {
-                        if let Err(e) = s.set_policy(&socket_options(&new.host, &endpoints, i)) {
-                            tracing::warn!(local = %endpoints.addrs[i], "keeps its old socket options: {e}");
-                        }
-                    }
-                    s
-                }
-            })
+            .map(|v| v.into_iter().flatten().collect())
             .collect();
-        io.sockets = sockets;
-        io.senders = std::mem::take(&mut senders[new_ios.len()]);
-        new_ios.push(io);
+        let (mut uplink, header) = match uplink::open_for(config)? {
+            Some((t, h)) => (Some(t), Some(h)),
+            None => (None, None),
+        };
+        let devices = [tun.as_mut(), tap.as_mut(), uplink.as_mut()];
+        let ios = worker_ios(config, devices, sockets, &endpoints, header);
+        let host = Host {
+            tun,
+            tap,
+            routes,
+            uplink,
+            endpoints,
+            links: None,
+        };
+        Ok((host, ios))
     }
-    // The device MTU follows the tunnels as at start: one with more
-    // overhead lowers it (what `show tunnels` reports and the workers cut
-    // TCP to). A fixed `host.mtu` stays: [host] is unchanged.
-    for (dev, ethernet) in [(tun, false), (tap, true)] {
-        let want = device_mtu(&new, ethernet);
-        match dev {
-            Some(d) if want != device_mtu(&old, ethernet) => match d.set_mtu(want) {
-                Ok(()) => tracing::info!(
-                    device = d.name(),
-                    mtu = want,
-                    "device MTU follows the tunnels"
-                ),
-                Err(e) => tracing::warn!(device = d.name(), "cannot set MTU {want}: {e}"),
-            },
-            _ => {}
+
+    fn serve(
+        host: Host,
+        config: &Config,
+        ios: &[WorkerIo],
+        _: &Arc<Shared>,
+    ) -> Result<(Host, IoInfo, Box<dyn KernelCounters>), String> {
+        let info = host.io_info(config, ios);
+        for s in &info.sockets {
+            tracing::info!(local = %s.local, gso = s.gso, gro = s.gro, zero_tx = s.zero_checksum_tx, "socket ready");
+        }
+        Ok((host, info, Box::new(state::UdpDrops)))
+    }
+
+    fn watch(&mut self, state: &Arc<State>) -> Result<(), String> {
+        let devices = self
+            .devices()
+            .map(|t| (t.name().to_string(), t.kind() == DeviceKind::Tap))
+            .collect();
+        self.links = Some(links::watch(state.clone(), devices)?);
+        Ok(())
+    }
+
+    fn setup(&self, io: WorkerIo, common: WorkerCommon) -> WorkerSetup {
+        let host = &common.config.host;
+        WorkerSetup {
+            cpu: host.cpus.get(common.index).copied(),
+            offloads: host.offloads,
+            io,
+            endpoints: self.endpoints.clone(),
+            common,
         }
     }
-    let devices: Vec<&Tun> = tun.iter().chain(tap.iter()).copied().collect();
-    let mut io = state.io.lock().unwrap_or_else(|e| e.into_inner());
-    let uplink = io.uplink.clone();
-    *io = io_info(&devices, &new, &new_ios, &endpoints, uplink);
-    drop(io);
-    // The new workers' session tables start empty: every session is
-    // queued for them before they run.
-    if let Some(n) = n4 {
-        n.replay();
+
+    fn work(setup: WorkerSetup, beat: &Beat) -> std::io::Result<WorkerIo> {
+        worker::run(setup, beat)
     }
-    let links = running.links.clone();
-    *running = start_workers(new.clone(), endpoints, new_ios, shared, links)?;
-    *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
-    *state.config.lock().unwrap_or_else(|e| e.into_inner()) = new;
-    Ok(())
+
+    fn stage(&mut self, old: &Config, new: &Config) -> Result<Staged, String> {
+        if new.host != old.host {
+            return Err(
+                "host: the [host] section changed; devices, queues and listeners change only with a restart"
+                    .to_string(),
+            );
+        }
+        self.check_devices(new)?;
+        let endpoints = Endpoints::of(new);
+        // Bound before anything stops, so that a port in use refuses the
+        // reload instead of breaking the running config. A kept address
+        // keeps its socket, its options set afresh once the workers stop.
+        let fresh = bind_sockets(new, &endpoints, |a| self.endpoints.addrs.contains(&a))?;
+        // Sending sockets are bound afresh (ports the running ones hold
+        // are skipped); they hold no state worth keeping.
+        let senders = (0..new.host.queues)
+            .map(|w| bind_senders(&new.host, &endpoints, w))
+            .collect();
+        // Routes last among what can fail (a daemon without CAP_NET_ADMIN
+        // cannot change them), and put back as they were if they do.
+        if let Some(r) = &mut self.routes {
+            r.sync(new).inspect_err(|_| {
+                let _ = r.sync(old);
+            })?;
+        }
+        Ok(Staged {
+            endpoints,
+            fresh,
+            senders,
+        })
+    }
+
+    fn switch(
+        &mut self,
+        staged: Staged,
+        (old, new): (Arc<Config>, Arc<Config>),
+        ios: Vec<WorkerIo>,
+        state: &State,
+    ) -> (Arc<Config>, Vec<WorkerIo>, Result<(), String>) {
+        let mut new_ios = Vec::new();
+        let e = &staged.endpoints;
+        for ((mut io, fresh), senders) in ios.into_iter().zip(staged.fresh).zip(staged.senders) {
+            let mut old_sockets: Vec<Option<UdpSocket>> = io.sockets.drain(..).map(Some).collect();
+            io.sockets = fresh
+                .into_iter()
+                .enumerate()
+                .map(|(i, f)| f.unwrap_or_else(|| self.keep_socket(&new, e, i, &mut old_sockets)))
+                .collect();
+            io.senders = senders;
+            new_ios.push(io);
+        }
+        self.endpoints = staged.endpoints;
+        self.follow_mtu(&old, &new);
+        *state.io.lock().unwrap_or_else(|e| e.into_inner()) = self.io_info(&new, &new_ios);
+        (new, new_ios, Ok(()))
+    }
+
+    fn stop(mut self) {
+        if let Some(r) = self.routes.as_mut() {
+            r.clear();
+        }
+    }
+}
+
+/// `tep run -c FILE` in host mode.
+pub fn run(path: &Path) -> Result<(), String> {
+    crate::daemon::run::run::<Host>(path)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use tep_config::Config;
 
 /// The routes tep installed through one device.
-pub struct Routes {
+pub struct KernelRoutes {
     ifindex: u32,
     device: String,
     installed: Vec<(IpAddr, u8)>,
@@ -33,9 +33,9 @@ fn wanted(config: &Config) -> Vec<(IpAddr, u8)> {
     out
 }
 
-impl Routes {
-    pub fn new(ifindex: u32, device: &str) -> Routes {
-        Routes {
+impl KernelRoutes {
+    pub fn new(ifindex: u32, device: &str) -> KernelRoutes {
+        KernelRoutes {
             ifindex,
             device: device.to_string(),
             installed: Vec::new(),

@@ -11,17 +11,15 @@ use crate::daemon::trace::{Point, Tracer};
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
-use tep_dataplane::train_end;
-use tep_dataplane::DropReason;
-use tep_dataplane::Outer;
-use tep_dataplane::TunnelTable;
-use tep_dataplane::{Gso, GsoKind, PacketId, PacketMeta, Pool, NO_TUNNEL};
-use tep_dataplane::{PacketVector, VECTOR_SIZE};
+use tep_dataplane::{
+    train_end, DropReason, Gso, GsoKind, Outer, PacketId, PacketMeta, PacketVector, Pool,
+    TunnelTable, NO_TUNNEL, VECTOR_SIZE,
+};
 use tep_sys::{Gathered, RecvMeta, UdpSocket, MAX_BATCH};
 
 /// Per-tunnel facts the sinks need, resolved once.
 #[derive(Debug)]
-pub(super) struct Routes {
+pub(super) struct TunnelFacts {
     /// Per tunnel: its endpoint's index.
     pub endpoint: Vec<usize>,
     /// Per tunnel: it carries Ethernet (its packets go to the TAP).
@@ -35,7 +33,7 @@ pub(super) struct Routes {
     pub device_mtu: [u32; 2],
 }
 
-impl Routes {
+impl TunnelFacts {
     /// The socket to send an outer packet from: its tunnel's endpoint, or
     /// for a reply without a tunnel (an Error Indication) the endpoint
     /// whose address and port are the packet's source.
@@ -185,7 +183,12 @@ impl Senders<'_> {
     /// one, (endpoint, 1 + k) for sending socket k. A tunnel's flow keeps
     /// one sending socket: the pipeline's source port, which the flow hash
     /// chose, picks it.
-    fn slot_of(&self, routes: &Routes, m: &PacketMeta, outer: &Outer) -> Option<(usize, usize)> {
+    fn slot_of(
+        &self,
+        routes: &TunnelFacts,
+        m: &PacketMeta,
+        outer: &Outer,
+    ) -> Option<(usize, usize)> {
         let e = routes.endpoint_of(m, outer)?;
         let n = self.senders.get(e).map_or(0, Vec::len);
         if m.tunnel == NO_TUNNEL || n == 0 {
@@ -220,7 +223,7 @@ pub(super) fn send_outer(
     pool: &mut Pool,
     out: &mut PacketVector,
     to: &mut Senders<'_>,
-    routes: &Routes,
+    routes: &TunnelFacts,
     tallies: &mut Tallies,
     tracer: &Tracer,
 ) {
@@ -262,7 +265,7 @@ fn send_from(
     sock: &mut UdpSocket,
     pool: &Pool,
     mine: &[PacketId],
-    routes: &Routes,
+    routes: &TunnelFacts,
     tallies: &mut Tallies,
     tracer: &Tracer,
 ) {

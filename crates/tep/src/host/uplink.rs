@@ -28,12 +28,7 @@ use crate::daemon::trace::{Point, Tracer};
 use std::io::IoSlice;
 use tep_config::{ChecksumMode, Config, ConfigError, Uplink};
 use tep_dataplane::vnet::{TunnelGsoHeader, VnetHeader, VNET_HDR_LEN, VNET_HDR_TUNNEL_LEN};
-use tep_dataplane::DropReason;
-use tep_dataplane::LinkHeader;
-use tep_dataplane::PacketVector;
-use tep_dataplane::Pool;
-use tep_dataplane::TunnelKind;
-use tep_dataplane::TunnelTable;
+use tep_dataplane::{DropReason, LinkHeader, PacketVector, Pool, TunnelKind, TunnelTable};
 use tep_sys::{sysctl, DeviceKind, Offloads, Tun, TunOptions, TunQueue};
 
 /// The source MAC of the frames written into the uplink: the kernel

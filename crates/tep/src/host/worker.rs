@@ -11,26 +11,21 @@
 
 use super::device_io::{read_device, write_inner};
 use super::endpoints::Endpoints;
-use super::udp_io::{read_socket, send_outer, Routes, Senders, Tallies};
+use super::udp_io::{read_socket, send_outer, Senders, Tallies, TunnelFacts};
 use super::uplink::write_frames;
 use crate::daemon::idle::{bytes_in, Idle};
 use crate::daemon::liveness::Beat;
-use crate::daemon::state::Shared;
+use crate::daemon::run::{publish, WorkerCommon, DRAIN_LIMIT, PUBLISH_EVERY};
 use crate::daemon::stats::{IoCounters, IoEvent, TunnelTraffic, WorkerSnapshot};
+use crate::daemon::trace::Tracer;
 use std::io;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tep_config::Config;
-use tep_dataplane::session::WorkerLink;
-use tep_dataplane::InnerLink;
-use tep_dataplane::LinkHeader;
-use tep_dataplane::Tsc;
-use tep_dataplane::TunnelTable;
-use tep_dataplane::{InnerChecksums, OuterLayers, Output, Pipeline, PipelineOptions};
-use tep_dataplane::{PacketVector, VECTOR_SIZE};
-use tep_dataplane::{Pool, SUPER_PACKET_ROOM};
-use tep_sys::{Epoll, Event, EventFd, TunQueue, UdpSocket, MAX_BATCH};
+use std::time::Instant;
+use tep_dataplane::{
+    InnerChecksums, InnerLink, LinkHeader, OuterLayers, Output, PacketVector, Pipeline,
+    PipelineOptions, Pool, Tsc, TunnelTable, SUPER_PACKET_ROOM, VECTOR_SIZE,
+};
+use tep_sys::{Epoll, Event, TunQueue, UdpSocket, MAX_BATCH};
 
 /// Buffers per worker: a full decap vector, a full encap vector, the
 /// trains and super-packets in flight, with margin. Virtual memory is
@@ -43,10 +38,6 @@ const RESERVE: usize = 2 * VECTOR_SIZE + MAX_BATCH;
 const DEVICE_BUDGET: usize = 64;
 /// `recvmmsg` calls per socket per wake-up.
 const SOCKET_ROUNDS: usize = 4;
-/// The longest a stopping worker keeps serving packets already queued.
-const DRAIN_LIMIT: Duration = Duration::from_millis(200);
-/// How often counters are published without being asked.
-const PUBLISH_EVERY: Duration = Duration::from_millis(200);
 
 const TOKEN_WAKE: u64 = 0;
 const TOKEN_TUN: u64 = 1;
@@ -74,10 +65,8 @@ pub struct WorkerIo {
 /// Everything a worker needs to start.
 #[derive(Debug)]
 pub struct WorkerSetup {
-    /// Position among the workers (its snapshot slot).
-    pub index: usize,
-    /// The validated config.
-    pub config: Arc<Config>,
+    /// What every mode's worker gets.
+    pub common: WorkerCommon,
     /// Its descriptors.
     pub io: WorkerIo,
     /// Its endpoints (sockets in `io` in this order).
@@ -86,29 +75,94 @@ pub struct WorkerSetup {
     pub cpu: Option<usize>,
     /// Offloads are on: vnet headers, GRO to the device, GSO trains.
     pub offloads: bool,
-    /// Wakes the worker (stop, refresh, trace).
-    pub wake: Arc<EventFd>,
-    /// Shared with the control thread.
-    pub shared: Arc<Shared>,
-    /// A UPF worker's link to the session tables' control plane, and its
-    /// downlink buffers (`[pfcp].buffer_packets`, `buffer_limit`).
-    pub sessions: Option<(WorkerLink, u32, u32)>,
 }
 
 /// Runs a worker until `shared.stop`; returns its descriptors.
 pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
     if let Some(cpu) = setup.cpu {
         if let Err(e) = tep_sys::thread::pin_current_thread(cpu) {
-            tracing::warn!(worker = setup.index, cpu, "cannot pin: {e}");
+            tracing::warn!(worker = setup.common.index, cpu, "cannot pin: {e}");
         }
     }
-    let config = &setup.config;
-    let gso_ok = setup
-        .io
-        .sockets
-        .iter()
-        .chain(setup.io.senders.iter().flatten())
-        .all(|s| s.capabilities().gso);
+    let config = setup.common.config.clone();
+    let epoll = register(&setup)?;
+    let mut w = Worker::new(setup);
+    let shared = w.common.shared.clone();
+    let mut events: Vec<Event> = Vec::with_capacity(64);
+    let mut published_at = Instant::now();
+    let mut generation = 0;
+    // Polling (epoll without sleeping) while the next packet is likely
+    // to come sooner than a wake-up: it then finds the worker awake.
+    let mut idle = Idle::new(config.host.busy_poll_us, config.host.adaptive_poll_us);
+    // Set once told to stop: from then on the worker serves what is
+    // already queued (epoll without sleeping) and leaves when nothing is,
+    // or after DRAIN_LIMIT under a flow that does not stop.
+    let mut draining: Option<Instant> = None;
+    let mut read_before_drain = 0;
+    loop {
+        beat.beat();
+        let timeout = if draining.is_some() || idle.keep_polling(Instant::now()) {
+            0
+        } else {
+            w.tallies.io.count(IoEvent::Sleeps, 1);
+            100
+        };
+        epoll.wait(&mut events, timeout)?;
+        w.apply_session_changes();
+        let drained = match draining {
+            Some(since) => events.is_empty() || since.elapsed() >= DRAIN_LIMIT,
+            None => false,
+        };
+        let round_bytes: u64 = events.iter().map(|ev| w.serve(ev.token)).sum();
+        if !events.is_empty() {
+            idle.worked(Instant::now(), round_bytes);
+        }
+        w.report_sessions();
+        let wanted = shared.refresh.load(Ordering::Acquire);
+        let read = w.tallies.io.get(IoEvent::DeviceRx) + w.tallies.io.get(IoEvent::UdpRx);
+        if draining.is_none() && shared.stop.load(Ordering::Acquire) {
+            draining = Some(Instant::now());
+            read_before_drain = read;
+        }
+        if wanted != generation || published_at.elapsed() >= PUBLISH_EVERY || drained {
+            generation = wanted;
+            published_at = Instant::now();
+            w.publish(generation);
+        }
+        if drained {
+            tracing::info!(
+                worker = w.common.index,
+                // Device packets and socket buffers (a GRO train is one).
+                reads_while_draining = read - read_before_drain,
+                delivered = w.tallies.tunnels.iter().map(|t| t.rx_packets).sum::<u64>(),
+                "stopped; served what was queued"
+            );
+            return Ok(w.io);
+        }
+    }
+}
+
+/// The worker's epoll over its wake-up, devices and sockets.
+fn register(setup: &WorkerSetup) -> io::Result<Epoll> {
+    use std::os::fd::AsRawFd;
+    let epoll = Epoll::new()?;
+    epoll.add(setup.common.wake.as_raw_fd(), TOKEN_WAKE, true, false)?;
+    if let Some(q) = &setup.io.tun {
+        epoll.add(q.as_raw_fd(), TOKEN_TUN, true, false)?;
+    }
+    if let Some(q) = &setup.io.tap {
+        epoll.add(q.as_raw_fd(), TOKEN_TAP, true, false)?;
+    }
+    for (i, s) in setup.io.sockets.iter().enumerate() {
+        epoll.add(s.as_raw_fd(), TOKEN_SOCKET + i as u64, true, false)?;
+    }
+    Ok(epoll)
+}
+
+/// A host worker's pipeline: IP packets on the device side, UDP payloads
+/// (or with an uplink whole frames) on the other.
+fn pipeline(setup: &WorkerSetup) -> Pipeline<Tsc> {
+    let config = &setup.common.config;
     let options = PipelineOptions {
         inner_link: InnerLink::Ip,
         gro: setup.offloads,
@@ -140,234 +194,245 @@ pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
             pipeline.next_hops().set(t.remote, Some(*header));
         }
     }
-    let upf = setup.sessions.is_some();
-    if let Some((link, per_session, limit)) = setup.sessions.clone() {
+    if let Some((link, per_session, limit)) = setup.common.sessions.clone() {
         pipeline.attach_sessions(link, per_session, limit);
     }
-    let mut reports: Vec<u32> = Vec::new();
-    let mut pool = Pool::new(BUFFERS, SUPER_PACKET_ROOM);
-    let mut io = setup.io;
-    let routes = Routes {
-        endpoint: setup.endpoints.of_tunnel.clone(),
-        ethernet: config
-            .tunnels
+    pipeline
+}
+
+/// Where a worker's pipeline output goes, borrowed for one call.
+struct Sinks<'a> {
+    devices: (Option<&'a TunQueue>, Option<&'a TunQueue>),
+    to: Senders<'a>,
+    uplink: Option<&'a TunQueue>,
+    facts: &'a TunnelFacts,
+    tallies: &'a mut Tallies,
+    tracer: &'a Tracer,
+}
+
+impl<'a> Sinks<'a> {
+    fn of(
+        io: &'a mut WorkerIo,
+        facts: &'a TunnelFacts,
+        tallies: &'a mut Tallies,
+        tracer: &'a Tracer,
+    ) -> Self {
+        let WorkerIo {
+            tun,
+            tap,
+            sockets,
+            senders,
+            uplink,
+        } = io;
+        Sinks {
+            devices: (tun.as_ref(), tap.as_ref()),
+            to: Senders { sockets, senders },
+            uplink: uplink.as_ref().map(|(q, _)| q),
+            facts,
+            tallies,
+            tracer,
+        }
+    }
+
+    /// Toward the peers: whole frames by the uplink, else by the sockets.
+    fn underlay(&mut self, pool: &mut Pool, out: &mut PacketVector) {
+        match self.uplink {
+            Some(q) => write_frames(q, pool, out, &self.facts.table, self.tallies, self.tracer),
+            None => self.sockets(pool, out),
+        }
+    }
+
+    /// By the UDP sockets.
+    fn sockets(&mut self, pool: &mut Pool, out: &mut PacketVector) {
+        send_outer(
+            pool,
+            out,
+            &mut self.to,
+            self.facts,
+            self.tallies,
+            self.tracer,
+        );
+    }
+
+    /// To the TUN/TAP: the kernel's stack.
+    fn inner(&mut self, pool: &mut Pool, out: &mut PacketVector) {
+        write_inner(
+            pool,
+            out,
+            self.devices,
+            self.facts,
+            self.tallies,
+            self.tracer,
+        );
+    }
+}
+
+/// A running worker's pipeline, buffers, descriptors and counts.
+struct Worker {
+    common: WorkerCommon,
+    endpoints: Endpoints,
+    pipeline: Pipeline<Tsc>,
+    pool: Pool,
+    io: WorkerIo,
+    facts: TunnelFacts,
+    tallies: Tallies,
+    input: PacketVector,
+    reports: Vec<u32>,
+    started: Instant,
+}
+
+impl Worker {
+    fn new(setup: WorkerSetup) -> Worker {
+        let pipeline = pipeline(&setup);
+        let config = &setup.common.config;
+        let gso_ok = setup
+            .io
+            .sockets
             .iter()
-            .map(|t| t.kind.carries_ethernet())
-            .collect(),
-        endpoints: setup.endpoints.addrs.clone(),
-        table: TunnelTable::new(&config.tunnels),
-        device_mtu: [
-            super::device_mtu(config, false),
-            super::device_mtu(config, true),
-        ],
-    };
-    let mut tallies = Tallies {
-        tunnels: vec![TunnelTraffic::default(); config.tunnels.len()],
-        io: IoCounters::default(),
-        trains: setup.offloads && gso_ok,
-    };
-    let epoll = Epoll::new()?;
-    use std::os::fd::AsRawFd;
-    epoll.add(setup.wake.as_raw_fd(), TOKEN_WAKE, true, false)?;
-    if let Some(q) = &io.tun {
-        epoll.add(q.as_raw_fd(), TOKEN_TUN, true, false)?;
-    }
-    if let Some(q) = &io.tap {
-        epoll.add(q.as_raw_fd(), TOKEN_TAP, true, false)?;
-    }
-    for (i, s) in io.sockets.iter().enumerate() {
-        epoll.add(s.as_raw_fd(), TOKEN_SOCKET + i as u64, true, false)?;
-    }
-    let started = Instant::now();
-    let mut events: Vec<Event> = Vec::with_capacity(64);
-    let mut input = PacketVector::new();
-    let mut published_at = Instant::now();
-    let mut generation = 0;
-    let shared = &setup.shared;
-    // Polling (epoll without sleeping) while the next packet is likely
-    // to come sooner than a wake-up: it then finds the worker awake.
-    let mut idle = Idle::new(config.host.busy_poll_us, config.host.adaptive_poll_us);
-    // Set once told to stop: from then on the worker serves what is
-    // already queued (epoll without sleeping) and leaves when nothing is,
-    // or after DRAIN_LIMIT under a flow that does not stop.
-    let mut draining: Option<Instant> = None;
-    let mut read_before_drain = 0;
-    loop {
-        beat.beat();
-        let timeout = if draining.is_some() || idle.keep_polling(Instant::now()) {
-            0
-        } else {
-            tallies.io.count(IoEvent::Sleeps, 1);
-            100
+            .chain(setup.io.senders.iter().flatten())
+            .all(|s| s.capabilities().gso);
+        let facts = TunnelFacts {
+            endpoint: setup.endpoints.of_tunnel.clone(),
+            ethernet: config
+                .tunnels
+                .iter()
+                .map(|t| t.kind.carries_ethernet())
+                .collect(),
+            endpoints: setup.endpoints.addrs.clone(),
+            table: TunnelTable::new(&config.tunnels),
+            device_mtu: [
+                super::device_mtu(config, false),
+                super::device_mtu(config, true),
+            ],
         };
-        epoll.wait(&mut events, timeout)?;
-        if upf {
-            // Between vectors: the sessions the N4 thread changed, and
-            // what they release (held packets, End Markers).
-            let WorkerIo {
-                sockets,
-                senders,
-                uplink,
-                ..
-            } = &mut io;
-            let mut to = Senders { sockets, senders };
-            pipeline.apply_session_changes(&mut pool, &mut |_, pool, out| match uplink {
-                Some((q, _)) => {
-                    write_frames(q, pool, out, &routes.table, &mut tallies, &shared.tracer)
-                }
-                None => send_outer(pool, out, &mut to, &routes, &mut tallies, &shared.tracer),
+        let tallies = Tallies {
+            tunnels: vec![TunnelTraffic::default(); config.tunnels.len()],
+            io: IoCounters::default(),
+            trains: setup.offloads && gso_ok,
+        };
+        Worker {
+            pipeline,
+            pool: Pool::new(BUFFERS, SUPER_PACKET_ROOM),
+            io: setup.io,
+            facts,
+            tallies,
+            input: PacketVector::new(),
+            reports: Vec::new(),
+            started: Instant::now(),
+            endpoints: setup.endpoints,
+            common: setup.common,
+        }
+    }
+
+    fn upf(&self) -> bool {
+        self.common.sessions.is_some()
+    }
+
+    /// Between vectors: the sessions the N4 thread changed, and what they
+    /// release (held packets, End Markers).
+    fn apply_session_changes(&mut self) {
+        if !self.upf() {
+            return;
+        }
+        let tracer = &self.common.shared.tracer;
+        let mut sinks = Sinks::of(&mut self.io, &self.facts, &mut self.tallies, tracer);
+        self.pipeline
+            .apply_session_changes(&mut self.pool, &mut |_, pool, out| {
+                sinks.underlay(pool, out)
             });
+    }
+
+    /// The Downlink Data Reports of sessions whose first packet was held.
+    fn report_sessions(&mut self) {
+        if self.upf() {
+            self.pipeline.take_session_reports(&mut self.reports);
+            self.common.shared.upf.report(&mut self.reports);
         }
-        let mut round_bytes = 0;
-        let drained = match draining {
-            Some(since) => events.is_empty() || since.elapsed() >= DRAIN_LIMIT,
-            None => false,
+    }
+
+    /// Serves one ready descriptor; returns the bytes read.
+    fn serve(&mut self, token: u64) -> u64 {
+        match token {
+            TOKEN_WAKE => {
+                let _ = self.common.wake.drain();
+                0
+            }
+            TOKEN_TUN => self.encap_device(InnerLink::Ip),
+            TOKEN_TAP => self.encap_device(InnerLink::Ethernet),
+            t => self.decap_socket((t - TOKEN_SOCKET) as usize),
+        }
+    }
+
+    /// A batch from the TUN (`Ip`) or the TAP, encapsulated.
+    fn encap_device(&mut self, link: InnerLink) -> u64 {
+        let queue = match link {
+            InnerLink::Ip => self.io.tun.as_ref(),
+            InnerLink::Ethernet => self.io.tap.as_ref(),
         };
-        for ev in events.iter() {
-            match ev.token {
-                TOKEN_WAKE => {
-                    let _ = setup.wake.drain();
-                }
-                TOKEN_TUN | TOKEN_TAP => {
-                    let (queue, link) = if ev.token == TOKEN_TUN {
-                        (io.tun.as_ref(), InnerLink::Ip)
-                    } else {
-                        (io.tap.as_ref(), InnerLink::Ethernet)
-                    };
-                    if let Some(q) = queue {
-                        read_device(
-                            q,
-                            link,
-                            &mut pool,
-                            &mut input,
-                            (DEVICE_BUDGET, RESERVE),
-                            &mut tallies.io,
-                            &shared.tracer,
-                        );
-                        round_bytes += bytes_in(&pool, &input);
-                        let WorkerIo {
-                            sockets,
-                            senders,
-                            uplink,
-                            ..
-                        } = &mut io;
-                        let mut to = Senders { sockets, senders };
-                        pipeline.encap_from(link, &mut pool, &mut input, &mut |_, pool, out| {
-                            match uplink {
-                                Some((q, _)) => write_frames(
-                                    q,
-                                    pool,
-                                    out,
-                                    &routes.table,
-                                    &mut tallies,
-                                    &shared.tracer,
-                                ),
-                                None => send_outer(
-                                    pool,
-                                    out,
-                                    &mut to,
-                                    &routes,
-                                    &mut tallies,
-                                    &shared.tracer,
-                                ),
-                            }
-                        });
-                    }
-                }
-                t => {
-                    let i = (t - TOKEN_SOCKET) as usize;
-                    for _ in 0..SOCKET_ROUNDS {
-                        let local = setup.endpoints.addrs[i];
-                        let full = read_socket(
-                            &mut io.sockets[i],
-                            local,
-                            &mut pool,
-                            &mut input,
-                            RESERVE,
-                            &mut tallies.io,
-                            &shared.tracer,
-                        );
-                        round_bytes += bytes_in(&pool, &input);
-                        let now_ns = started.elapsed().as_nanos() as u64;
-                        let WorkerIo {
-                            tun,
-                            tap,
-                            sockets,
-                            senders,
-                            ..
-                        } = &mut io;
-                        let mut to = Senders { sockets, senders };
-                        pipeline.decap(
-                            &mut pool,
-                            &mut input,
-                            now_ns,
-                            &mut |o, pool, out| match o {
-                                // The TUN/TAP is the kernel's stack.
-                                Output::Inner | Output::Kernel => write_inner(
-                                    pool,
-                                    out,
-                                    (tun.as_ref(), tap.as_ref()),
-                                    &routes,
-                                    &mut tallies,
-                                    &shared.tracer,
-                                ),
-                                Output::Reply | Output::Outer => send_outer(
-                                    pool,
-                                    out,
-                                    &mut to,
-                                    &routes,
-                                    &mut tallies,
-                                    &shared.tracer,
-                                ),
-                            },
-                        );
-                        if !full {
-                            break;
-                        }
-                    }
-                }
+        let Some(q) = queue else { return 0 };
+        let tracer = &self.common.shared.tracer;
+        read_device(
+            q,
+            link,
+            &mut self.pool,
+            &mut self.input,
+            (DEVICE_BUDGET, RESERVE),
+            &mut self.tallies.io,
+            tracer,
+        );
+        let bytes = bytes_in(&self.pool, &self.input);
+        let mut sinks = Sinks::of(&mut self.io, &self.facts, &mut self.tallies, tracer);
+        self.pipeline.encap_from(
+            link,
+            &mut self.pool,
+            &mut self.input,
+            &mut |_, pool, out| sinks.underlay(pool, out),
+        );
+        bytes
+    }
+
+    /// Up to `SOCKET_ROUNDS` batches from endpoint `i`'s socket,
+    /// decapsulated.
+    fn decap_socket(&mut self, i: usize) -> u64 {
+        let tracer = &self.common.shared.tracer;
+        let mut bytes = 0;
+        for _ in 0..SOCKET_ROUNDS {
+            let full = read_socket(
+                &mut self.io.sockets[i],
+                self.endpoints.addrs[i],
+                &mut self.pool,
+                &mut self.input,
+                RESERVE,
+                &mut self.tallies.io,
+                tracer,
+            );
+            bytes += bytes_in(&self.pool, &self.input);
+            let now_ns = self.started.elapsed().as_nanos() as u64;
+            let mut sinks = Sinks::of(&mut self.io, &self.facts, &mut self.tallies, tracer);
+            self.pipeline.decap(
+                &mut self.pool,
+                &mut self.input,
+                now_ns,
+                &mut |o, pool, out| match o {
+                    Output::Inner | Output::Kernel => sinks.inner(pool, out),
+                    Output::Reply | Output::Outer => sinks.sockets(pool, out),
+                },
+            );
+            if !full {
+                break;
             }
         }
-        if !events.is_empty() {
-            idle.worked(Instant::now(), round_bytes);
-        }
-        if upf {
-            pipeline.take_session_reports(&mut reports);
-            shared.upf.report(&mut reports);
-        }
-        let wanted = shared.refresh.load(Ordering::Acquire);
-        let read = tallies.io.get(IoEvent::DeviceRx) + tallies.io.get(IoEvent::UdpRx);
-        if draining.is_none() && shared.stop.load(Ordering::Acquire) {
-            draining = Some(Instant::now());
-            read_before_drain = read;
-        }
-        if wanted != generation || published_at.elapsed() >= PUBLISH_EVERY || drained {
-            generation = wanted;
-            published_at = Instant::now();
-            let snap = WorkerSnapshot::new(
-                pipeline.runtime().nodes(),
-                pipeline.counters(),
-                &tallies.tunnels,
-                tallies.io,
-                generation,
-            );
-            let mut all = shared.snapshots.lock().unwrap_or_else(|e| e.into_inner());
-            if all.len() <= setup.index {
-                all.resize(setup.index + 1, WorkerSnapshot::default());
-            }
-            all[setup.index] = snap;
-            drop(all);
-            shared.published.notify_all();
-        }
-        if drained {
-            tracing::info!(
-                worker = setup.index,
-                // Device packets and socket buffers (a GRO train is one).
-                reads_while_draining = read - read_before_drain,
-                delivered = tallies.tunnels.iter().map(|t| t.rx_packets).sum::<u64>(),
-                "stopped; served what was queued"
-            );
-            return Ok(io);
-        }
+        bytes
+    }
+
+    fn publish(&self, generation: u64) {
+        let snap = WorkerSnapshot::new(
+            self.pipeline.runtime().nodes(),
+            self.pipeline.counters(),
+            &self.tallies.tunnels,
+            self.tallies.io,
+            generation,
+        );
+        publish(&self.common.shared, self.common.index, snap);
     }
 }

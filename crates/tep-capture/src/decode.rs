@@ -5,16 +5,12 @@
 //! captured; checksums over bytes that were not captured are reported
 //! `unverifiable`, never `invalid`.
 
-mod dissect;
-mod ports;
+pub use crate::{dissect, Dissection, PortMap};
 
-pub use dissect::{dissect, Dissection};
-pub use ports::PortMap;
-
+use crate::{read_frames, CaptureError, Frame};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::Path;
-use tep::capture::{read_frames, CaptureError, Frame};
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

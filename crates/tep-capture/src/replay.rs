@@ -6,6 +6,7 @@
 //! pipeline's `show runtime` counters, edge counters and drops are the
 //! report.
 
+use crate::{read_frames, CaptureError, Frame, Link};
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
 use serde_json::{json, Value};
@@ -14,16 +15,12 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tep::capture::{read_frames, CaptureError, Frame, Link};
 use tep_config::{Config, ConfigError};
 pub use tep_dataplane::Direction;
-use tep_dataplane::InnerLink;
-use tep_dataplane::PacketVector;
-use tep_dataplane::Tsc;
-use tep_dataplane::{ethernet_ip_offset, finish_offloaded};
-use tep_dataplane::{ChecksumState, Pool, SUPER_PACKET_ROOM};
-use tep_dataplane::{Counters, Output, Pipeline, PipelineOptions};
-use tep_dataplane::{DropCounts, DropReason};
+use tep_dataplane::{
+    ethernet_ip_offset, finish_offloaded, ChecksumState, Counters, DropCounts, DropReason,
+    InnerLink, Output, PacketVector, Pipeline, PipelineOptions, Pool, Tsc, SUPER_PACKET_ROOM,
+};
 
 /// What to run.
 #[derive(Debug, Clone)]

@@ -1,8 +1,8 @@
 //! The layer walk behind `tep decode`.
 
-use super::ports::{PortMap, TunnelKind};
+use crate::ports::{PortMap, TunnelKind};
+use crate::{Frame, Link};
 use serde_json::{json, Value};
-use tep::capture::{Frame, Link};
 use tep_csum::Sum;
 use tep_wire::ethernet::{self, EtherType};
 use tep_wire::gue::{GueFields, GueRepr, RemoteChecksum};

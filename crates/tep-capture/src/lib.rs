@@ -1,4 +1,20 @@
-//! Reading capture files (pcap and pcapng) into frames.
+//! Capture files, offline: read (pcap and pcapng) into frames, dissected
+//! layer by layer with tep-wire and printed ([`decode`], `tep decode`),
+//! replayed through the dataplane's pipeline ([`replay`], `tep pcap`);
+//! and written ([`write`], `tep trace`).
+//! The `tep` command is their front; `fuzz/` runs the reader over
+//! arbitrary bytes without the daemon. Its own crate so that tep-wire and
+//! the dataplane stay free of pcap-file and serde_json, and the daemon's
+//! crate holds the daemon.
+
+pub mod decode;
+pub mod dissect;
+pub mod ports;
+pub mod replay;
+pub mod write;
+
+pub use dissect::{dissect, Dissection};
+pub use ports::PortMap;
 
 use pcap_file::pcap::PcapParser;
 use pcap_file::pcapng::{Block, PcapNgParser};
