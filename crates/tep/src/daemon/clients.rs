@@ -287,6 +287,48 @@ pub fn count_write(clients: &Clients, result: io::Result<()>) {
     }
 }
 
+/// Clients served at once: an operator's commands and a trace or two; a
+/// stalled client holds one of them for [`DEADLINE`] at most.
+const CONTROL_CLIENTS: usize = 8;
+
+/// The control socket's refusals, in `show counters` and the metrics.
+pub static CONTROL: Clients = Clients::new(
+    CONTROL_CLIENTS,
+    &[
+        Refusal::Busy,
+        Refusal::Peer,
+        Refusal::TooLong,
+        Refusal::TimedOut,
+        Refusal::BadRequest,
+        Refusal::TraceRunning,
+        Refusal::TraceCut,
+    ],
+);
+
+/// Scrapers served at once: Prometheus scrapes one at a time, and a few
+/// more leave room for an operator's curl beside a stuck client.
+const METRICS_CLIENTS: usize = 8;
+
+/// The scrapers' refusals, exported as `tep_metrics_requests_refused`.
+pub static METRICS: Clients = Clients::new(
+    METRICS_CLIENTS,
+    &[
+        Refusal::Busy,
+        Refusal::TooLong,
+        Refusal::TimedOut,
+        Refusal::BadRequest,
+    ],
+);
+
+/// What the control socket and the metrics listener refused, by reason
+/// (in `show counters` and the metrics).
+pub fn refusals() -> [(&'static str, Vec<(&'static str, u64)>); 2] {
+    [
+        ("control", CONTROL.refused()),
+        ("metrics", METRICS.refused()),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@
 //! `ok\n` or `error\n`, then the body (text, JSON, or pcapng bytes for a
 //! trace), and closes.
 
-use super::clients::{self, Clients, Refusal};
+use super::clients::{self, refusals, Refusal, CONTROL as CLIENTS};
 use super::liveness;
 use super::state::{IoInfo, KernelCounters, State};
 use super::stats::{IoEvent, Totals, WorkerSnapshot};
@@ -69,10 +69,6 @@ impl Access {
     }
 }
 
-/// Clients served at once: an operator's commands and a trace or two; a
-/// stalled client holds one of them for [`clients::DEADLINE`] at most.
-const MAX_CLIENTS: usize = 8;
-
 /// A request line, at most: the longest valid one is a few dozen bytes.
 const MAX_LINE: usize = 4096;
 
@@ -81,20 +77,6 @@ pub const MAX_TRACE_COUNT: usize = 10_000;
 
 /// `trace … TIMEOUT_MS`, at most: a trace holds a client thread.
 pub const MAX_TRACE_TIMEOUT_MS: u64 = 60_000;
-
-/// The control socket's refusals, in `show counters` and the metrics.
-pub static CLIENTS: Clients = Clients::new(
-    MAX_CLIENTS,
-    &[
-        Refusal::Busy,
-        Refusal::Peer,
-        Refusal::TooLong,
-        Refusal::TimedOut,
-        Refusal::BadRequest,
-        Refusal::TraceRunning,
-        Refusal::TraceCut,
-    ],
-);
 
 /// Binds `path` (the config's `field`, named in errors), mode 0600, or
 /// 0660 root:`group` with a `control_group` (`field` + `_group`).
@@ -698,15 +680,6 @@ fn show_counters(t: &Totals, kernel: &dyn KernelCounters, json: bool) -> String 
         }
     }
     out
-}
-
-/// What the control socket and the metrics listener refused, by reason
-/// (in `show counters` and the metrics).
-pub fn refusals() -> [(&'static str, Vec<(&'static str, u64)>); 2] {
-    [
-        ("control", CLIENTS.refused()),
-        ("metrics", super::metrics::CLIENTS.refused()),
-    ]
 }
 
 fn show_runtime(t: &Totals, workers: &[WorkerSnapshot], json: bool) -> String {

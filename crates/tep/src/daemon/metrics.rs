@@ -10,7 +10,7 @@
 //! control socket, where a crate would bring its own threads and buffers
 //! to audit against the same bounds.
 
-use super::clients::{self, Clients, Refusal};
+use super::clients::{self, refusals, Refusal, METRICS as CLIENTS};
 use super::liveness;
 use super::state::{KernelCounters, PfcpStatus, State};
 use super::stats::Totals;
@@ -67,7 +67,7 @@ pub fn render(
     if let Some(p) = pfcp {
         pfcp_metrics(&mut r, p);
     }
-    for (listener, counts) in super::control::refusals() {
+    for (listener, counts) in refusals() {
         let f = family(
             &mut r,
             &format!("{listener}_requests_refused"),
@@ -171,24 +171,9 @@ pub fn listen(field: &str, addr: SocketAddr) -> Result<TcpListener, String> {
     TcpListener::bind(addr).map_err(|e| format!("{field}: cannot listen on {addr}: {e}"))
 }
 
-/// Scrapers served at once: Prometheus scrapes one at a time, and a few
-/// more leave room for an operator's curl beside a stuck client.
-const MAX_CLIENTS: usize = 8;
-
 /// The request line and headers, at most. A scraper's are a few hundred
 /// bytes.
 const MAX_REQUEST: usize = 8192;
-
-/// The scrapers' refusals, exported as `tep_metrics_requests_refused`.
-pub static CLIENTS: Clients = Clients::new(
-    MAX_CLIENTS,
-    &[
-        Refusal::Busy,
-        Refusal::TooLong,
-        Refusal::TimedOut,
-        Refusal::BadRequest,
-    ],
-);
 
 /// How long the accepting thread may go without a beat: it serves no
 /// client itself, so a slow scrape never holds it.
