@@ -542,16 +542,7 @@ impl Run {
                     let r = match wrap {
                         // An IP packet from an L3 tunnel in an Ethernet capture.
                         Some(l2) if !l2.get(tunnel).copied().unwrap_or(false) => {
-                            frame.clear();
-                            frame.extend_from_slice(&SYNTH_DST);
-                            frame.extend_from_slice(&SYNTH_SRC);
-                            let ty: u16 = if data.first().map(|b| b >> 4) == Some(6) {
-                                0x86dd
-                            } else {
-                                0x0800
-                            };
-                            frame.extend_from_slice(&ty.to_be_bytes());
-                            frame.extend_from_slice(data);
+                            in_ethernet(&mut frame, data);
                             *wrapped += 1;
                             o.write(stamp(id), &frame)
                         }
@@ -674,6 +665,21 @@ fn remove_partial(paths: &[PathBuf]) {
             let _ = std::fs::remove_file(path);
         }
     }
+}
+
+/// `ip` as the payload of a made-up Ethernet frame in `frame` (an IP
+/// packet from an L3 tunnel written into an Ethernet capture).
+fn in_ethernet(frame: &mut Vec<u8>, ip: &[u8]) {
+    frame.clear();
+    frame.extend_from_slice(&SYNTH_DST);
+    frame.extend_from_slice(&SYNTH_SRC);
+    let ty: u16 = if ip.first().map(|b| b >> 4) == Some(6) {
+        0x86dd
+    } else {
+        0x0800
+    };
+    frame.extend_from_slice(&ty.to_be_bytes());
+    frame.extend_from_slice(ip);
 }
 
 #[cfg(test)]
