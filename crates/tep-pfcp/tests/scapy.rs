@@ -751,10 +751,18 @@ impl tep_pfcp::node::UserPlane for CountingUp {
 
 #[test]
 fn the_node_answers_scapys_requests() {
-    use tep_pfcp::node::{Config, Node};
+    use tep_pfcp::node::{Config, Node, Peer};
     let v: HashMap<_, _> = vectors().into_iter().collect();
     let mut c = Config::new(NodeId::V4(V4), 3_950_000_000, Some(V4), None);
     c.heartbeat_interval = None;
+    // The v6 session's CP F-SEID names the SMF's IPv6 address, not the one
+    // it sends from: tep takes that only from a host `peers` lists.
+    let peer = |a: &str, prefix_len| Peer {
+        addr: a.parse().unwrap(),
+        prefix_len,
+        node_id: None,
+    };
+    c.peers = Some(vec![peer("192.0.2.10", 32), peer("2001:db8::10", 128)]);
     let mut node = Node::new(c);
     let mut up = CountingUp::default();
     let now = std::time::Instant::now();

@@ -182,6 +182,10 @@ tep_named::named_enum! {
         UsageReportSuppressed => "usage_report_suppressed",
         /// A cached response dropped early to stay under the cap.
         CacheEvicted => "cache_evicted",
+        /// A CP F-SEID naming an address other than its sender's that
+        /// `peers` does not list (Request rejected): reports would go to, and
+        /// the session would be owned by, a host that never associated.
+        CpAddressRefused => "cp_address_refused",
         /// Associations set up (or refreshed).
         AssociationsSetUp => "associations_set_up",
         /// Associations released by the SMF.
@@ -834,6 +838,13 @@ impl Node {
             .is_none_or(|p| p.iter().any(|e| e.covers(from)))
     }
 
+    /// Whether a CP F-SEID from `from` naming `addr` is refused: only the
+    /// sender itself, or with `peers` a host they list, may receive the
+    /// session's reports and act on it.
+    fn cp_addr_refused(&self, from: IpAddr, addr: Option<IpAddr>) -> bool {
+        addr.is_some_and(|a| a != from && (self.config.peers.is_none() || !self.heard(a)))
+    }
+
     /// The responses kept for `peer`'s retransmissions: its association's,
     /// else the strangers' share.
     fn cache_of(&mut self, peer: IpAddr) -> &mut ResponseCache {
@@ -972,13 +983,19 @@ impl Node {
             }
             Message::AssociationSetupRequest(m) => self.association_setup(now, from, seq, m, up),
             Message::AssociationUpdateRequest(m) => {
-                let cause = if self.assoc_by_addr(from.ip()).is_some() {
-                    Cause::REQUEST_ACCEPTED
-                } else {
-                    self.count(Counter::NoAssociation);
-                    Cause::NO_ESTABLISHED_PFCP_ASSOCIATION
+                // An update names the association's own Node ID: another
+                // is refused as a takeover would be.
+                let cause = match self.assoc_by_addr(from.ip()) {
+                    Some(a) if same_node(&a.node_id, &m.node_id) => Cause::REQUEST_ACCEPTED,
+                    Some(_) => {
+                        self.count(Counter::AssociationTakeover);
+                        Cause::REQUEST_REJECTED
+                    }
+                    None => {
+                        self.count(Counter::NoAssociation);
+                        Cause::NO_ESTABLISHED_PFCP_ASSOCIATION
+                    }
                 };
-                let _ = m;
                 let r = Message::AssociationUpdateResponse(AssociationUpdateResponse {
                     node_id: self.config.node_id.clone(),
                     cause,
@@ -1198,6 +1215,19 @@ impl Node {
             self.respond(now, from, seq, t, Some(cp_seid), r);
             return;
         };
+        if self.cp_addr_refused(from.ip(), m.cp_f_seid.addr()) {
+            self.count(Counter::CpAddressRefused);
+            let r = self.rejection(
+                t,
+                Reject::simple(
+                    Cause::REQUEST_REJECTED,
+                    Some(IeType::F_SEID),
+                    Counter::CpAddressRefused,
+                ),
+            );
+            self.respond(now, from, seq, t, Some(cp_seid), r);
+            return;
+        }
         let full = if self.sessions >= self.config.max_sessions {
             Some(Counter::NoResources)
         } else if self
@@ -1406,6 +1436,19 @@ impl Node {
         let t = msg_type::SESSION_MODIFICATION_REQUEST;
         let s = self.get(seid).expect("checked by the caller");
         let cp_seid = s.cp_seid;
+        if self.cp_addr_refused(from.ip(), m.cp_f_seid.as_ref().and_then(|f| f.addr())) {
+            self.count(Counter::CpAddressRefused);
+            let r = self.rejection(
+                t,
+                Reject::simple(
+                    Cause::REQUEST_REJECTED,
+                    Some(IeType::F_SEID),
+                    Counter::CpAddressRefused,
+                ),
+            );
+            self.respond(now, from, seq, t, Some(cp_seid), r);
+            return;
+        }
         let old_rules = s.rules.clone();
         let mut rules = old_rules.clone();
         let mut pending = Pending::default();

@@ -344,7 +344,7 @@ fn establishment_without_an_association_is_refused() {
     let r = h.request(
         None,
         Message::AssociationUpdateRequest(AssociationUpdateRequest {
-            node_id: NodeId::V4(Ipv4Addr::LOCALHOST),
+            node_id: NodeId::fqdn("smf.test").unwrap(),
             up_function_features: None,
         }),
     );
@@ -1560,4 +1560,68 @@ fn a_strangers_flood_does_not_evict_the_smfs_cached_responses() {
     assert_eq!(h.node.counter(Counter::DuplicateRequest), 1);
     assert_eq!(h.node.session_count(), 1);
     assert_eq!(h.up.seen.len(), 1);
+}
+
+/// A CP F-SEID is where reports go and who may act on the session: only
+/// the sender itself, or with `peers` a host they list, is taken.
+#[test]
+fn a_cp_f_seid_naming_another_host_is_refused() {
+    let mut h = Harness::new();
+    h.associate();
+    let elsewhere = |a: [u8; 4]| SessionEstablishmentRequest {
+        cp_f_seid: FSeid {
+            v4: Some(Ipv4Addr::from(a)),
+            ..cp_f_seid()
+        },
+        ..est_request()
+    };
+    let e = rejected_establishment(&mut h, elsewhere([198, 51, 100, 7]));
+    assert_eq!(e.cause, Cause::REQUEST_REJECTED);
+    assert_eq!(e.offending_ie, Some(OffendingIe(IeType::F_SEID)));
+    assert_eq!(h.node.counter(Counter::CpAddressRefused), 1);
+    // A host `peers` lists may be named (an SMF's second address).
+    h.node.config.peers = Some(vec![peer("192.0.2.0", 24, None)]);
+    let e = h.establish(elsewhere([192, 0, 2, 11]));
+    assert_eq!(e.cause, Cause::REQUEST_ACCEPTED, "{e:?}");
+    let seid = up_seid(&e);
+    // A modification cannot move the session's reports to a stranger.
+    let (_, r) = h.modify(
+        seid,
+        SessionModificationRequest {
+            cp_f_seid: Some(FSeid {
+                v4: Some(Ipv4Addr::new(198, 51, 100, 7)),
+                ..cp_f_seid()
+            }),
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.cause, Cause::REQUEST_REJECTED);
+    assert_eq!(h.node.counter(Counter::CpAddressRefused), 2);
+}
+
+/// An Association Update names the association's own Node ID; another is
+/// refused as a takeover.
+#[test]
+fn an_association_update_for_another_node_id_is_refused() {
+    let mut h = Harness::new();
+    h.associate();
+    let update = |n: &str| {
+        Message::AssociationUpdateRequest(AssociationUpdateRequest {
+            node_id: NodeId::fqdn(n).unwrap(),
+            up_function_features: None,
+        })
+    };
+    let cause = |r: PfcpRepr| match r.message {
+        Message::AssociationUpdateResponse(a) => a.cause,
+        m => panic!("{m:?}"),
+    };
+    assert_eq!(
+        cause(h.request(None, update("smf.test"))),
+        Cause::REQUEST_ACCEPTED
+    );
+    assert_eq!(
+        cause(h.request(None, update("other.test"))),
+        Cause::REQUEST_REJECTED
+    );
+    assert_eq!(h.node.counter(Counter::AssociationTakeover), 1);
 }

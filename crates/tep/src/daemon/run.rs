@@ -139,37 +139,50 @@ impl<Io: Send + 'static> Workers<Io> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
-        let mut handles = Vec::new();
-        let mut wakes = Vec::new();
+        // Workers started so far: stopped again if a later one cannot
+        // start, so that none runs on unwatched and unstoppable.
+        let mut started = Workers {
+            config: config.clone(),
+            handles: Vec::new(),
+            wakes: Vec::new(),
+            links,
+        };
         for (index, io) in ios.into_iter().enumerate() {
-            let wake = Arc::new(EventFd::new().map_err(|e| format!("eventfd: {e}"))?);
+            let wake = match EventFd::new() {
+                Ok(w) => Arc::new(w),
+                Err(e) => {
+                    started.stop(shared);
+                    return Err(format!("eventfd: {e}"));
+                }
+            };
             let common = WorkerCommon {
                 index,
                 config: config.clone(),
                 wake: wake.clone(),
                 shared: shared.clone(),
-                sessions: match (&config.pfcp, links.get(index)) {
+                sessions: match (&config.pfcp, started.links.get(index)) {
                     (Some(p), Some(l)) => Some((l.clone(), p.buffer_packets, p.buffer_limit)),
                     _ => None,
                 },
             };
             let setup = mode.setup(io, common);
-            let h = liveness::spawn(
+            match liveness::spawn(
                 &shared.liveness,
                 &format!("worker-{index}"),
                 Duration::ZERO,
                 move |beat| M::work(setup, beat),
-            )
-            .map_err(|e| format!("cannot start a worker: {e}"))?;
-            handles.push(h);
-            wakes.push(wake);
+            ) {
+                Ok(h) => {
+                    started.handles.push(h);
+                    started.wakes.push(wake);
+                }
+                Err(e) => {
+                    started.stop(shared);
+                    return Err(format!("cannot start a worker: {e}"));
+                }
+            }
         }
-        Ok(Workers {
-            config,
-            handles,
-            wakes,
-            links,
-        })
+        Ok(started)
     }
 
     /// Stops the workers and takes their descriptors back.
