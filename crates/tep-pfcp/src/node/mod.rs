@@ -841,8 +841,30 @@ impl Node {
     /// Whether a CP F-SEID from `from` naming `addr` is refused: only the
     /// sender itself, or with `peers` a host they list, may receive the
     /// session's reports and act on it.
-    fn cp_addr_refused(&self, from: IpAddr, addr: Option<IpAddr>) -> bool {
-        addr.is_some_and(|a| a != from && (self.config.peers.is_none() || !self.heard(a)))
+    /// A refusal is answered Request rejected with the F-SEID as
+    /// Offending IE (`seq`, `t`, `cp_seid`: the request answered).
+    fn refuse_cp_addr(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        (seq, t, cp_seid): (u32, u8, u64),
+        addr: Option<IpAddr>,
+    ) -> bool {
+        let refused =
+            addr.is_some_and(|a| a != from.ip() && (self.config.peers.is_none() || !self.heard(a)));
+        if refused {
+            self.count(Counter::CpAddressRefused);
+            let r = self.rejection(
+                t,
+                Reject::simple(
+                    Cause::REQUEST_REJECTED,
+                    Some(IeType::F_SEID),
+                    Counter::CpAddressRefused,
+                ),
+            );
+            self.respond(now, from, seq, t, Some(cp_seid), r);
+        }
+        refused
     }
 
     /// The responses kept for `peer`'s retransmissions: its association's,
@@ -1215,17 +1237,7 @@ impl Node {
             self.respond(now, from, seq, t, Some(cp_seid), r);
             return;
         };
-        if self.cp_addr_refused(from.ip(), m.cp_f_seid.addr()) {
-            self.count(Counter::CpAddressRefused);
-            let r = self.rejection(
-                t,
-                Reject::simple(
-                    Cause::REQUEST_REJECTED,
-                    Some(IeType::F_SEID),
-                    Counter::CpAddressRefused,
-                ),
-            );
-            self.respond(now, from, seq, t, Some(cp_seid), r);
+        if self.refuse_cp_addr(now, from, (seq, t, cp_seid), m.cp_f_seid.addr()) {
             return;
         }
         let full = if self.sessions >= self.config.max_sessions {
@@ -1434,21 +1446,12 @@ impl Node {
         up: &mut impl UserPlane,
     ) {
         let t = msg_type::SESSION_MODIFICATION_REQUEST;
-        let s = self.get(seid).expect("checked by the caller");
-        let cp_seid = s.cp_seid;
-        if self.cp_addr_refused(from.ip(), m.cp_f_seid.as_ref().and_then(|f| f.addr())) {
-            self.count(Counter::CpAddressRefused);
-            let r = self.rejection(
-                t,
-                Reject::simple(
-                    Cause::REQUEST_REJECTED,
-                    Some(IeType::F_SEID),
-                    Counter::CpAddressRefused,
-                ),
-            );
-            self.respond(now, from, seq, t, Some(cp_seid), r);
+        let cp_seid = self.get(seid).expect("checked by the caller").cp_seid;
+        let named = m.cp_f_seid.as_ref().and_then(|f| f.addr());
+        if self.refuse_cp_addr(now, from, (seq, t, cp_seid), named) {
             return;
         }
+        let s = self.get(seid).expect("checked by the caller");
         let old_rules = s.rules.clone();
         let mut rules = old_rules.clone();
         let mut pending = Pending::default();
