@@ -54,6 +54,7 @@ mod io;
 mod kind;
 mod nexthop;
 mod node;
+pub mod overlay;
 mod pipeline;
 pub mod session;
 #[cfg(test)]

@@ -14,6 +14,6 @@ pub use check::{
     tunnel_label, uses_key, uses_vni, valid_name, MAX_VNI,
 };
 pub use model::{
-    ChecksumMode, ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding, IpPrefix, Ttl,
-    TunnelConfig,
+    ChecksumMode, ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding, IpPrefix,
+    NetworkSettings, Ttl, TunnelConfig,
 };

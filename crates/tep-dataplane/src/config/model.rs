@@ -294,6 +294,66 @@ pub struct TunnelConfig {
     /// sessions an SMF sets up (`remote` is unspecified), not from the
     /// config.
     pub sessions: bool,
+    /// A multipoint network (`[[network]]`): its remote VTEPs come from
+    /// its flood list, FDB and routes (`remote` is unspecified), not from
+    /// `remote`.
+    pub network: Option<Box<NetworkSettings>>,
+}
+
+/// What makes a tunnel a multipoint network (`[[network]]`): one bridge
+/// domain (VXLAN, Geneve) or routing domain (the L3 kinds) with any number
+/// of remote VTEPs, as Linux's `ip link add … type vxlan` and `bridge fdb`
+/// configure one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetworkSettings {
+    /// Remote VTEPs that get a copy of broadcast, unknown unicast and
+    /// multicast frames (head-end replication; Linux's
+    /// `bridge fdb append 00:00:00:00:00:00 dst …`). L3 networks: the
+    /// VTEPs frames may come from without a route naming them.
+    pub flood: Vec<IpAddr>,
+    /// Static FDB entries (L2): a MAC behind a remote VTEP. Never aged,
+    /// never displaced by a learned entry.
+    pub fdb: Vec<(EthernetAddress, IpAddr)>,
+    /// Routes (L3 kinds): an inner prefix behind a remote VTEP.
+    pub routes: Vec<(IpPrefix, IpAddr)>,
+    /// Static neighbours (ARP/ND suppression): an IP address's MAC.
+    pub neighbours: Vec<(IpAddr, EthernetAddress)>,
+    /// Learn source MACs of decapsulated frames (their VTEP) and of
+    /// local frames (Linux's `learning`). Off: a frame from a VTEP the
+    /// network does not name is dropped as `wrong_peer`.
+    pub learning: bool,
+    /// Learned entries are removed after this many seconds unseen
+    /// (Linux's `ageing`, default 300).
+    pub ageing_s: u32,
+    /// At most this many learned MACs (remote and local); more are not
+    /// learned and counted (a MAC-flooding attack stays bounded).
+    pub max_macs: u32,
+    /// Answer ARP requests and Neighbor Solicitations for known addresses
+    /// locally (Linux's `neigh_suppress`).
+    pub neigh_suppress: bool,
+    /// Host mode: the TAP (L2) or TUN (L3) the network's inner side is;
+    /// default `tep-<name>` (cut to 15 bytes).
+    pub device: Option<String>,
+    /// Gateway mode: the 802.1Q VLAN its frames carry on the inner
+    /// interface (None: untagged, the default network).
+    pub vlan: Option<u16>,
+}
+
+impl Default for NetworkSettings {
+    fn default() -> Self {
+        NetworkSettings {
+            flood: Vec::new(),
+            fdb: Vec::new(),
+            routes: Vec::new(),
+            neighbours: Vec::new(),
+            learning: true,
+            ageing_s: 300,
+            max_macs: 16_384,
+            neigh_suppress: false,
+            device: None,
+            vlan: None,
+        }
+    }
 }
 
 /// A configuration error, naming the field it is about.
@@ -343,7 +403,30 @@ impl TunnelConfig {
             dscp: Dscp::Inherit,
             df: DontFragment::Unset,
             sessions: false,
+            network: None,
         }
+    }
+
+    /// Multipoint network `name` of `kind` on `local`: every remote from
+    /// `settings`, every other field at its default.
+    pub fn network(
+        name: &str,
+        kind: TunnelKind,
+        local: IpAddr,
+        settings: NetworkSettings,
+    ) -> TunnelConfig {
+        let any = match local {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        };
+        let mut t = TunnelConfig::new(name, kind, local, any);
+        t.network = Some(Box::new(settings));
+        t
+    }
+
+    /// Whether this is a multipoint network.
+    pub fn is_network(&self) -> bool {
+        self.network.is_some()
     }
 
     /// N3 tunnel `index` of a UPF on `local`: GTP-U, its peers and TEIDs
