@@ -23,6 +23,46 @@ pub struct Config {
     /// `[pfcp]`: tep as a UPF; its N3 tunnels are in `tunnels` too, after
     /// the `[[tunnel]]` ones.
     pub pfcp: Option<PfcpConfig>,
+    /// `[overlay]`: the bounds of the tables every `[[network]]` shares
+    /// (the networks themselves are in `tunnels`, after the N3 tunnels).
+    pub overlay: OverlayConfig,
+}
+
+/// `[overlay]`: the bounds of the tables the networks share.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OverlayConfig {
+    /// FDB entries at most, every network together (`fdb_entries`; default
+    /// the networks' `max_macs` summed plus their static entries, at least
+    /// 1024).
+    pub fdb_entries: Option<usize>,
+    /// Remote VTEPs at most (`max_vteps`, default 4096): learning from
+    /// spoofed underlay sources stops there.
+    pub max_vteps: u32,
+}
+
+impl Default for OverlayConfig {
+    fn default() -> Self {
+        OverlayConfig {
+            fdb_entries: None,
+            max_vteps: 4096,
+        }
+    }
+}
+
+impl Config {
+    /// The FDB's size: `[overlay] fdb_entries`, or what the networks'
+    /// limits and static entries need.
+    pub fn fdb_entries(&self) -> usize {
+        self.overlay.fdb_entries.unwrap_or_else(|| {
+            let need: usize = self
+                .tunnels
+                .iter()
+                .filter_map(|t| t.network.as_deref())
+                .map(|n| n.max_macs as usize + n.fdb.len())
+                .sum();
+            need.max(1024)
+        })
+    }
 }
 
 /// The I/O mode `tep run` starts.

@@ -28,7 +28,7 @@ mod check_tests;
 #[cfg(test)]
 mod testing;
 
-pub use file::{Config, RunMode};
+pub use file::{Config, OverlayConfig, RunMode};
 pub use gateway::{GatewayConfig, XdpMode};
 pub use host::{Capabilities, HostConfig, Uplink, DEFAULT_ADAPTIVE_POLL_US, DEFAULT_CONTROL};
 pub use pfcp::{NodeId, PfcpConfig, PfcpPeer, PFCP_PORT};

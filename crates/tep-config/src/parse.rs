@@ -68,6 +68,7 @@ pub(super) fn config(text: &str) -> Result<Config, ConfigError> {
         host_given,
         gateway,
         pfcp,
+        overlay: crate::file::OverlayConfig::default(),
     };
     check_together(&config.tunnels)?;
     Ok(config)
