@@ -307,8 +307,10 @@ pub struct Pool {
     // Apart from `meta`, which every node reads: only the outer nodes and
     // the I/O layer touch these (a vector's `meta` then stays in L1).
     outer: Box<[Outer]>,
-    // The UPF session of a packet of an N3 tunnel (`TunnelConfig::sessions`;
-    // meaningless for others): set by the lookups, read by the encap nodes.
+    // Where a packet of a tunnel with many peers goes: the UPF session of
+    // a packet of an N3 tunnel (`TunnelConfig::sessions`), the remote VTEP
+    // of a packet of a network (`TunnelConfig::network`); meaningless for
+    // others. Set by the lookups, read by the encap nodes.
     session: Box<[u32]>,
     free: Vec<u32>,
     // Who may touch each buffer; also catches double frees in O(1)
@@ -917,6 +919,37 @@ impl Pool {
     #[inline]
     pub fn set_session(&mut self, id: PacketId, slot: u32) {
         self.session[id.index()] = slot;
+    }
+
+    /// The remote VTEP (an id of [`crate::overlay::Vteps`], or
+    /// [`crate::overlay::FLOOD`]) of a packet of a network, as
+    /// `fdb-lookup` sets it; meaningless for others.
+    #[inline]
+    pub fn vtep(&self, id: PacketId) -> u32 {
+        self.session[id.index()]
+    }
+
+    /// Sets the packet's VTEP.
+    #[inline]
+    pub fn set_vtep(&mut self, id: PacketId, vtep: u32) {
+        self.session[id.index()] = vtep;
+    }
+
+    /// A copy of packet `id` (without a tail: linearize it first) in a
+    /// buffer of its own, at the same headroom, with its metadata, outer
+    /// fields and session or VTEP; None when no buffer is free or it has
+    /// a tail.
+    pub fn duplicate(&mut self, id: PacketId) -> Option<PacketId> {
+        let meta = *self.meta(id);
+        if meta.tail.is_some() {
+            return None;
+        }
+        let c = self.alloc()?;
+        let ext = self.extents[id.index()];
+        self.extents[c.index()] = ext;
+        self.copy_between(id, 0..ext.len as usize, c, 0);
+        self.copy_meta(id, c, meta);
+        Some(c)
     }
 
     /// Gives `to` the metadata, outer fields and session of `from` (a

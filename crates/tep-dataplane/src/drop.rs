@@ -30,6 +30,9 @@ tep_named::named_enum! {
         UnknownKey => "unknown_key",
         /// An inner packet no tunnel routes (no prefix or MAC matched).
         NoRoute => "no_route",
+        /// Overlay: a frame from a network's local side to a MAC its FDB
+        /// has on that side (a bridge there flooded it to every port).
+        LocalMac => "local_mac",
         /// UPF: a packet to a UE address no session has (downlink).
         NoSession => "no_session",
         /// UPF: an uplink G-PDU of a session's TEID whose QFI no PDR of

@@ -19,6 +19,7 @@ use crate::io::{Outer, OuterLayers};
 use crate::kind::TunnelKind;
 use crate::nexthop::{self, NextHops};
 use crate::node::{each, NodeStats};
+use crate::overlay::nodes::OverlayWorker;
 use crate::session::{downlink, SessionTable};
 use crate::tunnel::TunnelTable;
 use crate::vector::PacketVector;
@@ -107,6 +108,12 @@ pub fn lookup(
 ) {
     let mut last = LastHit::default();
     each(stats, pool, v, |pool, id| {
+        // A network's packets come from its own device: the I/O named
+        // the network, and fdb-lookup finds the VTEP.
+        let preset = pool.meta(id).tunnel;
+        if preset != crate::buffer::NO_TUNNEL && table.get(preset).is_network() {
+            return Ok(());
+        }
         let t = lookup_one(pool, id, table, link, &mut last)?;
         pool.meta_mut(id).tunnel = t;
         Ok(())
@@ -549,9 +556,10 @@ impl TxState {
     }
 
     /// The pseudo-header sum of one of the tunnel's outer datagrams of
-    /// `udp_len` bytes, from the sum kept with the template.
-    fn outer_pseudo(&self, udp_len: usize) -> Sum {
-        Sum::from_words(u64::from(self.outer.fixed_sum) + udp_len as u64)
+    /// `udp_len` bytes, from the sum kept with the template (plus the
+    /// words of the destination a network's template lacks).
+    fn outer_pseudo(&self, udp_len: usize, dst_words: u32) -> Sum {
+        Sum::from_words(u64::from(self.outer.fixed_sum) + u64::from(dst_words) + udp_len as u64)
     }
 }
 
@@ -678,9 +686,19 @@ fn inner_ip_fields(data: &[u8], inner_l3: usize, has_ip: bool) -> (u8, u8, bool)
 pub(crate) struct TxSelect<'a> {
     pub table: &'a TunnelTable,
     pub sessions: Option<&'a SessionTable>,
+    /// A network's template has no destination: the packet's VTEP is
+    /// written into it per packet.
+    pub overlay: Option<&'a OverlayWorker>,
 }
 
 impl TxSelect<'_> {
+    /// The remote VTEP of a packet of a network (None for others).
+    #[inline]
+    pub fn vtep(&self, pool: &Pool, id: PacketId) -> Option<IpAddr> {
+        let t = pool.meta(id).tunnel;
+        self.overlay?.dst(pool, id, t)
+    }
+
     #[inline]
     fn index(&self, pool: &Pool, id: PacketId) -> usize {
         let t = pool.meta(id).tunnel;
@@ -721,6 +739,7 @@ fn ip_udp_encap_one(
     let tx = select.index(pool, id);
     let m = pool.meta(id);
     let (inner, inner_l3, flow_hash) = (m.inner, m.inner_l3, m.flow_hash);
+    let vtep = select.vtep(pool, id);
     let st = state.get_mut(tx).ok_or(DropReason::NoRoute)?;
     let TxState {
         ip_id,
@@ -749,6 +768,7 @@ fn ip_udp_encap_one(
             src_port: sport,
             tos,
             ttl,
+            dst: vtep.unwrap_or(template.outer.dst),
             ..template.outer
         };
         let m = pool.meta_mut(id);
@@ -779,7 +799,11 @@ fn ip_udp_encap_one(
         h[ip4::TTL] = ttl;
         // The template's words (addresses, protocol) plus the five that
         // vary: version/IHL/TOS, length, identification, flags, TTL.
+        if let Some(IpAddr::V4(a)) = vtep {
+            h[ip4::DST_ADDR].copy_from_slice(&a.octets());
+        }
         let sum = template.fixed_sum
+            + address_words(vtep)
             + (0x4500 | u32::from(tos))
             + u32::from(total)
             + u32::from(ident)
@@ -802,6 +826,9 @@ fn ip_udp_encap_one(
         h[ip6::VER_TC_FLOW].copy_from_slice(&w.to_be_bytes());
         h[ip6::LENGTH].copy_from_slice(&(udp_len as u16).to_be_bytes());
         h[ip6::HOP_LIMIT] = ttl;
+        if let Some(IpAddr::V6(a)) = vtep {
+            h[ip6::DST_ADDR].copy_from_slice(&a.octets());
+        }
         let u = &mut h[ipv6::HEADER_LEN..];
         u[udpf::SRC_PORT].copy_from_slice(&sport.to_be_bytes());
         u[udpf::LENGTH].copy_from_slice(&(udp_len as u16).to_be_bytes());
@@ -814,6 +841,22 @@ fn ip_udp_encap_one(
     m.l3 = 0;
     m.l4 = (hdr - udp::HEADER_LEN) as u16;
     Ok(())
+}
+
+/// The sum of an address's 16-bit words (0 for none): what a network's
+/// template, built without a destination, lacks of the pseudo-header and
+/// of the IPv4 header checksum.
+#[inline]
+fn address_words(a: Option<IpAddr>) -> u32 {
+    match a {
+        None => 0,
+        Some(IpAddr::V4(a)) => {
+            let o = a.octets();
+            u32::from(u16::from_be_bytes([o[0], o[1]]))
+                + u32::from(u16::from_be_bytes([o[2], o[3]]))
+        }
+        Some(IpAddr::V6(a)) => a.segments().iter().map(|&w| u32::from(w)).sum(),
+    }
 }
 
 /// What `ip-forward` needs besides the packets: the path MTU and the
@@ -901,21 +944,21 @@ fn ttl_of(ip: &[u8]) -> u8 {
 /// its own: the outer header names the gNB). A packet whose next hop is
 /// not known yet goes to `unresolved` (for the kernel, which resolves it)
 /// and the destination is noted for the I/O layer.
-pub fn ethernet_encap(
+pub(crate) fn ethernet_encap(
     pool: &mut Pool,
     v: &mut PacketVector,
-    table: &TunnelTable,
+    select: TxSelect<'_>,
     next_hops: &mut NextHops,
     unresolved: &mut PacketVector,
 ) {
     let mut keep = PacketVector::new();
     let mut last = None;
     for &id in v.as_slice() {
-        let t = table.get(pool.meta(id).tunnel);
+        let t = select.table.get(pool.meta(id).tunnel);
         let dst = if t.sessions {
             nexthop::ip_dst(pool.data(id))
         } else {
-            t.remote
+            select.vtep(pool, id).unwrap_or(t.remote)
         };
         let Some(h) = next_hops.lookup_run(&mut last, dst) else {
             // At most as many as the vector held.
@@ -965,7 +1008,7 @@ pub(crate) fn udp_checksum(
         };
         // ip-udp-encap wrote the outer headers from this tunnel's template.
         let pseudo = match tx.get(txi) {
-            Some(st) => st.outer_pseudo(udp_len),
+            Some(st) => st.outer_pseudo(udp_len, address_words(select.vtep(pool, id))),
             None => pseudo_header(data, PROTO_UDP, udp_len),
         };
         let (value, state) = if whole {

@@ -19,6 +19,12 @@ tep_named::named_enum! {
         EncapClassify => "encap-classify",
         /// Encap: the tunnel by inner MAC or destination prefix.
         TunnelLookup => "tunnel-lookup",
+        /// Encap, overlay: ARP requests and Neighbor Solicitations for known
+        /// addresses answered locally; announcements learned.
+        NeighSuppress => "neigh-suppress",
+        /// Encap, overlay: the remote VTEP of a network's packet (FDB,
+        /// flood list, routes); local source MACs learned.
+        FdbLookup => "fdb-lookup",
         /// Encap, UPF: the session of a packet to a UE (downlink), and its
         /// FAR's action: forward, drop, or buffer.
         SessionLookup => "session-lookup",
@@ -50,6 +56,9 @@ tep_named::named_enum! {
         /// Encap, whole frames: the TTL of an IP packet routed into a
         /// tunnel, as a router forwards it.
         IpForward => "ip-forward",
+        /// Encap, overlay: a flooded frame's copies to the rest of its flood
+        /// list.
+        Flood => "flood",
         /// Encap, whole frames: the outer Ethernet header to the next hop.
         EthernetEncap => "ethernet-encap",
         /// Decap, whole frames: the outer Ethernet header (and VLAN tags)
@@ -80,6 +89,8 @@ tep_named::named_enum! {
         /// Decap: the outer UDP checksum, and what its sum says of the inner
         /// one.
         UdpChecksumVerify => "udp-checksum-verify",
+        /// Decap, overlay: source MACs learned behind their VTEP.
+        FdbLearn => "fdb-learn",
         /// Decap: strips the outer headers, RFC 6040 ECN, the inner checksum
         /// settled for the sink.
         DecapOutput => "decap-output",

@@ -139,7 +139,8 @@ impl TunnelTable {
                     IpAddr::V6(a) => t.routes6.push(Route::of(a.into(), p.len, 128, i)),
                 }
             }
-            if tun.kind.carries_ethernet() {
+            // A network finds its VTEPs in the overlay's tables.
+            if tun.kind.carries_ethernet() && !tun.is_network() {
                 if tun.inner_macs.is_empty() {
                     t.default_l2.get_or_insert(i);
                 }
@@ -228,8 +229,10 @@ impl TunnelTable {
                 .iter()
                 .copied()
                 .find(|&i| {
+                    // A network takes every remote (fdb-learn checks the
+                    // VTEP where learning is off).
                     let t = &self.tunnels[i as usize];
-                    t.remote == remote && t.local == local
+                    (t.remote == remote || t.is_network()) && t.local == local
                 })
                 .ok_or(DropReason::WrongPeer),
             None => Err(match kind {

@@ -422,6 +422,9 @@ pub fn train_end(pool: &Pool, ids: &[PacketId], i: usize, table: &TunnelTable) -
     {
         return j;
     }
+    // A network's packets of one flow may go to several VTEPs (a flooded
+    // frame's copies): one train, one destination.
+    let multipoint = table.get(m.tunnel).is_network();
     let size = pool.total_len(first);
     let headers = usize::from(m.udp_payload);
     let (tos, ttl, v4) = outer_class(pool, first);
@@ -440,6 +443,7 @@ pub fn train_end(pool: &Pool, ids: &[PacketId], i: usize, table: &TunnelTable) -
         let len = pool.total_len(ids[j]);
         if n.tunnel != m.tunnel
             || n.flow_hash != m.flow_hash
+            || (multipoint && pool.vtep(ids[j]) != pool.vtep(first))
             || outer_class(pool, ids[j]) != (tos, ttl, v4)
             || len > size
             || len < headers

@@ -482,6 +482,11 @@ impl Overlay {
         Self::vtep_in(&self.vteps, &mut r, addr)
     }
 
+    /// The id of VTEP `addr` if it has one (nothing given out).
+    pub fn find_vtep(&self, addr: IpAddr) -> Option<u32> {
+        self.registry().by_addr.get(&addr).copied()
+    }
+
     fn vtep_in(vteps: &Vteps, r: &mut Registry, addr: IpAddr) -> Option<u32> {
         if let Some(&id) = r.by_addr.get(&addr) {
             return Some(id);

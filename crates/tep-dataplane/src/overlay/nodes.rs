@@ -1,1 +1,480 @@
+//! The overlay's nodes in a worker's pipeline, and the worker's view of
+//! the [`Overlay`]:
+//! - encap `neigh-suppress`: ARP requests and Neighbor Solicitations for
+//!   known addresses answered back to the local side; announcements
+//!   learned;
+//! - encap `fdb-lookup`: the remote VTEP of each frame of an L2 network
+//!   (its destination MAC in the FDB; broadcast, multicast and unknown
+//!   unicast to the flood list), the local source MAC learned; the VTEP
+//!   of each packet of an L3 network (its routes);
+//! - encap `flood`: the copies of a flooded frame, one per further VTEP
+//!   of the flood list, each derived from the finished first copy by
+//!   rewriting its destination address (the checksums updated by the
+//!   difference, RFC 1624), so that N copies cost N header writes and one
+//!   sum;
+//! - decap `fdb-learn`: the source MAC of each decapsulated frame learned
+//!   behind the VTEP it came from (with learning off, a frame from a VTEP
+//!   the network does not name is `wrong_peer`); ARP/ND announcements
+//!   from the overlay learned for suppression.
 
+use super::fdb::{Dst, FdbKey, Learned};
+use super::neigh::{self, Neigh, NeighMessage};
+use super::{NetTopology, NetworkCounters, Overlay, Topology, FLOOD, NOT_A_NETWORK};
+use crate::buffer::{ChecksumState, PacketId, Pool};
+use crate::config::ChecksumMode;
+use crate::drop::DropReason;
+use crate::node::{each, NodeStats};
+use crate::tunnel::{FastMap, TunnelTable};
+use crate::vector::PacketVector;
+use core::net::IpAddr;
+use std::sync::Arc;
+use tep_csum::Sum;
+use tep_wire::ipv4::field as ip4;
+use tep_wire::ipv6::field as ip6;
+use tep_wire::udp;
+
+/// Addresses a worker remembers the VTEP id of (or that none is known),
+/// at most: past it the cache starts over (a stranger sending from many
+/// spoofed sources costs lookups in the registry, not memory).
+const VTEP_CACHE: usize = 4096;
+/// An address with no VTEP id (learning off, or the VTEP bound reached).
+const UNKNOWN: u32 = u32::MAX;
+
+/// A worker's view of the overlay.
+#[derive(Debug)]
+pub(crate) struct OverlayWorker {
+    pub overlay: Arc<Overlay>,
+    pub topology: Arc<Topology>,
+    vteps: FastMap<IpAddr, u32>,
+    /// Whether a network suppresses ARP/ND (the node runs only then).
+    suppress: bool,
+}
+
+impl OverlayWorker {
+    pub fn new(overlay: Arc<Overlay>) -> OverlayWorker {
+        let topology = overlay.topology();
+        let suppress = overlay.networks().iter().any(|n| n.neigh_suppress);
+        OverlayWorker {
+            overlay,
+            topology,
+            vteps: FastMap::default(),
+            suppress,
+        }
+    }
+
+    /// Takes the control plane's latest topology, if it moved (between
+    /// vectors: one atomic load when it did not).
+    #[inline]
+    pub fn refresh(&mut self) {
+        if self.overlay.generation() != self.topology.generation {
+            self.topology = self.overlay.topology();
+        }
+    }
+
+    /// Whether `neigh-suppress` has work.
+    pub fn suppresses(&self) -> bool {
+        self.suppress
+    }
+
+    fn net(&self, n: u16) -> Option<&NetTopology> {
+        self.topology.networks.get(usize::from(n))
+    }
+
+    /// The VTEP a packet of tunnel `tunnel` leaves for: the one its lookup
+    /// chose, or for a flooded frame the first of the flood list. None
+    /// for a packet of no network.
+    #[inline]
+    pub fn dst(&self, pool: &Pool, id: PacketId, tunnel: u32) -> Option<IpAddr> {
+        let n = self.overlay.network_of(tunnel);
+        if n == NOT_A_NETWORK {
+            return None;
+        }
+        let v = match pool.vtep(id) {
+            FLOOD => *self.net(n)?.flood.first()?,
+            v => v,
+        };
+        self.overlay.vteps().addr(v)
+    }
+
+    /// The VTEP id of `addr`: from the worker's cache, else the registry
+    /// (given out if `create`).
+    fn vtep_of(&mut self, addr: IpAddr, create: bool) -> u32 {
+        if let Some(&v) = self.vteps.get(&addr) {
+            if v != UNKNOWN || !create {
+                return v;
+            }
+        }
+        let found = if create {
+            self.overlay.vtep_id(addr)
+        } else {
+            self.overlay.find_vtep(addr)
+        };
+        let v = found.unwrap_or(UNKNOWN);
+        if self.vteps.len() >= VTEP_CACHE {
+            self.vteps.clear();
+        }
+        self.vteps.insert(addr, v);
+        v
+    }
+}
+
+/// Counts what learning did on a network's counters.
+fn count(c: &NetworkCounters, outcome: Learned) {
+    let counter = match outcome {
+        Learned::Fresh | Learned::Refreshed => return,
+        Learned::Added => &c.learned,
+        Learned::Moved(_) => &c.moved,
+        Learned::Pinned => &c.move_refused,
+        Learned::Limit | Learned::Full => &c.learn_refused,
+    };
+    NetworkCounters::add(counter, 1);
+}
+
+fn mac_at(data: &[u8], at: usize) -> Option<[u8; 6]> {
+    data.get(at..at + 6)?.try_into().ok()
+}
+
+fn is_unicast(mac: [u8; 6]) -> bool {
+    mac[0] & 1 == 0 && mac != [0; 6]
+}
+
+/// Node `fdb-lookup`.
+pub(crate) fn lookup(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    ow: &OverlayWorker,
+    now_s: u32,
+) {
+    let o = &*ow.overlay;
+    // The FDB is far larger than the caches at scale: fetch every frame's
+    // entry before the first is looked at.
+    for &id in v.as_slice() {
+        let n = o.network_of(pool.meta(id).tunnel);
+        if let (true, Some(dst)) = (n != NOT_A_NETWORK, mac_at(pool.data(id), 0)) {
+            o.fdb().prefetch(FdbKey::new(n, dst));
+        }
+    }
+    each(stats, pool, v, |pool, id| lookup_one(pool, id, ow, now_s));
+}
+
+fn lookup_one(
+    pool: &mut Pool,
+    id: PacketId,
+    ow: &OverlayWorker,
+    now_s: u32,
+) -> Result<(), DropReason> {
+    let o = &*ow.overlay;
+    let n = o.network_of(pool.meta(id).tunnel);
+    if n == NOT_A_NETWORK {
+        return Ok(());
+    }
+    let net = &o.networks()[usize::from(n)];
+    let topo = ow.net(n).ok_or(DropReason::NoRoute)?;
+    let vtep = if net.l2 {
+        let data = pool.data(id);
+        let (dst, src) = (mac_at(data, 0), mac_at(data, 6));
+        let (Some(dst), Some(src)) = (dst, src) else {
+            return Err(DropReason::Truncated);
+        };
+        if net.learning && is_unicast(src) {
+            let learned = o
+                .fdb()
+                .learn(FdbKey::new(n, src), Dst::Local, now_s, net.max_macs);
+            count(&net.counters, learned);
+        }
+        let known = if dst[0] & 1 == 0 {
+            o.fdb().lookup(FdbKey::new(n, dst))
+        } else {
+            None
+        };
+        match known.map(|e| e.dst) {
+            Some(Dst::Remote(v)) => v,
+            // The local side bridged it already (a bridge floods frames it
+            // does not know to every port, this one too).
+            Some(Dst::Local) => return Err(DropReason::LocalMac),
+            None => FLOOD,
+        }
+    } else {
+        let m = pool.meta(id);
+        let ip = pool.data(id).get(usize::from(m.inner_l3)..).unwrap_or(&[]);
+        topo.route(inner_dst(ip).ok_or(DropReason::NotIp)?)
+            .ok_or(DropReason::NoRoute)?
+    };
+    if vtep == FLOOD {
+        if topo.flood.is_empty() {
+            return Err(DropReason::NoRoute);
+        }
+        NetworkCounters::add(&net.counters.flooded, 1);
+    }
+    pool.set_vtep(id, vtep);
+    Ok(())
+}
+
+/// The destination address of an IP packet.
+fn inner_dst(ip: &[u8]) -> Option<IpAddr> {
+    match ip.first()? >> 4 {
+        4 => {
+            let a: [u8; 4] = ip.get(ip4::DST_ADDR)?.try_into().ok()?;
+            Some(IpAddr::from(a))
+        }
+        6 => {
+            let a: [u8; 16] = ip.get(ip6::DST_ADDR)?.try_into().ok()?;
+            Some(IpAddr::from(a))
+        }
+        _ => None,
+    }
+}
+
+/// Whether a frame may be ARP or ICMPv6 (what `neigh::classify` reads),
+/// from its EtherType alone.
+fn maybe_neigh(data: &[u8]) -> bool {
+    matches!(
+        data.get(12..14),
+        Some([0x08, 0x06] | [0x86, 0xdd] | [0x81, 0x00])
+    )
+}
+
+/// Node `neigh-suppress`: an ARP request or Neighbor Solicitation from
+/// the local side of a suppressing network for an address in its table is
+/// answered (the request's buffer becomes the answer, to `answers`); an
+/// announcement is learned. Returns how many were answered.
+pub(crate) fn suppress(
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    ow: &OverlayWorker,
+    answers: &mut PacketVector,
+    now_s: u32,
+) -> u64 {
+    let o = &*ow.overlay;
+    let mut answered = 0;
+    let mut keep = PacketVector::new();
+    for &id in v.as_slice() {
+        let n = o.network_of(pool.meta(id).tunnel);
+        let suppressing = n != NOT_A_NETWORK && o.networks()[usize::from(n)].neigh_suppress;
+        if suppressing && maybe_neigh(pool.data(id)) && pool.linearize(id) {
+            if let Some(reply) = snoop(pool, id, o, n, now_s) {
+                answer_in_place(pool, id, reply);
+                NetworkCounters::add(&o.networks()[usize::from(n)].counters.suppressed, 1);
+                answered += 1;
+                answers.put(pool, id);
+                continue;
+            }
+        }
+        keep.put(pool, id);
+    }
+    *v = keep;
+    answered
+}
+
+/// Learns what frame `id` of network `n` announces; for a request whose
+/// address is known, the answer (its bytes and length).
+fn snoop(pool: &Pool, id: PacketId, o: &Overlay, n: u16, now_s: u32) -> Option<([u8; 128], usize)> {
+    let data = pool.data(id);
+    match neigh::classify(data) {
+        NeighMessage::Announce { ip, mac } => {
+            learn_neigh(o, n, ip, mac, now_s);
+            None
+        }
+        NeighMessage::Request { target } => {
+            let known = o.neighbours().get(n, target)?;
+            let mut out = [0u8; 128];
+            let len = neigh::answer(data, known.mac, &mut out)?;
+            Some((out, len))
+        }
+        NeighMessage::Other => None,
+    }
+}
+
+fn learn_neigh(o: &Overlay, n: u16, ip: IpAddr, mac: [u8; 6], now_s: u32) {
+    let net = &o.networks()[usize::from(n)];
+    if !is_unicast(mac) || ip.is_unspecified() || ip.is_multicast() {
+        return;
+    }
+    let was = o.neighbours().get(n, ip);
+    if was.is_some_and(|w| w.mac == mac && w.seen_s == now_s) {
+        return;
+    }
+    let entry = Neigh {
+        mac,
+        origin: super::fdb::Origin::Learned,
+        seen_s: now_s,
+    };
+    if let Ok(None) = o.neighbours().set(n, ip, entry, net.max_macs) {
+        NetworkCounters::add(&net.counters.neigh_learned, 1);
+    }
+}
+
+/// Makes packet `id` the answer `reply`: a whole frame to the local side.
+fn answer_in_place(pool: &mut Pool, id: PacketId, (bytes, len): ([u8; 128], usize)) {
+    if pool.set_len(id, len) {
+        pool.data_mut(id)[..len].copy_from_slice(&bytes[..len]);
+    }
+    let m = pool.meta_mut(id);
+    m.csum = ChecksumState::None;
+    m.gso = None;
+    m.l2 = 0;
+    m.inner = 0;
+    // Framed already (gateway mode frames only bare IP packets again).
+    m.inner_l3 = 14;
+}
+
+/// Node `fdb-learn`: see the module's doc.
+pub(crate) fn learn(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    ow: &mut OverlayWorker,
+    now_s: u32,
+) {
+    each(stats, pool, v, |pool, id| learn_one(pool, id, ow, now_s));
+}
+
+fn learn_one(
+    pool: &mut Pool,
+    id: PacketId,
+    ow: &mut OverlayWorker,
+    now_s: u32,
+) -> Result<(), DropReason> {
+    let o = ow.overlay.clone();
+    let n = o.network_of(pool.meta(id).tunnel);
+    if n == NOT_A_NETWORK {
+        return Ok(());
+    }
+    let net = &o.networks()[usize::from(n)];
+    let from = pool.outer(id).src;
+    let vtep = ow.vtep_of(from, net.learning);
+    let known = vtep != UNKNOWN && ow.net(n).is_some_and(|t| t.knows(vtep));
+    if !net.learning && !known {
+        return Err(DropReason::WrongPeer);
+    }
+    if !net.l2 {
+        return Ok(());
+    }
+    let inner = usize::from(pool.meta(id).inner);
+    let src = mac_at(pool.data(id), inner + 6).ok_or(DropReason::Truncated)?;
+    if net.learning && vtep != UNKNOWN && is_unicast(src) {
+        let learned = o
+            .fdb()
+            .learn(FdbKey::new(n, src), Dst::Remote(vtep), now_s, net.max_macs);
+        count(&net.counters, learned);
+    } else if net.learning && vtep == UNKNOWN {
+        NetworkCounters::add(&net.counters.learn_refused, 1);
+    }
+    if net.neigh_suppress && maybe_neigh(&pool.data(id)[inner..]) {
+        if let NeighMessage::Announce { ip, mac } = neigh::classify(&pool.data(id)[inner..]) {
+            learn_neigh(&o, n, ip, mac, now_s);
+        }
+    }
+    Ok(())
+}
+
+/// Node `flood`: for each packet of `v` marked for flooding (finished,
+/// addressed to the first VTEP of its flood list), a copy to each further
+/// VTEP, into `copies`. Resumes at `at` (packet, copy) and stops when
+/// `copies` is full, saving where it stopped for the next call; returns
+/// whether it got through `v`, and the copies made.
+pub(crate) fn flood(
+    pool: &mut Pool,
+    v: &PacketVector,
+    ow: &OverlayWorker,
+    table: &TunnelTable,
+    copies: &mut PacketVector,
+    at: &mut (usize, usize),
+) -> (bool, u64) {
+    let o = &*ow.overlay;
+    let mut made = 0;
+    let ids = v.as_slice();
+    while let Some(&id) = ids.get(at.0) {
+        if pool.vtep(id) == FLOOD {
+            let tunnel = pool.meta(id).tunnel;
+            let n = o.network_of(tunnel);
+            let list = ow.net(n).map_or(&[][..], |t| &t.flood[..]);
+            let first = list.first().and_then(|&f| o.vteps().addr(f));
+            let mode = table.get(tunnel).checksum;
+            let whole = at.1 > 1 || pool.linearize(id);
+            while let (Some(&next), Some(first), true) = (list.get(at.1), first, whole) {
+                if copies.len() == crate::vector::VECTOR_SIZE {
+                    return (false, made);
+                }
+                at.1 += 1;
+                let Some(addr) = o.vteps().addr(next) else {
+                    continue;
+                };
+                let Some(c) = pool.duplicate(id) else { break };
+                pool.set_vtep(c, next);
+                readdress(pool, c, first, addr, mode);
+                made += 1;
+                copies.put(pool, c);
+            }
+            if let Some(&f) = list.first() {
+                pool.set_vtep(id, f);
+            }
+            let net = o.networks().get(usize::from(n));
+            if let (Some(net), true) = (net, list.len() > 1) {
+                NetworkCounters::add(&net.counters.flood_copies, (list.len() - 1) as u64);
+            }
+        }
+        *at = (at.0 + 1, 1);
+    }
+    (true, made)
+}
+
+/// The 16-bit words of an address.
+fn words(a: IpAddr) -> ([u16; 8], usize) {
+    let mut w = [0u16; 8];
+    match a {
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            w[0] = u16::from_be_bytes([o[0], o[1]]);
+            w[1] = u16::from_be_bytes([o[2], o[3]]);
+            (w, 2)
+        }
+        IpAddr::V6(a) => (a.segments(), 8),
+    }
+}
+
+/// What replacing address `old` by `new` adds to a ones' complement sum
+/// (RFC 1624: `~m + m'` per word).
+fn delta(old: IpAddr, new: IpAddr) -> u64 {
+    let ((o, k), (n, _)) = (words(old), words(new));
+    (0..k).map(|i| u64::from(!o[i]) + u64::from(n[i])).sum()
+}
+
+/// Readdresses a finished copy from `old` to `new`: its destination, and
+/// the checksums over it by the difference.
+fn readdress(pool: &mut Pool, id: PacketId, old: IpAddr, new: IpAddr, mode: ChecksumMode) {
+    let m = *pool.meta(id);
+    if m.by_socket {
+        // The socket writes the headers (and the kernel the checksum).
+        pool.outer_mut(id).dst = new;
+        return;
+    }
+    let d = delta(old, new);
+    let l3 = usize::from(m.l3);
+    let data = pool.data_mut(id);
+    let ip = &mut data[l3..];
+    match new {
+        IpAddr::V4(a) => {
+            ip[ip4::DST_ADDR].copy_from_slice(&a.octets());
+            let c = u16::from_be_bytes([ip[ip4::CHECKSUM.start], ip[ip4::CHECKSUM.start + 1]]);
+            let c = !Sum::from_words(u64::from(!c) + d).value();
+            ip[ip4::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+        }
+        IpAddr::V6(a) => ip[ip6::DST_ADDR].copy_from_slice(&a.octets()),
+    }
+    let field = usize::from(m.l4) + udp::CHECKSUM_OFFSET;
+    let at = &mut data[field..field + 2];
+    let c = u16::from_be_bytes([at[0], at[1]]);
+    let partial = mode == ChecksumMode::Offload || m.gso.is_some();
+    let c = match mode {
+        ChecksumMode::Zero => return,
+        _ if partial => Sum::from_words(u64::from(c) + d).value(),
+        // 0 is sent as 0xffff: the same number in ones' complement.
+        _ => match !Sum::from_words(u64::from(!c) + d).value() {
+            0 => 0xffff,
+            c => c,
+        },
+    };
+    at.copy_from_slice(&c.to_be_bytes());
+}

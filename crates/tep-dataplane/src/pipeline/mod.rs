@@ -16,10 +16,13 @@ use crate::io::{InnerChecksums, OuterLayers};
 use crate::kind::TunnelKind;
 use crate::nexthop::{self, NextHops};
 use crate::node::{Node, Runtime};
+use crate::overlay::nodes::{self as overlay_nodes, OverlayWorker};
+use crate::overlay::Overlay;
 use crate::tunnel::TunnelTable;
 use crate::udp_train;
 use crate::vector::{PacketVector, VECTOR_SIZE};
 use sessions::Upf;
+use std::sync::Arc;
 use trains::{Leftover, PendingTrain};
 
 mod sessions;
@@ -123,7 +126,8 @@ impl Default for PipelineOptions {
 }
 
 /// Packet counts at the pipeline's edges. With the node drops they balance:
-/// `encap_in + segments_added = encap_out + encap drops + buffered` and
+/// `encap_in + segments_added + flood_copies = encap_out + encap drops +
+/// buffered + suppressed` and
 /// `decap_in = decap_out + coalesced + answered + decap drops`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -166,6 +170,12 @@ pub struct Counters {
     /// GTP-U Error Indications (and Supported Extension Headers
     /// Notifications) not sent: over `error_indication_rate`.
     pub error_indications_suppressed: u64,
+    /// Overlay: copies made of flooded frames (one per remote VTEP after
+    /// the first; counted in `encap_out` too).
+    pub flood_copies: u64,
+    /// Overlay: ARP requests and Neighbor Solicitations answered back to
+    /// the local side (`neigh-suppress`).
+    pub suppressed: u64,
 }
 
 /// The encap and decap paths of one worker.
@@ -203,6 +213,9 @@ pub struct Pipeline<C: Clock> {
     counters: Counters,
     // A UPF worker's sessions.
     upf: Option<Box<Upf>>,
+    // The overlay's networks, and the copies of flooded frames.
+    overlay: Option<Box<OverlayWorker>>,
+    copies: Box<PacketVector>,
 }
 
 impl<C: Clock> Pipeline<C> {
@@ -246,7 +259,32 @@ impl<C: Clock> Pipeline<C> {
             now_ns: 0,
             counters: Counters::default(),
             upf: None,
+            overlay: None,
+            copies: Box::new(PacketVector::new()),
         }
+    }
+
+    /// Gives the pipeline the overlay of its networks (the daemon's one,
+    /// shared by every worker).
+    pub fn attach_overlay(&mut self, overlay: Arc<Overlay>) {
+        self.overlay = Some(Box::new(OverlayWorker::new(overlay)));
+    }
+
+    /// [`encap_from`](Pipeline::encap_from) of packets from the device of
+    /// one network (`tunnel`, a network's tunnel index): each is sent
+    /// within that network.
+    pub fn encap_into(
+        &mut self,
+        tunnel: u32,
+        link: InnerLink,
+        pool: &mut Pool,
+        input: &mut PacketVector,
+        sink: &mut Sink<'_>,
+    ) {
+        for &id in input.as_slice() {
+            pool.meta_mut(id).tunnel = tunnel;
+        }
+        self.encap_from(link, pool, input, sink);
     }
 
     /// The next hops tep writes whole frames to ([`OuterLayers::EthernetIpUdp`]):
@@ -412,6 +450,10 @@ impl<C: Clock> Pipeline<C> {
         sink: &mut Sink<'_>,
     ) {
         self.encap_vector(link, pool, v);
+        if self.overlay.is_some() {
+            self.flood(pool, v, sink);
+        }
+        self.frame_outer(pool, v);
         self.counters.encap_out += v.len() as u64;
         if self.options.udp_trains && v.len() > 1 {
             let table = &self.table;
@@ -426,6 +468,53 @@ impl<C: Clock> Pipeline<C> {
         v.clear();
         self.hand_bounced(pool, sink);
         self.hand_unresolved(pool, sink);
+    }
+
+    /// Node `flood` over the finished vector `v`: the copies of its flooded
+    /// frames, framed and handed to `sink` a vector at a time.
+    fn flood(&mut self, pool: &mut Pool, v: &mut PacketVector, sink: &mut Sink<'_>) {
+        let mut at = (0, 1);
+        loop {
+            let Some(ow) = self.overlay.as_deref() else {
+                return;
+            };
+            let copies = &mut self.copies;
+            let table = &self.table;
+            let (done, made) = self.runtime.run(Node::Flood, v.len(), |_| {
+                overlay_nodes::flood(pool, v, ow, table, copies, &mut at)
+            });
+            self.counters.flood_copies += made;
+            let mut copies = core::mem::take(&mut self.copies);
+            if !copies.is_empty() {
+                self.frame_outer(pool, &mut copies);
+                self.counters.encap_out += copies.len() as u64;
+                if !copies.is_empty() {
+                    sink(Output::Outer, pool, &mut copies);
+                }
+                copies.clear();
+            }
+            self.copies = copies;
+            if done {
+                return;
+            }
+        }
+    }
+
+    /// Node `ethernet-encap` where tep writes whole frames: the outer
+    /// Ethernet header to each packet's next hop.
+    fn frame_outer(&mut self, pool: &mut Pool, v: &mut PacketVector) {
+        if self.options.send.unwrap_or(self.options.outer) != OuterLayers::EthernetIpUdp {
+            return;
+        }
+        let select = TxSelect {
+            table: &self.table,
+            sessions: self.upf.as_deref().map(|u| &u.table),
+            overlay: self.overlay.as_deref(),
+        };
+        let (next_hops, unresolved) = (&mut self.next_hops, &mut self.unresolved);
+        self.runtime.run(Node::EthernetEncap, v.len(), |_| {
+            encap::ethernet_encap(pool, v, select, next_hops, unresolved)
+        });
     }
 
     /// Hands the ICMP errors about packets from the inner side back to
@@ -468,14 +557,13 @@ impl<C: Clock> Pipeline<C> {
             tx,
             templates,
             by_kind,
-            next_hops,
-            unresolved,
             icmp,
             bounced,
             added,
             now_ns,
             upf,
             counters,
+            overlay,
             ..
         } = self;
         runtime.run(Node::EncapClassify, v.len(), |s| {
@@ -484,6 +572,19 @@ impl<C: Clock> Pipeline<C> {
         runtime.run(Node::TunnelLookup, v.len(), |s| {
             encap::lookup(s, pool, v, table, link)
         });
+        if let Some(ow) = overlay.as_deref_mut() {
+            ow.refresh();
+            let now_s = ow.overlay.now_s();
+            if ow.suppresses() {
+                let answered = runtime.run(Node::NeighSuppress, v.len(), |_| {
+                    overlay_nodes::suppress(pool, v, ow, bounced, now_s)
+                });
+                counters.suppressed += answered;
+            }
+            runtime.run(Node::FdbLookup, v.len(), |s| {
+                overlay_nodes::lookup(s, pool, v, ow, now_s)
+            });
+        }
         if let Some(u) = upf.as_deref_mut() {
             runtime.run(Node::SessionLookup, v.len(), |s| {
                 let held =
@@ -519,18 +620,17 @@ impl<C: Clock> Pipeline<C> {
             Self::encap_by_kind(runtime, by_kind, pool, v, table, templates, sessions);
         }
         let outer = options.send.unwrap_or(options.outer);
-        let select = TxSelect { table, sessions };
+        let select = TxSelect {
+            table,
+            sessions,
+            overlay: overlay.as_deref(),
+        };
         runtime.run(Node::IpUdpEncap, v.len(), |s| {
             encap::ip_udp_encap(s, pool, v, tx, select, outer)
         });
         if outer.ip_in_buffer() {
             runtime.run(Node::UdpChecksum, v.len(), |_| {
                 encap::udp_checksum(pool, v, tx, select)
-            });
-        }
-        if outer == OuterLayers::EthernetIpUdp {
-            runtime.run(Node::EthernetEncap, v.len(), |_| {
-                encap::ethernet_encap(pool, v, table, next_hops, unresolved)
             });
         }
     }
@@ -643,6 +743,7 @@ impl<C: Clock> Pipeline<C> {
             icmp,
             icmp_back,
             upf,
+            overlay,
             ..
         } = self;
         let sessions = upf.as_deref().map(|u| &u.table);
@@ -683,6 +784,13 @@ impl<C: Clock> Pipeline<C> {
             let partial_ok = options.inner_checksums == InnerChecksums::Stated;
             decap::udp_checksum_verify(s, pool, v, table, partial_ok)
         });
+        if let Some(ow) = overlay.as_deref_mut() {
+            ow.refresh();
+            let now_s = ow.overlay.now_s();
+            runtime.run(Node::FdbLearn, v.len(), |s| {
+                overlay_nodes::learn(s, pool, v, ow, now_s)
+            });
+        }
         let leftover = train
             .and_then(|t| trains::merge_pending(runtime, counters, table, pool, v, t, sessions));
         runtime.run(Node::DecapOutput, v.len(), |s| {
