@@ -111,7 +111,7 @@ pub fn lookup(
         // A network's packets come from its own device: the I/O named
         // the network, and fdb-lookup finds the VTEP.
         let preset = pool.meta(id).tunnel;
-        if preset != crate::buffer::NO_TUNNEL && table.get(preset).is_network() {
+        if table.is_network(preset) {
             return Ok(());
         }
         let t = lookup_one(pool, id, table, link, &mut last)?;

@@ -184,6 +184,14 @@ impl TunnelTable {
         &self.tunnels[index as usize]
     }
 
+    /// Whether tunnel `index` is a network (false for no tunnel).
+    #[inline]
+    pub fn is_network(&self, index: u32) -> bool {
+        self.tunnels
+            .get(index as usize)
+            .is_some_and(TunnelConfig::is_network)
+    }
+
     /// The tunnel routing an inner IPv4 destination (longest prefix).
     pub fn route_v4(&self, dst: u32) -> Option<u32> {
         self.routes4

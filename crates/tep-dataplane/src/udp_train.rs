@@ -424,7 +424,7 @@ pub fn train_end(pool: &Pool, ids: &[PacketId], i: usize, table: &TunnelTable) -
     }
     // A network's packets of one flow may go to several VTEPs (a flooded
     // frame's copies): one train, one destination.
-    let multipoint = table.get(m.tunnel).is_network();
+    let multipoint = table.is_network(m.tunnel);
     let size = pool.total_len(first);
     let headers = usize::from(m.udp_payload);
     let (tos, ttl, v4) = outer_class(pool, first);

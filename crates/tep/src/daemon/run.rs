@@ -61,6 +61,8 @@ pub struct WorkerCommon {
     /// A UPF worker's link to the session tables' control plane, and its
     /// downlink buffers (`[pfcp].buffer_packets`, `buffer_limit`).
     pub sessions: Option<(WorkerLink, u32, u32)>,
+    /// The overlay of the config's networks, shared by every worker.
+    pub overlay: Option<Arc<tep_dataplane::overlay::Overlay>>,
 }
 
 /// A run mode: its I/O, opened at start, driven by its workers, and
@@ -164,6 +166,7 @@ impl<Io: Send + 'static> Workers<Io> {
                     (Some(p), Some(l)) => Some((l.clone(), p.buffer_packets, p.buffer_limit)),
                     _ => None,
                 },
+                overlay: None,
             };
             let setup = mode.setup(io, common);
             match liveness::spawn(

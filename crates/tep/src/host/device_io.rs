@@ -97,13 +97,21 @@ fn whole_tcp(data: &[u8], m: &PacketMeta, mtu: u32) -> Option<Gso> {
     })
 }
 
+/// The inner side's devices of a worker: the TUN and TAP of the
+/// point-to-point tunnels, a queue of each network's own device.
+pub(super) struct Devices<'a> {
+    pub tun: Option<&'a TunQueue>,
+    pub tap: Option<&'a TunQueue>,
+    pub networks: &'a [(u32, bool, TunQueue)],
+}
+
 /// Writes decapsulated packets and frames to the TUN or TAP, with the
 /// virtio-net header that carries the checksum and GRO state the pipeline
 /// settled (`decap-output`). Frees every buffer.
 pub(super) fn write_inner(
     pool: &mut Pool,
     out: &mut PacketVector,
-    (tun, tap): (Option<&TunQueue>, Option<&TunQueue>),
+    devices: &Devices<'_>,
     routes: &TunnelFacts,
     tallies: &mut Tallies,
     tracer: &Tracer,
@@ -113,10 +121,19 @@ pub(super) fn write_inner(
         let mut m = *pool.meta(id);
         let t = m.tunnel as usize;
         let ethernet = routes.ethernet.get(t).copied().unwrap_or(false);
+        let network = routes.network_queue.get(t).copied().flatten();
+        let mtu = match network {
+            Some(_) => routes.network_mtu[t],
+            None => routes.device_mtu[usize::from(ethernet)],
+        };
         if m.gso.is_none() {
-            m.gso = whole_tcp(pool.data(id), &m, routes.device_mtu[usize::from(ethernet)]);
+            m.gso = whole_tcp(pool.data(id), &m, mtu);
         }
-        let queue = if ethernet { tap } else { tun };
+        let queue = match network {
+            Some(k) => devices.networks.get(k).map(|n| &n.2),
+            None if ethernet => devices.tap,
+            None => devices.tun,
+        };
         let Some(q) = queue else {
             tallies.io.drop(DropReason::NoDevice, 1);
             pool.free(id);

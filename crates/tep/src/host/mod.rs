@@ -27,7 +27,7 @@ use std::path::Path;
 use std::sync::Arc;
 use tep_config::{ChecksumMode, Config, ConfigError, HostConfig, RunMode, TunnelConfig};
 use tep_dataplane::{overhead, LinkHeader};
-use tep_sys::{DeviceKind, Offloads, Tun, TunOptions, UdpOptions, UdpSocket};
+use tep_sys::{DeviceKind, Offloads, Tun, TunOptions, TunQueue, UdpOptions, UdpSocket};
 use worker::{WorkerIo, WorkerSetup};
 
 /// The MTU of the path a tunnel's datagrams leave on: `host.underlay_mtu`
@@ -56,7 +56,7 @@ pub fn device_mtu(config: &Config, ethernet: bool) -> u32 {
     config
         .tunnels
         .iter()
-        .filter(|t| t.kind.carries_ethernet() == ethernet)
+        .filter(|t| t.kind.carries_ethernet() == ethernet && !t.is_network())
         .map(|t| underlay_mtu(config, t).saturating_sub(overhead(t)))
         .min()
         .unwrap_or(config.host.underlay_mtu.unwrap_or(DEFAULT_UNDERLAY_MTU))
@@ -119,11 +119,82 @@ pub fn check_host(config: &Config) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Whether a tunnel (not a network: each has its own device) needs the
+/// TAP (`ethernet`) or the TUN.
 fn needs(config: &Config, ethernet: bool) -> bool {
     config
         .tunnels
         .iter()
-        .any(|t| t.kind.carries_ethernet() == ethernet)
+        .any(|t| t.kind.carries_ethernet() == ethernet && !t.is_network())
+}
+
+/// The device of a network: its `device`, or `tep-<name>` cut to the 15
+/// bytes of an interface name.
+pub fn network_device(t: &TunnelConfig) -> String {
+    match t.network.as_ref().and_then(|n| n.device.clone()) {
+        Some(d) => d,
+        None => {
+            let mut name = format!("tep-{}", t.name);
+            while name.len() > 15 {
+                name.pop();
+            }
+            name
+        }
+    }
+}
+
+/// The MTU of a network's device: what leaves in one underlay packet.
+pub fn network_mtu(config: &Config, t: &TunnelConfig) -> u32 {
+    config
+        .host
+        .mtu
+        .unwrap_or_else(|| underlay_mtu(config, t).saturating_sub(overhead(t)))
+        .max(576)
+}
+
+/// Opens each network's device (a TAP for an L2 network, a TUN for an L3
+/// one) with `host.queues` queues: (its tunnel index, the device).
+fn open_networks(config: &Config) -> Result<Vec<(u32, Tun)>, String> {
+    let host = &config.host;
+    let mut out = Vec::new();
+    for (i, t) in config
+        .tunnels
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.is_network())
+    {
+        let name = network_device(t);
+        let ethernet = t.kind.carries_ethernet();
+        let dev = Tun::open(&TunOptions {
+            name: name.clone(),
+            kind: if ethernet {
+                DeviceKind::Tap
+            } else {
+                DeviceKind::Tun
+            },
+            queues: host.queues,
+            vnet_hdr: host.offloads,
+            vnet_hdr_tunnel: false,
+            offloads: if host.offloads {
+                Offloads::all()
+            } else {
+                Offloads::none()
+            },
+        })
+        .map_err(|e| format!("network \"{}\".device: cannot open {name}: {e}", t.name))?;
+        let mtu = network_mtu(config, t);
+        dev.set_mtu(mtu).map_err(|e| {
+            format!(
+                "network \"{}\": cannot set MTU {mtu} on {name}: {e}",
+                t.name
+            )
+        })?;
+        dev.set_up()
+            .map_err(|e| format!("network \"{}\": cannot bring {name} up: {e}", t.name))?;
+        tracing::info!(network = %t.name, device = %name, mtu, "network device ready");
+        out.push((i as u32, dev));
+    }
+    Ok(out)
 }
 
 fn open_device(host: &HostConfig, config: &Config, ethernet: bool) -> Result<Tun, String> {
@@ -365,6 +436,8 @@ fn io_info(
 pub struct Host {
     tun: Option<Tun>,
     tap: Option<Tun>,
+    /// Each network's device, with its tunnel index.
+    networks: Vec<(u32, Tun)>,
     routes: Option<routes::KernelRoutes>,
     /// `host.uplink`'s device, held open while the workers write to its
     /// queues.
@@ -384,7 +457,10 @@ pub struct Staged {
 
 impl Host {
     fn devices(&self) -> impl Iterator<Item = &Tun> {
-        self.tun.iter().chain(self.tap.iter())
+        self.tun
+            .iter()
+            .chain(self.tap.iter())
+            .chain(self.networks.iter().map(|(_, d)| d))
     }
 
     fn io_info(&self, config: &Config, ios: &[WorkerIo]) -> IoInfo {
@@ -396,6 +472,16 @@ impl Host {
     /// A reload's new tunnels each on a device tep opened at start.
     fn check_devices(&self, new: &Config) -> Result<(), String> {
         for (i, t) in new.tunnels.iter().enumerate() {
+            if t.is_network() {
+                let name = network_device(t);
+                if !self.networks.iter().any(|(_, d)| d.name() == name) {
+                    return Err(format!(
+                        "network \"{}\": its device {name} was not opened at start; restart tep to add a network",
+                        t.name
+                    ));
+                }
+                continue;
+            }
             let have = if t.kind.carries_ethernet() {
                 self.tap.is_some()
             } else {
@@ -469,18 +555,28 @@ impl Host {
 fn worker_ios(
     config: &Config,
     devices: [Option<&mut Tun>; 3],
+    networks: &mut [(u32, Tun)],
     sockets: Vec<Vec<UdpSocket>>,
     endpoints: &Endpoints,
     uplink_header: Option<LinkHeader>,
 ) -> Vec<WorkerIo> {
     let [mut tun, mut tap, mut uplink] =
         devices.map(|d| d.map(Tun::take_queues).unwrap_or_default());
+    let mut network_queues: Vec<(u32, bool, Vec<TunQueue>)> = networks
+        .iter_mut()
+        .map(|(t, d)| (*t, d.kind() == DeviceKind::Tap, d.take_queues()))
+        .collect();
     sockets
         .into_iter()
         .enumerate()
         .map(|(w, s)| WorkerIo {
             tun: (!tun.is_empty()).then(|| tun.remove(0)),
             tap: (!tap.is_empty()).then(|| tap.remove(0)),
+            networks: network_queues
+                .iter_mut()
+                .filter(|(_, _, q)| !q.is_empty())
+                .map(|(t, ethernet, q)| (*t, *ethernet, q.remove(0)))
+                .collect(),
             sockets: s,
             senders: bind_senders(&config.host, endpoints, w),
             uplink: uplink_header
@@ -525,6 +621,7 @@ impl Mode for Host {
         let mut tap = needs(config, true)
             .then(|| open_device(host, config, true))
             .transpose()?;
+        let mut networks = open_networks(config)?;
         let routes = match (&tun, host.routes) {
             (Some(t), true) => {
                 let mut r = routes::KernelRoutes::new(t.ifindex(), t.name());
@@ -543,10 +640,11 @@ impl Mode for Host {
             None => (None, None),
         };
         let devices = [tun.as_mut(), tap.as_mut(), uplink.as_mut()];
-        let ios = worker_ios(config, devices, sockets, &endpoints, header);
+        let ios = worker_ios(config, devices, &mut networks, sockets, &endpoints, header);
         let host = Host {
             tun,
             tap,
+            networks,
             routes,
             uplink,
             endpoints,

@@ -31,6 +31,11 @@ pub(super) struct TunnelFacts {
     /// The MTU of the TUN and of the TAP: a longer TCP packet out of a
     /// tunnel is a super-packet to segment (see `device_io::write_inner`).
     pub device_mtu: [u32; 2],
+    /// Per tunnel: for a network, its device's queue among the worker's
+    /// (`WorkerIo::networks`).
+    pub network_queue: Vec<Option<usize>>,
+    /// Per tunnel: a network's device MTU.
+    pub network_mtu: Vec<u32>,
 }
 
 impl TunnelFacts {

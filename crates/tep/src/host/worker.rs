@@ -43,6 +43,8 @@ const TOKEN_WAKE: u64 = 0;
 const TOKEN_TUN: u64 = 1;
 const TOKEN_TAP: u64 = 2;
 const TOKEN_SOCKET: u64 = 16;
+/// Network `k`'s device queue is `TOKEN_NETWORK + k` (above any socket).
+const TOKEN_NETWORK: u64 = 1 << 32;
 
 /// The descriptors a worker owns; handed back when it stops so that a
 /// reload can reuse them.
@@ -52,6 +54,9 @@ pub struct WorkerIo {
     pub tun: Option<TunQueue>,
     /// The TAP queue (L2 tunnels).
     pub tap: Option<TunQueue>,
+    /// A queue of each network's device: its tunnel index, whether it is
+    /// a TAP, the queue.
+    pub networks: Vec<(u32, bool, TunQueue)>,
     /// One socket per endpoint, in [`Endpoints`] order.
     pub sockets: Vec<UdpSocket>,
     /// Per endpoint: the sockets tunnel traffic leaves from, one source
@@ -156,6 +161,9 @@ fn register(setup: &WorkerSetup) -> io::Result<Epoll> {
     for (i, s) in setup.io.sockets.iter().enumerate() {
         epoll.add(s.as_raw_fd(), TOKEN_SOCKET + i as u64, true, false)?;
     }
+    for (k, (_, _, q)) in setup.io.networks.iter().enumerate() {
+        epoll.add(q.as_raw_fd(), TOKEN_NETWORK + k as u64, true, false)?;
+    }
     Ok(epoll)
 }
 
@@ -188,6 +196,9 @@ fn pipeline(setup: &WorkerSetup) -> Pipeline<Tsc> {
         send: setup.io.uplink.as_ref().map(|_| OuterLayers::EthernetIpUdp),
     };
     let mut pipeline = Pipeline::new(&config.tunnels, &config.dataplane, Tsc, options);
+    if let Some(o) = &setup.common.overlay {
+        pipeline.attach_overlay(o.clone());
+    }
     if let Some((_, header)) = &setup.io.uplink {
         // Every tunnel's frames go to the uplink, whatever the remote.
         for t in &config.tunnels {
@@ -202,7 +213,7 @@ fn pipeline(setup: &WorkerSetup) -> Pipeline<Tsc> {
 
 /// Where a worker's pipeline output goes, borrowed for one call.
 struct Sinks<'a> {
-    devices: (Option<&'a TunQueue>, Option<&'a TunQueue>),
+    devices: super::device_io::Devices<'a>,
     to: Senders<'a>,
     uplink: Option<&'a TunQueue>,
     facts: &'a TunnelFacts,
@@ -220,12 +231,17 @@ impl<'a> Sinks<'a> {
         let WorkerIo {
             tun,
             tap,
+            networks,
             sockets,
             senders,
             uplink,
         } = io;
         Sinks {
-            devices: (tun.as_ref(), tap.as_ref()),
+            devices: super::device_io::Devices {
+                tun: tun.as_ref(),
+                tap: tap.as_ref(),
+                networks,
+            },
             to: Senders { sockets, senders },
             uplink: uplink.as_ref().map(|(q, _)| q),
             facts,
@@ -259,7 +275,7 @@ impl<'a> Sinks<'a> {
         write_inner(
             pool,
             out,
-            self.devices,
+            &self.devices,
             self.facts,
             self.tallies,
             self.tracer,
@@ -304,6 +320,17 @@ impl Worker {
                 super::device_mtu(config, false),
                 super::device_mtu(config, true),
             ],
+            network_queue: config
+                .tunnels
+                .iter()
+                .enumerate()
+                .map(|(i, _)| setup.io.networks.iter().position(|n| n.0 == i as u32))
+                .collect(),
+            network_mtu: config
+                .tunnels
+                .iter()
+                .map(|t| super::network_mtu(config, t))
+                .collect(),
         };
         let tallies = Tallies {
             tunnels: vec![TunnelTraffic::default(); config.tunnels.len()],
@@ -359,6 +386,7 @@ impl Worker {
             }
             TOKEN_TUN => self.encap_device(InnerLink::Ip),
             TOKEN_TAP => self.encap_device(InnerLink::Ethernet),
+            t if t >= TOKEN_NETWORK => self.encap_network((t - TOKEN_NETWORK) as usize),
             t => self.decap_socket((t - TOKEN_SOCKET) as usize),
         }
     }
@@ -387,6 +415,42 @@ impl Worker {
             &mut self.pool,
             &mut self.input,
             &mut |_, pool, out| sinks.underlay(pool, out),
+        );
+        bytes
+    }
+
+    /// A batch from network `k`'s device, sent within that network.
+    fn encap_network(&mut self, k: usize) -> u64 {
+        let Some(&(tunnel, ethernet, ref q)) = self.io.networks.get(k) else {
+            return 0;
+        };
+        let link = if ethernet {
+            InnerLink::Ethernet
+        } else {
+            InnerLink::Ip
+        };
+        let tracer = &self.common.shared.tracer;
+        read_device(
+            q,
+            link,
+            &mut self.pool,
+            &mut self.input,
+            (DEVICE_BUDGET, RESERVE),
+            &mut self.tallies.io,
+            tracer,
+        );
+        let bytes = bytes_in(&self.pool, &self.input);
+        let mut sinks = Sinks::of(&mut self.io, &self.facts, &mut self.tallies, tracer);
+        self.pipeline.encap_into(
+            tunnel,
+            link,
+            &mut self.pool,
+            &mut self.input,
+            &mut |o, pool, out| match o {
+                // ARP/ND answered for the network's local side.
+                Output::Inner => sinks.inner(pool, out),
+                _ => sinks.underlay(pool, out),
+            },
         );
         bytes
     }
