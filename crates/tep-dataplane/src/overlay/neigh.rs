@@ -476,3 +476,435 @@ fn advertisement(
     icmpv6::Packet::new_unchecked(msg).fill_checksum(&target, &from);
     Some(len)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    // Frames built with scapy 2.5 (`python3 -c 'from scapy.all import *;
+    // print(bytes(Ether(...)/ARP(...)).hex())'`). Hosts: A 02:00:00:00:00:01
+    // (10.0.0.1, 2001:db8::1), B ..:02 (10.0.0.2, 2001:db8::2), C ..:03;
+    // tep answers as M 02:aa:bb:cc:dd:ee.
+
+    /// `ARP(op=1, hwsrc=A, psrc=10.0.0.1, pdst=10.0.0.2)`, broadcast.
+    const ARP_REQUEST: &str =
+        "ffffffffffff020000000001080600010800060400010200000000010a0000010000000000000a000002";
+    /// The same, padded to 60 bytes with 0xee.
+    const ARP_REQUEST_PADDED: &str = "ffffffffffff020000000001080600010800060400010200000000010a0000010000000000000a000002eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee";
+    /// `ARP(op=2, hwsrc=B, psrc=10.0.0.2, hwdst=A, pdst=10.0.0.1)`.
+    const ARP_REPLY: &str =
+        "020000000001020000000002080600010800060400020200000000020a0000020200000000010a000001";
+    /// Gratuitous request: `ARP(op=1, hwsrc=C, psrc=pdst=10.0.0.3)`.
+    const ARP_GARP: &str =
+        "ffffffffffff020000000003080600010800060400010200000000030a0000030000000000000a000003";
+    /// Gratuitous reply: `ARP(op=2, hwsrc=C, psrc=pdst=10.0.0.3)`.
+    const ARP_GARP_REPLY: &str =
+        "ffffffffffff020000000003080600010800060400020200000000030a000003ffffffffffff0a000003";
+    /// Probe: `ARP(op=1, hwsrc=C, psrc=0.0.0.0, pdst=10.0.0.4)`.
+    const ARP_PROBE: &str =
+        "ffffffffffff02000000000308060001080006040001020000000003000000000000000000000a000004";
+    /// `Dot1Q(prio=5, vlan=100)` around ARP_REQUEST's ARP.
+    const ARP_VLAN_REQUEST: &str = "ffffffffffff0200000000018100a064080600010800060400010200000000010a0000010000000000000a000002";
+    /// `IPv6(src=2001:db8::1, dst=ff02::1:ff00:2, hlim=255)/
+    /// ICMPv6ND_NS(tgt=2001:db8::2)/ICMPv6NDOptSrcLLAddr(lladdr=A)`.
+    const NS: &str = "3333ff00000202000000000186dd6000000000203aff20010db8000000000000000000000001ff0200000000000000000001ff00000287001c270000000020010db80000000000000000000000020101020000000001";
+    /// NS with hlim=64.
+    const NS_HLIM64: &str = "3333ff00000202000000000186dd6000000000203a4020010db8000000000000000000000001ff0200000000000000000001ff00000287001c270000000020010db80000000000000000000000020101020000000001";
+    /// NS with `ICMPv6NDOptSrcLLAddr(len=0)` (checksum correct).
+    const NS_OPT_LEN0: &str = "3333ff00000202000000000186dd6000000000203aff20010db8000000000000000000000001ff0200000000000000000001ff00000287001c280000000020010db80000000000000000000000020100020000000001";
+    /// NS behind `IPv6ExtHdrHopByHop()`.
+    const NS_HOP_BY_HOP: &str = "3333ff00000202000000000186dd60000000002800ff20010db8000000000000000000000001ff0200000000000000000001ff0000023a0001040000000087001c270000000020010db80000000000000000000000020101020000000001";
+    /// Unicast NS in `Dot1Q(vlan=7)`, no source link-layer option.
+    const NS_NO_SLLA_VLAN: &str = "3333ff0000020200000000018100000786dd6000000000183aff20010db800000000000000000000000120010db80000000000000000000000028700ef7c0000000020010db8000000000000000000000002";
+    /// DAD: `IPv6(src=::, dst=ff02::1:ff00:5)/ICMPv6ND_NS(tgt=2001:db8::5)`.
+    const NS_DAD: &str = "3333ff00000502000000000386dd6000000000183aff00000000000000000000000000000000ff0200000000000000000001ff00000587004ce50000000020010db8000000000000000000000005";
+    /// `ICMPv6ND_NA(tgt=2001:db8::2, S=1, O=1)/
+    /// ICMPv6NDOptDstLLAddr(lladdr=02:00:00:00:00:22)` from B to A.
+    const NA_TLLA: &str = "02000000000102000000000286dd6000000000203aff20010db800000000000000000000000220010db800000000000000000000000188008a516000000020010db80000000000000000000000020201020000000022";
+    /// Unsolicited `ICMPv6ND_NA(tgt=2001:db8::2, S=0, O=1)` from B to
+    /// ff02::1, no option.
+    const NA_UNSOLICITED: &str = "33330000000102000000000286dd6000000000183aff20010db8000000000000000000000002ff0200000000000000000000000000018800fd322000000020010db8000000000000000000000002";
+    /// NA with S=1 to ff02::1 (invalid, RFC 4861 §7.1.2).
+    const NA_SOLICITED_MULTICAST: &str = "33330000000102000000000286dd6000000000183aff20010db8000000000000000000000002ff0200000000000000000000000000018800bd326000000020010db8000000000000000000000002";
+    /// NA whose target link-layer address is the broadcast MAC.
+    const NA_BROADCAST_TLLA: &str = "02000000000102000000000286dd6000000000203aff20010db800000000000000000000000220010db800000000000000000000000188008c736000000020010db80000000000000000000000020201ffffffffffff";
+
+    /// `Ether(dst=A, src=M)/ARP(op=2, hwsrc=M, psrc=10.0.0.2, hwdst=A,
+    /// pdst=10.0.0.1)`.
+    const ARP_ANSWER: &str =
+        "02000000000102aabbccddee0806000108000604000202aabbccddee0a0000020200000000010a000001";
+    /// ARP_ANSWER in `Dot1Q(prio=5, vlan=100)`.
+    const ARP_VLAN_ANSWER: &str = "02000000000102aabbccddee8100a0640806000108000604000202aabbccddee0a0000020200000000010a000001";
+    /// `Ether(dst=A, src=M)/IPv6(src=2001:db8::2, dst=2001:db8::1,
+    /// hlim=255)/ICMPv6ND_NA(tgt=2001:db8::2, R=0, S=1, O=1)/
+    /// ICMPv6NDOptDstLLAddr(lladdr=M)`.
+    const NA_ANSWER: &str = "02000000000102aabbccddee86dd6000000000203aff20010db800000000000000000000000220010db80000000000000000000000018800f00d6000000020010db8000000000000000000000002020102aabbccddee";
+    /// NA_ANSWER in `Dot1Q(vlan=7)`.
+    const NA_VLAN_ANSWER: &str = "02000000000102aabbccddee8100000786dd6000000000203aff20010db800000000000000000000000220010db80000000000000000000000018800f00d6000000020010db8000000000000000000000002020102aabbccddee";
+
+    const ALL: [&str; 22] = [
+        ARP_REQUEST,
+        ARP_REQUEST_PADDED,
+        ARP_REPLY,
+        ARP_GARP,
+        ARP_GARP_REPLY,
+        ARP_PROBE,
+        ARP_VLAN_REQUEST,
+        NS,
+        NS_HLIM64,
+        NS_OPT_LEN0,
+        NS_HOP_BY_HOP,
+        NS_NO_SLLA_VLAN,
+        NS_DAD,
+        NA_TLLA,
+        NA_UNSOLICITED,
+        NA_SOLICITED_MULTICAST,
+        NA_BROADCAST_TLLA,
+        ARP_ANSWER,
+        ARP_VLAN_ANSWER,
+        NA_ANSWER,
+        NA_VLAN_ANSWER,
+        "",
+    ];
+
+    const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+    const C: [u8; 6] = [2, 0, 0, 0, 0, 3];
+    const M: [u8; 6] = [2, 0xaa, 0xbb, 0xcc, 0xdd, 0xee];
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    fn v4(s: &str) -> IpAddr {
+        IpAddr::V4(s.parse().unwrap())
+    }
+
+    fn v6(s: &str) -> IpAddr {
+        IpAddr::V6(s.parse().unwrap())
+    }
+
+    fn class(s: &str) -> NeighMessage {
+        classify(&hex(s))
+    }
+
+    fn request(target: IpAddr) -> NeighMessage {
+        NeighMessage::Request { target }
+    }
+
+    fn announce(ip: IpAddr, mac: [u8; 6]) -> NeighMessage {
+        NeighMessage::Announce { ip, mac }
+    }
+
+    #[test]
+    fn classifies_arp() {
+        assert_eq!(class(ARP_REQUEST), request(v4("10.0.0.2")));
+        assert_eq!(class(ARP_REQUEST_PADDED), request(v4("10.0.0.2")));
+        assert_eq!(class(ARP_VLAN_REQUEST), request(v4("10.0.0.2")));
+        assert_eq!(class(ARP_REPLY), announce(v4("10.0.0.2"), B));
+        assert_eq!(class(ARP_GARP), announce(v4("10.0.0.3"), C));
+        assert_eq!(class(ARP_GARP_REPLY), announce(v4("10.0.0.3"), C));
+        assert_eq!(class(ARP_PROBE), NeighMessage::Other);
+    }
+
+    #[test]
+    fn refuses_odd_arp() {
+        let mut f = hex(ARP_REQUEST);
+        f[14 + arp::OPER + 1] = 3; // RARP request
+        assert_eq!(classify(&f), NeighMessage::Other);
+        let mut f = hex(ARP_REQUEST);
+        f[14 + 4] = 8; // hardware length 8
+        assert_eq!(classify(&f), NeighMessage::Other);
+        let mut f = hex(ARP_REPLY);
+        f[14 + arp::SHA] = 0x03; // a group MAC announced
+        assert_eq!(classify(&f), NeighMessage::Other);
+        // Two tags (QinQ) are not an access port's frames.
+        let mut f = hex(ARP_VLAN_REQUEST);
+        f.splice(12..12, [0x88, 0xa8, 0x00, 0x05]);
+        assert_eq!(classify(&f), NeighMessage::Other);
+    }
+
+    #[test]
+    fn classifies_nd() {
+        assert_eq!(class(NS), request(v6("2001:db8::2")));
+        assert_eq!(class(NS_NO_SLLA_VLAN), request(v6("2001:db8::2")));
+        assert_eq!(class(NS_DAD), NeighMessage::Other);
+        // The target link-layer option wins over the frame's source (B).
+        assert_eq!(
+            class(NA_TLLA),
+            announce(v6("2001:db8::2"), [2, 0, 0, 0, 0, 0x22])
+        );
+        assert_eq!(class(NA_UNSOLICITED), announce(v6("2001:db8::2"), B));
+    }
+
+    #[test]
+    fn refuses_invalid_nd() {
+        for f in [
+            NS_HLIM64,
+            NS_OPT_LEN0,
+            NS_HOP_BY_HOP,
+            NA_SOLICITED_MULTICAST,
+            NA_BROADCAST_TLLA,
+        ] {
+            assert_eq!(class(f), NeighMessage::Other, "{f}");
+        }
+        let mut f = hex(NS);
+        f[14 + 40 + 2] ^= 1; // checksum
+        assert_eq!(classify(&f), NeighMessage::Other);
+        let mut f = hex(NS);
+        f[14 + 40 + 1] = 1; // code
+        assert_eq!(classify(&f), NeighMessage::Other);
+    }
+
+    #[test]
+    fn link_layer_options() {
+        let opt = |t: u8, units: u8, m: [u8; 6]| {
+            let mut o = vec![t, units];
+            o.extend_from_slice(&m);
+            o.resize(usize::from(units).max(1) * 8, 0);
+            o
+        };
+        assert_eq!(link_layer_option(&[], 1), Some(None));
+        assert_eq!(link_layer_option(&opt(1, 1, A), 1), Some(Some(A)));
+        assert_eq!(link_layer_option(&opt(1, 1, A), 2), Some(None));
+        // The first of its kind counts; a longer option is read too.
+        let two = [opt(14, 2, C), opt(2, 1, B), opt(2, 1, A)].concat();
+        assert_eq!(link_layer_option(&two, 2), Some(Some(B)));
+        assert_eq!(link_layer_option(&opt(2, 3, A), 2), Some(Some(A)));
+        // Length 0, past the end, a stray byte: malformed.
+        assert_eq!(link_layer_option(&opt(1, 0, A), 1), None);
+        assert_eq!(link_layer_option(&opt(1, 1, A)[..7], 1), None);
+        assert_eq!(
+            link_layer_option(&[opt(1, 1, A), vec![0]].concat(), 1),
+            None
+        );
+    }
+
+    fn answered(request: &str) -> Option<Vec<u8>> {
+        let mut out = [0u8; 128];
+        let n = answer(&hex(request), M, &mut out)?;
+        Some(out[..n].to_vec())
+    }
+
+    #[test]
+    fn answers_arp_as_scapy() {
+        assert_eq!(answered(ARP_REQUEST), Some(hex(ARP_ANSWER)));
+        assert_eq!(answered(ARP_REQUEST_PADDED), Some(hex(ARP_ANSWER)));
+        assert_eq!(answered(ARP_VLAN_REQUEST), Some(hex(ARP_VLAN_ANSWER)));
+        assert_eq!(answered(ARP_ANSWER).map(|a| a.len()), None);
+        // The requester learns the answer as any reply.
+        let reply = hex(ARP_ANSWER);
+        assert_eq!(classify(&reply), announce(v4("10.0.0.2"), M));
+    }
+
+    #[test]
+    fn answers_nd_as_scapy() {
+        let na = answered(NS).unwrap();
+        assert_eq!(na, hex(NA_ANSWER));
+        assert_eq!(answered(NS_NO_SLLA_VLAN), Some(hex(NA_VLAN_ANSWER)));
+        // The advertisement reads back valid, checksum included.
+        assert_eq!(classify(&na), announce(v6("2001:db8::2"), M));
+        let ip = ipv6::Packet::new_checked(&na[14..]).unwrap();
+        let icmp = icmpv6::Packet::new_checked(ip.payload()).unwrap();
+        assert!(icmp.verify_checksum(&ip.src_addr(), &ip.dst_addr()));
+        assert_eq!(ip.payload()[nd::FLAGS], 0x60);
+    }
+
+    #[test]
+    fn answers_only_requests() {
+        for f in [
+            ARP_REPLY, ARP_GARP, ARP_PROBE, NS_DAD, NS_HLIM64, NA_TLLA, NA_ANSWER,
+        ] {
+            assert_eq!(answered(f), None, "{f}");
+        }
+        let mut out = [0u8; 128];
+        assert_eq!(answer(&hex(ARP_REQUEST), [0xff; 6], &mut out), None);
+        assert_eq!(answer(&hex(NS), [0; 6], &mut out), None);
+    }
+
+    #[test]
+    fn answer_needs_room() {
+        for (req, len) in [(ARP_REQUEST, 42), (ARP_VLAN_REQUEST, 46), (NS, 86)] {
+            let mut out = vec![0u8; len];
+            assert_eq!(answer(&hex(req), M, &mut out), Some(len));
+            for short in 0..len {
+                assert_eq!(answer(&hex(req), M, &mut out[..short]), None);
+            }
+        }
+    }
+
+    fn no_panic(frame: &[u8]) {
+        let _ = classify(frame);
+        let mut out = [0u8; 128];
+        if let Some(n) = answer(frame, M, &mut out) {
+            // Whatever tep answers is itself a valid announcement.
+            assert!(matches!(
+                classify(&out[..n]),
+                NeighMessage::Announce { mac: M, .. }
+            ));
+        }
+        let _ = answer(frame, M, &mut out[..20]);
+    }
+
+    #[test]
+    fn truncations_and_flips_never_panic() {
+        for v in ALL {
+            let f = hex(v);
+            for len in 0..=f.len() {
+                no_panic(&f[..len]);
+            }
+            for at in 0..f.len() {
+                for x in [0x01, 0x80, 0xff] {
+                    let mut g = f.clone();
+                    g[at] ^= x;
+                    no_panic(&g);
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn random_frames_never_panic(frame in proptest::collection::vec(any::<u8>(), 0..128)) {
+            no_panic(&frame);
+        }
+
+        #[test]
+        fn random_arp_and_nd_never_panic(
+            head in prop::sample::select(vec![
+                "ffffffffffff0200000000010806",
+                "ffffffffffff02000000000186dd6000000000203aff",
+                "ffffffffffff0200000000018100000a0806",
+            ]),
+            tail in proptest::collection::vec(any::<u8>(), 0..96),
+        ) {
+            let mut f = hex(head);
+            f.extend_from_slice(&tail);
+            no_panic(&f);
+        }
+    }
+
+    fn learned(mac: [u8; 6], seen_s: u32) -> Neigh {
+        Neigh {
+            mac,
+            origin: Origin::Learned,
+            seen_s,
+        }
+    }
+
+    fn fixed(mac: [u8; 6], origin: Origin) -> Neigh {
+        Neigh {
+            mac,
+            origin,
+            seen_s: 0,
+        }
+    }
+
+    #[test]
+    fn limit_per_network() {
+        let t = Neighbours::new();
+        let (a, b, c) = (v4("10.0.0.1"), v4("10.0.0.2"), v6("2001:db8::3"));
+        assert_eq!(t.set(1, a, learned(A, 0), 2), Ok(None));
+        assert_eq!(t.set(1, b, fixed(B, Origin::Static), 2), Ok(None));
+        assert_eq!(t.set(1, c, learned(C, 0), 2), Err(NeighFull));
+        assert_eq!(t.get(1, c), None);
+        // Refreshing or replacing an entry takes no room.
+        assert_eq!(t.set(1, a, learned(A, 5), 2), Ok(Some(learned(A, 0))));
+        assert_eq!(t.set(1, a, learned(C, 6), 2), Ok(Some(learned(A, 5))));
+        assert_eq!(t.count(1), 2);
+        // Other networks have their own room.
+        assert_eq!(t.set(2, c, learned(C, 0), 2), Ok(None));
+        assert_eq!(t.remove(1, a), Some(learned(C, 6)));
+        assert_eq!(t.remove(1, a), None);
+        assert_eq!(t.set(1, c, learned(C, 0), 2), Ok(None));
+        assert_eq!(t.set(3, c, learned(C, 0), 0), Err(NeighFull));
+        assert_eq!((t.count(1), t.count(2), t.count(3)), (2, 1, 0));
+    }
+
+    #[test]
+    fn learned_never_replaces_static_or_external() {
+        let t = Neighbours::new();
+        let (a, b) = (v4("10.0.0.1"), v6("2001:db8::2"));
+        let s = fixed(A, Origin::Static);
+        let e = fixed(B, Origin::External);
+        t.set(7, a, s, 10).unwrap();
+        t.set(7, b, e, 10).unwrap();
+        assert_eq!(t.set(7, a, learned(C, 9), 10), Ok(Some(s)));
+        assert_eq!(t.set(7, b, learned(C, 9), 10), Ok(Some(e)));
+        assert_eq!((t.get(7, a), t.get(7, b)), (Some(s), Some(e)));
+        // The control plane replaces what it likes.
+        assert_eq!(t.set(7, a, e, 10), Ok(Some(s)));
+        assert_eq!(t.set(7, b, s, 10), Ok(Some(e)));
+        t.set(7, a, learned(C, 1), 10).unwrap();
+        assert_eq!(t.set(7, a, s, 10), Ok(Some(e)));
+        let c = v4("10.0.0.3");
+        t.set(7, c, learned(C, 1), 10).unwrap();
+        assert_eq!(t.set(7, c, s, 10), Ok(Some(learned(C, 1))));
+        assert_eq!(t.count(7), 3);
+    }
+
+    #[test]
+    fn sweep_ages_learned_modulo_2_24() {
+        let t = Neighbours::new();
+        let (a, b, c) = (v4("10.0.0.1"), v4("10.0.0.2"), v4("10.0.0.3"));
+        // Stamped just before the 24-bit clock wraps; now is after it.
+        t.set(1, a, learned(A, 0x00ff_fff0), 3).unwrap();
+        t.set(1, b, fixed(B, Origin::Static), 3).unwrap();
+        t.set(2, a, learned(A, 0xffff_fff0), 3).unwrap();
+        t.set(2, c, learned(C, 0x0100_0000), 3).unwrap();
+        let ageing = |n: u16| if n == 1 { 30 } else { 20 };
+        // 21 s: network 2's first entry (ageing 20) goes, the rest stay.
+        assert_eq!(t.sweep(0x0100_0005, ageing), 1);
+        assert_eq!(t.get(2, a), None);
+        assert!(t.get(1, a).is_some() && t.get(2, c).is_some());
+        // 29 s old stays at 30; 30 s old goes.
+        assert_eq!(t.sweep(0x0100_000d, ageing), 0);
+        assert_eq!(t.sweep(0x0100_000e, ageing), 1);
+        assert_eq!(t.entries(Some(1)), vec![(1, b, fixed(B, Origin::Static))]);
+        // Ages are modulo 2^24: 2^24 s later reads as 0 s.
+        assert_eq!(t.sweep(0x0200_0000, ageing), 0);
+        // A static entry never ages; counts followed the removals.
+        assert_eq!(t.sweep(0x0200_0014, ageing), 1);
+        assert_eq!((t.count(1), t.count(2)), (1, 0));
+        assert_eq!(t.set(1, c, learned(C, 0), 2), Ok(None));
+        assert_eq!(t.set(1, a, learned(A, 0), 2), Err(NeighFull));
+    }
+
+    #[test]
+    fn entries_sorted_and_flush() {
+        let t = Neighbours::new();
+        let ips = [
+            (3, v6("2001:db8::1")),
+            (1, v6("fe80::2")),
+            (3, v4("10.0.0.9")),
+            (1, v4("10.0.0.10")),
+            (1, v4("10.0.0.2")),
+            (2, v6("2001:db8::1")),
+        ];
+        for (n, ip) in ips {
+            t.set(n, ip, learned(A, 0), 10).unwrap();
+        }
+        let keys = |v: Vec<(u16, IpAddr, Neigh)>| -> Vec<(u16, IpAddr)> {
+            v.into_iter().map(|(n, ip, _)| (n, ip)).collect()
+        };
+        let mut want = ips.to_vec();
+        want.sort();
+        assert_eq!(keys(t.entries(None)), want);
+        assert_eq!(
+            keys(t.entries(Some(1))),
+            vec![
+                (1, v4("10.0.0.2")),
+                (1, v4("10.0.0.10")),
+                (1, v6("fe80::2"))
+            ]
+        );
+        assert_eq!(t.flush(1), 3);
+        assert_eq!(t.flush(1), 0);
+        assert_eq!(t.count(1), 0);
+        assert_eq!(keys(t.entries(None)), want[3..].to_vec());
+    }
+}
