@@ -223,8 +223,10 @@ mod nd {
 struct Request {
     /// The request's 802.1Q tag, repeated in the answer.
     tag: Option<VlanTag>,
-    /// The requester's MAC and address.
+    /// The requester's MAC (ARP sender, ND source link-layer option or
+    /// else the frame's source): the answer's destination.
     mac: [u8; 6],
+    /// The requester's address.
     from: IpAddr,
     /// The address asked for.
     target: IpAddr,
