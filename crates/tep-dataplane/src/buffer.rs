@@ -163,7 +163,7 @@ pub struct Tail {
 }
 
 impl PacketMeta {
-    const FRESH: PacketMeta = PacketMeta {
+    pub(crate) const FRESH: PacketMeta = PacketMeta {
         l2: 0,
         l3: 0,
         l4: 0,

@@ -264,7 +264,7 @@ impl NetTopology {
 
     fn sort(&mut self, fdb_dsts: impl Iterator<Item = u32>) {
         self.routes.sort_by_key(|(p, _)| core::cmp::Reverse(p.len));
-        let mut known: Vec<u32> = self.flood.iter().copied().collect();
+        let mut known: Vec<u32> = self.flood.to_vec();
         known.extend(self.routes.iter().map(|&(_, v)| v));
         known.extend(fdb_dsts);
         known.sort_unstable();
@@ -911,3 +911,5 @@ fn check_unicast_mac(mac: [u8; 6]) -> Result<(), OverlayError> {
     }
     Ok(())
 }
+#[cfg(test)]
+mod tests;
