@@ -2,10 +2,35 @@
 //! VTEP, or the local side), shared by all workers without a lock on the
 //! read path.
 //!
-//! STUB: the API the rest of the overlay is written against; a helper
-//! implements it (see the doc of each item).
+//! A fixed array of buckets, each eight keys (one cache line) followed by
+//! their eight values (the next line). A key may live in one bucket of
+//! each half of the array (d-left hashing: two choices, the emptier taken,
+//! ties to the left), which keeps the fullest bucket within a few entries
+//! of the average with no entry ever moving: at the sized capacity the
+//! table is half full, and a lookup reads at most two key lines and one
+//! value line, all of which `prefetch` can start early.
+//!
+//! Readers take no lock and write nothing. Writers that change which key
+//! a slot holds (add, remove, replace, sweep, flush) hold the table's
+//! mutex; the data path reaches it only to add an entry, never to refresh
+//! or move one: both are one compare-and-swap of the value, and a refresh
+//! within the same second writes nothing at all.
+//!
+//! Each value carries a generation of its slot, bumped whenever the slot
+//! takes a new key. A reader loads value, key, value and accepts when the
+//! key is the one it wants and both values are of one generation: the key
+//! it saw was then the slot's key for the whole read, so a slot emptied
+//! and given to another key (or to the same key again) between its loads
+//! is never read as this key's entry (a key, value, key read would accept
+//! that case when the slot came back to the same key). The same generation
+//! makes a learner's compare-and-swap fail if the slot changed hands.
 
-use core::sync::atomic::AtomicU64;
+use crate::geometry::mix;
+use crate::session::flat::prefetch;
+use core::fmt;
+use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use core::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::{Mutex, MutexGuard};
 
 /// A MAC in a network, packed: `(network + 1) << 48 | mac`, so that 0 is
 /// never a key (an empty slot).
@@ -25,9 +50,10 @@ impl FdbKey {
         FdbKey(((network as u64) + 1) << 48 | m)
     }
 
-    /// The network.
+    /// The network (`u16::MAX`, never a network's index, for a key no
+    /// [`FdbKey::new`] makes).
     pub const fn network(self) -> u16 {
-        ((self.0 >> 48) - 1) as u16
+        ((self.0 >> 48) as u16).wrapping_sub(1)
     }
 
     /// The MAC.
@@ -85,57 +111,452 @@ pub enum Learned {
     /// Not learned: a static or external entry says otherwise (a move it
     /// does not follow).
     Pinned,
-    /// Not learned: the network holds its limit of learned entries.
+    /// Not learned: the network holds its limit of learned entries (a
+    /// network the table was not made for holds none).
     Limit,
     /// Not learned: no room in the table where the key hashes.
     Full,
 }
 
+/// The seconds an entry keeps: 24 bits.
+pub const SEEN_MASK: u32 = 0x00ff_ffff;
+
+/// Slots per bucket: eight keys fill a cache line.
+const WAYS: usize = 8;
+/// The most slots a table takes (16 GiB): a capacity past it is cut to it
+/// rather than overflowing the sizing.
+const MAX_SLOTS: usize = 1 << 30;
+/// Reads of a key retried when a writer changed its slot meanwhile; past
+/// them the key reads as absent (a flood, which the next packet repairs).
+const READ_TRIES: usize = 4;
+/// Compare-and-swaps a learner tries without the lock before it takes it.
+const CAS_TRIES: usize = 4;
+/// Buckets swept or flushed per hold of the writer lock, so that a learner
+/// adding an entry waits for a few of them, not for the whole table.
+const CHUNK: usize = 16;
+
+/// The layout of a value: the VTEP id (bits 0–31), local (32), seen
+/// (33–56), origin (57–58: 1 static, 2 learned, 3 external; 0 not ready),
+/// the slot's generation (59–63).
+mod value {
+    use super::{Dst, Entry, Origin, SEEN_MASK};
+
+    const LOCAL: u64 = 1 << 32;
+    const SEEN_SHIFT: u32 = 33;
+    const ORIGIN_SHIFT: u32 = 57;
+    const GEN_SHIFT: u32 = 59;
+
+    pub(super) const fn gen(v: u64) -> u64 {
+        v >> GEN_SHIFT
+    }
+
+    /// An empty slot's value, remembering its generation.
+    pub(super) const fn empty(gen: u64) -> u64 {
+        gen << GEN_SHIFT
+    }
+
+    /// The generation after `v`'s (five bits, wrapping).
+    pub(super) const fn next_gen(v: u64) -> u64 {
+        (gen(v) + 1) & 0x1f
+    }
+
+    pub(super) fn encode(e: Entry, gen: u64) -> u64 {
+        let dst = match e.dst {
+            Dst::Remote(id) => u64::from(id),
+            Dst::Local => LOCAL,
+        };
+        let origin: u64 = match e.origin {
+            Origin::Static => 1,
+            Origin::Learned => 2,
+            Origin::External => 3,
+        };
+        dst | u64::from(e.seen_s & SEEN_MASK) << SEEN_SHIFT
+            | origin << ORIGIN_SHIFT
+            | gen << GEN_SHIFT
+    }
+
+    /// The entry of `v`; None while its slot is empty or being emptied.
+    pub(super) fn decode(v: u64) -> Option<Entry> {
+        let origin = match (v >> ORIGIN_SHIFT) & 3 {
+            1 => Origin::Static,
+            2 => Origin::Learned,
+            3 => Origin::External,
+            _ => return None,
+        };
+        let dst = if v & LOCAL != 0 {
+            Dst::Local
+        } else {
+            Dst::Remote(v as u32)
+        };
+        Some(Entry {
+            dst,
+            origin,
+            seen_s: (v >> SEEN_SHIFT) as u32 & SEEN_MASK,
+        })
+    }
+}
+
+/// Eight slots: keys in the first cache line, values in the second (a
+/// miss reads one line per bucket; the pair is aligned so that the CPU's
+/// adjacent-line prefetch brings the values with the keys).
+#[repr(C, align(128))]
+#[derive(Default)]
+struct Bucket {
+    keys: [AtomicU64; WAYS],
+    vals: [AtomicU64; WAYS],
+}
+
+/// What one consistent read of a slot found.
+enum Read {
+    /// The key's value.
+    Entry(u64),
+    /// The key's slot is being emptied.
+    Gone,
+    /// The slot changed hands during the read.
+    Torn,
+}
+
+impl Bucket {
+    /// Reads slot `i`, expected to hold `key` (see the module's doc).
+    #[inline]
+    fn read(&self, i: usize, key: u64) -> Read {
+        let v1 = self.vals[i].load(Acquire);
+        let k = self.keys[i].load(Acquire);
+        let v2 = self.vals[i].load(Acquire);
+        if k != key || value::gen(v1) != value::gen(v2) {
+            return Read::Torn;
+        }
+        match (value::decode(v1), value::decode(v2)) {
+            (Some(_), Some(_)) => Read::Entry(v2),
+            _ => Read::Gone,
+        }
+    }
+
+    /// Empty slots (exact under the writer lock: keys change only there).
+    fn free(&self) -> usize {
+        self.keys.iter().filter(|k| k.load(Relaxed) == 0).count()
+    }
+}
+
+/// Where a key was found: its bucket, slot and value.
+type Found<'a> = (&'a Bucket, usize, u64);
+
 /// The table.
-#[derive(Debug)]
 pub struct Fdb {
-    _slots: Box<[AtomicU64]>,
+    buckets: Box<[Bucket]>,
+    /// Buckets per half, less one (a power of two less one).
+    half_mask: usize,
+    seed: [u64; 2],
+    /// Learned entries per network.
+    learned: Box<[AtomicU32]>,
+    /// Held to change which key a slot holds.
+    writer: Mutex<()>,
+}
+
+impl fmt::Debug for Fdb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fdb")
+            .field("slots", &self.slots())
+            .field("networks", &self.learned.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Fdb {
     /// A table for up to `capacity` entries over `networks` networks.
-    pub fn new(_capacity: usize, _networks: usize) -> Fdb {
-        todo!()
+    pub fn new(capacity: usize, networks: usize) -> Fdb {
+        // std keys every RandomState at random (once per process, then
+        // stepped): a secret seed without a syscall of ours.
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_usize(capacity);
+        Fdb::with_seed(capacity, networks, h.finish())
+    }
+
+    /// [`Fdb::new`] with the hash's seed given: MACs are chosen by
+    /// strangers, so a seed they cannot guess keeps them from crowding
+    /// one pair of buckets (tests pass a fixed one).
+    pub fn with_seed(capacity: usize, networks: usize, seed: u64) -> Fdb {
+        let slots = capacity
+            .max(1)
+            .min(MAX_SLOTS / 2)
+            .saturating_mul(2)
+            .next_power_of_two()
+            .max(2 * WAYS);
+        let buckets: Box<[Bucket]> = (0..slots / WAYS).map(|_| Bucket::default()).collect();
+        let networks = networks.min(super::MAX_NETWORKS);
+        Fdb {
+            half_mask: buckets.len() / 2 - 1,
+            buckets,
+            seed: [seed, mix(seed, 0x6664_625f_7365_6564)],
+            learned: (0..networks).map(|_| AtomicU32::new(0)).collect(),
+            writer: Mutex::new(()),
+        }
+    }
+
+    /// Slots in all (twice the capacity asked for, or more).
+    pub fn slots(&self) -> usize {
+        self.buckets.len() * WAYS
+    }
+
+    /// The two buckets `key` may live in, one in each half.
+    #[inline]
+    fn homes(&self, key: u64) -> (&Bucket, &Bucket) {
+        // A multiply alone leaves its low bits blind to the key's high
+        // ones (MACs differing in their first bytes would share a
+        // bucket): the fold in between spreads every bit of the key.
+        let h = mix(self.seed[0], key);
+        let h = mix(self.seed[1], h ^ h >> 29);
+        let h = h ^ h >> 32;
+        let left = h as usize & self.half_mask;
+        let right = (h >> 32) as usize & self.half_mask;
+        let half = self.half_mask + 1;
+        // Both in range: each is at most half_mask, half + half_mask is
+        // the last bucket.
+        (&self.buckets[left], &self.buckets[half + right])
+    }
+
+    /// Whether `key` can be in the table: made by [`FdbKey::new`] for one
+    /// of its networks.
+    #[inline]
+    fn counter(&self, key: FdbKey) -> Option<&AtomicU32> {
+        self.learned.get(usize::from(key.network()))
+    }
+
+    /// Finds `key` (lock-free; under the writer lock, exact).
+    #[inline]
+    fn find(&self, key: u64) -> Option<Found<'_>> {
+        if key >> 48 == 0 {
+            return None;
+        }
+        let (a, b) = self.homes(key);
+        'again: for _ in 0..READ_TRIES {
+            for bucket in [a, b] {
+                for i in 0..WAYS {
+                    if bucket.keys[i].load(Acquire) != key {
+                        continue;
+                    }
+                    match bucket.read(i, key) {
+                        Read::Entry(v) => return Some((bucket, i, v)),
+                        Read::Gone => continue,
+                        Read::Torn => continue 'again,
+                    }
+                }
+            }
+            return None;
+        }
+        None
     }
 
     /// The entry of `key` (lock-free).
     #[inline]
-    pub fn lookup(&self, _key: FdbKey) -> Option<Entry> {
-        todo!()
+    pub fn lookup(&self, key: FdbKey) -> Option<Entry> {
+        self.find(key.0).and_then(|(_, _, v)| value::decode(v))
     }
 
     /// Prefetches where `key` would be (for a vector, before lookups).
     #[inline]
-    pub fn prefetch(&self, _key: FdbKey) {
-        todo!()
+    pub fn prefetch(&self, key: FdbKey) {
+        let (a, b) = self.homes(key.0);
+        prefetch(&a.keys);
+        prefetch(&b.keys);
     }
 
     /// Data-path learning: `key` is at `dst` now (second `now_s`). A new
     /// entry counts against `limit` learned entries of the key's network.
     #[inline]
-    pub fn learn(&self, _key: FdbKey, _dst: Dst, _now_s: u32, _limit: u32) -> Learned {
-        todo!()
+    pub fn learn(&self, key: FdbKey, dst: Dst, now_s: u32, limit: u32) -> Learned {
+        let Some(count) = self.counter(key) else {
+            return Learned::Limit;
+        };
+        let now = now_s & SEEN_MASK;
+        for _ in 0..CAS_TRIES {
+            let Some((bucket, i, v)) = self.find(key.0) else {
+                break;
+            };
+            if let Some(done) = Self::update(&bucket.vals[i], v, dst, now) {
+                return done;
+            }
+        }
+        // A stranger sending from new MACs past the limit, or into a full
+        // pair of buckets, is turned away here, without the lock (the
+        // locked path checks again).
+        if self.find(key.0).is_none() {
+            if count.load(Relaxed) >= limit {
+                return Learned::Limit;
+            }
+            let (a, b) = self.homes(key.0);
+            if a.free() == 0 && b.free() == 0 {
+                return Learned::Full;
+            }
+        }
+        self.learn_locked(key, count, dst, now, limit)
+    }
+
+    /// What learning `dst` at `now` does to the entry whose value is `v`:
+    /// the outcome, or None when another writer changed the value first.
+    #[inline]
+    fn update(val: &AtomicU64, v: u64, dst: Dst, now: u32) -> Option<Learned> {
+        let e = value::decode(v)?;
+        // Seen now, or later by a worker whose clock read ran ahead: time
+        // never goes back, and nothing is written.
+        let age = now.wrapping_sub(e.seen_s) & SEEN_MASK;
+        let current = age == 0 || age > SEEN_MASK / 2;
+        let (next, done) = match e.origin {
+            Origin::Learned if e.dst != dst => (
+                Entry {
+                    dst,
+                    seen_s: now,
+                    ..e
+                },
+                Learned::Moved(e.dst),
+            ),
+            _ if e.dst != dst => return Some(Learned::Pinned),
+            _ if current => return Some(Learned::Fresh),
+            _ => (Entry { seen_s: now, ..e }, Learned::Refreshed),
+        };
+        // A move keeps the key in its slot and the network's count as it
+        // is, so it needs no lock either.
+        val.compare_exchange(v, value::encode(next, value::gen(v)), Release, Relaxed)
+            .ok()
+            .map(|_| done)
+    }
+
+    fn learn_locked(
+        &self,
+        key: FdbKey,
+        count: &AtomicU32,
+        dst: Dst,
+        now: u32,
+        limit: u32,
+    ) -> Learned {
+        let w = self.writer();
+        // Under the lock only other learners' compare-and-swaps race with
+        // this one, and each that wins is progress.
+        while let Some((bucket, i, v)) = self.find(key.0) {
+            if let Some(done) = Self::update(&bucket.vals[i], v, dst, now) {
+                return done;
+            }
+        }
+        if count.load(Relaxed) >= limit {
+            return Learned::Limit;
+        }
+        let entry = Entry {
+            dst,
+            origin: Origin::Learned,
+            seen_s: now,
+        };
+        if !self.place(&w, key.0, entry) {
+            return Learned::Full;
+        }
+        count.fetch_add(1, Relaxed);
+        Learned::Added
+    }
+
+    fn writer(&self) -> MutexGuard<'_, ()> {
+        // The lock guards no data of its own: a writer that panicked left
+        // every slot either whole or empty.
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Puts `key` (absent) into the emptier of its buckets; false when
+    /// both are full.
+    fn place(&self, _writer: &MutexGuard<'_, ()>, key: u64, entry: Entry) -> bool {
+        let (a, b) = self.homes(key);
+        let (fa, fb) = (a.free(), b.free());
+        let bucket = match (fa, fb) {
+            (0, 0) => return false,
+            _ if fa >= fb => a,
+            _ => b,
+        };
+        let Some(i) = bucket.keys.iter().position(|k| k.load(Relaxed) == 0) else {
+            return false;
+        };
+        let old = bucket.vals[i].load(Relaxed);
+        bucket.vals[i].store(value::encode(entry, value::next_gen(old)), Release);
+        bucket.keys[i].store(key, Release);
+        true
+    }
+
+    /// Empties slot `i` of `bucket` whose value was `v`: the entry it held,
+    /// or None when a learner changed the value first.
+    fn clear(
+        &self,
+        _writer: &MutexGuard<'_, ()>,
+        bucket: &Bucket,
+        i: usize,
+        v: u64,
+    ) -> Option<Entry> {
+        let e = value::decode(v)?;
+        bucket.vals[i]
+            .compare_exchange(v, value::empty(value::gen(v)), AcqRel, Relaxed)
+            .ok()?;
+        // The value is not ready before the key goes: a reader that still
+        // sees the key sees it empty.
+        let key = bucket.keys[i].swap(0, Release);
+        if e.origin == Origin::Learned {
+            if let Some(c) = self.counter(FdbKey(key)) {
+                c.fetch_sub(1, Relaxed);
+            }
+        }
+        Some(e)
     }
 
     /// Control plane: sets `key`'s entry, replacing what is there; the old
-    /// entry, or `Err` when there is no room.
-    pub fn insert(&self, _key: FdbKey, _entry: Entry) -> Result<Option<Entry>, ()> {
-        todo!()
+    /// entry, or `Err` when there is no room (or `key` is of no network
+    /// the table was made for).
+    pub fn insert(&self, key: FdbKey, entry: Entry) -> Result<Option<Entry>, ()> {
+        let count = self.counter(key).ok_or(())?;
+        let entry = Entry {
+            seen_s: entry.seen_s & SEEN_MASK,
+            ..entry
+        };
+        let w = self.writer();
+        let learned = u32::from(entry.origin == Origin::Learned);
+        if let Some((bucket, i, v)) = self.find(key.0) {
+            // The key stays in its slot: its generation too.
+            let old = bucket.vals[i].swap(value::encode(entry, value::gen(v)), AcqRel);
+            let old = value::decode(old);
+            let was = u32::from(old.is_some_and(|o| o.origin == Origin::Learned));
+            count.fetch_add(learned, Relaxed);
+            count.fetch_sub(was, Relaxed);
+            return Ok(old);
+        }
+        if !self.place(&w, key.0, entry) {
+            return Err(());
+        }
+        count.fetch_add(learned, Relaxed);
+        Ok(None)
     }
 
     /// Removes `key`'s entry; what it was.
-    pub fn remove(&self, _key: FdbKey) -> Option<Entry> {
-        todo!()
+    pub fn remove(&self, key: FdbKey) -> Option<Entry> {
+        let w = self.writer();
+        loop {
+            let (bucket, i, v) = self.find(key.0)?;
+            if let Some(e) = self.clear(&w, bucket, i, v) {
+                return Some(e);
+            }
+        }
     }
 
-    /// Every entry (of `network`, or all), in no order.
-    pub fn for_each(&self, _network: Option<u16>, _f: impl FnMut(FdbKey, Entry)) {
-        todo!()
+    /// Every entry (of `network`, or all), in no order. Takes no lock
+    /// (`f` may call the table): each entry is read whole, but an entry
+    /// added, removed or re-added meanwhile may be missed or seen twice.
+    pub fn for_each(&self, network: Option<u16>, mut f: impl FnMut(FdbKey, Entry)) {
+        for bucket in self.buckets.iter() {
+            for i in 0..WAYS {
+                let key = FdbKey(bucket.keys[i].load(Acquire));
+                if key.0 == 0 || network.is_some_and(|n| n != key.network()) {
+                    continue;
+                }
+                if let Read::Entry(v) = bucket.read(i, key.0) {
+                    if let Some(e) = value::decode(v) {
+                        f(key, e);
+                    }
+                }
+            }
+        }
     }
 
     /// Removes learned entries not seen for their network's ageing time
@@ -143,25 +564,100 @@ impl Fdb {
     /// each.
     pub fn sweep(
         &self,
-        _now_s: u32,
-        _ageing_s: impl Fn(u16) -> u32,
-        _aged: impl FnMut(FdbKey, Entry),
+        now_s: u32,
+        ageing_s: impl Fn(u16) -> u32,
+        aged: impl FnMut(FdbKey, Entry),
     ) {
-        todo!()
+        let now = now_s & SEEN_MASK;
+        self.drain(
+            |k, e| {
+                e.origin == Origin::Learned
+                    && now.wrapping_sub(e.seen_s) & SEEN_MASK >= ageing_s(k.network())
+            },
+            aged,
+        );
     }
 
     /// Removes every entry of `network` (its config went away).
-    pub fn flush(&self, _network: u16) -> usize {
-        todo!()
+    pub fn flush(&self, network: u16) -> usize {
+        self.drain(|k, _| k.network() == network, |_, _| {})
+    }
+
+    /// Removes the entries `pick` chooses, a [`CHUNK`] of buckets per hold
+    /// of the lock; `taken` hears of each after the lock is let go (it may
+    /// call the table). How many were removed.
+    fn drain(
+        &self,
+        mut pick: impl FnMut(FdbKey, Entry) -> bool,
+        mut taken: impl FnMut(FdbKey, Entry),
+    ) -> usize {
+        let none = (
+            FdbKey(0),
+            Entry {
+                dst: Dst::Local,
+                origin: Origin::Static,
+                seen_s: 0,
+            },
+        );
+        let mut removed = 0;
+        for chunk in self.buckets.chunks(CHUNK) {
+            let mut out = [none; CHUNK * WAYS];
+            let mut n = 0;
+            {
+                let w = self.writer();
+                for bucket in chunk {
+                    for i in 0..WAYS {
+                        if let Some(took) = self.take_if(&w, bucket, i, &mut pick) {
+                            out[n] = took;
+                            n += 1;
+                        }
+                    }
+                }
+            }
+            for &(k, e) in &out[..n] {
+                taken(k, e);
+            }
+            removed += n;
+        }
+        removed
+    }
+
+    /// Empties slot `i` of `bucket` if `pick` chooses its entry.
+    fn take_if(
+        &self,
+        w: &MutexGuard<'_, ()>,
+        bucket: &Bucket,
+        i: usize,
+        pick: &mut impl FnMut(FdbKey, Entry) -> bool,
+    ) -> Option<(FdbKey, Entry)> {
+        let key = FdbKey(bucket.keys[i].load(Relaxed));
+        if key.0 == 0 {
+            return None;
+        }
+        loop {
+            // A learner refreshing the entry between this read and the
+            // clear makes the clear fail: it is looked at again.
+            let v = bucket.vals[i].load(Acquire);
+            if !pick(key, value::decode(v)?) {
+                return None;
+            }
+            if let Some(e) = self.clear(w, bucket, i, v) {
+                return Some((key, e));
+            }
+        }
     }
 
     /// The learned entries of `network`.
-    pub fn learned(&self, _network: u16) -> u32 {
-        todo!()
+    pub fn learned(&self, network: u16) -> u32 {
+        self.learned
+            .get(usize::from(network))
+            .map_or(0, |c| c.load(Relaxed))
     }
 
     /// Bytes the table takes.
     pub fn bytes(&self) -> usize {
-        todo!()
+        core::mem::size_of_val(&*self.buckets)
+            + core::mem::size_of_val(&*self.learned)
+            + core::mem::size_of::<Fdb>()
     }
 }
