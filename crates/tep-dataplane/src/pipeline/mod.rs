@@ -215,7 +215,7 @@ pub struct Pipeline<C: Clock> {
     upf: Option<Box<Upf>>,
     // The overlay's networks, and the copies of flooded frames.
     overlay: Option<Box<OverlayWorker>>,
-    copies: Box<PacketVector>,
+    copies: Option<Box<PacketVector>>,
 }
 
 impl<C: Clock> Pipeline<C> {
@@ -260,7 +260,7 @@ impl<C: Clock> Pipeline<C> {
             counters: Counters::default(),
             upf: None,
             overlay: None,
-            copies: Box::new(PacketVector::new()),
+            copies: Some(Box::new(PacketVector::new())),
         }
     }
 
@@ -466,38 +466,47 @@ impl<C: Clock> Pipeline<C> {
             sink(Output::Outer, pool, v);
         }
         v.clear();
+        if let Some(mut copies) = self.copies.take() {
+            self.hand_copies(pool, &mut copies, sink);
+            self.copies = Some(copies);
+        }
         self.hand_bounced(pool, sink);
         self.hand_unresolved(pool, sink);
     }
 
     /// Node `flood` over the finished vector `v`: the copies of its flooded
-    /// frames, framed and handed to `sink` a vector at a time.
+    /// frames, left in `self.copies` for after `v` (handed to `sink`
+    /// before only when they fill a vector).
     fn flood(&mut self, pool: &mut Pool, v: &mut PacketVector, sink: &mut Sink<'_>) {
+        let Some(mut copies) = self.copies.take() else {
+            return;
+        };
         let mut at = (0, 1);
-        loop {
-            let Some(ow) = self.overlay.as_deref() else {
-                return;
-            };
-            let copies = &mut self.copies;
+        while let Some(ow) = self.overlay.as_deref() {
             let table = &self.table;
             let (done, made) = self.runtime.run(Node::Flood, v.len(), |_| {
-                overlay_nodes::flood(pool, v, ow, table, copies, &mut at)
+                overlay_nodes::flood(pool, v, ow, table, &mut copies, &mut at)
             });
             self.counters.flood_copies += made;
-            let mut copies = core::mem::take(&mut self.copies);
-            if !copies.is_empty() {
-                self.frame_outer(pool, &mut copies);
-                self.counters.encap_out += copies.len() as u64;
-                if !copies.is_empty() {
-                    sink(Output::Outer, pool, &mut copies);
-                }
-                copies.clear();
-            }
-            self.copies = copies;
             if done {
-                return;
+                break;
             }
+            self.hand_copies(pool, &mut copies, sink);
         }
+        self.copies = Some(copies);
+    }
+
+    /// Frames and hands the copies of flooded frames to `sink`.
+    fn hand_copies(&mut self, pool: &mut Pool, copies: &mut PacketVector, sink: &mut Sink<'_>) {
+        if copies.is_empty() {
+            return;
+        }
+        self.frame_outer(pool, copies);
+        self.counters.encap_out += copies.len() as u64;
+        if !copies.is_empty() {
+            sink(Output::Outer, pool, copies);
+        }
+        copies.clear();
     }
 
     /// Node `ethernet-encap` where tep writes whole frames: the outer
