@@ -1,0 +1,343 @@
+//! The rules on a multipoint network (`[[network]]`): its own
+//! [`NetworkSettings`], what it must not carry of a point-to-point tunnel,
+//! and what two networks must not share. Written against the model, like
+//! [`check`](super::check), so that a network built in code meets them
+//! too.
+
+use super::check::{check_prefix, family, not_used, unicast_mac, valid_name};
+use super::model::{ConfigError, NetworkSettings, TunnelConfig};
+use crate::kind::TunnelKind;
+use core::net::{IpAddr, Ipv4Addr};
+use tep_wire::ethernet::EthernetAddress;
+
+/// The longest `ageing`: entries are stamped with 24-bit seconds, and an
+/// age must stay well inside the stamp's wrap (2^24 s).
+pub const MAX_AGEING_S: u32 = 8_000_000;
+/// The most learned MACs one network may be given.
+pub const MAX_MACS: u32 = 16_777_216;
+/// The longest Linux interface name (IFNAMSIZ less its NUL).
+pub const MAX_IFNAME: usize = 15;
+
+/// `network[0] "blue"`, or `network[0]` without a (usable) name; the
+/// index is the position among the networks.
+pub fn network_label(index: usize, name: &str) -> String {
+    if valid_name(name) {
+        format!("network[{index}] \"{name}\"")
+    } else {
+        format!("network[{index}]")
+    }
+}
+
+/// The error about `field` of network `index` (labelled by its name when
+/// it has one).
+pub fn network_error(
+    index: usize,
+    name: Option<&str>,
+    field: &str,
+    message: String,
+) -> ConfigError {
+    let label = match name {
+        Some(n) => network_label(index, n),
+        None => format!("network[{index}]"),
+    };
+    ConfigError {
+        field: format!("{label}.{field}"),
+        message,
+    }
+}
+
+/// The host-mode device of network `name` when it names none:
+/// `tep-<name>`, cut to an interface name's 15 bytes (names are ASCII).
+pub fn default_device(name: &str) -> String {
+    let mut d = format!("tep-{name}");
+    d.truncate(MAX_IFNAME);
+    d
+}
+
+/// A Linux interface name: 1..=15 bytes, not `.` or `..`, no `/`, `:`,
+/// whitespace or control characters.
+pub fn valid_ifname(name: &str) -> bool {
+    (1..=MAX_IFNAME).contains(&name.len())
+        && name != "."
+        && name != ".."
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
+}
+
+/// Why a `[[tunnel]]` key is refused on a network, and what to use
+/// instead; None for the keys a network takes.
+pub fn not_for_networks(field: &str) -> Option<String> {
+    let why = match field {
+        "remote" => "a network has many remote VTEPs: list them in flood (broadcast and unknown destinations), fdb (a MAC behind a VTEP) or routes (a prefix behind a VTEP)",
+        "inner_macs" => "a network's MACs are its fdb entries ({ mac, dst }) and those it learns",
+        "inner_prefixes" => "a network's prefixes are its routes ({ prefix, dst })",
+        "teid" | "local_teid" | "qfi" => {
+            "a network carries no GTP-U: a UPF's sessions are [pfcp]'s"
+        }
+        _ => return None,
+    };
+    Some(format!("not a [[network]] key: {why}"))
+}
+
+/// Why `field` does not fit a network of `kind` (the L2-only keys on an
+/// L3 kind and the reverse); None when it does.
+pub fn network_key_not_used(kind: TunnelKind, field: &str) -> Option<String> {
+    let l2 = kind.carries_ethernet();
+    let why = match field {
+        "fdb" if !l2 => "an L3 network forwards IP packets by routes; fdb holds MACs of L2 (vxlan, geneve) networks",
+        "neighbours" | "neigh_suppress" if !l2 => {
+            "ARP/ND suppression is for L2 (vxlan, geneve) networks"
+        }
+        "routes" if l2 => {
+            "an L2 network forwards frames by MAC: give static entries in fdb"
+        }
+        _ => return None,
+    };
+    Some(not_used(kind, why))
+}
+
+/// A remote VTEP's address, seen from `local`.
+fn check_vtep(local: IpAddr, a: IpAddr) -> Result<(), String> {
+    if a.is_ipv4() != local.is_ipv4() {
+        return Err(format!(
+            "{a} is {} but local {local} is {}; a network's VTEPs are in local's family",
+            family(a),
+            family(local)
+        ));
+    }
+    if a.is_unspecified() {
+        return Err(format!(
+            "{a} is the unspecified address; give a remote VTEP's unicast address"
+        ));
+    }
+    if !unicast_ip(a) {
+        return Err(format!(
+            "{a} is not a unicast address; flooding copies to each remote VTEP by unicast (head-end replication)"
+        ));
+    }
+    if a == local {
+        return Err(format!(
+            "{a} is local, this host's own address; list remote VTEPs only"
+        ));
+    }
+    Ok(())
+}
+
+/// Not multicast, not the IPv4 broadcast, not unspecified.
+fn unicast_ip(a: IpAddr) -> bool {
+    !a.is_unspecified() && !a.is_multicast() && a != IpAddr::V4(Ipv4Addr::BROADCAST)
+}
+
+impl TunnelConfig {
+    /// What a network must not be: GTP-U, an N3 tunnel, or one with the
+    /// point-to-point fields set.
+    pub(super) fn check_network_shape(
+        &self,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        if self.kind == TunnelKind::Gtpu {
+            let kinds: Vec<&str> = TunnelKind::ALL
+                .iter()
+                .filter(|k| **k != TunnelKind::Gtpu)
+                .map(|k| k.name())
+                .collect();
+            return Err(at(
+                "kind",
+                format!(
+                    "gtpu is not a network kind: a UPF's sessions are [pfcp]'s; use one of {}",
+                    kinds.join(", ")
+                ),
+            ));
+        }
+        if self.sessions {
+            return Err(at(
+                "sessions",
+                "a network is not an N3 tunnel: its peers are its own, not sessions'".to_string(),
+            ));
+        }
+        let set = [
+            ("remote", !self.remote.is_unspecified()),
+            ("inner_macs", !self.inner_macs.is_empty()),
+            ("inner_prefixes", !self.inner_prefixes.is_empty()),
+            ("teid", self.teid != 0),
+            ("local_teid", self.local_teid != 0),
+            ("qfi", self.qfi.is_some()),
+        ];
+        for (field, given) in set {
+            if given {
+                return Err(at(field, not_for_networks(field).unwrap_or_default()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The network's own settings.
+    pub(super) fn check_network(
+        &self,
+        n: &NetworkSettings,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        for (field, given) in [
+            ("fdb", !n.fdb.is_empty()),
+            ("neighbours", !n.neighbours.is_empty()),
+            ("neigh_suppress", n.neigh_suppress),
+            ("routes", !n.routes.is_empty()),
+        ] {
+            if let Some(m) = network_key_not_used(self.kind, field).filter(|_| given) {
+                return Err(at(field, m));
+            }
+        }
+        check_limits(n, at)?;
+        self.check_flood(n, at)?;
+        self.check_fdb(n, at)?;
+        check_neighbours(n, at)?;
+        self.check_network_routes(n, at)
+    }
+
+    fn check_flood(
+        &self,
+        n: &NetworkSettings,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        for (k, &a) in n.flood.iter().enumerate() {
+            let field = format!("flood[{k}]");
+            check_vtep(self.local, a).map_err(|m| at(&field, m))?;
+            if n.flood[..k].contains(&a) {
+                return Err(at(&field, format!("{a} is listed twice")));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_fdb(
+        &self,
+        n: &NetworkSettings,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        for (k, &(mac, dst)) in n.fdb.iter().enumerate() {
+            unicast_mac(
+                mac,
+                "fdb lists unicast MACs; broadcast, multicast and unknown frames go to the flood list",
+                "fdb lists unicast MACs; the VTEPs that get broadcast and unknown frames go in flood",
+            )
+            .map_err(|m| at(&format!("fdb[{k}].mac"), m))?;
+            if n.fdb[..k].iter().any(|(m, _)| *m == mac) {
+                return Err(at(
+                    &format!("fdb[{k}].mac"),
+                    format!("{mac} is listed twice; a MAC is behind one VTEP"),
+                ));
+            }
+            check_vtep(self.local, dst).map_err(|m| at(&format!("fdb[{k}].dst"), m))?;
+        }
+        Ok(())
+    }
+
+    fn check_network_routes(
+        &self,
+        n: &NetworkSettings,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        for (k, (prefix, dst)) in n.routes.iter().enumerate() {
+            let field = format!("routes[{k}].prefix");
+            check_prefix(self.kind, prefix).map_err(|m| at(&field, m))?;
+            if n.routes[..k].iter().any(|(p, _)| p == prefix) {
+                return Err(at(
+                    &field,
+                    format!("{prefix} is listed twice; a prefix routes to one VTEP"),
+                ));
+            }
+            check_vtep(self.local, *dst).map_err(|m| at(&format!("routes[{k}].dst"), m))?;
+        }
+        Ok(())
+    }
+}
+
+/// Ageing, the MAC limit, the device's name and the VLAN.
+fn check_limits(
+    n: &NetworkSettings,
+    at: &impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    if !(1..=MAX_AGEING_S).contains(&n.ageing_s) {
+        return Err(at(
+            "ageing",
+            format!(
+                "{} is out of range (1..={MAX_AGEING_S} seconds)",
+                n.ageing_s
+            ),
+        ));
+    }
+    if !(1..=MAX_MACS).contains(&n.max_macs) {
+        return Err(at(
+            "max_macs",
+            format!("{} is out of range (1..={MAX_MACS})", n.max_macs),
+        ));
+    }
+    if let Some(d) = n.device.as_deref().filter(|d| !valid_ifname(d)) {
+        return Err(at(
+            "device",
+            format!("\"{d}\" is not an interface name (1 to {MAX_IFNAME} bytes, no '/', ':' or spaces)"),
+        ));
+    }
+    if let Some(v) = n.vlan.filter(|v| !(1..=4094).contains(v)) {
+        return Err(at("vlan", format!("{v} is out of range (1..=4094)")));
+    }
+    Ok(())
+}
+
+/// Static neighbours: a unicast IP, once, with a unicast MAC.
+fn check_neighbours(
+    n: &NetworkSettings,
+    at: &impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    for (k, &(ip, mac)) in n.neighbours.iter().enumerate() {
+        if !unicast_ip(ip) {
+            return Err(at(
+                &format!("neighbours[{k}].ip"),
+                format!("{ip} is not a unicast address; a neighbour entry answers for one host"),
+            ));
+        }
+        if n.neighbours[..k].iter().any(|(i, _)| *i == ip) {
+            return Err(at(
+                &format!("neighbours[{k}].ip"),
+                format!("{ip} is listed twice; an address has one MAC"),
+            ));
+        }
+        neighbour_mac(mac).map_err(|m| at(&format!("neighbours[{k}].mac"), m))?;
+    }
+    Ok(())
+}
+
+fn neighbour_mac(mac: EthernetAddress) -> Result<(), String> {
+    unicast_mac(
+        mac,
+        "a neighbour's MAC is a host's, unicast",
+        "a neighbour's MAC is a host's, unicast",
+    )
+}
+
+/// Network `b` against the earlier tunnel or network `a` (labelled
+/// `earlier`): explicit devices and VLANs are each one network's.
+pub(super) fn check_network_pair(
+    a: &TunnelConfig,
+    b: &TunnelConfig,
+    earlier: &str,
+    at: &impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    let (Some(na), Some(nb)) = (a.network.as_deref(), b.network.as_deref()) else {
+        return Ok(());
+    };
+    if let Some(d) = nb.device.as_deref().filter(|d| na.device.as_deref() == Some(*d)) {
+        return Err(at(
+            "device",
+            format!("\"{d}\" is already the device of {earlier}; each network needs its own"),
+        ));
+    }
+    if let Some(v) = nb.vlan.filter(|v| na.vlan == Some(*v)) {
+        return Err(at(
+            "vlan",
+            format!("VLAN {v} already carries {earlier}; each network needs its own vlan"),
+        ));
+    }
+    Ok(())
+}
