@@ -98,7 +98,8 @@ impl Config {
     /// values can still break: for configs built in code (tests, benches,
     /// a control plane) before the dataplane is built from them.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        check_tunnels(&self.tunnels)
+        check_tunnels(&self.tunnels)?;
+        crate::network::check_networks(self)
     }
 }
 

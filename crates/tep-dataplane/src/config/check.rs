@@ -3,7 +3,7 @@
 //! so they are written against the model, not the TOML.
 
 use super::model::{ChecksumMode, ConfigError, Dscp, GueRcoEncoding, IpPrefix, Ttl, TunnelConfig};
-use super::network_check::{check_network_pair, network_label, network_error};
+use super::network_check::{check_network_pair, network_error, network_label};
 use crate::kind::TunnelKind;
 use core::net::IpAddr;
 use tep_wire::ethernet::EthernetAddress;

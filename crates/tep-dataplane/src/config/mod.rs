@@ -14,11 +14,11 @@ pub use check::{
     bad_name_message, check_mac, check_together, check_tunnels, not_used, tunnel_error,
     tunnel_label, uses_key, uses_vni, valid_name, MAX_VNI,
 };
-pub use network_check::{
-    default_device, network_error, network_key_not_used, network_label, not_for_networks,
-    valid_ifname, MAX_AGEING_S, MAX_IFNAME, MAX_MACS,
-};
 pub use model::{
     ChecksumMode, ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding, IpPrefix,
     NetworkSettings, Ttl, TunnelConfig,
+};
+pub use network_check::{
+    default_device, network_error, network_key_not_used, network_label, not_a_network_kind,
+    not_for_networks, valid_ifname, MAX_AGEING_S, MAX_IFNAME, MAX_MACS,
 };

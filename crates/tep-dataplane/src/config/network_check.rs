@@ -80,6 +80,22 @@ pub fn not_for_networks(field: &str) -> Option<String> {
     Some(format!("not a [[network]] key: {why}"))
 }
 
+/// Why `kind` cannot be a network's (GTP-U); None when it can.
+pub fn not_a_network_kind(kind: TunnelKind) -> Option<String> {
+    if kind != TunnelKind::Gtpu {
+        return None;
+    }
+    let kinds: Vec<&str> = TunnelKind::ALL
+        .iter()
+        .filter(|k| **k != TunnelKind::Gtpu)
+        .map(|k| k.name())
+        .collect();
+    Some(format!(
+        "gtpu is not a network kind: a UPF's sessions are [pfcp]'s; use one of {}",
+        kinds.join(", ")
+    ))
+}
+
 /// Why `field` does not fit a network of `kind` (the L2-only keys on an
 /// L3 kind and the reverse); None when it does.
 pub fn network_key_not_used(kind: TunnelKind, field: &str) -> Option<String> {
@@ -136,19 +152,8 @@ impl TunnelConfig {
         &self,
         at: &impl Fn(&str, String) -> ConfigError,
     ) -> Result<(), ConfigError> {
-        if self.kind == TunnelKind::Gtpu {
-            let kinds: Vec<&str> = TunnelKind::ALL
-                .iter()
-                .filter(|k| **k != TunnelKind::Gtpu)
-                .map(|k| k.name())
-                .collect();
-            return Err(at(
-                "kind",
-                format!(
-                    "gtpu is not a network kind: a UPF's sessions are [pfcp]'s; use one of {}",
-                    kinds.join(", ")
-                ),
-            ));
+        if let Some(m) = not_a_network_kind(self.kind) {
+            return Err(at("kind", m));
         }
         if self.sessions {
             return Err(at(
@@ -276,7 +281,9 @@ fn check_limits(
     if let Some(d) = n.device.as_deref().filter(|d| !valid_ifname(d)) {
         return Err(at(
             "device",
-            format!("\"{d}\" is not an interface name (1 to {MAX_IFNAME} bytes, no '/', ':' or spaces)"),
+            format!(
+                "\"{d}\" is not an interface name (1 to {MAX_IFNAME} bytes, no '/', ':' or spaces)"
+            ),
         ));
     }
     if let Some(v) = n.vlan.filter(|v| !(1..=4094).contains(v)) {
@@ -327,7 +334,11 @@ pub(super) fn check_network_pair(
     let (Some(na), Some(nb)) = (a.network.as_deref(), b.network.as_deref()) else {
         return Ok(());
     };
-    if let Some(d) = nb.device.as_deref().filter(|d| na.device.as_deref() == Some(*d)) {
+    if let Some(d) = nb
+        .device
+        .as_deref()
+        .filter(|d| na.device.as_deref() == Some(*d))
+    {
         return Err(at(
             "device",
             format!("\"{d}\" is already the device of {earlier}; each network needs its own"),
