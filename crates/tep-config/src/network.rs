@@ -132,8 +132,8 @@ impl RawTunnel {
             ..d
         };
         if let Some(v) = self.ageing {
-            n.ageing_s = in_range(v, 1, MAX_AGEING_S)
-                .map_err(|m| at("ageing", format!("{m}; seconds")))?;
+            n.ageing_s =
+                in_range(v, 1, MAX_AGEING_S).map_err(|m| at("ageing", format!("{m}; seconds")))?;
         }
         if let Some(v) = self.max_macs {
             n.max_macs = in_range(v, 1, MAX_MACS).map_err(|m| at("max_macs", m))?;
@@ -288,7 +288,9 @@ fn check_overlay(c: &Config, networks: &[&TunnelConfig]) -> Result<(), ConfigErr
     if let Some(cap) = c.overlay.fdb_entries.filter(|&cap| cap < statics) {
         return Err(ConfigError {
             field: "overlay.fdb_entries".to_string(),
-            message: format!("{cap} is fewer than the {statics} static fdb entries of the networks"),
+            message: format!(
+                "{cap} is fewer than the {statics} static fdb entries of the networks"
+            ),
         });
     }
     Ok(())

@@ -6,13 +6,13 @@
 use crate::file::Config;
 use crate::gateway::RawGateway;
 use crate::host::RawHost;
+use crate::network::{check_networks, RawFdbEntry, RawNeighbour, RawOverlay, RawRoute};
 use crate::pfcp::RawPfcp;
 use crate::toml_error::toml_error;
 use core::fmt;
 use core::net::IpAddr;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
-use crate::network::{check_networks, RawFdbEntry, RawNeighbour, RawOverlay, RawRoute};
 use tep_dataplane::config::{
     bad_name_message, check_mac, check_together, network_error, not_a_network_kind,
     not_for_networks, not_used, tunnel_error, uses_key, uses_vni, valid_name, ChecksumMode,
@@ -335,7 +335,11 @@ impl RawTunnel {
     /// What a `[[tunnel]]` and a `[[network]]` share: the name, the kind,
     /// the addresses and every key about the wire, with the same meaning
     /// and defaults; the other list's own keys refused.
-    pub(super) fn typed(&self, section: Section, index: usize) -> Result<TunnelConfig, ConfigError> {
+    pub(super) fn typed(
+        &self,
+        section: Section,
+        index: usize,
+    ) -> Result<TunnelConfig, ConfigError> {
         let noun = section.noun();
         let name = match &self.name {
             None => {
