@@ -352,3 +352,196 @@ pub(super) fn check_network_pair(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::check::check_tunnels;
+    use core::net::Ipv6Addr;
+
+    const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    const VTEP2: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2));
+    const MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
+
+    fn net(name: &str, kind: TunnelKind, f: impl FnOnce(&mut NetworkSettings)) -> TunnelConfig {
+        let mut n = NetworkSettings::default();
+        f(&mut n);
+        let mut t = TunnelConfig::network(name, kind, LOCAL, n);
+        if kind.carries_ethernet() {
+            t.vni = 1;
+        }
+        t
+    }
+
+    fn p2p(name: &str, kind: TunnelKind) -> TunnelConfig {
+        let mut t = TunnelConfig::new(name, kind, LOCAL, VTEP2);
+        if kind.carries_ethernet() {
+            t.vni = 1;
+        }
+        t
+    }
+
+    /// The error of `ts`, as `field: message`.
+    fn error(ts: &[TunnelConfig]) -> String {
+        check_tunnels(ts).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn labels_count_networks_among_themselves() {
+        let ts = [
+            p2p("a", TunnelKind::Gue),
+            net("x", TunnelKind::Vxlan, |_| {}),
+            net("y", TunnelKind::GreInUdp, |n| n.ageing_s = 0),
+        ];
+        assert_eq!(
+            error(&ts),
+            "network[1] \"y\".ageing: 0 is out of range (1..=8000000 seconds)"
+        );
+        assert_eq!(network_label(3, "a b"), "network[3]");
+        assert_eq!(check_tunnels(&ts[..2]), Ok(()));
+    }
+
+    #[test]
+    fn point_to_point_fields_refused() {
+        let mut t = net("n", TunnelKind::Vxlan, |_| {});
+        t.remote = VTEP2;
+        assert!(error(&[t]).starts_with(
+            "network[0] \"n\".remote: not a [[network]] key: a network has many remote VTEPs"
+        ));
+        let mut t = net("n", TunnelKind::Vxlan, |_| {});
+        t.inner_macs = vec![MAC];
+        assert!(error(&[t]).starts_with("network[0] \"n\".inner_macs: not a [[network]] key"));
+        let mut t = net("n", TunnelKind::Gue, |_| {});
+        t.local_teid = 9;
+        assert!(error(&[t]).starts_with("network[0] \"n\".local_teid: not a [[network]] key"));
+        let t = net("n", TunnelKind::Gtpu, |_| {});
+        assert!(error(&[t]).starts_with("network[0] \"n\".kind: gtpu is not a network kind"));
+        let mut t = net("n", TunnelKind::Gue, |_| {});
+        t.sessions = true;
+        assert!(error(&[t]).starts_with("network[0] \"n\".sessions: "));
+    }
+
+    #[test]
+    fn limits_device_vlan() {
+        let e = error(&[net("n", TunnelKind::Vxlan, |n| n.max_macs = MAX_MACS + 1)]);
+        assert_eq!(
+            e,
+            "network[0] \"n\".max_macs: 16777217 is out of range (1..=16777216)"
+        );
+        let e = error(&[net("n", TunnelKind::Vxlan, |n| {
+            n.device = Some("a:b".into())
+        })]);
+        assert_eq!(e, "network[0] \"n\".device: \"a:b\" is not an interface name (1 to 15 bytes, no '/', ':' or spaces)");
+        let e = error(&[net("n", TunnelKind::Vxlan, |n| n.vlan = Some(4095))]);
+        assert_eq!(e, "network[0] \"n\".vlan: 4095 is out of range (1..=4094)");
+        assert!(valid_ifname("blue0") && valid_ifname(&"x".repeat(15)));
+        assert!(!valid_ifname(&"x".repeat(16)) && !valid_ifname("a\tb") && !valid_ifname("."));
+        assert_eq!(default_device("blue"), "tep-blue");
+        assert_eq!(default_device("a-very-long-network"), "tep-a-very-long");
+    }
+
+    #[test]
+    fn layer_specific_settings() {
+        let e = error(&[net("n", TunnelKind::Gue, |n| n.neigh_suppress = true)]);
+        assert_eq!(e, "network[0] \"n\".neigh_suppress: not used by kind gue (ARP/ND suppression is for L2 (vxlan, geneve) networks); remove it");
+        let e = error(&[net("n", TunnelKind::Gue, |n| n.fdb = vec![(MAC, VTEP2)])]);
+        assert!(
+            e.starts_with("network[0] \"n\".fdb: not used by kind gue"),
+            "{e}"
+        );
+        let e = error(&[net("n", TunnelKind::Geneve, |n| {
+            n.routes = vec![("10.0.0.0/8".parse().unwrap(), VTEP2)]
+        })]);
+        assert!(
+            e.starts_with("network[0] \"n\".routes: not used by kind geneve"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn vteps_and_entries() {
+        let v6 = IpAddr::V6(Ipv6Addr::LOCALHOST);
+        let e = error(&[net("n", TunnelKind::Vxlan, |n| n.flood = vec![VTEP2, v6])]);
+        assert!(
+            e.starts_with("network[0] \"n\".flood[1]: ::1 is IPv6 but local 192.0.2.1 is IPv4"),
+            "{e}"
+        );
+        let e = error(&[net("n", TunnelKind::Vxlan, |n| {
+            n.fdb = vec![(MAC, VTEP2), (MAC, VTEP2)]
+        })]);
+        assert!(
+            e.starts_with("network[0] \"n\".fdb[1].mac: 02:00:00:00:00:01 is listed twice"),
+            "{e}"
+        );
+        let e = error(&[net("n", TunnelKind::Vxlan, |n| n.fdb = vec![(MAC, LOCAL)])]);
+        assert!(
+            e.starts_with("network[0] \"n\".fdb[0].dst: 192.0.2.1 is local"),
+            "{e}"
+        );
+        let ip = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+        let e = error(&[net("n", TunnelKind::Vxlan, |n| {
+            n.neighbours = vec![(ip, EthernetAddress([0; 6]))]
+        })]);
+        assert!(
+            e.starts_with(
+                "network[0] \"n\".neighbours[0].mac: 00:00:00:00:00:00 is not a usable address"
+            ),
+            "{e}"
+        );
+        let e = error(&[net("n", TunnelKind::Vxlan, |n| {
+            n.neighbours = vec![(Ipv4Addr::UNSPECIFIED.into(), MAC)]
+        })]);
+        assert!(
+            e.starts_with("network[0] \"n\".neighbours[0].ip: 0.0.0.0 is not a unicast address"),
+            "{e}"
+        );
+        // A prefix built in code with host bits is caught too.
+        let bad = crate::config::IpPrefix { addr: ip, len: 8 };
+        let e = error(&[net("n", TunnelKind::Gue, |n| n.routes = vec![(bad, VTEP2)])]);
+        assert_eq!(e, "network[0] \"n\".routes[0].prefix: 10.0.0.1/8 has host bits set; did you mean 10.0.0.0/8?");
+    }
+
+    #[test]
+    fn between_networks_and_tunnels() {
+        // Same VNI as a point-to-point tunnel, whatever its remote.
+        let e = error(&[
+            p2p("t", TunnelKind::Vxlan),
+            net("n", TunnelKind::Vxlan, |_| {}),
+        ]);
+        assert!(e.starts_with("network[0] \"n\".vni: received packets could not be told apart from tunnel[0] \"t\"'s"), "{e}");
+        // The network first: the tunnel is the one named.
+        let e = error(&[
+            net("n", TunnelKind::Vxlan, |_| {}),
+            p2p("t", TunnelKind::Vxlan),
+        ]);
+        assert!(e.starts_with("tunnel[1] \"t\".vni: received packets could not be told apart from network[0] \"n\"'s"), "{e}");
+        let e = error(&[
+            net("a", TunnelKind::FouIpip, |_| {}),
+            net("b", TunnelKind::FouIpip, |_| {}),
+        ]);
+        assert!(e.starts_with("network[1] \"b\".local_port: "), "{e}");
+        let e = error(&[
+            net("a", TunnelKind::Vxlan, |n| n.device = Some("d".into())),
+            net("b", TunnelKind::Geneve, |n| n.device = Some("d".into())),
+        ]);
+        assert_eq!(e, "network[1] \"b\".device: \"d\" is already the device of network[0] \"a\"; each network needs its own");
+        let e = error(&[
+            net("a", TunnelKind::Vxlan, |n| n.vlan = Some(9)),
+            net("b", TunnelKind::Geneve, |n| n.vlan = Some(9)),
+        ]);
+        assert_eq!(e, "network[1] \"b\".vlan: VLAN 9 already carries network[0] \"a\"; each network needs its own vlan");
+        let e = error(&[
+            p2p("a", TunnelKind::Gue),
+            net("a", TunnelKind::GreInUdp, |_| {}),
+        ]);
+        assert!(
+            e.starts_with("network[0].name: \"a\" is already the name of tunnel[0] \"a\""),
+            "{e}"
+        );
+        // Networks stay out of the default-L2-tunnel rule: a default VXLAN
+        // tunnel and a VXLAN network of another VNI live together.
+        let mut other = net("n", TunnelKind::Vxlan, |_| {});
+        other.vni = 2;
+        assert_eq!(check_tunnels(&[p2p("t", TunnelKind::Vxlan), other]), Ok(()));
+    }
+}
