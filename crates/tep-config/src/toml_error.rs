@@ -11,6 +11,9 @@ use toml::Spanned;
 /// values, to name the field a deserialization error points at.
 type LooseTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 
+/// `tunnel[i] "name"` or `network[i] "name"`.
+type Labeller = fn(usize, &str) -> String;
+
 #[derive(Deserialize)]
 struct LooseFile {
     dataplane: Option<LooseTable>,
@@ -88,7 +91,7 @@ fn locate(text: &str, span: core::ops::Range<usize>) -> Option<String> {
                 return Some(format!("{section}.{key}"));
             }
         }
-        let lists: [(&Option<Vec<LooseTable>>, fn(usize, &str) -> String); 2] = [
+        let lists: [(&Option<Vec<LooseTable>>, Labeller); 2] = [
             (&loose.tunnel, tunnel_label),
             (&loose.network, network_label),
         ];
