@@ -341,37 +341,11 @@ impl RawTunnel {
         index: usize,
     ) -> Result<TunnelConfig, ConfigError> {
         let noun = section.noun();
-        let name = match &self.name {
-            None => {
-                return Err(section.error(
-                    index,
-                    None,
-                    "name",
-                    format!("missing: every {noun} needs a name unique among tunnels and networks (1 to 32 characters from A-Z a-z 0-9 _ . -)"),
-                ))
-            }
-            Some(n) if !valid_name(n) => {
-                return Err(section.error(index, None, "name", bad_name_message(n)))
-            }
-            Some(n) => n,
-        };
+        let name = self.name(section, index)?;
         let at = |field: &str, message: String| section.error(index, Some(name), field, message);
         self.refuse_other_keys(section, &at)?;
         let missing = |field: &str, what: &str| at(field, format!("missing: {what}"));
-
-        let kind_names: Vec<&str> = TunnelKind::ALL.iter().map(|k| k.name()).collect();
-        let kind: TunnelKind = match &self.kind {
-            None => {
-                return Err(missing(
-                    "kind",
-                    &format!(
-                        "every {noun} needs a kind (one of: {})",
-                        kind_names.join(", ")
-                    ),
-                ))
-            }
-            Some(k) => k.parse().map_err(|e: String| at("kind", e))?,
-        };
+        let kind = self.kind(noun, &at)?;
         let addr = |field: &str, v: &Option<String>, what: &str| -> Result<IpAddr, ConfigError> {
             match v {
                 None => Err(missing(field, what)),
@@ -399,6 +373,42 @@ impl RawTunnel {
         self.checksums(&mut t, &at)?;
         self.outer(&mut t, &at)?;
         Ok(t)
+    }
+
+    /// The name, required and valid (the label of every later error).
+    fn name(&self, section: Section, index: usize) -> Result<&str, ConfigError> {
+        match &self.name {
+            None => Err(section.error(
+                index,
+                None,
+                "name",
+                format!(
+                    "missing: every {} needs a name unique among tunnels and networks (1 to 32 characters from A-Z a-z 0-9 _ . -)",
+                    section.noun()
+                ),
+            )),
+            Some(n) if !valid_name(n) => Err(section.error(index, None, "name", bad_name_message(n))),
+            Some(n) => Ok(n),
+        }
+    }
+
+    /// The kind, required.
+    fn kind(
+        &self,
+        noun: &str,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<TunnelKind, ConfigError> {
+        let Some(k) = &self.kind else {
+            let kind_names: Vec<&str> = TunnelKind::ALL.iter().map(|k| k.name()).collect();
+            return Err(at(
+                "kind",
+                format!(
+                    "missing: every {noun} needs a kind (one of: {})",
+                    kind_names.join(", ")
+                ),
+            ));
+        };
+        k.parse().map_err(|e: String| at("kind", e))
     }
 
     /// A `[[network]]` key in a `[[tunnel]]`, or a point-to-point key in
