@@ -5,6 +5,7 @@
 use super::model::{ChecksumMode, ConfigError, Dscp, GueRcoEncoding, IpPrefix, Ttl, TunnelConfig};
 use super::network_check::{check_network_pair, network_error, network_label};
 use crate::kind::TunnelKind;
+use crate::overlay::MAX_NETWORKS;
 use core::net::IpAddr;
 use tep_wire::ethernet::EthernetAddress;
 
@@ -84,6 +85,17 @@ fn places(ts: &[TunnelConfig]) -> Vec<Place> {
 /// to one tunnel; between networks, their own devices and VLANs.
 pub fn check_together(ts: &[TunnelConfig]) -> Result<(), ConfigError> {
     let places = places(ts);
+    // Before the pairs: their count is what this bounds.
+    if let Some(j) = places
+        .iter()
+        .position(|p| *p == Place::Network(MAX_NETWORKS))
+    {
+        return Err(places[j].error(
+            Some(&ts[j].name),
+            "name",
+            format!("more than {MAX_NETWORKS} networks (a network's index is 16 bits)"),
+        ));
+    }
     for (j, b) in ts.iter().enumerate() {
         let at = |field: &str, message: String| places[j].error(Some(&b.name), field, message);
         for (i, a) in ts[..j].iter().enumerate() {

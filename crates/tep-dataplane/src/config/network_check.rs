@@ -356,7 +356,7 @@ pub(super) fn check_network_pair(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::check::check_tunnels;
+    use crate::config::check::{check_together, check_tunnels};
     use core::net::Ipv6Addr;
 
     const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
@@ -537,6 +537,14 @@ mod tests {
         assert!(
             e.starts_with("network[0].name: \"a\" is already the name of tunnel[0] \"a\""),
             "{e}"
+        );
+        // A network's index is 16 bits.
+        let many: Vec<_> = (0..=crate::overlay::MAX_NETWORKS)
+            .map(|i| net(&format!("n{i}"), TunnelKind::Gue, |_| {}))
+            .collect();
+        assert_eq!(
+            check_together(&many).unwrap_err().to_string(),
+            "network[65535] \"n65535\".name: more than 65535 networks (a network's index is 16 bits)"
         );
         // Networks stay out of the default-L2-tunnel rule: a default VXLAN
         // tunnel and a VXLAN network of another VNI live together.
