@@ -11,7 +11,9 @@ use tep_dataplane::config::{check_tunnels, ConfigError, DataplaneConfig, TunnelC
 pub struct Config {
     /// `[dataplane]`.
     pub dataplane: DataplaneConfig,
-    /// `[[tunnel]]`, in file order (the tunnel index is the position).
+    /// `[[tunnel]]` in file order, then `[pfcp]`'s N3 tunnels, then
+    /// `[[network]]` in file order (the tunnel index is the position; a
+    /// network's errors count it among the networks).
     pub tunnels: Vec<TunnelConfig>,
     /// `[host]`: devices, queues and listeners of `tep run` in host mode
     /// (its defaults when the file has no `[host]`).
@@ -98,7 +100,8 @@ impl Config {
     /// values can still break: for configs built in code (tests, benches,
     /// a control plane) before the dataplane is built from them.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        check_tunnels(&self.tunnels)
+        check_tunnels(&self.tunnels)?;
+        crate::network::check_networks(self)
     }
 }
 
