@@ -93,23 +93,30 @@ enum Command {
         #[command(flatten)]
         target: Target,
     },
-    /// Show or change a network's forwarding database, as `bridge fdb`
-    /// does: which remote VTEP (dst) a MAC is behind. `add` refuses a MAC
-    /// already there, `replace` overwrites it; entries added here are
-    /// static (never aged, never moved by learning).
+    /// Show or change a network's MACs: which remote VTEP each is behind
+    /// (as `bridge fdb`).
+    ///
+    /// `add` refuses a MAC already there, `replace` overwrites it; entries
+    /// added here are static (never aged, never moved by learning).
     #[command(after_help = overlay_help("fdb"))]
     Fdb(OverlayVerb),
-    /// Show or change a network's flood list: the remote VTEPs that get a
-    /// copy of broadcast, multicast and unknown unicast frames (`bridge
-    /// fdb append 00:00:00:00:00:00 dst ADDR`).
+    /// Show or change a network's flood list (remote VTEPs).
+    ///
+    /// The remote VTEPs that get a copy of broadcast, multicast and
+    /// unknown unicast frames (`bridge fdb append 00:00:00:00:00:00 dst
+    /// ADDR`).
     #[command(after_help = overlay_help("peer"))]
     Peer(OverlayVerb),
-    /// Show or change a network's neighbours (ARP/ND suppression), as `ip
-    /// neigh` does: the MAC (lladdr) of an IP address, answered locally.
+    /// Show or change a network's neighbours for ARP/ND suppression (as
+    /// `ip neigh`).
+    ///
+    /// The MAC (lladdr) of an IP address, which tep answers ARP requests
+    /// and Neighbor Solicitations with.
     #[command(after_help = overlay_help("neigh"))]
     Neigh(OverlayVerb),
-    /// Show or change an L3 network's routes, as `ip route` does: which
-    /// remote VTEP (via) an inner prefix is behind.
+    /// Show or change an L3 network's routes (as `ip route`).
+    ///
+    /// Which remote VTEP (via) an inner prefix is behind.
     #[command(after_help = overlay_help("route"))]
     Route(OverlayVerb),
     /// Load a running UPF over PFCP (the rest of the benchmarks is

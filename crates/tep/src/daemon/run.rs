@@ -140,7 +140,8 @@ impl<Io: Send + 'static> Workers<Io> {
         config: Arc<Config>,
         ios: Vec<Io>,
         shared: &Arc<Shared>,
-        (links, overlay): (Vec<WorkerLink>, Option<Arc<Overlay>>),
+        links: Vec<WorkerLink>,
+        overlay: Option<Arc<Overlay>>,
     ) -> Result<Self, String> {
         shared.stop.store(false, Ordering::Release);
         shared
@@ -295,7 +296,7 @@ pub fn run<M: Mode>(path: &Path) -> Result<(), String> {
         }
         None => (None, Vec::new()),
     };
-    let mut running = Workers::start(&mode, config.clone(), ios, &shared, (links, overlay))?;
+    let mut running = Workers::start(&mode, config.clone(), ios, &shared, links, overlay)?;
     let sweeper = Sweeper::start(state.clone(), &shared.liveness)?;
     *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
     let n4 = match sessions {
@@ -364,7 +365,7 @@ fn reload<M: Mode>(
     if let Some(n) = n4 {
         n.replay();
     }
-    *running = Workers::start(mode, config.clone(), ios, shared, (links, overlay))
+    *running = Workers::start(mode, config.clone(), ios, shared, links, overlay)
         .map_err(ReloadError::Failed)?;
     *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
     *state.config.lock().unwrap_or_else(|e| e.into_inner()) = config;
