@@ -31,9 +31,10 @@ impl Overlay {
     /// Carries into this overlay (a reloaded config's, before any worker
     /// uses it) what `old`, the overlay it replaces, holds beyond
     /// `old_tunnels` (the config `old` was built from): learned MACs and
-    /// neighbours, their age kept; external FDB entries; and the FDB
+    /// neighbours, their age kept; external FDB entries; the FDB
     /// entries, flood list members, routes and neighbours the control
-    /// verbs added. Per network of the same name, layer and underlay
+    /// verbs added; and the counters, which count since the daemon
+    /// started as the tunnels' do. Per network of the same name, layer and underlay
     /// family (another kind of network under the old name starts afresh).
     /// What the new config says of a MAC, prefix, VTEP or address wins; what
     /// the old config said and the new one no longer does is gone.
@@ -54,6 +55,7 @@ impl Overlay {
                 .get(was.tunnel as usize)
                 .and_then(|t| t.network.as_deref())
                 .unwrap_or(&none);
+            carry_counters(&was.counters, &net.counters);
             let pair = (o, n as u16);
             self.carry_fdb(&mut r, old, pair, config, &mut carried);
             if let Some(t) = old_topology.networks.get(usize::from(o)) {
@@ -191,6 +193,24 @@ impl Overlay {
     }
 }
 
+/// Adds what `from` counted to `to`.
+fn carry_counters(from: &NetworkCounters, to: &NetworkCounters) {
+    let s = from.snapshot();
+    for (c, v) in [
+        (&to.learned, s.learned),
+        (&to.aged, s.aged),
+        (&to.moved, s.moved),
+        (&to.learn_refused, s.learn_refused),
+        (&to.move_refused, s.move_refused),
+        (&to.flooded, s.flooded),
+        (&to.flood_copies, s.flood_copies),
+        (&to.suppressed, s.suppressed),
+        (&to.neigh_learned, s.neigh_learned),
+    ] {
+        NetworkCounters::add(c, v);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! These need the real FDB and neighbour tables (fdb.rs, neigh.rs).
@@ -302,9 +322,11 @@ mod tests {
         let mut fewer = blue(&[], &[]);
         fewer.max_macs = 2;
         let new = overlay(&[net("blue", TunnelKind::Vxlan, "192.0.2.1", fewer)]);
+        NetworkCounters::add(&old.networks()[0].counters.learn_refused, 5);
         let carried = new.carry_over(&old, &old_tunnels);
         assert_eq!((carried.fdb, carried.refused), (2, 1));
-        assert_eq!(new.stats(0).learn_refused, 1);
+        // The old overlay's count, and the MAC left behind.
+        assert_eq!(new.stats(0).learn_refused, 6);
         assert_eq!(new.fdb_rows(None).unwrap().len(), 2);
     }
 
