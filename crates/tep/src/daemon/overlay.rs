@@ -414,7 +414,10 @@ struct NetworkLine {
     key: Option<u32>,
     local: IpAddr,
     port: u16,
-    device: String,
+    /// Host mode's TAP or TUN.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device: Option<String>,
+    /// Gateway mode's VLAN on the inner interface (None: untagged).
     #[serde(skip_serializing_if = "Option::is_none")]
     vlan: Option<u16>,
     learning: bool,
@@ -446,9 +449,10 @@ impl fmt::Display for NetworkLine {
             "{}: {}{id} local {} port {}",
             self.name, self.kind, self.local, self.port
         )?;
-        write!(f, "  device {}", self.device)?;
-        if let Some(v) = self.vlan {
-            write!(f, " vlan {v}")?;
+        match (&self.device, self.vlan) {
+            (Some(d), _) => write!(f, "  device {d}")?,
+            (None, Some(v)) => write!(f, "  vlan {v}")?,
+            (None, None) => write!(f, "  untagged")?,
         }
         writeln!(
             f,
@@ -498,8 +502,11 @@ pub fn show_networks(o: &Overlay, config: &Config, json: bool) -> String {
                 key: t.key,
                 local: t.local,
                 port: t.local_port,
-                device: s.device.clone().unwrap_or_else(|| default_device(&n.name)),
-                vlan: s.vlan,
+                device: config
+                    .gateway
+                    .is_none()
+                    .then(|| s.device.clone().unwrap_or_else(|| default_device(&n.name))),
+                vlan: s.vlan.filter(|_| config.gateway.is_some()),
                 learning: n.learning,
                 ageing_s: n.ageing_s,
                 max_macs: n.max_macs,
