@@ -34,8 +34,8 @@ pub struct Config {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OverlayConfig {
     /// FDB entries at most, every network together (`fdb_entries`; default
-    /// the networks' `max_macs` summed plus their static entries, at least
-    /// 1024).
+    /// the L2 networks' `max_macs` summed plus their static entries, at
+    /// least 1024).
     pub fdb_entries: Option<usize>,
     /// Remote VTEPs at most (`max_vteps`, default 4096): learning from
     /// spoofed underlay sources stops there.
@@ -59,6 +59,7 @@ impl Config {
             let need: usize = self
                 .tunnels
                 .iter()
+                .filter(|t| t.kind.carries_ethernet())
                 .filter_map(|t| t.network.as_deref())
                 .map(|n| n.max_macs as usize + n.fdb.len())
                 .sum();

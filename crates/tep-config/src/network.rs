@@ -491,6 +491,8 @@ mod tests {
             ("gue", "fdb = []", "fdb"),
             ("fou-ipip", "neighbours = []", "neighbours"),
             ("gre", "neigh_suppress = false", "neigh_suppress"),
+            ("gue", "ageing = 60", "ageing"),
+            ("fou-ipip", "max_macs = 10", "max_macs"),
             ("vxlan", "routes = []", "routes"),
             (
                 "geneve",

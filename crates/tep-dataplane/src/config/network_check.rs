@@ -105,6 +105,9 @@ pub fn network_key_not_used(kind: TunnelKind, field: &str) -> Option<String> {
         "neighbours" | "neigh_suppress" if !l2 => {
             "ARP/ND suppression is for L2 (vxlan, geneve) networks"
         }
+        "ageing" | "max_macs" if !l2 => {
+            "an L3 network learns no MACs (learning there only says whether packets from VTEPs it does not name are taken)"
+        }
         "routes" if l2 => {
             "an L2 network forwards frames by MAC: give static entries in fdb"
         }
