@@ -12,6 +12,7 @@
 //! to `target/skipped-tests.txt` too, for a look after the run.
 
 pub mod netns;
+pub mod ovs;
 
 use std::fmt::Display;
 use std::io::Write;

@@ -37,12 +37,12 @@
 //! and count (`unknown_critical_option`).
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tep_testing::netns::{ping, root_or_skip, tep, Daemon, Lab, Namespaces};
+use tep_testing::ovs::Ovs;
 
-const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 /// Inner MTU everywhere: the underlay's 1500 less Geneve's 50 (outer IPv4
 /// 20, UDP 8, Geneve 8, inner Ethernet 14), what tep gives its TAP.
 const MTU: &str = "1450";
@@ -222,150 +222,23 @@ flood = [{flood}]
     }
 }
 
-/// Open vSwitch's two daemons in h3; stopped by their pid files on drop,
-/// also when starting them failed half-way.
-struct Ovs {
-    dir: PathBuf,
-    ns: String,
+/// An interface's OpenFlow port number.
+fn ofport(ovs: &Ovs, iface: &str) -> String {
+    ovs.vsctl(&["get", "Interface", iface, "ofport"])
+        .trim()
+        .to_string()
 }
 
-impl Ovs {
-    fn start(rig: &Rig) -> Ovs {
-        let dir = rig.lab.dir.join("ovs");
-        std::fs::create_dir_all(&dir).unwrap();
-        let ovs = Ovs {
-            dir,
-            ns: rig.ns("h3"),
-        };
-        let d = ovs.dir.display().to_string();
-        ovs.exec(&["ovsdb-tool", "create", &format!("{d}/conf.db"), SCHEMA]);
-        ovs.exec(&[
-            "ip",
-            "netns",
-            "exec",
-            &ovs.ns,
-            "ovsdb-server",
-            &format!("{d}/conf.db"),
-            &format!("--remote=punix:{d}/db.sock"),
-            &format!("--pidfile={d}/ovsdb-server.pid"),
-            &format!("--unixctl={d}/ovsdb-server.ctl"),
-            &format!("--log-file={d}/ovsdb-server.log"),
-            "-vconsole:off",
-            "--detach",
-        ]);
-        ovs.vsctl(&["--no-wait", "init"]);
-        ovs.exec(&[
-            "ip",
-            "netns",
-            "exec",
-            &ovs.ns,
-            "ovs-vswitchd",
-            &format!("unix:{d}/db.sock"),
-            &format!("--pidfile={d}/ovs-vswitchd.pid"),
-            &format!("--unixctl={d}/ovs-vswitchd.ctl"),
-            &format!("--log-file={d}/ovs-vswitchd.log"),
-            "-vconsole:off",
-            "--detach",
-        ]);
-        ovs
-    }
-
-    /// Runs an OVS command with every OVS directory in ours (the bridges'
-    /// management sockets too, which would otherwise go to
-    /// /var/run/openvswitch); its stdout.
-    fn exec(&self, args: &[&str]) -> String {
-        let out = Command::new(args[0])
-            .args(&args[1..])
-            .envs(
-                ["OVS_RUNDIR", "OVS_DBDIR", "OVS_LOGDIR", "OVS_SYSCONFDIR"].map(|k| (k, &self.dir)),
-            )
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|e| panic!("{}: {e}", args[0]));
-        if !out.status.success() {
-            panic!(
-                "`{}` failed: {}\n{}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr),
-                self.log()
-            );
-        }
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn vsctl(&self, args: &[&str]) -> String {
-        let db = format!("--db=unix:{}/db.sock", self.dir.display());
-        let mut all = vec!["ovs-vsctl", &db, "--timeout=10"];
-        all.extend_from_slice(args);
-        self.exec(&all)
-    }
-
-    fn appctl(&self, args: &[&str]) -> String {
-        let ctl = self.dir.join("ovs-vswitchd.ctl").display().to_string();
-        let mut all = vec!["ovs-appctl", "-t", &ctl];
-        all.extend_from_slice(args);
-        self.exec(&all)
-    }
-
-    fn ofctl(&self, args: &[&str]) -> String {
-        let mut all = vec!["ovs-ofctl"];
-        all.extend_from_slice(args);
-        self.exec(&all)
-    }
-
-    /// ovs-vswitchd's log (the end of it), for failure messages.
-    fn log(&self) -> String {
-        let text = std::fs::read_to_string(self.dir.join("ovs-vswitchd.log")).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(40).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        format!("ovs-vswitchd.log (end):\n{}", tail.join("\n"))
-    }
-
-    /// An interface's OpenFlow port number.
-    fn ofport(&self, iface: &str) -> String {
-        self.vsctl(&["get", "Interface", iface, "ofport"])
-            .trim()
-            .to_string()
-    }
-
-    /// br-int's MAC table: (OpenFlow port, MAC) rows.
-    fn fdb(&self) -> Vec<(String, String)> {
-        self.appctl(&["fdb/show", "br-int"])
-            .lines()
-            .skip(1)
-            .filter_map(|l| {
-                let w: Vec<&str> = l.split_whitespace().collect();
-                Some((w.first()?.to_string(), w.get(2)?.to_string()))
-            })
-            .collect()
-    }
-}
-
-impl Drop for Ovs {
-    fn drop(&mut self) {
-        for daemon in ["ovs-vswitchd", "ovsdb-server"] {
-            let file = self.dir.join(format!("{daemon}.pid"));
-            let Some(pid) = std::fs::read_to_string(&file)
-                .ok()
-                .and_then(|p| p.trim().parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let alive = || Path::new(&format!("/proc/{pid}")).exists();
-            let _ = Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status();
-            let until = Instant::now() + Duration::from_secs(5);
-            while alive() && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            if alive() {
-                let _ = Command::new("kill")
-                    .args(["-KILL", &pid.to_string()])
-                    .status();
-            }
-        }
-    }
+/// br-int's MAC table: (OpenFlow port, MAC) rows.
+fn ovs_fdb(ovs: &Ovs) -> Vec<(String, String)> {
+    ovs.appctl(&["fdb/show", "br-int"])
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            Some((w.first()?.to_string(), w.get(2)?.to_string()))
+        })
+        .collect()
 }
 
 /// h3: OVS with br-phy on the underlay veth (192.0.2.3) and br-int with
@@ -379,7 +252,7 @@ fn ovs_host(rig: &Rig) -> Ovs {
             "ethtool", "-K", "eth0", "tx", "off", "tso", "off", "gso", "off",
         ],
     );
-    let ovs = Ovs::start(rig);
+    let ovs = Ovs::start(&rig.lab.dir.join("ovs"), &rig.ns("h3"));
     let hwaddr = rig.run("h3", &["cat", "/sys/class/net/u/address"]);
     let hwaddr = format!("other_config:hwaddr={}", hwaddr.trim());
     ovs.vsctl(&[
@@ -637,27 +510,17 @@ fn tools_or_skip(test: &str) -> bool {
     if !root_or_skip(test) {
         return false;
     }
-    for tool in [
-        "ovs-vswitchd",
-        "ovsdb-server",
-        "ovsdb-tool",
-        "ovs-vsctl",
-        "ovs-appctl",
-        "ovs-ofctl",
-        "python3",
-        "ethtool",
-        "nstat",
-    ] {
+    if let Some(why) = tep_testing::ovs::missing() {
+        tep_testing::skip(format_args!("{test}: {why}"));
+        return false;
+    }
+    for tool in ["python3", "ethtool", "nstat"] {
         if !tep_testing::have(tool) {
             tep_testing::skip(format_args!(
-                "{test}: `{tool}` is not installed (apt-get install openvswitch-switch ethtool iproute2 python3)"
+                "{test}: `{tool}` is not installed (apt-get install python3 ethtool iproute2)"
             ));
             return false;
         }
-    }
-    if !Path::new(SCHEMA).exists() {
-        tep_testing::skip(format_args!("{test}: no OVS schema at {SCHEMA}"));
-        return false;
     }
     true
 }
@@ -675,7 +538,7 @@ fn geneve_three_vteps_with_open_vswitch() {
     let h2 = rig.tep_host(2);
     let teps = [&h1, &h2];
     let diag = |what: &str| -> String {
-        let mut s = format!("{what}\n{}\n", ovs.log());
+        let mut s = format!("{what}\n{}\n", ovs.log_tail(40));
         for (i, d) in teps.iter().enumerate() {
             s += &format!(
                 "h{} log:\n{}\nh{} counters:\n{}\n",
@@ -685,13 +548,8 @@ fn geneve_three_vteps_with_open_vswitch() {
                 d.control(&["show", "counters"]).unwrap_or_default()
             );
         }
-        let drops: Vec<String> = ovs
-            .appctl(&["coverage/show"])
-            .lines()
-            .filter(|l| l.contains("drop"))
-            .map(str::to_string)
-            .collect();
-        s + &ovs.appctl(&["fdb/show", "br-int"]) + "OVS drops:\n" + &drops.join("\n")
+        let drops = ovs.coverage("drop");
+        s + &ovs.appctl(&["fdb/show", "br-int"]) + &format!("OVS drops: {drops:?}")
     };
     eprintln!("set up in {:.2?}", t0.elapsed());
 
@@ -724,9 +582,9 @@ fn geneve_three_vteps_with_open_vswitch() {
 
     check_tep_fdb(&h1, 1);
     check_tep_fdb(&h2, 2);
-    let ovs_fdb = ovs.fdb();
+    let ovs_fdb = ovs_fdb(&ovs);
     for (i, port) in [(1, "t1"), (2, "t2"), (3, "w3")] {
-        let ofport = ovs.ofport(port);
+        let ofport = ofport(&ovs, port);
         assert!(
             ovs_fdb.contains(&(ofport.clone(), mac(i))),
             "OVS has w{i} ({}) not behind {port} (port {ofport}): {ovs_fdb:?}",
@@ -741,17 +599,17 @@ fn geneve_three_vteps_with_open_vswitch() {
         let kernel = &json(d, &["show", "counters"])["kernel"];
         assert_eq!(kernel["udp_bad_checksum"], 0, "h{}: {kernel}", i + 1);
     }
-    // OVS verifies tep's outer checksums and headers when it decapsulates
-    // (coverage/show lists the counters that were hit).
-    let coverage = ovs.appctl(&["coverage/show"]);
+    // OVS verifies tep's outer checksums and headers when it decapsulates.
+    let drops = ovs.coverage("datapath_drop");
     for counter in [
         "datapath_drop_tunnel_pop_error",
         "datapath_drop_invalid_tnl_port",
         "datapath_drop_rx_invalid_packet",
     ] {
         assert!(
-            !coverage.lines().any(|l| l.starts_with(counter)),
-            "OVS counted {counter}:\n{coverage}"
+            !drops.iter().any(|(name, _)| name == counter),
+            "{}",
+            diag(&format!("OVS counted {counter}"))
         );
     }
     for w in ["w1", "w2", "w3"] {
@@ -766,7 +624,7 @@ fn geneve_three_vteps_with_open_vswitch() {
 /// OVS adds a Geneve option to w3's frames: tep skips an uncritical one
 /// (delivers), drops and counts a critical one (RFC 8926 §3.5).
 fn geneve_options(rig: &Rig, ovs: &Ovs, h1: &Daemon) {
-    let w3 = ovs.ofport("w3");
+    let w3 = ofport(ovs, "w3");
     // The option's 8 bytes (4 of header, 4 of data) make w3's full-size
     // frames 8 bytes too big for the underlay, and OVS sends nothing that
     // big (it does not fragment): w3's MTU, and with it the MSS of its
