@@ -12,10 +12,10 @@
 //!    +------ u: Linux bridge br0 (p1, p2, p3) ----+ AF_PACKET on h3's u
 //! ```
 //!
-//! OVS in h3 runs as the baseline script in /work/shared/bench runs it:
-//! its own ovsdb-server and ovs-vswitchd (db, sockets and pid files in
-//! the test's directory), a netdev bridge br-phy on the underlay veth with
-//! the kernel kept off that veth, and a netdev bridge br-int with one
+//! OVS in h3 is userspace tunnelling as OVS documents it: its own
+//! ovsdb-server and ovs-vswitchd ([`tep_testing::ovs`]), a netdev bridge
+//! br-phy on the underlay veth (AF_PACKET) that holds the VTEP address,
+//! with the kernel kept off that veth, and a netdev bridge br-int with one
 //! Geneve port per tep VTEP. OVS 3.1 reads AF_PACKET without virtio-net
 //! headers, so frames it reads must be whole with final checksums: the
 //! underlay bridge's port towards h3 and w3's veth have checksum and
@@ -162,11 +162,11 @@ impl Rig {
     /// Workload `i`: namespace w<i> with eth0 (its MAC, 10.100.0.i/24,
     /// MTU 1450), the veth's other end `w<i>` in h<i>, up and unaddressed.
     fn workload(&self, i: usize) {
-        let (h, w, dev) = (format!("h{i}"), format!("w{i}"), format!("w{i}"));
+        let (h, w) = (format!("h{i}"), format!("w{i}"));
         self.lab
-            .veth(&h, &dev, &w, "eth0")
+            .veth(&h, &w, &w, "eth0")
             .unwrap_or_else(|e| panic!("veth: {e}"));
-        self.run(&h, &["ip", "link", "set", &dev, "mtu", MTU, "up"]);
+        self.run(&h, &["ip", "link", "set", &w, "mtu", MTU, "up"]);
         let m = mac(i);
         self.run(
             &w,
@@ -297,15 +297,10 @@ fn ovs_host(rig: &Rig) -> Ovs {
         "datapath_type=netdev",
         "fail-mode=standalone",
     ];
-    let tunnels = [
-        ("t1", vtep(1), "options:csum=true"),
-        ("t2", vtep(2), "options:csum=false"),
-    ];
-    let remotes: Vec<String> = tunnels
-        .iter()
-        .map(|(_, r, _)| format!("options:remote_ip={r}"))
-        .collect();
-    for ((port, _, csum), remote) in tunnels.iter().zip(&remotes) {
+    for (port, remote, csum) in [
+        ("t1", "options:remote_ip=192.0.2.1", "options:csum=true"),
+        ("t2", "options:remote_ip=192.0.2.2", "options:csum=false"),
+    ] {
         args.extend([
             "--",
             "add-port",
@@ -429,7 +424,14 @@ fn transfer(rig: &Rig, from: usize, to: usize) {
         .expect("python3 server");
     let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
     let first = lines.next().and_then(Result::ok).unwrap_or_default();
-    assert_eq!(first, "listening", "{what}: server did not start");
+    if first != "listening" {
+        let _ = server.kill();
+        let out = server.wait_with_output().expect("python3 server");
+        panic!(
+            "{what}: the server did not start: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     let client = Command::new("timeout")
         .args(["30", "ip", "netns", "exec", &rig.ns(&format!("w{from}"))])
         .args(["python3", "-c", CLIENT, &dst])
