@@ -24,6 +24,7 @@
 pub mod fdb;
 pub mod neigh;
 pub(crate) mod nodes;
+pub mod reload;
 
 use crate::config::{IpPrefix, TunnelConfig};
 use crate::tunnel::FastMap;
@@ -37,8 +38,6 @@ use std::time::Instant;
 
 /// The most networks one overlay holds (a network index is 16 bits).
 pub const MAX_NETWORKS: usize = 65_535;
-/// The most remote VTEPs by default.
-pub const DEFAULT_MAX_VTEPS: u32 = 65_536;
 /// The peer of a packet to be flooded to its network's flood list
 /// (`Pool::peer`).
 pub const FLOOD: u32 = u32::MAX;
