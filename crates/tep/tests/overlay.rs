@@ -52,7 +52,7 @@ def sniff(c):
         r, _, _ = select.select([s, sys.stdin], [], [], 0.2)
         if s in r:
             take()
-        if sys.stdin in r and not sys.stdin.readline():
+        if sys.stdin in r:
             break
     s.setblocking(False)
     try:
@@ -400,12 +400,16 @@ impl Lab {
     }
 
     /// Pings that must all come back (the first may wait for ARP and
-    /// flooding: 10 s for it).
+    /// flooding: 10 s for one to).
     fn ping_ok(&self, w: &str, dst: &str) {
+        // A failed resolution before makes ping give up at once: ask
+        // again until the deadline.
         assert!(
-            self.ping(w, dst, 1, 10) == 1,
-            "{w} cannot reach {dst}\n{}",
-            self.d().log()
+            self.until(10, || self.ping(w, dst, 1, 1) == 1),
+            "{w} cannot reach {dst}\n{}\n{}\n{}",
+            self.d().log(),
+            self.ctl(&["show", "networks"]).unwrap_or_else(|e| e),
+            self.ctl(&["show", "counters"]).unwrap_or_else(|e| e),
         );
         let got = self.ping(w, dst, 3, 5);
         assert_eq!(got, 3, "{w} -> {dst}: {got}/3 replies");
@@ -495,12 +499,16 @@ impl Sniffer {
         self.0.recv(Duration::from_secs(secs)).as_deref() == Ok("seen")
     }
 
-    /// Stops it: every frame it saw.
-    fn stop(self) -> Vec<Seen> {
-        let line = self
-            .0
-            .finish(Duration::from_secs(20))
-            .unwrap_or_else(|e| panic!("sniffer: {e}"));
+    /// Stops it (any line on its stdin): every frame it saw.
+    fn stop(mut self) -> Vec<Seen> {
+        self.0.send("stop");
+        let line = loop {
+            match self.0.recv(Duration::from_secs(20)) {
+                Ok(l) if l == "seen" => continue,
+                Ok(l) => break l,
+                Err(e) => panic!("sniffer: {e}\n{}", self.0.log()),
+            }
+        };
         let v: Value = serde_json::from_str(&line).unwrap();
         v["frames"]
             .as_array()
@@ -662,6 +670,17 @@ impl Lab {
         let r = self.fdb_row(net, mac)?;
         let dst = r["dst"].as_str().unwrap_or("local").to_string();
         Some((dst, r["origin"].as_str().unwrap_or("?").to_string()))
+    }
+
+    /// Drops of `node` for `reason` (`tep show counters`).
+    fn drops(&self, node: &str, reason: &str) -> u64 {
+        let text = self.ctl(&["show", "counters"]).unwrap_or_default();
+        text.lines()
+            .find_map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                (w.len() == 3 && w[0] == node && w[1] == reason).then(|| w[2].parse().ok())?
+            })
+            .unwrap_or(0)
     }
 
     fn log(&self) -> String {
@@ -948,6 +967,19 @@ fn runtime_changes() {
     let mut lab = Lab::build(&[BLUE], &[]);
     lab.start_tep(&network(&BLUE, false, "learning = false\n"));
     assert_eq!(lab.ping("w1b", &ip(2), 1, 2), 0, "traffic with no peer");
+    // Frames from VTEPs the network does not name yet are dropped (and
+    // must be taken once the verbs name them).
+    for w in ["w2b", "w3b"] {
+        lab.send(
+            w,
+            json!({"dst": "ff:ff:ff:ff:ff:ff", "src": mac(9), "payload": "before"}),
+        );
+    }
+    assert!(
+        lab.until(5, || lab.drops("fdb-learn", "wrong_peer") >= 2),
+        "frames from unnamed VTEPs: {}",
+        lab.ctl(&["show", "counters"]).unwrap_or_else(|e| e)
+    );
     for i in [2, 3] {
         lab.ctl(&["peer", "add", &vtep(i), "dev", "blue"])
             .unwrap_or_else(|e| panic!("peer add: {e}"));
