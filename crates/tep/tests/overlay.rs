@@ -99,7 +99,11 @@ def serve(c):
 def push(c):
     data = os.urandom(c["bytes"])
     s = socket.create_connection((c["addr"], c["port"]), timeout=c.get("timeout", 30))
-    s.sendall(data)
+    step, pace = 1 << 16, c.get("pace_ms", 0) / 1000
+    for at in range(0, len(data), step):
+        s.sendall(data[at:at + step])
+        if pace:
+            time.sleep(pace)
     s.shutdown(socket.SHUT_WR)
     while s.recv(4096):
         pass
@@ -449,6 +453,12 @@ impl Lab {
     /// `bytes` random bytes over TCP from workload `from` to `to_ip` in
     /// workload `to`; both ends' SHA-256 must agree.
     fn transfer(&self, from: &str, to: &str, to_ip: &str, bytes: usize) {
+        self.transfer_paced(from, to, to_ip, bytes, 0);
+    }
+
+    /// [`Self::transfer`] with a pause of `pace_ms` after each 64 KiB
+    /// written (so that it lasts).
+    fn transfer_paced(&self, from: &str, to: &str, to_ip: &str, bytes: usize, pace_ms: u32) {
         let t0 = Instant::now();
         let port = 7000 + CASES.fetch_add(1, Ordering::Relaxed) as u16;
         let server = self.start_helper(
@@ -459,7 +469,7 @@ impl Lab {
         let sent = self
             .helper(
                 from,
-                &json!({"cmd": "push", "addr": to_ip, "port": port, "bytes": bytes}),
+                &json!({"cmd": "push", "addr": to_ip, "port": port, "bytes": bytes, "pace_ms": pace_ms}),
             )
             .unwrap_or_else(|e| panic!("{from} -> {to}: {e}\n{}", self.d().log()));
         let got = server
@@ -1018,15 +1028,17 @@ fn runtime_changes() {
             }
             rounds
         });
-        lab.transfer("w1b", "w3b", &ip(3), 8 << 20);
-        lab.transfer("w3b", "w1b", &ip(1), 8 << 20);
+        // 128 pauses of 5 ms: the edits have the time to interleave.
+        lab.transfer_paced("w1b", "w3b", &ip(3), 8 << 20, 5);
+        lab.transfer_paced("w3b", "w1b", &ip(1), 8 << 20, 5);
         done.store(true, Ordering::Relaxed);
         edits.join().unwrap()
     });
     assert!(
-        rounds >= 2,
+        rounds >= 5,
         "only {rounds} rounds of edits during the transfers"
     );
+    eprintln!("{rounds} rounds of edits during the transfers");
 
     // Bad input is refused, naming what is wrong.
     let refused = |args: &[&str], says: &str| {
