@@ -134,6 +134,13 @@ const RED: Net = Net {
     x: "r",
 };
 
+/// Host `h`'s bridge of `net`: `b<vni>` on h1 (with tep's TAP),
+/// `br<vni>` on the kernel VTEPs.
+fn bridge(h: &str, net: &Net) -> String {
+    let prefix = if h == "h1" { "b" } else { "br" };
+    format!("{prefix}{}", net.vni)
+}
+
 /// Workload `i`'s MAC, the same in every network.
 fn mac(i: u8) -> String {
     format!("02:00:00:00:00:{i:02x}")
@@ -231,7 +238,7 @@ impl Lab {
     /// once tep runs), on h2/h3 `br<vni>` with the kernel's `vx<vni>`.
     fn host_bridge(&self, net: &Net, i: u8) {
         let h = format!("h{i}");
-        let br = format!("b{}{}", if i == 1 { "" } else { "r" }, net.vni);
+        let br = bridge(&h, net);
         self.must(&h, &["ip", "link", "add", &br, "type", "bridge"]);
         self.must(&h, &["ip", "link", "set", &br, "up"]);
         if i == 1 {
@@ -263,19 +270,15 @@ impl Lab {
         }
     }
 
-    /// A workload namespace `w<i><x>` (or `into`) with MAC `mac(i)` and
-    /// `ip(i)` on its `eth0`, joined by veth `port` to host `h`'s bridge
-    /// of `net`.
+    /// Workload `w<i><x>` (see [`Self::workload_in`]).
     fn workload(&self, h: &str, port: &str, net: &Net, i: u8) {
         self.workload_in(&format!("w{i}{}", net.x), h, port, net, i);
     }
 
+    /// Namespace `w` as a workload with MAC `mac(i)` and `ip(i)` on its
+    /// `eth0`, joined by veth `port` to host `h`'s bridge of `net`.
     fn workload_in(&self, w: &str, h: &str, port: &str, net: &Net, i: u8) {
-        let br = if h == "h1" {
-            format!("b{}", net.vni)
-        } else {
-            format!("br{}", net.vni)
-        };
+        let br = bridge(h, net);
         self.ns.veth(h, port, w, "eth0").unwrap();
         self.must(h, &["ip", "link", "set", port, "mtu", MTU]);
         self.must(h, &["ip", "link", "set", port, "master", &br, "up"]);
@@ -310,7 +313,7 @@ impl Lab {
         self.tep = Some(d);
         for net in self.nets.clone() {
             let tap = format!("tep-{}", net.name);
-            let br = format!("b{}", net.vni);
+            let br = bridge("h1", &net);
             let until = Instant::now() + Duration::from_secs(5);
             while self
                 .ns
