@@ -69,6 +69,10 @@ impl OverlayWorker {
     pub fn refresh(&mut self) {
         if self.overlay.generation() != self.topology.generation {
             self.topology = self.overlay.topology();
+            // A verb may have given an id to an address cached as having
+            // none (a VTEP heard from before `peer add` named it): with
+            // learning off nothing else looks it up again.
+            self.vteps.retain(|_, v| *v != UNKNOWN);
         }
     }
 
