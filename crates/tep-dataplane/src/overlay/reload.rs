@@ -326,7 +326,7 @@ mod tests {
         let carried = new.carry_over(&old, &old_tunnels);
         assert_eq!((carried.fdb, carried.refused), (2, 1));
         // The old overlay's count, and the MAC left behind.
-        assert_eq!(new.stats(0).learn_refused, 6);
+        assert_eq!(new.stats()[0].learn_refused, 6);
         assert_eq!(new.fdb_rows(None).unwrap().len(), 2);
     }
 

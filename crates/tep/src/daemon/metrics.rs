@@ -172,8 +172,8 @@ fn overlay_metrics(r: &mut Registry, o: &Overlay) {
         "overlay_events",
         "Overlay events by network: MACs learned, aged, moved, refused; frames flooded and their copies; ARP/ND answered; neighbours learned",
     );
-    for (i, net) in o.networks().iter().enumerate() {
-        let s = o.stats(i as u16);
+    let all = o.stats();
+    for (net, s) in o.networks().iter().zip(&all) {
         let l = [("network", net.name.as_str())];
         entries.get_or_create(&labels(&l)).set(s.entries as i64);
         neighbours

@@ -487,6 +487,7 @@ impl fmt::Display for NetworkLine {
 /// `show networks [json]`: each network's settings, flood list, table
 /// sizes and counters.
 pub fn show_networks(o: &Overlay, config: &Config, json: bool) -> String {
+    let all = o.stats();
     let rows: Vec<NetworkLine> = o
         .networks()
         .iter()
@@ -494,7 +495,7 @@ pub fn show_networks(o: &Overlay, config: &Config, json: bool) -> String {
         .filter_map(|(i, n)| {
             let t = config.tunnels.get(n.tunnel as usize)?;
             let s = t.network.as_deref()?;
-            let stats = o.stats(i as u16);
+            let stats = all.get(i).copied().unwrap_or_default();
             Some(NetworkLine {
                 name: n.name.clone(),
                 kind: t.kind.name(),
