@@ -241,7 +241,9 @@ pub fn scale(
             })
             .collect();
         decap(&mut net, &mut pool, &from)?;
-        let to: Vec<(u32, Vec<u8>)> = ids.map(|i| (tunnel_index(i % nets), frame(mac(i % macs), size))).collect();
+        let to: Vec<(u32, Vec<u8>)> = ids
+            .map(|i| (tunnel_index(i % nets), frame(mac(i % macs), size)))
+            .collect();
         encap(&mut net, &mut pool, &to)?;
     }
     for round in 0..=samples {
