@@ -20,7 +20,12 @@ pub(crate) struct FastHasher(u64);
 
 impl Hasher for FastHasher {
     fn finish(&self) -> u64 {
-        self.0
+        // A product's low bits depend only on the low bits of what was
+        // multiplied, and hashbrown picks the bucket by the low bits: keys
+        // that differ only above them (IPv4 addresses, whose last octets
+        // are the high bytes of the word) all met in one bucket. The high
+        // bits are the well-mixed ones: fold them down.
+        self.0 ^ (self.0 >> 32)
     }
     fn write(&mut self, bytes: &[u8]) {
         for chunk in bytes.chunks(8) {
@@ -405,6 +410,20 @@ mod tests {
                 "{kind} {port} {remote} {local} {id}"
             );
         }
+    }
+
+    /// Addresses that differ in their last octets (the high bytes of
+    /// the word the hasher takes) spread over the low bits too, where
+    /// hashbrown finds the bucket.
+    #[test]
+    fn the_fast_hasher_spreads_addresses_in_its_low_bits() {
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..4096u32 {
+            let mut h = FastHasher::default();
+            core::hash::Hash::hash(&IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i)), &mut h);
+            seen.insert(h.finish() & 0xfff);
+        }
+        assert!(seen.len() > 2000, "{} distinct low-12-bit values", seen.len());
     }
 
     #[test]
