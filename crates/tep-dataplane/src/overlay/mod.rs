@@ -24,6 +24,7 @@
 pub mod fdb;
 pub mod neigh;
 pub(crate) mod nodes;
+pub mod vlan;
 
 use crate::config::{IpPrefix, TunnelConfig};
 use crate::tunnel::FastMap;
