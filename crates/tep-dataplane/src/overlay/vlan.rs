@@ -375,4 +375,93 @@ mod tests {
         assert_eq!((m.l3, m.l4, m.csum), (meta.l3, meta.l4, meta.csum));
         assert_eq!(pool.data(id), &bytes[..]);
     }
+
+    /// A gateway (VLANs on) and a peer VTEP, both with blue (VNI 100,
+    /// VLAN 100) and red (VNI 200, VLAN 200) flooding to each other.
+    fn gateway_and_peer() -> [crate::pipeline::Pipeline<crate::clock::ManualClock>; 2] {
+        use crate::config::DataplaneConfig;
+        use crate::pipeline::{Pipeline, PipelineOptions};
+        let addr = |i| IpAddr::V4(Ipv4Addr::new(192, 0, 2, i));
+        let end = |me: u8, other: u8| {
+            let tunnels: Vec<TunnelConfig> = [("blue", 100u16), ("red", 200)]
+                .into_iter()
+                .map(|(name, id)| {
+                    let s = NetworkSettings {
+                        vlan: Some(id),
+                        flood: vec![addr(other)],
+                        ..NetworkSettings::default()
+                    };
+                    let mut t = TunnelConfig::network(name, TunnelKind::Vxlan, addr(me), s);
+                    t.vni = u32::from(id);
+                    t
+                })
+                .collect();
+            let overlay = super::super::Overlay::new(&tunnels, 1024, 64).unwrap();
+            let options = PipelineOptions {
+                inner_link: crate::geometry::InnerLink::Ethernet,
+                ..PipelineOptions::default()
+            };
+            let clock = crate::clock::ManualClock::default();
+            let mut p = Pipeline::new(&tunnels, &DataplaneConfig::default(), clock, options);
+            p.attach_overlay(std::sync::Arc::new(overlay));
+            p
+        };
+        let mut gw = end(1, 2);
+        assert!(gw.attach_vlans());
+        [gw, end(2, 1)]
+    }
+
+    fn collect(out: &mut Vec<(Vec<u8>, u32)>, pool: &mut Pool, v: &mut PacketVector) {
+        for &id in v.as_slice() {
+            out.push((pool.data(id).to_vec(), pool.meta(id).tunnel));
+            pool.free(id);
+        }
+        v.clear();
+    }
+
+    #[test]
+    fn through_the_pipeline_the_vni_carries_the_vlan() {
+        let [mut gw, mut peer] = gateway_and_peer();
+        let mut pool = Pool::new(32, 2048);
+        let from_port = frame(&Eth::tagged(200));
+        let mut input = testpkt::vector_of(&mut pool, &from_port, PacketMeta::FRESH);
+        let mut outer = Vec::new();
+        gw.encap_tagged(&mut pool, &mut input, &mut |_, pool, v| {
+            collect(&mut outer, pool, v)
+        });
+        assert_eq!(outer.len(), 1, "{}", gw.runtime().report());
+        // VXLAN behind IPv4 (20) and UDP (8): flags, then the VNI.
+        assert_eq!(&outer[0].0[32..35], &[0, 0, 200], "red's VNI");
+        let mut input = testpkt::vector_of(&mut pool, &outer[0].0, PacketMeta::FRESH);
+        let mut inner = Vec::new();
+        peer.decap(&mut pool, &mut input, 0, &mut |_, pool, v| {
+            collect(&mut inner, pool, v)
+        });
+        assert_eq!(inner, [(frame(&Eth::new()), 1)], "untagged, in red");
+
+        let mut input = testpkt::vector_of(&mut pool, &frame(&Eth::new()), PacketMeta::FRESH);
+        let mut outer = Vec::new();
+        peer.encap_into(
+            0,
+            crate::geometry::InnerLink::Ethernet,
+            &mut pool,
+            &mut input,
+            &mut |_, pool, v| collect(&mut outer, pool, v),
+        );
+        let mut input = testpkt::vector_of(&mut pool, &outer[0].0, PacketMeta::FRESH);
+        let mut inner = Vec::new();
+        gw.decap(&mut pool, &mut input, 0, &mut |_, pool, v| {
+            collect(&mut inner, pool, v)
+        });
+        assert_eq!(inner, [(frame(&Eth::tagged(100)), 0)], "tagged 100, blue's");
+
+        let mut input = testpkt::vector_of(&mut pool, &frame(&Eth::tagged(300)), PacketMeta::FRESH);
+        gw.encap_tagged(&mut pool, &mut input, &mut |_, _, _| {
+            panic!("nothing leaves")
+        });
+        assert_eq!(gw.drops(DropReason::UnknownVlan), 1);
+        let c = gw.counters();
+        assert_eq!(c.encap_in, c.encap_out + gw.drops_total(), "balanced");
+        assert_eq!(pool.available(), 32, "no buffer leaked");
+    }
 }
