@@ -75,6 +75,27 @@ pub fn check_gateway(config: &Config) -> Result<&GatewayConfig, ConfigError> {
     }
 }
 
+/// Gateway mode's rule for networks: the inner interface is an Ethernet
+/// trunk port whose VLANs are networks, so a network bridges Ethernet
+/// (VXLAN, Geneve); an L3 network there would need tep to route between
+/// the port and the network, which it does not.
+fn check_networks(config: &Config) -> Result<(), ConfigError> {
+    match config
+        .tunnels
+        .iter()
+        .find(|t| t.is_network() && !t.kind.carries_ethernet())
+    {
+        Some(t) => Err(ConfigError {
+            field: format!("network \"{}\".kind", t.name),
+            message: format!(
+                "gateway mode carries L2 networks (vxlan, geneve) on the inner interface's VLANs, not {}",
+                t.kind
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Buffers per queue: both fill rings full, as many frames in flight on
 /// both transmit rings, the pipeline's reserve.
 fn buffers(ring: u32) -> usize {
@@ -317,6 +338,7 @@ impl Mode for Gateway {
 
     fn check(config: &Config) -> Result<Section<'_>, ConfigError> {
         let g = check_gateway(config)?;
+        check_networks(config)?;
         Ok(Section {
             name: "gateway",
             control: &g.control,
