@@ -30,12 +30,14 @@ mod capture;
 mod config;
 mod decap;
 mod encap;
+mod overlay;
 pub mod setup;
 
 pub use capture::capture;
 pub use config::config;
 pub use decap::decap;
 pub use encap::encap;
+pub use overlay::overlay;
 
 /// The decap target's control byte and the encap target's input, for the
 /// seed generator and tests.
@@ -67,6 +69,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("encap", encap),
     ("config", config),
     ("capture", capture),
+    ("overlay", overlay),
 ];
 
 /// Defines a fuzz target's entry point from a body: libFuzzer's under

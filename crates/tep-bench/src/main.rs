@@ -14,6 +14,7 @@ mod fou_gue;
 mod gtpu_checksum_gateway;
 mod hostpair;
 mod overlay_cost;
+mod overlay_scale;
 mod pingpong;
 mod pipeline;
 mod plot;
@@ -94,6 +95,21 @@ enum Command {
         /// case; 8: bursts, as a TCP window's segments come).
         #[arg(long, default_value_t = 1)]
         burst: usize,
+        /// Instead of the matrix: networks at scale (--macs over --vteps and
+        /// --networks, bursts of 1 and 8) beside one point-to-point VXLAN
+        /// tunnel, and flooding to 1, 10 and 100 peers; the first of
+        /// --sizes (default 64).
+        #[arg(long)]
+        overlay: bool,
+        /// With --overlay: MACs learned.
+        #[arg(long, default_value_t = 1 << 20)]
+        macs: u32,
+        /// With --overlay: remote VTEPs they are behind.
+        #[arg(long, default_value_t = 10_000)]
+        vteps: u32,
+        /// With --overlay: networks they are in.
+        #[arg(long, default_value_t = 4096)]
+        networks: u32,
     },
     /// A packet generator: replays the Ethernet frames of a pcap file out
     /// of an interface through AF_XDP, over and over, for a time; prints
@@ -161,6 +177,16 @@ fn main() -> ExitCode {
         Command::Pipeline {
             json,
             samples,
+            sizes,
+            overlay: true,
+            macs,
+            vteps,
+            networks,
+            ..
+        } => bench_overlay_command(json, samples, &sizes, (macs, vteps, networks)),
+        Command::Pipeline {
+            json,
+            samples,
             quick,
             kinds,
             sizes,
@@ -224,6 +250,56 @@ fn list<T>(
         return Ok(default);
     }
     items.iter().map(|s| parse(s.trim())).collect()
+}
+
+fn bench_overlay_command(
+    json: bool,
+    samples: Option<usize>,
+    sizes: &[String],
+    (macs, vteps, networks): (u32, u32, u32),
+) -> ExitCode {
+    let size = match list(sizes, vec![pipeline::Size::Ip(64)], pipeline::Size::parse).map(|s| s[0])
+    {
+        Ok(pipeline::Size::Ip(n)) => n,
+        Ok(pipeline::Size::Tso) => {
+            eprintln!("tep-bench pipeline --overlay: --sizes takes an IP length");
+            return ExitCode::from(1);
+        }
+        Err(e) => {
+            eprintln!("tep-bench pipeline: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if macs == 0 || vteps == 0 || networks == 0 || networks > 65_535 {
+        eprintln!(
+            "tep-bench pipeline --overlay: --macs and --vteps at least 1, --networks 1..=65535"
+        );
+        return ExitCode::from(1);
+    }
+    let samples = samples.unwrap_or(101).max(1);
+    let run = || -> Result<_, String> {
+        let mut scale = overlay_scale::scale(macs, vteps, networks, 1, size, samples)?;
+        scale.extend(overlay_scale::scale(
+            macs, vteps, networks, 8, size, samples,
+        )?);
+        let flood = overlay_scale::flooding(&[1, 10, 100], size, samples)?;
+        Ok((scale, flood))
+    };
+    match run() {
+        Ok((scale, flood)) if json => {
+            let all = serde_json::json!({ "scale": scale, "flooding": flood });
+            println!("{all}");
+            ExitCode::SUCCESS
+        }
+        Ok((scale, flood)) => {
+            print!("{}", overlay_scale::render(&scale, &flood));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("tep-bench pipeline --overlay: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn bench_sessions_command(

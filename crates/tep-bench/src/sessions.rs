@@ -90,7 +90,7 @@ struct Upf {
     rng: u64,
 }
 
-fn next(rng: &mut u64) -> u64 {
+pub(crate) fn next(rng: &mut u64) -> u64 {
     // splitmix64
     *rng = rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *rng;
@@ -100,7 +100,7 @@ fn next(rng: &mut u64) -> u64 {
 }
 
 /// A UDP packet with valid checksums, from `src` to `dst` (IP at 0).
-fn udp_packet(src: IpAddr, dst: IpAddr, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn udp_packet(src: IpAddr, dst: IpAddr, payload: &[u8]) -> Vec<u8> {
     let udp_len = 8 + payload.len();
     let (mut p, l4) = match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
@@ -418,7 +418,7 @@ pub fn render(rows: &[SessionRow]) -> String {
 }
 
 /// A sink that counts what the pipeline hands out and frees it at once.
-fn counting_sink(
+pub(crate) fn counting_sink(
     out: &mut usize,
 ) -> impl FnMut(tep_dataplane::Output, &mut Pool, &mut PacketVector) + '_ {
     |_, pool, v| {

@@ -90,7 +90,7 @@ fn duplicate_names() {
     .concat());
     assert_eq!(
         e.to_string(),
-        "tunnel[2].name: \"a\" is already the name of tunnel[0] \"a\"; names must be unique"
+        "tunnel[2].name: \"a\" is already the name of tunnel[0] \"a\"; names must be unique among tunnels and networks"
     );
 }
 

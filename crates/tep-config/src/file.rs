@@ -11,7 +11,9 @@ use tep_dataplane::config::{check_tunnels, ConfigError, DataplaneConfig, TunnelC
 pub struct Config {
     /// `[dataplane]`.
     pub dataplane: DataplaneConfig,
-    /// `[[tunnel]]`, in file order (the tunnel index is the position).
+    /// `[[tunnel]]` in file order, then `[pfcp]`'s N3 tunnels, then
+    /// `[[network]]` in file order (the tunnel index is the position; a
+    /// network's errors count it among the networks).
     pub tunnels: Vec<TunnelConfig>,
     /// `[host]`: devices, queues and listeners of `tep run` in host mode
     /// (its defaults when the file has no `[host]`).
@@ -32,8 +34,8 @@ pub struct Config {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OverlayConfig {
     /// FDB entries at most, every network together (`fdb_entries`; default
-    /// the networks' `max_macs` summed plus their static entries, at least
-    /// 1024).
+    /// the L2 networks' `max_macs` summed plus their static entries, at
+    /// least 1024).
     pub fdb_entries: Option<usize>,
     /// Remote VTEPs at most (`max_vteps`, default 4096): learning from
     /// spoofed underlay sources stops there.
@@ -57,6 +59,7 @@ impl Config {
             let need: usize = self
                 .tunnels
                 .iter()
+                .filter(|t| t.kind.carries_ethernet())
                 .filter_map(|t| t.network.as_deref())
                 .map(|n| n.max_macs as usize + n.fdb.len())
                 .sum();
@@ -98,7 +101,8 @@ impl Config {
     /// values can still break: for configs built in code (tests, benches,
     /// a control plane) before the dataplane is built from them.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        check_tunnels(&self.tunnels)
+        check_tunnels(&self.tunnels)?;
+        crate::network::check_networks(self)
     }
 }
 

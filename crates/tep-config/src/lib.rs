@@ -10,6 +10,8 @@
 //! - `file`: [`Config`], the whole file, and the [`RunMode`] it asks for.
 //! - `parse`: the TOML typed into the model field by field, and
 //!   `toml_error`: the field of an error the TOML reader reports.
+//! - `network`: `[[network]]` (multipoint overlays) and `[overlay]`, and
+//!   their rules that need the rest of the file.
 //! - `host`, `gateway`, `pfcp`: the `[host]` and `[gateway]` sections of
 //!   `tep run` (one per I/O mode) and the `[pfcp]` section of a UPF.
 //!
@@ -19,6 +21,7 @@
 mod file;
 mod gateway;
 mod host;
+mod network;
 mod parse;
 mod pfcp;
 mod toml_error;
@@ -33,6 +36,6 @@ pub use gateway::{GatewayConfig, XdpMode};
 pub use host::{Capabilities, HostConfig, Uplink, DEFAULT_ADAPTIVE_POLL_US, DEFAULT_CONTROL};
 pub use pfcp::{NodeId, PfcpConfig, PfcpPeer, PFCP_PORT};
 pub use tep_dataplane::config::{
-    ChecksumMode, ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding, IpPrefix, Ttl,
-    TunnelConfig,
+    ChecksumMode, ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding, IpPrefix,
+    NetworkSettings, Ttl, TunnelConfig,
 };

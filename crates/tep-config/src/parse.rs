@@ -6,6 +6,7 @@
 use crate::file::Config;
 use crate::gateway::RawGateway;
 use crate::host::RawHost;
+use crate::network::{check_networks, RawFdbEntry, RawNeighbour, RawOverlay, RawRoute};
 use crate::pfcp::RawPfcp;
 use crate::toml_error::toml_error;
 use core::fmt;
@@ -13,9 +14,10 @@ use core::net::IpAddr;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use tep_dataplane::config::{
-    bad_name_message, check_mac, check_together, not_used, tunnel_error, uses_key, uses_vni,
-    valid_name, ChecksumMode, ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding,
-    IpPrefix, Ttl, TunnelConfig, MAX_VNI,
+    bad_name_message, check_mac, check_together, network_error, not_a_network_kind,
+    not_for_networks, not_used, tunnel_error, uses_key, uses_vni, valid_name, ChecksumMode,
+    ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding, IpPrefix, NetworkSettings,
+    Ttl, TunnelConfig, MAX_VNI,
 };
 use tep_dataplane::TunnelKind;
 use tep_wire::ethernet::EthernetAddress;
@@ -43,12 +45,12 @@ impl Config {
     }
 }
 
-/// [`Config::parse`]. Each tunnel is checked as soon as it is typed, so
-/// that the error returned is the first in file order.
+/// [`Config::parse`]. Each tunnel and network is checked as soon as it
+/// is typed, so that the error returned is the first of its list.
 pub(super) fn config(text: &str) -> Result<Config, ConfigError> {
     let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
     let dataplane = raw.dataplane.unwrap_or_default().validate()?;
-    let mut tunnels = Vec::with_capacity(raw.tunnel.len());
+    let mut tunnels = Vec::with_capacity(raw.tunnel.len() + raw.network.len());
     for (index, t) in raw.tunnel.into_iter().enumerate() {
         let t = t.validate(index)?;
         t.check(index)?;
@@ -61,6 +63,13 @@ pub(super) fn config(text: &str) -> Result<Config, ConfigError> {
     if let Some(p) = &pfcp {
         tunnels.extend(p.n3_tunnels());
     }
+    // After the N3 tunnels: the indices of [[tunnel]] and N3 tunnels do
+    // not move when networks come and go.
+    for (index, n) in raw.network.into_iter().enumerate() {
+        let n = n.validate_network(index)?;
+        n.check(index)?;
+        tunnels.push(n);
+    }
     let config = Config {
         dataplane,
         tunnels,
@@ -68,15 +77,16 @@ pub(super) fn config(text: &str) -> Result<Config, ConfigError> {
         host_given,
         gateway,
         pfcp,
-        overlay: crate::file::OverlayConfig::default(),
+        overlay: raw.overlay.unwrap_or_default().validate()?,
     };
     check_together(&config.tunnels)?;
+    check_networks(&config)?;
     Ok(config)
 }
 
 /// Any TOML integer, kept wide so that range errors say the range.
 #[derive(Clone, Copy, Debug)]
-struct Int(i128);
+pub(super) struct Int(i128);
 
 impl<'de> Deserialize<'de> for Int {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Int, D::Error> {
@@ -149,8 +159,11 @@ struct RawFile {
     host: Option<RawHost>,
     gateway: Option<RawGateway>,
     pfcp: Option<RawPfcp>,
+    overlay: Option<RawOverlay>,
     #[serde(default)]
     tunnel: Vec<RawTunnel>,
+    #[serde(default)]
+    network: Vec<RawTunnel>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -160,9 +173,12 @@ struct RawDataplane {
     restart_counter: Option<Int>,
 }
 
+/// A `[[tunnel]]` or a `[[network]]`: one shape, so that the keys about
+/// the wire are typed by one function for both; each refuses the other's
+/// own keys with a word on what to use.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawTunnel {
+pub(super) struct RawTunnel {
     name: Option<String>,
     kind: Option<String>,
     local: Option<String>,
@@ -186,10 +202,50 @@ struct RawTunnel {
     ttl: Option<IntOrName>,
     dscp: Option<IntOrName>,
     df: Option<String>,
+    // [[network]] only.
+    pub(super) flood: Option<Vec<String>>,
+    pub(super) learning: Option<bool>,
+    pub(super) ageing: Option<Int>,
+    pub(super) max_macs: Option<Int>,
+    pub(super) neigh_suppress: Option<bool>,
+    pub(super) device: Option<String>,
+    pub(super) vlan: Option<Int>,
+    pub(super) fdb: Option<Vec<RawFdbEntry>>,
+    pub(super) neighbours: Option<Vec<RawNeighbour>>,
+    pub(super) routes: Option<Vec<RawRoute>>,
+}
+
+/// Which list a raw table is from, for its errors and words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Section {
+    Tunnel,
+    Network,
+}
+
+impl Section {
+    pub(super) fn error(
+        self,
+        index: usize,
+        name: Option<&str>,
+        field: &str,
+        message: String,
+    ) -> ConfigError {
+        match self {
+            Section::Tunnel => tunnel_error(index, name, field, message),
+            Section::Network => network_error(index, name, field, message),
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            Section::Tunnel => "tunnel",
+            Section::Network => "network",
+        }
+    }
 }
 
 /// `v` if it is within `lo..=hi`.
-fn in_range(v: Int, lo: u32, hi: u32) -> Result<u32, String> {
+pub(super) fn in_range(v: Int, lo: u32, hi: u32) -> Result<u32, String> {
     match u32::try_from(v.0) {
         Ok(x) if (lo..=hi).contains(&x) => Ok(x),
         _ => Err(format!("{} is out of range ({lo}..={hi})", v.0)),
@@ -197,7 +253,7 @@ fn in_range(v: Int, lo: u32, hi: u32) -> Result<u32, String> {
 }
 
 /// A word from a fixed list, or a message listing the list.
-fn one_of<T: Copy>(s: &str, words: &[(&str, T)]) -> Result<T, String> {
+pub(super) fn one_of<T: Copy>(s: &str, words: &[(&str, T)]) -> Result<T, String> {
     words
         .iter()
         .find(|(w, _)| w.eq_ignore_ascii_case(s))
@@ -211,6 +267,14 @@ fn one_of<T: Copy>(s: &str, words: &[(&str, T)]) -> Result<T, String> {
 /// `aa:bb:cc:dd:ee:ff` or `aa-bb-cc-dd-ee-ff`, as a usable unicast
 /// destination.
 fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
+    let m = mac_syntax(s)?;
+    check_mac(m)?;
+    Ok(m)
+}
+
+/// `aa:bb:cc:dd:ee:ff` or `aa-bb-cc-dd-ee-ff`, any address (what it may
+/// be is the model's rule where it is used).
+pub(super) fn mac_syntax(s: &str) -> Result<EthernetAddress, String> {
     let bad = || {
         format!("\"{s}\" is not a MAC address (six hex octets, like 02:00:00:00:00:01 or 02-00-00-00-00-01)")
     };
@@ -227,8 +291,14 @@ fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
     if parts.next().is_some() {
         return Err(bad());
     }
-    check_mac(EthernetAddress(octets))?;
     Ok(EthernetAddress(octets))
+}
+
+/// An IP address, or a message naming what was given.
+pub(super) fn parse_ip(s: &str) -> Result<IpAddr, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| format!("\"{s}\" is not an IP address (like 192.0.2.1 or 2001:db8::1)"))
 }
 
 impl RawDataplane {
@@ -252,63 +322,128 @@ impl RawDataplane {
 }
 
 impl RawTunnel {
-    /// Types every field and checks the kind-specific ones are on their
-    /// kind; the rules on typed values are [`TunnelConfig::check`].
+    /// Types a `[[tunnel]]`: every field, and the kind-specific ones on
+    /// their kind; the rules on typed values are [`TunnelConfig::check`].
     fn validate(self, index: usize) -> Result<TunnelConfig, ConfigError> {
-        let name = match &self.name {
-            None => {
-                return Err(tunnel_error(
-                    index,
-                    None,
-                    "name",
-                    "missing: every tunnel needs a unique name (1 to 32 characters from A-Z a-z 0-9 _ . -)".to_string(),
-                ))
-            }
-            Some(n) if !valid_name(n) => {
-                return Err(tunnel_error(index, None, "name", bad_name_message(n)))
-            }
-            Some(n) => n,
-        };
-        let at = |field: &str, message: String| tunnel_error(index, Some(name), field, message);
-        let missing = |field: &str, what: &str| at(field, format!("missing: {what}"));
-
-        let kind_names: Vec<&str> = TunnelKind::ALL.iter().map(|k| k.name()).collect();
-        let kind: TunnelKind = match &self.kind {
-            None => {
-                return Err(missing(
-                    "kind",
-                    &format!(
-                        "every tunnel needs a kind (one of: {})",
-                        kind_names.join(", ")
-                    ),
-                ))
-            }
-            Some(k) => k.parse().map_err(|e: String| at("kind", e))?,
-        };
-        let addr = |field: &str, v: &Option<String>| -> Result<IpAddr, ConfigError> {
-            match v {
-                None => Err(missing(
-                    field,
-                    "every tunnel needs a local and a remote IP address",
-                )),
-                Some(s) => s.trim().parse().map_err(|_| {
-                    at(
-                        field,
-                        format!("\"{s}\" is not an IP address (like 192.0.2.1 or 2001:db8::1)"),
-                    )
-                }),
-            }
-        };
-        let local = addr("local", &self.local)?;
-        let remote = addr("remote", &self.remote)?;
-
-        let mut t = TunnelConfig::new(name, kind, local, remote);
-        self.ports(&mut t, &at)?;
-        self.ids(&mut t, &at)?;
-        self.checksums(&mut t, &at)?;
+        let mut t = self.typed(Section::Tunnel, index)?;
+        let name = t.name.clone();
+        let at = |field: &str, message: String| tunnel_error(index, Some(&name), field, message);
         self.routes(&mut t, &at)?;
+        Ok(t)
+    }
+
+    /// What a `[[tunnel]]` and a `[[network]]` share: the name, the kind,
+    /// the addresses and every key about the wire, with the same meaning
+    /// and defaults; the other list's own keys refused.
+    pub(super) fn typed(
+        &self,
+        section: Section,
+        index: usize,
+    ) -> Result<TunnelConfig, ConfigError> {
+        let noun = section.noun();
+        let name = self.name(section, index)?;
+        let at = |field: &str, message: String| section.error(index, Some(name), field, message);
+        self.refuse_other_keys(section, &at)?;
+        let missing = |field: &str, what: &str| at(field, format!("missing: {what}"));
+        let kind = self.kind(noun, &at)?;
+        let addr = |field: &str, v: &Option<String>, what: &str| -> Result<IpAddr, ConfigError> {
+            match v {
+                None => Err(missing(field, what)),
+                Some(s) => parse_ip(s).map_err(|m| at(field, m)),
+            }
+        };
+        let mut t = match section {
+            Section::Tunnel => {
+                let what = "every tunnel needs a local and a remote IP address";
+                let local = addr("local", &self.local, what)?;
+                let remote = addr("remote", &self.remote, what)?;
+                TunnelConfig::new(name, kind, local, remote)
+            }
+            Section::Network => {
+                if let Some(m) = not_a_network_kind(kind) {
+                    return Err(at("kind", m));
+                }
+                let what = "every network needs a local IP address (its VTEP's)";
+                let local = addr("local", &self.local, what)?;
+                TunnelConfig::network(name, kind, local, NetworkSettings::default())
+            }
+        };
+        self.ports(&mut t, &at)?;
+        self.ids(&mut t, noun, &at)?;
+        self.checksums(&mut t, &at)?;
         self.outer(&mut t, &at)?;
         Ok(t)
+    }
+
+    /// The name, required and valid (the label of every later error).
+    fn name(&self, section: Section, index: usize) -> Result<&str, ConfigError> {
+        match &self.name {
+            None => Err(section.error(
+                index,
+                None,
+                "name",
+                format!(
+                    "missing: every {} needs a name unique among tunnels and networks (1 to 32 characters from A-Z a-z 0-9 _ . -)",
+                    section.noun()
+                ),
+            )),
+            Some(n) if !valid_name(n) => Err(section.error(index, None, "name", bad_name_message(n))),
+            Some(n) => Ok(n),
+        }
+    }
+
+    /// The kind, required.
+    fn kind(
+        &self,
+        noun: &str,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<TunnelKind, ConfigError> {
+        let Some(k) = &self.kind else {
+            let kind_names: Vec<&str> = TunnelKind::ALL.iter().map(|k| k.name()).collect();
+            return Err(at(
+                "kind",
+                format!(
+                    "missing: every {noun} needs a kind (one of: {})",
+                    kind_names.join(", ")
+                ),
+            ));
+        };
+        k.parse().map_err(|e: String| at("kind", e))
+    }
+
+    /// A `[[network]]` key in a `[[tunnel]]`, or a point-to-point key in
+    /// a `[[network]]`.
+    fn refuse_other_keys(
+        &self,
+        section: Section,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        match section {
+            Section::Tunnel => {
+                let given = self.network_keys_given();
+                if let Some(key) = given.first() {
+                    return Err(at(
+                        key,
+                        "not a [[tunnel]] key: a tunnel has one remote; flood, fdb, routes, neighbours and the learning settings are a multipoint [[network]]'s".to_string(),
+                    ));
+                }
+            }
+            Section::Network => {
+                for (key, given) in [
+                    ("remote", self.remote.is_some()),
+                    ("inner_macs", self.inner_macs.is_some()),
+                    ("inner_prefixes", self.inner_prefixes.is_some()),
+                    ("teid", self.teid.is_some()),
+                    ("local_teid", self.local_teid.is_some()),
+                    ("qfi", self.qfi.is_some()),
+                ] {
+                    if let Some(m) = not_for_networks(key).filter(|_| given) {
+                        return Err(at(key, m));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The UDP ports: local, remote, and the source-port range.
@@ -356,6 +491,7 @@ impl RawTunnel {
     fn ids(
         &self,
         t: &mut TunnelConfig,
+        noun: &str,
         at: &impl Fn(&str, String) -> ConfigError,
     ) -> Result<(), ConfigError> {
         let missing = |field: &str, what: &str| at(field, format!("missing: {what}"));
@@ -365,7 +501,7 @@ impl RawTunnel {
             (true, None) => {
                 return Err(missing(
                     "vni",
-                    &format!("a {kind} tunnel needs a vni (0..={MAX_VNI})"),
+                    &format!("a {kind} {noun} needs a vni (0..={MAX_VNI})"),
                 ))
             }
             (false, Some(_)) => {

@@ -45,3 +45,17 @@ pub(super) fn mac(b: [u8; 6]) -> EthernetAddress {
 pub(super) fn prefix(s: &str) -> IpPrefix {
     s.parse().unwrap()
 }
+
+pub(super) const OVERLAY_EXAMPLE: &str = include_str!("../../../examples/overlay.toml");
+
+/// One `[[network]]` named `name` of `kind` on 192.0.2.1 with `extra`
+/// lines.
+pub(super) fn network(name: &str, kind: &str, extra: &str) -> String {
+    let id = match kind {
+        "vxlan" | "geneve" => "vni = 1\n",
+        _ => "",
+    };
+    format!(
+        "[[network]]\nname = \"{name}\"\nkind = \"{kind}\"\nlocal = \"192.0.2.1\"\n{id}{extra}\n"
+    )
+}

@@ -4,12 +4,15 @@
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use tep_dataplane::config::{tunnel_label, ConfigError};
+use tep_dataplane::config::{network_label, tunnel_label, ConfigError};
 use toml::Spanned;
 
 /// The same document with every value kept, and the spans of keys and
 /// values, to name the field a deserialization error points at.
 type LooseTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
+
+/// `tunnel[i] "name"` or `network[i] "name"`.
+type Labeller = fn(usize, &str) -> String;
 
 #[derive(Deserialize)]
 struct LooseFile {
@@ -17,7 +20,9 @@ struct LooseFile {
     host: Option<LooseTable>,
     gateway: Option<LooseTable>,
     pfcp: Option<LooseTable>,
+    overlay: Option<LooseTable>,
     tunnel: Option<Vec<LooseTable>>,
+    network: Option<Vec<LooseTable>>,
 }
 
 /// A [`ConfigError`] for an error of the TOML reader: at the field its span
@@ -79,19 +84,26 @@ fn locate(text: &str, span: core::ops::Range<usize>) -> Option<String> {
             ("host", &loose.host),
             ("gateway", &loose.gateway),
             ("pfcp", &loose.pfcp),
+            ("overlay", &loose.overlay),
         ];
         for (section, table) in sections {
             if let Some(key) = table.as_ref().and_then(|t| find_key(t, &span)) {
                 return Some(format!("{section}.{key}"));
             }
         }
-        for (i, t) in loose.tunnel.iter().flatten().enumerate() {
-            if let Some(key) = find_key(t, &span) {
-                let name = t
-                    .iter()
-                    .find(|(k, _)| k.get_ref() == "name")
-                    .and_then(|(_, v)| v.get_ref().as_str());
-                return Some(format!("{}.{key}", tunnel_label(i, name.unwrap_or(""))));
+        let lists: [(&Option<Vec<LooseTable>>, Labeller); 2] = [
+            (&loose.tunnel, tunnel_label),
+            (&loose.network, network_label),
+        ];
+        for (list, label) in lists {
+            for (i, t) in list.iter().flatten().enumerate() {
+                if let Some(key) = find_key(t, &span) {
+                    let name = t
+                        .iter()
+                        .find(|(k, _)| k.get_ref() == "name")
+                        .and_then(|(_, v)| v.get_ref().as_str());
+                    return Some(format!("{}.{key}", label(i, name.unwrap_or(""))));
+                }
             }
         }
     }
@@ -102,7 +114,14 @@ fn locate(text: &str, span: core::ops::Range<usize>) -> Option<String> {
 /// toml/serde wording into config wording.
 fn tidy_toml_message(m: &str) -> String {
     m.replace("expected a sequence", "expected an array")
-        .replace("expected struct RawTunnel", "expected a [[tunnel]] table")
+        .replace(
+            "expected struct RawTunnel",
+            "expected a [[tunnel]] or [[network]] table",
+        )
+        .replace("expected struct RawOverlay", "expected an [overlay] table")
+        .replace("expected struct RawFdbEntry", "expected { mac, dst }")
+        .replace("expected struct RawNeighbour", "expected { ip, mac }")
+        .replace("expected struct RawRoute", "expected { prefix, dst }")
         .replace(
             "expected struct RawDataplane",
             "expected a [dataplane] table",
@@ -144,7 +163,7 @@ mod tests {
         assert_eq!(e.field, "tunnels");
         assert_eq!(
             e.message,
-            "unknown field `tunnels`, expected one of `dataplane`, `host`, `gateway`, `pfcp`, `tunnel` (line 1)"
+            "unknown field `tunnels`, expected one of `dataplane`, `host`, `gateway`, `pfcp`, `overlay`, `tunnel`, `network` (line 1)"
         );
         let e = err("tunnel = 5\n");
         assert_eq!(

@@ -30,6 +30,24 @@ fn example_loads_and_validates() {
     assert_eq!(c.validate(), Ok(()));
 }
 
+/// Every example config in examples/ loads and validates (a new one is
+/// covered by being there).
+#[test]
+fn every_example_loads_and_validates() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let c = Config::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(c.validate(), Ok(()), "{}", path.display());
+            names.push(path.file_name().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    assert_eq!(names, ["overlay.toml", "tep-gateway.toml", "tep.toml"]);
+}
+
 #[test]
 fn errors_display_field_then_message() {
     let e = Config::parse(
@@ -125,6 +143,50 @@ proptest! {
                 if let Some(name) = said("name") {
                     prop_assert_eq!(&c.tunnels[0].name, &name);
                 }
+            }
+        }
+    }
+
+    /// The same for a `[[network]]`, with its own keys among the values.
+    #[test]
+    fn network_like_text_never_panics(
+        keys in proptest::collection::vec(
+            prop_oneof![
+                Just("name"), Just("kind"), Just("local"), Just("remote"), Just("vni"),
+                Just("key"), Just("flood"), Just("fdb"), Just("neighbours"), Just("routes"),
+                Just("ageing"), Just("max_macs"), Just("device"), Just("vlan"),
+                Just("neigh_suppress"), Just("learning"), Just("bogus"),
+            ],
+            0..10,
+        ),
+        values in proptest::collection::vec(
+            prop_oneof![
+                Just("\"vxlan\"".to_string()), Just("\"gue\"".to_string()),
+                Just("\"192.0.2.1\"".to_string()), Just("\"2001:db8::1\"".to_string()),
+                Just("[\"192.0.2.2\", \"192.0.2.1\"]".to_string()),
+                Just("[{ mac = \"02:00:00:00:00:01\", dst = \"192.0.2.2\" }]".to_string()),
+                Just("[{ ip = \"10.0.0.1\", mac = \"02:00:00:00:00:01\" }]".to_string()),
+                Just("[{ prefix = \"10.0.0.0/8\", dst = \"192.0.2.2\" }]".to_string()),
+                Just("true".to_string()),
+                any::<i64>().prop_map(|v| v.to_string()),
+                "\\PC{0,12}".prop_map(|s| format!("{s:?}")),
+            ],
+            10,
+        ),
+    ) {
+        let mut text = String::from("[[network]]\n");
+        for (k, v) in keys.iter().zip(&values) {
+            text.push_str(&format!("{k} = {v}\n"));
+        }
+        match Config::parse(&text) {
+            Err(e) => {
+                prop_assert!(!e.field.is_empty());
+                prop_assert!(e.to_string().starts_with(&e.field), "{}", e);
+            }
+            Ok(c) => {
+                prop_assert_eq!(c.tunnels.len(), 1);
+                prop_assert!(c.tunnels[0].is_network());
+                prop_assert!(c.validate().is_ok());
             }
         }
     }

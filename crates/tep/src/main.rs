@@ -56,14 +56,15 @@ enum Command {
         #[arg(short, long)]
         verbose: bool,
     },
-    /// Ask the running daemon for its tunnels, counters, per-node runtime
-    /// or PFCP state.
+    /// Ask the running daemon for its tunnels, counters, per-node runtime,
+    /// PFCP state or networks.
     Show {
         /// tunnels (traffic, checksum mode and offloads in effect),
         /// counters (pipeline edges, I/O events, drops by node and reason),
-        /// runtime (the per-node cost table), or pfcp (a UPF's N4 side:
-        /// associations, sessions, PFCP counters).
-        #[arg(value_parser = ["tunnels", "counters", "runtime", "pfcp"])]
+        /// runtime (the per-node cost table), pfcp (a UPF's N4 side:
+        /// associations, sessions, PFCP counters), or networks (each
+        /// [[network]]'s settings, flood list, table sizes and counters).
+        #[arg(value_parser = ["tunnels", "counters", "runtime", "pfcp", "networks"])]
         what: String,
         /// One JSON object.
         #[arg(long)]
@@ -92,6 +93,32 @@ enum Command {
         #[command(flatten)]
         target: Target,
     },
+    /// Show or change a network's MACs: which remote VTEP each is behind
+    /// (as `bridge fdb`).
+    ///
+    /// `add` refuses a MAC already there, `replace` overwrites it; entries
+    /// added here are static (never aged, never moved by learning).
+    #[command(after_help = overlay_help("fdb"))]
+    Fdb(OverlayVerb),
+    /// Show or change a network's flood list (remote VTEPs).
+    ///
+    /// The remote VTEPs that get a copy of broadcast, multicast and
+    /// unknown unicast frames (`bridge fdb append 00:00:00:00:00:00 dst
+    /// ADDR`).
+    #[command(after_help = overlay_help("peer"))]
+    Peer(OverlayVerb),
+    /// Show or change a network's neighbours for ARP/ND suppression (as
+    /// `ip neigh`).
+    ///
+    /// The MAC (lladdr) of an IP address, which tep answers ARP requests
+    /// and Neighbor Solicitations with.
+    #[command(after_help = overlay_help("neigh"))]
+    Neigh(OverlayVerb),
+    /// Show or change an L3 network's routes (as `ip route`).
+    ///
+    /// Which remote VTEP (via) an inner prefix is behind.
+    #[command(after_help = overlay_help("route"))]
+    Route(OverlayVerb),
     /// Load a running UPF over PFCP (the rest of the benchmarks is
     /// the `tep-bench` binary).
     Bench {
@@ -157,6 +184,32 @@ struct Target {
     config: Option<PathBuf>,
 }
 
+/// A verb on a network's table, sent to the running daemon.
+#[derive(Debug, Args)]
+struct OverlayVerb {
+    /// show, add, replace or del, then the words of its form (below);
+    /// "dev NET" names the network.
+    #[arg(required = true, value_name = "VERB [WORDS]")]
+    words: Vec<String>,
+    /// show: one JSON array.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    target: Target,
+}
+
+fn overlay_help(table: &str) -> String {
+    let forms: Vec<String> = daemon::overlay::forms(table)
+        .iter()
+        .map(|f| format!("  tep {}", f.replace("[json]", "[--json]")))
+        .collect();
+    format!(
+        "Forms:\n{}\n\nChanges take effect at once and last until the daemon stops; \
+         a reload keeps them unless the new config says otherwise.",
+        forms.join("\n")
+    )
+}
+
 #[derive(Debug, Args)]
 struct PcapArgs {
     /// The tunnel configuration (tep.toml).
@@ -198,6 +251,10 @@ fn main() -> ExitCode {
             control_command(&target, &line, 10, None)
         }
         Command::Reload { target } => control_command(&target, "reload", 35, None),
+        Command::Fdb(v) => overlay_command("fdb", &v),
+        Command::Peer(v) => overlay_command("peer", &v),
+        Command::Neigh(v) => overlay_command("neigh", &v),
+        Command::Route(v) => overlay_command("route", &v),
         Command::Trace {
             pcap,
             count,
@@ -264,6 +321,22 @@ fn exit_on_panic() {
         tracing::error!(thread = thread.name().unwrap_or("?"), "{info}; tep exits");
         std::process::exit(101);
     }));
+}
+
+/// `tep TABLE VERB WORDS…`: refused here when malformed (exit 2, as for
+/// bad usage), else sent to the daemon.
+fn overlay_command(table: &str, v: &OverlayVerb) -> ExitCode {
+    let line = format!(
+        "{table} {}{}",
+        v.words.join(" "),
+        if v.json { " json" } else { "" }
+    );
+    let words: Vec<&str> = line.split_whitespace().collect();
+    if let Err(e) = daemon::overlay::parse(&words) {
+        eprintln!("tep: {e}");
+        return ExitCode::from(2);
+    }
+    control_command(&v.target, &words.join(" "), 10, None)
 }
 
 /// Sends `line` to the daemon; prints the answer, or writes it to `out`.

@@ -3,7 +3,9 @@
 //! so they are written against the model, not the TOML.
 
 use super::model::{ChecksumMode, ConfigError, Dscp, GueRcoEncoding, IpPrefix, Ttl, TunnelConfig};
+use super::network_check::{check_network_pair, network_error, network_label};
 use crate::kind::TunnelKind;
+use crate::overlay::MAX_NETWORKS;
 use core::net::IpAddr;
 use tep_wire::ethernet::EthernetAddress;
 
@@ -12,24 +14,92 @@ const MAX_NAME_LEN: usize = 32;
 /// The largest VXLAN / Geneve VNI (24 bits).
 pub const MAX_VNI: u32 = 0x00FF_FFFF;
 
-/// Every rule on a list of tunnels, in file order: each tunnel's own
+/// Every rule on a list of tunnels, in order: each tunnel's own
 /// ([`TunnelConfig::check`]), then those between tunnels; the first broken
 /// is the error.
 pub fn check_tunnels(tunnels: &[TunnelConfig]) -> Result<(), ConfigError> {
-    for (index, t) in tunnels.iter().enumerate() {
-        t.check(index)?;
+    for (t, place) in tunnels.iter().zip(places(tunnels)) {
+        t.check(place.index())?;
     }
     check_together(tunnels)
 }
 
+/// Where a tunnel's errors point: a `[[tunnel]]` (or N3 tunnel) by its
+/// index in the list, a `[[network]]` by its position among the networks
+/// (so that a network's errors match the file, wherever the list puts it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    Tunnel(usize),
+    Network(usize),
+}
+
+impl Place {
+    fn index(self) -> usize {
+        match self {
+            Place::Tunnel(i) | Place::Network(i) => i,
+        }
+    }
+
+    fn of(t: &TunnelConfig, index: usize) -> Place {
+        if t.is_network() {
+            Place::Network(index)
+        } else {
+            Place::Tunnel(index)
+        }
+    }
+
+    fn label(self, name: &str) -> String {
+        match self {
+            Place::Tunnel(i) => tunnel_label(i, name),
+            Place::Network(i) => network_label(i, name),
+        }
+    }
+
+    /// The error about `field` (labelled by the name when there is one).
+    fn error(self, name: Option<&str>, field: &str, message: String) -> ConfigError {
+        match self {
+            Place::Tunnel(i) => tunnel_error(i, name, field, message),
+            Place::Network(i) => network_error(i, name, field, message),
+        }
+    }
+}
+
+/// Each tunnel's place: networks counted among themselves.
+fn places(ts: &[TunnelConfig]) -> Vec<Place> {
+    let mut networks = 0;
+    ts.iter()
+        .enumerate()
+        .map(|(i, t)| {
+            if t.is_network() {
+                networks += 1;
+                Place::Network(networks - 1)
+            } else {
+                Place::Tunnel(i)
+            }
+        })
+        .collect()
+}
+
 /// The rules between tunnels: unique names, one kind per port, every
 /// packet received belongs to one tunnel, every inner destination routes
-/// to one tunnel.
+/// to one tunnel; between networks, their own devices and VLANs.
 pub fn check_together(ts: &[TunnelConfig]) -> Result<(), ConfigError> {
+    let places = places(ts);
+    // Before the pairs: their count is what this bounds.
+    if let Some(j) = places
+        .iter()
+        .position(|p| *p == Place::Network(MAX_NETWORKS))
+    {
+        return Err(places[j].error(
+            Some(&ts[j].name),
+            "name",
+            format!("more than {MAX_NETWORKS} networks (a network's index is 16 bits)"),
+        ));
+    }
     for (j, b) in ts.iter().enumerate() {
-        let at = |field: &str, message: String| tunnel_error(j, Some(&b.name), field, message);
+        let at = |field: &str, message: String| places[j].error(Some(&b.name), field, message);
         for (i, a) in ts[..j].iter().enumerate() {
-            check_pair((i, a), (j, b), &at)?;
+            check_pair((places[i], a), (places[j], b), &at)?;
         }
         check_lists(b, &at)?;
     }
@@ -38,18 +108,17 @@ pub fn check_together(ts: &[TunnelConfig]) -> Result<(), ConfigError> {
 
 /// Tunnel `b` against the earlier tunnel `a`.
 fn check_pair(
-    (i, a): (usize, &TunnelConfig),
-    (j, b): (usize, &TunnelConfig),
+    (i, a): (Place, &TunnelConfig),
+    (j, b): (Place, &TunnelConfig),
     at: &impl Fn(&str, String) -> ConfigError,
 ) -> Result<(), ConfigError> {
-    let earlier = tunnel_label(i, &a.name);
+    let earlier = i.label(&a.name);
     if a.name == b.name {
-        return Err(tunnel_error(
-            j,
+        return Err(j.error(
             None,
             "name",
             format!(
-                "\"{}\" is already the name of {earlier}; names must be unique",
+                "\"{}\" is already the name of {earlier}; names must be unique among tunnels and networks",
                 b.name
             ),
         ));
@@ -58,23 +127,21 @@ fn check_pair(
         return Err(at(
                 "local_port",
                 format!(
-                    "port {} already receives {} for {earlier}; a UDP port carries one tunnel kind, so this {} tunnel needs another local_port",
-                    b.local_port, a.kind, b.kind
+                    "port {} already receives {} for {earlier}; a UDP port carries one tunnel kind, so this {} {} needs another local_port",
+                    b.local_port, a.kind, b.kind, if b.is_network() { "network" } else { "tunnel" }
                 ),
             ));
+    }
+    if a.is_network() || b.is_network() {
+        check_network_receive(a, b, &earlier, at)?;
+        return check_network_pair(a, b, &earlier, at);
     }
     if a.local_port == b.local_port
         && a.local == b.local
         && a.remote == b.remote
         && receive_id(a) == receive_id(b)
     {
-        let (field, what) = match receive_id(b) {
-            ReceiveId::Vni(v) => ("vni", format!(" and vni {v}")),
-            ReceiveId::Teid(t) => ("local_teid", format!(" and local_teid {t:#x}")),
-            ReceiveId::Key(Some(k)) => ("key", format!(" and key {k}")),
-            ReceiveId::Key(None) => ("key", " and no key".to_string()),
-            ReceiveId::None => ("remote", String::new()),
-        };
+        let (field, what) = receive_id_text(b);
         let fix = match receive_id(b) {
             ReceiveId::None => "give one a different local_port, local or remote",
             _ => "give one a different identifier, local_port, local or remote",
@@ -87,6 +154,56 @@ fn check_pair(
                 ),
             ));
     }
+    check_inner_pair(a, b, &earlier, at)
+}
+
+/// A network accepts packets from every remote, so it clashes with any
+/// tunnel or network on its local address and port with its identifier.
+fn check_network_receive(
+    a: &TunnelConfig,
+    b: &TunnelConfig,
+    earlier: &str,
+    at: &impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    if a.local_port != b.local_port || a.local != b.local || receive_id(a) != receive_id(b) {
+        return Ok(());
+    }
+    let (field, what) = match receive_id_text(b) {
+        ("remote", w) => ("local_port", w),
+        other => other,
+    };
+    let fix = match receive_id(b) {
+        ReceiveId::None => "give one a different local_port or local",
+        _ => "give one a different identifier, local_port or local",
+    };
+    Err(at(
+        field,
+        format!(
+            "received packets could not be told apart from {earlier}'s: same local {} port {}{what}, and a network accepts every remote; {fix}",
+            b.local, b.local_port
+        ),
+    ))
+}
+
+/// The field and words naming what tells `t`'s packets apart.
+fn receive_id_text(t: &TunnelConfig) -> (&'static str, String) {
+    match receive_id(t) {
+        ReceiveId::Vni(v) => ("vni", format!(" and vni {v}")),
+        ReceiveId::Teid(t) => ("local_teid", format!(" and local_teid {t:#x}")),
+        ReceiveId::Key(Some(k)) => ("key", format!(" and key {k}")),
+        ReceiveId::Key(None) => ("key", " and no key".to_string()),
+        ReceiveId::None => ("remote", String::new()),
+    }
+}
+
+/// Point-to-point tunnels: each inner prefix and MAC routes to one, and
+/// one default (no inner_macs) per L2 kind.
+fn check_inner_pair(
+    a: &TunnelConfig,
+    b: &TunnelConfig,
+    earlier: &str,
+    at: &impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
     if !a.kind.carries_ethernet() && !b.kind.carries_ethernet() {
         for (k, p) in b.inner_prefixes.iter().enumerate() {
             if a.inner_prefixes.contains(p) {
@@ -211,7 +328,7 @@ pub fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
-fn family(a: IpAddr) -> &'static str {
+pub(super) fn family(a: IpAddr) -> &'static str {
     if a.is_ipv4() {
         "IPv4"
     } else {
@@ -221,38 +338,84 @@ fn family(a: IpAddr) -> &'static str {
 
 /// An inner destination MAC a tunnel may route: unicast, not all zeros.
 pub fn check_mac(m: EthernetAddress) -> Result<(), String> {
+    unicast_mac(
+        m,
+        "inner_macs lists unicast destinations, and multicast/broadcast frames go to every tunnel of the kind",
+        "to make this the default tunnel of its kind, leave inner_macs empty",
+    )
+}
+
+/// `m` is unicast and not all zeros; else why not, with the hint that
+/// fits where it was given.
+pub(super) fn unicast_mac(
+    m: EthernetAddress,
+    multicast_hint: &str,
+    zero_hint: &str,
+) -> Result<(), String> {
     if m.is_multicast() {
         return Err(format!(
-            "{m} is a multicast address (low bit of the first octet set); inner_macs lists unicast destinations, and multicast/broadcast frames go to every tunnel of the kind"
+            "{m} is a multicast address (low bit of the first octet set); {multicast_hint}"
         ));
     }
     if m.0 == [0; 6] {
+        return Err(format!("{m} is not a usable address; {zero_hint}"));
+    }
+    Ok(())
+}
+
+/// An inner prefix `kind` can carry: a usable length, host bits zero, the
+/// family fou-ipip / fou-sit carry.
+pub(super) fn check_prefix(kind: TunnelKind, p: &IpPrefix) -> Result<(), String> {
+    if p.len > p.max_len() {
         return Err(format!(
-            "{m} is not a usable address; to make this the default tunnel of its kind, leave inner_macs empty"
+            "{p}: the prefix length {} is too long for {} (0..={})",
+            p.len,
+            family(p.addr),
+            p.max_len()
         ));
+    }
+    let only = match kind {
+        TunnelKind::FouIpip => Some(false),
+        TunnelKind::FouSit => Some(true),
+        _ => None,
+    };
+    if only.is_some_and(|v6| v6 != p.addr.is_ipv6()) {
+        return Err(format!(
+            "{p} is {} but {kind} carries only {} (fou-ipip: IPv4, fou-sit: IPv6; gue carries both)",
+            family(p.addr),
+            if p.addr.is_ipv6() { "IPv4" } else { "IPv6" }
+        ));
+    }
+    if p.network() != p.addr {
+        let fixed = IpPrefix {
+            addr: p.network(),
+            len: p.len,
+        };
+        return Err(format!("{p} has host bits set; did you mean {fixed}?"));
     }
     Ok(())
 }
 
 impl TunnelConfig {
     /// The per-tunnel rules on the typed values; `index` is the tunnel's
-    /// position, for the error's field.
+    /// position (a network's: among the networks), for the error's field.
     pub fn check(&self, index: usize) -> Result<(), ConfigError> {
+        let place = Place::of(self, index);
         if !valid_name(&self.name) {
-            return Err(tunnel_error(
-                index,
-                None,
-                "name",
-                bad_name_message(&self.name),
-            ));
+            return Err(place.error(None, "name", bad_name_message(&self.name)));
         }
-        let at =
-            |field: &str, message: String| tunnel_error(index, Some(&self.name), field, message);
+        let at = |field: &str, message: String| place.error(Some(&self.name), field, message);
+        if self.is_network() {
+            self.check_network_shape(&at)?;
+        }
         self.check_addresses(&at)?;
         self.check_ids(&at)?;
         self.check_checksums(&at)?;
         self.check_routes(&at)?;
         self.check_outer(&at)?;
+        if let Some(n) = &self.network {
+            self.check_network(n, &at)?;
+        }
         Ok(())
     }
 
@@ -403,42 +566,7 @@ impl TunnelConfig {
             ));
         }
         for (k, p) in self.inner_prefixes.iter().enumerate() {
-            if p.len > p.max_len() {
-                return Err(at(
-                    &format!("inner_prefixes[{k}]"),
-                    format!(
-                        "{p}: the prefix length {} is too long for {} (0..={})",
-                        p.len,
-                        family(p.addr),
-                        p.max_len()
-                    ),
-                ));
-            }
-            let only = match kind {
-                TunnelKind::FouIpip => Some(false),
-                TunnelKind::FouSit => Some(true),
-                _ => None,
-            };
-            if only.is_some_and(|v6| v6 != p.addr.is_ipv6()) {
-                return Err(at(
-                    &format!("inner_prefixes[{k}]"),
-                    format!(
-                        "{p} is {} but {kind} carries only {} (fou-ipip: IPv4, fou-sit: IPv6; gue carries both)",
-                        family(p.addr),
-                        if p.addr.is_ipv6() { "IPv4" } else { "IPv6" }
-                    ),
-                ));
-            }
-            if p.network() != p.addr {
-                let fixed = IpPrefix {
-                    addr: p.network(),
-                    len: p.len,
-                };
-                return Err(at(
-                    &format!("inner_prefixes[{k}]"),
-                    format!("{p} has host bits set; did you mean {fixed}?"),
-                ));
-            }
+            check_prefix(kind, p).map_err(|e| at(&format!("inner_prefixes[{k}]"), e))?;
         }
         for (k, m) in self.inner_macs.iter().enumerate() {
             check_mac(*m).map_err(|e| at(&format!("inner_macs[{k}]"), e))?;

@@ -2,12 +2,13 @@
 //! (`[[tunnel]]`, a UPF's N3 tunnels) and `[dataplane]`, as checked values.
 //!
 //! `model` holds the types, `check` the rules on them (per tunnel and
-//! between tunnels), the same for a config parsed by tep-config and one
+//! between tunnels) and `network_check` those on multipoint networks, the same for a config parsed by tep-config and one
 //! built in code (tests, benches, a control plane). This module only
 //! re-exports the two, so that neither imports the other through it.
 
 mod check;
 mod model;
+mod network_check;
 
 pub use check::{
     bad_name_message, check_mac, check_together, check_tunnels, not_used, tunnel_error,
@@ -16,4 +17,8 @@ pub use check::{
 pub use model::{
     ChecksumMode, ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding, IpPrefix,
     NetworkSettings, Ttl, TunnelConfig,
+};
+pub use network_check::{
+    default_device, network_error, network_key_not_used, network_label, not_a_network_kind,
+    not_for_networks, valid_ifname, MAX_AGEING_S, MAX_IFNAME, MAX_MACS,
 };

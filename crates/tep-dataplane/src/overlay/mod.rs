@@ -24,6 +24,7 @@
 pub mod fdb;
 pub mod neigh;
 pub(crate) mod nodes;
+pub mod reload;
 pub mod vlan;
 
 use crate::config::{IpPrefix, TunnelConfig};
@@ -38,8 +39,6 @@ use std::time::Instant;
 
 /// The most networks one overlay holds (a network index is 16 bits).
 pub const MAX_NETWORKS: usize = 65_535;
-/// The most remote VTEPs by default.
-pub const DEFAULT_MAX_VTEPS: u32 = 65_536;
 /// The peer of a packet to be flooded to its network's flood list
 /// (`Pool::peer`).
 pub const FLOOD: u32 = u32::MAX;
@@ -833,17 +832,25 @@ impl Overlay {
             .collect())
     }
 
-    /// A network's counters and table sizes.
-    pub fn stats(&self, index: u16) -> NetworkStats {
-        let Some(net) = self.networks.get(usize::from(index)) else {
-            return NetworkStats::default();
-        };
-        let mut s = net.counters.snapshot();
-        let mut entries = 0;
-        self.fdb.for_each(Some(index), |_, _| entries += 1);
-        s.entries = entries;
-        s.neighbours = self.neigh.entries(Some(index)).len() as u64;
-        s
+    /// Every network's counters and table sizes, by index: one walk of
+    /// the FDB for all of them (a scrape of thousands of networks must
+    /// not walk it once per network).
+    pub fn stats(&self) -> Vec<NetworkStats> {
+        let mut all: Vec<NetworkStats> = self
+            .networks
+            .iter()
+            .enumerate()
+            .map(|(i, net)| NetworkStats {
+                neighbours: u64::from(self.neigh.count(i as u16)),
+                ..net.counters.snapshot()
+            })
+            .collect();
+        self.fdb.for_each(None, |k, _| {
+            if let Some(s) = all.get_mut(usize::from(k.network())) {
+                s.entries += 1;
+            }
+        });
+        all
     }
 
     /// Ages out learned FDB entries and neighbours (call about once a

@@ -293,6 +293,9 @@ fn parse_arp(p: &[u8], tag: Option<VlanTag>) -> Option<Parsed> {
         return None;
     }
     match op {
+        // A request for what no neighbour can own (a group, the
+        // broadcast address) is nobody's to answer.
+        arp::REQUEST if from != target && !is_neighbour(target) => None,
         arp::REQUEST if from != target => Some(Parsed::Request(Request {
             tag,
             mac,
@@ -628,6 +631,13 @@ mod tests {
         let mut f = hex(ARP_VLAN_REQUEST);
         f.splice(12..12, [0x88, 0xa8, 0x00, 0x05]);
         assert_eq!(classify(&f), NeighMessage::Other);
+        // Asking for a group or the broadcast address (found by the
+        // overlay fuzz target: its answer announced what nobody owns).
+        for target in [[224, 0, 0, 1], [255, 255, 255, 255]] {
+            let mut f = hex(ARP_REQUEST);
+            f[14 + arp::TPA..14 + arp::TPA + 4].copy_from_slice(&target);
+            assert_eq!(classify(&f), NeighMessage::Other, "{target:?}");
+        }
     }
 
     #[test]

@@ -410,9 +410,10 @@ pub(crate) fn flood(
             if let Some(&f) = list.first() {
                 pool.set_vtep(id, f);
             }
-            let net = o.networks().get(usize::from(n));
-            if let (Some(net), true) = (net, list.len() > 1) {
-                NetworkCounters::add(&net.counters.flood_copies, (list.len() - 1) as u64);
+            // The copies this frame got (a pool run dry cuts them short).
+            let walked = at.1.saturating_sub(1) as u64;
+            if let (Some(net), true) = (o.networks().get(usize::from(n)), walked > 0) {
+                NetworkCounters::add(&net.counters.flood_copies, walked);
             }
         }
         *at = (at.0 + 1, 1);

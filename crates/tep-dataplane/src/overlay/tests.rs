@@ -272,7 +272,7 @@ fn moves_are_followed_static_entries_pinned_local_macs_kept() {
         (e3.dst, e3.origin),
         (remote(&vs[0], vtep(3)), Origin::Static)
     );
-    let s = o.stats(0);
+    let s = o.stats()[0];
     assert_eq!((s.moved, s.move_refused), (1, 1));
     // M1 is local to VTEP 1 (learned from its side): not sent.
     send(&mut pool, &mut vs[0], &frame(BROADCAST, M1, 4));
@@ -323,7 +323,7 @@ fn the_limit_bounds_learning() {
             "delivered anyway"
         );
     }
-    let s = a.overlay.stats(0);
+    let s = a.overlay.stats()[0];
     assert_eq!((s.learned, s.learn_refused, s.entries), (4, 6, 4));
     assert_eq!(a.overlay.fdb().learned(0), 4);
 }
@@ -356,7 +356,7 @@ fn arp_requests_for_known_addresses_are_answered_locally() {
     assert_eq!(&reply[..6], &M1, "to the requester");
     assert_eq!(&reply[22..28], &M2, "the known MAC");
     assert_eq!(vs[0].pipeline.counters().suppressed, 1);
-    assert_eq!(vs[0].overlay.stats(0).suppressed, 1);
+    assert_eq!(vs[0].overlay.stats()[0].suppressed, 1);
     // Unknown: flooded to the two others.
     let out = send(
         &mut pool,

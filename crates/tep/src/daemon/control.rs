@@ -4,12 +4,13 @@
 //! too). Each client's credentials are checked as well (SO_PEERCRED).
 //!
 //! Protocol: the client writes one line (`show tunnels json`, `reload`,
-//! `trace 100 5000`; at most 4 KiB, within 5 s), the daemon answers
+//! `trace 100 5000`, `fdb show dev blue`; at most 4 KiB, within 5 s), the daemon answers
 //! `ok\n` or `error\n`, then the body (text, JSON, or pcapng bytes for a
 //! trace), and closes.
 
 use super::clients::{self, refusals, Refusal, CONTROL as CLIENTS};
 use super::liveness;
+use super::overlay;
 use super::state::{IoInfo, KernelCounters, State};
 use super::stats::{IoEvent, Totals, WorkerSnapshot};
 use super::trace::Tracer;
@@ -228,6 +229,23 @@ fn refused(r: Refusal, message: String) -> String {
 
 fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
     match words {
+        ["show", "networks", rest @ ..] => {
+            let json = match rest {
+                [] => false,
+                ["json"] => true,
+                _ => {
+                    let e = format!("show networks: unexpected {:?} (show networks [json])", rest[0]);
+                    return Err(refused(Refusal::BadRequest, e));
+                }
+            };
+            let o = overlay::current(state)?;
+            let config = state.config.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            Ok(overlay::show_networks(&o, &config, json).into_bytes())
+        }
+        [table, ..] if overlay::TABLES.contains(table) => {
+            let req = overlay::parse(words).map_err(|e| refused(Refusal::BadRequest, e))?;
+            overlay::apply(&req, &*overlay::current(state)?).map(String::into_bytes)
+        }
         ["show", what, rest @ ..] => {
             let json = rest.contains(&"json");
             let config = state.config.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -240,7 +258,7 @@ fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
                 other => {
                     return Err(refused(
                         Refusal::BadRequest,
-                        format!("unknown: show {other} (tunnels, counters, runtime, pfcp)"),
+                        format!("unknown: show {other} (tunnels, counters, runtime, pfcp, networks)"),
                     ))
                 }
             };
@@ -267,7 +285,7 @@ fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
         _ => Err(refused(
             Refusal::BadRequest,
             format!(
-                "unknown request {:?} (show tunnels|counters|runtime|pfcp [json], reload, trace COUNT TIMEOUT_MS)",
+                "unknown request {:?} (show tunnels|counters|runtime|pfcp|networks [json], reload, trace COUNT TIMEOUT_MS, fdb|peer|neigh|route show|add|replace|del …)",
                 words.join(" ")
             ),
         )),

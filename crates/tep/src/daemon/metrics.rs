@@ -23,6 +23,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tep_config::Config;
+use tep_dataplane::overlay::Overlay;
 
 type Labels = Vec<(String, String)>;
 
@@ -58,8 +59,12 @@ pub fn render(
     kernel: &dyn KernelCounters,
     worker_count: usize,
     pfcp: Option<&PfcpStatus>,
+    overlay: Option<&Overlay>,
 ) -> String {
     let mut r = Registry::with_prefix("tep");
+    if let Some(o) = overlay {
+        overlay_metrics(&mut r, o);
+    }
     tunnel_metrics(&mut r, config, t);
     io_metrics(&mut r, t, kernel);
     pipeline_metrics(&mut r, t);
@@ -147,6 +152,44 @@ fn pipeline_metrics(r: &mut Registry, t: &Totals) {
         add(&node_packets, &[("node", n.name)], n.packets);
         add(&node_clocks, &[("node", n.name)], n.ticks);
     }
+}
+
+/// Each network's tables and events, and the remote VTEPs known.
+fn overlay_metrics(r: &mut Registry, o: &Overlay) {
+    let gauges = |r: &mut Registry, name: &str, help: &str| {
+        let f = Family::<Labels, Gauge>::default();
+        r.register(name, help, f.clone());
+        f
+    };
+    let entries = gauges(r, "overlay_fdb_entries", "FDB entries, by network");
+    let neighbours = gauges(
+        r,
+        "overlay_neighbours",
+        "ARP/ND suppression entries, by network",
+    );
+    let events = family(
+        r,
+        "overlay_events",
+        "Overlay events by network: MACs learned, aged, moved, refused; frames flooded and their copies; ARP/ND answered; neighbours learned",
+    );
+    let all = o.stats();
+    for (net, s) in o.networks().iter().zip(&all) {
+        let l = [("network", net.name.as_str())];
+        entries.get_or_create(&labels(&l)).set(s.entries as i64);
+        neighbours
+            .get_or_create(&labels(&l))
+            .set(s.neighbours as i64);
+        for (event, n) in super::overlay::events(&s) {
+            add(&events, &[l[0], ("event", event)], n);
+        }
+    }
+    let vteps = o.vteps().len() as usize;
+    gauge(
+        r,
+        "overlay_vteps",
+        "Remote VTEPs known (learned or named)",
+        vteps,
+    );
 }
 
 /// The UPF's N4 side.
@@ -298,6 +341,11 @@ fn scrape(state: &State) -> String {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
+    let overlay = state
+        .overlay
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     render(
         &config,
         &state.shared.totals(&snaps, &config),
@@ -310,6 +358,7 @@ fn scrape(state: &State) -> String {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref(),
+        overlay.as_deref(),
     )
 }
 
@@ -363,6 +412,7 @@ inner_prefixes = ["10.9.0.0/16"]
                 associations: vec!["smf.example (192.0.2.10)".to_string()],
                 counters: vec![("sessions_established", 1001), ("session_not_found", 2)],
             }),
+            None,
         );
         for want in [
             "tep_tunnel_tx_packets_total{tunnel=\"gtp-a\",kind=\"gtpu\"} 12",
@@ -378,6 +428,46 @@ inner_prefixes = ["10.9.0.0/16"]
             "tep_pfcp_associations 1",
             "tep_metrics_requests_refused_total{reason=\"too_long\"} 0",
             "tep_control_requests_refused_total{reason=\"peer\"} 0",
+        ] {
+            assert!(text.contains(want), "missing {want} in:\n{text}");
+        }
+    }
+
+    /// Needs the real FDB and neighbour tables.
+    #[test]
+    fn overlay_metrics_are_per_network() {
+        use tep_dataplane::config::{NetworkSettings, TunnelConfig};
+        use tep_dataplane::overlay::NetworkCounters;
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        let blue = TunnelConfig::network(
+            "blue",
+            tep_dataplane::TunnelKind::Vxlan,
+            ip("192.0.2.1"),
+            NetworkSettings {
+                flood: vec![ip("192.0.2.2"), ip("192.0.2.3")],
+                ..NetworkSettings::default()
+            },
+        );
+        let o = Overlay::new(&[blue], 64, 16).unwrap();
+        o.fdb_add("blue", [2, 0, 0, 0, 0, 1], ip("192.0.2.4"), false)
+            .unwrap();
+        NetworkCounters::add(&o.networks()[0].counters.flood_copies, 7);
+        let config = Config::default();
+        let t = Totals::default();
+        let text = render(
+            &config,
+            &t,
+            &crate::daemon::state::UdpDrops,
+            1,
+            None,
+            Some(&o),
+        );
+        for want in [
+            "tep_overlay_fdb_entries{network=\"blue\"} 1",
+            "tep_overlay_neighbours{network=\"blue\"} 0",
+            "tep_overlay_events_total{network=\"blue\",event=\"flood_copies\"} 7",
+            "tep_overlay_events_total{network=\"blue\",event=\"learn_refused\"} 0",
+            "tep_overlay_vteps 3",
         ] {
             assert!(text.contains(want), "missing {want} in:\n{text}");
         }

@@ -16,6 +16,7 @@ pub mod liveness;
 pub mod metrics;
 pub mod n4;
 pub mod notify;
+pub mod overlay;
 pub mod privilege;
 pub mod run;
 pub mod state;

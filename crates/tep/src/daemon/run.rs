@@ -6,6 +6,7 @@
 //! follows a new config.
 
 use super::liveness::{self, Beat};
+use super::overlay::Sweeper;
 use super::state::{IoInfo, KernelCounters, Shared, State};
 use super::stats::WorkerSnapshot;
 use super::{control, metrics, n4, privilege, until_stopped, ReloadError};
@@ -16,6 +17,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use tep_config::{Capabilities, Config, ConfigError};
+use tep_dataplane::overlay::Overlay;
 use tep_dataplane::session::control::Sessions;
 use tep_dataplane::session::WorkerLink;
 use tep_sys::{EventFd, Signal, Signals};
@@ -61,8 +63,9 @@ pub struct WorkerCommon {
     /// A UPF worker's link to the session tables' control plane, and its
     /// downlink buffers (`[pfcp].buffer_packets`, `buffer_limit`).
     pub sessions: Option<(WorkerLink, u32, u32)>,
-    /// The overlay of the config's networks, shared by every worker.
-    pub overlay: Option<Arc<tep_dataplane::overlay::Overlay>>,
+    /// The networks' shared tables (FDB, VTEPs, topology, neighbours),
+    /// when the config has `[[network]]`s.
+    pub overlay: Option<Arc<Overlay>>,
 }
 
 /// A run mode: its I/O, opened at start, driven by its workers, and
@@ -125,6 +128,8 @@ struct Workers<Io> {
     /// A UPF's: each worker's link to the session tables (kept across
     /// reloads: the sessions outlive the workers).
     links: Vec<WorkerLink>,
+    /// The overlay of `config`.
+    overlay: Option<Arc<Overlay>>,
 }
 
 impl<Io: Send + 'static> Workers<Io> {
@@ -134,6 +139,7 @@ impl<Io: Send + 'static> Workers<Io> {
         ios: Vec<Io>,
         shared: &Arc<Shared>,
         links: Vec<WorkerLink>,
+        overlay: Option<Arc<Overlay>>,
     ) -> Result<Self, String> {
         shared.stop.store(false, Ordering::Release);
         shared
@@ -148,6 +154,7 @@ impl<Io: Send + 'static> Workers<Io> {
             handles: Vec::new(),
             wakes: Vec::new(),
             links,
+            overlay,
         };
         for (index, io) in ios.into_iter().enumerate() {
             let wake = match EventFd::new() {
@@ -166,7 +173,7 @@ impl<Io: Send + 'static> Workers<Io> {
                     (Some(p), Some(l)) => Some((l.clone(), p.buffer_packets, p.buffer_limit)),
                     _ => None,
                 },
-                overlay: None,
+                overlay: started.overlay.clone(),
             };
             let setup = mode.setup(io, common);
             match liveness::spawn(
@@ -213,6 +220,7 @@ impl<Io: Send + 'static> Workers<Io> {
             handles: Vec::new(),
             wakes: Vec::new(),
             links: self.links.clone(),
+            overlay: self.overlay.clone(),
         };
         std::mem::replace(self, idle)
     }
@@ -238,6 +246,7 @@ pub fn run<M: Mode>(path: &Path) -> Result<(), String> {
         .map_err(|e| format!("signalfd: {e}"))?;
     let config = Config::load(path).map_err(|e| e.to_string())?;
     let section = M::check(&config).map_err(|e| e.to_string())?;
+    let overlay = overlay_of(&config)?;
     let run_as = privilege::of(&section)?;
     let (opened, ios) = M::open(&config)?;
     let control = control::listen(
@@ -273,6 +282,7 @@ pub fn run<M: Mode>(path: &Path) -> Result<(), String> {
         reload: Mutex::new(reload_tx),
         main_wake: EventFd::new().map_err(|e| format!("eventfd: {e}"))?,
         kernel,
+        overlay: Mutex::new(overlay.clone()),
     });
     // A UPF: the session tables' control plane and its links to the
     // workers.
@@ -284,7 +294,8 @@ pub fn run<M: Mode>(path: &Path) -> Result<(), String> {
         }
         None => (None, Vec::new()),
     };
-    let mut running = Workers::start(&mode, config.clone(), ios, &shared, links)?;
+    let mut running = Workers::start(&mode, config.clone(), ios, &shared, links, overlay)?;
+    let sweeper = Sweeper::start(state.clone(), &shared.liveness)?;
     *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
     let n4 = match sessions {
         Some((sessions, socket)) => Some(n4::N4::start(&config, socket, sessions, state.clone())?),
@@ -310,6 +321,7 @@ pub fn run<M: Mode>(path: &Path) -> Result<(), String> {
     }
     // The workers' descriptors close, then the mode takes down the rest.
     drop(running.stop(&shared));
+    drop(sweeper);
     mode.stop();
     control.remove();
     tracing::info!("stopped");
@@ -331,20 +343,56 @@ fn reload<M: Mode>(
     M::check(&new).map_err(|e| ReloadError::Refused(e.to_string()))?;
     let old = running.config.clone();
     n4::check_kept(&old, &new).map_err(ReloadError::Refused)?;
+    let next = overlay_of(&new).map_err(ReloadError::Refused)?;
     let staged = mode.stage(&old, &new).map_err(ReloadError::Refused)?;
     let stopped = running.take();
     let links = stopped.links.clone();
     let ios = stopped.stop(shared);
     shared.carry_over(&old);
-    let (config, ios, result) = mode.switch(staged, (old, Arc::new(new)), ios, state);
+    let new = Arc::new(new);
+    let (config, ios, result) = mode.switch(staged, (old.clone(), new.clone()), ios, state);
+    // The workers are stopped: nothing learns into the old overlay now.
+    let overlay = match (Arc::ptr_eq(&config, &new), &running.overlay) {
+        (true, Some(was)) => next.inspect(|o| carry_over(o, was, &old)),
+        (true, None) => next,
+        (false, _) => running.overlay.clone(),
+    };
+    *state.overlay.lock().unwrap_or_else(|e| e.into_inner()) = overlay.clone();
     // The new workers' session tables start empty: every session is
     // queued for them before they run.
     if let Some(n) = n4 {
         n.replay();
     }
-    *running =
-        Workers::start(mode, config.clone(), ios, shared, links).map_err(ReloadError::Failed)?;
+    *running = Workers::start(mode, config.clone(), ios, shared, links, overlay)
+        .map_err(ReloadError::Failed)?;
     *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
     *state.config.lock().unwrap_or_else(|e| e.into_inner()) = config;
     result.map_err(ReloadError::Refused)
+}
+
+/// The overlay of `config`'s networks; None when it has none.
+fn overlay_of(config: &Config) -> Result<Option<Arc<Overlay>>, String> {
+    if !config.tunnels.iter().any(|t| t.is_network()) {
+        return Ok(None);
+    }
+    Overlay::new(
+        &config.tunnels,
+        config.fdb_entries(),
+        config.overlay.max_vteps,
+    )
+    .map(|o| Some(Arc::new(o)))
+    .map_err(|e| format!("[[network]]: {e}"))
+}
+
+/// A reload's new overlay takes over what the old one learned and what
+/// the verbs added to it (`old` was its config).
+fn carry_over(new: &Overlay, old: &Overlay, config: &Config) {
+    let c = new.carry_over(old, &config.tunnels);
+    tracing::info!(
+        fdb = c.fdb,
+        topology = c.topology,
+        neighbours = c.neighbours,
+        refused = c.refused,
+        "overlay: the new config's tables took over what the old ones learned and were told"
+    );
 }

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Condvar;
 use std::sync::{mpsc, Arc, Mutex};
 use tep_config::Config;
+use tep_dataplane::overlay::Overlay;
 use tep_sys::EventFd;
 
 /// What `tep show tunnels` reports about the I/O in effect.
@@ -163,6 +164,9 @@ pub struct State {
     pub main_wake: EventFd,
     /// The kernel's counters of the run mode.
     pub kernel: Box<dyn KernelCounters>,
+    /// The networks' shared tables, when the config has `[[network]]`s
+    /// (replaced at each reload, with what the old one learned).
+    pub overlay: Mutex<Option<Arc<Overlay>>>,
 }
 
 /// State shared by the workers and the control thread.

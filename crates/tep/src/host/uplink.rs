@@ -49,6 +49,12 @@ fn unfit(config: &Config) -> Option<ConfigError> {
     }
     for (i, t) in config.tunnels.iter().enumerate() {
         let field = |f: &str| format!("tunnel[{i}] \"{}\".{f}", t.name);
+        if t.is_network() {
+            return Some(ConfigError {
+                field: format!("network \"{}\"", t.name),
+                message: "the uplink writes frames to each tunnel's one remote; a network's VTEPs come and go at run time, so networks send by the sockets".to_string(),
+            });
+        }
         let why = if t.kind == TunnelKind::Gtpu {
             Some(("kind", "the uplink cannot carry GTP-U (its header holds a length, which segmentation by the kernel would not fix)"))
         } else if t.checksum == ChecksumMode::Remote {
