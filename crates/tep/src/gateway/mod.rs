@@ -80,18 +80,20 @@ pub fn check_gateway(config: &Config) -> Result<&GatewayConfig, ConfigError> {
 /// (VXLAN, Geneve); an L3 network there would need tep to route between
 /// the port and the network, which it does not.
 fn check_networks(config: &Config) -> Result<(), ConfigError> {
-    match config
-        .tunnels
-        .iter()
-        .find(|t| t.is_network() && !t.kind.carries_ethernet())
+    let networks = config.tunnels.iter().filter(|t| t.is_network());
+    match networks
+        .enumerate()
+        .find(|(_, t)| !t.kind.carries_ethernet())
     {
-        Some(t) => Err(ConfigError {
-            field: format!("network \"{}\".kind", t.name),
-            message: format!(
+        Some((index, t)) => Err(tep_dataplane::config::network_error(
+            index,
+            Some(&t.name),
+            "kind",
+            format!(
                 "gateway mode carries L2 networks (vxlan, geneve) on the inner interface's VLANs, not {}",
                 t.kind
             ),
-        }),
+        )),
         None => Ok(()),
     }
 }
