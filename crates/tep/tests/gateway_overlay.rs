@@ -7,10 +7,11 @@
 //!                                                       └─ k2: kernel VTEP 192.0.2.12
 //! ```
 //!
-//! Networks "blue" (VLAN 100, VNI 100) and "red" (VLAN 200, VNI 200), each
-//! flooding to both kernel VTEPs, which flood to each other and to the
-//! gateway (`bridge fdb append 00:00:00:00:00:00 dst …`). The workloads
-//! overlap: 10.0.0.2 is k1's blue bridge and k2's red one. This kernel has
+//! Networks "blue" (VLAN 100, VNI 100), "red" (VLAN 200, VNI 200) and
+//! "green" (untagged, VNI 50), each flooding to both kernel VTEPs, which
+//! flood to each other and to the gateway (`bridge fdb append
+//! 00:00:00:00:00:00 dst …`). The workloads overlap: 10.0.0.2 is k1's
+//! blue bridge and k2's red one; green's is 10.5.0.2 on k2. This kernel has
 //! no 8021q module, so the "hosts" side is a Python script writing and
 //! reading tagged frames on an AF_PACKET socket (the kernel moves a
 //! received tag into the socket's auxiliary data). Root only; skipped
@@ -97,8 +98,8 @@ impl Rig {
     }
 
     /// A kernel VTEP's bridge domain `vni` in `ns` (local `me`), flooding
-    /// to the other two VTEPs; `workload` puts 10.0.0.2 on its bridge.
-    fn kernel_network(&self, ns: &str, me: &str, vni: u16, workload: bool) {
+    /// to the other two VTEPs; `workload` is an address for its bridge.
+    fn kernel_network(&self, ns: &str, me: &str, vni: u16, workload: Option<&str>) {
         let (vx, br) = (format!("vx{vni}"), format!("br{vni}"));
         let id = vni.to_string();
         let add = [
@@ -121,8 +122,8 @@ impl Rig {
             ];
             self.exec(ns, &fdb, true);
         }
-        if workload {
-            self.exec(ns, &["ip", "addr", "add", "10.0.0.2/24", "dev", &br], true);
+        if let Some(a) = workload {
+            self.exec(ns, &["ip", "addr", "add", a, "dev", &br], true);
         }
     }
 
@@ -133,16 +134,17 @@ impl Rig {
     }
 
     fn gateway(&self) -> Daemon {
-        let net = |name: &str, id: u16| {
+        let net = |name: &str, vni: u16, vlan: &str| {
             format!(
-                "[[network]]\nname = \"{name}\"\nkind = \"vxlan\"\nvni = {id}\nvlan = {id}\nlocal = \"{GW}\"\nflood = [\"{K1}\", \"{K2}\"]\n"
+                "[[network]]\nname = \"{name}\"\nkind = \"vxlan\"\nvni = {vni}\n{vlan}\nlocal = \"{GW}\"\nflood = [\"{K1}\", \"{K2}\"]\n"
             )
         };
         let config = format!(
-            "[gateway]\ninner = \"gi\"\nunderlay = \"gu\"\ncontrol = \"{}\"\n\n{}\n{}",
+            "[gateway]\ninner = \"gi\"\nunderlay = \"gu\"\ncontrol = \"{}\"\n\n{}\n{}\n{}",
             self.dir.join(format!("{}.sock", self.gw)).display(),
-            net("blue", 100),
-            net("red", 200)
+            net("blue", 100, "vlan = 100"),
+            net("red", 200, "vlan = 200"),
+            net("green", 50, "")
         );
         spawn_daemon(&self.dir, &self.gw, &config)
     }
@@ -164,11 +166,12 @@ impl Rig {
     }
 }
 
-/// The hosts behind the trunk port: per VLAN (100, 200), an ARP request
-/// for 10.0.0.2 and an ICMP echo to the MAC that answered, both tagged,
-/// resent until a tagged answer comes (the gateway resolves its VTEPs'
-/// next hops on the first packets); ARP requests for 10.0.0.1 answered in
-/// their VLAN. Then three frames tagged 300. Prints what came back.
+/// The hosts behind the trunk port: per VLAN (100, 200, untagged), an ARP
+/// request for the workload and an ICMP echo to the MAC that answered,
+/// resent until an answer in the same VLAN comes (the gateway resolves
+/// its VTEPs' next hops on the first packets); ARP requests for the
+/// hosts' addresses answered in their VLAN. Then three frames tagged 300.
+/// Prints what came back.
 const HOSTS: &str = r#"
 import json, socket, struct, time
 SOL_PACKET, PACKET_AUXDATA, VLAN_VALID = 263, 8, 0x10
@@ -176,10 +179,15 @@ s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
 s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
 s.bind(("h0", 0))
 mine = bytes.fromhex(open("/sys/class/net/h0/address").read().strip().replace(":", ""))
-ME, WL, BCAST = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]), b"\xff" * 6
+BCAST = b"\xff" * 6
+# VLAN (None: untagged): (the hosts' address, the workload's).
+NETS = {100: (bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])),
+        200: (bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])),
+        None: (bytes([10, 5, 0, 1]), bytes([10, 5, 0, 2]))}
 
 def frame(dst, vid, ethertype, payload):
-    return dst + mine + struct.pack("!HHH", 0x8100, vid, ethertype) + payload
+    tag = b"" if vid is None else struct.pack("!HH", 0x8100, vid)
+    return dst + mine + tag + struct.pack("!H", ethertype) + payload
 
 def arp(op, sha, spa, tha, tpa):
     return struct.pack("!HHBBH", 1, 0x0800, 6, 4, op) + sha + spa + tha + tpa
@@ -192,10 +200,10 @@ def csum(b):
         n = (n & 0xffff) + (n >> 16)
     return ~n & 0xffff
 
-def echo(ident):
+def echo(ident, me, wl):
     icmp = struct.pack("!BBHHH", 8, 0, 0, ident, 1) + b"tep-overlay" * 4
     icmp = icmp[:2] + struct.pack("!H", csum(icmp)) + icmp[4:]
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(icmp), ident, 0, 64, 1, 0, ME, WL)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(icmp), ident, 0, 64, 1, 0, me, wl)
     return ip[:10] + struct.pack("!H", csum(ip)) + ip[12:] + icmp
 
 def recv(until):
@@ -234,35 +242,35 @@ def exchange(vid, request, want, seconds=10):
         if got is None:
             continue
         v, d = got
-        is_arp = d[12:14] == b"\x08\x06"
-        if v is not None and is_arp and d[20:22] == b"\0\x01" and d[38:42] == ME:
-            s.send(frame(d[6:12], v, 0x0806, arp(2, mine, ME, d[22:28], d[28:32])))
+        me = NETS.get(v, (None,))[0]
+        if d[12:14] == b"\x08\x06" and d[20:22] == b"\0\x01" and d[38:42] == me:
+            s.send(frame(d[6:12], v, 0x0806, arp(2, mine, me, d[22:28], d[28:32])))
             continue
         if v == vid:
             r = want(d)
             if r is not None:
                 return r
 
-def arp_reply(d):
-    if d[12:14] == b"\x08\x06" and d[20:22] == b"\0\x02" and d[28:32] == WL and d[38:42] == ME:
-        return d[22:28]
-
 out = {}
-for vid in (100, 200):
-    who = frame(BCAST, vid, 0x0806, arp(1, mine, ME, b"\0" * 6, WL))
+for vid, (me, wl) in NETS.items():
+    def arp_reply(d):
+        if d[12:14] == b"\x08\x06" and d[20:22] == b"\0\x02" and d[28:32] == wl and d[38:42] == me:
+            return d[22:28]
+    who = frame(BCAST, vid, 0x0806, arp(1, mine, me, b"\0" * 6, wl))
     mac = exchange(vid, who, arp_reply)
     row = {"mac": mac.hex(":") if mac else None, "echo": False}
+    ident = vid or 1
     if mac:
-        def reply(d, ident=vid):
+        def reply(d):
             ip = d[14:]
-            if d[12:14] == b"\x08\x00" and ip[9] == 1 and ip[12:16] == WL and ip[20] == 0:
+            if d[12:14] == b"\x08\x00" and ip[9] == 1 and ip[12:16] == wl and ip[20] == 0:
                 return struct.unpack("!H", ip[24:26])[0] == ident or None
-        row["echo"] = bool(exchange(vid, frame(mac, vid, 0x0800, echo(vid)), reply))
+        row["echo"] = bool(exchange(vid, frame(mac, vid, 0x0800, echo(ident, me, wl)), reply))
     out[str(vid)] = row
 # VLAN 300 is no network's: nothing may come back in it.
 back = 0
 for i in range(3):
-    s.send(frame(BCAST, 300, 0x0806, arp(1, mine, ME, b"\0" * 6, WL)))
+    s.send(frame(BCAST, 300, 0x0806, arp(1, mine, NETS[100][0], b"\0" * 6, NETS[100][1])))
 end = time.time() + 1.5
 while True:
     got = recv(end)
@@ -291,11 +299,15 @@ fn vlans_are_networks() {
         return;
     }
     let r = Rig::new();
-    r.kernel_network(&r.k1, K1, 100, true);
-    r.kernel_network(&r.k1, K1, 200, false);
-    r.kernel_network(&r.k2, K2, 100, false);
-    r.kernel_network(&r.k2, K2, 200, true);
+    let workload = Some("10.0.0.2/24");
+    r.kernel_network(&r.k1, K1, 100, workload);
+    r.kernel_network(&r.k1, K1, 200, None);
+    r.kernel_network(&r.k1, K1, 50, None);
+    r.kernel_network(&r.k2, K2, 100, None);
+    r.kernel_network(&r.k2, K2, 200, workload);
+    r.kernel_network(&r.k2, K2, 50, Some("10.5.0.2/24"));
     let (blue_wl, red_wl) = (r.mac(&r.k1, "br100"), r.mac(&r.k2, "br200"));
+    let green_wl = r.mac(&r.k2, "br50");
     assert_ne!(blue_wl, red_wl);
     let gw = r.gateway();
     let got = r.hosts();
@@ -314,6 +326,9 @@ fn vlans_are_networks() {
     assert_eq!(got["200"]["mac"], red_wl.as_str(), "{}", context());
     assert_eq!(got["100"]["echo"], true, "blue echo\n{}", context());
     assert_eq!(got["200"]["echo"], true, "red echo\n{}", context());
+    // Untagged frames are green's, and come back untagged.
+    assert_eq!(got["None"]["mac"], green_wl.as_str(), "{}", context());
+    assert_eq!(got["None"]["echo"], true, "green echo\n{}", context());
     assert_eq!(got["300"], 0, "{}", context());
     // The frames of VLAN 300 stayed with the kernel, counted.
     assert!(
