@@ -285,6 +285,37 @@ fn counter(c: &serde_json::Value, section: &str, key: &str) -> u64 {
     c[section][key].as_u64().unwrap_or(0)
 }
 
+/// Waits until the gateway's counters balance: frames received plus the
+/// copies flooding made are frames sent plus drops (the workers publish
+/// now and then); returns them.
+fn balanced(gw: &Daemon) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    loop {
+        let c = gw.show("counters");
+        let n = |k: &str| counter(&c, "io", k);
+        let copies: u64 = gw
+            .show("networks")
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row["events"]["flood_copies"].as_u64().unwrap())
+            .sum();
+        let drops = c["drops_total"].as_u64().unwrap();
+        let (received, sent) = (
+            n("underlay_rx") + n("inner_rx"),
+            n("underlay_tx") + n("inner_tx") + n("kernel_tx"),
+        );
+        if received + copies == sent + drops {
+            return c;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "unbalanced: received {received} + flood copies {copies} != sent {sent} + drops {drops}\n{c}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn vlans_are_networks() {
     if !root_or_skip("gateway_overlay vlans_are_networks") {
@@ -311,7 +342,7 @@ fn vlans_are_networks() {
     assert_ne!(blue_wl, red_wl);
     let gw = r.gateway();
     let got = r.hosts();
-    let counters = gw.show("counters");
+    let counters = balanced(&gw);
     let context = || {
         format!(
             "hosts: {got}\n{}\n{}\n{}",
@@ -337,4 +368,5 @@ fn vlans_are_networks() {
         context()
     );
     assert!(counter(&counters, "io", "inner_rx") > 0, "{}", context());
+    assert_eq!(counters["drops_total"], 0, "{}", context());
 }
