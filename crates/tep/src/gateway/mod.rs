@@ -474,3 +474,23 @@ impl Mode for Gateway {
 pub fn run(path: &Path) -> Result<(), String> {
     crate::daemon::run::run::<Gateway>(path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_l3_network_is_refused_naming_it() {
+        let text = |kind: &str, id: &str| {
+            format!(
+                "[gateway]\ninner = \"a\"\nunderlay = \"b\"\n[[network]]\nname = \"blue\"\nkind = \"vxlan\"\nvni = 1\nvlan = 10\nlocal = \"192.0.2.1\"\n[[network]]\nname = \"pods\"\nkind = \"{kind}\"\n{id}\nvlan = 20\nlocal = \"192.0.2.1\"\n"
+            )
+        };
+        let ok = Config::parse(&text("geneve", "vni = 2")).unwrap();
+        assert!(check_networks(&ok).is_ok());
+        let l3 = Config::parse(&text("gue", "")).unwrap();
+        let e = check_networks(&l3).unwrap_err();
+        assert_eq!(e.field, "network[1] \"pods\".kind");
+        assert!(e.message.contains("not gue"), "{e}");
+    }
+}
