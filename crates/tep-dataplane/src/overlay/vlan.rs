@@ -379,6 +379,13 @@ mod tests {
     /// A gateway (VLANs on) and a peer VTEP, both with blue (VNI 100,
     /// VLAN 100) and red (VNI 200, VLAN 200) flooding to each other.
     fn gateway_and_peer() -> [crate::pipeline::Pipeline<crate::clock::ManualClock>; 2] {
+        gateway_and_peer_with(|_| {})
+    }
+
+    /// [`gateway_and_peer`] with `edit` applied to every network.
+    fn gateway_and_peer_with(
+        edit: impl Fn(&mut NetworkSettings),
+    ) -> [crate::pipeline::Pipeline<crate::clock::ManualClock>; 2] {
         use crate::config::DataplaneConfig;
         use crate::pipeline::{Pipeline, PipelineOptions};
         let addr = |i| IpAddr::V4(Ipv4Addr::new(192, 0, 2, i));
@@ -386,11 +393,12 @@ mod tests {
             let tunnels: Vec<TunnelConfig> = [("blue", 100u16), ("red", 200)]
                 .into_iter()
                 .map(|(name, id)| {
-                    let s = NetworkSettings {
+                    let mut s = NetworkSettings {
                         vlan: Some(id),
                         flood: vec![addr(other)],
                         ..NetworkSettings::default()
                     };
+                    edit(&mut s);
                     let mut t = TunnelConfig::network(name, TunnelKind::Vxlan, addr(me), s);
                     t.vni = u32::from(id);
                     t
@@ -463,5 +471,33 @@ mod tests {
         let c = gw.counters();
         assert_eq!(c.encap_in, c.encap_out + gw.drops_total(), "balanced");
         assert_eq!(pool.available(), 32, "no buffer leaked");
+    }
+
+    /// ARP suppression answers on the trunk port in the request's VLAN.
+    #[test]
+    fn a_suppressed_answer_goes_back_tagged() {
+        let known = [2, 0, 0, 0, 0, 0x99];
+        let target = IpAddr::V4(Ipv4Addr::new(10, 201, 0, 2));
+        let [mut gw, _] = gateway_and_peer_with(|s| {
+            s.neigh_suppress = true;
+            s.neighbours = vec![(target, tep_wire::ethernet::EthernetAddress(known))];
+        });
+        let mut pool = Pool::new(8, 2048);
+        let request = Eth::tagged(200).arp();
+        let mut input = testpkt::vector_of(&mut pool, &request, PacketMeta::FRESH);
+        let mut out = Vec::new();
+        gw.encap_tagged(&mut pool, &mut input, &mut |o, pool, v| {
+            assert_eq!(o, crate::pipeline::Output::Inner, "answered, not sent");
+            collect(&mut out, pool, v)
+        });
+        assert_eq!(out.len(), 1, "{}", gw.runtime().report());
+        let (answer, tunnel) = &out[0];
+        assert_eq!(*tunnel, 1, "red's");
+        assert_eq!(&answer[12..16], &[0x81, 0x00, 0, 200], "tagged 200");
+        // Behind the tag: ARP, a reply (2), from the known MAC.
+        assert_eq!(&answer[16..18], &[0x08, 0x06]);
+        assert_eq!(&answer[24..26], &[0, 2]);
+        assert_eq!(&answer[26..32], &known);
+        assert_eq!(pool.available(), 8, "no buffer leaked");
     }
 }
