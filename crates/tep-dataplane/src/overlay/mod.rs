@@ -201,6 +201,11 @@ impl Vteps {
         }
     }
 
+    /// Ids it can give out (`max_vteps`).
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Ids given out so far.
     pub fn len(&self) -> u32 {
         self.used.load(Ordering::Acquire)

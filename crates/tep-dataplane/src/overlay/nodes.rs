@@ -34,8 +34,9 @@ use tep_wire::ipv6::field as ip6;
 use tep_wire::udp;
 
 /// Addresses a worker remembers the VTEP id of (or that none is known),
-/// at most: past it the cache starts over (a stranger sending from many
-/// spoofed sources costs lookups in the registry, not memory).
+/// at least (the bound is the overlay's `max_vteps` where that is more):
+/// past it the cache starts over, so that a stranger sending from many
+/// spoofed sources costs lookups in the registry, not memory.
 const VTEP_CACHE: usize = 4096;
 /// An address with no VTEP id (learning off, or the VTEP bound reached).
 const UNKNOWN: u32 = u32::MAX;
@@ -68,6 +69,10 @@ impl OverlayWorker {
     pub fn refresh(&mut self) {
         if self.overlay.generation() != self.topology.generation {
             self.topology = self.overlay.topology();
+            // A verb may have given an id to an address cached as having
+            // none (a VTEP heard from before `peer add` named it): with
+            // learning off nothing else looks it up again.
+            self.vteps.retain(|_, v| *v != UNKNOWN);
         }
     }
 
@@ -110,7 +115,7 @@ impl OverlayWorker {
             self.overlay.find_vtep(addr)
         };
         let v = found.unwrap_or(UNKNOWN);
-        if self.vteps.len() >= VTEP_CACHE {
+        if self.vteps.len() >= VTEP_CACHE.max(self.overlay.vteps().capacity()) {
             self.vteps.clear();
         }
         self.vteps.insert(addr, v);
@@ -151,8 +156,12 @@ pub(crate) fn lookup(
     // entry before the first is looked at.
     for &id in v.as_slice() {
         let n = o.network_of(pool.meta(id).tunnel);
-        if let (true, Some(dst)) = (n != NOT_A_NETWORK, mac_at(pool.data(id), 0)) {
-            o.fdb().prefetch(FdbKey::new(n, dst));
+        if n == NOT_A_NETWORK {
+            continue;
+        }
+        let data = pool.data(id);
+        for mac in [mac_at(data, 0), mac_at(data, 6)].into_iter().flatten() {
+            o.fdb().prefetch(FdbKey::new(n, mac));
         }
     }
     each(stats, pool, v, |pool, id| lookup_one(pool, id, ow, now_s));
@@ -327,23 +336,44 @@ pub(crate) fn learn(
     ow: &mut OverlayWorker,
     now_s: u32,
 ) {
-    each(stats, pool, v, |pool, id| learn_one(pool, id, ow, now_s));
+    let o = ow.overlay.clone();
+    for &id in v.as_slice() {
+        let m = pool.meta(id);
+        let n = o.network_of(m.tunnel);
+        let src = mac_at(pool.data(id), usize::from(m.inner) + 6);
+        if let (true, Some(src)) = (n != NOT_A_NETWORK, src) {
+            o.fdb().prefetch(FdbKey::new(n, src));
+        }
+    }
+    // The frames of a vector mostly come from a few VTEPs, in runs.
+    let mut last: Option<(IpAddr, bool, u32)> = None;
+    each(stats, pool, v, |pool, id| {
+        learn_one(pool, id, ow, &o, &mut last, now_s)
+    });
 }
 
 fn learn_one(
     pool: &mut Pool,
     id: PacketId,
     ow: &mut OverlayWorker,
+    o: &Overlay,
+    last: &mut Option<(IpAddr, bool, u32)>,
     now_s: u32,
 ) -> Result<(), DropReason> {
-    let o = ow.overlay.clone();
     let n = o.network_of(pool.meta(id).tunnel);
     if n == NOT_A_NETWORK {
         return Ok(());
     }
     let net = &o.networks()[usize::from(n)];
     let from = pool.outer(id).src;
-    let vtep = ow.vtep_of(from, net.learning);
+    let vtep = match *last {
+        Some((a, create, v)) if a == from && create == net.learning => v,
+        _ => {
+            let v = ow.vtep_of(from, net.learning);
+            *last = Some((from, net.learning, v));
+            v
+        }
+    };
     let known = vtep != UNKNOWN && ow.net(n).is_some_and(|t| t.knows(vtep));
     if !net.learning && !known {
         return Err(DropReason::WrongPeer);
@@ -363,7 +393,7 @@ fn learn_one(
     }
     if net.neigh_suppress && maybe_neigh(&pool.data(id)[inner..]) {
         if let NeighMessage::Announce { ip, mac } = neigh::classify(&pool.data(id)[inner..]) {
-            learn_neigh(&o, n, ip, mac, now_s);
+            learn_neigh(o, n, ip, mac, now_s);
         }
     }
     Ok(())
