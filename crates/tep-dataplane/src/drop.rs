@@ -33,6 +33,9 @@ tep_named::named_enum! {
         /// Overlay: a frame from a network's local side to a MAC its FDB
         /// has on that side (a bridge there flooded it to every port).
         LocalMac => "local_mac",
+        /// Overlay, gateway mode: a frame from the inner interface whose
+        /// 802.1Q VLAN (or its absence) is no network's.
+        UnknownVlan => "unknown_vlan",
         /// UPF: a packet to a UE address no session has (downlink).
         NoSession => "no_session",
         /// UPF: an uplink G-PDU of a session's TEID whose QFI no PDR of

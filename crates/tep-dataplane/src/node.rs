@@ -15,6 +15,9 @@ tep_named::named_enum! {
     pub enum Node {
         /// Encap: TSO super-packets cut into segments.
         GsoSegment => "gso-segment",
+        /// Encap, overlay (gateway mode): the network of a frame by its
+        /// 802.1Q VLAN, the tag popped.
+        VlanInput => "vlan-input",
         /// Encap: parses the inner packet (offsets, flow hash).
         EncapClassify => "encap-classify",
         /// Encap: the tunnel by inner MAC or destination prefix.
@@ -99,6 +102,9 @@ tep_named::named_enum! {
         /// Decap, whole frames: an inner IP packet forwarded as a router
         /// does (TTL), with the Ethernet header to its next hop.
         IpRewrite => "ip-rewrite",
+        /// Overlay (gateway mode): a network's 802.1Q tag pushed on its
+        /// frames to the inner interface.
+        VlanOutput => "vlan-output",
         /// Encap: runs of datagrams become UDP GSO trains.
         UdpTrain => "udp-train",
         /// Decap: a UDP GRO train cut into its datagrams.

@@ -1161,6 +1161,45 @@ fn gnb_source_mismatch() {
     assert_no_leak(&pool);
 }
 
+// ------------------------------------------------------------- vlan-input
+
+#[test]
+fn unknown_vlan() {
+    // Gateway mode: blue is VLAN 100 on the inner side; a frame tagged
+    // 300 is no network's (and no plain tunnel takes it).
+    use tep_dataplane::config::NetworkSettings;
+    use tep_dataplane::overlay::Overlay;
+    let s = NetworkSettings {
+        vlan: Some(100),
+        flood: vec![IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2))],
+        ..NetworkSettings::default()
+    };
+    let local = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    let config = [TunnelConfig::network("blue", TunnelKind::Vxlan, local, s)];
+    let mut p = pipeline(&config, InnerLink::Ethernet);
+    p.attach_overlay(std::sync::Arc::new(Overlay::new(&config, 64, 8).unwrap()));
+    assert!(p.attach_vlans());
+    let mut pool = pool();
+    let frame = |tci: u16| {
+        let mut f = [[0xff; 6], [2, 0, 0, 0, 0, 1]].concat();
+        f.extend_from_slice(&[0x81, 0, (tci >> 8) as u8, tci as u8, 0x88, 0xb5]);
+        f.extend_from_slice(&[0; 46]);
+        f
+    };
+    let mut v = load(&mut pool, &[frame(100), frame(300)]);
+    let mut sent = 0;
+    p.encap_tagged(&mut pool, &mut v, &mut |_, pool, v| {
+        sent += v.len();
+        v.as_slice().iter().for_each(|&id| pool.free(id));
+        v.clear();
+    });
+    assert_eq!(sent, 1, "blue's frame, flooded to its one peer");
+    assert_dropped_once(&p, DropReason::UnknownVlan, "vlan-input");
+    let c = p.counters();
+    assert_eq!(c.encap_in + c.flood_copies, c.encap_out + p.drops_total());
+    assert_no_leak(&pool);
+}
+
 // ----------------------------------------------------------------- the list
 
 /// Every reason the pipeline drops for has a `#[test] fn <reason name>()`

@@ -5,9 +5,11 @@
 // (ARP, ND, the host's own traffic) to the kernel.
 //
 //   tep_underlay  UDP to one of tep's tunnel endpoints (address + port).
-//   tep_inner     frames for a tunnel: a MAC that is a tunnel's, any frame
-//                 not for this host when an L2 default tunnel exists, or IP
-//                 to an inner prefix.
+//   tep_inner     frames for a tunnel: a frame of a network (its 802.1Q
+//                 VLAN is one's; untagged, when a network is untagged and
+//                 the frame is not for this host), a MAC that is a
+//                 tunnel's, any frame not for this host when an L2 default
+//                 tunnel exists, or IP to an inner prefix.
 //
 // Both programs share the maps; tep fills them (crates/tep-sys/src/xdp.rs
 // mirrors every layout below). Rebuild with ./build.sh, which checks in
@@ -32,6 +34,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 // budget.
 #define MAX_EXT_HEADERS 4
 #define MAX_QUEUES 64
+#define VLAN_IDS 4096
 
 #define FAMILY_V4 4
 #define FAMILY_V6 6
@@ -55,20 +58,29 @@ struct lpm_v6_key {
 	__u8 addr[16];
 };
 
-// Entry 0 of `config`: the inner interface's own MAC, and whether an L2
-// default tunnel takes every frame not addressed to it.
+// Entry 0 of `config`: the inner interface's own MAC, whether an L2
+// default tunnel takes every frame not addressed to it, and the networks'
+// flags (NETWORKS_*).
 struct tep_config {
 	__u8 own_mac[6];
 	__u8 l2_default;
-	__u8 pad;
+	__u8 networks;
 };
 
-// Indices of `stats`: one block of three per program.
+// Networks are configured: their VLANs are in `inner_vlans`.
+#define NETWORKS_TAGGED 1
+// A network takes the untagged frames (and priority-tagged, VID 0).
+#define NETWORKS_UNTAGGED 2
+
+// Indices of `stats`: one block of four per program.
 enum {
 	STAT_REDIRECTED = 0,
 	STAT_PASSED = 1,
 	STAT_REDIRECT_FAILED = 2,
-	STATS_PER_ROLE = 3,
+	// Of the passed: frames with an 802.1Q VLAN no network has, or an
+	// 802.1ad tag (inner side, networks configured).
+	STAT_UNKNOWN_VLAN = 3,
+	STATS_PER_ROLE = 4,
 	ROLE_UNDERLAY = 0,
 	ROLE_INNER = 1,
 };
@@ -111,6 +123,15 @@ struct {
 	__type(key, __u32);
 	__type(value, struct tep_config);
 } config SEC(".maps");
+
+// Per VLAN ID: nonzero where a network has it. An array (every VID has
+// its slot): one lookup without hashing, and 16 KiB.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, VLAN_IDS);
+	__type(key, __u32);
+	__type(value, __u32);
+} inner_vlans SEC(".maps");
 
 // One AF_XDP socket per receive queue and role: redirecting by the queue the
 // frame arrived on keeps a flow on the worker that owns that queue.
@@ -261,6 +282,46 @@ int tep_underlay(struct xdp_md *ctx)
 	return redirect(ctx, &xsks_underlay, ROLE_UNDERLAY);
 }
 
+// What the networks make of a frame on the inner interface, a trunk
+// port: NET_YES for a frame of a network's VLAN, or untagged (priority
+// tagged included) when a network is untagged and the frame is not for
+// this host; NET_UNKNOWN for a VLAN (or 802.1ad tag) no network has.
+enum { NET_NO = 0, NET_YES = 1, NET_UNKNOWN = 2 };
+
+static __always_inline int network_frame(struct ethhdr *eth, void *data_end,
+					 const struct tep_config *cfg)
+{
+	if (!(cfg->networks & (NETWORKS_TAGGED | NETWORKS_UNTAGGED)))
+		return NET_NO;
+	if (eth->h_proto == bpf_htons(ETH_P_8021Q)) {
+		__be16 *tci = (void *)(eth + 1);
+		__u32 vid;
+		__u32 *net;
+
+		if ((void *)(tci + 1) > data_end)
+			return NET_NO;
+		vid = bpf_ntohs(*tci) & 0x0fff;
+		if (vid != 0) {
+			net = bpf_map_lookup_elem(&inner_vlans, &vid);
+			return net && *net ? NET_YES : NET_UNKNOWN;
+		}
+	} else if (eth->h_proto == bpf_htons(ETH_P_8021AD)) {
+		return NET_UNKNOWN;
+	}
+	if ((cfg->networks & NETWORKS_UNTAGGED) &&
+	    !same_mac(eth->h_dest, cfg->own_mac))
+		return NET_YES;
+	return NET_NO;
+}
+
+// To the kernel, counted apart when a network could have had it.
+static __always_inline int pass_inner(int net)
+{
+	if (net == NET_UNKNOWN)
+		count(ROLE_INNER, STAT_UNKNOWN_VLAN);
+	return pass(ROLE_INNER);
+}
+
 SEC("xdp")
 int tep_inner(struct xdp_md *ctx)
 {
@@ -269,18 +330,23 @@ int tep_inner(struct xdp_md *ctx)
 	struct ethhdr *eth = data;
 	struct tep_config *cfg;
 	__u32 zero = 0;
+	int net = NET_NO;
 	void *l3;
 	__be16 proto;
 
 	if ((void *)(eth + 1) > data_end)
 		return pass(ROLE_INNER);
+	cfg = bpf_map_lookup_elem(&config, &zero);
+	if (cfg)
+		net = network_frame(eth, data_end, cfg);
+	if (net == NET_YES)
+		return redirect(ctx, &xsks_inner, ROLE_INNER);
 	// A MAC behind an L2 tunnel (VXLAN, Geneve, ...).
 	if (bpf_map_lookup_elem(&inner_macs, eth->h_dest))
 		return redirect(ctx, &xsks_inner, ROLE_INNER);
 	// An L2 default tunnel takes everything not addressed to this host,
 	// broadcast and multicast included: the tunnel is the rest of the
 	// segment.
-	cfg = bpf_map_lookup_elem(&config, &zero);
 	if (cfg && cfg->l2_default && !same_mac(eth->h_dest, cfg->own_mac))
 		return redirect(ctx, &xsks_inner, ROLE_INNER);
 
@@ -291,7 +357,7 @@ int tep_inner(struct xdp_md *ctx)
 		struct lpm_v4_key key = { .prefixlen = 32 };
 
 		if ((void *)(ip + 1) > data_end)
-			return pass(ROLE_INNER);
+			return pass_inner(net);
 		__builtin_memcpy(key.addr, &ip->daddr, 4);
 		if (bpf_map_lookup_elem(&inner_v4, &key))
 			return redirect(ctx, &xsks_inner, ROLE_INNER);
@@ -300,10 +366,10 @@ int tep_inner(struct xdp_md *ctx)
 		struct lpm_v6_key key = { .prefixlen = 128 };
 
 		if ((void *)(ip6 + 1) > data_end)
-			return pass(ROLE_INNER);
+			return pass_inner(net);
 		__builtin_memcpy(key.addr, &ip6->daddr, 16);
 		if (bpf_map_lookup_elem(&inner_v6, &key))
 			return redirect(ctx, &xsks_inner, ROLE_INNER);
 	}
-	return pass(ROLE_INNER);
+	return pass_inner(net);
 }

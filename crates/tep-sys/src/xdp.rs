@@ -134,6 +134,9 @@ pub struct SteeringStats {
     /// went to the kernel. (A socket whose receive ring is full drops
     /// later: see its `rx_dropped`.)
     pub redirect_failed: u64,
+    /// Inner side, networks configured: of the passed, frames with an
+    /// 802.1Q VLAN no network has (or an 802.1ad tag).
+    pub unknown_vlan: u64,
 }
 
 /// Key of `endpoints` (`struct endpoint_key` in tep_xdp.c).
@@ -152,8 +155,16 @@ struct EndpointKey {
 struct Config {
     own_mac: [u8; 6],
     l2_default: u8,
-    pad: u8,
+    networks: u8,
 }
+
+/// `NETWORKS_TAGGED` and `NETWORKS_UNTAGGED` of `tep_config.networks`.
+const NETWORKS_TAGGED: u8 = 1;
+const NETWORKS_UNTAGGED: u8 = 2;
+/// Counters per role in `stats` (`STATS_PER_ROLE`).
+const STATS_PER_ROLE: u32 = 4;
+/// Entries of `inner_vlans`: every 12-bit VLAN ID.
+pub const VLAN_IDS: u16 = 4096;
 
 // SAFETY: both are repr(C) structs of byte fields and byte arrays: no
 // padding, no pointers, every bit pattern valid.
@@ -202,6 +213,9 @@ pub struct Steering {
     inner_v4: LpmTrie<MapData, [u8; 4], u32>,
     inner_v6: LpmTrie<MapData, [u8; 16], u32>,
     config: Array<MapData, Config>,
+    // What `config` holds: set in parts.
+    inner: Config,
+    inner_vlans: Array<MapData, u32>,
     // Raw: aya's XskMap has no delete and does not lend its descriptor.
     xsks: [MapData; 2],
     stats: PerCpuArray<MapData, u64>,
@@ -265,6 +279,8 @@ impl Steering {
             inner_v4: take(&mut ebpf, "inner_v4")?,
             inner_v6: take(&mut ebpf, "inner_v6")?,
             config: take(&mut ebpf, "config")?,
+            inner: Config::default(),
+            inner_vlans: take(&mut ebpf, "inner_vlans")?,
             xsks: [
                 xsk_map(&mut ebpf, Role::Underlay)?,
                 xsk_map(&mut ebpf, Role::Inner)?,
@@ -436,14 +452,51 @@ impl Steering {
     /// The inner interface's own MAC, and whether an L2 default tunnel takes
     /// every frame not addressed to it (broadcast and multicast included).
     pub fn set_inner_config(&mut self, own_mac: [u8; 6], l2_default: bool) -> io::Result<()> {
-        let value = Config {
+        self.write_config(Config {
             own_mac,
             l2_default: u8::from(l2_default),
-            pad: 0,
-        };
+            ..self.inner
+        })
+    }
+
+    /// Networks on the inner interface (a trunk port): with `any`, frames
+    /// tagged with a VLAN of [`set_inner_vlan`](Self::set_inner_vlan) go
+    /// to tep; with `untagged`, so do untagged frames not addressed to
+    /// the interface.
+    pub fn set_inner_networks(&mut self, any: bool, untagged: bool) -> io::Result<()> {
+        let mut networks = 0;
+        if any {
+            networks |= NETWORKS_TAGGED;
+        }
+        if untagged {
+            networks |= NETWORKS_UNTAGGED;
+        }
+        self.write_config(Config {
+            networks,
+            ..self.inner
+        })
+    }
+
+    fn write_config(&mut self, value: Config) -> io::Result<()> {
         self.config
             .set(0, value, 0)
-            .map_err(|e| map_err("config: set", e))
+            .map_err(|e| map_err("config: set", e))?;
+        self.inner = value;
+        Ok(())
+    }
+
+    /// Steers (`on`) or stops steering frames tagged with VLAN `vid` to
+    /// tep (a network's VLAN).
+    pub fn set_inner_vlan(&mut self, vid: u16, on: bool) -> io::Result<()> {
+        if vid >= VLAN_IDS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("VLAN {vid}: past 4095"),
+            ));
+        }
+        self.inner_vlans
+            .set(u32::from(vid), u32::from(on), 0)
+            .map_err(|e| map_err("inner_vlans: set", e))
     }
 
     /// Redirects `role`'s frames received on `queue` to the AF_XDP socket
@@ -468,7 +521,7 @@ impl Steering {
 
     /// `role`'s counters, summed over the CPUs.
     pub fn stats(&self, role: Role) -> io::Result<SteeringStats> {
-        let base = 3 * role.index() as u32;
+        let base = STATS_PER_ROLE * role.index() as u32;
         let sum = |what: u32| -> io::Result<u64> {
             let values = self
                 .stats
@@ -480,6 +533,7 @@ impl Steering {
             redirected: sum(0)?,
             passed: sum(1)?,
             redirect_failed: sum(2)?,
+            unknown_vlan: sum(3)?,
         })
     }
 }

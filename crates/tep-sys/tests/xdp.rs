@@ -942,6 +942,72 @@ fn xsk_inner_prefixes_macs_l2_default() {
     });
 }
 
+/// Networks on a trunk port: a network's VLAN to tep (whatever the
+/// MAC); a VLAN no network has to the kernel, counted; untagged (and
+/// priority-tagged) frames to tep only with an untagged network, and not
+/// those for the interface's own MAC.
+#[test]
+fn xsk_inner_network_vlans() {
+    as_root("xsk_inner_network_vlans", || {
+        let mut r = rig(Role::Inner, Mode::Auto, 512);
+        let Rig {
+            xsk,
+            s,
+            far,
+            region,
+            ..
+        } = &mut r;
+        s.set_inner_config(NEAR_MAC, false).unwrap();
+        s.set_inner_networks(true, false).unwrap();
+        s.set_inner_vlan(100, true).unwrap();
+        assert!(s.set_inner_vlan(4096, true).is_err());
+        let bcast = [0xff; 6];
+        let tagged = |dst, tci| eth(dst, FAR_MAC, &[(0x8100, tci)], 0x0806, &[0u8; 28]);
+        let untagged = |dst| eth(dst, FAR_MAC, &[], 0x0806, &[0u8; 28]);
+        let blue = [tagged(bcast, 100), tagged(NEAR_MAC, 0x6000 | 100)];
+        for f in &blue {
+            inject(far, f);
+        }
+        let got = recv_frames(xsk, 2, 2000);
+        assert_eq!(got.len(), 2, "VLAN 100's frames redirected");
+        for (d, f) in got.iter().zip(&blue) {
+            assert_eq!(region.frame(d), &f[..]);
+        }
+        inject(far, &tagged(bcast, 300));
+        inject(far, &untagged(bcast));
+        assert_quiet(
+            xsk,
+            300,
+            "VLAN 300, or untagged without an untagged network",
+        );
+        let st = s.stats(Role::Inner).unwrap();
+        assert_eq!(
+            (st.redirected, st.passed, st.unknown_vlan),
+            (2, 2, 1),
+            "{st:?}"
+        );
+
+        s.set_inner_networks(true, true).unwrap();
+        let plain = [untagged(bcast), tagged(bcast, 0)];
+        for f in &plain {
+            inject(far, f);
+        }
+        let got = recv_frames(xsk, 2, 2000);
+        assert_eq!(got.len(), 2, "untagged and priority-tagged redirected");
+        inject(far, &untagged(NEAR_MAC));
+        assert_quiet(xsk, 300, "an untagged frame for the interface");
+
+        s.set_inner_vlan(100, false).unwrap();
+        inject(far, &blue[0]);
+        assert_quiet(xsk, 300, "a VLAN no longer a network's");
+        s.set_inner_networks(false, false).unwrap();
+        inject(far, &plain[0]);
+        assert_quiet(xsk, 300, "networks off");
+        let st = s.stats(Role::Inner).unwrap();
+        assert_eq!((st.redirected, st.unknown_vlan), (4, 2), "{st:?}");
+    });
+}
+
 #[test]
 fn xsk_shared_umem_forwards_by_descriptor() {
     as_root("xsk_shared_umem_forwards_by_descriptor", || {

@@ -25,6 +25,7 @@ pub mod fdb;
 pub mod neigh;
 pub(crate) mod nodes;
 pub mod reload;
+pub mod vlan;
 
 use crate::config::{IpPrefix, TunnelConfig};
 use crate::tunnel::FastMap;

@@ -17,6 +17,7 @@ use crate::kind::TunnelKind;
 use crate::nexthop::{self, NextHops};
 use crate::node::{Node, Runtime};
 use crate::overlay::nodes::{self as overlay_nodes, OverlayWorker};
+use crate::overlay::vlan::{self, Vlans};
 use crate::overlay::Overlay;
 use crate::tunnel::TunnelTable;
 use crate::udp_train;
@@ -216,6 +217,8 @@ pub struct Pipeline<C: Clock> {
     // The overlay's networks, and the copies of flooded frames.
     overlay: Option<Box<OverlayWorker>>,
     copies: Option<Box<PacketVector>>,
+    // Gateway mode's networks: 802.1Q VLANs on the inner side.
+    vlans: Option<Box<Vlans>>,
 }
 
 impl<C: Clock> Pipeline<C> {
@@ -261,6 +264,7 @@ impl<C: Clock> Pipeline<C> {
             upf: None,
             overlay: None,
             copies: Some(Box::new(PacketVector::new())),
+            vlans: None,
         }
     }
 
@@ -285,6 +289,31 @@ impl<C: Clock> Pipeline<C> {
             pool.meta_mut(id).tunnel = tunnel;
         }
         self.encap_from(link, pool, input, sink);
+    }
+
+    /// Maps the networks to 802.1Q VLANs on the inner side (gateway mode,
+    /// [`encap_tagged`](Pipeline::encap_tagged)): their frames leave
+    /// tagged. False (nothing changed) where the tunnels have no L2
+    /// network.
+    pub fn attach_vlans(&mut self) -> bool {
+        self.vlans = Vlans::new(self.table.tunnels()).map(Box::new);
+        self.vlans.is_some()
+    }
+
+    /// [`encap`](Pipeline::encap) of Ethernet frames from a trunk port:
+    /// each frame goes into the network of its VLAN, the tag popped
+    /// (node `vlan-input`); without [`attach_vlans`](Pipeline::attach_vlans)
+    /// as `encap` does.
+    pub fn encap_tagged(&mut self, pool: &mut Pool, input: &mut PacketVector, sink: &mut Sink<'_>) {
+        if let Some(vlans) = self.vlans.as_deref() {
+            let before = input.len();
+            self.runtime.run(Node::VlanInput, input.len(), |s| {
+                vlan::input(s, pool, input, vlans)
+            });
+            // Counted in as they were dropped; the rest in `encap_from`.
+            self.counters.encap_in += (before - input.len()) as u64;
+        }
+        self.encap_from(InnerLink::Ethernet, pool, input, sink);
     }
 
     /// The next hops tep writes whole frames to ([`OuterLayers::EthernetIpUdp`]):
@@ -543,6 +572,12 @@ impl<C: Clock> Pipeline<C> {
                 self.bounced.put(pool, id);
             }
         }
+        if let Some(vlans) = self.vlans.as_deref() {
+            let bounced = &mut self.bounced;
+            self.runtime.run(Node::VlanOutput, bounced.len(), |s| {
+                vlan::output(s, pool, bounced, vlans)
+            });
+        }
         if !self.bounced.is_empty() {
             sink(Output::Inner, pool, &mut self.bounced);
         }
@@ -753,6 +788,7 @@ impl<C: Clock> Pipeline<C> {
             icmp_back,
             upf,
             overlay,
+            vlans,
             ..
         } = self;
         let sessions = upf.as_deref().map(|u| &u.table);
@@ -824,6 +860,11 @@ impl<C: Clock> Pipeline<C> {
                     unresolved,
                     (icmp, icmp_back.get_or_insert_with(Default::default), now_ns),
                 )
+            });
+        }
+        if let Some(vlans) = vlans.as_deref() {
+            runtime.run(Node::VlanOutput, v.len(), |s| {
+                vlan::output(s, pool, v, vlans)
             });
         }
         counters.decap_out += (v.len() + unresolved.len()) as u64;

@@ -258,6 +258,7 @@ pub fn ids(v: &PacketVector) -> Vec<PacketId> {
 
 /// Nodes of the transmit path (the rest of `-encap` names too).
 pub const ENCAP_NODES: &[&str] = &[
+    "vlan-input",
     "encap-classify",
     "tunnel-lookup",
     "session-lookup",
@@ -276,6 +277,7 @@ pub const DECAP_NODES: &[&str] = &[
     "udp-input",
     "udp-checksum-verify",
     "decap-output",
+    "vlan-output",
     "ethernet-input",
     "ip-rewrite",
 ];

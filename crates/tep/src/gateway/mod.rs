@@ -75,6 +75,29 @@ pub fn check_gateway(config: &Config) -> Result<&GatewayConfig, ConfigError> {
     }
 }
 
+/// Gateway mode's rule for networks: the inner interface is an Ethernet
+/// trunk port whose VLANs are networks, so a network bridges Ethernet
+/// (VXLAN, Geneve); an L3 network there would need tep to route between
+/// the port and the network, which it does not.
+fn check_networks(config: &Config) -> Result<(), ConfigError> {
+    let networks = config.tunnels.iter().filter(|t| t.is_network());
+    match networks
+        .enumerate()
+        .find(|(_, t)| !t.kind.carries_ethernet())
+    {
+        Some((index, t)) => Err(tep_dataplane::config::network_error(
+            index,
+            Some(&t.name),
+            "kind",
+            format!(
+                "gateway mode carries L2 networks (vxlan, geneve) on the inner interface's VLANs, not {}",
+                t.kind
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Buffers per queue: both fill rings full, as many frames in flight on
 /// both transmit rings, the pipeline's reserve.
 fn buffers(ring: u32) -> usize {
@@ -317,6 +340,7 @@ impl Mode for Gateway {
 
     fn check(config: &Config) -> Result<Section<'_>, ConfigError> {
         let g = check_gateway(config)?;
+        check_networks(config)?;
         Ok(Section {
             name: "gateway",
             control: &g.control,
@@ -449,4 +473,24 @@ impl Mode for Gateway {
 /// `tep run -c FILE` with a `[gateway]` section.
 pub fn run(path: &Path) -> Result<(), String> {
     crate::daemon::run::run::<Gateway>(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_l3_network_is_refused_naming_it() {
+        let text = |kind: &str, id: &str| {
+            format!(
+                "[gateway]\ninner = \"a\"\nunderlay = \"b\"\n[[network]]\nname = \"blue\"\nkind = \"vxlan\"\nvni = 1\nvlan = 10\nlocal = \"192.0.2.1\"\n[[network]]\nname = \"pods\"\nkind = \"{kind}\"\n{id}\nvlan = 20\nlocal = \"192.0.2.1\"\n"
+            )
+        };
+        let ok = Config::parse(&text("geneve", "vni = 2")).unwrap();
+        assert!(check_networks(&ok).is_ok());
+        let l3 = Config::parse(&text("gue", "")).unwrap();
+        let e = check_networks(&l3).unwrap_err();
+        assert_eq!(e.field, "network[1] \"pods\".kind");
+        assert!(e.message.contains("not gue"), "{e}");
+    }
 }

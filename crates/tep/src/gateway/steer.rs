@@ -1,8 +1,11 @@
 //! What the XDP programs steer to tep, from the tunnels: on the underlay,
 //! UDP to each tunnel's local address and port; on the inner interface,
 //! what a tunnel routes (L3: its inner prefixes; L2: its inner MACs, or
-//! every frame not for the host when an L2 tunnel has none). The rest is
-//! the kernel's. And the counters the program keeps, for `tep show`.
+//! every frame not for the host when an L2 tunnel has none), and a
+//! network's frames (its 802.1Q VLAN; untagged frames not for the host
+//! when a network is untagged). The rest is the kernel's, frames of a
+//! VLAN no network has among them (counted). And the counters the
+//! program keeps, for `tep show`.
 
 use super::next_hops::Published;
 use std::collections::BTreeSet;
@@ -21,6 +24,11 @@ struct Steered {
     prefixes: BTreeSet<(IpAddr, u8)>,
     macs: BTreeSet<[u8; 6]>,
     l2_default: bool,
+    /// The L2 networks' VLANs; whether there is any L2 network, and an
+    /// untagged one.
+    vlans: BTreeSet<u16>,
+    networks: bool,
+    untagged: bool,
 }
 
 impl Steered {
@@ -28,7 +36,18 @@ impl Steered {
         let mut s = Steered::default();
         for t in &config.tunnels {
             s.endpoints.insert((t.local, t.local_port));
-            if t.kind.carries_ethernet() {
+            if let Some(n) = t.network.as_deref() {
+                // A network's remote VTEPs are its own; what it takes from
+                // the inner side is by VLAN (gateway mode carries L2
+                // networks only: `check_networks`).
+                s.networks = true;
+                match n.vlan {
+                    Some(vid) => {
+                        s.vlans.insert(vid);
+                    }
+                    None => s.untagged = true,
+                }
+            } else if t.kind.carries_ethernet() {
                 s.macs.extend(t.inner_macs.iter().map(|m| m.0));
                 s.l2_default |= t.inner_macs.is_empty();
             } else {
@@ -82,6 +101,19 @@ pub fn configure(
             .add_inner_mac(*m)
             .map_err(fail(format!("add MAC {m:02x?}")))?;
     }
+    for &vid in was.vlans.difference(&now.vlans) {
+        steering
+            .set_inner_vlan(vid, false)
+            .map_err(fail(format!("remove VLAN {vid}")))?;
+    }
+    for &vid in now.vlans.difference(&was.vlans) {
+        steering
+            .set_inner_vlan(vid, true)
+            .map_err(fail(format!("add VLAN {vid}")))?;
+    }
+    steering
+        .set_inner_networks(now.networks, now.untagged)
+        .map_err(fail("inner networks".to_string()))?;
     steering
         .set_inner_config(inner_mac, now.l2_default)
         .map_err(fail("inner config".to_string()))
@@ -115,6 +147,8 @@ impl KernelCounters for SteeringCounters {
             out.push((format!("{name}_passed"), s.passed));
             out.push((format!("{name}_redirect_failed"), s.redirect_failed));
         }
+        let inner = steering.stats(Role::Inner).unwrap_or_default();
+        out.push(("inner_unknown_vlan".to_string(), inner.unknown_vlan));
         let b = &self.next_hops.bounds;
         for (name, c) in [
             ("neighbour_misses", &b.misses),
@@ -178,5 +212,32 @@ vni = 6
         assert_eq!(s.prefixes.len(), 2);
         assert_eq!(s.macs.iter().collect::<Vec<_>>(), [&[2, 0, 0, 0, 0, 7]]);
         assert!(s.l2_default, "geneve names no MAC");
+    }
+
+    #[test]
+    fn what_networks_steer() {
+        use tep_dataplane::config::{NetworkSettings, TunnelConfig};
+        use tep_dataplane::TunnelKind;
+        let mut c = Config::parse("[gateway]\ninner = \"a\"\nunderlay = \"b\"\n").unwrap();
+        let local: IpAddr = "192.0.2.1".parse().unwrap();
+        let net = |name, vlan| {
+            let s = NetworkSettings {
+                vlan,
+                ..NetworkSettings::default()
+            };
+            TunnelConfig::network(name, TunnelKind::Vxlan, local, s)
+        };
+        c.tunnels = vec![net("blue", Some(100)), net("red", Some(200))];
+        let s = Steered::of(&c);
+        assert_eq!(s.endpoints.len(), 1, "one VXLAN endpoint for both");
+        assert_eq!(s.vlans.iter().copied().collect::<Vec<_>>(), [100, 200]);
+        assert!(s.networks && !s.untagged);
+        assert!(
+            s.macs.is_empty() && !s.l2_default,
+            "a network without MACs is no L2 default"
+        );
+        c.tunnels.push(net("green", None));
+        let s = Steered::of(&c);
+        assert!(s.untagged && !s.l2_default);
     }
 }

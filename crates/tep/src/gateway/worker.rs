@@ -221,6 +221,9 @@ struct Worker {
     /// a worker (a reload keeps them), and it reports what they counted
     /// since.
     baseline: XskStats,
+    /// The config has L2 networks: frames from the inner interface go in
+    /// by their VLAN ([`Pipeline::encap_tagged`]).
+    trunk: bool,
     input: PacketVector,
     wanted: Vec<IpAddr>,
     reports: Vec<u32>,
@@ -240,6 +243,11 @@ impl Worker {
         if let Some((link, per_session, limit)) = setup.common.sessions.clone() {
             pipeline.attach_sessions(link, per_session, limit);
         }
+        if let Some(o) = &setup.common.overlay {
+            pipeline.attach_overlay(o.clone());
+        }
+        // The inner interface is a trunk port: networks are its VLANs.
+        let trunk = pipeline.attach_vlans();
         let WorkerIo {
             underlay,
             inner,
@@ -259,6 +267,7 @@ impl Worker {
             pool,
             fill_target: setup.fill_target,
             next_hops: setup.next_hops,
+            trunk,
             input: PacketVector::new(),
             wanted: Vec::with_capacity(64),
             reports: Vec::new(),
@@ -334,6 +343,10 @@ impl Worker {
             Direction::Decap => self
                 .pipeline
                 .decap(&mut self.pool, &mut self.input, now_ns, sink),
+            Direction::Encap if self.trunk => {
+                self.pipeline
+                    .encap_tagged(&mut self.pool, &mut self.input, sink)
+            }
             Direction::Encap => self.pipeline.encap(&mut self.pool, &mut self.input, sink),
         }
         (n, bytes)
