@@ -135,6 +135,16 @@ const CAS_TRIES: usize = 4;
 /// adding an entry waits for a few of them, not for the whole table.
 const CHUNK: usize = 16;
 
+/// The slots of a table for `capacity` entries: twice as many, a power of
+/// two, two buckets at least.
+fn slots_for(capacity: usize) -> usize {
+    capacity
+        .clamp(1, MAX_SLOTS / 2)
+        .saturating_mul(2)
+        .next_power_of_two()
+        .max(2 * WAYS)
+}
+
 /// The layout of a value: the VTEP id (bits 0–31), local (32), seen
 /// (33–56), origin (57–58: 1 static, 2 learned, 3 external; 0 not ready),
 /// the slot's generation (59–63).
@@ -277,13 +287,7 @@ impl Fdb {
     /// strangers, so a seed they cannot guess keeps them from crowding
     /// one pair of buckets (tests pass a fixed one).
     pub fn with_seed(capacity: usize, networks: usize, seed: u64) -> Fdb {
-        let slots = capacity
-            .max(1)
-            .min(MAX_SLOTS / 2)
-            .saturating_mul(2)
-            .next_power_of_two()
-            .max(2 * WAYS);
-        let buckets: Box<[Bucket]> = (0..slots / WAYS).map(|_| Bucket::default()).collect();
+        let buckets: Box<[Bucket]> = (0..slots_for(capacity) / WAYS).map(|_| Bucket::default()).collect();
         let networks = networks.min(super::MAX_NETWORKS);
         Fdb {
             half_mask: buckets.len() / 2 - 1,
@@ -659,5 +663,260 @@ impl Fdb {
         core::mem::size_of_val(&*self.buckets)
             + core::mem::size_of_val(&*self.learned)
             + core::mem::size_of::<Fdb>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::{HashMap, HashSet};
+
+    const SEED: u64 = 0x5eed_f00d_1234_5678;
+
+    fn key(net: u16, n: u64) -> FdbKey {
+        let b = n.to_be_bytes();
+        FdbKey::new(net, [0x02, b[3], b[4], b[5], b[6], b[7]])
+    }
+
+    fn entry(dst: Dst, origin: Origin, seen_s: u32) -> Entry {
+        Entry {
+            dst,
+            origin,
+            seen_s,
+        }
+    }
+
+    fn r(id: u32) -> Dst {
+        Dst::Remote(id)
+    }
+
+    #[test]
+    fn keys_pack_and_unpack() {
+        let k = FdbKey::new(7, [1, 2, 3, 4, 5, 6]);
+        assert_eq!((k.network(), k.mac()), (7, [1, 2, 3, 4, 5, 6]));
+        assert_eq!(FdbKey::new(u16::MAX - 1, [0xff; 6]).network(), u16::MAX - 1);
+        // Keys no `new` makes name no network, without a panic.
+        assert_eq!(FdbKey(0).network(), u16::MAX);
+        assert_eq!(FdbKey(5).network(), u16::MAX);
+    }
+
+    #[test]
+    fn values_round_trip() {
+        for dst in [r(0), r(77), r(u32::MAX), Dst::Local] {
+            for origin in [Origin::Static, Origin::Learned, Origin::External] {
+                for gen in [0, 1, 31] {
+                    let e = entry(dst, origin, SEEN_MASK - 3);
+                    let v = value::encode(e, gen);
+                    assert_eq!(value::decode(v), Some(e));
+                    assert_eq!(value::gen(v), gen);
+                    assert_eq!(value::decode(value::empty(value::gen(v))), None);
+                }
+            }
+        }
+        assert_eq!(value::next_gen(value::empty(31)), 0);
+    }
+
+    #[test]
+    fn every_learning_outcome() {
+        let t = Fdb::with_seed(1024, 2, SEED);
+        let k = key(0, 1);
+        assert_eq!(t.lookup(k), None);
+        assert_eq!(t.learn(k, r(3), 10, 100), Learned::Added);
+        assert_eq!(t.lookup(k), Some(entry(r(3), Origin::Learned, 10)));
+        assert_eq!(t.learned(0), 1);
+        assert_eq!(t.learn(k, r(3), 10, 100), Learned::Fresh);
+        // A worker whose clock lags by a second neither writes nor takes
+        // the time back.
+        assert_eq!(t.learn(k, r(3), 9, 100), Learned::Fresh);
+        assert_eq!(t.lookup(k).unwrap().seen_s, 10);
+        assert_eq!(t.learn(k, r(3), 12, 100), Learned::Refreshed);
+        assert_eq!(t.lookup(k).unwrap().seen_s, 12);
+        assert_eq!(t.learn(k, Dst::Local, 13, 100), Learned::Moved(r(3)));
+        assert_eq!(t.lookup(k), Some(entry(Dst::Local, Origin::Learned, 13)));
+        assert_eq!(t.learn(k, r(4), 13, 100), Learned::Moved(Dst::Local));
+        assert_eq!(t.learned(0), 1);
+
+        for origin in [Origin::Static, Origin::External] {
+            let s = key(1, 9);
+            t.insert(s, entry(r(5), origin, 20)).unwrap();
+            assert_eq!(t.learn(s, r(6), 21, 100), Learned::Pinned);
+            assert_eq!(t.lookup(s), Some(entry(r(5), origin, 20)));
+            assert_eq!(t.learn(s, r(5), 20, 100), Learned::Fresh);
+            assert_eq!(t.learn(s, r(5), 22, 100), Learned::Refreshed);
+            assert_eq!(t.lookup(s), Some(entry(r(5), origin, 22)));
+            assert_eq!(t.learned(1), 0);
+        }
+
+        // The limit counts learned entries of the key's network only.
+        assert_eq!(t.learn(key(0, 2), r(1), 30, 2), Learned::Added);
+        assert_eq!(t.learn(key(0, 3), r(1), 30, 2), Learned::Limit);
+        assert_eq!(t.lookup(key(0, 3)), None);
+        assert_eq!(t.learn(key(1, 3), r(1), 30, 2), Learned::Added);
+        // An entry there is refreshed and moved at the limit.
+        assert_eq!(t.learn(key(0, 2), r(2), 31, 2), Learned::Moved(r(1)));
+        assert_eq!(t.learned(0), 2);
+        // A network the table was not made for learns nothing.
+        assert_eq!(t.learn(key(2, 1), r(1), 30, 100), Learned::Limit);
+        assert_eq!(t.learn(FdbKey(0), r(1), 30, 100), Learned::Limit);
+        assert_eq!(t.learned(2), 0);
+    }
+
+    #[test]
+    fn full_when_both_buckets_are() {
+        // The smallest table: two buckets, every key's pair.
+        let t = Fdb::with_seed(1, 1, SEED);
+        assert_eq!(t.slots(), 16);
+        for n in 0..16 {
+            assert_eq!(t.learn(key(0, n), r(1), 0, 100), Learned::Added, "{n}");
+        }
+        // d-left: the emptier each time, so both filled up together.
+        assert!(t.buckets.iter().all(|b| b.free() == 0));
+        assert_eq!(t.learn(key(0, 16), r(1), 0, 100), Learned::Full);
+        assert_eq!(t.insert(key(0, 16), entry(r(1), Origin::Static, 0)), Err(()));
+        assert_eq!(t.learned(0), 16);
+        // What is there is still refreshed, moved and replaced.
+        assert_eq!(t.learn(key(0, 3), r(2), 1, 100), Learned::Moved(r(1)));
+        let old = t.insert(key(0, 4), entry(r(9), Origin::Static, 1));
+        assert_eq!(old, Ok(Some(entry(r(1), Origin::Learned, 0))));
+        assert_eq!(t.learned(0), 15);
+        assert!(t.remove(key(0, 5)).is_some());
+        assert_eq!(t.learned(0), 14);
+        assert_eq!(t.learn(key(0, 16), r(1), 2, 100), Learned::Added);
+        assert_eq!(t.learn(key(0, 17), r(1), 2, 100), Learned::Full);
+    }
+
+    #[test]
+    fn insert_replace_remove_keep_counts() {
+        let t = Fdb::with_seed(64, 2, SEED);
+        let k = key(1, 42);
+        let learned = entry(r(1), Origin::Learned, 5);
+        let fixed = entry(r(2), Origin::Static, 6);
+        assert_eq!(t.insert(k, learned), Ok(None));
+        assert_eq!(t.learned(1), 1);
+        assert_eq!(t.insert(k, fixed), Ok(Some(learned)));
+        assert_eq!(t.learned(1), 0);
+        assert_eq!(t.insert(k, learned), Ok(Some(fixed)));
+        assert_eq!(t.insert(k, learned), Ok(Some(learned)));
+        assert_eq!(t.learned(1), 1);
+        assert_eq!(t.remove(k), Some(learned));
+        assert_eq!(t.learned(1), 0);
+        assert_eq!(t.remove(k), None);
+        assert_eq!(t.lookup(k), None);
+        // Remote VTEP u32::MAX and the local side stay apart; seconds
+        // past 24 bits are cut.
+        let far = entry(r(u32::MAX), Origin::External, SEEN_MASK + 8);
+        assert_eq!(t.insert(k, far), Ok(None));
+        assert_eq!(t.lookup(k), Some(entry(r(u32::MAX), Origin::External, 7)));
+        // Keys of no network the table knows are refused.
+        assert_eq!(t.insert(key(2, 1), fixed), Err(()));
+        assert_eq!(t.insert(FdbKey(0), fixed), Err(()));
+        assert_eq!(t.lookup(FdbKey(0)), None);
+        assert_eq!(t.remove(FdbKey(0)), None);
+        t.prefetch(FdbKey(0));
+        assert_eq!(t.learned(u16::MAX), 0);
+    }
+
+    #[test]
+    fn sweep_ages_learned_entries_across_the_wrap() {
+        let t = Fdb::with_seed(64, 2, SEED);
+        let start = SEEN_MASK - 4;
+        t.learn(key(0, 1), r(1), start, 100);
+        t.learn(key(1, 1), r(1), start, 100);
+        t.insert(key(0, 2), entry(r(1), Origin::Static, start)).unwrap();
+        t.insert(key(0, 3), entry(r(1), Origin::External, start)).unwrap();
+        let ageing = |n: u16| if n == 0 { 10 } else { 20 };
+        let mut aged = Vec::new();
+        // 9 seconds on, past the 24-bit wrap: nothing is old enough.
+        t.sweep(start.wrapping_add(9), ageing, |k, e| aged.push((k, e)));
+        assert!(aged.is_empty());
+        // The clock given in full 32 bits is taken modulo 2^24.
+        t.sweep(start + 10 + (5 << 24), ageing, |k, e| aged.push((k, e)));
+        let want = entry(r(1), Origin::Learned, start);
+        assert_eq!(aged, vec![(key(0, 1), want)]);
+        assert_eq!((t.learned(0), t.learned(1)), (0, 1));
+        assert_eq!(t.lookup(key(0, 1)), None);
+        // Static and external entries never age.
+        t.sweep(start + 1000, ageing, |k, e| aged.push((k, e)));
+        assert_eq!(aged.len(), 2);
+        assert_eq!(aged[1].0, key(1, 1));
+        assert!(t.lookup(key(0, 2)).is_some() && t.lookup(key(0, 3)).is_some());
+        assert_eq!(t.learned(1), 0);
+    }
+
+    #[test]
+    fn sweep_keeps_what_was_refreshed() {
+        let t = Fdb::with_seed(64, 1, SEED);
+        t.learn(key(0, 1), r(1), 100, 10);
+        t.learn(key(0, 2), r(1), 100, 10);
+        t.learn(key(0, 1), r(1), 140, 10);
+        let mut aged = Vec::new();
+        t.sweep(150, |_| 30, |k, _| aged.push(k));
+        assert_eq!(aged, vec![key(0, 2)]);
+        assert_eq!(t.learned(0), 1);
+    }
+
+    #[test]
+    fn flush_and_for_each_by_network() {
+        let t = Fdb::with_seed(256, 3, SEED);
+        for n in 0..10 {
+            t.learn(key(0, n), r(1), 0, 100);
+            t.learn(key(1, n), r(1), 0, 100);
+        }
+        t.insert(key(1, 99), entry(Dst::Local, Origin::Static, 0))
+            .unwrap();
+        t.insert(key(2, 5), entry(Dst::Local, Origin::Static, 0))
+            .unwrap();
+        let keys = |net| {
+            let mut v = Vec::new();
+            t.for_each(net, |k, _| v.push(k));
+            v.sort();
+            v
+        };
+        assert_eq!(keys(Some(0)), (0..10).map(|n| key(0, n)).collect::<Vec<_>>());
+        assert_eq!(keys(Some(1)).len(), 11);
+        assert_eq!(keys(None).len(), 22);
+        assert_eq!(t.flush(1), 11);
+        assert_eq!(t.learned(1), 0);
+        assert!(keys(Some(1)).is_empty());
+        assert_eq!(keys(None).len(), 11);
+        assert_eq!(t.learned(0), 10);
+        assert_eq!(t.flush(1), 0);
+        // A callback may call the table: no lock is held around it.
+        t.for_each(Some(2), |k, _| assert!(t.remove(k).is_some()));
+        assert_eq!(keys(Some(2)), vec![]);
+    }
+
+    #[test]
+    fn at_most_64_bytes_an_entry() {
+        for cap in [1, 3, 1000, (1 << 16) + 1, 1 << 17] {
+            let t = Fdb::with_seed(cap, 16, SEED);
+            assert!(t.slots() >= 2 * cap);
+            let per = t.bytes() as f64 / cap.max(16) as f64;
+            assert!(per <= 64.0 + 1024.0 / cap as f64, "{cap}: {per}");
+        }
+        // A capacity past the bound is cut, not overflowed.
+        assert_eq!(slots_for(usize::MAX), MAX_SLOTS);
+        assert_eq!(slots_for(0), 2 * WAYS);
+    }
+
+    #[test]
+    fn fills_to_capacity() {
+        // Exactly half the slots used, the d-left worst case for sizing.
+        let cap = 1 << 15;
+        let t = Fdb::with_seed(cap, 1, SEED);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut added = 0;
+        while added < cap {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            match t.learn(key(0, x), r(1), 0, u32::MAX) {
+                Learned::Added => added += 1,
+                Learned::Fresh => {}
+                other => panic!("{added}: {other:?}"),
+            }
+        }
+        assert_eq!(t.learned(0) as usize, cap);
     }
 }
