@@ -919,4 +919,145 @@ mod tests {
         }
         assert_eq!(t.learned(0) as usize, cap);
     }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Learn(FdbKey, Dst, u32, u32),
+        Insert(FdbKey, Entry),
+        Remove(FdbKey),
+        Sweep(u32),
+        Flush(u16),
+    }
+
+    /// Keys of three networks the table has and one it has not.
+    fn any_key() -> impl Strategy<Value = FdbKey> {
+        (0u16..4, 0u64..12).prop_map(|(net, n)| key(net, n))
+    }
+
+    fn any_dst() -> impl Strategy<Value = Dst> {
+        (0u32..4).prop_map(|d| if d == 3 { Dst::Local } else { r(d) })
+    }
+
+    fn any_op() -> impl Strategy<Value = Op> {
+        let origin = prop_oneof![
+            Just(Origin::Static),
+            Just(Origin::Learned),
+            Just(Origin::External)
+        ];
+        prop_oneof![
+            4 => (any_key(), any_dst(), 0u32..3, 0u32..6)
+                .prop_map(|(k, d, dt, limit)| Op::Learn(k, d, dt, limit)),
+            2 => (any_key(), any_dst(), origin, 0u32..=SEEN_MASK)
+                .prop_map(|(k, d, o, s)| Op::Insert(k, entry(d, o, s))),
+            1 => any_key().prop_map(Op::Remove),
+            1 => (0u32..6).prop_map(Op::Sweep),
+            1 => (0u16..4).prop_map(Op::Flush),
+        ]
+    }
+
+    /// What learning does, said plainly.
+    fn model_learn(
+        m: &mut HashMap<FdbKey, Entry>,
+        k: FdbKey,
+        dst: Dst,
+        now: u32,
+        limit: u32,
+    ) -> Learned {
+        if k.network() >= 3 {
+            return Learned::Limit;
+        }
+        let Some(e) = m.get_mut(&k) else {
+            let n = m
+                .iter()
+                .filter(|(mk, me)| mk.network() == k.network() && me.origin == Origin::Learned)
+                .count();
+            if n as u32 >= limit {
+                return Learned::Limit;
+            }
+            m.insert(k, entry(dst, Origin::Learned, now));
+            return Learned::Added;
+        };
+        let age = now.wrapping_sub(e.seen_s) & SEEN_MASK;
+        if e.dst != dst {
+            if e.origin != Origin::Learned {
+                return Learned::Pinned;
+            }
+            let old = e.dst;
+            *e = entry(dst, Origin::Learned, now);
+            return Learned::Moved(old);
+        }
+        if age == 0 || age > SEEN_MASK / 2 {
+            return Learned::Fresh;
+        }
+        e.seen_s = now;
+        Learned::Refreshed
+    }
+
+    proptest! {
+        /// Any sequence of operations leaves the table agreeing with a
+        /// plain map: every outcome, every entry, every count (the clock
+        /// starts just short of the 24-bit wrap).
+        #[test]
+        fn agrees_with_a_map(ops in proptest::collection::vec(any_op(), 0..300)) {
+            let t = Fdb::with_seed(512, 3, SEED);
+            let mut m: HashMap<FdbKey, Entry> = HashMap::new();
+            let mut now = SEEN_MASK - 30;
+            for op in ops {
+                match op {
+                    Op::Learn(k, dst, dt, limit) => {
+                        now = now.wrapping_add(dt) & SEEN_MASK;
+                        let want = model_learn(&mut m, k, dst, now, limit);
+                        prop_assert_eq!(t.learn(k, dst, now, limit), want);
+                    }
+                    Op::Insert(k, e) => {
+                        let want = if k.network() < 3 { Ok(m.insert(k, e)) } else { Err(()) };
+                        prop_assert_eq!(t.insert(k, e), want);
+                    }
+                    Op::Remove(k) => prop_assert_eq!(t.remove(k), m.remove(&k)),
+                    Op::Sweep(ageing) => {
+                        let ageing_of = |n: u16| ageing + u32::from(n);
+                        let mut want: Vec<FdbKey> = m
+                            .iter()
+                            .filter(|(k, e)| {
+                                e.origin == Origin::Learned
+                                    && now.wrapping_sub(e.seen_s) & SEEN_MASK
+                                        >= ageing_of(k.network())
+                            })
+                            .map(|(k, _)| *k)
+                            .collect();
+                        m.retain(|k, _| !want.contains(k));
+                        let mut got = Vec::new();
+                        t.sweep(now, ageing_of, |k, _| got.push(k));
+                        got.sort();
+                        want.sort();
+                        prop_assert_eq!(got, want);
+                    }
+                    Op::Flush(net) => {
+                        let before = m.len();
+                        m.retain(|k, _| k.network() != net);
+                        prop_assert_eq!(t.flush(net), before - m.len());
+                    }
+                }
+                for net in 0..4u16 {
+                    let learned = m
+                        .iter()
+                        .filter(|(k, e)| k.network() == net && e.origin == Origin::Learned)
+                        .count();
+                    prop_assert_eq!(t.learned(net) as usize, learned);
+                }
+            }
+            for net in 0..4u16 {
+                for n in 0..12 {
+                    let k = key(net, n);
+                    prop_assert_eq!(t.lookup(k), m.get(&k).copied());
+                }
+            }
+            let mut all = Vec::new();
+            t.for_each(None, |k, e| all.push((k, e)));
+            all.sort_by_key(|(k, _)| *k);
+            let mut want: Vec<_> = m.into_iter().collect();
+            want.sort_by_key(|(k, _)| *k);
+            prop_assert_eq!(all, want);
+        }
+    }
 }
