@@ -1060,4 +1060,144 @@ mod tests {
             prop_assert_eq!(all, want);
         }
     }
+
+    /// A xorshift step: the tests' cheap, repeatable randomness.
+    fn next(x: &mut u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+
+    const KEYS: u64 = 256;
+
+    /// Every dst written for key `i` names it in its high 16 bits, so that
+    /// a value read under another key's name shows.
+    fn tagged(i: u64, x: u64) -> Dst {
+        r((i as u32) << 16 | (x as u32 & 0xffff))
+    }
+
+    fn check(i: u64, e: Entry) {
+        assert_eq!(e.dst, tagged(i, e.dst_id() & 0xffff), "key {i}: {e:?}");
+    }
+
+    impl Entry {
+        fn dst_id(self) -> u64 {
+            match self.dst {
+                Dst::Remote(id) => u64::from(id),
+                Dst::Local => u64::MAX,
+            }
+        }
+    }
+
+    fn key_of(i: u64) -> FdbKey {
+        key((i % 2) as u16, i)
+    }
+
+    fn index(k: FdbKey) -> u64 {
+        k.0 & 0xff_ffff_ffff
+    }
+
+    /// Learners on three threads, one reader and the control plane at
+    /// once, on a table too small for every key (slots change hands all
+    /// the time): no read returns another key's value, no key is in two
+    /// slots, the counts match what is there.
+    #[test]
+    fn concurrent_learners_and_control_plane() {
+        use std::sync::atomic::AtomicBool;
+        let t = Fdb::with_seed(96, 2, SEED);
+        let clock = AtomicU32::new(SEEN_MASK - 50);
+        let stop = AtomicBool::new(false);
+        let learner = |seed: u64| {
+            let mut x = seed;
+            let mut added = 0;
+            for _ in 0..20_000 {
+                let i = next(&mut x) % KEYS;
+                let k = key_of(i);
+                t.prefetch(k);
+                if let Some(e) = t.lookup(k) {
+                    check(i, e);
+                }
+                let now = clock.load(Relaxed);
+                match t.learn(k, tagged(i, next(&mut x) % 4), now, 60) {
+                    Learned::Moved(old) => check(i, entry(old, Origin::Learned, 0)),
+                    Learned::Added => added += 1,
+                    _ => {}
+                }
+            }
+            added
+        };
+        let control = || {
+            let mut x = 77;
+            for n in 0..20_000u32 {
+                let i = next(&mut x) % KEYS;
+                let k = key_of(i);
+                let now = clock.load(Relaxed);
+                match next(&mut x) % 8 {
+                    0 | 1 => {
+                        let origin = [Origin::Static, Origin::Learned, Origin::External]
+                            [(next(&mut x) % 3) as usize];
+                        if let Ok(Some(old)) = t.insert(k, entry(tagged(i, 9), origin, now)) {
+                            check(i, old);
+                        }
+                    }
+                    2..=4 => {
+                        if let Some(old) = t.remove(k) {
+                            check(i, old);
+                        }
+                    }
+                    5 => t.sweep(now, |_| 2, |k, e| check(index(k), e)),
+                    _ => {
+                        clock.store((now + 1) & SEEN_MASK, Relaxed);
+                    }
+                }
+                if n % 5000 == 4999 {
+                    t.flush((n / 5000 % 2) as u16);
+                }
+            }
+            stop.store(true, Relaxed);
+        };
+        let reader = || {
+            let mut reads = 0u64;
+            // Bounded, so that a panic elsewhere ends the test rather than
+            // leaving this thread to spin.
+            for _ in 0..20_000 {
+                if stop.load(Relaxed) {
+                    break;
+                }
+                for i in 0..KEYS {
+                    if let Some(e) = t.lookup(key_of(i)) {
+                        check(i, e);
+                        reads += 1;
+                    }
+                }
+                t.for_each(None, |k, e| check(index(k), e));
+            }
+            reads
+        };
+        let (added, reads) = std::thread::scope(|s| {
+            let learners: Vec<_> = (1..=3u64)
+                .map(|n| s.spawn(move || learner(n * 0x1234_5678_9abc)))
+                .collect();
+            let r = s.spawn(reader);
+            control();
+            let added: u32 = learners.into_iter().map(|h| h.join().unwrap()).sum();
+            (added, r.join().unwrap())
+        });
+        assert!(added > 100 && reads > 0, "{added} added, {reads} reads");
+        let mut seen = HashSet::new();
+        let mut learned = [0u32; 2];
+        t.for_each(None, |k, e| {
+            assert!(seen.insert(k), "{k:?} twice");
+            check(index(k), e);
+            if e.origin == Origin::Learned {
+                learned[usize::from(k.network())] += 1;
+            }
+        });
+        assert_eq!(learned, [t.learned(0), t.learned(1)]);
+        for i in 0..KEYS {
+            let k = key_of(i);
+            assert_eq!(t.lookup(k).is_some(), seen.contains(&k));
+        }
+    }
 }
