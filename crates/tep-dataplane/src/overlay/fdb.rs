@@ -145,6 +145,19 @@ fn slots_for(capacity: usize) -> usize {
         .max(2 * WAYS)
 }
 
+/// Seconds from `seen` to `now`, both modulo 2^24; 0 when `seen` is
+/// later (by less than half the circle): the clock one worker read ran
+/// ahead of another's, and an entry just seen is neither refreshed
+/// backwards nor aged at once.
+const fn age(now: u32, seen: u32) -> u32 {
+    let age = now.wrapping_sub(seen) & SEEN_MASK;
+    if age > SEEN_MASK / 2 {
+        0
+    } else {
+        age
+    }
+}
+
 /// The layout of a value: the VTEP id (bits 0–31), local (32), seen
 /// (33–56), origin (57–58: 1 static, 2 learned, 3 external; 0 not ready),
 /// the slot's generation (59–63).
@@ -410,8 +423,7 @@ impl Fdb {
         let e = value::decode(v)?;
         // Seen now, or later by a worker whose clock read ran ahead: time
         // never goes back, and nothing is written.
-        let age = now.wrapping_sub(e.seen_s) & SEEN_MASK;
-        let current = age == 0 || age > SEEN_MASK / 2;
+        let current = age(now, e.seen_s) == 0;
         let (next, done) = match e.origin {
             Origin::Learned if e.dst != dst => (
                 Entry {
@@ -574,7 +586,8 @@ impl Fdb {
 
     /// Removes learned entries not seen for their network's ageing time
     /// (`ageing_s(network)` seconds before `now_s`), calling `aged` for
-    /// each.
+    /// each. `ageing_s` runs under the writer lock (it must not call the
+    /// table; `aged` may); an ageing time past 2^23 seconds never ages.
     pub fn sweep(
         &self,
         now_s: u32,
@@ -583,10 +596,7 @@ impl Fdb {
     ) {
         let now = now_s & SEEN_MASK;
         self.drain(
-            |k, e| {
-                e.origin == Origin::Learned
-                    && now.wrapping_sub(e.seen_s) & SEEN_MASK >= ageing_s(k.network())
-            },
+            |k, e| e.origin == Origin::Learned && age(now, e.seen_s) >= ageing_s(k.network()),
             aged,
         );
     }
@@ -868,6 +878,12 @@ mod tests {
         t.sweep(150, |_| 30, |k, _| aged.push(k));
         assert_eq!(aged, vec![key(0, 2)]);
         assert_eq!(t.learned(0), 1);
+        // A sweeper whose clock reads a second behind the learner's does
+        // not take the entry for 2^24 - 1 seconds old.
+        t.learn(key(0, 1), r(1), 151, 10);
+        t.sweep(150, |_| 30, |k, _| aged.push(k));
+        assert_eq!(aged.len(), 1);
+        assert!(t.lookup(key(0, 1)).is_some());
     }
 
     #[test]
@@ -972,6 +988,16 @@ mod tests {
         ]
     }
 
+    /// Seconds since seen, a clock behind the entry's reading none.
+    fn model_since(now: u32, seen: u32) -> u32 {
+        let since = now.wrapping_sub(seen) & SEEN_MASK;
+        if since > SEEN_MASK / 2 {
+            0
+        } else {
+            since
+        }
+    }
+
     /// What learning does, said plainly.
     fn model_learn(
         m: &mut HashMap<FdbKey, Entry>,
@@ -994,7 +1020,7 @@ mod tests {
             m.insert(k, entry(dst, Origin::Learned, now));
             return Learned::Added;
         };
-        let age = now.wrapping_sub(e.seen_s) & SEEN_MASK;
+        let since = model_since(now, e.seen_s);
         if e.dst != dst {
             if e.origin != Origin::Learned {
                 return Learned::Pinned;
@@ -1003,7 +1029,7 @@ mod tests {
             *e = entry(dst, Origin::Learned, now);
             return Learned::Moved(old);
         }
-        if age == 0 || age > SEEN_MASK / 2 {
+        if since == 0 {
             return Learned::Fresh;
         }
         e.seen_s = now;
@@ -1037,8 +1063,7 @@ mod tests {
                             .iter()
                             .filter(|(k, e)| {
                                 e.origin == Origin::Learned
-                                    && now.wrapping_sub(e.seen_s) & SEEN_MASK
-                                        >= ageing_of(k.network())
+                                    && model_since(now, e.seen_s) >= ageing_of(k.network())
                             })
                             .map(|(k, _)| *k)
                             .collect();
