@@ -135,6 +135,29 @@ const CAS_TRIES: usize = 4;
 /// adding an entry waits for a few of them, not for the whole table.
 const CHUNK: usize = 16;
 
+/// The slots of a table for `capacity` entries: twice as many, a power of
+/// two, two buckets at least.
+fn slots_for(capacity: usize) -> usize {
+    capacity
+        .clamp(1, MAX_SLOTS / 2)
+        .saturating_mul(2)
+        .next_power_of_two()
+        .max(2 * WAYS)
+}
+
+/// Seconds from `seen` to `now`, both modulo 2^24; 0 when `seen` is
+/// later (by less than half the circle): the clock one worker read ran
+/// ahead of another's, and an entry just seen is neither refreshed
+/// backwards nor aged at once.
+const fn age(now: u32, seen: u32) -> u32 {
+    let age = now.wrapping_sub(seen) & SEEN_MASK;
+    if age > SEEN_MASK / 2 {
+        0
+    } else {
+        age
+    }
+}
+
 /// The layout of a value: the VTEP id (bits 0–31), local (32), seen
 /// (33–56), origin (57–58: 1 static, 2 learned, 3 external; 0 not ready),
 /// the slot's generation (59–63).
@@ -197,8 +220,7 @@ mod value {
 }
 
 /// Eight slots: keys in the first cache line, values in the second (a
-/// miss reads one line per bucket; the pair is aligned so that the CPU's
-/// adjacent-line prefetch brings the values with the keys).
+/// miss reads one line per bucket, a hit one more).
 #[repr(C, align(128))]
 #[derive(Default)]
 struct Bucket {
@@ -277,13 +299,9 @@ impl Fdb {
     /// strangers, so a seed they cannot guess keeps them from crowding
     /// one pair of buckets (tests pass a fixed one).
     pub fn with_seed(capacity: usize, networks: usize, seed: u64) -> Fdb {
-        let slots = capacity
-            .max(1)
-            .min(MAX_SLOTS / 2)
-            .saturating_mul(2)
-            .next_power_of_two()
-            .max(2 * WAYS);
-        let buckets: Box<[Bucket]> = (0..slots / WAYS).map(|_| Bucket::default()).collect();
+        let buckets: Box<[Bucket]> = (0..slots_for(capacity) / WAYS)
+            .map(|_| Bucket::default())
+            .collect();
         let networks = networks.min(super::MAX_NETWORKS);
         Fdb {
             half_mask: buckets.len() / 2 - 1,
@@ -358,8 +376,13 @@ impl Fdb {
     #[inline]
     pub fn prefetch(&self, key: FdbKey) {
         let (a, b) = self.homes(key.0);
+        // The value lines too: a hit reads one of them at once, and left
+        // to the adjacent-line prefetch it came late (a lookup measured
+        // about twice as slow with the key lines alone).
         prefetch(&a.keys);
         prefetch(&b.keys);
+        prefetch(&a.vals);
+        prefetch(&b.vals);
     }
 
     /// Data-path learning: `key` is at `dst` now (second `now_s`). A new
@@ -400,8 +423,7 @@ impl Fdb {
         let e = value::decode(v)?;
         // Seen now, or later by a worker whose clock read ran ahead: time
         // never goes back, and nothing is written.
-        let age = now.wrapping_sub(e.seen_s) & SEEN_MASK;
-        let current = age == 0 || age > SEEN_MASK / 2;
+        let current = age(now, e.seen_s) == 0;
         let (next, done) = match e.origin {
             Origin::Learned if e.dst != dst => (
                 Entry {
@@ -505,6 +527,9 @@ impl Fdb {
     /// Control plane: sets `key`'s entry, replacing what is there; the old
     /// entry, or `Err` when there is no room (or `key` is of no network
     /// the table was made for).
+    // The signature the overlay is written against: one way to fail, which
+    // the caller names in its own error.
+    #[allow(clippy::result_unit_err)]
     pub fn insert(&self, key: FdbKey, entry: Entry) -> Result<Option<Entry>, ()> {
         let count = self.counter(key).ok_or(())?;
         let entry = Entry {
@@ -561,7 +586,8 @@ impl Fdb {
 
     /// Removes learned entries not seen for their network's ageing time
     /// (`ageing_s(network)` seconds before `now_s`), calling `aged` for
-    /// each.
+    /// each. `ageing_s` runs under the writer lock (it must not call the
+    /// table; `aged` may); an ageing time past 2^23 seconds never ages.
     pub fn sweep(
         &self,
         now_s: u32,
@@ -570,10 +596,7 @@ impl Fdb {
     ) {
         let now = now_s & SEEN_MASK;
         self.drain(
-            |k, e| {
-                e.origin == Origin::Learned
-                    && now.wrapping_sub(e.seen_s) & SEEN_MASK >= ageing_s(k.network())
-            },
+            |k, e| e.origin == Origin::Learned && age(now, e.seen_s) >= ageing_s(k.network()),
             aged,
         );
     }
@@ -659,5 +682,653 @@ impl Fdb {
         core::mem::size_of_val(&*self.buckets)
             + core::mem::size_of_val(&*self.learned)
             + core::mem::size_of::<Fdb>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::{HashMap, HashSet};
+
+    const SEED: u64 = 0x5eed_f00d_1234_5678;
+
+    fn key(net: u16, n: u64) -> FdbKey {
+        let b = n.to_be_bytes();
+        FdbKey::new(net, [0x02, b[3], b[4], b[5], b[6], b[7]])
+    }
+
+    fn entry(dst: Dst, origin: Origin, seen_s: u32) -> Entry {
+        Entry {
+            dst,
+            origin,
+            seen_s,
+        }
+    }
+
+    fn r(id: u32) -> Dst {
+        Dst::Remote(id)
+    }
+
+    #[test]
+    fn keys_pack_and_unpack() {
+        let k = FdbKey::new(7, [1, 2, 3, 4, 5, 6]);
+        assert_eq!((k.network(), k.mac()), (7, [1, 2, 3, 4, 5, 6]));
+        assert_eq!(FdbKey::new(u16::MAX - 1, [0xff; 6]).network(), u16::MAX - 1);
+        // Keys no `new` makes name no network, without a panic.
+        assert_eq!(FdbKey(0).network(), u16::MAX);
+        assert_eq!(FdbKey(5).network(), u16::MAX);
+    }
+
+    #[test]
+    fn values_round_trip() {
+        for dst in [r(0), r(77), r(u32::MAX), Dst::Local] {
+            for origin in [Origin::Static, Origin::Learned, Origin::External] {
+                for gen in [0, 1, 31] {
+                    let e = entry(dst, origin, SEEN_MASK - 3);
+                    let v = value::encode(e, gen);
+                    assert_eq!(value::decode(v), Some(e));
+                    assert_eq!(value::gen(v), gen);
+                    assert_eq!(value::decode(value::empty(value::gen(v))), None);
+                }
+            }
+        }
+        assert_eq!(value::next_gen(value::empty(31)), 0);
+    }
+
+    #[test]
+    fn every_learning_outcome() {
+        let t = Fdb::with_seed(1024, 2, SEED);
+        let k = key(0, 1);
+        assert_eq!(t.lookup(k), None);
+        assert_eq!(t.learn(k, r(3), 10, 100), Learned::Added);
+        assert_eq!(t.lookup(k), Some(entry(r(3), Origin::Learned, 10)));
+        assert_eq!(t.learned(0), 1);
+        assert_eq!(t.learn(k, r(3), 10, 100), Learned::Fresh);
+        // A worker whose clock lags by a second neither writes nor takes
+        // the time back.
+        assert_eq!(t.learn(k, r(3), 9, 100), Learned::Fresh);
+        assert_eq!(t.lookup(k).unwrap().seen_s, 10);
+        assert_eq!(t.learn(k, r(3), 12, 100), Learned::Refreshed);
+        assert_eq!(t.lookup(k).unwrap().seen_s, 12);
+        assert_eq!(t.learn(k, Dst::Local, 13, 100), Learned::Moved(r(3)));
+        assert_eq!(t.lookup(k), Some(entry(Dst::Local, Origin::Learned, 13)));
+        assert_eq!(t.learn(k, r(4), 13, 100), Learned::Moved(Dst::Local));
+        assert_eq!(t.learned(0), 1);
+
+        for origin in [Origin::Static, Origin::External] {
+            let s = key(1, 9);
+            t.insert(s, entry(r(5), origin, 20)).unwrap();
+            assert_eq!(t.learn(s, r(6), 21, 100), Learned::Pinned);
+            assert_eq!(t.lookup(s), Some(entry(r(5), origin, 20)));
+            assert_eq!(t.learn(s, r(5), 20, 100), Learned::Fresh);
+            assert_eq!(t.learn(s, r(5), 22, 100), Learned::Refreshed);
+            assert_eq!(t.lookup(s), Some(entry(r(5), origin, 22)));
+            assert_eq!(t.learned(1), 0);
+        }
+
+        // The limit counts learned entries of the key's network only.
+        assert_eq!(t.learn(key(0, 2), r(1), 30, 2), Learned::Added);
+        assert_eq!(t.learn(key(0, 3), r(1), 30, 2), Learned::Limit);
+        assert_eq!(t.lookup(key(0, 3)), None);
+        assert_eq!(t.learn(key(1, 3), r(1), 30, 2), Learned::Added);
+        // An entry there is refreshed and moved at the limit.
+        assert_eq!(t.learn(key(0, 2), r(2), 31, 2), Learned::Moved(r(1)));
+        assert_eq!(t.learned(0), 2);
+        // A network the table was not made for learns nothing.
+        assert_eq!(t.learn(key(2, 1), r(1), 30, 100), Learned::Limit);
+        assert_eq!(t.learn(FdbKey(0), r(1), 30, 100), Learned::Limit);
+        assert_eq!(t.learned(2), 0);
+    }
+
+    #[test]
+    fn full_when_both_buckets_are() {
+        // The smallest table: two buckets, every key's pair.
+        let t = Fdb::with_seed(1, 1, SEED);
+        assert_eq!(t.slots(), 16);
+        for n in 0..16 {
+            assert_eq!(t.learn(key(0, n), r(1), 0, 100), Learned::Added, "{n}");
+        }
+        // d-left: the emptier each time, so both filled up together.
+        assert!(t.buckets.iter().all(|b| b.free() == 0));
+        assert_eq!(t.learn(key(0, 16), r(1), 0, 100), Learned::Full);
+        assert_eq!(
+            t.insert(key(0, 16), entry(r(1), Origin::Static, 0)),
+            Err(())
+        );
+        assert_eq!(t.learned(0), 16);
+        // What is there is still refreshed, moved and replaced.
+        assert_eq!(t.learn(key(0, 3), r(2), 1, 100), Learned::Moved(r(1)));
+        let old = t.insert(key(0, 4), entry(r(9), Origin::Static, 1));
+        assert_eq!(old, Ok(Some(entry(r(1), Origin::Learned, 0))));
+        assert_eq!(t.learned(0), 15);
+        assert!(t.remove(key(0, 5)).is_some());
+        assert_eq!(t.learned(0), 14);
+        assert_eq!(t.learn(key(0, 16), r(1), 2, 100), Learned::Added);
+        assert_eq!(t.learn(key(0, 17), r(1), 2, 100), Learned::Full);
+    }
+
+    #[test]
+    fn insert_replace_remove_keep_counts() {
+        let t = Fdb::with_seed(64, 2, SEED);
+        let k = key(1, 42);
+        let learned = entry(r(1), Origin::Learned, 5);
+        let fixed = entry(r(2), Origin::Static, 6);
+        assert_eq!(t.insert(k, learned), Ok(None));
+        assert_eq!(t.learned(1), 1);
+        assert_eq!(t.insert(k, fixed), Ok(Some(learned)));
+        assert_eq!(t.learned(1), 0);
+        assert_eq!(t.insert(k, learned), Ok(Some(fixed)));
+        assert_eq!(t.insert(k, learned), Ok(Some(learned)));
+        assert_eq!(t.learned(1), 1);
+        assert_eq!(t.remove(k), Some(learned));
+        assert_eq!(t.learned(1), 0);
+        assert_eq!(t.remove(k), None);
+        assert_eq!(t.lookup(k), None);
+        // Remote VTEP u32::MAX and the local side stay apart; seconds
+        // past 24 bits are cut.
+        let far = entry(r(u32::MAX), Origin::External, SEEN_MASK + 8);
+        assert_eq!(t.insert(k, far), Ok(None));
+        assert_eq!(t.lookup(k), Some(entry(r(u32::MAX), Origin::External, 7)));
+        // Keys of no network the table knows are refused.
+        assert_eq!(t.insert(key(2, 1), fixed), Err(()));
+        assert_eq!(t.insert(FdbKey(0), fixed), Err(()));
+        assert_eq!(t.lookup(FdbKey(0)), None);
+        assert_eq!(t.remove(FdbKey(0)), None);
+        t.prefetch(FdbKey(0));
+        assert_eq!(t.learned(u16::MAX), 0);
+    }
+
+    #[test]
+    fn sweep_ages_learned_entries_across_the_wrap() {
+        let t = Fdb::with_seed(64, 2, SEED);
+        let start = SEEN_MASK - 4;
+        t.learn(key(0, 1), r(1), start, 100);
+        t.learn(key(1, 1), r(1), start, 100);
+        t.insert(key(0, 2), entry(r(1), Origin::Static, start))
+            .unwrap();
+        t.insert(key(0, 3), entry(r(1), Origin::External, start))
+            .unwrap();
+        let ageing = |n: u16| if n == 0 { 10 } else { 20 };
+        let mut aged = Vec::new();
+        // 9 seconds on, past the 24-bit wrap: nothing is old enough.
+        t.sweep(start.wrapping_add(9), ageing, |k, e| aged.push((k, e)));
+        assert!(aged.is_empty());
+        // The clock given in full 32 bits is taken modulo 2^24.
+        t.sweep(start + 10 + (5 << 24), ageing, |k, e| aged.push((k, e)));
+        let want = entry(r(1), Origin::Learned, start);
+        assert_eq!(aged, vec![(key(0, 1), want)]);
+        assert_eq!((t.learned(0), t.learned(1)), (0, 1));
+        assert_eq!(t.lookup(key(0, 1)), None);
+        // Static and external entries never age.
+        t.sweep(start + 1000, ageing, |k, e| aged.push((k, e)));
+        assert_eq!(aged.len(), 2);
+        assert_eq!(aged[1].0, key(1, 1));
+        assert!(t.lookup(key(0, 2)).is_some() && t.lookup(key(0, 3)).is_some());
+        assert_eq!(t.learned(1), 0);
+    }
+
+    #[test]
+    fn sweep_keeps_what_was_refreshed() {
+        let t = Fdb::with_seed(64, 1, SEED);
+        t.learn(key(0, 1), r(1), 100, 10);
+        t.learn(key(0, 2), r(1), 100, 10);
+        t.learn(key(0, 1), r(1), 140, 10);
+        let mut aged = Vec::new();
+        t.sweep(150, |_| 30, |k, _| aged.push(k));
+        assert_eq!(aged, vec![key(0, 2)]);
+        assert_eq!(t.learned(0), 1);
+        // A sweeper whose clock reads a second behind the learner's does
+        // not take the entry for 2^24 - 1 seconds old.
+        t.learn(key(0, 1), r(1), 151, 10);
+        t.sweep(150, |_| 30, |k, _| aged.push(k));
+        assert_eq!(aged.len(), 1);
+        assert!(t.lookup(key(0, 1)).is_some());
+    }
+
+    #[test]
+    fn flush_and_for_each_by_network() {
+        let t = Fdb::with_seed(256, 3, SEED);
+        for n in 0..10 {
+            t.learn(key(0, n), r(1), 0, 100);
+            t.learn(key(1, n), r(1), 0, 100);
+        }
+        t.insert(key(1, 99), entry(Dst::Local, Origin::Static, 0))
+            .unwrap();
+        t.insert(key(2, 5), entry(Dst::Local, Origin::Static, 0))
+            .unwrap();
+        let keys = |net| {
+            let mut v = Vec::new();
+            t.for_each(net, |k, _| v.push(k));
+            v.sort();
+            v
+        };
+        assert_eq!(
+            keys(Some(0)),
+            (0..10).map(|n| key(0, n)).collect::<Vec<_>>()
+        );
+        assert_eq!(keys(Some(1)).len(), 11);
+        assert_eq!(keys(None).len(), 22);
+        assert_eq!(t.flush(1), 11);
+        assert_eq!(t.learned(1), 0);
+        assert!(keys(Some(1)).is_empty());
+        assert_eq!(keys(None).len(), 11);
+        assert_eq!(t.learned(0), 10);
+        assert_eq!(t.flush(1), 0);
+        // A callback may call the table: no lock is held around it.
+        t.for_each(Some(2), |k, _| assert!(t.remove(k).is_some()));
+        assert_eq!(keys(Some(2)), vec![]);
+    }
+
+    #[test]
+    fn at_most_64_bytes_an_entry() {
+        for cap in [1, 3, 1000, (1 << 16) + 1, 1 << 17] {
+            let t = Fdb::with_seed(cap, 16, SEED);
+            assert!(t.slots() >= 2 * cap);
+            let per = t.bytes() as f64 / cap.max(16) as f64;
+            assert!(per <= 64.0 + 1024.0 / cap as f64, "{cap}: {per}");
+        }
+        // A capacity past the bound is cut, not overflowed.
+        assert_eq!(slots_for(usize::MAX), MAX_SLOTS);
+        assert_eq!(slots_for(0), 2 * WAYS);
+    }
+
+    #[test]
+    fn fills_to_capacity() {
+        // Exactly half the slots used, the d-left worst case for sizing.
+        let cap = 1 << 15;
+        let t = Fdb::with_seed(cap, 1, SEED);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut added = 0;
+        while added < cap {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            match t.learn(key(0, x), r(1), 0, u32::MAX) {
+                Learned::Added => added += 1,
+                Learned::Fresh => {}
+                other => panic!("{added}: {other:?}"),
+            }
+        }
+        assert_eq!(t.learned(0) as usize, cap);
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Learn(FdbKey, Dst, u32, u32),
+        Insert(FdbKey, Entry),
+        Remove(FdbKey),
+        Sweep(u32),
+        Flush(u16),
+    }
+
+    /// Keys of three networks the table has and one it has not.
+    fn any_key() -> impl Strategy<Value = FdbKey> {
+        (0u16..4, 0u64..12).prop_map(|(net, n)| key(net, n))
+    }
+
+    fn any_dst() -> impl Strategy<Value = Dst> {
+        (0u32..4).prop_map(|d| if d == 3 { Dst::Local } else { r(d) })
+    }
+
+    fn any_op() -> impl Strategy<Value = Op> {
+        let origin = prop_oneof![
+            Just(Origin::Static),
+            Just(Origin::Learned),
+            Just(Origin::External)
+        ];
+        prop_oneof![
+            4 => (any_key(), any_dst(), 0u32..3, 0u32..6)
+                .prop_map(|(k, d, dt, limit)| Op::Learn(k, d, dt, limit)),
+            2 => (any_key(), any_dst(), origin, 0u32..=SEEN_MASK)
+                .prop_map(|(k, d, o, s)| Op::Insert(k, entry(d, o, s))),
+            1 => any_key().prop_map(Op::Remove),
+            1 => (0u32..6).prop_map(Op::Sweep),
+            1 => (0u16..4).prop_map(Op::Flush),
+        ]
+    }
+
+    /// Seconds since seen, a clock behind the entry's reading none.
+    fn model_since(now: u32, seen: u32) -> u32 {
+        let since = now.wrapping_sub(seen) & SEEN_MASK;
+        if since > SEEN_MASK / 2 {
+            0
+        } else {
+            since
+        }
+    }
+
+    /// What learning does, said plainly.
+    fn model_learn(
+        m: &mut HashMap<FdbKey, Entry>,
+        k: FdbKey,
+        dst: Dst,
+        now: u32,
+        limit: u32,
+    ) -> Learned {
+        if k.network() >= 3 {
+            return Learned::Limit;
+        }
+        let Some(e) = m.get_mut(&k) else {
+            let n = m
+                .iter()
+                .filter(|(mk, me)| mk.network() == k.network() && me.origin == Origin::Learned)
+                .count();
+            if n as u32 >= limit {
+                return Learned::Limit;
+            }
+            m.insert(k, entry(dst, Origin::Learned, now));
+            return Learned::Added;
+        };
+        let since = model_since(now, e.seen_s);
+        if e.dst != dst {
+            if e.origin != Origin::Learned {
+                return Learned::Pinned;
+            }
+            let old = e.dst;
+            *e = entry(dst, Origin::Learned, now);
+            return Learned::Moved(old);
+        }
+        if since == 0 {
+            return Learned::Fresh;
+        }
+        e.seen_s = now;
+        Learned::Refreshed
+    }
+
+    proptest! {
+        /// Any sequence of operations leaves the table agreeing with a
+        /// plain map: every outcome, every entry, every count (the clock
+        /// starts just short of the 24-bit wrap).
+        #[test]
+        fn agrees_with_a_map(ops in proptest::collection::vec(any_op(), 0..300)) {
+            let t = Fdb::with_seed(512, 3, SEED);
+            let mut m: HashMap<FdbKey, Entry> = HashMap::new();
+            let mut now = SEEN_MASK - 30;
+            for op in ops {
+                match op {
+                    Op::Learn(k, dst, dt, limit) => {
+                        now = now.wrapping_add(dt) & SEEN_MASK;
+                        let want = model_learn(&mut m, k, dst, now, limit);
+                        prop_assert_eq!(t.learn(k, dst, now, limit), want);
+                    }
+                    Op::Insert(k, e) => {
+                        let want = if k.network() < 3 { Ok(m.insert(k, e)) } else { Err(()) };
+                        prop_assert_eq!(t.insert(k, e), want);
+                    }
+                    Op::Remove(k) => prop_assert_eq!(t.remove(k), m.remove(&k)),
+                    Op::Sweep(ageing) => {
+                        let ageing_of = |n: u16| ageing + u32::from(n);
+                        let mut want: Vec<FdbKey> = m
+                            .iter()
+                            .filter(|(k, e)| {
+                                e.origin == Origin::Learned
+                                    && model_since(now, e.seen_s) >= ageing_of(k.network())
+                            })
+                            .map(|(k, _)| *k)
+                            .collect();
+                        m.retain(|k, _| !want.contains(k));
+                        let mut got = Vec::new();
+                        t.sweep(now, ageing_of, |k, _| got.push(k));
+                        got.sort();
+                        want.sort();
+                        prop_assert_eq!(got, want);
+                    }
+                    Op::Flush(net) => {
+                        let before = m.len();
+                        m.retain(|k, _| k.network() != net);
+                        prop_assert_eq!(t.flush(net), before - m.len());
+                    }
+                }
+                for net in 0..4u16 {
+                    let learned = m
+                        .iter()
+                        .filter(|(k, e)| k.network() == net && e.origin == Origin::Learned)
+                        .count();
+                    prop_assert_eq!(t.learned(net) as usize, learned);
+                }
+            }
+            for net in 0..4u16 {
+                for n in 0..12 {
+                    let k = key(net, n);
+                    prop_assert_eq!(t.lookup(k), m.get(&k).copied());
+                }
+            }
+            let mut all = Vec::new();
+            t.for_each(None, |k, e| all.push((k, e)));
+            all.sort_by_key(|(k, _)| *k);
+            let mut want: Vec<_> = m.into_iter().collect();
+            want.sort_by_key(|(k, _)| *k);
+            prop_assert_eq!(all, want);
+        }
+    }
+
+    /// A xorshift step: the tests' cheap, repeatable randomness.
+    fn next(x: &mut u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+
+    const KEYS: u64 = 256;
+
+    /// Every dst written for key `i` names it in its high 16 bits, so that
+    /// a value read under another key's name shows.
+    fn tagged(i: u64, x: u64) -> Dst {
+        r((i as u32) << 16 | (x as u32 & 0xffff))
+    }
+
+    fn check(i: u64, e: Entry) {
+        assert_eq!(e.dst, tagged(i, e.dst_id() & 0xffff), "key {i}: {e:?}");
+    }
+
+    impl Entry {
+        fn dst_id(self) -> u64 {
+            match self.dst {
+                Dst::Remote(id) => u64::from(id),
+                Dst::Local => u64::MAX,
+            }
+        }
+    }
+
+    fn key_of(i: u64) -> FdbKey {
+        key((i % 2) as u16, i)
+    }
+
+    fn index(k: FdbKey) -> u64 {
+        k.0 & 0xff_ffff_ffff
+    }
+
+    /// Learners on three threads, one reader and the control plane at
+    /// once, on a table too small for every key (slots change hands all
+    /// the time): no read returns another key's value, no key is in two
+    /// slots, the counts match what is there.
+    #[test]
+    fn concurrent_learners_and_control_plane() {
+        use std::sync::atomic::AtomicBool;
+        let t = Fdb::with_seed(96, 2, SEED);
+        let clock = AtomicU32::new(SEEN_MASK - 50);
+        let stop = AtomicBool::new(false);
+        let learner = |seed: u64| {
+            let mut x = seed;
+            let mut added = 0;
+            for _ in 0..20_000 {
+                let i = next(&mut x) % KEYS;
+                let k = key_of(i);
+                t.prefetch(k);
+                if let Some(e) = t.lookup(k) {
+                    check(i, e);
+                }
+                let now = clock.load(Relaxed);
+                match t.learn(k, tagged(i, next(&mut x) % 4), now, 60) {
+                    Learned::Moved(old) => check(i, entry(old, Origin::Learned, 0)),
+                    Learned::Added => added += 1,
+                    _ => {}
+                }
+            }
+            added
+        };
+        let control = || {
+            let mut x = 77;
+            for n in 0..20_000u32 {
+                let i = next(&mut x) % KEYS;
+                let k = key_of(i);
+                let now = clock.load(Relaxed);
+                match next(&mut x) % 8 {
+                    0 | 1 => {
+                        let origin = [Origin::Static, Origin::Learned, Origin::External]
+                            [(next(&mut x) % 3) as usize];
+                        if let Ok(Some(old)) = t.insert(k, entry(tagged(i, 9), origin, now)) {
+                            check(i, old);
+                        }
+                    }
+                    2..=4 => {
+                        if let Some(old) = t.remove(k) {
+                            check(i, old);
+                        }
+                    }
+                    5 => t.sweep(now, |_| 2, |k, e| check(index(k), e)),
+                    _ => {
+                        clock.store((now + 1) & SEEN_MASK, Relaxed);
+                    }
+                }
+                if n % 5000 == 4999 {
+                    t.flush((n / 5000 % 2) as u16);
+                }
+            }
+            stop.store(true, Relaxed);
+        };
+        let reader = || {
+            let mut reads = 0u64;
+            // Bounded, so that a panic elsewhere ends the test rather than
+            // leaving this thread to spin.
+            for _ in 0..20_000 {
+                if stop.load(Relaxed) {
+                    break;
+                }
+                for i in 0..KEYS {
+                    if let Some(e) = t.lookup(key_of(i)) {
+                        check(i, e);
+                        reads += 1;
+                    }
+                }
+                t.for_each(None, |k, e| check(index(k), e));
+            }
+            reads
+        };
+        let (added, reads) = std::thread::scope(|s| {
+            let learners: Vec<_> = (1..=3u64)
+                .map(|n| s.spawn(move || learner(n * 0x1234_5678_9abc)))
+                .collect();
+            let r = s.spawn(reader);
+            control();
+            let added: u32 = learners.into_iter().map(|h| h.join().unwrap()).sum();
+            (added, r.join().unwrap())
+        });
+        assert!(added > 100 && reads > 0, "{added} added, {reads} reads");
+        let mut seen = HashSet::new();
+        let mut learned = [0u32; 2];
+        t.for_each(None, |k, e| {
+            assert!(seen.insert(k), "{k:?} twice");
+            check(index(k), e);
+            if e.origin == Origin::Learned {
+                learned[usize::from(k.network())] += 1;
+            }
+        });
+        assert_eq!(learned, [t.learned(0), t.learned(1)]);
+        for i in 0..KEYS {
+            let k = key_of(i);
+            assert_eq!(t.lookup(k).is_some(), seen.contains(&k));
+        }
+    }
+
+    /// Nanoseconds a key, the best of three passes over `keys` in bursts
+    /// of eight: `fetch` over the burst, then `op` over it (`ahead`: the
+    /// fetches run eight keys ahead of the ops instead, as the pipeline's
+    /// nodes run them). How many ops said yes.
+    fn ns_per_key(
+        t: &Fdb,
+        keys: &[FdbKey],
+        ahead: bool,
+        fetch: impl Fn(&Fdb, FdbKey),
+        op: impl Fn(&Fdb, FdbKey) -> bool,
+    ) -> (f64, usize) {
+        let mut best = f64::MAX;
+        let mut yes = 0;
+        for _ in 0..3 {
+            let start = std::time::Instant::now();
+            yes = 0;
+            for burst in keys.chunks(crate::vector::VECTOR_SIZE) {
+                if ahead {
+                    crate::session::flat::staggered(
+                        burst.len(),
+                        |i| fetch(t, burst[i]),
+                        |i| yes += usize::from(op(t, burst[i])),
+                    );
+                    continue;
+                }
+                for burst in burst.chunks(8) {
+                    burst.iter().for_each(|&k| fetch(t, k));
+                    for &k in burst {
+                        yes += usize::from(op(t, k));
+                    }
+                }
+            }
+            best = best.min(start.elapsed().as_nanos() as f64 / keys.len() as f64);
+        }
+        (best, yes)
+    }
+
+    /// `cargo test --release -p tep-dataplane --lib overlay::fdb --
+    /// --ignored --nocapture`: lookups in a table of a million entries.
+    #[test]
+    #[ignore]
+    fn measure_lookups() {
+        const N: usize = 1 << 20;
+        let t = Fdb::with_seed(N, 1, SEED);
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut keys = Vec::with_capacity(N);
+        let mut full = 0;
+        while keys.len() < N {
+            let k = key(0, next(&mut x));
+            match t.learn(k, r(k.0 as u32), 0, u32::MAX) {
+                Learned::Added => keys.push(k),
+                Learned::Full => full += 1,
+                _ => {}
+            }
+        }
+        let most = t.buckets.iter().map(|b| WAYS - b.free()).max().unwrap_or(0);
+        // Looked up in another order than added.
+        for i in (1..keys.len()).rev() {
+            keys.swap(i, next(&mut x) as usize % (i + 1));
+        }
+        let absent: Vec<_> = (0..N)
+            .map(|_| FdbKey(key(0, next(&mut x)).0 ^ 4 << 40))
+            .collect();
+        let none = |_: &Fdb, _: FdbKey| {};
+        let pre = |t: &Fdb, k: FdbKey| t.prefetch(k);
+        let hit = |t: &Fdb, k: FdbKey| std::hint::black_box(t.lookup(k)).is_some();
+        let fresh = |t: &Fdb, k: FdbKey| t.learn(k, r(k.0 as u32), 0, u32::MAX) == Learned::Fresh;
+        let (plain, n1) = ns_per_key(&t, &keys, false, none, hit);
+        let (burst, n2) = ns_per_key(&t, &keys, false, pre, hit);
+        let (ahead, n3) = ns_per_key(&t, &keys, true, pre, hit);
+        let (miss_plain, m1) = ns_per_key(&t, &absent, false, none, hit);
+        let (miss, m2) = ns_per_key(&t, &absent, true, pre, hit);
+        let (learn_plain, l1) = ns_per_key(&t, &keys, false, none, fresh);
+        let (learn, l2) = ns_per_key(&t, &keys, true, pre, fresh);
+        assert_eq!([n1, n2, n3, l1, l2, m1 + m2], [N, N, N, N, N, 0]);
+        println!(
+            "fdb: {N} entries, {} slots, {} B ({:.1} B/entry), fullest bucket {most}/8, \
+             {full} refused Full while filling",
+            t.slots(),
+            t.bytes(),
+            t.bytes() as f64 / N as f64
+        );
+        println!(
+            "fdb ns/key: lookup {plain:.1} plain, {burst:.1} bursts of 8 prefetched, \
+             {ahead:.1} prefetched 8 ahead; miss {miss_plain:.1} plain, {miss:.1} ahead; \
+             learn (refresh, no write) {learn_plain:.1} plain, {learn:.1} ahead"
+        );
     }
 }
