@@ -179,7 +179,7 @@ fn overlay_metrics(r: &mut Registry, o: &Overlay) {
         neighbours
             .get_or_create(&labels(&l))
             .set(s.neighbours as i64);
-        for (event, n) in super::overlay::events(&s) {
+        for (event, n) in super::overlay::events(s) {
             add(&events, &[l[0], ("event", event)], n);
         }
     }
