@@ -423,7 +423,11 @@ mod tests {
             core::hash::Hash::hash(&IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i)), &mut h);
             seen.insert(h.finish() & 0xfff);
         }
-        assert!(seen.len() > 2000, "{} distinct low-12-bit values", seen.len());
+        assert!(
+            seen.len() > 2000,
+            "{} distinct low-12-bit values",
+            seen.len()
+        );
     }
 
     #[test]

@@ -1200,6 +1200,55 @@ fn unknown_vlan() {
     assert_no_leak(&pool);
 }
 
+// ------------------------------------------------------------- fdb-lookup
+
+#[test]
+fn local_mac() {
+    // Host 02::1 spoke from blue's local side (learned local); a frame to
+    // it from that side again (a bridge flooding what it does not know)
+    // stays out of the overlay.
+    use tep_dataplane::config::NetworkSettings;
+    use tep_dataplane::overlay::Overlay;
+    let s = NetworkSettings {
+        flood: vec![IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2))],
+        ..NetworkSettings::default()
+    };
+    let local = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    let config = [TunnelConfig::network("blue", TunnelKind::Vxlan, local, s)];
+    let mut p = pipeline(&config, InnerLink::Ethernet);
+    p.attach_overlay(std::sync::Arc::new(Overlay::new(&config, 64, 8).unwrap()));
+    let mut pool = pool();
+    let frame = |dst: [u8; 6], src: [u8; 6]| {
+        let mut f = [dst, src].concat();
+        f.extend_from_slice(&[0x88, 0xb5]);
+        f.extend_from_slice(&[0; 46]);
+        f
+    };
+    let mut v = load(
+        &mut pool,
+        &[
+            frame([0xff; 6], [2, 0, 0, 0, 0, 1]),
+            frame([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]),
+        ],
+    );
+    let mut sent = 0;
+    p.encap_into(
+        0,
+        InnerLink::Ethernet,
+        &mut pool,
+        &mut v,
+        &mut |_, pool, v| {
+            sent += v.len();
+            v.as_slice().iter().for_each(|&id| pool.free(id));
+            v.clear();
+        },
+    );
+    assert_eq!(sent, 1, "the broadcast, to blue's one peer");
+    assert_dropped_once(&p, DropReason::LocalMac, "fdb-lookup");
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}
+
 // ----------------------------------------------------------------- the list
 
 /// Every reason the pipeline drops for has a `#[test] fn <reason name>()`

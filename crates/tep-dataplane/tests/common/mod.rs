@@ -261,6 +261,9 @@ pub const ENCAP_NODES: &[&str] = &[
     "vlan-input",
     "encap-classify",
     "tunnel-lookup",
+    "neigh-suppress",
+    "fdb-lookup",
+    "flood",
     "session-lookup",
     "inner-checksum",
     "ip-udp-encap",
@@ -276,6 +279,7 @@ pub const DECAP_NODES: &[&str] = &[
     "ip-input",
     "udp-input",
     "udp-checksum-verify",
+    "fdb-learn",
     "decap-output",
     "vlan-output",
     "ethernet-input",
@@ -296,7 +300,8 @@ pub fn is_encap_node(name: &str) -> bool {
 }
 
 /// Checks the pipeline's edge counters against the drops of its nodes:
-/// `encap_in + segments_added == encap_out + Σ encap drops + buffered` and
+/// `encap_in + segments_added + flood_copies == encap_out + Σ encap drops +
+/// buffered + suppressed` and
 /// `decap_in == decap_out + coalesced + answered + Σ decap drops`.
 pub fn assert_balanced<C: Clock>(p: &Pipeline<C>) {
     let c = p.counters();
@@ -310,8 +315,8 @@ pub fn assert_balanced<C: Clock>(p: &Pipeline<C>) {
         }
     }
     assert_eq!(
-        c.encap_in + c.segments_added,
-        c.encap_out + encap_drops + c.buffered,
+        c.encap_in + c.segments_added + c.flood_copies,
+        c.encap_out + encap_drops + c.buffered + c.suppressed,
         "encap unbalanced: {c:?}, encap drops {encap_drops}\n{}",
         p.runtime().report()
     );
