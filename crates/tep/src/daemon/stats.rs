@@ -356,6 +356,8 @@ fn add_counters(c: &mut Counters, d: &Counters) {
     c.icmp_suppressed += d.icmp_suppressed;
     c.gro_table_full += d.gro_table_full;
     c.error_indications_suppressed += d.error_indications_suppressed;
+    c.flood_copies += d.flood_copies;
+    c.suppressed += d.suppressed;
 }
 
 impl Totals {
@@ -412,7 +414,7 @@ impl Totals {
     }
 
     /// The pipeline's edge counters, named.
-    pub fn edges(&self) -> [(&'static str, u64); 13] {
+    pub fn edges(&self) -> [(&'static str, u64); 15] {
         let c = &self.counters;
         [
             ("encap_in", c.encap_in),
@@ -431,6 +433,8 @@ impl Totals {
                 "error_indications_suppressed",
                 c.error_indications_suppressed,
             ),
+            ("flood_copies", c.flood_copies),
+            ("suppressed", c.suppressed),
         ]
     }
 
