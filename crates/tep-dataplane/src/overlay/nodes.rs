@@ -143,6 +143,66 @@ fn is_unicast(mac: [u8; 6]) -> bool {
     mac[0] & 1 == 0 && mac != [0; 6]
 }
 
+/// How many frames ahead the lookups fetch their FDB entries: enough
+/// to cover a miss to memory, few enough that the fetches in flight fit
+/// the core's line-fill buffers (a whole vector's would not).
+const AHEAD: usize = 8;
+
+/// The FDB keys of a vector's frames (destination, source; 0 where a
+/// frame has none), gathered once so that each lookup can fetch the entry
+/// `AHEAD` frames on.
+struct Keys {
+    keys: [(u64, u64); crate::vector::VECTOR_SIZE],
+    len: usize,
+}
+
+impl Keys {
+    fn of(
+        pool: &Pool,
+        v: &PacketVector,
+        o: &Overlay,
+        at: impl Fn(&Pool, PacketId) -> (usize, usize),
+    ) -> Keys {
+        let mut k = Keys {
+            keys: [(0, 0); crate::vector::VECTOR_SIZE],
+            len: v.len(),
+        };
+        for (slot, &id) in k.keys.iter_mut().zip(v.as_slice()) {
+            let n = o.network_of(pool.meta(id).tunnel);
+            if n == NOT_A_NETWORK || !o.networks()[usize::from(n)].l2 {
+                continue;
+            }
+            let (d, s) = at(pool, id);
+            let data = pool.data(id);
+            let key = |off: usize| mac_at(data, off).map_or(0, |m| FdbKey::new(n, m).0);
+            *slot = (if d == usize::MAX { 0 } else { key(d) }, key(s));
+        }
+        for i in 0..AHEAD.min(k.len) {
+            k.fetch(o, i);
+        }
+        k
+    }
+
+    /// Starts fetching frame `i`'s entries.
+    #[inline]
+    fn fetch(&self, o: &Overlay, i: usize) {
+        if let Some(&(d, s)) = self.keys.get(i).filter(|_| i < self.len) {
+            for key in [d, s].into_iter().filter(|&k| k != 0) {
+                o.fdb().prefetch(FdbKey(key));
+            }
+        }
+    }
+}
+
+/// What the previous frame of the vector found: a burst of one flow's
+/// frames (a TCP window) asks the same twice, and the answer cannot have
+/// changed in between but by a control verb, which a frame may miss.
+#[derive(Default)]
+struct LastHit {
+    dst: Option<(u64, Option<Dst>)>,
+    src: u64,
+}
+
 /// Node `fdb-lookup`.
 pub(crate) fn lookup(
     stats: &mut NodeStats,
@@ -152,25 +212,22 @@ pub(crate) fn lookup(
     now_s: u32,
 ) {
     let o = &*ow.overlay;
-    // The FDB is far larger than the caches at scale: fetch every frame's
-    // entry before the first is looked at.
-    for &id in v.as_slice() {
-        let n = o.network_of(pool.meta(id).tunnel);
-        if n == NOT_A_NETWORK {
-            continue;
-        }
-        let data = pool.data(id);
-        for mac in [mac_at(data, 0), mac_at(data, 6)].into_iter().flatten() {
-            o.fdb().prefetch(FdbKey::new(n, mac));
-        }
-    }
-    each(stats, pool, v, |pool, id| lookup_one(pool, id, ow, now_s));
+    let keys = Keys::of(pool, v, o, |_, _| (0, 6));
+    let (mut i, mut last) = (0, LastHit::default());
+    each(stats, pool, v, |pool, id| {
+        keys.fetch(o, i + AHEAD);
+        let (dst, src) = keys.keys[i];
+        i += 1;
+        lookup_one(pool, id, ow, (FdbKey(dst), FdbKey(src)), &mut last, now_s)
+    });
 }
 
 fn lookup_one(
     pool: &mut Pool,
     id: PacketId,
     ow: &OverlayWorker,
+    (dst, src): (FdbKey, FdbKey),
+    last: &mut LastHit,
     now_s: u32,
 ) -> Result<(), DropReason> {
     let o = &*ow.overlay;
@@ -181,23 +238,27 @@ fn lookup_one(
     let net = &o.networks()[usize::from(n)];
     let topo = ow.net(n).ok_or(DropReason::NoRoute)?;
     let vtep = if net.l2 {
-        let data = pool.data(id);
-        let (dst, src) = (mac_at(data, 0), mac_at(data, 6));
-        let (Some(dst), Some(src)) = (dst, src) else {
+        if dst.0 == 0 || src.0 == 0 {
             return Err(DropReason::Truncated);
-        };
-        if net.learning && is_unicast(src) {
-            let learned = o
-                .fdb()
-                .learn(FdbKey::new(n, src), Dst::Local, now_s, net.max_macs);
-            count(&net.counters, learned);
         }
-        let known = if dst[0] & 1 == 0 {
-            o.fdb().lookup(FdbKey::new(n, dst))
-        } else {
-            None
+        if net.learning && is_unicast(src.mac()) && last.src != src.0 {
+            let learned = o.fdb().learn(src, Dst::Local, now_s, net.max_macs);
+            count(&net.counters, learned);
+            last.src = src.0;
+        }
+        let known = match last.dst {
+            Some((k, d)) if k == dst.0 => d,
+            _ => {
+                let d = if dst.mac()[0] & 1 == 0 {
+                    o.fdb().lookup(dst).map(|e| e.dst)
+                } else {
+                    None
+                };
+                last.dst = Some((dst.0, d));
+                d
+            }
         };
-        match known.map(|e| e.dst) {
+        match known {
             Some(Dst::Remote(v)) => v,
             // The local side bridged it already (a bridge floods frames it
             // does not know to every port, this one too).
@@ -337,19 +398,26 @@ pub(crate) fn learn(
     now_s: u32,
 ) {
     let o = ow.overlay.clone();
-    for &id in v.as_slice() {
-        let m = pool.meta(id);
-        let n = o.network_of(m.tunnel);
-        let src = mac_at(pool.data(id), usize::from(m.inner) + 6);
-        if let (true, Some(src)) = (n != NOT_A_NETWORK, src) {
-            o.fdb().prefetch(FdbKey::new(n, src));
-        }
-    }
-    // The frames of a vector mostly come from a few VTEPs, in runs.
-    let mut last: Option<(IpAddr, bool, u32)> = None;
-    each(stats, pool, v, |pool, id| {
-        learn_one(pool, id, ow, &o, &mut last, now_s)
+    let keys = Keys::of(pool, v, &o, |pool, id| {
+        (usize::MAX, usize::from(pool.meta(id).inner) + 6)
     });
+    // The frames of a vector mostly come from a few VTEPs, in runs, and a
+    // burst of one flow's from one MAC.
+    let mut last = Learning::default();
+    let mut i = 0;
+    each(stats, pool, v, |pool, id| {
+        keys.fetch(&o, i + AHEAD);
+        let src = FdbKey(keys.keys[i].1);
+        i += 1;
+        learn_one(pool, id, ow, &o, src, &mut last, now_s)
+    });
+}
+
+/// What the previous frame of the vector was learned as.
+#[derive(Default)]
+struct Learning {
+    vtep: Option<(IpAddr, bool, u32)>,
+    learned: Option<(u64, u32)>,
 }
 
 fn learn_one(
@@ -357,7 +425,8 @@ fn learn_one(
     id: PacketId,
     ow: &mut OverlayWorker,
     o: &Overlay,
-    last: &mut Option<(IpAddr, bool, u32)>,
+    src: FdbKey,
+    last: &mut Learning,
     now_s: u32,
 ) -> Result<(), DropReason> {
     let n = o.network_of(pool.meta(id).tunnel);
@@ -366,11 +435,11 @@ fn learn_one(
     }
     let net = &o.networks()[usize::from(n)];
     let from = pool.outer(id).src;
-    let vtep = match *last {
+    let vtep = match last.vtep {
         Some((a, create, v)) if a == from && create == net.learning => v,
         _ => {
             let v = ow.vtep_of(from, net.learning);
-            *last = Some((from, net.learning, v));
+            last.vtep = Some((from, net.learning, v));
             v
         }
     };
@@ -381,16 +450,17 @@ fn learn_one(
     if !net.l2 {
         return Ok(());
     }
-    let inner = usize::from(pool.meta(id).inner);
-    let src = mac_at(pool.data(id), inner + 6).ok_or(DropReason::Truncated)?;
-    if net.learning && vtep != UNKNOWN && is_unicast(src) {
-        let learned = o
-            .fdb()
-            .learn(FdbKey::new(n, src), Dst::Remote(vtep), now_s, net.max_macs);
-        count(&net.counters, learned);
-    } else if net.learning && vtep == UNKNOWN {
-        NetworkCounters::add(&net.counters.learn_refused, 1);
+    if src.0 == 0 {
+        return Err(DropReason::Truncated);
     }
+    if net.learning && vtep == UNKNOWN {
+        NetworkCounters::add(&net.counters.learn_refused, 1);
+    } else if net.learning && is_unicast(src.mac()) && last.learned != Some((src.0, vtep)) {
+        let learned = o.fdb().learn(src, Dst::Remote(vtep), now_s, net.max_macs);
+        count(&net.counters, learned);
+        last.learned = Some((src.0, vtep));
+    }
+    let inner = usize::from(pool.meta(id).inner);
     if net.neigh_suppress && maybe_neigh(&pool.data(id)[inner..]) {
         if let NeighMessage::Announce { ip, mac } = neigh::classify(&pool.data(id)[inner..]) {
             learn_neigh(o, n, ip, mac, now_s);
