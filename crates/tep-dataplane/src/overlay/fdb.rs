@@ -387,6 +387,9 @@ impl Fdb {
 
     /// Data-path learning: `key` is at `dst` now (second `now_s`). A new
     /// entry counts against `limit` learned entries of the key's network.
+    /// Only adding an entry takes the lock; a refresh within the second
+    /// writes nothing. Prefetch the key first: like a lookup, it is a
+    /// memory miss otherwise.
     #[inline]
     pub fn learn(&self, key: FdbKey, dst: Dst, now_s: u32, limit: u32) -> Learned {
         let Some(count) = self.counter(key) else {
@@ -1332,6 +1335,16 @@ mod tests {
         let (learn_plain, l1) = ns_per_key(&t, &keys, false, none, fresh);
         let (learn, l2) = ns_per_key(&t, &keys, true, pre, fresh);
         assert_eq!([n1, n2, n3, l1, l2, m1 + m2], [N, N, N, N, N, 0]);
+        // Past the capacity asked for: how far until a key finds both its
+        // buckets full.
+        let mut over = 0;
+        while t.learn(key(0, next(&mut x)), r(0), 0, u32::MAX) != Learned::Full {
+            over += 1;
+        }
+        println!(
+            "fdb: first Full at {:.0}% of the slots ({over} entries past the capacity)",
+            100.0 * (N + over) as f64 / t.slots() as f64
+        );
         println!(
             "fdb: {N} entries, {} slots, {} B ({:.1} B/entry), fullest bucket {most}/8, \
              {full} refused Full while filling",
