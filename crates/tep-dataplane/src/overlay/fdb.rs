@@ -387,6 +387,9 @@ impl Fdb {
 
     /// Data-path learning: `key` is at `dst` now (second `now_s`). A new
     /// entry counts against `limit` learned entries of the key's network.
+    /// Only adding an entry takes the lock; a refresh within the second
+    /// writes nothing. Prefetch the key first: like a lookup, it is a
+    /// memory miss otherwise.
     #[inline]
     pub fn learn(&self, key: FdbKey, dst: Dst, now_s: u32, limit: u32) -> Learned {
         let Some(count) = self.counter(key) else {
@@ -1140,90 +1143,104 @@ mod tests {
         k.0 & 0xff_ffff_ffff
     }
 
+    /// A learner: looks up and learns random keys (at most 60 learned
+    /// per network); how many it added.
+    fn learner(t: &Fdb, clock: &AtomicU32, mut x: u64) -> u32 {
+        let mut added = 0;
+        for _ in 0..20_000 {
+            let i = next(&mut x) % KEYS;
+            let k = key_of(i);
+            t.prefetch(k);
+            if let Some(e) = t.lookup(k) {
+                check(i, e);
+            }
+            let now = clock.load(Relaxed);
+            match t.learn(k, tagged(i, next(&mut x) % 4), now, 60) {
+                Learned::Moved(old) => check(i, entry(old, Origin::Learned, 0)),
+                Learned::Added => added += 1,
+                _ => {}
+            }
+        }
+        added
+    }
+
+    /// The control plane: inserts of every origin, removes, sweeps,
+    /// flushes, and the clock's ticks.
+    fn control(t: &Fdb, clock: &AtomicU32) {
+        let mut x = 77;
+        for n in 0..20_000u32 {
+            let i = next(&mut x) % KEYS;
+            let k = key_of(i);
+            let now = clock.load(Relaxed);
+            match next(&mut x) % 8 {
+                0 | 1 => {
+                    let origin = [Origin::Static, Origin::Learned, Origin::External]
+                        [(next(&mut x) % 3) as usize];
+                    if let Ok(Some(old)) = t.insert(k, entry(tagged(i, 9), origin, now)) {
+                        check(i, old);
+                    }
+                }
+                2..=4 => {
+                    if let Some(old) = t.remove(k) {
+                        check(i, old);
+                    }
+                }
+                5 => t.sweep(now, |_| 2, |k, e| check(index(k), e)),
+                _ => clock.store((now + 1) & SEEN_MASK, Relaxed),
+            }
+            if n % 5000 == 4999 {
+                t.flush((n / 5000 % 2) as u16);
+            }
+        }
+    }
+
+    /// A reader of every key and of the whole table until `stop` (or ten
+    /// seconds, so that a panic elsewhere ends the test); entries read.
+    fn reader(t: &Fdb, stop: &std::sync::atomic::AtomicBool) -> u64 {
+        let mut reads = 0;
+        let start = std::time::Instant::now();
+        while !stop.load(Relaxed) && start.elapsed().as_secs() < 10 {
+            for i in 0..KEYS {
+                if let Some(e) = t.lookup(key_of(i)) {
+                    check(i, e);
+                    reads += 1;
+                }
+            }
+            t.for_each(None, |k, e| check(index(k), e));
+        }
+        reads
+    }
+
     /// Learners on three threads, one reader and the control plane at
     /// once, on a table too small for every key (slots change hands all
     /// the time): no read returns another key's value, no key is in two
     /// slots, the counts match what is there.
     #[test]
     fn concurrent_learners_and_control_plane() {
-        use std::sync::atomic::AtomicBool;
         let t = Fdb::with_seed(96, 2, SEED);
         let clock = AtomicU32::new(SEEN_MASK - 50);
-        let stop = AtomicBool::new(false);
-        let learner = |seed: u64| {
-            let mut x = seed;
-            let mut added = 0;
-            for _ in 0..20_000 {
-                let i = next(&mut x) % KEYS;
-                let k = key_of(i);
-                t.prefetch(k);
-                if let Some(e) = t.lookup(k) {
-                    check(i, e);
-                }
-                let now = clock.load(Relaxed);
-                match t.learn(k, tagged(i, next(&mut x) % 4), now, 60) {
-                    Learned::Moved(old) => check(i, entry(old, Origin::Learned, 0)),
-                    Learned::Added => added += 1,
-                    _ => {}
-                }
-            }
-            added
-        };
-        let control = || {
-            let mut x = 77;
-            for n in 0..20_000u32 {
-                let i = next(&mut x) % KEYS;
-                let k = key_of(i);
-                let now = clock.load(Relaxed);
-                match next(&mut x) % 8 {
-                    0 | 1 => {
-                        let origin = [Origin::Static, Origin::Learned, Origin::External]
-                            [(next(&mut x) % 3) as usize];
-                        if let Ok(Some(old)) = t.insert(k, entry(tagged(i, 9), origin, now)) {
-                            check(i, old);
-                        }
-                    }
-                    2..=4 => {
-                        if let Some(old) = t.remove(k) {
-                            check(i, old);
-                        }
-                    }
-                    5 => t.sweep(now, |_| 2, |k, e| check(index(k), e)),
-                    _ => {
-                        clock.store((now + 1) & SEEN_MASK, Relaxed);
-                    }
-                }
-                if n % 5000 == 4999 {
-                    t.flush((n / 5000 % 2) as u16);
-                }
-            }
-            stop.store(true, Relaxed);
-        };
-        let reader = || {
-            let mut reads = 0u64;
-            // Bounded, so that a panic elsewhere ends the test rather than
-            // leaving this thread to spin.
-            for _ in 0..20_000 {
-                if stop.load(Relaxed) {
-                    break;
-                }
-                for i in 0..KEYS {
-                    if let Some(e) = t.lookup(key_of(i)) {
-                        check(i, e);
-                        reads += 1;
-                    }
-                }
-                t.for_each(None, |k, e| check(index(k), e));
-            }
-            reads
-        };
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        // All start at once (the reader first to be spawned) and the
+        // reader stops after the others: they all overlap.
+        let go = std::sync::Barrier::new(5);
         let (added, reads) = std::thread::scope(|s| {
+            let (t, clock, stop, go) = (&t, &clock, &stop, &go);
+            let r = s.spawn(move || {
+                go.wait();
+                reader(t, stop)
+            });
             let learners: Vec<_> = (1..=3u64)
-                .map(|n| s.spawn(move || learner(n * 0x1234_5678_9abc)))
+                .map(|n| {
+                    s.spawn(move || {
+                        go.wait();
+                        learner(t, clock, n * 0x1234_5678_9abc)
+                    })
+                })
                 .collect();
-            let r = s.spawn(reader);
-            control();
+            go.wait();
+            control(t, clock);
             let added: u32 = learners.into_iter().map(|h| h.join().unwrap()).sum();
+            stop.store(true, Relaxed);
             (added, r.join().unwrap())
         });
         assert!(added > 100 && reads > 0, "{added} added, {reads} reads");
@@ -1318,6 +1335,16 @@ mod tests {
         let (learn_plain, l1) = ns_per_key(&t, &keys, false, none, fresh);
         let (learn, l2) = ns_per_key(&t, &keys, true, pre, fresh);
         assert_eq!([n1, n2, n3, l1, l2, m1 + m2], [N, N, N, N, N, 0]);
+        // Past the capacity asked for: how far until a key finds both its
+        // buckets full.
+        let mut over = 0;
+        while t.learn(key(0, next(&mut x)), r(0), 0, u32::MAX) != Learned::Full {
+            over += 1;
+        }
+        println!(
+            "fdb: first Full at {:.0}% of the slots ({over} entries past the capacity)",
+            100.0 * (N + over) as f64 / t.slots() as f64
+        );
         println!(
             "fdb: {N} entries, {} slots, {} B ({:.1} B/entry), fullest bucket {most}/8, \
              {full} refused Full while filling",
