@@ -246,6 +246,12 @@ pub fn scale(
             .collect();
         encap(&mut net, &mut pool, &to)?;
     }
+    let warm: Vec<(u64, u64)> = net
+        .runtime()
+        .nodes()
+        .iter()
+        .map(|n| (n.ticks, n.packets))
+        .collect();
     for round in 0..=samples {
         let mut picks = [0u32; VECTOR_SIZE];
         for run in picks.chunks_mut(burst.max(1)) {
@@ -290,7 +296,16 @@ pub fn scale(
     }
     if std::env::var_os("TEP_NODE_REPORT").is_some() {
         eprintln!("== tunnel, burst {burst}\n{}", base.runtime().report());
-        eprintln!("== networks, burst {burst}\n{}", net.runtime().report());
+        eprintln!("== networks, burst {burst}, clocks/packet after the warm-up");
+        for (n, (t, p)) in net.runtime().nodes().iter().zip(&warm) {
+            if n.packets > *p {
+                eprintln!(
+                    "{:<24}{:>10.1}",
+                    n.name,
+                    (n.ticks - t) as f64 / (n.packets - p) as f64
+                );
+            }
+        }
     }
     let per_entry = overlay.fdb().bytes() as f64 / f64::from(macs.max(1));
     Ok(["encap", "decap"]

@@ -689,6 +689,10 @@ pub(crate) struct TxSelect<'a> {
     /// A network's template has no destination: the packet's VTEP is
     /// written into it per packet.
     pub overlay: Option<&'a OverlayWorker>,
+    /// Per tunnel, the [`TxState`] its packets use: its own, or for a
+    /// network the first network's with the same outer settings (one
+    /// template for thousands of networks stays in the cache).
+    pub tx_of: &'a [u32],
 }
 
 impl TxSelect<'_> {
@@ -707,9 +711,37 @@ impl TxSelect<'_> {
                 let peer = s.get(pool.session(id)).peer;
                 self.table.tunnels().len().saturating_add(peer as usize)
             }
-            _ => t as usize,
+            _ => self
+                .tx_of
+                .get(t as usize)
+                .map_or(t as usize, |&x| x as usize),
         }
     }
+}
+
+/// Per tunnel, the [`TxState`] its packets use (see [`TxSelect::tx_of`]):
+/// networks whose outer headers differ only by destination share one.
+pub(crate) fn shared_tx(tunnels: &[TunnelConfig]) -> Vec<u32> {
+    let key = |t: &TunnelConfig| {
+        (
+            t.local,
+            t.remote_port,
+            t.source_ports,
+            t.ttl,
+            t.dscp,
+            t.df,
+            t.kind.carries_ethernet(),
+        )
+    };
+    let mut first = std::collections::HashMap::new();
+    tunnels
+        .iter()
+        .enumerate()
+        .map(|(i, t)| match t.is_network() {
+            true => *first.entry(key(t)).or_insert(i as u32),
+            false => i as u32,
+        })
+        .collect()
 }
 
 /// Node `ip-udp-encap`: writes the outer UDP header and the outer IPv4 or
@@ -982,7 +1014,7 @@ pub(crate) fn udp_checksum(
     let table = select.table;
     for &id in v.as_slice() {
         let m = *pool.meta(id);
-        let mode = table.get(m.tunnel).checksum;
+        let mode = table.checksum(m.tunnel);
         let txi = select.index(pool, id);
         let l4 = usize::from(m.l4);
         let field = l4 + udp::CHECKSUM_OFFSET;

@@ -2,7 +2,7 @@
 //! lookups (local port → kind, then remote address + VNI/TEID/key), built
 //! once from the config. Lookups allocate nothing.
 
-use crate::config::TunnelConfig;
+use crate::config::{ChecksumMode, TunnelConfig};
 use crate::drop::DropReason;
 use crate::geometry::mix;
 use crate::kind::TunnelKind;
@@ -98,6 +98,10 @@ impl Route<u128> {
 #[derive(Debug)]
 pub struct TunnelTable {
     tunnels: Vec<TunnelConfig>,
+    // What every packet asks of its tunnel, apart from the configs (a few
+    // hundred bytes each, thousands with networks): kind and checksum
+    // mode, four bytes a tunnel.
+    hot: Vec<(TunnelKind, ChecksumMode)>,
     // Longest prefix first; a linear scan behind the last-hit cache is
     // enough for the tens of prefixes a tunnel endpoint routes.
     routes4: Vec<Route<u32>>,
@@ -118,6 +122,7 @@ impl TunnelTable {
     pub fn new(tunnels: &[TunnelConfig]) -> TunnelTable {
         let mut t = TunnelTable {
             tunnels: tunnels.to_vec(),
+            hot: tunnels.iter().map(|t| (t.kind, t.checksum)).collect(),
             routes4: Vec::new(),
             routes6: Vec::new(),
             macs: FastMap::default(),
@@ -125,9 +130,9 @@ impl TunnelTable {
             ports: FastMap::default(),
             receive: FastMap::default(),
             tunnel_gso: !tunnels.is_empty()
-                && tunnels.iter().all(|t| {
-                    t.kind != TunnelKind::Gtpu && t.checksum != crate::config::ChecksumMode::Remote
-                }),
+                && tunnels
+                    .iter()
+                    .all(|t| t.kind != TunnelKind::Gtpu && t.checksum != ChecksumMode::Remote),
         };
         for (i, tun) in tunnels.iter().enumerate() {
             let i = i as u32;
@@ -187,6 +192,18 @@ impl TunnelTable {
     #[inline]
     pub fn get(&self, index: u32) -> &TunnelConfig {
         &self.tunnels[index as usize]
+    }
+
+    /// Tunnel `index`'s kind.
+    #[inline]
+    pub fn kind(&self, index: u32) -> TunnelKind {
+        self.hot[index as usize].0
+    }
+
+    /// Tunnel `index`'s outer checksum mode.
+    #[inline]
+    pub fn checksum(&self, index: u32) -> ChecksumMode {
+        self.hot[index as usize].1
     }
 
     /// Whether tunnel `index` is a network (false for no tunnel).

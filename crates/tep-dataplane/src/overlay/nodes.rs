@@ -143,17 +143,23 @@ fn is_unicast(mac: [u8; 6]) -> bool {
     mac[0] & 1 == 0 && mac != [0; 6]
 }
 
-/// How many frames ahead the lookups fetch their FDB entries: enough
-/// to cover a miss to memory, few enough that the fetches in flight fit
-/// the core's line-fill buffers (a whole vector's would not).
-const AHEAD: usize = 8;
+/// How many distinct frames ahead the lookups fetch their FDB entries:
+/// enough to cover a miss to memory, few enough that the fetches in
+/// flight fit the core's line-fill buffers (a whole vector's would not).
+/// Counted in runs of frames with the same keys, which a burst of one
+/// flow's frames is: a frame of a run asks nothing new.
+const AHEAD: usize = 4;
 
 /// The FDB keys of a vector's frames (destination, source; 0 where a
-/// frame has none), gathered once so that each lookup can fetch the entry
-/// `AHEAD` frames on.
+/// frame has none), gathered once so that each lookup can fetch the
+/// entries `AHEAD` runs on.
 struct Keys {
     keys: [(u64, u64); crate::vector::VECTOR_SIZE],
-    len: usize,
+    // Where each run of equal keys starts, and the runs fetched so far.
+    runs: [u16; crate::vector::VECTOR_SIZE],
+    nruns: usize,
+    fetched: usize,
+    run: usize,
 }
 
 impl Keys {
@@ -165,32 +171,48 @@ impl Keys {
     ) -> Keys {
         let mut k = Keys {
             keys: [(0, 0); crate::vector::VECTOR_SIZE],
-            len: v.len(),
+            runs: [0; crate::vector::VECTOR_SIZE],
+            nruns: 0,
+            fetched: 0,
+            run: 0,
         };
-        for (slot, &id) in k.keys.iter_mut().zip(v.as_slice()) {
+        for (i, &id) in v.as_slice().iter().enumerate() {
             let n = o.network_of(pool.meta(id).tunnel);
-            if n == NOT_A_NETWORK || !o.networks()[usize::from(n)].l2 {
-                continue;
+            if n != NOT_A_NETWORK && o.networks()[usize::from(n)].l2 {
+                let (d, s) = at(pool, id);
+                let data = pool.data(id);
+                let key = |off: usize| mac_at(data, off).map_or(0, |m| FdbKey::new(n, m).0);
+                k.keys[i] = (if d == usize::MAX { 0 } else { key(d) }, key(s));
             }
-            let (d, s) = at(pool, id);
-            let data = pool.data(id);
-            let key = |off: usize| mac_at(data, off).map_or(0, |m| FdbKey::new(n, m).0);
-            *slot = (if d == usize::MAX { 0 } else { key(d) }, key(s));
+            if i == 0 || k.keys[i] != k.keys[i - 1] {
+                k.runs[k.nruns] = i as u16;
+                k.nruns += 1;
+            }
         }
-        for i in 0..AHEAD.min(k.len) {
-            k.fetch(o, i);
-        }
+        k.fetch_to(o, AHEAD);
         k
     }
 
-    /// Starts fetching frame `i`'s entries.
-    #[inline]
-    fn fetch(&self, o: &Overlay, i: usize) {
-        if let Some(&(d, s)) = self.keys.get(i).filter(|_| i < self.len) {
+    /// Fetches the entries of the runs before `end`.
+    fn fetch_to(&mut self, o: &Overlay, end: usize) {
+        while self.fetched < end.min(self.nruns) {
+            let (d, s) = self.keys[usize::from(self.runs[self.fetched])];
             for key in [d, s].into_iter().filter(|&k| k != 0) {
                 o.fdb().prefetch(FdbKey(key));
             }
+            self.fetched += 1;
         }
+    }
+
+    /// Frame `i`'s keys (frames are asked in order), fetching `AHEAD`
+    /// runs on.
+    #[inline]
+    fn next(&mut self, o: &Overlay, i: usize) -> (u64, u64) {
+        if self.run + 1 < self.nruns && usize::from(self.runs[self.run + 1]) == i {
+            self.run += 1;
+            self.fetch_to(o, self.run + AHEAD);
+        }
+        self.keys[i]
     }
 }
 
@@ -212,11 +234,10 @@ pub(crate) fn lookup(
     now_s: u32,
 ) {
     let o = &*ow.overlay;
-    let keys = Keys::of(pool, v, o, |_, _| (0, 6));
+    let mut keys = Keys::of(pool, v, o, |_, _| (0, 6));
     let (mut i, mut last) = (0, LastHit::default());
     each(stats, pool, v, |pool, id| {
-        keys.fetch(o, i + AHEAD);
-        let (dst, src) = keys.keys[i];
+        let (dst, src) = keys.next(o, i);
         i += 1;
         lookup_one(pool, id, ow, (FdbKey(dst), FdbKey(src)), &mut last, now_s)
     });
@@ -236,7 +257,6 @@ fn lookup_one(
         return Ok(());
     }
     let net = &o.networks()[usize::from(n)];
-    let topo = ow.net(n).ok_or(DropReason::NoRoute)?;
     let vtep = if net.l2 {
         if dst.0 == 0 || src.0 == 0 {
             return Err(DropReason::Truncated);
@@ -268,11 +288,12 @@ fn lookup_one(
     } else {
         let m = pool.meta(id);
         let ip = pool.data(id).get(usize::from(m.inner_l3)..).unwrap_or(&[]);
+        let topo = ow.net(n).ok_or(DropReason::NoRoute)?;
         topo.route(inner_dst(ip).ok_or(DropReason::NotIp)?)
             .ok_or(DropReason::NoRoute)?
     };
     if vtep == FLOOD {
-        if topo.flood.is_empty() {
+        if ow.net(n).is_none_or(|t| t.flood.is_empty()) {
             return Err(DropReason::NoRoute);
         }
         NetworkCounters::add(&net.counters.flooded, 1);
@@ -398,7 +419,7 @@ pub(crate) fn learn(
     now_s: u32,
 ) {
     let o = ow.overlay.clone();
-    let keys = Keys::of(pool, v, &o, |pool, id| {
+    let mut keys = Keys::of(pool, v, &o, |pool, id| {
         (usize::MAX, usize::from(pool.meta(id).inner) + 6)
     });
     // The frames of a vector mostly come from a few VTEPs, in runs, and a
@@ -406,8 +427,7 @@ pub(crate) fn learn(
     let mut last = Learning::default();
     let mut i = 0;
     each(stats, pool, v, |pool, id| {
-        keys.fetch(&o, i + AHEAD);
-        let src = FdbKey(keys.keys[i].1);
+        let src = FdbKey(keys.next(&o, i).1);
         i += 1;
         learn_one(pool, id, ow, &o, src, &mut last, now_s)
     });

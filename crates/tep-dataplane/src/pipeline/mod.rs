@@ -186,6 +186,8 @@ pub struct Pipeline<C: Clock> {
     options: PipelineOptions,
     runtime: Runtime<C>,
     tx: Vec<TxState>,
+    // Per tunnel, its index in `tx` (networks share).
+    tx_of: Vec<u32>,
     templates: Vec<HeaderTemplate>,
     gtpu: GtpuResponder,
     by_kind: Box<[PacketVector; TunnelKind::COUNT]>,
@@ -237,6 +239,7 @@ impl<C: Clock> Pipeline<C> {
             options,
             runtime,
             tx: tunnels.iter().map(TxState::new).collect(),
+            tx_of: encap::shared_tx(tunnels),
             templates: tunnels.iter().map(HeaderTemplate::new).collect(),
             gtpu: GtpuResponder::new(dataplane.restart_counter, dataplane.error_indication_rate),
             by_kind: Box::new(core::array::from_fn(|_| PacketVector::new())),
@@ -548,6 +551,7 @@ impl<C: Clock> Pipeline<C> {
             table: &self.table,
             sessions: self.upf.as_deref().map(|u| &u.table),
             overlay: self.overlay.as_deref(),
+            tx_of: &self.tx_of,
         };
         let (next_hops, unresolved) = (&mut self.next_hops, &mut self.unresolved);
         self.runtime.run(Node::EthernetEncap, v.len(), |_| {
@@ -608,6 +612,7 @@ impl<C: Clock> Pipeline<C> {
             upf,
             counters,
             overlay,
+            tx_of,
             ..
         } = self;
         runtime.run(Node::EncapClassify, v.len(), |s| {
@@ -654,7 +659,7 @@ impl<C: Clock> Pipeline<C> {
         });
         // One kind in the vector (the common case): its node runs on the
         // vector as it is, without sorting it into per-kind vectors.
-        let kind_of = |id| table.get(pool.meta(id).tunnel).kind;
+        let kind_of = |id| table.kind(pool.meta(id).tunnel);
         let first = v.as_slice().first().map(|&id| kind_of(id));
         if let Some(k) = first.filter(|&k| v.as_slice().iter().all(|&id| kind_of(id) == k)) {
             runtime.run(Node::encap(k), v.len(), |s| {
@@ -668,6 +673,7 @@ impl<C: Clock> Pipeline<C> {
             table,
             sessions,
             overlay: overlay.as_deref(),
+            tx_of,
         };
         runtime.run(Node::IpUdpEncap, v.len(), |s| {
             encap::ip_udp_encap(s, pool, v, tx, select, outer)
@@ -691,7 +697,7 @@ impl<C: Clock> Pipeline<C> {
         sessions: Option<&crate::session::SessionTable>,
     ) {
         for &id in v.as_slice() {
-            let k = table.get(pool.meta(id).tunnel).kind;
+            let k = table.kind(pool.meta(id).tunnel);
             by_kind[k.index()].put(pool, id);
         }
         v.clear();
