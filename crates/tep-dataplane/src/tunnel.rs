@@ -94,6 +94,24 @@ impl Route<u128> {
     }
 }
 
+/// A tunnel as the receive lookup asks for it, beside the configs.
+#[derive(Clone, Copy, Debug)]
+struct Receiver {
+    tunnel: u32,
+    remote: IpAddr,
+    local: IpAddr,
+    // A network takes every remote (fdb-learn checks the VTEP where
+    // learning is off).
+    any_remote: bool,
+}
+
+impl Receiver {
+    #[inline]
+    fn takes(&self, remote: IpAddr, local: IpAddr) -> bool {
+        (self.any_remote || self.remote == remote) && self.local == local
+    }
+}
+
 /// The tunnels and their lookup structures.
 #[derive(Debug)]
 pub struct TunnelTable {
@@ -109,9 +127,9 @@ pub struct TunnelTable {
     macs: FastMap<[u8; 6], u32>,
     default_l2: Option<u32>,
     ports: FastMap<u16, TunnelKind>,
-    // (local port, id) → the tunnels with that id, to tell a wrong peer from
-    // an unknown id.
-    receive: FastMap<(u16, u64), Vec<u32>>,
+    // (local port, id) → the tunnels with that id (the first inline: the
+    // usual case asks no more), to tell a wrong peer from an unknown id.
+    receive: FastMap<(u16, u64), (Receiver, Vec<Receiver>)>,
     // See allows_tunnel_gso.
     tunnel_gso: bool,
 }
@@ -161,10 +179,18 @@ impl TunnelTable {
             t.ports.entry(tun.local_port).or_insert(tun.kind);
             // An N3 tunnel's TEIDs are its sessions' (crate::session).
             if !tun.sessions {
-                t.receive
-                    .entry((tun.local_port, receive_id(tun)))
-                    .or_default()
-                    .push(i);
+                let r = Receiver {
+                    tunnel: i,
+                    remote: tun.remote,
+                    local: tun.local,
+                    any_remote: tun.is_network(),
+                };
+                match t.receive.entry((tun.local_port, receive_id(tun))) {
+                    std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().1.push(r),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert((r, Vec::new()));
+                    }
+                }
             }
         }
         t.routes4
@@ -255,15 +281,10 @@ impl TunnelTable {
         id: u64,
     ) -> Result<u32, DropReason> {
         match self.receive.get(&(port, id)) {
-            Some(list) => list
-                .iter()
-                .copied()
-                .find(|&i| {
-                    // A network takes every remote (fdb-learn checks the
-                    // VTEP where learning is off).
-                    let t = &self.tunnels[i as usize];
-                    (t.remote == remote || t.is_network()) && t.local == local
-                })
+            Some((first, more)) => core::iter::once(first)
+                .chain(more)
+                .find(|r| r.takes(remote, local))
+                .map(|r| r.tunnel)
                 .ok_or(DropReason::WrongPeer),
             None => Err(match kind {
                 TunnelKind::Vxlan | TunnelKind::Geneve => DropReason::UnknownVni,

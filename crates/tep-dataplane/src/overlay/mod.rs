@@ -326,8 +326,10 @@ struct Registry {
 pub struct Overlay {
     networks: Vec<Network>,
     by_name: FastMap<String, u16>,
-    // Tunnel index → network index (u16::MAX: not a network).
-    of_tunnel: Vec<u16>,
+    // Tunnel index → its network and what each packet asks of it, apart
+    // from the `Network`s (a hundred bytes each, thousands of them, and
+    // asked per packet): eight bytes a tunnel.
+    of_tunnel: Vec<NetRef>,
     fdb: Fdb,
     neigh: Neighbours,
     vteps: Vteps,
@@ -340,6 +342,32 @@ pub struct Overlay {
 /// Not a network.
 pub const NOT_A_NETWORK: u16 = u16::MAX;
 
+/// A tunnel's network as the per-packet nodes ask for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NetRef {
+    /// The network's index ([`NOT_A_NETWORK`] for a tunnel that is none).
+    pub index: u16,
+    /// It bridges Ethernet.
+    pub l2: bool,
+    /// Learning on.
+    pub learning: bool,
+    /// ARP/ND suppression on.
+    pub suppress: bool,
+    /// Learned MACs at most.
+    pub max_macs: u32,
+}
+
+impl NetRef {
+    /// A tunnel that is no network.
+    pub const NONE: NetRef = NetRef {
+        index: NOT_A_NETWORK,
+        l2: false,
+        learning: false,
+        suppress: false,
+        max_macs: 0,
+    };
+}
+
 impl Overlay {
     /// The overlay of the networks among `tunnels` (validated), with room
     /// for `fdb_capacity` FDB entries and `max_vteps` remote VTEPs; the
@@ -350,7 +378,7 @@ impl Overlay {
         max_vteps: u32,
     ) -> Result<Overlay, OverlayError> {
         let mut networks = Vec::new();
-        let mut of_tunnel = vec![NOT_A_NETWORK; tunnels.len()];
+        let mut of_tunnel = vec![NetRef::NONE; tunnels.len()];
         let mut by_name = FastMap::default();
         for (i, t) in tunnels.iter().enumerate() {
             let Some(n) = &t.network else { continue };
@@ -359,7 +387,13 @@ impl Overlay {
                     "more than {MAX_NETWORKS} networks"
                 )));
             }
-            of_tunnel[i] = networks.len() as u16;
+            of_tunnel[i] = NetRef {
+                index: networks.len() as u16,
+                l2: t.kind.carries_ethernet(),
+                learning: n.learning,
+                suppress: n.neigh_suppress,
+                max_macs: n.max_macs,
+            };
             by_name.insert(t.name.clone(), networks.len() as u16);
             networks.push(Network {
                 name: t.name.clone(),
@@ -427,10 +461,16 @@ impl Overlay {
     /// not one).
     #[inline]
     pub fn network_of(&self, tunnel: u32) -> u16 {
+        self.net_ref(tunnel).index
+    }
+
+    /// Tunnel `tunnel`'s network, as the per-packet nodes ask for it.
+    #[inline]
+    pub fn net_ref(&self, tunnel: u32) -> NetRef {
         self.of_tunnel
             .get(tunnel as usize)
             .copied()
-            .unwrap_or(NOT_A_NETWORK)
+            .unwrap_or(NetRef::NONE)
     }
 
     /// The FDB.

@@ -177,8 +177,9 @@ impl Keys {
             run: 0,
         };
         for (i, &id) in v.as_slice().iter().enumerate() {
-            let n = o.network_of(pool.meta(id).tunnel);
-            if n != NOT_A_NETWORK && o.networks()[usize::from(n)].l2 {
+            let net = o.net_ref(pool.meta(id).tunnel);
+            let n = net.index;
+            if n != NOT_A_NETWORK && net.l2 {
                 let (d, s) = at(pool, id);
                 let data = pool.data(id);
                 let key = |off: usize| mac_at(data, off).map_or(0, |m| FdbKey::new(n, m).0);
@@ -252,18 +253,19 @@ fn lookup_one(
     now_s: u32,
 ) -> Result<(), DropReason> {
     let o = &*ow.overlay;
-    let n = o.network_of(pool.meta(id).tunnel);
+    let net = o.net_ref(pool.meta(id).tunnel);
+    let n = net.index;
     if n == NOT_A_NETWORK {
         return Ok(());
     }
-    let net = &o.networks()[usize::from(n)];
+    let counters = || &o.networks()[usize::from(n)].counters;
     let vtep = if net.l2 {
         if dst.0 == 0 || src.0 == 0 {
             return Err(DropReason::Truncated);
         }
         if net.learning && is_unicast(src.mac()) && last.src != src.0 {
             let learned = o.fdb().learn(src, Dst::Local, now_s, net.max_macs);
-            count(&net.counters, learned);
+            count(counters(), learned);
             last.src = src.0;
         }
         let known = match last.dst {
@@ -296,7 +298,7 @@ fn lookup_one(
         if ow.net(n).is_none_or(|t| t.flood.is_empty()) {
             return Err(DropReason::NoRoute);
         }
-        NetworkCounters::add(&net.counters.flooded, 1);
+        NetworkCounters::add(&counters().flooded, 1);
     }
     pool.set_vtep(id, vtep);
     Ok(())
@@ -341,8 +343,8 @@ pub(crate) fn suppress(
     let mut answered = 0;
     let mut keep = PacketVector::new();
     for &id in v.as_slice() {
-        let n = o.network_of(pool.meta(id).tunnel);
-        let suppressing = n != NOT_A_NETWORK && o.networks()[usize::from(n)].neigh_suppress;
+        let net = o.net_ref(pool.meta(id).tunnel);
+        let (n, suppressing) = (net.index, net.suppress);
         if suppressing && maybe_neigh(pool.data(id)) && pool.linearize(id) {
             if let Some(reply) = snoop(pool, id, o, n, now_s) {
                 answer_in_place(pool, id, reply);
@@ -449,11 +451,12 @@ fn learn_one(
     last: &mut Learning,
     now_s: u32,
 ) -> Result<(), DropReason> {
-    let n = o.network_of(pool.meta(id).tunnel);
+    let net = o.net_ref(pool.meta(id).tunnel);
+    let n = net.index;
     if n == NOT_A_NETWORK {
         return Ok(());
     }
-    let net = &o.networks()[usize::from(n)];
+    let counters = || &o.networks()[usize::from(n)].counters;
     let from = pool.outer(id).src;
     let vtep = match last.vtep {
         Some((a, create, v)) if a == from && create == net.learning => v,
@@ -463,8 +466,9 @@ fn learn_one(
             v
         }
     };
-    let known = vtep != UNKNOWN && ow.net(n).is_some_and(|t| t.knows(vtep));
-    if !net.learning && !known {
+    // Only without learning does the network's list of VTEPs matter (it
+    // lies in the topology, a miss per packet across thousands).
+    if !net.learning && !(vtep != UNKNOWN && ow.net(n).is_some_and(|t| t.knows(vtep))) {
         return Err(DropReason::WrongPeer);
     }
     if !net.l2 {
@@ -474,14 +478,14 @@ fn learn_one(
         return Err(DropReason::Truncated);
     }
     if net.learning && vtep == UNKNOWN {
-        NetworkCounters::add(&net.counters.learn_refused, 1);
+        NetworkCounters::add(&counters().learn_refused, 1);
     } else if net.learning && is_unicast(src.mac()) && last.learned != Some((src.0, vtep)) {
         let learned = o.fdb().learn(src, Dst::Remote(vtep), now_s, net.max_macs);
-        count(&net.counters, learned);
+        count(counters(), learned);
         last.learned = Some((src.0, vtep));
     }
     let inner = usize::from(pool.meta(id).inner);
-    if net.neigh_suppress && maybe_neigh(&pool.data(id)[inner..]) {
+    if net.suppress && maybe_neigh(&pool.data(id)[inner..]) {
         if let NeighMessage::Announce { ip, mac } = neigh::classify(&pool.data(id)[inner..]) {
             learn_neigh(o, n, ip, mac, now_s);
         }
