@@ -468,7 +468,8 @@ fn learn_one(
     };
     // Only without learning does the network's list of VTEPs matter (it
     // lies in the topology, a miss per packet across thousands).
-    if !net.learning && !(vtep != UNKNOWN && ow.net(n).is_some_and(|t| t.knows(vtep))) {
+    let named = |v: u32| v != UNKNOWN && ow.net(n).is_some_and(|t| t.knows(v));
+    if !net.learning && !named(vtep) {
         return Err(DropReason::WrongPeer);
     }
     if !net.l2 {
