@@ -224,6 +224,26 @@ impl Keys {
 struct LastHit {
     dst: Option<(u64, Option<Dst>)>,
     src: u64,
+    // Frames flooded in a row of one network, counted once (an atomic add
+    // per broadcast cost as much as its copy).
+    flooded: Option<(u16, u64)>,
+}
+
+impl LastHit {
+    fn flooded(&mut self, o: &Overlay, n: u16) {
+        match &mut self.flooded {
+            Some((m, c)) if *m == n => *c += 1,
+            other => {
+                Self::count(o, other.replace((n, 1)));
+            }
+        }
+    }
+
+    fn count(o: &Overlay, flooded: Option<(u16, u64)>) {
+        if let Some((n, c)) = flooded {
+            NetworkCounters::add(&o.networks()[usize::from(n)].counters.flooded, c);
+        }
+    }
 }
 
 /// Node `fdb-lookup`.
@@ -242,6 +262,7 @@ pub(crate) fn lookup(
         i += 1;
         lookup_one(pool, id, ow, (FdbKey(dst), FdbKey(src)), &mut last, now_s)
     });
+    LastHit::count(o, last.flooded);
 }
 
 fn lookup_one(
@@ -298,7 +319,7 @@ fn lookup_one(
         if ow.net(n).is_none_or(|t| t.flood.is_empty()) {
             return Err(DropReason::NoRoute);
         }
-        NetworkCounters::add(&counters().flooded, 1);
+        last.flooded(o, n);
     }
     pool.set_vtep(id, vtep);
     Ok(())
@@ -515,9 +536,14 @@ pub(crate) fn flood(
             let tunnel = pool.meta(id).tunnel;
             let n = o.network_of(tunnel);
             let list = ow.net(n).map_or(&[][..], |t| &t.flood[..]);
-            let first = list.first().and_then(|&f| o.vteps().addr(f));
-            let mode = table.get(tunnel).checksum;
-            let whole = at.1 > 1 || pool.linearize(id);
+            // A list of one makes no copy: nothing more to read.
+            let many = list.len() > 1;
+            let first = list
+                .first()
+                .filter(|_| many)
+                .and_then(|&f| o.vteps().addr(f));
+            let mode = table.checksum(tunnel);
+            let whole = many && (at.1 > 1 || pool.linearize(id));
             while let (Some(&next), Some(first), true) = (list.get(at.1), first, whole) {
                 if copies.len() == crate::vector::VECTOR_SIZE {
                     return (false, made);
