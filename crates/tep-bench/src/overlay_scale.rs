@@ -166,41 +166,45 @@ fn networks(
     Ok((p, overlay))
 }
 
-/// Loads `frames` (each with its tunnel) and runs them through encap;
-/// ns per packet out.
-fn encap(
+/// Loads a vector of `template` with each pick's fields patched in
+/// place in its buffer (`patch` returns the packet's tunnel), as a NIC or
+/// a socket would have written it there, and runs it through encap or
+/// decap; ns for the call, packets out.
+fn run(
     p: &mut Pipeline<Tsc>,
     pool: &mut Pool,
-    frames: &[(u32, Vec<u8>)],
+    encap: bool,
+    template: &[u8],
+    picks: &[u32],
+    patch: impl Fn(&mut [u8], u32) -> u32,
 ) -> Result<(f64, usize), String> {
     let mut v = PacketVector::new();
-    for (t, f) in frames {
+    for &i in picks {
         let id = pool.alloc().ok_or("pool")?;
-        pool.fill(id, f);
-        pool.meta_mut(id).tunnel = *t;
+        pool.fill(id, template);
+        let t = patch(pool.data_mut(id), i);
+        pool.meta_mut(id).tunnel = t;
         v.put(pool, id);
     }
     let mut out = 0;
     let t = Instant::now();
-    p.encap(pool, &mut v, &mut counting_sink(&mut out));
+    if encap {
+        p.encap(pool, &mut v, &mut counting_sink(&mut out));
+    } else {
+        p.decap(pool, &mut v, 0, &mut counting_sink(&mut out));
+    }
     Ok((t.elapsed().as_nanos() as f64, out))
 }
 
-fn decap(
-    p: &mut Pipeline<Tsc>,
-    pool: &mut Pool,
-    packets: &[Vec<u8>],
-) -> Result<(f64, usize), String> {
-    let mut v = PacketVector::new();
-    for b in packets {
-        let id = pool.alloc().ok_or("pool")?;
-        pool.fill(id, b);
-        v.put(pool, id);
-    }
-    let mut out = 0;
-    let t = Instant::now();
-    p.decap(pool, &mut v, 0, &mut counting_sink(&mut out));
-    Ok((t.elapsed().as_nanos() as f64, out))
+/// Writes `from` as the outer source and `vni` into a [`wrapped`] frame
+/// (the IPv4 header checksum redone), and `src` as the inner source MAC.
+fn patch_outer(d: &mut [u8], from: Ipv4Addr, vni: u32, src: [u8; 6]) {
+    d[12..16].copy_from_slice(&from.octets());
+    d[10..12].copy_from_slice(&[0, 0]);
+    let c = tep_csum::Sum::of(&d[..20]).checksum();
+    d[10..12].copy_from_slice(&c.to_be_bytes());
+    d[32..36].copy_from_slice(&(vni << 8).to_be_bytes());
+    d[36 + 6..36 + 12].copy_from_slice(&src);
 }
 
 fn whole(what: &str, out: usize, want: usize) -> Result<(), String> {
@@ -227,24 +231,32 @@ pub fn scale(
     let mut rng = 0x0f0d_u64 ^ u64::from(macs);
     let mut ns = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
     let tunnel_index = |k: u32| overlay.networks()[k as usize].tunnel;
+    let to = frame(SRC_MAC, size);
+    let from = wrapped(&frame(SRC_MAC, size), vtep_addr(0), 1);
+    let no_tunnel = tep_dataplane::NO_TUNNEL;
+    let to_net = |d: &mut [u8], i: u32| {
+        d[..6].copy_from_slice(&mac(i));
+        tunnel_index(i % nets)
+    };
+    let to_tunnel = |d: &mut [u8], i: u32| {
+        d[..6].copy_from_slice(&mac(i));
+        no_tunnel
+    };
+    let from_net = |d: &mut [u8], i: u32| {
+        patch_outer(d, vtep_addr(i % vteps), i % nets + 1, mac(i));
+        no_tunnel
+    };
+    let from_tunnel = |d: &mut [u8], i: u32| {
+        patch_outer(d, vtep_addr(0), 1, mac(i));
+        no_tunnel
+    };
     // Steady state first: the worker has met every VTEP (its cache of
     // VTEP ids; the first frame from a VTEP asks the registry) and every
     // network's local MAC (learned once, found fresh after).
-    for first in (0..vteps.max(nets)).step_by(VECTOR_SIZE) {
-        let ids = first..(first + VECTOR_SIZE as u32).min(vteps.max(nets));
-        let from: Vec<Vec<u8>> = ids
-            .clone()
-            .map(|i| {
-                let mut f = frame(SRC_MAC, size);
-                f[6..12].copy_from_slice(&mac(i % macs));
-                wrapped(&f, vtep_addr(i % macs % vteps), i % macs % nets + 1)
-            })
-            .collect();
-        decap(&mut net, &mut pool, &from)?;
-        let to: Vec<(u32, Vec<u8>)> = ids
-            .map(|i| (tunnel_index(i % nets), frame(mac(i % macs), size)))
-            .collect();
-        encap(&mut net, &mut pool, &to)?;
+    let all: Vec<u32> = (0..vteps.max(nets)).map(|i| i % macs).collect();
+    for picks in all.chunks(VECTOR_SIZE) {
+        run(&mut net, &mut pool, false, &from, picks, from_net)?;
+        run(&mut net, &mut pool, true, &to, picks, to_net)?;
     }
     let warm: Vec<(u64, u64)> = net
         .runtime()
@@ -257,35 +269,23 @@ pub fn scale(
         for run in picks.chunks_mut(burst.max(1)) {
             run.fill((next(&mut rng) % u64::from(macs)) as u32);
         }
-        let to_net: Vec<(u32, Vec<u8>)> = picks
-            .iter()
-            .map(|&i| (tunnel_index(i % nets), frame(mac(i), size)))
-            .collect();
-        let to_tunnel: Vec<(u32, Vec<u8>)> = picks
-            .iter()
-            .map(|&i| (tep_dataplane::NO_TUNNEL, frame(mac(i), size)))
-            .collect();
-        let from_net: Vec<Vec<u8>> = picks
-            .iter()
-            .map(|&i| {
-                let mut f = frame(SRC_MAC, size);
-                f[6..12].copy_from_slice(&mac(i));
-                wrapped(&f, vtep_addr(i % vteps), i % nets + 1)
-            })
-            .collect();
-        let from_tunnel: Vec<Vec<u8>> = picks
-            .iter()
-            .map(|&i| {
-                let mut f = frame(SRC_MAC, size);
-                f[6..12].copy_from_slice(&mac(i));
-                wrapped(&f, vtep_addr(0), 1)
-            })
-            .collect();
         let runs = [
-            (encap(&mut base, &mut pool, &to_tunnel)?, 0, 0),
-            (encap(&mut net, &mut pool, &to_net)?, 0, 1),
-            (decap(&mut base, &mut pool, &from_tunnel)?, 1, 0),
-            (decap(&mut net, &mut pool, &from_net)?, 1, 1),
+            (
+                run(&mut base, &mut pool, true, &to, &picks, to_tunnel)?,
+                0,
+                0,
+            ),
+            (run(&mut net, &mut pool, true, &to, &picks, to_net)?, 0, 1),
+            (
+                run(&mut base, &mut pool, false, &from, &picks, from_tunnel)?,
+                1,
+                0,
+            ),
+            (
+                run(&mut net, &mut pool, false, &from, &picks, from_net)?,
+                1,
+                1,
+            ),
         ];
         for ((t, out), dir, which) in runs {
             whole(["encap", "decap"][dir], out, VECTOR_SIZE)?;
@@ -341,17 +341,13 @@ pub fn flooding(peers: &[usize], size: usize, samples: usize) -> Result<Vec<Floo
         let t0 = overlay.networks()[0].tunnel;
         // About a vector of copies per call.
         let per_vector = (VECTOR_SIZE / n.max(1)).max(1);
-        let broadcast: Vec<(u32, Vec<u8>)> = (0..per_vector)
-            .map(|_| (t0, frame([0xff; 6], size)))
-            .collect();
-        let unicast: Vec<(u32, Vec<u8>)> = (0..VECTOR_SIZE)
-            .map(|_| (t0, frame(mac(0), size)))
-            .collect();
+        let (broadcast, unicast) = (frame([0xff; 6], size), frame(mac(0), size));
+        let (few, all) = (vec![0; per_vector], vec![0; VECTOR_SIZE]);
         let (mut b, mut u) = (Vec::new(), Vec::new());
         for round in 0..=samples {
-            let (tb, ob) = encap(&mut p, &mut pool, &broadcast)?;
+            let (tb, ob) = run(&mut p, &mut pool, true, &broadcast, &few, |_, _| t0)?;
             whole("flood", ob, per_vector * n)?;
-            let (tu, ou) = encap(&mut p, &mut pool, &unicast)?;
+            let (tu, ou) = run(&mut p, &mut pool, true, &unicast, &all, |_, _| t0)?;
             whole("unicast", ou, VECTOR_SIZE)?;
             if round > 0 {
                 b.push(tb / (per_vector * n) as f64);

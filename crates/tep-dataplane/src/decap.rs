@@ -70,7 +70,7 @@ pub(crate) fn ip_rewrite(
     let mut last = None;
     for &id in v.as_slice() {
         let m = *pool.meta(id);
-        if table.get(m.tunnel).kind.carries_ethernet() {
+        if table.kind(m.tunnel).carries_ethernet() {
             keep.put(pool, id);
             continue;
         }
@@ -579,7 +579,7 @@ fn verify_one(
     inner_partial: bool,
 ) -> Result<(), DropReason> {
     let m = *pool.meta(id);
-    let t = table.get(m.tunnel);
+    let t = table.hot(m.tunnel);
     let ethernet = t.kind.carries_ethernet();
     let l4 = usize::from(m.l4);
     let v6 = pool.outer(id).src.is_ipv6();
@@ -710,7 +710,7 @@ fn output_one(
     sink: InnerChecksums,
 ) -> Result<(), DropReason> {
     let m = *pool.meta(id);
-    let ethernet = table.get(m.tunnel).kind.carries_ethernet();
+    let ethernet = table.kind(m.tunnel).carries_ethernet();
     let has_ip = !ethernet || m.inner_l3 != m.inner;
     let outer_ecn = pool.outer(id).tos & 3;
     let data = pool.data_mut(id);

@@ -467,8 +467,8 @@ fn tunnel_encap_one(
     sessions: Option<&SessionTable>,
 ) -> Result<(), DropReason> {
     let m = *pool.meta(id);
-    let t = table.get(m.tunnel);
-    if t.sessions {
+    let hot = table.hot(m.tunnel);
+    if hot.sessions {
         // An N3 tunnel: the header is the session's (peer TEID, QFI).
         let s = sessions.ok_or(DropReason::NoSession)?.get(pool.session(id));
         let payload_len = pool.total_len(id);
@@ -484,9 +484,9 @@ fn tunnel_encap_one(
     let tpl = &templates[m.tunnel as usize];
     // With its tail: a segment whose payload stays in the super-packet.
     let payload_len = pool.total_len(id);
-    let inner_v6 = !t.kind.carries_ethernet() && pool.data(id)[0] >> 4 == 6;
+    let inner_v6 = !hot.kind.carries_ethernet() && pool.data(id)[0] >> 4 == 6;
     let n = tpl.len();
-    if t.kind == TunnelKind::Gtpu
+    if hot.kind == TunnelKind::Gtpu
         && payload_len + n - tep_wire::gtpu::HEADER_LEN > usize::from(u16::MAX)
     {
         return Err(DropReason::TooBig);
@@ -502,6 +502,7 @@ fn tunnel_encap_one(
     if let Some((start, offset)) = rco {
         // Remote checksum offload: a header of its own.
         let mut buf = [0u8; MAX_TUNNEL_HEADER];
+        let t = table.get(m.tunnel);
         let n = emit_header(t, &mut buf, payload_len, inner_v6, Some((start, offset)));
         let h = pool.prepend(id, n).ok_or(DropReason::TooBig)?;
         h.copy_from_slice(&buf[..n]);
@@ -515,7 +516,7 @@ fn tunnel_encap_one(
         16 => h.copy_from_slice(&tpl.bytes[..16]),
         _ => h.copy_from_slice(&tpl.bytes[..n]),
     }
-    match t.kind {
+    match hot.kind {
         TunnelKind::Gtpu => {
             let len = (n - tep_wire::gtpu::HEADER_LEN + payload_len) as u16;
             h[tep_wire::gtpu::field::LENGTH].copy_from_slice(&len.to_be_bytes());
@@ -707,7 +708,7 @@ impl TxSelect<'_> {
     fn index(&self, pool: &Pool, id: PacketId) -> usize {
         let t = pool.meta(id).tunnel;
         match self.sessions {
-            Some(s) if self.table.get(t).sessions => {
+            Some(s) if self.table.hot(t).sessions => {
                 let peer = s.get(pool.session(id)).peer;
                 self.table.tunnels().len().saturating_add(peer as usize)
             }
@@ -920,7 +921,7 @@ pub(crate) fn ip_forward(
 ) {
     each(stats, pool, v, |pool, id| {
         let m = *pool.meta(id);
-        let l2 = table.get(m.tunnel).kind.carries_ethernet();
+        let l2 = table.kind(m.tunnel).carries_ethernet();
         let l3 = usize::from(m.inner_l3);
         let added = f.added.get(m.tunnel as usize).copied().unwrap_or(0);
         let data = pool.data(id);

@@ -94,6 +94,35 @@ impl Route<u128> {
     }
 }
 
+/// What the per-packet nodes ask of a tunnel, kept beside the configs in
+/// eight bytes (a config is a few hundred, and thousands of networks' do
+/// not stay in the caches).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hot {
+    /// Its kind.
+    pub kind: TunnelKind,
+    /// Its outer checksum mode.
+    pub checksum: ChecksumMode,
+    /// An N3 tunnel (`TunnelConfig::sessions`).
+    pub sessions: bool,
+    /// A network (`TunnelConfig::network`).
+    pub network: bool,
+    /// `zero_checksum_rx`.
+    pub zero_checksum_rx: bool,
+}
+
+impl Hot {
+    fn of(t: &TunnelConfig) -> Hot {
+        Hot {
+            kind: t.kind,
+            checksum: t.checksum,
+            sessions: t.sessions,
+            network: t.is_network(),
+            zero_checksum_rx: t.zero_checksum_rx,
+        }
+    }
+}
+
 /// A tunnel as the receive lookup asks for it, beside the configs.
 #[derive(Clone, Copy, Debug)]
 struct Receiver {
@@ -117,9 +146,8 @@ impl Receiver {
 pub struct TunnelTable {
     tunnels: Vec<TunnelConfig>,
     // What every packet asks of its tunnel, apart from the configs (a few
-    // hundred bytes each, thousands with networks): kind and checksum
-    // mode, four bytes a tunnel.
-    hot: Vec<(TunnelKind, ChecksumMode)>,
+    // hundred bytes each, thousands with networks): eight bytes a tunnel.
+    hot: Vec<Hot>,
     // Longest prefix first; a linear scan behind the last-hit cache is
     // enough for the tens of prefixes a tunnel endpoint routes.
     routes4: Vec<Route<u32>>,
@@ -140,7 +168,7 @@ impl TunnelTable {
     pub fn new(tunnels: &[TunnelConfig]) -> TunnelTable {
         let mut t = TunnelTable {
             tunnels: tunnels.to_vec(),
-            hot: tunnels.iter().map(|t| (t.kind, t.checksum)).collect(),
+            hot: tunnels.iter().map(Hot::of).collect(),
             routes4: Vec::new(),
             routes6: Vec::new(),
             macs: FastMap::default(),
@@ -220,24 +248,28 @@ impl TunnelTable {
         &self.tunnels[index as usize]
     }
 
+    /// What every packet asks of tunnel `index` (see [`Hot`]).
+    #[inline]
+    pub fn hot(&self, index: u32) -> Hot {
+        self.hot[index as usize]
+    }
+
     /// Tunnel `index`'s kind.
     #[inline]
     pub fn kind(&self, index: u32) -> TunnelKind {
-        self.hot[index as usize].0
+        self.hot(index).kind
     }
 
     /// Tunnel `index`'s outer checksum mode.
     #[inline]
     pub fn checksum(&self, index: u32) -> ChecksumMode {
-        self.hot[index as usize].1
+        self.hot(index).checksum
     }
 
     /// Whether tunnel `index` is a network (false for no tunnel).
     #[inline]
     pub fn is_network(&self, index: u32) -> bool {
-        self.tunnels
-            .get(index as usize)
-            .is_some_and(TunnelConfig::is_network)
+        self.hot.get(index as usize).is_some_and(|h| h.network)
     }
 
     /// The tunnel routing an inner IPv4 destination (longest prefix).

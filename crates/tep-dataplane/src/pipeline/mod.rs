@@ -850,7 +850,7 @@ impl<C: Clock> Pipeline<C> {
         if options.gro && v.len() > 1 {
             // Frames of L2 tunnels coalesce like IP packets, by the IP
             // packet after their Ethernet header.
-            let link = |m: &crate::buffer::PacketMeta| table.get(m.tunnel).kind.link();
+            let link = |m: &crate::buffer::PacketMeta| table.kind(m.tunnel).link();
             runtime.run(Node::Gro, v.len(), |_| {
                 counters.coalesced += gro.coalesce(pool, v, link) as u64;
             });
