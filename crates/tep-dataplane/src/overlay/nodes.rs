@@ -208,12 +208,15 @@ impl Keys {
     /// Frame `i`'s keys (frames are asked in order), fetching `AHEAD`
     /// runs on.
     #[inline]
-    fn next(&mut self, o: &Overlay, i: usize) -> (u64, u64) {
-        if self.run + 1 < self.nruns && usize::from(self.runs[self.run + 1]) == i {
+    fn next(&mut self, o: &Overlay, i: usize) -> ((u64, u64), bool) {
+        let starts = if self.run + 1 < self.nruns && usize::from(self.runs[self.run + 1]) == i {
             self.run += 1;
             self.fetch_to(o, self.run + AHEAD);
-        }
-        self.keys[i]
+            true
+        } else {
+            i == 0
+        };
+        (self.keys[i], starts)
     }
 }
 
@@ -257,10 +260,28 @@ pub(crate) fn lookup(
     let o = &*ow.overlay;
     let mut keys = Keys::of(pool, v, o, |_, _| (0, 6));
     let (mut i, mut last) = (0, LastHit::default());
+    // The answer for a run of frames of one network with the same
+    // addresses (a burst of one flow): its first frame's.
+    let mut shared = None;
     each(stats, pool, v, |pool, id| {
-        let (dst, src) = keys.next(o, i);
+        let ((dst, src), starts) = keys.next(o, i);
         i += 1;
-        lookup_one(pool, id, ow, (FdbKey(dst), FdbKey(src)), &mut last, now_s)
+        let answer = match shared {
+            Some(a) if !starts && dst != 0 => a,
+            _ => {
+                let a = lookup_one(pool, id, ow, (FdbKey(dst), FdbKey(src)), &mut last, now_s);
+                shared = (dst != 0).then_some(a);
+                a
+            }
+        };
+        let Some((n, vtep)) = answer? else {
+            return Ok(());
+        };
+        if vtep == FLOOD {
+            last.flooded(o, n);
+        }
+        pool.set_vtep(id, vtep);
+        Ok(())
     });
     LastHit::count(o, last.flooded);
 }
@@ -272,12 +293,12 @@ fn lookup_one(
     (dst, src): (FdbKey, FdbKey),
     last: &mut LastHit,
     now_s: u32,
-) -> Result<(), DropReason> {
+) -> Result<Option<(u16, u32)>, DropReason> {
     let o = &*ow.overlay;
     let net = o.net_ref(pool.meta(id).tunnel);
     let n = net.index;
     if n == NOT_A_NETWORK {
-        return Ok(());
+        return Ok(None);
     }
     let counters = || &o.networks()[usize::from(n)].counters;
     let vtep = if net.l2 {
@@ -315,14 +336,10 @@ fn lookup_one(
         topo.route(inner_dst(ip).ok_or(DropReason::NotIp)?)
             .ok_or(DropReason::NoRoute)?
     };
-    if vtep == FLOOD {
-        if ow.net(n).is_none_or(|t| t.flood.is_empty()) {
-            return Err(DropReason::NoRoute);
-        }
-        last.flooded(o, n);
+    if vtep == FLOOD && ow.net(n).is_none_or(|t| t.flood.is_empty()) {
+        return Err(DropReason::NoRoute);
     }
-    pool.set_vtep(id, vtep);
-    Ok(())
+    Ok(Some((n, vtep)))
 }
 
 /// The destination address of an IP packet.
@@ -450,7 +467,7 @@ pub(crate) fn learn(
     let mut last = Learning::default();
     let mut i = 0;
     each(stats, pool, v, |pool, id| {
-        let src = FdbKey(keys.next(&o, i).1);
+        let src = FdbKey(keys.next(&o, i).0 .1);
         i += 1;
         learn_one(pool, id, ow, &o, src, &mut last, now_s)
     });
