@@ -37,9 +37,14 @@ pub struct ScaleRow {
     pub burst: usize,
     pub size: usize,
     pub tunnel_ns: f64,
+    /// One network with one MAC behind one VTEP: the same path at the
+    /// smallest scale.
+    pub one_mac_ns: f64,
     pub network_ns: f64,
     /// The tunnel's ns over the network's: 1.0 as fast, 0.8 20 % slower.
     pub speed_vs_tunnel: f64,
+    /// The one-MAC network's ns over the network's: what scale costs.
+    pub speed_vs_one_mac: f64,
     pub fdb_bytes_per_entry: f64,
 }
 
@@ -227,9 +232,11 @@ pub fn scale(
     let mode = ChecksumMode::Full;
     let mut base = tunnel(mode);
     let (mut net, overlay) = networks(macs, vteps, nets, &[], mode)?;
+    let (mut one, one_overlay) = networks(1, 1, 1, &[], mode)?;
+    let one_tunnel = one_overlay.networks()[0].tunnel;
     let mut pool = Pool::new(1024, 2048);
     let mut rng = 0x0f0d_u64 ^ u64::from(macs);
-    let mut ns = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+    let mut ns: [[Vec<f64>; 3]; 2] = Default::default();
     let tunnel_index = |k: u32| overlay.networks()[k as usize].tunnel;
     let to = frame(SRC_MAC, size);
     let from = wrapped(&frame(SRC_MAC, size), vtep_addr(0), 1);
@@ -250,6 +257,14 @@ pub fn scale(
         patch_outer(d, vtep_addr(0), 1, mac(i));
         no_tunnel
     };
+    let to_one = |d: &mut [u8], _: u32| {
+        d[..6].copy_from_slice(&mac(0));
+        one_tunnel
+    };
+    let from_one = |d: &mut [u8], _: u32| {
+        patch_outer(d, vtep_addr(0), 1, mac(0));
+        no_tunnel
+    };
     // Steady state first: the worker has met every VTEP (its cache of
     // VTEP ids; the first frame from a VTEP asks the registry) and every
     // network's local MAC (learned once, found fresh after).
@@ -258,6 +273,8 @@ pub fn scale(
         run(&mut net, &mut pool, false, &from, picks, from_net)?;
         run(&mut net, &mut pool, true, &to, picks, to_net)?;
     }
+    run(&mut one, &mut pool, false, &from, &[0], from_one)?;
+    run(&mut one, &mut pool, true, &to, &[0], to_one)?;
     let warm: Vec<(u64, u64)> = net
         .runtime()
         .nodes()
@@ -275,7 +292,8 @@ pub fn scale(
                 0,
                 0,
             ),
-            (run(&mut net, &mut pool, true, &to, &picks, to_net)?, 0, 1),
+            (run(&mut net, &mut pool, true, &to, &picks, to_net)?, 0, 2),
+            (run(&mut one, &mut pool, true, &to, &picks, to_one)?, 0, 1),
             (
                 run(&mut base, &mut pool, false, &from, &picks, from_tunnel)?,
                 1,
@@ -283,6 +301,11 @@ pub fn scale(
             ),
             (
                 run(&mut net, &mut pool, false, &from, &picks, from_net)?,
+                1,
+                2,
+            ),
+            (
+                run(&mut one, &mut pool, false, &from, &picks, from_one)?,
                 1,
                 1,
             ),
@@ -312,8 +335,8 @@ pub fn scale(
         .iter()
         .enumerate()
         .map(|(d, &direction)| {
-            let [t, n] = &mut ns[d];
-            let (t, n) = (median(t), median(n));
+            let [t, o, n] = &mut ns[d];
+            let (t, o, n) = (median(t), median(o), median(n));
             ScaleRow {
                 direction,
                 macs,
@@ -322,8 +345,10 @@ pub fn scale(
                 burst,
                 size,
                 tunnel_ns: t,
+                one_mac_ns: o,
                 network_ns: n,
                 speed_vs_tunnel: t / n,
+                speed_vs_one_mac: o / n,
                 fdb_bytes_per_entry: per_entry,
             }
         })
@@ -369,12 +394,13 @@ pub fn flooding(peers: &[usize], size: usize, samples: usize) -> Result<Vec<Floo
 /// Both tables as text.
 pub fn render(scale: &[ScaleRow], flood: &[FloodRow]) -> String {
     let mut s = String::from(
-        "Networks at scale beside one point-to-point VXLAN tunnel (full checksums), medians\n\
-         direction     MACs   VTEPs  networks  burst  size  tunnel ns  network ns  speed  FDB B/entry\n",
+        "Networks at scale beside one point-to-point VXLAN tunnel and one network of one MAC\n\
+         (full checksums), medians; speed: their ns over the networks'\n\
+         direction     MACs   VTEPs  networks  burst  size  tunnel ns  1-MAC ns  network ns  vs tunnel  vs 1 MAC  FDB B/entry\n",
     );
     for r in scale {
         s += &format!(
-            "{:<9} {:>8} {:>7} {:>9} {:>6} {:>5} {:>10.1} {:>11.1} {:>6.2} {:>12.1}\n",
+            "{:<9} {:>8} {:>7} {:>9} {:>6} {:>5} {:>10.1} {:>9.1} {:>11.1} {:>10.2} {:>9.2} {:>12.1}\n",
             r.direction,
             r.macs,
             r.vteps,
@@ -382,8 +408,10 @@ pub fn render(scale: &[ScaleRow], flood: &[FloodRow]) -> String {
             r.burst,
             r.size,
             r.tunnel_ns,
+            r.one_mac_ns,
             r.network_ns,
             r.speed_vs_tunnel,
+            r.speed_vs_one_mac,
             r.fdb_bytes_per_entry
         );
     }
