@@ -34,6 +34,7 @@
 #![cfg(target_os = "linux")]
 
 pub mod iface;
+pub mod memory;
 pub mod netlink;
 pub mod netns;
 pub mod notify;

@@ -28,8 +28,10 @@
 use crate::geometry::mix;
 use crate::session::flat::prefetch;
 use core::fmt;
+use core::ptr::NonNull;
 use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use core::sync::atomic::{AtomicU32, AtomicU64};
+use std::alloc::{self, Layout};
 use std::sync::{Mutex, MutexGuard};
 
 /// A MAC in a network, packed: `(network + 1) << 48 | mac`, so that 0 is
@@ -228,6 +230,77 @@ struct Bucket {
     vals: [AtomicU64; WAYS],
 }
 
+/// The buckets, in an allocation of their own from the allocator's zeroed
+/// path (a large block is fresh pages, untouched until used): all zero is
+/// every slot empty, and the owner may ask for huge pages before the
+/// table fills ([`Fdb::region`]).
+struct Buckets {
+    first: NonNull<Bucket>,
+    len: usize,
+    alloc: NonNull<u8>,
+    layout: Layout,
+}
+
+impl Buckets {
+    fn zeroed(len: usize) -> Buckets {
+        let align = core::mem::align_of::<Bucket>();
+        let bytes = len
+            .checked_mul(core::mem::size_of::<Bucket>())
+            .and_then(|b| b.checked_add(align))
+            .expect("FDB size (slots are capped)");
+        // Alignment 1: the allocator's calloc path, whose large blocks are
+        // fresh pages; the buckets start at the first aligned byte.
+        let layout = Layout::from_size_align(bytes, 1).expect("FDB layout");
+        // SAFETY: the layout's size is not zero (`align` at least).
+        let alloc = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(alloc) = NonNull::new(alloc) else {
+            alloc::handle_alloc_error(layout)
+        };
+        let start = alloc.as_ptr().align_offset(align);
+        assert!(start < align, "FDB alignment");
+        // SAFETY: start < align, so `len` buckets from there lie inside
+        // the allocation of `len` buckets plus `align` bytes; all-zero
+        // bytes are a valid `Bucket` (atomic integers, every slot empty).
+        let first = unsafe { NonNull::new_unchecked(alloc.as_ptr().add(start).cast::<Bucket>()) };
+        Buckets {
+            first,
+            len,
+            alloc,
+            layout,
+        }
+    }
+}
+
+impl core::ops::Deref for Buckets {
+    type Target = [Bucket];
+    fn deref(&self) -> &[Bucket] {
+        // SAFETY: `len` initialized (zeroed) buckets at `first`, alive as
+        // long as `self`; only shared references are ever made (the
+        // buckets are atomics).
+        unsafe { core::slice::from_raw_parts(self.first.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Buckets {
+    fn drop(&mut self) {
+        // SAFETY: the allocation made in `zeroed` with this layout, freed
+        // once; no reference into it outlives `self` (Deref borrows it).
+        unsafe { alloc::dealloc(self.alloc.as_ptr(), self.layout) };
+    }
+}
+
+// SAFETY: `Buckets` owns its allocation as a Box<[Bucket]> would, and
+// `Bucket` (atomics only) is Send and Sync.
+unsafe impl Send for Buckets {}
+// SAFETY: as above: shared access is to atomics only.
+unsafe impl Sync for Buckets {}
+
+impl fmt::Debug for Buckets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} buckets", self.len)
+    }
+}
+
 /// What one consistent read of a slot found.
 enum Read {
     /// The key's value.
@@ -265,7 +338,7 @@ type Found<'a> = (&'a Bucket, usize, u64);
 
 /// The table.
 pub struct Fdb {
-    buckets: Box<[Bucket]>,
+    buckets: Buckets,
     /// Buckets per half, less one (a power of two less one).
     half_mask: usize,
     seed: [u64; 2],
@@ -299,9 +372,7 @@ impl Fdb {
     /// strangers, so a seed they cannot guess keeps them from crowding
     /// one pair of buckets (tests pass a fixed one).
     pub fn with_seed(capacity: usize, networks: usize, seed: u64) -> Fdb {
-        let buckets: Box<[Bucket]> = (0..slots_for(capacity) / WAYS)
-            .map(|_| Bucket::default())
-            .collect();
+        let buckets = Buckets::zeroed(slots_for(capacity) / WAYS);
         let networks = networks.min(super::MAX_NETWORKS);
         Fdb {
             half_mask: buckets.len() / 2 - 1,
@@ -310,6 +381,18 @@ impl Fdb {
             learned: (0..networks).map(|_| AtomicU32::new(0)).collect(),
             writer: Mutex::new(()),
         }
+    }
+
+    /// Where the buckets lie (address, bytes): for the owner to ask the
+    /// kernel for huge pages there before the table fills (a million
+    /// entries span 32 MiB: with 4 KiB pages a lookup also misses the
+    /// TLB). Nothing is touched before the first entry but what the
+    /// allocator wrote.
+    pub fn region(&self) -> (usize, usize) {
+        (
+            self.buckets.as_ptr() as usize,
+            core::mem::size_of_val(&*self.buckets),
+        )
     }
 
     /// Slots in all (twice the capacity asked for, or more).

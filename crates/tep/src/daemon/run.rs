@@ -375,13 +375,17 @@ fn overlay_of(config: &Config) -> Result<Option<Arc<Overlay>>, String> {
     if !config.tunnels.iter().any(|t| t.is_network()) {
         return Ok(None);
     }
-    Overlay::new(
+    let o = Overlay::new(
         &config.tunnels,
         config.fdb_entries(),
         config.overlay.max_vteps,
     )
-    .map(|o| Some(Arc::new(o)))
-    .map_err(|e| format!("[[network]]: {e}"))
+    .map_err(|e| format!("[[network]]: {e}"))?;
+    let (addr, len) = o.fdb_region();
+    if let Err(e) = tep_sys::memory::advise_huge_pages(addr, len) {
+        tracing::info!(bytes = len, "the FDB stays on small pages: {e}");
+    }
+    Ok(Some(Arc::new(o)))
 }
 
 /// A reload's new overlay takes over what the old one learned and what
