@@ -466,10 +466,23 @@ pub(crate) fn learn(
     // burst of one flow's from one MAC.
     let mut last = Learning::default();
     let mut i = 0;
+    // The answer for a run of frames from one MAC of one network (a burst
+    // of one flow) and one VTEP: its first frame's (where no frame is read
+    // for ARP/ND).
+    let mut shared: Option<(IpAddr, Result<(), DropReason>)> = None;
     each(stats, pool, v, |pool, id| {
-        let src = FdbKey(keys.next(&o, i).0 .1);
+        let ((_, src), starts) = keys.next(&o, i);
         i += 1;
-        learn_one(pool, id, ow, &o, src, &mut last, now_s)
+        let from = pool.outer(id).src;
+        match shared {
+            Some((f, answer)) if !starts && src != 0 && f == from => answer,
+            _ => {
+                let answer = learn_one(pool, id, ow, &o, FdbKey(src), &mut last, now_s);
+                let suppress = o.net_ref(pool.meta(id).tunnel).suppress;
+                shared = (src != 0 && !suppress).then_some((from, answer));
+                answer
+            }
+        }
     });
 }
 
