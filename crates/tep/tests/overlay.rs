@@ -935,6 +935,66 @@ fn arp_suppression() {
     eprintln!("ARP suppression: {:?}", t0.elapsed());
 }
 
+/// The Neighbor Solicitation for `fd00:100::last` on the wire: its
+/// reserved word and target address (ICMPv6 type 135's body), which no
+/// other frame of the test carries.
+fn ns_mark(last: u8) -> Vec<u8> {
+    let mut m = vec![0u8; 4];
+    m.extend_from_slice(&[0xfd, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, last]);
+    m
+}
+
+#[test]
+fn nd_suppression() {
+    if !can_run("nd_suppression") {
+        return;
+    }
+    let t0 = Instant::now();
+    let mut lab = Lab::build(&[BLUE], &[]);
+    for (w, a) in [("w1b", "fd00:100::1/64"), ("w2b", "fd00:100::2/64")] {
+        lab.must(
+            w,
+            &[
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=0",
+                "net.ipv6.conf.eth0.disable_ipv6=0",
+            ],
+        );
+        lab.must(w, &["ip", "-6", "addr", "add", a, "dev", "eth0", "nodad"]);
+    }
+    let extra = format!(
+        "neigh_suppress = true\nneighbours = [{{ ip = \"fd00:100::2\", mac = \"{}\" }}]\n",
+        mac(2)
+    );
+    lab.start_tep(&network(&BLUE, true, &extra));
+    let suppressed = lab.counter("blue", "suppressed");
+    let underlay = lab.sniff("h1", "ul", &ns_mark(9));
+    lab.must("w1b", &["ip", "-6", "neigh", "flush", "all"]);
+    lab.ping("w1b", "fd00:100::2", 1, 3);
+    assert_eq!(
+        lab.neighbour("w1b", "fd00:100::2"),
+        Some(mac(2)),
+        "w1's Neighbor Solicitation for w2 went unanswered\n{}",
+        lab.log()
+    );
+    assert_eq!(lab.ping("w1b", "fd00:100::9", 1, 1), 0);
+    assert!(
+        underlay.seen(10),
+        "the solicitation for ::9 was not flooded"
+    );
+    let frames = underlay.stop();
+    let holds = |f: &Seen, m: &[u8]| f.bytes.windows(m.len()).any(|w| w == m);
+    assert!(
+        !frames.iter().any(|f| holds(f, &ns_mark(2))),
+        "the solicitation for w2 went onto the underlay"
+    );
+    assert!(frames.iter().any(|f| holds(f, &ns_mark(9))));
+    assert!(lab.counter("blue", "suppressed") > suppressed);
+    lab.ping_ok("w1b", "fd00:100::2");
+    eprintln!("ND suppression: {:?}", t0.elapsed());
+}
+
 #[test]
 fn mac_flood_stays_bounded() {
     if !can_run("mac_flood_stays_bounded") {
