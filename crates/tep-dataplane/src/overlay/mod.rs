@@ -560,6 +560,24 @@ impl Overlay {
         Ok((i, &self.networks[usize::from(i)]))
     }
 
+    /// Network `name`, refused (`wants` says why) unless it is L2 (`l2`)
+    /// or L3.
+    fn network_of_layer(
+        &self,
+        name: &str,
+        l2: bool,
+        wants: &'static str,
+    ) -> Result<(u16, &Network), OverlayError> {
+        let (n, net) = self.network(name)?;
+        if net.l2 != l2 {
+            return Err(OverlayError::WrongLayer {
+                network: name.to_string(),
+                wants,
+            });
+        }
+        Ok((n, net))
+    }
+
     fn check_vtep(&self, net: &Network, addr: IpAddr) -> Result<(), OverlayError> {
         if addr.is_ipv4() != net.underlay_v4 {
             return Err(OverlayError::WrongFamily {
@@ -649,13 +667,11 @@ impl Overlay {
         origin: Origin,
         replace: bool,
     ) -> Result<(), OverlayError> {
-        let (n, net) = self.network(name)?;
-        if !net.l2 {
-            return Err(OverlayError::WrongLayer {
-                network: name.to_string(),
-                wants: "an L3 network has routes, not MACs (tep route add)",
-            });
-        }
+        let (n, net) = self.network_of_layer(
+            name,
+            true,
+            "an L3 network has routes, not MACs (tep route add)",
+        )?;
         check_unicast_mac(mac)?;
         self.check_vtep(net, dst)?;
         let key = FdbKey::new(n, mac);
@@ -754,13 +770,11 @@ impl Overlay {
         dst: IpAddr,
         replace: bool,
     ) -> Result<(), OverlayError> {
-        let (n, net) = self.network(name)?;
-        if net.l2 {
-            return Err(OverlayError::WrongLayer {
-                network: name.to_string(),
-                wants: "an L2 network has MACs, not routes (tep fdb add)",
-            });
-        }
+        let (n, net) = self.network_of_layer(
+            name,
+            false,
+            "an L2 network has MACs, not routes (tep fdb add)",
+        )?;
         self.check_vtep(net, dst)?;
         let mut r = self.registry();
         let id = self.vtep_for(&mut r, dst)?;
@@ -823,13 +837,8 @@ impl Overlay {
         mac: [u8; 6],
         replace: bool,
     ) -> Result<(), OverlayError> {
-        let (n, net) = self.network(name)?;
-        if !net.l2 {
-            return Err(OverlayError::WrongLayer {
-                network: name.to_string(),
-                wants: "ARP/ND suppression is for L2 networks",
-            });
-        }
+        let (n, net) =
+            self.network_of_layer(name, true, "ARP/ND suppression is for L2 networks")?;
         check_unicast_mac(mac)?;
         if ip.is_unspecified() || ip.is_multicast() {
             return Err(OverlayError::Invalid(format!(

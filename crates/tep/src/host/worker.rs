@@ -283,6 +283,15 @@ impl<'a> Sinks<'a> {
     }
 }
 
+/// Where a batch for encap comes from.
+#[derive(Clone, Copy, Debug)]
+enum Inner {
+    /// The TUN (`Ip`) or TAP of the point-to-point tunnels.
+    Tunnels(InnerLink),
+    /// Network `k`'s device (`WorkerIo::networks`).
+    Network(usize),
+}
+
 /// A running worker's pipeline, buffers, descriptors and counts.
 struct Worker {
     common: WorkerCommon,
@@ -384,18 +393,28 @@ impl Worker {
                 let _ = self.common.wake.drain();
                 0
             }
-            TOKEN_TUN => self.encap_device(InnerLink::Ip),
-            TOKEN_TAP => self.encap_device(InnerLink::Ethernet),
-            t if t >= TOKEN_NETWORK => self.encap_network((t - TOKEN_NETWORK) as usize),
+            TOKEN_TUN => self.encap_device(Inner::Tunnels(InnerLink::Ip)),
+            TOKEN_TAP => self.encap_device(Inner::Tunnels(InnerLink::Ethernet)),
+            t if t >= TOKEN_NETWORK => {
+                self.encap_device(Inner::Network((t - TOKEN_NETWORK) as usize))
+            }
             t => self.decap_socket((t - TOKEN_SOCKET) as usize),
         }
     }
 
-    /// A batch from the TUN (`Ip`) or the TAP, encapsulated.
-    fn encap_device(&mut self, link: InnerLink) -> u64 {
-        let queue = match link {
-            InnerLink::Ip => self.io.tun.as_ref(),
-            InnerLink::Ethernet => self.io.tap.as_ref(),
+    /// A batch from the TUN (`Ip`) or the TAP of the tunnels, or from a
+    /// network's device (sent within that network), encapsulated.
+    fn encap_device(&mut self, from: Inner) -> u64 {
+        let (queue, link, network) = match from {
+            Inner::Tunnels(InnerLink::Ip) => (self.io.tun.as_ref(), InnerLink::Ip, None),
+            Inner::Tunnels(InnerLink::Ethernet) => {
+                (self.io.tap.as_ref(), InnerLink::Ethernet, None)
+            }
+            Inner::Network(k) => match self.io.networks.get(k) {
+                Some((t, true, q)) => (Some(q), InnerLink::Ethernet, Some(*t)),
+                Some((t, false, q)) => (Some(q), InnerLink::Ip, Some(*t)),
+                None => (None, InnerLink::Ip, None),
+            },
         };
         let Some(q) = queue else { return 0 };
         let tracer = &self.common.shared.tracer;
@@ -410,48 +429,16 @@ impl Worker {
         );
         let bytes = bytes_in(&self.pool, &self.input);
         let mut sinks = Sinks::of(&mut self.io, &self.facts, &mut self.tallies, tracer);
-        self.pipeline.encap_from(
-            link,
-            &mut self.pool,
-            &mut self.input,
-            &mut |_, pool, out| sinks.underlay(pool, out),
-        );
-        bytes
-    }
-
-    /// A batch from network `k`'s device, sent within that network.
-    fn encap_network(&mut self, k: usize) -> u64 {
-        let Some(&(tunnel, ethernet, ref q)) = self.io.networks.get(k) else {
-            return 0;
+        // Back to the inner side: a network's ARP/ND answers.
+        let sink = &mut |o, pool: &mut Pool, out: &mut PacketVector| match o {
+            Output::Inner => sinks.inner(pool, out),
+            _ => sinks.underlay(pool, out),
         };
-        let link = if ethernet {
-            InnerLink::Ethernet
-        } else {
-            InnerLink::Ip
-        };
-        let tracer = &self.common.shared.tracer;
-        read_device(
-            q,
-            link,
-            &mut self.pool,
-            &mut self.input,
-            (DEVICE_BUDGET, RESERVE),
-            &mut self.tallies.io,
-            tracer,
-        );
-        let bytes = bytes_in(&self.pool, &self.input);
-        let mut sinks = Sinks::of(&mut self.io, &self.facts, &mut self.tallies, tracer);
-        self.pipeline.encap_into(
-            tunnel,
-            link,
-            &mut self.pool,
-            &mut self.input,
-            &mut |o, pool, out| match o {
-                // ARP/ND answered for the network's local side.
-                Output::Inner => sinks.inner(pool, out),
-                _ => sinks.underlay(pool, out),
-            },
-        );
+        let (pool, input) = (&mut self.pool, &mut self.input);
+        match network {
+            Some(t) => self.pipeline.encap_into(t, link, pool, input, sink),
+            None => self.pipeline.encap_from(link, pool, input, sink),
+        }
         bytes
     }
 
