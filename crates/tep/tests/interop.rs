@@ -24,14 +24,13 @@
 //! otherwise.
 
 use serde_json::{json, Value};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tep_testing::netns::{iperf_between, ping, root_or_skip, Daemon, Pair, Script};
+use tep_testing::ovs::{Ovs, SCHEMA};
 
 const RESPONDER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/responder.py");
 const PYTHON: &str = "/usr/bin/python3";
-const OVS_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 
 fn have(tool: &str) -> bool {
     Command::new("sh")
@@ -667,98 +666,25 @@ fn gtpu_against_scapy() {
 // Open vSwitch.
 // ---------------------------------------------------------------------------
 
-/// An ovsdb-server and ovs-vswitchd of our own in a namespace, their
-/// database, sockets, pid files and logs in `dir`; stopped on drop.
-struct Ovs {
-    dir: PathBuf,
+/// What the Geneve test asks of Open vSwitch's br-int beyond
+/// `tep_testing::ovs`.
+trait BrInt {
+    /// `ovs-ofctl CMD br-int ARGS…`.
+    fn br_int(&self, cmd: &str, args: &[&str]) -> String;
+    /// n_packets of br-int's OpenFlow rule with `cookie`.
+    fn rule_packets(&self, cookie: u32) -> u64;
 }
 
-impl Ovs {
-    fn env(cmd: &mut Command, dir: &std::path::Path) {
-        for var in ["OVS_RUNDIR", "OVS_DBDIR", "OVS_LOGDIR", "OVS_SYSCONFDIR"] {
-            cmd.env(var, dir);
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let mut cmd = Command::new(args[0]);
-        cmd.args(&args[1..]);
-        Self::env(&mut cmd, &self.dir);
-        let out = cmd.output().unwrap_or_else(|e| panic!("{}: {e}", args[0]));
-        assert!(
-            out.status.success(),
-            "`{}` failed: {}{}\n{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            self.log()
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn start(pair: &Pair, ns: &str) -> Ovs {
-        let dir = pair.dir.join("ovs");
-        std::fs::create_dir_all(&dir).unwrap();
-        let ovs = Ovs { dir };
-        let d = ovs.dir.display().to_string();
-        ovs.run(&["ovsdb-tool", "create", &format!("{d}/conf.db"), OVS_SCHEMA]);
-        ovs.run(&[
-            "ip",
-            "netns",
-            "exec",
-            ns,
-            "ovsdb-server",
-            &format!("{d}/conf.db"),
-            &format!("--remote=punix:{d}/db.sock"),
-            &format!("--pidfile={d}/ovsdb-server.pid"),
-            &format!("--unixctl={d}/ovsdb-server.ctl"),
-            &format!("--log-file={d}/ovsdb-server.log"),
-            "-vconsole:off",
-            "--detach",
-        ]);
-        ovs.vsctl(&["--no-wait", "init"]);
-        ovs.run(&[
-            "ip",
-            "netns",
-            "exec",
-            ns,
-            "ovs-vswitchd",
-            &format!("unix:{d}/db.sock"),
-            &format!("--pidfile={d}/ovs-vswitchd.pid"),
-            &format!("--unixctl={d}/ovs-vswitchd.ctl"),
-            &format!("--log-file={d}/ovs-vswitchd.log"),
-            "-vconsole:off",
-            "--detach",
-        ]);
-        ovs
-    }
-
-    fn vsctl(&self, args: &[&str]) -> String {
-        let db = format!("--db=unix:{}/db.sock", self.dir.display());
-        let mut full = vec!["ovs-vsctl", &db, "--timeout=10"];
+impl BrInt for Ovs {
+    fn br_int(&self, cmd: &str, args: &[&str]) -> String {
+        let mut full = vec![cmd, "br-int"];
         full.extend_from_slice(args);
-        self.run(&full)
+        self.ofctl(&full)
     }
 
-    fn appctl(&self, args: &[&str]) -> String {
-        let ctl = format!("{}/ovs-vswitchd.ctl", self.dir.display());
-        let mut full = vec!["ovs-appctl", "-t", &ctl];
-        full.extend_from_slice(args);
-        self.run(&full)
-    }
-
-    /// `ovs-ofctl CMD unix:<br-int's management socket> ARGS...`
-    fn ofctl(&self, cmd: &str, args: &[&str]) -> String {
-        let target = format!("unix:{}/br-int.mgmt", self.dir.display());
-        let mut full = vec!["ovs-ofctl", cmd, &target];
-        full.extend_from_slice(args);
-        self.run(&full)
-    }
-
-    /// n_packets of the OpenFlow rule with `cookie` on br-int.
     fn rule_packets(&self, cookie: u32) -> u64 {
         let want = format!("cookie={cookie:#x},");
-        self.ofctl("dump-flows", &[])
+        self.br_int("dump-flows", &[])
             .lines()
             .find(|l| l.trim_start().starts_with(&want))
             .and_then(|l| {
@@ -767,40 +693,6 @@ impl Ovs {
                     .and_then(|n| n.parse().ok())
             })
             .unwrap_or_else(|| panic!("no rule with cookie {cookie:#x}"))
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("ovs-vswitchd.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Ovs {
-    fn drop(&mut self) {
-        // By pid file only: ours, nobody else's. Both told at once (each
-        // takes a second or two to take its bridges down), then waited for.
-        let pids: Vec<String> = ["ovs-vswitchd", "ovsdb-server"]
-            .iter()
-            .filter_map(|d| std::fs::read_to_string(self.dir.join(format!("{d}.pid"))).ok())
-            .map(|p| p.trim().to_string())
-            .collect();
-        let alive = |pid: &String| {
-            Command::new("kill")
-                .args(["-0", pid])
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        for pid in &pids {
-            let _ = Command::new("kill").args(["-TERM", pid]).status();
-        }
-        let until = Instant::now() + Duration::from_secs(3);
-        while pids.iter().any(alive) && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        for pid in pids.iter().filter(|p| alive(p)) {
-            let _ = Command::new("kill").args(["-KILL", pid]).status();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -858,7 +750,7 @@ fn geneve_case(test: &str, v6: bool, full: bool) {
         ],
         true,
     );
-    let ovs = Ovs::start(&pair, b);
+    let ovs = Ovs::start(&pair.dir.join("ovs"), b);
     let csum = if full { "true" } else { "false" };
     ovs.vsctl(&[
         "add-br",
@@ -899,17 +791,17 @@ fn geneve_case(test: &str, v6: bool, full: bool) {
         "vb",
     ]);
     // Class 0xffff (experimental), type 1 (not critical) and 0x81 (critical).
-    ovs.ofctl(
+    ovs.br_int(
         "add-tlv-map",
         &["{class=0xffff,type=0x01,len=4}->tun_metadata0,{class=0xffff,type=0x81,len=4}->tun_metadata1"],
     );
-    ovs.ofctl(
+    ovs.br_int(
         "add-flow",
         &[&format!(
             "cookie={FROM_TUNNEL:#x},priority=10,in_port=1,actions=LOCAL"
         )],
     );
-    ovs.ofctl(
+    ovs.br_int(
         "add-flow",
         &[&format!(
             "cookie={INTO_TUNNEL:#x},priority=10,in_port=LOCAL,actions=output:1"
@@ -1077,7 +969,7 @@ fn geneve_case(test: &str, v6: bool, full: bool) {
     // it must not (0x81, critical: RFC 8926 §3.5.1, drop). Pings only: an
     // option takes 8 bytes from what fits the underlay MTU.
     for (field, critical) in [("tun_metadata0", false), ("tun_metadata1", true)] {
-        ovs.ofctl(
+        ovs.br_int(
             "mod-flows",
             &[&format!(
                 "cookie={INTO_TUNNEL:#x}/-1,in_port=LOCAL,actions=set_field:0x5ca1ab1e->{field},output:1"
@@ -1150,9 +1042,9 @@ fn geneve_against_ovs_userspace() {
     if !ready_or_skip(test, &tools) {
         return;
     }
-    if !std::path::Path::new(OVS_SCHEMA).exists() {
+    if !std::path::Path::new(SCHEMA).exists() {
         tep_testing::skip(format_args!(
-            "{test}: no {OVS_SCHEMA} (Debian's openvswitch-switch; .ci/run installs it)"
+            "{test}: no {SCHEMA} (Debian's openvswitch-switch; .ci/run installs it)"
         ));
         return;
     }
