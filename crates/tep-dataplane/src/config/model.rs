@@ -300,6 +300,9 @@ pub struct TunnelConfig {
     pub network: Option<Box<NetworkSettings>>,
 }
 
+/// The most networks a config holds (a network's index is 16 bits).
+pub const MAX_NETWORKS: usize = 65_535;
+
 /// What makes a tunnel a multipoint network (`[[network]]`): one bridge
 /// domain (VXLAN, Geneve) or routing domain (the L3 kinds) with any number
 /// of remote VTEPs, as Linux's `ip link add … type vxlan` and `bridge fdb`

@@ -4,8 +4,8 @@
 //! [`check`](super::check), so that a network built in code meets them
 //! too.
 
-use super::check::{check_prefix, family, not_used, unicast_mac, valid_name};
 use super::model::{ConfigError, NetworkSettings, TunnelConfig};
+use super::value::{check_prefix, family, not_used, unicast_mac, valid_name};
 use crate::kind::TunnelKind;
 use core::net::{IpAddr, Ipv4Addr};
 use tep_wire::ethernet::EthernetAddress;
@@ -542,7 +542,7 @@ mod tests {
             "{e}"
         );
         // A network's index is 16 bits.
-        let many: Vec<_> = (0..=crate::overlay::MAX_NETWORKS)
+        let many: Vec<_> = (0..=crate::config::MAX_NETWORKS)
             .map(|i| net(&format!("n{i}"), TunnelKind::Gue, |_| {}))
             .collect();
         assert_eq!(

@@ -37,8 +37,7 @@ use neigh::{Neigh, Neighbours};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-/// The most networks one overlay holds (a network index is 16 bits).
-pub const MAX_NETWORKS: usize = 65_535;
+pub use crate::config::MAX_NETWORKS;
 /// The peer of a packet to be flooded to its network's flood list
 /// (`Pool::peer`).
 pub const FLOOD: u32 = u32::MAX;
