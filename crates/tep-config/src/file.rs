@@ -3,8 +3,13 @@
 
 use crate::gateway::GatewayConfig;
 use crate::host::HostConfig;
+use crate::network::OverlayConfig;
 use crate::pfcp::PfcpConfig;
-use tep_dataplane::config::{check_tunnels, ConfigError, DataplaneConfig, TunnelConfig};
+use core::net::IpAddr;
+use std::collections::HashSet;
+use tep_dataplane::config::{
+    check_tunnels, default_device, network_error, ConfigError, DataplaneConfig, TunnelConfig,
+};
 
 /// The whole configuration.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -28,27 +33,6 @@ pub struct Config {
     /// `[overlay]`: the bounds of the tables every `[[network]]` shares
     /// (the networks themselves are in `tunnels`, after the N3 tunnels).
     pub overlay: OverlayConfig,
-}
-
-/// `[overlay]`: the bounds of the tables the networks share.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OverlayConfig {
-    /// FDB entries at most, every network together (`fdb_entries`; default
-    /// the L2 networks' `max_macs` summed plus their static entries, at
-    /// least 1024).
-    pub fdb_entries: Option<usize>,
-    /// Remote VTEPs at most (`max_vteps`, default 4096): learning from
-    /// spoofed underlay sources stops there.
-    pub max_vteps: u32,
-}
-
-impl Default for OverlayConfig {
-    fn default() -> Self {
-        OverlayConfig {
-            fdb_entries: None,
-            max_vteps: 4096,
-        }
-    }
 }
 
 impl Config {
@@ -102,8 +86,122 @@ impl Config {
     /// a control plane) before the dataplane is built from them.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check_tunnels(&self.tunnels)?;
-        crate::network::check_networks(self)
+        check_networks(self)
     }
+}
+
+/// The rules on networks that need the rest of the file: devices (host
+/// mode) and VLANs (gateway mode), and `[overlay]`'s bounds.
+pub(super) fn check_networks(c: &Config) -> Result<(), ConfigError> {
+    let networks: Vec<&TunnelConfig> = c.tunnels.iter().filter(|t| t.is_network()).collect();
+    let mut untagged: Option<usize> = None;
+    for (index, t) in networks.iter().enumerate() {
+        let Some(n) = t.network.as_deref() else {
+            continue;
+        };
+        let at = |field: &str, message: String| network_error(index, Some(&t.name), field, message);
+        if c.gateway.is_some() {
+            if n.device.is_some() {
+                return Err(at(
+                    "device",
+                    "host mode's (the network's TAP or TUN); in gateway mode a network is told apart on the inner interface by its vlan".to_string(),
+                ));
+            }
+            if n.vlan.is_none() {
+                if let Some(first) = untagged {
+                    return Err(at(
+                        "vlan",
+                        format!(
+                            "missing: {} is already the untagged network on the inner interface; give this one a vlan (1..=4094)",
+                            label(&networks, first)
+                        ),
+                    ));
+                }
+                untagged = Some(index);
+            }
+        } else {
+            check_host_device(c, &networks, index, &at)?;
+        }
+    }
+    check_overlay(c, &networks)
+}
+
+fn label(networks: &[&TunnelConfig], index: usize) -> String {
+    tep_dataplane::config::network_label(index, &networks[index].name)
+}
+
+/// Host mode: the network's device (its own or the default) is no other
+/// network's and not `[host]`'s TUN or TAP; a VLAN has no meaning there.
+fn check_host_device(
+    c: &Config,
+    networks: &[&TunnelConfig],
+    index: usize,
+    at: &impl Fn(&str, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    let device_of = |t: &TunnelConfig| {
+        t.network
+            .as_deref()
+            .and_then(|n| n.device.clone())
+            .unwrap_or_else(|| default_device(&t.name))
+    };
+    let t = networks[index];
+    if c.host_given && t.network.as_deref().is_some_and(|n| n.vlan.is_some()) {
+        return Err(at(
+            "vlan",
+            "gateway mode's (the 802.1Q VLAN on the inner interface); in host mode a network has its own device".to_string(),
+        ));
+    }
+    let device = device_of(t);
+    for (what, host) in [("tun", &c.host.tun), ("tap", &c.host.tap)] {
+        if device == *host {
+            return Err(at(
+                "device",
+                format!("\"{device}\" is host.{what}, the point-to-point tunnels' device; give the network its own"),
+            ));
+        }
+    }
+    if let Some(i) = (0..index).find(|&i| device_of(networks[i]) == device) {
+        return Err(at(
+            "device",
+            format!(
+                "\"{device}\" is already the device of {}; each network needs its own (a default is \"tep-\" and the name, cut to 15 bytes)",
+                label(networks, i)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The static entries fit `[overlay]`'s tables.
+fn check_overlay(c: &Config, networks: &[&TunnelConfig]) -> Result<(), ConfigError> {
+    let settings = networks.iter().filter_map(|t| t.network.as_deref());
+    let mut vteps: HashSet<IpAddr> = HashSet::new();
+    let mut statics = 0usize;
+    for n in settings {
+        vteps.extend(n.flood.iter().copied());
+        vteps.extend(n.fdb.iter().map(|e| e.1));
+        vteps.extend(n.routes.iter().map(|e| e.1));
+        statics += n.fdb.len();
+    }
+    if vteps.len() > c.overlay.max_vteps as usize {
+        return Err(ConfigError {
+            field: "overlay.max_vteps".to_string(),
+            message: format!(
+                "{} is fewer than the {} remote VTEPs the networks name",
+                c.overlay.max_vteps,
+                vteps.len()
+            ),
+        });
+    }
+    if let Some(cap) = c.overlay.fdb_entries.filter(|&cap| cap < statics) {
+        return Err(ConfigError {
+            field: "overlay.fdb_entries".to_string(),
+            message: format!(
+                "{cap} is fewer than the {statics} static fdb entries of the networks"
+            ),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -25,15 +25,17 @@ mod network;
 mod parse;
 mod pfcp;
 mod toml_error;
+mod value;
 
 #[cfg(test)]
 mod check_tests;
 #[cfg(test)]
 mod testing;
 
-pub use file::{Config, OverlayConfig, RunMode};
+pub use file::{Config, RunMode};
 pub use gateway::{GatewayConfig, XdpMode};
 pub use host::{Capabilities, HostConfig, Uplink, DEFAULT_ADAPTIVE_POLL_US, DEFAULT_CONTROL};
+pub use network::OverlayConfig;
 pub use pfcp::{NodeId, PfcpConfig, PfcpPeer, PFCP_PORT};
 pub use tep_dataplane::config::{
     ChecksumMode, ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding, IpPrefix,

@@ -3,24 +3,22 @@
 //! message about a value is ours and names the field; only what the TOML
 //! reader itself refuses goes through [`toml_error`](crate::toml_error).
 
-use crate::file::Config;
+use crate::file::{check_networks, Config};
 use crate::gateway::RawGateway;
 use crate::host::RawHost;
-use crate::network::{check_networks, RawFdbEntry, RawNeighbour, RawOverlay, RawRoute};
+use crate::network::{RawFdbEntry, RawNeighbour, RawOverlay, RawRoute};
 use crate::pfcp::RawPfcp;
 use crate::toml_error::toml_error;
-use core::fmt;
+use crate::value::{in_range, one_of, parse_ip, parse_mac, Int, IntOrName};
 use core::net::IpAddr;
-use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use tep_dataplane::config::{
-    bad_name_message, check_mac, check_together, network_error, not_a_network_kind,
+    bad_name_message, check_together, network_error, network_key_not_used, not_a_network_kind,
     not_for_networks, not_used, tunnel_error, uses_key, uses_vni, valid_name, ChecksumMode,
     ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding, IpPrefix, NetworkSettings,
-    Ttl, TunnelConfig, MAX_VNI,
+    Ttl, TunnelConfig, MAX_AGEING_S, MAX_MACS, MAX_VNI,
 };
 use tep_dataplane::TunnelKind;
-use tep_wire::ethernet::EthernetAddress;
 
 /// The default UDP source-port range (RFC 6335 dynamic ports).
 const DEFAULT_SOURCE_PORTS: (u16, u16) = (49152, 65535);
@@ -82,74 +80,6 @@ pub(super) fn config(text: &str) -> Result<Config, ConfigError> {
     check_together(&config.tunnels)?;
     check_networks(&config)?;
     Ok(config)
-}
-
-/// Any TOML integer, kept wide so that range errors say the range.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Int(i128);
-
-impl<'de> Deserialize<'de> for Int {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Int, D::Error> {
-        d.deserialize_any(IntOrNameVisitor { name_ok: false })
-            .map(|v| match v {
-                IntOrName::Int(i) => i,
-                // Unreachable: names are refused by the visitor.
-                IntOrName::Name(_) => Int(-1),
-            })
-    }
-}
-
-/// An integer or a word (`ttl = 64` / `ttl = "inherit"`).
-#[derive(Clone, Debug)]
-enum IntOrName {
-    Int(Int),
-    Name(String),
-}
-
-impl<'de> Deserialize<'de> for IntOrName {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<IntOrName, D::Error> {
-        d.deserialize_any(IntOrNameVisitor { name_ok: true })
-    }
-}
-
-struct IntOrNameVisitor {
-    name_ok: bool,
-}
-
-impl<'de> Visitor<'de> for IntOrNameVisitor {
-    type Value = IntOrName;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.name_ok {
-            f.write_str("an integer or \"inherit\"")
-        } else {
-            f.write_str("an integer")
-        }
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<IntOrName, E> {
-        Ok(IntOrName::Int(Int(v.into())))
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<IntOrName, E> {
-        Ok(IntOrName::Int(Int(v.into())))
-    }
-
-    fn visit_i128<E: de::Error>(self, v: i128) -> Result<IntOrName, E> {
-        Ok(IntOrName::Int(Int(v)))
-    }
-
-    fn visit_u128<E: de::Error>(self, v: u128) -> Result<IntOrName, E> {
-        Ok(IntOrName::Int(Int(i128::try_from(v).unwrap_or(i128::MAX))))
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<IntOrName, E> {
-        if self.name_ok {
-            Ok(IntOrName::Name(v.to_string()))
-        } else {
-            Err(E::invalid_type(de::Unexpected::Str(v), &self))
-        }
-    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -244,61 +174,74 @@ impl Section {
     }
 }
 
-/// `v` if it is within `lo..=hi`.
-pub(super) fn in_range(v: Int, lo: u32, hi: u32) -> Result<u32, String> {
-    match u32::try_from(v.0) {
-        Ok(x) if (lo..=hi).contains(&x) => Ok(x),
-        _ => Err(format!("{} is out of range ({lo}..={hi})", v.0)),
-    }
-}
-
-/// A word from a fixed list, or a message listing the list.
-pub(super) fn one_of<T: Copy>(s: &str, words: &[(&str, T)]) -> Result<T, String> {
-    words
-        .iter()
-        .find(|(w, _)| w.eq_ignore_ascii_case(s))
-        .map(|(_, v)| *v)
-        .ok_or_else(|| {
-            let names: Vec<String> = words.iter().map(|(w, _)| format!("\"{w}\"")).collect();
-            format!("\"{s}\" is not one of {}", names.join(", "))
-        })
-}
-
-/// `aa:bb:cc:dd:ee:ff` or `aa-bb-cc-dd-ee-ff`, as a usable unicast
-/// destination.
-fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
-    let m = mac_syntax(s)?;
-    check_mac(m)?;
-    Ok(m)
-}
-
-/// `aa:bb:cc:dd:ee:ff` or `aa-bb-cc-dd-ee-ff`, any address (what it may
-/// be is the model's rule where it is used).
-pub(super) fn mac_syntax(s: &str) -> Result<EthernetAddress, String> {
-    let bad = || {
-        format!("\"{s}\" is not a MAC address (six hex octets, like 02:00:00:00:00:01 or 02-00-00-00-00-01)")
-    };
-    let sep = if s.contains('-') { '-' } else { ':' };
-    let mut octets = [0u8; 6];
-    let mut parts = s.split(sep);
-    for o in octets.iter_mut() {
-        let p = parts.next().ok_or_else(bad)?;
-        if p.is_empty() || p.len() > 2 || !p.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(bad());
+impl RawTunnel {
+    /// Types a `[[network]]`: the keys it shares with `[[tunnel]]`, then
+    /// its own; the rules on typed values are [`TunnelConfig::check`].
+    pub(super) fn validate_network(self, index: usize) -> Result<TunnelConfig, ConfigError> {
+        let mut t = self.typed(Section::Network, index)?;
+        let name = t.name.clone();
+        let at = |field: &str, message: String| network_error(index, Some(&name), field, message);
+        for key in self.network_keys_given() {
+            if let Some(m) = network_key_not_used(t.kind, key) {
+                return Err(at(key, m));
+            }
         }
-        *o = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+        t.network = Some(Box::new(self.settings(&at)?));
+        Ok(t)
     }
-    if parts.next().is_some() {
-        return Err(bad());
-    }
-    Ok(EthernetAddress(octets))
-}
 
-/// An IP address, or a message naming what was given.
-pub(super) fn parse_ip(s: &str) -> Result<IpAddr, String> {
-    s.trim()
-        .parse()
-        .map_err(|_| format!("\"{s}\" is not an IP address (like 192.0.2.1 or 2001:db8::1)"))
+    /// The `[[network]]` keys given (refused in a `[[tunnel]]`).
+    pub(super) fn network_keys_given(&self) -> Vec<&'static str> {
+        [
+            ("flood", self.flood.is_some()),
+            ("learning", self.learning.is_some()),
+            ("ageing", self.ageing.is_some()),
+            ("max_macs", self.max_macs.is_some()),
+            ("neigh_suppress", self.neigh_suppress.is_some()),
+            ("device", self.device.is_some()),
+            ("vlan", self.vlan.is_some()),
+            ("fdb", self.fdb.is_some()),
+            ("neighbours", self.neighbours.is_some()),
+            ("routes", self.routes.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, given)| given.then_some(k))
+        .collect()
+    }
+
+    fn settings(
+        &self,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<NetworkSettings, ConfigError> {
+        let d = NetworkSettings::default();
+        let mut n = NetworkSettings {
+            learning: self.learning.unwrap_or(d.learning),
+            neigh_suppress: self.neigh_suppress.unwrap_or(d.neigh_suppress),
+            device: self.device.clone(),
+            ..d
+        };
+        if let Some(v) = self.ageing {
+            n.ageing_s =
+                in_range(v, 1, MAX_AGEING_S).map_err(|m| at("ageing", format!("{m}; seconds")))?;
+        }
+        if let Some(v) = self.max_macs {
+            n.max_macs = in_range(v, 1, MAX_MACS).map_err(|m| at("max_macs", m))?;
+        }
+        if let Some(v) = self.vlan {
+            n.vlan = Some(in_range(v, 1, 4094).map_err(|m| at("vlan", m))? as u16);
+        }
+        for (k, a) in self.flood.iter().flatten().enumerate() {
+            n.flood
+                .push(parse_ip(a).map_err(|m| at(&format!("flood[{k}]"), m))?);
+        }
+        let raw = (
+            self.fdb.as_deref().unwrap_or_default(),
+            self.neighbours.as_deref().unwrap_or_default(),
+            self.routes.as_deref().unwrap_or_default(),
+        );
+        crate::network::entries(raw, &mut n, at)?;
+        Ok(n)
+    }
 }
 
 impl RawDataplane {
