@@ -26,6 +26,7 @@ use crate::drop::DropReason;
 use crate::node::{each, NodeStats};
 use crate::tunnel::{FastMap, TunnelTable};
 use crate::vector::PacketVector;
+use core::cell::Cell;
 use core::net::IpAddr;
 use std::sync::Arc;
 use tep_csum::Sum;
@@ -49,7 +50,15 @@ pub(crate) struct OverlayWorker {
     vteps: FastMap<IpAddr, u32>,
     /// Whether a network suppresses ARP/ND (the node runs only then).
     suppress: bool,
+    /// The local source MACs learned this second (FDB key, second), by
+    /// key hash: a host's few local MACs send most frames, and each would
+    /// otherwise read the FDB again. A MAC that moved back to this side
+    /// within the second is learned local again the next.
+    local_seen: Box<[Cell<(u64, u32)>]>,
 }
+
+/// Slots of [`OverlayWorker::local_seen`] (a power of two).
+const LOCAL_SEEN: usize = 4096;
 
 impl OverlayWorker {
     pub fn new(overlay: Arc<Overlay>) -> OverlayWorker {
@@ -60,6 +69,7 @@ impl OverlayWorker {
             topology,
             vteps: FastMap::default(),
             suppress,
+            local_seen: (0..LOCAL_SEEN).map(|_| Cell::new((0, 0))).collect(),
         }
     }
 
@@ -306,8 +316,14 @@ fn lookup_one(
             return Err(DropReason::Truncated);
         }
         if net.learning && is_unicast(src.mac()) && last.src != src.0 {
-            let learned = o.fdb().learn(src, Dst::Local, now_s, net.max_macs);
-            count(counters(), learned);
+            let slot =
+                src.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - LOCAL_SEEN.trailing_zeros());
+            let seen = &ow.local_seen[slot as usize];
+            if seen.get() != (src.0, now_s) {
+                let learned = o.fdb().learn(src, Dst::Local, now_s, net.max_macs);
+                count(counters(), learned);
+                seen.set((src.0, now_s));
+            }
             last.src = src.0;
         }
         let known = match last.dst {
