@@ -1,6 +1,7 @@
 //! The whole `tep.toml`, checked: the tunnel model the dataplane is built
 //! from, and the sections of the daemon around it.
 
+use crate::evpn::{check_evpn, EvpnConfig};
 use crate::gateway::GatewayConfig;
 use crate::host::HostConfig;
 use crate::network::OverlayConfig;
@@ -8,7 +9,8 @@ use crate::pfcp::PfcpConfig;
 use core::net::IpAddr;
 use std::collections::HashSet;
 use tep_dataplane::config::{
-    check_tunnels, default_device, network_error, ConfigError, DataplaneConfig, TunnelConfig,
+    check_tunnels, default_device, network_error, ConfigError, Control, DataplaneConfig,
+    TunnelConfig,
 };
 
 /// The whole configuration.
@@ -33,6 +35,8 @@ pub struct Config {
     /// `[overlay]`: the bounds of the tables every `[[network]]` shares
     /// (the networks themselves are in `tunnels`, after the N3 tunnels).
     pub overlay: OverlayConfig,
+    /// `[evpn]`: the kernel devices of the `control = "evpn"` networks.
+    pub evpn: EvpnConfig,
 }
 
 impl Config {
@@ -45,7 +49,12 @@ impl Config {
                 .iter()
                 .filter(|t| t.kind.carries_ethernet())
                 .filter_map(|t| t.network.as_deref())
-                .map(|n| n.max_macs as usize + n.fdb.len())
+                .map(|n| {
+                    // An EVPN network's remote MACs come from BGP beside
+                    // what it learns: room for as many again.
+                    let evpn = matches!(n.control, Control::Evpn { .. });
+                    n.max_macs as usize * (1 + usize::from(evpn)) + n.fdb.len()
+                })
                 .sum();
             need.max(1024)
         })
@@ -123,7 +132,8 @@ pub(super) fn check_networks(c: &Config) -> Result<(), ConfigError> {
             check_host_device(c, &networks, index, &at)?;
         }
     }
-    check_overlay(c, &networks)
+    check_overlay(c, &networks)?;
+    check_evpn(c)
 }
 
 fn label(networks: &[&TunnelConfig], index: usize) -> String {

@@ -18,6 +18,7 @@
 //! This file only declares and re-exports, so that no module imports
 //! another through it.
 
+mod evpn;
 mod file;
 mod gateway;
 mod host;
@@ -32,12 +33,13 @@ mod check_tests;
 #[cfg(test)]
 mod testing;
 
+pub use evpn::{EvpnConfig, DEFAULT_KERNEL_PORT};
 pub use file::{Config, RunMode};
 pub use gateway::{GatewayConfig, XdpMode};
 pub use host::{Capabilities, HostConfig, Uplink, DEFAULT_ADAPTIVE_POLL_US, DEFAULT_CONTROL};
 pub use network::OverlayConfig;
 pub use pfcp::{NodeId, PfcpConfig, PfcpPeer, PFCP_PORT};
 pub use tep_dataplane::config::{
-    ChecksumMode, ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding, IpPrefix,
-    NetworkSettings, Ttl, TunnelConfig,
+    ChecksumMode, ConfigError, Control, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding,
+    IpPrefix, NetworkSettings, Ttl, TunnelConfig,
 };

@@ -3,6 +3,7 @@
 //! message about a value is ours and names the field; only what the TOML
 //! reader itself refuses goes through [`toml_error`](crate::toml_error).
 
+use crate::evpn::RawEvpn;
 use crate::file::{check_networks, Config};
 use crate::gateway::RawGateway;
 use crate::host::RawHost;
@@ -15,8 +16,8 @@ use serde::Deserialize;
 use tep_dataplane::config::{
     bad_name_message, check_together, network_error, network_key_not_used, not_a_network_kind,
     not_for_networks, not_used, tunnel_error, uses_key, uses_vni, valid_name, ChecksumMode,
-    ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding, IpPrefix, NetworkSettings,
-    Ttl, TunnelConfig, MAX_AGEING_S, MAX_MACS, MAX_VNI,
+    ConfigError, Control, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding, IpPrefix,
+    NetworkSettings, Ttl, TunnelConfig, MAX_AGEING_S, MAX_MACS, MAX_VNI,
 };
 use tep_dataplane::TunnelKind;
 
@@ -76,6 +77,7 @@ pub(super) fn config(text: &str) -> Result<Config, ConfigError> {
         gateway,
         pfcp,
         overlay: raw.overlay.unwrap_or_default().validate()?,
+        evpn: raw.evpn.unwrap_or_default().validate()?,
     };
     check_together(&config.tunnels)?;
     check_networks(&config)?;
@@ -90,6 +92,7 @@ struct RawFile {
     gateway: Option<RawGateway>,
     pfcp: Option<RawPfcp>,
     overlay: Option<RawOverlay>,
+    evpn: Option<RawEvpn>,
     #[serde(default)]
     tunnel: Vec<RawTunnel>,
     #[serde(default)]
@@ -140,6 +143,8 @@ pub(super) struct RawTunnel {
     pub(super) neigh_suppress: Option<bool>,
     pub(super) device: Option<String>,
     pub(super) vlan: Option<Int>,
+    pub(super) control: Option<String>,
+    pub(super) evpn_device: Option<String>,
     pub(super) fdb: Option<Vec<RawFdbEntry>>,
     pub(super) neighbours: Option<Vec<RawNeighbour>>,
     pub(super) routes: Option<Vec<RawRoute>>,
@@ -200,6 +205,8 @@ impl RawTunnel {
             ("neigh_suppress", self.neigh_suppress.is_some()),
             ("device", self.device.is_some()),
             ("vlan", self.vlan.is_some()),
+            ("control", self.control.is_some()),
+            ("evpn_device", self.evpn_device.is_some()),
             ("fdb", self.fdb.is_some()),
             ("neighbours", self.neighbours.is_some()),
             ("routes", self.routes.is_some()),
@@ -230,6 +237,7 @@ impl RawTunnel {
         if let Some(v) = self.vlan {
             n.vlan = Some(in_range(v, 1, 4094).map_err(|m| at("vlan", m))? as u16);
         }
+        n.control = self.control(at)?;
         for (k, a) in self.flood.iter().flatten().enumerate() {
             n.flood
                 .push(parse_ip(a).map_err(|m| at(&format!("flood[{k}]"), m))?);
@@ -241,6 +249,29 @@ impl RawTunnel {
         );
         crate::network::entries(raw, &mut n, at)?;
         Ok(n)
+    }
+}
+
+impl RawTunnel {
+    /// `control` and `evpn_device`.
+    fn control(&self, at: &impl Fn(&str, String) -> ConfigError) -> Result<Control, ConfigError> {
+        let evpn = match self.control.as_deref() {
+            None => false,
+            Some(v) => {
+                one_of(v, &[("static", false), ("evpn", true)]).map_err(|m| at("control", m))?
+            }
+        };
+        match (evpn, &self.evpn_device) {
+            (true, device) => Ok(Control::Evpn {
+                device: device.clone(),
+            }),
+            (false, None) => Ok(Control::Static),
+            (false, Some(_)) => Err(at(
+                "evpn_device",
+                "names the kernel VXLAN device of an EVPN network: set control = \"evpn\" too"
+                    .to_string(),
+            )),
+        }
     }
 }
 

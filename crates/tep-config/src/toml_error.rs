@@ -21,6 +21,7 @@ struct LooseFile {
     gateway: Option<LooseTable>,
     pfcp: Option<LooseTable>,
     overlay: Option<LooseTable>,
+    evpn: Option<LooseTable>,
     tunnel: Option<Vec<LooseTable>>,
     network: Option<Vec<LooseTable>>,
 }
@@ -85,6 +86,7 @@ fn locate(text: &str, span: core::ops::Range<usize>) -> Option<String> {
             ("gateway", &loose.gateway),
             ("pfcp", &loose.pfcp),
             ("overlay", &loose.overlay),
+            ("evpn", &loose.evpn),
         ];
         for (section, table) in sections {
             if let Some(key) = table.as_ref().and_then(|t| find_key(t, &span)) {
@@ -119,6 +121,7 @@ fn tidy_toml_message(m: &str) -> String {
             "expected a [[tunnel]] or [[network]] table",
         )
         .replace("expected struct RawOverlay", "expected an [overlay] table")
+        .replace("expected struct RawEvpn", "expected an [evpn] table")
         .replace("expected struct RawFdbEntry", "expected { mac, dst }")
         .replace("expected struct RawNeighbour", "expected { ip, mac }")
         .replace("expected struct RawRoute", "expected { prefix, dst }")
@@ -163,7 +166,7 @@ mod tests {
         assert_eq!(e.field, "tunnels");
         assert_eq!(
             e.message,
-            "unknown field `tunnels`, expected one of `dataplane`, `host`, `gateway`, `pfcp`, `overlay`, `tunnel`, `network` (line 1)"
+            "unknown field `tunnels`, expected one of `dataplane`, `host`, `gateway`, `pfcp`, `overlay`, `evpn`, `tunnel`, `network` (line 1)"
         );
         let e = err("tunnel = 5\n");
         assert_eq!(

@@ -15,11 +15,11 @@ pub use check::{
     check_together, check_tunnels, tunnel_error, tunnel_label, uses_key, uses_vni, MAX_VNI,
 };
 pub use model::{
-    ChecksumMode, ConfigError, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding, IpPrefix,
-    NetworkSettings, Ttl, TunnelConfig, MAX_NETWORKS,
+    ChecksumMode, ConfigError, Control, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding,
+    IpPrefix, NetworkSettings, Ttl, TunnelConfig, MAX_NETWORKS,
 };
 pub use network_check::{
-    default_device, network_error, network_key_not_used, network_label, not_a_network_kind,
-    not_for_networks, valid_ifname, MAX_AGEING_S, MAX_IFNAME, MAX_MACS,
+    default_device, default_evpn_device, network_error, network_key_not_used, network_label,
+    not_a_network_kind, not_for_networks, valid_ifname, MAX_AGEING_S, MAX_IFNAME, MAX_MACS,
 };
 pub use value::{bad_name_message, check_mac, not_used, valid_name};

@@ -340,6 +340,23 @@ pub struct NetworkSettings {
     /// Gateway mode: the 802.1Q VLAN its frames carry on the inner
     /// interface (None: untagged, the default network).
     pub vlan: Option<u16>,
+    /// Who keeps the remote state beside the config and learning.
+    pub control: Control,
+}
+
+/// Who keeps a network's remote VTEPs and MACs (`control`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Control {
+    /// The config, `tep peer|fdb|neigh|route` and learning (the default).
+    #[default]
+    Static,
+    /// BGP EVPN through FRR (VXLAN): zebra's view of the network is a
+    /// kernel VXLAN device, named `device` (default `tepvx<VNI>`), whose
+    /// FDB tep follows and beside which tep writes its local MACs.
+    Evpn {
+        /// The kernel VXLAN device (`evpn_device`).
+        device: Option<String>,
+    },
 }
 
 impl Default for NetworkSettings {
@@ -355,6 +372,7 @@ impl Default for NetworkSettings {
             neigh_suppress: false,
             device: None,
             vlan: None,
+            control: Control::Static,
         }
     }
 }

@@ -4,7 +4,7 @@
 //! [`check`](super::check), so that a network built in code meets them
 //! too.
 
-use super::model::{ConfigError, NetworkSettings, TunnelConfig};
+use super::model::{ConfigError, Control, NetworkSettings, TunnelConfig};
 use super::value::{check_prefix, family, not_used, unicast_mac, valid_name};
 use crate::kind::TunnelKind;
 use core::net::{IpAddr, Ipv4Addr};
@@ -52,6 +52,12 @@ pub fn default_device(name: &str) -> String {
     let mut d = format!("tep-{name}");
     d.truncate(MAX_IFNAME);
     d
+}
+
+/// The kernel VXLAN device of an EVPN network of `vni` when it names
+/// none: `tepvx<VNI>` (at most 13 bytes: a VNI has 8 digits).
+pub fn default_evpn_device(vni: u32) -> String {
+    format!("tepvx{vni}")
 }
 
 /// A Linux interface name: 1..=15 bytes, not `.` or `..`, no `/`, `:`,
@@ -110,6 +116,9 @@ pub fn network_key_not_used(kind: TunnelKind, field: &str) -> Option<String> {
         }
         "routes" if l2 => {
             "an L2 network forwards frames by MAC: give static entries in fdb"
+        }
+        "control" | "evpn_device" if kind != TunnelKind::Vxlan => {
+            "EVPN goes through the kernel VXLAN device FRR's zebra reads: control = \"evpn\" is for vxlan networks"
         }
         _ => return None,
     };
@@ -197,10 +206,34 @@ impl TunnelConfig {
             }
         }
         check_limits(n, at)?;
+        self.check_control(n, at)?;
         self.check_flood(n, at)?;
         self.check_fdb(n, at)?;
         check_neighbours(n, at)?;
         self.check_network_routes(n, at)
+    }
+
+    /// EVPN: a VXLAN network, its kernel device's name an interface's.
+    fn check_control(
+        &self,
+        n: &NetworkSettings,
+        at: &impl Fn(&str, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        let Control::Evpn { device } = &n.control else {
+            return Ok(());
+        };
+        if let Some(m) = network_key_not_used(self.kind, "control") {
+            return Err(at("control", m));
+        }
+        match device.as_deref() {
+            Some(d) if !valid_ifname(d) => Err(at(
+                "evpn_device",
+                format!(
+                    "\"{d}\" is not an interface name (1 to {MAX_IFNAME} bytes, no '/', ':' or spaces)"
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn check_flood(
