@@ -421,3 +421,168 @@ impl std::fmt::Display for Mac {
         write!(f, "{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{g:02x}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AF_BRIDGE: u8 = libc::AF_BRIDGE as u8;
+    const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+
+    /// A netlink attribute, padded to 4 bytes.
+    fn attr(kind: u16, value: &[u8]) -> Vec<u8> {
+        let mut a = ((4 + value.len()) as u16).to_ne_bytes().to_vec();
+        a.extend_from_slice(&kind.to_ne_bytes());
+        a.extend_from_slice(value);
+        a.resize(a.len().next_multiple_of(4), 0);
+        a
+    }
+
+    /// A neighbour message: nlmsghdr, ndmsg, attributes.
+    fn message(kind: u16, family: u8, state: u16, flags: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
+        let mut body = vec![family, 0, 0, 0];
+        body.extend_from_slice(&7u32.to_ne_bytes()); // ifindex
+        body.extend_from_slice(&state.to_ne_bytes());
+        body.extend_from_slice(&[flags, 0]);
+        for a in attrs {
+            body.extend_from_slice(a);
+        }
+        let mut m = ((16 + body.len()) as u32).to_ne_bytes().to_vec();
+        m.extend_from_slice(&kind.to_ne_bytes());
+        m.extend_from_slice(&[0; 10]); // flags, seq, pid
+        m.extend_from_slice(&body);
+        m
+    }
+
+    fn lladdr(mac: &[u8]) -> Vec<u8> {
+        attr(libc::NDA_LLADDR, mac)
+    }
+
+    fn decode(datagram: &[u8]) -> (Vec<FdbEvent>, Counts) {
+        let mut counts = Counts::default();
+        let mut out = Vec::new();
+        counts.datagram(datagram, &mut out);
+        (out, counts)
+    }
+
+    #[test]
+    fn entries_decode_with_their_optional_attributes() {
+        let v6: Ipv6Addr = "2001:db8::3".parse().unwrap();
+        let mut d = message(
+            libc::RTM_NEWNEIGH,
+            AF_BRIDGE,
+            0xc0,
+            0x02,
+            &[lladdr(&[0; 6]), attr(libc::NDA_DST, &[192, 0, 2, 2])],
+        );
+        d.extend(message(
+            libc::RTM_DELNEIGH,
+            AF_BRIDGE,
+            0x02,
+            0x12,
+            &[
+                lladdr(&MAC),
+                attr(libc::NDA_DST, &v6.octets()),
+                attr(libc::NDA_VNI, &200u32.to_ne_bytes()),
+                // The port travels in network byte order.
+                attr(libc::NDA_PORT, &4789u16.to_be_bytes()),
+                attr(libc::NDA_MASTER, &5u32.to_ne_bytes()),
+                attr(99, &[1, 2, 3]), // unknown: ignored
+            ],
+        ));
+        let (out, counts) = decode(&d);
+        assert_eq!(counts, Counts::default());
+        let flood = FdbEntry {
+            ifindex: 7,
+            mac: [0; 6],
+            dst: Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2))),
+            state: 0xc0,
+            flags: 0x02,
+            vni: None,
+            port: None,
+            master: None,
+        };
+        let remote = FdbEntry {
+            mac: MAC,
+            dst: Some(v6.into()),
+            state: 0x02,
+            flags: 0x12,
+            vni: Some(200),
+            port: Some(4789),
+            master: Some(5),
+            ..flood
+        };
+        assert_eq!(out, [FdbEvent::New(flood), FdbEvent::Del(remote)]);
+    }
+
+    #[test]
+    fn malformed_messages_are_skipped_and_counted_and_the_rest_kept() {
+        let good = message(libc::RTM_NEWNEIGH, AF_BRIDGE, 0x40, 0x04, &[lladdr(&MAC)]);
+        let bad: [&[Vec<u8>]; 6] = [
+            &[lladdr(&MAC[..5])],
+            &[],
+            &[lladdr(&MAC), attr(libc::NDA_DST, &[192, 0, 2, 2, 9])],
+            &[lladdr(&MAC), attr(libc::NDA_VNI, &[1, 2, 3])],
+            &[lladdr(&MAC), attr(libc::NDA_PORT, &[1])],
+            &[lladdr(&MAC), attr(libc::NDA_MASTER, &[])],
+        ];
+        let mut d = Vec::new();
+        for attrs in bad {
+            d.extend(message(libc::RTM_NEWNEIGH, AF_BRIDGE, 0x40, 0x04, attrs));
+            d.extend_from_slice(&good);
+        }
+        // An attribute whose length runs past its message.
+        let mut overlong = message(libc::RTM_NEWNEIGH, AF_BRIDGE, 0x40, 0, &[lladdr(&MAC)]);
+        overlong[28] = 200;
+        d.extend(overlong);
+        // Not bridge entries: an ARP neighbour, a link message, a header
+        // too short to be a neighbour's.
+        d.extend(message(libc::RTM_NEWNEIGH, libc::AF_INET as u8, 2, 0, &[lladdr(&MAC)]));
+        d.extend(message(libc::RTM_NEWLINK, 0, 0, 0, &[]));
+        let mut short = message(libc::RTM_NEWNEIGH, AF_BRIDGE, 0, 0, &[]);
+        short.truncate(16 + 8);
+        short[0] = 24;
+        d.extend(short);
+        let (out, counts) = decode(&d);
+        assert_eq!(out.len(), 6, "{out:?}");
+        assert!(out.iter().all(|e| matches!(e, FdbEvent::New(e) if e.mac == MAC && e.state == 0x40)));
+        assert_eq!(
+            counts,
+            Counts {
+                skipped: 10,
+                malformed: 8
+            }
+        );
+    }
+
+    #[test]
+    fn truncated_datagrams_never_panic() {
+        let full = message(
+            libc::RTM_NEWNEIGH,
+            AF_BRIDGE,
+            0x02,
+            0x12,
+            &[
+                lladdr(&MAC),
+                attr(libc::NDA_DST, &[192, 0, 2, 3]),
+                attr(libc::NDA_VNI, &100u32.to_ne_bytes()),
+            ],
+        );
+        for cut in 0..full.len() {
+            let (out, counts) = decode(&full[..cut]);
+            // A cut anywhere breaks the header's length: nothing decodes.
+            assert!(out.is_empty(), "cut at {cut}");
+            assert_eq!(counts.malformed, u64::from(cut > 0), "cut at {cut}");
+        }
+        // Every byte of the message set to every value: decodes or is
+        // counted.
+        for i in 0..full.len() {
+            for v in [0u8, 1, 3, 0x7f, 0xff] {
+                let mut m = full.clone();
+                m[i] = v;
+                let (out, counts) = decode(&m);
+                assert!(out.len() + counts.skipped as usize >= 1, "byte {i} = {v}");
+            }
+        }
+    }
+}
