@@ -3,7 +3,11 @@
 //! keeps ARP, ND and routing, and tep asks it for the route to a
 //! destination ([`route_get`]), an interface's MAC and MTU
 //! ([`link_info`]), and the next hop's MAC ([`Neighbours`], a copy of the
-//! neighbour table kept current from notifications).
+//! neighbour table kept current from notifications). For a VTEP of a BGP
+//! EVPN fabric (issue 27) it also creates the kernel bridge and VXLAN
+//! devices the routing daemon watches, writes tep's local MACs into the
+//! bridge's forwarding table and follows the remote entries the daemon
+//! writes there (`bridge.rs`, `links.rs`).
 //!
 //! Messages are built and parsed by `netlink-packet-route`; the sockets are
 //! `netlink-sys`'s synchronous ones. A netlink socket belongs to the
@@ -11,8 +15,15 @@
 //! the namespace of the calling thread (each free function opens its own
 //! short-lived socket: they are control-plane calls, not per packet).
 
+mod bridge;
+mod links;
 mod neighbours;
 
+pub use bridge::{bridge_fdb_add, bridge_fdb_del, FdbEntry, FdbEvent, FdbWatch};
+pub use links::{
+    bridge_create, link_delete, link_set_master, link_set_up, vxlan_create, vxlan_info,
+    VxlanDevice, VxlanInfo,
+};
 pub use neighbours::{Event, Neighbour, NeighbourChange, Neighbours, NudState, POLL_BUDGET};
 
 use std::io;
@@ -166,12 +177,13 @@ pub fn link_by_name(name: &str) -> io::Result<Link> {
     get_link(msg).map_err(|e| context(e, format_args!("link {name}")))
 }
 
-fn get_link(mut msg: LinkMessage) -> io::Result<Link> {
-    // The kernel says ENODEV, which std leaves uncategorized.
-    let not_found = |e: io::Error| match e.raw_os_error() {
-        Some(libc::ENODEV) => io::Error::new(io::ErrorKind::NotFound, e),
-        _ => e,
-    };
+fn get_link(msg: LinkMessage) -> io::Result<Link> {
+    get_link_message(msg).map(parse_link)
+}
+
+/// The kernel's whole answer to RTM_GETLINK `msg`; `NotFound` when there
+/// is no such link.
+fn get_link_message(mut msg: LinkMessage) -> io::Result<LinkMessage> {
     // Statistics are most of a link message and of no use here.
     msg.attributes
         .push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
@@ -179,11 +191,20 @@ fn get_link(mut msg: LinkMessage) -> io::Result<Link> {
     Rtnl::open()?
         .request(RouteNetlinkMessage::GetLink(msg), NLM_F_ACK, |m| {
             if let RouteNetlinkMessage::NewLink(l) = m {
-                link = Some(parse_link(l));
+                link = Some(l);
             }
         })
-        .map_err(not_found)?;
+        .map_err(enodev_not_found)?;
     link.ok_or_else(|| no_reply("RTM_GETLINK"))
+}
+
+/// The kernel says ENODEV for a link that does not exist, which std
+/// leaves uncategorized.
+fn enodev_not_found(e: io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(libc::ENODEV) => io::Error::new(io::ErrorKind::NotFound, e),
+        _ => e,
+    }
 }
 
 /// A route to `dst/prefix_len` through interface `ifindex` (`ip route add
@@ -429,23 +450,9 @@ impl Rtnl {
         flags: u16,
         mut each: impl FnMut(RouteNetlinkMessage),
     ) -> io::Result<()> {
-        debug_assert!(flags & (NLM_F_DUMP | NLM_F_ACK) != 0, "the answer must end");
-        self.seq = self.seq.wrapping_add(1);
-        let mut header = NetlinkHeader::default();
-        header.flags = NLM_F_REQUEST | flags;
-        header.sequence_number = self.seq;
-        let mut packet = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(msg));
-        packet.finalize();
-        let mut out = vec![0u8; packet.buffer_len()];
-        packet.serialize(&mut out);
-        retry(|| self.sock.send(&out, 0)).map_err(|e| context(e, "send(NETLINK_ROUTE)"))?;
+        self.send(msg, flags)?;
         loop {
-            self.buf.clear();
-            let n = retry(|| self.sock.recv(&mut self.buf, libc::MSG_TRUNC))
-                .map_err(|e| context(e, "recv(NETLINK_ROUTE)"))?;
-            if n > self.buf.len() {
-                return Err(truncated(n));
-            }
+            self.recv()?;
             for m in Datagram(&self.buf) {
                 let m = m?;
                 // A reply to an earlier request this socket gave up on.
@@ -465,6 +472,35 @@ impl Rtnl {
                 }
             }
         }
+    }
+}
+
+impl Rtnl {
+    /// Sends `msg` with `flags` (NLM_F_REQUEST added) under a new sequence
+    /// number.
+    fn send(&mut self, msg: RouteNetlinkMessage, flags: u16) -> io::Result<()> {
+        debug_assert!(flags & (NLM_F_DUMP | NLM_F_ACK) != 0, "the answer must end");
+        self.seq = self.seq.wrapping_add(1);
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST | flags;
+        header.sequence_number = self.seq;
+        let mut packet = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(msg));
+        packet.finalize();
+        let mut out = vec![0u8; packet.buffer_len()];
+        packet.serialize(&mut out);
+        retry(|| self.sock.send(&out, 0)).map_err(|e| context(e, "send(NETLINK_ROUTE)"))?;
+        Ok(())
+    }
+
+    /// Waits for the next datagram of the answer, into `buf`.
+    fn recv(&mut self) -> io::Result<()> {
+        self.buf.clear();
+        let n = retry(|| self.sock.recv(&mut self.buf, libc::MSG_TRUNC))
+            .map_err(|e| context(e, "recv(NETLINK_ROUTE)"))?;
+        if n > self.buf.len() {
+            return Err(truncated(n));
+        }
+        Ok(())
     }
 }
 
