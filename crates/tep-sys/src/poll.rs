@@ -186,3 +186,25 @@ impl AsFd for EventFd {
         self.fd.as_fd()
     }
 }
+
+/// Waits until `fd` is readable or `timeout` passes; true when readable.
+/// A signal ends the wait early (false): callers loop anyway. For one
+/// control-plane descriptor, where an epoll set would be one more fd.
+pub fn wait_readable(fd: RawFd, timeout: std::time::Duration) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: one pollfd, valid for the call.
+    let n = unsafe { libc::poll(&mut p, 1, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::Interrupted => Ok(false),
+            _ => Err(e),
+        };
+    }
+    Ok(n > 0 && p.revents & libc::POLLIN != 0)
+}

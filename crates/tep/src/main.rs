@@ -57,14 +57,16 @@ enum Command {
         verbose: bool,
     },
     /// Ask the running daemon for its tunnels, counters, per-node runtime,
-    /// PFCP state or networks.
+    /// PFCP state, networks or EVPN state.
     Show {
         /// tunnels (traffic, checksum mode and offloads in effect),
         /// counters (pipeline edges, I/O events, drops by node and reason),
         /// runtime (the per-node cost table), pfcp (a UPF's N4 side:
         /// associations, sessions, PFCP counters), or networks (each
-        /// [[network]]'s settings, flood list, table sizes and counters).
-        #[arg(value_parser = ["tunnels", "counters", "runtime", "pfcp", "networks"])]
+        /// [[network]]'s settings, flood list, table sizes and counters),
+        /// or evpn (each EVPN network's kernel devices, the VTEPs taken
+        /// from BGP, local MACs written for zebra, and what was refused).
+        #[arg(value_parser = ["tunnels", "counters", "runtime", "pfcp", "networks", "evpn"])]
         what: String,
         /// One JSON object.
         #[arg(long)]

@@ -255,10 +255,14 @@ fn handle(words: &[&str], state: &State) -> Result<Vec<u8>, String> {
                 "counters" => show_counters(&totals, state.kernel.as_ref(), json),
                 "runtime" => show_runtime(&totals, &workers, json),
                 "pfcp" => show_pfcp(state, json)?,
+                "evpn" => match state.evpn.get() {
+                    Some(v) => super::evpn::show(&v.lock().unwrap_or_else(|e| e.into_inner()), json),
+                    None => return Err("no EVPN network (control = \"evpn\") in this config".to_string()),
+                },
                 other => {
                     return Err(refused(
                         Refusal::BadRequest,
-                        format!("unknown: show {other} (tunnels, counters, runtime, pfcp, networks)"),
+                        format!("unknown: show {other} (tunnels, counters, runtime, pfcp, networks, evpn)"),
                     ))
                 }
             };

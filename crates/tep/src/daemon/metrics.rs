@@ -11,6 +11,7 @@
 //! to audit against the same bounds.
 
 use super::clients::{self, refusals, Refusal, METRICS as CLIENTS};
+use super::evpn::NetView;
 use super::liveness;
 use super::state::{KernelCounters, PfcpStatus, State};
 use super::stats::Totals;
@@ -60,10 +61,14 @@ pub fn render(
     worker_count: usize,
     pfcp: Option<&PfcpStatus>,
     overlay: Option<&Overlay>,
+    evpn: &[NetView],
 ) -> String {
     let mut r = Registry::with_prefix("tep");
     if let Some(o) = overlay {
         overlay_metrics(&mut r, o);
+    }
+    if !evpn.is_empty() {
+        evpn_metrics(&mut r, evpn);
     }
     tunnel_metrics(&mut r, config, t);
     io_metrics(&mut r, t, kernel);
@@ -190,6 +195,35 @@ fn overlay_metrics(r: &mut Registry, o: &Overlay) {
         "Remote VTEPs known (learned or named)",
         vteps,
     );
+}
+
+/// The EVPN networks: what was taken from the kernel and refused.
+fn evpn_metrics(r: &mut Registry, views: &[NetView]) {
+    let events = family(
+        r,
+        "evpn_events",
+        "EVPN by network: VTEPs and MACs taken from the kernel's FDB (BGP), moved, removed; entries ignored by reason; local MACs written for zebra and withdrawn; resyncs",
+    );
+    let vteps = Family::<Labels, Gauge>::default();
+    r.register(
+        "evpn_vteps",
+        "Remote VTEPs taken from BGP (type-3 routes), by network",
+        vteps.clone(),
+    );
+    let exported = Family::<Labels, Gauge>::default();
+    r.register(
+        "evpn_exported_macs",
+        "Local MACs on the bridge for zebra to advertise, by network",
+        exported.clone(),
+    );
+    for v in views {
+        let l = [("network", v.name.as_str())];
+        vteps.get_or_create(&labels(&l)).set(v.vteps.len() as i64);
+        exported.get_or_create(&labels(&l)).set(v.exported as i64);
+        for (event, n) in v.counters.rows() {
+            add(&events, &[l[0], ("event", event)], n);
+        }
+    }
 }
 
 /// The UPF's N4 side.
@@ -359,6 +393,11 @@ fn scrape(state: &State) -> String {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref(),
         overlay.as_deref(),
+        &state
+            .evpn
+            .get()
+            .map(|v| v.lock().unwrap_or_else(|e| e.into_inner()).clone())
+            .unwrap_or_default(),
     )
 }
 
@@ -413,6 +452,7 @@ inner_prefixes = ["10.9.0.0/16"]
                 counters: vec![("sessions_established", 1001), ("session_not_found", 2)],
             }),
             None,
+            &[],
         );
         for want in [
             "tep_tunnel_tx_packets_total{tunnel=\"gtp-a\",kind=\"gtpu\"} 12",
@@ -461,6 +501,7 @@ inner_prefixes = ["10.9.0.0/16"]
             1,
             None,
             Some(&o),
+            &[],
         );
         for want in [
             "tep_overlay_fdb_entries{network=\"blue\"} 1",

@@ -5,6 +5,7 @@
 //! supplies only its I/O: what it opens, what its workers run, how it
 //! follows a new config.
 
+use super::evpn;
 use super::liveness::{self, Beat};
 use super::overlay::Sweeper;
 use super::state::{IoInfo, KernelCounters, Shared, State};
@@ -249,6 +250,7 @@ pub fn run<M: Mode>(path: &Path) -> Result<(), String> {
     let overlay = overlay_of(&config)?;
     let run_as = privilege::of(&section)?;
     let (opened, ios) = M::open(&config)?;
+    let evpn_devices = evpn::open(&config)?;
     let control = control::listen(
         &format!("{}.control", section.name),
         section.control,
@@ -283,6 +285,7 @@ pub fn run<M: Mode>(path: &Path) -> Result<(), String> {
         main_wake: EventFd::new().map_err(|e| format!("eventfd: {e}"))?,
         kernel,
         overlay: Mutex::new(overlay.clone()),
+        evpn: std::sync::OnceLock::new(),
     });
     // A UPF: the session tables' control plane and its links to the
     // workers.
@@ -296,6 +299,12 @@ pub fn run<M: Mode>(path: &Path) -> Result<(), String> {
     };
     let mut running = Workers::start(&mode, config.clone(), ios, &shared, links, overlay)?;
     let sweeper = Sweeper::start(state.clone(), &shared.liveness)?;
+    let evpn = evpn_devices
+        .map(|d| evpn::Evpn::start(d, &config, state.clone(), &shared.liveness))
+        .transpose()?;
+    if let Some(e) = &evpn {
+        let _ = state.evpn.set(e.views.clone());
+    }
     *state.wakes.lock().unwrap_or_else(|e| e.into_inner()) = running.wakes.clone();
     let n4 = match sessions {
         Some((sessions, socket)) => Some(n4::N4::start(&config, socket, sessions, state.clone())?),
@@ -322,6 +331,8 @@ pub fn run<M: Mode>(path: &Path) -> Result<(), String> {
     // The workers' descriptors close, then the mode takes down the rest.
     drop(running.stop(&shared));
     drop(sweeper);
+    // Its kernel devices go: zebra withdraws this VTEP's routes.
+    drop(evpn);
     mode.stop();
     control.remove();
     tracing::info!("stopped");
@@ -343,6 +354,7 @@ fn reload<M: Mode>(
     M::check(&new).map_err(|e| ReloadError::Refused(e.to_string()))?;
     let old = running.config.clone();
     n4::check_kept(&old, &new).map_err(ReloadError::Refused)?;
+    evpn::check_kept(&old, &new).map_err(ReloadError::Refused)?;
     let next = overlay_of(&new).map_err(ReloadError::Refused)?;
     let staged = mode.stage(&old, &new).map_err(ReloadError::Refused)?;
     let stopped = running.take();

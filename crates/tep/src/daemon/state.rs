@@ -167,6 +167,8 @@ pub struct State {
     /// The networks' shared tables, when the config has `[[network]]`s
     /// (replaced at each reload, with what the old one learned).
     pub overlay: Mutex<Option<Arc<Overlay>>>,
+    /// The EVPN networks as their thread shows them (set once it runs).
+    pub evpn: std::sync::OnceLock<Arc<Mutex<Vec<super::evpn::NetView>>>>,
 }
 
 /// State shared by the workers and the control thread.

@@ -1,0 +1,323 @@
+//! tep as a VTEP of a BGP EVPN fabric run by FRR (issue 27, docs/evpn.md).
+//! zebra knows VNIs, local MACs and remote state only through kernel
+//! devices; so for each `control = "evpn"` network tep keeps a bridge and a
+//! VXLAN device zebra reads ([`devices`]), follows the device's FDB into
+//! the overlay (what BGP learned, [`sync`]) and writes the network's local
+//! MACs onto the bridge (what zebra advertises). One thread does it all:
+//! notifications in, batched; local MACs out when the FDB's learning
+//! counters say they changed, and every [`FULL_EVERY`] regardless.
+
+pub mod counters;
+mod devices;
+mod show;
+pub mod sync;
+
+pub use show::show;
+
+use super::liveness::{self, Beat, Liveness};
+use super::state::State;
+use counters::{Event, NetCounters};
+use devices::NetDevices;
+use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use sync::NetSync;
+use tep_config::Config;
+use tep_dataplane::config::Control;
+use tep_dataplane::overlay::Overlay;
+use tep_sys::netlink::{self, FdbEntry, FdbEvent, FdbWatch};
+
+/// The longest wait for a notification: local MACs go out at most this
+/// much after they were learned.
+const TICK: Duration = Duration::from_millis(50);
+/// Local MACs are compared with the bridge this often even when no
+/// counter moved (an operator's `tep fdb del` of a local MAC).
+const FULL_EVERY: Duration = Duration::from_secs(10);
+
+/// What `tep show evpn` and the metrics read of one network.
+#[derive(Clone, Debug)]
+pub struct NetView {
+    /// The network's name.
+    pub name: String,
+    /// Its VNI.
+    pub vni: u32,
+    /// The kernel VXLAN device zebra reads.
+    pub vxlan: String,
+    /// Its bridge.
+    pub bridge: String,
+    /// tep's port on the bridge, holding its local MACs.
+    pub port: String,
+    /// Remote VTEPs taken from the kernel (type-3 routes).
+    pub vteps: Vec<IpAddr>,
+    /// Local MACs on the bridge for zebra.
+    pub exported: usize,
+    /// What was done and refused.
+    pub counters: Arc<NetCounters>,
+}
+
+/// The EVPN networks' devices, made before tep drops its privileges.
+#[derive(Debug)]
+pub struct Devices(Vec<(usize, NetDevices)>);
+
+/// Opens the devices of `config`'s EVPN networks; None when it has none.
+pub fn open(config: &Config) -> Result<Option<Devices>, String> {
+    let mut all = Vec::new();
+    for (i, t) in config.tunnels.iter().enumerate() {
+        if t.network
+            .as_deref()
+            .is_some_and(|n| matches!(n.control, Control::Evpn { .. }))
+        {
+            all.push((i, devices::open(&config.evpn, t)?));
+        }
+    }
+    Ok((!all.is_empty()).then_some(Devices(all)))
+}
+
+/// A reload cannot change the EVPN networks or `[evpn]`: their kernel
+/// devices are made once.
+pub fn check_kept(old: &Config, new: &Config) -> Result<(), String> {
+    let evpn = |c: &Config| -> Vec<(String, u32, IpAddr, u16, Control)> {
+        c.tunnels
+            .iter()
+            .filter_map(|t| {
+                let n = t.network.as_deref()?;
+                matches!(n.control, Control::Evpn { .. }).then(|| {
+                    (
+                        t.name.clone(),
+                        t.vni,
+                        t.local,
+                        t.remote_port,
+                        n.control.clone(),
+                    )
+                })
+            })
+            .collect()
+    };
+    if evpn(old) != evpn(new) || old.evpn != new.evpn {
+        return Err("the EVPN networks and [evpn] change only with a restart (their kernel devices are made at start)".to_string());
+    }
+    Ok(())
+}
+
+/// The EVPN thread; stopped and joined (its devices removed) when dropped.
+#[derive(Debug)]
+pub struct Evpn {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<Result<(), String>>>,
+    /// What the thread shows.
+    pub views: Arc<Mutex<Vec<NetView>>>,
+    devices: Option<Devices>,
+}
+
+impl Evpn {
+    /// Starts following the kernel for `devices`' networks, over the
+    /// overlay `state` holds (a reload's new one included).
+    pub fn start(
+        devices: Devices,
+        config: &Config,
+        state: Arc<State>,
+        watch: &Liveness,
+    ) -> Result<Evpn, String> {
+        let overlay = state
+            .overlay
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or("evpn: no overlay")?;
+        let mut nets = Vec::new();
+        let mut views = Vec::new();
+        for (i, d) in &devices.0 {
+            let t = &config.tunnels[*i];
+            let index = overlay.index(&t.name).map_err(|e| format!("evpn: {e}"))?;
+            let n = NetSync::new(&t.name, index, t.vni, t.local, t.remote_port, d.vxlan.1);
+            views.push(NetView {
+                name: t.name.clone(),
+                vni: t.vni,
+                vxlan: d.vxlan.0.clone(),
+                bridge: d.bridge.0.clone(),
+                port: d.port.name().to_string(),
+                vteps: Vec::new(),
+                exported: 0,
+                counters: n.counters.clone(),
+            });
+            nets.push((n, d.port.ifindex()));
+        }
+        let views = Arc::new(Mutex::new(views));
+        let (stop, stopped) = mpsc::channel::<()>();
+        let shown = views.clone();
+        let thread = liveness::spawn(watch, "evpn", 20 * TICK, move |beat| {
+            Follower::new(nets, shown)?.run(&state, &stopped, beat)
+        })
+        .map_err(|e| format!("cannot start the EVPN thread: {e}"))?;
+        Ok(Evpn {
+            stop: Some(stop),
+            thread: Some(thread),
+            views,
+            devices: Some(devices),
+        })
+    }
+}
+
+impl Drop for Evpn {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            match t.join() {
+                Ok(Err(e)) => tracing::warn!("evpn: {e}"),
+                Err(_) => tracing::warn!("evpn: the thread panicked"),
+                Ok(Ok(())) => {}
+            }
+        }
+        drop(self.devices.take());
+    }
+}
+
+/// The thread's state.
+struct Follower {
+    watch: FdbWatch,
+    /// Each network with its port's ifindex.
+    nets: Vec<(NetSync, u32)>,
+    views: Arc<Mutex<Vec<NetView>>>,
+    /// Each network's learning counters when its local MACs last went out.
+    stamps: Vec<u64>,
+    last_full: Instant,
+    dump: Vec<FdbEntry>,
+    events: Vec<FdbEvent>,
+}
+
+impl Follower {
+    fn new(nets: Vec<(NetSync, u32)>, views: Arc<Mutex<Vec<NetView>>>) -> Result<Follower, String> {
+        // Subscribed before the first dump: no change falls between.
+        let watch =
+            FdbWatch::new().map_err(|e| format!("evpn: following the kernel's FDB: {e}"))?;
+        Ok(Follower {
+            watch,
+            stamps: vec![u64::MAX; nets.len()],
+            nets,
+            views,
+            last_full: Instant::now(),
+            dump: Vec::new(),
+            events: Vec::new(),
+        })
+    }
+
+    fn run(
+        &mut self,
+        state: &State,
+        stopped: &mpsc::Receiver<()>,
+        beat: &Beat,
+    ) -> Result<(), String> {
+        let mut overlay: Option<Arc<Overlay>> = None;
+        loop {
+            beat.beat();
+            if !matches!(stopped.try_recv(), Err(mpsc::TryRecvError::Empty)) {
+                return Ok(());
+            }
+            let now = state
+                .overlay
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let Some(o) = now else {
+                std::thread::sleep(TICK);
+                continue;
+            };
+            // At start and after a reload: the whole kernel FDB again.
+            let fresh = !overlay.as_ref().is_some_and(|was| Arc::ptr_eq(was, &o));
+            if fresh {
+                self.resync(&o)?;
+                overlay = Some(o.clone());
+            }
+            let changed = self.follow(&o)?;
+            self.export(&o, changed || fresh);
+            self.show();
+            if let Err(e) = tep_sys::poll::wait_readable(self.watch.fd(), TICK) {
+                return Err(format!("evpn: waiting for the kernel: {e}"));
+            }
+        }
+    }
+
+    /// Dumps the kernel's FDB into every network.
+    fn resync(&mut self, o: &Overlay) -> Result<(), String> {
+        self.dump.clear();
+        self.watch
+            .dump(&mut self.dump)
+            .map_err(|e| format!("evpn: dumping the kernel's FDB: {e}"))?;
+        for (n, _) in &mut self.nets {
+            n.resync(o, &self.dump);
+        }
+        Ok(())
+    }
+
+    /// Takes the notifications that arrived; true when there were any.
+    fn follow(&mut self, o: &Overlay) -> Result<bool, String> {
+        self.events.clear();
+        match self.watch.poll(&mut self.events) {
+            Ok(()) => {}
+            // The socket overflowed: notifications were lost.
+            Err(e) if FdbWatch::is_overrun(&e) => {
+                for (n, _) in &self.nets {
+                    n.counters.count(Event::Resync);
+                }
+                self.resync(o)?;
+                return Ok(true);
+            }
+            Err(e) => return Err(format!("evpn: reading the kernel's notifications: {e}")),
+        }
+        for ev in &self.events {
+            for (n, _) in &mut self.nets {
+                if n.apply(o, ev) {
+                    break;
+                }
+            }
+        }
+        Ok(!self.events.is_empty())
+    }
+
+    /// Writes each network's local MACs to its bridge port when its
+    /// learning counters moved (or `anyway`, or every [`FULL_EVERY`]).
+    fn export(&mut self, o: &Overlay, anyway: bool) {
+        let full = self.last_full.elapsed() >= FULL_EVERY;
+        if full {
+            self.last_full = Instant::now();
+        }
+        for ((n, port), stamp) in self.nets.iter_mut().zip(&mut self.stamps) {
+            let now = learning_stamp(o, n.index);
+            if now == *stamp && !anyway && !full {
+                continue;
+            }
+            *stamp = now;
+            let local = n.local_macs(o);
+            let port = *port;
+            n.export(&local, |mac, add| {
+                if add {
+                    netlink::bridge_fdb_add(port, mac)
+                } else {
+                    netlink::bridge_fdb_del(port, mac).map(|_| ())
+                }
+            });
+        }
+    }
+
+    fn show(&self) {
+        let mut views = self.views.lock().unwrap_or_else(|e| e.into_inner());
+        for ((n, _), v) in self.nets.iter().zip(views.iter_mut()) {
+            v.vteps = n.flood().iter().copied().collect();
+            v.exported = n.exported().len();
+        }
+    }
+}
+
+/// A number that changes whenever network `index` learns, moves or ages a
+/// MAC.
+fn learning_stamp(o: &Overlay, index: u16) -> u64 {
+    o.networks().get(usize::from(index)).map_or(0, |n| {
+        let c = &n.counters;
+        c.learned
+            .load(Ordering::Relaxed)
+            .wrapping_add(c.moved.load(Ordering::Relaxed))
+            .wrapping_add(c.aged.load(Ordering::Relaxed))
+    })
+}
