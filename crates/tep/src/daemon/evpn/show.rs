@@ -15,7 +15,7 @@ struct Line<'a> {
     bridge: &'a str,
     port: &'a str,
     vteps: &'a [IpAddr],
-    exported: usize,
+    local_macs: usize,
     events: BTreeMap<&'static str, u64>,
 }
 
@@ -36,7 +36,7 @@ impl fmt::Display for Line<'_> {
                 vteps.join(" ")
             }
         )?;
-        write!(f, "  exported {}", self.exported)?;
+        write!(f, "  local_macs {}", self.local_macs)?;
         for (k, v) in &self.events {
             write!(f, " {k} {v}")?;
         }
@@ -55,7 +55,7 @@ pub fn show(views: &[NetView], json: bool) -> String {
             bridge: &v.bridge,
             port: &v.port,
             vteps: &v.vteps,
-            exported: v.exported,
+            local_macs: v.exported,
             events: v.counters.rows().collect(),
         })
         .collect();
