@@ -10,8 +10,10 @@ use tep_dataplane::config::{default_evpn_device, Control, TunnelConfig};
 use tep_sys::netlink::{self, VxlanDevice};
 use tep_sys::tun::{DeviceKind, Offloads, Tun, TunOptions};
 
-/// An EVPN network's devices; those tep created are removed when dropped
-/// (zebra then withdraws the VNI's routes: this VTEP is gone).
+/// An EVPN network's devices. Those tep created (`[evpn] create`, when
+/// missing) are removed when dropped: zebra then withdraws the VNI's
+/// routes, this VTEP is gone. Devices the operator made stay, with the
+/// FDB zebra keeps in them: a restarted tep starts from its dump.
 #[derive(Debug)]
 pub struct NetDevices {
     /// The VXLAN device: its name and ifindex.
@@ -20,7 +22,7 @@ pub struct NetDevices {
     pub bridge: (String, u32),
     /// tep's port on the bridge (closed, it disappears).
     pub port: Tun,
-    /// Devices to delete when dropped, in order.
+    /// Devices to delete when dropped, the VXLAN device first.
     created: Vec<u32>,
 }
 
@@ -52,43 +54,57 @@ pub fn open(evpn: &EvpnConfig, t: &TunnelConfig) -> Result<NetDevices, String> {
     let name = device.clone().unwrap_or_else(|| default_evpn_device(t.vni));
     let fail = |what: &str, e: io::Error| format!("evpn: network \"{}\": {what}: {e}", t.name);
     let mut created = Vec::new();
-    let (vxlan, bridge) = if evpn.create {
-        let want = VxlanDevice {
-            name: &name,
-            vni: t.vni,
-            local: t.local,
-            port: evpn.port,
-        };
-        let vxlan = made_or_found(netlink::vxlan_create(&want), &name)
-            .map_err(|e| fail(&format!("creating VXLAN device {name}"), e))?;
-        created.push(vxlan);
-        check_vxlan(&name, vxlan, t.vni, t.local, Some(evpn.port))?;
-        let b = bridge_name(t.vni);
-        let bridge = made_or_found(netlink::bridge_create(&b), &b)
-            .map_err(|e| fail(&format!("creating bridge {b}"), e))?;
-        created.push(bridge);
-        quiet(&b);
-        quiet(&name);
-        netlink::link_set_master(vxlan, bridge)
-            .map_err(|e| fail(&format!("putting {name} on {b}"), e))?;
-        netlink::link_set_up(bridge, true).map_err(|e| fail(&format!("setting {b} up"), e))?;
-        (vxlan, (b, bridge))
-    } else {
-        let vxlan = netlink::link_by_name(&name)
-            .map_err(|e| {
-                fail(
-                    &format!(
-                        "evpn_device {name} (with [evpn] create = false, the operator makes it)"
-                    ),
-                    e,
-                )
-            })?
-            .index;
-        let master = check_vxlan(&name, vxlan, t.vni, t.local, None)?;
-        let bridge =
-            netlink::link_info(master).map_err(|e| fail(&format!("the bridge of {name}"), e))?;
-        (vxlan, (bridge.name, master))
+    let existing = match netlink::link_by_name(&name) {
+        Ok(l) => Some(l.index),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(fail(&format!("looking for {name}"), e)),
     };
+    let vxlan = match existing {
+        Some(ifindex) => ifindex,
+        None if evpn.create => {
+            let want = VxlanDevice {
+                name: &name,
+                vni: t.vni,
+                local: t.local,
+                port: evpn.port,
+            };
+            let ifindex = netlink::vxlan_create(&want)
+                .map_err(|e| fail(&format!("creating VXLAN device {name}"), e))?;
+            created.push(ifindex);
+            quiet(&name);
+            ifindex
+        }
+        None => {
+            return Err(format!(
+                "evpn: network \"{}\": no device {name}; make it (a VXLAN device of VNI {} with local {} on a bridge) or set [evpn] create = true",
+                t.name, t.vni, t.local
+            ))
+        }
+    };
+    let master = check_vxlan(&name, vxlan, t.vni, t.local)?;
+    let bridge = match master {
+        Some(m) => {
+            let b = netlink::link_info(m).map_err(|e| fail(&format!("the bridge of {name}"), e))?;
+            (b.name, m)
+        }
+        None if evpn.create => {
+            let b = bridge_name(t.vni);
+            let ifindex = netlink::bridge_create(&b)
+                .map_err(|e| fail(&format!("creating bridge {b}"), e))?;
+            created.insert(0, ifindex);
+            quiet(&b);
+            netlink::link_set_master(vxlan, ifindex)
+                .map_err(|e| fail(&format!("putting {name} on {b}"), e))?;
+            (b, ifindex)
+        }
+        None => {
+            return Err(format!(
+                "evpn: {name} is on no bridge; zebra takes a VNI only from a VXLAN device on a bridge"
+            ))
+        }
+    };
+    netlink::link_set_up(bridge.1, true)
+        .map_err(|e| fail(&format!("setting {} up", bridge.0), e))?;
     // zebra drops a VNI whose device is down.
     netlink::link_set_up(vxlan, true).map_err(|e| fail(&format!("setting {name} up"), e))?;
     let port = open_port(t.vni, bridge.1).map_err(|e| fail("tep's port on the bridge", e))?;
@@ -100,46 +116,19 @@ pub fn open(evpn: &EvpnConfig, t: &TunnelConfig) -> Result<NetDevices, String> {
     })
 }
 
-/// The ifindex of a device just made, or of the one of that name found.
-fn made_or_found(made: io::Result<u32>, name: &str) -> io::Result<u32> {
-    match made {
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            netlink::link_by_name(name).map(|l| l.index)
-        }
-        other => other,
-    }
-}
-
-/// The device is VXLAN of this VNI and address (and port, when tep made
-/// it) on a bridge; returns the bridge's ifindex (0 before tep put it on
-/// one).
-fn check_vxlan(
-    name: &str,
-    ifindex: u32,
-    vni: u32,
-    local: IpAddr,
-    port: Option<u16>,
-) -> Result<u32, String> {
+/// The device is VXLAN of this VNI and address; returns its bridge.
+fn check_vxlan(name: &str, ifindex: u32, vni: u32, local: IpAddr) -> Result<Option<u32>, String> {
     let info = netlink::vxlan_info(ifindex)
         .map_err(|e| format!("evpn: reading {name}: {e}"))?
         .ok_or_else(|| format!("evpn: {name} is not a VXLAN device"))?;
-    let port_ok = port.is_none_or(|p| p == info.port);
-    if info.vni != vni || info.local != Some(local) || !port_ok {
+    if info.vni != vni || info.local != Some(local) {
         return Err(format!(
-            "evpn: {name} exists as VNI {} local {} port {}, not VNI {vni} local {local}{}: remove it or name another (evpn_device)",
+            "evpn: {name} is VNI {} local {}, not VNI {vni} local {local}: remove it or name another (evpn_device)",
             info.vni,
             info.local.map_or("none".to_string(), |a| a.to_string()),
-            info.port,
-            port.map_or(String::new(), |p| format!(" port {p}")),
         ));
     }
-    match (port, info.master) {
-        (_, Some(m)) => Ok(m),
-        (Some(_), None) => Ok(0),
-        (None, None) => Err(format!(
-            "evpn: {name} is on no bridge; zebra takes a VNI only from a VXLAN device on a bridge"
-        )),
-    }
+    Ok(info.master)
 }
 
 /// A device of tep's that must carry nothing: no IPv6 link-local address,
