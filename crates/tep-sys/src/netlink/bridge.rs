@@ -173,8 +173,7 @@ impl FdbWatch {
         rtnl.send(RouteNetlinkMessage::GetNeighbour(msg), NLM_F_DUMP)
             .map_err(|e| context(e, "bridge fdb dump"))?;
         loop {
-            rtnl.recv()
-                .map_err(|e| context(e, "bridge fdb dump"))?;
+            rtnl.recv().map_err(|e| context(e, "bridge fdb dump"))?;
             for m in Messages(&rtnl.buf) {
                 let Some((kind, seq, payload)) = m else {
                     self.counts.malformed(1);
@@ -379,7 +378,10 @@ fn address(a: &NeighbourAddress) -> Result<IpAddr, Malformed> {
 /// The error an NLMSG_ERROR payload carries (a negative errno; 0 is an
 /// acknowledgement, which a dump does not send).
 fn error_of(payload: &[u8], what: &str) -> io::Error {
-    match payload.get(..4).map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]])) {
+    match payload
+        .get(..4)
+        .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+    {
         Some(code) if code < 0 => context(io::Error::from_raw_os_error(-code), what),
         _ => io::Error::new(
             io::ErrorKind::InvalidData,
@@ -537,7 +539,13 @@ mod tests {
         d.extend(overlong);
         // Not bridge entries: an ARP neighbour, a link message, a header
         // too short to be a neighbour's.
-        d.extend(message(libc::RTM_NEWNEIGH, libc::AF_INET as u8, 2, 0, &[lladdr(&MAC)]));
+        d.extend(message(
+            libc::RTM_NEWNEIGH,
+            libc::AF_INET as u8,
+            2,
+            0,
+            &[lladdr(&MAC)],
+        ));
         d.extend(message(libc::RTM_NEWLINK, 0, 0, 0, &[]));
         let mut short = message(libc::RTM_NEWNEIGH, AF_BRIDGE, 0, 0, &[]);
         short.truncate(16 + 8);
@@ -545,7 +553,9 @@ mod tests {
         d.extend(short);
         let (out, counts) = decode(&d);
         assert_eq!(out.len(), 6, "{out:?}");
-        assert!(out.iter().all(|e| matches!(e, FdbEvent::New(e) if e.mac == MAC && e.state == 0x40)));
+        assert!(out
+            .iter()
+            .all(|e| matches!(e, FdbEvent::New(e) if e.mac == MAC && e.state == 0x40)));
         assert_eq!(
             counts,
             Counts {

@@ -224,7 +224,17 @@ mod tests {
         for ok in ["br100", "vx-100", "a", "fifteen_bytes_x"] {
             assert!(check_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "sixteen_bytes_xx", ".", "..", "a/b", "a:b", "a b", "a\tb", "a\0"] {
+        for bad in [
+            "",
+            "sixteen_bytes_xx",
+            ".",
+            "..",
+            "a/b",
+            "a:b",
+            "a b",
+            "a\tb",
+            "a\0",
+        ] {
             let e = check_name(bad).unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{bad:?}");
             assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
