@@ -348,3 +348,50 @@ fn local_macs_are_static_bridge_entries() {
         );
     });
 }
+
+#[test]
+fn an_overrun_is_an_error_and_a_dump_recovers() {
+    in_lab("an_overrun_is_an_error_and_a_dump_recovers", || {
+        let v = Vtep::new(100, "192.0.2.1");
+        let mut w = FdbWatch::new().unwrap();
+        // More notifications than the watch's 4 MiB queue holds, unread.
+        let batch = std::env::temp_dir().join(format!("tepfdb{}-batch", std::process::id()));
+        let mut lines = String::new();
+        for i in 0..30_000u32 {
+            let [_, _, x, y] = i.to_be_bytes();
+            lines += &format!(
+                "fdb add 02:00:00:01:{x:02x}:{y:02x} dev vx100 dst 192.0.2.3 self extern_learn\n"
+            );
+        }
+        std::fs::write(&batch, lines).unwrap();
+        let out = Command::new("bridge")
+            .arg("-batch")
+            .arg(&batch)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_file(&batch);
+        assert!(out.status.success(), "{out:?}");
+
+        let end = deadline(5000);
+        let mut events = Vec::new();
+        let overrun = loop {
+            match w.poll(&mut events) {
+                Err(e) => break e,
+                Ok(()) => assert!(
+                    wait_readable(&[w.fd()], end).is_some(),
+                    "no overrun after {} events",
+                    events.len()
+                ),
+            }
+        };
+        assert!(FdbWatch::is_overrun(&overrun), "{overrun}");
+        assert!(events.len() < 30_000, "{}", events.len());
+        let mut dump = Vec::new();
+        w.dump(&mut dump).unwrap();
+        let remote = dump
+            .iter()
+            .filter(|e| e.ifindex == v.vx && e.flags & NTF_EXT_LEARNED != 0)
+            .count();
+        assert_eq!(remote, 30_000);
+    });
+}
