@@ -18,7 +18,8 @@
 //! - [`raw`]: whole IP packets handed to the kernel's stack.
 //! - [`netlink`]: the kernel's routes, interfaces and neighbour table
 //!   over rtnetlink (route get, link info, a neighbour table kept current
-//!   from notifications), for gateway mode.
+//!   from notifications), for gateway mode; the bridge and VXLAN devices
+//!   and bridge forwarding entries of an EVPN VTEP.
 //! - [`snmp`]: the kernel's UDP drop counters (/proc/net/snmp{,6}).
 //! - [`sysctl`]: kernel parameters under /proc/sys (the uplink's forwarding switches).
 //! - [`thread`]: CPU pinning.

@@ -175,9 +175,14 @@ impl FdbWatch {
         loop {
             rtnl.recv().map_err(|e| context(e, "bridge fdb dump"))?;
             for m in Messages(&rtnl.buf) {
+                // The rest of the datagram, and with it perhaps the end
+                // of the dump, is lost: waiting for more could be for ever.
                 let Some((kind, seq, payload)) = m else {
-                    self.counts.malformed(1);
-                    break;
+                    self.counts.count_malformed();
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "bridge fdb dump: a message header that does not fit its datagram",
+                    ));
                 };
                 if seq != rtnl.seq {
                     continue;
@@ -218,7 +223,7 @@ impl FdbWatch {
             };
             if n > self.buf.len() {
                 // What did not fit is lost like an overflow's drops.
-                self.counts.malformed(1);
+                self.counts.count_malformed();
                 return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
             }
             self.counts.datagram(&self.buf, out);
@@ -276,9 +281,9 @@ impl AsFd for FdbWatch {
 }
 
 impl Counts {
-    fn malformed(&mut self, n: u64) {
-        self.skipped += n;
-        self.malformed += n;
+    fn count_malformed(&mut self) {
+        self.skipped += 1;
+        self.malformed += 1;
     }
 
     /// The forwarding events of one notification datagram, appended to
@@ -287,7 +292,7 @@ impl Counts {
         for m in Messages(buf) {
             match m {
                 Some((kind, _, payload)) => out.extend(self.decode(kind, payload)),
-                None => self.malformed(1),
+                None => self.count_malformed(),
             }
         }
     }
@@ -310,7 +315,7 @@ impl Counts {
                 None
             }
             Err(Malformed) => {
-                self.malformed(1);
+                self.count_malformed();
                 None
             }
         }

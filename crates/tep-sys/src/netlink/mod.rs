@@ -473,9 +473,7 @@ impl Rtnl {
             }
         }
     }
-}
 
-impl Rtnl {
     /// Sends `msg` with `flags` (NLM_F_REQUEST added) under a new sequence
     /// number.
     fn send(&mut self, msg: RouteNetlinkMessage, flags: u16) -> io::Result<()> {
