@@ -8,7 +8,9 @@
 //! run side by side; `-N` is not used because it puts files under
 //! /etc/frr and /var/run/frr. Daemons are stopped by their pid files on
 //! drop, also when starting failed half-way, and what libfrr leaves in
-//! `/var/tmp/frr/<daemon>.<pid>/` after an unclean exit is removed.
+//! `/var/tmp/frr/<daemon>.<n>/` after an unclean exit is removed (`<n>` is
+//! the process id before `-d` forks, not the daemon's: the directory is
+//! found by the descriptor the daemon holds open on it).
 //!
 //! What zebra knows is read through vtysh's JSON. The shapes, as FRR 8.4
 //! writes them:
@@ -70,6 +72,10 @@ enum Daemon {
 }
 
 impl Daemon {
+    fn index(self) -> usize {
+        self as usize
+    }
+
     fn name(self) -> &'static str {
         match self {
             Daemon::Zebra => "zebra",
@@ -84,6 +90,8 @@ impl Daemon {
 pub struct Frr {
     ns: String,
     dir: PathBuf,
+    /// Each daemon's `/var/tmp/frr/` directory, by [`Daemon::index`].
+    run_dirs: [Option<PathBuf>; 2],
 }
 
 impl Frr {
@@ -97,11 +105,14 @@ impl Frr {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         // From here on a failure drops `frr`, which stops what started.
-        let frr = Frr {
+        let mut frr = Frr {
             ns: ns.to_string(),
             dir,
+            run_dirs: [None, None],
         };
-        frr.write_file("zebra.conf", &format!("hostname {ns}\n"))?;
+        // What zebra learns of VNIs and MACs, from the kernel and from
+        // bgpd, in its log: what a failing test needs to say why.
+        frr.write_file("zebra.conf", &format!("hostname {ns}\ndebug zebra vxlan\n"))?;
         frr.write_file("bgpd.conf", &bgpd_conf(ns, router_id, neighbours))?;
         frr.give_to_frr()?;
         frr.launch(Daemon::Zebra)?;
@@ -187,8 +198,8 @@ impl Frr {
     }
 
     /// Polls `probe` (every 100 ms) until it gives Ok, for at most
-    /// `timeout`; the error names `what`, the probe's last words and the
-    /// logs.
+    /// `timeout`; the error names `what`, the probe's last error (say
+    /// there what was seen instead) and the logs.
     pub fn wait_for<T>(
         &self,
         what: &str,
@@ -203,7 +214,7 @@ impl Frr {
             };
             if Instant::now() > until {
                 return Err(format!(
-                    "{}: not {what} within {timeout:?}: {last}\n{}",
+                    "{}: waited {timeout:?} for {what}; last: {last}\n{}",
                     self.ns,
                     self.log()
                 ));
@@ -239,6 +250,9 @@ impl Frr {
         let mut out = String::new();
         for file in ["zebra.log", "bgpd.log", "zebra.out", "bgpd.out"] {
             let text = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
+            if text.is_empty() {
+                continue;
+            }
             let lines: Vec<&str> = text.lines().collect();
             let from = lines.len().saturating_sub(80);
             out += &format!("== {} {file} (end):\n", self.ns);
@@ -275,7 +289,7 @@ impl Frr {
 
     /// Starts `daemon` (`-d`: it forks and its launcher exits) and waits
     /// until its pid file names a live process and its vty socket exists.
-    fn launch(&self, daemon: Daemon) -> Result<(), String> {
+    fn launch(&mut self, daemon: Daemon) -> Result<(), String> {
         let name = daemon.name();
         let file = |ext: &str| self.dir.join(format!("{name}.{ext}"));
         // Stale ones from an earlier run of the daemon would look ready.
@@ -328,16 +342,20 @@ impl Frr {
                 self.log()
             ));
         }
-        while self.pid(daemon).is_none() || !file("vty").exists() {
-            if Instant::now() > until {
-                return Err(format!(
-                    "{}: {name} did not come up\n{}",
-                    self.ns,
-                    self.log()
-                ));
+        let pid = loop {
+            match self.pid(daemon) {
+                Some(pid) if file("vty").exists() => break pid,
+                _ if Instant::now() > until => {
+                    return Err(format!(
+                        "{}: {name} did not come up\n{}",
+                        self.ns,
+                        self.log()
+                    ))
+                }
+                _ => std::thread::sleep(Duration::from_millis(20)),
             }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        };
+        self.run_dirs[daemon.index()] = run_dir(pid);
         Ok(())
     }
 
@@ -366,7 +384,7 @@ impl Frr {
 
     /// Sends `signal` to `daemon`, SIGKILL if it still runs after
     /// [`DAEMON_LIMIT`], and removes what it left behind.
-    fn stop(&self, daemon: Daemon, signal: &str) -> Result<(), String> {
+    fn stop(&mut self, daemon: Daemon, signal: &str) -> Result<(), String> {
         let name = daemon.name();
         let Some(pid) = self.pid_file(daemon) else {
             return Err(format!("{}: {name} was not started", self.ns));
@@ -384,10 +402,9 @@ impl Frr {
                 result = Err(format!("{}: {name} ignored {signal}; killed", self.ns));
             }
         }
-        // libfrr removes its run directory only on a clean exit. A live
-        // process of that id is somebody else's now: so is the directory.
-        if !alive(pid) {
-            let _ = std::fs::remove_dir_all(format!("/var/tmp/frr/{name}.{pid}"));
+        // libfrr removes its run directory only on a clean exit.
+        if let Some(d) = self.run_dirs[daemon.index()].take().filter(|_| !alive(pid)) {
+            let _ = std::fs::remove_dir_all(d);
         }
         let _ = std::fs::remove_file(self.dir.join(format!("{name}.pid")));
         result
@@ -401,6 +418,15 @@ impl Drop for Frr {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The directory under /var/tmp/frr/ that process `pid` holds open:
+/// libfrr's run directory of the daemon.
+fn run_dir(pid: u32) -> Option<PathBuf> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .ok()?
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .find(|p| p.starts_with("/var/tmp/frr/") && p.is_dir())
 }
 
 /// Whether process `pid` exists and is not a zombie (whoever adopted the
@@ -431,9 +457,9 @@ fn wait_gone(pid: u32, limit: Duration) -> bool {
 fn bgpd_conf(ns: &str, router_id: Ipv4Addr, neighbours: &[Ipv4Addr]) -> String {
     let mut c = format!(
         "hostname {ns}\n\
-         debug bgp neighbor-events\n\
          router bgp {AS}\n \
          bgp router-id {router_id}\n \
+         bgp log-neighbor-changes\n \
          no bgp default ipv4-unicast\n \
          timers bgp 3 9\n \
          neighbor fabric peer-group\n \
