@@ -85,7 +85,9 @@ impl Daemon {
 }
 
 /// zebra and bgpd of one namespace, with their files in [`Frr::dir`];
-/// both stopped, and the directory removed, on drop.
+/// both stopped, and the directory removed, on drop. Dropping it after
+/// its namespace is removed is fine too: removing a namespace kills what
+/// runs in it, and the drop still removes what the daemons left.
 #[derive(Debug)]
 pub struct Frr {
     ns: String,
@@ -98,12 +100,13 @@ impl Frr {
     /// Writes zebra.conf and bgpd.conf (router `router_id`, an iBGP session
     /// to each of `neighbours`, EVPN for every VNI zebra finds) into a new
     /// directory and starts zebra, then bgpd, in namespace `ns` (its full
-    /// name). Returns once both answer on their vty sockets; the sessions
+    /// name). Returns once both have made their vty sockets; the sessions
     /// come up later ([`Self::wait_established`]).
     pub fn start(ns: &str, router_id: Ipv4Addr, neighbours: &[Ipv4Addr]) -> Result<Frr, String> {
         let dir = std::env::temp_dir().join(format!("frr-{ns}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // Not create_dir_all: a second Frr in the namespace is refused,
+        // not given the first one's files.
+        std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         // From here on a failure drops `frr`, which stops what started.
         let mut frr = Frr {
             ns: ns.to_string(),
@@ -539,7 +542,9 @@ fn remote_vteps(vni: &Value) -> Option<Vec<String>> {
 /// `nolearning`: zebra fills the FDB from BGP) and `port_dev` (the
 /// workload's veth end, already in `ns`) as ports, all up. Frames crossing
 /// the bridge are not handed to iptables (a new namespace says they are,
-/// where br_netfilter is loaded).
+/// where br_netfilter is loaded). The kernel gives the vxlan device an
+/// MTU of 1450 over an IPv4 underlay of 1500: the workload's MTU is the
+/// caller's to match.
 pub fn kernel_vtep(
     ns: &str,
     vni: u32,
