@@ -294,10 +294,30 @@ impl Frr {
     /// until its pid file names a live process and its vty socket exists.
     fn launch(&mut self, daemon: Daemon) -> Result<(), String> {
         let name = daemon.name();
-        let file = |ext: &str| self.dir.join(format!("{name}.{ext}"));
+        let vty = self.dir.join(format!("{name}.vty"));
         // Stale ones from an earlier run of the daemon would look ready.
-        let _ = std::fs::remove_file(file("pid"));
-        let _ = std::fs::remove_file(file("vty"));
+        let _ = std::fs::remove_file(self.dir.join(format!("{name}.pid")));
+        let _ = std::fs::remove_file(&vty);
+        let until = Instant::now() + DAEMON_LIMIT;
+        self.run_launcher(daemon, until)?;
+        let pid = loop {
+            match self.pid(daemon) {
+                Some(pid) if vty.exists() => break pid,
+                _ if Instant::now() > until => {
+                    return Err(self.failed(&format!("{name} did not come up")));
+                }
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        self.run_dirs[daemon.index()] = run_dir(pid);
+        Ok(())
+    }
+
+    /// Runs `ip netns exec NS DAEMON -d ...` until it exits (by `until`);
+    /// what it writes goes to `<daemon>.out`.
+    fn run_launcher(&self, daemon: Daemon, until: Instant) -> Result<(), String> {
+        let name = daemon.name();
+        let file = |ext: &str| self.dir.join(format!("{name}.{ext}"));
         let out = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -322,44 +342,23 @@ impl Frr {
             .stderr(err)
             .spawn()
             .map_err(|e| format!("{name}: {e}"))?;
-        let until = Instant::now() + DAEMON_LIMIT;
-        let status = loop {
-            if let Some(s) = launcher.try_wait().map_err(|e| e.to_string())? {
-                break s;
-            }
-            if Instant::now() > until {
-                let _ = launcher.kill();
-                let _ = launcher.wait();
-                return Err(format!(
-                    "{}: {name} hangs starting\n{}",
-                    self.ns,
-                    self.log()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        if !status.success() {
-            return Err(format!(
-                "{}: {name} did not start ({status})\n{}",
-                self.ns,
-                self.log()
-            ));
-        }
-        let pid = loop {
-            match self.pid(daemon) {
-                Some(pid) if file("vty").exists() => break pid,
-                _ if Instant::now() > until => {
-                    return Err(format!(
-                        "{}: {name} did not come up\n{}",
-                        self.ns,
-                        self.log()
-                    ))
+        loop {
+            match launcher.try_wait().map_err(|e| e.to_string())? {
+                Some(s) if s.success() => return Ok(()),
+                Some(s) => return Err(self.failed(&format!("{name} did not start ({s})"))),
+                None if Instant::now() > until => {
+                    let _ = launcher.kill();
+                    let _ = launcher.wait();
+                    return Err(self.failed(&format!("{name} hangs starting")));
                 }
-                _ => std::thread::sleep(Duration::from_millis(20)),
+                None => std::thread::sleep(Duration::from_millis(20)),
             }
-        };
-        self.run_dirs[daemon.index()] = run_dir(pid);
-        Ok(())
+        }
+    }
+
+    /// `what` went wrong in our namespace, with the logs.
+    fn failed(&self, what: &str) -> String {
+        format!("{}: {what}\n{}", self.ns, self.log())
     }
 
     /// The process id in `daemon`'s pid file, if the file exists.

@@ -249,3 +249,20 @@ fn three_kernel_vteps_with_frr_learn_each_other_and_forget_a_lost_peer() {
         t0.elapsed()
     );
 }
+
+#[test]
+fn frr_in_a_namespace_that_is_not_there_fails_and_leaves_nothing() {
+    let test = "frr_lab (no namespace)";
+    if !netns::root_or_skip(test) {
+        return;
+    }
+    if let Some(m) = frr::missing() {
+        tep_testing::skip(format_args!("{test}: {m}"));
+        return;
+    }
+    let ns = format!("fl{}none", std::process::id());
+    let err = Frr::start(&ns, vtep(1), &[vtep(2)]).unwrap_err();
+    assert!(err.contains("zebra did not start"), "{err}");
+    let dir = std::env::temp_dir().join(format!("frr-{ns}"));
+    assert!(!dir.exists(), "{} left behind", dir.display());
+}
