@@ -1,6 +1,6 @@
 //! What tep's tests share across crates: how a test that cannot run says
 //! so, and the network-namespace labs ([`netns`]) that the tests and
-//! `tep-bench` build.
+//! `tep-bench` build, and FRR as a BGP EVPN peer ([`frr`]).
 //!
 //! A test that needs root or a tool it does not find must not look
 //! passed. Under CI (`CI=true`, which `.ci/run` sets and CI systems set)
@@ -11,6 +11,7 @@
 //! in `cargo test`'s output even though the test passes; and the line goes
 //! to `target/skipped-tests.txt` too, for a look after the run.
 
+pub mod frr;
 pub mod netns;
 pub mod ovs;
 
