@@ -29,7 +29,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tep_testing::netns::{tep, Daemon, Namespaces, Script};
 
-
 /// The python3 helper: `sniff` (frames seen on an interface until stdin
 /// closes), `send` (raw Ethernet frames), `serve`/`push` (a TCP transfer
 /// hashed on both ends). Its one argument is a JSON object, inline or a
@@ -172,6 +171,9 @@ pub static CASES: AtomicUsize = AtomicUsize::new(0);
 pub struct Lab {
     pub tep: Option<Daemon>,
     pub nets: Vec<Net>,
+    /// The kernel VTEPs learn nothing and flood to nobody until BGP EVPN
+    /// (FRR's zebra) fills their FDB.
+    pub evpn: bool,
     pub script: PathBuf,
     pub ns: Namespaces,
 }
@@ -180,6 +182,12 @@ impl Lab {
     /// The underlay, the kernel VTEPs and every workload of `nets`, and
     /// the namespaces named in `extra` (empty); tep is not started.
     pub fn build(nets: &[Net], extra: &[&str]) -> Lab {
+        Lab::build_with(nets, extra, false)
+    }
+
+    /// [`Self::build`], the kernel VTEPs as BGP EVPN makes them (`evpn`):
+    /// `nolearning`, no flood entries.
+    pub fn build_with(nets: &[Net], extra: &[&str], evpn: bool) -> Lab {
         let n = CASES.fetch_add(1, Ordering::Relaxed);
         let tag = format!("ov{}x{n}", std::process::id());
         let mut names = vec!["u".to_string(), "h1".into(), "h2".into(), "h3".into()];
@@ -194,6 +202,7 @@ impl Lab {
         let lab = Lab {
             tep: None,
             nets: nets.to_vec(),
+            evpn,
             script,
             ns,
         };
@@ -249,14 +258,18 @@ impl Lab {
             return;
         }
         let (vx, id, local) = (format!("vx{}", net.vni), net.vni.to_string(), vtep(i));
-        self.must(
-            &h,
-            &[
-                "ip", "link", "add", &vx, "type", "vxlan", "id", &id, "local", &local, "dstport",
-                "4789",
-            ],
-        );
+        let mut add = vec![
+            "ip", "link", "add", &vx, "type", "vxlan", "id", &id, "local", &local, "dstport",
+            "4789",
+        ];
+        if self.evpn {
+            add.push("nolearning");
+        }
+        self.must(&h, &add);
         self.must(&h, &["ip", "link", "set", &vx, "master", &br, "up"]);
+        if self.evpn {
+            return;
+        }
         for j in (1..=3u8).filter(|&j| j != i) {
             self.must(
                 &h,
@@ -707,4 +720,3 @@ impl Lab {
 
 /// `(a, b)` for every ordered pair of the three workloads.
 pub const PAIRS: [(u8, u8); 6] = [(1, 2), (1, 3), (2, 1), (2, 3), (3, 1), (3, 2)];
-

@@ -89,19 +89,17 @@ pub fn open(evpn: &EvpnConfig, t: &TunnelConfig) -> Result<NetDevices, String> {
         }
         None if evpn.create => {
             let b = bridge_name(t.vni);
-            let ifindex = netlink::bridge_create(&b)
-                .map_err(|e| fail(&format!("creating bridge {b}"), e))?;
+            let ifindex =
+                netlink::bridge_create(&b).map_err(|e| fail(&format!("creating bridge {b}"), e))?;
             created.insert(0, ifindex);
             quiet(&b);
             netlink::link_set_master(vxlan, ifindex)
                 .map_err(|e| fail(&format!("putting {name} on {b}"), e))?;
             (b, ifindex)
         }
-        None => {
-            return Err(format!(
-                "evpn: {name} is on no bridge; zebra takes a VNI only from a VXLAN device on a bridge"
-            ))
-        }
+        None => return Err(format!(
+            "evpn: {name} is on no bridge; zebra takes a VNI only from a VXLAN device on a bridge"
+        )),
     };
     netlink::link_set_up(bridge.1, true)
         .map_err(|e| fail(&format!("setting {} up", bridge.0), e))?;
