@@ -227,6 +227,10 @@ impl Follower {
             // At start and after a reload: the whole kernel FDB again.
             let fresh = !overlay.as_ref().is_some_and(|was| Arc::ptr_eq(was, &o));
             if fresh {
+                // A reload may have put networks before these ones.
+                for (n, _) in &mut self.nets {
+                    n.index = o.index(&n.name).unwrap_or(n.index);
+                }
                 self.resync(&o)?;
                 overlay = Some(o.clone());
             }
