@@ -180,6 +180,7 @@ fn evpn_fabric_with_frr() {
     bad_kernel_entries(&f);
     lost_session(&mut f);
     mobility(&f);
+    reload(&f);
     restart(&mut f);
     eprintln!("evpn_fabric_with_frr: {:?}", t0.elapsed());
 }
@@ -341,6 +342,52 @@ fn mobility(f: &Fabric) {
     });
     eprintln!("w2's move to h3 followed by tep in {:?}", t0.elapsed());
     lab.ping_ok("w1b", &ip(2));
+}
+
+/// A reload (a new overlay, what was taken carried over) keeps the EVPN
+/// networks following their devices; one that changes `[evpn]` is
+/// refused.
+fn reload(f: &Fabric) {
+    let lab = &f.lab;
+    let d = lab.d();
+    let write = |evpn: &str| {
+        let text = format!("[host]\ncontrol = \"{}\"\n\n{evpn}", lab.ns.socket("h1"));
+        std::fs::write(&d.config, text).unwrap();
+    };
+    write(&evpn_networks().replace("port = 4790", "port = 4791"));
+    let e = lab.ctl(&["reload"]).unwrap_err();
+    assert!(e.contains("change only with a restart"), "{e}");
+    write(&evpn_networks().replace("control = \"evpn\"\n", "control = \"evpn\"\nageing = 600\n"));
+    lab.ctl(&["reload"])
+        .unwrap_or_else(|e| panic!("reload: {e}"));
+    let m = "02:00:00:00:00:55";
+    let add = [
+        "bridge",
+        "fdb",
+        "add",
+        m,
+        "dev",
+        "tepvx100",
+        "dst",
+        "192.0.2.2",
+        "self",
+        "extern_learn",
+    ];
+    lab.must("h1", &add);
+    f.wait(5, "blue follows tepvx100 after the reload", || {
+        lab.fdb_at("blue", m) == Some((vtep(2), "external".into()))
+    });
+    assert_eq!(lab.fdb_at("red", m), None);
+    // What was taken before the reload is still there.
+    assert_eq!(
+        lab.fdb_at("blue", &mac(2)),
+        Some((vtep(3), "external".into()))
+    );
+    lab.must(
+        "h1",
+        &["bridge", "fdb", "del", m, "dev", "tepvx100", "self"],
+    );
+    f.wait(5, "the entry withdrawn", || lab.fdb_at("blue", m).is_none());
 }
 
 /// tep restarted. Its own devices (blue) went with it, and zebra
