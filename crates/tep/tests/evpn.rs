@@ -439,3 +439,116 @@ fn restart(f: &mut Fabric) {
     f.announce(&["w1b"]);
     f.lab.ping_ok("w1b", &ip(2));
 }
+
+/// Devices that cannot be used stop tep at start with an error naming
+/// them: a missing device when tep may not create it, a device of another
+/// VNI, one on no bridge. Needs no FRR.
+#[test]
+fn unusable_kernel_devices_are_refused_at_start() {
+    if !can_run("unusable_kernel_devices_are_refused_at_start") {
+        return;
+    }
+    let ns = tep_testing::netns::Namespaces::new(&format!("ed{}x", std::process::id()), &["h"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let must = |args: &[&str]| ns.run("h", args).unwrap_or_else(|e| panic!("{e}"));
+    must(&["ip", "link", "set", "lo", "up"]);
+    must(&["ip", "addr", "add", "192.0.2.1/32", "dev", "lo"]);
+    let start = |create: bool| -> String {
+        let config = format!(
+            "[host]\ncontrol = \"{}\"\n[evpn]\ncreate = {create}\n{}",
+            ns.socket("h"),
+            network(&BLUE, false, "control = \"evpn\"\nevpn_device = \"vx9\"\n")
+        );
+        let path = ns.dir.join("bad.toml");
+        std::fs::write(&path, config).unwrap();
+        let out = std::process::Command::new("timeout")
+            .args([
+                "10",
+                "ip",
+                "netns",
+                "exec",
+                &ns.ns("h"),
+                tep_testing::netns::tep(),
+                "run",
+                "-c",
+            ])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "tep ran with unusable devices");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = start(false);
+    assert!(
+        e.contains("no device vx9") && e.contains("create = true"),
+        "{e}"
+    );
+    must(&[
+        "ip",
+        "link",
+        "add",
+        "vx9",
+        "type",
+        "vxlan",
+        "id",
+        "9",
+        "local",
+        "192.0.2.1",
+        "dstport",
+        "4790",
+    ]);
+    let e = start(true);
+    assert!(
+        e.contains("vx9 is VNI 9 local 192.0.2.1, not VNI 100"),
+        "{e}"
+    );
+    must(&["ip", "link", "del", "vx9"]);
+    must(&[
+        "ip",
+        "link",
+        "add",
+        "vx9",
+        "type",
+        "vxlan",
+        "id",
+        "100",
+        "local",
+        "192.0.2.1",
+        "dstport",
+        "4790",
+    ]);
+    let e = start(false);
+    assert!(e.contains("vx9 is on no bridge"), "{e}");
+    // An operator's device on a bridge is used, and left in place.
+    must(&["ip", "link", "add", "br9", "type", "bridge"]);
+    must(&["ip", "link", "set", "vx9", "master", "br9"]);
+    let mut d = tep_testing::netns::Daemon::start(
+        std::path::Path::new(tep_testing::netns::tep()),
+        &ns.ns("h"),
+        &ns.dir,
+        "ok",
+        &format!(
+            "[host]\ncontrol = \"{}\"\n[evpn]\ncreate = false\n{}",
+            ns.dir.join("ok.sock").display(),
+            network(&BLUE, false, "control = \"evpn\"\nevpn_device = \"vx9\"\n")
+        ),
+        None,
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let shown = d.control(&["show", "evpn"]).unwrap();
+    assert!(
+        shown.contains("vxlan vx9 bridge br9 port tepmac100"),
+        "{shown}"
+    );
+    assert!(must(&["ip", "-d", "link", "show", "tepmac100"]).contains("master br9"));
+    d.stop();
+    assert!(
+        ns.run("h", &["ip", "link", "show", "vx9"]).is_ok(),
+        "the operator's device went"
+    );
+    assert!(
+        ns.run("h", &["ip", "link", "show", "tepmac100"]).is_err(),
+        "tep's port stayed"
+    );
+}
