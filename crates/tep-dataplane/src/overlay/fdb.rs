@@ -82,8 +82,9 @@ pub enum Origin {
     Static,
     /// Learned by the data path: aged, followed when it moves.
     Learned,
-    /// A control plane (EVPN): not aged, not displaced by learning,
-    /// replaced and removed by its control plane only.
+    /// A control plane (EVPN): not aged, not displaced by what is learned
+    /// from the underlay, replaced and removed by its control plane; a
+    /// frame from the local side moves it here (then it is learned).
     External,
 }
 
@@ -487,7 +488,7 @@ impl Fdb {
             let Some((bucket, i, v)) = self.find(key.0) else {
                 break;
             };
-            if let Some(done) = Self::update(&bucket.vals[i], v, dst, now) {
+            if let Some(done) = Self::update(&bucket.vals[i], v, dst, now, (count, limit)) {
                 return done;
             }
         }
@@ -508,8 +509,15 @@ impl Fdb {
 
     /// What learning `dst` at `now` does to the entry whose value is `v`:
     /// the outcome, or None when another writer changed the value first.
+    /// `learned` is the network's count of learned entries and its limit.
     #[inline]
-    fn update(val: &AtomicU64, v: u64, dst: Dst, now: u32) -> Option<Learned> {
+    fn update(
+        val: &AtomicU64,
+        v: u64,
+        dst: Dst,
+        now: u32,
+        (count, limit): (&AtomicU32, u32),
+    ) -> Option<Learned> {
         let e = value::decode(v)?;
         // Seen now, or later by a worker whose clock read ran ahead: time
         // never goes back, and nothing is written.
@@ -523,15 +531,35 @@ impl Fdb {
                 },
                 Learned::Moved(e.dst),
             ),
+            // A MAC a control plane put behind a remote VTEP speaks from
+            // the local side: it moved here (EVPN MAC mobility). The local
+            // side is first-hand; learned, it is advertised and BGP's
+            // sequence numbers settle the rest. Underlay learning never
+            // overrides the control plane.
+            Origin::External if dst == Dst::Local && e.dst != dst => {
+                if count.load(Relaxed) >= limit {
+                    return Some(Learned::Limit);
+                }
+                let next = Entry {
+                    dst,
+                    origin: Origin::Learned,
+                    seen_s: now,
+                };
+                (next, Learned::Moved(e.dst))
+            }
             _ if e.dst != dst => return Some(Learned::Pinned),
             _ if current => return Some(Learned::Fresh),
             _ => (Entry { seen_s: now, ..e }, Learned::Refreshed),
         };
         // A move keeps the key in its slot and the network's count as it
         // is, so it needs no lock either.
-        val.compare_exchange(v, value::encode(next, value::gen(v)), Release, Relaxed)
-            .ok()
-            .map(|_| done)
+        let won = val
+            .compare_exchange(v, value::encode(next, value::gen(v)), Release, Relaxed)
+            .is_ok();
+        if won && e.origin != next.origin {
+            count.fetch_add(1, Relaxed);
+        }
+        won.then_some(done)
     }
 
     fn learn_locked(
@@ -546,7 +574,7 @@ impl Fdb {
         // Under the lock only other learners' compare-and-swaps race with
         // this one, and each that wins is progress.
         while let Some((bucket, i, v)) = self.find(key.0) {
-            if let Some(done) = Self::update(&bucket.vals[i], v, dst, now) {
+            if let Some(done) = Self::update(&bucket.vals[i], v, dst, now, (count, limit)) {
                 return done;
             }
         }
@@ -856,6 +884,19 @@ mod tests {
             assert_eq!(t.lookup(s), Some(entry(r(5), origin, 22)));
             assert_eq!(t.learned(1), 0);
         }
+        // The static entry stays where it is said to be, seen locally too;
+        // the control plane's moves here, learned from now on.
+        let s = key(1, 9);
+        assert_eq!(t.learn(s, Dst::Local, 23, 100), Learned::Moved(r(5)));
+        assert_eq!(t.lookup(s), Some(entry(Dst::Local, Origin::Learned, 23)));
+        assert_eq!(t.learned(1), 1);
+        t.insert(s, entry(r(5), Origin::Static, 24)).unwrap();
+        assert_eq!(t.learn(s, Dst::Local, 25, 100), Learned::Pinned);
+        t.insert(s, entry(r(5), Origin::External, 26)).unwrap();
+        assert_eq!(t.learned(1), 0);
+        assert_eq!(t.learn(s, Dst::Local, 27, 0), Learned::Limit);
+        assert_eq!(t.lookup(s), Some(entry(r(5), Origin::External, 26)));
+        t.remove(s);
 
         // The limit counts learned entries of the key's network only.
         assert_eq!(t.learn(key(0, 2), r(1), 30, 2), Learned::Added);
@@ -1100,11 +1141,11 @@ mod tests {
         if k.network() >= 3 {
             return Learned::Limit;
         }
+        let n = m
+            .iter()
+            .filter(|(mk, me)| mk.network() == k.network() && me.origin == Origin::Learned)
+            .count();
         let Some(e) = m.get_mut(&k) else {
-            let n = m
-                .iter()
-                .filter(|(mk, me)| mk.network() == k.network() && me.origin == Origin::Learned)
-                .count();
             if n as u32 >= limit {
                 return Learned::Limit;
             }
@@ -1113,6 +1154,14 @@ mod tests {
         };
         let since = model_since(now, e.seen_s);
         if e.dst != dst {
+            if e.origin == Origin::External && dst == Dst::Local {
+                if n as u32 >= limit {
+                    return Learned::Limit;
+                }
+                let old = e.dst;
+                *e = entry(dst, Origin::Learned, now);
+                return Learned::Moved(old);
+            }
             if e.origin != Origin::Learned {
                 return Learned::Pinned;
             }
