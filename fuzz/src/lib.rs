@@ -30,6 +30,7 @@ mod capture;
 mod config;
 mod decap;
 mod encap;
+mod netlink_fdb;
 mod overlay;
 pub mod setup;
 
@@ -37,6 +38,7 @@ pub use capture::capture;
 pub use config::config;
 pub use decap::decap;
 pub use encap::encap;
+pub use netlink_fdb::netlink_fdb;
 pub use overlay::overlay;
 
 /// The decap target's control byte and the encap target's input, for the
@@ -70,6 +72,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("config", config),
     ("capture", capture),
     ("overlay", overlay),
+    ("netlink_fdb", netlink_fdb),
 ];
 
 /// Defines a fuzz target's entry point from a body: libFuzzer's under

@@ -322,6 +322,17 @@ impl Counts {
     }
 }
 
+/// One notification datagram decoded as [`FdbWatch::poll`] decodes it:
+/// its forwarding events appended to `out`; returns how many messages were
+/// skipped and, of those, how many did not decode. For the fuzz target
+/// and tests: the kernel is the only sender the watch hears, but its bytes
+/// are parsed as untrusted all the same.
+pub fn decode_notifications(buf: &[u8], out: &mut Vec<FdbEvent>) -> (u64, u64) {
+    let mut counts = Counts::default();
+    counts.datagram(buf, out);
+    (counts.skipped, counts.malformed)
+}
+
 /// A message that does not decode.
 #[derive(Debug, PartialEq, Eq)]
 struct Malformed;
