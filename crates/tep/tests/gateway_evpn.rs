@@ -288,6 +288,12 @@ fn gateway_is_an_evpn_vtep() {
 /// default `capabilities`), the EVPN thread among them.
 fn dropped_privileges(gw: &Daemon) {
     assert!(gw.log().contains("privileges dropped"), "{}", gw.log());
+    let names: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", gw.pid()))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect();
+    assert!(names.iter().any(|n| n == "tep-evpn"), "threads: {names:?}");
     let uid = netns::id("-u", "nobody").unwrap();
     for t in netns::thread_credentials(gw.pid()) {
         assert_eq!(t[0], format!("{uid} {uid} {uid} {uid}"), "Uid: {t:?}");
