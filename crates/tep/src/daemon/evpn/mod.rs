@@ -5,7 +5,8 @@
 //! the overlay (what BGP learned, [`sync`]) and writes the network's local
 //! MACs onto the bridge (what zebra advertises). One thread does it all:
 //! notifications in, batched; local MACs out when the FDB's learning
-//! counters say they changed, and every [`FULL_EVERY`] regardless.
+//! counters say they changed (at most every [`EXPORT_GAP`]), and every
+//! [`FULL_EVERY`] regardless.
 
 pub mod counters;
 mod devices;
@@ -29,9 +30,12 @@ use tep_dataplane::config::Control;
 use tep_dataplane::overlay::Overlay;
 use tep_sys::netlink::{self, FdbEntry, FdbEvent, FdbWatch};
 
-/// The longest wait for a notification: local MACs go out at most this
-/// much after they were learned.
+/// The longest wait for a notification.
 const TICK: Duration = Duration::from_millis(50);
+/// Local MACs go out at most this often: each time walks the FDB (a
+/// million-entry table in some 10 ms), so a storm of learning costs the
+/// thread at most a few walks a second.
+const EXPORT_GAP: Duration = Duration::from_millis(200);
 /// Local MACs are compared with the bridge this often even when no
 /// counter moved (an operator's `tep fdb del` of a local MAC).
 const FULL_EVERY: Duration = Duration::from_secs(10);
@@ -183,6 +187,9 @@ struct Follower {
     /// Each network's learning counters when its local MACs last went out.
     stamps: Vec<u64>,
     last_full: Instant,
+    /// When local MACs last went out, and whether they must again.
+    last_export: Instant,
+    pending: bool,
     dump: Vec<FdbEntry>,
     events: Vec<FdbEvent>,
 }
@@ -198,6 +205,8 @@ impl Follower {
             nets,
             views,
             last_full: Instant::now(),
+            last_export: Instant::now() - EXPORT_GAP,
+            pending: true,
             dump: Vec::new(),
             events: Vec::new(),
         })
@@ -280,22 +289,31 @@ impl Follower {
         Ok(!self.events.is_empty())
     }
 
-    /// Writes each network's local MACs to its bridge port when its
-    /// learning counters moved (or `anyway`, or every [`FULL_EVERY`]).
+    /// Writes each network's local MACs to its bridge port when their
+    /// learning counters moved or `anyway` (at most every [`EXPORT_GAP`]:
+    /// each time is one walk of the FDB), and every [`FULL_EVERY`].
     fn export(&mut self, o: &Overlay, anyway: bool) {
-        let full = self.last_full.elapsed() >= FULL_EVERY;
-        if full {
-            self.last_full = Instant::now();
-        }
-        for ((n, port), stamp) in self.nets.iter_mut().zip(&mut self.stamps) {
+        for ((n, _), stamp) in self.nets.iter().zip(&mut self.stamps) {
             let now = learning_stamp(o, n.index);
-            if now == *stamp && !anyway && !full {
-                continue;
-            }
+            self.pending |= now != *stamp;
             *stamp = now;
-            let local = n.local_macs(o);
+        }
+        self.pending |= anyway;
+        let full = self.last_full.elapsed() >= FULL_EVERY;
+        let due = self.pending && self.last_export.elapsed() >= EXPORT_GAP;
+        if !(full || due) {
+            return;
+        }
+        self.pending = false;
+        self.last_export = Instant::now();
+        if full {
+            self.last_full = self.last_export;
+        }
+        let indices: Vec<u16> = self.nets.iter().map(|(n, _)| n.index).collect();
+        let local = sync::local_macs(o, &indices);
+        for ((n, port), local) in self.nets.iter_mut().zip(&local) {
             let port = *port;
-            n.export(&local, |mac, add| {
+            n.export(local, |mac, add| {
                 if add {
                     netlink::bridge_fdb_add(port, mac)
                 } else {

@@ -233,17 +233,6 @@ impl NetSync {
         }
     }
 
-    /// The network's local MACs in `o` now.
-    pub fn local_macs(&self, o: &Overlay) -> BTreeSet<[u8; 6]> {
-        let mut macs = BTreeSet::new();
-        o.fdb().for_each(Some(self.index), |k, e| {
-            if e.dst == Dst::Local {
-                macs.insert(k.mac());
-            }
-        });
-        macs
-    }
-
     /// Brings the bridge's entries to `local` (the network's local MACs):
     /// `write(mac, true)` adds one, `write(mac, false)` removes one; a
     /// failed write is counted and tried again next time.
@@ -262,7 +251,8 @@ impl NetSync {
                 Err(_) => self.counters.count(Event::ExportFailed),
             }
         }
-        for &mac in local.difference(&self.exported.clone()) {
+        let new: Vec<[u8; 6]> = local.difference(&self.exported).copied().collect();
+        for mac in new {
             match write(mac, true) {
                 Ok(()) => {
                     self.exported.insert(mac);
@@ -272,6 +262,21 @@ impl NetSync {
             }
         }
     }
+}
+
+/// The local MACs of each of `networks` in `o` now, in one walk of the
+/// FDB.
+pub fn local_macs(o: &Overlay, networks: &[u16]) -> Vec<BTreeSet<[u8; 6]>> {
+    let mut macs = vec![BTreeSet::new(); networks.len()];
+    o.fdb().for_each(None, |k, e| {
+        if e.dst != Dst::Local {
+            return;
+        }
+        if let Some(i) = networks.iter().position(|&n| n == k.network()) {
+            macs[i].insert(k.mac());
+        }
+    });
+    macs
 }
 
 /// Not multicast, broadcast or unspecified.
@@ -504,13 +509,13 @@ mod tests {
             }
             Ok(())
         };
-        let local = n.local_macs(&o);
+        let local = local_macs(&o, &[0]).remove(0);
         assert_eq!(local.len(), 2, "remote and static entries are not local");
         n.export(&local, |m, add| write(m, add, fail, &mut bridge));
         assert_eq!(bridge, local);
         // M1 moved behind a remote VTEP (BGP says so): withdrawn.
         n.apply(&o, &FdbEvent::New(remote(M1, "192.0.2.2")));
-        let local = n.local_macs(&o);
+        let local = local_macs(&o, &[0]).remove(0);
         fail = true;
         n.export(&local, |m, add| write(m, add, fail, &mut bridge));
         assert_eq!(n.counters.get(Event::ExportFailed), 1);
