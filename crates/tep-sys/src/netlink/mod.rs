@@ -16,10 +16,14 @@
 //! short-lived socket: they are control-plane calls, not per packet).
 
 mod bridge;
+mod bridge_neigh;
 mod links;
 mod neighbours;
 
 pub use bridge::{bridge_fdb_add, bridge_fdb_del, FdbEntry, FdbEvent, FdbWatch};
+pub use bridge_neigh::{
+    bridge_neigh_del, bridge_neigh_set, BridgeNeigh, BridgeNeighEvent, BridgeNeighWatch,
+};
 pub use links::{
     bridge_create, link_delete, link_set_master, link_set_up, vxlan_create, vxlan_info,
     VxlanDevice, VxlanInfo,
