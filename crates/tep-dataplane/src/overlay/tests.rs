@@ -396,7 +396,11 @@ fn external_neighbours_answer_and_keep_their_place() {
         o.neigh_set_external("blue", a3, M2),
         Err(OverlayError::Exists(_))
     ));
-    let out = send(&mut pool, &mut v, &arp_request(M1, [10, 0, 0, 1], [10, 0, 0, 2]));
+    let out = send(
+        &mut pool,
+        &mut v,
+        &arp_request(M1, [10, 0, 0, 1], [10, 0, 0, 2]),
+    );
     assert!(out.outer.is_empty(), "suppressed");
     assert_eq!(&out.inner[0][22..28], &M2);
     // A local host claiming the address does not take it over.

@@ -140,15 +140,17 @@ impl BridgeNeighWatch {
         for family in [AddressFamily::Inet, AddressFamily::Inet6] {
             let mut msg = NeighbourMessage::default();
             msg.header.family = family;
-            rtnl.request(RouteNetlinkMessage::GetNeighbour(msg), NLM_F_DUMP, |m| {
-                match m {
+            rtnl.request(
+                RouteNetlinkMessage::GetNeighbour(msg),
+                NLM_F_DUMP,
+                |m| match m {
                     RouteNetlinkMessage::NewNeighbour(m) => match bridge_neigh(&m) {
                         Some(n) => out.push(n),
                         None => self.skipped += 1,
                     },
                     _ => self.skipped += 1,
-                }
-            })
+                },
+            )
             .map_err(|e| context(e, "ip neigh dump"))?;
         }
         Ok(())
@@ -321,7 +323,10 @@ mod tests {
             libc::AF_INET,
             0x40,
             0x10,
-            &[attr(libc::NDA_DST, &[10, 0, 0, 22]), attr(libc::NDA_LLADDR, &MAC)],
+            &[
+                attr(libc::NDA_DST, &[10, 0, 0, 22]),
+                attr(libc::NDA_LLADDR, &MAC),
+            ],
         );
         d.extend(message(
             libc::RTM_DELNEIGH,
@@ -363,10 +368,7 @@ mod tests {
             flags: 0,
             ..n
         };
-        assert_eq!(
-            out,
-            [BridgeNeighEvent::New(n), BridgeNeighEvent::Del(gone)]
-        );
+        assert_eq!(out, [BridgeNeighEvent::New(n), BridgeNeighEvent::Del(gone)]);
         assert_eq!((skipped, malformed), (3, 2));
     }
 
@@ -377,7 +379,10 @@ mod tests {
             libc::AF_INET,
             0x40,
             0x10,
-            &[attr(libc::NDA_DST, &[10, 0, 0, 22]), attr(libc::NDA_LLADDR, &MAC)],
+            &[
+                attr(libc::NDA_DST, &[10, 0, 0, 22]),
+                attr(libc::NDA_LLADDR, &MAC),
+            ],
         );
         for len in 0..d.len() {
             let _ = watch_decode(&d[..len]);

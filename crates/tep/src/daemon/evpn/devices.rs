@@ -97,9 +97,11 @@ pub fn open(evpn: &EvpnConfig, t: &TunnelConfig) -> Result<NetDevices, String> {
                 .map_err(|e| fail(&format!("putting {name} on {b}"), e))?;
             (b, ifindex)
         }
-        None => return Err(format!(
+        None => {
+            return Err(format!(
             "evpn: {name} is on no bridge; zebra takes a VNI only from a VXLAN device on a bridge"
-        )),
+        ))
+        }
     };
     netlink::link_set_up(bridge.1, true)
         .map_err(|e| fail(&format!("setting {} up", bridge.0), e))?;
