@@ -420,8 +420,8 @@ fn export_neighbours(n: &mut NetNeigh, wanted: &std::collections::BTreeMap<IpAdd
 }
 
 /// A number that changes whenever network `index` learns, moves or ages a
-/// MAC, or learns a neighbour (a neighbour's new MAC or age waits for
-/// [`FULL_EVERY`]).
+/// MAC, or learns, ages or loses a neighbour (a neighbour's new MAC waits
+/// for [`FULL_EVERY`]).
 fn learning_stamp(o: &Overlay, index: u16) -> u64 {
     o.networks().get(usize::from(index)).map_or(0, |n| {
         let c = &n.counters;
@@ -430,5 +430,6 @@ fn learning_stamp(o: &Overlay, index: u16) -> u64 {
             .wrapping_add(c.moved.load(Ordering::Relaxed))
             .wrapping_add(c.aged.load(Ordering::Relaxed))
             .wrapping_add(c.neigh_learned.load(Ordering::Relaxed))
+            .wrapping_add(u64::from(o.neighbours().count(index)) << 32)
     })
 }
