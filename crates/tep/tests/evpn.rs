@@ -451,7 +451,46 @@ fn evpn_mac_ip_with_frr() {
     });
     mac_ip_out(&f);
     mac_ip_in(&f);
+    mac_ip_v6(&f);
     eprintln!("evpn_mac_ip_with_frr: {:?}", t0.elapsed());
+}
+
+/// IPv6 bindings both ways (tep's bridge has IPv6 on, and no address of
+/// its own): a static neighbour of tep's of a local MAC is advertised too,
+/// h2's IPv6 binding reaches tep's table.
+fn mac_ip_v6(f: &Fabric) {
+    let lab = &f.lab;
+    let own = lab.must("h1", &["ip", "-6", "addr", "show", "dev", "tepbr100"]);
+    assert!(!own.contains("inet6"), "tep's bridge has an address: {own}");
+    lab.ctl(&[
+        "neigh",
+        "add",
+        "fd00:100::1",
+        "lladdr",
+        &mac(1),
+        "dev",
+        "blue",
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    f.wait(15, "h2's BGP table holds w1's IPv6 MAC+IP", || {
+        let routes = f
+            .frr(2)
+            .vtysh("show bgp l2vpn evpn route")
+            .unwrap_or_default();
+        routes.contains(&format!("[{}]:[128]:[fd00:100::1]", mac(1)))
+    });
+    lab.must(
+        "h2",
+        &["sysctl", "-qw", "net.ipv6.conf.br100.disable_ipv6=0"],
+    );
+    let add = ["ip", "-6", "neigh", "replace", "fd00:100::2", "lladdr"];
+    lab.must(
+        "h2",
+        &[&add[..], &[&mac(2), "dev", "br100", "nud", "noarp"]].concat(),
+    );
+    f.wait(15, "tep takes w2's IPv6 MAC+IP from BGP", || {
+        tep_neigh(f, "fd00:100::2") == Some((mac(2), "external".into()))
+    });
 }
 
 /// w1's binding, learned by tep, advertised by h1's zebra.
