@@ -83,9 +83,10 @@ fn bindings_are_written_dumped_and_followed() {
             mac: Some([2, 0, 0, 0, 0, 2]),
             state: libc::NUD_NOARP,
             flags: 0x10,
+            proto: None,
         };
         assert!(dump.contains(&zebra), "{zebra:?} not in {dump:?}");
-        assert!(zebra.ext_learned());
+        assert!(zebra.ext_learned() && !zebra.by_tep());
         let ev = wait_for(&mut w, "zebra's entry", on(br, "10.0.0.2", true));
         assert_eq!(ev, BridgeNeighEvent::New(zebra));
 
@@ -101,8 +102,11 @@ fn bindings_are_written_dumped_and_followed() {
         else {
             unreachable!()
         };
-        assert!(!n.ext_learned());
+        assert!(n.by_tep(), "{n:?}");
         assert_eq!(n.state, libc::NUD_PERMANENT);
+        let mut dump = Vec::new();
+        w.dump(&mut dump).unwrap();
+        assert!(dump.contains(&n), "{n:?} not in {dump:?}");
         assert!(bridge_neigh_del(br, ip("10.0.0.1")).unwrap());
         assert!(
             !bridge_neigh_del(br, ip("10.0.0.1")).unwrap(),

@@ -18,6 +18,7 @@ use netlink_packet_core::{Parseable, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_
 use netlink_packet_route::neighbour::{
     NeighbourAttribute, NeighbourHeader, NeighbourMessage, NeighbourState,
 };
+use netlink_packet_route::route::RouteProtocol;
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::protocols::NETLINK_ROUTE;
 use netlink_sys::Socket;
@@ -39,12 +40,19 @@ pub struct BridgeNeigh {
     pub state: u16,
     /// `ndm_flags` (NTF_*): 0x10 NTF_EXT_LEARNED for the routing daemon's.
     pub flags: u8,
+    /// NDA_PROTOCOL, who wrote it: [`PROTO_TEP`] for tep's, 11 for zebra's.
+    pub proto: Option<u8>,
 }
 
 impl BridgeNeigh {
     /// Installed by a control plane (zebra's remote MAC+IP).
     pub fn ext_learned(&self) -> bool {
         self.flags & NTF_EXT_LEARNED != 0
+    }
+
+    /// Written by [`bridge_neigh_set`] (this tep or an earlier one).
+    pub fn by_tep(&self) -> bool {
+        self.proto == Some(PROTO_TEP) && !self.ext_learned()
     }
 }
 
@@ -59,6 +67,11 @@ pub enum BridgeNeighEvent {
 
 const NTF_EXT_LEARNED: u8 = 0x10;
 
+/// The NDA_PROTOCOL tep marks its entries with (`ip neigh` shows `proto
+/// 116`; unassigned in iproute2's rt_protos), so that a restarted tep
+/// recognises what an earlier one left on a bridge that outlived it.
+pub const PROTO_TEP: u8 = 116;
+
 /// The state tep writes: NUD_PERMANENT, which the kernel never probes,
 /// ages nor garbage-collects (a noarp entry it may collect past
 /// gc_thresh1), and which zebra takes as a valid local neighbour.
@@ -72,6 +85,8 @@ pub fn bridge_neigh_set(ifindex: u32, ip: IpAddr, mac: [u8; 6]) -> io::Result<()
     msg.header.state = NeighbourState::from(PERMANENT);
     msg.attributes
         .push(NeighbourAttribute::LinkLayerAddress(mac.to_vec()));
+    msg.attributes
+        .push(NeighbourAttribute::Protocol(RouteProtocol::from(PROTO_TEP)));
     Rtnl::open()?
         .request(
             RouteNetlinkMessage::NewNeighbour(msg),
@@ -253,12 +268,12 @@ fn decode(payload: &[u8]) -> Result<Option<BridgeNeigh>, ()> {
 /// A neighbour message as a [`BridgeNeigh`]; None without an IP address
 /// (or of another family).
 fn bridge_neigh(m: &NeighbourMessage) -> Option<BridgeNeigh> {
-    let mut ip = None;
-    let mut mac = None;
+    let (mut ip, mut mac, mut proto) = (None, None, None);
     for attr in &m.attributes {
         match attr {
             NeighbourAttribute::Destination(a) => ip = neighbour_ip(a),
             NeighbourAttribute::LinkLayerAddress(a) => mac = <[u8; 6]>::try_from(&a[..]).ok(),
+            NeighbourAttribute::Protocol(p) => proto = Some(u8::from(*p)),
             _ => {}
         }
     }
@@ -274,6 +289,7 @@ fn bridge_neigh(m: &NeighbourMessage) -> Option<BridgeNeigh> {
         mac,
         state: m.header.state.into(),
         flags: m.header.flags.bits(),
+        proto,
     })
 }
 
@@ -314,6 +330,7 @@ mod tests {
     }
 
     const MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+    const NDA_PROTOCOL: u16 = 12;
 
     #[test]
     fn zebras_entries_decode_and_the_rest_is_counted() {
@@ -326,6 +343,7 @@ mod tests {
             &[
                 attr(libc::NDA_DST, &[10, 0, 0, 22]),
                 attr(libc::NDA_LLADDR, &MAC),
+                attr(NDA_PROTOCOL, &[11]),
             ],
         );
         d.extend(message(
@@ -359,13 +377,15 @@ mod tests {
             mac: Some(MAC),
             state: 0x40,
             flags: 0x10,
+            proto: Some(11),
         };
-        assert!(n.ext_learned());
+        assert!(n.ext_learned() && !n.by_tep());
         let gone = BridgeNeigh {
             ip: v6.into(),
             mac: None,
             state: 0x80,
             flags: 0,
+            proto: None,
             ..n
         };
         assert_eq!(out, [BridgeNeighEvent::New(n), BridgeNeighEvent::Del(gone)]);

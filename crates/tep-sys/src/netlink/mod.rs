@@ -22,7 +22,7 @@ mod neighbours;
 
 pub use bridge::{bridge_fdb_add, bridge_fdb_del, FdbEntry, FdbEvent, FdbWatch};
 pub use bridge_neigh::{
-    bridge_neigh_del, bridge_neigh_set, BridgeNeigh, BridgeNeighEvent, BridgeNeighWatch,
+    bridge_neigh_del, bridge_neigh_set, BridgeNeigh, BridgeNeighEvent, BridgeNeighWatch, PROTO_TEP,
 };
 pub use links::{
     bridge_create, link_delete, link_set_master, link_set_up, vxlan_create, vxlan_info,

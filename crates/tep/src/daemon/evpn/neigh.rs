@@ -69,8 +69,10 @@ impl NetNeigh {
     }
 
     /// Takes a dump of the kernel's neighbours into `o`: zebra's entries
-    /// are taken, those taken earlier that it no longer holds removed, and
-    /// local bindings missing from the bridge written again next export.
+    /// are taken, those taken earlier that it no longer holds removed; the
+    /// bridge's entries written by a tep (this one, or an earlier one that
+    /// stopped without withdrawing them) are what the next export compares
+    /// with, so a missing one is written again and a stale one withdrawn.
     pub fn resync(&mut self, o: &Overlay, dump: &[BridgeNeigh]) {
         let on = self.suppressing(o);
         let mine: Vec<&BridgeNeigh> = dump
@@ -97,11 +99,11 @@ impl NetNeigh {
             self.imported.insert(ip);
             self.remove(o, ip);
         }
-        let kept = |ip: &IpAddr, mac: &mut [u8; 6]| {
-            dump.iter()
-                .any(|n| n.ifindex == self.bridge && n.ip == *ip && n.mac == Some(*mac))
-        };
-        self.exported.retain(kept);
+        self.exported = dump
+            .iter()
+            .filter(|n| n.ifindex == self.bridge && n.by_tep())
+            .filter_map(|n| Some((n.ip, n.mac?)))
+            .collect();
     }
 
     /// Whether the network suppresses ARP/ND now (a reload may turn it
@@ -115,13 +117,18 @@ impl NetNeigh {
 
     /// A neighbour on the bridge, new or changed.
     fn seen(&mut self, o: &Overlay, n: &BridgeNeigh) {
-        if !n.ext_learned() {
-            if self.exported.get(&n.ip).is_some_and(|m| n.mac == Some(*m)) {
-                return;
+        if n.by_tep() {
+            // Its own write echoed (or, when it differs, an earlier one's:
+            // compared with at the next export).
+            if let Some(mac) = n.mac {
+                self.exported.insert(n.ip, mac);
             }
-            // Not zebra's, not (or no longer) tep's: the kernel's own
-            // (multicast groups), an operator's, or one that replaced
-            // zebra's.
+            return;
+        }
+        if !n.ext_learned() {
+            // Not zebra's, not tep's: the kernel's own (multicast groups),
+            // an operator's, or one that replaced zebra's or tep's.
+            self.exported.remove(&n.ip);
             self.remove(o, n.ip);
             return self.counters.count(Event::NeighIgnored);
         }
@@ -149,8 +156,8 @@ impl NetNeigh {
 
     /// A neighbour gone from the bridge.
     fn gone(&mut self, o: &Overlay, n: &BridgeNeigh) {
-        if !n.ext_learned() {
-            // tep's own, deleted by someone else: written again.
+        if n.by_tep() {
+            // Withdrawn by tep, or deleted by someone else: written again.
             self.exported.remove(&n.ip);
         }
         self.remove(o, n.ip);
@@ -221,6 +228,7 @@ mod tests {
     use super::*;
     use tep_dataplane::config::{NetworkSettings, TunnelConfig};
     use tep_dataplane::TunnelKind;
+    use tep_sys::netlink::PROTO_TEP;
 
     const BRIDGE: u32 = 5;
     const M1: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -258,6 +266,17 @@ mod tests {
             mac: Some(mac),
             state: 0x40,
             flags: 0x10,
+            proto: Some(11),
+        }
+    }
+
+    /// An entry tep wrote.
+    fn teps(addr: &str, mac: [u8; 6]) -> BridgeNeigh {
+        BridgeNeigh {
+            state: 0x80,
+            flags: 0,
+            proto: Some(PROTO_TEP),
+            ..zebra(addr, mac)
         }
     }
 
@@ -312,6 +331,7 @@ mod tests {
         // Not zebra's: the kernel's own multicast entry.
         let kernel = BridgeNeigh {
             flags: 0,
+            proto: None,
             ..zebra("10.0.0.5", M1)
         };
         n.apply(&o, &BridgeNeighEvent::New(kernel));
@@ -365,11 +385,7 @@ mod tests {
         let want = BTreeMap::from([(ip("10.0.0.1"), M1)]);
         n.export(&want, |_, _| Ok::<(), ()>(()));
         // tep's own write echoed back: nothing.
-        let echo = BridgeNeigh {
-            flags: 0,
-            state: 0x80,
-            ..zebra("10.0.0.1", M1)
-        };
+        let echo = teps("10.0.0.1", M1);
         n.apply(&o, &BridgeNeighEvent::New(echo));
         assert_eq!(count(&n, Event::NeighIgnored), 0);
         // zebra replaced it (the host moved): not tep's to delete.
@@ -407,16 +423,34 @@ mod tests {
         n.apply(&o, &BridgeNeighEvent::New(zebra("10.0.0.3", M2)));
         let want = BTreeMap::from([(ip("10.0.0.1"), M1), (ip("10.0.0.7"), M1)]);
         n.export(&want, |_, _| Ok::<(), ()>(()));
-        let ours = BridgeNeigh {
-            flags: 0,
-            state: 0x80,
-            ..zebra("10.0.0.1", M1)
+        // Lost notifications: .2 went, .4 came, tep's .7 was deleted;
+        // .8 an earlier tep left (and an operator's .6 is not tep's).
+        let operators = BridgeNeigh {
+            proto: None,
+            ..teps("10.0.0.6", M1)
         };
-        // Lost notifications: .2 went, .4 came, tep's .7 was deleted.
-        n.resync(&o, &[zebra("10.0.0.3", M2), zebra("10.0.0.4", M1), ours]);
+        let dump = [
+            zebra("10.0.0.3", M2),
+            zebra("10.0.0.4", M1),
+            teps("10.0.0.1", M1),
+            teps("10.0.0.8", M2),
+            operators,
+        ];
+        n.resync(&o, &dump);
         assert_eq!(at(&o, "10.0.0.2"), None);
         assert_eq!(at(&o, "10.0.0.3"), Some((M2, Origin::External)));
         assert_eq!(at(&o, "10.0.0.4"), Some((M1, Origin::External)));
-        assert_eq!(n.exported(), &BTreeMap::from([(ip("10.0.0.1"), M1)]));
+        let left = BTreeMap::from([(ip("10.0.0.1"), M1), (ip("10.0.0.8"), M2)]);
+        assert_eq!(n.exported(), &left);
+        let mut writes = Vec::new();
+        n.export(&want, |a, m| {
+            writes.push((a, m));
+            Ok::<(), ()>(())
+        });
+        assert_eq!(
+            writes,
+            [(ip("10.0.0.8"), None), (ip("10.0.0.7"), Some(M1))],
+            "the stale one withdrawn, the lost one written again"
+        );
     }
 }
