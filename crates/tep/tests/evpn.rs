@@ -569,3 +569,184 @@ fn unusable_kernel_devices_are_refused_at_start() {
         "tep's port stayed"
     );
 }
+
+/// [`evpn_networks`] with ARP/ND suppression in blue (its neighbour
+/// table is what MAC+IP routes fill and come from).
+fn suppressing_blue() -> String {
+    evpn_networks().replacen(
+        "control = \"evpn\"\n",
+        "control = \"evpn\"\nneigh_suppress = true\n",
+        1,
+    )
+}
+
+/// tep's neighbour of `addr` in blue: (MAC, origin).
+fn tep_neigh(f: &Fabric, addr: &str) -> Option<(String, String)> {
+    let text = f
+        .lab
+        .ctl(&["neigh", "show", "dev", "blue", "--json"])
+        .ok()?;
+    let rows: Value = serde_json::from_str(&text).ok()?;
+    rows.as_array()?.iter().find_map(|r| {
+        (r["ip"] == addr).then(|| {
+            let s = |k: &str| r[k].as_str().unwrap_or("?").to_string();
+            (s("mac"), s("origin"))
+        })
+    })
+}
+
+/// Whether `f`'s BGP table has the type-2 route of `mac` with `addr`.
+fn bgp_has_mac_ip(f: &Frr, mac: &str, addr: &str) -> bool {
+    let routes = f.vtysh("show bgp l2vpn evpn route").unwrap_or_default();
+    let want = format!("[{mac}]:[32]:[{addr}]");
+    routes.lines().any(|l| l.contains(&want))
+}
+
+/// MAC+IP (type-2 routes with an IP) between tep's neighbour table and
+/// the fabric. Out: w1's address, learned by tep from w1's ARP reply, is
+/// written on tep's bridge and advertised by h1's zebra; h2's zebra
+/// installs it. In: w2's address on h2's bridge (what h2's zebra
+/// advertises, as it would an SVI's ARP entry) reaches tep's table as
+/// external, and tep answers w1's ARP request for it without sending the
+/// request to the fabric. Both withdrawn when they go.
+#[test]
+fn evpn_mac_ip_with_frr() {
+    if !can_run_evpn("evpn_mac_ip_with_frr") {
+        return;
+    }
+    let t0 = Instant::now();
+    let mut f = Fabric::build(&[]);
+    f.lab.start_tep(&suppressing_blue());
+    for i in 1..=3 {
+        f.frr(i)
+            .wait_established(2, Duration::from_secs(20))
+            .unwrap_or_else(|e| panic!("h{i}: {e}"));
+    }
+    f.announce(&["w1b", "w2b", "w3b"]);
+    f.wait(15, "tep learns w2's MAC from BGP", || {
+        f.lab.fdb_at("blue", &mac(2)) == Some((vtep(2), "external".into()))
+    });
+    mac_ip_out(&f);
+    mac_ip_in(&f);
+    mac_ip_v6(&f);
+    eprintln!("evpn_mac_ip_with_frr: {:?}", t0.elapsed());
+}
+
+/// IPv6 bindings both ways (tep's bridge has IPv6 on, and no address of
+/// its own): a static neighbour of tep's of a local MAC is advertised too,
+/// h2's IPv6 binding reaches tep's table.
+fn mac_ip_v6(f: &Fabric) {
+    let lab = &f.lab;
+    let own = lab.must("h1", &["ip", "-6", "addr", "show", "dev", "tepbr100"]);
+    assert!(!own.contains("inet6"), "tep's bridge has an address: {own}");
+    lab.ctl(&[
+        "neigh",
+        "add",
+        "fd00:100::1",
+        "lladdr",
+        &mac(1),
+        "dev",
+        "blue",
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    f.wait(15, "h2's BGP table holds w1's IPv6 MAC+IP", || {
+        let routes = f
+            .frr(2)
+            .vtysh("show bgp l2vpn evpn route")
+            .unwrap_or_default();
+        routes.contains(&format!("[{}]:[128]:[fd00:100::1]", mac(1)))
+    });
+    lab.must(
+        "h2",
+        &["sysctl", "-qw", "net.ipv6.conf.br100.disable_ipv6=0"],
+    );
+    let add = ["ip", "-6", "neigh", "replace", "fd00:100::2", "lladdr"];
+    lab.must(
+        "h2",
+        &[&add[..], &[&mac(2), "dev", "br100", "nud", "noarp"]].concat(),
+    );
+    f.wait(15, "tep takes w2's IPv6 MAC+IP from BGP", || {
+        tep_neigh(f, "fd00:100::2") == Some((mac(2), "external".into()))
+    });
+}
+
+/// w1's binding, learned by tep, advertised by h1's zebra.
+fn mac_ip_out(f: &Fabric) {
+    let (m1, a1) = (mac(1), ip(1));
+    // w2 asks for w1: w1's reply teaches tep (suppression snoops it).
+    f.lab.ping_ok("w2b", &a1);
+    f.wait(10, "tep learns w1's address", || {
+        tep_neigh(f, &a1) == Some((m1.clone(), "learned".into()))
+    });
+    let t = f.wait(15, "h2's BGP table holds w1's MAC+IP", || {
+        bgp_has_mac_ip(f.frr(2), &m1, &a1)
+    });
+    eprintln!("w1's MAC+IP in h2's BGP table {t:?} after tep learned it");
+    let on_bridge = f
+        .lab
+        .must("h1", &["ip", "neigh", "show", "dev", "tepbr100"]);
+    assert!(
+        on_bridge.contains(&format!("{a1} lladdr {m1} PERMANENT")),
+        "{on_bridge}"
+    );
+    // h2's zebra installs it on its bridge, as it would any remote one.
+    let h2 = f.lab.must("h2", &["ip", "neigh", "show", "dev", "br100"]);
+    assert!(h2.contains(&a1) && h2.contains("extern_learn"), "{h2}");
+    assert_eq!(f.evpn("blue")["local_neighbours"], 1);
+    assert!(f.event("blue", "neigh_exported") >= 1);
+    // tep forgets it: zebra withdraws it.
+    f.lab
+        .ctl(&["neigh", "del", &a1, "dev", "blue"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    f.wait(15, "h2 loses w1's MAC+IP", || {
+        !bgp_has_mac_ip(f.frr(2), &m1, &a1)
+    });
+    assert!(f.event("blue", "neigh_withdrawn") >= 1);
+    assert!(
+        zebra_has(f.frr(2), 100, &m1, "192.0.2.1"),
+        "w1's MAC went with its address"
+    );
+}
+
+/// w2's binding, advertised by h2, taken by tep and answered for.
+fn mac_ip_in(f: &Fabric) {
+    let lab = &f.lab;
+    let (m2, a2) = (mac(2), ip(2));
+    let add = ["ip", "neigh", "replace", &a2, "lladdr", &m2, "dev", "br100"];
+    lab.must("h2", &[&add[..], &["nud", "noarp"]].concat());
+    let t = f.wait(15, "tep takes w2's MAC+IP from BGP", || {
+        tep_neigh(f, &a2) == Some((m2.clone(), "external".into()))
+    });
+    eprintln!("w2's MAC+IP in tep's table {t:?} after h2's bridge had it");
+    let h1 = lab.must("h1", &["ip", "neigh", "show", "dev", "tepbr100"]);
+    assert!(h1.contains(&a2) && h1.contains("extern_learn"), "{h1}");
+    assert!(f.event("blue", "neigh_imported") >= 1);
+    // w1 asks for w2: tep answers; the request stays off the underlay.
+    let suppressed = lab.counter("blue", "suppressed");
+    let unknown = [10, 100, 0, 9];
+    let underlay = lab.sniff("h1", "ul", &unknown);
+    lab.must("w1b", &["ip", "neigh", "flush", "all"]);
+    lab.ping("w1b", &a2, 1, 3);
+    assert_eq!(lab.neighbour("w1b", &a2), Some(m2.clone()), "{}", lab.log());
+    assert_eq!(lab.ping("w1b", &ip(9), 1, 1), 0);
+    assert!(
+        underlay.seen(10),
+        "the request for 10.100.0.9 was not flooded"
+    );
+    let requests: Vec<[u8; 4]> = vxlan(&underlay.stop())
+        .iter()
+        .filter(|v| v.src == [192, 0, 2, 1])
+        .filter_map(Vxlan::arp_request)
+        .collect();
+    assert!(
+        !requests.contains(&[10, 100, 0, 2]),
+        "the request for w2 went onto the underlay: {requests:?}"
+    );
+    assert!(requests.contains(&unknown), "{requests:?}");
+    assert!(lab.counter("blue", "suppressed") > suppressed);
+    lab.ping_ok("w1b", &a2);
+    // h2 forgets it: so does tep.
+    lab.must("h2", &["ip", "neigh", "del", &a2, "dev", "br100"]);
+    f.wait(15, "tep drops w2's MAC+IP", || tep_neigh(f, &a2).is_none());
+    assert!(f.event("blue", "neigh_removed") >= 1);
+}

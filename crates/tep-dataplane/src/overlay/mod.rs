@@ -836,6 +836,32 @@ impl Overlay {
         mac: [u8; 6],
         replace: bool,
     ) -> Result<(), OverlayError> {
+        self.neigh_put(name, ip, mac, Origin::Static, replace)
+    }
+
+    /// A control plane's neighbour (EVPN's remote MAC+IP): `ip` has `mac`
+    /// in network `name`, replacing a learned or external entry but never
+    /// a static one (`Exists`). Not aged; removed by its control plane
+    /// ([`Overlay::neigh_del_external`]).
+    pub fn neigh_set_external(
+        &self,
+        name: &str,
+        ip: IpAddr,
+        mac: [u8; 6],
+    ) -> Result<(), OverlayError> {
+        self.neigh_put(name, ip, mac, Origin::External, true)
+    }
+
+    /// Sets `ip`'s neighbour entry; an existing one only with `replace`,
+    /// and a static one only by another static one.
+    fn neigh_put(
+        &self,
+        name: &str,
+        ip: IpAddr,
+        mac: [u8; 6],
+        origin: Origin,
+        replace: bool,
+    ) -> Result<(), OverlayError> {
         let (n, net) =
             self.network_of_layer(name, true, "ARP/ND suppression is for L2 networks")?;
         check_unicast_mac(mac)?;
@@ -844,14 +870,15 @@ impl Overlay {
                 "{ip} is not a neighbour's unicast address"
             )));
         }
-        if !replace && self.neigh.get(n, ip).is_some() {
+        let was = self.neigh.get(n, ip);
+        if was.is_some_and(|e| !replace || (e.origin == Origin::Static && origin != e.origin)) {
             return Err(OverlayError::Exists(format!(
                 "network \"{name}\": neighbour {ip} exists; use replace"
             )));
         }
         let entry = Neigh {
             mac,
-            origin: Origin::Static,
+            origin,
             seen_s: self.now_s(),
         };
         self.neigh.set(n, ip, entry, net.max_macs).map_err(|_| {
@@ -861,6 +888,17 @@ impl Overlay {
             ))
         })?;
         Ok(())
+    }
+
+    /// Removes neighbour `ip` of network `name` if a control plane set it;
+    /// whether it did.
+    pub fn neigh_del_external(&self, name: &str, ip: IpAddr) -> Result<bool, OverlayError> {
+        let (n, _) = self.network(name)?;
+        let external = self
+            .neigh
+            .get(n, ip)
+            .is_some_and(|e| e.origin == Origin::External);
+        Ok(external && self.neigh.remove(n, ip).is_some())
     }
 
     /// Removes neighbour `ip` (`tep neigh del`).

@@ -379,6 +379,42 @@ fn arp_requests_for_known_addresses_are_answered_locally() {
     assert_eq!(n.map(|n| n.mac), Some(M3));
 }
 
+/// A control plane's neighbour answers ARP like a static one; it never
+/// displaces a static entry, is not displaced by learning, and goes only
+/// by its control plane's removal.
+#[test]
+fn external_neighbours_answer_and_keep_their_place() {
+    let mut pool = Pool::new(64, 4096);
+    let mut v = vtep_with(1, ChecksumMode::Full, OuterLayers::IpUdp, |s| {
+        s.neigh_suppress = true
+    });
+    let (a2, a3) = (IpAddr::from([10, 0, 0, 2]), IpAddr::from([10, 0, 0, 3]));
+    let o = v.overlay.clone();
+    o.neigh_set_external("blue", a2, M2).unwrap();
+    o.neigh_add("blue", a3, M3, false).unwrap();
+    assert!(matches!(
+        o.neigh_set_external("blue", a3, M2),
+        Err(OverlayError::Exists(_))
+    ));
+    let out = send(
+        &mut pool,
+        &mut v,
+        &arp_request(M1, [10, 0, 0, 1], [10, 0, 0, 2]),
+    );
+    assert!(out.outer.is_empty(), "suppressed");
+    assert_eq!(&out.inner[0][22..28], &M2);
+    // A local host claiming the address does not take it over.
+    let mut claim = arp_request(M1, [10, 0, 0, 2], [10, 0, 0, 9]);
+    claim[21] = 2;
+    send(&mut pool, &mut v, &claim);
+    let n = o.neighbours().get(0, a2).unwrap();
+    assert_eq!((n.mac, n.origin), (M2, Origin::External));
+    assert_eq!(o.neigh_del_external("blue", a3), Ok(false), "static stays");
+    assert_eq!(o.neigh_del_external("blue", a2), Ok(true));
+    assert!(o.neighbours().get(0, a2).is_none());
+    assert!(o.neighbours().get(0, a3).is_some());
+}
+
 /// An L3 network sends each packet to the VTEP its route names.
 #[test]
 fn an_l3_network_routes_by_prefix() {

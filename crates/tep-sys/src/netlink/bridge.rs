@@ -409,7 +409,7 @@ fn error_of(payload: &[u8], what: &str) -> io::Error {
 /// The messages of one datagram as (type, sequence number, payload),
 /// without decoding them; None for a header that does not fit, after
 /// which the datagram's rest cannot be delimited and is dropped.
-struct Messages<'a>(&'a [u8]);
+pub(super) struct Messages<'a>(pub(super) &'a [u8]);
 
 impl<'a> Iterator for Messages<'a> {
     type Item = Option<(u16, u32, &'a [u8])>;

@@ -16,11 +16,15 @@
 //! short-lived socket: they are control-plane calls, not per packet).
 
 mod bridge;
+mod bridge_neigh;
 mod links;
 mod neighbours;
 
 pub use bridge::{
     bridge_fdb_add, bridge_fdb_del, decode_notifications, FdbEntry, FdbEvent, FdbWatch,
+};
+pub use bridge_neigh::{
+    bridge_neigh_del, bridge_neigh_set, BridgeNeigh, BridgeNeighEvent, BridgeNeighWatch, PROTO_TEP,
 };
 pub use links::{
     bridge_create, link_delete, link_set_master, link_set_up, vxlan_create, vxlan_info,

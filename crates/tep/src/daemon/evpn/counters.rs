@@ -51,17 +51,29 @@ events! {
     Exported = "exported",
     /// A local MAC (aged, moved) taken off the bridge: withdrawn.
     Withdrawn = "withdrawn",
-    /// A bridge FDB write that failed (tried again).
+    /// A bridge FDB or neighbour write that failed (tried again).
     ExportFailed = "export_failed",
     /// A full dump of the kernel's FDB, after notifications were lost.
     Resync = "resync",
+    /// A remote MAC+IP (zebra's entry on the bridge, a type-2 route with
+    /// an IP) taken into the neighbour table.
+    NeighImported = "neigh_imported",
+    /// A remote MAC+IP withdrawn and removed from the neighbour table.
+    NeighRemoved = "neigh_removed",
+    /// A local MAC+IP written to the bridge for zebra to advertise.
+    NeighExported = "neigh_exported",
+    /// A local MAC+IP (aged, moved, gone) taken off the bridge: withdrawn.
+    NeighWithdrawn = "neigh_withdrawn",
+    /// Ignored: a neighbour on the bridge neither zebra's nor tep's (the
+    /// kernel's own, an operator's).
+    NeighIgnored = "neigh_ignored",
 }
 
 /// A network's counters, one per [`Event`].
 #[derive(Debug, Default)]
 pub struct NetCounters([AtomicU64; EVENT_COUNT]);
 
-const EVENT_COUNT: usize = 16;
+const EVENT_COUNT: usize = 21;
 const _: () = assert!(Event::ALL.len() == EVENT_COUNT);
 
 impl NetCounters {

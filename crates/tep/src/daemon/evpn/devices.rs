@@ -92,7 +92,7 @@ pub fn open(evpn: &EvpnConfig, t: &TunnelConfig) -> Result<NetDevices, String> {
             let ifindex =
                 netlink::bridge_create(&b).map_err(|e| fail(&format!("creating bridge {b}"), e))?;
             created.insert(0, ifindex);
-            quiet(&b);
+            no_addresses(&b);
             netlink::link_set_master(vxlan, ifindex)
                 .map_err(|e| fail(&format!("putting {name} on {b}"), e))?;
             (b, ifindex)
@@ -135,6 +135,16 @@ fn check_vxlan(name: &str, ifindex: u32, vni: u32, local: IpAddr) -> Result<Opti
 /// so the kernel sends no DAD or router solicitation through it.
 fn quiet(dev: &str) {
     let _ = tep_sys::sysctl::set(&tep_sys::sysctl::ipv6_conf(dev, "disable_ipv6"), "1");
+}
+
+/// tep's bridge: IPv6 on, so that it holds IPv6 neighbours (zebra's and
+/// tep's MAC+IP bindings, `neigh.rs`), but no address of its own (no
+/// link-local address: no DAD, no router solicitation through it).
+/// On even where IPv6 is off by default (`default.disable_ipv6`).
+fn no_addresses(bridge: &str) {
+    let conf = |key| tep_sys::sysctl::ipv6_conf(bridge, key);
+    let _ = tep_sys::sysctl::set(&conf("addr_gen_mode"), "1");
+    let _ = tep_sys::sysctl::set(&conf("disable_ipv6"), "0");
 }
 
 /// tep's port: a TAP on the bridge, up, read by nobody.

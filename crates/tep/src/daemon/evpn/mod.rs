@@ -3,13 +3,16 @@
 //! devices; so for each `control = "evpn"` network tep keeps a bridge and a
 //! VXLAN device zebra reads ([`devices`]), follows the device's FDB into
 //! the overlay (what BGP learned, [`sync`]) and writes the network's local
-//! MACs onto the bridge (what zebra advertises). One thread does it all:
-//! notifications in, batched; local MACs out when the FDB's learning
-//! counters say they changed (at most every [`EXPORT_GAP`]), and every
-//! [`FULL_EVERY`] regardless.
+//! MACs onto the bridge (what zebra advertises); with ARP/ND suppression,
+//! MAC+IP bindings both ways between the neighbour table and the bridge's
+//! ARP/ND entries ([`neigh`]). One thread does it all: notifications in,
+//! batched; local MACs and bindings out when the learning counters say
+//! they changed (at most every [`EXPORT_GAP`]), and every [`FULL_EVERY`]
+//! regardless.
 
 pub mod counters;
 mod devices;
+mod neigh;
 mod show;
 pub mod sync;
 
@@ -19,6 +22,7 @@ use super::liveness::{self, Beat, Liveness};
 use super::state::State;
 use counters::{Event, NetCounters};
 use devices::NetDevices;
+use neigh::NetNeigh;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
@@ -28,7 +32,10 @@ use sync::NetSync;
 use tep_config::Config;
 use tep_dataplane::config::Control;
 use tep_dataplane::overlay::Overlay;
-use tep_sys::netlink::{self, FdbEntry, FdbEvent, FdbWatch};
+use tep_sys::netlink::{
+    self, BridgeNeigh, BridgeNeighEvent, BridgeNeighWatch, FdbEntry, FdbEvent, FdbWatch,
+};
+use tep_sys::poll::Epoll;
 
 /// The longest wait for a notification.
 const TICK: Duration = Duration::from_millis(50);
@@ -57,6 +64,8 @@ pub struct NetView {
     pub vteps: Vec<IpAddr>,
     /// Local MACs on the bridge for zebra.
     pub exported: usize,
+    /// Local MAC+IP bindings on the bridge for zebra.
+    pub exported_neighbours: usize,
     /// What was done and refused.
     pub counters: Arc<NetCounters>,
 }
@@ -131,6 +140,7 @@ impl Evpn {
             .clone()
             .ok_or("evpn: no overlay")?;
         let mut nets = Vec::new();
+        let mut neighs = Vec::new();
         let mut views = Vec::new();
         for (i, d) in &devices.0 {
             let t = &config.tunnels[*i];
@@ -144,15 +154,22 @@ impl Evpn {
                 port: d.port.name().to_string(),
                 vteps: Vec::new(),
                 exported: 0,
+                exported_neighbours: 0,
                 counters: n.counters.clone(),
             });
+            neighs.push(NetNeigh::new(
+                &t.name,
+                index,
+                d.bridge.1,
+                n.counters.clone(),
+            ));
             nets.push((n, d.port.ifindex()));
         }
         let views = Arc::new(Mutex::new(views));
         let (stop, stopped) = mpsc::channel::<()>();
         let shown = views.clone();
         let thread = liveness::spawn(watch, "evpn", 20 * TICK, move |beat| {
-            Follower::new(nets, shown)?.run(&state, &stopped, beat)
+            Follower::new(nets, neighs, shown)?.run(&state, &stopped, beat)
         })
         .map_err(|e| format!("cannot start the EVPN thread: {e}"))?;
         Ok(Evpn {
@@ -181,8 +198,14 @@ impl Drop for Evpn {
 /// The thread's state.
 struct Follower {
     watch: FdbWatch,
+    /// The bridges' ARP/ND entries (MAC+IP bindings).
+    neigh_watch: BridgeNeighWatch,
+    /// Both watches, to wait on.
+    epoll: Epoll,
     /// Each network with its port's ifindex.
     nets: Vec<(NetSync, u32)>,
+    /// Each network's bindings, in the order of `nets`.
+    neighs: Vec<NetNeigh>,
     views: Arc<Mutex<Vec<NetView>>>,
     /// Each network's learning counters when its local MACs last went out.
     stamps: Vec<u64>,
@@ -192,15 +215,34 @@ struct Follower {
     pending: bool,
     dump: Vec<FdbEntry>,
     events: Vec<FdbEvent>,
+    neigh_dump: Vec<BridgeNeigh>,
+    neigh_events: Vec<BridgeNeighEvent>,
+    ready: Vec<tep_sys::poll::Event>,
 }
 
 impl Follower {
-    fn new(nets: Vec<(NetSync, u32)>, views: Arc<Mutex<Vec<NetView>>>) -> Result<Follower, String> {
+    fn new(
+        nets: Vec<(NetSync, u32)>,
+        neighs: Vec<NetNeigh>,
+        views: Arc<Mutex<Vec<NetView>>>,
+    ) -> Result<Follower, String> {
         // Subscribed before the first dump: no change falls between.
         let watch =
             FdbWatch::new().map_err(|e| format!("evpn: following the kernel's FDB: {e}"))?;
+        let neigh_watch = BridgeNeighWatch::new()
+            .map_err(|e| format!("evpn: following the kernel's neighbours: {e}"))?;
+        let epoll = Epoll::new()
+            .and_then(|p| {
+                p.add(watch.fd(), 0, true, false)?;
+                p.add(neigh_watch.fd(), 1, true, false)?;
+                Ok(p)
+            })
+            .map_err(|e| format!("evpn: {e}"))?;
         Ok(Follower {
             watch,
+            neigh_watch,
+            epoll,
+            neighs,
             stamps: vec![u64::MAX; nets.len()],
             nets,
             views,
@@ -209,6 +251,9 @@ impl Follower {
             pending: true,
             dump: Vec::new(),
             events: Vec::new(),
+            neigh_dump: Vec::new(),
+            neigh_events: Vec::new(),
+            ready: Vec::with_capacity(2),
         })
     }
 
@@ -222,6 +267,7 @@ impl Follower {
         loop {
             beat.beat();
             if !matches!(stopped.try_recv(), Err(mpsc::TryRecvError::Empty)) {
+                self.withdraw_neighbours();
                 return Ok(());
             }
             let now = state
@@ -244,9 +290,11 @@ impl Follower {
                 overlay = Some(o.clone());
             }
             let changed = self.follow(&o)?;
+            self.follow_neighbours(&o)?;
             self.export(&o, changed || fresh);
             self.show();
-            if let Err(e) = tep_sys::poll::wait_readable(self.watch.fd(), TICK) {
+            let tick = i32::try_from(TICK.as_millis()).unwrap_or(i32::MAX);
+            if let Err(e) = self.epoll.wait(&mut self.ready, tick) {
                 return Err(format!("evpn: waiting for the kernel: {e}"));
             }
         }
@@ -260,6 +308,42 @@ impl Follower {
             .map_err(|e| format!("evpn: dumping the kernel's FDB: {e}"))?;
         for (n, _) in &mut self.nets {
             n.resync(o, &self.dump);
+        }
+        self.resync_neighbours(o)
+    }
+
+    /// Dumps the kernel's ARP/ND entries into every network.
+    fn resync_neighbours(&mut self, o: &Overlay) -> Result<(), String> {
+        self.neigh_dump.clear();
+        self.neigh_watch
+            .dump(&mut self.neigh_dump)
+            .map_err(|e| format!("evpn: dumping the kernel's neighbours: {e}"))?;
+        for n in &mut self.neighs {
+            n.resync(o, &self.neigh_dump);
+        }
+        Ok(())
+    }
+
+    /// Takes the ARP/ND notifications that arrived (zebra's remote
+    /// bindings on the bridges).
+    fn follow_neighbours(&mut self, o: &Overlay) -> Result<(), String> {
+        self.neigh_events.clear();
+        match self.neigh_watch.poll(&mut self.neigh_events) {
+            Ok(()) => {}
+            Err(e) if FdbWatch::is_overrun(&e) => {
+                for (n, _) in &self.nets {
+                    n.counters.count(Event::Resync);
+                }
+                return self.resync_neighbours(o);
+            }
+            Err(e) => return Err(format!("evpn: reading the kernel's neighbours: {e}")),
+        }
+        for ev in &self.neigh_events {
+            for n in &mut self.neighs {
+                if n.apply(o, ev) {
+                    break;
+                }
+            }
         }
         Ok(())
     }
@@ -311,7 +395,8 @@ impl Follower {
         }
         let indices: Vec<u16> = self.nets.iter().map(|(n, _)| n.index).collect();
         let local = sync::local_macs(o, &indices);
-        for ((n, port), local) in self.nets.iter_mut().zip(&local) {
+        let nets = self.nets.iter_mut().zip(&mut self.neighs);
+        for (((n, port), neigh), local) in nets.zip(&local) {
             let port = *port;
             n.export(local, |mac, add| {
                 if add {
@@ -320,6 +405,18 @@ impl Follower {
                     netlink::bridge_fdb_del(port, mac).map(|_| ())
                 }
             });
+            // After the MACs: zebra advertises a binding of a local MAC.
+            let wanted = neigh.wanted(o, local);
+            export_neighbours(neigh, &wanted);
+        }
+    }
+
+    /// Takes tep's bindings off the bridges as it stops: an operator's
+    /// bridge outlives tep, and zebra would advertise them again when the
+    /// next tep writes their MACs, though the hosts may have gone.
+    fn withdraw_neighbours(&mut self) {
+        for n in &mut self.neighs {
+            export_neighbours(n, &Default::default());
         }
     }
 
@@ -329,11 +426,24 @@ impl Follower {
             v.vteps = n.flood().iter().copied().collect();
             v.exported = n.exported().len();
         }
+        for (n, v) in self.neighs.iter().zip(views.iter_mut()) {
+            v.exported_neighbours = n.exported().len();
+        }
     }
 }
 
+/// Brings `n`'s bridge to the bindings `wanted`.
+fn export_neighbours(n: &mut NetNeigh, wanted: &std::collections::BTreeMap<IpAddr, [u8; 6]>) {
+    let bridge = n.bridge;
+    n.export(wanted, |ip, mac| match mac {
+        Some(mac) => netlink::bridge_neigh_set(bridge, ip, mac),
+        None => netlink::bridge_neigh_del(bridge, ip).map(|_| ()),
+    });
+}
+
 /// A number that changes whenever network `index` learns, moves or ages a
-/// MAC.
+/// MAC, or learns, ages or loses a neighbour (a neighbour's new MAC waits
+/// for [`FULL_EVERY`]).
 fn learning_stamp(o: &Overlay, index: u16) -> u64 {
     o.networks().get(usize::from(index)).map_or(0, |n| {
         let c = &n.counters;
@@ -341,5 +451,7 @@ fn learning_stamp(o: &Overlay, index: u16) -> u64 {
             .load(Ordering::Relaxed)
             .wrapping_add(c.moved.load(Ordering::Relaxed))
             .wrapping_add(c.aged.load(Ordering::Relaxed))
+            .wrapping_add(c.neigh_learned.load(Ordering::Relaxed))
+            .wrapping_add(u64::from(o.neighbours().count(index)) << 32)
     })
 }

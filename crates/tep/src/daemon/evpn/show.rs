@@ -16,6 +16,7 @@ struct Line<'a> {
     port: &'a str,
     vteps: &'a [IpAddr],
     local_macs: usize,
+    local_neighbours: usize,
     events: BTreeMap<&'static str, u64>,
 }
 
@@ -36,7 +37,11 @@ impl fmt::Display for Line<'_> {
                 vteps.join(" ")
             }
         )?;
-        write!(f, "  local_macs {}", self.local_macs)?;
+        write!(
+            f,
+            "  local_macs {} local_neighbours {}",
+            self.local_macs, self.local_neighbours
+        )?;
         for (k, v) in &self.events {
             write!(f, " {k} {v}")?;
         }
@@ -56,6 +61,7 @@ pub fn show(views: &[NetView], json: bool) -> String {
             port: &v.port,
             vteps: &v.vteps,
             local_macs: v.exported,
+            local_neighbours: v.exported_neighbours,
             events: v.counters.rows().collect(),
         })
         .collect();
