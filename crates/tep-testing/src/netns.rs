@@ -486,6 +486,29 @@ impl Daemon {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("show {what}: {e}: {text}"))
     }
 
+    /// EVPN network `net`'s object in `tep show evpn --json`.
+    pub fn evpn(&self, net: &str) -> serde_json::Value {
+        let v = self.show("evpn");
+        v.as_array()
+            .and_then(|a| a.iter().find(|n| n["name"] == net))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {net} in show evpn: {v}"))
+    }
+
+    /// The remote VTEPs EVPN network `net` took from BGP, sorted.
+    pub fn evpn_vteps(&self, net: &str) -> Vec<String> {
+        let mut v: Vec<String> = self.evpn(net)["vteps"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
     /// The daemon's process id (`ip netns exec` execs tep in place).
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map_or(0, Child::id)

@@ -80,25 +80,12 @@ impl Fabric {
 
     /// `tep show evpn --json`: network `net`'s object.
     fn evpn(&self, net: &str) -> Value {
-        let v = self.lab.d().show("evpn");
-        v.as_array()
-            .and_then(|a| a.iter().find(|n| n["name"] == net))
-            .cloned()
-            .unwrap_or_else(|| panic!("no {net} in show evpn: {v}"))
+        self.lab.d().evpn(net)
     }
 
     /// The remote VTEPs tep took for `net` from BGP.
     fn vteps(&self, net: &str) -> Vec<String> {
-        let mut v: Vec<String> = self.evpn(net)["vteps"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
+        self.lab.d().evpn_vteps(net)
     }
 
     fn event(&self, net: &str, name: &str) -> u64 {
@@ -722,29 +709,7 @@ fn mac_ip_in(f: &Fabric) {
     assert!(h1.contains(&a2) && h1.contains("extern_learn"), "{h1}");
     assert!(f.event("blue", "neigh_imported") >= 1);
     // w1 asks for w2: tep answers; the request stays off the underlay.
-    let suppressed = lab.counter("blue", "suppressed");
-    let unknown = [10, 100, 0, 9];
-    let underlay = lab.sniff("h1", "ul", &unknown);
-    lab.must("w1b", &["ip", "neigh", "flush", "all"]);
-    lab.ping("w1b", &a2, 1, 3);
-    assert_eq!(lab.neighbour("w1b", &a2), Some(m2.clone()), "{}", lab.log());
-    assert_eq!(lab.ping("w1b", &ip(9), 1, 1), 0);
-    assert!(
-        underlay.seen(10),
-        "the request for 10.100.0.9 was not flooded"
-    );
-    let requests: Vec<[u8; 4]> = vxlan(&underlay.stop())
-        .iter()
-        .filter(|v| v.src == [192, 0, 2, 1])
-        .filter_map(Vxlan::arp_request)
-        .collect();
-    assert!(
-        !requests.contains(&[10, 100, 0, 2]),
-        "the request for w2 went onto the underlay: {requests:?}"
-    );
-    assert!(requests.contains(&unknown), "{requests:?}");
-    assert!(lab.counter("blue", "suppressed") > suppressed);
-    lab.ping_ok("w1b", &a2);
+    lab.assert_arp_suppressed();
     // h2 forgets it: so does tep.
     lab.must("h2", &["ip", "neigh", "del", &a2, "dev", "br100"]);
     f.wait(15, "tep drops w2's MAC+IP", || tep_neigh(f, &a2).is_none());

@@ -186,29 +186,6 @@ fn v4(a: &str) -> IpAddr {
     a.parse().unwrap()
 }
 
-/// `tep show evpn --json`: network `net`'s object.
-fn evpn(gw: &Daemon, net: &str) -> Value {
-    let v = gw.show("evpn");
-    v.as_array()
-        .and_then(|a| a.iter().find(|n| n["name"] == net))
-        .cloned()
-        .unwrap_or_else(|| panic!("no {net} in show evpn: {v}"))
-}
-
-/// The remote VTEPs tep took for `net` from BGP, sorted.
-fn vteps(gw: &Daemon, net: &str) -> Vec<String> {
-    let mut v: Vec<String> = evpn(gw, net)["vteps"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
 /// tep's FDB row for `mac` in `net` (`tep fdb show --json`): its
 /// destination and origin.
 fn fdb_at(gw: &Daemon, net: &str, mac: &str) -> Option<(String, String)> {
@@ -308,7 +285,7 @@ fn learned_from_bgp(f: &Fabric, gw: &Daemon) {
     for vni in [100, 200] {
         let net = network(vni).0;
         f.wait(gw, 15, &format!("tep's flood list of {net}"), || {
-            vteps(gw, net) == [K1, K2]
+            gw.evpn_vteps(net) == [K1, K2]
         });
     }
     for w in &WORKLOADS {
@@ -398,6 +375,6 @@ fn exported(f: &Fabric, gw: &Daemon, hosts: &str) {
             local.iter().any(|(m, p)| m == hosts && *p == port),
             "g's zebra does not advertise the hosts from {port}: {local:?}"
         );
-        assert!(evpn(gw, net)["local_macs"].as_u64() >= Some(1), "{net}");
+        assert!(gw.evpn(net)["local_macs"].as_u64() >= Some(1), "{net}");
     }
 }

@@ -720,3 +720,39 @@ impl Lab {
 
 /// `(a, b)` for every ordered pair of the three workloads.
 pub const PAIRS: [(u8, u8); 6] = [(1, 2), (1, 3), (2, 1), (2, 3), (3, 1), (3, 2)];
+
+impl Lab {
+    /// w1 asks (ARP) for workload 2 of blue, whose binding tep knows, and
+    /// for 10.100.0.9, which nobody knows: tep answers the first with w2's
+    /// MAC and it never reaches the underlay; the second is flooded.
+    pub fn assert_arp_suppressed(&self) {
+        let suppressed = self.counter("blue", "suppressed");
+        let unknown = [10, 100, 0, 9];
+        let underlay = self.sniff("h1", "ul", &unknown);
+        self.must("w1b", &["ip", "neigh", "flush", "all"]);
+        self.ping("w1b", &ip(2), 1, 3);
+        assert_eq!(
+            self.neighbour("w1b", &ip(2)),
+            Some(mac(2)),
+            "w1's ARP request for w2 went unanswered\n{}",
+            self.log()
+        );
+        assert_eq!(self.ping("w1b", &ip(9), 1, 1), 0);
+        assert!(
+            underlay.seen(10),
+            "the request for 10.100.0.9 was not flooded"
+        );
+        let requests: Vec<[u8; 4]> = vxlan(&underlay.stop())
+            .iter()
+            .filter(|v| v.src == [192, 0, 2, 1])
+            .filter_map(Vxlan::arp_request)
+            .collect();
+        assert!(
+            !requests.contains(&[10, 100, 0, 2]),
+            "the request for w2 went onto the underlay: {requests:?}"
+        );
+        assert!(requests.contains(&unknown), "{requests:?}");
+        assert!(self.counter("blue", "suppressed") > suppressed);
+        self.ping_ok("w1b", &ip(2));
+    }
+}
