@@ -19,7 +19,9 @@ mod bridge;
 mod links;
 mod neighbours;
 
-pub use bridge::{bridge_fdb_add, bridge_fdb_del, FdbEntry, FdbEvent, FdbWatch};
+pub use bridge::{
+    bridge_fdb_add, bridge_fdb_add_remote, bridge_fdb_del, FdbEntry, FdbEvent, FdbWatch,
+};
 pub use links::{
     bridge_create, link_delete, link_set_master, link_set_up, vxlan_create, vxlan_info,
     VxlanDevice, VxlanInfo,
