@@ -282,7 +282,7 @@ impl Packet {
             if n < 0 {
                 return Err(io::Error::last_os_error());
             }
-            if from.sll_pkttype != libc::PACKET_OUTGOING as u8 {
+            if from.sll_pkttype != libc::PACKET_OUTGOING {
                 return Ok(n as usize);
             }
         }
@@ -887,7 +887,7 @@ enum Kind {
 fn change(k: usize, plan: Plan, at: &mut Vec<u16>) -> (u32, u16, Kind) {
     let half = (k / 2) as u32;
     let vteps = u32::from(plan.vteps);
-    if k % 2 == 0 {
+    if k.is_multiple_of(2) {
         let id = plan.macs + half;
         let vtep = (half % vteps) as u16;
         if at.len() <= id as usize {
@@ -1097,7 +1097,7 @@ mod tests {
             let before = at.clone();
             let (id, vtep, kind) = change(k, plan, &mut at);
             assert_eq!(at[id as usize], vtep);
-            if k % 2 == 0 {
+            if k.is_multiple_of(2) {
                 assert_eq!((kind, id), (Kind::New, 10 + k as u32 / 2));
             } else {
                 assert_eq!(kind, Kind::Moved);
