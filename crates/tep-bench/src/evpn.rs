@@ -16,8 +16,10 @@
 //! Two measurements, on one daemon:
 //! - start: MACs and flood entries are in the kernel before tep starts;
 //!   from tep's spawn, the time until the sink has seen a frame to every
-//!   MAC at its VTEP (the sender skips MACs already seen, so the last
-//!   ones are retried at the sender's period), and, for comparison, until
+//!   MAC at its VTEP (the sender goes round the MACs not seen yet, one a
+//!   period, so a round of N MACs takes N periods: an upper bound), the
+//!   time the last frame that tep did not forward by its MAC's entry was
+//!   sent (every later one was: a lower bound), and, for comparison, until
 //!   `tep show evpn --json` counts them all (polled every 20 ms).
 //! - changes: one at a time, half new MACs, half MACs moved to another
 //!   VTEP; the flood entries are withdrawn first, so that a frame to a MAC
@@ -33,7 +35,7 @@ use std::net::{Ipv4Addr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tep_sys::netlink::{self, bridge_fdb_add_remote};
@@ -141,6 +143,72 @@ struct Shared {
     done: Vec<AtomicBool>,
     sent: AtomicU64,
     send_errors: AtomicU64,
+    /// The start's frames.
+    track: Track,
+}
+
+/// When each frame of the start was sent and whether it arrived at its
+/// MAC's VTEP, by sequence number (the first [`TRACKED`]).
+#[derive(Debug)]
+struct Track {
+    base: Instant,
+    /// ns after `base` + 1; 0: not sent.
+    sent_ns: Vec<AtomicU64>,
+    /// [`ARRIVED`], [`FLOODED`] or 0 (neither yet).
+    arrived: Vec<AtomicU8>,
+}
+
+/// A frame's one copy arrived at its MAC's VTEP.
+const ARRIVED: u8 = 1;
+/// A copy arrived at another VTEP: it was flooded, not forwarded by the
+/// MAC's entry (whatever other copies did).
+const FLOODED: u8 = 2;
+
+/// Frames of the start tracked: 64 per MAC of the largest table at least.
+const TRACKED: usize = 1 << 22;
+
+impl Track {
+    fn new(frames: usize) -> Track {
+        Track {
+            base: Instant::now(),
+            sent_ns: (0..frames).map(|_| AtomicU64::new(0)).collect(),
+            arrived: (0..frames).map(|_| AtomicU8::new(0)).collect(),
+        }
+    }
+
+    fn sent(&self, seq: u64) {
+        if let Some(s) = self.sent_ns.get(seq as usize) {
+            s.store(self.base.elapsed().as_nanos() as u64 + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// A copy of frame `seq` arrived, at its MAC's VTEP (`right`) or not.
+    fn arrived(&self, seq: u64, right: bool) {
+        if let Some(a) = self.arrived.get(seq as usize) {
+            if right {
+                let _ = a.compare_exchange(0, ARRIVED, Ordering::Relaxed, Ordering::Relaxed);
+            } else {
+                a.store(FLOODED, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// When the last frame that did not arrive at its MAC's VTEP was sent
+    /// (tep did not forward by that MAC yet), and how many did not.
+    fn last_lost(&self) -> (Option<Instant>, u64) {
+        let (mut last, mut lost) = (None, 0);
+        for (s, a) in self.sent_ns.iter().zip(&self.arrived) {
+            let ns = s.load(Ordering::Relaxed);
+            if ns == 0 {
+                break;
+            }
+            if a.load(Ordering::Relaxed) != ARRIVED {
+                lost += 1;
+                last = Some(self.base + Duration::from_nanos(ns - 1));
+            }
+        }
+        (last, lost)
+    }
 }
 
 impl Shared {
@@ -153,6 +221,7 @@ impl Shared {
             done: (0..macs).map(|_| AtomicBool::new(false)).collect(),
             sent: AtomicU64::new(0),
             send_errors: AtomicU64::new(0),
+            track: Track::new(TRACKED.min(macs as usize * 64 + 4096)),
         }
     }
 }
@@ -289,9 +358,19 @@ impl Packet {
     }
 }
 
-/// The VTEP and inner destination MAC of a VXLAN datagram in an Ethernet
-/// frame, when it is one of tep's to a VTEP of the lab.
-fn parse(frame: &[u8], vteps: u16) -> Option<(u32, u16)> {
+/// A datagram of tep's to a VTEP of the lab, as the sink sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Datagram {
+    /// The inner destination MAC's id.
+    id: u32,
+    vtep: u16,
+    /// The sender's sequence number.
+    seq: u64,
+}
+
+/// The datagram in an Ethernet frame, when it is one of tep's to a VTEP
+/// of the lab.
+fn parse(frame: &[u8], vteps: u16) -> Option<Datagram> {
     if frame.get(12..14)? != [0x08, 0x00] {
         return None;
     }
@@ -305,9 +384,12 @@ fn parse(frame: &[u8], vteps: u16) -> Option<(u32, u16)> {
     if udp.get(2..4)? != VXLAN_PORT.to_be_bytes() {
         return None;
     }
-    // UDP 8, VXLAN 8, then the inner frame's destination.
-    let id = id_of(udp.get(16..22)?)?;
-    Some((id, vtep))
+    // UDP 8, VXLAN 8, then the inner frame: its destination, and the
+    // sequence number after its Ethernet header.
+    let inner = udp.get(16..)?;
+    let id = id_of(inner.get(..6)?)?;
+    let seq = u64::from_be_bytes(inner.get(14..22)?.try_into().ok()?);
+    Some(Datagram { id, vtep, seq })
 }
 
 /// The start's count: each MAC counts once its last copy went to its
@@ -324,9 +406,10 @@ struct Tally {
 }
 
 impl Tally {
-    fn see(&mut self, done: &[AtomicBool], id: u32, vtep: u16, t: Instant) {
+    /// Takes a copy of MAC `id` at `vtep`; true when it is the MAC's.
+    fn see(&mut self, done: &[AtomicBool], id: u32, vtep: u16, t: Instant) -> bool {
         let Some(flag) = done.get(id as usize) else {
-            return;
+            return false;
         };
         let right = vtep == home(id, self.vteps);
         if !right {
@@ -345,6 +428,7 @@ impl Tally {
             }
             _ => {}
         }
+        right
     }
 }
 
@@ -382,9 +466,10 @@ fn sink(ns: &str, shared: &Shared, plan: Plan, tx: mpsc::Sender<Seen>) -> Result
             Err(e) => return Err(format!("sink: recv: {e}")),
         };
         let start = shared.start_mode.load(Ordering::Relaxed);
-        if let Some((Some((id, vtep)), t)) = got {
+        if let Some((Some(Datagram { id, vtep, seq }), t)) = got {
             if start {
-                tally.see(&shared.done, id, vtep, t);
+                let right = tally.see(&shared.done, id, vtep, t);
+                shared.track.arrived(seq, right);
             } else if shared
                 .armed
                 .compare_exchange(pack(id, vtep), 0, Ordering::Relaxed, Ordering::Relaxed)
@@ -432,8 +517,12 @@ fn sender(ns: &str, shared: &Shared, period: Duration) -> Result<(), String> {
         if let Some(id) = id {
             frame[..6].copy_from_slice(&mac_of(id));
             frame[14..22].copy_from_slice(&seq.to_be_bytes());
+            if shared.start_mode.load(Ordering::Relaxed) {
+                shared.track.sent(seq);
+            }
             seq += 1;
-            // Down for a moment while tep sets its TAP up: counted.
+            // Down for a moment while tep sets its TAP up: counted (and a
+            // frame tep did not forward).
             match sock.send(&frame) {
                 Ok(()) => shared.sent.fetch_add(1, Ordering::Relaxed),
                 Err(_) => shared.send_errors.fetch_add(1, Ordering::Relaxed),
@@ -515,8 +604,15 @@ pub struct Start {
     /// `tep show evpn --json` first counted every MAC and VTEP (polled
     /// every 20 ms).
     pub shown_ms: Option<f64>,
-    /// The sink had seen a frame to every MAC at its VTEP.
+    /// The sink had seen a frame to every MAC at its VTEP: the sender's
+    /// round over the MACs, at least `macs` periods, bounds it from below.
     pub forwarded_ms: Option<f64>,
+    /// The last frame that did not arrive at its MAC's VTEP (tep's TAP not
+    /// up, the MAC not taken yet) was sent then: every frame sent later
+    /// was forwarded by its entry. None: no frame was lost.
+    pub last_lost_ms: Option<f64>,
+    /// Frames of the start that did not arrive at their MAC's VTEP.
+    pub lost_frames: u64,
     /// MACs seen at their VTEP (all of them unless it timed out).
     pub forwarded_macs: u64,
     pub frames_sent: u64,
@@ -789,7 +885,10 @@ fn start(
     };
     shared.start_mode.store(false, Ordering::Relaxed);
     let shown = poller.join().unwrap_or(None);
+    let (last_lost, lost_frames) = shared.track.last_lost();
     let start = Start {
+        last_lost_ms: last_lost.map(|t| ms(t.saturating_duration_since(t0))),
+        lost_frames,
         control_ms,
         shown_ms: shown.map(ms),
         forwarded_ms: forwarded,
@@ -1039,6 +1138,11 @@ pub fn render(r: &Report) -> String {
         cell(s.shown_ms, 1)
     );
     out += &format!(
+        "  last frame not forwarded by its MAC sent {:>7}   ({} such frames)\n",
+        cell(s.last_lost_ms, 1),
+        s.lost_frames
+    );
+    out += &format!(
         "  forwarded by every MAC at its VTEP     {:>9}   ({} of {} MACs, {} frames, {} flooded copies)\n\n",
         cell(s.forwarded_ms, 1),
         s.forwarded_macs,
@@ -1072,9 +1176,17 @@ mod tests {
         let mut udp = vec![0u8; 16];
         udp[2..4].copy_from_slice(&4789u16.to_be_bytes());
         udp.extend_from_slice(&mac_of(70_000));
+        udp.extend_from_slice(&SRC_MAC);
+        udp.extend_from_slice(&ETHERTYPE.to_be_bytes());
+        udp.extend_from_slice(&77u64.to_be_bytes());
         ip.extend(udp);
         f.extend(ip);
-        assert_eq!(parse(&f, 100), Some((70_000, 2)));
+        let d = Datagram {
+            id: 70_000,
+            vtep: 2,
+            seq: 77,
+        };
+        assert_eq!(parse(&f, 100), Some(d));
         assert_eq!(parse(&f, 2), None, "VTEP 2 is not in a lab of 2");
         for cut in 0..f.len() {
             assert_eq!(parse(&f[..cut], 100), None, "cut at {cut}");
@@ -1117,14 +1229,37 @@ mod tests {
             full_at: None,
         };
         let now = Instant::now();
-        t.see(&done, 0, 0, now);
-        t.see(&done, 1, 1, now);
+        assert!(t.see(&done, 0, 0, now));
+        assert!(t.see(&done, 1, 1, now));
         assert_eq!((t.seen, t.full_at), (2, Some(now)));
-        t.see(&done, 1, 0, now);
+        assert!(!t.see(&done, 1, 0, now));
         assert_eq!((t.seen, t.full_at, t.flooded), (1, None, 1));
         assert!(!done[1].load(Ordering::Relaxed));
-        t.see(&done, 5, 0, now);
+        assert!(!t.see(&done, 5, 0, now));
         assert_eq!(t.seen, 1, "not a MAC of the table");
+    }
+
+    #[test]
+    fn the_last_lost_frame_is_the_last_sent_that_did_not_arrive() {
+        let track = Track::new(8);
+        assert_eq!(track.last_lost(), (None, 0));
+        for seq in 0..5 {
+            track.sent(seq);
+        }
+        for seq in [0, 2, 4] {
+            track.arrived(seq, true);
+        }
+        let at = |seq: usize| {
+            track.base + Duration::from_nanos(track.sent_ns[seq].load(Ordering::Relaxed) - 1)
+        };
+        assert_eq!(track.last_lost(), (Some(at(3)), 2));
+        // A flooded frame: a copy elsewhere, before or after the right one.
+        track.arrived(4, false);
+        track.arrived(4, true);
+        assert_eq!(track.last_lost(), (Some(at(4)), 3));
+        // Past the tracked frames: nothing recorded, no panic.
+        track.sent(100);
+        track.arrived(100, true);
     }
 
     #[test]
