@@ -35,7 +35,7 @@ use std::net::{Ipv4Addr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tep_sys::netlink::{self, bridge_fdb_add_remote};
@@ -154,8 +154,18 @@ struct Track {
     base: Instant,
     /// ns after `base` + 1; 0: not sent.
     sent_ns: Vec<AtomicU64>,
+    /// The MAC each frame went to.
+    macs: Vec<AtomicU32>,
     /// [`ARRIVED`], [`FLOODED`] or 0 (neither yet).
     arrived: Vec<AtomicU8>,
+}
+
+/// What [`Track::last_lost`] found.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Lost {
+    last: Option<Instant>,
+    lost: u64,
+    dropped: u64,
 }
 
 /// A frame's one copy arrived at its MAC's VTEP.
@@ -172,12 +182,15 @@ impl Track {
         Track {
             base: Instant::now(),
             sent_ns: (0..frames).map(|_| AtomicU64::new(0)).collect(),
+            macs: (0..frames).map(|_| AtomicU32::new(0)).collect(),
             arrived: (0..frames).map(|_| AtomicU8::new(0)).collect(),
         }
     }
 
-    fn sent(&self, seq: u64) {
+    /// Frame `seq`, to MAC `id`, is sent now.
+    fn sent(&self, seq: u64, id: u32) {
         if let Some(s) = self.sent_ns.get(seq as usize) {
+            self.macs[seq as usize].store(id, Ordering::Relaxed);
             s.store(self.base.elapsed().as_nanos() as u64 + 1, Ordering::Relaxed);
         }
     }
@@ -193,21 +206,30 @@ impl Track {
         }
     }
 
-    /// When the last frame that did not arrive at its MAC's VTEP was sent
-    /// (tep did not forward by that MAC yet), and how many did not.
-    fn last_lost(&self) -> (Option<Instant>, u64) {
-        let (mut last, mut lost) = (None, 0);
-        for (s, a) in self.sent_ns.iter().zip(&self.arrived) {
-            let ns = s.load(Ordering::Relaxed);
+    /// The frames that did not arrive at their MAC's VTEP: when the last
+    /// one sent before a frame to its MAC first did was sent (tep did not
+    /// forward by that MAC yet), how many were such, and how many were
+    /// lost after their MAC worked (dropped on the way, not unknown).
+    fn last_lost(&self) -> Lost {
+        let mut worked = vec![false; self.macs.len()];
+        let mut l = Lost::default();
+        for seq in 0..self.sent_ns.len() {
+            let ns = self.sent_ns[seq].load(Ordering::Relaxed);
             if ns == 0 {
                 break;
             }
-            if a.load(Ordering::Relaxed) != ARRIVED {
-                lost += 1;
-                last = Some(self.base + Duration::from_nanos(ns - 1));
+            let m = self.macs[seq].load(Ordering::Relaxed) as usize;
+            let ok = self.arrived[seq].load(Ordering::Relaxed) == ARRIVED;
+            match worked.get_mut(m) {
+                Some(w) if ok => *w = true,
+                Some(true) => l.dropped += 1,
+                _ => {
+                    l.lost += 1;
+                    l.last = Some(self.base + Duration::from_nanos(ns - 1));
+                }
             }
         }
-        (last, lost)
+        l
     }
 }
 
@@ -518,7 +540,7 @@ fn sender(ns: &str, shared: &Shared, period: Duration) -> Result<(), String> {
             frame[..6].copy_from_slice(&mac_of(id));
             frame[14..22].copy_from_slice(&seq.to_be_bytes());
             if shared.start_mode.load(Ordering::Relaxed) {
-                shared.track.sent(seq);
+                shared.track.sent(seq, id);
             }
             seq += 1;
             // Down for a moment while tep sets its TAP up: counted (and a
@@ -613,6 +635,9 @@ pub struct Start {
     pub last_lost_ms: Option<f64>,
     /// Frames of the start that did not arrive at their MAC's VTEP.
     pub lost_frames: u64,
+    /// Frames lost after a frame to their MAC had arrived: dropped on the
+    /// way (a queue full on a busy machine), not evidence of tep's state.
+    pub dropped_frames: u64,
     /// MACs seen at their VTEP (all of them unless it timed out).
     pub forwarded_macs: u64,
     pub frames_sent: u64,
@@ -885,10 +910,11 @@ fn start(
     };
     shared.start_mode.store(false, Ordering::Relaxed);
     let shown = poller.join().unwrap_or(None);
-    let (last_lost, lost_frames) = shared.track.last_lost();
+    let lost = shared.track.last_lost();
     let start = Start {
-        last_lost_ms: last_lost.map(|t| ms(t.saturating_duration_since(t0))),
-        lost_frames,
+        last_lost_ms: lost.last.map(|t| ms(t.saturating_duration_since(t0))),
+        lost_frames: lost.lost,
+        dropped_frames: lost.dropped,
         control_ms,
         shown_ms: shown.map(ms),
         forwarded_ms: forwarded,
@@ -1138,9 +1164,10 @@ pub fn render(r: &Report) -> String {
         cell(s.shown_ms, 1)
     );
     out += &format!(
-        "  last frame not forwarded by its MAC sent {:>7}   ({} such frames)\n",
+        "  last frame not forwarded by its MAC sent {:>7}   ({} such frames; {} dropped later)\n",
         cell(s.last_lost_ms, 1),
-        s.lost_frames
+        s.lost_frames,
+        s.dropped_frames
     );
     out += &format!(
         "  forwarded by every MAC at its VTEP     {:>9}   ({} of {} MACs, {} frames, {} flooded copies)\n\n",
@@ -1240,25 +1267,32 @@ mod tests {
     }
 
     #[test]
-    fn the_last_lost_frame_is_the_last_sent_that_did_not_arrive() {
+    fn the_last_lost_frame_is_the_last_sent_before_its_mac_worked() {
         let track = Track::new(8);
-        assert_eq!(track.last_lost(), (None, 0));
-        for seq in 0..5 {
-            track.sent(seq);
+        assert_eq!(track.last_lost(), Lost::default());
+        // MAC 0: lost, lost, arrived, lost (a drop); MAC 1: lost, arrived.
+        for (seq, id) in [0, 1, 0, 0, 1, 0].into_iter().enumerate() {
+            track.sent(seq as u64, id);
         }
-        for seq in [0, 2, 4] {
+        for seq in [3, 4] {
             track.arrived(seq, true);
         }
         let at = |seq: usize| {
             track.base + Duration::from_nanos(track.sent_ns[seq].load(Ordering::Relaxed) - 1)
         };
-        assert_eq!(track.last_lost(), (Some(at(3)), 2));
-        // A flooded frame: a copy elsewhere, before or after the right one.
-        track.arrived(4, false);
-        track.arrived(4, true);
-        assert_eq!(track.last_lost(), (Some(at(4)), 3));
+        let want = |last, lost, dropped| Lost {
+            last: Some(last),
+            lost,
+            dropped,
+        };
+        assert_eq!(track.last_lost(), want(at(2), 3, 1));
+        // A flooded frame (a copy elsewhere, before or after the right
+        // one) is no proof: MAC 0 never worked.
+        track.arrived(3, false);
+        track.arrived(3, true);
+        assert_eq!(track.last_lost(), want(at(5), 5, 0));
         // Past the tracked frames: nothing recorded, no panic.
-        track.sent(100);
+        track.sent(100, 0);
         track.arrived(100, true);
     }
 
