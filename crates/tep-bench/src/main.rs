@@ -9,6 +9,7 @@
 //! points at a live UPF, stays in `tep`.
 
 mod checksum;
+mod evpn;
 mod flood;
 mod fou_gue;
 mod gtpu_checksum_gateway;
@@ -143,6 +144,12 @@ enum Command {
     /// tunnel. 003: VXLAN with checksum, RCO and none, tep beside the
     /// kernel.
     Seeds(seeds::Options),
+    /// BGP EVPN through the tep daemon in namespaces this command builds
+    /// (root): from a kernel FDB notification (what zebra writes) to tep's
+    /// workers forwarding by it, median to max over --changes, half new
+    /// MACs and half moves; and --macs behind --vteps in the kernel before
+    /// tep starts, the time until it forwards by all of them.
+    Evpn(evpn::Options),
 }
 
 fn main() -> ExitCode {
@@ -202,6 +209,7 @@ fn main() -> ExitCode {
             json,
         } => flood_command(&interface, queue, &pcap, seconds, json),
         Command::Seeds(o) => seeds::command(&o),
+        Command::Evpn(o) => evpn::command(&o),
     }
 }
 

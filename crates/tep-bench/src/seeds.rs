@@ -313,8 +313,14 @@ fn plan_000(o: &Options) -> Result<(Vec<String>, Plan), String> {
 /// The tep binary the namespaces' daemons run: `--tep`, else the `tep`
 /// beside this binary.
 fn tep_binary(o: &Options) -> Result<PathBuf, String> {
-    let tep = match &o.tep {
-        Some(t) => t.clone(),
+    find_tep(o.tep.as_deref())
+}
+
+/// `given`, else the `tep` beside this binary; an error when it is not
+/// there.
+pub(crate) fn find_tep(given: Option<&Path>) -> Result<PathBuf, String> {
+    let tep = match given {
+        Some(t) => t.to_path_buf(),
         None => {
             let exe = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
             tep_testing::netns::tep_beside(&exe)
@@ -335,7 +341,7 @@ fn tep_binary(o: &Options) -> Result<PathBuf, String> {
 /// have: a bench stopped with Ctrl-C leaves nothing behind. Call it before
 /// any thread starts (the signals are blocked in every thread and read by
 /// one).
-fn clean_up_on_signals() -> Result<(), String> {
+pub(crate) fn clean_up_on_signals() -> Result<(), String> {
     let signals = Signals::new(&[Signal::Interrupt, Signal::Terminate])
         .map_err(|e| format!("signals: {e}"))?;
     std::thread::spawn(move || loop {

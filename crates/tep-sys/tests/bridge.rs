@@ -17,11 +17,13 @@ use std::process::{Command, Stdio};
 
 use common::{deadline, in_netns, wait_readable};
 use tep_sys::netlink::{
-    bridge_create, bridge_fdb_add, bridge_fdb_del, link_by_name, link_delete, link_set_master,
-    link_set_up, vxlan_create, vxlan_info, FdbEntry, FdbEvent, FdbWatch, VxlanDevice, VxlanInfo,
+    bridge_create, bridge_fdb_add, bridge_fdb_add_remote, bridge_fdb_del, link_by_name,
+    link_delete, link_set_master, link_set_up, vxlan_create, vxlan_info, FdbEntry, FdbEvent,
+    FdbWatch, VxlanDevice, VxlanInfo,
 };
 use tep_sys::{DeviceKind, Offloads, Tun, TunOptions};
 
+const NUD_REACHABLE: u16 = 0x02;
 const NUD_NOARP: u16 = 0x40;
 const NUD_PERMANENT: u16 = 0x80;
 const NTF_SELF: u8 = 0x02;
@@ -302,6 +304,52 @@ fn remote_entries_written_with_bridge_are_dumped_and_followed() {
             assert_eq!(w.w.malformed(), 0);
         },
     );
+}
+
+/// What zebra writes, written over netlink: the notifications are those
+/// of docs/evpn.md's table, a second write of a MAC moves it, a second
+/// flood entry is added beside the first.
+#[test]
+fn remote_entries_written_over_netlink_are_zebras() {
+    in_lab("remote_entries_written_over_netlink_are_zebras", || {
+        let v = Vtep::new(100, "192.0.2.1");
+        let mut w = Watch {
+            w: FdbWatch::new().unwrap(),
+            queue: VecDeque::new(),
+        };
+        bridge_fdb_add_remote(v.vx, [0; 6], ip("192.0.2.2")).unwrap();
+        bridge_fdb_add_remote(v.vx, [0; 6], ip("192.0.2.3")).unwrap();
+        let flood = entry(w.wait_for("flood", new(v.vx, [0; 6])));
+        assert_eq!(
+            (flood.state, flood.flags, flood.dst),
+            (NUD_NOARP | NUD_PERMANENT, NTF_SELF, Some(ip("192.0.2.2")))
+        );
+        let second = entry(w.wait_for("second flood", new(v.vx, [0; 6])));
+        assert_eq!(second.dst, Some(ip("192.0.2.3")));
+
+        bridge_fdb_add_remote(v.vx, REMOTE_MAC, ip("192.0.2.2")).unwrap();
+        let remote = entry(w.wait_for("remote MAC", new(v.vx, REMOTE_MAC)));
+        assert_eq!(
+            (remote.state, remote.flags, remote.dst),
+            (
+                NUD_REACHABLE,
+                NTF_SELF | NTF_EXT_LEARNED,
+                Some(ip("192.0.2.2"))
+            )
+        );
+        bridge_fdb_add_remote(v.vx, REMOTE_MAC, ip("192.0.2.3")).unwrap();
+        let moved = entry(w.wait_for("moved MAC", new(v.vx, REMOTE_MAC)));
+        assert_eq!(moved.dst, Some(ip("192.0.2.3")));
+        let show = run("bridge fdb show dev vx100");
+        assert_eq!(show.matches("00:00:00:00:00:00 dst").count(), 2, "{show}");
+        assert_eq!(show.matches("02:00:00:00:00:01 dst").count(), 1, "{show}");
+        assert!(
+            show.contains("02:00:00:00:00:01 dst 192.0.2.3 self extern_learn"),
+            "{show}"
+        );
+        let e = bridge_fdb_add_remote(9999, REMOTE_MAC, ip("192.0.2.3")).unwrap_err();
+        assert!(e.to_string().contains("dev 9999"), "{e}");
+    });
 }
 
 #[test]

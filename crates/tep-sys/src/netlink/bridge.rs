@@ -14,8 +14,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 use netlink_packet_core::{
-    NetlinkBuffer, Parseable, NLMSG_DONE, NLMSG_ERROR, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP,
-    NLM_F_REPLACE,
+    NetlinkBuffer, Parseable, NLMSG_DONE, NLMSG_ERROR, NLM_F_ACK, NLM_F_APPEND, NLM_F_CREATE,
+    NLM_F_DUMP, NLM_F_REPLACE,
 };
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourHeader, NeighbourMessage,
@@ -98,6 +98,54 @@ pub fn bridge_fdb_del(port: u32, mac: [u8; 6]) -> io::Result<bool> {
             format_args!("bridge fdb del {} dev {port}", Mac(mac)),
         )),
     }
+}
+
+/// `bridge fdb replace MAC dev VXLAN dst DST self extern_learn`: what
+/// zebra writes for a type-2 route (NUD_REACHABLE, NTF_SELF |
+/// NTF_EXT_LEARNED), so that a lab or a benchmark makes the kernel send
+/// the notification a fabric would; a MAC already there moves to `dst`.
+/// All zeroes for `mac`: `bridge fdb append 00:00:00:00:00:00 dev VXLAN
+/// dst DST` instead, a type-3 route's flood entry (NOARP | PERMANENT,
+/// NTF_SELF), added beside the device's other flood entries.
+pub fn bridge_fdb_add_remote(vxlan: u32, mac: [u8; 6], dst: IpAddr) -> io::Result<()> {
+    let flood = mac == [0; 6];
+    let mut msg = NeighbourMessage::default();
+    msg.header.family = AddressFamily::Bridge;
+    msg.header.ifindex = vxlan;
+    let (state, flags, how) = if flood {
+        (
+            libc::NUD_NOARP | libc::NUD_PERMANENT,
+            NeighbourFlags::Own,
+            NLM_F_APPEND,
+        )
+    } else {
+        (
+            libc::NUD_REACHABLE,
+            NeighbourFlags::Own | NeighbourFlags::ExtLearned,
+            NLM_F_REPLACE,
+        )
+    };
+    msg.header.state = NeighbourState::from(state);
+    msg.header.flags = flags;
+    msg.attributes
+        .push(NeighbourAttribute::LinkLayerAddress(mac.to_vec()));
+    msg.attributes
+        .push(NeighbourAttribute::Destination(match dst {
+            IpAddr::V4(a) => NeighbourAddress::Inet(a),
+            IpAddr::V6(a) => NeighbourAddress::Inet6(a),
+        }));
+    Rtnl::open()?
+        .request(
+            RouteNetlinkMessage::NewNeighbour(msg),
+            NLM_F_ACK | NLM_F_CREATE | how,
+            |_| {},
+        )
+        .map_err(|e| {
+            context(
+                e,
+                format_args!("bridge fdb add {} dev {vxlan} dst {dst} self", Mac(mac)),
+            )
+        })
 }
 
 /// A static entry of `mac` on bridge port `port`, for the bridge's table.

@@ -21,7 +21,8 @@ mod links;
 mod neighbours;
 
 pub use bridge::{
-    bridge_fdb_add, bridge_fdb_del, decode_notifications, FdbEntry, FdbEvent, FdbWatch,
+    bridge_fdb_add, bridge_fdb_add_remote, bridge_fdb_del, decode_notifications, FdbEntry,
+    FdbEvent, FdbWatch,
 };
 pub use bridge_neigh::{
     bridge_neigh_del, bridge_neigh_set, BridgeNeigh, BridgeNeighEvent, BridgeNeighWatch, PROTO_TEP,
