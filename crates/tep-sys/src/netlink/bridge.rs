@@ -22,11 +22,10 @@ use netlink_packet_route::neighbour::{
     NeighbourState,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
-use netlink_sys::protocols::NETLINK_ROUTE;
 use netlink_sys::Socket;
 
-use super::{Rtnl, POLL_BUDGET, RECV_BUF};
-use crate::sys::{context, retry, setsockopt_int};
+use super::{recv_notification, subscribe, Notified, Rtnl, POLL_BUDGET, RECV_BUF};
+use crate::sys::context;
 
 /// One bridge or VXLAN forwarding entry, as the kernel describes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,11 +159,6 @@ fn fdb_message(port: u32, mac: [u8; 6]) -> NeighbourMessage {
     msg
 }
 
-/// Room the kernel may queue for notifications before it drops them: a
-/// fabric's worth of routes arriving at once (every MAC of a rejoining
-/// peer) should not overrun it.
-const WATCH_RCVBUF: libc::c_int = 4 << 20;
-
 /// The bridge and VXLAN forwarding tables' changes: a socket subscribed
 /// to RTNLGRP_NEIGH that keeps the AF_BRIDGE messages (the group also
 /// carries ARP and ND, which are skipped and counted).
@@ -190,20 +184,7 @@ struct Counts {
 impl FdbWatch {
     /// Subscribes, in the calling thread's namespace. Non-blocking.
     pub fn new() -> io::Result<FdbWatch> {
-        let mut sock =
-            Socket::new(NETLINK_ROUTE).map_err(|e| context(e, "socket(NETLINK_ROUTE)"))?;
-        let fd = sock.as_raw_fd();
-        // Beyond rmem_max only with CAP_NET_ADMIN (SO_RCVBUFFORCE).
-        if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, WATCH_RCVBUF).is_err() {
-            setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, WATCH_RCVBUF)
-                .map_err(|e| context(e, "SO_RCVBUF"))?;
-        }
-        sock.bind_auto()
-            .map_err(|e| context(e, "bind(NETLINK_ROUTE)"))?;
-        sock.add_membership(libc::RTNLGRP_NEIGH)
-            .map_err(|e| context(e, "NETLINK_ADD_MEMBERSHIP RTNLGRP_NEIGH"))?;
-        sock.set_non_blocking(true)
-            .map_err(|e| context(e, "O_NONBLOCK"))?;
+        let sock = subscribe(&[libc::RTNLGRP_NEIGH])?;
         Ok(FdbWatch {
             sock,
             buf: Vec::with_capacity(RECV_BUF),
@@ -259,22 +240,14 @@ impl FdbWatch {
     /// the dump supersedes them).
     pub fn poll(&mut self, out: &mut Vec<FdbEvent>) -> io::Result<()> {
         for _ in 0..POLL_BUDGET {
-            self.buf.clear();
-            let n = match retry(|| {
-                self.sock
-                    .recv(&mut self.buf, libc::MSG_TRUNC | libc::MSG_DONTWAIT)
-            }) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if FdbWatch::is_overrun(&e) => return Err(e),
-                Err(e) => return Err(context(e, "recv(RTNLGRP_NEIGH)")),
-            };
-            if n > self.buf.len() {
-                // What did not fit is lost like an overflow's drops.
-                self.counts.count_malformed();
-                return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
+            match recv_notification(&self.sock, &mut self.buf)? {
+                Notified::Datagram => self.counts.datagram(&self.buf, out),
+                Notified::Empty => return Ok(()),
+                Notified::Truncated(_) => {
+                    self.counts.count_malformed();
+                    return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
+                }
             }
-            self.counts.datagram(&self.buf, out);
         }
         Ok(())
     }

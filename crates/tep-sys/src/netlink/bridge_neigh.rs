@@ -20,12 +20,14 @@ use netlink_packet_route::neighbour::{
 };
 use netlink_packet_route::route::RouteProtocol;
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
-use netlink_sys::protocols::NETLINK_ROUTE;
 use netlink_sys::Socket;
 
 use super::bridge::Messages;
-use super::{neighbour_ip, neighbour_message, FdbWatch, Rtnl, POLL_BUDGET, RECV_BUF};
-use crate::sys::{context, retry, setsockopt_int};
+use super::{
+    neighbour_ip, neighbour_message, recv_notification, subscribe, Notified, Rtnl, POLL_BUDGET,
+    RECV_BUF,
+};
+use crate::sys::context;
 
 /// One ARP or ND entry, as the kernel describes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,15 +108,11 @@ pub fn bridge_neigh_del(ifindex: u32, ip: IpAddr) -> io::Result<bool> {
     }
 }
 
-/// Room the kernel may queue for notifications: a rejoining peer's every
-/// MAC+IP at once.
-const WATCH_RCVBUF: libc::c_int = 4 << 20;
-
 /// The ARP and ND tables' changes: a socket subscribed to RTNLGRP_NEIGH
 /// that keeps the AF_INET and AF_INET6 messages (the bridge forwarding
 /// entries of the same group are [`FdbWatch`]'s; here they are skipped and
 /// counted). Create it, then [`BridgeNeighWatch::dump`], then
-/// [`BridgeNeighWatch::poll`] until [`FdbWatch::is_overrun`] says to dump
+/// [`BridgeNeighWatch::poll`] until [`FdbWatch::is_overrun`](super::FdbWatch::is_overrun) says to dump
 /// again.
 pub struct BridgeNeighWatch {
     sock: Socket,
@@ -126,19 +124,7 @@ pub struct BridgeNeighWatch {
 impl BridgeNeighWatch {
     /// Subscribes, in the calling thread's namespace. Non-blocking.
     pub fn new() -> io::Result<BridgeNeighWatch> {
-        let mut sock =
-            Socket::new(NETLINK_ROUTE).map_err(|e| context(e, "socket(NETLINK_ROUTE)"))?;
-        let fd = sock.as_raw_fd();
-        if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, WATCH_RCVBUF).is_err() {
-            setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, WATCH_RCVBUF)
-                .map_err(|e| context(e, "SO_RCVBUF"))?;
-        }
-        sock.bind_auto()
-            .map_err(|e| context(e, "bind(NETLINK_ROUTE)"))?;
-        sock.add_membership(libc::RTNLGRP_NEIGH)
-            .map_err(|e| context(e, "NETLINK_ADD_MEMBERSHIP RTNLGRP_NEIGH"))?;
-        sock.set_non_blocking(true)
-            .map_err(|e| context(e, "O_NONBLOCK"))?;
+        let sock = subscribe(&[libc::RTNLGRP_NEIGH])?;
         Ok(BridgeNeighWatch {
             sock,
             buf: Vec::with_capacity(RECV_BUF),
@@ -173,26 +159,21 @@ impl BridgeNeighWatch {
 
     /// Appends to `out` the changes queued so far, without blocking; at
     /// most [`POLL_BUDGET`] datagrams a call. An error for which
-    /// [`FdbWatch::is_overrun`] holds means changes were lost: dump again.
+    /// [`FdbWatch::is_overrun`](super::FdbWatch::is_overrun) holds means changes were lost: dump again.
     pub fn poll(&mut self, out: &mut Vec<BridgeNeighEvent>) -> io::Result<()> {
         for _ in 0..POLL_BUDGET {
-            self.buf.clear();
-            let n = match retry(|| {
-                self.sock
-                    .recv(&mut self.buf, libc::MSG_TRUNC | libc::MSG_DONTWAIT)
-            }) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if FdbWatch::is_overrun(&e) => return Err(e),
-                Err(e) => return Err(context(e, "recv(RTNLGRP_NEIGH)")),
-            };
-            if n > self.buf.len() {
-                self.count_malformed();
-                return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
+            match recv_notification(&self.sock, &mut self.buf)? {
+                Notified::Datagram => {
+                    let buf = std::mem::take(&mut self.buf);
+                    self.datagram(&buf, out);
+                    self.buf = buf;
+                }
+                Notified::Empty => return Ok(()),
+                Notified::Truncated(_) => {
+                    self.count_malformed();
+                    return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
+                }
             }
-            let buf = std::mem::take(&mut self.buf);
-            self.datagram(&buf, out);
-            self.buf = buf;
         }
         Ok(())
     }

@@ -425,6 +425,60 @@ fn no_reply(what: impl std::fmt::Display) -> io::Error {
 /// to), and notifications carry a single message.
 const RECV_BUF: usize = 64 * 1024;
 
+/// Room the kernel may queue for a subscriber's notifications before it
+/// drops them: bursts (a link going down flushes its neighbours and
+/// routes at once; a rejoining EVPN peer brings every MAC) should not
+/// overrun it. Past rmem_max only with CAP_NET_ADMIN (SO_RCVBUFFORCE);
+/// otherwise what rmem_max permits: a full queue costs a resync, not
+/// correctness.
+const NOTIFY_RCVBUF: libc::c_int = 4 << 20;
+
+/// A non-blocking socket subscribed to `groups` (RTNLGRP_*), in the
+/// calling thread's namespace: what each watcher here starts from.
+fn subscribe(groups: &[u32]) -> io::Result<Socket> {
+    let mut sock = Socket::new(NETLINK_ROUTE).map_err(|e| context(e, "socket(NETLINK_ROUTE)"))?;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&sock);
+    use crate::sys::setsockopt_int;
+    if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, NOTIFY_RCVBUF).is_err() {
+        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, NOTIFY_RCVBUF)
+            .map_err(|e| context(e, "SO_RCVBUF"))?;
+    }
+    sock.bind_auto()
+        .map_err(|e| context(e, "bind(NETLINK_ROUTE)"))?;
+    for &group in groups {
+        sock.add_membership(group)
+            .map_err(|e| context(e, format_args!("NETLINK_ADD_MEMBERSHIP {group}")))?;
+    }
+    sock.set_non_blocking(true)
+        .map_err(|e| context(e, "O_NONBLOCK"))?;
+    Ok(sock)
+}
+
+/// What one non-blocking receive of a subscribed socket gave.
+enum Notified {
+    /// A whole datagram, in the buffer.
+    Datagram,
+    /// Nothing queued.
+    Empty,
+    /// A datagram larger than the buffer: what did not fit is lost, as an
+    /// overflow's drops are.
+    Truncated(usize),
+}
+
+/// Receives one queued notification datagram into `buf` (cleared first).
+/// ENOBUFS (the queue overflowed: notifications were dropped) comes back
+/// as the error it is.
+fn recv_notification(sock: &Socket, buf: &mut Vec<u8>) -> io::Result<Notified> {
+    buf.clear();
+    match retry(|| sock.recv(buf, libc::MSG_TRUNC | libc::MSG_DONTWAIT)) {
+        Ok(n) if n > buf.len() => Ok(Notified::Truncated(n)),
+        Ok(_) => Ok(Notified::Datagram),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Notified::Empty),
+        Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => Err(e),
+        Err(e) => Err(context(e, "recv(NETLINK_ROUTE notifications)")),
+    }
+}
+
 /// A NETLINK_ROUTE socket connected to the kernel for one request at a time.
 struct Rtnl {
     sock: Socket,

@@ -14,11 +14,13 @@ use netlink_packet_route::neighbour::{
     NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
-use netlink_sys::protocols::NETLINK_ROUTE;
 use netlink_sys::Socket;
 
-use super::{mac, neighbour_ip, parse_link, truncated, Datagram, Rtnl, RECV_BUF};
-use crate::sys::{context, retry, setsockopt_int};
+use super::{
+    mac, neighbour_ip, parse_link, recv_notification, subscribe, truncated, Datagram, Notified,
+    Rtnl, RECV_BUF,
+};
+use crate::sys::context;
 
 /// A neighbour entry's NUD state (`ip neigh` prints it in capitals).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -203,10 +205,6 @@ pub struct Neighbours {
 /// How many datagrams [`Neighbours::poll_events`] reads at most a call.
 pub const POLL_BUDGET: usize = 256;
 
-/// Receive buffer asked for the notification socket: room for bursts (a
-/// link going down flushes all its neighbours and routes at once).
-const NOTIFY_RCVBUF: libc::c_int = 4 << 20;
-
 impl Neighbours {
     /// Subscribes to the notifications, then dumps the links and the
     /// neighbour table. In that order, so that no change falls between the
@@ -214,30 +212,14 @@ impl Neighbours {
     /// or queued, or both (then the queued one is applied again, which
     /// ends in the same state).
     pub fn new() -> io::Result<Neighbours> {
-        let mut sock =
-            Socket::new(NETLINK_ROUTE).map_err(|e| context(e, "socket(NETLINK_ROUTE)"))?;
-        // Past rmem_max where allowed (CAP_NET_ADMIN); otherwise what
-        // rmem_max permits. A full queue costs a resync, not correctness.
-        let fd = sock.as_raw_fd();
-        if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, NOTIFY_RCVBUF).is_err() {
-            setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, NOTIFY_RCVBUF)
-                .map_err(|e| context(e, "SO_RCVBUF"))?;
-        }
-        sock.bind_auto()
-            .map_err(|e| context(e, "bind(NETLINK_ROUTE)"))?;
-        for group in [
+        let sock = subscribe(&[
             libc::RTNLGRP_NEIGH,
             libc::RTNLGRP_IPV4_ROUTE,
             libc::RTNLGRP_IPV6_ROUTE,
             libc::RTNLGRP_LINK,
             libc::RTNLGRP_IPV4_IFADDR,
             libc::RTNLGRP_IPV6_IFADDR,
-        ] {
-            sock.add_membership(group)
-                .map_err(|e| context(e, format_args!("NETLINK_ADD_MEMBERSHIP {group}")))?;
-        }
-        sock.set_non_blocking(true)
-            .map_err(|e| context(e, "O_NONBLOCK"))?;
+        ])?;
         let mut n = Neighbours {
             sock,
             buf: Vec::with_capacity(RECV_BUF),
@@ -275,23 +257,19 @@ impl Neighbours {
         let mut routes = false;
         let mut lost = None;
         for _ in 0..POLL_BUDGET {
-            self.buf.clear();
-            let n = match retry(|| {
-                self.sock
-                    .recv(&mut self.buf, libc::MSG_TRUNC | libc::MSG_DONTWAIT)
-            }) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            match recv_notification(&self.sock, &mut self.buf) {
+                Ok(Notified::Datagram) => {}
+                Ok(Notified::Empty) => break,
+                Ok(Notified::Truncated(n)) => {
+                    lost.get_or_insert(truncated(n));
+                    continue;
+                }
                 // The queue overflowed: notifications were dropped.
                 Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                     self.resync(out)?;
                     continue;
                 }
-                Err(e) => return Err(context(e, "recv(NETLINK_ROUTE notifications)")),
-            };
-            if n > self.buf.len() {
-                lost.get_or_insert(truncated(n));
-                continue;
+                Err(e) => return Err(e),
             }
             let buf = std::mem::take(&mut self.buf);
             for m in Datagram(&buf) {
