@@ -130,12 +130,14 @@ fn session() -> SessionEstablishmentRequest {
             far_id: FarId(2),
             apply_action: ApplyAction::new(ApplyAction::BUFF | ApplyAction::NOCP),
             forwarding_parameters: None,
+            skipped: Default::default(),
         }],
         create_urrs: vec![CreateUrr {
             urr_id: UrrId(1),
             measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
             reporting_triggers: ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 2)),
             volume_threshold: None,
+            skipped: Default::default(),
         }],
         create_qers: vec![],
     }

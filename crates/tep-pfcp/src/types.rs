@@ -57,6 +57,8 @@ int_ie! {
     RecoveryTimeStamp(u32) = RECOVERY_TIME_STAMP, u32;
     /// UR-SEQN (§8.2.77): the usage report's sequence number per URR.
     UrSeqn(u32) = UR_SEQN, u32;
+    /// BAR ID (§8.2.88).
+    BarId(u8) = BAR_ID, u8;
 }
 
 /// Offending IE (§8.2.22): the type of the IE at fault.

@@ -69,16 +69,19 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
             network_instance: None,
             ue_ip_address,
             qfi: None,
+            skipped: Default::default(),
         },
         outer_header_removal: None,
         far_id: Some(FarId(id as u32)),
         urr_ids: vec![],
         qer_ids: vec![],
+        skipped: Default::default(),
     };
     let far = |id: u32, bits: u64| CreateFar {
         far_id: FarId(id),
         apply_action: ApplyAction::new(bits),
         forwarding_parameters: None,
+        skipped: Default::default(),
     };
     vec![
         (
@@ -195,6 +198,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                             total: Some(1_000_000),
                             ..Default::default()
                         }),
+                        skipped: Default::default(),
                     }],
                     create_qers: vec![CreateQer {
                         qer_id: QerId(1),
@@ -203,6 +207,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                             dl: GateStatus::CLOSED,
                         },
                         qfi: Some(Qfi(9)),
+                        skipped: Default::default(),
                     }],
                 }),
             ),
@@ -311,6 +316,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                         far_id: Some(FarId(4)),
                         urr_ids: vec![],
                         qer_ids: vec![],
+                        skipped: Default::default(),
                     }],
                     update_fars: vec![UpdateFar {
                         far_id: FarId(2),
@@ -323,7 +329,9 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                                 GNB2.into(),
                             )),
                             flags: Some(PfcpsmReqFlags(PfcpsmReqFlags::SNDEM)),
+                            skipped: Default::default(),
                         }),
+                        skipped: Default::default(),
                     }],
                     update_urrs: vec![UpdateUrr {
                         urr_id: UrrId(1),
@@ -333,11 +341,13 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                             downlink: Some(5000),
                             ..Default::default()
                         }),
+                        skipped: Default::default(),
                     }],
                     update_qers: vec![UpdateQer {
                         qer_id: QerId(1),
                         gate_status: Some(GateStatus::open()),
                         qfi: None,
+                        skipped: Default::default(),
                     }],
                     query_urrs: vec![QueryUrr { urr_id: UrrId(1) }],
                     ..Default::default()

@@ -164,11 +164,13 @@ fn est_request() -> SessionEstablishmentRequest {
             measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
             reporting_triggers: ReportingTriggers(Bitmap::new(0, 2)),
             volume_threshold: None,
+            skipped: Default::default(),
         }],
         create_qers: vec![CreateQer {
             qer_id: QerId(1),
             gate_status: GateStatus::open(),
             qfi: Some(Qfi(9)),
+            skipped: Default::default(),
         }],
     }
 }
@@ -368,6 +370,7 @@ fn handover_with_sndem_installs_the_new_tunnel_then_sends_an_end_marker_to_the_o
                     flags: Some(PfcpsmReqFlags(PfcpsmReqFlags::SNDEM)),
                     ..Default::default()
                 }),
+                skipped: Default::default(),
             }],
             ..Default::default()
         },
@@ -396,6 +399,7 @@ fn handover_with_sndem_installs_the_new_tunnel_then_sends_an_end_marker_to_the_o
                     outer_header_creation: Some(OuterHeaderCreation::gtpu(0x300, GNB.into())),
                     ..Default::default()
                 }),
+                skipped: Default::default(),
             }],
             ..Default::default()
         },
@@ -411,6 +415,7 @@ fn buffering(h: &mut Harness, seid: Seid) {
                 far_id: FarId(2),
                 apply_action: Some(ApplyAction::new(ApplyAction::BUFF | ApplyAction::NOCP)),
                 update_forwarding_parameters: None,
+                skipped: Default::default(),
             }],
             ..Default::default()
         },
@@ -846,6 +851,7 @@ fn a_pdr_naming_a_missing_far_is_a_rule_creation_failure() {
                 pdi: None,
                 urr_ids: vec![],
                 qer_ids: vec![],
+                skipped: Default::default(),
             }],
             ..Default::default()
         },
@@ -861,6 +867,7 @@ fn a_pdr_naming_a_missing_far_is_a_rule_creation_failure() {
                 far_id: FarId(5),
                 apply_action: Some(ApplyAction::new(ApplyAction::DROP)),
                 update_forwarding_parameters: None,
+                skipped: Default::default(),
             }],
             ..Default::default()
         },
@@ -982,6 +989,7 @@ fn a_refusing_user_plane_is_no_resources_and_nothing_changes() {
                 far_id: FarId(1),
                 apply_action: Some(ApplyAction::new(ApplyAction::DROP)),
                 update_forwarding_parameters: None,
+                skipped: Default::default(),
             }],
             ..Default::default()
         },
@@ -1289,6 +1297,7 @@ fn a_session_is_served_only_to_the_association_that_owns_it() {
                 )),
                 ..Default::default()
             }),
+            skipped: Default::default(),
         }],
         ..Default::default()
     };
