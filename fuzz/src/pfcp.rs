@@ -140,6 +140,8 @@ fn session() -> SessionEstablishmentRequest {
             skipped: Default::default(),
         }],
         create_qers: vec![],
+        create_bars: vec![],
+        skipped: Default::default(),
     }
 }
 

@@ -66,6 +66,8 @@ pub fn pdu_session_establishment(
             qfi: Some(Qfi(9)),
             skipped: Default::default(),
         }],
+        create_bars: vec![],
+        skipped: Default::default(),
     };
     PfcpRepr {
         seid: Some(0),

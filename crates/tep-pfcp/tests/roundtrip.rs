@@ -407,6 +407,8 @@ fn message() -> impl Strategy<Value = Message> {
                     create_fars: fa,
                     create_urrs: u,
                     create_qers: q,
+                    create_bars: vec![],
+                    skipped: Default::default(),
                 })
             }),
         (
@@ -470,6 +472,8 @@ fn message() -> impl Strategy<Value = Message> {
                         update_qers: uq,
                         flags: fl.map(PfcpsmReqFlags),
                         query_urrs: qu,
+                        create_bars: vec![],
+                        skipped: Default::default(),
                     })
                 }
             ),

@@ -209,6 +209,8 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                         qfi: Some(Qfi(9)),
                         skipped: Default::default(),
                     }],
+                    create_bars: vec![],
+                    skipped: Default::default(),
                 }),
             ),
             false,
@@ -253,6 +255,8 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                     ],
                     create_urrs: vec![],
                     create_qers: vec![],
+                    create_bars: vec![],
+                    skipped: Default::default(),
                 }),
             ),
             true,
@@ -773,6 +777,9 @@ fn the_node_answers_scapys_requests() {
         node_id: None,
     };
     c.peers = Some(vec![peer("192.0.2.10", 32), peer("2001:db8::10", 128)]);
+    // scapy's URR has a volume threshold: this user plane stands for one
+    // that reports it.
+    c.volume_threshold_reports = true;
     let mut node = Node::new(c);
     let mut up = CountingUp::default();
     let now = std::time::Instant::now();
@@ -802,7 +809,10 @@ fn the_node_answers_scapys_requests() {
     let Message::SessionEstablishmentResponse(e) = r.message else {
         panic!("{r:?}")
     };
-    assert_eq!(e.cause, Cause::REQUEST_ACCEPTED);
+    assert_eq!(
+        (e.cause, e.failed_rule_id, e.offending_ie),
+        (Cause::REQUEST_ACCEPTED, None, None)
+    );
     let seid = e.up_f_seid.unwrap().seid;
     assert_ne!(seid, 0);
     assert_eq!(e.created_pdrs.len(), 1);

@@ -29,7 +29,7 @@ struct FakeUp {
 impl UserPlane for FakeUp {
     fn apply(&mut self, change: Change<'_>) -> Result<(), Refused> {
         if self.refuse && matches!(change, Change::Install { .. }) {
-            return Err(Refused);
+            return Err(Refused::FULL);
         }
         self.seen.push(match change {
             Change::Install { seid, rules } => Seen::Install(seid, rules.clone()),
@@ -172,6 +172,8 @@ fn est_request() -> SessionEstablishmentRequest {
             qfi: Some(Qfi(9)),
             skipped: Default::default(),
         }],
+        create_bars: vec![],
+        skipped: Default::default(),
     }
 }
 
@@ -1138,6 +1140,9 @@ fn every_counter_has_a_distinct_name() {
 #[test]
 fn a_crossed_volume_threshold_is_reported_with_the_usage() {
     let mut h = Harness::new();
+    let mut c = h.node.config().clone();
+    c.volume_threshold_reports = true;
+    h.node = Node::new(c);
     h.associate();
     let mut m = est_request();
     m.create_urrs[0].reporting_triggers =
