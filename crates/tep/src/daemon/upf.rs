@@ -472,6 +472,114 @@ mod tests {
         assert_eq!(ue(&r), Some(UeSource::default()));
     }
 
+    /// Each rule shape the dataplane cannot carry as asked is refused by
+    /// its ID and the IE at fault; the shapes it carries compile.
+    #[test]
+    fn what_the_dataplane_cannot_enforce_is_refused_by_rule() {
+        let n3 = [(N3, 3)];
+        let pdr_ie = |id, ie| Err(Refused::rule(FailedRuleId::Pdr(id), Some(ie)));
+        let far_ie = |id, ie| Err(Refused::rule(FailedRuleId::Far(id), Some(ie)));
+        let verdict = |edit: &dyn Fn(&mut Rules)| {
+            let mut r = rules(node::Action::Forward);
+            edit(&mut r);
+            compile(&r, &n3).map(|_| ())
+        };
+        // A second flow on the uplink with the first one's FAR: taken.
+        let mut r = rules(node::Action::Forward);
+        let mut second = r.pdrs[0].clone();
+        (second.id, second.qfi) = (3, Some(5));
+        r.pdrs.push(second.clone());
+        assert_eq!(compile(&r, &n3).unwrap().0.uplink_keys.len(), 2);
+        // With a FAR that drops: refused.
+        second.far = 3;
+        let mut dropping = r.fars[0];
+        (dropping.id, dropping.action) = (3, node::Action::Drop);
+        r.pdrs[2] = second;
+        r.fars.push(dropping);
+        assert_eq!(compile(&r, &n3).map(|_| ()), pdr_ie(3, IeType::FAR_ID));
+        // A second downlink PDR with another QFI: refused.
+        let other_qfi = |r: &mut Rules| {
+            let mut d = r.pdrs[1].clone();
+            d.id = 4;
+            d.qers = Ids::new(&[2]).unwrap();
+            d.ue_ip.as_mut().unwrap().v4 = Some(Ipv4Addr::new(10, 45, 0, 8));
+            r.pdrs.push(d);
+            r.qers.push(Qer {
+                id: 2,
+                qfi: Some(5),
+                ..r.qers[0]
+            });
+        };
+        assert_eq!(verdict(&other_qfi), pdr_ie(4, IeType::FAR_ID));
+        let cases: [(&dyn Fn(&mut Rules), Result<(), Refused>); 10] = [
+            (
+                &|r| r.pdrs[0].outer_header_removal = None,
+                pdr_ie(1, IeType::OUTER_HEADER_REMOVAL),
+            ),
+            (
+                &|r| r.fars[0].destination = Some(Interface::ACCESS),
+                far_ie(1, IeType::DESTINATION_INTERFACE),
+            ),
+            (
+                &|r| r.fars[0].outer = r.fars[1].outer,
+                far_ie(1, IeType::OUTER_HEADER_CREATION),
+            ),
+            (
+                &|r| r.fars[0].action = node::Action::Buffer { notify_cp: false },
+                far_ie(1, IeType::APPLY_ACTION),
+            ),
+            (
+                &|r| r.fars[1].destination = Some(Interface::CORE),
+                far_ie(2, IeType::DESTINATION_INTERFACE),
+            ),
+            // N9: a core-side F-TEID.
+            (
+                &|r| r.pdrs[1].local = r.pdrs[0].local,
+                pdr_ie(2, IeType::F_TEID),
+            ),
+            (&|r| r.pdrs[1].qfi = Some(9), pdr_ie(2, IeType::QFI)),
+            (
+                &|r| r.pdrs[1].source = Interface::CP_FUNCTION,
+                pdr_ie(2, IeType::SOURCE_INTERFACE),
+            ),
+            (
+                &|r| r.urrs = vec![urr(1), urr(2)],
+                Err(Refused::rule(FailedRuleId::Urr(2), Some(IeType::URR_ID))),
+            ),
+            (
+                &|r| {
+                    r.urrs = vec![urr(1)];
+                    r.pdrs[0].urrs = Ids::new(&[1]).unwrap();
+                },
+                Err(Refused::rule(FailedRuleId::Urr(1), Some(IeType::URR_ID))),
+            ),
+        ];
+        for (i, (edit, want)) in cases.iter().enumerate() {
+            assert_eq!(verdict(*edit), *want, "case {i}");
+        }
+        // One URR on every PDR: taken.
+        let on_all = |r: &mut Rules| {
+            r.urrs = vec![urr(1)];
+            for p in &mut r.pdrs {
+                p.urrs = Ids::new(&[1]).unwrap();
+            }
+        };
+        assert_eq!(verdict(&on_all), Ok(()));
+    }
+
+    fn urr(id: u32) -> node::Urr {
+        let mut r = Rules::default();
+        let c = tep_pfcp::rules::CreateUrr {
+            urr_id: tep_pfcp::types::UrrId(id),
+            measurement_method: tep_pfcp::types::MeasurementMethod(
+                tep_pfcp::types::MeasurementMethod::VOLUM,
+            ),
+            ..Default::default()
+        };
+        node::session::create_urr(&mut r, &c, false).unwrap();
+        r.urrs[0]
+    }
+
     #[test]
     fn sessions_installed_modified_reported_and_removed() {
         let (sessions, links) = Sessions::new(16, 1, vec![false]);
