@@ -6,6 +6,9 @@ use super::*;
 use crate::rules::*;
 use crate::sample;
 
+#[path = "ie_table.rs"]
+mod ie_table;
+
 const SMF: &str = "192.0.2.10:40000";
 const N3: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
 const GNB: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 5);
