@@ -268,7 +268,8 @@ fn every_ie_of_the_create_tables_is_applied_refused_or_unknown() {
 /// by the rule, the Offending IE naming the IE.
 #[test]
 fn values_tep_does_not_apply_fail_their_rule() {
-    let cases: [(fn(&mut SessionEstablishmentRequest), FailedRuleId, IeType); 5] = [
+    type Edit = fn(&mut SessionEstablishmentRequest);
+    let cases: [(Edit, FailedRuleId, IeType); 5] = [
         (
             |m| {
                 m.create_fars[0].apply_action =

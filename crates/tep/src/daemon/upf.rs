@@ -511,7 +511,8 @@ mod tests {
             });
         };
         assert_eq!(verdict(&other_qfi), pdr_ie(4, IeType::FAR_ID));
-        let cases: [(&dyn Fn(&mut Rules), Result<(), Refused>); 10] = [
+        type Edit<'a> = &'a dyn Fn(&mut Rules);
+        let cases: [(Edit<'_>, Result<(), Refused>); 10] = [
             (
                 &|r| r.pdrs[0].outer_header_removal = None,
                 pdr_ie(1, IeType::OUTER_HEADER_REMOVAL),
