@@ -5,10 +5,11 @@
 //!
 //! What the dataplane keeps of a session is what its packets need: the
 //! uplink keys (TEID, QFI) of its Access PDRs and what their FAR does; the
-//! UE addresses of its downlink PDRs and what the first of them (by
-//! precedence) does: forward to a gNB with a TEID and the QFI of its
-//! QERs, drop, or buffer. A closed gate drops. Usage is counted per
-//! session, so each URR of a session reports the session's volume.
+//! UE addresses of its downlink PDRs and what they do: forward to a gNB
+//! with a TEID and the QFI of their QERs, drop, or buffer. A closed gate
+//! drops. Usage is counted per session. A rule set this cannot carry as
+//! the SMF asks is refused by the rule at fault ([`compile`]), never
+//! installed in part: tep never accepts what it does not enforce.
 //!
 //! Uplink packets must come from the UE: their inner source is checked
 //! against the UE IP Address of the first Access PDR (by precedence) that
