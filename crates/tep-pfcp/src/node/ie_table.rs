@@ -381,3 +381,27 @@ fn a_modification_with_what_tep_does_not_apply_changes_nothing() {
     }
     assert!(h.up.seen.is_empty(), "nothing installed: {:?}", h.up.seen);
 }
+
+/// A rule the user plane cannot enforce as asked: Rule creation/
+/// modification Failure naming it, nothing established.
+#[test]
+fn a_rule_the_user_plane_cannot_enforce_is_named() {
+    let mut h = Harness::new();
+    h.associate();
+    h.up.refuse = Some(crate::node::Refused::rule(
+        FailedRuleId::Pdr(2),
+        Some(IeType::F_TEID),
+    ));
+    let e = rejected_establishment(&mut h, est_request());
+    assert_eq!(
+        (e.cause, e.failed_rule_id, e.offending_ie),
+        (
+            Cause::RULE_CREATION_MODIFICATION_FAILURE,
+            Some(FailedRuleId::Pdr(2)),
+            Some(OffendingIe(IeType::F_TEID))
+        )
+    );
+    assert_eq!(h.node.counter(Counter::NotEnforceable), 1);
+    assert_eq!(h.node.counter(Counter::UserPlaneRefused), 0);
+    assert_eq!(h.node.teids_in_use(), 0);
+}

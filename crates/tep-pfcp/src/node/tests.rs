@@ -26,13 +26,14 @@ enum Seen {
 struct FakeUp {
     seen: Vec<Seen>,
     usage: HashMap<(Seid, u32), Usage>,
-    refuse: bool,
+    /// Installs are refused so.
+    refuse: Option<Refused>,
 }
 
 impl UserPlane for FakeUp {
     fn apply(&mut self, change: Change<'_>) -> Result<(), Refused> {
-        if self.refuse && matches!(change, Change::Install { .. }) {
-            return Err(Refused::FULL);
+        if let (Some(r), Change::Install { .. }) = (self.refuse, &change) {
+            return Err(r);
         }
         self.seen.push(match change {
             Change::Install { seid, rules } => Seen::Install(seid, rules.clone()),
@@ -978,13 +979,13 @@ fn too_many_rules_is_request_rejected() {
 fn a_refusing_user_plane_is_no_resources_and_nothing_changes() {
     let mut h = Harness::new();
     h.associate();
-    h.up.refuse = true;
+    h.up.refuse = Some(Refused::FULL);
     let e = rejected_establishment(&mut h, est_request());
     assert_eq!(e.cause, Cause::NO_RESOURCES_AVAILABLE);
     assert_eq!(h.node.teids_in_use(), 0);
-    h.up.refuse = false;
+    h.up.refuse = None;
     let seid = up_seid(&h.establish(est_request()));
-    h.up.refuse = true;
+    h.up.refuse = Some(Refused::FULL);
     let before = h.node.session(seid).cloned();
     let (_, r) = h.modify(
         seid,
