@@ -51,6 +51,12 @@
 //!   deletion with usage reports; Session Report Requests with a Downlink
 //!   Data Report or a Usage Report (volume threshold), retransmitted T1/N1
 //!   until answered.
+//! - Never accepts what it does not apply (`support`, [`session`]): a
+//!   rule carrying an IE tep knows and does not enforce is refused with
+//!   Rule creation/modification Failure, its Failed Rule ID and the
+//!   Offending IE (Service not supported outside the rules), and so is one
+//!   the user plane cannot carry ([`Refused::rule`]); IEs of unknown types
+//!   are discarded (§7.6.1), counted.
 //! - A retransmitted request (same peer, sequence number and type) gets the
 //!   cached response, and nothing is applied twice (§6.4).
 //! - Bad input gets the response §7.6 asks for, with its Cause and
