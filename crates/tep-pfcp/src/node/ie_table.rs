@@ -269,7 +269,16 @@ fn every_ie_of_the_create_tables_is_applied_refused_or_unknown() {
 #[test]
 fn values_tep_does_not_apply_fail_their_rule() {
     type Edit = fn(&mut SessionEstablishmentRequest);
-    let cases: [(Edit, FailedRuleId, IeType); 5] = [
+    let cases: [(Edit, FailedRuleId, IeType); 6] = [
+        (
+            // The UE as the source of what comes from the core.
+            |m| {
+                let ue = m.create_pdrs[1].pdi.ue_ip_address.as_mut().unwrap();
+                ue.destination = false;
+            },
+            FailedRuleId::Pdr(2),
+            IeType::UE_IP_ADDRESS,
+        ),
         (
             |m| {
                 m.create_fars[0].apply_action =

@@ -339,6 +339,15 @@ fn apply_pdi(pdr: &mut Pdr, pdi: &Pdi, pending: &mut Pending) -> Result<(), Reje
             // tep does not allocate UE addresses.
             return Err(Reject::rule(FailedRuleId::Pdr(pdr.id)));
         }
+        // S/D says which end of the packet is the UE: the source of what
+        // comes from Access, the destination of what comes from the core.
+        // The other way round is a match tep's user plane never makes.
+        Some(u) if u.destination == (pdr.source == Interface::ACCESS) => {
+            return Err(Reject::unsupported(
+                FailedRuleId::Pdr(pdr.id),
+                IeType::UE_IP_ADDRESS,
+            ));
+        }
         Some(u) if u.v4.is_some() || u.v6.is_some() => Some(UeIp {
             v4: u.v4,
             v6: u.v6,
