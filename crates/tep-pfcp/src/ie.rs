@@ -455,8 +455,9 @@ impl<'a> Writer<'a> {
 
 /// Decodes the IEs of `data` (a message body or a group named `parent`)
 /// by calling `f` for each 3GPP IE; vendor-specific IEs are skipped (tep
-/// defines none), and so is any type `f` does not know (§7.6: a receiver
-/// silently discards an unknown IE).
+/// defines none). What `f` does with a type it does not decode is the
+/// caller's: a rule group notes it ([`Skipped`]), a node message or a
+/// report discards it.
 pub fn walk<'a>(
     data: &'a [u8],
     parent: IeType,
