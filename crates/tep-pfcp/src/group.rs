@@ -1,8 +1,11 @@
 //! Declares a sequence of IEs decoded in one walk: a grouped IE (with its
 //! [`crate::ie::Value`] impl) or a message body. Each field is `req`
 //! (mandatory: `Mandatory IE missing` naming it when absent), `some`
-//! (mandatory, one or more), `one` (optional) or `many` (any number). A
-//! repeated single IE keeps its first occurrence; unknown IEs are skipped.
+//! (mandatory, one or more), `one` (optional), `many` (any number) or
+//! `rest` (a [`crate::ie::Skipped`]: every other child is noted there, for
+//! the node to refuse or, unknown, to discard; without a `rest` field
+//! other children are skipped, which only node messages and reports
+//! do). A repeated single IE keeps its first occurrence.
 
 macro_rules! ies {
     (
@@ -44,12 +47,15 @@ macro_rules! ies {
             #[allow(unused_mut, unused_variables)]
             pub fn parse_ies(data: &[u8], parent: $crate::ie::IeType) -> Result<Self, $crate::ie::IeError> {
                 $(let mut $field: ies!(@slot $kind $fty) = Default::default();)*
+                // Repeats of a single IE: the first is kept, the rest noted
+                // (a rule group refuses, e.g., a second QFI in a PDI).
+                let mut repeats = $crate::ie::Skipped::default();
                 $crate::ie::walk(data, parent, |t, v| {
-                    $(if t == <$fty as $crate::ie::Value>::TYPE {
-                        return ies!(@take $kind $field, $fty, v);
-                    })*
+                    $(ies!(@arm $kind $field, $fty, t, v, repeats);)*
+                    $(ies!(@rest $kind $field, t);)*
                     Ok(())
                 })?;
+                $(ies!(@repeats $kind $field, repeats);)*
                 Ok($name {
                     $($field: ies!(@finish $kind $field, $fty),)*
                 })
@@ -62,6 +68,26 @@ macro_rules! ies {
             }
         }
     };
+    (@arm rest $f:ident, $t:ty, $ie:ident, $v:ident, $rep:ident) => {};
+    (@arm $kind:ident $f:ident, $t:ty, $ie:ident, $v:ident, $rep:ident) => {
+        if $ie == <$t as $crate::ie::Value>::TYPE {
+            if ies!(@full $kind $f) {
+                $rep.note($ie);
+            }
+            return ies!(@take $kind $f, $t, $v);
+        }
+    };
+    (@full req $f:ident) => { $f.is_some() };
+    (@full one $f:ident) => { $f.is_some() };
+    (@full $kind:ident $f:ident) => { false };
+    (@repeats rest $f:ident, $rep:ident) => { $f = $f.and(&$rep) };
+    (@repeats $kind:ident $f:ident, $rep:ident) => {};
+    (@rest rest $f:ident, $ie:ident) => { $f.note($ie) };
+    (@rest $kind:ident $f:ident, $ie:ident) => {};
+    (@ty rest $t:ty) => { $t };
+    (@slot rest $t:ty) => { $t };
+    (@finish rest $f:ident, $t:ty) => { $f };
+    (@emit rest $w:ident, $v:expr) => {};
     (@ty req $t:ty) => { $t };
     (@ty some $t:ty) => { Vec<$t> };
     (@ty one $t:ty) => { Option<$t> };

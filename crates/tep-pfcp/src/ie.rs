@@ -69,6 +69,30 @@ impl IeType {
     pub const QER_ID: IeType = IeType(109);
     pub const FAILED_RULE_ID: IeType = IeType(114);
     pub const QFI: IeType = IeType(124);
+    pub const BAR_ID: IeType = IeType(88);
+    pub const CREATE_BAR: IeType = IeType(85);
+    pub const UPDATE_BAR: IeType = IeType(86);
+    pub const REMOVE_BAR: IeType = IeType(87);
+    pub const PDN_TYPE: IeType = IeType(113);
+    pub const USER_ID: IeType = IeType(141);
+    pub const APN_DNN: IeType = IeType(159);
+
+    /// The highest IE type of the Table 8.1.2-1 tep follows: Release 15
+    /// (0 to 160, the table scapy's contrib/pfcp.py names, which tep's
+    /// codec is checked against). A type above it is one tep does not
+    /// know at all, which §7.6.1 says a receiver silently discards ("the
+    /// sending PFCP entity shall be able to safely include in a message a
+    /// new conditional-optional or an optional IE. Such an IE may also
+    /// have a new type value. Any legacy receiving PFCP entity shall,
+    /// however, silently discard such an IE and continue processing");
+    /// a type up to it is one tep knows, so a rule carrying one tep does
+    /// not apply is refused ([`Skipped`]).
+    pub const KNOWN_MAX: u16 = 160;
+
+    /// Session-level IEs that tell the UP function about the session and
+    /// ask nothing of it (Table 7.5.2.1-1): PDN Type (tep's UE addresses
+    /// say the family), User ID, APN/DNN (tep has one data network).
+    pub const INFORMATIONAL: [IeType; 3] = [IeType::PDN_TYPE, IeType::USER_ID, IeType::APN_DNN];
 
     /// Whether the type is vendor-specific (an Enterprise ID follows the
     /// length).
@@ -133,6 +157,58 @@ impl IeError {
 impl fmt::Display for IeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} ({})", self.cause, self.ie)
+    }
+}
+
+/// The child IEs a group (or a session request) saw and did not decode:
+/// known types tep does not apply, which get the rule refused, and the
+/// count of unknown types (above [`IeType::KNOWN_MAX`]), discarded as
+/// §7.6.1 asks. Vendor-specific IEs are neither (tep defines none; a
+/// vendor's IE is the vendor's extension, discarded by [`walk`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Skipped {
+    /// The first unsupported types, in message order.
+    types: [IeType; Skipped::KEPT],
+    /// How many unsupported IEs there were (past `KEPT` only counted).
+    unsupported: u16,
+    /// How many unknown IEs were discarded.
+    pub unknown: u16,
+}
+
+impl Skipped {
+    /// Unsupported types kept by name: the response names one.
+    pub const KEPT: usize = 4;
+
+    /// Notes child `t`, which the group does not decode.
+    pub fn note(&mut self, t: IeType) {
+        if t.0 > IeType::KNOWN_MAX {
+            self.unknown = self.unknown.saturating_add(1);
+        } else if !IeType::INFORMATIONAL.contains(&t) {
+            if let Some(slot) = self.types.get_mut(self.unsupported as usize) {
+                *slot = t;
+            }
+            self.unsupported = self.unsupported.saturating_add(1);
+        }
+    }
+
+    /// The unsupported types kept (the first [`Self::KEPT`]).
+    pub fn types(&self) -> &[IeType] {
+        &self.types[..(self.unsupported as usize).min(Self::KEPT)]
+    }
+
+    /// The first unsupported type: what the response names.
+    pub fn first(&self) -> Option<IeType> {
+        self.types().first().copied()
+    }
+
+    /// This and a nested group's record together (the nested group's
+    /// unsupported types come after this one's).
+    pub fn and(mut self, nested: &Skipped) -> Skipped {
+        for &t in nested.types() {
+            self.note(t);
+        }
+        self.unknown = self.unknown.saturating_add(nested.unknown);
+        self
     }
 }
 
@@ -379,8 +455,9 @@ impl<'a> Writer<'a> {
 
 /// Decodes the IEs of `data` (a message body or a group named `parent`)
 /// by calling `f` for each 3GPP IE; vendor-specific IEs are skipped (tep
-/// defines none), and so is any type `f` does not know (§7.6: a receiver
-/// silently discards an unknown IE).
+/// defines none). What `f` does with a type it does not decode is the
+/// caller's: a rule group notes it ([`Skipped`]), a node message or a
+/// report discards it.
 pub fn walk<'a>(
     data: &'a [u8],
     parent: IeType,

@@ -3,7 +3,7 @@
 //! fields and the message, parsed from and emitted to bytes.
 
 use crate::header::{self, Packet};
-use crate::ie::{IeType, Writer};
+use crate::ie::{IeType, Skipped, Writer};
 use crate::rules::*;
 use crate::types::*;
 use crate::Error;
@@ -125,6 +125,10 @@ ies! {
         some create_fars: CreateFar,
         many create_urrs: CreateUrr,
         many create_qers: CreateQer,
+        /// Refused (tep's buffering takes no BAR).
+        many create_bars: CreateBar,
+        /// IEs tep does not apply (refused) or know (discarded).
+        rest skipped: Skipped,
     }
 }
 
@@ -159,6 +163,10 @@ ies! {
         /// QUARR: report every URR.
         one flags: PfcpsmReqFlags,
         many query_urrs: QueryUrr,
+        /// Refused (tep's buffering takes no BAR).
+        many create_bars: CreateBar,
+        /// IEs tep does not apply (refused) or know (discarded).
+        rest skipped: Skipped,
     }
 }
 

@@ -1,10 +1,13 @@
 //! The grouped IEs of session messages (TS 29.244 §7.5): rules to create,
 //! update and remove, and what the UP function reports back. Each group
-//! parses its children in one walk: unknown children are skipped, a
-//! missing mandatory child is `Mandatory IE missing` naming it, a child
-//! whose content is wrong is `Mandatory IE incorrect` naming it.
+//! parses its children in one walk: a missing mandatory child is
+//! `Mandatory IE missing` naming it, a child whose content is wrong is
+//! `Mandatory IE incorrect` naming it, and every child a rule group does
+//! not decode is noted in its `skipped` ([`Skipped`]): the node refuses
+//! the rule for a known type (tep never accepts what it does not apply)
+//! and discards an unknown one (§7.6.1).
 
-use crate::ie::{first, need, walk, IeError, IeType, Reader, Value, Writer};
+use crate::ie::{first, need, walk, IeError, IeType, Reader, Skipped, Value, Writer};
 use crate::types::*;
 
 ies! {
@@ -16,6 +19,8 @@ ies! {
         one ue_ip_address: UeIpAddress,
         /// The first QFI (a PDI may list several; tep matches one).
         one qfi: Qfi,
+        /// Children tep does not apply (the rule is refused) or know.
+        rest skipped: Skipped,
     }
 }
 
@@ -29,6 +34,8 @@ ies! {
         one far_id: FarId,
         many urr_ids: UrrId,
         many qer_ids: QerId,
+        /// Children tep does not apply (the rule is refused) or know.
+        rest skipped: Skipped,
     }
 }
 
@@ -38,6 +45,8 @@ ies! {
         req destination_interface: DestinationInterface,
         one network_instance: NetworkInstance,
         one outer_header_creation: OuterHeaderCreation,
+        /// Children tep does not apply (the rule is refused) or know.
+        rest skipped: Skipped,
     }
 }
 
@@ -47,6 +56,8 @@ ies! {
         req far_id: FarId,
         req apply_action: ApplyAction,
         one forwarding_parameters: ForwardingParameters,
+        /// Children tep does not apply (the rule is refused) or know.
+        rest skipped: Skipped,
     }
 }
 
@@ -57,6 +68,8 @@ ies! {
         req measurement_method: MeasurementMethod,
         req reporting_triggers: ReportingTriggers,
         one volume_threshold: VolumeThreshold,
+        /// Children tep does not apply (the rule is refused) or know.
+        rest skipped: Skipped,
     }
 }
 
@@ -66,6 +79,18 @@ ies! {
         req qer_id: QerId,
         req gate_status: GateStatus,
         one qfi: Qfi,
+        /// Children tep does not apply (the rule is refused) or know.
+        rest skipped: Skipped,
+    }
+}
+
+ies! {
+    /// Create BAR (§7.5.2.6): tep refuses every BAR (its buffering has no
+    /// parameters an SMF sets); the BAR ID names it in the refusal.
+    pub struct CreateBar = CREATE_BAR {
+        req bar_id: BarId,
+        /// Children tep does not apply or know.
+        rest skipped: Skipped,
     }
 }
 
@@ -87,6 +112,8 @@ ies! {
         one far_id: FarId,
         many urr_ids: UrrId,
         many qer_ids: QerId,
+        /// Children tep does not apply (the rule is refused) or know.
+        rest skipped: Skipped,
     }
 }
 
@@ -98,6 +125,8 @@ ies! {
         one outer_header_creation: OuterHeaderCreation,
         /// SNDEM: send End Marker packets to the old peer.
         one flags: PfcpsmReqFlags,
+        /// Children tep does not apply (the rule is refused) or know.
+        rest skipped: Skipped,
     }
 }
 
@@ -107,6 +136,8 @@ ies! {
         req far_id: FarId,
         one apply_action: ApplyAction,
         one update_forwarding_parameters: UpdateForwardingParameters,
+        /// Children tep does not apply (the rule is refused) or know.
+        rest skipped: Skipped,
     }
 }
 
@@ -117,6 +148,8 @@ ies! {
         one measurement_method: MeasurementMethod,
         one reporting_triggers: ReportingTriggers,
         one volume_threshold: VolumeThreshold,
+        /// Children tep does not apply (the rule is refused) or know.
+        rest skipped: Skipped,
     }
 }
 
@@ -126,6 +159,8 @@ ies! {
         req qer_id: QerId,
         one gate_status: GateStatus,
         one qfi: Qfi,
+        /// Children tep does not apply (the rule is refused) or know.
+        rest skipped: Skipped,
     }
 }
 
@@ -271,11 +306,13 @@ mod tests {
                     ..Default::default()
                 }),
                 qfi: Some(Qfi(9)),
+                skipped: Default::default(),
             },
             outer_header_removal: Some(OuterHeaderRemoval::default()),
             far_id: Some(FarId(1)),
             urr_ids: vec![UrrId(1), UrrId(2)],
             qer_ids: vec![QerId(1)],
+            skipped: Skipped::default(),
         }
     }
 
@@ -305,16 +342,38 @@ mod tests {
         );
     }
 
+    /// A child the group does not decode is kept for the node: by type
+    /// when TS 29.244 defines it (MBR, here), counted when its type is
+    /// unknown (999); a vendor IE is the vendor's, discarded.
     #[test]
-    fn unknown_children_are_skipped() {
+    fn children_not_decoded_are_noted() {
         let mut b = vec![];
         let mut w = Writer::new(&mut b);
         w.tlv(IeType(999), |w| w.u32(1));
         w.ie(&QerId(4));
         w.tlv(IeType(0x8123), |w| w.u16(18681));
+        w.tlv(IeType(26), |w| w.bytes(&[0; 10]));
         w.ie(&GateStatus::open());
         let q = CreateQer::from_ie(&b).unwrap();
         assert_eq!((q.qer_id, q.qfi), (QerId(4), None));
+        assert_eq!(q.skipped.types(), [IeType(26)]);
+        assert_eq!(q.skipped.first(), Some(IeType(26)));
+        assert_eq!(q.skipped.unknown, 1);
+        // Nested: an SDF Filter inside the PDI is the Create PDR's too.
+        let mut p = uplink_pdr();
+        p.pdi.skipped.note(IeType(23));
+        let b = emit(&p);
+        let back = CreatePdr::from_ie(&b[4..]).unwrap();
+        assert_eq!(back.pdi.skipped.types(), [] as [IeType; 0], "not emitted");
+        let mut outer = Skipped::default();
+        outer.note(IeType(24));
+        assert_eq!(outer.and(&p.pdi.skipped).types(), [IeType(24), IeType(23)]);
+        // Past KEPT only counted; informational session IEs not at all.
+        let mut s = Skipped::default();
+        for t in [23, 24, 26, 27, 30, 113] {
+            s.note(IeType(t));
+        }
+        assert_eq!(s.types(), [IeType(23), IeType(24), IeType(26), IeType(27)]);
     }
 
     #[test]

@@ -58,12 +58,16 @@ pub fn pdu_session_establishment(
             measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
             reporting_triggers: ReportingTriggers(Bitmap::new(0, 3)),
             volume_threshold: None,
+            skipped: Default::default(),
         }],
         create_qers: vec![CreateQer {
             qer_id: QerId(1),
             gate_status: GateStatus::open(),
             qfi: Some(Qfi(9)),
+            skipped: Default::default(),
         }],
+        create_bars: vec![],
+        skipped: Default::default(),
     };
     PfcpRepr {
         seid: Some(0),
@@ -93,11 +97,13 @@ pub fn uplink_pdr(ue: Option<Ipv4Addr>) -> CreatePdr {
                 ..Default::default()
             }),
             qfi: Some(Qfi(9)),
+            skipped: Default::default(),
         },
         outer_header_removal: Some(OuterHeaderRemoval::default()),
         far_id: Some(FarId(1)),
         urr_ids: vec![UrrId(1)],
         qer_ids: vec![QerId(1)],
+        skipped: Default::default(),
     }
 }
 
@@ -117,11 +123,13 @@ pub fn downlink_pdr(ue: Ipv4Addr, network_instance: Option<NetworkInstance>) -> 
                 ..Default::default()
             }),
             qfi: None,
+            skipped: Default::default(),
         },
         outer_header_removal: None,
         far_id: Some(FarId(2)),
         urr_ids: vec![UrrId(1)],
         qer_ids: vec![QerId(1)],
+        skipped: Default::default(),
     }
 }
 
@@ -134,7 +142,9 @@ pub fn far_to_core(network_instance: Option<NetworkInstance>) -> CreateFar {
             destination_interface: DestinationInterface(Interface::CORE),
             network_instance,
             outer_header_creation: None,
+            skipped: Default::default(),
         }),
+        skipped: Default::default(),
     }
 }
 
@@ -147,7 +157,9 @@ pub fn far_to_gnb(teid: u32, gnb: Ipv4Addr) -> CreateFar {
             destination_interface: DestinationInterface(Interface::ACCESS),
             network_instance: None,
             outer_header_creation: Some(OuterHeaderCreation::gtpu(teid, gnb.into())),
+            skipped: Default::default(),
         }),
+        skipped: Default::default(),
     }
 }
 

@@ -57,6 +57,8 @@ int_ie! {
     RecoveryTimeStamp(u32) = RECOVERY_TIME_STAMP, u32;
     /// UR-SEQN (§8.2.77): the usage report's sequence number per URR.
     UrSeqn(u32) = UR_SEQN, u32;
+    /// BAR ID (§8.2.88).
+    BarId(u8) = BAR_ID, u8;
 }
 
 /// Offending IE (§8.2.22): the type of the IE at fault.
@@ -417,7 +419,14 @@ impl UpFunctionFeatures {
     pub const FRRT: u64 = 0x2000;
     pub const PFDE: u64 = 0x4000;
 
-    /// What tep's UP function supports: FTUP and EMPU, in the 2-octet form.
+    /// What tep's UP function supports, each bit checked against what it
+    /// enforces: FTUP (it allocates F-TEIDs on CHOOSE) and EMPU (it sends
+    /// End Markers on SNDEM), in the 2-octet form. Not BUCP (it buffers in
+    /// the UP), DDND/DLBD (no BAR parameters), TRST/PFDM/PFDE (no
+    /// Application ID or traffic steering), HEEU, TREU, PDIU (no Traffic
+    /// Endpoints), UDBC, QUOAC (no quotas), TRACE, FRRT; nor any later
+    /// octet: not UEIP (UE addresses come from the SMF), BUNDL (one
+    /// message per datagram), MNOP (no Measurement Information), …
     pub const TEP: UpFunctionFeatures = UpFunctionFeatures(Bitmap::new(Self::FTUP | Self::EMPU, 2));
 }
 

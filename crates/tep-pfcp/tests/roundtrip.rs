@@ -177,6 +177,7 @@ fn pdi() -> impl Strategy<Value = Pdi> {
         network_instance: n,
         ue_ip_address: u,
         qfi: q.map(Qfi),
+        skipped: Default::default(),
     })
 }
 
@@ -202,6 +203,7 @@ fn create_pdr() -> impl Strategy<Value = CreatePdr> {
             far_id: far.map(FarId),
             urr_ids,
             qer_ids,
+            skipped: Default::default(),
         })
 }
 
@@ -223,6 +225,7 @@ fn update_pdr() -> impl Strategy<Value = UpdatePdr> {
             far_id: far.map(FarId),
             urr_ids,
             qer_ids,
+            skipped: Default::default(),
         })
 }
 
@@ -239,7 +242,9 @@ fn create_far() -> impl Strategy<Value = CreateFar> {
                 destination_interface: DestinationInterface(Interface(d)),
                 network_instance: n,
                 outer_header_creation: o,
+                skipped: Default::default(),
             }),
+            skipped: Default::default(),
         })
 }
 
@@ -257,7 +262,9 @@ fn update_far() -> impl Strategy<Value = UpdateFar> {
                 network_instance: n,
                 outer_header_creation: o,
                 flags: f.map(PfcpsmReqFlags),
+                skipped: Default::default(),
             }),
+            skipped: Default::default(),
         })
 }
 
@@ -268,6 +275,7 @@ fn create_urr() -> impl Strategy<Value = CreateUrr> {
             measurement_method: MeasurementMethod(m),
             reporting_triggers: ReportingTriggers(t),
             volume_threshold: v,
+            skipped: Default::default(),
         }
     })
 }
@@ -284,6 +292,7 @@ fn update_urr() -> impl Strategy<Value = UpdateUrr> {
             measurement_method: m.map(MeasurementMethod),
             reporting_triggers: t.map(ReportingTriggers),
             volume_threshold: v,
+            skipped: Default::default(),
         })
 }
 
@@ -292,6 +301,7 @@ fn create_qer() -> impl Strategy<Value = CreateQer> {
         qer_id: QerId(id),
         gate_status: g,
         qfi: q.map(Qfi),
+        skipped: Default::default(),
     })
 }
 
@@ -300,6 +310,7 @@ fn update_qer() -> impl Strategy<Value = UpdateQer> {
         qer_id: QerId(id),
         gate_status: g,
         qfi: q.map(Qfi),
+        skipped: Default::default(),
     })
 }
 
@@ -396,6 +407,8 @@ fn message() -> impl Strategy<Value = Message> {
                     create_fars: fa,
                     create_urrs: u,
                     create_qers: q,
+                    create_bars: vec![],
+                    skipped: Default::default(),
                 })
             }),
         (
@@ -459,6 +472,8 @@ fn message() -> impl Strategy<Value = Message> {
                         update_qers: uq,
                         flags: fl.map(PfcpsmReqFlags),
                         query_urrs: qu,
+                        create_bars: vec![],
+                        skipped: Default::default(),
                     })
                 }
             ),

@@ -69,16 +69,19 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
             network_instance: None,
             ue_ip_address,
             qfi: None,
+            skipped: Default::default(),
         },
         outer_header_removal: None,
         far_id: Some(FarId(id as u32)),
         urr_ids: vec![],
         qer_ids: vec![],
+        skipped: Default::default(),
     };
     let far = |id: u32, bits: u64| CreateFar {
         far_id: FarId(id),
         apply_action: ApplyAction::new(bits),
         forwarding_parameters: None,
+        skipped: Default::default(),
     };
     vec![
         (
@@ -195,6 +198,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                             total: Some(1_000_000),
                             ..Default::default()
                         }),
+                        skipped: Default::default(),
                     }],
                     create_qers: vec![CreateQer {
                         qer_id: QerId(1),
@@ -203,7 +207,10 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                             dl: GateStatus::CLOSED,
                         },
                         qfi: Some(Qfi(9)),
+                        skipped: Default::default(),
                     }],
+                    create_bars: vec![],
+                    skipped: Default::default(),
                 }),
             ),
             false,
@@ -248,6 +255,8 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                     ],
                     create_urrs: vec![],
                     create_qers: vec![],
+                    create_bars: vec![],
+                    skipped: Default::default(),
                 }),
             ),
             true,
@@ -311,6 +320,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                         far_id: Some(FarId(4)),
                         urr_ids: vec![],
                         qer_ids: vec![],
+                        skipped: Default::default(),
                     }],
                     update_fars: vec![UpdateFar {
                         far_id: FarId(2),
@@ -323,7 +333,9 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                                 GNB2.into(),
                             )),
                             flags: Some(PfcpsmReqFlags(PfcpsmReqFlags::SNDEM)),
+                            skipped: Default::default(),
                         }),
+                        skipped: Default::default(),
                     }],
                     update_urrs: vec![UpdateUrr {
                         urr_id: UrrId(1),
@@ -333,11 +345,13 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                             downlink: Some(5000),
                             ..Default::default()
                         }),
+                        skipped: Default::default(),
                     }],
                     update_qers: vec![UpdateQer {
                         qer_id: QerId(1),
                         gate_status: Some(GateStatus::open()),
                         qfi: None,
+                        skipped: Default::default(),
                     }],
                     query_urrs: vec![QueryUrr { urr_id: UrrId(1) }],
                     ..Default::default()
@@ -763,6 +777,9 @@ fn the_node_answers_scapys_requests() {
         node_id: None,
     };
     c.peers = Some(vec![peer("192.0.2.10", 32), peer("2001:db8::10", 128)]);
+    // scapy's URR has a volume threshold: this user plane stands for one
+    // that reports it.
+    c.volume_threshold_reports = true;
     let mut node = Node::new(c);
     let mut up = CountingUp::default();
     let now = std::time::Instant::now();
@@ -792,7 +809,10 @@ fn the_node_answers_scapys_requests() {
     let Message::SessionEstablishmentResponse(e) = r.message else {
         panic!("{r:?}")
     };
-    assert_eq!(e.cause, Cause::REQUEST_ACCEPTED);
+    assert_eq!(
+        (e.cause, e.failed_rule_id, e.offending_ie),
+        (Cause::REQUEST_ACCEPTED, None, None)
+    );
     let seid = e.up_f_seid.unwrap().seid;
     assert_ne!(seid, 0);
     assert_eq!(e.created_pdrs.len(), 1);

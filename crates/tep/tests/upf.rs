@@ -369,8 +369,9 @@ fn handover_buffering_and_usage_reports() {
 /// a truncated IE (Invalid length, Offending IE), an unknown SEID
 /// (Session context not found), a Create PDR naming no FAR (Rule creation
 /// failure, Failed Rule ID), a missing F-SEID (Mandatory IE missing,
-/// Offending IE); retransmitted requests get the same bytes and act once.
-/// The sessions set up before forward throughout.
+/// Offending IE), IEs tep does not enforce (Rule creation/modification
+/// Failure, Failed Rule ID, Offending IE); retransmitted requests get the
+/// same bytes and act once. The sessions set up before forward throughout.
 #[test]
 fn bad_requests_are_answered_and_sessions_keep_forwarding() {
     let test = "bad_requests_are_answered_and_sessions_keep_forwarding";
@@ -396,6 +397,35 @@ fn bad_requests_are_answered_and_sessions_keep_forwarding() {
     ] {
         assert_eq!(pfcp_counter(&tep, counter), n, "{counter}");
     }
+    // What tep does not enforce is refused by its rule, never accepted and
+    // ignored: an SDF Filter (PDR 1), an MBR (QER 1) in establishments, an
+    // MBR closing session 3's gates in a modification (refused whole:
+    // session 3 forwards below with the others).
+    let u = smf.run(
+        &tep,
+        json!({"run": "unsupported", "session": 3, "spare": 210}),
+    );
+    for (case, rule, offending) in [
+        ("sdf_filter", [0, 1], 23),
+        ("mbr", [2, 1], 26),
+        ("mbr_modification", [2, 1], 26),
+    ] {
+        let got = &u[case];
+        assert_eq!(
+            (
+                &got["cause"],
+                [&got["rule_type"], &got["rule_id"]],
+                &got["offending"]
+            ),
+            (
+                &json!(73),
+                [&json!(rule[0]), &json!(rule[1])],
+                &json!(offending)
+            ),
+            "{case}: {u}"
+        );
+    }
+    assert_eq!(pfcp_counter(&tep, "unsupported_ie"), 3);
     // The 20 sessions and the one established twice: 21, not 22.
     assert_eq!(tep.show("pfcp")["sessions"], 21);
     // Uplink with a QFI no PDR matches goes nowhere (whether tep should

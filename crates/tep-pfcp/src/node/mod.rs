@@ -51,6 +51,12 @@
 //!   deletion with usage reports; Session Report Requests with a Downlink
 //!   Data Report or a Usage Report (volume threshold), retransmitted T1/N1
 //!   until answered.
+//! - Never accepts what it does not apply (`support`, [`session`]): a
+//!   rule carrying an IE tep knows and does not enforce is refused with
+//!   Rule creation/modification Failure, its Failed Rule ID and the
+//!   Offending IE (Service not supported outside the rules), and so is one
+//!   the user plane cannot carry ([`Refused::rule`]); IEs of unknown types
+//!   are discarded (§7.6.1), counted.
 //! - A retransmitted request (same peer, sequence number and type) gets the
 //!   cached response, and nothing is applied twice (§6.4).
 //! - Bad input gets the response §7.6 asks for, with its Cause and
@@ -60,6 +66,7 @@
 mod cache;
 mod perm;
 pub mod session;
+mod support;
 mod teid;
 
 use std::collections::{HashMap, VecDeque};
@@ -83,14 +90,17 @@ use teid::TeidAllocator;
 /// [`session::create_all`] over the Create IEs of `$m`, an establishment
 /// or a modification request (the two messages name them alike).
 macro_rules! create_rules {
-    ($rules:expr, $pending:expr, $m:expr) => {
+    ($rules:expr, $pending:expr, $m:expr, $volth:expr) => {
         session::create_all(
             $rules,
             $pending,
-            &$m.create_fars,
-            &$m.create_qers,
-            &$m.create_urrs,
-            &$m.create_pdrs,
+            (
+                &$m.create_fars,
+                &$m.create_qers,
+                &$m.create_urrs,
+                &$m.create_pdrs,
+            ),
+            $volth,
         )
     };
 }
@@ -142,6 +152,17 @@ tep_named::named_enum! {
         NoResources => "no_resources",
         /// Cause No resources available: the user plane refused a change.
         UserPlaneRefused => "user_plane_refused",
+        /// A rule refused for an IE tep knows and does not apply (Rule
+        /// creation/modification Failure with the Failed Rule ID), or a
+        /// session request for one outside the rules (Service not
+        /// supported); the Offending IE names it.
+        UnsupportedIe => "unsupported_ie",
+        /// IEs of a type tep does not know, discarded (§7.6.1).
+        UnknownIe => "unknown_ie",
+        /// Rule creation/modification Failure: the user plane cannot
+        /// enforce a rule as asked (a second PDR in a direction with
+        /// other treatment, an N9 F-TEID, a URR not on every PDR…).
+        NotEnforceable => "not_enforceable",
         /// A response with a rejection cause to a request of ours.
         PeerRejected => "peer_rejected",
         /// An SMF's Recovery Time Stamp changed: its sessions were deleted.
@@ -250,6 +271,10 @@ pub struct Config {
     /// Most responses cached for hosts with no association (each
     /// association has its own `response_cache_cap`).
     pub stranger_cache_cap: usize,
+    /// Whether the user plane reports volume thresholds (calls
+    /// [`Node::volume_threshold_reached`]): without it a URR with the
+    /// VOLTH trigger or a Volume Threshold is refused.
+    pub volume_threshold_reports: bool,
 }
 
 /// A host allowed to associate: an address or prefix, and the Node ID it
@@ -329,6 +354,7 @@ impl Config {
             max_sessions_per_association: 2 << 20,
             max_associations: 16,
             stranger_cache_cap: 4096,
+            volume_threshold_reports: false,
         }
     }
 }
@@ -363,10 +389,32 @@ pub enum Change<'a> {
     },
 }
 
-/// The user plane refused a change (full table, a TEID it cannot take):
-/// the request is answered "No resources available" and nothing changed.
+/// The user plane refused a change, and nothing changed: a full table or
+/// a TEID it cannot take (the request is answered "No resources
+/// available"), or a rule it cannot enforce as the SMF asks (`rule`:
+/// answered "Rule creation/modification Failure" naming the rule, and the
+/// IE at fault if `offending`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Refused;
+pub struct Refused {
+    pub rule: Option<FailedRuleId>,
+    pub offending: Option<IeType>,
+}
+
+impl Refused {
+    /// No room (No resources available).
+    pub const FULL: Refused = Refused {
+        rule: None,
+        offending: None,
+    };
+
+    /// Rule `rule` cannot be enforced as asked (because of `offending`).
+    pub const fn rule(rule: FailedRuleId, offending: Option<IeType>) -> Refused {
+        Refused {
+            rule: Some(rule),
+            offending,
+        }
+    }
+}
 
 /// Volume counted for a URR since it was last taken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1261,10 +1309,13 @@ impl Node {
         }
         let mut rules = Rules::default();
         let mut pending = Pending::default();
-        let built = (|| {
-            create_rules!(&mut rules, &mut pending, m)?;
+        let (supported, unknown) = support::establishment(&m);
+        self.counters[Counter::UnknownIe as usize] += u64::from(unknown);
+        let volth = self.config.volume_threshold_reports;
+        let built = supported.and_then(|()| {
+            create_rules!(&mut rules, &mut pending, m, volth)?;
             session::validate(&rules)
-        })();
+        });
         let created =
             match built.and_then(|()| self.take_teids(&mut rules, &pending, &Rules::default())) {
                 Ok(c) => c,
@@ -1291,18 +1342,15 @@ impl Node {
             let generation = slot.generation;
             seid = self.seid_of(index, generation);
         }
-        if up
-            .apply(Change::Install {
-                seid,
-                rules: &rules,
-            })
-            .is_err()
-        {
+        if let Err(why) = up.apply(Change::Install {
+            seid,
+            rules: &rules,
+        }) {
             self.free_slots.push(index);
             for t in rules.teids() {
                 self.teids.free(t);
             }
-            let r = self.user_plane_refused(t);
+            let r = self.user_plane_refused(t, why);
             self.respond(now, from, seq, t, Some(cp_seid), r);
             return;
         }
@@ -1456,7 +1504,10 @@ impl Node {
         let mut rules = old_rules.clone();
         let mut pending = Pending::default();
         let mut removed_urrs = vec![];
-        let edited = (|| {
+        let (supported, unknown) = support::modification(&m);
+        self.counters[Counter::UnknownIe as usize] += u64::from(unknown);
+        let volth = self.config.volume_threshold_reports;
+        let edited = supported.and_then(|()| {
             use crate::types::FailedRuleId as F;
             for r in &m.remove_pdrs {
                 session::remove(&mut rules.pdrs, |p| p.id == r.pdr_id.0, F::Pdr(r.pdr_id.0))?;
@@ -1474,7 +1525,7 @@ impl Node {
                     F::Urr(r.urr_id.0),
                 )?);
             }
-            create_rules!(&mut rules, &mut pending, m)?;
+            create_rules!(&mut rules, &mut pending, m, volth)?;
             for u in &m.update_fars {
                 session::update_far(&mut rules, u, &mut pending)?;
             }
@@ -1482,7 +1533,7 @@ impl Node {
                 session::update_qer(&mut rules, u)?;
             }
             for u in &m.update_urrs {
-                session::update_urr(&mut rules, u)?;
+                session::update_urr(&mut rules, u, volth)?;
             }
             for u in &m.update_pdrs {
                 session::update_pdr(&mut rules, u, &mut pending)?;
@@ -1493,7 +1544,7 @@ impl Node {
                 }
             }
             session::validate(&rules)
-        })();
+        });
         let created = match edited.and_then(|()| self.take_teids(&mut rules, &pending, &old_rules))
         {
             Ok(c) => c,
@@ -1509,18 +1560,15 @@ impl Node {
             .iter_mut()
             .map(|u| UsageReportSmr(report(up, seid, u, UsageReportTrigger::TERMR)))
             .collect();
-        if up
-            .apply(Change::Install {
-                seid,
-                rules: &rules,
-            })
-            .is_err()
-        {
+        if let Err(why) = up.apply(Change::Install {
+            seid,
+            rules: &rules,
+        }) {
             let kept: Vec<u32> = old_rules.teids().collect();
             for t in rules.teids().filter(|t| !kept.contains(t)) {
                 self.teids.free(t);
             }
-            let r = self.user_plane_refused(t);
+            let r = self.user_plane_refused(t, why);
             self.respond(now, from, seq, t, Some(cp_seid), r);
             return;
         }
@@ -1630,18 +1678,25 @@ impl Node {
         }
     }
 
-    /// The answer to a request whose rules the user plane refused (No
-    /// resources available), counted.
-    fn user_plane_refused(&mut self, t: u8) -> Message {
-        self.count(Counter::UserPlaneRefused);
-        self.rejection(
-            t,
-            Reject::simple(
+    /// The answer to a request whose rules the user plane refused, counted:
+    /// Rule creation/modification Failure naming the rule it cannot
+    /// enforce, else No resources available.
+    fn user_plane_refused(&mut self, t: u8, why: Refused) -> Message {
+        let e = match why.rule {
+            Some(rule) => Reject {
+                cause: Cause::RULE_CREATION_MODIFICATION_FAILURE,
+                offending: why.offending,
+                failed_rule: Some(rule),
+                counter: Counter::NotEnforceable,
+            },
+            None => Reject::simple(
                 Cause::NO_RESOURCES_AVAILABLE,
                 None,
                 Counter::UserPlaneRefused,
             ),
-        )
+        };
+        self.count(e.counter);
+        self.rejection(t, e)
     }
 
     fn rejection(&self, t: u8, e: Reject) -> Message {

@@ -231,6 +231,21 @@ impl Reject {
         }
     }
 
+    /// Rule `rule` asks for something tep does not do: IE `ie` (a child
+    /// it does not apply, or a flag or value of one it does). TS 29.244
+    /// §7.5.3.1/§7.5.5.1 ask for the Failed Rule ID with this cause; the
+    /// Offending IE, which they ask for only with a missing or faulty IE,
+    /// is added to say which IE (nothing forbids it, and an SMF's log
+    /// needs it).
+    pub fn unsupported(rule: FailedRuleId, ie: IeType) -> Self {
+        Reject {
+            cause: Cause::RULE_CREATION_MODIFICATION_FAILURE,
+            offending: Some(ie),
+            failed_rule: Some(rule),
+            counter: Counter::UnsupportedIe,
+        }
+    }
+
     pub fn conditional(ie: IeType) -> Self {
         Reject {
             cause: Cause::CONDITIONAL_IE_MISSING,
@@ -324,6 +339,15 @@ fn apply_pdi(pdr: &mut Pdr, pdi: &Pdi, pending: &mut Pending) -> Result<(), Reje
             // tep does not allocate UE addresses.
             return Err(Reject::rule(FailedRuleId::Pdr(pdr.id)));
         }
+        // S/D says which end of the packet is the UE: the source of what
+        // comes from Access, the destination of what comes from the core.
+        // The other way round is a match tep's user plane never makes.
+        Some(u) if u.destination == (pdr.source == Interface::ACCESS) => {
+            return Err(Reject::unsupported(
+                FailedRuleId::Pdr(pdr.id),
+                IeType::UE_IP_ADDRESS,
+            ));
+        }
         Some(u) if u.v4.is_some() || u.v6.is_some() => Some(UeIp {
             v4: u.v4,
             v6: u.v6,
@@ -344,13 +368,12 @@ fn apply_pdi(pdr: &mut Pdr, pdi: &Pdi, pending: &mut Pending) -> Result<(), Reje
 /// The rules of a message's Create FAR, QER, URR and PDR IEs (an
 /// establishment or a modification), in that order: a PDR names its FAR,
 /// QERs and URRs, so they exist before it.
+/// `volth`: whether the user plane reports volume thresholds.
 pub fn create_all(
     r: &mut Rules,
     pending: &mut Pending,
-    fars: &[CreateFar],
-    qers: &[CreateQer],
-    urrs: &[CreateUrr],
-    pdrs: &[CreatePdr],
+    (fars, qers, urrs, pdrs): (&[CreateFar], &[CreateQer], &[CreateUrr], &[CreatePdr]),
+    volth: bool,
 ) -> Result<(), Reject> {
     for c in fars {
         create_far(r, c)?;
@@ -359,7 +382,7 @@ pub fn create_all(
         create_qer(r, c)?;
     }
     for c in urrs {
-        create_urr(r, c)?;
+        create_urr(r, c, volth)?;
     }
     for c in pdrs {
         create_pdr(r, c, pending)?;
@@ -437,7 +460,20 @@ pub fn update_pdr(r: &mut Rules, u: &UpdatePdr, pending: &mut Pending) -> Result
     Ok(())
 }
 
+/// Apply Action flags tep enforces: forward, drop, buffer in the UP and
+/// notify the CP of the first buffered packet. DUPL (duplicate to LI),
+/// IPMA/IPMD (multicast), DFRT/EDRT (redundant transmission), BDPN/DDPN
+/// (notification policies) are refused.
+const APPLIED_ACTIONS: u64 =
+    ApplyAction::FORW | ApplyAction::DROP | ApplyAction::BUFF | ApplyAction::NOCP;
+
 fn far_action(bits: ApplyAction, far: u32) -> Result<Action, Reject> {
+    if bits.0.bits & !APPLIED_ACTIONS != 0 {
+        return Err(Reject::unsupported(
+            FailedRuleId::Far(far),
+            IeType::APPLY_ACTION,
+        ));
+    }
     if bits.has(ApplyAction::FORW) {
         Ok(Action::Forward)
     } else if bits.has(ApplyAction::DROP) {
@@ -454,11 +490,13 @@ fn far_action(bits: ApplyAction, far: u32) -> Result<Action, Reject> {
 
 fn outer(o: &OuterHeaderCreation, far: u32) -> Result<OuterHeader, Reject> {
     let gtpu = OuterHeaderCreation::GTPU_UDP_IPV4 | OuterHeaderCreation::GTPU_UDP_IPV6;
-    if o.desc & gtpu == 0
-        || o.desc & !(gtpu | OuterHeaderCreation::N19 | OuterHeaderCreation::N6) != 0
-    {
-        // Plain UDP/IP or VLAN tags: tep creates GTP-U headers only.
-        return Err(Reject::rule(FailedRuleId::Far(far)));
+    if o.desc & gtpu == 0 || o.desc & !gtpu != 0 {
+        // Plain UDP/IP, VLAN tags, the N19/N6 indications (5G VN groups):
+        // tep creates GTP-U headers only.
+        return Err(Reject::unsupported(
+            FailedRuleId::Far(far),
+            IeType::OUTER_HEADER_CREATION,
+        ));
     }
     Ok(OuterHeader {
         teid: o.teid.unwrap_or(0),
@@ -503,6 +541,13 @@ pub fn update_far(r: &mut Rules, u: &UpdateFar, pending: &mut Pending) -> Result
     if let Some(p) = &u.update_forwarding_parameters {
         if let Some(d) = p.destination_interface {
             far.destination = Some(d.0);
+        }
+        if p.flags.is_some_and(|f| f.0 & !PfcpsmReqFlags::SNDEM != 0) {
+            // DROBU and QUARR belong to the message, not to a FAR.
+            return Err(Reject::unsupported(
+                FailedRuleId::Far(id),
+                IeType::PFCPSMREQ_FLAGS,
+            ));
         }
         if let Some(o) = &p.outer_header_creation {
             let new = outer(o, id)?;
@@ -552,8 +597,40 @@ pub fn update_qer(r: &mut Rules, u: &UpdateQer) -> Result<(), Reject> {
     Ok(())
 }
 
-pub fn create_urr(r: &mut Rules, c: &CreateUrr) -> Result<(), Reject> {
+/// What a URR may ask of tep: volume measurement (DURAT and EVENT
+/// refused), no reporting trigger but VOLTH and only where the user plane
+/// reports thresholds (`volth`), and a Volume Threshold only there.
+/// Reports on deletion, on Query URR and on removal need no trigger.
+fn check_urr(
+    id: u32,
+    method: Option<MeasurementMethod>,
+    triggers: Option<ReportingTriggers>,
+    threshold: Option<VolumeThreshold>,
+    volth: bool,
+) -> Result<(), Reject> {
+    let refuse = |ie| Err(Reject::unsupported(FailedRuleId::Urr(id), ie));
+    if method.is_some_and(|m| m.0 & !MeasurementMethod::VOLUM != 0) {
+        return refuse(IeType::MEASUREMENT_METHOD);
+    }
+    let allowed = if volth { ReportingTriggers::VOLTH } else { 0 };
+    if triggers.is_some_and(|t| t.0.bits & !allowed != 0) {
+        return refuse(IeType::REPORTING_TRIGGERS);
+    }
+    if threshold.is_some() && !volth {
+        return refuse(IeType::VOLUME_THRESHOLD);
+    }
+    Ok(())
+}
+
+pub fn create_urr(r: &mut Rules, c: &CreateUrr, volth: bool) -> Result<(), Reject> {
     let id = c.urr_id.0;
+    check_urr(
+        id,
+        Some(c.measurement_method),
+        Some(c.reporting_triggers),
+        c.volume_threshold,
+        volth,
+    )?;
     if r.urr(id).is_some() {
         return Err(Reject::rule(FailedRuleId::Urr(id)));
     }
@@ -570,8 +647,15 @@ pub fn create_urr(r: &mut Rules, c: &CreateUrr) -> Result<(), Reject> {
     Ok(())
 }
 
-pub fn update_urr(r: &mut Rules, u: &UpdateUrr) -> Result<(), Reject> {
+pub fn update_urr(r: &mut Rules, u: &UpdateUrr, volth: bool) -> Result<(), Reject> {
     let id = u.urr_id.0;
+    check_urr(
+        id,
+        u.measurement_method,
+        u.reporting_triggers,
+        u.volume_threshold,
+        volth,
+    )?;
     let Some(x) = r.urrs.iter_mut().find(|x| x.id == id) else {
         return Err(Reject::rule(FailedRuleId::Urr(id)));
     };

@@ -6,6 +6,9 @@ use super::*;
 use crate::rules::*;
 use crate::sample;
 
+#[path = "ie_table.rs"]
+mod ie_table;
+
 const SMF: &str = "192.0.2.10:40000";
 const N3: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
 const GNB: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 5);
@@ -23,13 +26,14 @@ enum Seen {
 struct FakeUp {
     seen: Vec<Seen>,
     usage: HashMap<(Seid, u32), Usage>,
-    refuse: bool,
+    /// Installs are refused so.
+    refuse: Option<Refused>,
 }
 
 impl UserPlane for FakeUp {
     fn apply(&mut self, change: Change<'_>) -> Result<(), Refused> {
-        if self.refuse && matches!(change, Change::Install { .. }) {
-            return Err(Refused);
+        if let (Some(r), Change::Install { .. }) = (self.refuse, &change) {
+            return Err(r);
         }
         self.seen.push(match change {
             Change::Install { seid, rules } => Seen::Install(seid, rules.clone()),
@@ -164,12 +168,16 @@ fn est_request() -> SessionEstablishmentRequest {
             measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
             reporting_triggers: ReportingTriggers(Bitmap::new(0, 2)),
             volume_threshold: None,
+            skipped: Default::default(),
         }],
         create_qers: vec![CreateQer {
             qer_id: QerId(1),
             gate_status: GateStatus::open(),
             qfi: Some(Qfi(9)),
+            skipped: Default::default(),
         }],
+        create_bars: vec![],
+        skipped: Default::default(),
     }
 }
 
@@ -368,6 +376,7 @@ fn handover_with_sndem_installs_the_new_tunnel_then_sends_an_end_marker_to_the_o
                     flags: Some(PfcpsmReqFlags(PfcpsmReqFlags::SNDEM)),
                     ..Default::default()
                 }),
+                skipped: Default::default(),
             }],
             ..Default::default()
         },
@@ -396,6 +405,7 @@ fn handover_with_sndem_installs_the_new_tunnel_then_sends_an_end_marker_to_the_o
                     outer_header_creation: Some(OuterHeaderCreation::gtpu(0x300, GNB.into())),
                     ..Default::default()
                 }),
+                skipped: Default::default(),
             }],
             ..Default::default()
         },
@@ -411,6 +421,7 @@ fn buffering(h: &mut Harness, seid: Seid) {
                 far_id: FarId(2),
                 apply_action: Some(ApplyAction::new(ApplyAction::BUFF | ApplyAction::NOCP)),
                 update_forwarding_parameters: None,
+                skipped: Default::default(),
             }],
             ..Default::default()
         },
@@ -846,6 +857,7 @@ fn a_pdr_naming_a_missing_far_is_a_rule_creation_failure() {
                 pdi: None,
                 urr_ids: vec![],
                 qer_ids: vec![],
+                skipped: Default::default(),
             }],
             ..Default::default()
         },
@@ -861,6 +873,7 @@ fn a_pdr_naming_a_missing_far_is_a_rule_creation_failure() {
                 far_id: FarId(5),
                 apply_action: Some(ApplyAction::new(ApplyAction::DROP)),
                 update_forwarding_parameters: None,
+                skipped: Default::default(),
             }],
             ..Default::default()
         },
@@ -966,13 +979,13 @@ fn too_many_rules_is_request_rejected() {
 fn a_refusing_user_plane_is_no_resources_and_nothing_changes() {
     let mut h = Harness::new();
     h.associate();
-    h.up.refuse = true;
+    h.up.refuse = Some(Refused::FULL);
     let e = rejected_establishment(&mut h, est_request());
     assert_eq!(e.cause, Cause::NO_RESOURCES_AVAILABLE);
     assert_eq!(h.node.teids_in_use(), 0);
-    h.up.refuse = false;
+    h.up.refuse = None;
     let seid = up_seid(&h.establish(est_request()));
-    h.up.refuse = true;
+    h.up.refuse = Some(Refused::FULL);
     let before = h.node.session(seid).cloned();
     let (_, r) = h.modify(
         seid,
@@ -982,6 +995,7 @@ fn a_refusing_user_plane_is_no_resources_and_nothing_changes() {
                 far_id: FarId(1),
                 apply_action: Some(ApplyAction::new(ApplyAction::DROP)),
                 update_forwarding_parameters: None,
+                skipped: Default::default(),
             }],
             ..Default::default()
         },
@@ -1130,6 +1144,9 @@ fn every_counter_has_a_distinct_name() {
 #[test]
 fn a_crossed_volume_threshold_is_reported_with_the_usage() {
     let mut h = Harness::new();
+    let mut c = h.node.config().clone();
+    c.volume_threshold_reports = true;
+    h.node = Node::new(c);
     h.associate();
     let mut m = est_request();
     m.create_urrs[0].reporting_triggers =
@@ -1289,6 +1306,7 @@ fn a_session_is_served_only_to_the_association_that_owns_it() {
                 )),
                 ..Default::default()
             }),
+            skipped: Default::default(),
         }],
         ..Default::default()
     };

@@ -125,6 +125,9 @@ fn node_config(p: &PfcpConfig, id_key: u64) -> node::Config {
             .collect()
     });
     c.id_key = id_key;
+    // The dataplane does not watch volume thresholds (nothing here calls
+    // `Node::volume_threshold_reached`): a URR asking for one is refused.
+    c.volume_threshold_reports = false;
     c.heartbeat_interval =
         Some(Duration::from_millis(p.heartbeat_interval_ms.into())).filter(|d| !d.is_zero());
     c.t1 = Duration::from_millis(p.t1_ms.into());

@@ -5,10 +5,11 @@
 //!
 //! What the dataplane keeps of a session is what its packets need: the
 //! uplink keys (TEID, QFI) of its Access PDRs and what their FAR does; the
-//! UE addresses of its downlink PDRs and what the first of them (by
-//! precedence) does: forward to a gNB with a TEID and the QFI of its
-//! QERs, drop, or buffer. A closed gate drops. Usage is counted per
-//! session, so each URR of a session reports the session's volume.
+//! UE addresses of its downlink PDRs and what they do: forward to a gNB
+//! with a TEID and the QFI of their QERs, drop, or buffer. A closed gate
+//! drops. Usage is counted per session. A rule set this cannot carry as
+//! the SMF asks is refused by the rule at fault ([`compile`]), never
+//! installed in part: tep never accepts what it does not enforce.
 //!
 //! Uplink packets must come from the UE: their inner source is checked
 //! against the UE IP Address of the first Access PDR (by precedence) that
@@ -23,16 +24,32 @@ use std::net::IpAddr;
 use tep_dataplane::session::control::{SessionSpec, Sessions, Volume};
 use tep_dataplane::session::{Action, UeKey, UeSource, UplinkKey};
 use tep_pfcp::node::{self, Change, Refused, Rules, Seid, Usage, UserPlane};
-use tep_pfcp::types::Interface;
+use tep_pfcp::types::{FailedRuleId, Interface};
+use tep_pfcp::IeType;
 
 /// Compiles a session's rules for the N3 tunnels `n3` (their addresses
-/// and tunnel indexes); None when the dataplane cannot carry them (an
-/// F-TEID on an address that is no N3 tunnel's, a UE IPv6 prefix other
-/// than /64 or /128, a UE with an IPv4 address and an IPv6 /128, which a
-/// session's line cannot hold both of, no N3 tunnel of the peer's
-/// family).
-pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Option<(SessionSpec, Option<u16>)> {
-    let tunnel_of = |a: IpAddr| n3.iter().find(|(x, _)| *x == a).map(|&(_, t)| t);
+/// and tunnel indexes), or refuses the rule the dataplane cannot enforce
+/// as asked ([`Refused::rule`]: the SMF gets Rule creation/modification
+/// Failure naming it). The dataplane holds per session one uplink
+/// treatment and one downlink treatment (action; for the downlink the gNB
+/// tunnel and QFI) and counts the session's volume, so:
+/// - several PDRs in a direction are taken when they get the first one's
+///   treatment (by precedence; they differ only in what they match: the
+///   QFIs or F-TEIDs of a PDU session's flows, its UE addresses); another
+///   treatment is refused until multi-PDR sessions exist;
+/// - an uplink PDR comes from Access with its GTP-U header removed and
+///   goes to N6 (Core or N6-LAN), a downlink PDR comes from Core/N6-LAN
+///   matching a UE address (no F-TEID: N9 is refused, no QFI, no header
+///   removal) and goes to Access in GTP-U; CP-function and 5G VN internal
+///   sources are refused; uplink buffering (which would drop) is refused;
+/// - one URR, on every PDR (its counts are the session's).
+///
+/// Refused too: an F-TEID on an address that is no N3 tunnel's, a UE IPv6
+/// prefix other than /64 or /128, a UE with an IPv4 address and an IPv6
+/// /128 (a session's line holds one of them), no N3 tunnel of the peer's
+/// family.
+pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Option<u16>), Refused> {
+    check_urrs(rules)?;
     let mut spec = SessionSpec {
         n3: u32::MAX,
         uplink: Action::Drop,
@@ -44,55 +61,152 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Option<(SessionSpec, Opti
         ue: UeSource::default(),
     };
     let (mut ue_up, mut ue_down) = (None, None);
-    let far_action = |far: &node::Far, gate: bool| match far.action {
+    let mut by_precedence: Vec<&node::Pdr> = rules.pdrs.iter().collect();
+    by_precedence.sort_by_key(|p| p.precedence);
+    let (mut uplink_pdr, mut downlink_pdr) = (None, None);
+    for pdr in by_precedence {
+        let far = rules.far(pdr.far).ok_or(refuse_pdr(pdr, IeType::FAR_ID))?;
+        if pdr.source == Interface::ACCESS {
+            let (n3_index, teid) = uplink_of(pdr, far, n3)?;
+            let action = far_action(far, rules.gate_open(pdr, true));
+            if uplink_pdr.replace(pdr.id).is_none() {
+                (spec.n3, spec.uplink) = (n3_index, action);
+            } else if action != spec.uplink {
+                return Err(refuse_pdr(pdr, IeType::FAR_ID));
+            }
+            spec.uplink_keys.push(UplinkKey { teid, qfi: pdr.qfi });
+            if let (None, Some(ue)) = (&ue_up, &pdr.ue_ip) {
+                ue_up = Some((
+                    ue_keys(ue).ok_or(refuse_pdr(pdr, IeType::UE_IP_ADDRESS))?,
+                    pdr,
+                ));
+            }
+        } else {
+            let ue = downlink_of(pdr, far)?;
+            let keys = ue_keys(&ue).ok_or(refuse_pdr(pdr, IeType::UE_IP_ADDRESS))?;
+            spec.downlink_keys.extend(keys.iter().flatten());
+            ue_down.get_or_insert((keys, pdr));
+            let treatment = (
+                far_action(far, rules.gate_open(pdr, false)),
+                rules.qfi(pdr),
+                far.outer.map(|o| (o.addr(), o.teid)),
+            );
+            if downlink_pdr.replace(pdr.id).is_none() {
+                (spec.downlink, spec.qfi, spec.peer) = treatment;
+            } else if treatment != (spec.downlink, spec.qfi, spec.peer) {
+                return Err(refuse_pdr(pdr, IeType::FAR_ID));
+            }
+        }
+    }
+    spec.ue = match ue_up.or(ue_down) {
+        Some((keys, pdr)) => UeSource::of_keys(keys.iter().flatten())
+            .ok_or(refuse_pdr(pdr, IeType::UE_IP_ADDRESS))?,
+        None => UeSource::default(),
+    };
+    if spec.n3 == u32::MAX {
+        // No uplink PDR yet: the N3 tunnel of the peer's family.
+        let v6 = spec.peer.is_some_and(|(a, _)| a.is_ipv6());
+        spec.n3 = n3
+            .iter()
+            .find(|(a, _)| a.is_ipv6() == v6)
+            .ok_or(Refused::FULL)?
+            .1;
+    }
+    Ok((spec, downlink_pdr))
+}
+
+fn refuse_pdr(pdr: &node::Pdr, ie: IeType) -> Refused {
+    Refused::rule(FailedRuleId::Pdr(pdr.id), Some(ie))
+}
+
+fn refuse_far(far: &node::Far, ie: IeType) -> Refused {
+    Refused::rule(FailedRuleId::Far(far.id), Some(ie))
+}
+
+/// What a FAR does, with its PDR's gate (closed: drop).
+fn far_action(far: &node::Far, gate: bool) -> Action {
+    match far.action {
         _ if !gate => Action::Drop,
         node::Action::Forward => Action::Forward,
         node::Action::Drop => Action::Drop,
         node::Action::Buffer { .. } => Action::Buffer,
-    };
-    let mut by_precedence: Vec<&node::Pdr> = rules.pdrs.iter().collect();
-    by_precedence.sort_by_key(|p| p.precedence);
-    let mut downlink_pdr = None;
-    for pdr in by_precedence {
-        let far = rules.far(pdr.far)?;
-        if pdr.source == Interface::ACCESS {
-            let Some(local) = pdr.local else { continue };
-            let addr = local
-                .v4
-                .map(IpAddr::V4)
-                .into_iter()
-                .chain(local.v6.map(IpAddr::V6))
-                .find_map(tunnel_of)?;
-            if spec.n3 == u32::MAX {
-                spec.n3 = addr;
-                spec.uplink = far_action(far, rules.gate_open(pdr, true));
-            }
-            spec.uplink_keys.push(UplinkKey {
-                teid: local.teid,
-                qfi: pdr.qfi,
-            });
-            if let (None, Some(ue)) = (&ue_up, &pdr.ue_ip) {
-                ue_up = Some(ue_keys(ue)?);
-            }
-        } else if let Some(ue) = pdr.ue_ip {
-            let keys = ue_keys(&ue)?;
-            spec.downlink_keys.extend(keys.iter().flatten());
-            ue_down.get_or_insert(keys);
-            if downlink_pdr.is_none() {
-                downlink_pdr = Some(pdr.id);
-                spec.downlink = far_action(far, rules.gate_open(pdr, false));
-                spec.qfi = rules.qfi(pdr);
-                spec.peer = far.outer.map(|o| (o.addr(), o.teid));
-            }
+    }
+}
+
+/// An uplink PDR's N3 tunnel and TEID, if the dataplane does what it and
+/// its FAR ask: strip GTP-U, forward to N6 (or drop).
+fn uplink_of(
+    pdr: &node::Pdr,
+    far: &node::Far,
+    n3: &[(IpAddr, u32)],
+) -> Result<(u32, u32), Refused> {
+    if !pdr.outer_header_removal.is_some_and(|o| o.is_gtpu()) {
+        return Err(refuse_pdr(pdr, IeType::OUTER_HEADER_REMOVAL));
+    }
+    match far.action {
+        node::Action::Buffer { .. } => return Err(refuse_far(far, IeType::APPLY_ACTION)),
+        node::Action::Forward if far.outer.is_some() => {
+            return Err(refuse_far(far, IeType::OUTER_HEADER_CREATION))
         }
+        node::Action::Forward
+            if !matches!(far.destination, Some(Interface::CORE | Interface::N6_LAN)) =>
+        {
+            return Err(refuse_far(far, IeType::DESTINATION_INTERFACE))
+        }
+        _ => {}
     }
-    spec.ue = UeSource::of_keys(ue_up.or(ue_down).unwrap_or_default().iter().flatten())?;
-    if spec.n3 == u32::MAX {
-        // No uplink PDR yet: the N3 tunnel of the peer's family.
-        let v6 = spec.peer.is_some_and(|(a, _)| a.is_ipv6());
-        spec.n3 = n3.iter().find(|(a, _)| a.is_ipv6() == v6)?.1;
+    let local = pdr.local.ok_or(refuse_pdr(pdr, IeType::F_TEID))?;
+    let tunnel = local
+        .v4
+        .map(IpAddr::V4)
+        .into_iter()
+        .chain(local.v6.map(IpAddr::V6))
+        .find_map(|a| n3.iter().find(|(x, _)| *x == a).map(|&(_, t)| t))
+        .ok_or(refuse_pdr(pdr, IeType::F_TEID))?;
+    Ok((tunnel, local.teid))
+}
+
+/// A downlink PDR's UE address, if the dataplane does what it and its
+/// FAR ask: match the UE address from N6, forward to the gNB in GTP-U
+/// (or drop, or buffer).
+fn downlink_of(pdr: &node::Pdr, far: &node::Far) -> Result<node::UeIp, Refused> {
+    if !matches!(pdr.source, Interface::CORE | Interface::N6_LAN) {
+        return Err(refuse_pdr(pdr, IeType::SOURCE_INTERFACE));
     }
-    Some((spec, downlink_pdr))
+    if pdr.local.is_some() {
+        // N9: tep has no GTP-U endpoint on the core side.
+        return Err(refuse_pdr(pdr, IeType::F_TEID));
+    }
+    if pdr.qfi.is_some() {
+        return Err(refuse_pdr(pdr, IeType::QFI));
+    }
+    if pdr.outer_header_removal.is_some() {
+        return Err(refuse_pdr(pdr, IeType::OUTER_HEADER_REMOVAL));
+    }
+    if far.action == node::Action::Forward && far.destination != Some(Interface::ACCESS) {
+        return Err(refuse_far(far, IeType::DESTINATION_INTERFACE));
+    }
+    pdr.ue_ip.ok_or(refuse_pdr(pdr, IeType::UE_IP_ADDRESS))
+}
+
+/// The dataplane counts a session's volume, and each report takes what
+/// was counted since the last: one URR at most, on every PDR.
+fn check_urrs(rules: &Rules) -> Result<(), Refused> {
+    let refuse = |u: &node::Urr| Refused::rule(FailedRuleId::Urr(u.id), Some(IeType::URR_ID));
+    if let Some(second) = rules.urrs.get(1) {
+        return Err(refuse(second));
+    }
+    match rules.urrs.first() {
+        Some(u)
+            if rules
+                .pdrs
+                .iter()
+                .any(|p| !p.urrs.as_slice().contains(&u.id)) =>
+        {
+            Err(refuse(u))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A PDR's UE IP Address as the dataplane's keys (IPv4, IPv6); None for
@@ -167,16 +281,16 @@ impl UserPlane for UpfPlane {
     fn apply(&mut self, change: Change<'_>) -> Result<(), Refused> {
         match change {
             Change::Install { seid, rules } => {
-                let (spec, downlink_pdr) = compile(rules, &self.n3).ok_or(Refused)?;
+                let (spec, downlink_pdr) = compile(rules, &self.n3)?;
                 match self.by_seid.get_mut(&seid) {
                     Some(e) => {
                         self.sessions
                             .modify(e.slot, &spec, false)
-                            .map_err(|_| Refused)?;
+                            .map_err(|_| Refused::FULL)?;
                         e.downlink_pdr = downlink_pdr;
                     }
                     None => {
-                        let slot = self.sessions.create(&spec).map_err(|_| Refused)?;
+                        let slot = self.sessions.create(&spec).map_err(|_| Refused::FULL)?;
                         self.by_seid.insert(
                             seid,
                             Entry {
@@ -198,8 +312,12 @@ impl UserPlane for UpfPlane {
                 Ok(())
             }
             Change::EndMarker { seid, old, .. } => {
-                let e = self.by_seid.get(&seid).ok_or(Refused)?;
-                let n3 = self.sessions.spec(e.slot).map(|s| s.n3).ok_or(Refused)?;
+                let e = self.by_seid.get(&seid).ok_or(Refused::FULL)?;
+                let n3 = self
+                    .sessions
+                    .spec(e.slot)
+                    .map(|s| s.n3)
+                    .ok_or(Refused::FULL)?;
                 self.sessions.end_marker(n3, old.addr(), old.teid);
                 Ok(())
             }
@@ -227,6 +345,7 @@ mod tests {
     use std::net::Ipv4Addr;
     use tep_dataplane::session::{SessionTable, WorkerLink};
     use tep_pfcp::node::{Far, Ids, LocalFTeid, OuterHeader, Pdr, Qer, UeIp};
+    use tep_pfcp::types::OuterHeaderRemoval;
 
     const N3: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
     const GNB: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 9);
@@ -250,6 +369,7 @@ mod tests {
     /// to UE 10.45.0.7 via the gNB with TEID 0x77, QFI 9.
     fn rules(dl: node::Action) -> Rules {
         let mut up = pdr(1, 100, Interface::ACCESS, 1);
+        up.outer_header_removal = Some(OuterHeaderRemoval::default());
         up.local = Some(LocalFTeid {
             teid: 0x55,
             v4: Some(Ipv4Addr::new(192, 0, 2, 1)),
@@ -320,7 +440,10 @@ mod tests {
         r.qers[0].dl_open = false;
         assert_eq!(compile(&r, &[(N3, 3)]).unwrap().0.downlink, Action::Drop);
         let other = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
-        assert!(compile(&r, &[(other, 3)]).is_none());
+        assert_eq!(
+            compile(&r, &[(other, 3)]).unwrap_err(),
+            Refused::rule(FailedRuleId::Pdr(1), Some(IeType::F_TEID))
+        );
     }
 
     /// The UE's uplink source: the Access PDR's UE IP Address, else the
@@ -331,7 +454,7 @@ mod tests {
         use tep_dataplane::session::Ue6;
         let n3 = [(N3, 3)];
         let mut r = rules(node::Action::Forward);
-        let ue = |r: &Rules| compile(r, &n3).map(|(s, _)| s.ue);
+        let ue = |r: &Rules| compile(r, &n3).ok().map(|(s, _)| s.ue);
         assert_eq!(ue(&r), UeSource::new(Some(0x0a2d_0007), None));
         r.pdrs[0].ue_ip = Some(UeIp {
             v4: Some(Ipv4Addr::new(10, 45, 0, 8)),
@@ -342,9 +465,121 @@ mod tests {
         assert_eq!(ue(&r), UeSource::new(Some(0x0a2d_0008), Some(prefix)));
         r.pdrs[0].ue_ip.as_mut().unwrap().v6_prefix_len = 128;
         assert_eq!(ue(&r), None, "IPv4 and a /128: more than a line holds");
+        // A downlink PDR must name its UE (it matches nothing else).
         r.pdrs[0].ue_ip = None;
         r.pdrs[1].ue_ip = None;
+        assert!(ue(&r).is_none());
+        r.pdrs.truncate(1);
         assert_eq!(ue(&r), Some(UeSource::default()));
+    }
+
+    /// Each rule shape the dataplane cannot carry as asked is refused by
+    /// its ID and the IE at fault; the shapes it carries compile.
+    #[test]
+    fn what_the_dataplane_cannot_enforce_is_refused_by_rule() {
+        let n3 = [(N3, 3)];
+        let pdr_ie = |id, ie| Err(Refused::rule(FailedRuleId::Pdr(id), Some(ie)));
+        let far_ie = |id, ie| Err(Refused::rule(FailedRuleId::Far(id), Some(ie)));
+        let verdict = |edit: &dyn Fn(&mut Rules)| {
+            let mut r = rules(node::Action::Forward);
+            edit(&mut r);
+            compile(&r, &n3).map(|_| ())
+        };
+        // A second flow on the uplink with the first one's FAR: taken.
+        let mut r = rules(node::Action::Forward);
+        let mut second = r.pdrs[0].clone();
+        (second.id, second.qfi) = (3, Some(5));
+        r.pdrs.push(second.clone());
+        assert_eq!(compile(&r, &n3).unwrap().0.uplink_keys.len(), 2);
+        // With a FAR that drops: refused.
+        second.far = 3;
+        let mut dropping = r.fars[0];
+        (dropping.id, dropping.action) = (3, node::Action::Drop);
+        r.pdrs[2] = second;
+        r.fars.push(dropping);
+        assert_eq!(compile(&r, &n3).map(|_| ()), pdr_ie(3, IeType::FAR_ID));
+        // A second downlink PDR with another QFI: refused.
+        let other_qfi = |r: &mut Rules| {
+            let mut d = r.pdrs[1].clone();
+            d.id = 4;
+            d.qers = Ids::new(&[2]).unwrap();
+            d.ue_ip.as_mut().unwrap().v4 = Some(Ipv4Addr::new(10, 45, 0, 8));
+            r.pdrs.push(d);
+            r.qers.push(Qer {
+                id: 2,
+                qfi: Some(5),
+                ..r.qers[0]
+            });
+        };
+        assert_eq!(verdict(&other_qfi), pdr_ie(4, IeType::FAR_ID));
+        type Edit<'a> = &'a dyn Fn(&mut Rules);
+        let cases: [(Edit<'_>, Result<(), Refused>); 10] = [
+            (
+                &|r| r.pdrs[0].outer_header_removal = None,
+                pdr_ie(1, IeType::OUTER_HEADER_REMOVAL),
+            ),
+            (
+                &|r| r.fars[0].destination = Some(Interface::ACCESS),
+                far_ie(1, IeType::DESTINATION_INTERFACE),
+            ),
+            (
+                &|r| r.fars[0].outer = r.fars[1].outer,
+                far_ie(1, IeType::OUTER_HEADER_CREATION),
+            ),
+            (
+                &|r| r.fars[0].action = node::Action::Buffer { notify_cp: false },
+                far_ie(1, IeType::APPLY_ACTION),
+            ),
+            (
+                &|r| r.fars[1].destination = Some(Interface::CORE),
+                far_ie(2, IeType::DESTINATION_INTERFACE),
+            ),
+            // N9: a core-side F-TEID.
+            (
+                &|r| r.pdrs[1].local = r.pdrs[0].local,
+                pdr_ie(2, IeType::F_TEID),
+            ),
+            (&|r| r.pdrs[1].qfi = Some(9), pdr_ie(2, IeType::QFI)),
+            (
+                &|r| r.pdrs[1].source = Interface::CP_FUNCTION,
+                pdr_ie(2, IeType::SOURCE_INTERFACE),
+            ),
+            (
+                &|r| r.urrs = vec![urr(1), urr(2)],
+                Err(Refused::rule(FailedRuleId::Urr(2), Some(IeType::URR_ID))),
+            ),
+            (
+                &|r| {
+                    r.urrs = vec![urr(1)];
+                    r.pdrs[0].urrs = Ids::new(&[1]).unwrap();
+                },
+                Err(Refused::rule(FailedRuleId::Urr(1), Some(IeType::URR_ID))),
+            ),
+        ];
+        for (i, (edit, want)) in cases.iter().enumerate() {
+            assert_eq!(verdict(*edit), *want, "case {i}");
+        }
+        // One URR on every PDR: taken.
+        let on_all = |r: &mut Rules| {
+            r.urrs = vec![urr(1)];
+            for p in &mut r.pdrs {
+                p.urrs = Ids::new(&[1]).unwrap();
+            }
+        };
+        assert_eq!(verdict(&on_all), Ok(()));
+    }
+
+    fn urr(id: u32) -> node::Urr {
+        let mut r = Rules::default();
+        let c = tep_pfcp::rules::CreateUrr {
+            urr_id: tep_pfcp::types::UrrId(id),
+            measurement_method: tep_pfcp::types::MeasurementMethod(
+                tep_pfcp::types::MeasurementMethod::VOLUM,
+            ),
+            ..Default::default()
+        };
+        node::session::create_urr(&mut r, &c, false).unwrap();
+        r.urrs[0]
     }
 
     #[test]

@@ -55,6 +55,7 @@ from scapy.contrib.pfcp import (
     IE_FSEID,
     IE_FTEID,
     IE_GateStatus,
+    IE_MBR,
     IE_MeasurementMethod,
     IE_NetworkInstance,
     IE_NodeId,
@@ -67,6 +68,7 @@ from scapy.contrib.pfcp import (
     IE_PFCPSMReqFlags,
     IE_Precedence,
     IE_QER_Id,
+    IE_SDF_Filter,
     IE_QFI,
     IE_QueryURR,
     IE_RecoveryTimeStamp,
@@ -77,6 +79,7 @@ from scapy.contrib.pfcp import (
     IE_UPFunctionFeatures,
     IE_UpdateFAR,
     IE_UpdateForwardingParameters,
+    IE_UpdateQER,
     IE_UR_SEQN,
     IE_URR_Id,
     IE_UsageReport_SDR,
@@ -319,11 +322,13 @@ class Lab:
 
     # -- PFCP messages --------------------------------------------------------
 
-    def establishment(self, s, far_for_dl=2, with_fseid=True, second_qfi=None):
+    def establishment(self, s, far_for_dl=2, with_fseid=True, second_qfi=None,
+                      pdi_extra=(), qer_extra=()):
         """A PDU session as an SMF sets it up: uplink PDR 1 (F-TEID CHOOSE,
         QFI, outer header removal), downlink PDR 2 (UE address), FAR 1 to
         the core, FAR 2 to the gNB with outer header creation, QER 1 with
-        the QFI, URR 1 measuring volume."""
+        the QFI, URR 1 measuring volume. `pdi_extra` and `qer_extra` add
+        IEs to PDR 1's PDI and to QER 1."""
         body = [IE_NodeId(id_type="IPv4", ipv4=self.smf)]
         if with_fseid:
             body.append(IE_FSEID(v4=1, seid=s.cp_seid, ipv4=self.smf))
@@ -339,7 +344,7 @@ class Lab:
                     fteid,
                     IE_NetworkInstance(instance="internet"),
                     IE_QFI(QFI=qfi),
-                ]),
+                ] + list(pdi_extra)),
                 IE_OuterHeaderRemoval(header="GTP-U/UDP/IPv4"),
                 IE_FAR_Id(id=1),
                 IE_URR_Id(id=1),
@@ -387,7 +392,7 @@ class Lab:
                 IE_QER_Id(id=1),
                 IE_GateStatus(ul="OPEN", dl="OPEN"),
                 IE_QFI(QFI=QFI),
-            ]),
+            ] + list(qer_extra)),
             IE_PDNType(pdn_type="IPv4"),
         ]
         return self.header(0) / PFCPSessionEstablishmentRequest(IE_list=body)
@@ -982,6 +987,42 @@ class Lab:
         # Heartbeats still answered.
         hb = self.request(self.header() / PFCPHeartbeatRequest(IE_list=[IE_RecoveryTimeStamp(timestamp=self.recovery)]))
         check(hb[1].message_type == HEARTBEAT_RESPONSE, "no Heartbeat Response after the bad input")
+        return out
+
+    def expect_rule_failure(self, got, mtype, s, where, rule, offending):
+        """A refusal of what tep does not enforce: Rule creation/modification
+        Failure, the Failed Rule ID (type, id) and the Offending IE."""
+        body = self.expect_response(got, mtype, s.cp_seid, RULE_FAILURE, where)
+        fr = one_ie(body, IE_FailedRuleId, where)
+        rid = {0: fr.pdr_id, 1: fr.far_id, 2: fr.qer_id, 3: fr.urr_id}.get(fr.type)
+        check((fr.type, rid) == rule, "%s: Failed Rule ID %r, want type %d id %d" % (where, fr, rule[0], rule[1]))
+        off = one_ie(body, IE_OffendingIE, where).type
+        check(off == offending, "%s: Offending IE %d, want %d" % (where, off, offending))
+        check(not ies(body, IE_FSEID) and not ies(body, IE_CreatedPDR), "%s: a refused request created something" % where)
+        return {"cause": RULE_FAILURE, "rule_type": fr.type, "rule_id": rid, "offending": off}
+
+    def cmd_unsupported(self, c):
+        """What tep does not enforce is refused, never accepted and
+        ignored: an SDF Filter (a packet filter) in PDR 1's PDI, an MBR in
+        QER 1, each in an establishment; an Update QER closing session
+        `session`'s gates with an MBR, in a modification: refused whole, so
+        the session keeps forwarding (the caller sends traffic after)."""
+        out = {}
+        bad = Session(c["spare"], self.cfg, self.gnbs[0])
+        sdf = IE_SDF_Filter(FD=1, flow_description="permit out 17 from any to assigned 9000")
+        got = self.request(self.establishment(bad, pdi_extra=[sdf]))
+        out["sdf_filter"] = self.expect_rule_failure(got, ESTABLISHMENT_RESPONSE, bad, "SDF Filter", (0, 1), 23)
+        got = self.request(self.establishment(bad, qer_extra=[IE_MBR(ul=20000, dl=20000)]))
+        out["mbr"] = self.expect_rule_failure(got, ESTABLISHMENT_RESPONSE, bad, "MBR", (2, 1), 26)
+        s = self.sessions[c["session"]]
+        qer = IE_UpdateQER(IE_list=[
+            IE_QER_Id(id=1),
+            IE_GateStatus(ul="CLOSED", dl="CLOSED"),
+            IE_MBR(ul=20000, dl=20000),
+        ])
+        got = self.request(self.header(s.up_seid) / PFCPSessionModificationRequest(IE_list=[qer]))
+        out["mbr_modification"] = self.expect_rule_failure(
+            got, MODIFICATION_RESPONSE, s, "Update QER with an MBR", (2, 1), 26)
         return out
 
     def from_other(self, sock, pkt, where, wait=1.0):
