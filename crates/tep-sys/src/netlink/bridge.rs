@@ -14,8 +14,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 use netlink_packet_core::{
-    NetlinkBuffer, Parseable, NLMSG_DONE, NLMSG_ERROR, NLM_F_ACK, NLM_F_APPEND, NLM_F_CREATE,
-    NLM_F_DUMP, NLM_F_REPLACE,
+    NetlinkBuffer, Parseable, NLM_F_ACK, NLM_F_APPEND, NLM_F_CREATE, NLM_F_REPLACE,
 };
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourHeader, NeighbourMessage,
@@ -196,37 +195,25 @@ impl FdbWatch {
     /// fdb show`: the entries of every bridge, bridge port and VXLAN
     /// device), over a socket of its own. Blocks until the dump ends.
     pub fn dump(&mut self, out: &mut Vec<FdbEntry>) -> io::Result<()> {
-        let mut rtnl = Rtnl::open()?;
         let mut msg = NeighbourMessage::default();
         msg.header.family = AddressFamily::Bridge;
-        rtnl.send(RouteNetlinkMessage::GetNeighbour(msg), NLM_F_DUMP)
-            .map_err(|e| context(e, "bridge fdb dump"))?;
-        loop {
-            rtnl.recv().map_err(|e| context(e, "bridge fdb dump"))?;
-            for m in Messages(&rtnl.buf) {
-                // The rest of the datagram, and with it perhaps the end
-                // of the dump, is lost: waiting for more could be for ever.
-                let Some((kind, seq, payload)) = m else {
-                    self.counts.count_malformed();
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "bridge fdb dump: a message header that does not fit its datagram",
-                    ));
-                };
-                if seq != rtnl.seq {
-                    continue;
-                }
-                match kind {
-                    NLMSG_DONE => return Ok(()),
-                    NLMSG_ERROR => return Err(error_of(payload, "bridge fdb dump")),
-                    _ => match self.counts.decode(kind, payload) {
-                        Some(FdbEvent::New(e)) => out.push(e),
-                        Some(FdbEvent::Del(_)) => self.counts.skipped += 1,
-                        None => {}
-                    },
-                }
-            }
+        let counts = &mut self.counts;
+        let dumped = Rtnl::open()?.dump(
+            RouteNetlinkMessage::GetNeighbour(msg),
+            "bridge fdb dump",
+            |kind, payload| match counts.decode(kind, payload) {
+                Some(FdbEvent::New(e)) => out.push(e),
+                Some(FdbEvent::Del(_)) => counts.skipped += 1,
+                None => {}
+            },
+        );
+        if dumped
+            .as_ref()
+            .is_err_and(|e| e.kind() == io::ErrorKind::InvalidData)
+        {
+            self.counts.count_malformed();
         }
+        dumped
     }
 
     /// Appends to `out` the changes queued so far, without blocking; at
@@ -414,7 +401,7 @@ fn address(a: &NeighbourAddress) -> Result<IpAddr, Malformed> {
 
 /// The error an NLMSG_ERROR payload carries (a negative errno; 0 is an
 /// acknowledgement, which a dump does not send).
-fn error_of(payload: &[u8], what: &str) -> io::Error {
+pub(super) fn error_of(payload: &[u8], what: &str) -> io::Error {
     match payload
         .get(..4)
         .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))

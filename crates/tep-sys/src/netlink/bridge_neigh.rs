@@ -14,7 +14,7 @@ use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, RawFd};
 
-use netlink_packet_core::{Parseable, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_REPLACE};
+use netlink_packet_core::{Parseable, NLM_F_ACK, NLM_F_CREATE, NLM_F_REPLACE};
 use netlink_packet_route::neighbour::{
     NeighbourAttribute, NeighbourHeader, NeighbourMessage, NeighbourState,
 };
@@ -141,18 +141,16 @@ impl BridgeNeighWatch {
         for family in [AddressFamily::Inet, AddressFamily::Inet6] {
             let mut msg = NeighbourMessage::default();
             msg.header.family = family;
-            rtnl.request(
+            let mut events = Vec::new();
+            rtnl.dump(
                 RouteNetlinkMessage::GetNeighbour(msg),
-                NLM_F_DUMP,
-                |m| match m {
-                    RouteNetlinkMessage::NewNeighbour(m) => match bridge_neigh(&m) {
-                        Some(n) => out.push(n),
-                        None => self.skipped += 1,
-                    },
-                    _ => self.skipped += 1,
-                },
-            )
-            .map_err(|e| context(e, "ip neigh dump"))?;
+                "ip neigh dump",
+                |kind, payload| self.message(kind, payload, &mut events),
+            )?;
+            out.extend(events.into_iter().filter_map(|e| match e {
+                BridgeNeighEvent::New(n) => Some(n),
+                BridgeNeighEvent::Del(_) => None,
+            }));
         }
         Ok(())
     }
@@ -204,23 +202,27 @@ impl BridgeNeighWatch {
     /// `out`; the rest counted.
     fn datagram(&mut self, buf: &[u8], out: &mut Vec<BridgeNeighEvent>) {
         for m in Messages(buf) {
-            let Some((kind, _, payload)) = m else {
-                self.count_malformed();
-                continue;
-            };
-            let event: fn(BridgeNeigh) -> BridgeNeighEvent = match kind {
-                libc::RTM_NEWNEIGH => BridgeNeighEvent::New,
-                libc::RTM_DELNEIGH => BridgeNeighEvent::Del,
-                _ => {
-                    self.skipped += 1;
-                    continue;
-                }
-            };
-            match decode(payload) {
-                Ok(Some(n)) => out.push(event(n)),
-                Ok(None) => self.skipped += 1,
-                Err(()) => self.count_malformed(),
+            match m {
+                Some((kind, _, payload)) => self.message(kind, payload, out),
+                None => self.count_malformed(),
             }
+        }
+    }
+
+    /// One message of type `kind` as an event in `out`, or counted.
+    fn message(&mut self, kind: u16, payload: &[u8], out: &mut Vec<BridgeNeighEvent>) {
+        let event: fn(BridgeNeigh) -> BridgeNeighEvent = match kind {
+            libc::RTM_NEWNEIGH => BridgeNeighEvent::New,
+            libc::RTM_DELNEIGH => BridgeNeighEvent::Del,
+            _ => {
+                self.skipped += 1;
+                return;
+            }
+        };
+        match decode(payload) {
+            Ok(Some(n)) => out.push(event(n)),
+            Ok(None) => self.skipped += 1,
+            Err(()) => self.count_malformed(),
         }
     }
 }

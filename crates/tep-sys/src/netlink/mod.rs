@@ -37,8 +37,8 @@ use std::io;
 use std::net::IpAddr;
 
 use netlink_packet_core::{
-    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE,
-    NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
+    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLMSG_DONE, NLMSG_ERROR,
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressMessage};
 use netlink_packet_route::link::{LinkAttribute, LinkExtentMask, LinkFlags, LinkMessage};
@@ -487,6 +487,39 @@ struct Rtnl {
 }
 
 impl Rtnl {
+    /// Sends dump request `msg` and hands each answer (its type and
+    /// payload) to `each` until the dump's end. A message is `each`'s to
+    /// judge (decode, or skip and count): one the crate could not parse
+    /// does not fail the dump; a header that does not fit its datagram
+    /// does (the rest of it, perhaps the dump's end, is lost).
+    fn dump(
+        &mut self,
+        msg: RouteNetlinkMessage,
+        what: &str,
+        mut each: impl FnMut(u16, &[u8]),
+    ) -> io::Result<()> {
+        self.send(msg, NLM_F_DUMP).map_err(|e| context(e, what))?;
+        loop {
+            self.recv().map_err(|e| context(e, what))?;
+            for m in bridge::Messages(&self.buf) {
+                let Some((kind, seq, payload)) = m else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("{what}: a message header that does not fit its datagram"),
+                    ));
+                };
+                if seq != self.seq {
+                    continue;
+                }
+                match kind {
+                    NLMSG_DONE => return Ok(()),
+                    NLMSG_ERROR => return Err(bridge::error_of(payload, what)),
+                    _ => each(kind, payload),
+                }
+            }
+        }
+    }
+
     fn open() -> io::Result<Rtnl> {
         let mut sock =
             Socket::new(NETLINK_ROUTE).map_err(|e| context(e, "socket(NETLINK_ROUTE)"))?;
