@@ -91,6 +91,19 @@ impl OverlayWorker {
         self.suppress
     }
 
+    /// The slot of local source `key` in `local_seen`.
+    #[inline]
+    fn local_slot(&self, key: u64) -> &Cell<(u64, u32)> {
+        let slot = key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - LOCAL_SEEN.trailing_zeros());
+        &self.local_seen[slot as usize]
+    }
+
+    /// Whether local source `key` was learned this second.
+    #[inline]
+    fn local_fresh(&self, key: u64, now_s: u32) -> bool {
+        self.local_slot(key).get() == (key, now_s)
+    }
+
     fn net(&self, n: u16) -> Option<&NetTopology> {
         self.topology.networks.get(usize::from(n))
     }
@@ -167,6 +180,10 @@ struct Keys {
     keys: [(u64, u64); crate::vector::VECTOR_SIZE],
     // Where each run of equal keys starts, and the runs fetched so far.
     runs: [u16; crate::vector::VECTOR_SIZE],
+    // Per run, the keys to fetch: a source learned this second (the
+    // worker's `local_seen`) is not read, and fetching it anyway took a
+    // line-fill buffer from the lookups that need one.
+    fetch: [(u64, u64); crate::vector::VECTOR_SIZE],
     nruns: usize,
     fetched: usize,
     run: usize,
@@ -178,10 +195,12 @@ impl Keys {
         v: &PacketVector,
         o: &Overlay,
         at: impl Fn(&Pool, PacketId) -> (usize, usize),
+        fresh: impl Fn(u64) -> bool,
     ) -> Keys {
         let mut k = Keys {
             keys: [(0, 0); crate::vector::VECTOR_SIZE],
             runs: [0; crate::vector::VECTOR_SIZE],
+            fetch: [(0, 0); crate::vector::VECTOR_SIZE],
             nruns: 0,
             fetched: 0,
             run: 0,
@@ -196,6 +215,8 @@ impl Keys {
                 k.keys[i] = (if d == usize::MAX { 0 } else { key(d) }, key(s));
             }
             if i == 0 || k.keys[i] != k.keys[i - 1] {
+                let (d, s) = k.keys[i];
+                k.fetch[k.nruns] = (d, if fresh(s) { 0 } else { s });
                 k.runs[k.nruns] = i as u16;
                 k.nruns += 1;
             }
@@ -207,7 +228,7 @@ impl Keys {
     /// Fetches the entries of the runs before `end`.
     fn fetch_to(&mut self, o: &Overlay, end: usize) {
         while self.fetched < end.min(self.nruns) {
-            let (d, s) = self.keys[usize::from(self.runs[self.fetched])];
+            let (d, s) = self.fetch[self.fetched];
             for key in [d, s].into_iter().filter(|&k| k != 0) {
                 o.fdb().prefetch(FdbKey(key));
             }
@@ -268,7 +289,7 @@ pub(crate) fn lookup(
     now_s: u32,
 ) {
     let o = &*ow.overlay;
-    let mut keys = Keys::of(pool, v, o, |_, _| (0, 6));
+    let mut keys = Keys::of(pool, v, o, |_, _| (0, 6), |s| ow.local_fresh(s, now_s));
     let (mut i, mut last) = (0, LastHit::default());
     // The answer for a run of frames of one network with the same
     // addresses (a burst of one flow): its first frame's.
@@ -289,6 +310,8 @@ pub(crate) fn lookup(
         };
         if vtep == FLOOD {
             last.flooded(o, n);
+        } else if starts {
+            o.vteps().prefetch(vtep);
         }
         pool.set_vtep(id, vtep);
         Ok(())
@@ -316,9 +339,7 @@ fn lookup_one(
             return Err(DropReason::Truncated);
         }
         if net.learning && is_unicast(src.mac()) && last.src != src.0 {
-            let slot =
-                src.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - LOCAL_SEEN.trailing_zeros());
-            let seen = &ow.local_seen[slot as usize];
+            let seen = ow.local_slot(src.0);
             if seen.get() != (src.0, now_s) {
                 let learned = o.fdb().learn(src, Dst::Local, now_s, net.max_macs);
                 count(counters(), learned);
@@ -475,9 +496,13 @@ pub(crate) fn learn(
     now_s: u32,
 ) {
     let o = ow.overlay.clone();
-    let mut keys = Keys::of(pool, v, &o, |pool, id| {
-        (usize::MAX, usize::from(pool.meta(id).inner) + 6)
-    });
+    let mut keys = Keys::of(
+        pool,
+        v,
+        &o,
+        |pool, id| (usize::MAX, usize::from(pool.meta(id).inner) + 6),
+        |_| false,
+    );
     // The frames of a vector mostly come from a few VTEPs, in runs, and a
     // burst of one flow's from one MAC.
     let mut last = Learning::default();
