@@ -62,6 +62,9 @@ pub(crate) struct OverlayWorker {
     /// otherwise read the FDB again. A MAC that moved back to this side
     /// within the second is learned local again the next.
     local_seen: Box<[Cell<(u64, u32)>]>,
+    /// Whether the last `fdb-lookup` marked a frame for flooding: the
+    /// `flood` node, a walk over the vector, runs only then.
+    pub flooding: bool,
 }
 
 /// Slots of [`OverlayWorker::local_seen`] (a power of two).
@@ -77,6 +80,7 @@ impl OverlayWorker {
             vteps: FlatMap::default(),
             suppress,
             local_seen: (0..LOCAL_SEEN).map(|_| Cell::new((0, 0))).collect(),
+            flooding: false,
         }
     }
 
@@ -258,14 +262,15 @@ impl LastHit {
     }
 }
 
-/// Node `fdb-lookup`.
+/// Node `fdb-lookup`; returns whether it marked a frame for flooding.
 pub(crate) fn lookup(
     stats: &mut NodeStats,
     pool: &mut Pool,
     v: &mut PacketVector,
     ow: &OverlayWorker,
     now_s: u32,
-) {
+) -> bool {
+    let mut flooding = false;
     let o = &*ow.overlay;
     // Per run: tunnel, destination and source keys (0 where a frame has
     // none or is no L2 network's).
@@ -313,6 +318,7 @@ pub(crate) fn lookup(
             Ok(None) => {}
             Ok(Some((n, vtep))) => {
                 if vtep == FLOOD {
+                    flooding = true;
                     last.flooded(o, n, frames.len() as u64);
                 } else {
                     o.vteps().prefetch(vtep);
@@ -327,6 +333,7 @@ pub(crate) fn lookup(
     if refused {
         crate::node::sweep(stats, pool, v);
     }
+    flooding
 }
 
 fn lookup_one(
