@@ -263,12 +263,15 @@ impl LastHit {
 }
 
 /// Node `fdb-lookup`; returns whether it marked a frame for flooding.
+/// `fetch_tunnel(t)` starts fetching what the nodes after read of network
+/// tunnel `t` (its tunnel header template: one of thousands).
 pub(crate) fn lookup(
     stats: &mut NodeStats,
     pool: &mut Pool,
     v: &mut PacketVector,
     ow: &OverlayWorker,
     now_s: u32,
+    fetch_tunnel: impl Fn(u32),
 ) -> bool {
     let mut flooding = false;
     let o = &*ow.overlay;
@@ -317,6 +320,7 @@ pub(crate) fn lookup(
             }
             Ok(None) => {}
             Ok(Some((n, vtep))) => {
+                fetch_tunnel(runs.keys[r].0);
                 if vtep == FLOOD {
                     flooding = true;
                     last.flooded(o, n, frames.len() as u64);

@@ -630,8 +630,9 @@ impl<C: Clock> Pipeline<C> {
                 });
                 counters.suppressed += answered;
             }
+            let fetch = |t: u32| encap::prefetch_template(templates, t);
             ow.flooding = runtime.run(Node::FdbLookup, v.len(), |s| {
-                overlay_nodes::lookup(s, pool, v, ow, now_s)
+                overlay_nodes::lookup(s, pool, v, ow, now_s, fetch)
             });
         }
         if let Some(u) = upf.as_deref_mut() {
