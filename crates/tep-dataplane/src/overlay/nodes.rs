@@ -181,8 +181,9 @@ fn is_unicast(mac: [u8; 6]) -> bool {
 /// How many runs ahead the nodes fetch what a run reads (its FDB
 /// buckets, its VTEP's cache entry): enough to cover a miss to memory, few
 /// enough that the fetches in flight fit the core's line-fill buffers (a
-/// whole vector's would not).
-const AHEAD: usize = 4;
+/// whole vector's would not). Measured at a million MACs: 8 against 4,
+/// bursts of 1 encapsulate about 8 % faster, bursts of 8 the same.
+const AHEAD: usize = 8;
 
 /// A vector cut into runs of frames that get one answer: a burst of one
 /// flow's frames (same tunnel, same addresses) is asked about once, and
