@@ -292,7 +292,8 @@ pub(crate) fn lookup(
     // line-fill buffer from the lookups that need one.
     let fetch = |r: usize| {
         let (_, d, s) = runs.keys[r];
-        for key in [d, (!ow.local_fresh(s, now_s)).then_some(s).unwrap_or(0)] {
+        let s = if ow.local_fresh(s, now_s) { 0 } else { s };
+        for key in [d, s] {
             if key != 0 {
                 o.fdb().prefetch(FdbKey(key));
             }
