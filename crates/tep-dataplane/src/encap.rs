@@ -307,6 +307,14 @@ pub struct HeaderTemplate {
     len: u8,
 }
 
+/// Starts fetching tunnel `t`'s template (a hint).
+#[inline]
+pub(crate) fn prefetch_template(templates: &[HeaderTemplate], t: u32) {
+    if let Some(tpl) = templates.get(t as usize) {
+        crate::session::flat::prefetch(tpl);
+    }
+}
+
 impl HeaderTemplate {
     /// The template of a tunnel.
     pub fn new(t: &TunnelConfig) -> HeaderTemplate {

@@ -141,6 +141,104 @@ impl Receiver {
     }
 }
 
+/// The receive lookup's table: (local port, id) → the tunnels with that
+/// id, by open addressing over one array of lines, each holding its key
+/// and its first receiver (the usual case asks no more): a lookup reads
+/// one line, which `vxlan-decap` fetches packets ahead when thousands of
+/// networks make it a miss (hashbrown reads two, one after the other, and
+/// offers no way to fetch either early).
+#[derive(Debug, Default)]
+struct RxTable {
+    slots: Box<[RxSlot]>,
+    /// Receivers after the first, per slot that has them.
+    more: Vec<Vec<Receiver>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+#[repr(align(64))]
+struct RxSlot {
+    /// [`RxTable::key`]; 0: free.
+    key: u64,
+    first: Receiver,
+    /// Index into `more`, or `u32::MAX`.
+    more: u32,
+}
+
+impl RxTable {
+    /// Port and id in one word, never 0 (ids take at most 33 bits).
+    #[inline]
+    fn key(port: u16, id: u64) -> u64 {
+        1 << 63 | u64::from(port) << 40 | (id & ((1 << 40) - 1))
+    }
+
+    fn new(entries: FastMap<(u16, u64), (Receiver, Vec<Receiver>)>) -> RxTable {
+        let len = (entries.len() * 2).next_power_of_two().max(16);
+        let empty = RxSlot {
+            key: 0,
+            first: Receiver {
+                tunnel: 0,
+                remote: IpAddr::from([0u8; 4]),
+                local: IpAddr::from([0u8; 4]),
+                any_remote: false,
+            },
+            more: u32::MAX,
+        };
+        let mut t = RxTable {
+            slots: vec![empty; len].into_boxed_slice(),
+            more: Vec::new(),
+        };
+        for ((port, id), (first, more)) in entries {
+            let key = Self::key(port, id);
+            let mut i = t.home(key);
+            while t.slots[i].key != 0 {
+                i = (i + 1) & (len - 1);
+            }
+            let more = match more.is_empty() {
+                true => u32::MAX,
+                false => {
+                    t.more.push(more);
+                    (t.more.len() - 1) as u32
+                }
+            };
+            t.slots[i] = RxSlot { key, first, more };
+        }
+        t
+    }
+
+    #[inline]
+    fn home(&self, key: u64) -> usize {
+        // An empty table has no slot: `get` checks, `prefetch` finds none.
+        (mix(0x7278_5f74_6162_6c65, key) >> 32) as usize & self.slots.len().wrapping_sub(1)
+    }
+
+    /// The receivers of `(port, id)`: the first, and the others.
+    #[inline]
+    fn get(&self, port: u16, id: u64) -> Option<(&Receiver, &[Receiver])> {
+        let key = Self::key(port, id);
+        let mask = self.slots.len().checked_sub(1)?;
+        let mut i = self.home(key);
+        loop {
+            let s = &self.slots[i];
+            if s.key == key {
+                let more = self.more.get(s.more as usize).map_or(&[][..], |m| &m[..]);
+                return Some((&s.first, more));
+            }
+            if s.key == 0 {
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Starts fetching the line `(port, id)` lands in (a hint).
+    #[inline]
+    fn prefetch(&self, port: u16, id: u64) {
+        if let Some(s) = self.slots.get(self.home(Self::key(port, id))) {
+            crate::session::flat::prefetch(s);
+        }
+    }
+}
+
 /// The tunnels and their lookup structures.
 #[derive(Debug)]
 pub struct TunnelTable {
@@ -157,7 +255,7 @@ pub struct TunnelTable {
     ports: FastMap<u16, TunnelKind>,
     // (local port, id) → the tunnels with that id (the first inline: the
     // usual case asks no more), to tell a wrong peer from an unknown id.
-    receive: FastMap<(u16, u64), (Receiver, Vec<Receiver>)>,
+    receive: RxTable,
     // See allows_tunnel_gso.
     tunnel_gso: bool,
 }
@@ -174,12 +272,13 @@ impl TunnelTable {
             macs: FastMap::default(),
             default_l2: None,
             ports: FastMap::default(),
-            receive: FastMap::default(),
+            receive: RxTable::default(),
             tunnel_gso: !tunnels.is_empty()
                 && tunnels
                     .iter()
                     .all(|t| t.kind != TunnelKind::Gtpu && t.checksum != ChecksumMode::Remote),
         };
+        let mut receive: FastMap<(u16, u64), (Receiver, Vec<Receiver>)> = FastMap::default();
         for (i, tun) in tunnels.iter().enumerate() {
             let i = i as u32;
             for p in &tun.inner_prefixes {
@@ -213,7 +312,7 @@ impl TunnelTable {
                     local: tun.local,
                     any_remote: tun.is_network(),
                 };
-                match t.receive.entry((tun.local_port, receive_id(tun))) {
+                match receive.entry((tun.local_port, receive_id(tun))) {
                     std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().1.push(r),
                     std::collections::hash_map::Entry::Vacant(e) => {
                         e.insert((r, Vec::new()));
@@ -221,6 +320,7 @@ impl TunnelTable {
                 }
             }
         }
+        t.receive = RxTable::new(receive);
         t.routes4
             .sort_by_key(|r| core::cmp::Reverse(r.mask.count_ones()));
         t.routes6
@@ -300,6 +400,20 @@ impl TunnelTable {
         self.ports.get(&port).copied()
     }
 
+    /// Whether receive lookups are worth fetching ahead: more tunnels
+    /// than the caches keep close (thousands of networks).
+    #[inline]
+    pub fn receive_is_large(&self) -> bool {
+        self.receive.slots.len() > 256
+    }
+
+    /// Starts fetching what [`receive`](Self::receive) of `(port, id)`
+    /// reads first (a hint).
+    #[inline]
+    pub fn prefetch_receive(&self, port: u16, id: u64) {
+        self.receive.prefetch(port, id);
+    }
+
     /// The tunnel a datagram belongs to, from its local port, its outer
     /// source (the peer) and destination (our address), and the tunnel id;
     /// the reason to drop it otherwise.
@@ -312,7 +426,7 @@ impl TunnelTable {
         local: IpAddr,
         id: u64,
     ) -> Result<u32, DropReason> {
-        match self.receive.get(&(port, id)) {
+        match self.receive.get(port, id) {
             Some((first, more)) => core::iter::once(first)
                 .chain(more)
                 .find(|r| r.takes(remote, local))
@@ -451,6 +565,46 @@ mod tests {
             t.receive(v, 4789, v4([1, 0, 0, 5]), us, 44),
             Err(DropReason::UnknownVni)
         );
+    }
+
+    /// Thousands of receive ids in the open-addressed table: each found,
+    /// a second tunnel on one id told apart by its peer, an id never
+    /// configured unknown.
+    #[test]
+    fn a_large_receive_table_finds_every_id() {
+        let us = v4([1, 0, 0, 1]);
+        let peer = |i: u32| IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i));
+        let mut tunnels: Vec<TunnelConfig> = (0..3000)
+            .map(|i| {
+                let mut t = TunnelConfig::new(&format!("t{i}"), TunnelKind::Vxlan, us, peer(i));
+                t.vni = i + 1;
+                t
+            })
+            .collect();
+        let mut twin = TunnelConfig::new("twin", TunnelKind::Vxlan, us, peer(99_999));
+        twin.vni = 5;
+        tunnels.push(twin);
+        let t = TunnelTable::new(&tunnels);
+        assert!(t.receive_is_large());
+        let k = TunnelKind::Vxlan;
+        for i in 0..3000 {
+            assert_eq!(t.receive(k, 4789, peer(i), us, u64::from(i) + 1), Ok(i));
+        }
+        assert_eq!(t.receive(k, 4789, peer(99_999), us, 5), Ok(3000));
+        assert_eq!(
+            t.receive(k, 4789, peer(7), us, 5),
+            Err(DropReason::WrongPeer)
+        );
+        assert_eq!(
+            t.receive(k, 4789, peer(0), us, 3001),
+            Err(DropReason::UnknownVni)
+        );
+        assert_eq!(
+            t.receive(k, 4790, peer(0), us, 1),
+            Err(DropReason::UnknownVni)
+        );
+        assert!(!TunnelTable::new(&config()).receive_is_large());
+        TunnelTable::new(&[]).prefetch_receive(4789, 1);
     }
 
     /// The cache answers what the table would, for every part of the key.

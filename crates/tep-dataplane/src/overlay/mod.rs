@@ -200,6 +200,16 @@ impl Vteps {
         }
     }
 
+    /// Starts fetching VTEP `id`'s slot (a hint): `fdb-lookup` knows a
+    /// frame's VTEP long before `ip-udp-encap` writes its address, and
+    /// across thousands of VTEPs the slot is a miss.
+    #[inline]
+    pub fn prefetch(&self, id: u32) {
+        if let Some(s) = self.slots.get(id as usize) {
+            crate::session::flat::prefetch(s);
+        }
+    }
+
     /// Ids it can give out (`max_vteps`).
     pub fn capacity(&self) -> usize {
         self.slots.len()

@@ -482,7 +482,7 @@ impl<C: Clock> Pipeline<C> {
         sink: &mut Sink<'_>,
     ) {
         self.encap_vector(link, pool, v);
-        if self.overlay.is_some() {
+        if self.overlay.as_ref().is_some_and(|o| o.flooding) {
             self.flood(pool, v, sink);
         }
         self.frame_outer(pool, v);
@@ -630,8 +630,9 @@ impl<C: Clock> Pipeline<C> {
                 });
                 counters.suppressed += answered;
             }
-            runtime.run(Node::FdbLookup, v.len(), |s| {
-                overlay_nodes::lookup(s, pool, v, ow, now_s)
+            let fetch = |t: u32| encap::prefetch_template(templates, t);
+            ow.flooding = runtime.run(Node::FdbLookup, v.len(), |s| {
+                overlay_nodes::lookup(s, pool, v, ow, now_s, fetch)
             });
         }
         if let Some(u) = upf.as_deref_mut() {

@@ -48,6 +48,27 @@ impl Key for u128 {
     }
 }
 
+/// An IP address as a key (the default, 0.0.0.0, only fills free
+/// entries: lookups compare values first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AddrKey(pub core::net::IpAddr);
+
+impl Default for AddrKey {
+    fn default() -> Self {
+        AddrKey(core::net::IpAddr::V4(core::net::Ipv4Addr::UNSPECIFIED))
+    }
+}
+
+impl Key for AddrKey {
+    #[inline]
+    fn hash(self) -> u64 {
+        match self.0 {
+            core::net::IpAddr::V4(a) => u32::from(a).hash(),
+            core::net::IpAddr::V6(a) => u128::from(a).hash() ^ 1,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Entry<K> {
     key: K,
@@ -216,9 +237,33 @@ impl<K: Key> FlatMap<K> {
     }
 
     /// Keys mapped.
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Unmaps every key, keeping the array (no allocation to fill it
+    /// again).
+    pub fn clear(&mut self) {
+        for e in &mut self.entries {
+            e.value = EMPTY;
+        }
+        self.len = 0;
+    }
+
+    /// Keeps only the keys `keep` says yes to, in place.
+    pub fn retain(&mut self, mut keep: impl FnMut(K, u32) -> bool) {
+        let mut i = 0;
+        while i < self.entries.len() {
+            let e = self.entries[i];
+            // Entries only move back: a removal shifts later ones into
+            // `i`, asked again; one at the array's start may wrap to its
+            // end and be asked twice, which is harmless.
+            if e.value != EMPTY && !keep(e.key, e.value) {
+                self.remove(e.key);
+                continue;
+            }
+            i += 1;
+        }
     }
 
     /// Bytes of the array.
@@ -357,6 +402,53 @@ mod tests {
                 prop_assert_eq!(m.get(k), want.get(&k).copied());
             }
         }
+    }
+
+    proptest! {
+        /// `retain` keeps exactly what its predicate keeps, crowded homes
+        /// and runs that wrap past the array's end included; `clear`
+        /// leaves nothing.
+        #[test]
+        fn retain_and_clear_agree_with_std(keys in proptest::collection::vec((0u32..64, 0u32..1000), 0..40), cut in 0u32..1000) {
+            let mut m = FlatMap::<u32>::default();
+            let mut want = HashMap::new();
+            for (k, v) in keys {
+                // As above: keys that collide, in a table filled to its
+                // load factor, whose runs wrap past the end.
+                let k = k << 26 | (k & 3);
+                m.insert(k, v);
+                want.insert(k, v);
+            }
+            m.retain(|_, v| v < cut);
+            want.retain(|_, v| *v < cut);
+            prop_assert_eq!(m.len(), want.len());
+            for (&k, &v) in &want {
+                prop_assert_eq!(m.get(k), Some(v));
+            }
+            let mut seen = 0;
+            for k in 0u32..64 {
+                seen += usize::from(m.get(k << 26 | (k & 3)).is_some());
+            }
+            prop_assert_eq!(seen, want.len());
+            m.clear();
+            prop_assert_eq!(m.len(), 0);
+            for k in 0u32..64 {
+                prop_assert_eq!(m.get(k << 26 | (k & 3)), None);
+            }
+        }
+    }
+
+    #[test]
+    fn addr_keys_keep_families_apart() {
+        use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+        let mut m = FlatMap::<AddrKey>::default();
+        let v4 = AddrKey(IpAddr::V4(Ipv4Addr::new(0, 0, 0, 1)));
+        let v6 = AddrKey(IpAddr::V6(Ipv6Addr::from(1u128)));
+        m.insert(v4, 4);
+        assert_eq!(m.get(v6), None);
+        m.insert(v6, 6);
+        assert_eq!((m.get(v4), m.get(v6)), (Some(4), Some(6)));
+        assert_eq!(m.get(AddrKey::default()), None);
     }
 
     #[test]
