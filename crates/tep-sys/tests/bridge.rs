@@ -13,7 +13,7 @@ mod common;
 use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::net::IpAddr;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::{deadline, in_netns, wait_readable};
 use tep_sys::netlink::{
@@ -38,23 +38,8 @@ fn ip(s: &str) -> IpAddr {
 /// Runs `body` in a private namespace if the test can run; says loudly
 /// why not.
 fn in_lab(test: &str, body: impl FnOnce() + Send + 'static) {
-    if !tep_sys::netns::is_root() {
-        tep_testing::skip(format_args!("{test}: needs root (CI runs it as root)"));
+    if !tep_testing::root_with(test, &["ip", "bridge"]) {
         return;
-    }
-    for tool in ["ip", "bridge"] {
-        let found = Command::new(tool)
-            .arg("-V")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok();
-        if !found {
-            tep_testing::skip(format_args!(
-                "{test}: `{tool}` is not installed (.ci/run installs iproute2)"
-            ));
-            return;
-        }
     }
     in_netns(body);
 }

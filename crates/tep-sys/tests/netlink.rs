@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -38,23 +38,8 @@ fn ip(s: &str) -> IpAddr {
 /// Runs `body` on a thread in namespace `a`, with the pair built, if the
 /// test can run; says loudly why not.
 fn in_pair(test: &str, body: impl FnOnce(Pair) + Send + 'static) {
-    if !tep_sys::netns::is_root() {
-        tep_testing::skip(format_args!("{test}: needs root (CI runs it as root)"));
+    if !tep_testing::root_with(test, &["ip", "ping"]) {
         return;
-    }
-    for tool in ["ip", "ping"] {
-        let found = Command::new(tool)
-            .arg("-V")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok();
-        if !found {
-            tep_testing::skip(format_args!(
-                "{test}: `{tool}` is not installed (.ci/run installs it)"
-            ));
-            return;
-        }
     }
     in_netns(|| body(Pair::new()));
 }

@@ -71,6 +71,22 @@ pub fn have(tool: &str) -> bool {
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
 }
 
+/// Whether test `test` can run: as root with every one of `tools` on the
+/// PATH; says loudly why not (and fails under `CI=true`, see [`skip`]).
+pub fn root_with(test: &str, tools: &[&str]) -> bool {
+    if !is_root() {
+        skip(format_args!("{test}: needs root (CI runs it as root)"));
+        return false;
+    }
+    if let Some(tool) = tools.iter().find(|t| !have(t)) {
+        skip(format_args!(
+            "{test}: `{tool}` is not installed (.ci/run installs it)"
+        ));
+        return false;
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -455,6 +455,16 @@ fn unusable_kernel_devices_are_refused_at_start() {
     let ns = tep_testing::netns::Namespaces::new(&format!("ed{}x", std::process::id()), &["h"])
         .unwrap_or_else(|e| panic!("{e}"));
     let must = |args: &[&str]| ns.run("h", args).unwrap_or_else(|e| panic!("{e}"));
+    let vxlan = |vni: &str| {
+        let local = ["local", "192.0.2.1", "dstport", "4790"];
+        must(
+            &[
+                &["ip", "link", "add", "vx9", "type", "vxlan", "id", vni][..],
+                &local,
+            ]
+            .concat(),
+        );
+    };
     must(&["ip", "link", "set", "lo", "up"]);
     must(&["ip", "addr", "add", "192.0.2.1/32", "dev", "lo"]);
     let start = |create: bool| -> String {
@@ -487,40 +497,14 @@ fn unusable_kernel_devices_are_refused_at_start() {
         e.contains("no device vx9") && e.contains("create = true"),
         "{e}"
     );
-    must(&[
-        "ip",
-        "link",
-        "add",
-        "vx9",
-        "type",
-        "vxlan",
-        "id",
-        "9",
-        "local",
-        "192.0.2.1",
-        "dstport",
-        "4790",
-    ]);
+    vxlan("9");
     let e = start(true);
     assert!(
         e.contains("vx9 is VNI 9 local 192.0.2.1, not VNI 100"),
         "{e}"
     );
     must(&["ip", "link", "del", "vx9"]);
-    must(&[
-        "ip",
-        "link",
-        "add",
-        "vx9",
-        "type",
-        "vxlan",
-        "id",
-        "100",
-        "local",
-        "192.0.2.1",
-        "dstport",
-        "4790",
-    ]);
+    vxlan("100");
     let e = start(false);
     assert!(e.contains("vx9 is on no bridge"), "{e}");
     // An operator's device on a bridge is used, and left in place.
