@@ -16,8 +16,10 @@ second implementation beside scapy that tep-pfcp is checked against
                              <name> !reencoded=<same|differs>
                              <name> !unexpected=<IE path>:<types>
                              <name> !missing=<IE path>:<types>
+                             <name> !raw=<IE path>
                            (an IE the message or grouped IE does not list,
-                           a mandatory one absent: pycrate's chk_comp).
+                           a mandatory one absent: pycrate's chk_comp; an
+                           IE pycrate knows but could not decode, left raw).
 
 Which interpreter has pycrate is tests/pycrate.rs's business; the script
 only needs pycrate importable.
@@ -173,6 +175,10 @@ def requests():
          msg(P.PFCPSessionModificationReq, 6, 0, idle)),
         ("session_deletion_request",
          msg(P.PFCPSessionDeletionReq, 7, 0, [])),
+        # tests/pycrate.rs puts the SEID and sequence number of the
+        # report it answers.
+        ("session_report_response",
+         msg(P.PFCPSessionReportResp, 0, 0, [ie("Cause", 1)])),
         ("association_release_request",
          msg(P.PFCPAssociationReleaseReq, 8, None,
              [ie("NodeID", {"Type": 2, "Val": "smf.pycrate.test"})])),
@@ -203,6 +209,11 @@ def walk(e, path, out):
     if isinstance(e, P.PFCPIE):
         sub = path + [e._name]
         out.append(("/".join(sub), None))
+        t = e["Type"].get_val()
+        if type(e["Data"]) is Buf and P.PFCPIELUT.get(t, Buf) is not Buf:
+            # pycrate has a class for the IE but fell back to its raw
+            # octets: the class did not decode them.
+            out.append(("!raw", "/".join(sub)))
         walk(e["Data"], sub, out)
         return
     if isinstance(e, P.FQDN) or isinstance(e, Atom):
@@ -234,7 +245,20 @@ def compliance(ies, path, name):
             compliance(e["Data"], path + [e._name], name)
 
 
+def fix_pycrate():
+    """pycrate 0.8.1's Usage Report in a Session Report Request (type 80)
+    lists the Downlink Data Report's optional IEs as its mandatory ones,
+    so it fails to decode any real report and leaves it raw. TS 29.244
+    Table 7.5.8.3-1 makes URR ID, UR-SEQN and Usage Report Trigger
+    mandatory, as for the other two Usage Reports (Tables 7.5.5.2-1,
+    7.5.7.2-1)."""
+    srr = P.UsageReportSessionReportReq
+    if P.PFCPIEType.URRID.value not in srr.MAND:
+        srr.MAND = P.UsageReportSessionModResp.MAND
+
+
 def decode():
+    fix_pycrate()
     for line in sys.stdin:
         if not line.strip():
             continue
