@@ -490,6 +490,16 @@ fn a_session_with_pycrate(req: HashMap<String, Vec<u8>>) -> Vec<(String, Vec<u8>
         "session_deletion_response",
     );
     assert_eq!(cause(&r), Cause::REQUEST_ACCEPTED);
+    // Measured from the last report (the threshold's, at start) to the
+    // deletion, 61 s later, in NTP seconds from the Recovery Time Stamp.
+    let Message::SessionDeletionResponse(d) = &r.message else {
+        unreachable!()
+    };
+    let u = &d.usage_reports[0].0;
+    assert_eq!(
+        (u.start_time, u.end_time),
+        (Some(StartTime(3_950_000_000)), Some(EndTime(3_950_000_061)))
+    );
     assert_eq!((s.up.installs, s.up.removes), (3, 1));
     // The refusals: the session is gone; a mandatory IE missing; a PDR
     // naming a FAR the request lacks; PFCP version 2.
@@ -702,6 +712,19 @@ fn check_usage(f: &[(&str, &str)], name: &str, ie: &str, u: &UsageReport) {
         names(u.trigger.0.bits, &REPORT_TRIGGERS),
         "{name}: {trigger}"
     );
+    // TS 29.244 Tables 7.5.5.2-1, 7.5.7.2-1, 7.5.8.3-1: Start Time and
+    // End Time unless the trigger is start or stop of traffic or MAC
+    // address reporting (MACAR, octet 6 bit 7).
+    const MACAR: u64 = 0x4000;
+    let exempt = UsageReportTrigger::START | UsageReportTrigger::STOPT | MACAR;
+    if u.trigger.0.bits & exempt == 0 {
+        let (Some(start), Some(end)) = (u.start_time, u.end_time) else {
+            panic!("{name}: {ie} without its Start Time and End Time")
+        };
+        assert!(start.0 <= end.0, "{name}: {ie} ends before it starts");
+        ie_has(f, name, ie, &[("StartTime/Val", start.0.to_string())]);
+        ie_has(f, name, ie, &[("EndTime/Val", end.0.to_string())]);
+    }
     let v = u.volume.expect("tep reports volumes");
     let vols = [
         ("TotalVolume", v.total),
@@ -841,6 +864,8 @@ fn other_forms() -> Vec<(&'static str, Message)> {
         urr_id: UrrId(urr),
         ur_seqn: UrSeqn(9),
         trigger: UsageReportTrigger::new(trigger),
+        start_time: Some(StartTime(3_950_000_000)),
+        end_time: Some(EndTime(u32::MAX)),
         volume: Some(VolumeMeasurement {
             total: Some(u64::MAX),
             uplink: Some(u64::MAX - 1),
