@@ -7,7 +7,8 @@
 //!   own: Heartbeat Request, Session Report Requests, refusals) decodes in
 //!   pycrate without error, re-encodes to the same bytes, holds only the
 //!   IEs TS 29.244 lists for its message and grouped IEs, with the values
-//!   tep wrote.
+//!   tep wrote (and the Start Time and End Time the spec's tables require
+//!   in usage reports, which pycrate lists as optional).
 //!
 //! pycrate comes from PyPI: .ci/run installs it in a venv at
 //! /opt/tep-pycrate; `TEP_PYCRATE_PYTHON` names another interpreter.
