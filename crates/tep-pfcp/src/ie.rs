@@ -54,6 +54,8 @@ impl IeType {
     pub const MEASUREMENT_METHOD: IeType = IeType(62);
     pub const USAGE_REPORT_TRIGGER: IeType = IeType(63);
     pub const VOLUME_MEASUREMENT: IeType = IeType(66);
+    pub const START_TIME: IeType = IeType(75);
+    pub const END_TIME: IeType = IeType(76);
     pub const QUERY_URR: IeType = IeType(77);
     pub const USAGE_REPORT_SMR: IeType = IeType(78);
     pub const USAGE_REPORT_SDR: IeType = IeType(79);

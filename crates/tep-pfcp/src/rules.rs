@@ -214,6 +214,11 @@ pub struct UsageReport {
     pub urr_id: UrrId,
     pub ur_seqn: UrSeqn,
     pub trigger: UsageReportTrigger,
+    /// The measurement period: TS 29.244 Tables 7.5.5.2-1, 7.5.7.2-1 and
+    /// 7.5.8.3-1 require both unless the trigger is start or stop of
+    /// traffic (or MAC address reporting).
+    pub start_time: Option<StartTime>,
+    pub end_time: Option<EndTime>,
     pub volume: Option<VolumeMeasurement>,
 }
 
@@ -221,10 +226,13 @@ impl UsageReport {
     /// Parses the content of a Usage Report of any of the three types.
     pub fn parse_as(ty: IeType, value: &[u8]) -> Result<Self, IeError> {
         let (mut urr_id, mut ur_seqn, mut trigger, mut volume) = (None, None, None, None);
+        let (mut start_time, mut end_time) = (None, None);
         walk(value, ty, |t, v| match t {
             IeType::URR_ID => first(&mut urr_id, v),
             IeType::UR_SEQN => first(&mut ur_seqn, v),
             IeType::USAGE_REPORT_TRIGGER => first(&mut trigger, v),
+            IeType::START_TIME => first(&mut start_time, v),
+            IeType::END_TIME => first(&mut end_time, v),
             IeType::VOLUME_MEASUREMENT => first(&mut volume, v),
             _ => Ok(()),
         })?;
@@ -232,18 +240,25 @@ impl UsageReport {
             urr_id: need(urr_id)?,
             ur_seqn: need(ur_seqn)?,
             trigger: need(trigger)?,
+            start_time,
+            end_time,
             volume,
         })
     }
 
     /// Writes the report as an IE of type `ty`.
     pub fn emit_as(&self, ty: IeType, w: &mut Writer<'_>) {
-        w.tlv(ty, |w| {
-            w.ie(&self.urr_id);
-            w.ie(&self.ur_seqn);
-            w.ie(&self.trigger);
-            w.opt(&self.volume);
-        });
+        w.tlv(ty, |w| self.emit_children(w));
+    }
+
+    /// The report's IEs, in the order of the spec's tables.
+    fn emit_children(&self, w: &mut Writer<'_>) {
+        w.ie(&self.urr_id);
+        w.ie(&self.ur_seqn);
+        w.ie(&self.trigger);
+        w.opt(&self.start_time);
+        w.opt(&self.end_time);
+        w.opt(&self.volume);
     }
 }
 
@@ -260,10 +275,7 @@ macro_rules! usage_report_as {
                 UsageReport::parse_as(IeType::$ty, r.rest()).map($name)
             }
             fn emit(&self, w: &mut Writer<'_>) {
-                w.ie(&self.0.urr_id);
-                w.ie(&self.0.ur_seqn);
-                w.ie(&self.0.trigger);
-                w.opt(&self.0.volume);
+                self.0.emit_children(w);
             }
         }
     )+};
@@ -382,6 +394,8 @@ mod tests {
             urr_id: UrrId(3),
             ur_seqn: UrSeqn(0),
             trigger: UsageReportTrigger::new(UsageReportTrigger::TERMR),
+            start_time: Some(StartTime(3_950_000_000)),
+            end_time: Some(EndTime(3_950_000_060)),
             volume: Some(VolumeMeasurement {
                 total: Some(10),
                 ..Default::default()

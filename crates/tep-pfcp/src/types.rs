@@ -59,6 +59,11 @@ int_ie! {
     UrSeqn(u32) = UR_SEQN, u32;
     /// BAR ID (§8.2.88).
     BarId(u8) = BAR_ID, u8;
+    /// Start Time (§8.2.79): when a usage report's measurement began,
+    /// seconds since 1900 (NTP era 0).
+    StartTime(u32) = START_TIME, u32;
+    /// End Time (§8.2.80): when it ended, in the same form.
+    EndTime(u32) = END_TIME, u32;
 }
 
 /// Offending IE (§8.2.22): the type of the IE at fault.

@@ -315,12 +315,22 @@ fn update_qer() -> impl Strategy<Value = UpdateQer> {
 }
 
 fn usage_report() -> impl Strategy<Value = UsageReport> {
-    (any::<u32>(), any::<u32>(), bitmap(1, 3), of(volume())).prop_map(|(id, s, t, v)| UsageReport {
-        urr_id: UrrId(id),
-        ur_seqn: UrSeqn(s),
-        trigger: UsageReportTrigger(t),
-        volume: v,
-    })
+    let period = (of(any::<u32>()), of(any::<u32>()));
+    (
+        any::<u32>(),
+        any::<u32>(),
+        bitmap(1, 3),
+        period,
+        of(volume()),
+    )
+        .prop_map(|(id, s, t, (start, end), v)| UsageReport {
+            urr_id: UrrId(id),
+            ur_seqn: UrSeqn(s),
+            trigger: UsageReportTrigger(t),
+            start_time: start.map(StartTime),
+            end_time: end.map(EndTime),
+            volume: v,
+        })
 }
 
 fn created_pdr() -> impl Strategy<Value = CreatedPdr> {

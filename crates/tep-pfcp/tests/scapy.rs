@@ -371,6 +371,8 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                         ur_seqn: UrSeqn(0),
                         // scapy 2.5 writes the Rel-14 2-octet form.
                         trigger: UsageReportTrigger(Bitmap::new(UsageReportTrigger::IMMER, 2)),
+                        start_time: None,
+                        end_time: None,
                         volume: Some(VolumeMeasurement {
                             total: Some(4000),
                             uplink: Some(1000),
@@ -404,6 +406,8 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                         urr_id: UrrId(1),
                         ur_seqn: UrSeqn(1),
                         trigger: UsageReportTrigger(Bitmap::new(UsageReportTrigger::TERMR, 2)),
+                        start_time: None,
+                        end_time: None,
                         volume: Some(VolumeMeasurement {
                             total: Some(5),
                             ..Default::default()
@@ -593,6 +597,8 @@ fn what_tep_emits_dissects_in_scapy_to_the_same_fields() {
                 urr_id: UrrId(1),
                 ur_seqn: UrSeqn(4),
                 trigger: UsageReportTrigger::new(UsageReportTrigger::IMMER),
+                start_time: None,
+                end_time: None,
                 volume: Some(VolumeMeasurement {
                     total: Some(4000),
                     uplink: Some(1000),

@@ -271,6 +271,9 @@ pub struct Config {
     /// Most responses cached for hosts with no association (each
     /// association has its own `response_cache_cap`).
     pub stranger_cache_cap: usize,
+    /// The moment of `recovery_time_stamp`: the node dates its usage
+    /// reports (Start Time, End Time) from the two.
+    pub started: Instant,
     /// Whether the user plane reports volume thresholds (calls
     /// [`Node::volume_threshold_reached`]): without it a URR with the
     /// VOLTH trigger or a Volume Threshold is refused.
@@ -355,6 +358,7 @@ impl Config {
             max_associations: 16,
             stranger_cache_cap: 4096,
             volume_threshold_reports: false,
+            started: Instant::now(),
         }
     }
 }
@@ -541,6 +545,13 @@ impl Node {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// `now` in NTP seconds (what Start Time and End Time carry), from
+    /// the start the Recovery Time Stamp names.
+    fn ntp(&self, now: Instant) -> u32 {
+        let up = now.saturating_duration_since(self.config.started).as_secs();
+        self.config.recovery_time_stamp.wrapping_add(up as u32)
     }
 
     /// Every counter, indexed by `Counter as usize` (names:
@@ -767,6 +778,7 @@ impl Node {
         urr: u32,
         up: &mut impl UserPlane,
     ) {
+        let at = self.ntp(now);
         let Some(s) = self.get_mut(seid) else {
             self.count(Counter::UsageReportSuppressed);
             return;
@@ -781,7 +793,7 @@ impl Node {
             self.count(Counter::UsageReportSuppressed);
             return;
         };
-        let r = report(up, seid, u, UsageReportTrigger::VOLTH);
+        let r = report(up, seid, u, UsageReportTrigger::VOLTH, at);
         let m = SessionReportRequest {
             report_type: ReportType(ReportType::USAR),
             downlink_data_report: None,
@@ -1342,6 +1354,7 @@ impl Node {
             let generation = slot.generation;
             seid = self.seid_of(index, generation);
         }
+        rules.start_measuring(self.ntp(now));
         if let Err(why) = up.apply(Change::Install {
             seid,
             rules: &rules,
@@ -1556,10 +1569,12 @@ impl Node {
             }
         };
         // Final reports of removed URRs, before their counters go.
+        let at = self.ntp(now);
         let mut reports: Vec<UsageReportSmr> = removed_urrs
             .iter_mut()
-            .map(|u| UsageReportSmr(report(up, seid, u, UsageReportTrigger::TERMR)))
+            .map(|u| UsageReportSmr(report(up, seid, u, UsageReportTrigger::TERMR, at)))
             .collect();
+        rules.start_measuring(at);
         if let Err(why) = up.apply(Change::Install {
             seid,
             rules: &rules,
@@ -1592,6 +1607,7 @@ impl Node {
                     seid,
                     u,
                     UsageReportTrigger::IMMER,
+                    at,
                 )));
             }
         }
@@ -1630,9 +1646,10 @@ impl Node {
             .get(seid)
             .map(|s| s.rules.urrs.clone())
             .unwrap_or_default();
+        let at = self.ntp(now);
         let reports = urrs
             .iter_mut()
-            .map(|u| UsageReportSdr(report(up, seid, u, UsageReportTrigger::TERMR)))
+            .map(|u| UsageReportSdr(report(up, seid, u, UsageReportTrigger::TERMR, at)))
             .collect();
         self.remove_session(seid, up);
         self.count(Counter::SessionsDeleted);
@@ -1784,15 +1801,21 @@ impl Node {
 }
 
 /// A usage report for URR `u` of session `seid`, its counts taken from
-/// the user plane.
-fn report(up: &mut impl UserPlane, seid: Seid, u: &mut Urr, trigger: u64) -> UsageReport {
+/// the user plane, for the measurement from the last report (or the
+/// URR's creation) to `at` (NTP seconds).
+fn report(up: &mut impl UserPlane, seid: Seid, u: &mut Urr, trigger: u64, at: u32) -> UsageReport {
     let usage = up.take_usage(seid, u.id);
     let seqn = u.next_seqn;
     u.next_seqn = u.next_seqn.wrapping_add(1);
+    // A URR created by the request that queries it has measured nothing
+    // before `at`.
+    let since = u.measured_since.replace(at).unwrap_or(at);
     UsageReport {
         urr_id: UrrId(u.id),
         ur_seqn: UrSeqn(seqn),
         trigger: UsageReportTrigger::new(trigger),
+        start_time: Some(StartTime(since)),
+        end_time: Some(EndTime(at)),
         volume: u.volume.then_some(VolumeMeasurement {
             total: Some(usage.uplink_bytes + usage.downlink_bytes),
             uplink: Some(usage.uplink_bytes),

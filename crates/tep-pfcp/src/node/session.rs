@@ -149,6 +149,10 @@ pub struct Urr {
     pub volume_threshold: Option<VolumeThreshold>,
     /// The UR-SEQN of the next report.
     pub(crate) next_seqn: u32,
+    /// When the measurement the next report covers began (its Start
+    /// Time, NTP seconds): the URR's creation, then the last report.
+    /// `None` until the request that creates it is accepted.
+    pub(crate) measured_since: Option<u32>,
 }
 
 /// A session's rules.
@@ -203,6 +207,13 @@ impl Rules {
         self.fars.shrink_to_fit();
         self.qers.shrink_to_fit();
         self.urrs.shrink_to_fit();
+    }
+
+    /// URRs created by the request being accepted start measuring `at`.
+    pub(crate) fn start_measuring(&mut self, at: u32) {
+        for u in &mut self.urrs {
+            u.measured_since.get_or_insert(at);
+        }
     }
 
     /// Every local TEID the session's PDRs match.
@@ -643,6 +654,7 @@ pub fn create_urr(r: &mut Rules, c: &CreateUrr, volth: bool) -> Result<(), Rejec
         reporting_triggers: c.reporting_triggers,
         volume_threshold: c.volume_threshold,
         next_seqn: 0,
+        measured_since: None,
     });
     Ok(())
 }

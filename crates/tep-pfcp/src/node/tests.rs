@@ -622,6 +622,40 @@ fn query_urr_and_deletion_report_the_user_planes_counts() {
 }
 
 #[test]
+fn usage_reports_carry_their_measurement_period() {
+    // TS 29.244 Tables 7.5.5.2-1 and 7.5.7.2-1: Start Time and End Time,
+    // NTP seconds; the period restarts at each report.
+    let (mut h, seid) = established();
+    let t0 = 3_950_000_000;
+    h.now += Duration::from_secs(10);
+    let (_, r) = h.modify(
+        seid,
+        SessionModificationRequest {
+            query_urrs: vec![QueryUrr { urr_id: UrrId(1) }],
+            ..Default::default()
+        },
+    );
+    let u = &r.usage_reports[0].0;
+    assert_eq!(
+        (u.start_time, u.end_time),
+        (Some(StartTime(t0)), Some(EndTime(t0 + 10)))
+    );
+    h.now += Duration::from_secs(5);
+    let r = h.request(
+        Some(seid),
+        Message::SessionDeletionRequest(SessionDeletionRequest {}),
+    );
+    let Message::SessionDeletionResponse(d) = r.message else {
+        panic!("{r:?}")
+    };
+    let u = &d.usage_reports[0].0;
+    assert_eq!(
+        (u.start_time, u.end_time),
+        (Some(StartTime(t0 + 10)), Some(EndTime(t0 + 15)))
+    );
+}
+
+#[test]
 fn quarr_and_remove_urr_report_too() {
     let (mut h, seid) = established();
     let (_, r) = h.modify(

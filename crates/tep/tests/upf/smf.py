@@ -49,6 +49,7 @@ from scapy.contrib.pfcp import (
     IE_CreateURR,
     IE_DestinationInterface,
     IE_DownlinkDataReport,
+    IE_EndTime,
     IE_FailedRuleId,
     IE_FAR_Id,
     IE_ForwardingParameters,
@@ -75,6 +76,7 @@ from scapy.contrib.pfcp import (
     IE_ReportingTriggers,
     IE_ReportType,
     IE_SourceInterface,
+    IE_StartTime,
     IE_UE_IP_Address,
     IE_UPFunctionFeatures,
     IE_UpdateFAR,
@@ -168,6 +170,10 @@ def fqdn(node_id):
 
 def ipv4_add(base, n):
     return socket.inet_ntoa(struct.pack("!I", struct.unpack("!I", socket.inet_aton(base))[0] + n))
+
+
+# Seconds from 1900 (PFCP's times, NTP era 0) to 1970.
+NTP_UNIX_OFFSET = 2_208_988_800
 
 
 def volume(vm):
@@ -444,6 +450,13 @@ class Lab:
         check(n == seqn, "%s: UR-SEQN %d, want %d" % (where, n, seqn))
         trig = one_ie(rep, IE_UsageReportTrigger, where)
         check(getattr(trig, trigger) == 1, "%s: trigger %r, want %s" % (where, trig, trigger))
+        # The measurement period (TS 29.244 Tables 7.5.5.2-1, 7.5.7.2-1),
+        # NTP seconds: it ends now, by this host's clock, give or take.
+        start = one_ie(rep, IE_StartTime, where).timestamp
+        end = one_ie(rep, IE_EndTime, where).timestamp
+        now = int(time.time()) + NTP_UNIX_OFFSET
+        check(start <= end and abs(end - now) <= 5,
+              "%s: Start Time %d, End Time %d, now %d" % (where, start, end, now))
         got = volume(one_ie(rep, IE_VolumeMeasurement, where))
         want = (s.ul[1] + s.dl[1], s.ul[1], s.dl[1], s.ul[0] + s.dl[0], s.ul[0], s.dl[0])
         check(got == want, "%s: volume (total, ul, dl bytes; total, ul, dl packets) %r, want %r"
