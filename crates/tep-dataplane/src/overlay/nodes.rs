@@ -65,6 +65,10 @@ pub(crate) struct OverlayWorker {
     /// Whether the last `fdb-lookup` marked a frame for flooding: the
     /// `flood` node, a walk over the vector, runs only then.
     pub flooding: bool,
+    /// `fdb-learn`'s cut of the vector, kept (None only while the node
+    /// runs): per frame its tunnel, its inner source MAC as read
+    /// ([`raw_mac`]) and the address it came from.
+    learn_runs: Option<Box<Runs<(u32, u64, AddrKey)>>>,
 }
 
 /// Slots of [`OverlayWorker::local_seen`] (a power of two).
@@ -81,6 +85,7 @@ impl OverlayWorker {
             suppress,
             local_seen: (0..LOCAL_SEEN).map(|_| Cell::new((0, 0))).collect(),
             flooding: false,
+            learn_runs: Some(Runs::boxed()),
         }
     }
 
@@ -188,7 +193,10 @@ const AHEAD: usize = 8;
 /// A vector cut into runs of frames that get one answer: a burst of one
 /// flow's frames (same tunnel, same addresses) is asked about once, and
 /// its other frames cost a comparison. A frame that must be read on its
-/// own (an L3 network's, a suppressing network's) is a run of one.
+/// own (an L3 network's) is a run of one; `fdb-learn` cuts by what frames
+/// say (tunnel, raw source MAC, outer source) and reads a suppressing
+/// network's frames one by one within their run.
+#[derive(Debug)]
 struct Runs<K> {
     /// Each run's key.
     keys: [K; VECTOR_SIZE],
@@ -198,25 +206,42 @@ struct Runs<K> {
 }
 
 impl<K: Copy + PartialEq + Default> Runs<K> {
+    /// An empty cut, on the heap (a worker keeps one per node: its arrays
+    /// are not cleared per vector).
+    fn boxed() -> Box<Runs<K>> {
+        Box::new(Runs {
+            keys: [K::default(); VECTOR_SIZE],
+            starts: [0; VECTOR_SIZE + 1],
+            n: 0,
+        })
+    }
+
     /// Cuts `v` by `key(id)`: a key, and whether the frame stands alone.
     #[inline]
-    fn of(v: &PacketVector, mut key: impl FnMut(PacketId) -> (K, bool)) -> Runs<K> {
+    fn cut(&mut self, v: &PacketVector, mut key: impl FnMut(PacketId) -> (K, bool)) {
+        self.n = 0;
+        let mut open = false;
+        for (i, &id) in v.as_slice().iter().enumerate() {
+            let (k, alone) = key(id);
+            if !open || self.keys[self.n - 1] != k {
+                self.keys[self.n] = k;
+                self.starts[self.n] = i as u16;
+                self.n += 1;
+            }
+            open = !alone;
+        }
+        self.starts[self.n] = v.len() as u16;
+    }
+
+    /// Cuts `v` by `key(id)` (see [`Runs::cut`]).
+    #[inline]
+    fn of(v: &PacketVector, key: impl FnMut(PacketId) -> (K, bool)) -> Runs<K> {
         let mut r = Runs {
             keys: [K::default(); VECTOR_SIZE],
             starts: [0; VECTOR_SIZE + 1],
             n: 0,
         };
-        let mut open = false;
-        for (i, &id) in v.as_slice().iter().enumerate() {
-            let (k, alone) = key(id);
-            if !open || r.keys[r.n - 1] != k {
-                r.keys[r.n] = k;
-                r.starts[r.n] = i as u16;
-                r.n += 1;
-            }
-            open = !alone;
-        }
-        r.starts[r.n] = v.len() as u16;
+        r.cut(v, key);
         r
     }
 
@@ -510,6 +535,22 @@ fn answer_in_place(pool: &mut Pool, id: PacketId, (bytes, len): ([u8; 128], usiz
     m.inner_l3 = 14;
 }
 
+/// A frame's MAC at `at` as a nonzero number (0: the frame is too short),
+/// the network put in per run ([`run_key`]).
+#[inline]
+fn raw_mac(data: &[u8], at: usize) -> u64 {
+    mac_at(data, at).map_or(0, |m| FdbKey::new(0, m).0)
+}
+
+/// The FDB key of a raw MAC in the network of `net` (0 where none).
+#[inline]
+fn run_key(net: super::NetRef, raw: u64) -> FdbKey {
+    if raw == 0 || net.index == NOT_A_NETWORK || !net.l2 {
+        return FdbKey(0);
+    }
+    FdbKey::new(net.index, FdbKey(raw).mac())
+}
+
 /// Node `fdb-learn`: see the module's doc.
 pub(crate) fn learn(
     stats: &mut NodeStats,
@@ -519,59 +560,59 @@ pub(crate) fn learn(
     now_s: u32,
 ) {
     let o = ow.overlay.clone();
-    // Per run: tunnel, source key (0 where a frame has none or is no L2
-    // network's), the address it came from. A suppressing network's
-    // frames are each read for ARP/ND.
-    let runs = Runs::of(v, |id| {
+    let mut runs = ow.learn_runs.take().unwrap_or_else(Runs::boxed);
+    // Per frame only what the frame itself says: its tunnel, the bytes of
+    // its source MAC and its outer source; what the network makes of them
+    // is asked per run.
+    runs.cut(v, |id| {
         let m = pool.meta(id);
-        let net = o.net_ref(m.tunnel);
-        let from = AddrKey(pool.outer(id).src);
-        if net.index == NOT_A_NETWORK || !net.l2 {
-            return ((m.tunnel, 0, from), false);
-        }
         let at = usize::from(m.inner) + 6;
-        let src = mac_at(pool.data(id), at).map_or(0, |m| FdbKey::new(net.index, m).0);
-        ((m.tunnel, src, from), net.suppress)
+        let key = (
+            m.tunnel,
+            raw_mac(pool.data(id), at),
+            AddrKey(pool.outer(id).src),
+        );
+        (key, false)
     });
-    let fetch = |ow: &OverlayWorker, r: usize| {
-        let (_, src, from) = runs.keys[r];
-        ow.vteps.prefetch(from);
-        if src != 0 {
-            o.fdb().prefetch(FdbKey(src));
+    // Also makes each run's raw MAC its FDB key, before the run is asked.
+    let fetch = |ow: &OverlayWorker, key: &mut (u32, u64, AddrKey)| {
+        ow.vteps.prefetch(key.2);
+        key.1 = run_key(o.net_ref(key.0), key.1).0;
+        if key.1 != 0 {
+            o.fdb().prefetch(FdbKey(key.1));
         }
     };
     for r in 0..runs.n.min(AHEAD) {
-        fetch(ow, r);
+        fetch(ow, &mut runs.keys[r]);
     }
     let (mut last, mut refused) = (Learning::default(), false);
     for r in 0..runs.n {
         if r + AHEAD < runs.n {
-            fetch(ow, r + AHEAD);
+            fetch(ow, &mut runs.keys[r + AHEAD]);
         }
         let frames = &v.as_slice()[runs.frames(r)];
         let (tunnel, src, AddrKey(from)) = runs.keys[r];
-        let learning = o.net_ref(tunnel).learning;
+        let net = o.net_ref(tunnel);
         let vtep = match last.vtep {
-            Some((a, create, id)) if a == from && create == learning => id,
+            Some((a, create, id)) if a == from && create == net.learning => id,
             _ => {
-                let id = ow.vtep_of(from, learning);
-                last.vtep = Some((from, learning, id));
+                let id = ow.vtep_of(from, net.learning);
+                last.vtep = Some((from, net.learning, id));
                 id
             }
         };
-        if let Err(reason) = learn_one(
-            pool,
-            frames[0],
-            ow,
-            &o,
-            (FdbKey(src), vtep),
-            &mut last,
-            now_s,
-        ) {
-            refuse(pool, frames, reason);
-            refused = true;
+        let src = FdbKey(src);
+        // A suppressing network's frames are each read for ARP/ND.
+        let each = if net.suppress { frames } else { &frames[..1] };
+        for &id in each {
+            if let Err(reason) = learn_one(pool, id, ow, &o, (src, vtep), &mut last, now_s) {
+                refuse(pool, frames, reason);
+                refused = true;
+                break;
+            }
         }
     }
+    ow.learn_runs = Some(runs);
     if refused {
         crate::node::sweep(stats, pool, v);
     }
