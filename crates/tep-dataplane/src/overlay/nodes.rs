@@ -198,9 +198,8 @@ const AHEAD: usize = 8;
 /// A vector cut into runs of frames that get one answer: a burst of one
 /// flow's frames (same tunnel, same addresses) is asked about once, and
 /// its other frames cost a comparison. A frame that must be read on its
-/// own (an L3 network's) is a run of one; `fdb-learn` cuts by what frames
-/// say (tunnel, raw source MAC, outer source) and reads a suppressing
-/// network's frames one by one within their run.
+/// own (an L3 network's) is a run of one in `fdb-lookup`; `fdb-learn`
+/// reads a suppressing network's frames one by one within their run.
 #[derive(Debug)]
 struct Runs<K> {
     /// Each run's key.
@@ -541,7 +540,7 @@ fn answer_in_place(pool: &mut Pool, id: PacketId, (bytes, len): ([u8; 128], usiz
 }
 
 /// A frame's MAC at `at` as a nonzero number (0: the frame is too short),
-/// the network put in per run ([`run_key`]).
+/// for [`run_key`] to put the network in.
 #[inline]
 fn raw_mac(data: &[u8], at: usize) -> u64 {
     mac_at(data, at).map_or(0, |m| FdbKey::new(0, m).0)
@@ -566,34 +565,29 @@ pub(crate) fn learn(
 ) {
     let o = ow.overlay.clone();
     let mut runs = ow.learn_runs.take().unwrap_or_else(Runs::boxed);
-    // Per frame only what the frame itself says: its tunnel, the bytes of
-    // its source MAC and its outer source; what the network makes of them
-    // is asked per run.
+    // Per run: tunnel, source key (0 where a frame has none or is no L2
+    // network's), the address it came from. A suppressing network's
+    // frames are cut as any, and read one by one within their run below.
     runs.cut(v, |id| {
         let m = pool.meta(id);
         let at = usize::from(m.inner) + 6;
-        let key = (
-            m.tunnel,
-            raw_mac(pool.data(id), at),
-            AddrKey(pool.outer(id).src),
-        );
+        let src = run_key(o.net_ref(m.tunnel), raw_mac(pool.data(id), at)).0;
+        let key = (m.tunnel, src, AddrKey(pool.outer(id).src));
         (key, false)
     });
-    // Also makes each run's raw MAC its FDB key, before the run is asked.
-    let fetch = |ow: &OverlayWorker, key: &mut (u32, u64, AddrKey)| {
-        ow.vteps.prefetch(key.2);
-        key.1 = run_key(o.net_ref(key.0), key.1).0;
-        if key.1 != 0 {
-            o.fdb().prefetch(FdbKey(key.1));
+    let fetch = |ow: &OverlayWorker, (_, src, from): (u32, u64, AddrKey)| {
+        ow.vteps.prefetch(from);
+        if src != 0 {
+            o.fdb().prefetch(FdbKey(src));
         }
     };
     for r in 0..runs.n.min(AHEAD) {
-        fetch(ow, &mut runs.keys[r]);
+        fetch(ow, runs.keys[r]);
     }
     let (mut last, mut refused) = (Learning::default(), false);
     for r in 0..runs.n {
         if r + AHEAD < runs.n {
-            fetch(ow, &mut runs.keys[r + AHEAD]);
+            fetch(ow, runs.keys[r + AHEAD]);
         }
         let frames = &v.as_slice()[runs.frames(r)];
         let (tunnel, src, AddrKey(from)) = runs.keys[r];
