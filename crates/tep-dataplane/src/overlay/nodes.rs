@@ -67,9 +67,12 @@ pub(crate) struct OverlayWorker {
     pub flooding: bool,
     /// `fdb-learn`'s cut of the vector (per run: tunnel, source key, the
     /// address it came from), kept rather than built per vector: clearing
-    /// its 10 KiB each time cost about 2 clocks a packet. None only while
-    /// the node runs.
+    /// its 10 KiB each time cost about 4 clocks a packet (`fdb-learn` 25
+    /// → 21 at 64 bytes, bursts of 8). None only while the node runs.
     learn_runs: Option<Box<Runs<(u32, u64, AddrKey)>>>,
+    /// `fdb-lookup`'s cut (per run: tunnel, destination and source keys),
+    /// kept likewise.
+    lookup_runs: Option<Box<Runs<(u32, u64, u64)>>>,
 }
 
 /// Slots of [`OverlayWorker::local_seen`] (a power of two; 256 KiB a
@@ -92,6 +95,7 @@ impl OverlayWorker {
             local_seen: (0..LOCAL_SEEN).map(|_| Cell::new((0, 0))).collect(),
             flooding: false,
             learn_runs: Some(Runs::boxed()),
+            lookup_runs: Some(Runs::boxed()),
         }
     }
 
@@ -238,18 +242,6 @@ impl<K: Copy + PartialEq + Default> Runs<K> {
         self.starts[self.n] = v.len() as u16;
     }
 
-    /// Cuts `v` by `key(id)` (see [`Runs::cut`]).
-    #[inline]
-    fn of(v: &PacketVector, key: impl FnMut(PacketId) -> (K, bool)) -> Runs<K> {
-        let mut r = Runs {
-            keys: [K::default(); VECTOR_SIZE],
-            starts: [0; VECTOR_SIZE + 1],
-            n: 0,
-        };
-        r.cut(v, key);
-        r
-    }
-
     /// Run `r`'s frames (indices into the vector).
     #[inline]
     fn frames(&self, r: usize) -> core::ops::Range<usize> {
@@ -300,7 +292,23 @@ pub(crate) fn lookup(
     stats: &mut NodeStats,
     pool: &mut Pool,
     v: &mut PacketVector,
+    ow: &mut OverlayWorker,
+    now_s: u32,
+    fetch_tunnel: impl Fn(u32),
+) -> bool {
+    let mut runs = ow.lookup_runs.take().unwrap_or_else(Runs::boxed);
+    let flooding = lookup_runs(stats, pool, v, ow, &mut runs, now_s, fetch_tunnel);
+    ow.lookup_runs = Some(runs);
+    flooding
+}
+
+/// `fdb-lookup` with `runs`, its cut.
+fn lookup_runs(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
     ow: &OverlayWorker,
+    runs: &mut Runs<(u32, u64, u64)>,
     now_s: u32,
     fetch_tunnel: impl Fn(u32),
 ) -> bool {
@@ -308,7 +316,7 @@ pub(crate) fn lookup(
     let o = &*ow.overlay;
     // Per run: tunnel, destination and source keys (0 where a frame has
     // none or is no L2 network's).
-    let runs = Runs::of(v, |id| {
+    runs.cut(v, |id| {
         let tunnel = pool.meta(id).tunnel;
         let net = o.net_ref(tunnel);
         if net.index == NOT_A_NETWORK || !net.l2 {
