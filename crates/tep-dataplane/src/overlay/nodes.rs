@@ -65,10 +65,23 @@ pub(crate) struct OverlayWorker {
     /// Whether the last `fdb-lookup` marked a frame for flooding: the
     /// `flood` node, a walk over the vector, runs only then.
     pub flooding: bool,
+    /// `fdb-learn`'s cut of the vector (per run: tunnel, source key, the
+    /// address it came from), kept rather than built per vector: clearing
+    /// its 10 KiB each time cost about 4 clocks a packet (`fdb-learn` 25
+    /// → 21 at 64 bytes, bursts of 8). None only while the node runs.
+    learn_runs: Option<Box<Runs<(u32, u64, AddrKey)>>>,
+    /// `fdb-lookup`'s cut (per run: tunnel, destination and source keys),
+    /// kept likewise.
+    lookup_runs: Option<Box<Runs<(u32, u64, u64)>>>,
 }
 
-/// Slots of [`OverlayWorker::local_seen`] (a power of two).
-const LOCAL_SEEN: usize = 4096;
+/// Slots of [`OverlayWorker::local_seen`] (a power of two; 256 KiB a
+/// worker): four per key for a host with a local MAC in each of 4,096
+/// networks, where one per key left about two keys in three sharing a
+/// slot with another, each evicting the other (one in five at four per
+/// key; measured: encapsulation at 64 bytes, bursts of 8, +1 % against
+/// 4,096 slots).
+const LOCAL_SEEN: usize = 16384;
 
 impl OverlayWorker {
     pub fn new(overlay: Arc<Overlay>) -> OverlayWorker {
@@ -81,6 +94,8 @@ impl OverlayWorker {
             suppress,
             local_seen: (0..LOCAL_SEEN).map(|_| Cell::new((0, 0))).collect(),
             flooding: false,
+            learn_runs: Some(Runs::boxed()),
+            lookup_runs: Some(Runs::boxed()),
         }
     }
 
@@ -188,7 +203,9 @@ const AHEAD: usize = 8;
 /// A vector cut into runs of frames that get one answer: a burst of one
 /// flow's frames (same tunnel, same addresses) is asked about once, and
 /// its other frames cost a comparison. A frame that must be read on its
-/// own (an L3 network's, a suppressing network's) is a run of one.
+/// own (an L3 network's) is a run of one in `fdb-lookup`; `fdb-learn`
+/// reads a suppressing network's frames one by one within their run.
+#[derive(Debug)]
 struct Runs<K> {
     /// Each run's key.
     keys: [K; VECTOR_SIZE],
@@ -198,26 +215,31 @@ struct Runs<K> {
 }
 
 impl<K: Copy + PartialEq + Default> Runs<K> {
-    /// Cuts `v` by `key(id)`: a key, and whether the frame stands alone.
-    #[inline]
-    fn of(v: &PacketVector, mut key: impl FnMut(PacketId) -> (K, bool)) -> Runs<K> {
-        let mut r = Runs {
+    /// An empty cut, on the heap (a worker keeps one per node: its arrays
+    /// are not cleared per vector).
+    fn boxed() -> Box<Runs<K>> {
+        Box::new(Runs {
             keys: [K::default(); VECTOR_SIZE],
             starts: [0; VECTOR_SIZE + 1],
             n: 0,
-        };
+        })
+    }
+
+    /// Cuts `v` by `key(id)`: a key, and whether the frame stands alone.
+    #[inline]
+    fn cut(&mut self, v: &PacketVector, mut key: impl FnMut(PacketId) -> (K, bool)) {
+        self.n = 0;
         let mut open = false;
         for (i, &id) in v.as_slice().iter().enumerate() {
             let (k, alone) = key(id);
-            if !open || r.keys[r.n - 1] != k {
-                r.keys[r.n] = k;
-                r.starts[r.n] = i as u16;
-                r.n += 1;
+            if !open || self.keys[self.n - 1] != k {
+                self.keys[self.n] = k;
+                self.starts[self.n] = i as u16;
+                self.n += 1;
             }
             open = !alone;
         }
-        r.starts[r.n] = v.len() as u16;
-        r
+        self.starts[self.n] = v.len() as u16;
     }
 
     /// Run `r`'s frames (indices into the vector).
@@ -270,7 +292,23 @@ pub(crate) fn lookup(
     stats: &mut NodeStats,
     pool: &mut Pool,
     v: &mut PacketVector,
+    ow: &mut OverlayWorker,
+    now_s: u32,
+    fetch_tunnel: impl Fn(u32),
+) -> bool {
+    let mut runs = ow.lookup_runs.take().unwrap_or_else(Runs::boxed);
+    let flooding = lookup_runs(stats, pool, v, ow, &mut runs, now_s, fetch_tunnel);
+    ow.lookup_runs = Some(runs);
+    flooding
+}
+
+/// `fdb-lookup` with `runs`, its cut.
+fn lookup_runs(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
     ow: &OverlayWorker,
+    runs: &mut Runs<(u32, u64, u64)>,
     now_s: u32,
     fetch_tunnel: impl Fn(u32),
 ) -> bool {
@@ -278,7 +316,7 @@ pub(crate) fn lookup(
     let o = &*ow.overlay;
     // Per run: tunnel, destination and source keys (0 where a frame has
     // none or is no L2 network's).
-    let runs = Runs::of(v, |id| {
+    runs.cut(v, |id| {
         let tunnel = pool.meta(id).tunnel;
         let net = o.net_ref(tunnel);
         if net.index == NOT_A_NETWORK || !net.l2 {
@@ -510,6 +548,16 @@ fn answer_in_place(pool: &mut Pool, id: PacketId, (bytes, len): ([u8; 128], usiz
     m.inner_l3 = 14;
 }
 
+/// The FDB key of the MAC at `at` of a frame of network `net` (0 where
+/// the frame is too short, or `net` is no L2 network).
+#[inline]
+fn mac_key(net: super::NetRef, data: &[u8], at: usize) -> u64 {
+    if net.index == NOT_A_NETWORK || !net.l2 {
+        return 0;
+    }
+    mac_at(data, at).map_or(0, |m| FdbKey::new(net.index, m).0)
+}
+
 /// Node `fdb-learn`: see the module's doc.
 pub(crate) fn learn(
     stats: &mut NodeStats,
@@ -519,59 +567,54 @@ pub(crate) fn learn(
     now_s: u32,
 ) {
     let o = ow.overlay.clone();
+    let mut runs = ow.learn_runs.take().unwrap_or_else(Runs::boxed);
     // Per run: tunnel, source key (0 where a frame has none or is no L2
     // network's), the address it came from. A suppressing network's
-    // frames are each read for ARP/ND.
-    let runs = Runs::of(v, |id| {
+    // frames are cut as any, and read one by one within their run below.
+    runs.cut(v, |id| {
         let m = pool.meta(id);
-        let net = o.net_ref(m.tunnel);
-        let from = AddrKey(pool.outer(id).src);
-        if net.index == NOT_A_NETWORK || !net.l2 {
-            return ((m.tunnel, 0, from), false);
-        }
         let at = usize::from(m.inner) + 6;
-        let src = mac_at(pool.data(id), at).map_or(0, |m| FdbKey::new(net.index, m).0);
-        ((m.tunnel, src, from), net.suppress)
+        let src = mac_key(o.net_ref(m.tunnel), pool.data(id), at);
+        let key = (m.tunnel, src, AddrKey(pool.outer(id).src));
+        (key, false)
     });
-    let fetch = |ow: &OverlayWorker, r: usize| {
-        let (_, src, from) = runs.keys[r];
+    let fetch = |ow: &OverlayWorker, (_, src, from): (u32, u64, AddrKey)| {
         ow.vteps.prefetch(from);
         if src != 0 {
             o.fdb().prefetch(FdbKey(src));
         }
     };
     for r in 0..runs.n.min(AHEAD) {
-        fetch(ow, r);
+        fetch(ow, runs.keys[r]);
     }
     let (mut last, mut refused) = (Learning::default(), false);
     for r in 0..runs.n {
         if r + AHEAD < runs.n {
-            fetch(ow, r + AHEAD);
+            fetch(ow, runs.keys[r + AHEAD]);
         }
         let frames = &v.as_slice()[runs.frames(r)];
         let (tunnel, src, AddrKey(from)) = runs.keys[r];
-        let learning = o.net_ref(tunnel).learning;
+        let net = o.net_ref(tunnel);
         let vtep = match last.vtep {
-            Some((a, create, id)) if a == from && create == learning => id,
+            Some((a, create, id)) if a == from && create == net.learning => id,
             _ => {
-                let id = ow.vtep_of(from, learning);
-                last.vtep = Some((from, learning, id));
+                let id = ow.vtep_of(from, net.learning);
+                last.vtep = Some((from, net.learning, id));
                 id
             }
         };
-        if let Err(reason) = learn_one(
-            pool,
-            frames[0],
-            ow,
-            &o,
-            (FdbKey(src), vtep),
-            &mut last,
-            now_s,
-        ) {
-            refuse(pool, frames, reason);
-            refused = true;
+        let src = FdbKey(src);
+        // A suppressing network's frames are each read for ARP/ND.
+        let each = if net.suppress { frames } else { &frames[..1] };
+        for &id in each {
+            if let Err(reason) = learn_one(pool, id, ow, &o, (src, vtep), &mut last, now_s) {
+                refuse(pool, frames, reason);
+                refused = true;
+                break;
+            }
         }
     }
+    ow.learn_runs = Some(runs);
     if refused {
         crate::node::sweep(stats, pool, v);
     }

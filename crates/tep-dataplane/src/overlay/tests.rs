@@ -379,6 +379,56 @@ fn arp_requests_for_known_addresses_are_answered_locally() {
     assert_eq!(n.map(|n| n.mac), Some(M3));
 }
 
+/// `fdb-learn` asks once per run of frames with the same tunnel, source
+/// MAC and VTEP; a suppressing network's frames are still each read:
+/// announcements of three addresses by one host, received in one vector,
+/// are all learned (and the host's MAC once, behind its VTEP).
+#[test]
+fn a_run_of_announcements_is_read_frame_by_frame() {
+    let mut pool = Pool::new(64, 4096);
+    let mut vs: Vec<Vtep> = (1..=2)
+        .map(|i| {
+            vtep_with(i, ChecksumMode::Full, OuterLayers::IpUdp, |s| {
+                s.neigh_suppress = true
+            })
+        })
+        .collect();
+    let mut input = PacketVector::new();
+    for host in 3..=5 {
+        let mut r = arp_request(M3, [10, 0, 0, host], [10, 0, 0, 1]);
+        r[..6].copy_from_slice(&M1);
+        r[21] = 2;
+        r[32..38].copy_from_slice(&M1);
+        let sent = send(&mut pool, &mut vs[1], &r);
+        let (bytes, _) = sent.outer.iter().find(|o| o.1 == vtep(1)).unwrap();
+        input
+            .push(testpkt::load(&mut pool, bytes, PacketMeta::FRESH))
+            .unwrap();
+    }
+    let mut inner = 0;
+    vs[0]
+        .pipeline
+        .decap(&mut pool, &mut input, 0, &mut |o, pool, vv| {
+            if o == Output::Inner {
+                inner += vv.len();
+            }
+            for &id in vv.as_slice() {
+                pool.free(id);
+            }
+        });
+    assert_eq!(inner, 3);
+    for host in 3..=5 {
+        let n = vs[0]
+            .overlay
+            .neighbours()
+            .get(0, IpAddr::from([10, 0, 0, host]));
+        assert_eq!(n.map(|n| n.mac), Some(M3), "10.0.0.{host}");
+    }
+    let e = entry(&vs[0], M3).expect("learned");
+    assert_eq!(e.dst, remote(&vs[0], vtep(2)));
+    assert_eq!(vs[0].overlay.stats()[0].learned, 1);
+}
+
 /// A control plane's neighbour answers ARP like a static one; it never
 /// displaces a static entry, is not displaced by learning, and goes only
 /// by its control plane's removal.
