@@ -38,6 +38,7 @@ pub mod buffer;
 pub mod control;
 pub(crate) mod downlink;
 pub(crate) mod flat;
+pub mod rate;
 pub(crate) mod uplink;
 
 use crate::drop::DropReason;
