@@ -398,8 +398,8 @@ fn bad_requests_are_answered_and_sessions_keep_forwarding() {
         assert_eq!(pfcp_counter(&tep, counter), n, "{counter}");
     }
     // What tep does not enforce is refused by its rule, never accepted and
-    // ignored: an SDF Filter (PDR 1), an MBR (QER 1) in establishments, an
-    // MBR closing session 3's gates in a modification (refused whole:
+    // ignored: an SDF Filter (PDR 1), a GBR (QER 1) in establishments, a
+    // GBR closing session 3's gates in a modification (refused whole:
     // session 3 forwards below with the others).
     let u = smf.run(
         &tep,
@@ -407,8 +407,8 @@ fn bad_requests_are_answered_and_sessions_keep_forwarding() {
     );
     for (case, rule, offending) in [
         ("sdf_filter", [0, 1], 23),
-        ("mbr", [2, 1], 26),
-        ("mbr_modification", [2, 1], 26),
+        ("gbr", [2, 1], 27),
+        ("gbr_modification", [2, 1], 27),
     ] {
         let got = &u[case];
         assert_eq!(
@@ -516,6 +516,33 @@ fn a_spoofed_ue_source_is_dropped() {
     smf.run(&tep, json!({"run": "uplink", "sizes": [120]}));
     let d = smf.run(&tep, json!({"run": "delete"}));
     assert_eq!((&d["ul_packets"], &d["ul_bytes"]), (&json!(2), &json!(240)));
+}
+
+/// A QER's MBR (the session AMBR, on both PDRs) of 1 Mbit/s each way:
+/// of 500 datagrams of 500 octets sent at once each way, the bucket's
+/// burst (3000 octets) and what the rate adds while they arrive pass;
+/// the rest are dropped and counted as `mbr_exceeded`.
+#[test]
+fn packets_over_the_mbr_are_dropped() {
+    let test = "packets_over_the_mbr_are_dropped";
+    let Some((_lab, tep, mut smf)) = start(test) else {
+        return;
+    };
+    smf.run(&tep, json!({"run": "associate"}));
+    let r = smf.run(
+        &tep,
+        json!({"run": "mbr", "session": 0, "kbps": 1000, "count": 500, "size": 500}),
+    );
+    let (ul, dl) = (
+        r["ul_received"].as_u64().unwrap(),
+        r["dl_received"].as_u64().unwrap(),
+    );
+    // At least the burst; at most what 200 ms at the rate adds (the sends
+    // take a few ms).
+    for got in [ul, dl] {
+        assert!((6..=6 + 50).contains(&got), "{r}");
+    }
+    assert_eq!(dropped(&tep, "mbr_exceeded"), 1000 - ul - dl, "{r}");
 }
 
 /// Gateway mode as a UPF: N3 and N6 are interfaces tep drives through

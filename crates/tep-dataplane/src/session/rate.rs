@@ -115,9 +115,8 @@ fn cost_per_byte(bps: u64) -> u64 {
 #[inline]
 fn next_tat(old: u64, now: u64, charge: u64, tau: u64, cost: u64) -> Option<u64> {
     let ahead = old.wrapping_sub(now) as i64;
-    let base = if old == 0 || ahead <= 0 {
-        now
-    } else if ahead as u64 > tau.saturating_add(cost.saturating_mul(MAX_PACKET)) {
+    let went_back = ahead as u64 > tau.saturating_add(cost.saturating_mul(MAX_PACKET));
+    let base = if old == 0 || ahead <= 0 || went_back {
         now
     } else if ahead as u64 > tau {
         return None;
