@@ -1051,8 +1051,11 @@ class Lab:
         self.sessions[s.index] = s
         sock = self.gnb_socks[self.gnbs.index(s.gnb)]
         n, size = c["count"], c["size"]
-        for k in range(n):
-            sock.sendto(self.gpdu(s, k, size)[0], (self.upf, GTPU_PORT))
+        # Built first: scapy takes longer to build one than the rate to
+        # pass it.
+        ups = [self.gpdu(s, k, size)[0] for k in range(n)]
+        for b in ups:
+            sock.sendto(b, (self.upf, GTPU_PORT))
         ul = len(self.drain(self.dn_sock, 0.5))
         for k in range(n):
             self.send_downlink(s, k, size)
