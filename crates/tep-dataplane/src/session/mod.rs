@@ -721,6 +721,15 @@ impl SessionTable {
         })
     }
 
+    /// Whether slot `slot`'s session meters its uplink.
+    #[inline]
+    pub fn mbr_uplink(&self, slot: u32) -> bool {
+        self.link
+            .usage
+            .slot(slot)
+            .is_some_and(|u| u.actions.load(Ordering::Relaxed) & MBR_UPLINK != 0)
+    }
+
     /// Counts a matched uplink packet of `bytes`.
     #[inline]
     pub fn count_uplink(&self, slot: u32, bytes: usize) {
