@@ -354,7 +354,7 @@ impl Worker {
             tallies,
             input: PacketVector::new(),
             reports: Vec::new(),
-            started: Instant::now(),
+            started: crate::daemon::epoch(),
             endpoints: setup.endpoints,
             common: setup.common,
         }
