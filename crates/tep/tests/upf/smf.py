@@ -1039,6 +1039,16 @@ class Lab:
             got, MODIFICATION_RESPONSE, s, "Update QER with a GBR", (2, 1), 27)
         return out
 
+    def cmd_mbr_session(self, c):
+        """Session `session` for a gNB that is not smf.py's (`gnb`: another
+        GTP-U endpoint, a second tep), with an MBR of `kbps` kbit/s each
+        way; what that endpoint needs: the TEIDs and the UE's address."""
+        s = Session(c["session"], self.cfg, c["gnb"])
+        rate = IE_MBR(ul=c["kbps"], dl=c["kbps"])
+        self.accept_establishment(s, self.request(self.establishment(s, qer_extra=[rate])))
+        self.sessions[s.index] = s
+        return {"ul_teid": s.ul_teid, "dl_teid": s.dl_teid, "ue": s.ue, "qfi": QFI}
+
     def cmd_mbr(self, c):
         """Session `session` established with an MBR of `kbps` kbit/s each
         way in its QER (the session AMBR, on both PDRs); then `count`
