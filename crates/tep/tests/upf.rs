@@ -603,8 +603,7 @@ fn tcp_through_an_mbr() {
         s["qfi"],
     );
     let _gnb = spawn_daemon(&lab.dir, &lab.ran, &config);
-    // Killed with the namespace.
-    let _server = Command::new("ip")
+    let mut server = Command::new("ip")
         .args(["netns", "exec", &lab.dn, "iperf3", "-s", "-B", DN])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -635,6 +634,8 @@ fn tcp_through_an_mbr() {
         );
     }
     println!("{}", tep.show("counters")["drops"]);
+    let _ = server.kill();
+    let _ = server.wait();
 }
 
 /// Gateway mode as a UPF: N3 and N6 are interfaces tep drives through
