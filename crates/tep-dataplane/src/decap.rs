@@ -482,7 +482,7 @@ fn tunnel_decap_one(
         let rx = match cache.receive(table, kind, dport, src, dst, u64::from(teid)) {
             Ok(t) => Ok(Receiver::Tunnel(t)),
             Err(DropReason::UnknownTeid) if gpdu => match sessions {
-                Some(s) => match_session(s, table, &data[at..], hl, teid, (src, dst)),
+                Some(s) => match_session(s, table, &data[at..], hl, teid, (src, dst), now_ns),
                 None => Err(DropReason::UnknownTeid),
             },
             Err(r) => Err(r),

@@ -55,6 +55,9 @@ tep_named::named_enum! {
         /// UPF (`n3_source_check`): an uplink G-PDU from an address other
         /// than its session's gNB (the downlink FAR's peer).
         GnbSourceMismatch => "gnb_source_mismatch",
+        /// UPF: over the maximum bit rate of the session's QER that way
+        /// (its MBR, or the session AMBR), TS 29.244 §5.4.2.
+        MbrExceeded => "mbr_exceeded",
         /// The outer UDP checksum did not verify.
         BadChecksum => "bad_checksum",
         /// A zero UDP checksum over IPv6 on a tunnel that does not allow it

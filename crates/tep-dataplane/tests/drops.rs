@@ -1140,6 +1140,26 @@ fn ue_source_spoofed() {
 }
 
 #[test]
+fn mbr_exceeded() {
+    // Session 1's uplink MBR is 1 Mbit/s, whose burst is 250 ms of it,
+    // 31250 bytes: of 23 1428-byte packets at one instant the 23rd is
+    // over the rate.
+    let (mut c, mut p) = upf(false);
+    let mut pool = pool();
+    let mut s = example::session(1, false, false);
+    s.mbr.uplink = Some(1_000_000);
+    c.create(&s).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let pkt = gpdu(false, 0x10001, None, &inner(ue4(1), true, &[0; 1400]));
+    let out = run_decap(&mut p, &mut pool, &vec![pkt; 23], 1_000);
+    assert_eq!(out.packets.len(), 22);
+    assert!(out.replies.is_empty());
+    assert_dropped_once(&p, DropReason::MbrExceeded, "gtpu-decap");
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}
+
+#[test]
 fn gnb_source_mismatch() {
     // With the gNB check on, session 1's G-PDU from its gNB passes and the
     // same G-PDU from another N3 host does not.

@@ -420,3 +420,63 @@ fn n3_source_check_takes_only_the_sessions_gnb() {
         assert_no_leak(&pool);
     }
 }
+
+/// A QER's MBR: a session's packets over its rate each way are dropped
+/// (`mbr_exceeded`) and count nowhere in its usage; what passes over a
+/// second is the rate, give or take the burst; a session without an MBR
+/// beside it loses nothing.
+#[test]
+fn packets_over_the_mbr_are_dropped_and_counted() {
+    let (mut c, mut p) = upf(false);
+    let mut pool = pool();
+    let mut s = example::session(1, false, false);
+    s.mbr.uplink = Some(1_000_000);
+    s.mbr.downlink = Some(2_000_000);
+    let metered = c.create(&s).unwrap();
+    let free = c.create(&example::session(2, false, false)).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let (up, down) = (
+        inner(ue4(1), true, &[1; 1000]),
+        inner(ue4(1), false, &[2; 1000]),
+    );
+    let len = up.len() as u64;
+    // 100 vectors of 10 packets each way, one vector every 10 ms (8 Mbit/s
+    // offered) over a second, session 2's beside.
+    let (mut ul, mut dl) = (0u64, 0u64);
+    for k in 0..100u64 {
+        let now = 1_000_000_000 + k * 10_000_000;
+        let ups: Vec<Vec<u8>> = (0..10)
+            .flat_map(|_| {
+                [
+                    gpdu(false, 0x10001, None, &up),
+                    gpdu(false, 0x10002, None, &inner(ue4(2), true, &[3; 1000])),
+                ]
+            })
+            .collect();
+        ul += run_decap(&mut p, &mut pool, &ups, now).packets.len() as u64;
+        p.set_now(now);
+        let downs: Vec<Vec<u8>> = (0..10)
+            .flat_map(|_| [down.clone(), inner(ue4(2), false, &[4; 1000])])
+            .collect();
+        dl += run_encap(&mut p, &mut pool, &downs).packets.len() as u64;
+    }
+    let (u, f) = (c.usage(metered), c.usage(free));
+    assert_eq!((f.ul_packets, f.dl_packets), (1000, 1000));
+    assert_eq!((u.ul_packets + 1000, u.dl_packets + 1000), (ul, dl));
+    // From the first vector to the last, 990 ms at the rate, plus the
+    // burst (250 ms at the rate), within a packet.
+    for (got, bps, name) in [
+        (u.ul_bytes, 1_000_000, "uplink"),
+        (u.dl_bytes, 2_000_000, "downlink"),
+    ] {
+        let want = bps / 8 * 99 / 100 + bps / 32;
+        assert!(
+            got.abs_diff(want) <= len,
+            "{name}: {got} bytes, want {want}"
+        );
+    }
+    let over = 2000 - u.ul_packets - u.dl_packets;
+    assert_eq!(p.drops(DropReason::MbrExceeded), over);
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}

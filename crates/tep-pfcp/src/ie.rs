@@ -39,6 +39,7 @@ impl IeType {
     pub const F_TEID: IeType = IeType(21);
     pub const NETWORK_INSTANCE: IeType = IeType(22);
     pub const GATE_STATUS: IeType = IeType(25);
+    pub const MBR: IeType = IeType(26);
     pub const PRECEDENCE: IeType = IeType(29);
     pub const VOLUME_THRESHOLD: IeType = IeType(31);
     pub const REPORTING_TRIGGERS: IeType = IeType(37);

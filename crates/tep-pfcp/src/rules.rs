@@ -78,6 +78,7 @@ ies! {
     pub struct CreateQer = CREATE_QER {
         req qer_id: QerId,
         req gate_status: GateStatus,
+        one mbr: Mbr,
         one qfi: Qfi,
         /// Children tep does not apply (the rule is refused) or know.
         rest skipped: Skipped,
@@ -158,6 +159,7 @@ ies! {
     pub struct UpdateQer = UPDATE_QER {
         req qer_id: QerId,
         one gate_status: GateStatus,
+        one mbr: Mbr,
         one qfi: Qfi,
         /// Children tep does not apply (the rule is refused) or know.
         rest skipped: Skipped,
@@ -355,7 +357,7 @@ mod tests {
     }
 
     /// A child the group does not decode is kept for the node: by type
-    /// when TS 29.244 defines it (MBR, here), counted when its type is
+    /// when TS 29.244 defines it (GBR, here), counted when its type is
     /// unknown (999); a vendor IE is the vendor's, discarded.
     #[test]
     fn children_not_decoded_are_noted() {
@@ -364,12 +366,12 @@ mod tests {
         w.tlv(IeType(999), |w| w.u32(1));
         w.ie(&QerId(4));
         w.tlv(IeType(0x8123), |w| w.u16(18681));
-        w.tlv(IeType(26), |w| w.bytes(&[0; 10]));
+        w.tlv(IeType(27), |w| w.bytes(&[0; 10]));
         w.ie(&GateStatus::open());
         let q = CreateQer::from_ie(&b).unwrap();
         assert_eq!((q.qer_id, q.qfi), (QerId(4), None));
-        assert_eq!(q.skipped.types(), [IeType(26)]);
-        assert_eq!(q.skipped.first(), Some(IeType(26)));
+        assert_eq!(q.skipped.types(), [IeType(27)]);
+        assert_eq!(q.skipped.first(), Some(IeType(27)));
         assert_eq!(q.skipped.unknown, 1);
         // Nested: an SDF Filter inside the PDI is the Create PDR's too.
         let mut p = uplink_pdr();

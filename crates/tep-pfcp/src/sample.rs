@@ -62,6 +62,7 @@ pub fn pdu_session_establishment(
         }],
         create_qers: vec![CreateQer {
             qer_id: QerId(1),
+            mbr: None,
             gate_status: GateStatus::open(),
             qfi: Some(Qfi(9)),
             skipped: Default::default(),

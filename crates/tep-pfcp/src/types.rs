@@ -220,6 +220,43 @@ impl Value for GateStatus {
     }
 }
 
+/// MBR (§8.2.8): the maximum bit rate each way, in kbit/s (1000 bit/s),
+/// 40 bits each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Mbr {
+    /// UL MBR, kbit/s.
+    pub ul: u64,
+    /// DL MBR, kbit/s.
+    pub dl: u64,
+}
+
+impl Mbr {
+    /// The largest rate the 40-bit fields hold.
+    pub const MAX: u64 = (1 << 40) - 1;
+}
+
+fn u40(r: &mut Reader<'_>) -> Result<u64, IeError> {
+    let hi = u64::from(r.u8()?);
+    Ok(hi << 32 | u64::from(r.u32()?))
+}
+
+impl Value for Mbr {
+    const TYPE: IeType = IeType::MBR;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        Ok(Mbr {
+            ul: u40(r)?,
+            dl: u40(r)?,
+        })
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        for v in [self.ul, self.dl] {
+            let v = v.min(Mbr::MAX);
+            w.u8((v >> 32) as u8);
+            w.u32(v as u32);
+        }
+    }
+}
+
 /// Network Instance (§8.2.4): an opaque name (often DNS-label encoded),
 /// kept as sent.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]

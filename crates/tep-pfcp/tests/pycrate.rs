@@ -143,6 +143,7 @@ fn establishment() -> SessionEstablishmentRequest {
         }],
         create_qers: vec![CreateQer {
             qer_id: QerId(1),
+            mbr: None,
             gate_status: GateStatus::open(),
             qfi: Some(Qfi(9)),
             skipped: Default::default(),
@@ -178,6 +179,7 @@ fn handover() -> SessionModificationRequest {
         }],
         update_qers: vec![UpdateQer {
             qer_id: QerId(1),
+            mbr: None,
             gate_status: Some(GateStatus::open()),
             qfi: None,
             skipped: Default::default(),

@@ -296,19 +296,25 @@ fn update_urr() -> impl Strategy<Value = UpdateUrr> {
         })
 }
 
+fn mbr() -> impl Strategy<Value = Mbr> {
+    (0..=Mbr::MAX, 0..=Mbr::MAX).prop_map(|(ul, dl)| Mbr { ul, dl })
+}
+
 fn create_qer() -> impl Strategy<Value = CreateQer> {
-    (any::<u32>(), gate(), of(0u8..64)).prop_map(|(id, g, q)| CreateQer {
+    (any::<u32>(), gate(), of(mbr()), of(0u8..64)).prop_map(|(id, g, m, q)| CreateQer {
         qer_id: QerId(id),
         gate_status: g,
+        mbr: m,
         qfi: q.map(Qfi),
         skipped: Default::default(),
     })
 }
 
 fn update_qer() -> impl Strategy<Value = UpdateQer> {
-    (any::<u32>(), of(gate()), of(0u8..64)).prop_map(|(id, g, q)| UpdateQer {
+    (any::<u32>(), of(gate()), of(mbr()), of(0u8..64)).prop_map(|(id, g, m, q)| UpdateQer {
         qer_id: QerId(id),
         gate_status: g,
+        mbr: m,
         qfi: q.map(Qfi),
         skipped: Default::default(),
     })

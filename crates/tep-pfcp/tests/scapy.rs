@@ -202,6 +202,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                     }],
                     create_qers: vec![CreateQer {
                         qer_id: QerId(1),
+                        mbr: None,
                         gate_status: GateStatus {
                             ul: GateStatus::OPEN,
                             dl: GateStatus::CLOSED,
@@ -349,6 +350,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                     }],
                     update_qers: vec![UpdateQer {
                         qer_id: QerId(1),
+                        mbr: None,
                         gate_status: Some(GateStatus::open()),
                         qfi: None,
                         skipped: Default::default(),

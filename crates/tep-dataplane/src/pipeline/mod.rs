@@ -637,8 +637,15 @@ impl<C: Clock> Pipeline<C> {
         }
         if let Some(u) = upf.as_deref_mut() {
             runtime.run(Node::SessionLookup, v.len(), |s| {
-                let held =
-                    crate::session::downlink::lookup(s, pool, v, table, &u.table, &mut u.buffers);
+                let held = crate::session::downlink::lookup(
+                    s,
+                    pool,
+                    v,
+                    table,
+                    &u.table,
+                    &mut u.buffers,
+                    *now_ns,
+                );
                 counters.buffered += held as u64;
             });
         }

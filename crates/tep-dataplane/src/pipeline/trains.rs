@@ -165,6 +165,20 @@ impl<C: Clock> Pipeline<C> {
     }
 }
 
+/// Whether `head` is an uplink packet of a session with an uplink MBR:
+/// its train is not merged but split, so that each datagram is metered
+/// as `gtpu-decap` matches it (merged ones would pass unmetered).
+fn metered(
+    table: &TunnelTable,
+    pool: &Pool,
+    head: PacketId,
+    sessions: Option<&crate::session::SessionTable>,
+) -> bool {
+    sessions.is_some_and(|s| {
+        table.get(pool.meta(head).tunnel).sessions && s.mbr_uplink(pool.session(head))
+    })
+}
+
 /// Node `train-merge` for the train whose head `decap-output` is about to
 /// see in `v`: the datagrams after the head's that continue its inner flow
 /// become its tail ([`crate::gro::merge_train`]). Returns what is left of
@@ -183,7 +197,7 @@ pub(super) fn merge_pending<C: Clock>(
     let after = t.at + t.segment;
     let mut next = Some(after).filter(|&a| hdr + a < pool.data(t.rest).len());
     let mut merged = false;
-    if next.is_some() && v.as_slice().contains(&t.head) {
+    if next.is_some() && v.as_slice().contains(&t.head) && !metered(table, pool, t.head, sessions) {
         runtime.run(Node::TrainMerge, 1, |_| {
             let m = *pool.meta(t.head);
             let kind = table.get(m.tunnel).kind;

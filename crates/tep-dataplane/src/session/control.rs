@@ -2,6 +2,7 @@
 //! allocated, keys owned, changes published to every worker, usage summed
 //! over the workers. The PFCP node drives it; the workers only apply.
 
+use super::rate::Meters;
 use super::{
     Action, Change, ChangeQueue, Peer, Session, SlotUsage, UeKey, UeSource, UplinkKey, Usage,
     WorkerLink,
@@ -32,6 +33,18 @@ pub struct SessionSpec {
     pub downlink_keys: Vec<UeKey>,
     /// The inner sources its uplink packets may carry.
     pub ue: UeSource,
+    /// Maximum bit rate each way (bit/s; None: none), from its QERs:
+    /// a bucket per direction ([`super::rate`]).
+    pub mbr: Mbr,
+}
+
+/// A session's maximum bit rates, bit/s.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mbr {
+    /// Uplink.
+    pub uplink: Option<u64>,
+    /// Downlink.
+    pub downlink: Option<u64>,
 }
 
 /// Packets and bytes each way, summed over the workers.
@@ -107,10 +120,12 @@ impl Sessions {
     /// links go one to each worker's pipeline. `n3_v6[t]`: whether tunnel
     /// `t`'s local address is IPv6 (to refuse a peer of the other family).
     pub fn new(max_sessions: u32, workers: usize, n3_v6: Vec<bool>) -> (Sessions, Vec<WorkerLink>) {
+        let meters = Arc::new(Meters::new(max_sessions));
         let links: Vec<WorkerLink> = (0..workers.max(1))
             .map(|_| WorkerLink {
                 queue: Arc::new(ChangeQueue::default()),
                 usage: Arc::new(Usage::new(max_sessions)),
+                meters: meters.clone(),
             })
             .collect();
         (
@@ -168,6 +183,7 @@ impl Sessions {
         if self.records.len() <= idx {
             self.records.resize(idx + 1, None);
         }
+        self.set_meters(slot, spec.mbr, None);
         let peer = spec.peer.map(|(addr, _)| self.peer_ref(spec.n3, addr));
         for &key in &spec.uplink_keys {
             self.uplink_owner.insert(key, slot);
@@ -210,6 +226,7 @@ impl Sessions {
             .ok_or(SessionError::NoSession)?;
         self.check_keys(spec, Some(slot))?;
         self.check_peer(spec)?;
+        self.set_meters(slot, spec.mbr, Some(old.spec.mbr));
         for key in &old.spec.uplink_keys {
             if !spec.uplink_keys.contains(key) {
                 self.uplink_owner.remove(key);
@@ -403,6 +420,27 @@ impl Sessions {
             .all(|l| l.queue.applied() >= self.published)
     }
 
+    /// Sets slot `slot`'s buckets to `mbr` before a change turns them on:
+    /// full when new, left as they are where the rate stays (a
+    /// modification that keeps the MBR must not hand out a burst).
+    fn set_meters(&self, slot: u32, mbr: Mbr, old: Option<Mbr>) {
+        if mbr.uplink.is_none() && mbr.downlink.is_none() {
+            return;
+        }
+        let Some(m) = self.links.first().and_then(|l| l.meters.reserve(slot)) else {
+            return;
+        };
+        let old = old.unwrap_or_default();
+        for (rate, was, bucket) in [
+            (mbr.uplink, old.uplink, &m.uplink),
+            (mbr.downlink, old.downlink, &m.downlink),
+        ] {
+            if let Some(bps) = rate.filter(|_| rate != was) {
+                bucket.set(bps);
+            }
+        }
+    }
+
     fn check_keys(&self, spec: &SessionSpec, me: Option<u32>) -> Result<(), SessionError> {
         for k in &spec.uplink_keys {
             if let Some(&o) = self.uplink_owner.get(k) {
@@ -511,5 +549,7 @@ fn session_of(spec: &SessionSpec, peer: Option<u32>, gnb_source: bool) -> Sessio
         qfi: spec.qfi,
         ue: spec.ue,
         gnb_source,
+        mbr_uplink: spec.mbr.uplink.is_some(),
+        mbr_downlink: spec.mbr.downlink.is_some(),
     }
 }

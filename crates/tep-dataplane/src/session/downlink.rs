@@ -20,7 +20,8 @@ const HELD: u32 = u32::MAX - 2;
 /// up by its destination (the UE) and handled by the session's downlink
 /// action: forwarded (its session and N3 tunnel set, its usage counted),
 /// dropped, or held in `buffers`. Packets of other tunnels pass as they
-/// are. Returns how many were held.
+/// are. A forwarded packet over the rate of the session's downlink bucket
+/// at `now_ns` is dropped (`mbr_exceeded`). Returns how many were held.
 ///
 /// In passes over the vector, as VPP's lookup nodes do: the destinations
 /// read; their map entries prefetched a few destinations ahead of the
@@ -35,6 +36,7 @@ pub(crate) fn lookup(
     table: &TunnelTable,
     sessions: &SessionTable,
     buffers: &mut Buffers,
+    now_ns: u64,
 ) -> usize {
     // Per packet: its destination (family, address), or None when it is
     // not a sessions tunnel's (or not IP).
@@ -68,7 +70,7 @@ pub(crate) fn lookup(
             continue;
         };
         let r = match (d, slot[k]) {
-            (Some(_), Some(s)) => one(pool, id, s, sessions, buffers),
+            (Some(_), Some(s)) => one(pool, id, s, sessions, buffers, now_ns),
             _ => Err(DropReason::NoSession),
         };
         match r {
@@ -115,11 +117,15 @@ fn one(
     slot: u32,
     sessions: &SessionTable,
     buffers: &mut Buffers,
+    now_ns: u64,
 ) -> Result<bool, DropReason> {
     let s = sessions.get(slot);
     match s.downlink {
         Action::Forward => {
             let len = pool.total_len(id);
+            if s.mbr_downlink && !sessions.admit(slot, false, len, now_ns) {
+                return Err(DropReason::MbrExceeded);
+            }
             pool.set_session(id, slot);
             pool.meta_mut(id).tunnel = s.n3;
             sessions.count_downlink(slot, len);

@@ -38,6 +38,7 @@ pub mod buffer;
 pub mod control;
 pub(crate) mod downlink;
 pub(crate) mod flat;
+pub mod rate;
 pub(crate) mod uplink;
 
 use crate::drop::DropReason;
@@ -85,6 +86,11 @@ pub struct Session {
     /// Uplink: only from the peer (`[pfcp] n3_source_check`), where the
     /// session has one.
     pub gnb_source: bool,
+    /// Uplink: packets over the rate of the session's uplink bucket
+    /// ([`rate::Meters`], set by the control plane) are dropped.
+    pub mbr_uplink: bool,
+    /// Downlink: likewise, its downlink bucket.
+    pub mbr_downlink: bool,
 }
 
 /// The inner source addresses a session's uplink packets may carry: its
@@ -374,6 +380,8 @@ impl SlotUsage {
             qfi: (q != 0).then(|| (q - 1) as u8),
             ue,
             gnb_source: a & GNB_SOURCE != 0,
+            mbr_uplink: a & MBR_UPLINK != 0,
+            mbr_downlink: a & MBR_DOWNLINK != 0,
         }
     }
 
@@ -412,8 +420,14 @@ impl SlotUsage {
         };
         let q = s.qfi.map_or(0, |q| u32::from(q) + 1);
         let mut flags = u32::from(s.ue.flags) << UE_SHIFT;
-        if s.gnb_source {
-            flags |= GNB_SOURCE;
+        for (on, bit) in [
+            (s.gnb_source, GNB_SOURCE),
+            (s.mbr_uplink, MBR_UPLINK),
+            (s.mbr_downlink, MBR_DOWNLINK),
+        ] {
+            if on {
+                flags |= bit;
+            }
         }
         self.n3.store(s.n3, Ordering::Relaxed);
         self.peer.store(s.peer, Ordering::Relaxed);
@@ -460,6 +474,9 @@ const UE_FLAGS: u8 = 7;
 const UE_SHIFT: u32 = 24;
 // Uplink only from the gNB (`Session::gnb_source`).
 pub(crate) const GNB_SOURCE: u32 = 1 << 27;
+// Metered each way (`Session::mbr_uplink`, `mbr_downlink`).
+pub(crate) const MBR_UPLINK: u32 = 1 << 28;
+const MBR_DOWNLINK: u32 = 1 << 29;
 
 // A slot's rules, UE source and counters share one cache line.
 const _: () = assert!(core::mem::size_of::<SlotUsage>() == 64);
@@ -551,6 +568,8 @@ pub struct WorkerLink {
     pub queue: Arc<ChangeQueue>,
     /// Its usage counters.
     pub usage: Arc<Usage>,
+    /// The sessions' buckets (one for all the workers).
+    pub meters: Arc<rate::Meters>,
 }
 
 /// One worker's replica of the session table.
@@ -582,6 +601,8 @@ const EMPTY: Session = Session {
         lo: 0,
     },
     gnb_source: false,
+    mbr_uplink: false,
+    mbr_downlink: false,
 };
 
 impl SessionTable {
@@ -687,6 +708,26 @@ impl SessionTable {
     /// The peers' slots (set or not): their number bounds peer ids.
     pub fn peer_slots(&self) -> usize {
         self.peers.len()
+    }
+
+    /// Whether a packet of `bytes` of slot `slot` at `now_ns` is within
+    /// the rate of its bucket one way (`uplink` or not); false where the
+    /// slot has no buckets, which a session flagged metered always has.
+    #[inline]
+    pub fn admit(&self, slot: u32, uplink: bool, bytes: usize, now_ns: u64) -> bool {
+        self.link.meters.slot(slot).is_some_and(|m| {
+            let b = if uplink { &m.uplink } else { &m.downlink };
+            b.admit(bytes, now_ns)
+        })
+    }
+
+    /// Whether slot `slot`'s session meters its uplink.
+    #[inline]
+    pub fn mbr_uplink(&self, slot: u32) -> bool {
+        self.link
+            .usage
+            .slot(slot)
+            .is_some_and(|u| u.actions.load(Ordering::Relaxed) & MBR_UPLINK != 0)
     }
 
     /// Counts a matched uplink packet of `bytes`.
@@ -801,6 +842,7 @@ impl SessionTable {
             + self.ue6_64.bytes()
             + self.peers.capacity() * core::mem::size_of::<Option<Peer>>()
             + self.link.usage.bytes()
+            + self.link.meters.bytes()
     }
 
     /// [`bytes`](SessionTable::bytes) over the sessions set.

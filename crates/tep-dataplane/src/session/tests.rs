@@ -16,6 +16,7 @@ fn spec(n3: u32, teid: u32, ue: u32, peer: Option<(IpAddr, u32)>) -> SessionSpec
         uplink_keys: vec![UplinkKey { teid, qfi: None }],
         downlink_keys: vec![UeKey::V4(ue)],
         ue: UeSource::new(Some(ue), None).unwrap(),
+        mbr: Default::default(),
     }
 }
 

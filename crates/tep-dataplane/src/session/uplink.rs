@@ -3,7 +3,7 @@
 //! train merged by `train-merge` counts its datagrams in its session's
 //! usage.
 
-use super::{action_of, Action, SessionTable, GNB_SOURCE};
+use super::{action_of, Action, SessionTable, GNB_SOURCE, MBR_UPLINK};
 use crate::buffer::Pool;
 use crate::drop::DropReason;
 use crate::tunnel::TunnelTable;
@@ -28,8 +28,10 @@ pub(crate) enum Receiver {
 /// has but no PDR takes the QFI, `SessionDrop` when the session's uplink
 /// action is not to forward, `GnbSourceMismatch` from another than the
 /// session's gNB ([`gnb_source`]), `UeSourceSpoofed` when the inner source
-/// is not the UE's ([`super::UeSource`]). All of it from the slot's line
-/// (and, checking the gNB, its entry in the few gNBs' table).
+/// is not the UE's ([`super::UeSource`]), `MbrExceeded` over the rate of
+/// the session's uplink bucket at `now_ns` ([`super::rate`]). All of it
+/// from the slot's line (and, checking the gNB, its entry in the few
+/// gNBs' table; metering, the session's bucket).
 #[inline]
 pub(crate) fn match_session(
     sessions: &SessionTable,
@@ -38,6 +40,7 @@ pub(crate) fn match_session(
     inner: usize,
     teid: u32,
     outer: (IpAddr, IpAddr),
+    now_ns: u64,
 ) -> Result<Receiver, DropReason> {
     let p = Packet::new_unchecked(gtpu);
     let qfi = if p.e_flag() {
@@ -70,8 +73,11 @@ pub(crate) fn match_session(
     if actions & GNB_SOURCE != 0 {
         gnb_source(sessions, line.peer(), outer.0)?;
     }
-    line.ue_source(actions)
-        .check(gtpu.get(inner..).unwrap_or_default())?;
+    let packet = gtpu.get(inner..).unwrap_or_default();
+    line.ue_source(actions).check(packet)?;
+    if actions & MBR_UPLINK != 0 && !sessions.admit(slot, true, packet.len(), now_ns) {
+        return Err(DropReason::MbrExceeded);
+    }
     Ok(Receiver::Session { slot, n3 })
 }
 

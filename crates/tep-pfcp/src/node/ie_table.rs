@@ -15,6 +15,9 @@ enum Verdict {
     /// In the base session (sample's PDRs 1 and 2, FARs 1 and 2, URR 1,
     /// QER 1): accepted, and `check` sees it in the installed rules.
     Applied(fn(&Rules) -> bool),
+    /// Added to the base session: accepted, and `check` sees it in the
+    /// installed rules.
+    Added(fn(&Rules) -> bool),
     /// Added to the base session: accepted, with no effect to see (tep
     /// has one data network: any Network Instance is it).
     Accepted,
@@ -121,7 +124,7 @@ const TABLE: &[(&str, &str, u16, Path, Verdict)] = &[
     ("7.5.2.5-1", "QER ID", 109, QER1, Applied(|r| r.qer(1).is_some())),
     ("7.5.2.5-1", "QER Correlation ID", 28, QER1, Refused(QER)),
     ("7.5.2.5-1", "Gate Status", 25, QER1, Applied(|r| r.qer(1).is_some_and(|q| q.ul_open && q.dl_open))),
-    ("7.5.2.5-1", "MBR", 26, QER1, Refused(QER)),
+    ("7.5.2.5-1", "MBR", 26, QER1, Added(|r| r.qer(1).is_some_and(|q| q.mbr == Some(Mbr { ul: 20_000, dl: 10_000 })))),
     ("7.5.2.5-1", "GBR", 27, QER1, Refused(QER)),
     ("7.5.2.5-1", "Packet Rate", 94, QER1, Refused(QER)),
     ("7.5.2.5-1", "DL Flow Level Marking", 97, QER1, Refused(QER)),
@@ -181,6 +184,10 @@ fn child_of(ty: u16) -> Vec<u8> {
             ..Default::default()
         }),
         22 => w.ie(&NetworkInstance(b"\x08internet".to_vec())),
+        26 => w.ie(&Mbr {
+            ul: 20_000,
+            dl: 10_000,
+        }),
         _ => w.tlv(IeType(ty), |w| w.bytes(&[1, 0, 0, 0])),
     })
 }
@@ -205,10 +212,10 @@ fn walk_one(name: &str, ty: u16, path: Path, verdict: Verdict) {
     let e = establishment_response(&mut h, &body);
     let what = format!("{name} ({ty})");
     match verdict {
-        Applied(_) | Accepted | Discarded => {
+        Applied(_) | Added(_) | Accepted | Discarded => {
             assert_eq!(e.cause, Cause::REQUEST_ACCEPTED, "{what}: {e:?}");
             let rules = h.node.session(up_seid(&e)).expect("the session");
-            if let Applied(check) = verdict {
+            if let Applied(check) | Added(check) = verdict {
                 assert!(check(rules), "{what}: not in {rules:?}");
             }
             let discarded = h.node.counter(Counter::UnknownIe) - unknown;
@@ -351,15 +358,15 @@ fn a_modification_with_what_tep_does_not_apply_changes_nothing() {
             &body,
         )
     };
-    // Update QER 1 closing the gates, with an MBR.
-    let mbr = ies(|w| {
+    // Update QER 1 closing the gates, with a GBR.
+    let gbr = ies(|w| {
         w.tlv(IeType::UPDATE_QER, |w| {
             w.ie(&QerId(1));
             w.ie(&GateStatus {
                 ul: GateStatus::CLOSED,
                 dl: GateStatus::CLOSED,
             });
-            w.tlv(IeType(26), |w| w.bytes(&[0; 10]));
+            w.tlv(IeType(27), |w| w.bytes(&[0; 10]));
         })
     });
     // DROBU; an Update BAR.
@@ -369,13 +376,13 @@ fn a_modification_with_what_tep_does_not_apply_changes_nothing() {
         (
             Cause::RULE_CREATION_MODIFICATION_FAILURE,
             Some(QER),
-            IeType(26),
+            IeType(27),
         ),
         (Cause::SERVICE_NOT_SUPPORTED, None, IeType::PFCPSMREQ_FLAGS),
         (Cause::SERVICE_NOT_SUPPORTED, None, IeType::UPDATE_BAR),
     ];
     for (seq, (body, (cause, rule, ie))) in
-        [mbr, drobu, update_bar].into_iter().zip(want).enumerate()
+        [gbr, drobu, update_bar].into_iter().zip(want).enumerate()
     {
         let out = h.raw(&modification(seq as u32, body));
         let r = PfcpRepr::parse_bytes(&out[0].payload).unwrap();

@@ -127,13 +127,15 @@ pub struct Far {
     pub outer: Option<OuterHeader>,
 }
 
-/// A QoS Enforcement Rule: gates and the QFI to mark downlink packets with
-/// (PDU Session Container).
+/// A QoS Enforcement Rule: gates, maximum bit rates and the QFI to mark
+/// downlink packets with (PDU Session Container).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Qer {
     pub id: u32,
     pub ul_open: bool,
     pub dl_open: bool,
+    /// MBR, kbit/s each way (§8.2.8).
+    pub mbr: Option<Mbr>,
     pub qfi: Option<u8>,
 }
 
@@ -572,11 +574,12 @@ pub fn update_far(r: &mut Rules, u: &UpdateFar, pending: &mut Pending) -> Result
     Ok(())
 }
 
-fn qer_from(id: u32, gate: GateStatus, qfi: Option<Qfi>) -> Qer {
+fn qer_from(id: u32, gate: GateStatus, mbr: Option<Mbr>, qfi: Option<Qfi>) -> Qer {
     Qer {
         id,
         ul_open: gate.ul == GateStatus::OPEN,
         dl_open: gate.dl == GateStatus::OPEN,
+        mbr,
         qfi: qfi.map(|q| q.0),
     }
 }
@@ -589,7 +592,7 @@ pub fn create_qer(r: &mut Rules, c: &CreateQer) -> Result<(), Reject> {
     if r.qers.len() >= MAX_RULES {
         return Err(Reject::too_many(IeType::CREATE_QER));
     }
-    r.qers.push(qer_from(id, c.gate_status, c.qfi));
+    r.qers.push(qer_from(id, c.gate_status, c.mbr, c.qfi));
     Ok(())
 }
 
@@ -601,6 +604,9 @@ pub fn update_qer(r: &mut Rules, u: &UpdateQer) -> Result<(), Reject> {
     if let Some(g) = u.gate_status {
         q.ul_open = g.ul == GateStatus::OPEN;
         q.dl_open = g.dl == GateStatus::OPEN;
+    }
+    if let Some(m) = u.mbr {
+        q.mbr = Some(m);
     }
     if let Some(f) = u.qfi {
         q.qfi = Some(f.0);
@@ -772,12 +778,14 @@ mod tests {
                     id: 1,
                     ul_open: true,
                     dl_open: true,
+                    mbr: None,
                     qfi: None,
                 },
                 Qer {
                     id: 2,
                     ul_open: true,
                     dl_open: false,
+                    mbr: None,
                     qfi: Some(5),
                 },
             ],

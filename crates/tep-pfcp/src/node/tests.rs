@@ -172,6 +172,7 @@ fn est_request() -> SessionEstablishmentRequest {
         }],
         create_qers: vec![CreateQer {
             qer_id: QerId(1),
+            mbr: None,
             gate_status: GateStatus::open(),
             qfi: Some(Qfi(9)),
             skipped: Default::default(),

@@ -128,6 +128,15 @@ pub fn until_stopped(
 
 /// Where `tep show` finds the daemon: `--socket`, else the config's
 /// `host.control` or `gateway.control`, else the default.
+/// The instant the workers' clocks count from (the pipeline's
+/// nanoseconds): one for the process, so that workers sharing a
+/// session's MBR bucket read the same time (a worker started later with
+/// its own zero would look minutes behind the others).
+pub fn epoch() -> std::time::Instant {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(std::time::Instant::now)
+}
+
 pub fn control_path(socket: Option<PathBuf>, config: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(s) = socket {
         return Ok(s);

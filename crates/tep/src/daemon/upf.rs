@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use tep_dataplane::session::control::{SessionSpec, Sessions, Volume};
+use tep_dataplane::session::control::{Mbr, SessionSpec, Sessions, Volume};
 use tep_dataplane::session::{Action, UeKey, UeSource, UplinkKey};
 use tep_pfcp::node::{self, Change, Refused, Rules, Seid, Usage, UserPlane};
 use tep_pfcp::types::{FailedRuleId, Interface};
@@ -42,7 +42,11 @@ use tep_pfcp::IeType;
 ///   matching a UE address (no F-TEID: N9 is refused, no QFI, no header
 ///   removal) and goes to Access in GTP-U; CP-function and 5G VN internal
 ///   sources are refused; uplink buffering (which would drop) is refused;
-/// - one URR, on every PDR (its counts are the session's).
+/// - one URR, on every PDR (its counts are the session's);
+/// - one maximum bit rate each way ([`direction_mbr`]): every PDR of a
+///   direction is under the same QERs with an MBR (a session AMBR's QER
+///   that all its PDRs share, or the one PDR's own), the lowest of their
+///   rates applies; PDRs under different MBRs are refused by the QER.
 ///
 /// Refused too: an F-TEID on an address that is no N3 tunnel's, a UE IPv6
 /// prefix other than /64 or /128, a UE with an IPv4 address and an IPv6
@@ -59,6 +63,10 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
         uplink_keys: Vec::new(),
         downlink_keys: Vec::new(),
         ue: UeSource::default(),
+        mbr: Mbr {
+            uplink: direction_mbr(rules, true)?,
+            downlink: direction_mbr(rules, false)?,
+        },
     };
     let (mut ue_up, mut ue_down) = (None, None);
     let mut by_precedence: Vec<&node::Pdr> = rules.pdrs.iter().collect();
@@ -187,6 +195,49 @@ fn downlink_of(pdr: &node::Pdr, far: &node::Far) -> Result<node::UeIp, Refused> 
         return Err(refuse_far(far, IeType::DESTINATION_INTERFACE));
     }
     pdr.ue_ip.ok_or(refuse_pdr(pdr, IeType::UE_IP_ADDRESS))
+}
+
+/// The maximum bit rate (bit/s) of a direction's PDRs (`uplink`: from
+/// Access), for its one bucket. The QERs of a PDR all apply to its
+/// packets (TS 29.244 §5.4.2), so a PDR under several MBRs (a flow's MBR
+/// and the session AMBR, TS 23.501 §5.7.2.6) is held to the lowest: one
+/// bucket at that rate passes what each of theirs would. A bucket is the
+/// whole direction's, so every PDR of the direction must be under the
+/// same QERs with an MBR; where they differ (two flows, each its own
+/// MBR; a flow with one and another without) the QER that differs is
+/// refused. An MBR of 0 kbit/s one way sets no rate that way (the gate
+/// is what stops traffic).
+fn direction_mbr(rules: &Rules, uplink: bool) -> Result<Option<u64>, Refused> {
+    let kbps = |q: &node::Qer| q.mbr.map_or(0, |m| if uplink { m.ul } else { m.dl });
+    let mut first: Option<Vec<&node::Qer>> = None;
+    for pdr in rules.pdrs.iter() {
+        if (pdr.source == Interface::ACCESS) != uplink {
+            continue;
+        }
+        let mut metered: Vec<&node::Qer> = pdr
+            .qers
+            .as_slice()
+            .iter()
+            .filter_map(|&q| rules.qer(q))
+            .filter(|q| kbps(q) > 0)
+            .collect();
+        metered.sort_by_key(|q| q.id);
+        metered.dedup_by_key(|q| q.id);
+        match &first {
+            None => first = Some(metered),
+            Some(f) if *f == metered => {}
+            Some(f) => {
+                let odd = metered
+                    .iter()
+                    .find(|q| !f.contains(q))
+                    .or_else(|| f.iter().find(|q| !metered.contains(q)))
+                    .map_or(0, |q| q.id);
+                return Err(Refused::rule(FailedRuleId::Qer(odd), Some(IeType::MBR)));
+            }
+        }
+    }
+    let lowest = first.and_then(|f| f.iter().map(|q| kbps(q)).min());
+    Ok(lowest.map(|k| k.saturating_mul(1000)))
 }
 
 /// The dataplane counts a session's volume, and each report takes what
@@ -405,6 +456,7 @@ mod tests {
                 id: 1,
                 ul_open: true,
                 dl_open: true,
+                mbr: None,
                 qfi: Some(9),
             }],
             urrs: vec![],
@@ -444,6 +496,46 @@ mod tests {
             compile(&r, &[(other, 3)]).unwrap_err(),
             Refused::rule(FailedRuleId::Pdr(1), Some(IeType::F_TEID))
         );
+    }
+
+    /// MBRs (kbit/s in the QERs) become the buckets' rates (bit/s) each
+    /// way: a QER all PDRs share (the session AMBR) sets both; a PDR's own
+    /// QER under it takes the lowest; PDRs of a direction under different
+    /// MBRs are refused by the QER that differs.
+    #[test]
+    fn mbrs_compile_to_one_rate_each_way() {
+        use tep_pfcp::types::Mbr as QerMbr;
+        let n3 = [(N3, 3)];
+        let mbr = |r: &Rules| compile(r, &n3).map(|(s, _)| (s.mbr.uplink, s.mbr.downlink));
+        let mut r = rules(node::Action::Forward);
+        assert_eq!(mbr(&r), Ok((None, None)));
+        r.qers[0].mbr = Some(QerMbr {
+            ul: 20_000,
+            dl: 50_000,
+        });
+        assert_eq!(mbr(&r), Ok((Some(20_000_000), Some(50_000_000))));
+        // The uplink PDR's own QER at 5 Mbit/s up, nothing down.
+        r.qers.push(Qer {
+            id: 2,
+            mbr: Some(QerMbr { ul: 5_000, dl: 0 }),
+            qfi: None,
+            ..r.qers[0]
+        });
+        r.pdrs[0].qers = Ids::new(&[1, 2]).unwrap();
+        assert_eq!(mbr(&r), Ok((Some(5_000_000), Some(50_000_000))));
+        // A second uplink flow not under QER 2.
+        let mut second = r.pdrs[0].clone();
+        second.id = 3;
+        second.qfi = Some(5);
+        second.qers = Ids::new(&[1]).unwrap();
+        r.pdrs.push(second);
+        assert_eq!(
+            mbr(&r),
+            Err(Refused::rule(FailedRuleId::Qer(2), Some(IeType::MBR)))
+        );
+        // Both under QER 2 again: one rate.
+        r.pdrs[2].qers = Ids::new(&[2, 1]).unwrap();
+        assert_eq!(mbr(&r), Ok((Some(5_000_000), Some(50_000_000))));
     }
 
     /// The UE's uplink source: the Access PDR's UE IP Address, else the

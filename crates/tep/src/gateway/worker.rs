@@ -273,7 +273,7 @@ impl Worker {
             reports: Vec::new(),
             seen: 0,
             evictions: 0,
-            started: Instant::now(),
+            started: crate::daemon::epoch(),
             common: setup.common,
         }
     }

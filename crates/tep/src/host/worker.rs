@@ -354,7 +354,7 @@ impl Worker {
             tallies,
             input: PacketVector::new(),
             reports: Vec::new(),
-            started: Instant::now(),
+            started: crate::daemon::epoch(),
             endpoints: setup.endpoints,
             common: setup.common,
         }
@@ -434,6 +434,10 @@ impl Worker {
             Output::Inner => sinks.inner(pool, out),
             _ => sinks.underlay(pool, out),
         };
+        // The sessions' MBR buckets refill by this clock: decap alone
+        // would leave it still while only downlink traffic flows.
+        self.pipeline
+            .set_now(self.started.elapsed().as_nanos() as u64);
         let (pool, input) = (&mut self.pool, &mut self.input);
         match network {
             Some(t) => self.pipeline.encap_into(t, link, pool, input, sink),

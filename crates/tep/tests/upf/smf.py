@@ -56,6 +56,7 @@ from scapy.contrib.pfcp import (
     IE_FSEID,
     IE_FTEID,
     IE_GateStatus,
+    IE_GBR,
     IE_MBR,
     IE_MeasurementMethod,
     IE_NetworkInstance,
@@ -1016,27 +1017,63 @@ class Lab:
 
     def cmd_unsupported(self, c):
         """What tep does not enforce is refused, never accepted and
-        ignored: an SDF Filter (a packet filter) in PDR 1's PDI, an MBR in
+        ignored: an SDF Filter (a packet filter) in PDR 1's PDI, a GBR in
         QER 1, each in an establishment; an Update QER closing session
-        `session`'s gates with an MBR, in a modification: refused whole, so
+        `session`'s gates with a GBR, in a modification: refused whole, so
         the session keeps forwarding (the caller sends traffic after)."""
         out = {}
         bad = Session(c["spare"], self.cfg, self.gnbs[0])
         sdf = IE_SDF_Filter(FD=1, flow_description="permit out 17 from any to assigned 9000")
         got = self.request(self.establishment(bad, pdi_extra=[sdf]))
         out["sdf_filter"] = self.expect_rule_failure(got, ESTABLISHMENT_RESPONSE, bad, "SDF Filter", (0, 1), 23)
-        got = self.request(self.establishment(bad, qer_extra=[IE_MBR(ul=20000, dl=20000)]))
-        out["mbr"] = self.expect_rule_failure(got, ESTABLISHMENT_RESPONSE, bad, "MBR", (2, 1), 26)
+        got = self.request(self.establishment(bad, qer_extra=[IE_GBR(ul=20000, dl=20000)]))
+        out["gbr"] = self.expect_rule_failure(got, ESTABLISHMENT_RESPONSE, bad, "GBR", (2, 1), 27)
         s = self.sessions[c["session"]]
         qer = IE_UpdateQER(IE_list=[
             IE_QER_Id(id=1),
             IE_GateStatus(ul="CLOSED", dl="CLOSED"),
-            IE_MBR(ul=20000, dl=20000),
+            IE_GBR(ul=20000, dl=20000),
         ])
         got = self.request(self.header(s.up_seid) / PFCPSessionModificationRequest(IE_list=[qer]))
-        out["mbr_modification"] = self.expect_rule_failure(
-            got, MODIFICATION_RESPONSE, s, "Update QER with an MBR", (2, 1), 26)
+        out["gbr_modification"] = self.expect_rule_failure(
+            got, MODIFICATION_RESPONSE, s, "Update QER with a GBR", (2, 1), 27)
         return out
+
+    def cmd_mbr_session(self, c):
+        """Session `session` for a gNB that is not smf.py's (`gnb`: another
+        GTP-U endpoint, a second tep), with an MBR of `kbps` kbit/s each
+        way; what that endpoint needs: the TEIDs and the UE's address."""
+        s = Session(c["session"], self.cfg, c["gnb"])
+        rate = IE_MBR(ul=c["kbps"], dl=c["kbps"])
+        self.accept_establishment(s, self.request(self.establishment(s, qer_extra=[rate])))
+        self.sessions[s.index] = s
+        return {"ul_teid": s.ul_teid, "dl_teid": s.dl_teid, "ue": s.ue, "qfi": QFI}
+
+    def cmd_mbr(self, c):
+        """Session `session` established with an MBR of `kbps` kbit/s each
+        way in its QER (the session AMBR, on both PDRs); then `count`
+        datagrams of `size` octets each way as fast as this loop sends
+        them. Returns how many arrived each way (at the DN; at the gNB,
+        with the session's TEID)."""
+        s = Session(c["session"], self.cfg, self.gnbs[0])
+        rate = IE_MBR(ul=c["kbps"], dl=c["kbps"])
+        self.accept_establishment(s, self.request(self.establishment(s, qer_extra=[rate])))
+        self.sessions[s.index] = s
+        sock = self.gnb_socks[self.gnbs.index(s.gnb)]
+        n, size = c["count"], c["size"]
+        # Built first: scapy takes longer to build one than the rate to
+        # pass it.
+        ups = [self.gpdu(s, k, size)[0] for k in range(n)]
+        for b in ups:
+            sock.sendto(b, (self.upf, GTPU_PORT))
+        ul = len(self.drain(self.dn_sock, 0.5))
+        for k in range(n):
+            self.send_downlink(s, k, size)
+        dl = 0
+        for data, _ in self.drain(sock, 0.5):
+            teid, _ = self.parse_downlink(data, "MBR downlink")
+            dl += teid == s.dl_teid
+        return {"sent": n, "ul_received": ul, "dl_received": dl}
 
     def from_other(self, sock, pkt, where, wait=1.0):
         """Sends `pkt` from another host's socket; its answers within
