@@ -7,7 +7,7 @@
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use tep_testing::netns::tep_beside;
+use tep_testing::netns::tep_beside_or_skip;
 
 /// The binary under test.
 const TEP_BENCH: &str = env!("CARGO_BIN_EXE_tep-bench");
@@ -15,29 +15,10 @@ const TEP_BENCH: &str = env!("CARGO_BIN_EXE_tep-bench");
 /// Whether the lab can be built and the tep it starts is there; says why
 /// not.
 fn lab_or_skip(test: &str) -> bool {
-    if !tep_testing::is_root() {
-        tep_testing::skip(format_args!(
-            "{test}: needs root for network namespaces (CI runs it as root)"
-        ));
+    if !tep_testing::root_with(test, &["ip", "bridge"]) {
         return false;
     }
-    for tool in ["ip", "bridge"] {
-        if !tep_testing::have(tool) {
-            tep_testing::skip(format_args!(
-                "{test}: `{tool}` is not installed (.ci/run installs iproute2)"
-            ));
-            return false;
-        }
-    }
-    let tep = tep_beside(std::path::Path::new(TEP_BENCH));
-    if !tep.is_file() {
-        tep_testing::skip(format_args!(
-            "{test}: no tep at {} (cargo build -p tep)",
-            tep.display()
-        ));
-        return false;
-    }
-    true
+    tep_beside_or_skip(test, std::path::Path::new(TEP_BENCH))
 }
 
 #[test]

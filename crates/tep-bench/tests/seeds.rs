@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use tep_testing::netns::{root_or_skip, tep_beside};
+use tep_testing::netns::{root_or_skip, tep_beside_or_skip};
 
 /// The binary under test.
 const TEP_BENCH: &str = env!("CARGO_BIN_EXE_tep-bench");
@@ -18,15 +18,7 @@ fn lab_or_skip(test: &str) -> bool {
     if !root_or_skip(test) {
         return false;
     }
-    let tep = tep_beside(std::path::Path::new(TEP_BENCH));
-    if !tep.is_file() {
-        tep_testing::skip(format_args!(
-            "{test}: no tep at {} (cargo build -p tep)",
-            tep.display()
-        ));
-        return false;
-    }
-    true
+    tep_beside_or_skip(test, std::path::Path::new(TEP_BENCH))
 }
 
 /// Runs tep-bench with `args`, killed after `limit`; its output and the number

@@ -26,6 +26,21 @@ pub fn tep_beside(exe: &Path) -> PathBuf {
     dir.join("tep")
 }
 
+/// Whether the `tep` beside `exe` (a tep-bench under test) is there; says
+/// why not (cargo builds it beside tep-bench when it builds the workspace;
+/// `cargo test -p tep-bench` alone does not).
+pub fn tep_beside_or_skip(test: &str, exe: &Path) -> bool {
+    let tep = tep_beside(exe);
+    if !tep.is_file() {
+        crate::skip(format_args!(
+            "{test}: no tep at {} (cargo build -p tep)",
+            tep.display()
+        ));
+        return false;
+    }
+    true
+}
+
 /// The tep binary the tests run: the one cargo built beside them.
 pub fn tep() -> &'static str {
     static TEP: OnceLock<String> = OnceLock::new();

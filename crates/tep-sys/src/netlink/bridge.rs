@@ -23,7 +23,7 @@ use netlink_packet_route::neighbour::{
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::Socket;
 
-use super::{recv_notification, subscribe, Notified, Rtnl, POLL_BUDGET, RECV_BUF};
+use super::{recv_notification, subscribe, Counts, Notified, Rtnl, POLL_BUDGET, RECV_BUF};
 use crate::sys::context;
 
 /// One bridge or VXLAN forwarding entry, as the kernel describes it.
@@ -171,15 +171,6 @@ pub struct FdbWatch {
     counts: Counts,
 }
 
-/// Messages the watch did not turn into entries.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Counts {
-    /// Every message skipped, malformed ones included.
-    skipped: u64,
-    /// Those that did not decode.
-    malformed: u64,
-}
-
 impl FdbWatch {
     /// Subscribes, in the calling thread's namespace. Non-blocking.
     pub fn new() -> io::Result<FdbWatch> {
@@ -289,11 +280,6 @@ impl AsFd for FdbWatch {
 }
 
 impl Counts {
-    fn count_malformed(&mut self) {
-        self.skipped += 1;
-        self.malformed += 1;
-    }
-
     /// The forwarding events of one notification datagram, appended to
     /// `out`; the rest counted.
     fn datagram(&mut self, buf: &[u8], out: &mut Vec<FdbEvent>) {

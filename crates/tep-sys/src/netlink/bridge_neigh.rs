@@ -24,8 +24,8 @@ use netlink_sys::Socket;
 
 use super::bridge::Messages;
 use super::{
-    neighbour_ip, neighbour_message, recv_notification, subscribe, Notified, Rtnl, POLL_BUDGET,
-    RECV_BUF,
+    neighbour_ip, neighbour_message, recv_notification, subscribe, Counts, Notified, Rtnl,
+    POLL_BUDGET, RECV_BUF,
 };
 use crate::sys::context;
 
@@ -117,8 +117,7 @@ pub fn bridge_neigh_del(ifindex: u32, ip: IpAddr) -> io::Result<bool> {
 pub struct BridgeNeighWatch {
     sock: Socket,
     buf: Vec<u8>,
-    skipped: u64,
-    malformed: u64,
+    counts: Counts,
 }
 
 impl BridgeNeighWatch {
@@ -128,8 +127,7 @@ impl BridgeNeighWatch {
         Ok(BridgeNeighWatch {
             sock,
             buf: Vec::with_capacity(RECV_BUF),
-            skipped: 0,
-            malformed: 0,
+            counts: Counts::default(),
         })
     }
 
@@ -168,7 +166,7 @@ impl BridgeNeighWatch {
                 }
                 Notified::Empty => return Ok(()),
                 Notified::Truncated(_) => {
-                    self.count_malformed();
+                    self.counts.count_malformed();
                     return Err(io::Error::from_raw_os_error(libc::ENOBUFS));
                 }
             }
@@ -185,17 +183,12 @@ impl BridgeNeighWatch {
     /// Messages not turned into neighbours: forwarding entries, other
     /// message types, malformed ones.
     pub fn skipped(&self) -> u64 {
-        self.skipped
+        self.counts.skipped
     }
 
     /// Of [`BridgeNeighWatch::skipped`], those that did not decode.
     pub fn malformed(&self) -> u64 {
-        self.malformed
-    }
-
-    fn count_malformed(&mut self) {
-        self.skipped += 1;
-        self.malformed += 1;
+        self.counts.malformed
     }
 
     /// The neighbour events of one notification datagram, appended to
@@ -204,7 +197,7 @@ impl BridgeNeighWatch {
         for m in Messages(buf) {
             match m {
                 Some((kind, _, payload)) => self.message(kind, payload, out),
-                None => self.count_malformed(),
+                None => self.counts.count_malformed(),
             }
         }
     }
@@ -215,14 +208,14 @@ impl BridgeNeighWatch {
             libc::RTM_NEWNEIGH => BridgeNeighEvent::New,
             libc::RTM_DELNEIGH => BridgeNeighEvent::Del,
             _ => {
-                self.skipped += 1;
+                self.counts.skipped += 1;
                 return;
             }
         };
         match decode(payload) {
             Ok(Some(n)) => out.push(event(n)),
-            Ok(None) => self.skipped += 1,
-            Err(()) => self.count_malformed(),
+            Ok(None) => self.counts.skipped += 1,
+            Err(()) => self.counts.count_malformed(),
         }
     }
 }
@@ -231,8 +224,8 @@ impl std::fmt::Debug for BridgeNeighWatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BridgeNeighWatch")
             .field("fd", &self.sock.as_raw_fd())
-            .field("skipped", &self.skipped)
-            .field("malformed", &self.malformed)
+            .field("skipped", &self.counts.skipped)
+            .field("malformed", &self.counts.malformed)
             .finish()
     }
 }
@@ -309,7 +302,7 @@ mod tests {
         let mut w = BridgeNeighWatch::new().expect("a netlink socket");
         let mut out = Vec::new();
         w.datagram(d, &mut out);
-        (out, w.skipped, w.malformed)
+        (out, w.counts.skipped, w.counts.malformed)
     }
 
     const MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];

@@ -454,6 +454,22 @@ fn subscribe(groups: &[u32]) -> io::Result<Socket> {
     Ok(sock)
 }
 
+/// Messages a watcher did not turn into events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Counts {
+    /// Every message skipped, malformed ones included.
+    skipped: u64,
+    /// Those that did not decode.
+    malformed: u64,
+}
+
+impl Counts {
+    fn count_malformed(&mut self) {
+        self.skipped += 1;
+        self.malformed += 1;
+    }
+}
+
 /// What one non-blocking receive of a subscribed socket gave.
 enum Notified {
     /// A whole datagram, in the buffer.
