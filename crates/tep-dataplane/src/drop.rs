@@ -109,6 +109,9 @@ tep_named::named_enum! {
         NoDevice => "no_device",
         /// I/O: an AF_XDP transmit ring stayed full.
         TxRingFull => "tx_ring_full",
+        /// I/O: a frame received in more AF_XDP descriptors (multi-buffer)
+        /// than a buffer holds.
+        FrameTooLong => "frame_too_long",
         /// A node's output vector was full: a bug (it panics in debug
         /// builds), counted on the path's first node in release.
         VectorFull => "vector_full",
@@ -127,6 +130,7 @@ impl DropReason {
         DropReason::DeviceWrite,
         DropReason::NoDevice,
         DropReason::TxRingFull,
+        DropReason::FrameTooLong,
     ];
 }
 

@@ -15,6 +15,7 @@
 // mirrors every layout below). Rebuild with ./build.sh, which checks in
 // tep_xdp.o beside this file.
 
+#include <stddef.h>
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -192,91 +193,134 @@ static __always_inline int same_mac(const __u8 *a, const __u8 *b)
 	       a[4] == b[4] && a[5] == b[5];
 }
 
+// Reads a `*dst`-sized field at byte `off` of the frame into `*dst`;
+// nonzero when the frame ends before it. Multi-buffer (the programs are
+// xdp.frags, so that they attach at any MTU): straight from the first
+// buffer when the field lies in it, as the headers of every frame on a
+// veth and on a NIC whose first buffer is a page or so do; from the
+// fragments with bpf_xdp_load_bytes otherwise. Typed, so that the direct
+// read keeps the field's alignment (one load, not a byte at a time).
+#define LOAD(ctx, off, dst)                                                   \
+	({                                                                    \
+		void *data_ = (void *)(long)(ctx)->data;                      \
+		void *end_ = (void *)(long)(ctx)->data_end;                   \
+		void *at_ = data_ + (off);                                    \
+		long err_ = 0;                                                \
+		if (at_ + sizeof(*(dst)) <= end_)                             \
+			*(dst) = *(typeof(dst))at_;                           \
+		else                                                          \
+			err_ = bpf_xdp_load_bytes(ctx, off, dst, sizeof(*(dst))); \
+		err_;                                                         \
+	})
+
+struct addr4 {
+	__u32 w;
+};
+
+struct addr6 {
+	__u32 w[4];
+};
+
+// The first two bytes of an IPv6 extension header.
+struct ext_start {
+	__u8 next;
+	__u8 len;
+};
+
 // Skips the Ethernet header and up to two VLAN tags (802.1ad outer, 802.1Q
 // inner, or two 802.1Q); returns the EtherType behind them (network order)
-// and sets *l3 to where that header starts, or returns 0 when the frame is
-// too short.
-static __always_inline __be16 skip_l2(void *data, void *data_end, void **l3)
+// and sets *l3 to the offset where that header starts, or returns 0 when
+// the frame is too short.
+static __always_inline __be16 skip_l2(struct xdp_md *ctx, __u32 *l3)
 {
-	struct ethhdr *eth = data;
 	__be16 proto;
-	void *at;
+	__u32 at = sizeof(struct ethhdr);
 
-	if ((void *)(eth + 1) > data_end)
+	if (LOAD(ctx, offsetof(struct ethhdr, h_proto), &proto))
 		return 0;
-	proto = eth->h_proto;
-	at = eth + 1;
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
 		if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD))
 			break;
 		// A tag: TCI (2 bytes), then the next EtherType (2 bytes).
-		if (at + 4 > data_end)
+		if (LOAD(ctx, at + 2, &proto))
 			return 0;
-		proto = *(__be16 *)(at + 2);
 		at += 4;
 	}
 	*l3 = at;
 	return proto;
 }
 
-SEC("xdp")
+// The UDP header's offset behind the IPv4 header at `l3`, and the
+// destination address into `key`; 0 when the packet is not tep's to look
+// at (short, a fragment, not UDP).
+static __always_inline __u32 udp_in_v4(struct xdp_md *ctx, __u32 l3,
+				       struct endpoint_key *key)
+{
+	struct iphdr ip;
+	struct addr4 dst;
+
+	if (LOAD(ctx, l3, &ip) || ip.ihl < 5)
+		return 0;
+	// Fragments go to the kernel, which reassembles them.
+	if (ip.frag_off & bpf_htons(0x3fff))
+		return 0;
+	if (ip.protocol != IPPROTO_UDP)
+		return 0;
+	dst.w = ip.daddr;
+	key->family = FAMILY_V4;
+	__builtin_memcpy(key->addr, &dst, 4);
+	return l3 + ip.ihl * 4;
+}
+
+// As udp_in_v4 for IPv6: hop-by-hop, routing and destination options may
+// stand before UDP; a fragment header sends the packet to the kernel.
+static __always_inline __u32 udp_in_v6(struct xdp_md *ctx, __u32 l3,
+				       struct endpoint_key *key)
+{
+	struct addr6 dst;
+	__u8 next;
+	__u32 at = l3 + sizeof(struct ipv6hdr);
+
+	if (LOAD(ctx, l3 + offsetof(struct ipv6hdr, nexthdr), &next) ||
+	    LOAD(ctx, l3 + offsetof(struct ipv6hdr, daddr), &dst))
+		return 0;
+#pragma unroll
+	for (int i = 0; i < MAX_EXT_HEADERS; i++) {
+		// Each of these starts with next header and length in 8-byte
+		// units, not counting the first 8.
+		struct ext_start ext;
+
+		if (next != IPPROTO_HOPOPTS && next != IPPROTO_ROUTING &&
+		    next != IPPROTO_DSTOPTS)
+			break;
+		if (LOAD(ctx, at, &ext))
+			return 0;
+		next = ext.next;
+		at += (ext.len + 1) * 8;
+	}
+	if (next != IPPROTO_UDP)
+		return 0;
+	key->family = FAMILY_V6;
+	__builtin_memcpy(key->addr, &dst, 16);
+	return at;
+}
+
+SEC("xdp.frags")
 int tep_underlay(struct xdp_md *ctx)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
 	struct endpoint_key key = {};
-	struct udphdr *udp;
-	void *l3;
-	__be16 proto = skip_l2(data, data_end, &l3);
+	__u32 l3 = 0, udp = 0;
+	__be16 proto = skip_l2(ctx, &l3);
 
-	if (proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr *ip = l3;
-
-		if ((void *)(ip + 1) > data_end || ip->ihl < 5)
-			return pass(ROLE_UNDERLAY);
-		// Fragments go to the kernel, which reassembles them.
-		if (ip->frag_off & bpf_htons(0x3fff))
-			return pass(ROLE_UNDERLAY);
-		if (ip->protocol != IPPROTO_UDP)
-			return pass(ROLE_UNDERLAY);
-		udp = (void *)ip + ip->ihl * 4;
-		key.family = FAMILY_V4;
-		__builtin_memcpy(key.addr, &ip->daddr, 4);
-	} else if (proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = l3;
-		__u8 next;
-		void *at;
-
-		if ((void *)(ip6 + 1) > data_end)
-			return pass(ROLE_UNDERLAY);
-		next = ip6->nexthdr;
-		at = ip6 + 1;
-		// Hop-by-hop, routing and destination options may stand before
-		// UDP; a fragment header sends the packet to the kernel.
-#pragma unroll
-		for (int i = 0; i < MAX_EXT_HEADERS; i++) {
-			if (next != IPPROTO_HOPOPTS && next != IPPROTO_ROUTING &&
-			    next != IPPROTO_DSTOPTS)
-				break;
-			// Each of these starts with next header and length in
-			// 8-byte units, not counting the first 8.
-			if (at + 2 > data_end)
-				return pass(ROLE_UNDERLAY);
-			next = *(__u8 *)at;
-			at += (*(__u8 *)(at + 1) + 1) * 8;
-		}
-		if (next != IPPROTO_UDP)
-			return pass(ROLE_UNDERLAY);
-		udp = at;
-		key.family = FAMILY_V6;
-		__builtin_memcpy(key.addr, &ip6->daddr, 16);
-	} else {
+	if (proto == bpf_htons(ETH_P_IP))
+		udp = udp_in_v4(ctx, l3, &key);
+	else if (proto == bpf_htons(ETH_P_IPV6))
+		udp = udp_in_v6(ctx, l3, &key);
+	if (!udp)
 		return pass(ROLE_UNDERLAY);
-	}
-	if ((void *)(udp + 1) > data_end)
+	if (LOAD(ctx, udp + offsetof(struct udphdr, dest), &key.port))
 		return pass(ROLE_UNDERLAY);
-	key.port = udp->dest;
 	if (!bpf_map_lookup_elem(&endpoints, &key))
 		return pass(ROLE_UNDERLAY);
 	return redirect(ctx, &xsks_underlay, ROLE_UNDERLAY);
@@ -322,7 +366,9 @@ static __always_inline int pass_inner(int net)
 	return pass(ROLE_INNER);
 }
 
-SEC("xdp")
+// The Ethernet header (and a tag's TCI) is read in the first buffer: no
+// driver hands XDP a first buffer shorter than that.
+SEC("xdp.frags")
 int tep_inner(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
@@ -331,7 +377,7 @@ int tep_inner(struct xdp_md *ctx)
 	struct tep_config *cfg;
 	__u32 zero = 0;
 	int net = NET_NO;
-	void *l3;
+	__u32 l3 = 0;
 	__be16 proto;
 
 	if ((void *)(eth + 1) > data_end)
@@ -351,23 +397,23 @@ int tep_inner(struct xdp_md *ctx)
 		return redirect(ctx, &xsks_inner, ROLE_INNER);
 
 	// L3 tunnels: the inner destination's longest prefix.
-	proto = skip_l2(data, data_end, &l3);
+	proto = skip_l2(ctx, &l3);
 	if (proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr *ip = l3;
 		struct lpm_v4_key key = { .prefixlen = 32 };
+		struct addr4 dst;
 
-		if ((void *)(ip + 1) > data_end)
+		if (LOAD(ctx, l3 + offsetof(struct iphdr, daddr), &dst))
 			return pass_inner(net);
-		__builtin_memcpy(key.addr, &ip->daddr, 4);
+		__builtin_memcpy(key.addr, &dst, 4);
 		if (bpf_map_lookup_elem(&inner_v4, &key))
 			return redirect(ctx, &xsks_inner, ROLE_INNER);
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = l3;
 		struct lpm_v6_key key = { .prefixlen = 128 };
+		struct addr6 dst;
 
-		if ((void *)(ip6 + 1) > data_end)
+		if (LOAD(ctx, l3 + offsetof(struct ipv6hdr, daddr), &dst))
 			return pass_inner(net);
-		__builtin_memcpy(key.addr, &ip6->daddr, 16);
+		__builtin_memcpy(key.addr, &dst, 16);
 		if (bpf_map_lookup_elem(&inner_v6, &key))
 			return redirect(ctx, &xsks_inner, ROLE_INNER);
 	}

@@ -46,8 +46,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use crate::sys::{context, cvt, owned, retry};
 
 /// A frame descriptor of the receive and transmit rings (`struct
-/// xdp_desc`): where in the UMEM the frame starts, its length, and options
-/// (XDP_PKT_CONTD for multi-buffer, unused by tep).
+/// xdp_desc`): where in the UMEM the frame (or a part of it) starts, its
+/// length, and options ([`Desc::CONTD`] for multi-buffer).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Desc {
@@ -57,6 +57,18 @@ pub struct Desc {
     pub len: u32,
     /// `xdp_desc.options`.
     pub options: u32,
+}
+
+impl Desc {
+    /// XDP_PKT_CONTD in `options`: the frame goes on in the next
+    /// descriptor (multi-buffer, a socket bound with
+    /// [`XskOptions::multi_buffer`]); the last part has it clear.
+    pub const CONTD: u32 = libc::XDP_PKT_CONTD;
+
+    /// Whether the frame goes on in the next descriptor.
+    pub fn continued(&self) -> bool {
+        self.options & Self::CONTD != 0
+    }
 }
 
 /// A memory region handed to the kernel as packet buffers: `len` bytes at
@@ -179,6 +191,11 @@ pub struct XskOptions {
     pub completion: u32,
     /// Copy or zero-copy.
     pub copy: CopyMode,
+    /// Multi-buffer (XDP_USE_SG): a frame longer than a chunk arrives, and
+    /// may leave, as a chain of descriptors ([`Desc::CONTD`]); without it
+    /// the kernel drops such a frame (`rx_dropped`). Copy mode has it from
+    /// Linux 6.6, zero-copy where the driver does; elsewhere binding fails.
+    pub multi_buffer: bool,
 }
 
 impl Default for XskOptions {
@@ -189,6 +206,7 @@ impl Default for XskOptions {
             fill: 4096,
             completion: 2048,
             copy: CopyMode::Auto,
+            multi_buffer: false,
         }
     }
 }
@@ -304,6 +322,18 @@ impl<T: Copy> Ring<T> {
         // SAFETY: as producer().
         let flags = unsafe { self.flags.as_ref() };
         flags.load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0
+    }
+
+    /// Entries the producer may write now (at least `want` if there is
+    /// room for them).
+    fn room(&mut self, want: usize) -> usize {
+        let mut free = self.size - self.local.wrapping_sub(self.cached);
+        if (free as usize) < want {
+            // As in produce.
+            self.cached = self.consumer().load(Ordering::Acquire);
+            free = self.size - self.local.wrapping_sub(self.cached);
+        }
+        free as usize
     }
 
     /// Producer: writes as many of `items` as there is room for, publishes
@@ -545,12 +575,19 @@ impl XskSocket {
             )?),
         };
 
-        // A shared socket takes copy mode and need_wakeup from the first:
-        // the kernel refuses those flags beside XDP_SHARED_UMEM.
+        // A shared socket takes copy mode, need_wakeup and multi-buffer
+        // from the first (they are the UMEM's): the kernel refuses those
+        // flags beside XDP_SHARED_UMEM.
         let flags = if shared.is_some() {
             libc::XDP_SHARED_UMEM
         } else {
+            let sg = if opts.multi_buffer {
+                libc::XDP_USE_SG
+            } else {
+                0
+            };
             libc::XDP_USE_NEED_WAKEUP
+                | sg
                 | match opts.copy {
                     CopyMode::Auto => 0,
                     CopyMode::Copy => libc::XDP_COPY,
@@ -620,10 +657,22 @@ impl XskSocket {
         self.rx.as_mut().map_or(0, |r| r.consume(out))
     }
 
-    /// Queues frames for transmission; returns how many fit. They leave
-    /// after [`XskSocket::kick`] when [`XskSocket::tx_needs_wakeup`] says so.
+    /// Queues frames for transmission; returns how many descriptors fit.
+    /// A chain ([`Desc::CONTD`]) goes on the ring whole or not at all: the
+    /// kernel would take the next frame's parts for the rest of a part
+    /// left behind. They leave after [`XskSocket::kick`] when
+    /// [`XskSocket::tx_needs_wakeup`] says so.
     pub fn send(&mut self, descs: &[Desc]) -> usize {
-        self.tx.as_mut().map_or(0, |r| r.produce(descs))
+        let Some(ring) = self.tx.as_mut() else {
+            return 0;
+        };
+        let room = ring.room(descs.len());
+        let n = if room < descs.len() {
+            whole_chains(descs, room)
+        } else {
+            descs.len()
+        };
+        ring.produce(&descs[..n])
     }
 
     /// Takes back the addresses of transmitted frames into `out`; returns
@@ -737,6 +786,15 @@ impl AsFd for XskSocket {
     }
 }
 
+/// The most of `descs`, up to `room`, that ends with a frame's last part.
+fn whole_chains(descs: &[Desc], room: usize) -> usize {
+    let mut n = room.min(descs.len());
+    while n > 0 && descs[n - 1].continued() {
+        n -= 1;
+    }
+    n
+}
+
 fn socket() -> io::Result<OwnedFd> {
     // SAFETY: plain socket(2) call, no pointers.
     owned(unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })
@@ -766,6 +824,30 @@ mod tests {
                 (2 * page / 2048) as u64
             );
         }
+    }
+
+    #[test]
+    fn a_chain_is_sent_whole_or_not_at_all() {
+        let part = |continued: bool| Desc {
+            addr: 0,
+            len: 1,
+            options: if continued { Desc::CONTD } else { 0 },
+        };
+        // One frame, a chain of three, one frame.
+        let descs = [
+            part(false),
+            part(true),
+            part(true),
+            part(false),
+            part(false),
+        ];
+        assert_eq!(whole_chains(&descs, 5), 5);
+        assert_eq!(whole_chains(&descs, 4), 4);
+        assert_eq!(whole_chains(&descs, 3), 1);
+        assert_eq!(whole_chains(&descs, 2), 1);
+        assert_eq!(whole_chains(&descs, 1), 1);
+        assert_eq!(whole_chains(&descs, 0), 0);
+        assert_eq!(whole_chains(&descs[1..], 2), 0);
     }
 
     #[test]

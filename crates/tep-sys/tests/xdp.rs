@@ -35,13 +35,18 @@ fn program_sections(path: &Path) -> Vec<(String, Vec<u8>)> {
         .sections()
         .filter_map(|s| {
             let name = s.name().ok()?.to_string();
-            let keep = matches!(name.as_str(), "xdp" | ".relxdp" | "license" | ".maps");
+            // tep_xdp.o's programs are multi-buffer (xdp.frags), xdp_pass.o's not.
+            let keep = matches!(
+                name.as_str(),
+                "xdp" | ".relxdp" | "xdp.frags" | ".relxdp.frags" | "license" | ".maps"
+            );
             keep.then(|| (name, s.data().unwrap().to_vec()))
         })
         .collect();
     out.sort();
     assert!(
-        out.iter().any(|(n, d)| n == "xdp" && !d.is_empty()),
+        out.iter()
+            .any(|(n, d)| n.starts_with("xdp") && !d.is_empty()),
         "{}: no xdp section",
         path.display()
     );
@@ -159,9 +164,9 @@ fn root_or_skip(test: &str) -> bool {
     true
 }
 
-/// Attaches section `xdp` of `obj` to tepa in generic mode the old way,
+/// Attaches section `sec` of `obj` to tepa in generic mode the old way,
 /// over netlink as `ip` does, `more` naming the program if need be.
-fn attach_with_ip(obj: &str, more: &[&str]) {
+fn attach_with_ip(obj: &str, sec: &str, more: &[&str]) {
     let mut args = vec![
         "link",
         "set",
@@ -171,7 +176,7 @@ fn attach_with_ip(obj: &str, more: &[&str]) {
         "obj",
         obj,
         "sec",
-        "xdp",
+        sec,
     ];
     args.extend_from_slice(more);
     ip(&args);
@@ -639,7 +644,7 @@ fn xdp_attach_modes_replace_refuse_detach() {
         // A stale tep program attached the old way (netlink, as `ip` does)
         // is replaced too.
         let obj = format!("{BPF_DIR}/tep_xdp.o");
-        attach_with_ip(&obj, &["program", "tep_underlay"]);
+        attach_with_ip(&obj, "xdp.frags", &["program", "tep_underlay"]);
         let stale = attached(va).unwrap();
         assert_eq!(stale.len(), 1);
         assert_eq!(stale[0].name, "tep_underlay");
@@ -657,7 +662,7 @@ fn xdp_attach_modes_replace_refuse_detach() {
 
         // Somebody else's program is refused, by name and id, and left alone.
         let pass = format!("{BPF_DIR}/xdp_pass.o");
-        attach_with_ip(&pass, &[]);
+        attach_with_ip(&pass, "xdp", &[]);
         let theirs = attached(va).unwrap();
         assert_eq!(theirs.len(), 1);
         assert_eq!(theirs[0].name, "not_tep_pass");

@@ -77,6 +77,13 @@ tep_named::named_enum! {
         /// Wake-ups the rings asked for (need_wakeup: a `sendto` to make
         /// the kernel transmit, a `recvfrom` to refill).
         XskWakeups => "xsk_wakeups",
+        /// Frames received in several descriptors (AF_XDP multi-buffer,
+        /// longer than a chunk): their later parts copied behind the
+        /// first, into one buffer.
+        XskRxChained => "xsk_rx_chained",
+        /// Frames sent as several descriptors, one per chunk of their
+        /// buffer (no copy).
+        XskTxChained => "xsk_tx_chained",
         /// Outer UDP checksums of `offload` tunnels computed in software:
         /// the device takes no checksum request through AF_XDP.
         ChecksumInSoftware => "checksum_in_software",
@@ -138,6 +145,8 @@ impl IoMode {
                 InnerTx,
                 KernelTx,
                 XskWakeups,
+                XskRxChained,
+                XskTxChained,
                 ChecksumInSoftware,
                 XskRxDropped,
                 XskRxRingFull,
@@ -163,6 +172,7 @@ impl IoMode {
             IoMode::Gateway => &[
                 DropReason::NoBuffer,
                 DropReason::TxRingFull,
+                DropReason::FrameTooLong,
                 DropReason::SendFailed,
             ],
         }

@@ -19,6 +19,7 @@
 //! nothing attached either (the programs hang on bpf_links that die with
 //! the process).
 
+pub mod frames;
 pub mod next_hops;
 pub mod rings;
 pub mod steer;
@@ -29,6 +30,7 @@ use crate::daemon::run::{Mode, Section, WorkerCommon};
 use crate::daemon::state::{
     GatewayInfo, InterfaceInfo, IoInfo, KernelCounters, RingInfo, Shared, State,
 };
+use frames::{Layout, CHUNK};
 use next_hops::Resolver;
 use rings::Side;
 use std::net::IpAddr;
@@ -54,10 +56,6 @@ pub struct Interface {
     /// Its MTU.
     pub mtu: u32,
 }
-
-/// Bytes per buffer: one AF_XDP chunk (a page), the first 256 the
-/// headroom encapsulation writes into.
-const CHUNK: usize = 4096;
 
 /// How long a socket keeps retrying a queue the kernel has not let go of
 /// yet (after a restart: about 20 ms on veth).
@@ -129,13 +127,36 @@ fn xdp_mode(m: XdpMode) -> tep_sys::Mode {
     }
 }
 
-fn ring_options(ring: u32) -> XskOptions {
+fn ring_options(ring: u32, multi_buffer: bool) -> XskOptions {
     XskOptions {
         rx: ring,
         tx: ring,
         fill: 2 * ring,
         completion: ring,
+        multi_buffer,
         ..XskOptions::default()
+    }
+}
+
+/// The buffers for the larger MTU of the two interfaces.
+fn layout(underlay: &Interface, inner: &Interface) -> Layout {
+    Layout::for_mtu(underlay.mtu.max(inner.mtu))
+}
+
+/// An error of attaching or binding on interface `i` (`field`) that needs
+/// multi-buffer: said so, with what to do.
+fn refused(
+    field: &str,
+    i: &Interface,
+    multi_buffer: bool,
+    what: &str,
+    e: std::io::Error,
+) -> String {
+    use std::io::ErrorKind::{PermissionDenied, ResourceBusy};
+    if multi_buffer && !matches!(e.kind(), PermissionDenied | ResourceBusy) {
+        frames::no_multi_buffer(field, &i.name, i.mtu, what, &e.to_string())
+    } else {
+        format!("{field}: {what} on {}: {e}", i.name)
     }
 }
 
@@ -161,8 +182,9 @@ fn open_queue(
     underlay: &Interface,
     inner: &Interface,
     steering: &mut Steering,
+    layout: Layout,
 ) -> Result<WorkerIo, String> {
-    let mut pool = Pool::new(buffers(g.ring_size), CHUNK - HEADROOM);
+    let mut pool = Pool::new(buffers(g.ring_size), layout.buffer - HEADROOM);
     let (addr, len) = pool.region();
     // SAFETY: the region is the pool's arena, page-aligned, alive as long
     // as the pool; WorkerIo declares the sockets before the pool, so they
@@ -171,19 +193,12 @@ fn open_queue(
     // which the pool counts as in use until they come back.
     let umem = unsafe { Umem::register(addr, len, CHUNK as u32) }
         .map_err(|e| format!("AF_XDP UMEM: {e}"))?;
-    let opts = ring_options(g.ring_size);
-    let u = bind(|| XskSocket::new(&umem, underlay.index, queue, &opts)).map_err(|e| {
-        format!(
-            "gateway.underlay: AF_XDP socket on {} queue {queue}: {e}",
-            underlay.name
-        )
-    })?;
-    let i = bind(|| XskSocket::shared(&u, inner.index, queue, &opts)).map_err(|e| {
-        format!(
-            "gateway.inner: AF_XDP socket on {} queue {queue}: {e}",
-            inner.name
-        )
-    })?;
+    let opts = ring_options(g.ring_size, layout.multi_buffer);
+    let what = format!("binding an AF_XDP socket to queue {queue}");
+    let u = bind(|| XskSocket::new(&umem, underlay.index, queue, &opts))
+        .map_err(|e| refused("gateway.underlay", underlay, opts.multi_buffer, &what, e))?;
+    let i = bind(|| XskSocket::shared(&u, inner.index, queue, &opts))
+        .map_err(|e| refused("gateway.inner", inner, opts.multi_buffer, &what, e))?;
     steering
         .register_socket(Role::Underlay, queue, u.as_fd())
         .map_err(|e| format!("XDP maps: socket of queue {queue}: {e}"))?;
@@ -269,7 +284,7 @@ fn io_info(g: &GatewayConfig, opened: &Opened, zero_copy: bool) -> IoInfo {
         mtu: i.mtu,
         xdp_mode: mode.to_string(),
     };
-    let o = ring_options(g.ring_size);
+    let o = ring_options(g.ring_size, false);
     IoInfo {
         workers: g.queues,
         busy_poll_us: g.busy_poll_us,
@@ -311,6 +326,7 @@ fn attach(
         })?;
     steer::configure(&mut steering, None, config, inner.mac)?;
     let mode = xdp_mode(g.xdp_mode);
+    let multi_buffer = layout(underlay, inner).multi_buffer;
     let mut modes = [tep_sys::AttachMode::Native; 2];
     for (k, (role, i, field)) in [
         (Role::Underlay, underlay, "gateway.underlay"),
@@ -319,9 +335,10 @@ fn attach(
     .into_iter()
     .enumerate()
     {
-        modes[k] = steering
-            .attach(role, i.index, mode)
-            .map_err(|e| format!("{field}: cannot attach XDP to {}: {e}", i.name))?;
+        modes[k] = steering.attach(role, i.index, mode).map_err(|e| {
+            let what = format!("attaching XDP ({})", role.program_name());
+            refused(field, i, multi_buffer, &what, e)
+        })?;
         tracing::info!(
             interface = i.name.as_str(),
             asked = g.xdp_mode.name(),
@@ -358,9 +375,19 @@ impl Mode for Gateway {
         let underlay = interface("gateway.underlay", &g.underlay)?;
         let inner = interface("gateway.inner", &g.inner)?;
         let (mut steering, modes) = attach(g, config, &underlay, &inner)?;
+        let layout = layout(&underlay, &inner);
+        if layout.multi_buffer {
+            tracing::info!(
+                mtu = underlay.mtu.max(inner.mtu),
+                buffer = layout.buffer,
+                pool_mib = (buffers(g.ring_size) * layout.buffer) >> 20,
+                "frames longer than a {CHUNK}-byte chunk: AF_XDP multi-buffer, buffers of {} pages per queue",
+                layout.pages()
+            );
+        }
         let mut ios = Vec::new();
         for q in 0..g.queues as u32 {
-            ios.push(open_queue(g, q, &underlay, &inner, &mut steering)?);
+            ios.push(open_queue(g, q, &underlay, &inner, &mut steering, layout)?);
         }
         let opened = Opened {
             underlay,

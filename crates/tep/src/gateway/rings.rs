@@ -7,10 +7,19 @@
 //! kernel's writes alias nothing the worker holds. Batches both ways, no
 //! allocation, no copy; the only syscalls are the wake-ups the rings ask
 //! for (need_wakeup).
+//!
+//! Frames longer than a chunk (multi-buffer, see [`super::frames`]) come
+//! as a chain of descriptors, whose later parts are copied behind the
+//! first in its buffer; one longer than a chunk leaves as a chain over
+//! its buffer's chunks. A frame in one descriptor takes one more branch
+//! on the way in than before.
 
+use super::frames::CHUNK;
 use crate::daemon::stats::{IoCounters, IoEvent, TunnelTraffic};
 use crate::daemon::trace::{Point, Tracer};
-use tep_dataplane::{finish_offloaded, ChecksumState, DropReason, PacketVector, Pool, VECTOR_SIZE};
+use tep_dataplane::{
+    finish_offloaded, ChecksumState, DropReason, PacketId, PacketVector, Pool, VECTOR_SIZE,
+};
 use tep_sys::raw::RawIp;
 use tep_sys::{Desc, XskSocket};
 
@@ -26,9 +35,33 @@ pub struct Side {
     rx: (IoEvent, Point),
     tx: (IoEvent, Point),
     // Ring entries in and out, kept here so that no call clears a
-    // vector's worth of them on the stack.
-    descs: Box<[Desc; VECTOR_SIZE]>,
+    // vector's worth of them on the stack: a vector of frames, each of up
+    // to MAX_PARTS descriptors.
+    descs: Box<[Desc]>,
     addrs: Box<[u64; VECTOR_SIZE]>,
+    /// The frame being received in parts, if any.
+    chain: Chain,
+    /// Per buffer (by index): the descriptors of a chain sent from it not
+    /// completed yet; 0 for a buffer not sent as a chain. The buffer goes
+    /// back to the pool with its last part's completion.
+    parts: Box<[u8]>,
+    /// Buffers with a chain out (nonzero in `parts`): while none, a
+    /// completion frees its buffer as before, without looking.
+    chains_out: usize,
+}
+
+/// The most descriptors a frame takes: a buffer's chunks (17 for 64 KiB,
+/// see [`super::frames::Layout`]).
+const MAX_PARTS: usize = 17;
+
+/// A frame arriving in parts (XDP_PKT_CONTD).
+#[derive(Debug, Default)]
+struct Chain {
+    /// A first part came and its last has not.
+    open: bool,
+    /// The buffer the parts are gathered in; None while the rest of a
+    /// frame too long for it is dropped.
+    head: Option<PacketId>,
 }
 
 /// Kicks one flush makes at most: a copy-mode kick sends 32 frames, two
@@ -55,14 +88,19 @@ impl Side {
     }
 
     fn new(socket: XskSocket, rx: (IoEvent, Point), tx: (IoEvent, Point)) -> Side {
+        // At least one chunk per buffer: an entry for each.
+        let buffers = socket.umem().chunks() as usize;
         Side {
             socket,
             on_fill: 0,
             in_flight: 0,
             rx,
             tx,
-            descs: Box::new([Desc::default(); VECTOR_SIZE]),
+            descs: vec![Desc::default(); VECTOR_SIZE * MAX_PARTS].into_boxed_slice(),
             addrs: Box::new([0; VECTOR_SIZE]),
+            chain: Chain::default(),
+            parts: vec![0; buffers].into_boxed_slice(),
+            chains_out: 0,
         }
     }
 
@@ -111,23 +149,77 @@ impl Side {
         let n = self.socket.recv(&mut self.descs[..room]);
         self.on_fill = self.on_fill.saturating_sub(n);
         let trace = tracer.active();
-        for d in &self.descs[..n] {
+        // Descriptors that are not a frame's last part.
+        let mut continued = 0;
+        for i in 0..n {
+            let d = self.descs[i];
             // The kernel hands back only addresses tep filled.
             let Some(id) = pool.from_kernel(d.addr) else {
                 continue;
             };
-            if !pool.received_at(id, d.addr, d.len as usize) {
+            // One branch for a frame in one descriptor.
+            let id = if d.continued() || self.chain.open {
+                continued += usize::from(d.continued());
+                match self.gather(pool, id, &d, io) {
+                    Some(id) => id,
+                    None => continue,
+                }
+            } else if pool.received_at(id, d.addr, d.len as usize) {
+                id
+            } else {
                 pool.free(id);
                 continue;
-            }
+            };
             if trace {
                 tracer.record(self.rx.1, pool.data(id));
             }
-            // `room` is what `v` has left.
+            // `room` is what `v` has left, and frames are no more than
+            // descriptors.
             v.put(pool, id);
         }
-        io.count(self.rx.0, n as u64);
+        io.count(self.rx.0, (n - continued) as u64);
         n
+    }
+
+    /// A part of a chained frame in buffer `id` (descriptor `d`): the first
+    /// keeps its buffer, the others are copied behind it and freed.
+    /// Returns the frame once its last part is in; a frame longer than
+    /// its buffer is dropped whole (`frame_too_long`).
+    fn gather(
+        &mut self,
+        pool: &mut Pool,
+        id: PacketId,
+        d: &Desc,
+        io: &mut IoCounters,
+    ) -> Option<PacketId> {
+        let len = d.len as usize;
+        if !self.chain.open {
+            self.chain.open = true;
+            self.chain.head = pool.received_at(id, d.addr, len).then_some(id);
+            if self.chain.head.is_none() {
+                pool.free(id);
+                io.drop(DropReason::FrameTooLong, 1);
+            }
+        } else {
+            if let Some(head) = self.chain.head {
+                let at = pool.data(head).len();
+                if pool.received_at(id, d.addr, len) && pool.set_len(head, at + len) {
+                    pool.copy_between(id, 0..len, head, at);
+                } else {
+                    pool.free(head);
+                    self.chain.head = None;
+                    io.drop(DropReason::FrameTooLong, 1);
+                }
+            }
+            pool.free(id);
+        }
+        if d.continued() {
+            return None;
+        }
+        self.chain.open = false;
+        let head = self.chain.head.take()?;
+        io.count(IoEvent::XskRxChained, 1);
+        Some(head)
     }
 
     /// Puts `v`'s frames on the transmit ring (their buffers come back
@@ -142,34 +234,91 @@ impl Side {
         io: &mut IoCounters,
         tracer: &Tracer,
     ) {
-        let ids = v.as_slice();
         let trace = tracer.active();
-        for (d, &id) in self.descs.iter_mut().zip(ids) {
+        let mut n = 0;
+        for &id in v.as_slice() {
             finish_checksum(pool, id, io);
             if trace {
                 tracer.record(self.tx.1, pool.data(id));
             }
             // The length first: once the kernel's, the buffer is not
             // the worker's to look at.
-            *d = Desc {
-                len: pool.data(id).len() as u32,
-                addr: pool.to_kernel(id),
-                options: 0,
-            };
+            let len = pool.data(id).len();
+            let addr = pool.to_kernel(id);
+            if addr as usize % CHUNK + len <= CHUNK {
+                self.descs[n] = Desc {
+                    len: len as u32,
+                    addr,
+                    options: 0,
+                };
+                n += 1;
+            } else {
+                n = self.split(id, addr, len, n, io);
+            }
         }
-        let n = ids.len();
+        let frames = v.len();
         let mut sent = self.socket.send(&self.descs[..n]);
         if sent < n {
             self.flush(io);
             self.complete(pool);
             sent += self.socket.send(&self.descs[sent..n]);
         }
-        // Never published: the kernel did not see them.
-        give_back(pool, self.descs[sent..n].iter().map(|d| d.addr));
-        io.drop(DropReason::TxRingFull, (n - sent) as u64);
-        io.count(self.tx.0, sent as u64);
+        let unsent = self.take_back(pool, sent..n);
+        io.drop(DropReason::TxRingFull, unsent as u64);
+        io.count(self.tx.0, (frames - unsent) as u64);
         self.in_flight += sent;
         v.clear();
+    }
+
+    /// Puts a frame longer than its chunk (`len` bytes at UMEM `addr`, in
+    /// buffer `id`) as a chain of descriptors from `descs[n]` on, a
+    /// descriptor per chunk (the kernel's rule in aligned mode); returns
+    /// where the next frame's go. A buffer has at most [`MAX_PARTS`]
+    /// chunks.
+    fn split(
+        &mut self,
+        id: PacketId,
+        addr: u64,
+        len: usize,
+        mut n: usize,
+        io: &mut IoCounters,
+    ) -> usize {
+        let (mut at, end) = (addr as usize, addr as usize + len);
+        let first = n;
+        while at < end {
+            let stop = ((at / CHUNK + 1) * CHUNK).min(end);
+            self.descs[n] = Desc {
+                addr: at as u64,
+                len: (stop - at) as u32,
+                options: if stop < end { Desc::CONTD } else { 0 },
+            };
+            n += 1;
+            at = stop;
+        }
+        self.parts[id.index()] = (n - first) as u8;
+        self.chains_out += 1;
+        io.count(IoEvent::XskTxChained, 1);
+        n
+    }
+
+    /// Takes back the buffers of `descs[range]`, which never went on the
+    /// ring (the kernel did not see them); returns the frames they held.
+    fn take_back(&mut self, pool: &mut Pool, range: std::ops::Range<usize>) -> usize {
+        let mut frames = 0;
+        for d in &self.descs[range] {
+            frames += usize::from(!d.continued());
+            // A chain's later parts are in its first one's buffer, taken
+            // back with it.
+            let Some(id) = pool.from_kernel(d.addr) else {
+                continue;
+            };
+            if self.parts[id.index()] != 0 {
+                self.parts[id.index()] = 0;
+                self.chains_out -= 1;
+            }
+            pool.free(id);
+        }
+        frames
     }
 
     /// Makes the kernel send what is on the transmit ring, if it asks to
@@ -187,15 +336,43 @@ impl Side {
         }
     }
 
-    /// Returns the buffers the kernel has sent to the pool.
+    /// Returns the buffers the kernel has sent to the pool: a chain's
+    /// with its last part.
     pub fn complete(&mut self, pool: &mut Pool) {
         loop {
             let n = self.socket.complete(&mut self.addrs[..]);
-            give_back(pool, self.addrs[..n].iter().copied());
+            if self.chains_out == 0 {
+                give_back(pool, self.addrs[..n].iter().copied());
+            } else {
+                self.complete_parts(pool, n);
+            }
             self.in_flight = self.in_flight.saturating_sub(n);
             if n < VECTOR_SIZE {
                 break;
             }
+        }
+    }
+
+    /// [`complete`](Side::complete) of `addrs[..n]` while chains are out:
+    /// a part that is not its chain's last leaves the buffer the kernel's.
+    fn complete_parts(&mut self, pool: &mut Pool, n: usize) {
+        let size = pool.buffer_size() as u64;
+        for &a in &self.addrs[..n] {
+            let Some(parts) = self.parts.get_mut((a / size) as usize) else {
+                continue;
+            };
+            match *parts {
+                0 => {}
+                1 => {
+                    *parts = 0;
+                    self.chains_out -= 1;
+                }
+                _ => {
+                    *parts -= 1;
+                    continue;
+                }
+            }
+            give_back(pool, std::iter::once(a));
         }
     }
 }
