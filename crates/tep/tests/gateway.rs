@@ -1391,3 +1391,61 @@ fn a_frame_longer_than_its_buffer_is_dropped_counted() {
         "{counters}"
     );
 }
+
+/// The largest frames a veth passes: MTU 65535 on the underlay, 65000
+/// inside. Buffers are 17 pages (bounded there whatever the MTU), frames
+/// come in 18 descriptors and leave in up to 17; smaller rings keep the
+/// pool at 100 MiB.
+#[test]
+fn a_veths_largest_frames_cross() {
+    if !root_or_skip("gateway a_veths_largest_frames_cross") {
+        return;
+    }
+    let c = Case {
+        kind: "vxlan",
+        v6: false,
+        mode: "full",
+    };
+    let chain = Chain::new();
+    c.inner_side(&chain);
+    for (ns, dev, mtu) in [
+        (&chain.gateway, "gu", "65535"),
+        (&chain.peer, "pu", "65535"),
+        (&chain.gateway, "gi", "65000"),
+        (&chain.client, "c0", "65000"),
+    ] {
+        chain.exec(ns, &["ip", "link", "set", dev, "mtu", mtu], true);
+    }
+    let (local, remote) = c.addrs(false);
+    let p = &chain.peer;
+    chain.exec(
+        p,
+        &[
+            "ip", "link", "add", "vx0", "mtu", "65000", "type", "vxlan", "id", "42", "local",
+            local, "remote", remote, "dstport", "4789", "dev", "pu", "udpcsum",
+        ],
+        true,
+    );
+    chain.exec(p, &["ip", "addr", "add", "10.9.0.1/24", "dev", "vx0"], true);
+    chain.exec(p, &["ip", "link", "set", "vx0", "up"], true);
+    let config =
+        c.gateway_config(&chain)
+            .replacen("[gateway]\n", "[gateway]\nring_size = 256\n", 1);
+    let gw = chain.daemon(&chain.gateway, &config);
+    for size in [30000, 65000 - 28] {
+        let got = ping_sized(&chain, &chain.client, "10.9.0.1", size, 3);
+        assert_eq!(got, 3, "ping -s {size} got {got}/3\n{}", gw.log());
+        assert_eq!(
+            ping_sized(&chain, p, "10.9.0.2", size, 3),
+            3,
+            "ping -s {size} back"
+        );
+    }
+    let counters = assert_balanced(&chain, &gw, "64 KiB");
+    assert_eq!(counters["drops_total"].as_u64(), Some(0), "{counters}");
+    let io = &counters["io"];
+    assert!(
+        io["xsk_rx_chained"].as_u64().unwrap_or(0) >= 12,
+        "{counters}"
+    );
+}
