@@ -321,7 +321,9 @@ fn attach(
             if e.kind() == std::io::ErrorKind::PermissionDenied {
                 format!("XDP: not allowed to load the steering programs ({e}); gateway mode starts as root (eBPF and XDP need CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN, AF_XDP sockets CAP_NET_RAW)")
             } else {
-                format!("XDP: cannot load the steering programs: {e}")
+                // A kernel without XDP multi-buffer refuses the xdp.frags
+                // flag and bpf_xdp_load_bytes.
+                format!("XDP: cannot load the steering programs: {e} (they are multi-buffer XDP programs: Linux 5.18 or later)")
             }
         })?;
     steer::configure(&mut steering, None, config, inner.mac)?;
