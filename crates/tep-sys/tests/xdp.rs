@@ -1102,3 +1102,124 @@ fn xsk_statistics_count_an_empty_fill_ring() {
         assert_eq!(s.stats(Role::Underlay).unwrap().redirect_failed, 1);
     });
 }
+
+// ---------------------------------------------------------------------------
+// Multi-buffer: headers past the first buffer.
+
+/// IPv6 whose extension headers (hop-by-hop, then destination options, of
+/// `ext` bytes each, Pad1 padding) put UDP to `dport` behind them.
+fn udp6_behind(dst: Ipv6Addr, dport: u16, ext: usize, payload: &[u8]) -> Vec<u8> {
+    let mut p = vec![0u8; 40 + 2 * ext + 8 + payload.len()];
+    p[0] = 0x60;
+    p[4..6].copy_from_slice(&((2 * ext + 8 + payload.len()) as u16).to_be_bytes());
+    p[6] = 0; // hop-by-hop
+    p[7] = 64;
+    p[8..24].copy_from_slice(&"fd77::2".parse::<Ipv6Addr>().unwrap().octets());
+    p[24..40].copy_from_slice(&dst.octets());
+    let units = (ext / 8 - 1) as u8;
+    p[40] = 60; // destination options
+    p[41] = units;
+    p[40 + ext] = 17;
+    p[40 + ext + 1] = units;
+    let u = 40 + 2 * ext;
+    p[u..u + 2].copy_from_slice(&4000u16.to_be_bytes());
+    p[u + 2..u + 4].copy_from_slice(&dport.to_be_bytes());
+    p[u + 4..u + 6].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    p[u + 8..].copy_from_slice(payload);
+    p
+}
+
+/// BPF_PROG_TEST_RUN of program `id` on `frame`, once: its verdict. A frame
+/// longer than the first buffer the kernel makes (a page less its head-
+/// and tailroom) is handed over multi-buffer, the rest in fragments.
+fn test_run(id: u32, frame: &[u8]) -> u32 {
+    #[repr(C)]
+    #[derive(Default)]
+    struct GetFd {
+        id: u32,
+        next_id: u32,
+        open_flags: u32,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct TestRun {
+        prog_fd: u32,
+        retval: u32,
+        data_size_in: u32,
+        data_size_out: u32,
+        data_in: u64,
+        data_out: u64,
+        repeat: u32,
+        duration: u32,
+    }
+    let bpf = |cmd: libc::c_long, attr: *mut libc::c_void, size: usize| {
+        // SAFETY: `attr` points at a live repr(C) prefix of union bpf_attr
+        // of `size` bytes, which the kernel zero-extends.
+        let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr, size) };
+        assert!(r >= 0, "bpf({cmd}): {}", std::io::Error::last_os_error());
+        r
+    };
+    let mut get = GetFd {
+        id,
+        ..GetFd::default()
+    };
+    // BPF_PROG_GET_FD_BY_ID
+    let fd = bpf(
+        13,
+        (&mut get as *mut GetFd).cast(),
+        std::mem::size_of::<GetFd>(),
+    );
+    // SAFETY: the kernel just returned this descriptor, owned by nothing else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let mut run = TestRun {
+        prog_fd: fd.as_raw_fd() as u32,
+        data_size_in: frame.len() as u32,
+        data_in: frame.as_ptr() as u64,
+        ..TestRun::default()
+    };
+    // BPF_PROG_TEST_RUN
+    bpf(
+        10,
+        (&mut run as *mut TestRun).cast(),
+        std::mem::size_of::<TestRun>(),
+    );
+    run.retval
+}
+
+/// The underlay program finds UDP to a tunnel endpoint behind 4 KiB of
+/// IPv6 extension headers, past the first buffer of a multi-buffer frame
+/// (bpf_xdp_load_bytes), as it does in the first buffer: it redirects it
+/// (to no socket here, so the frame goes to the kernel, counted as a
+/// failed redirect), and passes UDP to another port.
+#[test]
+fn headers_past_the_first_buffer_are_read_from_the_fragments() {
+    as_root(
+        "headers_past_the_first_buffer_are_read_from_the_fragments",
+        || {
+            const XDP_PASS: u32 = 2;
+            let mut s = Steering::load().unwrap();
+            let id = s.program_id(Role::Underlay).unwrap();
+            let ep: Ipv6Addr = "2001:db8::1".parse().unwrap();
+            s.add_endpoint(IpAddr::V6(ep), 4789).unwrap();
+            let payload = [0x5a; 1200];
+            let mut seen = s.stats(Role::Underlay).unwrap();
+            for (ext, port, tep_s) in [(8, 4789, true), (2048, 4789, true), (2048, 4790, false)] {
+                let frame = from_far(0x86dd, &udp6_behind(ep, port, ext, &payload));
+                assert_eq!(test_run(id, &frame), XDP_PASS);
+                let now = s.stats(Role::Underlay).unwrap();
+                let what = format!(
+                    "{} bytes, UDP at {}, port {port}",
+                    frame.len(),
+                    14 + 40 + 2 * ext
+                );
+                assert_eq!(
+                    now.redirect_failed - seen.redirect_failed,
+                    u64::from(tep_s),
+                    "{what}"
+                );
+                assert_eq!(now.passed - seen.passed, u64::from(!tep_s), "{what}");
+                seen = now;
+            }
+        },
+    );
+}
