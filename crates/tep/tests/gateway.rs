@@ -1252,26 +1252,32 @@ fn jumbo_frames_cross_both_ways() {
         return;
     }
     const INNER_MTU: usize = 8900;
-    for (v6, mode, kernel_opts, extra) in [
-        (false, "full", "udpcsum", ""),
-        (false, "zero", "noudpcsum", ""),
-        (true, "full", "", ""),
-        (true, "zero", "udp6zerocsumtx udp6zerocsumrx", ""),
-        (false, "lco", "udpcsum", ""),
-        (false, "offload", "udpcsum", ""),
+    for (v6, mode, kernel_opts, extra, xdp) in [
+        (false, "full", "udpcsum", "", "auto"),
+        (false, "zero", "noudpcsum", "", "auto"),
+        (true, "full", "", "", "auto"),
+        (true, "zero", "udp6zerocsumtx udp6zerocsumrx", "", "auto"),
+        (false, "lco", "udpcsum", "", "auto"),
+        (false, "offload", "udpcsum", "", "auto"),
         (
             false,
             "remote",
             "udpcsum remcsumtx remcsumrx",
             "remote_checksum_rx = true",
+            "auto",
         ),
+        // The generic (skb) path hands XDP and the socket fragments too.
+        (false, "full", "udpcsum", "", "generic"),
     ] {
         let c = Case {
             kind: "vxlan",
             v6,
             mode,
         };
-        let label = format!("jumbo: kernel VXLAN {kernel_opts} / tep {}", c.label());
+        let label = format!(
+            "jumbo: kernel VXLAN {kernel_opts} / tep {}, XDP {xdp}",
+            c.label()
+        );
         let chain = Chain::new();
         c.inner_side(&chain);
         let inner_mtu = INNER_MTU.to_string();
@@ -1293,7 +1299,12 @@ fn jumbo_frames_cross_both_ways() {
         chain.exec(p, &add, true);
         chain.exec(p, &["ip", "addr", "add", "10.9.0.1/24", "dev", "vx0"], true);
         chain.exec(p, &["ip", "link", "set", "vx0", "up"], true);
-        let config = c.gateway_config(&chain) + extra + "\n";
+        let config = c.gateway_config(&chain).replacen(
+            "[gateway]\n",
+            &format!("[gateway]\nxdp_mode = \"{xdp}\"\n"),
+            1,
+        ) + extra
+            + "\n";
         let gw = chain.daemon(&chain.gateway, &config);
         for size in [8000, INNER_MTU - 28] {
             let got = ping_sized(&chain, &chain.client, "10.9.0.1", size, 3);
