@@ -955,6 +955,7 @@ fn other_forms() -> Vec<(&'static str, Message)> {
                     pdr_ids: vec![PdrId(2)],
                 }),
                 usage_reports: vec![UsageReportSrr(usage(7, UsageReportTrigger::VOLTH))],
+                error_indication_report: None,
             }),
         ),
         (

@@ -456,6 +456,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                         pdr_ids: vec![PdrId(2)],
                     }),
                     usage_reports: vec![],
+                    error_indication_report: None,
                 }),
             ),
             true,
