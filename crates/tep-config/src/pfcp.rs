@@ -283,7 +283,13 @@ impl RawPfcp {
             86_400_000,
             60_000,
         )?;
-        let echo_interval_ms = ms("echo_interval_ms", self.echo_interval_ms, 0, 3_600_000, 60_000)?;
+        let echo_interval_ms = ms(
+            "echo_interval_ms",
+            self.echo_interval_ms,
+            0,
+            3_600_000,
+            60_000,
+        )?;
         let t3_response_ms = ms("t3_response_ms", self.t3_response_ms, 10, 60_000, 3_000)?;
         let n3_requests = ms("n3_requests", self.n3_requests, 1, 10, 3)? as u8;
         Ok(PfcpConfig {

@@ -555,18 +555,16 @@ fn path_message() -> impl Strategy<Value = Message> {
         .prop_filter("an address", |(_, a, b)| a.is_some() || b.is_some())
         .prop_map(|(teid, v4, v6)| FTeid::Assigned { teid, v4, v6 });
     prop_oneof![
-        (node_id(), 0u8..0x40, of(remote_peers()), of(remote_peers())).prop_map(
-            |(n, t, f, r)| Message::NodeReportRequest(NodeReportRequest {
+        (node_id(), 0u8..0x40, of(remote_peers()), of(remote_peers())).prop_map(|(n, t, f, r)| {
+            Message::NodeReportRequest(NodeReportRequest {
                 node_id: n,
                 node_report_type: NodeReportType(t),
-                user_plane_path_failure_report: f.map(|remote_gtp_u_peers| {
-                    UserPlanePathFailureReport { remote_gtp_u_peers }
-                }),
-                user_plane_path_recovery_report: r.map(|remote_gtp_u_peers| {
-                    UserPlanePathRecoveryReport { remote_gtp_u_peers }
-                }),
+                user_plane_path_failure_report: f
+                    .map(|remote_gtp_u_peers| UserPlanePathFailureReport { remote_gtp_u_peers }),
+                user_plane_path_recovery_report: r
+                    .map(|remote_gtp_u_peers| UserPlanePathRecoveryReport { remote_gtp_u_peers }),
             })
-        ),
+        }),
         (node_id(), cause(), offending()).prop_map(|(n, c, o)| {
             Message::NodeReportResponse(NodeReportResponse {
                 node_id: n,
@@ -585,15 +583,21 @@ fn path_message() -> impl Strategy<Value = Message> {
 }
 
 fn repr() -> impl Strategy<Value = PfcpRepr> {
-    (prop_oneof![4 => message(), 1 => path_message()], any::<u64>(), 0u32..1 << 24, of(0u8..16)).prop_map(|(m, seid, seq, prio)| {
-        let session = msg_type::is_session(m.msg_type());
-        PfcpRepr {
-            seid: session.then_some(seid),
-            sequence: seq,
-            priority: prio,
-            message: m,
-        }
-    })
+    (
+        prop_oneof![4 => message(), 1 => path_message()],
+        any::<u64>(),
+        0u32..1 << 24,
+        of(0u8..16),
+    )
+        .prop_map(|(m, seid, seq, prio)| {
+            let session = msg_type::is_session(m.msg_type());
+            PfcpRepr {
+                seid: session.then_some(seid),
+                sequence: seq,
+                priority: prio,
+                message: m,
+            }
+        })
 }
 
 proptest! {

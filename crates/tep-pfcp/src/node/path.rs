@@ -35,7 +35,8 @@ impl Node {
                 Some(UserPlanePathRecoveryReport { remote_gtp_u_peers });
         } else {
             m.node_report_type = NodeReportType(NodeReportType::UPFR);
-            m.user_plane_path_failure_report = Some(UserPlanePathFailureReport { remote_gtp_u_peers });
+            m.user_plane_path_failure_report =
+                Some(UserPlanePathFailureReport { remote_gtp_u_peers });
         }
         let smfs: Vec<IpAddr> = self.associations.iter().map(|a| a.addr).collect();
         for addr in smfs {

@@ -22,7 +22,8 @@ fn a_failed_path_and_its_recovery_go_to_every_smf_until_answered() {
     h.node.path_report(h.now, &[IpAddr::V4(GNB)], false);
     assert!(h.node.poll_transmit().is_none());
     h.associate();
-    h.node.path_report(h.now, &[IpAddr::V4(GNB), IpAddr::V4(GNB2)], false);
+    h.node
+        .path_report(h.now, &[IpAddr::V4(GNB), IpAddr::V4(GNB2)], false);
     let t = h.node.poll_transmit().unwrap();
     assert!(h.node.poll_transmit().is_none());
     assert_eq!(t.destination, "192.0.2.10:8805".parse().unwrap());
