@@ -125,6 +125,9 @@ struct Peer {
     /// The round's request: its sequence number, when it times out, and
     /// how many of the round were sent.
     outstanding: Option<(u16, Instant, u8)>,
+    /// The last round answered: the answers to its retransmissions are
+    /// late, not unexpected.
+    answered: Option<u16>,
 }
 
 /// A session's remote F-TEIDs (peer, TEID), from its FARs.
@@ -218,6 +221,7 @@ impl Paths {
                 failed: false,
                 next_round: now,
                 outstanding: None,
+                answered: None,
             });
             p.sessions += 1;
         }
@@ -318,6 +322,13 @@ impl Paths {
     /// An Echo Response from `from` with `sequence`: the round is over, a
     /// failed path has recovered.
     pub fn answered(&mut self, from: IpAddr, sequence: u16) {
+        if self
+            .peers
+            .get(&from)
+            .is_some_and(|p| p.answered == Some(sequence))
+        {
+            return;
+        }
         let Some(p) = self
             .peers
             .get_mut(&from)
@@ -327,6 +338,7 @@ impl Paths {
             return;
         };
         p.outstanding = None;
+        p.answered = Some(sequence);
         self.counters[PathCounter::EchoAnswered as usize] += 1;
         if p.failed {
             p.failed = false;
@@ -521,8 +533,11 @@ mod tests {
             }]
         );
         assert!(poll(&mut p, t0 + Duration::from_secs(2)).is_empty());
-        // Answered: the next round an interval after the first.
+        // Answered: the next round an interval after the first; the answer
+        // to a retransmission of the round changes nothing.
         p.answered(gnb, 1);
+        p.answered(gnb, 1);
+        assert_eq!(p.counter(PathCounter::EchoUnexpected), 0);
         assert_eq!(p.next_timeout(), Some(t0 + Duration::from_secs(60)));
         assert!(poll(&mut p, t0 + Duration::from_secs(59)).is_empty());
         let t1 = t0 + Duration::from_secs(60);

@@ -295,3 +295,24 @@ impl Shared {
         };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tep_dataplane::PeerSignal;
+
+    #[test]
+    fn peer_signalling_held_for_the_n4_thread_is_bounded_and_counted() {
+        let u = UpfShared::default();
+        let from = "192.0.2.9".parse().unwrap();
+        let one = PeerSignal::EchoResponse { from, sequence: 1 };
+        let mut batch = vec![one; 1000];
+        u.signal(&mut batch, 3);
+        assert!(batch.is_empty(), "taken");
+        let mut batch = vec![one; 100];
+        u.signal(&mut batch, 0);
+        let held = u.signals.lock().unwrap();
+        assert_eq!(held.0.len(), MAX_SIGNALS);
+        assert_eq!(held.1, 3 + 1100 - MAX_SIGNALS as u64);
+    }
+}
