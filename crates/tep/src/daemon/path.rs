@@ -117,7 +117,7 @@ pub struct Echo {
 struct Peer {
     /// The N3 address its sessions use.
     local: IpAddr,
-    /// Sessions whose FARs name it.
+    /// The sessions' F-TEIDs at it (a session's FARs may name two).
     sessions: usize,
     failed: bool,
     /// When the next round of Echo Requests starts.
@@ -208,10 +208,13 @@ impl Paths {
                     .find(|a| a.is_ipv4() == peer.is_ipv4())
             })
         };
+        // A peer of a family no N3 address has gets no packet from tep,
+        // nor supervision.
         let added: Vec<(IpAddr, IpAddr)> = remotes
             .iter()
             .filter_map(|&(peer, _)| Some((peer, local(peer)?)))
             .collect();
+        remotes.retain(|&(peer, _)| added.iter().any(|&(a, _)| a == peer));
         // The new peers counted before the old ones are let go: a session
         // modified on the same gNB keeps that gNB's state.
         for &(peer, local) in &added {
@@ -598,6 +601,26 @@ mod tests {
         poll(&mut p, t0);
         p.install(t0, 3, &rules(GNB, 0x301));
         assert!(poll(&mut p, t0).is_empty(), "still the same round");
+        // A peer of a family without an N3 address is supervised only for
+        // a session whose own F-TEID has that family; the others' removal
+        // leaves its count alone.
+        let gnb6 = "2001:db8::9".parse().unwrap();
+        let mut own = rules(GNB, 0x400);
+        own.fars[0].outer = Some(OuterHeader {
+            teid: 0x400,
+            v4: None,
+            v6: Some(gnb6),
+        });
+        own.pdrs[0].local.as_mut().unwrap().v6 = Some("2001:db8::1".parse().unwrap());
+        let mut other = own.clone();
+        other.pdrs.clear();
+        p.install(t0, 5, &own);
+        p.install(t0, 6, &other);
+        p.remove(6);
+        let count = |p: &Paths| p.peers().find(|x| x.0 == IpAddr::V6(gnb6)).map(|x| x.3);
+        assert_eq!(count(&p), Some(1));
+        p.remove(5);
+        assert_eq!(count(&p), None);
         // A session with no outer header creation, or an echo interval of
         // zero: nothing.
         p.install(t0, 4, &Rules::default());
