@@ -226,6 +226,11 @@ impl GtpuResponder {
     /// the control plane; other messages, and ones that do not parse, are
     /// not.
     pub fn signal(&mut self, message: &gtpu::Packet<&[u8]>, from: IpAddr) {
+        // A flood costs no parsing once the array is full.
+        if self.signals.len == SIGNALS {
+            self.signals.dropped += 1;
+            return;
+        }
         let Ok(r) = GtpuRepr::parse(message) else {
             return;
         };
