@@ -87,6 +87,51 @@ fn a_failed_path_and_its_recovery_go_to_every_smf_until_answered() {
 }
 
 #[test]
+fn a_path_report_goes_to_each_smf_and_each_answer_counts_for_its_own() {
+    let mut h = Harness::new();
+    h.associate();
+    let r = h.request_from(STRANGER, None, setup_request("smf2.test", 1));
+    assert_eq!(setup_cause(&r), Cause::REQUEST_ACCEPTED);
+    h.node.path_report(h.now, &[IpAddr::V4(GNB)], false);
+    let sent: Vec<Transmit> = std::iter::from_fn(|| h.node.poll_transmit()).collect();
+    let mut to: Vec<SocketAddr> = sent.iter().map(|t| t.destination).collect();
+    to.sort();
+    let want: [SocketAddr; 2] = [
+        "192.0.2.10:8805".parse().unwrap(),
+        "192.0.2.99:8805".parse().unwrap(),
+    ];
+    assert_eq!(to, want);
+    assert_eq!(h.node.counter(Counter::NodeReportsSent), 2);
+    // The first SMF answers the second's request: spoofed, still
+    // outstanding; each answers its own.
+    let seq_of = |t: &Transmit| PfcpRepr::parse_bytes(&t.payload).unwrap().sequence;
+    let (mine, theirs) = match sent[0].destination.ip() == h.smf.ip() {
+        true => (seq_of(&sent[0]), seq_of(&sent[1])),
+        false => (seq_of(&sent[1]), seq_of(&sent[0])),
+    };
+    let ok = Message::NodeReportResponse(NodeReportResponse {
+        node_id: NodeId::fqdn("smf.test").unwrap(),
+        cause: Cause::REQUEST_ACCEPTED,
+        offending_ie: None,
+    });
+    answer(&mut h, None, theirs, ok.clone());
+    assert_eq!(h.node.counter(Counter::SpoofedResponse), 1);
+    answer(&mut h, None, mine, ok.clone());
+    let b = PfcpRepr {
+        seid: None,
+        sequence: theirs,
+        priority: None,
+        message: ok,
+    }
+    .to_bytes();
+    h.raw_from(STRANGER, &b);
+    h.now += Duration::from_secs(30);
+    h.node.handle_timeout(h.now, &mut h.up);
+    assert!(h.node.poll_transmit().is_none(), "both answered");
+    assert_eq!(h.node.counter(Counter::Retransmitted), 0);
+}
+
+#[test]
 fn an_error_indication_is_reported_to_the_sessions_smf_once_at_a_time() {
     let (mut h, seid) = established();
     let gnb = IpAddr::V4(GNB);
