@@ -134,7 +134,7 @@ pub(crate) struct Replies<'a> {
 pub(crate) type Endpoint = (IpAddr, u16);
 
 /// GTP-U state of the receive path: what it answers with and how often.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct GtpuResponder {
     /// Restart counter for the Recovery IE.
     restart_counter: u8,
@@ -144,8 +144,9 @@ pub(crate) struct GtpuResponder {
     sequence: u16,
     /// Notices the rate limit held back.
     pub suppressed: u64,
-    /// A UPF's peers' signalling, for its control plane.
-    pub signals: Signals,
+    /// A UPF's peers' signalling, for its control plane (boxed: rarely
+    /// touched, it stays out of the pipeline's lines).
+    pub signals: Box<Signals>,
 }
 
 impl GtpuResponder {
@@ -157,7 +158,7 @@ impl GtpuResponder {
             limit: RateLimit::new(per_second),
             sequence: 0,
             suppressed: 0,
-            signals: Signals::new(),
+            signals: Box::new(Signals::new()),
         }
     }
 
