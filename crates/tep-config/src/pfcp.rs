@@ -61,6 +61,14 @@ pub struct PfcpConfig {
     /// false: packets of a handover's target gNB that arrive before the
     /// SMF moves the FAR are lost too.
     pub n3_source_check: bool,
+    /// GTP-U Echo Requests to each N3 peer of the sessions this often
+    /// (milliseconds; 0: never), path supervision (TS 29.281 §7.2.1).
+    pub echo_interval_ms: u32,
+    /// T3-RESPONSE: milliseconds an Echo Request waits for its response.
+    pub t3_response_ms: u32,
+    /// N3-REQUESTS: Echo Requests a peer leaves unanswered before its
+    /// path is failed (reported to the SMFs in a Node Report).
+    pub n3_requests: u8,
 }
 
 /// An entry of `[pfcp].peers`: hosts in `prefix` may associate, giving
@@ -124,6 +132,9 @@ pub(super) struct RawPfcp {
     n1: Option<i64>,
     association_grace_ms: Option<i64>,
     n3_source_check: Option<bool>,
+    echo_interval_ms: Option<i64>,
+    t3_response_ms: Option<i64>,
+    n3_requests: Option<i64>,
 }
 
 const SECTION: &str = "pfcp";
@@ -272,7 +283,19 @@ impl RawPfcp {
             86_400_000,
             60_000,
         )?;
+        let echo_interval_ms = ms(
+            "echo_interval_ms",
+            self.echo_interval_ms,
+            0,
+            3_600_000,
+            60_000,
+        )?;
+        let t3_response_ms = ms("t3_response_ms", self.t3_response_ms, 10, 60_000, 3_000)?;
+        let n3_requests = ms("n3_requests", self.n3_requests, 1, 10, 3)? as u8;
         Ok(PfcpConfig {
+            echo_interval_ms,
+            t3_response_ms,
+            n3_requests,
             peers: self.peers.as_deref().map(peers).transpose()?,
             max_sessions_per_association,
             heartbeat_interval_ms,
@@ -454,11 +477,19 @@ mod tests {
             (10_000, 3_000, 3, 60_000)
         );
         assert_eq!(p.max_sessions_per_association, p.max_sessions);
+        assert_eq!(
+            (p.echo_interval_ms, p.t3_response_ms, p.n3_requests),
+            (60_000, 3_000, 3)
+        );
         let c = pfcp(&format!(
-            "{base}peers = [\"192.0.2.10\", \"2001:db8::/64\", {{ address = \"198.51.100.0/24\", node_id = \"smf.example\" }}]\nheartbeat_interval_ms = 500\nt1_ms = 200\nn1 = 1\nassociation_grace_ms = 1000\nmax_sessions_per_association = 10"
+            "{base}peers = [\"192.0.2.10\", \"2001:db8::/64\", {{ address = \"198.51.100.0/24\", node_id = \"smf.example\" }}]\nheartbeat_interval_ms = 500\nt1_ms = 200\nn1 = 1\nassociation_grace_ms = 1000\nmax_sessions_per_association = 10\necho_interval_ms = 250\nt3_response_ms = 100\nn3_requests = 2"
         ))
         .unwrap();
         let p = c.pfcp.unwrap();
+        assert_eq!(
+            (p.echo_interval_ms, p.t3_response_ms, p.n3_requests),
+            (250, 100, 2)
+        );
         let peers = p.peers.unwrap();
         assert_eq!(peers[0].prefix.to_string(), "192.0.2.10/32");
         assert_eq!(peers[1].prefix.to_string(), "2001:db8::/64");
@@ -498,6 +529,9 @@ mod tests {
             ),
             ("t1_ms = 0", "pfcp.t1_ms:"),
             ("n1 = 11", "pfcp.n1:"),
+            ("echo_interval_ms = -1", "pfcp.echo_interval_ms:"),
+            ("t3_response_ms = 5", "pfcp.t3_response_ms:"),
+            ("n3_requests = 0", "pfcp.n3_requests:"),
             ("association_grace_ms = -1", "pfcp.association_grace_ms:"),
             (
                 "max_sessions_per_association = 0",

@@ -497,6 +497,12 @@ fn tunnel_decap_one(
                 gtpu.answer_echo(pool, id, at, path, replies)?;
                 return Ok(false);
             }
+            // A UPF's path supervision: up to its control plane, which
+            // reports Error Indications to the SMF.
+            MessageType::ErrorIndication | MessageType::EchoResponse if sessions.is_some() => {
+                gtpu.signal(&p, src);
+                return Err(DropReason::GtpuSignalling);
+            }
             _ => return Err(DropReason::GtpuSignalling),
         }
         if unknown_extension {

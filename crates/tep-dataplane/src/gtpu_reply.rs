@@ -58,6 +58,67 @@ impl RateLimit {
     }
 }
 
+/// GTP-U signalling from a UPF's peers that the control plane acts on
+/// (path supervision, TS 29.281 §7.2.1 and §7.3.1), handed up from the
+/// receive path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerSignal {
+    /// An Error Indication from `from`: the peer at `peer` had no context
+    /// for `teid`, a TEID a session's downlink sends it.
+    ErrorIndication {
+        from: IpAddr,
+        peer: IpAddr,
+        teid: u32,
+    },
+    /// An Echo Response from `from` to port 2152 (the control plane sends
+    /// its Echo Requests from a port of its own, as §4.4.2.1 allows; a peer
+    /// that answers to 2152 anyway is heard here).
+    EchoResponse { from: IpAddr, sequence: u16 },
+}
+
+/// Signals a worker holds between two collections by the control plane:
+/// a stranger can send Error Indications at line rate, so past this many
+/// they are counted and dropped.
+pub const SIGNALS: usize = 32;
+
+/// The signals of one worker, a fixed array: queued on the receive path
+/// without allocating.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Signals {
+    items: [Option<PeerSignal>; SIGNALS],
+    len: usize,
+    /// Signals that found the array full since the last collection.
+    dropped: u64,
+}
+
+impl Signals {
+    fn new() -> Signals {
+        Signals {
+            items: [None; SIGNALS],
+            len: 0,
+            dropped: 0,
+        }
+    }
+
+    fn push(&mut self, s: PeerSignal) {
+        match self.items.get_mut(self.len) {
+            Some(slot) => {
+                *slot = Some(s);
+                self.len += 1;
+            }
+            None => self.dropped += 1,
+        }
+    }
+
+    /// Moves the signals into `out`; returns how many were dropped since
+    /// the last call.
+    pub fn take(&mut self, out: &mut Vec<PeerSignal>) -> u64 {
+        out.extend(self.items[..self.len].iter().flatten());
+        self.len = 0;
+        core::mem::take(&mut self.dropped)
+    }
+}
+
 /// Where replies go while a vector is decapsulated, and how many.
 #[derive(Debug)]
 pub(crate) struct Replies<'a> {
@@ -73,7 +134,7 @@ pub(crate) struct Replies<'a> {
 pub(crate) type Endpoint = (IpAddr, u16);
 
 /// GTP-U state of the receive path: what it answers with and how often.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct GtpuResponder {
     /// Restart counter for the Recovery IE.
     restart_counter: u8,
@@ -83,6 +144,9 @@ pub(crate) struct GtpuResponder {
     sequence: u16,
     /// Notices the rate limit held back.
     pub suppressed: u64,
+    /// A UPF's peers' signalling, for its control plane (boxed: rarely
+    /// touched, it stays out of the pipeline's lines).
+    pub signals: Box<Signals>,
 }
 
 impl GtpuResponder {
@@ -94,6 +158,7 @@ impl GtpuResponder {
             limit: RateLimit::new(per_second),
             sequence: 0,
             suppressed: 0,
+            signals: Box::new(Signals::new()),
         }
     }
 
@@ -158,6 +223,35 @@ impl GtpuResponder {
 }
 
 impl GtpuResponder {
+    /// Hands an Error Indication or Echo Response that `from` sent up to
+    /// the control plane; other messages, and ones that do not parse, are
+    /// not.
+    pub fn signal(&mut self, message: &gtpu::Packet<&[u8]>, from: IpAddr) {
+        // A flood costs no parsing once the array is full.
+        if self.signals.len == SIGNALS {
+            self.signals.dropped += 1;
+            return;
+        }
+        let Ok(r) = GtpuRepr::parse(message) else {
+            return;
+        };
+        let s = match r.message {
+            gtpu::GtpuMessage::ErrorIndication {
+                teid_data_i, peer, ..
+            } => PeerSignal::ErrorIndication {
+                from,
+                peer,
+                teid: teid_data_i,
+            },
+            gtpu::GtpuMessage::EchoResponse { .. } => PeerSignal::EchoResponse {
+                from,
+                sequence: r.sequence.unwrap_or(0),
+            },
+            _ => return,
+        };
+        self.signals.push(s);
+    }
+
     /// An End Marker from `local` to `peer` with the peer's `teid`: the
     /// last packet of a session on its old path (TS 29.281 §7.3.2, sent
     /// when the SMF modifies the session with SNDEM). Not rate-limited: the
@@ -290,6 +384,40 @@ mod tests {
         assert!(r.allow(10_000_000_000) && r.allow(10_000_000_000));
         assert!(!r.allow(10_000_000_000), "refill stops at the burst");
         assert!(!RateLimit::new(0).allow(u64::MAX), "0 means none");
+    }
+
+    #[test]
+    fn signals_are_bounded_and_taken_whole() {
+        let mut g = GtpuResponder::new(0, 10);
+        let from = IpAddr::from([192, 0, 2, 2]);
+        let mut b = [0u8; 64];
+        let ei = GtpuRepr::error_indication(1, 0x100, from, None);
+        ei.emit(&mut b, 0);
+        let msg = gtpu::Packet::new_unchecked(&b[..ei.buffer_len()]);
+        for _ in 0..SIGNALS + 3 {
+            g.signal(&msg, from);
+        }
+        let echo = GtpuRepr {
+            message: gtpu::GtpuMessage::EchoResponse { recovery: 0 },
+            ..GtpuRepr::error_indication(9, 0, from, None)
+        };
+        echo.emit(&mut b, 0);
+        g.signal(&gtpu::Packet::new_unchecked(&b[..echo.buffer_len()]), from);
+        let mut out = Vec::new();
+        assert_eq!(g.signals.take(&mut out), 4, "past the array: dropped");
+        assert_eq!(out.len(), SIGNALS);
+        let want = PeerSignal::ErrorIndication {
+            from,
+            peer: from,
+            teid: 0x100,
+        };
+        assert_eq!(out[0], want);
+        out.clear();
+        g.signal(&gtpu::Packet::new_unchecked(&b[..echo.buffer_len()]), from);
+        g.signal(&gtpu::Packet::new_unchecked(&b[..3]), from);
+        assert_eq!(g.signals.take(&mut out), 0);
+        let echo = PeerSignal::EchoResponse { from, sequence: 9 };
+        assert_eq!(out, [echo], "a truncated message is not handed up");
     }
 
     #[test]

@@ -72,6 +72,7 @@ pub use clock::{Clock, ManualClock, Tsc};
 pub use drop::{DropCounts, DropReason};
 pub use encap::overhead;
 pub use geometry::{ethernet_ip_offset, finish_offloaded, InnerLink};
+pub use gtpu_reply::{PeerSignal, SIGNALS};
 pub use icmp_error::RouterOptions;
 pub use io::{InnerChecksums, Outer, OuterLayers};
 pub use kind::TunnelKind;

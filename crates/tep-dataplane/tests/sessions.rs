@@ -249,6 +249,41 @@ fn echo_and_error_indication_stay() {
     assert_no_leak(&pool);
 }
 
+/// A peer's Error Indications and Echo Responses end at the UPF's N3
+/// tunnel and go up to its control plane (path supervision), malformed
+/// ones not; answered by nothing.
+#[test]
+fn peer_signalling_goes_up_to_the_control_plane() {
+    let (_c, mut p) = upf(false);
+    let mut pool = pool();
+    // TEID Data I 0x100, GTP-U Peer Address B4.
+    let b = example::B4.octets();
+    let ies = [16, 0, 0, 1, 0, 133, 0, 4, b[0], b[1], b[2], b[3]];
+    let ei = udp_packet(B4, A4, 2152, 2152, &gtpu_signalling(26, 0, 6, &ies));
+    let echo = udp_packet(B4, A4, 2152, 2152, &gtpu_signalling(2, 0, 9, &[14, 0]));
+    let short = udp_packet(B4, A4, 2152, 2152, &gtpu_signalling(26, 0, 7, &ies[..5]));
+    let out = run_decap(&mut p, &mut pool, &[ei, echo, short], 1_000_000_000);
+    assert!(out.replies.is_empty() && out.packets.is_empty());
+    let mut got = Vec::new();
+    assert_eq!(p.take_gtpu_signals(&mut got), 0);
+    let from = B4;
+    assert_eq!(
+        got,
+        [
+            tep_dataplane::PeerSignal::ErrorIndication {
+                from,
+                peer: from,
+                teid: 0x100
+            },
+            tep_dataplane::PeerSignal::EchoResponse { from, sequence: 9 }
+        ]
+    );
+    got.clear();
+    assert_eq!(p.take_gtpu_signals(&mut got), 0);
+    assert!(got.is_empty(), "taken once");
+    assert_no_leak(&pool);
+}
+
 /// Sends G-PDUs (`gtpus`, GTP-U header onwards) from `from` to N3 up
 /// through the pipeline: as whole outer packets (gateway mode parses
 /// them), or with `host` as a socket hands them over (the UDP payload,

@@ -79,6 +79,13 @@ impl IeType {
     pub const PDN_TYPE: IeType = IeType(113);
     pub const USER_ID: IeType = IeType(141);
     pub const APN_DNN: IeType = IeType(159);
+    pub const ERROR_INDICATION_REPORT: IeType = IeType(99);
+    pub const NODE_REPORT_TYPE: IeType = IeType(101);
+    pub const USER_PLANE_PATH_FAILURE_REPORT: IeType = IeType(102);
+    pub const REMOTE_GTP_U_PEER: IeType = IeType(103);
+    /// Release 16 (Table 7.4.5.1.3-1), past [`IeType::KNOWN_MAX`]: tep
+    /// only sends it.
+    pub const USER_PLANE_PATH_RECOVERY_REPORT: IeType = IeType(187);
 
     /// The highest IE type of the Table 8.1.2-1 tep follows: Release 15
     /// (0 to 160, the table scapy's contrib/pfcp.py names, which tep's

@@ -11,6 +11,9 @@
 //! - [`rules`]: the grouped IEs (Create/Update/Remove PDR, FAR, QER, URR,
 //!   PDI, Forwarding Parameters, Created PDR, Usage Report, Downlink Data
 //!   Report, Query URR).
+//! - [`report`]: what a UP function reports of its GTP-U paths: Node
+//!   Report Type, Remote GTP-U Peer, User Plane Path Failure/Recovery
+//!   Report, Error Indication Report.
 //! - [`message`]: the messages, [`message::PfcpRepr`] parses and emits them.
 //! - [`sample`]: the messages of a typical PDU session (examples, load).
 //! - [`node`]: the UP function: associations, heartbeats, sessions, the
@@ -45,6 +48,7 @@ pub mod header;
 pub mod ie;
 pub mod message;
 pub mod node;
+pub mod report;
 pub mod rules;
 pub mod sample;
 pub mod types;

@@ -4,6 +4,7 @@
 
 use crate::header::{self, Packet};
 use crate::ie::{IeType, Skipped, Writer};
+use crate::report::*;
 use crate::rules::*;
 use crate::types::*;
 use crate::Error;
@@ -19,6 +20,8 @@ pub mod msg_type {
     pub const ASSOCIATION_RELEASE_REQUEST: u8 = 9;
     pub const ASSOCIATION_RELEASE_RESPONSE: u8 = 10;
     pub const VERSION_NOT_SUPPORTED_RESPONSE: u8 = 11;
+    pub const NODE_REPORT_REQUEST: u8 = 12;
+    pub const NODE_REPORT_RESPONSE: u8 = 13;
     pub const SESSION_ESTABLISHMENT_REQUEST: u8 = 50;
     pub const SESSION_ESTABLISHMENT_RESPONSE: u8 = 51;
     pub const SESSION_MODIFICATION_REQUEST: u8 = 52;
@@ -114,6 +117,25 @@ ies! {
     }
 }
 
+ies! {
+    /// Node Report Request (§7.4.5.1): a GTP-U path failed or recovered.
+    pub message NodeReportRequest {
+        req node_id: NodeId,
+        req node_report_type: NodeReportType,
+        one user_plane_path_failure_report: UserPlanePathFailureReport,
+        one user_plane_path_recovery_report: UserPlanePathRecoveryReport,
+    }
+}
+
+ies! {
+    /// Node Report Response (§7.4.5.2).
+    pub message NodeReportResponse {
+        req node_id: NodeId,
+        req cause: Cause,
+        one offending_ie: OffendingIe,
+    }
+}
+
 // Session-related messages (§7.5).
 
 ies! {
@@ -201,6 +223,7 @@ ies! {
         req report_type: ReportType,
         one downlink_data_report: DownlinkDataReport,
         many usage_reports: UsageReportSrr,
+        one error_indication_report: ErrorIndicationReport,
     }
 }
 
@@ -224,6 +247,8 @@ pub enum Message {
     AssociationReleaseRequest(AssociationReleaseRequest),
     AssociationReleaseResponse(AssociationReleaseResponse),
     VersionNotSupportedResponse,
+    NodeReportRequest(NodeReportRequest),
+    NodeReportResponse(NodeReportResponse),
     SessionEstablishmentRequest(SessionEstablishmentRequest),
     SessionEstablishmentResponse(SessionEstablishmentResponse),
     SessionModificationRequest(SessionModificationRequest),
@@ -248,6 +273,8 @@ impl Message {
             Message::AssociationReleaseRequest(_) => ASSOCIATION_RELEASE_REQUEST,
             Message::AssociationReleaseResponse(_) => ASSOCIATION_RELEASE_RESPONSE,
             Message::VersionNotSupportedResponse => VERSION_NOT_SUPPORTED_RESPONSE,
+            Message::NodeReportRequest(_) => NODE_REPORT_REQUEST,
+            Message::NodeReportResponse(_) => NODE_REPORT_RESPONSE,
             Message::SessionEstablishmentRequest(_) => SESSION_ESTABLISHMENT_REQUEST,
             Message::SessionEstablishmentResponse(_) => SESSION_ESTABLISHMENT_RESPONSE,
             Message::SessionModificationRequest(_) => SESSION_MODIFICATION_REQUEST,
@@ -287,6 +314,12 @@ impl Message {
                 Message::AssociationReleaseResponse(AssociationReleaseResponse::parse_ies(body, p)?)
             }
             VERSION_NOT_SUPPORTED_RESPONSE => Message::VersionNotSupportedResponse,
+            NODE_REPORT_REQUEST => {
+                Message::NodeReportRequest(NodeReportRequest::parse_ies(body, p)?)
+            }
+            NODE_REPORT_RESPONSE => {
+                Message::NodeReportResponse(NodeReportResponse::parse_ies(body, p)?)
+            }
             SESSION_ESTABLISHMENT_REQUEST => Message::SessionEstablishmentRequest(
                 SessionEstablishmentRequest::parse_ies(body, p)?,
             ),
@@ -326,6 +359,8 @@ impl Message {
             Message::AssociationReleaseRequest(m) => m.emit_ies(w),
             Message::AssociationReleaseResponse(m) => m.emit_ies(w),
             Message::VersionNotSupportedResponse => {}
+            Message::NodeReportRequest(m) => m.emit_ies(w),
+            Message::NodeReportResponse(m) => m.emit_ies(w),
             Message::SessionEstablishmentRequest(m) => m.emit_ies(w),
             Message::SessionEstablishmentResponse(m) => m.emit_ies(w),
             Message::SessionModificationRequest(m) => m.emit_ies(w),
@@ -375,6 +410,11 @@ impl Message {
                     offending_ie,
                 })
             }
+            NODE_REPORT_REQUEST => Message::NodeReportResponse(NodeReportResponse {
+                node_id,
+                cause,
+                offending_ie,
+            }),
             SESSION_ESTABLISHMENT_REQUEST => {
                 Message::SessionEstablishmentResponse(SessionEstablishmentResponse {
                     node_id,

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use tep_pfcp::message::*;
 use tep_pfcp::node::{Change, Config, Node, Refused, Usage, UserPlane};
+use tep_pfcp::report::*;
 use tep_pfcp::rules::*;
 use tep_pfcp::types::*;
 use tep_pfcp::{sample, IeType, PfcpRepr};
@@ -842,6 +843,60 @@ fn check_values(name: &str, r: &PfcpRepr, f: &[(&str, &str)]) {
             for u in &m.usage_reports {
                 check_usage(f, name, "UsageReportSessionReportReq", &u.0);
             }
+            for t in m
+                .error_indication_report
+                .iter()
+                .flat_map(|e| &e.remote_f_teids)
+            {
+                check_f_teid(f, name, "ErrorIndicationReport/FTEID", t);
+            }
+        }
+        Message::NodeReportRequest(m) => {
+            check_node_id(f, name, &m.node_id);
+            let flags: Vec<&str> = [
+                (NodeReportType::UPFR, "UPFR"),
+                (NodeReportType::UPRR, "UPRR"),
+            ]
+            .into_iter()
+            .filter(|&(b, _)| m.node_report_type.0 & b != 0)
+            .map(|(_, n)| n)
+            .collect();
+            assert_eq!(set_flags(f, "NodeReportType"), flags, "{name}");
+            let reports = [
+                (
+                    "UserPlanePathFailureReport",
+                    m.user_plane_path_failure_report
+                        .as_ref()
+                        .map(|r| &r.remote_gtp_u_peers),
+                ),
+                (
+                    "UserPlanePathRecoveryReport",
+                    m.user_plane_path_recovery_report
+                        .as_ref()
+                        .map(|r| &r.remote_gtp_u_peers),
+                ),
+            ];
+            for (ie, peers) in reports {
+                for p in peers.into_iter().flatten() {
+                    let ie = format!("{ie}/RemoteGTPUPeer");
+                    if let Some(a) = p.v4 {
+                        ie_has(
+                            f,
+                            name,
+                            &ie,
+                            &[("V4", "1".into()), ("IPv4Addr", a.to_string())],
+                        );
+                    }
+                    if let Some(a) = p.v6 {
+                        ie_has(
+                            f,
+                            name,
+                            &ie,
+                            &[("V6", "1".into()), ("IPv6Addr", a.to_string())],
+                        );
+                    }
+                }
+            }
         }
         m => panic!("{name}: tep does not send {m:?}"),
     }
@@ -850,7 +905,8 @@ fn check_values(name: &str, r: &PfcpRepr, f: &[(&str, &str)]) {
 /// The forms of tep's messages the session above does not produce: other
 /// Node IDs and address families, every Failed Rule ID type with its
 /// Offending IE, a Created PDR in a modification, a refused association,
-/// both reports in one Session Report Request.
+/// both reports in one Session Report Request, path supervision's Node
+/// Reports (failure, recovery) and Error Indication Report.
 fn other_forms() -> Vec<(&'static str, Message)> {
     use Message as M;
     let v6: std::net::Ipv6Addr = "2001:db8::1".parse().unwrap();
@@ -955,6 +1011,42 @@ fn other_forms() -> Vec<(&'static str, Message)> {
                     pdr_ids: vec![PdrId(2)],
                 }),
                 usage_reports: vec![UsageReportSrr(usage(7, UsageReportTrigger::VOLTH))],
+                error_indication_report: None,
+            }),
+        ),
+        (
+            "node_report_path_failure",
+            M::NodeReportRequest(NodeReportRequest {
+                node_id: NodeId::V4(V4),
+                node_report_type: NodeReportType(NodeReportType::UPFR),
+                user_plane_path_failure_report: Some(UserPlanePathFailureReport {
+                    remote_gtp_u_peers: vec![
+                        RemoteGtpuPeer::of(GNB.into()),
+                        RemoteGtpuPeer::of(v6.into()),
+                    ],
+                }),
+                user_plane_path_recovery_report: None,
+            }),
+        ),
+        (
+            "node_report_path_recovery",
+            M::NodeReportRequest(NodeReportRequest {
+                node_id: fqdn(),
+                node_report_type: NodeReportType(NodeReportType::UPRR),
+                user_plane_path_failure_report: None,
+                user_plane_path_recovery_report: Some(UserPlanePathRecoveryReport {
+                    remote_gtp_u_peers: vec![RemoteGtpuPeer::of(GNB2.into())],
+                }),
+            }),
+        ),
+        (
+            "session_report_error_indication",
+            M::SessionReportRequest(SessionReportRequest {
+                report_type: ReportType(ReportType::ERIR),
+                error_indication_report: Some(ErrorIndicationReport {
+                    remote_f_teids: vec![assigned(0x100, Some(GNB), None)],
+                }),
+                ..Default::default()
             }),
         ),
         (

@@ -9,6 +9,7 @@ use proptest::option::of;
 use proptest::prelude::*;
 
 use tep_pfcp::message::*;
+use tep_pfcp::report::*;
 use tep_pfcp::rules::*;
 use tep_pfcp::types::*;
 use tep_pfcp::{IeType, PfcpRepr};
@@ -527,6 +528,7 @@ fn message() -> impl Strategy<Value = Message> {
                     report_type: ReportType(t),
                     downlink_data_report: d.map(|pdr_ids| DownlinkDataReport { pdr_ids }),
                     usage_reports: u.into_iter().map(UsageReportSrr).collect(),
+                    error_indication_report: None,
                 })
             }),
         (cause(), offending()).prop_map(|(c, o)| {
@@ -538,16 +540,64 @@ fn message() -> impl Strategy<Value = Message> {
     ]
 }
 
+fn remote_peers() -> impl Strategy<Value = Vec<RemoteGtpuPeer>> {
+    vec(
+        (of(v4()), of(v6()))
+            .prop_filter("an address", |(a, b)| a.is_some() || b.is_some())
+            .prop_map(|(v4, v6)| RemoteGtpuPeer { v4, v6 }),
+        1..3,
+    )
+}
+
+/// What tep reports of GTP-U paths (`tep_pfcp::report`).
+fn path_message() -> impl Strategy<Value = Message> {
+    let assigned = (any::<u32>(), of(v4()), of(v6()))
+        .prop_filter("an address", |(_, a, b)| a.is_some() || b.is_some())
+        .prop_map(|(teid, v4, v6)| FTeid::Assigned { teid, v4, v6 });
+    prop_oneof![
+        (node_id(), 0u8..0x40, of(remote_peers()), of(remote_peers())).prop_map(|(n, t, f, r)| {
+            Message::NodeReportRequest(NodeReportRequest {
+                node_id: n,
+                node_report_type: NodeReportType(t),
+                user_plane_path_failure_report: f
+                    .map(|remote_gtp_u_peers| UserPlanePathFailureReport { remote_gtp_u_peers }),
+                user_plane_path_recovery_report: r
+                    .map(|remote_gtp_u_peers| UserPlanePathRecoveryReport { remote_gtp_u_peers }),
+            })
+        }),
+        (node_id(), cause(), offending()).prop_map(|(n, c, o)| {
+            Message::NodeReportResponse(NodeReportResponse {
+                node_id: n,
+                cause: c,
+                offending_ie: o,
+            })
+        }),
+        (0u8..0x80, vec(assigned, 1..3)).prop_map(|(t, f)| {
+            Message::SessionReportRequest(SessionReportRequest {
+                report_type: ReportType(t),
+                error_indication_report: Some(ErrorIndicationReport { remote_f_teids: f }),
+                ..Default::default()
+            })
+        }),
+    ]
+}
+
 fn repr() -> impl Strategy<Value = PfcpRepr> {
-    (message(), any::<u64>(), 0u32..1 << 24, of(0u8..16)).prop_map(|(m, seid, seq, prio)| {
-        let session = msg_type::is_session(m.msg_type());
-        PfcpRepr {
-            seid: session.then_some(seid),
-            sequence: seq,
-            priority: prio,
-            message: m,
-        }
-    })
+    (
+        prop_oneof![4 => message(), 1 => path_message()],
+        any::<u64>(),
+        0u32..1 << 24,
+        of(0u8..16),
+    )
+        .prop_map(|(m, seid, seq, prio)| {
+            let session = msg_type::is_session(m.msg_type());
+            PfcpRepr {
+                seid: session.then_some(seid),
+                sequence: seq,
+                priority: prio,
+                message: m,
+            }
+        })
 }
 
 proptest! {

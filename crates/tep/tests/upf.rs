@@ -756,3 +756,61 @@ fn a_silent_smf_is_released_after_the_grace() {
         tep.log()
     );
 }
+
+/// Path supervision, with Echo Requests every second, T3 200 ms and N3 3:
+/// the session's gNB answers tep's Echo Requests, then stops: a Node
+/// Report Request (User Plane Path Failure Report naming it) reaches the
+/// SMF within an interval plus N3 × T3; it answers again: a Node Report
+/// with the recovery. An Error Indication from the gNB for the session's
+/// TEID becomes a Session Report Request with an Error Indication Report
+/// naming that F-TEID; one for a TEID no session sends to, none.
+fn path_supervision(test: &str, gateway: bool) {
+    let extra = "echo_interval_ms = 1000\nt3_response_ms = 200\nn3_requests = 3";
+    let Some((_lab, tep, mut smf)) = start_in(test, gateway, extra) else {
+        return;
+    };
+    smf.run(&tep, json!({"run": "associate"}));
+    smf.run(&tep, json!({"run": "establish", "count": 1}));
+    let r = smf.run(&tep, json!({"run": "path", "session": 0, "seconds": 5}));
+    let failed = r["failed_after_s"].as_f64().unwrap();
+    // An interval + N3 × T3 = 1.6 s, and the loops' latency.
+    assert!(failed <= 2.2, "path failure reported after {failed} s: {r}");
+    assert!(r["unanswered_echo_requests"].as_u64().unwrap() >= 3, "{r}");
+    let recovered = r["recovered_after_s"].as_f64().unwrap();
+    assert!(
+        recovered <= 1.8,
+        "recovery reported after {recovered} s: {r}"
+    );
+    assert_eq!(pfcp_counter(&tep, "path_failures"), 1);
+    assert_eq!(pfcp_counter(&tep, "path_recoveries"), 1);
+    assert_eq!(pfcp_counter(&tep, "node_reports_sent"), 2);
+    assert!(pfcp_counter(&tep, "echo_request_timeouts") >= 3);
+    assert!(pfcp_counter(&tep, "echo_requests_answered") >= 2);
+    let p = tep.show("pfcp");
+    assert_eq!(
+        (&p["gtpu_peers"], &p["gtpu_paths_failed"]),
+        (&json!(1), &json!(0)),
+        "{p}"
+    );
+
+    smf.run(&tep, json!({"run": "error_indication", "session": 0}));
+    assert_eq!(pfcp_counter(&tep, "error_indications_received"), 1);
+    assert_eq!(pfcp_counter(&tep, "error_indication_reports"), 1);
+    assert_eq!(pfcp_counter(&tep, "error_indications_ignored"), 1);
+    // The session still forwards: what becomes of it is the SMF's call.
+    smf.run(&tep, json!({"run": "uplink"}));
+    smf.run(&tep, json!({"run": "downlink"}));
+}
+
+#[test]
+fn a_silent_gnb_and_its_error_indications_are_reported() {
+    path_supervision("a_silent_gnb_and_its_error_indications_are_reported", false);
+}
+
+#[test]
+fn a_gateway_upf_reports_a_silent_gnb_and_its_error_indications() {
+    path_supervision(
+        "a_gateway_upf_reports_a_silent_gnb_and_its_error_indications",
+        true,
+    );
+}

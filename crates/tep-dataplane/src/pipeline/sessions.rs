@@ -145,4 +145,11 @@ impl<C: Clock> Pipeline<C> {
             u.buffers.take_reports(out);
         }
     }
+
+    /// Moves into `out` the Error Indications and Echo Responses the UPF's
+    /// peers sent since the last call ([`crate::PeerSignal`]); returns how
+    /// many found the worker's queue full and were dropped.
+    pub fn take_gtpu_signals(&mut self, out: &mut Vec<crate::PeerSignal>) -> u64 {
+        self.gtpu.signals.take(out)
+    }
 }

@@ -64,6 +64,7 @@
 //!   [`Counter`].
 
 mod cache;
+mod path;
 mod perm;
 pub mod session;
 mod support;
@@ -223,6 +224,14 @@ tep_named::named_enum! {
         ReportsSent => "reports_sent",
         /// End Markers asked of the user plane (SNDEM).
         EndMarkers => "end_markers",
+        /// Node Report Requests sent (first transmissions): a GTP-U path
+        /// failed or recovered, one per associated SMF.
+        NodeReportsSent => "node_reports_sent",
+        /// Session Report Requests with an Error Indication Report sent.
+        ErrorIndicationReports => "error_indication_reports",
+        /// An Error Indication for a session the node does not have, or
+        /// whose last report is still unanswered (not reported).
+        ErrorIndicationSuppressed => "error_indication_suppressed",
     }
 }
 
@@ -487,6 +496,7 @@ struct Slot {
 enum Purpose {
     Heartbeat { assoc: u32 },
     Report { seid: Seid },
+    NodeReport,
 }
 
 #[derive(Debug)]
@@ -763,6 +773,7 @@ impl Node {
                 pdr_ids: vec![PdrId(pdr)],
             }),
             usage_reports: vec![],
+            error_indication_report: None,
         };
         self.send_report(now, seid, (cp_seid, cp_addr), m);
     }
@@ -798,6 +809,7 @@ impl Node {
             report_type: ReportType(ReportType::USAR),
             downlink_data_report: None,
             usage_reports: vec![crate::rules::UsageReportSrr(r)],
+            error_indication_report: None,
         };
         self.send_report(now, seid, (cp_seid, cp_addr), m);
     }
@@ -1135,6 +1147,11 @@ impl Node {
                     (purpose, m.cause)
                 {
                     self.remove_session(seid, up);
+                }
+            }
+            Message::NodeReportResponse(m) => {
+                if self.answered(from, seq, false).is_some() && !m.cause.is_acceptance() {
+                    self.count(Counter::PeerRejected);
                 }
             }
             // Responses to requests tep never sends, and requests only a

@@ -8,6 +8,8 @@ use crate::sample;
 
 #[path = "ie_table.rs"]
 mod ie_table;
+#[path = "path_tests.rs"]
+mod path_tests;
 
 const SMF: &str = "192.0.2.10:40000";
 const N3: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);

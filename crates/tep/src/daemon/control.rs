@@ -365,6 +365,9 @@ fn show_pfcp(state: &State, json: bool) -> Result<String, String> {
             "listen": status.listen,
             "sessions": status.sessions,
             "associations": status.associations,
+            "gtpu_peers": status.gtpu_peers,
+            "gtpu_paths_failed": status.gtpu_paths_failed,
+            "failed_paths": status.failed_paths,
             "counters": counters,
         })
         .to_string()
@@ -383,6 +386,20 @@ fn show_pfcp(state: &State, json: bool) -> Result<String, String> {
             status.associations.join(", ")
         }
     );
+    out += &format!("gtpu peers    {}", status.gtpu_peers);
+    if status.gtpu_paths_failed > 0 {
+        out += &format!(
+            " ({} failed: {}{})",
+            status.gtpu_paths_failed,
+            status.failed_paths.join(", "),
+            if status.failed_paths.len() < status.gtpu_paths_failed {
+                ", …"
+            } else {
+                ""
+            }
+        );
+    }
+    out += "\n";
     out += "counters:\n";
     for (k, v) in status.counters.iter().filter(|(_, v)| *v > 0) {
         out += &format!("  {k:<24} {v:>14}\n");

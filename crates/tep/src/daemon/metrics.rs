@@ -240,6 +240,10 @@ fn pfcp_metrics(r: &mut Registry, p: &PfcpStatus) {
     gauge(r, "pfcp_sessions", sessions, p.sessions);
     let associations = p.associations.len();
     gauge(r, "pfcp_associations", "SMFs associated", associations);
+    let peers = "GTP-U peers of the sessions, supervised by Echo Requests";
+    gauge(r, "pfcp_gtpu_peers", peers, p.gtpu_peers);
+    let failed = "GTP-U peers whose path failed (no Echo Response)";
+    gauge(r, "pfcp_gtpu_paths_failed", failed, p.gtpu_paths_failed);
 }
 
 /// Binds the metrics address (the config's `field`, named in errors),
@@ -450,6 +454,9 @@ inner_prefixes = ["10.9.0.0/16"]
                 sessions: 1000,
                 associations: vec!["smf.example (192.0.2.10)".to_string()],
                 counters: vec![("sessions_established", 1001), ("session_not_found", 2)],
+                gtpu_peers: 3,
+                gtpu_paths_failed: 1,
+                failed_paths: vec!["192.0.2.9".to_string()],
             }),
             None,
             &[],
@@ -466,6 +473,8 @@ inner_prefixes = ["10.9.0.0/16"]
             "tep_pfcp_events_total{event=\"session_not_found\"} 2",
             "tep_pfcp_sessions 1000",
             "tep_pfcp_associations 1",
+            "tep_pfcp_gtpu_peers 3",
+            "tep_pfcp_gtpu_paths_failed 1",
             "tep_metrics_requests_refused_total{reason=\"too_long\"} 0",
             "tep_control_requests_refused_total{reason=\"peer\"} 0",
         ] {

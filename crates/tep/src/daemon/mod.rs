@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod n4;
 pub mod notify;
 pub mod overlay;
+pub mod path;
 pub mod privilege;
 pub mod run;
 pub mod state;

@@ -10,6 +10,7 @@
 //! woken, so that a session is in their tables before the SMF reads the
 //! response that set it up.
 
+use super::path::{EchoSockets, PathCounter, PathEvent, Paths, Timers};
 use super::state::{PfcpStatus, State};
 use super::upf::UpfPlane;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -28,6 +29,9 @@ use tep_sys::{Epoll, EventFd};
 const ROUND: usize = 256;
 /// The largest PFCP message taken (a UDP datagram's most).
 const MAX_MESSAGE: usize = 65_535;
+/// Failed GTP-U paths `tep show pfcp` lists by address at most (the rest
+/// counted).
+const LISTED_FAILED_PATHS: usize = 64;
 
 /// What the main thread asks of the N4 thread.
 enum Ask {
@@ -176,7 +180,17 @@ impl N4 {
                 "pfcp.peers is not set: any host that reaches the N4 address may associate and set up sessions"
             );
         }
-        let plane = UpfPlane::new(sessions, n3_tunnels(config));
+        let mut plane = UpfPlane::new(sessions, n3_tunnels(config));
+        let timers = Timers {
+            interval: Duration::from_millis(p.echo_interval_ms.into()),
+            t3: Duration::from_millis(p.t3_response_ms.into()),
+            n3: p.n3_requests,
+        };
+        plane.paths = Paths::new(timers, p.n3.clone());
+        let echo = match p.echo_interval_ms {
+            0 => EchoSockets::bind(&[])?,
+            _ => EchoSockets::bind(&p.n3)?,
+        };
         let wake = Arc::new(EventFd::new().map_err(|e| format!("eventfd: {e}"))?);
         *state
             .shared
@@ -189,6 +203,7 @@ impl N4 {
         let listen = socket.local_addr().ok();
         let mut run = Loop {
             socket,
+            echo,
             node,
             plane,
             state,
@@ -233,6 +248,8 @@ impl N4 {
 
 struct Loop {
     socket: UdpSocket,
+    /// Path supervision's GTP-U sockets (`super::path`).
+    echo: EchoSockets,
     node: Node,
     plane: UpfPlane,
     state: Arc<State>,
@@ -244,19 +261,30 @@ struct Loop {
 
 const TOKEN_SOCKET: u64 = 0;
 const TOKEN_WAKE: u64 = 1;
+/// Echo socket i is `TOKEN_ECHO + i`.
+const TOKEN_ECHO: u64 = 2;
 
 impl Loop {
     fn run(&mut self, beat: &super::liveness::Beat) -> std::io::Result<()> {
         let epoll = Epoll::new()?;
         epoll.add(self.socket.as_raw_fd(), TOKEN_SOCKET, true, false)?;
         epoll.add(self.wake.as_raw_fd(), TOKEN_WAKE, true, false)?;
+        for (i, s) in self.echo.sockets().enumerate() {
+            epoll.add(s.as_raw_fd(), TOKEN_ECHO + i as u64, true, false)?;
+        }
+        let mut echoes = Vec::new();
+        let mut signals = Vec::new();
         let mut events = Vec::with_capacity(4);
         let mut buf = vec![0u8; MAX_MESSAGE];
         let mut reports = Vec::new();
         self.publish_status();
         while !self.stop.load(Ordering::Acquire) {
             beat.beat();
-            let timeout = match self.node.poll_timeout() {
+            let next = match (self.node.poll_timeout(), self.plane.paths.next_timeout()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let timeout = match next {
                 Some(t) => t
                     .saturating_duration_since(Instant::now())
                     .as_millis()
@@ -298,6 +326,7 @@ impl Loop {
             if self.node.poll_timeout().is_some_and(|t| t <= now) {
                 self.node.handle_timeout(now, &mut self.plane);
             }
+            self.supervise_paths(now, &mut echoes, &mut signals);
             while let Ok(ask) = self.asked.try_recv() {
                 match ask {
                     Ask::Replay(done) => {
@@ -341,8 +370,81 @@ impl Loop {
         Ok(())
     }
 
+    /// Path supervision's round: Echo Responses on the echo sockets and
+    /// the peers' signalling from the workers, Echo Requests due, and
+    /// what failed, recovered or drew an Error Indication told to the
+    /// SMFs. `echoes` and `signals` are scratch.
+    fn supervise_paths(
+        &mut self,
+        now: Instant,
+        echoes: &mut Vec<super::path::Echo>,
+        signals: &mut Vec<tep_dataplane::PeerSignal>,
+    ) {
+        let paths = &mut self.plane.paths;
+        for i in 0..self.echo.sockets().count() {
+            self.echo.receive(i, paths);
+        }
+        let dropped = {
+            let mut held = self
+                .state
+                .shared
+                .upf
+                .signals
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            std::mem::swap(signals, &mut held.0);
+            std::mem::take(&mut held.1)
+        };
+        paths.count(PathCounter::SignalsDropped, dropped);
+        for s in signals.drain(..) {
+            match s {
+                tep_dataplane::PeerSignal::EchoResponse { from, sequence } => {
+                    paths.answered(from, sequence)
+                }
+                tep_dataplane::PeerSignal::ErrorIndication { from, peer, teid } => {
+                    if let Some(seid) = paths.error_indication(now, from, peer, teid) {
+                        self.node.error_indication(now, seid, peer, teid);
+                    }
+                }
+            }
+        }
+        paths.poll(now, echoes);
+        for e in echoes.drain(..) {
+            self.echo.send(&e);
+        }
+        let (mut failed, mut recovered) = (Vec::new(), Vec::new());
+        for e in paths.events() {
+            match e {
+                PathEvent::Failed(a) => failed.push(a),
+                PathEvent::Recovered(a) => recovered.push(a),
+            }
+        }
+        for a in &failed {
+            tracing::warn!(peer = %a, "GTP-U path failed: no Echo Response (Node Report to the SMFs)");
+        }
+        for a in &recovered {
+            tracing::info!(peer = %a, "GTP-U path recovered (Node Report to the SMFs)");
+        }
+        self.node.path_report(now, &failed, false);
+        self.node.path_report(now, &recovered, true);
+    }
+
     fn publish_status(&self) {
+        let paths = &self.plane.paths;
+        let mut failed: Vec<IpAddr> = paths
+            .peers()
+            .filter(|&(_, _, failed, _)| failed)
+            .map(|(a, _, _, _)| a)
+            .collect();
+        failed.sort_unstable();
         let status = PfcpStatus {
+            gtpu_peers: paths.peers().count(),
+            gtpu_paths_failed: failed.len(),
+            failed_paths: failed
+                .iter()
+                .take(LISTED_FAILED_PATHS)
+                .map(|a| a.to_string())
+                .collect(),
             listen: self.listen,
             sessions: self.node.session_count(),
             associations: self
@@ -353,6 +455,11 @@ impl Loop {
             counters: Counter::ALL
                 .iter()
                 .map(|&c| (c.name(), self.node.counter(c)))
+                .chain(
+                    PathCounter::ALL
+                        .iter()
+                        .map(|&c| (c.name(), paths.counter(c))),
+                )
                 .collect(),
         };
         *self

@@ -198,6 +198,10 @@ pub struct UpfShared {
     /// Session slots whose first downlink packet a worker held since the
     /// N4 thread last looked: each gets a Downlink Data Report.
     pub reports: Mutex<Vec<u32>>,
+    /// Error Indications and Echo Responses from the UPF's peers that
+    /// the workers saw since the N4 thread last looked (at most
+    /// [`MAX_SIGNALS`]), and how many found no room.
+    pub signals: Mutex<(Vec<tep_dataplane::PeerSignal>, u64)>,
     /// Wakes the N4 thread.
     pub wake: Mutex<Option<Arc<EventFd>>>,
     /// What `tep show pfcp` and the metrics report.
@@ -215,11 +219,36 @@ impl UpfShared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .append(reports);
+        self.wake_n4();
+    }
+
+    /// A worker's peer signalling (`signals`, emptied; `dropped`: what its
+    /// queue had no room for) to the N4 thread, woken for it.
+    pub fn signal(&self, signals: &mut Vec<tep_dataplane::PeerSignal>, dropped: u64) {
+        if signals.is_empty() && dropped == 0 {
+            return;
+        }
+        {
+            let mut held = self.signals.lock().unwrap_or_else(|e| e.into_inner());
+            let room = MAX_SIGNALS.saturating_sub(held.0.len()).min(signals.len());
+            held.1 += dropped + (signals.len() - room) as u64;
+            held.0.extend(signals.drain(..).take(room));
+        }
+        signals.clear();
+        self.wake_n4();
+    }
+
+    fn wake_n4(&self) {
         if let Some(w) = &*self.wake.lock().unwrap_or_else(|e| e.into_inner()) {
             let _ = w.notify();
         }
     }
 }
+
+/// Peer signalling held for the N4 thread at most: a worker hands over at
+/// most [`tep_dataplane::SIGNALS`] per round, and a stranger's flood of
+/// Error Indications must not grow this while the N4 thread is busy.
+pub const MAX_SIGNALS: usize = 1024;
 
 /// The N4 side as the N4 thread last published it.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -230,8 +259,15 @@ pub struct PfcpStatus {
     pub sessions: usize,
     /// The SMFs associated: Node ID (address).
     pub associations: Vec<String>,
-    /// The node's counters, by name (tep-pfcp's `Counter`).
+    /// The node's counters, by name (tep-pfcp's `Counter`), then path
+    /// supervision's (`PathCounter`).
     pub counters: Vec<(&'static str, u64)>,
+    /// GTP-U peers of the sessions, supervised by Echo Requests.
+    pub gtpu_peers: usize,
+    /// Of them, the ones whose path failed.
+    pub gtpu_paths_failed: usize,
+    /// Their addresses (the first 64).
+    pub failed_paths: Vec<String>,
 }
 
 impl Shared {
@@ -257,5 +293,26 @@ impl Shared {
             totals,
             tunnels: config.tunnels.iter().map(|t| t.name.clone()).collect(),
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tep_dataplane::PeerSignal;
+
+    #[test]
+    fn peer_signalling_held_for_the_n4_thread_is_bounded_and_counted() {
+        let u = UpfShared::default();
+        let from = "192.0.2.9".parse().unwrap();
+        let one = PeerSignal::EchoResponse { from, sequence: 1 };
+        let mut batch = vec![one; 1000];
+        u.signal(&mut batch, 3);
+        assert!(batch.is_empty(), "taken");
+        let mut batch = vec![one; 100];
+        u.signal(&mut batch, 0);
+        let held = u.signals.lock().unwrap();
+        assert_eq!(held.0.len(), MAX_SIGNALS);
+        assert_eq!(held.1, 3 + 1100 - MAX_SIGNALS as u64);
     }
 }

@@ -289,16 +289,26 @@ pub struct UpfPlane {
     n3: Vec<(IpAddr, u32)>,
     by_seid: HashMap<Seid, Entry>,
     by_slot: HashMap<u32, Seid>,
+    /// The sessions' GTP-U peers, supervised (off until the N4 thread
+    /// sets its timers).
+    pub paths: super::path::Paths,
 }
 
 impl UpfPlane {
     /// Over `sessions`, with the N3 tunnels `n3` (address, tunnel index).
     pub fn new(sessions: Sessions, n3: Vec<(IpAddr, u32)>) -> UpfPlane {
+        let off = super::path::Timers {
+            interval: std::time::Duration::ZERO,
+            t3: std::time::Duration::ZERO,
+            n3: 1,
+        };
+        let paths = super::path::Paths::new(off, n3.iter().map(|&(a, _)| a).collect());
         UpfPlane {
             sessions,
             n3,
             by_seid: HashMap::new(),
             by_slot: HashMap::new(),
+            paths,
         }
     }
 
@@ -353,9 +363,11 @@ impl UserPlane for UpfPlane {
                         self.by_slot.insert(slot, seid);
                     }
                 }
+                self.paths.install(std::time::Instant::now(), seid, rules);
                 Ok(())
             }
             Change::Remove { seid } => {
+                self.paths.remove(seid);
                 if let Some(e) = self.by_seid.remove(&seid) {
                     self.by_slot.remove(&e.slot);
                     let _ = self.sessions.remove(e.slot);

@@ -227,6 +227,8 @@ struct Worker {
     input: PacketVector,
     wanted: Vec<IpAddr>,
     reports: Vec<u32>,
+    /// Peer signalling for the N4 thread (path supervision).
+    signals: Vec<tep_dataplane::PeerSignal>,
     /// The next-hop table's generation and evictions seen last.
     seen: u64,
     evictions: u64,
@@ -271,6 +273,7 @@ impl Worker {
             input: PacketVector::new(),
             wanted: Vec::with_capacity(64),
             reports: Vec::new(),
+            signals: Vec::with_capacity(tep_dataplane::SIGNALS),
             seen: 0,
             evictions: 0,
             started: crate::daemon::epoch(),
@@ -302,6 +305,8 @@ impl Worker {
         if self.common.sessions.is_some() {
             self.pipeline.take_session_reports(&mut self.reports);
             self.common.shared.upf.report(&mut self.reports);
+            let dropped = self.pipeline.take_gtpu_signals(&mut self.signals);
+            self.common.shared.upf.signal(&mut self.signals, dropped);
         }
         (from_underlay + from_inner, decap_bytes + encap_bytes)
     }

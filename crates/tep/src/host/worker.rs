@@ -303,6 +303,8 @@ struct Worker {
     tallies: Tallies,
     input: PacketVector,
     reports: Vec<u32>,
+    /// Peer signalling for the N4 thread (path supervision).
+    signals: Vec<tep_dataplane::PeerSignal>,
     started: Instant,
 }
 
@@ -354,6 +356,7 @@ impl Worker {
             tallies,
             input: PacketVector::new(),
             reports: Vec::new(),
+            signals: Vec::with_capacity(tep_dataplane::SIGNALS),
             started: crate::daemon::epoch(),
             endpoints: setup.endpoints,
             common: setup.common,
@@ -383,6 +386,8 @@ impl Worker {
         if self.upf() {
             self.pipeline.take_session_reports(&mut self.reports);
             self.common.shared.upf.report(&mut self.reports);
+            let dropped = self.pipeline.take_gtpu_signals(&mut self.signals);
+            self.common.shared.upf.signal(&mut self.signals, dropped);
         }
     }
 

@@ -37,7 +37,16 @@ import struct
 import sys
 import time
 
-from scapy.contrib.gtp import GTPHeader, GTPPDUSessionContainer, GTP_U_Header
+from scapy.contrib.gtp import (
+    GTPEchoResponse,
+    GTPErrorIndication,
+    GTPHeader,
+    GTPPDUSessionContainer,
+    GTP_U_Header,
+    IE_GSNAddress,
+    IE_Recovery,
+    IE_TEIDI,
+)
 from scapy.contrib.pfcp import (
     PFCP,
     IE_ApplyAction,
@@ -50,6 +59,7 @@ from scapy.contrib.pfcp import (
     IE_DestinationInterface,
     IE_DownlinkDataReport,
     IE_EndTime,
+    IE_ErrorIndicationReport,
     IE_FailedRuleId,
     IE_FAR_Id,
     IE_ForwardingParameters,
@@ -61,6 +71,8 @@ from scapy.contrib.pfcp import (
     IE_MeasurementMethod,
     IE_NetworkInstance,
     IE_NodeId,
+    IE_NodeReportType,
+    IE_NotImplemented,
     IE_OffendingIE,
     IE_OuterHeaderCreation,
     IE_OuterHeaderRemoval,
@@ -74,6 +86,7 @@ from scapy.contrib.pfcp import (
     IE_QFI,
     IE_QueryURR,
     IE_RecoveryTimeStamp,
+    IE_RemoteGTP_U_Peer,
     IE_ReportingTriggers,
     IE_ReportType,
     IE_SourceInterface,
@@ -88,11 +101,13 @@ from scapy.contrib.pfcp import (
     IE_UsageReport_SDR,
     IE_UsageReport_SMR,
     IE_UsageReportTrigger,
+    IE_UserPlanePathFailureReport,
     IE_VolumeMeasurement,
     PFCPAssociationReleaseRequest,
     PFCPAssociationSetupRequest,
     PFCPHeartbeatRequest,
     PFCPHeartbeatResponse,
+    PFCPNodeReportResponse,
     PFCPSessionDeletionRequest,
     PFCPSessionEstablishmentRequest,
     PFCPSessionModificationRequest,
@@ -111,6 +126,9 @@ QFI = 9
 WINDOW = 64
 # Message types (TS 29.244 Table 7.3-1) this SMF sees.
 HEARTBEAT_REQUEST, HEARTBEAT_RESPONSE = 1, 2
+NODE_REPORT_REQUEST = 12
+# GTP-U message types (TS 29.281 Table 6.1-1).
+GTPU_ECHO_REQUEST, GTPU_ERROR_INDICATION = 1, 26
 ASSOCIATION_SETUP_RESPONSE, ASSOCIATION_RELEASE_RESPONSE = 6, 10
 ESTABLISHMENT_RESPONSE, MODIFICATION_RESPONSE, DELETION_RESPONSE = 51, 53, 55
 REPORT_REQUEST = 56
@@ -225,6 +243,12 @@ class Lab:
         # Session Report Requests from tep, unanswered.
         self.reports = []
         self.heartbeats_answered = 0
+        # tep's Node Report Requests (answered as they come): (time, dissected).
+        self.node_reports = []
+        # Path supervision: tep's Echo Requests per gNB, and the gNBs that
+        # leave them unanswered.
+        self.echo_requests = {}
+        self.silent_gnbs = set()
         self.retransmissions = 0
         self.tep_recovery = None
         here = "/proc/self/ns/net"
@@ -274,6 +298,13 @@ class Lab:
                 self.heartbeats_answered += 1
             elif t == REPORT_REQUEST:
                 self.reports.append((data, p))
+            elif t == NODE_REPORT_REQUEST:
+                self.node_reports.append((time.monotonic(), p))
+                rsp = PFCP(version=1, S=0, seq=p.seq) / PFCPNodeReportResponse(IE_list=[
+                    IE_NodeId(id_type="FQDN", id="smf.test"),
+                    IE_Cause(cause=ACCEPTED),
+                ])
+                self.n4.sendto(bytes(rsp), src)
             else:
                 self.responses.setdefault(p.seq, []).append((data, p))
             r, _, _ = select.select([self.n4], [], [], 0)
@@ -508,9 +539,29 @@ class Lab:
                 return out
             while True:
                 try:
-                    out.append(sock.recvfrom(65535))
+                    data, src = sock.recvfrom(65535)
                 except BlockingIOError:
                     break
+                if not self.echo_request(sock, data, src):
+                    out.append((data, src))
+
+    def echo_request(self, sock, data, src):
+        """Whether `data` is tep's Echo Request to a gNB (TS 29.281 §7.2.1):
+        counted, and answered to the port it came from unless the gNB is
+        silenced, as a gNB's GTP-U stack does whatever else it is doing."""
+        if sock not in self.gnb_socks or len(data) < 8 or data[1] != GTPU_ECHO_REQUEST:
+            return False
+        gnb = self.gnbs[self.gnb_socks.index(sock)]
+        h = GTPHeader(data)
+        check(src[0] == self.upf, "Echo Request at %s from %r" % (gnb, src))
+        check(h.S == 1 and h.teid == 0, "Echo Request at %s: S=%d TEID %d" % (gnb, h.S, h.teid))
+        check(src[1] != GTPU_PORT, "Echo Request at %s from port 2152, want tep's own" % gnb)
+        self.echo_requests[gnb] = self.echo_requests.get(gnb, 0) + 1
+        if gnb not in self.silent_gnbs:
+            rsp = GTPHeader(gtp_type=2, S=1, seq=h.seq, teid=0) / GTPEchoResponse(
+                IE_list=[IE_Recovery(restart_counter=0)])
+            sock.sendto(bytes(rsp), src)
+        return True
 
     def window(self, want, collect, most=WINDOW):
         """Keeps at most `most` datagrams in flight: the kernel forwards a
@@ -1206,6 +1257,98 @@ class Lab:
             del self.sessions[s.index]
         return {"deleted": len(sess), "ul_packets": totals[0], "ul_bytes": totals[1],
                 "dl_packets": totals[2], "dl_bytes": totals[3]}
+
+    def await_node_report(self, gnb, bit, since, wait):
+        """The next Node Report Request within `wait` s, while the gNBs'
+        sockets are read (and answered as they are set to): its report
+        type must be UPFR (`bit` 1) or UPRR (2) and name `gnb` alone;
+        returns seconds since `since`."""
+        end = time.monotonic() + wait
+        while not self.node_reports and time.monotonic() < end:
+            for sock in self.gnb_socks:
+                extra = self.drain(sock, 0)
+                check(not extra, "path: datagrams at a gNB: %r" % extra[:2])
+            self.pump(0.05)
+        check(self.node_reports, "no Node Report Request within %.1f s" % wait)
+        at, p = self.node_reports.pop(0)
+        where = "Node Report Request"
+        check(p.S == 0, "%s with an SEID" % where)
+        nid = fqdn(one_ie(p.payload, IE_NodeId, where))
+        check(nid == self.cfg["node_id"], "%s: Node ID %s" % (where, nid))
+        # scapy 2.5 (Release 15) names bit 1 UPFR and calls bit 2 (UPRR,
+        # Release 16) spare.
+        t = one_ie(p.payload, IE_NodeReportType, where)
+        check((t.UPFR, t.spare) == ((1, 0) if bit == 1 else (0, 1)), "%s: report type %r" % (where, t))
+        if bit == 1:
+            f = one_ie(p.payload, IE_UserPlanePathFailureReport, where)
+            peer = one_ie(f, IE_RemoteGTP_U_Peer, where)
+            check(peer.V4 == 1 and peer.ipv4 == gnb, "%s: peer %r, want %s" % (where, peer, gnb))
+        else:
+            # User Plane Path Recovery Report, IE 187, which scapy does not
+            # know: one Remote GTP-U Peer (IE 103, V4) inside.
+            r = one_ie(p.payload, IE_NotImplemented, where)
+            raw = bytes(r)
+            want = struct.pack("!HHHHB", 187, 9, 103, 5, 0x02) + socket.inet_aton(gnb)
+            check(raw == want, "%s: recovery report %s, want %s" % (where, raw.hex(), want.hex()))
+        check(not self.node_reports, "another Node Report Request: %r" % self.node_reports)
+        return at - since
+
+    def cmd_path(self, c):
+        """Path supervision of the gNB of session `session`: tep's Echo
+        Requests are answered, then not (`seconds` at most for the failure
+        Node Report), then again (the recovery Node Report)."""
+        s = self.sessions[c["session"]]
+        wait = c["seconds"]
+        end = time.monotonic() + wait
+        while self.echo_requests.get(s.gnb, 0) == 0 and time.monotonic() < end:
+            self.drain(self.gnb_socks[self.gnbs.index(s.gnb)], 0.05)
+        answered = self.echo_requests.get(s.gnb, 0)
+        check(answered > 0, "no Echo Request at %s within %.1f s" % (s.gnb, wait))
+        check(not self.node_reports, "a Node Report Request while the gNB answers: %r" % self.node_reports)
+        self.silent_gnbs.add(s.gnb)
+        t0 = time.monotonic()
+        failed_after = self.await_node_report(s.gnb, 1, t0, wait)
+        unanswered = self.echo_requests[s.gnb] - answered
+        self.silent_gnbs.discard(s.gnb)
+        t1 = time.monotonic()
+        recovered_after = self.await_node_report(s.gnb, 2, t1, wait)
+        return {"failed_after_s": round(failed_after, 2), "recovered_after_s": round(recovered_after, 2),
+                "unanswered_echo_requests": unanswered}
+
+    def cmd_error_indication(self, c):
+        """The gNB of session `session` sends tep an Error Indication for
+        the session's downlink TEID (TS 29.281 §7.3.1): a Session Report
+        Request with an Error Indication Report naming that F-TEID comes,
+        answered; one for a TEID no session sends to brings none."""
+        s = self.sessions[c["session"]]
+        sock = self.gnb_socks[self.gnbs.index(s.gnb)]
+
+        def error_indication(teid, seq):
+            return bytes(GTPHeader(gtp_type=GTPU_ERROR_INDICATION, S=1, seq=seq, teid=0)
+                         / GTPErrorIndication(IE_list=[IE_TEIDI(TEIDI=teid),
+                                                       IE_GSNAddress(length=4, ipv4_address=s.gnb)]))
+
+        sock.sendto(error_indication(s.dl_teid, 1), (self.upf, GTPU_PORT))
+        end = time.monotonic() + 5
+        while not self.reports and time.monotonic() < end:
+            self.pump(0.1)
+        check(self.reports, "no Session Report Request within 5 s of an Error Indication")
+        data, p = self.reports.pop(0)
+        where = "Error Indication Report"
+        check(p.S == 1 and p.seid == s.cp_seid, "%s: SEID %r, want 0x%x" % (where, p.seid, s.cp_seid))
+        rt = one_ie(p.payload, IE_ReportType, where)
+        check(rt.ERIR == 1 and rt.DLDR == 0 and rt.USAR == 0, "%s: report type %r" % (where, rt))
+        eir = one_ie(p.payload, IE_ErrorIndicationReport, where)
+        f = one_ie(eir, IE_FTEID, where)
+        check(f.V4 == 1 and f.TEID == s.dl_teid and f.ipv4 == s.gnb,
+              "%s: remote F-TEID %r, want 0x%x at %s" % (where, f, s.dl_teid, s.gnb))
+        rsp = PFCP(version=1, S=1, seid=s.up_seid, seq=p.seq) / PFCPSessionReportResponse(
+            IE_list=[IE_Cause(cause=ACCEPTED)])
+        self.n4.sendto(bytes(rsp), (self.upf, PFCP_PORT))
+        sock.sendto(error_indication(0x7777_7777, 2), (self.upf, GTPU_PORT))
+        self.pump(1.0)
+        check(not self.reports, "a report for an Error Indication naming no session: %r" % self.reports)
+        return {"reported_teid": s.dl_teid}
 
     def cmd_stats(self, c):
         return {"sessions": len(self.sessions), "heartbeats_answered": self.heartbeats_answered,
