@@ -333,7 +333,7 @@ pub fn scale(
     }
     run(&mut one, &mut pool, false, &from, &[0], from_one)?;
     run(&mut one, &mut pool, true, &to, &[0], to_one)?;
-    let mut clocks = [&base, &one, &net].map(|p| NodeClocks::new(p));
+    let mut clocks = [&base, &one, &net].map(NodeClocks::new);
     for round in 0..=samples {
         let mut picks = [0u32; VECTOR_SIZE];
         for run in picks.chunks_mut(burst.max(1)) {
