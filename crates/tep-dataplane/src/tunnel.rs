@@ -151,7 +151,7 @@ impl Receiver {
 /// more; other keys name their list of receivers (point-to-point
 /// tunnels: a few, in cache). At 4,096 networks the table is 128 KiB,
 /// which stays in L2 beside the FDB's traffic, where slots of a line
-/// each (1 MiB) did not.
+/// each (512 KiB) did not.
 #[derive(Debug, Default)]
 struct RxTable {
     slots: Box<[RxSlot]>,
