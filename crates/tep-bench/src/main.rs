@@ -98,8 +98,8 @@ enum Command {
         burst: usize,
         /// Instead of the matrix: networks at scale (--macs over --vteps and
         /// --networks, bursts of 1 and 8) beside one point-to-point VXLAN
-        /// tunnel, and flooding to 1, 10 and 100 peers; the first of
-        /// --sizes (default 64).
+        /// tunnel, and flooding to 1, 10 and 100 peers; each of --sizes
+        /// (default 64).
         #[arg(long)]
         overlay: bool,
         /// With --overlay: MACs learned.
@@ -266,13 +266,18 @@ fn bench_overlay_command(
     sizes: &[String],
     (macs, vteps, networks): (u32, u32, u32),
 ) -> ExitCode {
-    let size = match list(sizes, vec![pipeline::Size::Ip(64)], pipeline::Size::parse).map(|s| s[0])
-    {
-        Ok(pipeline::Size::Ip(n)) => n,
-        Ok(pipeline::Size::Tso) => {
-            eprintln!("tep-bench pipeline --overlay: --sizes takes an IP length");
-            return ExitCode::from(1);
-        }
+    let ip_length = |s: &pipeline::Size| match s {
+        pipeline::Size::Ip(n) => Some(*n),
+        pipeline::Size::Tso => None,
+    };
+    let sizes: Vec<usize> = match list(sizes, vec![pipeline::Size::Ip(64)], pipeline::Size::parse) {
+        Ok(s) => match s.iter().map(ip_length).collect() {
+            Some(s) => s,
+            None => {
+                eprintln!("tep-bench pipeline --overlay: --sizes takes IP lengths");
+                return ExitCode::from(1);
+            }
+        },
         Err(e) => {
             eprintln!("tep-bench pipeline: {e}");
             return ExitCode::from(1);
@@ -286,11 +291,15 @@ fn bench_overlay_command(
     }
     let samples = samples.unwrap_or(101).max(1);
     let run = || -> Result<_, String> {
-        let mut scale = overlay_scale::scale(macs, vteps, networks, 1, size, samples)?;
-        scale.extend(overlay_scale::scale(
-            macs, vteps, networks, 8, size, samples,
-        )?);
-        let flood = overlay_scale::flooding(&[1, 10, 100], size, samples)?;
+        let (mut scale, mut flood) = (Vec::new(), Vec::new());
+        for &size in &sizes {
+            for burst in [1, 8] {
+                scale.extend(overlay_scale::scale(
+                    macs, vteps, networks, burst, size, samples,
+                )?);
+            }
+            flood.extend(overlay_scale::flooding(&[1, 10, 100], size, samples)?);
+        }
         Ok((scale, flood))
     };
     match run() {

@@ -223,6 +223,61 @@ fn whole(what: &str, out: usize, want: usize) -> Result<(), String> {
     }
 }
 
+/// Each node's clocks a packet, per round (a round runs each of a
+/// pipeline's directions once), for medians: a worker preempted by the
+/// others on a shared machine would swell a mean.
+struct NodeClocks {
+    last: Vec<(u64, u64)>,
+    per_round: Vec<Vec<f64>>,
+}
+
+impl NodeClocks {
+    fn new(p: &Pipeline<Tsc>) -> NodeClocks {
+        let n = p.runtime().nodes();
+        NodeClocks {
+            last: n.iter().map(|n| (n.ticks, n.packets)).collect(),
+            per_round: vec![Vec::new(); n.len()],
+        }
+    }
+
+    fn sample(&mut self, p: &Pipeline<Tsc>, keep: bool) {
+        for ((n, last), per) in p
+            .runtime()
+            .nodes()
+            .iter()
+            .zip(&mut self.last)
+            .zip(&mut self.per_round)
+        {
+            if keep && n.packets > last.1 {
+                per.push((n.ticks - last.0) as f64 / (n.packets - last.1) as f64);
+            }
+            *last = (n.ticks, n.packets);
+        }
+    }
+
+    /// Medians per node: tunnel, one-MAC network and networks side by side.
+    fn render(all: &mut [NodeClocks; 3], p: &Pipeline<Tsc>, burst: usize, size: usize) -> String {
+        let mut s = format!(
+            "== clocks/packet by node, medians of rounds, burst {burst}, {size} bytes\n\
+             {:<24}{:>9}{:>9}{:>10}\n",
+            "node", "tunnel", "1-MAC", "networks"
+        );
+        for (i, n) in p.runtime().nodes().iter().enumerate() {
+            let cells = all.each_mut().map(|c| match c.per_round[i].is_empty() {
+                true => "-".to_string(),
+                false => format!("{:.1}", median(&mut c.per_round[i])),
+            });
+            if cells.iter().any(|c| c != "-") {
+                s += &format!(
+                    "{:<24}{:>9}{:>9}{:>10}\n",
+                    n.name, cells[0], cells[1], cells[2]
+                );
+            }
+        }
+        s
+    }
+}
+
 /// The FDB-scale rows: encap and decap, tunnel beside networks.
 pub fn scale(
     macs: u32,
@@ -278,12 +333,7 @@ pub fn scale(
     }
     run(&mut one, &mut pool, false, &from, &[0], from_one)?;
     run(&mut one, &mut pool, true, &to, &[0], to_one)?;
-    let warm: Vec<(u64, u64)> = net
-        .runtime()
-        .nodes()
-        .iter()
-        .map(|n| (n.ticks, n.packets))
-        .collect();
+    let mut clocks = [&base, &one, &net].map(NodeClocks::new);
     for round in 0..=samples {
         let mut picks = [0u32; VECTOR_SIZE];
         for run in picks.chunks_mut(burst.max(1)) {
@@ -319,19 +369,12 @@ pub fn scale(
                 ns[dir][which].push(t / VECTOR_SIZE as f64);
             }
         }
+        for (c, p) in clocks.iter_mut().zip([&base, &one, &net]) {
+            c.sample(p, round > 0);
+        }
     }
     if std::env::var_os("TEP_NODE_REPORT").is_some() {
-        eprintln!("== tunnel, burst {burst}\n{}", base.runtime().report());
-        eprintln!("== networks, burst {burst}, clocks/packet after the warm-up");
-        for (n, (t, p)) in net.runtime().nodes().iter().zip(&warm) {
-            if n.packets > *p {
-                eprintln!(
-                    "{:<24}{:>10.1}",
-                    n.name,
-                    (n.ticks - t) as f64 / (n.packets - p) as f64
-                );
-            }
-        }
+        eprint!("{}", NodeClocks::render(&mut clocks, &net, burst, size));
     }
     let per_entry = overlay.fdb().bytes() as f64 / f64::from(macs.max(1));
     Ok(["encap", "decap"]

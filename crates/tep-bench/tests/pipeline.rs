@@ -312,3 +312,65 @@ fn a_bad_filter_value_names_its_flag() {
         );
     }
 }
+
+/// `--overlay --sizes 64,1492`: every size asked for, each in bursts of
+/// 1 and 8 and in both directions, and its flooding rows; 64k refused.
+#[test]
+fn overlay_runs_every_size_asked_for() {
+    let small = [
+        "--overlay",
+        "--macs",
+        "64",
+        "--vteps",
+        "4",
+        "--networks",
+        "2",
+        "--samples",
+        "1",
+        "--sizes",
+    ];
+    let v = bench(&[&small[..], &["64,1492"]].concat()).unwrap_or_else(|e| panic!("{e:?}"));
+    let scale: BTreeSet<(String, u64, u64)> = v["scale"]
+        .as_array()
+        .expect("scale rows")
+        .iter()
+        .map(|r| {
+            let size = r["size"].as_u64().expect("size");
+            let burst = r["burst"].as_u64().expect("burst");
+            (
+                r["direction"].as_str().expect("direction").into(),
+                size,
+                burst,
+            )
+        })
+        .collect();
+    let mut want = BTreeSet::new();
+    for d in ["encap", "decap"] {
+        for size in [64, 1492] {
+            for burst in [1, 8] {
+                want.insert((d.to_string(), size, burst));
+            }
+        }
+    }
+    assert_eq!(scale, want);
+    assert_eq!(v["scale"].as_array().map(Vec::len), Some(want.len()));
+    let flood: Vec<(u64, u64)> = v["flooding"]
+        .as_array()
+        .expect("flooding rows")
+        .iter()
+        .map(|r| {
+            (
+                r["size"].as_u64().expect("size"),
+                r["peers"].as_u64().expect("peers"),
+            )
+        })
+        .collect();
+    let want: Vec<(u64, u64)> = [64, 1492]
+        .iter()
+        .flat_map(|&s| [1, 10, 100].map(|p| (s, p)))
+        .collect();
+    assert_eq!(flood, want);
+    let (code, err) = bench(&[&small[..], &["64,64k"]].concat()).unwrap_err();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("--sizes takes IP lengths"), "{err}");
+}

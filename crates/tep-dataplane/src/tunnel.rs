@@ -142,29 +142,42 @@ impl Receiver {
 }
 
 /// The receive lookup's table: (local port, id) → the tunnels with that
-/// id, by open addressing over one array of lines, each holding its key
-/// and its first receiver (the usual case asks no more): a lookup reads
-/// one line, which `vxlan-decap` fetches packets ahead when thousands of
-/// networks make it a miss (hashbrown reads two, one after the other, and
-/// offers no way to fetch either early).
+/// id, by open addressing over slots of 16 bytes, four to a line: a
+/// lookup reads one line, which `vxlan-decap` fetches packets ahead when
+/// thousands of networks make it a miss (hashbrown reads two, one after
+/// the other, and offers no way to fetch either early). A slot holds all
+/// a network on an IPv4 address needs checked (that address: it takes
+/// every remote), so that the usual lookup across thousands reads no
+/// more; other keys name their list of receivers (point-to-point
+/// tunnels: a few, in cache). At 4,096 networks the table is 128 KiB,
+/// which stays in L2 beside the FDB's traffic, where slots of a line
+/// each (512 KiB) did not.
 #[derive(Debug, Default)]
 struct RxTable {
     slots: Box<[RxSlot]>,
-    /// Receivers after the first, per slot that has them.
-    more: Vec<Vec<Receiver>>,
+    /// The receivers of each key whose slot does not say them itself.
+    lists: Vec<Vec<Receiver>>,
 }
 
-#[derive(Clone, Copy, Debug)]
-#[repr(align(64))]
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(16))]
 struct RxSlot {
-    /// [`RxTable::key`]; 0: free.
+    /// [`RxTable::key`], with [`RxTable::V4_LOCAL`] where `check` is an
+    /// address; 0: free.
     key: u64,
-    first: Receiver,
-    /// Index into `more`, or `u32::MAX`.
-    more: u32,
+    /// The tunnel, where `check` is an address.
+    tunnel: u32,
+    /// The IPv4 address the one receiver takes datagrams to, from any
+    /// remote ([`RxTable::V4_LOCAL`]); else the index into `lists`.
+    check: u32,
 }
 
 impl RxTable {
+    /// In a slot's key: `check` is the local IPv4 address of one
+    /// receiver that takes every remote (a network). Keys leave the bit
+    /// clear: ports take bits 40..56.
+    const V4_LOCAL: u64 = 1 << 56;
+
     /// Port and id in one word, never 0 (ids take at most 33 bits).
     #[inline]
     fn key(port: u16, id: u64) -> u64 {
@@ -173,19 +186,9 @@ impl RxTable {
 
     fn new(entries: FastMap<(u16, u64), (Receiver, Vec<Receiver>)>) -> RxTable {
         let len = (entries.len() * 2).next_power_of_two().max(16);
-        let empty = RxSlot {
-            key: 0,
-            first: Receiver {
-                tunnel: 0,
-                remote: IpAddr::from([0u8; 4]),
-                local: IpAddr::from([0u8; 4]),
-                any_remote: false,
-            },
-            more: u32::MAX,
-        };
         let mut t = RxTable {
-            slots: vec![empty; len].into_boxed_slice(),
-            more: Vec::new(),
+            slots: vec![RxSlot::default(); len].into_boxed_slice(),
+            lists: Vec::new(),
         };
         for ((port, id), (first, more)) in entries {
             let key = Self::key(port, id);
@@ -193,35 +196,51 @@ impl RxTable {
             while t.slots[i].key != 0 {
                 i = (i + 1) & (len - 1);
             }
-            let more = match more.is_empty() {
-                true => u32::MAX,
-                false => {
-                    t.more.push(more);
-                    (t.more.len() - 1) as u32
+            t.slots[i] = match (first.local, first.any_remote && more.is_empty()) {
+                (IpAddr::V4(a), true) => RxSlot {
+                    key: key | Self::V4_LOCAL,
+                    tunnel: first.tunnel,
+                    check: u32::from(a),
+                },
+                _ => {
+                    t.lists.push([first].into_iter().chain(more).collect());
+                    RxSlot {
+                        key,
+                        tunnel: first.tunnel,
+                        check: (t.lists.len() - 1) as u32,
+                    }
                 }
             };
-            t.slots[i] = RxSlot { key, first, more };
         }
         t
     }
 
     #[inline]
     fn home(&self, key: u64) -> usize {
-        // An empty table has no slot: `get` checks, `prefetch` finds none.
+        // An empty table has no slot: `find` checks, `prefetch` finds none.
         (mix(0x7278_5f74_6162_6c65, key) >> 32) as usize & self.slots.len().wrapping_sub(1)
     }
 
-    /// The receivers of `(port, id)`: the first, and the others.
+    /// The tunnel of `(port, id)` that takes datagrams from `remote` to
+    /// `local`: None where no tunnel has the id, Some(None) where none
+    /// of those that have it takes them.
     #[inline]
-    fn get(&self, port: u16, id: u64) -> Option<(&Receiver, &[Receiver])> {
-        let key = Self::key(port, id);
+    fn find(&self, port: u16, id: u64, remote: IpAddr, local: IpAddr) -> Option<Option<u32>> {
+        let want = Self::key(port, id) | Self::V4_LOCAL;
         let mask = self.slots.len().checked_sub(1)?;
-        let mut i = self.home(key);
+        let mut i = self.home(want & !Self::V4_LOCAL);
         loop {
             let s = &self.slots[i];
-            if s.key == key {
-                let more = self.more.get(s.more as usize).map_or(&[][..], |m| &m[..]);
-                return Some((&s.first, more));
+            if s.key | Self::V4_LOCAL == want {
+                return Some(if s.key & Self::V4_LOCAL != 0 {
+                    let to_it = matches!(local, IpAddr::V4(a) if u32::from(a) == s.check);
+                    to_it.then_some(s.tunnel)
+                } else {
+                    self.lists[s.check as usize]
+                        .iter()
+                        .find(|r| r.takes(remote, local))
+                        .map(|r| r.tunnel)
+                });
             }
             if s.key == 0 {
                 return None;
@@ -236,6 +255,11 @@ impl RxTable {
         if let Some(s) = self.slots.get(self.home(Self::key(port, id))) {
             crate::session::flat::prefetch(s);
         }
+    }
+
+    /// The table's bytes.
+    fn bytes(&self) -> usize {
+        core::mem::size_of_val(&*self.slots)
     }
 }
 
@@ -404,7 +428,7 @@ impl TunnelTable {
     /// than the caches keep close (thousands of networks).
     #[inline]
     pub fn receive_is_large(&self) -> bool {
-        self.receive.slots.len() > 256
+        self.receive.bytes() > 16 << 10
     }
 
     /// Starts fetching what [`receive`](Self::receive) of `(port, id)`
@@ -426,12 +450,8 @@ impl TunnelTable {
         local: IpAddr,
         id: u64,
     ) -> Result<u32, DropReason> {
-        match self.receive.get(port, id) {
-            Some((first, more)) => core::iter::once(first)
-                .chain(more)
-                .find(|r| r.takes(remote, local))
-                .map(|r| r.tunnel)
-                .ok_or(DropReason::WrongPeer),
+        match self.receive.find(port, id, remote, local) {
+            Some(found) => found.ok_or(DropReason::WrongPeer),
             None => Err(match kind {
                 TunnelKind::Vxlan | TunnelKind::Geneve => DropReason::UnknownVni,
                 TunnelKind::Gtpu => DropReason::UnknownTeid,
@@ -605,6 +625,65 @@ mod tests {
         );
         assert!(!TunnelTable::new(&config()).receive_is_large());
         TunnelTable::new(&[]).prefetch_receive(4789, 1);
+    }
+
+    /// Networks take every remote on their local address: one on an IPv4
+    /// address answered from its slot, one on IPv6 and two sharing a VNI
+    /// (on two addresses) from their lists, each refusing another local
+    /// address; a point-to-point tunnel on a network's VNI and port is
+    /// told apart by its peer.
+    #[test]
+    fn networks_take_any_remote_on_their_address_only() {
+        use crate::config::NetworkSettings;
+        let (us, other) = (v4([1, 0, 0, 1]), v4([1, 0, 0, 2]));
+        let us6 = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1));
+        let net = |name: &str, local: IpAddr, vni: u32| {
+            let s = NetworkSettings::default();
+            let mut t = TunnelConfig::network(name, TunnelKind::Vxlan, local, s);
+            t.vni = vni;
+            t
+        };
+        let mut p2p = TunnelConfig::new("p", TunnelKind::Vxlan, other, v4([9, 9, 9, 9]));
+        p2p.vni = 12;
+        let tunnels: Vec<TunnelConfig> = (0..2000)
+            .map(|i| net(&format!("n{i}"), us, 100 + i))
+            .chain([net("v6", us6, 10), net("a", us, 11), net("b", other, 11)])
+            .chain([net("c", us, 12), p2p])
+            .collect();
+        let t = TunnelTable::new(&tunnels);
+        assert!(t.receive_is_large());
+        let k = TunnelKind::Vxlan;
+        for i in 0..2000 {
+            let from = v4([10, 0, (i >> 8) as u8, i as u8]);
+            assert_eq!(t.receive(k, 4789, from, us, u64::from(100 + i)), Ok(i));
+            assert_eq!(
+                t.receive(k, 4789, from, other, u64::from(100 + i)),
+                Err(DropReason::WrongPeer)
+            );
+        }
+        let from = v4([10, 0, 0, 1]);
+        let from6 = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2));
+        assert_eq!(t.receive(k, 4789, from6, us6, 10), Ok(2000));
+        assert_eq!(
+            t.receive(k, 4789, from6, from6, 10),
+            Err(DropReason::WrongPeer)
+        );
+        assert_eq!(t.receive(k, 4789, from, us, 11), Ok(2001));
+        assert_eq!(t.receive(k, 4789, from, other, 11), Ok(2002));
+        assert_eq!(
+            t.receive(k, 4789, from, v4([1, 0, 0, 3]), 11),
+            Err(DropReason::WrongPeer)
+        );
+        assert_eq!(t.receive(k, 4789, from, us, 12), Ok(2003));
+        assert_eq!(t.receive(k, 4789, v4([9, 9, 9, 9]), other, 12), Ok(2004));
+        assert_eq!(
+            t.receive(k, 4789, from, other, 12),
+            Err(DropReason::WrongPeer)
+        );
+        assert_eq!(
+            t.receive(k, 4789, from, us, 99),
+            Err(DropReason::UnknownVni)
+        );
     }
 
     /// The cache answers what the table would, for every part of the key.
