@@ -139,7 +139,7 @@ fn establishment() -> SessionEstablishmentRequest {
                 total: Some(1_000_000),
                 ..Default::default()
             }),
-            skipped: Default::default(),
+            ..Default::default()
         }],
         create_qers: vec![CreateQer {
             qer_id: QerId(1),
@@ -175,7 +175,7 @@ fn handover() -> SessionModificationRequest {
                 downlink: Some(5000),
                 ..Default::default()
             }),
-            skipped: Default::default(),
+            ..Default::default()
         }],
         update_qers: vec![UpdateQer {
             qer_id: QerId(1),
@@ -340,8 +340,8 @@ impl Smf {
         let mut c = Config::new(NodeId::V4(V4), 3_950_000_000, Some(V4), None);
         c.heartbeat_interval = Some(Duration::from_secs(60));
         // pycrate's URR has a volume threshold: this user plane stands for
-        // one that reports it.
-        c.volume_threshold_reports = true;
+        // one that scans usage.
+        c.usage_scans = true;
         Smf {
             node: Node::new(c),
             up: Up::default(),
@@ -466,7 +466,12 @@ fn a_session_with_pycrate(req: HashMap<String, Vec<u8>>) -> Vec<(String, Vec<u8>
     );
     assert_eq!(cause(&r), Cause::REQUEST_ACCEPTED);
     let (now, mut up) = (s.now, std::mem::take(&mut s.up));
-    s.node.volume_threshold_reached(now, seid, 1, &mut up);
+    // Each scan takes 200 bytes down: the 5000-byte threshold is reached
+    // on the 25th.
+    for _ in 0..25 {
+        assert!(s.node.poll_transmit().is_none());
+        s.node.scan_usage(now, &mut up);
+    }
     s.up = up;
     let r = s.take("session_report_usage");
     s.acknowledge(&r);
@@ -877,6 +882,7 @@ fn other_forms() -> Vec<(&'static str, Message)> {
             uplink_packets: Some(0),
             downlink_packets: Some(1 << 40),
         }),
+        duration: Some(DurationMeasurement(86_400)),
     };
     let rejected = Message::rejection(
         msg_type::ASSOCIATION_SETUP_REQUEST,

@@ -198,7 +198,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                             total: Some(1_000_000),
                             ..Default::default()
                         }),
-                        skipped: Default::default(),
+                        ..Default::default()
                     }],
                     create_qers: vec![CreateQer {
                         qer_id: QerId(1),
@@ -346,7 +346,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                             downlink: Some(5000),
                             ..Default::default()
                         }),
-                        skipped: Default::default(),
+                        ..Default::default()
                     }],
                     update_qers: vec![UpdateQer {
                         qer_id: QerId(1),
@@ -381,6 +381,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                             downlink: Some(3000),
                             ..Default::default()
                         }),
+                        duration: None,
                     })],
                     ..Default::default()
                 }),
@@ -414,6 +415,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                             total: Some(5),
                             ..Default::default()
                         }),
+                        duration: None,
                     })],
                 }),
             ),
@@ -609,6 +611,7 @@ fn what_tep_emits_dissects_in_scapy_to_the_same_fields() {
                     uplink_packets: Some(10),
                     downlink_packets: Some(20),
                 }),
+                duration: None,
             })],
             created_pdrs: vec![CreatedPdr {
                 pdr_id: PdrId(7),
@@ -787,7 +790,7 @@ fn the_node_answers_scapys_requests() {
     c.peers = Some(vec![peer("192.0.2.10", 32), peer("2001:db8::10", 128)]);
     // scapy's URR has a volume threshold: this user plane stands for one
     // that reports it.
-    c.volume_threshold_reports = true;
+    c.usage_scans = true;
     let mut node = Node::new(c);
     let mut up = CountingUp::default();
     let now = std::time::Instant::now();
