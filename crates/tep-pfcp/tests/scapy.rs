@@ -601,8 +601,8 @@ fn what_tep_emits_dissects_in_scapy_to_the_same_fields() {
                 urr_id: UrrId(1),
                 ur_seqn: UrSeqn(4),
                 trigger: UsageReportTrigger::new(UsageReportTrigger::IMMER),
-                start_time: None,
-                end_time: None,
+                start_time: Some(StartTime(3_950_000_000)),
+                end_time: Some(EndTime(3_950_000_002)),
                 volume: Some(VolumeMeasurement {
                     total: Some(4000),
                     uplink: Some(1000),
@@ -611,7 +611,7 @@ fn what_tep_emits_dissects_in_scapy_to_the_same_fields() {
                     uplink_packets: Some(10),
                     downlink_packets: Some(20),
                 }),
-                duration: None,
+                duration: Some(DurationMeasurement(2)),
             })],
             created_pdrs: vec![CreatedPdr {
                 pdr_id: PdrId(7),
@@ -725,6 +725,18 @@ fn what_tep_emits_dissects_in_scapy_to_the_same_fields() {
     // packet counts (TONOP/ULNOP/DLNOP, bits 4-6) follow as extra data.
     let l = lines_of(&all, "tep_usage_report");
     has(&l, "IE_UsageReport_SMR/IE_UR_SEQN number=4");
+    has(
+        &l,
+        "IE_UsageReport_SMR/IE_StartTime timestamp=3950000000 extra_data=",
+    );
+    has(
+        &l,
+        "IE_UsageReport_SMR/IE_EndTime timestamp=3950000002 extra_data=",
+    );
+    has(
+        &l,
+        "IE_UsageReport_SMR/IE_DurationMeasurement duration=2 extra_data=",
+    );
     let vm = l
         .iter()
         .find(|x| x.starts_with("IE_UsageReport_SMR/IE_VolumeMeasurement"))
