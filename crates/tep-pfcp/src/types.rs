@@ -480,7 +480,8 @@ impl UpFunctionFeatures {
     /// End Markers on SNDEM), in the 2-octet form. Not BUCP (it buffers in
     /// the UP), DDND/DLBD (no BAR parameters), TRST/PFDM/PFDE (no
     /// Application ID or traffic steering), HEEU, TREU, PDIU (no Traffic
-    /// Endpoints), UDBC, QUOAC (no quotas), TRACE, FRRT; nor any later
+    /// Endpoints), UDBC, QUOAC (no FAR ID for Quota Action: a used-up
+    /// quota drops), TRACE, FRRT; nor any later
     /// octet: not UEIP (UE addresses come from the SMF), BUNDL (one
     /// message per datagram), MNOP (no Measurement Information), …
     pub const TEP: UpFunctionFeatures = UpFunctionFeatures(Bitmap::new(Self::FTUP | Self::EMPU, 2));
