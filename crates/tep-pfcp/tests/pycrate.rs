@@ -132,13 +132,32 @@ fn establishment() -> SessionEstablishmentRequest {
         create_fars: vec![far_core, far_gnb],
         create_urrs: vec![CreateUrr {
             urr_id: UrrId(1),
-            measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
+            measurement_method: MeasurementMethod(
+                MeasurementMethod::VOLUM | MeasurementMethod::DURAT,
+            ),
             // pycrate writes the Rel-16 three octets.
-            reporting_triggers: ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 3)),
+            reporting_triggers: ReportingTriggers(Bitmap::new(
+                ReportingTriggers::VOLTH
+                    | ReportingTriggers::PERIO
+                    | ReportingTriggers::TIMTH
+                    | ReportingTriggers::START
+                    | ReportingTriggers::STOPT
+                    | ReportingTriggers::VOLQU
+                    | ReportingTriggers::TIMQU,
+                3,
+            )),
+            measurement_period: Some(MeasurementPeriod(3600)),
             volume_threshold: Some(VolumeThreshold {
                 total: Some(1_000_000),
                 ..Default::default()
             }),
+            volume_quota: Some(VolumeQuota(VolumeThreshold {
+                uplink: Some(1 << 40),
+                ..Default::default()
+            })),
+            time_threshold: Some(TimeThreshold(7200)),
+            time_quota: Some(TimeQuota(86400)),
+            inactivity_detection_time: Some(InactivityDetectionTime(30)),
             ..Default::default()
         }],
         create_qers: vec![CreateQer {
@@ -466,9 +485,12 @@ fn a_session_with_pycrate(req: HashMap<String, Vec<u8>>) -> Vec<(String, Vec<u8>
     );
     assert_eq!(cause(&r), Cause::REQUEST_ACCEPTED);
     let (now, mut up) = (s.now, std::mem::take(&mut s.up));
-    // Each scan takes 200 bytes down: the 5000-byte threshold is reached
-    // on the 25th.
-    for _ in 0..25 {
+    // Each scan takes 200 bytes down: the first sees the traffic start
+    // (START), the 25th the 5000-byte threshold reached.
+    s.node.scan_usage(now, &mut up);
+    let r = s.take("session_report_start");
+    s.acknowledge(&r);
+    for _ in 1..25 {
         assert!(s.node.poll_transmit().is_none());
         s.node.scan_usage(now, &mut up);
     }
@@ -733,7 +755,17 @@ fn check_usage(f: &[(&str, &str)], name: &str, ie: &str, u: &UsageReport) {
         ie_has(f, name, ie, &[("StartTime/Val", start.0.to_string())]);
         ie_has(f, name, ie, &[("EndTime/Val", end.0.to_string())]);
     }
-    let v = u.volume.expect("tep reports volumes");
+    if let Some(d) = u.duration {
+        ie_has(f, name, ie, &[("DurationMeasurement/Val", d.0.to_string())]);
+    }
+    // Start and stop of traffic are events: no measurement.
+    let Some(v) = u.volume else {
+        assert!(
+            u.trigger.0.bits & exempt != 0,
+            "{name}: {ie} without volumes"
+        );
+        return;
+    };
     let vols = [
         ("TotalVolume", v.total),
         ("UplinkVolume", v.uplink),
@@ -961,6 +993,33 @@ fn other_forms() -> Vec<(&'static str, Message)> {
                     pdr_ids: vec![PdrId(2)],
                 }),
                 usage_reports: vec![UsageReportSrr(usage(7, UsageReportTrigger::VOLTH))],
+            }),
+        ),
+        (
+            // What a usage scan sends: a start-of-traffic event (no
+            // measurement); a periodic report at a used-up quota (one
+            // message each: the check reads a message's flags together).
+            "session_report_start_of_traffic",
+            M::SessionReportRequest(SessionReportRequest {
+                report_type: ReportType(ReportType::USAR),
+                downlink_data_report: None,
+                usage_reports: vec![UsageReportSrr(UsageReport {
+                    urr_id: UrrId(1),
+                    ur_seqn: UrSeqn(0),
+                    trigger: UsageReportTrigger::new(UsageReportTrigger::START),
+                    ..Default::default()
+                })],
+            }),
+        ),
+        (
+            "session_report_periodic_quota",
+            M::SessionReportRequest(SessionReportRequest {
+                report_type: ReportType(ReportType::USAR),
+                downlink_data_report: None,
+                usage_reports: vec![UsageReportSrr(usage(
+                    2,
+                    UsageReportTrigger::PERIO | UsageReportTrigger::VOLQU,
+                ))],
             }),
         ),
         (
