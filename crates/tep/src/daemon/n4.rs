@@ -261,10 +261,13 @@ impl Loop {
         while !self.stop.load(Ordering::Acquire) {
             beat.beat();
             let due = [self.node.poll_timeout(), self.scan.deadline(&self.node)];
+            // Rounded up: a wait cut to the millisecond below would wake
+            // early and spin until the deadline.
             let timeout = match due.into_iter().flatten().min() {
                 Some(t) => t
                     .saturating_duration_since(Instant::now())
-                    .as_millis()
+                    .as_micros()
+                    .div_ceil(1000)
                     .min(1000) as i32,
                 None => 1000,
             };
