@@ -232,6 +232,9 @@ class Lab:
         # (monotonic), by sequence number.
         self.reports = []
         self.report_times = {}
+        # When each response came (wall clock), by sequence number: what
+        # a usage report's End Time is checked against.
+        self.arrived = {}
         self.heartbeats_answered = 0
         self.retransmissions = 0
         self.tep_recovery = None
@@ -285,6 +288,7 @@ class Lab:
                 self.report_times[p.seq] = time.monotonic()
             else:
                 self.responses.setdefault(p.seq, []).append((data, p))
+                self.arrived[p.seq] = time.time()
             r, _, _ = select.select([self.n4], [], [], 0)
 
     def exchange(self, msgs, window=64, resend=2.0):
@@ -451,7 +455,7 @@ class Lab:
             IE_list=[IE_QueryURR(IE_list=[IE_URR_Id(id=1)])]
         )
 
-    def check_usage(self, s, body, cls, trigger, seqn, where):
+    def check_usage(self, s, body, cls, trigger, seqn, where, at=None):
         rep = one_ie(body, cls, where)
         check(one_ie(rep, IE_URR_Id, where).id == 1, "%s: URR ID" % where)
         n = one_ie(rep, IE_UR_SEQN, where).number
@@ -459,10 +463,11 @@ class Lab:
         trig = one_ie(rep, IE_UsageReportTrigger, where)
         check(getattr(trig, trigger) == 1, "%s: trigger %r, want %s" % (where, trig, trigger))
         # The measurement period (TS 29.244 Tables 7.5.5.2-1, 7.5.7.2-1),
-        # NTP seconds: it ends now, by this host's clock, give or take.
+        # NTP seconds: it ends when the response came (`at`, else now), by
+        # this host's clock, give or take.
         start = one_ie(rep, IE_StartTime, where).timestamp
         end = one_ie(rep, IE_EndTime, where).timestamp
-        now = int(time.time()) + NTP_UNIX_OFFSET
+        now = int(at or time.time()) + NTP_UNIX_OFFSET
         check(start <= end and abs(end - now) <= 5,
               "%s: Start Time %d, End Time %d, now %d" % (where, start, end, now))
         got = volume(one_ie(rep, IE_VolumeMeasurement, where))
@@ -1208,7 +1213,8 @@ class Lab:
             body = self.expect_response(got[seq], DELETION_RESPONSE, s.cp_seid, ACCEPTED, where)
             rep = one_ie(body, IE_UsageReport_SDR, where)
             seqn = one_ie(rep, IE_UR_SEQN, where).number
-            v = self.check_usage(s, body, IE_UsageReport_SDR, "TERMR", seqn, where)
+            v = self.check_usage(s, body, IE_UsageReport_SDR, "TERMR", seqn, where,
+                                 at=self.arrived.pop(seq, None))
             totals = [totals[0] + v[4], totals[1] + v[1], totals[2] + v[5], totals[3] + v[2]]
             del self.sessions[s.index]
         return {"deleted": len(sess), "ul_packets": totals[0], "ul_bytes": totals[1],
