@@ -93,7 +93,7 @@ use teid::TeidAllocator;
 /// [`session::create_all`] over the Create IEs of `$m`, an establishment
 /// or a modification request (the two messages name them alike).
 macro_rules! create_rules {
-    ($rules:expr, $pending:expr, $m:expr, $volth:expr) => {
+    ($rules:expr, $pending:expr, $m:expr, $scans:expr) => {
         session::create_all(
             $rules,
             $pending,
@@ -103,7 +103,7 @@ macro_rules! create_rules {
                 &$m.create_urrs,
                 &$m.create_pdrs,
             ),
-            $volth,
+            $scans,
         )
     };
 }
@@ -532,6 +532,9 @@ pub struct Node {
     counters: [u64; Counter::COUNT],
     /// The sessions with a URR usage scans watch ([`Rules::usage_watched`]).
     watched: HashSet<Seid>,
+    /// A scan's copy of `watched` (kept: a scan every few milliseconds
+    /// allocates nothing).
+    scanning: Vec<Seid>,
 }
 
 impl Node {
@@ -553,6 +556,7 @@ impl Node {
             transmits: VecDeque::new(),
             counters: [0; Counter::COUNT],
             watched: HashSet::new(),
+            scanning: Vec::new(),
         }
     }
 
@@ -791,10 +795,13 @@ impl Node {
     /// Request; a session whose quota ran out gets its rules installed
     /// again, which stops its traffic ([`Rules::quota_exhausted`]).
     pub fn scan_usage(&mut self, now: Instant, up: &mut impl UserPlane) {
-        let seids: Vec<Seid> = self.watched.iter().copied().collect();
-        for seid in seids {
+        let mut seids = core::mem::take(&mut self.scanning);
+        seids.clear();
+        seids.extend(self.watched.iter().copied());
+        for &seid in &seids {
             self.scan_session(now, seid, up);
         }
+        self.scanning = seids;
     }
 
     fn scan_session(&mut self, now: Instant, seid: Seid, up: &mut impl UserPlane) {
@@ -1375,9 +1382,9 @@ impl Node {
         let mut pending = Pending::default();
         let (supported, unknown) = support::establishment(&m);
         self.counters[Counter::UnknownIe as usize] += u64::from(unknown);
-        let volth = self.config.usage_scans;
+        let scans = self.config.usage_scans;
         let built = supported.and_then(|()| {
-            create_rules!(&mut rules, &mut pending, m, volth)?;
+            create_rules!(&mut rules, &mut pending, m, scans)?;
             session::validate(&rules)
         });
         let created =
@@ -1572,7 +1579,7 @@ impl Node {
         let mut removed_urrs = vec![];
         let (supported, unknown) = support::modification(&m);
         self.counters[Counter::UnknownIe as usize] += u64::from(unknown);
-        let volth = self.config.usage_scans;
+        let scans = self.config.usage_scans;
         let edited = supported.and_then(|()| {
             use crate::types::FailedRuleId as F;
             for r in &m.remove_pdrs {
@@ -1591,7 +1598,7 @@ impl Node {
                     F::Urr(r.urr_id.0),
                 )?);
             }
-            create_rules!(&mut rules, &mut pending, m, volth)?;
+            create_rules!(&mut rules, &mut pending, m, scans)?;
             for u in &m.update_fars {
                 session::update_far(&mut rules, u, &mut pending)?;
             }
@@ -1599,7 +1606,7 @@ impl Node {
                 session::update_qer(&mut rules, u)?;
             }
             for u in &m.update_urrs {
-                session::update_urr(&mut rules, u, volth)?;
+                session::update_urr(&mut rules, u, scans)?;
             }
             for u in &m.update_pdrs {
                 session::update_pdr(&mut rules, u, &mut pending)?;

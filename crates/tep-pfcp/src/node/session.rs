@@ -399,12 +399,12 @@ fn apply_pdi(pdr: &mut Pdr, pdi: &Pdi, pending: &mut Pending) -> Result<(), Reje
 /// The rules of a message's Create FAR, QER, URR and PDR IEs (an
 /// establishment or a modification), in that order: a PDR names its FAR,
 /// QERs and URRs, so they exist before it.
-/// `volth`: whether the user plane reports volume thresholds.
+/// `scans`: whether the daemon runs usage scans ([`create_urr`]).
 pub fn create_all(
     r: &mut Rules,
     pending: &mut Pending,
     (fars, qers, urrs, pdrs): (&[CreateFar], &[CreateQer], &[CreateUrr], &[CreatePdr]),
-    volth: bool,
+    scans: bool,
 ) -> Result<(), Reject> {
     for c in fars {
         create_far(r, c)?;
@@ -413,7 +413,7 @@ pub fn create_all(
         create_qer(r, c)?;
     }
     for c in urrs {
-        create_urr(r, c, volth)?;
+        create_urr(r, c, scans)?;
     }
     for c in pdrs {
         create_pdr(r, c, pending)?;
