@@ -72,7 +72,7 @@ mod support;
 mod teid;
 mod usage;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -530,11 +530,15 @@ pub struct Node {
     next_seq: u32,
     transmits: VecDeque<Transmit>,
     counters: [u64; Counter::COUNT],
-    /// The sessions with a URR usage scans watch ([`Rules::usage_watched`]).
-    watched: HashSet<Seid>,
+    /// The slots of the sessions with a URR usage scans watch
+    /// ([`Rules::usage_watched`]), in order: a scan walks the slots (and
+    /// the rules they point to, allocated about in that order) forwards,
+    /// not in a hash's order, which at 100,000 sessions cost a cache miss
+    /// at every step.
+    watched: BTreeSet<u32>,
     /// A scan's copy of `watched` (kept: a scan every few milliseconds
     /// allocates nothing).
-    scanning: Vec<Seid>,
+    scanning: Vec<u32>,
 }
 
 impl Node {
@@ -555,7 +559,7 @@ impl Node {
             next_seq: 1,
             transmits: VecDeque::new(),
             counters: [0; Counter::COUNT],
-            watched: HashSet::new(),
+            watched: BTreeSet::new(),
             scanning: Vec::new(),
         }
     }
@@ -795,20 +799,20 @@ impl Node {
     /// Request; a session whose quota ran out gets its rules installed
     /// again, which stops its traffic ([`Rules::quota_exhausted`]).
     pub fn scan_usage(&mut self, now: Instant, up: &mut impl UserPlane) {
-        let mut seids = core::mem::take(&mut self.scanning);
-        seids.clear();
-        seids.extend(self.watched.iter().copied());
-        for &seid in &seids {
+        let mut slots = core::mem::take(&mut self.scanning);
+        slots.clear();
+        slots.extend(self.watched.iter().copied());
+        for &i in &slots {
+            let seid = self.seid_of(i, self.slots[i as usize].generation);
             self.scan_session(now, seid, up);
         }
-        self.scanning = seids;
+        self.scanning = slots;
     }
 
     fn scan_session(&mut self, now: Instant, seid: Seid, up: &mut impl UserPlane) {
         let at = self.ntp(now);
         let idle = self.config.traffic_idle;
         let Some(s) = self.get_mut(seid) else {
-            self.watched.remove(&seid);
             return;
         };
         let mut reports = vec![];
@@ -913,10 +917,13 @@ impl Node {
 
     /// Whether usage scans watch session `seid`, after its rules changed.
     fn watch(&mut self, seid: Seid) {
+        let Some(i) = self.slot_of(seid) else {
+            return;
+        };
         if self.get(seid).is_some_and(|s| s.rules.usage_watched()) {
-            self.watched.insert(seid);
+            self.watched.insert(i as u32);
         } else {
-            self.watched.remove(&seid);
+            self.watched.remove(&(i as u32));
         }
     }
 
@@ -1754,7 +1761,7 @@ impl Node {
         }
         self.free_slots.push(index as u32);
         self.sessions -= 1;
-        self.watched.remove(&seid);
+        self.watched.remove(&(index as u32));
         // Our reports for it are moot.
         self.outstanding
             .retain(|_, o| !matches!(o.purpose, Purpose::Report { seid: s2 } if s2 == seid));
