@@ -10,8 +10,10 @@
 //!
 //! How often: every [`MIN_INTERVAL`] while any session is watched, and
 //! never more than a tenth of the thread's time (a scan that took `c`
-//! waits `10 c` before the next one: at a million watched sessions the
-//! scans space out rather than starve the N4 socket). A threshold is
+//! waits `10 c` before the next one: measured (`scan_cost`, release) 54–61
+//! ns per watched session at 1,000 and 660–730 ns at 100,000, so 5 ms
+//! holds to about 8,000 sessions and 100,000 are scanned every 0.7 s,
+//! rather than starve the N4 socket). A threshold is
 //! seen at the first scan after it is crossed, so a report's volume
 //! overshoots the threshold by what the session sent in one interval: at
 //! most one packet while the session sends less than one packet per
