@@ -74,7 +74,7 @@ fn node(now: Instant) -> Node {
     let n3 = Ipv4Addr::new(198, 51, 100, 1);
     let mut config = Config::new(NodeId::V4(n3), 1, Some(n3), None);
     // The session's URR has VOLTH; the threshold path is exercised below.
-    config.volume_threshold_reports = true;
+    config.usage_scans = true;
     config.peers = Some(
         SOURCES[..2]
             .iter()
@@ -138,8 +138,11 @@ fn session() -> SessionEstablishmentRequest {
             urr_id: UrrId(1),
             measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
             reporting_triggers: ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 2)),
-            volume_threshold: None,
-            skipped: Default::default(),
+            volume_threshold: Some(VolumeThreshold {
+                total: Some(1),
+                ..Default::default()
+            }),
+            ..Default::default()
         }],
         create_qers: vec![],
         create_bars: vec![],
@@ -214,7 +217,7 @@ pub fn pfcp(data: &[u8]) {
     });
     assert!(heard, "an association from outside peers");
     node.downlink_data(now, seid, 2);
-    node.volume_threshold_reached(now, seid, 1, &mut up);
+    node.scan_usage(now, &mut up);
     node.handle_timeout(now + Duration::from_secs(4), &mut up);
     while let Some(t) = node.poll_transmit() {
         let r = PfcpRepr::parse_bytes(&t.payload).expect("the node sends valid PFCP");

@@ -45,6 +45,10 @@ tep_named::named_enum! {
         /// UPF: the session's FAR drops it (apply action DROP, or FORW
         /// without outer header creation yet).
         SessionDrop => "session_drop",
+        /// UPF: a URR's volume or time quota of the session is used up
+        /// (TS 29.244 §5.2.2.2: forwarding stops until the SMF grants
+        /// more).
+        QuotaExhausted => "quota_exhausted",
         /// UPF: the session buffers, and its buffer (or the worker's) is
         /// full.
         BufferFull => "buffer_full",

@@ -1091,6 +1091,40 @@ fn session_drop() {
 }
 
 #[test]
+fn quota_exhausted() {
+    // A session whose URR's quota ran out: the control plane sets both
+    // actions so; each way a packet is dropped, apart from session_drop.
+    let (mut c, mut p) = upf(false);
+    let mut pool = pool();
+    let mut s = example::session(1, false, false);
+    s.uplink = Action::QuotaExhausted;
+    s.downlink = Action::QuotaExhausted;
+    c.create(&s).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let out = run_encap(&mut p, &mut pool, &[inner(ue4(1), false, b"a")]);
+    assert!(out.packets.is_empty());
+    let out = run_decap(
+        &mut p,
+        &mut pool,
+        &[gpdu(false, 0x10001, None, &inner(ue4(1), true, b"b"))],
+        0,
+    );
+    assert!(out.packets.is_empty());
+    assert_eq!(
+        drop_nodes(&p, DropReason::QuotaExhausted),
+        [("session-lookup", 1), ("gtpu-decap", 1)]
+    );
+    assert!(drop_nodes(&p, DropReason::SessionDrop).is_empty());
+    assert_eq!(
+        c.usage(0),
+        Volume::default(),
+        "dropped packets are not usage"
+    );
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}
+
+#[test]
 fn buffer_full() {
     let mut pool = pool();
     let (mut c, mut p, _, _) = buffering_session(&mut pool);

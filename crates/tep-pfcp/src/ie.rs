@@ -42,6 +42,8 @@ impl IeType {
     pub const MBR: IeType = IeType(26);
     pub const PRECEDENCE: IeType = IeType(29);
     pub const VOLUME_THRESHOLD: IeType = IeType(31);
+    pub const TIME_THRESHOLD: IeType = IeType(32);
+    pub const INACTIVITY_DETECTION_TIME: IeType = IeType(36);
     pub const REPORTING_TRIGGERS: IeType = IeType(37);
     pub const REPORT_TYPE: IeType = IeType(39);
     pub const OFFENDING_IE: IeType = IeType(40);
@@ -54,7 +56,11 @@ impl IeType {
     pub const NODE_ID: IeType = IeType(60);
     pub const MEASUREMENT_METHOD: IeType = IeType(62);
     pub const USAGE_REPORT_TRIGGER: IeType = IeType(63);
+    pub const MEASUREMENT_PERIOD: IeType = IeType(64);
     pub const VOLUME_MEASUREMENT: IeType = IeType(66);
+    pub const DURATION_MEASUREMENT: IeType = IeType(67);
+    pub const VOLUME_QUOTA: IeType = IeType(73);
+    pub const TIME_QUOTA: IeType = IeType(74);
     pub const START_TIME: IeType = IeType(75);
     pub const END_TIME: IeType = IeType(76);
     pub const QUERY_URR: IeType = IeType(77);

@@ -67,7 +67,12 @@ ies! {
         req urr_id: UrrId,
         req measurement_method: MeasurementMethod,
         req reporting_triggers: ReportingTriggers,
+        one measurement_period: MeasurementPeriod,
         one volume_threshold: VolumeThreshold,
+        one volume_quota: VolumeQuota,
+        one time_threshold: TimeThreshold,
+        one time_quota: TimeQuota,
+        one inactivity_detection_time: InactivityDetectionTime,
         /// Children tep does not apply (the rule is refused) or know.
         rest skipped: Skipped,
     }
@@ -148,7 +153,12 @@ ies! {
         req urr_id: UrrId,
         one measurement_method: MeasurementMethod,
         one reporting_triggers: ReportingTriggers,
+        one measurement_period: MeasurementPeriod,
         one volume_threshold: VolumeThreshold,
+        one volume_quota: VolumeQuota,
+        one time_threshold: TimeThreshold,
+        one time_quota: TimeQuota,
+        one inactivity_detection_time: InactivityDetectionTime,
         /// Children tep does not apply (the rule is refused) or know.
         rest skipped: Skipped,
     }
@@ -222,13 +232,15 @@ pub struct UsageReport {
     pub start_time: Option<StartTime>,
     pub end_time: Option<EndTime>,
     pub volume: Option<VolumeMeasurement>,
+    /// Seconds measured, where the URR measures duration (DURAT).
+    pub duration: Option<DurationMeasurement>,
 }
 
 impl UsageReport {
     /// Parses the content of a Usage Report of any of the three types.
     pub fn parse_as(ty: IeType, value: &[u8]) -> Result<Self, IeError> {
         let (mut urr_id, mut ur_seqn, mut trigger, mut volume) = (None, None, None, None);
-        let (mut start_time, mut end_time) = (None, None);
+        let (mut start_time, mut end_time, mut duration) = (None, None, None);
         walk(value, ty, |t, v| match t {
             IeType::URR_ID => first(&mut urr_id, v),
             IeType::UR_SEQN => first(&mut ur_seqn, v),
@@ -236,6 +248,7 @@ impl UsageReport {
             IeType::START_TIME => first(&mut start_time, v),
             IeType::END_TIME => first(&mut end_time, v),
             IeType::VOLUME_MEASUREMENT => first(&mut volume, v),
+            IeType::DURATION_MEASUREMENT => first(&mut duration, v),
             _ => Ok(()),
         })?;
         Ok(UsageReport {
@@ -245,6 +258,7 @@ impl UsageReport {
             start_time,
             end_time,
             volume,
+            duration,
         })
     }
 
@@ -261,6 +275,7 @@ impl UsageReport {
         w.opt(&self.start_time);
         w.opt(&self.end_time);
         w.opt(&self.volume);
+        w.opt(&self.duration);
     }
 }
 
@@ -402,6 +417,7 @@ mod tests {
                 total: Some(10),
                 ..Default::default()
             }),
+            duration: Some(DurationMeasurement(60)),
         };
         for ty in [
             IeType::USAGE_REPORT_SMR,

@@ -58,7 +58,7 @@ pub fn pdu_session_establishment(
             measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
             reporting_triggers: ReportingTriggers(Bitmap::new(0, 3)),
             volume_threshold: None,
-            skipped: Default::default(),
+            ..Default::default()
         }],
         create_qers: vec![CreateQer {
             qer_id: QerId(1),

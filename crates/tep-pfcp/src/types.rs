@@ -64,6 +64,20 @@ int_ie! {
     StartTime(u32) = START_TIME, u32;
     /// End Time (§8.2.80): when it ended, in the same form.
     EndTime(u32) = END_TIME, u32;
+    /// Time Threshold (§8.2.14): seconds of measured duration that call
+    /// for a usage report.
+    TimeThreshold(u32) = TIME_THRESHOLD, u32;
+    /// Time Quota (§8.2.51): seconds of measured duration allowed.
+    TimeQuota(u32) = TIME_QUOTA, u32;
+    /// Measurement Period (§8.2.42): seconds between periodic usage
+    /// reports.
+    MeasurementPeriod(u32) = MEASUREMENT_PERIOD, u32;
+    /// Inactivity Detection Time (§8.2.18): seconds without a packet
+    /// after which the duration stops being measured (and traffic is
+    /// deemed stopped).
+    InactivityDetectionTime(u32) = INACTIVITY_DETECTION_TIME, u32;
+    /// Duration Measurement (§8.2.45): seconds measured.
+    DurationMeasurement(u32) = DURATION_MEASUREMENT, u32;
 }
 
 /// Offending IE (§8.2.22): the type of the IE at fault.
@@ -466,7 +480,8 @@ impl UpFunctionFeatures {
     /// End Markers on SNDEM), in the 2-octet form. Not BUCP (it buffers in
     /// the UP), DDND/DLBD (no BAR parameters), TRST/PFDM/PFDE (no
     /// Application ID or traffic steering), HEEU, TREU, PDIU (no Traffic
-    /// Endpoints), UDBC, QUOAC (no quotas), TRACE, FRRT; nor any later
+    /// Endpoints), UDBC, QUOAC (no FAR ID for Quota Action: a used-up
+    /// quota drops), TRACE, FRRT; nor any later
     /// octet: not UEIP (UE addresses come from the SMF), BUNDL (one
     /// message per datagram), MNOP (no Measurement Information), …
     pub const TEP: UpFunctionFeatures = UpFunctionFeatures(Bitmap::new(Self::FTUP | Self::EMPU, 2));
@@ -982,6 +997,21 @@ impl Value for VolumeThreshold {
         {
             w.u64(v);
         }
+    }
+}
+
+/// Volume Quota (§8.2.50): octets allowed, total / uplink / downlink; the
+/// layout of [`VolumeThreshold`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct VolumeQuota(pub VolumeThreshold);
+
+impl Value for VolumeQuota {
+    const TYPE: IeType = IeType::VOLUME_QUOTA;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        VolumeThreshold::parse(r).map(VolumeQuota)
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        self.0.emit(w)
     }
 }
 

@@ -133,14 +133,33 @@ fn establishment() -> SessionEstablishmentRequest {
         create_fars: vec![far_core, far_gnb],
         create_urrs: vec![CreateUrr {
             urr_id: UrrId(1),
-            measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
+            measurement_method: MeasurementMethod(
+                MeasurementMethod::VOLUM | MeasurementMethod::DURAT,
+            ),
             // pycrate writes the Rel-16 three octets.
-            reporting_triggers: ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 3)),
+            reporting_triggers: ReportingTriggers(Bitmap::new(
+                ReportingTriggers::VOLTH
+                    | ReportingTriggers::PERIO
+                    | ReportingTriggers::TIMTH
+                    | ReportingTriggers::START
+                    | ReportingTriggers::STOPT
+                    | ReportingTriggers::VOLQU
+                    | ReportingTriggers::TIMQU,
+                3,
+            )),
+            measurement_period: Some(MeasurementPeriod(3600)),
             volume_threshold: Some(VolumeThreshold {
                 total: Some(1_000_000),
                 ..Default::default()
             }),
-            skipped: Default::default(),
+            volume_quota: Some(VolumeQuota(VolumeThreshold {
+                uplink: Some(1 << 40),
+                ..Default::default()
+            })),
+            time_threshold: Some(TimeThreshold(7200)),
+            time_quota: Some(TimeQuota(86400)),
+            inactivity_detection_time: Some(InactivityDetectionTime(30)),
+            ..Default::default()
         }],
         create_qers: vec![CreateQer {
             qer_id: QerId(1),
@@ -176,7 +195,7 @@ fn handover() -> SessionModificationRequest {
                 downlink: Some(5000),
                 ..Default::default()
             }),
-            skipped: Default::default(),
+            ..Default::default()
         }],
         update_qers: vec![UpdateQer {
             qer_id: QerId(1),
@@ -341,8 +360,8 @@ impl Smf {
         let mut c = Config::new(NodeId::V4(V4), 3_950_000_000, Some(V4), None);
         c.heartbeat_interval = Some(Duration::from_secs(60));
         // pycrate's URR has a volume threshold: this user plane stands for
-        // one that reports it.
-        c.volume_threshold_reports = true;
+        // one that scans usage.
+        c.usage_scans = true;
         Smf {
             node: Node::new(c),
             up: Up::default(),
@@ -467,7 +486,15 @@ fn a_session_with_pycrate(req: HashMap<String, Vec<u8>>) -> Vec<(String, Vec<u8>
     );
     assert_eq!(cause(&r), Cause::REQUEST_ACCEPTED);
     let (now, mut up) = (s.now, std::mem::take(&mut s.up));
-    s.node.volume_threshold_reached(now, seid, 1, &mut up);
+    // Each scan takes 200 bytes down: the first sees the traffic start
+    // (START), the 25th the 5000-byte threshold reached.
+    s.node.scan_usage(now, &mut up);
+    let r = s.take("session_report_start");
+    s.acknowledge(&r);
+    for _ in 1..25 {
+        assert!(s.node.poll_transmit().is_none());
+        s.node.scan_usage(now, &mut up);
+    }
     s.up = up;
     let r = s.take("session_report_usage");
     s.acknowledge(&r);
@@ -729,7 +756,17 @@ fn check_usage(f: &[(&str, &str)], name: &str, ie: &str, u: &UsageReport) {
         ie_has(f, name, ie, &[("StartTime/Val", start.0.to_string())]);
         ie_has(f, name, ie, &[("EndTime/Val", end.0.to_string())]);
     }
-    let v = u.volume.expect("tep reports volumes");
+    if let Some(d) = u.duration {
+        ie_has(f, name, ie, &[("DurationMeasurement/Val", d.0.to_string())]);
+    }
+    // Start and stop of traffic are events: no measurement.
+    let Some(v) = u.volume else {
+        assert!(
+            u.trigger.0.bits & exempt != 0,
+            "{name}: {ie} without volumes"
+        );
+        return;
+    };
     let vols = [
         ("TotalVolume", v.total),
         ("UplinkVolume", v.uplink),
@@ -933,6 +970,7 @@ fn other_forms() -> Vec<(&'static str, Message)> {
             uplink_packets: Some(0),
             downlink_packets: Some(1 << 40),
         }),
+        duration: Some(DurationMeasurement(86_400)),
     };
     let rejected = Message::rejection(
         msg_type::ASSOCIATION_SETUP_REQUEST,
@@ -1047,6 +1085,35 @@ fn other_forms() -> Vec<(&'static str, Message)> {
                     remote_f_teids: vec![assigned(0x100, Some(GNB), None)],
                 }),
                 ..Default::default()
+            }),
+        ),
+        (
+            // What a usage scan sends: a start-of-traffic event (no
+            // measurement); a periodic report at a used-up quota (one
+            // message each: the check reads a message's flags together).
+            "session_report_start_of_traffic",
+            M::SessionReportRequest(SessionReportRequest {
+                report_type: ReportType(ReportType::USAR),
+                downlink_data_report: None,
+                usage_reports: vec![UsageReportSrr(UsageReport {
+                    urr_id: UrrId(1),
+                    ur_seqn: UrSeqn(0),
+                    trigger: UsageReportTrigger::new(UsageReportTrigger::START),
+                    ..Default::default()
+                })],
+                error_indication_report: None,
+            }),
+        ),
+        (
+            "session_report_periodic_quota",
+            M::SessionReportRequest(SessionReportRequest {
+                report_type: ReportType(ReportType::USAR),
+                downlink_data_report: None,
+                usage_reports: vec![UsageReportSrr(usage(
+                    2,
+                    UsageReportTrigger::PERIO | UsageReportTrigger::VOLQU,
+                ))],
+                error_indication_report: None,
             }),
         ),
         (

@@ -114,11 +114,20 @@ def requests():
         pdr_ul(),
         pdr_dl(),
         *fars(),
+        # Every usage trigger tep applies, with its IEs.
         ie("CreateURR", [
             ie("URRID", {"Val": 1}),
-            ie("MeasurementMethod", {"VOLUM": 1}),
-            ie("ReportingTriggers", {"Octet1": {"VOLTH": 1}}),
+            ie("MeasurementMethod", {"VOLUM": 1, "DURAT": 1}),
+            ie("ReportingTriggers", {
+                "Octet1": {"VOLTH": 1, "PERIO": 1, "TIMTH": 1, "START": 1, "STOPT": 1},
+                "Octet2": {"VOLQU": 1, "TIMQU": 1},
+            }),
+            ie("MeasurementPeriod", {"Val": 3600}),
             ie("VolumeThreshold", {"TOVOL": 1, "Total": 1000000}),
+            ie("VolumeQuota", {"ULVOL": 1, "Uplink": 1 << 40}),
+            ie("TimeThreshold", {"Val": 7200}),
+            ie("TimeQuota", {"Val": 86400}),
+            ie("InactivityDetectionTime", {"Val": 30}),
         ]),
         ie("CreateQER", [
             ie("QERID", {"Val": 1}),

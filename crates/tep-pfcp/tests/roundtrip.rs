@@ -276,7 +276,7 @@ fn create_urr() -> impl Strategy<Value = CreateUrr> {
             measurement_method: MeasurementMethod(m),
             reporting_triggers: ReportingTriggers(t),
             volume_threshold: v,
-            skipped: Default::default(),
+            ..Default::default()
         }
     })
 }
@@ -293,7 +293,7 @@ fn update_urr() -> impl Strategy<Value = UpdateUrr> {
             measurement_method: m.map(MeasurementMethod),
             reporting_triggers: t.map(ReportingTriggers),
             volume_threshold: v,
-            skipped: Default::default(),
+            ..Default::default()
         })
 }
 
@@ -329,14 +329,16 @@ fn usage_report() -> impl Strategy<Value = UsageReport> {
         bitmap(1, 3),
         period,
         of(volume()),
+        of(any::<u32>()),
     )
-        .prop_map(|(id, s, t, (start, end), v)| UsageReport {
+        .prop_map(|(id, s, t, (start, end), v, d)| UsageReport {
             urr_id: UrrId(id),
             ur_seqn: UrSeqn(s),
             trigger: UsageReportTrigger(t),
             start_time: start.map(StartTime),
             end_time: end.map(EndTime),
             volume: v,
+            duration: d.map(DurationMeasurement),
         })
 }
 

@@ -198,7 +198,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                             total: Some(1_000_000),
                             ..Default::default()
                         }),
-                        skipped: Default::default(),
+                        ..Default::default()
                     }],
                     create_qers: vec![CreateQer {
                         qer_id: QerId(1),
@@ -346,7 +346,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                             downlink: Some(5000),
                             ..Default::default()
                         }),
-                        skipped: Default::default(),
+                        ..Default::default()
                     }],
                     update_qers: vec![UpdateQer {
                         qer_id: QerId(1),
@@ -381,6 +381,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                             downlink: Some(3000),
                             ..Default::default()
                         }),
+                        duration: None,
                     })],
                     ..Default::default()
                 }),
@@ -414,6 +415,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                             total: Some(5),
                             ..Default::default()
                         }),
+                        duration: None,
                     })],
                 }),
             ),
@@ -600,8 +602,8 @@ fn what_tep_emits_dissects_in_scapy_to_the_same_fields() {
                 urr_id: UrrId(1),
                 ur_seqn: UrSeqn(4),
                 trigger: UsageReportTrigger::new(UsageReportTrigger::IMMER),
-                start_time: None,
-                end_time: None,
+                start_time: Some(StartTime(3_950_000_000)),
+                end_time: Some(EndTime(3_950_000_002)),
                 volume: Some(VolumeMeasurement {
                     total: Some(4000),
                     uplink: Some(1000),
@@ -610,6 +612,7 @@ fn what_tep_emits_dissects_in_scapy_to_the_same_fields() {
                     uplink_packets: Some(10),
                     downlink_packets: Some(20),
                 }),
+                duration: Some(DurationMeasurement(2)),
             })],
             created_pdrs: vec![CreatedPdr {
                 pdr_id: PdrId(7),
@@ -723,6 +726,18 @@ fn what_tep_emits_dissects_in_scapy_to_the_same_fields() {
     // packet counts (TONOP/ULNOP/DLNOP, bits 4-6) follow as extra data.
     let l = lines_of(&all, "tep_usage_report");
     has(&l, "IE_UsageReport_SMR/IE_UR_SEQN number=4");
+    has(
+        &l,
+        "IE_UsageReport_SMR/IE_StartTime timestamp=3950000000 extra_data=",
+    );
+    has(
+        &l,
+        "IE_UsageReport_SMR/IE_EndTime timestamp=3950000002 extra_data=",
+    );
+    has(
+        &l,
+        "IE_UsageReport_SMR/IE_DurationMeasurement duration=2 extra_data=",
+    );
     let vm = l
         .iter()
         .find(|x| x.starts_with("IE_UsageReport_SMR/IE_VolumeMeasurement"))
@@ -788,7 +803,7 @@ fn the_node_answers_scapys_requests() {
     c.peers = Some(vec![peer("192.0.2.10", 32), peer("2001:db8::10", 128)]);
     // scapy's URR has a volume threshold: this user plane stands for one
     // that reports it.
-    c.volume_threshold_reports = true;
+    c.usage_scans = true;
     let mut node = Node::new(c);
     let mut up = CountingUp::default();
     let now = std::time::Instant::now();

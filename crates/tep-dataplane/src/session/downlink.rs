@@ -132,6 +132,7 @@ fn one(
             Ok(true)
         }
         Action::Drop => Err(DropReason::SessionDrop),
+        Action::QuotaExhausted => Err(DropReason::QuotaExhausted),
         Action::Buffer => match buffers.hold(slot, id) {
             Held::First | Held::Queued => Ok(false),
             Held::Full => Err(DropReason::BufferFull),

@@ -60,6 +60,9 @@ pub enum Action {
     /// (bounded: [`buffer::Buffers`]); the first one held is reported so
     /// that the control plane can send a Downlink Data Report.
     Buffer,
+    /// Drop: a quota of the session is used up (counted as
+    /// `quota_exhausted`).
+    QuotaExhausted,
 }
 
 /// A session's rules as the per-packet path needs them.
@@ -417,6 +420,7 @@ impl SlotUsage {
             Action::Forward => 0u32,
             Action::Drop => 1,
             Action::Buffer => 2,
+            Action::QuotaExhausted => 3,
         };
         let q = s.qfi.map_or(0, |q| u32::from(q) + 1);
         let mut flags = u32::from(s.ue.flags) << UE_SHIFT;
@@ -461,6 +465,7 @@ fn action_of(code: u32) -> Action {
     match code & 0xff {
         0 => Action::Forward,
         2 => Action::Buffer,
+        3 => Action::QuotaExhausted,
         _ => Action::Drop,
     }
 }

@@ -67,8 +67,10 @@ pub(crate) fn match_session(
     if table.tunnels().get(n3 as usize).map(|t| t.local) != Some(outer.1) {
         return Err(DropReason::UnknownTeid);
     }
-    if action_of(actions) != Action::Forward {
-        return Err(DropReason::SessionDrop);
+    match action_of(actions) {
+        Action::Forward => {}
+        Action::QuotaExhausted => return Err(DropReason::QuotaExhausted),
+        _ => return Err(DropReason::SessionDrop),
     }
     if actions & GNB_SOURCE != 0 {
         gnb_source(sessions, line.peer(), outer.0)?;

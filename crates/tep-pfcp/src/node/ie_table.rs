@@ -95,15 +95,17 @@ const TABLE: &[(&str, &str, u16, Path, Verdict)] = &[
     ("7.5.2.3-2", "Proxying", 137, FP2, Refused(FAR2)),
     ("7.5.2.3-2", "3GPP Interface Type", 160, FP2, Refused(FAR2)),
     ("7.5.2.4-1", "URR ID", 81, URR1, Applied(|r| r.urr(1).is_some())),
-    ("7.5.2.4-1", "Measurement Method", 62, URR1, Applied(|r| r.urr(1).is_some_and(|u| u.volume))),
+    ("7.5.2.4-1", "Measurement Method", 62, URR1, Applied(|r| r.urr(1).is_some_and(|u| u.volume && !u.duration))),
     ("7.5.2.4-1", "Reporting Triggers", 37, URR1, Applied(|r| r.urr(1).is_some_and(|u| u.reporting_triggers.0.bits == 0))),
+    // Without their trigger (PERIO, VOLTH, TIMTH) a period or threshold would
+    // be ignored: refused. With it, applied (tests::periodic_…, usage.rs).
     ("7.5.2.4-1", "Measurement Period", 64, URR1, Refused(URR)),
     ("7.5.2.4-1", "Volume Threshold", 31, URR1, Refused(URR)),
-    ("7.5.2.4-1", "Volume Quota", 73, URR1, Refused(URR)),
+    ("7.5.2.4-1", "Volume Quota", 73, URR1, Added(|r| r.urr(1).is_some_and(|u| u.volume_quota.is_some()))),
     ("7.5.2.4-1", "Event Threshold", 149, URR1, Refused(URR)),
     ("7.5.2.4-1", "Event Quota", 148, URR1, Refused(URR)),
     ("7.5.2.4-1", "Time Threshold", 32, URR1, Refused(URR)),
-    ("7.5.2.4-1", "Time Quota", 74, URR1, Refused(URR)),
+    ("7.5.2.4-1", "Time Quota", 74, URR1, Added(|r| r.urr(1).is_some_and(|u| u.time_quota.is_some()))),
     ("7.5.2.4-1", "Quota Holding Time", 71, URR1, Refused(URR)),
     ("7.5.2.4-1", "Dropped DL Traffic Threshold", 72, URR1, Refused(URR)),
     ("7.5.2.4-1", "Monitoring Time", 33, URR1, Refused(URR)),
@@ -113,7 +115,7 @@ const TABLE: &[(&str, &str, u16, Path, Verdict)] = &[
     ("7.5.2.4-1", "Subsequent Time Quota", 122, URR1, Refused(URR)),
     ("7.5.2.4-1", "Subsequent Event Threshold", 151, URR1, Refused(URR)),
     ("7.5.2.4-1", "Subsequent Event Quota", 150, URR1, Refused(URR)),
-    ("7.5.2.4-1", "Inactivity Detection Time", 36, URR1, Refused(URR)),
+    ("7.5.2.4-1", "Inactivity Detection Time", 36, URR1, Added(|r| r.urr(1).is_some_and(|u| u.inactivity.is_some()))),
     ("7.5.2.4-1", "Linked URR ID", 82, URR1, Refused(URR)),
     ("7.5.2.4-1", "Measurement Information", 100, URR1, Refused(URR)),
     ("7.5.2.4-1", "Time Quota Mechanism", 115, URR1, Refused(URR)),
@@ -183,6 +185,10 @@ fn child_of(ty: u16) -> Vec<u8> {
             total: Some(1000),
             ..Default::default()
         }),
+        73 => w.ie(&VolumeQuota(VolumeThreshold {
+            total: Some(1000),
+            ..Default::default()
+        })),
         22 => w.ie(&NetworkInstance(b"\x08internet".to_vec())),
         26 => w.ie(&Mbr {
             ul: 20_000,
@@ -303,23 +309,24 @@ fn values_tep_does_not_apply_fail_their_rule() {
             IeType::OUTER_HEADER_CREATION,
         ),
         (
-            |m| m.create_urrs[0].measurement_method.0 |= MeasurementMethod::DURAT,
+            |m| m.create_urrs[0].measurement_method.0 |= MeasurementMethod::EVENT,
             URR,
             IeType::MEASUREMENT_METHOD,
         ),
         (
+            // Quota holding time: not done.
             |m| {
                 m.create_urrs[0].reporting_triggers =
-                    ReportingTriggers(Bitmap::new(ReportingTriggers::PERIO, 2))
+                    ReportingTriggers(Bitmap::new(ReportingTriggers::QUHTI, 2))
             },
             URR,
             IeType::REPORTING_TRIGGERS,
         ),
         (
-            // VOLTH where the user plane does not report thresholds.
+            // Linked usage reporting: not done.
             |m| {
                 m.create_urrs[0].reporting_triggers =
-                    ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 2))
+                    ReportingTriggers(Bitmap::new(ReportingTriggers::LIUSA, 2))
             },
             URR,
             IeType::REPORTING_TRIGGERS,

@@ -9,8 +9,8 @@
 //!     if the timeout passed:            node.handle_timeout(now, &mut up)
 //!     for each first downlink packet the user plane buffered (FAR BUFF+NOCP):
 //!                                       node.downlink_data(now, seid, pdr_id)
-//!     for each URR whose volume threshold the user plane saw crossed:
-//!                                       node.volume_threshold_reached(now, seid, urr_id, &mut up)
+//!     every few milliseconds, if node.usage_watched() > 0:
+//!                                       node.scan_usage(now, &mut up)
 //!     while let Some(t) = node.poll_transmit() { socket.send_to(&t.payload, t.destination) }
 //! }
 //! ```
@@ -19,7 +19,9 @@
 //! rule set, remove a session, send an End Marker) while it handles a
 //! request, before the response is queued, so the response says what the
 //! user plane has; and [`UserPlane::take_usage`] when a usage report is
-//! due (deletion, Query URR, Remove URR).
+//! due (deletion, Query URR, Remove URR) and on each usage scan
+//! ([`usage`]: thresholds, quotas, periodic reports, start and stop of
+//! traffic).
 //!
 //! # What the node does
 //! - Associations (TS 29.244 §6.2.6): Setup, Update, Release from the SMF;
@@ -49,8 +51,8 @@
 //! - Sessions (§6.3): establishment (F-TEIDs chosen from the N3 addresses
 //!   where the SMF asks CHOOSE, returned in Created PDR), modification,
 //!   deletion with usage reports; Session Report Requests with a Downlink
-//!   Data Report or a Usage Report (volume threshold), retransmitted T1/N1
-//!   until answered.
+//!   Data Report or Usage Reports (the triggers of [`usage`]),
+//!   retransmitted T1/N1 until answered.
 //! - Never accepts what it does not apply (`support`, [`session`]): a
 //!   rule carrying an IE tep knows and does not enforce is refused with
 //!   Rule creation/modification Failure, its Failed Rule ID and the
@@ -69,15 +71,16 @@ mod perm;
 pub mod session;
 mod support;
 mod teid;
+mod usage;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use crate::header::{self, Packet};
 use crate::ie::IeType;
 use crate::message::*;
-use crate::rules::{CreatedPdr, DownlinkDataReport, UsageReport};
+use crate::rules::{CreatedPdr, DownlinkDataReport};
 use crate::rules::{UsageReportSdr, UsageReportSmr};
 use crate::types::*;
 use crate::Error;
@@ -91,7 +94,7 @@ use teid::TeidAllocator;
 /// [`session::create_all`] over the Create IEs of `$m`, an establishment
 /// or a modification request (the two messages name them alike).
 macro_rules! create_rules {
-    ($rules:expr, $pending:expr, $m:expr, $volth:expr) => {
+    ($rules:expr, $pending:expr, $m:expr, $scans:expr) => {
         session::create_all(
             $rules,
             $pending,
@@ -101,7 +104,7 @@ macro_rules! create_rules {
                 &$m.create_urrs,
                 &$m.create_pdrs,
             ),
-            $volth,
+            $scans,
         )
     };
 }
@@ -199,9 +202,12 @@ tep_named::named_enum! {
         /// A downlink data notice for a session already reported, unknown,
         /// or whose FAR is not BUFF with NOCP.
         DlReportSuppressed => "dl_report_suppressed",
-        /// A volume threshold notice for an unknown session, or a URR
-        /// without VOLTH.
-        UsageReportSuppressed => "usage_report_suppressed",
+        /// Usage Reports sent in Session Report Requests (a trigger
+        /// fired on a usage scan).
+        UsageReports => "usage_reports",
+        /// URRs whose volume or time quota ran out: their sessions
+        /// forward nothing until the SMF grants a new quota.
+        QuotaExhausted => "quota_exhausted",
         /// A cached response dropped early to stay under the cap.
         CacheEvicted => "cache_evicted",
         /// A CP F-SEID naming an address other than its sender's that
@@ -283,10 +289,13 @@ pub struct Config {
     /// The moment of `recovery_time_stamp`: the node dates its usage
     /// reports (Start Time, End Time) from the two.
     pub started: Instant,
-    /// Whether the user plane reports volume thresholds (calls
-    /// [`Node::volume_threshold_reached`]): without it a URR with the
-    /// VOLTH trigger or a Volume Threshold is refused.
-    pub volume_threshold_reports: bool,
+    /// Whether the daemon runs usage scans ([`Node::scan_usage`]):
+    /// without them a URR with a reporting trigger, a threshold, a quota,
+    /// a period or duration measurement is refused.
+    pub usage_scans: bool,
+    /// How long without a packet means the traffic stopped (duration
+    /// measurement, STOPT) where a URR names no Inactivity Detection Time.
+    pub traffic_idle: Duration,
 }
 
 /// A host allowed to associate: an address or prefix, and the Node ID it
@@ -366,7 +375,8 @@ impl Config {
             max_sessions_per_association: 2 << 20,
             max_associations: 16,
             stranger_cache_cap: 4096,
-            volume_threshold_reports: false,
+            usage_scans: false,
+            traffic_idle: Duration::from_secs(10),
             started: Instant::now(),
         }
     }
@@ -530,6 +540,15 @@ pub struct Node {
     next_seq: u32,
     transmits: VecDeque<Transmit>,
     counters: [u64; Counter::COUNT],
+    /// The slots of the sessions with a URR usage scans watch
+    /// ([`Rules::usage_watched`]), in order: a scan walks the slots (and
+    /// the rules they point to, allocated about in that order) forwards,
+    /// not in a hash's order, which at 100,000 sessions cost a cache miss
+    /// at every step.
+    watched: BTreeSet<u32>,
+    /// A scan's copy of `watched` (kept: a scan every few milliseconds
+    /// allocates nothing).
+    scanning: Vec<u32>,
 }
 
 impl Node {
@@ -550,6 +569,8 @@ impl Node {
             next_seq: 1,
             transmits: VecDeque::new(),
             counters: [0; Counter::COUNT],
+            watched: BTreeSet::new(),
+            scanning: Vec::new(),
         }
     }
 
@@ -778,37 +799,70 @@ impl Node {
         self.send_report(now, seid, (cp_seid, cp_addr), m);
     }
 
-    /// The user plane saw URR `urr` of session `seid` cross its Volume
-    /// Threshold (`Urr::volume_threshold`, with VOLTH among its Reporting
-    /// Triggers): send the SMF a Session Report Request with the usage
-    /// since the last report (trigger VOLTH). The count restarts there.
-    pub fn volume_threshold_reached(
-        &mut self,
-        now: Instant,
-        seid: Seid,
-        urr: u32,
-        up: &mut impl UserPlane,
-    ) {
+    /// How many sessions usage scans watch: none, no scan is needed.
+    pub fn usage_watched(&self) -> usize {
+        self.watched.len()
+    }
+
+    /// A usage scan at `now`: each watched URR takes what the user plane
+    /// counted since the last scan and checks its triggers ([`usage`]).
+    /// The reports due go to each session's SMF in one Session Report
+    /// Request; a session whose quota ran out gets its rules installed
+    /// again, which stops its traffic ([`Rules::quota_exhausted`]).
+    pub fn scan_usage(&mut self, now: Instant, up: &mut impl UserPlane) {
+        let mut slots = core::mem::take(&mut self.scanning);
+        slots.clear();
+        slots.extend(self.watched.iter().copied());
+        for &i in &slots {
+            let seid = self.seid_of(i, self.slots[i as usize].generation);
+            self.scan_session(now, seid, up);
+        }
+        self.scanning = slots;
+    }
+
+    fn scan_session(&mut self, now: Instant, seid: Seid, up: &mut impl UserPlane) {
         let at = self.ntp(now);
+        let idle = self.config.traffic_idle;
         let Some(s) = self.get_mut(seid) else {
-            self.count(Counter::UsageReportSuppressed);
             return;
         };
+        let mut reports = vec![];
+        let mut exhausted = 0;
+        for u in s.rules.urrs.iter_mut().filter(|u| u.watched()) {
+            let due = u.observe(now, up.take_usage(seid, u.id), idle);
+            for e in [UsageReportTrigger::START, UsageReportTrigger::STOPT] {
+                if due.events & e != 0 {
+                    reports.push(crate::rules::UsageReportSrr(u.event(e)));
+                }
+            }
+            if due.report != 0 {
+                let r = u.report(Usage::default(), due.report, at, now);
+                reports.push(crate::rules::UsageReportSrr(r));
+            }
+            exhausted += u64::from(due.exhausted);
+        }
         let (cp_seid, cp_addr) = (s.cp_seid, s.cp_addr);
-        let Some(u) = s
-            .rules
-            .urrs
-            .iter_mut()
-            .find(|u| u.id == urr && u.reporting_triggers.has(ReportingTriggers::VOLTH))
-        else {
-            self.count(Counter::UsageReportSuppressed);
+        if exhausted > 0 {
+            self.counters[Counter::QuotaExhausted as usize] += exhausted;
+            let s = self.get(seid).expect("looked up above");
+            if up
+                .apply(Change::Install {
+                    seid,
+                    rules: &s.rules,
+                })
+                .is_err()
+            {
+                self.count(Counter::UserPlaneRefused);
+            }
+        }
+        if reports.is_empty() {
             return;
-        };
-        let r = report(up, seid, u, UsageReportTrigger::VOLTH, at);
+        }
+        self.counters[Counter::UsageReports as usize] += reports.len() as u64;
         let m = SessionReportRequest {
             report_type: ReportType(ReportType::USAR),
             downlink_data_report: None,
-            usage_reports: vec![crate::rules::UsageReportSrr(r)],
+            usage_reports: reports,
             error_indication_report: None,
         };
         self.send_report(now, seid, (cp_seid, cp_addr), m);
@@ -871,6 +925,18 @@ impl Node {
             },
         );
         seq
+    }
+
+    /// Whether usage scans watch session `seid`, after its rules changed.
+    fn watch(&mut self, seid: Seid) {
+        let Some(i) = self.slot_of(seid) else {
+            return;
+        };
+        if self.get(seid).is_some_and(|s| s.rules.usage_watched()) {
+            self.watched.insert(i as u32);
+        } else {
+            self.watched.remove(&(i as u32));
+        }
     }
 
     fn get(&self, seid: Seid) -> Option<&Session> {
@@ -1340,9 +1406,9 @@ impl Node {
         let mut pending = Pending::default();
         let (supported, unknown) = support::establishment(&m);
         self.counters[Counter::UnknownIe as usize] += u64::from(unknown);
-        let volth = self.config.volume_threshold_reports;
+        let scans = self.config.usage_scans;
         let built = supported.and_then(|()| {
-            create_rules!(&mut rules, &mut pending, m, volth)?;
+            create_rules!(&mut rules, &mut pending, m, scans)?;
             session::validate(&rules)
         });
         let created =
@@ -1371,7 +1437,7 @@ impl Node {
             let generation = slot.generation;
             seid = self.seid_of(index, generation);
         }
-        rules.start_measuring(self.ntp(now));
+        rules.start_measuring(self.ntp(now), now);
         if let Err(why) = up.apply(Change::Install {
             seid,
             rules: &rules,
@@ -1397,6 +1463,7 @@ impl Node {
         if let Some(a) = self.assoc_mut(assoc) {
             a.sessions += 1;
         }
+        self.watch(seid);
         self.count(Counter::SessionsEstablished);
         let (v4, v6) = self.up_seid_addrs(from.ip());
         let r = Message::SessionEstablishmentResponse(SessionEstablishmentResponse {
@@ -1536,7 +1603,7 @@ impl Node {
         let mut removed_urrs = vec![];
         let (supported, unknown) = support::modification(&m);
         self.counters[Counter::UnknownIe as usize] += u64::from(unknown);
-        let volth = self.config.volume_threshold_reports;
+        let scans = self.config.usage_scans;
         let edited = supported.and_then(|()| {
             use crate::types::FailedRuleId as F;
             for r in &m.remove_pdrs {
@@ -1555,7 +1622,7 @@ impl Node {
                     F::Urr(r.urr_id.0),
                 )?);
             }
-            create_rules!(&mut rules, &mut pending, m, volth)?;
+            create_rules!(&mut rules, &mut pending, m, scans)?;
             for u in &m.update_fars {
                 session::update_far(&mut rules, u, &mut pending)?;
             }
@@ -1563,7 +1630,7 @@ impl Node {
                 session::update_qer(&mut rules, u)?;
             }
             for u in &m.update_urrs {
-                session::update_urr(&mut rules, u, volth)?;
+                session::update_urr(&mut rules, u, scans)?;
             }
             for u in &m.update_pdrs {
                 session::update_pdr(&mut rules, u, &mut pending)?;
@@ -1589,9 +1656,17 @@ impl Node {
         let at = self.ntp(now);
         let mut reports: Vec<UsageReportSmr> = removed_urrs
             .iter_mut()
-            .map(|u| UsageReportSmr(report(up, seid, u, UsageReportTrigger::TERMR, at)))
+            .map(|u| {
+                let r = u.report(
+                    up.take_usage(seid, u.id),
+                    UsageReportTrigger::TERMR,
+                    at,
+                    now,
+                );
+                UsageReportSmr(r)
+            })
             .collect();
-        rules.start_measuring(at);
+        rules.start_measuring(at, now);
         if let Err(why) = up.apply(Change::Install {
             seid,
             rules: &rules,
@@ -1619,12 +1694,12 @@ impl Node {
         let query_all = m.flags.is_some_and(|f| f.0 & PfcpsmReqFlags::QUARR != 0);
         for u in rules.urrs.iter_mut() {
             if query_all || m.query_urrs.iter().any(|q| q.urr_id.0 == u.id) {
-                reports.push(UsageReportSmr(report(
-                    up,
-                    seid,
-                    u,
+                let usage = up.take_usage(seid, u.id);
+                reports.push(UsageReportSmr(u.report(
+                    usage,
                     UsageReportTrigger::IMMER,
                     at,
+                    now,
                 )));
             }
         }
@@ -1638,6 +1713,7 @@ impl Node {
                 s.cp_addr = addr;
             }
         }
+        self.watch(seid);
         self.count(Counter::SessionsModified);
         let r = Message::SessionModificationResponse(SessionModificationResponse {
             cause: Cause::REQUEST_ACCEPTED,
@@ -1666,7 +1742,15 @@ impl Node {
         let at = self.ntp(now);
         let reports = urrs
             .iter_mut()
-            .map(|u| UsageReportSdr(report(up, seid, u, UsageReportTrigger::TERMR, at)))
+            .map(|u| {
+                let r = u.report(
+                    up.take_usage(seid, u.id),
+                    UsageReportTrigger::TERMR,
+                    at,
+                    now,
+                );
+                UsageReportSdr(r)
+            })
             .collect();
         self.remove_session(seid, up);
         self.count(Counter::SessionsDeleted);
@@ -1694,6 +1778,7 @@ impl Node {
         }
         self.free_slots.push(index as u32);
         self.sessions -= 1;
+        self.watched.remove(&(index as u32));
         // Our reports for it are moot.
         self.outstanding
             .retain(|_, o| !matches!(o.purpose, Purpose::Report { seid: s2 } if s2 == seid));
@@ -1814,33 +1899,6 @@ impl Node {
             destination: to,
             payload,
         });
-    }
-}
-
-/// A usage report for URR `u` of session `seid`, its counts taken from
-/// the user plane, for the measurement from the last report (or the
-/// URR's creation) to `at` (NTP seconds).
-fn report(up: &mut impl UserPlane, seid: Seid, u: &mut Urr, trigger: u64, at: u32) -> UsageReport {
-    let usage = up.take_usage(seid, u.id);
-    let seqn = u.next_seqn;
-    u.next_seqn = u.next_seqn.wrapping_add(1);
-    // A URR created by the request that queries it has measured nothing
-    // before `at`.
-    let since = u.measured_since.replace(at).unwrap_or(at);
-    UsageReport {
-        urr_id: UrrId(u.id),
-        ur_seqn: UrSeqn(seqn),
-        trigger: UsageReportTrigger::new(trigger),
-        start_time: Some(StartTime(since)),
-        end_time: Some(EndTime(at)),
-        volume: u.volume.then_some(VolumeMeasurement {
-            total: Some(usage.uplink_bytes + usage.downlink_bytes),
-            uplink: Some(usage.uplink_bytes),
-            downlink: Some(usage.downlink_bytes),
-            total_packets: Some(usage.uplink_packets + usage.downlink_packets),
-            uplink_packets: Some(usage.uplink_packets),
-            downlink_packets: Some(usage.downlink_packets),
-        }),
     }
 }
 

@@ -140,21 +140,28 @@ pub struct Qer {
 }
 
 /// A Usage Reporting Rule: tep measures volume (packets and octets each
-/// way) and reports it on deletion, on Query URR and when the URR is
-/// removed.
+/// way) and duration, reports on deletion, on Query URR and when the URR
+/// is removed, and on the triggers of [`super::usage`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Urr {
     pub id: u32,
     /// VOLUM is set in the Measurement Method.
     pub volume: bool,
+    /// DURAT is set in the Measurement Method.
+    pub duration: bool,
     pub reporting_triggers: ReportingTriggers,
+    /// Seconds between periodic reports (PERIO).
+    pub measurement_period: Option<u32>,
     pub volume_threshold: Option<VolumeThreshold>,
-    /// The UR-SEQN of the next report.
-    pub(crate) next_seqn: u32,
-    /// When the measurement the next report covers began (its Start
-    /// Time, NTP seconds): the URR's creation, then the last report.
-    /// `None` until the request that creates it is accepted.
-    pub(crate) measured_since: Option<u32>,
+    pub volume_quota: Option<VolumeQuota>,
+    /// Seconds (TIMTH).
+    pub time_threshold: Option<u32>,
+    /// Seconds.
+    pub time_quota: Option<u32>,
+    /// Seconds without a packet that stop the traffic (duration, STOPT).
+    pub inactivity: Option<u32>,
+    /// The measurement so far.
+    pub(crate) meter: super::usage::Meter,
 }
 
 /// A session's rules.
@@ -211,11 +218,22 @@ impl Rules {
         self.urrs.shrink_to_fit();
     }
 
-    /// URRs created by the request being accepted start measuring `at`.
-    pub(crate) fn start_measuring(&mut self, at: u32) {
+    /// URRs created by the request being accepted start measuring `at`
+    /// (NTP seconds), `now`.
+    pub(crate) fn start_measuring(&mut self, at: u32, now: std::time::Instant) {
         for u in &mut self.urrs {
-            u.measured_since.get_or_insert(at);
+            u.start(at, now);
         }
+    }
+
+    /// Whether a URR's quota is used up: the session forwards nothing.
+    pub fn quota_exhausted(&self) -> bool {
+        self.urrs.iter().any(|u| u.exhausted())
+    }
+
+    /// Whether usage scans must watch the session.
+    pub fn usage_watched(&self) -> bool {
+        self.urrs.iter().any(|u| u.watched())
     }
 
     /// Every local TEID the session's PDRs match.
@@ -381,12 +399,12 @@ fn apply_pdi(pdr: &mut Pdr, pdi: &Pdi, pending: &mut Pending) -> Result<(), Reje
 /// The rules of a message's Create FAR, QER, URR and PDR IEs (an
 /// establishment or a modification), in that order: a PDR names its FAR,
 /// QERs and URRs, so they exist before it.
-/// `volth`: whether the user plane reports volume thresholds.
+/// `scans`: whether the daemon runs usage scans ([`create_urr`]).
 pub fn create_all(
     r: &mut Rules,
     pending: &mut Pending,
     (fars, qers, urrs, pdrs): (&[CreateFar], &[CreateQer], &[CreateUrr], &[CreatePdr]),
-    volth: bool,
+    scans: bool,
 ) -> Result<(), Reject> {
     for c in fars {
         create_far(r, c)?;
@@ -395,7 +413,7 @@ pub fn create_all(
         create_qer(r, c)?;
     }
     for c in urrs {
-        create_urr(r, c, volth)?;
+        create_urr(r, c, scans)?;
     }
     for c in pdrs {
         create_pdr(r, c, pending)?;
@@ -614,79 +632,197 @@ pub fn update_qer(r: &mut Rules, u: &UpdateQer) -> Result<(), Reject> {
     Ok(())
 }
 
-/// What a URR may ask of tep: volume measurement (DURAT and EVENT
-/// refused), no reporting trigger but VOLTH and only where the user plane
-/// reports thresholds (`volth`), and a Volume Threshold only there.
-/// Reports on deletion, on Query URR and on removal need no trigger.
-fn check_urr(
-    id: u32,
+/// The URR IEs of a Create or Update URR, as given.
+#[derive(Clone, Copy, Debug, Default)]
+struct UrrIes {
     method: Option<MeasurementMethod>,
     triggers: Option<ReportingTriggers>,
-    threshold: Option<VolumeThreshold>,
-    volth: bool,
-) -> Result<(), Reject> {
-    let refuse = |ie| Err(Reject::unsupported(FailedRuleId::Urr(id), ie));
-    if method.is_some_and(|m| m.0 & !MeasurementMethod::VOLUM != 0) {
+    period: Option<MeasurementPeriod>,
+    volume_threshold: Option<VolumeThreshold>,
+    volume_quota: Option<VolumeQuota>,
+    time_threshold: Option<TimeThreshold>,
+    time_quota: Option<TimeQuota>,
+    inactivity: Option<InactivityDetectionTime>,
+}
+
+impl From<&CreateUrr> for UrrIes {
+    fn from(c: &CreateUrr) -> Self {
+        UrrIes {
+            method: Some(c.measurement_method),
+            triggers: Some(c.reporting_triggers),
+            period: c.measurement_period,
+            volume_threshold: c.volume_threshold,
+            volume_quota: c.volume_quota,
+            time_threshold: c.time_threshold,
+            time_quota: c.time_quota,
+            inactivity: c.inactivity_detection_time,
+        }
+    }
+}
+
+impl From<&UpdateUrr> for UrrIes {
+    fn from(c: &UpdateUrr) -> Self {
+        UrrIes {
+            method: c.measurement_method,
+            triggers: c.reporting_triggers,
+            period: c.measurement_period,
+            volume_threshold: c.volume_threshold,
+            volume_quota: c.volume_quota,
+            time_threshold: c.time_threshold,
+            time_quota: c.time_quota,
+            inactivity: c.inactivity_detection_time,
+        }
+    }
+}
+
+/// Applies `ies` to `u` and checks the result. What a URR may ask of tep:
+/// volume and duration measurement (EVENT refused), the triggers of
+/// [`super::usage::APPLIED_TRIGGERS`], each with the IE it needs
+/// (Conditional IE missing without it), and the thresholds, quotas,
+/// period and inactivity time, each only with its trigger where it has
+/// one (a threshold without it would be ignored). Reports on deletion, on
+/// Query URR and on removal need no trigger. Without `scans` (a user
+/// plane that does not run usage scans) only volume measurement without
+/// triggers is accepted.
+fn apply_urr(u: &mut Urr, ies: &UrrIes, scans: bool) -> Result<(), Reject> {
+    let refuse = |ie| Err(Reject::unsupported(FailedRuleId::Urr(u.id), ie));
+    let method_ok = if scans {
+        MeasurementMethod::VOLUM | MeasurementMethod::DURAT
+    } else {
+        MeasurementMethod::VOLUM
+    };
+    if ies.method.is_some_and(|m| m.0 & !method_ok != 0) {
         return refuse(IeType::MEASUREMENT_METHOD);
     }
-    let allowed = if volth { ReportingTriggers::VOLTH } else { 0 };
-    if triggers.is_some_and(|t| t.0.bits & !allowed != 0) {
+    let allowed = if scans {
+        super::usage::APPLIED_TRIGGERS
+    } else {
+        0
+    };
+    if ies.triggers.is_some_and(|t| t.0.bits & !allowed != 0) {
         return refuse(IeType::REPORTING_TRIGGERS);
     }
-    if threshold.is_some() && !volth {
-        return refuse(IeType::VOLUME_THRESHOLD);
+    if let Some(m) = ies.method {
+        u.volume = m.0 & MeasurementMethod::VOLUM != 0;
+        u.duration = m.0 & MeasurementMethod::DURAT != 0;
+    }
+    if let Some(t) = ies.triggers {
+        u.reporting_triggers = t;
+    }
+    let t = u.reporting_triggers;
+    use ReportingTriggers as R;
+    // Each IE given, with the trigger that makes it matter (None: the
+    // quotas, enforced with or without their report).
+    let given = [
+        (
+            ies.period.is_some(),
+            Some(R::PERIO),
+            IeType::MEASUREMENT_PERIOD,
+        ),
+        (
+            ies.volume_threshold.is_some(),
+            Some(R::VOLTH),
+            IeType::VOLUME_THRESHOLD,
+        ),
+        (
+            ies.time_threshold.is_some(),
+            Some(R::TIMTH),
+            IeType::TIME_THRESHOLD,
+        ),
+        (ies.volume_quota.is_some(), None, IeType::VOLUME_QUOTA),
+        (ies.time_quota.is_some(), None, IeType::TIME_QUOTA),
+        (
+            ies.inactivity.is_some(),
+            None,
+            IeType::INACTIVITY_DETECTION_TIME,
+        ),
+    ];
+    for (present, trigger, ie) in given {
+        if present && (!scans || trigger.is_some_and(|b| !t.has(b))) {
+            return refuse(ie);
+        }
+    }
+    if ies.period.is_some_and(|p| p.0 == 0) {
+        return refuse(IeType::MEASUREMENT_PERIOD);
+    }
+    if let Some(p) = ies.period {
+        u.measurement_period = Some(p.0);
+        u.new_period();
+    }
+    if let Some(v) = ies.volume_threshold {
+        u.volume_threshold = Some(v);
+    }
+    if let Some(v) = ies.time_threshold {
+        u.time_threshold = Some(v.0);
+    }
+    if let Some(q) = ies.volume_quota {
+        u.volume_quota = Some(q);
+        u.new_volume_quota();
+    }
+    if let Some(q) = ies.time_quota {
+        u.time_quota = Some(q.0);
+        u.new_time_quota();
+    }
+    if let Some(i) = ies.inactivity {
+        u.inactivity = Some(i.0);
+    }
+    // A trigger whose IE the URR does not have.
+    let needs = [
+        (
+            R::PERIO,
+            u.measurement_period.is_some(),
+            IeType::MEASUREMENT_PERIOD,
+        ),
+        (
+            R::VOLTH,
+            u.volume_threshold.is_some(),
+            IeType::VOLUME_THRESHOLD,
+        ),
+        (R::TIMTH, u.time_threshold.is_some(), IeType::TIME_THRESHOLD),
+        (R::VOLQU, u.volume_quota.is_some(), IeType::VOLUME_QUOTA),
+        (R::TIMQU, u.time_quota.is_some(), IeType::TIME_QUOTA),
+    ];
+    for (trigger, has, ie) in needs {
+        if t.has(trigger) && !has {
+            return Err(Reject::conditional(ie));
+        }
     }
     Ok(())
 }
 
-pub fn create_urr(r: &mut Rules, c: &CreateUrr, volth: bool) -> Result<(), Reject> {
+/// `scans`: whether the user plane runs usage scans ([`apply_urr`]).
+pub fn create_urr(r: &mut Rules, c: &CreateUrr, scans: bool) -> Result<(), Reject> {
     let id = c.urr_id.0;
-    check_urr(
+    let mut u = Urr {
         id,
-        Some(c.measurement_method),
-        Some(c.reporting_triggers),
-        c.volume_threshold,
-        volth,
-    )?;
+        volume: false,
+        duration: false,
+        reporting_triggers: ReportingTriggers::default(),
+        measurement_period: None,
+        volume_threshold: None,
+        volume_quota: None,
+        time_threshold: None,
+        time_quota: None,
+        inactivity: None,
+        meter: Default::default(),
+    };
+    apply_urr(&mut u, &UrrIes::from(c), scans)?;
     if r.urr(id).is_some() {
         return Err(Reject::rule(FailedRuleId::Urr(id)));
     }
     if r.urrs.len() >= MAX_RULES {
         return Err(Reject::too_many(IeType::CREATE_URR));
     }
-    r.urrs.push(Urr {
-        id,
-        volume: c.measurement_method.0 & MeasurementMethod::VOLUM != 0,
-        reporting_triggers: c.reporting_triggers,
-        volume_threshold: c.volume_threshold,
-        next_seqn: 0,
-        measured_since: None,
-    });
+    r.urrs.push(u);
     Ok(())
 }
 
-pub fn update_urr(r: &mut Rules, u: &UpdateUrr, volth: bool) -> Result<(), Reject> {
+pub fn update_urr(r: &mut Rules, u: &UpdateUrr, scans: bool) -> Result<(), Reject> {
     let id = u.urr_id.0;
-    check_urr(
-        id,
-        u.measurement_method,
-        u.reporting_triggers,
-        u.volume_threshold,
-        volth,
-    )?;
     let Some(x) = r.urrs.iter_mut().find(|x| x.id == id) else {
         return Err(Reject::rule(FailedRuleId::Urr(id)));
     };
-    if let Some(m) = u.measurement_method {
-        x.volume = m.0 & MeasurementMethod::VOLUM != 0;
-    }
-    if let Some(t) = u.reporting_triggers {
-        x.reporting_triggers = t;
-    }
-    if u.volume_threshold.is_some() {
-        x.volume_threshold = u.volume_threshold;
-    }
-    Ok(())
+    apply_urr(x, &UrrIes::from(u), scans)
 }
 
 /// Removes rule `id` of a kind; unknown IDs fail with their Failed Rule ID.

@@ -62,6 +62,8 @@ impl Harness {
     fn new() -> Self {
         let mut c = Config::new(NodeId::V4(N3), 3_950_000_000, Some(N3), None);
         c.heartbeat_interval = None;
+        // As the daemon runs it.
+        c.usage_scans = true;
         Harness {
             node: Node::new(c),
             up: FakeUp::default(),
@@ -170,7 +172,7 @@ fn est_request() -> SessionEstablishmentRequest {
             measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
             reporting_triggers: ReportingTriggers(Bitmap::new(0, 2)),
             volume_threshold: None,
-            skipped: Default::default(),
+            ..Default::default()
         }],
         create_qers: vec![CreateQer {
             qer_id: QerId(1),
@@ -1178,48 +1180,66 @@ fn every_counter_has_a_distinct_name() {
     assert_eq!(names.len(), Counter::COUNT);
 }
 
-#[test]
-fn a_crossed_volume_threshold_is_reported_with_the_usage() {
+/// A harness whose node runs usage scans, and a session whose URR 1 has
+/// `triggers` and the IEs `edit` sets.
+fn scanned(triggers: u64, edit: impl FnOnce(&mut CreateUrr)) -> (Harness, Seid) {
     let mut h = Harness::new();
-    let mut c = h.node.config().clone();
-    c.volume_threshold_reports = true;
-    h.node = Node::new(c);
     h.associate();
     let mut m = est_request();
-    m.create_urrs[0].reporting_triggers =
-        ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 2));
-    m.create_urrs[0].volume_threshold = Some(VolumeThreshold {
-        total: Some(1000),
-        ..Default::default()
-    });
+    m.create_urrs[0].reporting_triggers = ReportingTriggers(Bitmap::new(triggers, 2));
+    edit(&mut m.create_urrs[0]);
     let seid = up_seid(&h.establish(m));
-    h.up.usage.insert(
-        (seid, 1),
-        Usage {
-            downlink_bytes: 1200,
-            downlink_packets: 2,
+    (h, seid)
+}
+
+impl Harness {
+    /// A scan `ms` after the last, the user plane having counted `dl`
+    /// downlink bytes (one packet) for URR 1; the Usage Reports of the
+    /// Session Report Request it sent, if any.
+    fn scan(&mut self, seid: Seid, ms: u64, dl: u64) -> Vec<UsageReport> {
+        self.now += Duration::from_millis(ms);
+        self.up.usage.insert(
+            (seid, 1),
+            Usage {
+                downlink_bytes: dl,
+                downlink_packets: u64::from(dl > 0),
+                ..Default::default()
+            },
+        );
+        self.node.scan_usage(self.now, &mut self.up);
+        let Some(t) = self.node.poll_transmit() else {
+            return vec![];
+        };
+        let r = PfcpRepr::parse_bytes(&t.payload).unwrap();
+        assert_eq!(r.seid, Some(7000));
+        let Message::SessionReportRequest(sr) = r.message else {
+            panic!("{r:?}")
+        };
+        assert_eq!(sr.report_type, ReportType(ReportType::USAR));
+        sr.usage_reports.into_iter().map(|u| u.0).collect()
+    }
+}
+
+#[test]
+fn a_crossed_volume_threshold_is_reported_with_the_usage() {
+    let (mut h, seid) = scanned(ReportingTriggers::VOLTH, |u| {
+        u.volume_threshold = Some(VolumeThreshold {
+            total: Some(1000),
             ..Default::default()
-        },
-    );
-    h.node.volume_threshold_reached(h.now, seid, 1, &mut h.up);
-    let t = h.node.poll_transmit().unwrap();
-    let r = PfcpRepr::parse_bytes(&t.payload).unwrap();
-    assert_eq!(r.seid, Some(7000));
-    let Message::SessionReportRequest(sr) = r.message else {
+        })
+    });
+    assert_eq!(h.node.usage_watched(), 1);
+    assert!(h.scan(seid, 10, 600).is_empty());
+    let [u] = &h.scan(seid, 10, 600)[..] else {
         panic!()
     };
-    assert_eq!(sr.report_type, ReportType(ReportType::USAR));
-    let u = &sr.usage_reports[0].0;
     assert!(u.trigger.has(UsageReportTrigger::VOLTH));
     assert_eq!(u.volume.unwrap().downlink, Some(1200));
     assert_eq!(u.ur_seqn, UrSeqn(0));
-    // A URR without VOLTH, an unknown session: nothing.
-    h.node.volume_threshold_reached(h.now, seid, 9, &mut h.up);
-    h.node
-        .volume_threshold_reached(h.now, seid + 1, 1, &mut h.up);
-    assert!(h.node.poll_transmit().is_none());
-    assert_eq!(h.node.counter(Counter::UsageReportSuppressed), 2);
-    // The UR-SEQN goes on in the deletion's report.
+    assert_eq!(h.node.counter(Counter::UsageReports), 1);
+    // Counted afresh from the report.
+    assert!(h.scan(seid, 10, 900).is_empty());
+    // The UR-SEQN goes on in the deletion's report, which has the 900.
     let r = h.request(
         Some(seid),
         Message::SessionDeletionRequest(SessionDeletionRequest {}),
@@ -1227,7 +1247,139 @@ fn a_crossed_volume_threshold_is_reported_with_the_usage() {
     let Message::SessionDeletionResponse(d) = r.message else {
         panic!()
     };
-    assert_eq!(d.usage_reports[0].0.ur_seqn, UrSeqn(1));
+    let u = &d.usage_reports[0].0;
+    assert_eq!(
+        (u.ur_seqn, u.volume.unwrap().downlink),
+        (UrSeqn(1), Some(900))
+    );
+    assert_eq!(h.node.usage_watched(), 0);
+}
+
+#[test]
+fn a_used_up_quota_stops_the_session_until_a_new_one() {
+    let (mut h, seid) = scanned(ReportingTriggers::VOLQU, |u| {
+        u.volume_quota = Some(VolumeQuota(VolumeThreshold {
+            total: Some(1000),
+            ..Default::default()
+        }))
+    });
+    h.up.seen.clear();
+    assert!(h.scan(seid, 10, 999).is_empty());
+    assert!(h.up.seen.is_empty());
+    let [u] = &h.scan(seid, 10, 1)[..] else {
+        panic!()
+    };
+    assert!(u.trigger.has(UsageReportTrigger::VOLQU));
+    assert_eq!(u.volume.unwrap().total, Some(1000));
+    // The rules installed again, marked: the user plane drops.
+    let [Seen::Install(s, rules)] = &h.up.seen[..] else {
+        panic!("{:?}", h.up.seen)
+    };
+    assert_eq!(*s, seid);
+    assert!(rules.quota_exhausted());
+    assert_eq!(h.node.counter(Counter::QuotaExhausted), 1);
+    assert!(h.scan(seid, 10, 0).is_empty(), "reported once");
+    // A new quota from the SMF: forwarding again.
+    h.up.seen.clear();
+    let (_, r) = h.modify(
+        seid,
+        SessionModificationRequest {
+            update_urrs: vec![UpdateUrr {
+                urr_id: UrrId(1),
+                volume_quota: Some(VolumeQuota(VolumeThreshold {
+                    total: Some(5000),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.cause, Cause::REQUEST_ACCEPTED);
+    let [Seen::Install(_, rules)] = &h.up.seen[..] else {
+        panic!("{:?}", h.up.seen)
+    };
+    assert!(!rules.quota_exhausted());
+    assert!(h.scan(seid, 10, 4999).is_empty());
+}
+
+#[test]
+fn periodic_start_and_stop_reports_go_in_session_report_requests() {
+    let t = ReportingTriggers::PERIO | ReportingTriggers::START | ReportingTriggers::STOPT;
+    let (mut h, seid) = scanned(t, |u| {
+        u.measurement_method =
+            MeasurementMethod(MeasurementMethod::VOLUM | MeasurementMethod::DURAT);
+        u.measurement_period = Some(MeasurementPeriod(2));
+        u.inactivity_detection_time = Some(InactivityDetectionTime(1));
+    });
+    let [s] = &h.scan(seid, 100, 500)[..] else {
+        panic!()
+    };
+    assert!(s.trigger.has(UsageReportTrigger::START));
+    assert_eq!((s.start_time, s.volume), (None, None));
+    assert!(h.scan(seid, 1000, 500).is_empty());
+    let [p] = &h.scan(seid, 900, 0)[..] else {
+        panic!()
+    };
+    assert!(p.trigger.has(UsageReportTrigger::PERIO));
+    assert_eq!(p.volume.unwrap().downlink, Some(1000));
+    assert_eq!(p.duration, Some(DurationMeasurement(1)), "1.9 s of traffic");
+    assert_eq!(p.end_time.unwrap().0 - p.start_time.unwrap().0, 2);
+    assert_eq!((s.ur_seqn, p.ur_seqn), (UrSeqn(0), UrSeqn(1)));
+    // A second without a packet: stopped.
+    let [e] = &h.scan(seid, 200, 0)[..] else {
+        panic!()
+    };
+    assert!(e.trigger.has(UsageReportTrigger::STOPT));
+}
+
+#[test]
+fn triggers_need_their_ies_and_scans() {
+    // VOLTH without a Volume Threshold: Conditional IE missing.
+    let mut h = Harness::new();
+    h.associate();
+    let mut m = est_request();
+    m.create_urrs[0].reporting_triggers =
+        ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 2));
+    let e = rejected_establishment(&mut h, m);
+    assert_eq!(
+        (e.cause, e.offending_ie),
+        (
+            Cause::CONDITIONAL_IE_MISSING,
+            Some(OffendingIe(IeType::VOLUME_THRESHOLD))
+        )
+    );
+    // A Time Threshold without TIMTH would be ignored: refused.
+    let mut m = est_request();
+    m.create_urrs[0].time_threshold = Some(TimeThreshold(60));
+    let e = rejected_establishment(&mut h, m);
+    assert_eq!(
+        (e.cause, e.failed_rule_id, e.offending_ie),
+        (
+            Cause::RULE_CREATION_MODIFICATION_FAILURE,
+            Some(FailedRuleId::Urr(1)),
+            Some(OffendingIe(IeType::TIME_THRESHOLD))
+        )
+    );
+    // QUHTI: not done.
+    let mut m = est_request();
+    m.create_urrs[0].reporting_triggers =
+        ReportingTriggers(Bitmap::new(ReportingTriggers::QUHTI, 2));
+    let e = rejected_establishment(&mut h, m);
+    assert_eq!(
+        e.offending_ie,
+        Some(OffendingIe(IeType::REPORTING_TRIGGERS))
+    );
+    // Without scans, a quota is refused.
+    let mut h = Harness::new();
+    let mut c = h.node.config().clone();
+    c.usage_scans = false;
+    h.node = Node::new(c);
+    h.associate();
+    let mut m = est_request();
+    m.create_urrs[0].volume_quota = Some(VolumeQuota::default());
+    let e = rejected_establishment(&mut h, m);
+    assert_eq!(e.offending_ie, Some(OffendingIe(IeType::VOLUME_QUOTA)));
 }
 
 // Trust boundaries: who may do what on N4.

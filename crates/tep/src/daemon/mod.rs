@@ -25,6 +25,7 @@ pub mod state;
 pub mod stats;
 pub mod trace;
 pub mod upf;
+pub mod urr;
 
 use state::State;
 use std::os::fd::AsRawFd;

@@ -1,7 +1,8 @@
 //! The N4 thread of a UPF (`[pfcp]`): tep-pfcp's node on the PFCP socket,
 //! its session changes compiled and published to the workers' session
-//! tables ([`super::upf::UpfPlane`]), and the workers' Downlink Data
-//! Report requests turned into Session Report Requests.
+//! tables ([`super::upf::UpfPlane`]), the workers' Downlink Data
+//! Report requests turned into Session Report Requests, and usage scans
+//! for the URRs' triggers ([`super::urr`]).
 //!
 //! One thread, off the packet path: it sleeps in epoll on the socket, its
 //! wake-up (workers holding a first packet for an idle UE, a reload asking
@@ -13,6 +14,7 @@
 use super::path::{EchoSockets, PathCounter, PathEvent, Paths, Timers};
 use super::state::{PfcpStatus, State};
 use super::upf::UpfPlane;
+use super::urr::UsageScan;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -129,9 +131,9 @@ fn node_config(p: &PfcpConfig, id_key: u64) -> node::Config {
             .collect()
     });
     c.id_key = id_key;
-    // The dataplane does not watch volume thresholds (nothing here calls
-    // `Node::volume_threshold_reached`): a URR asking for one is refused.
-    c.volume_threshold_reports = false;
+    // The usage scans of `super::urr` watch the URRs' triggers.
+    c.usage_scans = true;
+    c.traffic_idle = super::urr::TRAFFIC_IDLE;
     c.heartbeat_interval =
         Some(Duration::from_millis(p.heartbeat_interval_ms.into())).filter(|d| !d.is_zero());
     c.t1 = Duration::from_millis(p.t1_ms.into());
@@ -206,6 +208,7 @@ impl N4 {
             echo,
             node,
             plane,
+            scan: UsageScan::new(Instant::now()),
             state,
             wake: wake.clone(),
             asked,
@@ -252,6 +255,7 @@ struct Loop {
     echo: EchoSockets,
     node: Node,
     plane: UpfPlane,
+    scan: UsageScan,
     state: Arc<State>,
     wake: Arc<EventFd>,
     asked: mpsc::Receiver<Ask>,
@@ -280,14 +284,18 @@ impl Loop {
         self.publish_status();
         while !self.stop.load(Ordering::Acquire) {
             beat.beat();
-            let next = match (self.node.poll_timeout(), self.plane.paths.next_timeout()) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            let timeout = match next {
+            let due = [
+                self.node.poll_timeout(),
+                self.plane.paths.next_timeout(),
+                self.scan.deadline(&self.node),
+            ];
+            // Rounded up: a wait cut to the millisecond below would wake
+            // early and spin until the deadline.
+            let timeout = match due.into_iter().flatten().min() {
                 Some(t) => t
                     .saturating_duration_since(Instant::now())
-                    .as_millis()
+                    .as_micros()
+                    .div_ceil(1000)
                     .min(1000) as i32,
                 None => 1000,
             };
@@ -327,6 +335,9 @@ impl Loop {
                 self.node.handle_timeout(now, &mut self.plane);
             }
             self.supervise_paths(now, &mut echoes, &mut signals);
+            // Before the changes are published: a session whose quota ran
+            // out stops in this round.
+            self.scan.run(now, &mut self.node, &mut self.plane);
             while let Ok(ask) = self.asked.try_recv() {
                 match ask {
                     Ask::Replay(done) => {

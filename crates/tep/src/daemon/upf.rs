@@ -42,7 +42,7 @@ use tep_pfcp::IeType;
 ///   matching a UE address (no F-TEID: N9 is refused, no QFI, no header
 ///   removal) and goes to Access in GTP-U; CP-function and 5G VN internal
 ///   sources are refused; uplink buffering (which would drop) is refused;
-/// - one URR, on every PDR (its counts are the session's);
+/// - each URR on every PDR (its counts are the session's);
 /// - one maximum bit rate each way ([`direction_mbr`]): every PDR of a
 ///   direction is under the same QERs with an MBR (a session AMBR's QER
 ///   that all its PDRs share, or the one PDR's own), the lowest of their
@@ -240,23 +240,19 @@ fn direction_mbr(rules: &Rules, uplink: bool) -> Result<Option<u64>, Refused> {
     Ok(lowest.map(|k| k.saturating_mul(1000)))
 }
 
-/// The dataplane counts a session's volume, and each report takes what
-/// was counted since the last: one URR at most, on every PDR.
+/// The dataplane counts a session's volume, and each URR takes what was
+/// counted since it last did: a URR's counts are the session's, so each
+/// URR must be on every PDR.
 fn check_urrs(rules: &Rules) -> Result<(), Refused> {
     let refuse = |u: &node::Urr| Refused::rule(FailedRuleId::Urr(u.id), Some(IeType::URR_ID));
-    if let Some(second) = rules.urrs.get(1) {
-        return Err(refuse(second));
-    }
-    match rules.urrs.first() {
-        Some(u)
-            if rules
-                .pdrs
-                .iter()
-                .any(|p| !p.urrs.as_slice().contains(&u.id)) =>
-        {
-            Err(refuse(u))
-        }
-        _ => Ok(()),
+    match rules.urrs.iter().find(|u| {
+        rules
+            .pdrs
+            .iter()
+            .any(|p| !p.urrs.as_slice().contains(&u.id))
+    }) {
+        Some(u) => Err(refuse(u)),
+        None => Ok(()),
     }
 }
 
@@ -273,11 +269,12 @@ fn ue_keys(ue: &node::UeIp) -> Option<[Option<UeKey>; 2]> {
 }
 
 /// One session as the daemon knows it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Entry {
     slot: u32,
-    /// Usage already reported (usage reports count from the last one).
-    taken: Volume,
+    /// The session's counts when each URR last took them (a URR takes
+    /// what was counted since): every URR sees the session's counts.
+    taken: Vec<(u32, Volume)>,
     /// The PDR a Downlink Data Report names.
     downlink_pdr: Option<u16>,
 }
@@ -342,25 +339,33 @@ impl UserPlane for UpfPlane {
     fn apply(&mut self, change: Change<'_>) -> Result<(), Refused> {
         match change {
             Change::Install { seid, rules } => {
-                let (spec, downlink_pdr) = compile(rules, &self.n3)?;
-                match self.by_seid.get_mut(&seid) {
+                let (mut spec, downlink_pdr) = compile(rules, &self.n3)?;
+                super::urr::stop_if_exhausted(rules, &mut spec);
+                let e = match self.by_seid.get_mut(&seid) {
                     Some(e) => {
                         self.sessions
                             .modify(e.slot, &spec, false)
                             .map_err(|_| Refused::FULL)?;
                         e.downlink_pdr = downlink_pdr;
+                        e
                     }
                     None => {
                         let slot = self.sessions.create(&spec).map_err(|_| Refused::FULL)?;
-                        self.by_seid.insert(
-                            seid,
-                            Entry {
-                                slot,
-                                taken: Volume::default(),
-                                downlink_pdr,
-                            },
-                        );
                         self.by_slot.insert(slot, seid);
+                        self.by_seid.entry(seid).or_insert(Entry {
+                            slot,
+                            taken: Vec::new(),
+                            downlink_pdr,
+                        })
+                    }
+                };
+                // A URR created now counts from now; a removed one's
+                // baseline goes.
+                let now = self.sessions.usage(e.slot);
+                e.taken.retain(|(id, _)| rules.urr(*id).is_some());
+                for u in &rules.urrs {
+                    if !e.taken.iter().any(|(id, _)| *id == u.id) {
+                        e.taken.push((u.id, now));
                     }
                 }
                 self.paths.install(std::time::Instant::now(), seid, rules);
@@ -387,12 +392,15 @@ impl UserPlane for UpfPlane {
         }
     }
 
-    fn take_usage(&mut self, seid: Seid, _urr: u32) -> Usage {
+    fn take_usage(&mut self, seid: Seid, urr: u32) -> Usage {
         let Some(e) = self.by_seid.get_mut(&seid) else {
             return Usage::default();
         };
         let now = self.sessions.usage(e.slot);
-        let was = core::mem::replace(&mut e.taken, now);
+        let Some((_, taken)) = e.taken.iter_mut().find(|(id, _)| *id == urr) else {
+            return Usage::default();
+        };
+        let was = core::mem::replace(taken, now);
         Usage {
             uplink_packets: now.ul_packets - was.ul_packets,
             uplink_bytes: now.ul_bytes - was.ul_bytes,
@@ -649,7 +657,12 @@ mod tests {
                 pdr_ie(2, IeType::SOURCE_INTERFACE),
             ),
             (
-                &|r| r.urrs = vec![urr(1), urr(2)],
+                &|r| {
+                    r.urrs = vec![urr(1), urr(2)];
+                    for p in &mut r.pdrs {
+                        p.urrs = Ids::new(&[1]).unwrap();
+                    }
+                },
                 Err(Refused::rule(FailedRuleId::Urr(2), Some(IeType::URR_ID))),
             ),
             (
@@ -663,14 +676,22 @@ mod tests {
         for (i, (edit, want)) in cases.iter().enumerate() {
             assert_eq!(verdict(*edit), *want, "case {i}");
         }
-        // One URR on every PDR: taken.
+        // URRs each on every PDR: taken.
         let on_all = |r: &mut Rules| {
-            r.urrs = vec![urr(1)];
+            r.urrs = vec![urr(1), urr(2)];
             for p in &mut r.pdrs {
-                p.urrs = Ids::new(&[1]).unwrap();
+                p.urrs = Ids::new(&[1, 2]).unwrap();
             }
         };
         assert_eq!(verdict(&on_all), Ok(()));
+    }
+
+    /// URRs `ids`, each on every PDR.
+    fn with_urrs(r: &mut Rules, ids: &[u32]) {
+        r.urrs = ids.iter().map(|&i| urr(i)).collect();
+        for p in &mut r.pdrs {
+            p.urrs = Ids::new(ids).unwrap();
+        }
     }
 
     fn urr(id: u32) -> node::Urr {
@@ -693,7 +714,8 @@ mod tests {
         let mut worker = SessionTable::new(link);
         let mut up = UpfPlane::new(sessions, vec![(N3, 0)]);
         let mut applied = Vec::new();
-        let r = rules(node::Action::Buffer { notify_cp: true });
+        let mut r = rules(node::Action::Buffer { notify_cp: true });
+        with_urrs(&mut r, &[1]);
         up.apply(Change::Install { seid: 7, rules: &r }).unwrap();
         up.publish();
         worker.apply_pending(&mut applied);
@@ -711,6 +733,20 @@ mod tests {
         );
         worker.count_uplink(slot, 50);
         assert_eq!(up.take_usage(7, 1).uplink_bytes, 50);
+        // A second URR counts from its creation, apart from the first.
+        let mut two = r.clone();
+        with_urrs(&mut two, &[1, 2]);
+        up.apply(Change::Install {
+            seid: 7,
+            rules: &two,
+        })
+        .unwrap();
+        worker.count_uplink(slot, 30);
+        assert_eq!(up.take_usage(7, 2).uplink_bytes, 30);
+        worker.count_uplink(slot, 20);
+        assert_eq!(up.take_usage(7, 1).uplink_bytes, 50);
+        assert_eq!(up.take_usage(7, 2).uplink_bytes, 20);
+        assert_eq!(up.take_usage(7, 9), Usage::default(), "no such URR");
         // Modified to forward; an End Marker to the old peer.
         let fwd = rules(node::Action::Forward);
         up.apply(Change::Install {

@@ -68,7 +68,9 @@ from scapy.contrib.pfcp import (
     IE_GateStatus,
     IE_GBR,
     IE_MBR,
+    IE_DurationMeasurement,
     IE_MeasurementMethod,
+    IE_MeasurementPeriod,
     IE_NetworkInstance,
     IE_NodeId,
     IE_NodeReportType,
@@ -96,13 +98,17 @@ from scapy.contrib.pfcp import (
     IE_UpdateFAR,
     IE_UpdateForwardingParameters,
     IE_UpdateQER,
+    IE_UpdateURR,
     IE_UR_SEQN,
     IE_URR_Id,
     IE_UsageReport_SDR,
     IE_UsageReport_SMR,
+    IE_UsageReport_SRR,
     IE_UsageReportTrigger,
     IE_UserPlanePathFailureReport,
     IE_VolumeMeasurement,
+    IE_VolumeQuota,
+    IE_VolumeThreshold,
     PFCPAssociationReleaseRequest,
     PFCPAssociationSetupRequest,
     PFCPHeartbeatRequest,
@@ -240,8 +246,13 @@ class Lab:
         self.sessions = {}
         # PFCP responses by sequence number: (bytes, dissected).
         self.responses = {}
-        # Session Report Requests from tep, unanswered.
+        # Session Report Requests from tep, unanswered; when each came
+        # (monotonic), by sequence number.
         self.reports = []
+        self.report_times = {}
+        # When each response came (wall clock), by sequence number: what
+        # a usage report's End Time is checked against.
+        self.arrived = {}
         self.heartbeats_answered = 0
         # tep's Node Report Requests (answered as they come): (time, dissected).
         self.node_reports = []
@@ -298,6 +309,7 @@ class Lab:
                 self.heartbeats_answered += 1
             elif t == REPORT_REQUEST:
                 self.reports.append((data, p))
+                self.report_times[p.seq] = time.monotonic()
             elif t == NODE_REPORT_REQUEST:
                 self.node_reports.append((time.monotonic(), p))
                 rsp = PFCP(version=1, S=0, seq=p.seq) / PFCPNodeReportResponse(IE_list=[
@@ -307,6 +319,7 @@ class Lab:
                 self.n4.sendto(bytes(rsp), src)
             else:
                 self.responses.setdefault(p.seq, []).append((data, p))
+                self.arrived[p.seq] = time.time()
             r, _, _ = select.select([self.n4], [], [], 0)
 
     def exchange(self, msgs, window=64, resend=2.0):
@@ -361,12 +374,14 @@ class Lab:
     # -- PFCP messages --------------------------------------------------------
 
     def establishment(self, s, far_for_dl=2, with_fseid=True, second_qfi=None,
-                      pdi_extra=(), qer_extra=()):
+                      pdi_extra=(), qer_extra=(), urr=None):
         """A PDU session as an SMF sets it up: uplink PDR 1 (F-TEID CHOOSE,
         QFI, outer header removal), downlink PDR 2 (UE address), FAR 1 to
         the core, FAR 2 to the gNB with outer header creation, QER 1 with
-        the QFI, URR 1 measuring volume. `pdi_extra` and `qer_extra` add
-        IEs to PDR 1's PDI and to QER 1."""
+        the QFI, URR 1 measuring volume (or with the IEs `urr`). `pdi_extra`
+        and `qer_extra` add IEs to PDR 1's PDI and to QER 1."""
+        if urr is None:
+            urr = [IE_MeasurementMethod(VOLUM=1), IE_ReportingTriggers()]
         body = [IE_NodeId(id_type="IPv4", ipv4=self.smf)]
         if with_fseid:
             body.append(IE_FSEID(v4=1, seid=s.cp_seid, ipv4=self.smf))
@@ -421,11 +436,7 @@ class Lab:
                     IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=s.dl_teid, ipv4=s.gnb),
                 ]),
             ]),
-            IE_CreateURR(IE_list=[
-                IE_URR_Id(id=1),
-                IE_MeasurementMethod(VOLUM=1),
-                IE_ReportingTriggers(),
-            ]),
+            IE_CreateURR(IE_list=[IE_URR_Id(id=1)] + list(urr)),
             IE_CreateQER(IE_list=[
                 IE_QER_Id(id=1),
                 IE_GateStatus(ul="OPEN", dl="OPEN"),
@@ -475,7 +486,7 @@ class Lab:
             IE_list=[IE_QueryURR(IE_list=[IE_URR_Id(id=1)])]
         )
 
-    def check_usage(self, s, body, cls, trigger, seqn, where):
+    def check_usage(self, s, body, cls, trigger, seqn, where, at=None):
         rep = one_ie(body, cls, where)
         check(one_ie(rep, IE_URR_Id, where).id == 1, "%s: URR ID" % where)
         n = one_ie(rep, IE_UR_SEQN, where).number
@@ -483,10 +494,11 @@ class Lab:
         trig = one_ie(rep, IE_UsageReportTrigger, where)
         check(getattr(trig, trigger) == 1, "%s: trigger %r, want %s" % (where, trig, trigger))
         # The measurement period (TS 29.244 Tables 7.5.5.2-1, 7.5.7.2-1),
-        # NTP seconds: it ends now, by this host's clock, give or take.
+        # NTP seconds: it ends when the response came (`at`, else now), by
+        # this host's clock, give or take.
         start = one_ie(rep, IE_StartTime, where).timestamp
         end = one_ie(rep, IE_EndTime, where).timestamp
-        now = int(time.time()) + NTP_UNIX_OFFSET
+        now = int(at or time.time()) + NTP_UNIX_OFFSET
         check(start <= end and abs(end - now) <= 5,
               "%s: Start Time %d, End Time %d, now %d" % (where, start, end, now))
         got = volume(one_ie(rep, IE_VolumeMeasurement, where))
@@ -1252,7 +1264,8 @@ class Lab:
             body = self.expect_response(got[seq], DELETION_RESPONSE, s.cp_seid, ACCEPTED, where)
             rep = one_ie(body, IE_UsageReport_SDR, where)
             seqn = one_ie(rep, IE_UR_SEQN, where).number
-            v = self.check_usage(s, body, IE_UsageReport_SDR, "TERMR", seqn, where)
+            v = self.check_usage(s, body, IE_UsageReport_SDR, "TERMR", seqn, where,
+                                 at=self.arrived.pop(seq, None))
             totals = [totals[0] + v[4], totals[1] + v[1], totals[2] + v[5], totals[3] + v[2]]
             del self.sessions[s.index]
         return {"deleted": len(sess), "ul_packets": totals[0], "ul_bytes": totals[1],
@@ -1349,6 +1362,157 @@ class Lab:
         self.pump(1.0)
         check(not self.reports, "a report for an Error Indication naming no session: %r" % self.reports)
         return {"reported_teid": s.dl_teid}
+
+    # -- Usage reporting triggers ----------------------------------------------
+
+    def urr_session(self, c, urr):
+        """A new session (index `c["index"]`) whose URR 1 has the IEs `urr`."""
+        s = Session(c["index"], self.cfg, self.gnbs[0])
+        self.accept_establishment(s, self.request(self.establishment(s, urr=urr)))
+        self.sessions[s.index] = s
+        return s
+
+    def await_reports(self, s, n, wait, where):
+        """The next `n` Session Report Requests for `s` within `wait` s, each
+        a Usage Report (Report Type USAR) answered Request accepted:
+        [(arrival, [Usage Report fields])]."""
+        out = []
+        end = time.monotonic() + wait
+        while len(out) < n:
+            if not self.reports:
+                check(time.monotonic() < end, "%s: %d of %d Session Report Requests within %.1f s"
+                      % (where, len(out), n, wait))
+                self.pump(0.01)
+                continue
+            data, p = self.reports.pop(0)
+            at = self.report_times.pop(p.seq)
+            check(p.S == 1 and p.seid == s.cp_seid, "%s: SEID %r, want 0x%x" % (where, p.seid, s.cp_seid))
+            rt = one_ie(p.payload, IE_ReportType, where)
+            check(rt.USAR == 1 and rt.DLDR == 0, "%s: report type %r" % (where, rt))
+            reps = [self.usage_fields(r, where) for r in ies(p.payload, IE_UsageReport_SRR)]
+            check(reps, "%s: no Usage Report" % where)
+            rsp = PFCP(version=1, S=1, seid=s.up_seid, seq=p.seq) / PFCPSessionReportResponse(
+                IE_list=[IE_Cause(cause=ACCEPTED)]
+            )
+            self.n4.sendto(bytes(rsp), (self.upf, PFCP_PORT))
+            out.append((at, reps))
+        return out
+
+    def usage_fields(self, rep, where):
+        """A Usage Report's URR ID, UR-SEQN, triggers set, Start and End
+        Time (NTP seconds, around now), volume and duration."""
+        trig = one_ie(rep, IE_UsageReportTrigger, where)
+        names = [f.name for f in trig.fields_desc if f.name != "extra_data" and getattr(trig, f.name) == 1]
+        out = {"urr": one_ie(rep, IE_URR_Id, where).id, "seqn": one_ie(rep, IE_UR_SEQN, where).number,
+               "triggers": names}
+        if names in (["START"], ["STOPT"]):
+            return out
+        start = one_ie(rep, IE_StartTime, where).timestamp
+        end = one_ie(rep, IE_EndTime, where).timestamp
+        now = int(time.time()) + NTP_UNIX
+        check(start <= end and abs(end - now) <= 5,
+              "%s: Start Time %d, End Time %d, now %d" % (where, start, end, now))
+        out["period"] = end - start
+        out["volume"] = volume(one_ie(rep, IE_VolumeMeasurement, where))
+        d = ies(rep, IE_DurationMeasurement)
+        if d:
+            out["duration"] = d[0].duration
+        return out
+
+    def uplink_until_report(self, s, size, where):
+        """Uplink datagrams of `size` octets, one at a time (each reaching
+        the DN before the next leaves), until tep sends a Session Report
+        Request: how many went."""
+        n = 0
+        while not self.reports:
+            check(n < 100, "%s: no report after %d datagrams" % (where, n))
+            self.uplink([s], sizes=[size])
+            n += 1
+            self.pump(0.05)
+        return n
+
+    def cmd_volume_threshold(self, c):
+        """A session whose URR reports at a total Volume Threshold of
+        `threshold` octets (VOLTH); uplink datagrams of `size` octets one at
+        a time: one report (VOLTH, UR-SEQN 0) counting exactly what reached
+        the DN, which is within one datagram past the threshold."""
+        where = "volume threshold"
+        size, threshold = c["size"], c["threshold"]
+        s = self.urr_session(c, [
+            IE_MeasurementMethod(VOLUM=1),
+            IE_ReportingTriggers(volume_threshold=1),
+            IE_VolumeThreshold(TOVOL=1, total=threshold),
+        ])
+        n = self.uplink_until_report(s, size, where)
+        [(_, [r])] = self.await_reports(s, 1, 1.0, where)
+        check(r["urr"] == 1 and r["seqn"] == 0 and "VOLTH" in r["triggers"], "%s: %r" % (where, r))
+        total = r["volume"][0]
+        check(total == s.ul[1], "%s: reported %d octets, %d reached the DN" % (where, total, s.ul[1]))
+        check(total - size < threshold <= total,
+              "%s: %d octets reported for a threshold of %d (datagrams of %d)" % (where, total, threshold, size))
+        s.ul = [0, 0]
+        return {"packets": n, "reported": total}
+
+    def cmd_quota(self, c):
+        """A session whose URR has a Volume Quota of `quota` octets (VOLQU);
+        uplink datagrams of `size` octets one at a time until the report
+        (VOLQU, counting what reached the DN); then `after` datagrams each
+        way reach nobody; an Update URR with a new quota lets traffic through
+        again."""
+        where = "volume quota"
+        size, quota, after = c["size"], c["quota"], c["after"]
+        s = self.urr_session(c, [
+            IE_MeasurementMethod(VOLUM=1),
+            IE_ReportingTriggers(volume_quota=1),
+            IE_VolumeQuota(TOVOL=1, total=quota),
+        ])
+        n = self.uplink_until_report(s, size, where)
+        [(_, [r])] = self.await_reports(s, 1, 1.0, where)
+        check("VOLQU" in r["triggers"], "%s: %r" % (where, r))
+        total = r["volume"][0]
+        check(total == s.ul[1] and total >= quota, "%s: reported %d octets, %d sent, quota %d"
+              % (where, total, s.ul[1], quota))
+        s.ul = [0, 0]
+        sock = self.gnb_socks[self.gnbs.index(s.gnb)]
+        for k in range(after):
+            sock.sendto(self.gpdu(s, 1000 + k, size)[0], (self.upf, GTPU_PORT))
+            self.send_downlink(s, 1000 + k, size)
+        check(not self.drain(self.dn_sock, 0.5), "%s: uplink reached the DN past the quota" % where)
+        check(not self.drain(sock, 0), "%s: downlink reached the gNB past the quota" % where)
+        upd = IE_UpdateURR(IE_list=[IE_URR_Id(id=1), IE_VolumeQuota(TOVOL=1, total=quota)])
+        req = self.header(s.up_seid) / PFCPSessionModificationRequest(IE_list=[upd])
+        self.expect_response(self.request(req), MODIFICATION_RESPONSE, s.cp_seid, ACCEPTED, "a new quota")
+        self.uplink([s], sizes=[size])
+        self.downlink([s], sizes=[size])
+        return {"packets": n, "reported": total, "blocked": after}
+
+    def cmd_periodic(self, c):
+        """A session whose URR reports every `period` s (PERIO, volume and
+        duration measured); one uplink datagram; the first `count` reports'
+        arrival (s after the establishment response), gaps, volumes and
+        durations; then the session is deleted."""
+        where = "periodic report"
+        s = self.urr_session(c, [
+            IE_MeasurementMethod(VOLUM=1, DURAT=1),
+            IE_ReportingTriggers(periodic_reporting=1),
+            IE_MeasurementPeriod(period=c["period"]),
+        ])
+        t0 = time.monotonic()
+        self.uplink([s], sizes=[300])
+        got = self.await_reports(s, c["count"], c["period"] * c["count"] + 2, where)
+        seqns = [r[1][0]["seqn"] for r in got]
+        check(seqns == list(range(c["count"])), "%s: UR-SEQNs %r" % (where, seqns))
+        for _, [r] in got:
+            check(r["triggers"] == ["PERIO"] and "duration" in r, "%s: %r" % (where, r))
+        at = [round(a - t0, 3) for a, _ in got]
+        vols = [r[0]["volume"][0] for _, r in got]
+        check(vols[0] == 300 and sum(vols[1:]) == 0, "%s: volumes %r, want 300 then 0" % (where, vols))
+        req = self.header(s.up_seid) / PFCPSessionDeletionRequest()
+        self.expect_response(self.request(req), DELETION_RESPONSE, s.cp_seid, ACCEPTED, "deletion")
+        del self.sessions[s.index]
+        self.reports = [r for r in self.reports if r[1].seid != s.cp_seid]
+        return {"at": at, "gaps": [round(b - a, 3) for a, b in zip(at, at[1:])], "volumes": vols,
+                "durations": [r[0]["duration"] for _, r in got]}
 
     def cmd_stats(self, c):
         return {"sessions": len(self.sessions), "heartbeats_answered": self.heartbeats_answered,
