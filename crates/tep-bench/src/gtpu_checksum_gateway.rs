@@ -367,6 +367,9 @@ pub struct Case {
 pub struct Seated {
     /// Each worker CPU's time, in order of the workers.
     pub cpus: Vec<CpuSplit>,
+    /// Each worker thread's own CPU time, in percent of the case: the
+    /// rest of its CPU's busy time was somebody else's.
+    pub tep_pct: Vec<f64>,
     /// Frames each worker received.
     pub frames: Vec<u64>,
     /// The longest time between two rounds of a worker loop (any worker).
@@ -384,10 +387,16 @@ impl Seated {
         let cpus: Vec<String> = self
             .cpus
             .iter()
-            .map(|c| {
+            .enumerate()
+            .map(|(i, c)| {
                 format!(
-                    "cpu{} {:.0}/{:.0}/{:.0}/{:.0}",
-                    c.cpu, c.user, c.system, c.softirq, c.idle
+                    "cpu{} {:.0}/{:.0}/{:.0}/{:.0} (tep {:.0})",
+                    c.cpu,
+                    c.user,
+                    c.system,
+                    c.softirq,
+                    c.idle,
+                    self.tep_pct.get(i).copied().unwrap_or(0.0)
                 )
             })
             .collect();
@@ -541,6 +550,8 @@ fn run_case(lab: &Lab<'_>, mode: &str, pps: f64, seconds: f64) -> Result<Case, S
     let threads = senders.cpus.len();
     let before = worker_loops(lab.gw);
     let ticks = seat::sample(&seats.workers);
+    let threads_before = seat::worker_ticks(lab.gw.pid(), seats.workers.len());
+    let started = Instant::now();
     let (tally, sent) = std::thread::scope(|scope| {
         let sink_thread = scope.spawn(|| -> Result<Tallies, String> {
             tep_sys::netns::enter(&s).map_err(|e| e.to_string())?;
@@ -575,7 +586,13 @@ fn run_case(lab: &Lab<'_>, mode: &str, pps: f64, seconds: f64) -> Result<Case, S
         (tally, sent)
     });
     let (tally, sent) = (tally?, sent?);
-    let seated = seated(seats, &before, &worker_loops(lab.gw), &ticks);
+    let mut seated = seated(seats, &before, &worker_loops(lab.gw), &ticks);
+    let wall = started.elapsed().as_secs_f64().max(1e-9) * seat::ticks_per_second();
+    seated.tep_pct = seat::worker_ticks(lab.gw.pid(), seats.workers.len())
+        .iter()
+        .zip(&threads_before)
+        .map(|(b, a)| b.saturating_sub(*a) as f64 * 100.0 / wall)
+        .collect();
     Ok(Case {
         mode: mode.to_string(),
         offered_pps: pps,
@@ -608,6 +625,7 @@ fn seated(
         .collect();
     Seated {
         cpus,
+        tep_pct: Vec::new(),
         frames,
         longest_gap_us: after.iter().map(|w| w.2).max().unwrap_or(0) as f64 / 1e3,
         stalls: (0..after.len())
@@ -1026,6 +1044,13 @@ pub fn table(cases: &[Case]) -> String {
                 ""
             }
         );
+        if !c.seat.cpus.is_empty() {
+            out += &format!(
+                "     {} sender thread(s); {}\n",
+                c.sent.threads,
+                c.seat.summary()
+            );
+        }
     }
     out += "latency: probe send time (CLOCK_REALTIME) to the sink's kernel receive stamp (SO_TIMESTAMPNS), one machine's clock; loss by sequence number\n";
     out
@@ -1122,7 +1147,7 @@ pub fn sweep_table(runs: &Runs, modes: &[&str]) -> String {
         "avg µs",
         "p50 µs",
         "p99 µs",
-        "worker CPUs u/s/si/idle %, longest loop gap, stalls"
+        "worker CPUs u/s/si/idle % (the worker thread's own %), longest loop gap, stalls"
     );
     for c in &runs.sweep {
         let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);

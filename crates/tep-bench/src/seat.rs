@@ -26,9 +26,10 @@ pub fn default_workers(cpus: usize) -> usize {
 }
 
 /// Sender threads for `workers` workers on `cpus` CPUs: what the workers
-/// and the sink leave, at least one.
+/// and the sink leave, and at least one per worker (each thread's flow
+/// takes one queue: fewer would leave a worker without traffic).
 pub fn default_senders(cpus: usize, workers: usize) -> usize {
-    cpus.saturating_sub(workers + 1).max(1)
+    cpus.saturating_sub(workers + 1).max(workers).max(1)
 }
 
 /// Workers on the last CPUs, the sink on the one before them, the sender
@@ -87,11 +88,16 @@ pub fn xps(
     senders: &[usize],
     queues: usize,
 ) -> Result<(), String> {
-    for q in 0..queues.max(1) {
+    // One queue: nothing to spread (and the kernel refuses an XPS map on
+    // a device of one queue).
+    if queues <= 1 {
+        return Ok(());
+    }
+    for q in 0..queues {
         let cpus = senders
             .iter()
             .enumerate()
-            .filter(|(t, _)| t % queues.max(1) == q)
+            .filter(|(t, _)| t % queues == q)
             .map(|(_, &c)| c);
         let script = format!(
             "echo {} > /sys/class/net/{dev}/queues/tx-{q}/xps_cpus",
@@ -175,6 +181,51 @@ pub fn split(cpu: usize, a: CpuTicks, b: CpuTicks) -> CpuSplit {
     }
 }
 
+/// CPU ticks (user and system) of each of process `pid`'s workers (its
+/// threads `tep-worker-N`, by N), so that a worker CPU's busy time can be
+/// told apart into tep's and everybody else's.
+pub fn worker_ticks(pid: u32, workers: usize) -> Vec<u64> {
+    let mut out = vec![0; workers];
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let path = task.path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        let Some(n) = comm
+            .trim()
+            .strip_prefix("tep-worker-")
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
+        if let (Some(slot), Some(t)) = (out.get_mut(n), task_ticks(&stat)) {
+            *slot = t;
+        }
+    }
+    out
+}
+
+/// utime + stime of a `/proc/PID/task/TID/stat` line (fields 14 and 15,
+/// counted after the command name, which may hold spaces).
+fn task_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+/// Ticks per second of `/proc`'s CPU times.
+pub fn ticks_per_second() -> f64 {
+    // SAFETY: sysconf reads a constant.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,6 +249,7 @@ mod tests {
         assert_eq!(default_workers(16), 7);
         assert_eq!(default_senders(16, 7), 8);
         assert_eq!(default_senders(2, 1), 1);
+        assert_eq!(default_senders(2, 2), 2);
         assert_eq!(mask([0, 3]), "9");
     }
 
@@ -220,5 +272,7 @@ mod tests {
         );
         assert_eq!(cpu_ticks(stat, 1).unwrap().softirq, 2);
         assert!(cpu_ticks(stat, 2).is_none());
+        let task = "42 (tep-worker 0) R 1 2 3 4 5 6 7 8 9 10 250 30 0 0";
+        assert_eq!(task_ticks(task), Some(280));
     }
 }
