@@ -745,13 +745,14 @@ pub fn generator_table(cases: &[GeneratorCase]) -> String {
         "generator alone: 1492-byte probes, sender threads straight into a sink that only counts\n",
     );
     out += &format!(
-        "{:>7} {:>10} {:>10} {:>10} {:>7} {:>12} {:>9} {:>10} {:>9}  {}\n",
+        "{:>7} {:>10} {:>10} {:>10} {:>7} {:>12} {:>12} {:>9} {:>10} {:>9}  {}\n",
         "threads",
         "offered",
         "achieved",
         "received",
         "loss%",
         "sender CPU%",
+        "pps/CPU-s",
         "per call",
         "sink CPU%",
         "blocked",
@@ -760,13 +761,14 @@ pub fn generator_table(cases: &[GeneratorCase]) -> String {
     for c in cases {
         let secs = c.sent.seconds.max(1e-9);
         out += &format!(
-            "{:>7} {:>10.0} {:>10.0} {:>10} {:>7.3} {:>12.0} {:>9.1} {:>10.0} {:>9}  {:?}; {}\n",
+            "{:>7} {:>10.0} {:>10.0} {:>10} {:>7.3} {:>12.0} {:>12.0} {:>9.1} {:>10.0} {:>9}  {:?}; {}\n",
             c.sent.threads,
             c.offered_pps,
             c.sent.achieved_pps,
             c.report.received,
             c.report.loss_pct,
             c.sent.cpu_seconds * 100.0 / secs,
+            c.sent.packets as f64 / c.sent.cpu_seconds.max(1e-9),
             c.sent.packets as f64 / c.sent.syscalls.max(1) as f64,
             c.sink_cpu_seconds * 100.0 / secs,
             c.sent.blocked,
@@ -775,7 +777,7 @@ pub fn generator_table(cases: &[GeneratorCase]) -> String {
         );
     }
     out +=
-        "sender CPU%: all sender threads together (100 = one CPU); per call: probes per sendmmsg\n";
+        "sender CPU%: all sender threads together (100 = one CPU); pps/CPU-s: probes per second of the senders' own CPU time; per call: probes per sendmmsg\n";
     out
 }
 
