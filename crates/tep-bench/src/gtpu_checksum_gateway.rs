@@ -1069,6 +1069,20 @@ fn median_u64(mut v: Vec<u64>) -> u64 {
 /// rounds) is at most 1.1x `zero`'s; `full`'s loss-free rate is at least
 /// 0.95x `zero`'s. A target whose cases were not run is left out.
 pub fn targets(runs: &Runs) -> Vec<Target> {
+    // With several counts of workers, the targets are the first count's
+    // (the scaling table has the rest).
+    let first = |cases: &[Case]| -> Vec<Case> {
+        let w = cases.first().map(|c| c.workers);
+        cases
+            .iter()
+            .filter(|c| Some(c.workers) == w)
+            .cloned()
+            .collect()
+    };
+    let runs = &Runs {
+        cases: first(&runs.cases),
+        sweep: first(&runs.sweep),
+    };
     let mut out = Vec::new();
     let top = runs.cases.iter().map(|c| c.offered_pps).fold(0.0, f64::max);
     let at_top = |mode: &str| -> Option<(u64, u64, usize, bool)> {
@@ -1297,6 +1311,20 @@ mod tests {
             t[0].detail.contains("zero's own mean ranges 9.00x"),
             "{t:?}"
         );
+    }
+
+    #[test]
+    fn the_limit_is_found_in_ten_percent_steps() {
+        let r = refine(50_000.0, 100_000.0);
+        assert_eq!(r.len(), 9, "{r:?}");
+        assert!(
+            (r[0] - 55_000.0).abs() < 1e-6 && (r[8] - 95_000.0).abs() < 1e-6,
+            "{r:?}"
+        );
+        // The next decade's step: 10 % of the loss-free rate apart, up to
+        // nine of them.
+        assert_eq!(refine(20_000.0, 50_000.0).len(), 9);
+        assert!(refine(100_000.0, 105_000.0).is_empty());
     }
 
     #[test]
