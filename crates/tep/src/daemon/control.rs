@@ -837,6 +837,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn each_gateway_worker_gets_its_line() {
+        let worker = |rx: u64, gap_ns: u64| {
+            let mut w = WorkerSnapshot::default();
+            w.io = crate::daemon::stats::IoCounters::new(crate::daemon::stats::IoMode::Gateway);
+            w.io.count(IoEvent::UnderlayRx, rx);
+            w.io.count(IoEvent::InnerTx, rx);
+            w.io.count(IoEvent::Vectors, 4);
+            w.io.count(IoEvent::Rounds, 10);
+            w.io.count(IoEvent::BusyRounds, 4);
+            w.io.count(IoEvent::LoopStalls, 2);
+            w.longest_gap_ns = gap_ns;
+            w
+        };
+        let text = workers_loop(&[worker(100, 1_500_000), worker(40, 0)]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("worker 0: 100 frames in, 100 out, 4 vectors (25.0 frames each); 10 rounds, 40.0 % busy"), "{text}");
+        assert!(
+            lines[0].ends_with("2 stalls > 1 ms, longest gap 1500.0 µs since the last show"),
+            "{text}"
+        );
+        assert!(lines[1].starts_with("worker 1: 40 frames in"), "{text}");
+        // Host mode's workers count no rounds.
+        assert!(workers_loop(&[WorkerSnapshot::default()]).is_empty());
+    }
+
+    #[test]
     fn trace_arguments_over_their_caps_are_refused_saying_so() {
         assert_eq!(trace_args("100", "5000"), Ok((100, Duration::from_secs(5))));
         assert_eq!(

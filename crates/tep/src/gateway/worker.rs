@@ -525,3 +525,34 @@ fn set_xsk_counts(io: &mut IoCounters, base: &XskStats, now: &XskStats) {
         io.set(e, n.saturating_sub(b));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Gaps count between rounds the worker polled through, not across a
+    /// sleep; over 1 ms is a stall; busy time runs from a busy round's
+    /// start to the next round's.
+    #[test]
+    fn the_loop_pace_is_kept() {
+        let mut io = IoCounters::new(IoMode::Gateway);
+        let mut lap = Lap::default();
+        let ms = 1_000_000;
+        lap.start(10 * ms, &mut io);
+        lap.end(5, &mut io);
+        lap.start(10 * ms + 50_000, &mut io);
+        lap.end(0, &mut io);
+        // Taken away for 3 ms while polling.
+        lap.start(13 * ms + 50_000, &mut io);
+        lap.end(0, &mut io);
+        // Asleep for 100 ms: the worker's choice.
+        lap.slept = true;
+        lap.start(113 * ms, &mut io);
+        lap.end(1, &mut io);
+        assert_eq!(lap.longest_ns, 3 * ms);
+        assert_eq!(io.get(IoEvent::LoopStalls), 1);
+        assert_eq!(io.get(IoEvent::Rounds), 4);
+        assert_eq!(io.get(IoEvent::BusyRounds), 2);
+        assert_eq!(io.get(IoEvent::BusyNs), 50_000);
+    }
+}
