@@ -839,15 +839,17 @@ mod tests {
     #[test]
     fn each_gateway_worker_gets_its_line() {
         let worker = |rx: u64, gap_ns: u64| {
-            let mut w = WorkerSnapshot::default();
-            w.io = crate::daemon::stats::IoCounters::new(crate::daemon::stats::IoMode::Gateway);
+            let mut w = WorkerSnapshot {
+                io: crate::daemon::stats::IoCounters::new(crate::daemon::stats::IoMode::Gateway),
+                longest_gap_ns: gap_ns,
+                ..WorkerSnapshot::default()
+            };
             w.io.count(IoEvent::UnderlayRx, rx);
             w.io.count(IoEvent::InnerTx, rx);
             w.io.count(IoEvent::Vectors, 4);
             w.io.count(IoEvent::Rounds, 10);
             w.io.count(IoEvent::BusyRounds, 4);
             w.io.count(IoEvent::LoopStalls, 2);
-            w.longest_gap_ns = gap_ns;
             w
         };
         let text = workers_loop(&[worker(100, 1_500_000), worker(40, 0)]);
