@@ -4,12 +4,16 @@
 //! local checksum offload (`lco`); loss and latency per case, beside the
 //! VPP figures the seed published.
 //!
-//! The sender paces probes ([`super::probe`]) out of a UDP socket (bound
-//! to an interface with `--tx`); the sink takes GTP-U datagrams on port
-//! 2152 with the kernel's receive time stamps (SO_TIMESTAMPNS) and finds
-//! the probe behind the GTP-U and inner IP/UDP headers. By default
-//! ([`run_in_namespaces`]) the whole setup is built here: a generator
-//! namespace, tep's, and the sink's, joined by veths.
+//! The sender paces probes ([`super::probe`]) out of UDP sockets (bound
+//! to an interface with `--tx`): one per sender thread, each thread its
+//! own flow and sequence space, the rate split among them, what is due
+//! sent in `sendmmsg` batches. The sink takes GTP-U datagrams on port
+//! 2152 with the kernel's receive time stamps (SO_TIMESTAMPNS), finds the
+//! probe behind the GTP-U and inner IP/UDP headers and counts it by
+//! (thread, sequence). By default ([`run_in_namespaces`]) the whole setup
+//! is built here: a generator namespace, tep's, and the sink's, joined by
+//! veths of one queue per worker, each party on CPUs of its own where
+//! there are enough ([`super::seat`]).
 
 use super::probe::{probe_id, read_probe, write_probe, Pacer, Report, Tallies, PROBE_LEN};
 use super::report::Target;
