@@ -4,15 +4,20 @@
 //! local checksum offload (`lco`); loss and latency per case, beside the
 //! VPP figures the seed published.
 //!
-//! The sender paces probes ([`super::probe`]) out of a UDP socket (bound
-//! to an interface with `--tx`); the sink takes GTP-U datagrams on port
-//! 2152 with the kernel's receive time stamps (SO_TIMESTAMPNS) and finds
-//! the probe behind the GTP-U and inner IP/UDP headers. By default
-//! ([`run_in_namespaces`]) the whole setup is built here: a generator
-//! namespace, tep's, and the sink's, joined by veths.
+//! The sender paces probes ([`super::probe`]) out of UDP sockets (bound
+//! to an interface with `--tx`): one per sender thread, each thread its
+//! own flow and sequence space, the rate split among them, what is due
+//! sent in `sendmmsg` batches. The sink takes GTP-U datagrams on port
+//! 2152 with the kernel's receive time stamps (SO_TIMESTAMPNS), finds the
+//! probe behind the GTP-U and inner IP/UDP headers and counts it by
+//! (thread, sequence). By default ([`run_in_namespaces`]) the whole setup
+//! is built here: a generator namespace, tep's, and the sink's, joined by
+//! veths of one queue per worker, each party on CPUs of its own where
+//! there are enough ([`super::seat`]).
 
-use super::probe::{read_probe, write_probe, Pacer, Report, Tally, PROBE_LEN};
+use super::probe::{probe_id, read_probe, write_probe, Pacer, Report, Tallies, PROBE_LEN};
 use super::report::Target;
+use super::seat::{self, CpuSplit, Layout};
 use serde::Serialize;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -36,7 +41,7 @@ fn realtime_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// What a sender did.
+/// What a sender did (all its threads).
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct Sent {
     pub packets: u64,
@@ -44,19 +49,118 @@ pub struct Sent {
     pub achieved_pps: f64,
     /// Sends the socket refused for a full buffer, and retried.
     pub blocked: u64,
+    /// Sender threads.
+    pub threads: usize,
+    /// CPU seconds the threads used (user and system), all together.
+    pub cpu_seconds: f64,
+    /// `sendmmsg` calls.
+    pub syscalls: u64,
+}
+
+impl Sent {
+    fn add(&mut self, o: &Sent) {
+        self.packets += o.packets;
+        self.seconds = self.seconds.max(o.seconds);
+        self.blocked += o.blocked;
+        self.threads += o.threads;
+        self.cpu_seconds += o.cpu_seconds;
+        self.syscalls += o.syscalls;
+    }
+}
+
+/// Probes one `sendmmsg` sends at most: those already due when the
+/// sender gets to them (it never sends ahead of time).
+const BATCH: usize = 32;
+
+/// How a generator sends: each thread its own socket (its own source
+/// port, so its own flow) and its own sequence space, the rate split
+/// evenly, on the CPU given for it (if any).
+#[derive(Clone, Debug)]
+pub struct Senders {
+    pub cpus: Vec<Option<usize>>,
+}
+
+impl Senders {
+    /// One thread, not pinned.
+    pub fn one() -> Senders {
+        Senders { cpus: vec![None] }
+    }
 }
 
 /// Sends probes of `packet_len` bytes of IP to `dst` at `pps` for
-/// `seconds`, out of `device` if given.
+/// `seconds`, out of `device` if given, from `senders`' threads; each
+/// thread starts in the calling thread's network namespace.
 pub fn send(
     dst: SocketAddr,
     device: Option<&str>,
     packet_len: usize,
     pps: f64,
     seconds: f64,
+    senders: &Senders,
 ) -> io::Result<Sent> {
     let ip_header = if dst.is_ipv4() { 20 } else { 40 };
     let payload = packet_len.saturating_sub(ip_header + 8).max(PROBE_LEN);
+    let threads = senders.cpus.len().max(1);
+    let start = Instant::now();
+    let results: Vec<io::Result<Sent>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let cpu = senders.cpus.get(t).copied().flatten();
+                scope.spawn(move || {
+                    if let Some(cpu) = cpu {
+                        let _ = tep_sys::thread::pin_current_thread(cpu);
+                    }
+                    // Thread t's probes fall between the others': the
+                    // whole stream stays evenly spaced.
+                    let pacer = Pacer::new((t as f64 * 1e9 / pps) as u64, pps / threads as f64);
+                    send_thread(t, dst, device, payload, pacer, start, seconds)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("sender panicked")))
+            })
+            .collect()
+    });
+    let mut sent = Sent::default();
+    for r in results {
+        sent.add(&r?);
+    }
+    sent.achieved_pps = sent.packets as f64 / sent.seconds.max(1e-9);
+    Ok(sent)
+}
+
+/// Waits until `due` (ns after `start`): sleeps through long gaps (100
+/// pps), spins through short ones (a sleep's wake-up is late by tens of
+/// µs).
+fn wait_until(start: Instant, due: u64) {
+    loop {
+        let now = start.elapsed().as_nanos() as u64;
+        if now >= due {
+            return;
+        }
+        if due - now > 300_000 {
+            std::thread::sleep(Duration::from_nanos(due - now - 200_000));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// One sender thread: its socket, its probes (numbered in its own space,
+/// each stamped when its batch leaves), paced by `pacer` from `start`.
+fn send_thread(
+    thread: usize,
+    dst: SocketAddr,
+    device: Option<&str>,
+    payload: usize,
+    pacer: Pacer,
+    start: Instant,
+    seconds: f64,
+) -> io::Result<Sent> {
     let any: IpAddr = if dst.is_ipv4() {
         Ipv4Addr::UNSPECIFIED.into()
     } else {
@@ -71,38 +175,37 @@ pub fn send(
             ..UdpOptions::default()
         },
     )?;
-    let mut buf = vec![0u8; payload];
-    let start = Instant::now();
-    let pacer = Pacer::new(0, pps);
+    let cpu_before = thread_cpu_seconds();
+    let mut bufs = vec![vec![0u8; payload]; BATCH];
     let end_ns = (seconds * 1e9) as u64;
-    let mut sent = Sent::default();
-    for seq in 0.. {
-        let due = pacer.due(seq);
-        if due >= end_ns {
-            break;
+    let mut sent = Sent {
+        threads: 1,
+        ..Sent::default()
+    };
+    let mut seq = 0;
+    while pacer.due(seq) < end_ns {
+        wait_until(start, pacer.due(seq));
+        // Every probe due by now, up to a batch: a sender that fell
+        // behind catches up in batches, never ahead of time.
+        let now = start.elapsed().as_nanos() as u64;
+        let mut k = 1;
+        while k < BATCH && pacer.due(seq + k as u64) <= now.min(end_ns - 1) {
+            k += 1;
         }
-        loop {
-            let now = start.elapsed().as_nanos() as u64;
-            if now >= due {
-                break;
-            }
-            // Sleep through long gaps (100 pps), spin through short ones:
-            // a sleep's wake-up is late by tens of µs.
-            if due - now > 300_000 {
-                std::thread::sleep(Duration::from_nanos(due - now - 200_000));
-            } else {
-                std::hint::spin_loop();
-            }
+        let stamp = realtime_ns();
+        for (i, b) in bufs[..k].iter_mut().enumerate() {
+            write_probe(b, probe_id(thread, seq + i as u64), stamp);
         }
-        write_probe(&mut buf, seq, realtime_ns());
-        let msg = [Transmit {
+        let msgs: [Transmit<'_>; BATCH] = std::array::from_fn(|i| Transmit {
             dest: dst,
-            data: &buf,
+            data: &bufs[i],
             segment_size: None,
-        }];
-        loop {
-            match socket.send_batch(&msg) {
-                Ok(_) => break,
+        });
+        let mut done = 0;
+        while done < k {
+            sent.syscalls += 1;
+            match socket.send_batch(&msgs[done..k]) {
+                Ok(n) => done += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     sent.blocked += 1;
                     std::hint::spin_loop();
@@ -110,11 +213,23 @@ pub fn send(
                 Err(e) => return Err(e),
             }
         }
-        sent.packets += 1;
+        seq += k as u64;
     }
+    sent.packets = seq;
     sent.seconds = start.elapsed().as_secs_f64();
-    sent.achieved_pps = sent.packets as f64 / sent.seconds.max(1e-9);
+    sent.cpu_seconds = thread_cpu_seconds() - cpu_before;
     Ok(sent)
+}
+
+/// CPU seconds (user and system) the calling thread has used.
+fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
 /// The probe inside a GTP-U datagram: behind the G-PDU's header and the
@@ -130,15 +245,25 @@ fn probe_in(data: &[u8]) -> Option<(u64, u64)> {
     read_probe(inner.get(ip_len + 8..)?)
 }
 
-/// Receives GTP-U datagrams carrying probes on `bind` (through `device`
-/// if given) until `stop` is set and nothing has come for `quiet`.
+/// What a sink takes: probes inside GTP-U (behind the inner IP and UDP
+/// headers), or bare in UDP (the generator measured alone).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    Gtpu,
+    Udp,
+}
+
+/// Receives datagrams carrying probes of `threads` sender threads on
+/// `bind` (through `device` if given) until `stop` is set and nothing
+/// has come for `quiet`.
 pub fn sink(
     bind: SocketAddr,
     device: Option<&str>,
     expected: u64,
+    (threads, framing): (usize, Framing),
     stop: &AtomicBool,
     quiet: Duration,
-) -> io::Result<Tally> {
+) -> io::Result<Tallies> {
     let mut socket = UdpSocket::bind(
         bind,
         &UdpOptions {
@@ -154,7 +279,7 @@ pub fn sink(
     use std::os::fd::AsRawFd;
     epoll.add(socket.as_raw_fd(), 0, true, false)?;
     let mut events: Vec<Event> = Vec::with_capacity(4);
-    let mut tally = Tally::with_capacity(expected);
+    let mut tally = Tallies::with_capacity(threads, expected);
     let mut storage = vec![[0u8; 2048]; 64];
     let mut meta = vec![tep_sys::RecvMeta::default(); 64];
     let mut last = Instant::now();
@@ -176,7 +301,12 @@ pub fn sink(
             let now = realtime_ns();
             for (m, b) in meta.iter().zip(&storage).take(n) {
                 let stamp = if m.stamp_ns > 0 { m.stamp_ns } else { now };
-                match probe_in(&b[..m.len.min(b.len())]) {
+                let data = &b[..m.len.min(b.len())];
+                let probe = match framing {
+                    Framing::Gtpu => probe_in(data),
+                    Framing::Udp => read_probe(data),
+                };
+                match probe {
                     Some((seq, sent)) => tally.record(seq, sent, stamp),
                     None => tally.foreign += 1,
                 }
@@ -230,6 +360,62 @@ pub struct Case {
     /// says what this machine's generator could do, not what tep can.
     pub generator_short: bool,
     pub seed: Option<SeedFigure>,
+    /// The gateway's workers (one queue each).
+    pub workers: usize,
+    /// What the workers and their CPUs did during the case.
+    pub seat: Seated,
+}
+
+/// What the gateway's workers and their CPUs did during one case.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Seated {
+    /// Each worker CPU's time, in order of the workers.
+    pub cpus: Vec<CpuSplit>,
+    /// Each worker thread's own CPU time, in percent of the case: the
+    /// rest of its CPU's busy time was somebody else's.
+    pub tep_pct: Vec<f64>,
+    /// Frames each worker received.
+    pub frames: Vec<u64>,
+    /// The longest time between two rounds of a worker loop (any worker).
+    pub longest_gap_us: f64,
+    /// Gaps over 1 ms between two rounds, all workers.
+    pub stalls: u64,
+    /// Some CPU ran more than one of sender, sink and workers.
+    pub shared: bool,
+}
+
+impl Seated {
+    /// A short account: the worker CPUs' split, the longest gap, the
+    /// stalls.
+    pub fn summary(&self) -> String {
+        let cpus: Vec<String> = self
+            .cpus
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                format!(
+                    "cpu{} {:.0}/{:.0}/{:.0}/{:.0} (tep {:.0})",
+                    c.cpu,
+                    c.user,
+                    c.system,
+                    c.softirq,
+                    c.idle,
+                    self.tep_pct.get(i).copied().unwrap_or(0.0)
+                )
+            })
+            .collect();
+        let frames = if self.frames.len() > 1 {
+            format!(", frames per worker {:?}", self.frames)
+        } else {
+            String::new()
+        };
+        format!(
+            "{} gap {:.0} µs, {} stalls{frames}",
+            cpus.join(" "),
+            self.longest_gap_us,
+            self.stalls
+        )
+    }
 }
 
 /// Addresses of the namespaces' links.
@@ -241,14 +427,15 @@ const INNER_DST: Ipv4Addr = Ipv4Addr::new(10, 71, 0, 2);
 const GW_UNDERLAY: &str = "2001:db8:70::1";
 const SINK_UNDERLAY: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x70, 0, 0, 0, 0, 2);
 
-fn build(setup: &Namespaces) -> Result<(), String> {
+/// The generator's, tep's and the sink's namespaces, their veths of
+/// `queues` queues each; the kernel's receive work on the sink's end
+/// steered to the sink's CPU and on the generator's to its senders',
+/// each sender thread's traffic on queue `thread % queues`.
+fn build(setup: &Namespaces, queues: usize, seats: &Layout) -> Result<(), String> {
     let (g, w, s) = (setup.ns("g"), setup.ns("w"), setup.ns("s"));
-    cmd(&[
-        "ip", "link", "add", "g0", "netns", &g, "type", "veth", "peer", "name", "wi", "netns", &w,
-    ])?;
-    cmd(&[
-        "ip", "link", "add", "wu", "netns", &w, "type", "veth", "peer", "name", "s0", "netns", &s,
-    ])?;
+    let q = queues as u32;
+    setup.veth_queues("g", "g0", "w", "wi", q)?;
+    setup.veth_queues("w", "wu", "s", "s0", q)?;
     let sink = format!("{SINK_UNDERLAY}/64");
     let gw = format!("{GW_UNDERLAY}/64");
     for args in [
@@ -282,26 +469,36 @@ fn build(setup: &Namespaces) -> Result<(), String> {
     ] {
         cmd(&args)?;
     }
-    Ok(())
+    seat::rps(setup, "s", "s0", &[seats.sink])?;
+    seat::rps(setup, "g", "g0", &seats.senders)?;
+    seat::xps(setup, "g", "g0", &seats.senders, queues)
 }
 
-/// The gateway's config for checksum `mode`, worker on `cpu`.
-fn gateway_config(setup: &Namespaces, mode: &str, cpu: usize) -> String {
+/// The gateway's config for checksum `mode`, a worker on each of `cpus`.
+fn gateway_config(setup: &Namespaces, mode: &str, cpus: &[usize]) -> String {
+    let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
     format!(
-        "[gateway]\ninner = \"wi\"\nunderlay = \"wu\"\ncpus = [{cpu}]\ncontrol = \"{}\"\n\n\
+        "[gateway]\ninner = \"wi\"\nunderlay = \"wu\"\nqueues = {}\ncpus = [{}]\ncontrol = \"{}\"\n\n\
          [[tunnel]]\nname = \"n3\"\nkind = \"gtpu\"\nlocal = \"{GW_UNDERLAY}\"\nremote = \"{SINK_UNDERLAY}\"\n\
          teid = 100\nlocal_teid = 100\nchecksum = \"{mode}\"\nzero_checksum_tx = true\nzero_checksum_rx = true\n\
          inner_prefixes = [\"{INNER_PREFIX}\"]\n",
+        cpus.len(),
+        list.join(", "),
         setup.socket(&format!("gw-{mode}"))
     )
 }
 
-fn start_gateway(setup: &Namespaces, tep: &Path, mode: &str, cpu: usize) -> Result<Daemon, String> {
+fn start_gateway(
+    setup: &Namespaces,
+    tep: &Path,
+    mode: &str,
+    cpus: &[usize],
+) -> Result<Daemon, String> {
     let gw = setup.start_tep(
         tep,
         "w",
         &format!("gw-{mode}"),
-        &gateway_config(setup, mode, cpu),
+        &gateway_config(setup, mode, cpus),
         None,
     )?;
     // The kernel resolves the neighbours on both sides.
@@ -313,26 +510,61 @@ fn start_gateway(setup: &Namespaces, tep: &Path, mode: &str, cpu: usize) -> Resu
     Ok(gw)
 }
 
-/// One case: the sink in its namespace, the sender in the generator's,
-/// each on its CPU; the report.
-fn run_case(
-    setup: &Namespaces,
-    mode: &str,
-    pps: f64,
-    seconds: f64,
-    cpus: (usize, usize),
-) -> Result<Case, String> {
+/// Per worker: frames received, stalls, the longest gap (ns) since the
+/// last such read, from `show runtime --json` (which starts a new
+/// window for the gap).
+fn worker_loops(gw: &Daemon) -> Vec<(u64, u64, u64)> {
+    let text = gw
+        .control(&["show", "runtime", "--json"])
+        .unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let Some(workers) = v["workers"].as_array() else {
+        return Vec::new();
+    };
+    workers
+        .iter()
+        .map(|w| {
+            let n = |k: &str| w["io"][k].as_u64().unwrap_or(0);
+            (
+                n("underlay_rx") + n("inner_rx"),
+                n("loop_stalls"),
+                w["longest_gap_ns"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// The lab of one run: the namespaces, where everyone sits, the gateway.
+pub struct Lab<'a> {
+    pub setup: &'a Namespaces,
+    pub seats: &'a Layout,
+    pub gw: &'a Daemon,
+}
+
+/// One case: the sink in its namespace, the senders in the generator's,
+/// each on its CPU; the report, and what the workers' CPUs did.
+fn run_case(lab: &Lab<'_>, mode: &str, pps: f64, seconds: f64) -> Result<Case, String> {
     let expected = (pps * seconds) as u64 + 1;
     let stop = AtomicBool::new(false);
-    let (g, s) = (setup.ns("g"), setup.ns("s"));
+    let (g, s) = (lab.setup.ns("g"), lab.setup.ns("s"));
+    let seats = lab.seats;
+    let senders = Senders {
+        cpus: seats.senders.iter().map(|&c| Some(c)).collect(),
+    };
+    let threads = senders.cpus.len();
+    let before = worker_loops(lab.gw);
+    let ticks = seat::sample(&seats.workers);
+    let threads_before = seat::worker_ticks(lab.gw.pid(), seats.workers.len());
+    let started = Instant::now();
     let (tally, sent) = std::thread::scope(|scope| {
-        let sink_thread = scope.spawn(|| -> Result<Tally, String> {
+        let sink_thread = scope.spawn(|| -> Result<Tallies, String> {
             tep_sys::netns::enter(&s).map_err(|e| e.to_string())?;
-            let _ = tep_sys::thread::pin_current_thread(cpus.1);
+            let _ = tep_sys::thread::pin_current_thread(seats.sink);
             sink(
                 SocketAddr::new(SINK_UNDERLAY.into(), GTPU_PORT),
                 None,
                 expected,
+                (threads, Framing::Gtpu),
                 &stop,
                 Duration::from_millis(300),
             )
@@ -343,15 +575,9 @@ fn run_case(
         let sent = scope
             .spawn(|| -> Result<Sent, String> {
                 tep_sys::netns::enter(&g).map_err(|e| e.to_string())?;
-                let _ = tep_sys::thread::pin_current_thread(cpus.0);
-                send(
-                    SocketAddr::new(INNER_DST.into(), 9),
-                    None,
-                    PACKET_LEN,
-                    pps,
-                    seconds,
-                )
-                .map_err(|e| format!("sender: {e}"))
+                let dst = SocketAddr::new(INNER_DST.into(), 9);
+                send(dst, None, PACKET_LEN, pps, seconds, &senders)
+                    .map_err(|e| format!("sender: {e}"))
             })
             .join()
             .map_err(|_| "sender panicked".to_string())
@@ -364,6 +590,13 @@ fn run_case(
         (tally, sent)
     });
     let (tally, sent) = (tally?, sent?);
+    let mut seated = seated(seats, &before, &worker_loops(lab.gw), &ticks);
+    let wall = started.elapsed().as_secs_f64().max(1e-9) * seat::ticks_per_second();
+    seated.tep_pct = seat::worker_ticks(lab.gw.pid(), seats.workers.len())
+        .iter()
+        .zip(&threads_before)
+        .map(|(b, a)| b.saturating_sub(*a) as f64 * 100.0 / wall)
+        .collect();
     Ok(Case {
         mode: mode.to_string(),
         offered_pps: pps,
@@ -371,7 +604,185 @@ fn run_case(
         generator_short: sent.achieved_pps < 0.95 * pps,
         sent,
         seed: seed_figure(mode, pps),
+        workers: seats.workers.len(),
+        seat: seated,
     })
+}
+
+/// What the workers did between two reads of their loops and CPU ticks.
+fn seated(
+    seats: &Layout,
+    before: &[(u64, u64, u64)],
+    after: &[(u64, u64, u64)],
+    ticks: &[Option<seat::CpuTicks>],
+) -> Seated {
+    let now = seat::sample(&seats.workers);
+    let cpus = seats
+        .workers
+        .iter()
+        .zip(ticks.iter().zip(&now))
+        .filter_map(|(&c, (a, b))| Some(seat::split(c, (*a)?, (*b)?)))
+        .collect();
+    let at = |v: &[(u64, u64, u64)], i: usize| v.get(i).copied().unwrap_or_default();
+    let frames = (0..after.len())
+        .map(|i| at(after, i).0.saturating_sub(at(before, i).0))
+        .collect();
+    Seated {
+        cpus,
+        tep_pct: Vec::new(),
+        frames,
+        longest_gap_us: after.iter().map(|w| w.2).max().unwrap_or(0) as f64 / 1e3,
+        stalls: (0..after.len())
+            .map(|i| at(after, i).1.saturating_sub(at(before, i).1))
+            .sum(),
+        shared: seats.shared,
+    }
+}
+
+/// One case of the generator measured alone.
+#[derive(Clone, Debug, Serialize)]
+pub struct GeneratorCase {
+    pub offered_pps: f64,
+    pub sent: Sent,
+    pub report: Report,
+    /// CPU seconds the sink's thread used.
+    pub sink_cpu_seconds: f64,
+    pub senders: Vec<usize>,
+    pub sink: usize,
+}
+
+/// The generator alone: `threads` sender threads (each on its CPU, its
+/// own queue) straight over a veth into a sink that only counts, at each
+/// of `rates`, so that what it reaches is the generator's (and the
+/// sink's), no gateway between.
+pub fn generator_alone(
+    thread_counts: &[usize],
+    rates: &[f64],
+    seconds: f64,
+) -> Result<Vec<GeneratorCase>, String> {
+    let n = tep_sys::thread::online_cpus().max(1);
+    let mut out = Vec::new();
+    for &threads in thread_counts {
+        let setup = Namespaces::new(
+            &format!("tepgen{}t{threads}", std::process::id()),
+            &["g", "s"],
+        )?;
+        setup.veth_queues("g", "g0", "s", "s0", threads.max(1) as u32)?;
+        let senders: Vec<usize> = (0..threads).map(|t| t % n).collect();
+        let sink_cpu = n - 1;
+        for (ns, dev, addr) in [("g", "g0", "10.72.0.1/24"), ("s", "s0", "10.72.0.2/24")] {
+            setup.run(ns, &["ip", "addr", "add", addr, "dev", dev])?;
+            setup.run(ns, &["ip", "link", "set", dev, "up"])?;
+        }
+        seat::rps(&setup, "s", "s0", &[sink_cpu])?;
+        seat::xps(&setup, "g", "g0", &senders, threads)?;
+        let _ = setup.run("g", &["ping", "-c", "1", "-W", "1", "10.72.0.2"]);
+        for &pps in rates {
+            out.push(generator_case(&setup, &senders, sink_cpu, pps, seconds)?);
+        }
+    }
+    Ok(out)
+}
+
+fn generator_case(
+    setup: &Namespaces,
+    senders: &[usize],
+    sink_cpu: usize,
+    pps: f64,
+    seconds: f64,
+) -> Result<GeneratorCase, String> {
+    let dst = SocketAddr::new(Ipv4Addr::new(10, 72, 0, 2).into(), 9);
+    let stop = AtomicBool::new(false);
+    let (g, s) = (setup.ns("g"), setup.ns("s"));
+    let plan = Senders {
+        cpus: senders.iter().map(|&c| Some(c)).collect(),
+    };
+    let expected = (pps * seconds) as u64 + 1;
+    let (tally, sent) = std::thread::scope(|scope| {
+        let sink_thread = scope.spawn(|| -> Result<(Tallies, f64), String> {
+            tep_sys::netns::enter(&s).map_err(|e| e.to_string())?;
+            let _ = tep_sys::thread::pin_current_thread(sink_cpu);
+            let before = thread_cpu_seconds();
+            let framing = (senders.len(), Framing::Udp);
+            let t = sink(
+                dst,
+                None,
+                expected,
+                framing,
+                &stop,
+                Duration::from_millis(300),
+            )
+            .map_err(|e| format!("sink: {e}"))?;
+            Ok((t, thread_cpu_seconds() - before))
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let sent = scope
+            .spawn(|| -> Result<Sent, String> {
+                tep_sys::netns::enter(&g).map_err(|e| e.to_string())?;
+                send(dst, None, PACKET_LEN, pps, seconds, &plan).map_err(|e| format!("sender: {e}"))
+            })
+            .join()
+            .map_err(|_| "sender panicked".to_string())
+            .and_then(|r| r);
+        stop.store(true, Ordering::Release);
+        let tally = sink_thread
+            .join()
+            .map_err(|_| "sink panicked".to_string())
+            .and_then(|r| r);
+        (tally, sent)
+    });
+    let ((tally, sink_cpu_seconds), sent) = (tally?, sent?);
+    Ok(GeneratorCase {
+        offered_pps: pps,
+        report: tally.report(sent.packets),
+        sent,
+        sink_cpu_seconds,
+        senders: senders.to_vec(),
+        sink: sink_cpu,
+    })
+}
+
+/// The generator's table: per thread count and rate, what it reached
+/// and what its threads and the sink cost.
+pub fn generator_table(cases: &[GeneratorCase]) -> String {
+    let mut out = String::from(
+        "generator alone: 1492-byte probes, sender threads straight into a sink that only counts\n",
+    );
+    out += &format!(
+        "{:>7} {:>10} {:>10} {:>10} {:>7} {:>12} {:>12} {:>9} {:>10} {:>9}  {}\n",
+        "threads",
+        "offered",
+        "achieved",
+        "received",
+        "loss%",
+        "sender CPU%",
+        "pps/CPU-s",
+        "per call",
+        "sink CPU%",
+        "blocked",
+        "CPUs (senders; sink)"
+    );
+    for c in cases {
+        let secs = c.sent.seconds.max(1e-9);
+        out += &format!(
+            "{:>7} {:>10.0} {:>10.0} {:>10} {:>7.3} {:>12.0} {:>12.0} {:>9.1} {:>10.0} {:>9}  {:?}; {}\n",
+            c.sent.threads,
+            c.offered_pps,
+            c.sent.achieved_pps,
+            c.report.received,
+            c.report.loss_pct,
+            c.sent.cpu_seconds * 100.0 / secs,
+            c.sent.packets as f64 / c.sent.cpu_seconds.max(1e-9),
+            c.sent.packets as f64 / c.sent.syscalls.max(1) as f64,
+            c.sink_cpu_seconds * 100.0 / secs,
+            c.sent.blocked,
+            c.senders,
+            c.sink,
+        );
+    }
+    out +=
+        "sender CPU%: all sender threads together (100 = one CPU); pps/CPU-s: probes per second of the senders' own CPU time; per call: probes per sendmmsg\n";
+    out
 }
 
 /// What to run per checksum mode: the seed's rates, then a sweep.
@@ -384,6 +795,10 @@ pub struct Plan {
     pub seconds: f64,
     /// Rounds of the seed's rates, the modes interleaved in each.
     pub repeat: usize,
+    /// The gateway's workers, one run each (the scaling table).
+    pub workers: Vec<usize>,
+    /// Sender threads (None: what the workers and the sink leave).
+    pub senders: Option<usize>,
 }
 
 /// Loss past which a sweep goes no higher: the loss-free rate is below.
@@ -421,61 +836,179 @@ pub fn loss_free(sweep: &[Case], modes: &[&str]) -> Vec<(String, Option<f64>)> {
     modes
         .iter()
         .map(|&m| {
-            let best = sweep
-                .iter()
-                .filter(|c| c.mode == m && !c.generator_short && c.report.lost == 0)
-                .map(|c| c.offered_pps)
-                .fold(None, |a: Option<f64>, r| Some(a.map_or(r, |a| a.max(r))));
-            (m.to_string(), best)
+            (
+                m.to_string(),
+                best_case(sweep.iter().filter(|c| c.mode == m)).map(|c| c.offered_pps),
+            )
         })
         .collect()
 }
 
-/// The experiment in namespaces of this machine: for each checksum mode,
-/// a tep gateway (one worker, pinned), the seed's rates and the sweep.
-pub fn run_in_namespaces(tep: &Path, modes: &[&str], plan: &Plan) -> Result<Runs, String> {
-    let setup = Namespaces::new(&format!("tepseed{}", std::process::id()), &["g", "w", "s"])?;
-    build(&setup)?;
-    // The worker on the last CPU, the sender and the sink on the others
-    // (with two CPUs the sink shares the sender's).
-    let n = tep_sys::thread::online_cpus().max(1);
-    let worker = n - 1;
-    let sender = 0;
-    let sink_cpu = if n > 2 { 1 } else { 0 };
-    let cpus = (sender, sink_cpu);
-    let mut runs = Runs::default();
-    for _ in 0..plan.repeat.max(1) {
-        for &mode in modes {
-            let _gw = start_gateway(&setup, tep, mode, worker)?;
-            for &pps in &plan.rates {
-                runs.cases
-                    .push(run_case(&setup, mode, pps, plan.seconds, cpus)?);
+/// The case of the highest offered rate that lost nothing with the
+/// generator keeping up.
+fn best_case<'a>(cases: impl Iterator<Item = &'a Case>) -> Option<&'a Case> {
+    cases
+        .filter(|c| !c.generator_short && c.report.lost == 0)
+        .max_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps))
+}
+
+/// Where a sweep goes after the case at `pps`: the rates of 10 % steps
+/// up from the last loss-free rate below the first lossy one (the limit
+/// lies between them), each once.
+pub fn refine(loss_free_below: f64, lossy: f64) -> Vec<f64> {
+    (1..)
+        .map(|k| loss_free_below * (1.0 + 0.1 * k as f64))
+        .take_while(|&r| r < lossy * 0.999)
+        .take(9)
+        .collect()
+}
+
+/// One mode's sweep with the gateway of `lab`: up the plan's rates until
+/// the generator falls short or a case loses more than
+/// [`SWEEP_STOP_LOSS_PCT`]; at the first loss, 10 % steps from the last
+/// loss-free rate.
+fn sweep_mode(lab: &Lab<'_>, mode: &str, plan: &Plan, out: &mut Vec<Case>) -> Result<(), String> {
+    let mut last_free: Option<f64> = None;
+    let mut refined = false;
+    for &pps in &plan.sweep {
+        let c = run_case(lab, mode, pps, plan.seconds)?;
+        eprintln!(
+            "  {mode} x{} {pps:.0} pps: achieved {:.0}, loss {:.3} %, {}",
+            c.workers,
+            c.sent.achieved_pps,
+            c.report.loss_pct,
+            c.seat.summary()
+        );
+        let (lossy, stop) = (
+            c.report.lost > 0,
+            c.generator_short || c.report.loss_pct > SWEEP_STOP_LOSS_PCT,
+        );
+        if !lossy && !c.generator_short {
+            last_free = Some(pps);
+        }
+        out.push(c);
+        if let (true, false, Some(free)) = (lossy, refined, last_free) {
+            refined = true;
+            for r in refine(free, pps) {
+                let c = run_case(lab, mode, r, plan.seconds)?;
+                let lost = c.report.lost > 0 || c.generator_short;
+                out.push(c);
+                if lost {
+                    break;
+                }
             }
         }
-    }
-    for &mode in modes {
-        if plan.sweep.is_empty() {
+        if stop {
             break;
         }
-        let _gw = start_gateway(&setup, tep, mode, worker)?;
-        for &pps in &plan.sweep {
-            let c = run_case(&setup, mode, pps, plan.seconds, cpus)?;
-            let stop = c.generator_short || c.report.loss_pct > SWEEP_STOP_LOSS_PCT;
-            runs.sweep.push(c);
-            if stop {
+    }
+    Ok(())
+}
+
+/// The experiment in namespaces of this machine: for each count of
+/// workers, for each checksum mode, a tep gateway (its workers pinned),
+/// the seed's rates and the sweep.
+pub fn run_in_namespaces(tep: &Path, modes: &[&str], plan: &Plan) -> Result<Runs, String> {
+    let n = tep_sys::thread::online_cpus().max(1);
+    let mut runs = Runs::default();
+    let workers = if plan.workers.is_empty() {
+        vec![seat::default_workers(n)]
+    } else {
+        plan.workers.clone()
+    };
+    for &w in &workers {
+        let senders = plan.senders.unwrap_or(seat::default_senders(n, w));
+        let seats = seat::layout(n, w, senders);
+        eprintln!(
+            "seed 000: {w} worker(s) on CPU {:?}, {senders} sender thread(s) on {:?}, the sink on {}{}",
+            seats.workers,
+            seats.senders,
+            seats.sink,
+            if seats.shared { " (some share a CPU: too few)" } else { "" }
+        );
+        let setup = Namespaces::new(
+            &format!("tepseed{}w{w}", std::process::id()),
+            &["g", "w", "s"],
+        )?;
+        build(&setup, w, &seats)?;
+        for _ in 0..plan.repeat.max(1) {
+            for &mode in modes {
+                let gw = start_gateway(&setup, tep, mode, &seats.workers)?;
+                let lab = Lab {
+                    setup: &setup,
+                    seats: &seats,
+                    gw: &gw,
+                };
+                for &pps in &plan.rates {
+                    runs.cases.push(run_case(&lab, mode, pps, plan.seconds)?);
+                }
+            }
+        }
+        for &mode in modes {
+            if plan.sweep.is_empty() {
                 break;
             }
+            let gw = start_gateway(&setup, tep, mode, &seats.workers)?;
+            let lab = Lab {
+                setup: &setup,
+                seats: &seats,
+                gw: &gw,
+            };
+            sweep_mode(&lab, mode, plan, &mut runs.sweep)?;
         }
     }
     Ok(runs)
 }
 
+/// The scaling table: per count of workers and mode, the loss-free rate,
+/// its median latency and what the worker CPUs did there.
+pub fn scaling_table(runs: &Runs, modes: &[&str]) -> String {
+    let mut counts: Vec<usize> = runs.sweep.iter().map(|c| c.workers).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    if runs.sweep.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\nseed 000 scaling: loss-free rate per workers and mode (worker CPUs: user/system/softirq/idle %)\n",
+    );
+    out += &format!(
+        "{:>7} {:<8} {:>11} {:>9} {:>9}  {}\n",
+        "workers",
+        "mode",
+        "loss-free",
+        "p50 µs",
+        "p99 µs",
+        "at that rate: worker CPUs, longest loop gap, stalls > 1 ms"
+    );
+    for &w in &counts {
+        for &m in modes {
+            let cases = runs.sweep.iter().filter(|c| c.workers == w && c.mode == m);
+            match best_case(cases) {
+                Some(c) => {
+                    out += &format!(
+                        "{w:>7} {m:<8} {:>11.0} {:>9.1} {:>9.1}  {}{}\n",
+                        c.offered_pps,
+                        c.report.p50_ns as f64 / 1e3,
+                        c.report.p99_ns as f64 / 1e3,
+                        c.seat.summary(),
+                        if c.seat.shared { " (CPUs shared)" } else { "" }
+                    )
+                }
+                None => out += &format!("{w:>7} {m:<8} {:>11}\n", "none"),
+            }
+        }
+    }
+    out
+}
+
 /// The table: per case, tep here beside the seed's VPP figure.
 pub fn table(cases: &[Case]) -> String {
     let mut out = String::new();
-    out += "seed 000: 1492-byte IPv4 packets into a tep gateway, GTP-U/IPv6 out (one worker, pinned)\n";
+    out += "seed 000: 1492-byte IPv4 packets into a tep gateway, GTP-U/IPv6 out (workers pinned)\n";
     out += &format!(
-        "{:<8} {:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} | {:>7} {:>11}\n",
+        "{:>2} {:<8} {:>9} {:>9} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} | {:>7} {:>11}\n",
+        "wk",
         "mode",
         "offered",
         "achieved",
@@ -497,7 +1030,8 @@ pub fn table(cases: &[Case]) -> String {
             None => ("-".to_string(), "-".to_string()),
         };
         out += &format!(
-            "{:<8} {:>9.0} {:>9.0} {:>9} {:>7.3} {:>10} {:>10} {:>10} {:>10} {:>10} | {:>7} {:>11}{}\n",
+            "{:>2} {:<8} {:>9.0} {:>9.0} {:>9} {:>7.3} {:>10} {:>10} {:>10} {:>10} {:>10} | {:>7} {:>11}{}\n",
+            c.workers,
             c.mode,
             c.offered_pps,
             c.sent.achieved_pps,
@@ -516,6 +1050,13 @@ pub fn table(cases: &[Case]) -> String {
                 ""
             }
         );
+        if !c.seat.cpus.is_empty() {
+            out += &format!(
+                "     {} sender thread(s); {}\n",
+                c.sent.threads,
+                c.seat.summary()
+            );
+        }
     }
     out += "latency: probe send time (CLOCK_REALTIME) to the sink's kernel receive stamp (SO_TIMESTAMPNS), one machine's clock; loss by sequence number\n";
     out
@@ -532,6 +1073,20 @@ fn median_u64(mut v: Vec<u64>) -> u64 {
 /// rounds) is at most 1.1x `zero`'s; `full`'s loss-free rate is at least
 /// 0.95x `zero`'s. A target whose cases were not run is left out.
 pub fn targets(runs: &Runs) -> Vec<Target> {
+    // With several counts of workers, the targets are the first count's
+    // (the scaling table has the rest).
+    let first = |cases: &[Case]| -> Vec<Case> {
+        let w = cases.first().map(|c| c.workers);
+        cases
+            .iter()
+            .filter(|c| Some(c.workers) == w)
+            .cloned()
+            .collect()
+    };
+    let runs = &Runs {
+        cases: first(&runs.cases),
+        sweep: first(&runs.sweep),
+    };
     let mut out = Vec::new();
     let top = runs.cases.iter().map(|c| c.offered_pps).fold(0.0, f64::max);
     let at_top = |mode: &str| -> Option<(u64, u64, usize, bool)> {
@@ -603,13 +1158,22 @@ pub fn sweep_table(runs: &Runs, modes: &[&str]) -> String {
     }
     let mut out = String::from("\nseed 000 sweep: loss and latency against the offered rate\n");
     out += &format!(
-        "{:<8} {:>9} {:>9} {:>8} {:>10} {:>10} {:>10}\n",
-        "mode", "offered", "achieved", "loss%", "avg µs", "p50 µs", "p99 µs"
+        "{:>2} {:<8} {:>9} {:>9} {:>8} {:>10} {:>10} {:>10}  {}\n",
+        "wk",
+        "mode",
+        "offered",
+        "achieved",
+        "loss%",
+        "avg µs",
+        "p50 µs",
+        "p99 µs",
+        "worker CPUs u/s/si/idle % (the worker thread's own %), longest loop gap, stalls"
     );
     for c in &runs.sweep {
         let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);
         out += &format!(
-            "{:<8} {:>9.0} {:>9.0} {:>8.3} {:>10} {:>10} {:>10}{}\n",
+            "{:>2} {:<8} {:>9.0} {:>9.0} {:>8.3} {:>10} {:>10} {:>10}  {}{}\n",
+            c.workers,
             c.mode,
             c.offered_pps,
             c.sent.achieved_pps,
@@ -617,6 +1181,7 @@ pub fn sweep_table(runs: &Runs, modes: &[&str]) -> String {
             us(c.report.avg_ns),
             us(c.report.p50_ns),
             us(c.report.p99_ns),
+            c.seat.summary(),
             if c.generator_short {
                 "  (generator short: the sweep stops here)"
             } else {
@@ -624,9 +1189,18 @@ pub fn sweep_table(runs: &Runs, modes: &[&str]) -> String {
             }
         );
     }
-    let free = loss_free(&runs.sweep, modes);
+    let single: Vec<Case> = runs
+        .sweep
+        .iter()
+        .filter(|c| c.workers == runs.sweep[0].workers)
+        .cloned()
+        .collect();
+    let free = loss_free(&single, modes);
     let zero = free.iter().find(|(m, _)| m == "zero").and_then(|(_, r)| *r);
-    out += "loss-free rate (highest offered rate with no loss, the generator keeping up):";
+    out += &format!(
+        "loss-free rate with {} worker(s) (highest offered rate with no loss, the generator keeping up):",
+        runs.sweep[0].workers
+    );
     for (m, r) in &free {
         match (r, zero) {
             (Some(r), Some(z)) if m != "zero" => {
@@ -679,6 +1253,8 @@ mod tests {
             },
             generator_short: short,
             seed: None,
+            workers: 1,
+            seat: Seated::default(),
         };
         let sweep = [
             case("zero", 1e3, 0, false),
@@ -711,6 +1287,8 @@ mod tests {
             },
             generator_short: false,
             seed: None,
+            workers: 1,
+            seat: Seated::default(),
         };
         let runs = Runs {
             cases: vec![
@@ -737,6 +1315,20 @@ mod tests {
             t[0].detail.contains("zero's own mean ranges 9.00x"),
             "{t:?}"
         );
+    }
+
+    #[test]
+    fn the_limit_is_found_in_ten_percent_steps() {
+        let r = refine(50_000.0, 100_000.0);
+        assert_eq!(r.len(), 9, "{r:?}");
+        assert!(
+            (r[0] - 55_000.0).abs() < 1e-6 && (r[8] - 95_000.0).abs() < 1e-6,
+            "{r:?}"
+        );
+        // The next decade's step: 10 % of the loss-free rate apart, up to
+        // nine of them.
+        assert_eq!(refine(20_000.0, 50_000.0).len(), 9);
+        assert!(refine(100_000.0, 105_000.0).is_empty());
     }
 
     #[test]

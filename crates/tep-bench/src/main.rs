@@ -21,6 +21,7 @@ mod pipeline;
 mod plot;
 mod probe;
 mod report;
+mod seat;
 mod seeds;
 mod sessions;
 mod timing;

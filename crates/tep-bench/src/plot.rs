@@ -293,6 +293,8 @@ mod tests {
             },
             generator_short: false,
             seed: None,
+            workers: 1,
+            seat: Default::default(),
         };
         let sweep = [
             case("zero", 1e3, 9_000, 0.0),

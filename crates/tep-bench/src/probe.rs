@@ -28,6 +28,23 @@ pub fn read_probe(buf: &[u8]) -> Option<(u64, u64)> {
     Some((word(4), word(12)))
 }
 
+/// Bits of a probe's sequence number below its sender thread's index:
+/// each thread numbers its probes from 0 in its own space.
+const THREAD_SHIFT: u32 = 48;
+
+/// The sequence number on the wire of thread `thread`'s probe `seq`.
+pub fn probe_id(thread: usize, seq: u64) -> u64 {
+    ((thread as u64) << THREAD_SHIFT) | (seq & ((1 << THREAD_SHIFT) - 1))
+}
+
+/// The sender thread and its sequence number of a probe's number.
+pub fn split_id(id: u64) -> (usize, u64) {
+    (
+        (id >> THREAD_SHIFT) as usize,
+        id & ((1 << THREAD_SHIFT) - 1),
+    )
+}
+
 /// Steady pacing at a rate: probe `i` is due at `start + i / rate`. A
 /// sender that falls behind sends the late ones as soon as it can, one at
 /// a time, never ahead of time: the achieved rate says by how much it fell
@@ -132,6 +149,58 @@ impl Tally {
     }
 }
 
+/// A sink's tallies, one per sender thread: loss and reordering are each
+/// thread's own sequence (its flow), latencies are all of them.
+#[derive(Debug, Default)]
+pub struct Tallies {
+    threads: Vec<Tally>,
+    /// Sequence numbers past this are no probe of this run: a stranger's
+    /// number grows no bitmap.
+    limit: u64,
+    /// Datagrams that were not probes, or of no thread of this run.
+    pub foreign: u64,
+}
+
+impl Tallies {
+    /// For `threads` senders of about `expected` probes in all.
+    pub fn with_capacity(threads: usize, expected: u64) -> Tallies {
+        let each = expected / threads.max(1) as u64 + 1;
+        Tallies {
+            threads: (0..threads.max(1))
+                .map(|_| Tally::with_capacity(each))
+                .collect(),
+            limit: 4 * each + (1 << 20),
+            foreign: 0,
+        }
+    }
+
+    /// Probe number `id` (thread and sequence), sent at `sent_ns`, received
+    /// at `received_ns`; a thread this run does not have is foreign.
+    pub fn record(&mut self, id: u64, sent_ns: u64, received_ns: u64) {
+        let (thread, seq) = split_id(id);
+        match self.threads.get_mut(thread) {
+            Some(t) if seq <= self.limit => t.record(seq, sent_ns, received_ns),
+            _ => self.foreign += 1,
+        }
+    }
+
+    /// The figures of a run in which `sent` probes left the senders.
+    pub fn report(&self, sent: u64) -> Report {
+        let mut all = Tally {
+            foreign: self.foreign,
+            ..Tally::default()
+        };
+        for t in &self.threads {
+            all.received += t.received;
+            all.reordered += t.reordered;
+            all.duplicates += t.duplicates;
+            all.foreign += t.foreign;
+            all.latencies_ns.extend_from_slice(&t.latencies_ns);
+        }
+        all.report(sent)
+    }
+}
+
 /// Loss, reordering and latency of one run, as seed 000 reports them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Report {
@@ -163,6 +232,23 @@ mod tests {
         assert_eq!(read_probe(&b[..PROBE_LEN - 1]), None);
         b[0] = b'x';
         assert_eq!(read_probe(&b), None);
+    }
+
+    #[test]
+    fn each_thread_counts_its_own_sequence() {
+        assert_eq!(split_id(probe_id(3, 17)), (3, 17));
+        let mut t = Tallies::with_capacity(2, 10);
+        // Thread 0: 0, 1, 2; thread 1: 0, 2, 1 (one late), 1 again.
+        for (thread, seq) in [(0, 0), (1, 0), (0, 1), (1, 2), (0, 2), (1, 1), (1, 1)] {
+            t.record(probe_id(thread, seq), 100, 150);
+        }
+        // A thread this run has not, a number far past the run's.
+        t.record(probe_id(7, 0), 100, 150);
+        t.record(probe_id(0, 1 << 40), 100, 150);
+        let r = t.report(8);
+        assert_eq!((r.received, r.lost), (6, 2));
+        assert_eq!((r.reordered, r.duplicates, r.foreign), (1, 1, 2));
+        assert_eq!((r.min_ns, r.max_ns), (50, 50));
     }
 
     #[test]

@@ -68,6 +68,21 @@ pub struct Options {
     /// Seed 000: where the sink listens for the GTP-U datagrams.
     #[arg(long, default_value = "[::]:2152")]
     pub listen: SocketAddr,
+    /// Seed 000: the gateway's workers (one queue each), a run per count:
+    /// 1,2,4,8 makes the scaling table. Default: what the CPUs allow
+    /// beside the generator and the sink (half of all but the sink's).
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub workers: Vec<usize>,
+    /// Seed 000: the generator's sender threads, each its own socket and
+    /// sequence space, the rate split among them. Default: the CPUs the
+    /// workers and the sink leave (at least one).
+    #[arg(long, value_name = "N")]
+    pub senders: Option<usize>,
+    /// Seed 000: measure the generator alone (its senders straight into a
+    /// sink that only counts, no gateway) at --rates, with 1 and with
+    /// --senders threads (default 2).
+    #[arg(long)]
+    pub generator: bool,
     /// The tep binary the daemons in the namespaces run (default: the
     /// `tep` beside this tep-bench).
     #[arg(long, value_name = "PATH")]
@@ -95,6 +110,9 @@ pub fn command(o: &Options) -> ExitCode {
     }
     if o.tx.is_some() && seeds != ["000"] {
         return usage("--tx/--rx/--dst measure a gateway you run: seed 000 only".into());
+    }
+    if o.generator {
+        return generator(o);
     }
     let seed000_plan = if seeds.contains(&"000") {
         match plan_000(o) {
@@ -206,6 +224,41 @@ pub fn command(o: &Options) -> ExitCode {
     }
 }
 
+/// `--generator`: seed 000's generator alone, one sender thread and
+/// `--senders` (default 2).
+fn generator(o: &Options) -> ExitCode {
+    let rates = if o.rates.is_empty() {
+        vec![200_000.0, 400_000.0, 800_000.0, 1_600_000.0]
+    } else {
+        o.rates.clone()
+    };
+    let threads = o.senders.unwrap_or(2).clamp(1, 64);
+    let counts = if threads == 1 {
+        vec![1]
+    } else {
+        vec![1, threads]
+    };
+    let seconds = o.seconds.unwrap_or(2.0).clamp(0.1, 600.0);
+    if let Err(e) = clean_up_on_signals() {
+        eprintln!("tep-bench seeds: {e}");
+        return ExitCode::FAILURE;
+    }
+    match seed000::generator_alone(&counts, &rates, seconds) {
+        Ok(cases) if o.json => {
+            println!("{}", serde_json::json!({ "generator": cases }));
+            ExitCode::SUCCESS
+        }
+        Ok(cases) => {
+            print!("{}", seed000::generator_table(&cases));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("tep-bench seeds --generator: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// The cases of seeds 001-004, each (id) once: a case two seeds ask for
 /// runs with both measurements.
 fn host_cases(seeds: &[&str], quick: bool) -> Vec<Case> {
@@ -288,6 +341,12 @@ fn plan_000(o: &Options) -> Result<(Vec<String>, Plan), String> {
             "--rates: {r} is not a rate (1..=10000000 packets per second)"
         ));
     }
+    if let Some(w) = o.workers.iter().find(|&&w| !(1..=64).contains(&w)) {
+        return Err(format!("--workers: {w} is out of range (1..=64)"));
+    }
+    if let Some(s) = o.senders.filter(|s| !(1..=64).contains(s)) {
+        return Err(format!("--senders: {s} is out of range (1..=64)"));
+    }
     let seconds = o.seconds.unwrap_or(if o.quick { 1.0 } else { 5.0 });
     if !(0.1..=3600.0).contains(&seconds) {
         return Err(format!("--seconds: {seconds} is out of range (0.1..=3600)"));
@@ -306,6 +365,8 @@ fn plan_000(o: &Options) -> Result<(Vec<String>, Plan), String> {
             sweep,
             seconds,
             repeat: o.repeat.unwrap_or(1).max(1),
+            workers: o.workers.clone(),
+            senders: o.senders,
         },
     ))
 }
@@ -395,7 +456,9 @@ fn report_000(
         .map(|(m, r)| (m, serde_json::json!(r)))
         .collect();
     let targets = seed000::targets(&runs);
-    let text = seed000::table(&runs.cases) + &seed000::sweep_table(&runs, &modes);
+    let text = seed000::table(&runs.cases)
+        + &seed000::sweep_table(&runs, &modes)
+        + &seed000::scaling_table(&runs, &modes);
     if let Some(dir) = &o.plot {
         if !runs.sweep.is_empty() {
             let path = super::plot::seed000_sweep(dir, &runs.sweep, &modes)
@@ -441,12 +504,21 @@ fn external(
                     listen,
                     Some(rx),
                     expected,
+                    (1, seed000::Framing::Gtpu),
                     &stop,
                     Duration::from_millis(300),
                 )
             });
             std::thread::sleep(Duration::from_millis(100));
-            let sent = seed000::send(SocketAddr::new(dst, 9), Some(tx), PACKET_LEN, pps, seconds);
+            let senders = seed000::Senders::one();
+            let sent = seed000::send(
+                SocketAddr::new(dst, 9),
+                Some(tx),
+                PACKET_LEN,
+                pps,
+                seconds,
+                &senders,
+            );
             stop.store(true, Ordering::Release);
             (sink.join(), sent)
         });
@@ -461,6 +533,8 @@ fn external(
             generator_short: sent.achieved_pps < 0.95 * pps,
             sent,
             seed: None,
+            workers: 0,
+            seat: Default::default(),
         });
     }
     Ok(out)

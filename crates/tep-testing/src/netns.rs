@@ -208,6 +208,47 @@ impl Namespaces {
         .map(drop)
     }
 
+    /// [`Self::veth`] with `queues` transmit and receive queues on each
+    /// end: a veth hands a frame to its peer's receive queue of the same
+    /// number as the transmit queue the sender's stack picked (by the
+    /// flow's hash), so that flows spread over the queues and each stays
+    /// on one.
+    pub fn veth_queues(
+        &self,
+        a: &str,
+        dev_a: &str,
+        b: &str,
+        dev_b: &str,
+        queues: u32,
+    ) -> Result<(), String> {
+        let (na, nb) = (self.ns(a), self.ns(b));
+        let q = queues.to_string();
+        cmd(&[
+            "ip",
+            "link",
+            "add",
+            dev_a,
+            "netns",
+            &na,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            dev_b,
+            "netns",
+            &nb,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+        ])
+        .map(drop)
+    }
+
     /// A veth pair `va` (in `a`) – `vb` (in `b`), up, with
     /// [`Pair::A4`]/[`Pair::A6`] on `va` and [`Pair::B4`]/[`Pair::B6`] on
     /// `vb`.

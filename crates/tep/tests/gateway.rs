@@ -41,10 +41,21 @@ impl Lab for Chain {}
 
 impl Chain {
     fn new() -> Chain {
+        Chain::with_queues(1)
+    }
+
+    /// [`Chain::new`] with `queues` queues on every veth end.
+    fn with_queues(queues: u32) -> Chain {
         let n = RIGS.fetch_add(1, Ordering::Relaxed);
         let tag = format!("tepg{}x{n}", std::process::id());
         let veths = [("c", "c0", "g", "gi"), ("g", "gu", "p", "pu")];
-        let lab = Namespaces::with_veths(&tag, &["c", "g", "p"], &veths)
+        let lab = Namespaces::new(&tag, &["c", "g", "p"])
+            .and_then(|lab| {
+                for (a, dev_a, b, dev_b) in veths {
+                    lab.veth_queues(a, dev_a, b, dev_b, queues)?;
+                }
+                Ok(lab)
+            })
             .unwrap_or_else(|e| panic!("three namespaces: {e}"));
         let c = Chain {
             client: lab.ns("c"),
@@ -1459,4 +1470,169 @@ fn a_veths_largest_frames_cross() {
         io["xsk_rx_chained"].as_u64().unwrap_or(0) >= 12,
         "{counters}"
     );
+}
+
+/// The Python of [`numbered_flows`]' sender: round-robin over the flows,
+/// a pause per round, a steady stream that no queue on the way
+/// overflows. With `fou` (a FOU-IPIP endpoint's address) each flow's
+/// datagrams go inside FOU from a socket of their own, as a tunnel
+/// endpoint that spreads its flows would send them.
+fn flow_sender(flows: u32, each: u32, addr: &str, fou: Option<&str>) -> String {
+    let (to, wrap) = match fou {
+        None => (format!("(\"{addr}\", 5400)"), "lambda i, d: d"),
+        Some(outer) => (
+            format!("(\"{outer}\", 5555)"),
+            "lambda i, d: inner(40000 + i, d)",
+        ),
+    };
+    format!(
+        r#"
+import socket, time, struct
+def csum(b):
+    s = sum(struct.unpack("!10H", b))
+    s = (s & 0xffff) + (s >> 16)
+    return (~((s & 0xffff) + (s >> 16))) & 0xffff
+def inner(sport, d):
+    udp = struct.pack("!HHHH", sport, 5400, 8 + len(d), 0) + d
+    h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0,
+        socket.inet_aton("10.9.0.1"), socket.inet_aton("{addr}"))
+    return h[:10] + struct.pack("!H", csum(h)) + h[12:] + udp
+wrap = {wrap}
+socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range({flows})]
+for seq in range({each}):
+    for i, s in enumerate(socks):
+        s.sendto(wrap(i, seq.to_bytes(4, "big") + bytes(300)), {to})
+    time.sleep(0.001)
+"#
+    )
+}
+
+/// Flows of numbered UDP datagrams from `from` to `to` at `addr` (one
+/// socket, so one source port, per flow; inside FOU to `fou` if given):
+/// what the receiver got, how many came after a higher number of their
+/// flow, and how many flows it heard.
+fn numbered_flows(
+    chain: &Chain,
+    from: &str,
+    to: &str,
+    addr: &str,
+    fou: Option<&str>,
+    flows: u32,
+    each: u32,
+) -> (u64, u64, u64) {
+    let receiver = r#"
+import socket, json
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+s.bind(("0.0.0.0", 5400))
+s.settimeout(3)
+last, got, late = {}, 0, 0
+while True:
+    try:
+        d, a = s.recvfrom(2048)
+    except socket.timeout:
+        break
+    seq = int.from_bytes(d[:4], "big")
+    if seq <= last.get(a[1], -1):
+        late += 1
+    last[a[1]] = max(seq, last.get(a[1], -1))
+    got += 1
+print(json.dumps([got, late, len(last)]))
+"#;
+    let sender = flow_sender(flows, each, addr, fou);
+    let rx = std::thread::scope(|s| {
+        let rx = s.spawn(|| {
+            std::process::Command::new("ip")
+                .args([
+                    "netns", "exec", to, "timeout", "30", "python3", "-c", receiver,
+                ])
+                .output()
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let tx = chain.exec(from, &["timeout", "20", "python3", "-c", &sender], false);
+        assert!(
+            tx.status.success(),
+            "sender: {}",
+            String::from_utf8_lossy(&tx.stderr)
+        );
+        rx.join().unwrap().unwrap()
+    });
+    let text = String::from_utf8_lossy(&rx.stdout);
+    let v: Vec<u64> = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "receiver: {e}: {text} {}",
+            String::from_utf8_lossy(&rx.stderr)
+        )
+    });
+    (v[0], v[1], v[2])
+}
+
+/// Two queues, two workers: the veths have two queues each, a flow's
+/// frames take the queue its hash picks on the sender, so flows spread
+/// over both and each stays on one. Both workers carry frames both ways;
+/// every datagram of every flow arrives, in order.
+#[test]
+fn two_workers_on_two_queues() {
+    if !root_or_skip("gateway two_workers_on_two_queues") {
+        return;
+    }
+    let c = Case {
+        kind: "fou-ipip",
+        v6: false,
+        mode: "full",
+    };
+    let chain = Chain::with_queues(2);
+    c.inner_side(&chain);
+    let _peer = chain.daemon(&chain.peer, &c.peer_config(&chain));
+    let config = c
+        .gateway_config(&chain)
+        .replacen("[gateway]\n", "[gateway]\nqueues = 2\n", 1);
+    let gw = chain.daemon(&chain.gateway, &config);
+    assert!(netns::ping(&chain, &chain.client, c.far(), 3) >= 2, "ping");
+    assert!(
+        netns::ping(&chain, &chain.peer, c.near(), 3) >= 2,
+        "ping back"
+    );
+    let (flows, each) = (16, 300);
+    // Back from the peer, the flows are FOU datagrams of their own
+    // sockets: a veth hands a frame to its peer's queue of the number
+    // the sender's stack picked, one per socket (the peer's tep, one
+    // socket, would land every flow on one queue, where a NIC's RSS
+    // would spread them by their outer ports).
+    for (from, to, addr, fou) in [
+        (&chain.client, &chain.peer, c.far(), None),
+        (&chain.peer, &chain.client, c.near(), Some(GU4)),
+    ] {
+        let (got, late, heard) = numbered_flows(&chain, from, to, addr, fou, flows, each);
+        assert_eq!(
+            (got, late, heard),
+            (u64::from(flows * each), 0, u64::from(flows)),
+            "{from} -> {addr}: received, out of order, flows\n{}",
+            gw.control(&["show", "runtime"]).unwrap_or_default()
+        );
+    }
+    let runtime = gw.show("runtime");
+    let workers = runtime["workers"].as_array().expect("workers");
+    assert_eq!(workers.len(), 2, "{runtime}");
+    for w in workers {
+        let n = |k: &str| w["io"][k].as_u64().unwrap_or(0);
+        // Each way over both queues: at least a sixteenth of the flows.
+        for k in ["underlay_rx", "inner_rx"] {
+            assert!(
+                n(k) >= u64::from(each),
+                "worker {}: {k} {}\n{runtime}",
+                w["worker"],
+                n(k)
+            );
+        }
+        assert!(
+            n("rounds") >= n("busy_rounds") && n("busy_rounds") > 0,
+            "{w}"
+        );
+        assert!(
+            n("vectors") > 0 && n("vectors") <= n("underlay_rx") + n("inner_rx"),
+            "{w}"
+        );
+    }
+    assert_balanced(&chain, &gw, "two queues");
 }

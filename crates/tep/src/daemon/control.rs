@@ -741,7 +741,14 @@ fn show_runtime(t: &Totals, workers: &[WorkerSnapshot], json: bool) -> String {
         let per_worker: Vec<_> = workers
             .iter()
             .enumerate()
-            .map(|(i, w)| serde_json::json!({ "worker": i, "nodes": nodes_json(&w.nodes) }))
+            .map(|(i, w)| {
+                serde_json::json!({
+                    "worker": i,
+                    "nodes": nodes_json(&w.nodes),
+                    "io": w.io,
+                    "longest_gap_ns": w.longest_gap_ns,
+                })
+            })
             .collect();
         return serde_json::json!({
             "nodes": nodes_json(&t.nodes),
@@ -751,7 +758,7 @@ fn show_runtime(t: &Totals, workers: &[WorkerSnapshot], json: bool) -> String {
         .to_string()
             + "\n";
     }
-    let mut out = String::new();
+    let mut out = workers_loop(workers);
     // Per worker as VPP prints per thread, when there is more than one;
     // these count since the last (re)load.
     if workers.len() > 1 {
@@ -774,6 +781,37 @@ fn show_runtime(t: &Totals, workers: &[WorkerSnapshot], json: bool) -> String {
         t.io.get(IoEvent::UdpRx),
         t.io.get(IoEvent::UdpSyscalls)
     );
+    out
+}
+
+/// Gateway mode: each worker's share and loop, one line each (host mode
+/// counts no rounds: nothing).
+fn workers_loop(workers: &[WorkerSnapshot]) -> String {
+    let mut out = String::new();
+    for (i, w) in workers.iter().enumerate() {
+        let io = &w.io;
+        let rounds = io.get(IoEvent::Rounds);
+        if rounds == 0 {
+            continue;
+        }
+        let rx = io.get(IoEvent::UnderlayRx) + io.get(IoEvent::InnerRx);
+        let tx = io.get(IoEvent::UnderlayTx) + io.get(IoEvent::InnerTx) + io.get(IoEvent::KernelTx);
+        let vectors = io.get(IoEvent::Vectors);
+        out += &format!(
+            "worker {i}: {rx} frames in, {tx} out, {vectors} vectors ({:.1} frames each); \
+             {rounds} rounds, {:.1} % busy, {:.3} s at work, {} sleeps; \
+             {} stalls > 1 ms, longest gap {:.1} µs since the last show\n",
+            rx as f64 / vectors.max(1) as f64,
+            io.get(IoEvent::BusyRounds) as f64 * 100.0 / rounds as f64,
+            io.get(IoEvent::BusyNs) as f64 / 1e9,
+            io.get(IoEvent::Sleeps),
+            io.get(IoEvent::LoopStalls),
+            w.longest_gap_ns as f64 / 1e3,
+        );
+    }
+    if !out.is_empty() {
+        out += "\n";
+    }
     out
 }
 
@@ -814,6 +852,34 @@ pub fn request(path: &Path, line: &str, timeout: Duration) -> Result<Vec<u8>, St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_gateway_worker_gets_its_line() {
+        let worker = |rx: u64, gap_ns: u64| {
+            let mut w = WorkerSnapshot {
+                io: crate::daemon::stats::IoCounters::new(crate::daemon::stats::IoMode::Gateway),
+                longest_gap_ns: gap_ns,
+                ..WorkerSnapshot::default()
+            };
+            w.io.count(IoEvent::UnderlayRx, rx);
+            w.io.count(IoEvent::InnerTx, rx);
+            w.io.count(IoEvent::Vectors, 4);
+            w.io.count(IoEvent::Rounds, 10);
+            w.io.count(IoEvent::BusyRounds, 4);
+            w.io.count(IoEvent::LoopStalls, 2);
+            w
+        };
+        let text = workers_loop(&[worker(100, 1_500_000), worker(40, 0)]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("worker 0: 100 frames in, 100 out, 4 vectors (25.0 frames each); 10 rounds, 40.0 % busy"), "{text}");
+        assert!(
+            lines[0].ends_with("2 stalls > 1 ms, longest gap 1500.0 µs since the last show"),
+            "{text}"
+        );
+        assert!(lines[1].starts_with("worker 1: 40 frames in"), "{text}");
+        // Host mode's workers count no rounds.
+        assert!(workers_loop(&[WorkerSnapshot::default()]).is_empty());
+    }
 
     #[test]
     fn trace_arguments_over_their_caps_are_refused_saying_so() {

@@ -105,6 +105,21 @@ tep_named::named_enum! {
         /// that the packet which ends it waits for (polling spares them;
         /// see `adaptive_poll_us`).
         Sleeps => "sleeps",
+        /// Gateway: rounds of the worker loop (a round tends the rings
+        /// and moves at most a vector each way).
+        Rounds => "rounds",
+        /// Of those, rounds that moved frames.
+        BusyRounds => "busy_rounds",
+        /// Vectors read from the receive rings (a read of at least one
+        /// frame): the frames received over this are the frames per vector.
+        Vectors => "vectors",
+        /// Nanoseconds from the start of a busy round to the start of the
+        /// next: the worker's time at work (the rest it polled or slept).
+        BusyNs => "busy_ns",
+        /// Times more than 1 ms passed between the starts of two rounds
+        /// with no sleep between: the CPU was taken from the worker (or
+        /// one round took that long).
+        LoopStalls => "loop_stalls",
     }
 }
 
@@ -154,6 +169,11 @@ impl IoMode {
                 XskRxInvalid,
                 XskTxInvalid,
                 Sleeps,
+                Rounds,
+                BusyRounds,
+                Vectors,
+                BusyNs,
+                LoopStalls,
             ],
         }
     }
@@ -285,6 +305,10 @@ pub struct WorkerSnapshot {
     pub io: IoCounters,
     /// The control request this snapshot answers (see `Shared::refresh`).
     pub generation: u64,
+    /// Gateway: the longest time between the starts of two rounds of the
+    /// worker loop (no sleep between) since the previous control request
+    /// asked for fresh snapshots, so that a bench reads it per case.
+    pub longest_gap_ns: u64,
 }
 
 impl WorkerSnapshot {
@@ -316,6 +340,7 @@ impl WorkerSnapshot {
             tunnels,
             io,
             generation,
+            longest_gap_ns: 0,
         }
     }
 }

@@ -150,6 +150,7 @@ pub fn run(setup: WorkerSetup, beat: &Beat) -> io::Result<WorkerIo> {
         // eventfd for a stop, a refresh or a trace; the timeout reaps
         // completions and publishes now and then.
         w.ends.io.count(IoEvent::Sleeps, 1);
+        w.lap.slept = true;
         epoll.wait(&mut events, 100)?;
         if events.iter().any(|e| e.token == TOKEN_WAKE) {
             let _ = w.common.wake.drain();
@@ -209,6 +210,52 @@ fn route(dir: Direction, o: Output) -> (Option<Way>, To) {
     }
 }
 
+/// How long a gap between two rounds lasts to count as a stall.
+const STALL_NS: u64 = 1_000_000;
+
+/// The worker loop's pace: from the start of one round to the next.
+/// A gap across a sleep is the worker's choice, not counted; a long one
+/// while it polls means the CPU was elsewhere (interrupts, another
+/// thread) or a round was slow.
+#[derive(Debug, Default)]
+struct Lap {
+    /// When the last round started (ns since the daemon's epoch).
+    last_ns: u64,
+    /// The last round moved frames.
+    busy: bool,
+    /// The worker slept since the last round started.
+    slept: bool,
+    /// The longest gap since the last control request for a snapshot.
+    longest_ns: u64,
+}
+
+impl Lap {
+    /// A round starts at `now_ns`.
+    fn start(&mut self, now_ns: u64, io: &mut IoCounters) {
+        let gap = now_ns.saturating_sub(self.last_ns);
+        if self.last_ns != 0 && !self.slept {
+            self.longest_ns = self.longest_ns.max(gap);
+            if gap > STALL_NS {
+                io.count(IoEvent::LoopStalls, 1);
+            }
+        }
+        if self.busy {
+            io.count(IoEvent::BusyNs, gap);
+        }
+        io.count(IoEvent::Rounds, 1);
+        self.last_ns = now_ns;
+        self.slept = false;
+    }
+
+    /// The round that started last moved `frames`.
+    fn end(&mut self, frames: usize, io: &mut IoCounters) {
+        self.busy = frames > 0;
+        if self.busy {
+            io.count(IoEvent::BusyRounds, 1);
+        }
+    }
+}
+
 /// A running worker: its pipeline, both sides, the pool and the counts.
 struct Worker {
     common: WorkerCommon,
@@ -233,6 +280,9 @@ struct Worker {
     seen: u64,
     evictions: u64,
     started: Instant,
+    lap: Lap,
+    /// The generation of the last snapshot published.
+    published: u64,
 }
 
 impl Worker {
@@ -277,6 +327,8 @@ impl Worker {
             seen: 0,
             evictions: 0,
             started: crate::daemon::epoch(),
+            lap: Lap::default(),
+            published: 0,
             common: setup.common,
         }
     }
@@ -285,6 +337,7 @@ impl Worker {
     /// pipeline, the next hops traded. Returns the frames and bytes read.
     fn round(&mut self) -> (usize, u64) {
         let now_ns = self.started.elapsed().as_nanos() as u64;
+        self.lap.start(now_ns, &mut self.ends.io);
         self.pipeline.set_now(now_ns);
         self.seen = self.next_hops.apply(self.seen, self.pipeline.next_hops());
         let e = &mut self.ends;
@@ -308,6 +361,7 @@ impl Worker {
             let dropped = self.pipeline.take_gtpu_signals(&mut self.signals);
             self.common.shared.upf.signal(&mut self.signals, dropped);
         }
+        self.lap.end(from_underlay + from_inner, &mut self.ends.io);
         (from_underlay + from_inner, decap_bytes + encap_bytes)
     }
 
@@ -336,6 +390,9 @@ impl Worker {
             Direction::Encap => &mut ends.inner,
         };
         let n = from.receive(&mut self.pool, &mut self.input, &mut ends.io, tracer);
+        if n > 0 {
+            ends.io.count(IoEvent::Vectors, 1);
+        }
         let bytes = bytes_in(&self.pool, &self.input);
         if self.input.is_empty() {
             return (n, bytes);
@@ -375,14 +432,21 @@ impl Worker {
     fn publish(&mut self, generation: u64) {
         let e = &mut self.ends;
         set_xsk_counts(&mut e.io, &self.baseline, &xsk_stats(&e.underlay, &e.inner));
-        let snap = WorkerSnapshot::new(
+        let mut snap = WorkerSnapshot::new(
             self.pipeline.runtime().nodes(),
             self.pipeline.counters(),
             &e.tunnels,
             e.io,
             generation,
         );
+        snap.longest_gap_ns = self.lap.longest_ns;
         publish(&self.common.shared, self.common.index, snap);
+        // A request for fresh snapshots starts a new window for the
+        // longest gap (the periodic publishes keep it).
+        if generation != self.published {
+            self.published = generation;
+            self.lap.longest_ns = 0;
+        }
     }
 
     /// Stopped: what the kernel still sends settled, the descriptors
@@ -464,5 +528,36 @@ fn set_xsk_counts(io: &mut IoCounters, base: &XskStats, now: &XskStats) {
         ),
     ] {
         io.set(e, n.saturating_sub(b));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Gaps count between rounds the worker polled through, not across a
+    /// sleep; over 1 ms is a stall; busy time runs from a busy round's
+    /// start to the next round's.
+    #[test]
+    fn the_loop_pace_is_kept() {
+        let mut io = IoCounters::new(IoMode::Gateway);
+        let mut lap = Lap::default();
+        let ms = 1_000_000;
+        lap.start(10 * ms, &mut io);
+        lap.end(5, &mut io);
+        lap.start(10 * ms + 50_000, &mut io);
+        lap.end(0, &mut io);
+        // Taken away for 3 ms while polling.
+        lap.start(13 * ms + 50_000, &mut io);
+        lap.end(0, &mut io);
+        // Asleep for 100 ms: the worker's choice.
+        lap.slept = true;
+        lap.start(113 * ms, &mut io);
+        lap.end(1, &mut io);
+        assert_eq!(lap.longest_ns, 3 * ms);
+        assert_eq!(io.get(IoEvent::LoopStalls), 1);
+        assert_eq!(io.get(IoEvent::Rounds), 4);
+        assert_eq!(io.get(IoEvent::BusyRounds), 2);
+        assert_eq!(io.get(IoEvent::BusyNs), 50_000);
     }
 }
