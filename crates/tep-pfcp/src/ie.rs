@@ -48,6 +48,7 @@ impl IeType {
     pub const DESTINATION_INTERFACE: IeType = IeType(42);
     pub const UP_FUNCTION_FEATURES: IeType = IeType(43);
     pub const APPLY_ACTION: IeType = IeType(44);
+    pub const DOWNLINK_DATA_NOTIFICATION_DELAY: IeType = IeType(46);
     pub const PFCPSMREQ_FLAGS: IeType = IeType(49);
     pub const PDR_ID: IeType = IeType(56);
     pub const F_SEID: IeType = IeType(57);
@@ -76,6 +77,7 @@ impl IeType {
     pub const CREATE_BAR: IeType = IeType(85);
     pub const UPDATE_BAR: IeType = IeType(86);
     pub const REMOVE_BAR: IeType = IeType(87);
+    pub const SUGGESTED_BUFFERING_PACKETS_COUNT: IeType = IeType(140);
     pub const PDN_TYPE: IeType = IeType(113);
     pub const USER_ID: IeType = IeType(141);
     pub const APN_DNN: IeType = IeType(159);

@@ -125,7 +125,7 @@ ies! {
         some create_fars: CreateFar,
         many create_urrs: CreateUrr,
         many create_qers: CreateQer,
-        /// Refused (tep's buffering takes no BAR).
+        /// At most one (a session has one BAR): a second is refused.
         many create_bars: CreateBar,
         /// IEs tep does not apply (refused) or know (discarded).
         rest skipped: Skipped,
@@ -160,11 +160,13 @@ ies! {
         many update_fars: UpdateFar,
         many update_urrs: UpdateUrr,
         many update_qers: UpdateQer,
-        /// QUARR: report every URR.
+        /// QUARR: report every URR; DROBU: drop the buffered packets.
         one flags: PfcpsmReqFlags,
         many query_urrs: QueryUrr,
-        /// Refused (tep's buffering takes no BAR).
+        /// At most one BAR in the session (a second is refused).
         many create_bars: CreateBar,
+        one update_bar: UpdateBar,
+        one remove_bar: RemoveBar,
         /// IEs tep does not apply (refused) or know (discarded).
         rest skipped: Skipped,
     }

@@ -56,6 +56,8 @@ ies! {
         req far_id: FarId,
         req apply_action: ApplyAction,
         one forwarding_parameters: ForwardingParameters,
+        /// The session's BAR, for the packets the FAR buffers.
+        one bar_id: BarId,
         /// Children tep does not apply (the rule is refused) or know.
         rest skipped: Skipped,
     }
@@ -86,12 +88,33 @@ ies! {
 }
 
 ies! {
-    /// Create BAR (§7.5.2.6): tep refuses every BAR (its buffering has no
-    /// parameters an SMF sets); the BAR ID names it in the refusal.
+    /// Create BAR (§7.5.2.6): the session's buffering parameters, for the
+    /// FARs that name it.
     pub struct CreateBar = CREATE_BAR {
         req bar_id: BarId,
-        /// Children tep does not apply or know.
+        one downlink_data_notification_delay: DownlinkDataNotificationDelay,
+        one suggested_buffering_packets_count: SuggestedBufferingPacketsCount,
+        /// Children tep does not apply (the rule is refused) or know.
         rest skipped: Skipped,
+    }
+}
+
+ies! {
+    /// Update BAR in a Session Modification Request (§7.5.4.14): present
+    /// fields replace the BAR's.
+    pub struct UpdateBar = UPDATE_BAR {
+        req bar_id: BarId,
+        one downlink_data_notification_delay: DownlinkDataNotificationDelay,
+        one suggested_buffering_packets_count: SuggestedBufferingPacketsCount,
+        /// Children tep does not apply (the rule is refused) or know.
+        rest skipped: Skipped,
+    }
+}
+
+ies! {
+    /// Remove BAR (§7.5.4.12).
+    pub struct RemoveBar = REMOVE_BAR {
+        req bar_id: BarId,
     }
 }
 
@@ -137,6 +160,8 @@ ies! {
         req far_id: FarId,
         one apply_action: ApplyAction,
         one update_forwarding_parameters: UpdateForwardingParameters,
+        /// The session's BAR, for the packets the FAR buffers.
+        one bar_id: BarId,
         /// Children tep does not apply (the rule is refused) or know.
         rest skipped: Skipped,
     }

@@ -59,6 +59,13 @@ int_ie! {
     UrSeqn(u32) = UR_SEQN, u32;
     /// BAR ID (§8.2.88).
     BarId(u8) = BAR_ID, u8;
+    /// Downlink Data Notification Delay (§8.2.28): how long after the
+    /// first downlink packet is buffered the Downlink Data Report goes,
+    /// in units of 50 ms.
+    DownlinkDataNotificationDelay(u8) = DOWNLINK_DATA_NOTIFICATION_DELAY, u8;
+    /// Suggested Buffering Packets Count (§8.2.91): how many downlink
+    /// packets the UP function should hold for the session.
+    SuggestedBufferingPacketsCount(u8) = SUGGESTED_BUFFERING_PACKETS_COUNT, u8;
     /// Start Time (§8.2.79): when a usage report's measurement began,
     /// seconds since 1900 (NTP era 0).
     StartTime(u32) = START_TIME, u32;
@@ -462,14 +469,20 @@ impl UpFunctionFeatures {
     pub const PFDE: u64 = 0x4000;
 
     /// What tep's UP function supports, each bit checked against what it
-    /// enforces: FTUP (it allocates F-TEIDs on CHOOSE) and EMPU (it sends
-    /// End Markers on SNDEM), in the 2-octet form. Not BUCP (it buffers in
-    /// the UP), DDND/DLBD (no BAR parameters), TRST/PFDM/PFDE (no
-    /// Application ID or traffic steering), HEEU, TREU, PDIU (no Traffic
-    /// Endpoints), UDBC, QUOAC (no quotas), TRACE, FRRT; nor any later
-    /// octet: not UEIP (UE addresses come from the SMF), BUNDL (one
-    /// message per datagram), MNOP (no Measurement Information), …
-    pub const TEP: UpFunctionFeatures = UpFunctionFeatures(Bitmap::new(Self::FTUP | Self::EMPU, 2));
+    /// enforces: FTUP (it allocates F-TEIDs on CHOOSE), EMPU (it sends
+    /// End Markers on SNDEM), DDND (a BAR's Downlink Data Notification
+    /// Delay defers the Downlink Data Report) and UDBC (a BAR's Suggested
+    /// Buffering Packets Count bounds the packets held), in the 2-octet
+    /// form. Not BUCP (it buffers in the UP), DLBD (no DL Buffering
+    /// Duration), TRST/PFDM/PFDE (no Application ID or traffic steering),
+    /// HEEU, TREU, PDIU (no Traffic Endpoints), QUOAC (no quotas), TRACE,
+    /// FRRT; nor any later octet: not UEIP (UE addresses come from the
+    /// SMF), BUNDL (one message per datagram), MNOP (no Measurement
+    /// Information), …
+    pub const TEP: UpFunctionFeatures = UpFunctionFeatures(Bitmap::new(
+        Self::FTUP | Self::EMPU | Self::DDND | Self::UDBC,
+        2,
+    ));
 }
 
 /// Node ID (§8.2.38).

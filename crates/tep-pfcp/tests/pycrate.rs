@@ -165,6 +165,7 @@ fn handover() -> SessionModificationRequest {
                 flags: None,
                 skipped: Default::default(),
             }),
+            bar_id: None,
             skipped: Default::default(),
         }],
         update_urrs: vec![UpdateUrr {
@@ -195,6 +196,7 @@ fn idle() -> SessionModificationRequest {
             far_id: FarId(2),
             apply_action: Some(action(ApplyAction::BUFF | ApplyAction::NOCP)),
             update_forwarding_parameters: None,
+            bar_id: None,
             skipped: Default::default(),
         }],
         ..Default::default()
@@ -310,7 +312,7 @@ impl UserPlane for Up {
         match c {
             Change::Install { .. } => self.installs += 1,
             Change::Remove { .. } => self.removes += 1,
-            Change::EndMarker { .. } => {}
+            Change::EndMarker { .. } | Change::DropBuffered { .. } => {}
         }
         Ok(())
     }

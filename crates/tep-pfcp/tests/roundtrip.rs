@@ -244,6 +244,7 @@ fn create_far() -> impl Strategy<Value = CreateFar> {
                 outer_header_creation: o,
                 skipped: Default::default(),
             }),
+            bar_id: None,
             skipped: Default::default(),
         })
 }
@@ -264,6 +265,7 @@ fn update_far() -> impl Strategy<Value = UpdateFar> {
                 flags: f.map(PfcpsmReqFlags),
                 skipped: Default::default(),
             }),
+            bar_id: None,
             skipped: Default::default(),
         })
 }
@@ -489,6 +491,8 @@ fn message() -> impl Strategy<Value = Message> {
                         flags: fl.map(PfcpsmReqFlags),
                         query_urrs: qu,
                         create_bars: vec![],
+                        update_bar: None,
+                        remove_bar: None,
                         skipped: Default::default(),
                     })
                 }

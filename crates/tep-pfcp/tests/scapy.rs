@@ -81,6 +81,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
         far_id: FarId(id),
         apply_action: ApplyAction::new(bits),
         forwarding_parameters: None,
+        bar_id: None,
         skipped: Default::default(),
     };
     vec![
@@ -336,6 +337,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                             flags: Some(PfcpsmReqFlags(PfcpsmReqFlags::SNDEM)),
                             skipped: Default::default(),
                         }),
+                        bar_id: None,
                         skipped: Default::default(),
                     }],
                     update_urrs: vec![UpdateUrr {
@@ -757,7 +759,8 @@ impl tep_pfcp::node::UserPlane for CountingUp {
         match c {
             tep_pfcp::node::Change::Install { .. } => self.installs += 1,
             tep_pfcp::node::Change::Remove { .. } => self.removes += 1,
-            tep_pfcp::node::Change::EndMarker { .. } => {}
+            tep_pfcp::node::Change::EndMarker { .. }
+            | tep_pfcp::node::Change::DropBuffered { .. } => {}
         }
         Ok(())
     }

@@ -20,6 +20,7 @@ enum Seen {
     Install(Seid, Rules),
     Remove(Seid),
     EndMarker(Seid, u32, OuterHeader),
+    DropBuffered(Seid),
 }
 
 #[derive(Debug, Default)]
@@ -39,6 +40,7 @@ impl UserPlane for FakeUp {
             Change::Install { seid, rules } => Seen::Install(seid, rules.clone()),
             Change::Remove { seid } => Seen::Remove(seid),
             Change::EndMarker { seid, far, old } => Seen::EndMarker(seid, far, old),
+            Change::DropBuffered { seid } => Seen::DropBuffered(seid),
         });
         Ok(())
     }
@@ -377,6 +379,7 @@ fn handover_with_sndem_installs_the_new_tunnel_then_sends_an_end_marker_to_the_o
                     flags: Some(PfcpsmReqFlags(PfcpsmReqFlags::SNDEM)),
                     ..Default::default()
                 }),
+                bar_id: None,
                 skipped: Default::default(),
             }],
             ..Default::default()
@@ -406,6 +409,7 @@ fn handover_with_sndem_installs_the_new_tunnel_then_sends_an_end_marker_to_the_o
                     outer_header_creation: Some(OuterHeaderCreation::gtpu(0x300, GNB.into())),
                     ..Default::default()
                 }),
+                bar_id: None,
                 skipped: Default::default(),
             }],
             ..Default::default()
@@ -422,6 +426,7 @@ fn buffering(h: &mut Harness, seid: Seid) {
                 far_id: FarId(2),
                 apply_action: Some(ApplyAction::new(ApplyAction::BUFF | ApplyAction::NOCP)),
                 update_forwarding_parameters: None,
+                bar_id: None,
                 skipped: Default::default(),
             }],
             ..Default::default()
@@ -908,6 +913,7 @@ fn a_pdr_naming_a_missing_far_is_a_rule_creation_failure() {
                 far_id: FarId(5),
                 apply_action: Some(ApplyAction::new(ApplyAction::DROP)),
                 update_forwarding_parameters: None,
+                bar_id: None,
                 skipped: Default::default(),
             }],
             ..Default::default()
@@ -1030,6 +1036,7 @@ fn a_refusing_user_plane_is_no_resources_and_nothing_changes() {
                 far_id: FarId(1),
                 apply_action: Some(ApplyAction::new(ApplyAction::DROP)),
                 update_forwarding_parameters: None,
+                bar_id: None,
                 skipped: Default::default(),
             }],
             ..Default::default()
@@ -1341,6 +1348,7 @@ fn a_session_is_served_only_to_the_association_that_owns_it() {
                 )),
                 ..Default::default()
             }),
+            bar_id: None,
             skipped: Default::default(),
         }],
         ..Default::default()
