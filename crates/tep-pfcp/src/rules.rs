@@ -416,6 +416,42 @@ mod tests {
     }
 
     #[test]
+    fn bar_groups_round_trip() {
+        let c = CreateBar {
+            bar_id: BarId(3),
+            downlink_data_notification_delay: Some(DownlinkDataNotificationDelay(10)),
+            suggested_buffering_packets_count: Some(SuggestedBufferingPacketsCount(4)),
+            skipped: Skipped::default(),
+        };
+        let b = emit(&c);
+        // Create BAR (85), then BAR ID (88), DDN Delay (46), SBPC (140).
+        assert_eq!(b[..2], [0, 85]);
+        assert_eq!(b[4..9], [0, 88, 0, 1, 3]);
+        assert_eq!(b[9..14], [0, 46, 0, 1, 10]);
+        assert_eq!(b[14..19], [0, 140, 0, 1, 4]);
+        assert_eq!(CreateBar::from_ie(&b[4..]), Ok(c));
+        let u = UpdateBar {
+            bar_id: BarId(3),
+            downlink_data_notification_delay: None,
+            suggested_buffering_packets_count: Some(SuggestedBufferingPacketsCount(0)),
+            skipped: Skipped::default(),
+        };
+        let b = emit(&u);
+        assert_eq!(b[..2], [0, 86]);
+        assert_eq!(UpdateBar::from_ie(&b[4..]), Ok(u));
+        let r = RemoveBar { bar_id: BarId(3) };
+        let b = emit(&r);
+        assert_eq!(b, [0, 87, 0, 5, 0, 88, 0, 1, 3]);
+        assert_eq!(RemoveBar::from_ie(&b[4..]), Ok(r));
+        // A FAR's BAR ID.
+        let mut w = vec![];
+        Writer::new(&mut w).ie(&FarId(2));
+        Writer::new(&mut w).ie(&ApplyAction::new(ApplyAction::BUFF));
+        Writer::new(&mut w).ie(&BarId(3));
+        assert_eq!(CreateFar::from_ie(&w).unwrap().bar_id, Some(BarId(3)));
+    }
+
+    #[test]
     fn usage_report_under_each_type() {
         let u = UsageReport {
             urr_id: UrrId(3),

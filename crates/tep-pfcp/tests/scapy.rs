@@ -130,7 +130,12 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                     cause: Cause::REQUEST_ACCEPTED,
                     offending_ie: None,
                     recovery_time_stamp: RecoveryTimeStamp(3_950_000_000),
-                    up_function_features: Some(UpFunctionFeatures::TEP),
+                    // The vector's features (FTUP, EMPU): a sample, not
+                    // what tep advertises now.
+                    up_function_features: Some(UpFunctionFeatures(Bitmap::new(
+                        UpFunctionFeatures::FTUP | UpFunctionFeatures::EMPU,
+                        2,
+                    ))),
                 }),
             ),
             true,

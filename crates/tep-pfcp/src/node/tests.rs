@@ -6,6 +6,8 @@ use super::*;
 use crate::rules::*;
 use crate::sample;
 
+#[path = "bar_tests.rs"]
+mod bar_tests;
 #[path = "ie_table.rs"]
 mod ie_table;
 
