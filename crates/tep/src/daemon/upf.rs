@@ -333,12 +333,13 @@ impl UserPlane for UpfPlane {
         match change {
             Change::Install { seid, rules } => {
                 let (spec, downlink_pdr) = compile(rules, &self.n3)?;
-                match self.by_seid.get_mut(&seid) {
+                let slot = match self.by_seid.get_mut(&seid) {
                     Some(e) => {
                         self.sessions
                             .modify(e.slot, &spec, false)
                             .map_err(|_| Refused::FULL)?;
                         e.downlink_pdr = downlink_pdr;
+                        e.slot
                     }
                     None => {
                         let slot = self.sessions.create(&spec).map_err(|_| Refused::FULL)?;
@@ -351,8 +352,18 @@ impl UserPlane for UpfPlane {
                             },
                         );
                         self.by_slot.insert(slot, seid);
+                        slot
                     }
-                }
+                };
+                // The packets a buffering FAR holds: as many as its BAR
+                // suggests, `[pfcp] buffer_packets` at most (the workers').
+                let bound = rules.buffering_bar().and_then(|b| b.suggested_packets);
+                self.sessions.set_buffer_bound(slot, bound.map(u32::from));
+                Ok(())
+            }
+            Change::DropBuffered { seid } => {
+                let e = self.by_seid.get(&seid).ok_or(Refused::FULL)?;
+                self.sessions.drop_buffered(e.slot);
                 Ok(())
             }
             Change::Remove { seid } => {
@@ -440,6 +451,7 @@ mod tests {
                     action: node::Action::Forward,
                     destination: Some(Interface::CORE),
                     outer: None,
+                    bar: None,
                 },
                 Far {
                     id: 2,
@@ -450,6 +462,7 @@ mod tests {
                         v4: Some(GNB),
                         v6: None,
                     }),
+                    bar: None,
                 },
             ],
             qers: vec![Qer {
@@ -460,6 +473,7 @@ mod tests {
                 qfi: Some(9),
             }],
             urrs: vec![],
+            bar: None,
         }
     }
 
