@@ -28,6 +28,7 @@ impl IeType {
     pub const UPDATE_PDR: IeType = IeType(9);
     pub const UPDATE_FAR: IeType = IeType(10);
     pub const UPDATE_FORWARDING_PARAMETERS: IeType = IeType(11);
+    pub const UPDATE_BAR_SRR: IeType = IeType(12);
     pub const UPDATE_URR: IeType = IeType(13);
     pub const UPDATE_QER: IeType = IeType(14);
     pub const REMOVE_PDR: IeType = IeType(15);
@@ -50,6 +51,7 @@ impl IeType {
     pub const APPLY_ACTION: IeType = IeType(44);
     pub const DOWNLINK_DATA_NOTIFICATION_DELAY: IeType = IeType(46);
     pub const PFCPSMREQ_FLAGS: IeType = IeType(49);
+    pub const PFCPSRRSP_FLAGS: IeType = IeType(50);
     pub const PDR_ID: IeType = IeType(56);
     pub const F_SEID: IeType = IeType(57);
     pub const NODE_ID: IeType = IeType(60);

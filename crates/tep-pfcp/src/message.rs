@@ -211,6 +211,9 @@ ies! {
     pub message SessionReportResponse {
         req cause: Cause,
         one offending_ie: OffendingIe,
+        one update_bar: UpdateBarSrr,
+        /// DROBU: drop the packets buffered for the session.
+        one flags: PfcpsrRspFlags,
     }
 }
 
@@ -405,6 +408,7 @@ impl Message {
             SESSION_REPORT_REQUEST => Message::SessionReportResponse(SessionReportResponse {
                 cause,
                 offending_ie,
+                ..Default::default()
             }),
             _ => return None,
         })

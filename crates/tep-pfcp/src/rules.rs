@@ -112,6 +112,20 @@ ies! {
 }
 
 ies! {
+    /// Update BAR in a Session Report Response (§7.5.9.2): present fields
+    /// replace the BAR's. DL Buffering Duration and DL Buffering
+    /// Suggested Packet Count (DLBD, not advertised) are noted, counted
+    /// and not applied: a response cannot be refused.
+    pub struct UpdateBarSrr = UPDATE_BAR_SRR {
+        req bar_id: BarId,
+        one downlink_data_notification_delay: DownlinkDataNotificationDelay,
+        one suggested_buffering_packets_count: SuggestedBufferingPacketsCount,
+        /// Children tep does not apply or know.
+        rest skipped: Skipped,
+    }
+}
+
+ies! {
     /// Remove BAR (§7.5.4.12).
     pub struct RemoveBar = REMOVE_BAR {
         req bar_id: BarId,

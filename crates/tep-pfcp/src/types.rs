@@ -116,6 +116,8 @@ u8_ie! {
     MeasurementMethod = MEASUREMENT_METHOD, 0x07;
     /// PFCPSMReq-Flags (§8.2.31): DROBU, SNDEM, QUARR.
     PfcpsmReqFlags = PFCPSMREQ_FLAGS, 0x07;
+    /// PFCPSRRsp-Flags (§8.2.32): DROBU.
+    PfcpsrRspFlags = PFCPSRRSP_FLAGS, 0x01;
 }
 
 impl ReportType {
@@ -133,6 +135,11 @@ impl MeasurementMethod {
     pub const DURAT: u8 = 0x01;
     pub const VOLUM: u8 = 0x02;
     pub const EVENT: u8 = 0x04;
+}
+
+impl PfcpsrRspFlags {
+    /// Drop buffered packets.
+    pub const DROBU: u8 = 0x01;
 }
 
 impl PfcpsmReqFlags {

@@ -265,6 +265,7 @@ fn expected() -> Vec<(&'static str, Option<u64>, u32, Message)> {
             M::SessionReportResponse(SessionReportResponse {
                 cause: Cause::REQUEST_ACCEPTED,
                 offending_ie: None,
+                ..Default::default()
             }),
         ),
         (

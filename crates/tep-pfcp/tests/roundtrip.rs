@@ -537,6 +537,7 @@ fn message() -> impl Strategy<Value = Message> {
             Message::SessionReportResponse(SessionReportResponse {
                 cause: c,
                 offending_ie: o,
+                ..Default::default()
             })
         }),
     ]

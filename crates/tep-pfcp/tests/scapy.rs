@@ -475,6 +475,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                 Message::SessionReportResponse(SessionReportResponse {
                     cause: Cause::REQUEST_ACCEPTED,
                     offending_ie: None,
+                    ..Default::default()
                 }),
             ),
             true,

@@ -84,7 +84,7 @@ use std::time::{Duration, Instant};
 use crate::header::{self, Packet};
 use crate::ie::IeType;
 use crate::message::*;
-use crate::rules::{CreatedPdr, DownlinkDataReport, UsageReport};
+use crate::rules::{CreatedPdr, DownlinkDataReport, UpdateBar, UsageReport};
 use crate::rules::{UsageReportSdr, UsageReportSmr};
 use crate::types::*;
 use crate::Error;
@@ -1197,11 +1197,53 @@ impl Node {
                     (purpose, m.cause)
                 {
                     self.remove_session(seid, up);
+                } else if let Purpose::Report { seid } = purpose {
+                    self.report_answered(seid, &m, up);
                 }
             }
             // Responses to requests tep never sends, and requests only a
             // UP function sends.
             _ => self.count(Counter::UnexpectedResponse),
+        }
+    }
+
+    /// What an SMF's Session Report Response asks of session `seid`: its
+    /// Update BAR (the BAR's delay and count, installed with the rules) and
+    /// DROBU (drop what the session holds). A response cannot be refused:
+    /// what tep does not apply of it (a BAR ID not the session's, DL
+    /// Buffering Duration, DL Buffering Suggested Packet Count) is counted
+    /// as `unsupported_ie` and left out.
+    fn report_answered(&mut self, seid: Seid, m: &SessionReportResponse, up: &mut impl UserPlane) {
+        let Some(s) = self.get(seid) else {
+            return;
+        };
+        if let Some(u) = &m.update_bar {
+            let mut rules = s.rules.clone();
+            let unapplied = u.skipped.types().len() as u64;
+            let update = UpdateBar {
+                bar_id: u.bar_id,
+                downlink_data_notification_delay: u.downlink_data_notification_delay,
+                suggested_buffering_packets_count: u.suggested_buffering_packets_count,
+                skipped: Default::default(),
+            };
+            let applied = session::update_bar(&mut rules, &update).is_ok()
+                && up
+                    .apply(Change::Install {
+                        seid,
+                        rules: &rules,
+                    })
+                    .is_ok();
+            if applied {
+                if let Some(s) = self.get_mut(seid) {
+                    s.rules = rules;
+                }
+            } else {
+                self.count(Counter::UnsupportedIe);
+            }
+            self.counters[Counter::UnsupportedIe as usize] += unapplied;
+        }
+        if m.flags.is_some_and(|f| f.0 & PfcpsrRspFlags::DROBU != 0) {
+            let _ = up.apply(Change::DropBuffered { seid });
         }
     }
 

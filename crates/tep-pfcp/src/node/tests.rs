@@ -482,6 +482,7 @@ fn buffered_downlink_is_reported_once_retransmitted_and_answered() {
         message: Message::SessionReportResponse(SessionReportResponse {
             cause: Cause::REQUEST_ACCEPTED,
             offending_ie: None,
+            ..Default::default()
         }),
     };
     assert!(h.raw(&resp.to_bytes()).is_empty());
@@ -551,6 +552,7 @@ fn an_unanswered_report_times_out_and_session_not_found_drops_the_session() {
         message: Message::SessionReportResponse(SessionReportResponse {
             cause: Cause::SESSION_CONTEXT_NOT_FOUND,
             offending_ie: None,
+            ..Default::default()
         }),
     };
     h.up.seen.clear();
@@ -1437,6 +1439,7 @@ fn report_response(seid: Seid, seq: u32, cause: Cause) -> Vec<u8> {
         message: Message::SessionReportResponse(SessionReportResponse {
             cause,
             offending_ie: None,
+            ..Default::default()
         }),
     }
     .to_bytes()
