@@ -294,3 +294,80 @@ fn drobu_drops_what_is_held_as_the_rules_change() {
     accepted(&mut h, seid, far2(ApplyAction::FORW));
     assert!(!h.up.seen.iter().any(|s| matches!(s, Seen::DropBuffered(_))));
 }
+
+/// The SMF's answer to a Downlink Data Report: an Update BAR (§7.5.9.2)
+/// and DROBU (PFCPSRRsp-Flags) apply to the session; what tep does not
+/// apply of it (a DL Buffering Duration, a BAR not the session's) is
+/// counted, not applied.
+#[test]
+fn the_report_response_updates_the_bar_and_drops_the_held() {
+    let (mut h, seid) = with_bar();
+    accepted(&mut h, seid, far2(ApplyAction::BUFF | ApplyAction::NOCP));
+    h.node.downlink_data(h.now, seid, 2);
+    h.now += Duration::from_millis(500);
+    h.node.handle_timeout(h.now, &mut h.up);
+    let t = h.node.poll_transmit().expect("the report");
+    let seq = PfcpRepr::parse_bytes(&t.payload).unwrap().sequence;
+    h.up.seen.clear();
+    let answer = PfcpRepr {
+        seid: Some(seid),
+        sequence: seq,
+        priority: None,
+        message: Message::SessionReportResponse(SessionReportResponse {
+            cause: Cause::REQUEST_ACCEPTED,
+            offending_ie: None,
+            update_bar: Some(UpdateBarSrr {
+                bar_id: BarId(BAR),
+                downlink_data_notification_delay: Some(DownlinkDataNotificationDelay(2)),
+                suggested_buffering_packets_count: Some(SuggestedBufferingPacketsCount(1)),
+                skipped: Default::default(),
+            }),
+            flags: Some(PfcpsrRspFlags(PfcpsrRspFlags::DROBU)),
+        }),
+    };
+    h.raw(&answer.to_bytes());
+    let b = h.node.session(seid).unwrap().bar.unwrap();
+    assert_eq!((b.ddn_delay, b.suggested_packets), (2, Some(1)));
+    assert!(
+        matches!(
+            h.up.seen.as_slice(),
+            [Seen::Install(_, r), Seen::DropBuffered(d)]
+                if *d == seid && r.buffering_bar() == Some(&b)
+        ),
+        "{:?}",
+        h.up.seen
+    );
+    assert_eq!(h.node.counter(Counter::UnsupportedIe), 0);
+    // The session's BAR with a DL Buffering Duration: installed, the
+    // duration counted.
+    buffering_report_answered(&mut h, seid, BAR);
+    assert!(matches!(h.up.seen.as_slice(), [Seen::Install(..)]));
+    assert_eq!(h.node.counter(Counter::UnsupportedIe), 1);
+    // Another BAR: nothing installed; it and the duration counted.
+    buffering_report_answered(&mut h, seid, 9);
+    assert!(h.up.seen.is_empty(), "{:?}", h.up.seen);
+    assert_eq!(h.node.counter(Counter::UnsupportedIe), 3);
+    assert_eq!(h.node.session(seid).unwrap().bar, Some(b));
+}
+
+/// Buffers again, reports (no delay now: 100 ms), and answers with an
+/// Update BAR naming `bar`, with a DL Buffering Duration.
+fn buffering_report_answered(h: &mut Harness, seid: Seid, bar: u8) {
+    accepted(h, seid, far2(ApplyAction::FORW));
+    accepted(h, seid, far2(ApplyAction::BUFF | ApplyAction::NOCP));
+    h.up.seen.clear();
+    h.node.downlink_data(h.now, seid, 2);
+    h.now += Duration::from_millis(100);
+    h.node.handle_timeout(h.now, &mut h.up);
+    let t = h.node.poll_transmit().expect("the report");
+    let seq = PfcpRepr::parse_bytes(&t.payload).unwrap().sequence;
+    let mut body = vec![];
+    let mut w = crate::ie::Writer::new(&mut body);
+    w.ie(&Cause::REQUEST_ACCEPTED);
+    w.tlv(IeType::UPDATE_BAR_SRR, |w| {
+        w.ie(&BarId(bar));
+        w.tlv(IeType(47), |w| w.u8(0x21));
+    });
+    let m = raw_message(msg_type::SESSION_REPORT_RESPONSE, Some(seid), seq, &body);
+    h.raw(&m);
+}

@@ -782,8 +782,8 @@ pub fn remove<T>(
 }
 
 /// The checks that need the whole set: every PDR's FAR, QERs and URRs
-/// exist; every PDR can be matched; every forwarding FAR has its
-/// parameters.
+/// exist; every PDR can be matched; every FAR's BAR ID names the
+/// session's BAR; every forwarding FAR has its parameters.
 pub fn validate(r: &Rules) -> Result<(), Reject> {
     for p in &r.pdrs {
         let fail = || Reject::rule(FailedRuleId::Pdr(p.id));
