@@ -373,8 +373,20 @@ fn handover_buffering_and_usage_reports() {
 /// (`buffer_dropped`), none reaching the gNB, and the session forwards on.
 #[test]
 fn a_bar_bounds_buffering_delays_the_report_and_drobu_drops() {
-    let test = "a_bar_bounds_buffering_delays_the_report_and_drobu_drops";
-    let Some((_lab, tep, mut smf)) = start(test) else {
+    bar_scenario(
+        "a_bar_bounds_buffering_delays_the_report_and_drobu_drops",
+        false,
+    );
+}
+
+/// The same in gateway mode (AF_XDP).
+#[test]
+fn a_gateway_upf_applies_a_bar() {
+    bar_scenario("a_gateway_upf_applies_a_bar", true);
+}
+
+fn bar_scenario(test: &str, gateway: bool) {
+    let Some((_lab, tep, mut smf)) = start_in(test, gateway, "") else {
         return;
     };
     smf.run(&tep, json!({"run": "associate"}));
