@@ -84,7 +84,7 @@ use std::time::{Duration, Instant};
 use crate::header::{self, Packet};
 use crate::ie::IeType;
 use crate::message::*;
-use crate::rules::{CreatedPdr, DownlinkDataReport, UpdateBar, UsageReport};
+use crate::rules::{CreatedPdr, DownlinkDataReport, UpdateBar, UpdateBarSrr, UsageReport};
 use crate::rules::{UsageReportSdr, UsageReportSmr};
 use crate::types::*;
 use crate::Error;
@@ -1214,36 +1214,43 @@ impl Node {
     /// Buffering Duration, DL Buffering Suggested Packet Count) is counted
     /// as `unsupported_ie` and left out.
     fn report_answered(&mut self, seid: Seid, m: &SessionReportResponse, up: &mut impl UserPlane) {
-        let Some(s) = self.get(seid) else {
+        if !m.cause.is_acceptance() {
             return;
-        };
+        }
         if let Some(u) = &m.update_bar {
-            let mut rules = s.rules.clone();
-            let unapplied = u.skipped.types().len() as u64;
-            let update = UpdateBar {
-                bar_id: u.bar_id,
-                downlink_data_notification_delay: u.downlink_data_notification_delay,
-                suggested_buffering_packets_count: u.suggested_buffering_packets_count,
-                skipped: Default::default(),
-            };
-            let applied = session::update_bar(&mut rules, &update).is_ok()
-                && up
-                    .apply(Change::Install {
-                        seid,
-                        rules: &rules,
-                    })
-                    .is_ok();
-            if applied {
-                if let Some(s) = self.get_mut(seid) {
-                    s.rules = rules;
-                }
-            } else {
-                self.count(Counter::UnsupportedIe);
-            }
-            self.counters[Counter::UnsupportedIe as usize] += unapplied;
+            self.counters[Counter::UnsupportedIe as usize] += u.skipped.types().len() as u64;
+            self.report_update_bar(seid, u, up);
         }
         if m.flags.is_some_and(|f| f.0 & PfcpsrRspFlags::DROBU != 0) {
             let _ = up.apply(Change::DropBuffered { seid });
+        }
+    }
+
+    /// Applies a Session Report Response's Update BAR to session `seid`
+    /// and installs the rules; one naming another BAR is counted
+    /// `unsupported_ie`, one the user plane refuses `user_plane_refused`.
+    fn report_update_bar(&mut self, seid: Seid, u: &UpdateBarSrr, up: &mut impl UserPlane) {
+        let Some(s) = self.get(seid) else {
+            return;
+        };
+        let mut rules = s.rules.clone();
+        let update = UpdateBar {
+            bar_id: u.bar_id,
+            downlink_data_notification_delay: u.downlink_data_notification_delay,
+            suggested_buffering_packets_count: u.suggested_buffering_packets_count,
+            skipped: Default::default(),
+        };
+        if session::update_bar(&mut rules, &update).is_err() {
+            self.count(Counter::UnsupportedIe);
+            return;
+        }
+        let installed = up.apply(Change::Install {
+            seid,
+            rules: &rules,
+        });
+        match (installed, self.get_mut(seid)) {
+            (Ok(()), Some(s)) => s.rules = rules,
+            _ => self.count(Counter::UserPlaneRefused),
         }
     }
 
