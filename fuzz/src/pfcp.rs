@@ -43,6 +43,7 @@ impl UserPlane for NullUp {
         let seid = match c {
             Change::Install { seid, .. }
             | Change::Remove { seid }
+            | Change::DropBuffered { seid }
             | Change::EndMarker { seid, .. } => seid,
         };
         self.watched += usize::from(seid == self.watch);
@@ -132,6 +133,9 @@ fn session() -> SessionEstablishmentRequest {
             far_id: FarId(2),
             apply_action: ApplyAction::new(ApplyAction::BUFF | ApplyAction::NOCP),
             forwarding_parameters: None,
+            // Reports deferred by BAR 1's delay: the fuzzer's clock
+            // reaches them.
+            bar_id: Some(BarId(1)),
             skipped: Default::default(),
         }],
         create_urrs: vec![CreateUrr {
@@ -145,7 +149,12 @@ fn session() -> SessionEstablishmentRequest {
             ..Default::default()
         }],
         create_qers: vec![],
-        create_bars: vec![],
+        create_bars: vec![CreateBar {
+            bar_id: BarId(1),
+            downlink_data_notification_delay: Some(DownlinkDataNotificationDelay(1)),
+            suggested_buffering_packets_count: Some(SuggestedBufferingPacketsCount(2)),
+            skipped: Default::default(),
+        }],
         skipped: Default::default(),
     }
 }

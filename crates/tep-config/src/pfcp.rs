@@ -32,7 +32,9 @@ pub struct PfcpConfig {
     pub ue_prefixes: Vec<IpPrefix>,
     /// Sessions at most (slots of the per-worker tables).
     pub max_sessions: u32,
-    /// Downlink packets held per session while its FAR buffers.
+    /// Downlink packets held per session while its FAR buffers: the
+    /// ceiling. A session's BAR (its Suggested Buffering Packets Count)
+    /// may lower it for that session, never raise it.
     pub buffer_packets: u32,
     /// Downlink packets held per worker in all.
     pub buffer_limit: u32,

@@ -52,6 +52,9 @@ tep_named::named_enum! {
         /// UPF: the session buffers, and its buffer (or the worker's) is
         /// full.
         BufferFull => "buffer_full",
+        /// UPF: a packet held for the session dropped at the SMF's asking
+        /// (DROBU in a Session Modification Request) instead of sent.
+        BufferDropped => "buffer_dropped",
         /// UPF: an uplink G-PDU whose inner source is not its session's UE
         /// address or prefix (IP address spoofing prevention, TS 23.501
         /// §5.8.2.x), or whose session names no UE address.

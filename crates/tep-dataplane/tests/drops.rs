@@ -1142,6 +1142,22 @@ fn buffer_full() {
 }
 
 #[test]
+fn buffer_dropped() {
+    let mut pool = pool();
+    let (mut c, mut p, mut s, slot) = buffering_session(&mut pool);
+    run_encap(&mut p, &mut pool, &[inner(ue4(1), false, b"held")]);
+    // DROBU as the FAR forwards again: dropped, not sent.
+    s.downlink = Action::Forward;
+    c.modify(slot, &s, false).unwrap();
+    c.drop_buffered(slot);
+    let out = settle(&mut c, &mut p, &mut pool);
+    assert!(out.packets.is_empty());
+    assert_dropped_once(&p, DropReason::BufferDropped, "session-lookup");
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}
+
+#[test]
 fn no_pdr() {
     // The session's only uplink PDR takes QFI 9: its TEID with QFI 8 is
     // the session's, no PDR's (and gets no Error Indication).

@@ -28,6 +28,7 @@ impl IeType {
     pub const UPDATE_PDR: IeType = IeType(9);
     pub const UPDATE_FAR: IeType = IeType(10);
     pub const UPDATE_FORWARDING_PARAMETERS: IeType = IeType(11);
+    pub const UPDATE_BAR_SRR: IeType = IeType(12);
     pub const UPDATE_URR: IeType = IeType(13);
     pub const UPDATE_QER: IeType = IeType(14);
     pub const REMOVE_PDR: IeType = IeType(15);
@@ -50,7 +51,9 @@ impl IeType {
     pub const DESTINATION_INTERFACE: IeType = IeType(42);
     pub const UP_FUNCTION_FEATURES: IeType = IeType(43);
     pub const APPLY_ACTION: IeType = IeType(44);
+    pub const DOWNLINK_DATA_NOTIFICATION_DELAY: IeType = IeType(46);
     pub const PFCPSMREQ_FLAGS: IeType = IeType(49);
+    pub const PFCPSRRSP_FLAGS: IeType = IeType(50);
     pub const PDR_ID: IeType = IeType(56);
     pub const F_SEID: IeType = IeType(57);
     pub const NODE_ID: IeType = IeType(60);
@@ -82,6 +85,7 @@ impl IeType {
     pub const CREATE_BAR: IeType = IeType(85);
     pub const UPDATE_BAR: IeType = IeType(86);
     pub const REMOVE_BAR: IeType = IeType(87);
+    pub const SUGGESTED_BUFFERING_PACKETS_COUNT: IeType = IeType(140);
     pub const PDN_TYPE: IeType = IeType(113);
     pub const USER_ID: IeType = IeType(141);
     pub const APN_DNN: IeType = IeType(159);

@@ -147,7 +147,7 @@ ies! {
         some create_fars: CreateFar,
         many create_urrs: CreateUrr,
         many create_qers: CreateQer,
-        /// Refused (tep's buffering takes no BAR).
+        /// At most one (a session has one BAR): a second is refused.
         many create_bars: CreateBar,
         /// IEs tep does not apply (refused) or know (discarded).
         rest skipped: Skipped,
@@ -182,11 +182,13 @@ ies! {
         many update_fars: UpdateFar,
         many update_urrs: UpdateUrr,
         many update_qers: UpdateQer,
-        /// QUARR: report every URR.
+        /// QUARR: report every URR; DROBU: drop the buffered packets.
         one flags: PfcpsmReqFlags,
         many query_urrs: QueryUrr,
-        /// Refused (tep's buffering takes no BAR).
+        /// At most one BAR in the session (a second is refused).
         many create_bars: CreateBar,
+        one update_bar: UpdateBar,
+        one remove_bar: RemoveBar,
         /// IEs tep does not apply (refused) or know (discarded).
         rest skipped: Skipped,
     }
@@ -232,10 +234,18 @@ ies! {
     pub message SessionReportResponse {
         req cause: Cause,
         one offending_ie: OffendingIe,
+        one update_bar: UpdateBarSrr,
+        /// DROBU: drop the packets buffered for the session.
+        one flags: PfcpsrRspFlags,
     }
 }
 
 /// A message tep handles.
+// A Session Modification Request is the largest by far (a few hundred
+// bytes, its rule lists on the heap anyway): a message is parsed once per
+// datagram and handled in place, so boxing it would add an allocation
+// per message to save stack space nobody lacks.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
     HeartbeatRequest(HeartbeatRequest),
@@ -438,6 +448,7 @@ impl Message {
             SESSION_REPORT_REQUEST => Message::SessionReportResponse(SessionReportResponse {
                 cause,
                 offending_ie,
+                ..Default::default()
             }),
             _ => return None,
         })

@@ -56,6 +56,8 @@ ies! {
         req far_id: FarId,
         req apply_action: ApplyAction,
         one forwarding_parameters: ForwardingParameters,
+        /// The session's BAR, for the packets the FAR buffers.
+        one bar_id: BarId,
         /// Children tep does not apply (the rule is refused) or know.
         rest skipped: Skipped,
     }
@@ -91,12 +93,47 @@ ies! {
 }
 
 ies! {
-    /// Create BAR (§7.5.2.6): tep refuses every BAR (its buffering has no
-    /// parameters an SMF sets); the BAR ID names it in the refusal.
+    /// Create BAR (§7.5.2.6): the session's buffering parameters, for the
+    /// FARs that name it.
     pub struct CreateBar = CREATE_BAR {
         req bar_id: BarId,
+        one downlink_data_notification_delay: DownlinkDataNotificationDelay,
+        one suggested_buffering_packets_count: SuggestedBufferingPacketsCount,
+        /// Children tep does not apply (the rule is refused) or know.
+        rest skipped: Skipped,
+    }
+}
+
+ies! {
+    /// Update BAR in a Session Modification Request (§7.5.4.14): present
+    /// fields replace the BAR's.
+    pub struct UpdateBar = UPDATE_BAR {
+        req bar_id: BarId,
+        one downlink_data_notification_delay: DownlinkDataNotificationDelay,
+        one suggested_buffering_packets_count: SuggestedBufferingPacketsCount,
+        /// Children tep does not apply (the rule is refused) or know.
+        rest skipped: Skipped,
+    }
+}
+
+ies! {
+    /// Update BAR in a Session Report Response (§7.5.9.2): present fields
+    /// replace the BAR's. DL Buffering Duration and DL Buffering
+    /// Suggested Packet Count (DLBD, not advertised) are noted, counted
+    /// and not applied: a response cannot be refused.
+    pub struct UpdateBarSrr = UPDATE_BAR_SRR {
+        req bar_id: BarId,
+        one downlink_data_notification_delay: DownlinkDataNotificationDelay,
+        one suggested_buffering_packets_count: SuggestedBufferingPacketsCount,
         /// Children tep does not apply or know.
         rest skipped: Skipped,
+    }
+}
+
+ies! {
+    /// Remove BAR (§7.5.4.12).
+    pub struct RemoveBar = REMOVE_BAR {
+        req bar_id: BarId,
     }
 }
 
@@ -142,6 +179,8 @@ ies! {
         req far_id: FarId,
         one apply_action: ApplyAction,
         one update_forwarding_parameters: UpdateForwardingParameters,
+        /// The session's BAR, for the packets the FAR buffers.
+        one bar_id: BarId,
         /// Children tep does not apply (the rule is refused) or know.
         rest skipped: Skipped,
     }
@@ -403,6 +442,42 @@ mod tests {
             s.note(IeType(t));
         }
         assert_eq!(s.types(), [IeType(23), IeType(24), IeType(26), IeType(27)]);
+    }
+
+    #[test]
+    fn bar_groups_round_trip() {
+        let c = CreateBar {
+            bar_id: BarId(3),
+            downlink_data_notification_delay: Some(DownlinkDataNotificationDelay(10)),
+            suggested_buffering_packets_count: Some(SuggestedBufferingPacketsCount(4)),
+            skipped: Skipped::default(),
+        };
+        let b = emit(&c);
+        // Create BAR (85), then BAR ID (88), DDN Delay (46), SBPC (140).
+        assert_eq!(b[..2], [0, 85]);
+        assert_eq!(b[4..9], [0, 88, 0, 1, 3]);
+        assert_eq!(b[9..14], [0, 46, 0, 1, 10]);
+        assert_eq!(b[14..19], [0, 140, 0, 1, 4]);
+        assert_eq!(CreateBar::from_ie(&b[4..]), Ok(c));
+        let u = UpdateBar {
+            bar_id: BarId(3),
+            downlink_data_notification_delay: None,
+            suggested_buffering_packets_count: Some(SuggestedBufferingPacketsCount(0)),
+            skipped: Skipped::default(),
+        };
+        let b = emit(&u);
+        assert_eq!(b[..2], [0, 86]);
+        assert_eq!(UpdateBar::from_ie(&b[4..]), Ok(u));
+        let r = RemoveBar { bar_id: BarId(3) };
+        let b = emit(&r);
+        assert_eq!(b, [0, 87, 0, 5, 0, 88, 0, 1, 3]);
+        assert_eq!(RemoveBar::from_ie(&b[4..]), Ok(r));
+        // A FAR's BAR ID.
+        let mut w = vec![];
+        Writer::new(&mut w).ie(&FarId(2));
+        Writer::new(&mut w).ie(&ApplyAction::new(ApplyAction::BUFF));
+        Writer::new(&mut w).ie(&BarId(3));
+        assert_eq!(CreateFar::from_ie(&w).unwrap().bar_id, Some(BarId(3)));
     }
 
     #[test]

@@ -145,6 +145,7 @@ pub fn far_to_core(network_instance: Option<NetworkInstance>) -> CreateFar {
             outer_header_creation: None,
             skipped: Default::default(),
         }),
+        bar_id: None,
         skipped: Default::default(),
     }
 }
@@ -160,6 +161,7 @@ pub fn far_to_gnb(teid: u32, gnb: Ipv4Addr) -> CreateFar {
             outer_header_creation: Some(OuterHeaderCreation::gtpu(teid, gnb.into())),
             skipped: Default::default(),
         }),
+        bar_id: None,
         skipped: Default::default(),
     }
 }

@@ -59,6 +59,13 @@ int_ie! {
     UrSeqn(u32) = UR_SEQN, u32;
     /// BAR ID (§8.2.88).
     BarId(u8) = BAR_ID, u8;
+    /// Downlink Data Notification Delay (§8.2.28): how long after the
+    /// first downlink packet is buffered the Downlink Data Report goes,
+    /// in units of 50 ms.
+    DownlinkDataNotificationDelay(u8) = DOWNLINK_DATA_NOTIFICATION_DELAY, u8;
+    /// Suggested Buffering Packets Count (§8.2.91): how many downlink
+    /// packets the UP function should hold for the session.
+    SuggestedBufferingPacketsCount(u8) = SUGGESTED_BUFFERING_PACKETS_COUNT, u8;
     /// Start Time (§8.2.79): when a usage report's measurement began,
     /// seconds since 1900 (NTP era 0).
     StartTime(u32) = START_TIME, u32;
@@ -123,6 +130,8 @@ u8_ie! {
     MeasurementMethod = MEASUREMENT_METHOD, 0x07;
     /// PFCPSMReq-Flags (§8.2.31): DROBU, SNDEM, QUARR.
     PfcpsmReqFlags = PFCPSMREQ_FLAGS, 0x07;
+    /// PFCPSRRsp-Flags (§8.2.32): DROBU.
+    PfcpsrRspFlags = PFCPSRRSP_FLAGS, 0x01;
 }
 
 impl ReportType {
@@ -140,6 +149,11 @@ impl MeasurementMethod {
     pub const DURAT: u8 = 0x01;
     pub const VOLUM: u8 = 0x02;
     pub const EVENT: u8 = 0x04;
+}
+
+impl PfcpsrRspFlags {
+    /// Drop buffered packets.
+    pub const DROBU: u8 = 0x01;
 }
 
 impl PfcpsmReqFlags {
@@ -476,15 +490,20 @@ impl UpFunctionFeatures {
     pub const PFDE: u64 = 0x4000;
 
     /// What tep's UP function supports, each bit checked against what it
-    /// enforces: FTUP (it allocates F-TEIDs on CHOOSE) and EMPU (it sends
-    /// End Markers on SNDEM), in the 2-octet form. Not BUCP (it buffers in
-    /// the UP), DDND/DLBD (no BAR parameters), TRST/PFDM/PFDE (no
-    /// Application ID or traffic steering), HEEU, TREU, PDIU (no Traffic
-    /// Endpoints), UDBC, QUOAC (no FAR ID for Quota Action: a used-up
-    /// quota drops), TRACE, FRRT; nor any later
+    /// enforces: FTUP (it allocates F-TEIDs on CHOOSE), EMPU (it sends
+    /// End Markers on SNDEM), DDND (a BAR's Downlink Data Notification
+    /// Delay defers the Downlink Data Report) and UDBC (a BAR's Suggested
+    /// Buffering Packets Count bounds the packets held), in the 2-octet
+    /// form. Not BUCP (it buffers in the UP), DLBD (no DL Buffering
+    /// Duration), TRST/PFDM/PFDE (no Application ID or traffic steering),
+    /// HEEU, TREU, PDIU (no Traffic Endpoints), QUOAC (no FAR ID for
+    /// Quota Action: a used-up quota drops), TRACE, FRRT; nor any later
     /// octet: not UEIP (UE addresses come from the SMF), BUNDL (one
     /// message per datagram), MNOP (no Measurement Information), …
-    pub const TEP: UpFunctionFeatures = UpFunctionFeatures(Bitmap::new(Self::FTUP | Self::EMPU, 2));
+    pub const TEP: UpFunctionFeatures = UpFunctionFeatures(Bitmap::new(
+        Self::FTUP | Self::EMPU | Self::DDND | Self::UDBC,
+        2,
+    ));
 }
 
 /// Node ID (§8.2.38).

@@ -122,6 +122,7 @@ fn establishment() -> SessionEstablishmentRequest {
     far_core.apply_action = action(ApplyAction::FORW);
     let mut far_gnb = sample::far_to_gnb(0x100, GNB);
     far_gnb.apply_action = action(ApplyAction::FORW);
+    far_gnb.bar_id = Some(BarId(1));
     SessionEstablishmentRequest {
         node_id: NodeId::V4(SMF),
         cp_f_seid: FSeid {
@@ -168,7 +169,12 @@ fn establishment() -> SessionEstablishmentRequest {
             qfi: Some(Qfi(9)),
             skipped: Default::default(),
         }],
-        create_bars: vec![],
+        create_bars: vec![CreateBar {
+            bar_id: BarId(1),
+            downlink_data_notification_delay: Some(DownlinkDataNotificationDelay(2)),
+            suggested_buffering_packets_count: Some(SuggestedBufferingPacketsCount(4)),
+            skipped: Default::default(),
+        }],
         skipped: Default::default(),
     }
 }
@@ -185,6 +191,7 @@ fn handover() -> SessionModificationRequest {
                 flags: None,
                 skipped: Default::default(),
             }),
+            bar_id: None,
             skipped: Default::default(),
         }],
         update_urrs: vec![UpdateUrr {
@@ -204,6 +211,7 @@ fn handover() -> SessionModificationRequest {
             qfi: None,
             skipped: Default::default(),
         }],
+        flags: Some(PfcpsmReqFlags(PfcpsmReqFlags::DROBU)),
         query_urrs: vec![QueryUrr { urr_id: UrrId(1) }],
         ..Default::default()
     }
@@ -215,8 +223,15 @@ fn idle() -> SessionModificationRequest {
             far_id: FarId(2),
             apply_action: Some(action(ApplyAction::BUFF | ApplyAction::NOCP)),
             update_forwarding_parameters: None,
+            bar_id: None,
             skipped: Default::default(),
         }],
+        update_bar: Some(UpdateBar {
+            bar_id: BarId(1),
+            downlink_data_notification_delay: None,
+            suggested_buffering_packets_count: Some(SuggestedBufferingPacketsCount(3)),
+            skipped: Default::default(),
+        }),
         ..Default::default()
     }
 }
@@ -283,6 +298,8 @@ fn expected() -> Vec<(&'static str, Option<u64>, u32, Message)> {
             M::SessionReportResponse(SessionReportResponse {
                 cause: Cause::REQUEST_ACCEPTED,
                 offending_ie: None,
+                update_bar: None,
+                flags: Some(PfcpsrRspFlags(PfcpsrRspFlags::DROBU)),
             }),
         ),
         (
@@ -323,6 +340,7 @@ fn pycrates_requests_parse_to_what_it_was_given() {
 struct Up {
     installs: usize,
     removes: usize,
+    drops: usize,
 }
 
 impl UserPlane for Up {
@@ -330,6 +348,7 @@ impl UserPlane for Up {
         match c {
             Change::Install { .. } => self.installs += 1,
             Change::Remove { .. } => self.removes += 1,
+            Change::DropBuffered { .. } => self.drops += 1,
             Change::EndMarker { .. } => {}
         }
         Ok(())
@@ -506,6 +525,14 @@ fn a_session_with_pycrate(req: HashMap<String, Vec<u8>>) -> Vec<(String, Vec<u8>
     );
     assert_eq!(cause(&r), Cause::REQUEST_ACCEPTED);
     s.node.downlink_data(now, seid, 2);
+    assert!(
+        s.node.poll_transmit().is_none(),
+        "not before the BAR's delay"
+    );
+    s.now += Duration::from_millis(100);
+    let (now, mut up) = (s.now, std::mem::take(&mut s.up));
+    s.node.handle_timeout(now, &mut up);
+    s.up = up;
     let r = s.take("session_report_downlink_data");
     s.acknowledge(&r);
     s.now += Duration::from_secs(61);
@@ -532,6 +559,8 @@ fn a_session_with_pycrate(req: HashMap<String, Vec<u8>>) -> Vec<(String, Vec<u8>
         (Some(StartTime(3_950_000_000)), Some(EndTime(3_950_000_061)))
     );
     assert_eq!((s.up.installs, s.up.removes), (3, 1));
+    // DROBU: the handover's, and each Session Report Response's.
+    assert_eq!(s.up.drops, 3);
     // The refusals: the session is gone; a mandatory IE missing; a PDR
     // naming a FAR the request lacks; PFCP version 2.
     let r = s.ask(

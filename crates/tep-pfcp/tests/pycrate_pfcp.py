@@ -103,6 +103,7 @@ def fars():
                 ie("OuterHeaderCreation",
                    {"GTPU_UDP_IPv4": 1, "TEID": 0x100, "IPv4Addr": GNB}),
             ]),
+            ie("BARID", {"Val": 1}),
         ]),
     ]
 
@@ -134,6 +135,13 @@ def requests():
             ie("GateStatus", {"ULGate": 0, "DLGate": 0}),
             ie("QFI", {"QFI": 9}),
         ]),
+        # FAR 2's buffering: the report 100 ms after the first packet, 4
+        # packets held.
+        ie("CreateBAR", [
+            ie("BARID", {"Val": 1}),
+            ie("DownlinkDataNotificationDelay", {"Val": 2}),
+            ie("SuggestedBufferingPacketsCount", {"Val": 4}),
+        ]),
     ]
     # The gNB moved (handover): FAR 2 to its new TEID and address, the
     # threshold lowered, the usage so far asked for.
@@ -155,6 +163,8 @@ def requests():
             ie("QERID", {"Val": 1}),
             ie("GateStatus", {"ULGate": 0, "DLGate": 0}),
         ]),
+        # Whatever is held is dropped, not sent to the new gNB.
+        ie("PFCPSMReqFlags", {"DROBU": 1}),
         ie("QueryURR", [ie("URRID", {"Val": 1})]),
     ]
     # The UE went idle (N2 release): downlink buffered, the SMF notified.
@@ -162,6 +172,10 @@ def requests():
         ie("UpdateFAR", [
             ie("FARID", {"Val": 2}),
             ie("ApplyAction", {"Octet1": {"BUFF": 1, "NOCP": 1}}),
+        ]),
+        ie("UpdateBARSessionModReq", [
+            ie("BARID", {"Val": 1}),
+            ie("SuggestedBufferingPacketsCount", {"Val": 3}),
         ]),
     ]
     return [
@@ -187,7 +201,8 @@ def requests():
         # tests/pycrate.rs puts the SEID and sequence number of the
         # report it answers.
         ("session_report_response",
-         msg(P.PFCPSessionReportResp, 0, 0, [ie("Cause", 1)])),
+         msg(P.PFCPSessionReportResp, 0, 0,
+             [ie("Cause", 1), ie("PFCPSRRspFlags", {"DROBU": 1})])),
         ("association_release_request",
          msg(P.PFCPAssociationReleaseReq, 8, None,
              [ie("NodeID", {"Type": 2, "Val": "smf.pycrate.test"})])),

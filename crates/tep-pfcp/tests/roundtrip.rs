@@ -245,6 +245,7 @@ fn create_far() -> impl Strategy<Value = CreateFar> {
                 outer_header_creation: o,
                 skipped: Default::default(),
             }),
+            bar_id: None,
             skipped: Default::default(),
         })
 }
@@ -265,6 +266,7 @@ fn update_far() -> impl Strategy<Value = UpdateFar> {
                 flags: f.map(PfcpsmReqFlags),
                 skipped: Default::default(),
             }),
+            bar_id: None,
             skipped: Default::default(),
         })
 }
@@ -492,6 +494,8 @@ fn message() -> impl Strategy<Value = Message> {
                         flags: fl.map(PfcpsmReqFlags),
                         query_urrs: qu,
                         create_bars: vec![],
+                        update_bar: None,
+                        remove_bar: None,
                         skipped: Default::default(),
                     })
                 }
@@ -537,6 +541,7 @@ fn message() -> impl Strategy<Value = Message> {
             Message::SessionReportResponse(SessionReportResponse {
                 cause: c,
                 offending_ie: o,
+                ..Default::default()
             })
         }),
     ]

@@ -81,6 +81,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
         far_id: FarId(id),
         apply_action: ApplyAction::new(bits),
         forwarding_parameters: None,
+        bar_id: None,
         skipped: Default::default(),
     };
     vec![
@@ -129,7 +130,12 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                     cause: Cause::REQUEST_ACCEPTED,
                     offending_ie: None,
                     recovery_time_stamp: RecoveryTimeStamp(3_950_000_000),
-                    up_function_features: Some(UpFunctionFeatures::TEP),
+                    // The vector's features (FTUP, EMPU): a sample, not
+                    // what tep advertises now.
+                    up_function_features: Some(UpFunctionFeatures(Bitmap::new(
+                        UpFunctionFeatures::FTUP | UpFunctionFeatures::EMPU,
+                        2,
+                    ))),
                 }),
             ),
             true,
@@ -336,6 +342,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                             flags: Some(PfcpsmReqFlags(PfcpsmReqFlags::SNDEM)),
                             skipped: Default::default(),
                         }),
+                        bar_id: None,
                         skipped: Default::default(),
                     }],
                     update_urrs: vec![UpdateUrr {
@@ -471,6 +478,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                 Message::SessionReportResponse(SessionReportResponse {
                     cause: Cause::REQUEST_ACCEPTED,
                     offending_ie: None,
+                    ..Default::default()
                 }),
             ),
             true,
@@ -773,7 +781,8 @@ impl tep_pfcp::node::UserPlane for CountingUp {
         match c {
             tep_pfcp::node::Change::Install { .. } => self.installs += 1,
             tep_pfcp::node::Change::Remove { .. } => self.removes += 1,
-            tep_pfcp::node::Change::EndMarker { .. } => {}
+            tep_pfcp::node::Change::EndMarker { .. }
+            | tep_pfcp::node::Change::DropBuffered { .. } => {}
         }
         Ok(())
     }

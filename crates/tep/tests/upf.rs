@@ -365,6 +365,44 @@ fn handover_buffering_and_usage_reports() {
     assert_eq!(tep.show("pfcp")["sessions"], 0);
 }
 
+/// A BAR (TS 29.244 §7.5.2.6) named by the downlink FAR: its Suggested
+/// Buffering Packets Count (3, under `buffer_packets` = 8) holds 3 packets
+/// and the rest are counted `buffer_full`; the Downlink Data Report comes
+/// its Downlink Data Notification Delay (500 ms) after the first packet,
+/// not at once; DROBU with the FAR forwarding again drops the 3 held
+/// (`buffer_dropped`), none reaching the gNB, and the session forwards on.
+#[test]
+fn a_bar_bounds_buffering_delays_the_report_and_drobu_drops() {
+    bar_scenario(
+        "a_bar_bounds_buffering_delays_the_report_and_drobu_drops",
+        false,
+    );
+}
+
+/// The same in gateway mode (AF_XDP).
+#[test]
+fn a_gateway_upf_applies_a_bar() {
+    bar_scenario("a_gateway_upf_applies_a_bar", true);
+}
+
+fn bar_scenario(test: &str, gateway: bool) {
+    let Some((_lab, tep, mut smf)) = start_in(test, gateway, "") else {
+        return;
+    };
+    smf.run(&tep, json!({"run": "associate"}));
+    let b = smf.run(
+        &tep,
+        json!({"run": "bar", "index": 60, "delay": 10, "count": 3, "extra": 4}),
+    );
+    let after = b["report_after"].as_f64().unwrap();
+    assert!((0.4..1.5).contains(&after), "report after {after} s: {b}");
+    assert_eq!(dropped(&tep, "buffer_full"), 4);
+    assert_eq!(dropped(&tep, "buffer_dropped"), 3);
+    assert_eq!(pfcp_counter(&tep, "reports_sent"), 1);
+    smf.run(&tep, json!({"run": "delete"}));
+    assert_eq!(tep.show("pfcp")["sessions"], 0);
+}
+
 /// Bad requests are answered as TS 29.244 §7.6 says and change nothing:
 /// a truncated IE (Invalid length, Offending IE), an unknown SEID
 /// (Session context not found), a Create PDR naming no FAR (Rule creation

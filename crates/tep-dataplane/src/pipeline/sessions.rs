@@ -5,11 +5,13 @@
 use super::{Output, Pipeline, Sink};
 use crate::buffer::{PacketId, Pool, NO_TUNNEL};
 use crate::clock::Clock;
+use crate::drop::DropReason;
 use crate::encap::TxState;
 use crate::geometry::InnerLink;
 use crate::gtpu_reply::Replies;
 use crate::io::OuterLayers;
 use crate::nexthop;
+use crate::node::Node;
 use crate::session::buffer::Buffers;
 use crate::session::{Change, SessionTable, WorkerLink};
 use crate::vector::{PacketVector, VECTOR_SIZE};
@@ -59,6 +61,25 @@ impl<C: Clock> Pipeline<C> {
         }
         let tunnels = self.table.tunnels().len();
         let mut released = core::mem::take(&mut upf.released);
+        // Dropped before any change of the batch sends them (the FAR that
+        // forwards again comes with the DROBU that drops them).
+        for &c in &applied {
+            if let Change::DropBuffered { slot } = c {
+                upf.buffers.release(slot, &mut released);
+            }
+        }
+        if !released.is_empty() {
+            for &id in &released {
+                pool.free(id);
+            }
+            // They leave the buffer as released ones do, counted in
+            // `encap_in` again, and end as drops: the edges balance.
+            let n = released.len() as u64;
+            self.counters.encap_in += n;
+            self.runtime
+                .drop_many(Node::SessionLookup, DropReason::BufferDropped, n);
+            released.clear();
+        }
         for &c in &applied {
             match c {
                 Change::Peer { id, peer } => {
@@ -80,7 +101,11 @@ impl<C: Clock> Pipeline<C> {
                 {
                     upf.buffers.release(slot, &mut released);
                 }
-                Change::Remove { slot } => upf.buffers.release(slot, &mut released),
+                Change::Remove { slot } => {
+                    upf.buffers.release(slot, &mut released);
+                    upf.buffers.set_bound(slot, None);
+                }
+                Change::BufferBound { slot, packets } => upf.buffers.set_bound(slot, packets),
                 _ => {}
             }
         }

@@ -113,6 +113,9 @@ pub struct Sessions {
     next_peer: u32,
     n3_families: Vec<bool>,
     gnb_source: bool,
+    // Sessions bounded by their BAR (packets held), by slot: what a
+    // replay publishes again.
+    buffer_bounds: HashMap<u32, u32>,
 }
 
 impl Sessions {
@@ -145,6 +148,7 @@ impl Sessions {
                 next_peer: 0,
                 n3_families: n3_v6,
                 gnb_source: false,
+                buffer_bounds: HashMap::new(),
             },
             links,
         )
@@ -319,6 +323,8 @@ impl Sessions {
         if let Some(p) = old.peer {
             self.peer_unref(p);
         }
+        // The workers forget the bound with the session.
+        self.buffer_bounds.remove(&slot);
         self.outbox.push(Change::Remove { slot });
         let after = self.published + self.outbox.len() as u64;
         self.quarantine.push((slot, after));
@@ -330,6 +336,26 @@ impl Sessions {
     /// changes made before it.
     pub fn end_marker(&mut self, n3: u32, peer: IpAddr, teid: u32) {
         self.outbox.push(Change::EndMarker { n3, peer, teid });
+    }
+
+    /// Bounds the downlink packets slot `slot` holds to `packets` (its
+    /// BAR's Suggested Buffering Packets Count; None: the workers' own
+    /// bound, `[pfcp] buffer_packets`, which also caps `packets`).
+    /// Published only when it changes.
+    pub fn set_buffer_bound(&mut self, slot: u32, packets: Option<u32>) {
+        let was = match packets {
+            Some(n) => self.buffer_bounds.insert(slot, n),
+            None => self.buffer_bounds.remove(&slot),
+        };
+        if was != packets {
+            self.outbox.push(Change::BufferBound { slot, packets });
+        }
+    }
+
+    /// Has the workers drop what slot `slot` holds (DROBU), before the
+    /// changes published with it would send it.
+    pub fn drop_buffered(&mut self, slot: u32) {
+        self.outbox.push(Change::DropBuffered { slot });
     }
 
     /// Slot `slot`'s usage so far, summed over the workers.
@@ -404,6 +430,12 @@ impl Sessions {
                     session: session_of(&r.spec, r.peer, self.gnb_source),
                 });
             }
+        }
+        for (&slot, &n) in &self.buffer_bounds {
+            self.outbox.push(Change::BufferBound {
+                slot,
+                packets: Some(n),
+            });
         }
         self.publish();
     }

@@ -314,6 +314,21 @@ pub enum Change {
         /// The old peer's TEID.
         teid: u32,
     },
+    /// Bounds the packets slot `slot` holds (its BAR's Suggested
+    /// Buffering Packets Count; None: the worker's bound), for the
+    /// pipeline's [`buffer::Buffers`].
+    BufferBound {
+        /// The slot.
+        slot: u32,
+        /// Most packets held.
+        packets: Option<u32>,
+    },
+    /// Drops the packets slot `slot` holds (DROBU), before any change of
+    /// the same publication would send them.
+    DropBuffered {
+        /// The slot.
+        slot: u32,
+    },
 }
 
 /// One slot of a worker's table, one cache line: the session's rules as
@@ -825,6 +840,8 @@ impl SessionTable {
                 self.peers[i] = peer;
             }
             Change::EndMarker { n3, peer, teid } => self.end_markers.push((n3, peer, teid)),
+            // The pipeline's buffers, not the table's.
+            Change::BufferBound { .. } | Change::DropBuffered { .. } => {}
         }
     }
 

@@ -83,7 +83,7 @@ const TABLE: &[(&str, &str, u16, Path, Verdict)] = &[
     ("7.5.2.3-1", "Apply Action", 44, FAR1, Applied(|r| r.far(1).is_some_and(|f| f.action == Action::Forward))),
     ("7.5.2.3-1", "Forwarding Parameters", 4, FAR1, Applied(|r| r.far(1).is_some_and(|f| f.destination == Some(Interface::CORE)))),
     ("7.5.2.3-1", "Duplicating Parameters", 5, FAR1, Refused(FAR)),
-    ("7.5.2.3-1", "BAR ID", 88, FAR1, Refused(FAR)),
+    ("7.5.2.3-1", "BAR ID (naming no BAR of the session)", 88, FAR1, Refused(FAR)),
     ("7.5.2.3-2", "Destination Interface", 42, FP2, Applied(|r| r.far(2).is_some_and(|f| f.destination == Some(Interface::ACCESS)))),
     ("7.5.2.3-2", "Network Instance", 22, FP2, Accepted),
     ("7.5.2.3-2", "Redirect Information", 38, FP2, Refused(FAR2)),
@@ -134,9 +134,9 @@ const TABLE: &[(&str, &str, u16, Path, Verdict)] = &[
     ("7.5.2.5-1", "RQI", 123, QER1, Refused(QER)),
     ("7.5.2.5-1", "Paging Policy Indicator", 158, QER1, Refused(QER)),
     ("7.5.2.5-1", "Averaging Window", 157, QER1, Refused(QER)),
-    ("7.5.2.6-1", "Create BAR (BAR ID only)", 85, MESSAGE, Refused(FailedRuleId::Bar(1))),
-    ("7.5.2.6-1", "Downlink Data Notification Delay", 46, MESSAGE, Refused(FailedRuleId::Bar(1))),
-    ("7.5.2.6-1", "Suggested Buffering Packets Count", 140, MESSAGE, Refused(FailedRuleId::Bar(1))),
+    ("7.5.2.6-1", "Create BAR (BAR ID only)", 85, MESSAGE, Added(|r| r.bar == Some(Bar { id: 1, ddn_delay: 0, suggested_packets: None }))),
+    ("7.5.2.6-1", "Downlink Data Notification Delay", 46, MESSAGE, Added(|r| r.bar.is_some_and(|b| b.ddn_delay == 1))),
+    ("7.5.2.6-1", "Suggested Buffering Packets Count", 140, MESSAGE, Added(|r| r.bar.is_some_and(|b| b.suggested_packets == Some(1)))),
     ("7.5.2.1-1", "Create Traffic Endpoint", 127, MESSAGE, NotSupported),
     ("7.5.2.1-1", "User Plane Inactivity Timer", 117, MESSAGE, NotSupported),
     ("7.5.2.1-1", "Trace Information", 152, MESSAGE, NotSupported),
@@ -233,12 +233,7 @@ fn walk_one(name: &str, ty: u16, path: Path, verdict: Verdict) {
                 (Cause::RULE_CREATION_MODIFICATION_FAILURE, Some(rule)),
                 "{what}"
             );
-            let want = if path.is_empty() {
-                IeType::CREATE_BAR
-            } else {
-                IeType(ty)
-            };
-            assert_eq!(e.offending_ie, Some(OffendingIe(want)), "{what}");
+            assert_eq!(e.offending_ie, Some(OffendingIe(IeType(ty))), "{what}");
             assert_eq!(h.node.session_count(), 0, "{what}");
         }
         NotSupported => {
@@ -376,9 +371,15 @@ fn a_modification_with_what_tep_does_not_apply_changes_nothing() {
             w.tlv(IeType(27), |w| w.bytes(&[0; 10]));
         })
     });
-    // DROBU; an Update BAR.
-    let drobu = ies(|w| w.ie(&PfcpsmReqFlags(PfcpsmReqFlags::DROBU)));
-    let update_bar = ies(|w| w.tlv(IeType::UPDATE_BAR, |w| w.ie(&BarId(1))));
+    // SNDEM, a FAR's flag, among the message's; an Update BAR with a DL
+    // Buffering Duration (an Update BAR of a Session Report Response's).
+    let sndem = ies(|w| w.ie(&PfcpsmReqFlags(PfcpsmReqFlags::SNDEM)));
+    let update_bar = ies(|w| {
+        w.tlv(IeType::UPDATE_BAR, |w| {
+            w.ie(&BarId(1));
+            w.tlv(IeType(47), |w| w.u8(0x21));
+        })
+    });
     let want = [
         (
             Cause::RULE_CREATION_MODIFICATION_FAILURE,
@@ -386,10 +387,14 @@ fn a_modification_with_what_tep_does_not_apply_changes_nothing() {
             IeType(27),
         ),
         (Cause::SERVICE_NOT_SUPPORTED, None, IeType::PFCPSMREQ_FLAGS),
-        (Cause::SERVICE_NOT_SUPPORTED, None, IeType::UPDATE_BAR),
+        (
+            Cause::RULE_CREATION_MODIFICATION_FAILURE,
+            Some(FailedRuleId::Bar(1)),
+            IeType(47),
+        ),
     ];
     for (seq, (body, (cause, rule, ie))) in
-        [gbr, drobu, update_bar].into_iter().zip(want).enumerate()
+        [gbr, sndem, update_bar].into_iter().zip(want).enumerate()
     {
         let out = h.raw(&modification(seq as u32, body));
         let r = PfcpRepr::parse_bytes(&out[0].payload).unwrap();

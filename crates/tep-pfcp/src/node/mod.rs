@@ -9,6 +9,8 @@
 //!     if the timeout passed:            node.handle_timeout(now, &mut up)
 //!     for each first downlink packet the user plane buffered (FAR BUFF+NOCP):
 //!                                       node.downlink_data(now, seid, pdr_id)
+//!                                       (reported then, or after its BAR's
+//!                                       Downlink Data Notification Delay)
 //!     every few milliseconds, if node.usage_watched() > 0:
 //!                                       node.scan_usage(now, &mut up)
 //!     while let Some(t) = node.poll_transmit() { socket.send_to(&t.payload, t.destination) }
@@ -53,6 +55,11 @@
 //!   deletion with usage reports; Session Report Requests with a Downlink
 //!   Data Report or Usage Reports (the triggers of [`usage`]),
 //!   retransmitted T1/N1 until answered.
+//! - Buffering (§5.2.4): one BAR per session; a FAR names it for the
+//!   packets it buffers: its Suggested Buffering Packets Count bounds them
+//!   (the user plane's own bound is the ceiling), its Downlink Data
+//!   Notification Delay defers the Downlink Data Report, which is not sent
+//!   if the FAR stops buffering meanwhile; DROBU drops the packets held.
 //! - Never accepts what it does not apply (`support`, [`session`]): a
 //!   rule carrying an IE tep knows and does not enforce is refused with
 //!   Rule creation/modification Failure, its Failed Rule ID and the
@@ -73,21 +80,22 @@ mod support;
 mod teid;
 mod usage;
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use crate::header::{self, Packet};
 use crate::ie::IeType;
 use crate::message::*;
-use crate::rules::{CreatedPdr, DownlinkDataReport};
+use crate::rules::{CreatedPdr, DownlinkDataReport, UpdateBar, UpdateBarSrr};
 use crate::rules::{UsageReportSdr, UsageReportSmr};
 use crate::types::*;
 use crate::Error;
 
 use cache::ResponseCache;
 use perm::Permutation;
-pub use session::{Action, Far, Ids, LocalFTeid, OuterHeader, Pdr, Qer, Rules, UeIp, Urr};
+pub use session::{Action, Bar, Far, Ids, LocalFTeid, OuterHeader, Pdr, Qer, Rules, UeIp, Urr};
 use session::{Pending, Reject};
 use teid::TeidAllocator;
 
@@ -200,7 +208,8 @@ tep_named::named_enum! {
         /// A request of ours unanswered after N1 resends.
         RequestTimeout => "request_timeout",
         /// A downlink data notice for a session already reported, unknown,
-        /// or whose FAR is not BUFF with NOCP.
+        /// or whose FAR is not BUFF with NOCP; or a report deferred by the
+        /// BAR's delay whose FAR stopped buffering before it was due.
         DlReportSuppressed => "dl_report_suppressed",
         /// Usage Reports sent in Session Report Requests (a trigger
         /// fired on a usage scan).
@@ -402,6 +411,10 @@ pub enum Change<'a> {
     Install { seid: Seid, rules: &'a Rules },
     /// Session `seid` is gone (its final usage was taken first).
     Remove { seid: Seid },
+    /// Drop the downlink packets held for session `seid` (DROBU), before
+    /// the [`Change::Install`] just applied would send them: the two take
+    /// effect together.
+    DropBuffered { seid: Seid },
     /// Send a GTP-U End Marker on `old`, the tunnel FAR `far` used before
     /// the [`Change::Install`] just applied (handover, SNDEM), after the
     /// last packet sent on it.
@@ -492,8 +505,12 @@ struct Session {
     cp_seid: u64,
     cp_addr: IpAddr,
     rules: Rules,
-    /// A Downlink Data Report was sent and no modification came since.
+    /// A Downlink Data Report was sent (or is due) and no modification
+    /// came since.
     dl_reported: bool,
+    /// When the Downlink Data Report deferred by the BAR's delay is due,
+    /// and the PDR it names.
+    dl_due: Option<(Instant, u16)>,
 }
 
 #[derive(Debug, Default)]
@@ -537,6 +554,9 @@ pub struct Node {
     /// entries skipped.
     outstanding: HashMap<u32, Outstanding>,
     deadlines: VecDeque<(Instant, u32)>,
+    /// Deferred Downlink Data Reports (`Session::dl_due`), earliest first;
+    /// an entry the session no longer has is skipped.
+    dl_timers: BinaryHeap<Reverse<(Instant, Seid)>>,
     next_seq: u32,
     transmits: VecDeque<Transmit>,
     counters: [u64; Counter::COUNT],
@@ -566,6 +586,7 @@ impl Node {
             sessions: 0,
             outstanding: HashMap::new(),
             deadlines: VecDeque::new(),
+            dl_timers: BinaryHeap::new(),
             next_seq: 1,
             transmits: VecDeque::new(),
             counters: [0; Counter::COUNT],
@@ -669,6 +690,9 @@ impl Node {
         if let Some(&(d, _)) = self.deadlines.front() {
             earliest(d);
         }
+        if let Some(&Reverse((d, _))) = self.dl_timers.peek() {
+            earliest(d);
+        }
         for a in &self.associations {
             if let Some(e) = a.cache.next_expiry() {
                 earliest(e);
@@ -686,6 +710,7 @@ impl Node {
     /// Runs what is due at `now`: resends, timeouts, heartbeats, cache
     /// expiry.
     pub fn handle_timeout(&mut self, now: Instant, up: &mut impl UserPlane) {
+        self.downlink_reports_due(now);
         self.stranger_cache.expire(now);
         for a in &mut self.associations {
             a.cache.expire(now);
@@ -769,25 +794,62 @@ impl Node {
     /// The user plane buffered the first downlink packet for PDR `pdr` of
     /// session `seid` (its FAR is BUFF with NOCP): send the SMF a Session
     /// Report Request with a Downlink Data Report, once until the session
-    /// is modified.
+    /// is modified; after the Downlink Data Notification Delay of the
+    /// FAR's BAR where it has one (the FAR is judged again then).
     pub fn downlink_data(&mut self, now: Instant, seid: Seid, pdr: u16) {
         let Some(s) = self.get(seid) else {
             self.count(Counter::DlReportSuppressed);
             return;
         };
-        let notify = s
-            .rules
-            .pdr(pdr)
-            .and_then(|p| s.rules.far(p.far))
-            .is_some_and(|f| f.action == Action::Buffer { notify_cp: true });
-        if s.dl_reported || !notify {
+        if s.dl_reported || !notifies(&s.rules, pdr) {
             self.count(Counter::DlReportSuppressed);
             return;
         }
-        let (cp_seid, cp_addr) = (s.cp_seid, s.cp_addr);
-        if let Some(s) = self.get_mut(seid) {
-            s.dl_reported = true;
+        let delay = s
+            .rules
+            .pdr(pdr)
+            .and_then(|p| s.rules.far(p.far))
+            .and_then(|f| s.rules.bar_of(f))
+            .map_or(Duration::ZERO, Bar::delay);
+        let s = self.get_mut(seid).expect("looked up above");
+        s.dl_reported = true;
+        if delay.is_zero() {
+            self.send_downlink_report(now, seid, pdr);
+        } else {
+            s.dl_due = Some((now + delay, pdr));
+            self.dl_timers.push(Reverse((now + delay, seid)));
         }
+    }
+
+    /// Sends the deferred Downlink Data Reports due at `now` whose FAR
+    /// still buffers and notifies.
+    fn downlink_reports_due(&mut self, now: Instant) {
+        while let Some(&Reverse((at, seid))) = self.dl_timers.peek() {
+            if at > now {
+                break;
+            }
+            self.dl_timers.pop();
+            let Some(s) = self.get_mut(seid) else {
+                continue;
+            };
+            let Some((_, pdr)) = s.dl_due.filter(|d| d.0 == at) else {
+                continue;
+            };
+            s.dl_due = None;
+            if notifies(&s.rules, pdr) {
+                self.send_downlink_report(now, seid, pdr);
+            } else {
+                self.count(Counter::DlReportSuppressed);
+            }
+        }
+    }
+
+    /// Sends session `seid`'s Downlink Data Report naming PDR `pdr`.
+    fn send_downlink_report(&mut self, now: Instant, seid: Seid, pdr: u16) {
+        let Some(s) = self.get(seid) else {
+            return;
+        };
+        let cp = (s.cp_seid, s.cp_addr);
         let m = SessionReportRequest {
             report_type: ReportType(ReportType::DLDR),
             downlink_data_report: Some(DownlinkDataReport {
@@ -796,7 +858,7 @@ impl Node {
             usage_reports: vec![],
             error_indication_report: None,
         };
-        self.send_report(now, seid, (cp_seid, cp_addr), m);
+        self.send_report(now, seid, cp, m);
     }
 
     /// How many sessions usage scans watch: none, no scan is needed.
@@ -1213,6 +1275,8 @@ impl Node {
                     (purpose, m.cause)
                 {
                     self.remove_session(seid, up);
+                } else if let Purpose::Report { seid } = purpose {
+                    self.report_answered(seid, &m, up);
                 }
             }
             Message::NodeReportResponse(m) => {
@@ -1223,6 +1287,53 @@ impl Node {
             // Responses to requests tep never sends, and requests only a
             // UP function sends.
             _ => self.count(Counter::UnexpectedResponse),
+        }
+    }
+
+    /// What an SMF's Session Report Response asks of session `seid`: its
+    /// Update BAR (the BAR's delay and count, installed with the rules) and
+    /// DROBU (drop what the session holds). A response cannot be refused:
+    /// what tep does not apply of it (a BAR ID not the session's, DL
+    /// Buffering Duration, DL Buffering Suggested Packet Count) is counted
+    /// as `unsupported_ie` and left out.
+    fn report_answered(&mut self, seid: Seid, m: &SessionReportResponse, up: &mut impl UserPlane) {
+        if !m.cause.is_acceptance() {
+            return;
+        }
+        if let Some(u) = &m.update_bar {
+            self.counters[Counter::UnsupportedIe as usize] += u.skipped.types().len() as u64;
+            self.report_update_bar(seid, u, up);
+        }
+        if m.flags.is_some_and(|f| f.0 & PfcpsrRspFlags::DROBU != 0) {
+            let _ = up.apply(Change::DropBuffered { seid });
+        }
+    }
+
+    /// Applies a Session Report Response's Update BAR to session `seid`
+    /// and installs the rules; one naming another BAR is counted
+    /// `unsupported_ie`, one the user plane refuses `user_plane_refused`.
+    fn report_update_bar(&mut self, seid: Seid, u: &UpdateBarSrr, up: &mut impl UserPlane) {
+        let Some(s) = self.get(seid) else {
+            return;
+        };
+        let mut rules = s.rules.clone();
+        let update = UpdateBar {
+            bar_id: u.bar_id,
+            downlink_data_notification_delay: u.downlink_data_notification_delay,
+            suggested_buffering_packets_count: u.suggested_buffering_packets_count,
+            skipped: Default::default(),
+        };
+        if session::update_bar(&mut rules, &update).is_err() {
+            self.count(Counter::UnsupportedIe);
+            return;
+        }
+        let installed = up.apply(Change::Install {
+            seid,
+            rules: &rules,
+        });
+        match (installed, self.get_mut(seid)) {
+            (Ok(()), Some(s)) => s.rules = rules,
+            _ => self.count(Counter::UserPlaneRefused),
         }
     }
 
@@ -1409,6 +1520,9 @@ impl Node {
         let scans = self.config.usage_scans;
         let built = supported.and_then(|()| {
             create_rules!(&mut rules, &mut pending, m, scans)?;
+            for c in &m.create_bars {
+                session::create_bar(&mut rules, c)?;
+            }
             session::validate(&rules)
         });
         let created =
@@ -1458,6 +1572,7 @@ impl Node {
             cp_addr,
             rules,
             dl_reported: false,
+            dl_due: None,
         });
         self.sessions += 1;
         if let Some(a) = self.assoc_mut(assoc) {
@@ -1622,7 +1737,16 @@ impl Node {
                     F::Urr(r.urr_id.0),
                 )?);
             }
+            if let Some(r) = &m.remove_bar {
+                session::remove_bar(&mut rules, r.bar_id.0)?;
+            }
             create_rules!(&mut rules, &mut pending, m, scans)?;
+            for c in &m.create_bars {
+                session::create_bar(&mut rules, c)?;
+            }
+            if let Some(u) = &m.update_bar {
+                session::update_bar(&mut rules, u)?;
+            }
             for u in &m.update_fars {
                 session::update_far(&mut rules, u, &mut pending)?;
             }
@@ -1679,6 +1803,9 @@ impl Node {
             self.respond(now, from, seq, t, Some(cp_seid), r);
             return;
         }
+        if m.flags.is_some_and(|f| f.0 & PfcpsmReqFlags::DROBU != 0) {
+            let _ = up.apply(Change::DropBuffered { seid });
+        }
         for e in &pending.end_markers {
             let _ = up.apply(Change::EndMarker {
                 seid,
@@ -1706,7 +1833,11 @@ impl Node {
         let s = self.get_mut(seid).expect("checked by the caller");
         rules.shrink();
         s.rules = rules;
-        s.dl_reported = false;
+        // A report still due stays due while its FAR buffers (the user
+        // plane reports a session's first held packet only once); it is
+        // judged again when due.
+        s.dl_reported = s.dl_due.is_some_and(|(_, pdr)| notifies(&s.rules, pdr));
+        let cancelled = !s.dl_reported && s.dl_due.take().is_some();
         if let Some(a) = m.cp_f_seid {
             s.cp_seid = a.seid;
             if let Some(addr) = a.addr() {
@@ -1714,6 +1845,9 @@ impl Node {
             }
         }
         self.watch(seid);
+        if cancelled {
+            self.count(Counter::DlReportSuppressed);
+        }
         self.count(Counter::SessionsModified);
         let r = Message::SessionModificationResponse(SessionModificationResponse {
             cause: Cause::REQUEST_ACCEPTED,
@@ -1900,6 +2034,14 @@ impl Node {
             payload,
         });
     }
+}
+
+/// Whether PDR `pdr`'s FAR buffers and notifies the SMF (BUFF, NOCP).
+fn notifies(rules: &Rules, pdr: u16) -> bool {
+    rules
+        .pdr(pdr)
+        .and_then(|p| rules.far(p.far))
+        .is_some_and(|f| f.action == Action::Buffer { notify_cp: true })
 }
 
 /// The SEID of the first readable F-SEID among a message's IEs (the CP

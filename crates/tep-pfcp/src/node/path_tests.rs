@@ -159,6 +159,8 @@ fn an_error_indication_is_reported_to_the_sessions_smf_once_at_a_time() {
     let ok = Message::SessionReportResponse(SessionReportResponse {
         cause: Cause::REQUEST_ACCEPTED,
         offending_ie: None,
+        update_bar: None,
+        flags: None,
     });
     answer(&mut h, Some(seid), r.sequence, ok);
     assert!(h.node.error_indication(h.now, seid, gnb, 0x100));

@@ -10,8 +10,8 @@
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::ie::IeType;
-use crate::rules::{CreateFar, CreatePdr, CreateQer, CreateUrr, Pdi, UpdateFar, UpdatePdr};
-use crate::rules::{UpdateQer, UpdateUrr};
+use crate::rules::{CreateBar, CreateFar, CreatePdr, CreateQer, CreateUrr, Pdi, UpdateFar};
+use crate::rules::{UpdateBar, UpdatePdr, UpdateQer, UpdateUrr};
 use crate::types::*;
 
 use super::Counter;
@@ -125,6 +125,28 @@ pub struct Far {
     /// Core/N6-LAN: out of the tunnel).
     pub destination: Option<Interface>,
     pub outer: Option<OuterHeader>,
+    /// The BAR whose parameters the packets it buffers follow (the
+    /// session's, [`Rules::bar`]).
+    pub bar: Option<u8>,
+}
+
+/// A Buffering Action Rule: how the packets of the FARs that name it are
+/// held (TS 29.244 §5.2.4: one per session).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bar {
+    pub id: u8,
+    /// How long after the first packet is held the Downlink Data Report
+    /// goes, in units of 50 ms (0: at once).
+    pub ddn_delay: u8,
+    /// Most packets held (the user plane's own bound still caps it).
+    pub suggested_packets: Option<u8>,
+}
+
+impl Bar {
+    /// The Downlink Data Notification Delay as a duration.
+    pub fn delay(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(u64::from(self.ddn_delay) * 50)
+    }
 }
 
 /// A QoS Enforcement Rule: gates, maximum bit rates and the QFI to mark
@@ -171,6 +193,8 @@ pub struct Rules {
     pub fars: Vec<Far>,
     pub qers: Vec<Qer>,
     pub urrs: Vec<Urr>,
+    /// The session's BAR.
+    pub bar: Option<Bar>,
 }
 
 impl Rules {
@@ -188,6 +212,20 @@ impl Rules {
 
     pub fn urr(&self, id: u32) -> Option<&Urr> {
         self.urrs.iter().find(|u| u.id == id)
+    }
+
+    /// The BAR FAR `far` buffers under, if it names the session's.
+    pub fn bar_of(&self, far: &Far) -> Option<&Bar> {
+        self.bar.as_ref().filter(|b| far.bar == Some(b.id))
+    }
+
+    /// The BAR a buffering FAR of the session names: what bounds the
+    /// packets the session holds.
+    pub fn buffering_bar(&self) -> Option<&Bar> {
+        self.fars
+            .iter()
+            .filter(|f| matches!(f.action, Action::Buffer { .. }))
+            .find_map(|f| self.bar_of(f))
     }
 
     /// The QFI a PDR's downlink packets carry: from the first of its QERs
@@ -557,6 +595,7 @@ pub fn create_far(r: &mut Rules, c: &CreateFar) -> Result<(), Reject> {
             Some(o) => Some(outer(o, id)?),
             None => None,
         },
+        bar: c.bar_id.map(|b| b.0),
     });
     Ok(())
 }
@@ -568,6 +607,9 @@ pub fn update_far(r: &mut Rules, u: &UpdateFar, pending: &mut Pending) -> Result
     };
     if let Some(a) = u.apply_action {
         far.action = far_action(a, id)?;
+    }
+    if let Some(b) = u.bar_id {
+        far.bar = Some(b.0);
     }
     if let Some(p) = &u.update_forwarding_parameters {
         if let Some(d) = p.destination_interface {
@@ -825,6 +867,44 @@ pub fn update_urr(r: &mut Rules, u: &UpdateUrr, scans: bool) -> Result<(), Rejec
     apply_urr(x, &UrrIes::from(u), scans)
 }
 
+/// The session's BAR: one per session (TS 29.244 §5.2.4), so a second,
+/// whatever its ID, fails naming it.
+pub fn create_bar(r: &mut Rules, c: &CreateBar) -> Result<(), Reject> {
+    if r.bar.is_some() {
+        return Err(Reject::rule(FailedRuleId::Bar(c.bar_id.0)));
+    }
+    r.bar = Some(Bar {
+        id: c.bar_id.0,
+        ddn_delay: c.downlink_data_notification_delay.map_or(0, |d| d.0),
+        suggested_packets: c.suggested_buffering_packets_count.map(|n| n.0),
+    });
+    Ok(())
+}
+
+pub fn update_bar(r: &mut Rules, u: &UpdateBar) -> Result<(), Reject> {
+    let id = u.bar_id.0;
+    let Some(b) = r.bar.as_mut().filter(|b| b.id == id) else {
+        return Err(Reject::rule(FailedRuleId::Bar(id)));
+    };
+    if let Some(d) = u.downlink_data_notification_delay {
+        b.ddn_delay = d.0;
+    }
+    if let Some(n) = u.suggested_buffering_packets_count {
+        b.suggested_packets = Some(n.0);
+    }
+    Ok(())
+}
+
+pub fn remove_bar(r: &mut Rules, id: u8) -> Result<(), Reject> {
+    match r.bar {
+        Some(b) if b.id == id => {
+            r.bar = None;
+            Ok(())
+        }
+        _ => Err(Reject::rule(FailedRuleId::Bar(id))),
+    }
+}
+
 /// Removes rule `id` of a kind; unknown IDs fail with their Failed Rule ID.
 pub fn remove<T>(
     list: &mut Vec<T>,
@@ -838,8 +918,8 @@ pub fn remove<T>(
 }
 
 /// The checks that need the whole set: every PDR's FAR, QERs and URRs
-/// exist; every PDR can be matched; every forwarding FAR has its
-/// parameters.
+/// exist; every PDR can be matched; every FAR's BAR ID names the
+/// session's BAR; every forwarding FAR has its parameters.
 pub fn validate(r: &Rules) -> Result<(), Reject> {
     for p in &r.pdrs {
         let fail = || Reject::rule(FailedRuleId::Pdr(p.id));
@@ -866,6 +946,13 @@ pub fn validate(r: &Rules) -> Result<(), Reject> {
         }
     }
     for f in &r.fars {
+        if f.bar.is_some() && r.bar_of(f).is_none() {
+            // A BAR ID that names no BAR of the session.
+            return Err(Reject {
+                offending: Some(IeType::BAR_ID),
+                ..Reject::rule(FailedRuleId::Far(f.id))
+            });
+        }
         if f.action != Action::Forward {
             continue;
         }

@@ -1,6 +1,6 @@
 //! What tep refuses of a session request before building its rules: the
-//! IEs its decoder noted and does not apply ([`Skipped`]), the BARs, the
-//! message flags it does not act on. TS 29.244 draws the line this
+//! IEs its decoder noted and does not apply ([`Skipped`]), the message
+//! flags it does not act on. TS 29.244 draws the line this
 //! follows:
 //!
 //! - An IE of a type the receiver does not know at all is silently
@@ -89,6 +89,8 @@ rule! {
     UpdateQer => Qer(qer_id);
     CreateUrr => Urr(urr_id);
     UpdateUrr => Urr(urr_id);
+    CreateBar => Bar(bar_id);
+    UpdateBar => Bar(bar_id);
 }
 
 /// The rules of `list`: the first that skipped a known IE is refused; the
@@ -102,21 +104,6 @@ fn rules<T: Rule>(list: &[T], unknown: &mut u32) -> Result<(), Reject> {
         }
     }
     Ok(())
-}
-
-/// A BAR: tep's buffering (FAR BUFF, a bounded queue per session, the
-/// first packet reported when NOCP) takes no Downlink Data Notification
-/// Delay nor Suggested Buffering Packets Count, and a FAR that names a
-/// BAR is refused (BAR ID is not among a FAR's children tep decodes); so
-/// no BAR is ever applied, and each is refused by its BAR ID.
-fn bars(list: &[CreateBar]) -> Result<(), Reject> {
-    match list.first() {
-        Some(b) => Err(Reject::unsupported(
-            FailedRuleId::Bar(b.bar_id.0),
-            IeType::CREATE_BAR,
-        )),
-        None => Ok(()),
-    }
 }
 
 /// An IE of the message itself tep does not apply.
@@ -142,19 +129,22 @@ pub fn establishment(m: &SessionEstablishmentRequest) -> (Result<(), Reject>, u3
         rules(&m.create_fars, &mut unknown)?;
         rules(&m.create_urrs, &mut unknown)?;
         rules(&m.create_qers, &mut unknown)?;
-        bars(&m.create_bars)
+        rules(&m.create_bars, &mut unknown)
     })();
     (r, unknown)
 }
 
-/// The same of a modification; its flags may ask only QUARR (DROBU, drop
-/// the buffered packets, is refused: tep sends them when the FAR turns to
-/// forwarding).
+/// The message flags a modification may carry: QUARR (report every URR)
+/// and DROBU (drop the packets held for the session). SNDEM belongs in a
+/// FAR's Update Forwarding Parameters.
+const MODIFICATION_FLAGS: u8 = PfcpsmReqFlags::QUARR | PfcpsmReqFlags::DROBU;
+
+/// The same of a modification.
 pub fn modification(m: &SessionModificationRequest) -> (Result<(), Reject>, u32) {
     let mut unknown = 0;
     let r = (|| {
         message(&m.skipped, &mut unknown)?;
-        if m.flags.is_some_and(|f| f.0 & !PfcpsmReqFlags::QUARR != 0) {
+        if m.flags.is_some_and(|f| f.0 & !MODIFICATION_FLAGS != 0) {
             return Err(Reject::simple(
                 Cause::SERVICE_NOT_SUPPORTED,
                 Some(IeType::PFCPSMREQ_FLAGS),
@@ -169,7 +159,8 @@ pub fn modification(m: &SessionModificationRequest) -> (Result<(), Reject>, u32)
         rules(&m.update_fars, &mut unknown)?;
         rules(&m.update_urrs, &mut unknown)?;
         rules(&m.update_qers, &mut unknown)?;
-        bars(&m.create_bars)
+        rules(&m.create_bars, &mut unknown)?;
+        rules(m.update_bar.as_slice(), &mut unknown)
     })();
     (r, unknown)
 }

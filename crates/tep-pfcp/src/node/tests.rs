@@ -6,6 +6,8 @@ use super::*;
 use crate::rules::*;
 use crate::sample;
 
+#[path = "bar_tests.rs"]
+mod bar_tests;
 #[path = "ie_table.rs"]
 mod ie_table;
 #[path = "path_tests.rs"]
@@ -22,6 +24,7 @@ enum Seen {
     Install(Seid, Rules),
     Remove(Seid),
     EndMarker(Seid, u32, OuterHeader),
+    DropBuffered(Seid),
 }
 
 #[derive(Debug, Default)]
@@ -41,6 +44,7 @@ impl UserPlane for FakeUp {
             Change::Install { seid, rules } => Seen::Install(seid, rules.clone()),
             Change::Remove { seid } => Seen::Remove(seid),
             Change::EndMarker { seid, far, old } => Seen::EndMarker(seid, far, old),
+            Change::DropBuffered { seid } => Seen::DropBuffered(seid),
         });
         Ok(())
     }
@@ -381,6 +385,7 @@ fn handover_with_sndem_installs_the_new_tunnel_then_sends_an_end_marker_to_the_o
                     flags: Some(PfcpsmReqFlags(PfcpsmReqFlags::SNDEM)),
                     ..Default::default()
                 }),
+                bar_id: None,
                 skipped: Default::default(),
             }],
             ..Default::default()
@@ -410,6 +415,7 @@ fn handover_with_sndem_installs_the_new_tunnel_then_sends_an_end_marker_to_the_o
                     outer_header_creation: Some(OuterHeaderCreation::gtpu(0x300, GNB.into())),
                     ..Default::default()
                 }),
+                bar_id: None,
                 skipped: Default::default(),
             }],
             ..Default::default()
@@ -426,6 +432,7 @@ fn buffering(h: &mut Harness, seid: Seid) {
                 far_id: FarId(2),
                 apply_action: Some(ApplyAction::new(ApplyAction::BUFF | ApplyAction::NOCP)),
                 update_forwarding_parameters: None,
+                bar_id: None,
                 skipped: Default::default(),
             }],
             ..Default::default()
@@ -479,6 +486,7 @@ fn buffered_downlink_is_reported_once_retransmitted_and_answered() {
         message: Message::SessionReportResponse(SessionReportResponse {
             cause: Cause::REQUEST_ACCEPTED,
             offending_ie: None,
+            ..Default::default()
         }),
     };
     assert!(h.raw(&resp.to_bytes()).is_empty());
@@ -548,6 +556,7 @@ fn an_unanswered_report_times_out_and_session_not_found_drops_the_session() {
         message: Message::SessionReportResponse(SessionReportResponse {
             cause: Cause::SESSION_CONTEXT_NOT_FOUND,
             offending_ie: None,
+            ..Default::default()
         }),
     };
     h.up.seen.clear();
@@ -912,6 +921,7 @@ fn a_pdr_naming_a_missing_far_is_a_rule_creation_failure() {
                 far_id: FarId(5),
                 apply_action: Some(ApplyAction::new(ApplyAction::DROP)),
                 update_forwarding_parameters: None,
+                bar_id: None,
                 skipped: Default::default(),
             }],
             ..Default::default()
@@ -1034,6 +1044,7 @@ fn a_refusing_user_plane_is_no_resources_and_nothing_changes() {
                 far_id: FarId(1),
                 apply_action: Some(ApplyAction::new(ApplyAction::DROP)),
                 update_forwarding_parameters: None,
+                bar_id: None,
                 skipped: Default::default(),
             }],
             ..Default::default()
@@ -1495,6 +1506,7 @@ fn a_session_is_served_only_to_the_association_that_owns_it() {
                 )),
                 ..Default::default()
             }),
+            bar_id: None,
             skipped: Default::default(),
         }],
         ..Default::default()
@@ -1581,6 +1593,7 @@ fn report_response(seid: Seid, seq: u32, cause: Cause) -> Vec<u8> {
         message: Message::SessionReportResponse(SessionReportResponse {
             cause,
             offending_ie: None,
+            ..Default::default()
         }),
     }
     .to_bytes()

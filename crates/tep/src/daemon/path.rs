@@ -486,6 +486,7 @@ mod tests {
                 v4: Some(gnb),
                 v6: None,
             }),
+            bar: None,
         };
         let pdr = Pdr {
             id: 1,

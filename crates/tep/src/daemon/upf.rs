@@ -369,6 +369,16 @@ impl UserPlane for UpfPlane {
                     }
                 }
                 self.paths.install(std::time::Instant::now(), seid, rules);
+                let slot = e.slot;
+                // The packets a buffering FAR holds: as many as its BAR
+                // suggests, `[pfcp] buffer_packets` at most (the workers').
+                let bound = rules.buffering_bar().and_then(|b| b.suggested_packets);
+                self.sessions.set_buffer_bound(slot, bound.map(u32::from));
+                Ok(())
+            }
+            Change::DropBuffered { seid } => {
+                let e = self.by_seid.get(&seid).ok_or(Refused::FULL)?;
+                self.sessions.drop_buffered(e.slot);
                 Ok(())
             }
             Change::Remove { seid } => {
@@ -460,6 +470,7 @@ mod tests {
                     action: node::Action::Forward,
                     destination: Some(Interface::CORE),
                     outer: None,
+                    bar: None,
                 },
                 Far {
                     id: 2,
@@ -470,6 +481,7 @@ mod tests {
                         v4: Some(GNB),
                         v6: None,
                     }),
+                    bar: None,
                 },
             ],
             qers: vec![Qer {
@@ -480,6 +492,7 @@ mod tests {
                 qfi: Some(9),
             }],
             urrs: vec![],
+            bar: None,
         }
     }
 

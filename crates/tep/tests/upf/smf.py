@@ -50,6 +50,9 @@ from scapy.contrib.gtp import (
 from scapy.contrib.pfcp import (
     PFCP,
     IE_ApplyAction,
+    IE_BAR_Id,
+    IE_Create_BAR,
+    IE_DownlinkDataNotificationDelay,
     IE_Cause,
     IE_CreatedPDR,
     IE_CreateFAR,
@@ -92,6 +95,7 @@ from scapy.contrib.pfcp import (
     IE_ReportingTriggers,
     IE_ReportType,
     IE_SourceInterface,
+    IE_SuggestedBufferingPacketsCount,
     IE_StartTime,
     IE_UE_IP_Address,
     IE_UPFunctionFeatures,
@@ -374,12 +378,14 @@ class Lab:
     # -- PFCP messages --------------------------------------------------------
 
     def establishment(self, s, far_for_dl=2, with_fseid=True, second_qfi=None,
-                      pdi_extra=(), qer_extra=(), urr=None):
+                      pdi_extra=(), qer_extra=(), urr=None, bar=None):
         """A PDU session as an SMF sets it up: uplink PDR 1 (F-TEID CHOOSE,
         QFI, outer header removal), downlink PDR 2 (UE address), FAR 1 to
         the core, FAR 2 to the gNB with outer header creation, QER 1 with
         the QFI, URR 1 measuring volume (or with the IEs `urr`). `pdi_extra`
-        and `qer_extra` add IEs to PDR 1's PDI and to QER 1."""
+        and `qer_extra` add IEs to PDR 1's PDI and to QER 1. `bar`:
+        (Downlink Data Notification Delay in 50 ms units, Suggested
+        Buffering Packets Count) of BAR 1, which FAR 2 names."""
         if urr is None:
             urr = [IE_MeasurementMethod(VOLUM=1), IE_ReportingTriggers()]
         body = [IE_NodeId(id_type="IPv4", ipv4=self.smf)]
@@ -435,7 +441,7 @@ class Lab:
                     IE_NetworkInstance(instance="internet"),
                     IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=s.dl_teid, ipv4=s.gnb),
                 ]),
-            ]),
+            ] + ([IE_BAR_Id(id=1)] if bar else [])),
             IE_CreateURR(IE_list=[IE_URR_Id(id=1)] + list(urr)),
             IE_CreateQER(IE_list=[
                 IE_QER_Id(id=1),
@@ -444,6 +450,12 @@ class Lab:
             ] + list(qer_extra)),
             IE_PDNType(pdn_type="IPv4"),
         ]
+        if bar:
+            body.append(IE_Create_BAR(IE_list=[
+                IE_BAR_Id(id=1),
+                IE_DownlinkDataNotificationDelay(delay=bar[0]),
+                IE_SuggestedBufferingPacketsCount(count=bar[1]),
+            ]))
         return self.header(0) / PFCPSessionEstablishmentRequest(IE_list=body)
 
     def accept_establishment(self, s, got, shared=False):
@@ -854,6 +866,49 @@ class Lab:
         # The session forwards as before.
         self.downlink([s])
         return {"buffered": n, "report_seq": seq}
+
+    def cmd_bar(self, c):
+        """A new session whose FAR 2 names BAR 1 (Downlink Data
+        Notification Delay `delay` x 50 ms, Suggested Buffering Packets
+        Count `count`). FAR 2 to BUFF+NOCP; `count` + `extra` downlink
+        datagrams: one Downlink Data Report naming PDR 2, `delay` after the
+        first (measured); FAR 2 to FORW with DROBU: none of the held packets
+        reaches the gNB; then the session forwards as before."""
+        s = Session(c["index"], self.cfg, self.gnbs[0])
+        self.accept_establishment(s, self.request(self.establishment(s, bar=(c["delay"], c["count"]))))
+        self.sessions[s.index] = s
+        req = self.update_far2(s, ["BUFF", "NOCP"])
+        self.expect_response(self.request(req), MODIFICATION_RESPONSE, s.cp_seid, ACCEPTED, "FAR 2 to BUFF")
+        t0 = time.monotonic()
+        for k in range(c["count"] + c["extra"]):
+            self.send_downlink(s, k, 100)
+        end = t0 + 5
+        while not self.reports and time.monotonic() < end:
+            self.pump(0.01)
+        after = time.monotonic() - t0
+        check(self.reports, "no Session Report Request within 5 s of the first buffered packet")
+        self.pump(0.3)
+        check(len(self.reports) == 1, "%d Session Report Requests, want 1" % len(self.reports))
+        data, p = self.reports.pop()
+        where = "Session Report Request"
+        check(p.S == 1 and p.seid == s.cp_seid, "%s: SEID %r" % (where, p.seid))
+        ddr = one_ie(p.payload, IE_DownlinkDataReport, where)
+        check(one_ie(ddr, IE_PDR_Id, where).id == 2, "%s: not PDR 2" % where)
+        rsp = PFCP(version=1, S=1, seid=s.up_seid, seq=p.seq) / PFCPSessionReportResponse(
+            IE_list=[IE_Cause(cause=ACCEPTED)]
+        )
+        self.n4.sendto(bytes(rsp), (self.upf, PFCP_PORT))
+        sock = self.gnb_socks[self.gnbs.index(s.gnb)]
+        check(not self.drain(sock, 0), "datagrams reached the gNB while FAR 2 buffered")
+        req = self.header(s.up_seid) / PFCPSessionModificationRequest(IE_list=[
+            IE_UpdateFAR(IE_list=[IE_FAR_Id(id=2), IE_ApplyAction(FORW=1)]),
+            IE_PFCPSMReqFlags(DROBU=1),
+        ])
+        self.expect_response(self.request(req), MODIFICATION_RESPONSE, s.cp_seid, ACCEPTED, "FAR 2 to FORW, DROBU")
+        late = self.drain(sock, 0.5)
+        check(not late, "%d held packets reached the gNB after DROBU" % len(late))
+        self.downlink([s])
+        return {"report_after": after}
 
     def cmd_usage(self, c):
         """A new session: traffic, Query URR (its report counts that
