@@ -480,3 +480,87 @@ fn packets_over_the_mbr_are_dropped_and_counted() {
     assert_balanced(&p);
     assert_no_leak(&pool);
 }
+
+/// Several rules a direction (PDRs with SDF filters, by precedence): a
+/// voice rule (UDP to the UE's ports 5000-5010 downlink, from them
+/// uplink) with its own TEID and QFI 1, a rule that drops what goes to or
+/// from port 6666, and the default rule (QFI 9). Each downlink packet
+/// leaves with its rule's TEID and QFI; uplink, the drop rule drops;
+/// packets no rule takes are `no_pdr_match`; usage counts every packet
+/// forwarded.
+#[test]
+fn several_rules_each_way_by_sdf_filter() {
+    use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
+    for v6 in [false, true] {
+        let mut pool = pool();
+        let (mut c, mut p) = upf(v6);
+        let gnb = addrs(v6).1;
+        let ue = if v6 { ue6(1) } else { ue4(1) };
+        let port = |lo, hi| FlowMatch {
+            protocol: Some(17),
+            ue_ports: vec![(lo, hi)],
+            ..Default::default()
+        };
+        let rule = |filters, action, teid, qfi| RuleSpec {
+            filters,
+            qfi_match: None,
+            action,
+            peer: Some((gnb, teid)),
+            qfi: Some(qfi),
+            mbr: None,
+        };
+        let mut spec = example::session(1, v6, v6);
+        spec.rules.downlink = vec![
+            rule(vec![port(5000, 5010)], Action::Forward, 0x501, 1),
+            rule(vec![port(6666, 6666)], Action::Drop, 0, 0),
+            rule(vec![], Action::Forward, 0x509, 9),
+        ];
+        // Uplink: no default rule, so what the others miss is no one's.
+        spec.rules.uplink = vec![
+            rule(vec![port(6666, 6666)], Action::Drop, 0, 0),
+            rule(vec![port(5000, 5010)], Action::Forward, 0, 0),
+        ];
+        let slot = c.create(&spec).unwrap();
+        settle(&mut c, &mut p, &mut pool);
+        let server = if v6 {
+            v6_addr("2001:db8:99::1")
+        } else {
+            IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1))
+        };
+        let down = |dport| udp_packet(server, ue, 53, dport, b"down");
+        let downs = [down(5005), down(80), down(6666), down(5011)];
+        let out = run_encap(&mut p, &mut pool, &downs);
+        let got: Vec<(u32, Option<u8>)> = out
+            .packets
+            .iter()
+            .map(|o| {
+                let (_, r, _) = parse_outer(o);
+                (r.teid, dl_qfi(&r))
+            })
+            .collect();
+        assert_eq!(got, [(0x501, Some(1)), (0x509, Some(9)), (0x509, Some(9))]);
+        assert_eq!(p.drops(DropReason::SessionDrop), 1);
+        let up = |sport| {
+            gpdu(
+                v6,
+                0x10001,
+                Some(9),
+                &udp_packet(ue, server, sport, 53, b"up"),
+            )
+        };
+        let out = run_decap(&mut p, &mut pool, &[up(5000), up(6666), up(80)], 0);
+        assert_eq!(out.packets, [udp_packet(ue, server, 5000, 53, b"up")]);
+        assert_eq!(p.drops(DropReason::SessionDrop), 2);
+        assert_eq!(p.drops(DropReason::NoPdrMatch), 1);
+        let u = c.usage(slot);
+        assert_eq!((u.dl_packets, u.ul_packets), (3, 1));
+        // Back to one treatment each way: the session's own again.
+        c.modify(slot, &example::session(1, v6, v6), false).unwrap();
+        settle(&mut c, &mut p, &mut pool);
+        let out = run_encap(&mut p, &mut pool, &downs[..1]);
+        let (_, r, _) = parse_outer(&out.packets[0]);
+        assert_eq!((r.teid, dl_qfi(&r)), (0x20001, Some(9)));
+        assert_balanced(&p);
+        assert_no_leak(&pool);
+    }
+}

@@ -59,8 +59,8 @@ impl<C: Clock> Pipeline<C> {
         }
         let tunnels = self.table.tunnels().len();
         let mut released = core::mem::take(&mut upf.released);
-        for &c in &applied {
-            match c {
+        for c in &applied {
+            match *c {
                 Change::Peer { id, peer } => {
                     let i = tunnels + id as usize;
                     if self.tx.len() <= i {
@@ -75,7 +75,7 @@ impl<C: Clock> Pipeline<C> {
                         *slot = TxState::new(&t);
                     }
                 }
-                Change::Session { slot, session }
+                Change::Session { slot, ref session }
                     if session.downlink != crate::session::Action::Buffer =>
                 {
                     upf.buffers.release(slot, &mut released);

@@ -21,7 +21,11 @@ const HELD: u32 = u32::MAX - 2;
 /// action: forwarded (its session and N3 tunnel set, its usage counted),
 /// dropped, or held in `buffers`. Packets of other tunnels pass as they
 /// are. A forwarded packet over the rate of the session's downlink bucket
-/// at `now_ns` is dropped (`mbr_exceeded`). Returns how many were held.
+/// at `now_ns` is dropped (`mbr_exceeded`). A session with several
+/// downlink rules classifies the packet ([`super::rules`]): the rule that
+/// takes it gives the action, the outer header (through the packet's
+/// session word) and its own bucket; none: `no_pdr_match`. Returns how
+/// many were held.
 ///
 /// In passes over the vector, as VPP's lookup nodes do: the destinations
 /// read; their map entries prefetched a few destinations ahead of the
@@ -120,13 +124,24 @@ fn one(
     now_ns: u64,
 ) -> Result<bool, DropReason> {
     let s = sessions.get(slot);
-    match s.downlink {
+    let (action, word, rule) = if s.downlink_rules {
+        let (word, t) = sessions
+            .downlink_rule(slot, pool.data(id))
+            .ok_or(DropReason::NoPdrMatch)?;
+        (t.action, word, Some(t))
+    } else {
+        (s.downlink, slot, None)
+    };
+    match action {
         Action::Forward => {
             let len = pool.total_len(id);
             if s.mbr_downlink && !sessions.admit(slot, false, len, now_ns) {
                 return Err(DropReason::MbrExceeded);
             }
-            pool.set_session(id, slot);
+            if rule.is_some_and(|t| !t.admit(len, now_ns)) {
+                return Err(DropReason::MbrExceeded);
+            }
+            pool.set_session(id, word);
             pool.meta_mut(id).tunnel = s.n3;
             sessions.count_downlink(slot, len);
             Ok(true)

@@ -3,7 +3,7 @@
 //! train merged by `train-merge` counts its datagrams in its session's
 //! usage.
 
-use super::{action_of, Action, SessionTable, GNB_SOURCE, MBR_UPLINK};
+use super::{action_of, Action, SessionTable, GNB_SOURCE, MBR_UPLINK, UL_RULES};
 use crate::buffer::Pool;
 use crate::drop::DropReason;
 use crate::tunnel::TunnelTable;
@@ -31,7 +31,9 @@ pub(crate) enum Receiver {
 /// is not the UE's ([`super::UeSource`]), `MbrExceeded` over the rate of
 /// the session's uplink bucket at `now_ns` ([`super::rate`]). All of it
 /// from the slot's line (and, checking the gNB, its entry in the few
-/// gNBs' table; metering, the session's bucket).
+/// gNBs' table; metering, the session's bucket). A session with several
+/// uplink rules classifies the inner packet ([`super::rules`]): the rule
+/// that takes it gives the action and its own bucket; none: `NoPdrMatch`.
 #[inline]
 pub(crate) fn match_session(
     sessions: &SessionTable,
@@ -67,7 +69,8 @@ pub(crate) fn match_session(
     if table.tunnels().get(n3 as usize).map(|t| t.local) != Some(outer.1) {
         return Err(DropReason::UnknownTeid);
     }
-    if action_of(actions) != Action::Forward {
+    let rules = actions & UL_RULES != 0;
+    if !rules && action_of(actions) != Action::Forward {
         return Err(DropReason::SessionDrop);
     }
     if actions & GNB_SOURCE != 0 {
@@ -75,6 +78,17 @@ pub(crate) fn match_session(
     }
     let packet = gtpu.get(inner..).unwrap_or_default();
     line.ue_source(actions).check(packet)?;
+    if rules {
+        let t = sessions
+            .uplink_rule(slot, packet, qfi)
+            .ok_or(DropReason::NoPdrMatch)?;
+        if t.action != Action::Forward {
+            return Err(DropReason::SessionDrop);
+        }
+        if !t.admit(packet.len(), now_ns) {
+            return Err(DropReason::MbrExceeded);
+        }
+    }
     if actions & MBR_UPLINK != 0 && !sessions.admit(slot, true, packet.len(), now_ns) {
         return Err(DropReason::MbrExceeded);
     }

@@ -122,7 +122,7 @@ impl Sdf {
             || f.tos_traffic_class.is_some()
             || f.spi.is_some()
             || f.flow_label.is_some();
-        matches.then(|| Sdf {
+        matches.then_some(Sdf {
             flow,
             tos: f.tos_traffic_class,
             spi: f.spi,
