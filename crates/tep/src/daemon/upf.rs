@@ -326,7 +326,7 @@ fn downlink_of(pdr: &node::Pdr, far: &node::Far) -> Result<node::UeIp, Refused> 
 /// shared by the PDRs under it. Two more on one PDR would each need their
 /// own bucket per packet: the second is refused. An MBR of 0 kbit/s one
 /// way sets no rate that way (the gate is what stops traffic).
-fn mbrs(rules: &Rules, uplink: bool) -> Result<(Option<u64>, Vec<(u16, u32, u64)>), Refused> {
+fn mbrs(rules: &Rules, uplink: bool) -> Result<(Option<u64>, Vec<OwnMbr>), Refused> {
     let kbps = |q: &node::Qer| q.mbr.map_or(0, |m| if uplink { m.ul } else { m.dl });
     let metered = |pdr: &node::Pdr| -> Vec<&node::Qer> {
         let mut m: Vec<&node::Qer> = pdr
@@ -369,8 +369,11 @@ fn mbrs(rules: &Rules, uplink: bool) -> Result<(Option<u64>, Vec<(u16, u32, u64)
     Ok((lowest.map(|k| k.saturating_mul(1000)), own))
 }
 
+/// A PDR's own MBR: (PDR ID, QER ID, bit/s).
+type OwnMbr = (u16, u32, u64);
+
 /// PDR `pdr`'s own MBR among `own` ([`mbrs`]).
-fn own(own: &[(u16, u32, u64)], pdr: &node::Pdr) -> Option<(u32, u64)> {
+fn own(own: &[OwnMbr], pdr: &node::Pdr) -> Option<(u32, u64)> {
     own.iter().find(|o| o.0 == pdr.id).map(|o| (o.1, o.2))
 }
 
