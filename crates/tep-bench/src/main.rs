@@ -375,8 +375,7 @@ fn bench_sessions_command(
         filters
     };
     let rows = sessions::run(
-        counts,
-        filters,
+        (counts, filters),
         &v6,
         mode,
         size,

@@ -350,11 +350,11 @@ impl Upf {
     }
 }
 
-/// Measures each count in `counts` over each family, `samples` vectors
+/// Measures each count in `counts` with each of `filters` (SDF filters per
+/// session) over each family, `samples` vectors
 /// each way per count, counts interleaved; `size` is the inner length.
 pub fn run(
-    counts: &[u32],
-    filters: &[usize],
+    (counts, filters): (&[u32], &[usize]),
     families: &[bool],
     mode: ChecksumMode,
     size: usize,
@@ -499,8 +499,7 @@ mod tests {
     #[test]
     fn every_count_moves_every_packet_both_ways() {
         let rows = run(
-            &[1, 300],
-            &[0],
+            (&[1, 300], &[0]),
             &[false, true],
             ChecksumMode::Full,
             300,
@@ -525,8 +524,7 @@ mod tests {
     #[test]
     fn filtered_sessions_move_every_packet() {
         let rows = run(
-            &[300],
-            &[0, 4, 16],
+            (&[300], &[0, 4, 16]),
             &[false],
             ChecksumMode::Full,
             300,
