@@ -115,9 +115,13 @@ impl core::fmt::Display for SessionError {
 /// What the control plane keeps per slot.
 #[derive(Clone, Debug)]
 struct Record {
+    // Without its rules (`SessionSpec::rules`), which `rules` and
+    // `session` hold compiled: a million sessions' rule lists are more
+    // than the tables.
     spec: SessionSpec,
     peer: Option<u32>,
     rules: Built,
+    session: Session,
 }
 
 /// A session's rules as published: the set, the peer ids its downlink
@@ -250,14 +254,13 @@ impl Sessions {
             });
         }
         let rules = self.build(slot, spec, compiled, None);
-        self.outbox.push(Change::Session {
-            slot,
-            session: session_of(spec, peer, self.gnb_source),
-        });
+        let session = session_of(spec, peer, self.gnb_source);
+        self.outbox.push(Change::Session { slot, session });
         self.records[idx] = Some(Record {
-            spec: spec.clone(),
+            spec: without_rules(spec),
             peer,
             rules,
+            session,
         });
         Ok(slot)
     }
@@ -337,14 +340,13 @@ impl Sessions {
         for &p in &old.rules.peers {
             self.peer_unref(p);
         }
-        self.outbox.push(Change::Session {
-            slot,
-            session: session_of(spec, peer, self.gnb_source),
-        });
+        let session = session_of(spec, peer, self.gnb_source);
+        self.outbox.push(Change::Session { slot, session });
         self.records[slot as usize] = Some(Record {
-            spec: spec.clone(),
+            spec: without_rules(spec),
             peer,
             rules,
+            session,
         });
         Ok(())
     }
@@ -415,7 +417,7 @@ impl Sessions {
         v
     }
 
-    /// The spec slot `slot` was last set with.
+    /// The spec slot `slot` was last set with, less its rules.
     pub fn spec(&self, slot: u32) -> Option<&SessionSpec> {
         self.records.get(slot as usize)?.as_ref().map(|r| &r.spec)
     }
@@ -468,7 +470,10 @@ impl Sessions {
                 }
                 self.outbox.push(Change::Session {
                     slot: slot as u32,
-                    session: session_of(&r.spec, r.peer, self.gnb_source),
+                    session: Session {
+                        gnb_source: self.gnb_source,
+                        ..r.session
+                    },
                 });
             }
         }
@@ -680,6 +685,22 @@ impl Sessions {
             self.free_peers.push(id);
             self.outbox.push(Change::Peer { id, peer: None });
         }
+    }
+}
+
+/// `spec` less its rules.
+fn without_rules(spec: &SessionSpec) -> SessionSpec {
+    SessionSpec {
+        n3: spec.n3,
+        uplink: spec.uplink,
+        downlink: spec.downlink,
+        peer: spec.peer,
+        qfi: spec.qfi,
+        uplink_keys: spec.uplink_keys.clone(),
+        downlink_keys: spec.downlink_keys.clone(),
+        ue: spec.ue,
+        mbr: spec.mbr,
+        rules: SessionRules::default(),
     }
 }
 
