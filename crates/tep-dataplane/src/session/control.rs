@@ -128,7 +128,7 @@ struct Record {
 /// rules hold, the buckets of their QERs ((key, uplink, bit/s)).
 #[derive(Clone, Debug, Default)]
 struct Built {
-    set: Option<Arc<RuleSet>>,
+    set: Option<RuleSet>,
     peers: Vec<u32>,
     buckets: Vec<(u32, bool, u64, Arc<Bucket>)>,
 }
@@ -465,7 +465,7 @@ impl Sessions {
                 if let Some(set) = &r.rules.set {
                     self.outbox.push(Change::Rules {
                         slot: slot as u32,
-                        rules: Some(SharedRules(set.clone())),
+                        rules: Some(SharedRules(Arc::new(set.clone()))),
                     });
                 }
                 self.outbox.push(Change::Session {
@@ -588,19 +588,19 @@ impl Sessions {
                     }
                 })
                 .collect();
-            list.into_boxed_slice()
+            list
         };
         let ul = treatments(&spec.rules.uplink, true, self);
         let dl = treatments(&spec.rules.downlink, false, self);
-        let set = Arc::new(RuleSet {
+        let set = RuleSet {
             uplink: compiled.uplink.map(|c| self.shared(c)),
             downlink: compiled.downlink.map(|c| self.shared(c)),
-            ul,
-            dl,
-        });
+            ul: ul.into(),
+            dl: dl.into(),
+        };
         self.outbox.push(Change::Rules {
             slot,
-            rules: Some(SharedRules(set.clone())),
+            rules: Some(SharedRules(Arc::new(set.clone()))),
         });
         built.set = Some(set);
         built

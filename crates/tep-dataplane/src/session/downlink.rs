@@ -68,13 +68,21 @@ pub(crate) fn lookup(
             }
         },
     );
+    // Sessions with several downlink rules: each packet classified ahead,
+    // its rule's treatment fetched while the others are.
+    let mut rule = [None; VECTOR_SIZE];
+    for (k, &id) in v.as_slice().iter().enumerate() {
+        if let (Some(Some(_)), Some(s)) = (dst[k], slot[k]) {
+            rule[k] = sessions.classify_downlink(s, pool.data(id)).flatten();
+        }
+    }
     let mut held = 0;
     for (k, &id) in v.as_slice().iter().enumerate() {
         let Some(d) = dst[k] else {
             continue;
         };
         let r = match (d, slot[k]) {
-            (Some(_), Some(s)) => one(pool, id, s, sessions, buffers, now_ns),
+            (Some(_), Some(s)) => one(pool, id, (s, rule[k]), sessions, buffers, now_ns),
             _ => Err(DropReason::NoSession),
         };
         match r {
@@ -113,20 +121,21 @@ fn destination(data: &[u8]) -> Option<(bool, u128)> {
     }
 }
 
-/// Packet `id` of session `slot`. Ok(true): forward; Ok(false): held.
+/// Packet `id` of session `slot`, which its downlink `rule` took (where
+/// the session has rules). Ok(true): forward; Ok(false): held.
 #[inline]
 fn one(
     pool: &mut Pool,
     id: PacketId,
-    slot: u32,
+    (slot, rule): (u32, Option<u8>),
     sessions: &SessionTable,
     buffers: &mut Buffers,
     now_ns: u64,
 ) -> Result<bool, DropReason> {
     let s = sessions.get(slot);
     let (action, word, rule) = if s.downlink_rules {
-        let (word, t) = sessions
-            .downlink_rule(slot, pool.data(id))
+        let (word, t) = rule
+            .and_then(|r| sessions.downlink_rule(slot, r))
             .ok_or(DropReason::NoPdrMatch)?;
         (t.action, word, Some(t))
     } else {

@@ -624,7 +624,7 @@ pub struct SessionTable {
     peers: Vec<Option<Peer>>,
     // By slot: the rules of sessions flagged `uplink_rules` or
     // `downlink_rules`.
-    rules: Vec<Option<Arc<RuleSet>>>,
+    rules: Vec<Option<RuleSet>>,
     link: WorkerLink,
     // Taken out of the queue under its lock, applied without it.
     inbox: Vec<Change>,
@@ -720,11 +720,15 @@ impl SessionTable {
         }
     }
 
-    /// Starts fetching slot `slot`'s line (its session and usage).
+    /// Starts fetching slot `slot`'s line (its session and usage), and
+    /// its rules' entry where sessions have rules.
     #[inline]
     pub fn prefetch_slot(&self, slot: u32) {
         if let Some(u) = self.link.usage.slot(slot) {
             prefetch(u);
+        }
+        if let Some(r) = self.rules.get(slot as usize) {
+            prefetch(r);
         }
     }
 
@@ -842,7 +846,9 @@ impl SessionTable {
                 }
                 self.set_rules(slot, None);
             }
-            Change::Rules { slot, rules } => self.set_rules(slot, rules.map(|r| r.0)),
+            Change::Rules { slot, rules } => {
+                self.set_rules(slot, rules.map(|r| RuleSet::clone(&r.0)))
+            }
             Change::Uplink { key, slot } => {
                 let k = key.packed();
                 match slot {
@@ -875,7 +881,7 @@ impl SessionTable {
         }
     }
 
-    fn set_rules(&mut self, slot: u32, rules: Option<Arc<RuleSet>>) {
+    fn set_rules(&mut self, slot: u32, rules: Option<RuleSet>) {
         let i = slot as usize;
         if rules.is_none() && i >= self.rules.len() {
             return;
@@ -891,18 +897,33 @@ impl SessionTable {
     /// its rules takes it.
     #[inline]
     fn uplink_rule(&self, slot: u32, inner: &[u8], qfi: Option<u8>) -> Option<&Treatment> {
-        let set = self.rules.get(slot as usize)?.as_deref()?;
+        let set = self.rules.get(slot as usize)?.as_ref()?;
         set.uplink(&FlowKey::of(inner, true, qfi)?)
     }
 
-    /// The downlink treatment of the IP packet `inner` of slot `slot`'s
-    /// session (flagged `downlink_rules`), and the word `gtpu-encap` gets
-    /// ([`RULE_SHIFT`]).
+    /// The downlink rule of the IP packet `inner` of slot `slot`'s
+    /// session: None where the session has no downlink rules, Some(None)
+    /// where none takes it. The rule's treatment is fetched (read by
+    /// [`downlink_rule`](SessionTable::downlink_rule) a little later).
     #[inline]
-    fn downlink_rule(&self, slot: u32, inner: &[u8]) -> Option<(u32, &Treatment)> {
-        let set = self.rules.get(slot as usize)?.as_deref()?;
-        let (r, t) = set.downlink(&FlowKey::of(inner, false, None)?)?;
-        Some((slot | (u32::from(r) + 1) << RULE_SHIFT, t))
+    fn classify_downlink(&self, slot: u32, inner: &[u8]) -> Option<Option<u8>> {
+        let set = self.rules.get(slot as usize)?.as_ref()?;
+        let c = set.downlink.as_ref()?;
+        let r = FlowKey::of(inner, false, None).and_then(|k| c.classify(&k));
+        if let Some(t) = r.and_then(|r| set.dl.get(usize::from(r))) {
+            prefetch(t);
+        }
+        Some(r)
+    }
+
+    /// Downlink rule `rule` of slot `slot`'s session (as
+    /// [`classify_downlink`](SessionTable::classify_downlink) found it),
+    /// and the word `gtpu-encap` gets ([`RULE_SHIFT`]).
+    #[inline]
+    fn downlink_rule(&self, slot: u32, rule: u8) -> Option<(u32, &Treatment)> {
+        let set = self.rules.get(slot as usize)?.as_ref()?;
+        let t = set.dl.get(usize::from(rule))?;
+        Some((slot | (u32::from(rule) + 1) << RULE_SHIFT, t))
     }
 
     /// The outer header of a downlink packet whose session word (as
@@ -918,7 +939,7 @@ impl SessionTable {
         let t = self
             .rules
             .get(slot as usize)
-            .and_then(Option::as_deref)
+            .and_then(Option::as_ref)
             .and_then(|set| set.dl.get(rule - 1));
         t.map_or((u32::MAX, 0, None), |t| (t.peer, t.teid, t.qfi))
     }
@@ -941,7 +962,13 @@ impl SessionTable {
             + self.ue6.bytes()
             + self.ue6_64.bytes()
             + self.peers.capacity() * core::mem::size_of::<Option<Peer>>()
-            + self.rules.capacity() * core::mem::size_of::<Option<Arc<RuleSet>>>()
+            + self.rules.capacity() * core::mem::size_of::<Option<RuleSet>>()
+            + self
+                .rules
+                .iter()
+                .flatten()
+                .map(RuleSet::bytes)
+                .sum::<usize>()
             + self.link.usage.bytes()
             + self.link.meters.bytes()
     }

@@ -470,29 +470,32 @@ impl Treatment {
 }
 
 /// A session's rules for the directions that have several (the others'
-/// one treatment is in the session's line): shared by the workers,
-/// immutable (a change replaces it whole).
-#[derive(Debug, Default)]
+/// one treatment is in the session's line): immutable (a change replaces
+/// it whole), its parts shared by the workers. A worker keeps it by value
+/// in its table by slot, so that a packet goes from its slot (whose entry
+/// here is fetched with the slot's line) to the shared classifier and to
+/// its treatment: one dependent fetch.
+#[derive(Clone, Debug)]
 pub struct RuleSet {
     pub(crate) uplink: Option<Arc<Classifier>>,
     pub(crate) downlink: Option<Arc<Classifier>>,
-    pub(crate) ul: Box<[Treatment]>,
-    pub(crate) dl: Box<[Treatment]>,
+    pub(crate) ul: Arc<[Treatment]>,
+    pub(crate) dl: Arc<[Treatment]>,
 }
 
 impl RuleSet {
-    /// The uplink treatment of `k`, with its index.
+    /// The heap it holds beyond the shared classifiers, bytes.
+    pub(crate) fn bytes(&self) -> usize {
+        (self.ul.len() + self.dl.len()) * core::mem::size_of::<Treatment>() + 32
+    }
+}
+
+impl RuleSet {
+    /// The uplink treatment of `k`.
     #[inline]
     pub(crate) fn uplink(&self, k: &FlowKey) -> Option<&Treatment> {
         let r = self.uplink.as_ref()?.classify(k)?;
         self.ul.get(usize::from(r))
-    }
-
-    /// The downlink treatment of `k`, with its index.
-    #[inline]
-    pub(crate) fn downlink(&self, k: &FlowKey) -> Option<(u8, &Treatment)> {
-        let r = self.downlink.as_ref()?.classify(k)?;
-        Some((r, self.dl.get(usize::from(r))?))
     }
 }
 
