@@ -901,6 +901,21 @@ impl SessionTable {
         set.uplink(&FlowKey::of(inner, true, qfi)?)
     }
 
+    /// Whether any session has rules.
+    #[inline]
+    pub(crate) fn has_rules(&self) -> bool {
+        !self.rules.is_empty()
+    }
+
+    /// Starts fetching the treatment of the uplink rule that takes the IP
+    /// packet `inner` (QFI `qfi`) of slot `slot`'s session, if any.
+    #[inline]
+    pub(crate) fn prefetch_uplink_rule(&self, slot: u32, inner: &[u8], qfi: u8) {
+        if let Some(t) = self.uplink_rule(slot, inner, Some(qfi)) {
+            prefetch(t);
+        }
+    }
+
     /// The downlink rule of the IP packet `inner` of slot `slot`'s
     /// session: None where the session has no downlink rules, Some(None)
     /// where none takes it. The rule's treatment is fetched (read by

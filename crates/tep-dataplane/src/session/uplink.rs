@@ -154,6 +154,7 @@ fn teid_qfi(data: &[u8], at: usize) -> Option<(u32, Option<u8>)> {
 /// lookups find them in the cache (see [`super::downlink::lookup`]).
 pub(crate) fn prefetch(sessions: &SessionTable, pool: &Pool, v: &PacketVector) {
     let mut keys = [None; VECTOR_SIZE];
+    let mut slots = [None; VECTOR_SIZE];
     for (k, &id) in keys.iter_mut().zip(v.as_slice()) {
         *k = teid_qfi(pool.data(id), usize::from(pool.meta(id).udp_payload));
     }
@@ -164,10 +165,27 @@ pub(crate) fn prefetch(sessions: &SessionTable, pool: &Pool, v: &PacketVector) {
                 sessions.prefetch_uplink(teid, qfi);
             }
         },
-        |k, _| {
-            if let Some(slot) = k.and_then(|(t, q)| sessions.uplink(t, q)) {
+        |k, packets| {
+            let s = k.and_then(|(t, q)| sessions.uplink(t, q));
+            if let Some(slot) = s {
                 sessions.prefetch_slot(slot);
             }
+            slots[packets].fill(s);
         },
     );
+    if !sessions.has_rules() {
+        return;
+    }
+    // Sessions with several uplink rules: each G-PDU classified ahead (a
+    // container right after the fixed header, as gNBs send it), so that
+    // its rule's treatment is fetched before `gtpu-decap` reads it.
+    for (k, &id) in v.as_slice().iter().enumerate() {
+        if let (Some((_, Some(qfi))), Some(slot)) = (keys[k], slots[k]) {
+            let at = usize::from(pool.meta(id).udp_payload);
+            let data = pool.data(id);
+            if data.get(at + 15) == Some(&0) {
+                sessions.prefetch_uplink_rule(slot, data.get(at + 16..).unwrap_or_default(), qfi);
+            }
+        }
+    }
 }
