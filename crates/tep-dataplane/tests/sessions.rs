@@ -564,3 +564,41 @@ fn several_rules_each_way_by_sdf_filter() {
         assert_no_leak(&pool);
     }
 }
+
+/// A rule's own MBR (its QER's bucket) holds its packets to the rate,
+/// beside a rule of the same session without one: of ten 1000-octet
+/// packets at once, the voice rule at 8 kbit/s passes its burst (3000
+/// octets, the least a bucket holds) and drops the rest as
+/// `mbr_exceeded`; the default rule passes all ten.
+#[test]
+fn a_rules_own_mbr_meters_only_its_packets() {
+    use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
+    let mut pool = pool();
+    let (mut c, mut p) = upf(false);
+    let mut spec = example::session(1, false, false);
+    let rule = |filters, mbr| RuleSpec {
+        filters,
+        qfi_match: None,
+        action: Action::Forward,
+        peer: spec.peer,
+        qfi: Some(9),
+        mbr,
+    };
+    let voice = FlowMatch {
+        ue_ports: vec![(5000, 5010)],
+        ..Default::default()
+    };
+    spec.rules.downlink = vec![rule(vec![voice], Some((2, 8_000))), rule(vec![], None)];
+    c.create(&spec).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let server = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
+    let to = |port| udp_packet(server, ue4(1), 53, port, &[0; 972]);
+    let voice: Vec<Vec<u8>> = (0..10).map(|_| to(5000)).collect();
+    let other: Vec<Vec<u8>> = (0..10).map(|_| to(80)).collect();
+    let passed = run_encap(&mut p, &mut pool, &voice).packets.len();
+    assert_eq!(run_encap(&mut p, &mut pool, &other).packets.len(), 10);
+    assert!((3..=4).contains(&passed), "{passed}");
+    assert_eq!(p.drops(DropReason::MbrExceeded), 10 - passed as u64);
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}
