@@ -19,7 +19,9 @@ use core::fmt::{self, Write as _};
 use core::net::{Ipv4Addr, Ipv6Addr};
 use std::hint::black_box;
 
+mod flow;
 mod pfcp;
+pub use flow::flow_description;
 pub use pfcp::pfcp;
 
 use tep_wire::{
@@ -67,6 +69,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("geneve", geneve),
     ("gtpu", gtpu),
     ("pfcp", pfcp),
+    ("flow_description", flow_description),
     ("decap", decap),
     ("encap", encap),
     ("config", config),

@@ -97,6 +97,12 @@ enum Command {
         /// case; 8: bursts, as a TCP window's segments come).
         #[arg(long, default_value_t = 1)]
         burst: usize,
+        /// With --sessions: SDF filters per session each way (e.g.
+        /// 0,1,4,16): that many PDRs with one filter each, the one the
+        /// packets match last; 0: one PDR, no filter. Each count's rows
+        /// beside its 0 row.
+        #[arg(long, value_delimiter = ',', value_name = "N,...")]
+        filters: Vec<usize>,
         /// Instead of the matrix: networks at scale (--macs over --vteps and
         /// --networks, bursts of 1 and 8) beside one point-to-point VXLAN
         /// tunnel, and flooding to 1, 10 and 100 peers; each of --sizes
@@ -178,10 +184,16 @@ fn main() -> ExitCode {
             modes,
             sessions,
             burst,
+            filters,
             ..
-        } if !sessions.is_empty() => {
-            bench_sessions_command(json, samples, &sessions, burst, &sizes, &families, &modes)
-        }
+        } if !sessions.is_empty() => bench_sessions_command(
+            json,
+            samples,
+            (&sessions, burst, &filters),
+            &sizes,
+            &families,
+            &modes,
+        ),
         Command::Pipeline {
             json,
             samples,
@@ -323,8 +335,7 @@ fn bench_overlay_command(
 fn bench_sessions_command(
     json: bool,
     samples: Option<usize>,
-    counts: &[u32],
-    burst: usize,
+    (counts, burst, filters): (&[u32], usize, &[usize]),
     sizes: &[String],
     families: &[String],
     modes: &[String],
@@ -348,6 +359,15 @@ fn bench_sessions_command(
         if counts.contains(&0) {
             return Err("--sessions: counts start at 1".to_string());
         }
+        if filters
+            .iter()
+            .any(|&f| f > tep_dataplane::session::rules::MAX_RULES)
+        {
+            return Err(format!(
+                "--filters: at most {} a session",
+                tep_dataplane::session::rules::MAX_RULES
+            ));
+        }
         Ok::<_, String>((size, families, mode))
     })();
     let (size, families, mode) = match parsed {
@@ -359,8 +379,13 @@ fn bench_sessions_command(
     };
     let v6: Vec<bool> = families.iter().map(|f| *f == bp::Family::Ipv6).collect();
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let filters = if filters.is_empty() {
+        &[0][..]
+    } else {
+        filters
+    };
     let rows = sessions::run(
-        counts,
+        (counts, filters),
         &v6,
         mode,
         size,

@@ -42,6 +42,9 @@ tep_named::named_enum! {
         /// the session matches (no Error Indication: the TEID is known,
         /// TS 29.281 §7.3.1).
         NoPdr => "no_pdr",
+        /// UPF: a packet of a session with several rules that way (PDRs
+        /// with SDF filters) that none of them takes.
+        NoPdrMatch => "no_pdr_match",
         /// UPF: the session's FAR drops it (apply action DROP, or FORW
         /// without outer header creation yet).
         SessionDrop => "session_drop",

@@ -478,14 +478,15 @@ fn tunnel_encap_one(
     let hot = table.hot(m.tunnel);
     if hot.sessions {
         // An N3 tunnel: the header is the session's (peer TEID, QFI).
-        let s = sessions.ok_or(DropReason::NoSession)?.get(pool.session(id));
+        let sessions = sessions.ok_or(DropReason::NoSession)?;
+        let (_, teid, qfi) = sessions.downlink_header(pool.session(id));
         let payload_len = pool.total_len(id);
-        let n = downlink::header_len(s.qfi);
+        let n = downlink::header_len(qfi);
         if payload_len + n - tep_wire::gtpu::HEADER_LEN > usize::from(u16::MAX) {
             return Err(DropReason::TooBig);
         }
         let h = pool.prepend(id, n).ok_or(DropReason::TooBig)?;
-        downlink::write_gtpu(h, s.teid, s.qfi, payload_len);
+        downlink::write_gtpu(h, teid, qfi, payload_len);
         shift(pool, id, n);
         return Ok(());
     }
@@ -717,7 +718,7 @@ impl TxSelect<'_> {
         let t = pool.meta(id).tunnel;
         match self.sessions {
             Some(s) if self.table.hot(t).sessions => {
-                let peer = s.get(pool.session(id)).peer;
+                let (peer, _, _) = s.downlink_header(pool.session(id));
                 self.table.tunnels().len().saturating_add(peer as usize)
             }
             _ => self

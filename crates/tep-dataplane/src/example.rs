@@ -128,5 +128,6 @@ pub fn session(i: u32, v6: bool, v6_ue: bool) -> crate::session::control::Sessio
         downlink_keys: vec![ue],
         ue: UeSource::of_keys(&[ue]).unwrap_or_default(),
         mbr: Default::default(),
+        rules: Default::default(),
     }
 }

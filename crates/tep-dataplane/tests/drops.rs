@@ -1173,6 +1173,36 @@ fn no_pdr() {
 }
 
 #[test]
+fn no_pdr_match() {
+    // The session's downlink rules take UDP to port 5000 only: a packet
+    // to the UE's address on another port is the session's, no rule's.
+    use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
+    let (mut c, mut p) = upf(false);
+    let mut pool = pool();
+    let mut spec = tep_dataplane::example::session(1, false, false);
+    spec.rules.downlink = vec![RuleSpec {
+        filters: vec![FlowMatch {
+            ue_ports: vec![(5000, 5000)],
+            ..Default::default()
+        }],
+        qfi_match: None,
+        action: tep_dataplane::session::Action::Forward,
+        peer: spec.peer,
+        qfi: Some(9),
+        mbr: None,
+    }];
+    c.create(&spec).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let server = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
+    let to = |port| udp_packet(server, ue4(1), 53, port, b"x");
+    let out = run_encap(&mut p, &mut pool, &[to(5000), to(5001)]);
+    assert_eq!(out.packets.len(), 1);
+    assert_dropped_once(&p, DropReason::NoPdrMatch, "session-lookup");
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}
+
+#[test]
 fn ue_source_spoofed() {
     // Session 1's TEID with an inner source that is UE 2's address: the
     // TEID is the session's, the sender is not its UE.

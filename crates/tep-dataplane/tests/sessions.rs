@@ -515,3 +515,125 @@ fn packets_over_the_mbr_are_dropped_and_counted() {
     assert_balanced(&p);
     assert_no_leak(&pool);
 }
+
+/// Several rules a direction (PDRs with SDF filters, by precedence): a
+/// voice rule (UDP to the UE's ports 5000-5010 downlink, from them
+/// uplink) with its own TEID and QFI 1, a rule that drops what goes to or
+/// from port 6666, and the default rule (QFI 9). Each downlink packet
+/// leaves with its rule's TEID and QFI; uplink, the drop rule drops;
+/// packets no rule takes are `no_pdr_match`; usage counts every packet
+/// forwarded.
+#[test]
+fn several_rules_each_way_by_sdf_filter() {
+    use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
+    for v6 in [false, true] {
+        let mut pool = pool();
+        let (mut c, mut p) = upf(v6);
+        let gnb = addrs(v6).1;
+        let ue = if v6 { ue6(1) } else { ue4(1) };
+        let port = |lo, hi| FlowMatch {
+            protocol: Some(17),
+            ue_ports: vec![(lo, hi)],
+            ..Default::default()
+        };
+        let rule = |filters, action, teid, qfi| RuleSpec {
+            filters,
+            qfi_match: None,
+            action,
+            peer: Some((gnb, teid)),
+            qfi: Some(qfi),
+            mbr: None,
+        };
+        let mut spec = example::session(1, v6, v6);
+        spec.rules.downlink = vec![
+            rule(vec![port(5000, 5010)], Action::Forward, 0x501, 1),
+            rule(vec![port(6666, 6666)], Action::Drop, 0, 0),
+            rule(vec![], Action::Forward, 0x509, 9),
+        ];
+        // Uplink: no default rule, so what the others miss is no one's.
+        spec.rules.uplink = vec![
+            rule(vec![port(6666, 6666)], Action::Drop, 0, 0),
+            rule(vec![port(5000, 5010)], Action::Forward, 0, 0),
+        ];
+        let slot = c.create(&spec).unwrap();
+        settle(&mut c, &mut p, &mut pool);
+        let server = if v6 {
+            v6_addr("2001:db8:99::1")
+        } else {
+            IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1))
+        };
+        let down = |dport| udp_packet(server, ue, 53, dport, b"down");
+        let downs = [down(5005), down(80), down(6666), down(5011)];
+        let out = run_encap(&mut p, &mut pool, &downs);
+        let got: Vec<(u32, Option<u8>)> = out
+            .packets
+            .iter()
+            .map(|o| {
+                let (_, r, _) = parse_outer(o);
+                (r.teid, dl_qfi(&r))
+            })
+            .collect();
+        assert_eq!(got, [(0x501, Some(1)), (0x509, Some(9)), (0x509, Some(9))]);
+        assert_eq!(p.drops(DropReason::SessionDrop), 1);
+        let up = |sport| {
+            gpdu(
+                v6,
+                0x10001,
+                Some(9),
+                &udp_packet(ue, server, sport, 53, b"up"),
+            )
+        };
+        let out = run_decap(&mut p, &mut pool, &[up(5000), up(6666), up(80)], 0);
+        assert_eq!(out.packets, [udp_packet(ue, server, 5000, 53, b"up")]);
+        assert_eq!(p.drops(DropReason::SessionDrop), 2);
+        assert_eq!(p.drops(DropReason::NoPdrMatch), 1);
+        let u = c.usage(slot);
+        assert_eq!((u.dl_packets, u.ul_packets), (3, 1));
+        // Back to one treatment each way: the session's own again.
+        c.modify(slot, &example::session(1, v6, v6), false).unwrap();
+        settle(&mut c, &mut p, &mut pool);
+        let out = run_encap(&mut p, &mut pool, &downs[..1]);
+        let (_, r, _) = parse_outer(&out.packets[0]);
+        assert_eq!((r.teid, dl_qfi(&r)), (0x20001, Some(9)));
+        assert_balanced(&p);
+        assert_no_leak(&pool);
+    }
+}
+
+/// A rule's own MBR (its QER's bucket) holds its packets to the rate,
+/// beside a rule of the same session without one: of ten 1000-octet
+/// packets at once, the voice rule at 8 kbit/s passes its burst (3000
+/// octets, the least a bucket holds) and drops the rest as
+/// `mbr_exceeded`; the default rule passes all ten.
+#[test]
+fn a_rules_own_mbr_meters_only_its_packets() {
+    use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
+    let mut pool = pool();
+    let (mut c, mut p) = upf(false);
+    let mut spec = example::session(1, false, false);
+    let rule = |filters, mbr| RuleSpec {
+        filters,
+        qfi_match: None,
+        action: Action::Forward,
+        peer: spec.peer,
+        qfi: Some(9),
+        mbr,
+    };
+    let voice = FlowMatch {
+        ue_ports: vec![(5000, 5010)],
+        ..Default::default()
+    };
+    spec.rules.downlink = vec![rule(vec![voice], Some((2, 8_000))), rule(vec![], None)];
+    c.create(&spec).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let server = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
+    let to = |port| udp_packet(server, ue4(1), 53, port, &[0; 972]);
+    let voice: Vec<Vec<u8>> = (0..10).map(|_| to(5000)).collect();
+    let other: Vec<Vec<u8>> = (0..10).map(|_| to(80)).collect();
+    let passed = run_encap(&mut p, &mut pool, &voice).packets.len();
+    assert_eq!(run_encap(&mut p, &mut pool, &other).packets.len(), 10);
+    assert!((3..=4).contains(&passed), "{passed}");
+    assert_eq!(p.drops(DropReason::MbrExceeded), 10 - passed as u64);
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}

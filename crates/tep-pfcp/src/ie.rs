@@ -39,6 +39,7 @@ impl IeType {
     pub const SOURCE_INTERFACE: IeType = IeType(20);
     pub const F_TEID: IeType = IeType(21);
     pub const NETWORK_INSTANCE: IeType = IeType(22);
+    pub const SDF_FILTER: IeType = IeType(23);
     pub const GATE_STATUS: IeType = IeType(25);
     pub const MBR: IeType = IeType(26);
     pub const PRECEDENCE: IeType = IeType(29);

@@ -44,6 +44,7 @@
 mod group;
 
 mod cause;
+pub mod flow;
 pub mod header;
 pub mod ie;
 pub mod message;

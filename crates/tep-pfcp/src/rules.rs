@@ -17,6 +17,8 @@ ies! {
         one local_f_teid: FTeid,
         one network_instance: NetworkInstance,
         one ue_ip_address: UeIpAddress,
+        /// Packet filters (any matches), applied per [`crate::flow`].
+        many sdf_filters: SdfFilter,
         /// The first QFI (a PDI may list several; tep matches one).
         one qfi: Qfi,
         /// Children tep does not apply (the rule is refused) or know.
@@ -362,6 +364,7 @@ mod tests {
             pdr_id: PdrId(1),
             precedence: Precedence(100),
             pdi: Pdi {
+                sdf_filters: vec![],
                 source_interface: SourceInterface(Interface::ACCESS),
                 local_f_teid: Some(FTeid::Choose {
                     v4: true,

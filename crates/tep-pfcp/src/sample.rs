@@ -86,6 +86,7 @@ pub fn uplink_pdr(ue: Option<Ipv4Addr>) -> CreatePdr {
         pdr_id: PdrId(1),
         precedence: Precedence(200),
         pdi: Pdi {
+            sdf_filters: vec![],
             source_interface: SourceInterface(Interface::ACCESS),
             local_f_teid: Some(FTeid::Choose {
                 v4: true,
@@ -115,6 +116,7 @@ pub fn downlink_pdr(ue: Ipv4Addr, network_instance: Option<NetworkInstance>) -> 
         pdr_id: PdrId(2),
         precedence: Precedence(200),
         pdi: Pdi {
+            sdf_filters: vec![],
             source_interface: SourceInterface(Interface::N6_LAN),
             local_f_teid: None,
             network_instance,

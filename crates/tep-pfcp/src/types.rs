@@ -720,6 +720,83 @@ impl Value for FTeid {
     }
 }
 
+/// SDF Filter (§8.2.5): a packet filter of a PDI. The Flow Description
+/// is kept as sent (its text, checked where it is applied:
+/// [`crate::flow::FlowDescription`]); the other fields as numbers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct SdfFilter {
+    /// FD: the Flow Description's text.
+    pub flow_description: Option<Vec<u8>>,
+    /// TTC: ToS (IPv4) or Traffic Class (IPv6) value and mask.
+    pub tos_traffic_class: Option<(u8, u8)>,
+    /// SPI: the IPsec Security Parameter Index.
+    pub spi: Option<u32>,
+    /// FL: the IPv6 Flow Label (20 bits).
+    pub flow_label: Option<u32>,
+    /// BID: the SDF Filter ID.
+    pub filter_id: Option<u32>,
+}
+
+impl SdfFilter {
+    const FD: u8 = 0x01;
+    const TTC: u8 = 0x02;
+    const SPI: u8 = 0x04;
+    const FL: u8 = 0x08;
+    const BID: u8 = 0x10;
+}
+
+impl Value for SdfFilter {
+    const TYPE: IeType = IeType::SDF_FILTER;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        let f = r.u8()?;
+        let _spare = r.u8()?;
+        let mut s = SdfFilter::default();
+        if f & Self::FD != 0 {
+            let n = usize::from(r.u16()?);
+            s.flow_description = Some(r.take(n)?.to_vec());
+        }
+        if f & Self::TTC != 0 {
+            s.tos_traffic_class = Some((r.u8()?, r.u8()?));
+        }
+        if f & Self::SPI != 0 {
+            s.spi = Some(r.u32()?);
+        }
+        if f & Self::FL != 0 {
+            s.flow_label = Some(r.u24()? & 0x000f_ffff);
+        }
+        if f & Self::BID != 0 {
+            s.filter_id = Some(r.u32()?);
+        }
+        Ok(s)
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        let bit = |c: bool, b: u8| if c { b } else { 0 };
+        w.u8(bit(self.flow_description.is_some(), Self::FD)
+            | bit(self.tos_traffic_class.is_some(), Self::TTC)
+            | bit(self.spi.is_some(), Self::SPI)
+            | bit(self.flow_label.is_some(), Self::FL)
+            | bit(self.filter_id.is_some(), Self::BID));
+        w.u8(0);
+        if let Some(d) = &self.flow_description {
+            w.u16(d.len() as u16);
+            w.bytes(d);
+        }
+        if let Some((v, m)) = self.tos_traffic_class {
+            w.u8(v);
+            w.u8(m);
+        }
+        if let Some(x) = self.spi {
+            w.u32(x);
+        }
+        if let Some(x) = self.flow_label {
+            w.u24(x & 0x000f_ffff);
+        }
+        if let Some(x) = self.filter_id {
+            w.u32(x);
+        }
+    }
+}
+
 /// UE IP Address (§8.2.62).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct UeIpAddress {

@@ -171,15 +171,41 @@ fn failed_rule() -> impl Strategy<Value = FailedRuleId> {
     ]
 }
 
+fn sdf() -> impl Strategy<Value = SdfFilter> {
+    (
+        of(vec(any::<u8>(), 0..40)),
+        of((any::<u8>(), any::<u8>())),
+        of(any::<u32>()),
+        of(0u32..1 << 20),
+        of(any::<u32>()),
+    )
+        .prop_map(|(d, t, s, l, b)| SdfFilter {
+            flow_description: d,
+            tos_traffic_class: t,
+            spi: s,
+            flow_label: l,
+            filter_id: b,
+        })
+}
+
 fn pdi() -> impl Strategy<Value = Pdi> {
-    (0u8..4, of(f_teid()), of(ni()), of(ue_ip()), of(0u8..64)).prop_map(|(s, f, n, u, q)| Pdi {
-        source_interface: SourceInterface(Interface(s)),
-        local_f_teid: f,
-        network_instance: n,
-        ue_ip_address: u,
-        qfi: q.map(Qfi),
-        skipped: Default::default(),
-    })
+    (
+        0u8..4,
+        of(f_teid()),
+        of(ni()),
+        of(ue_ip()),
+        vec(sdf(), 0..3),
+        of(0u8..64),
+    )
+        .prop_map(|(s, f, n, u, sdf, q)| Pdi {
+            source_interface: SourceInterface(Interface(s)),
+            local_f_teid: f,
+            network_instance: n,
+            ue_ip_address: u,
+            sdf_filters: sdf,
+            qfi: q.map(Qfi),
+            skipped: Default::default(),
+        })
 }
 
 fn ids<T: std::fmt::Debug>(f: fn(u32) -> T) -> impl Strategy<Value = Vec<T>> {

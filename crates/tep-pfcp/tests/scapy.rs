@@ -64,6 +64,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
         pdr_id: PdrId(id),
         precedence: Precedence(10),
         pdi: Pdi {
+            sdf_filters: vec![],
             source_interface: SourceInterface(source),
             local_f_teid: f_teid,
             network_instance: None,

@@ -536,6 +536,34 @@ fn a_qfi_no_pdr_matches_gets_no_error_indication() {
     smf.run(&tep, json!({"run": "downlink"}));
 }
 
+/// Two QoS flows on one session, told apart by SDF filters (issue 28):
+/// a default PDR each way (`permit out ip from any to assigned`, QFI 9)
+/// and a voice PDR each way (UDP to the UE's ports 5000-5010, QFI 1, a
+/// lower precedence value, its own FAR and QER), and one that drops what
+/// goes to or from port 6666. Downlink to the voice port leaves with QFI 1
+/// and the voice FAR's TEID, the rest with QFI 9; uplink likewise split
+/// by QFI and port; what the drop PDR takes is counted as `session_drop`,
+/// a QFI 1 G-PDU no voice filter takes as `no_pdr_match`. The Usage
+/// Report counts only what arrived.
+#[test]
+fn qos_flows_by_sdf_filter() {
+    let test = "qos_flows_by_sdf_filter";
+    let Some((_lab, tep, mut smf)) = start(test) else {
+        return;
+    };
+    smf.run(&tep, json!({"run": "associate"}));
+    let r = smf.run(&tep, json!({"run": "qos_flows", "index": 0}));
+    assert_eq!(
+        (&r["downlink"], &r["uplink"]),
+        (&json!(2), &json!(2)),
+        "{r}"
+    );
+    assert_eq!(dropped(&tep, "session_drop"), 2);
+    assert_eq!(dropped(&tep, "no_pdr_match"), 1);
+    let d = smf.run(&tep, json!({"run": "delete"}));
+    assert_eq!((&d["ul_packets"], &d["dl_packets"]), (&json!(2), &json!(2)));
+}
+
 /// IP address spoofing prevention: G-PDUs of a live session whose inner
 /// source is not its UE's (another UE's, any other) reach nobody, counted
 /// as `ue_source_spoofed`; the session still forwards, and its Usage

@@ -63,8 +63,8 @@ impl<C: Clock> Pipeline<C> {
         let mut released = core::mem::take(&mut upf.released);
         // Dropped before any change of the batch sends them (the FAR that
         // forwards again comes with the DROBU that drops them).
-        for &c in &applied {
-            if let Change::DropBuffered { slot } = c {
+        for c in &applied {
+            if let Change::DropBuffered { slot } = *c {
                 upf.buffers.release(slot, &mut released);
             }
         }
@@ -80,8 +80,8 @@ impl<C: Clock> Pipeline<C> {
                 .drop_many(Node::SessionLookup, DropReason::BufferDropped, n);
             released.clear();
         }
-        for &c in &applied {
-            match c {
+        for c in &applied {
+            match *c {
                 Change::Peer { id, peer } => {
                     let i = tunnels + id as usize;
                     if self.tx.len() <= i {
@@ -96,7 +96,7 @@ impl<C: Clock> Pipeline<C> {
                         *slot = TxState::new(&t);
                     }
                 }
-                Change::Session { slot, session }
+                Change::Session { slot, ref session }
                     if session.downlink != crate::session::Action::Buffer =>
                 {
                     upf.buffers.release(slot, &mut released);

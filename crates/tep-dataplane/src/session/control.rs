@@ -2,14 +2,15 @@
 //! allocated, keys owned, changes published to every worker, usage summed
 //! over the workers. The PFCP node drives it; the workers only apply.
 
-use super::rate::Meters;
+use super::rate::{Bucket, Meters};
+use super::rules::{Classifier, RuleError, RuleSet, RuleSpec, Treatment};
 use super::{
-    Action, Change, ChangeQueue, Peer, Session, SlotUsage, UeKey, UeSource, UplinkKey, Usage,
-    WorkerLink,
+    Action, Change, ChangeQueue, Peer, Session, SharedRules, SlotUsage, UeKey, UeSource, UplinkKey,
+    Usage, WorkerLink,
 };
 use core::net::IpAddr;
 use core::sync::atomic::Ordering;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// A session as the control plane states it: its rules, and the keys that
@@ -34,8 +35,22 @@ pub struct SessionSpec {
     /// The inner sources its uplink packets may carry.
     pub ue: UeSource,
     /// Maximum bit rate each way (bit/s; None: none), from its QERs:
-    /// a bucket per direction ([`super::rate`]).
+    /// a bucket per direction ([`super::rate`]); with rules, the one all
+    /// of them are under (a session AMBR), in addition to each rule's.
     pub mbr: Mbr,
+    /// Several rules a direction ([`super::rules`]), in precedence order;
+    /// empty: the direction's one treatment is the fields above.
+    pub rules: SessionRules,
+}
+
+/// A session's rules for the directions that have several treatments or
+/// packet filters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionRules {
+    /// Uplink (their `peer` and `qfi` unused).
+    pub uplink: Vec<RuleSpec>,
+    /// Downlink (their `qfi_match` unused).
+    pub downlink: Vec<RuleSpec>,
 }
 
 /// A session's maximum bit rates, bit/s.
@@ -71,6 +86,13 @@ pub enum SessionError {
     NoSession,
     /// The peer's address family is not the N3 tunnel's.
     PeerFamily,
+    /// Rules the classifier cannot hold (the uplink's if `uplink`).
+    Rules {
+        /// Which direction's.
+        uplink: bool,
+        /// What, and the rule at fault.
+        error: RuleError,
+    },
 }
 
 impl core::fmt::Display for SessionError {
@@ -82,6 +104,10 @@ impl core::fmt::Display for SessionError {
             SessionError::PeerFamily => {
                 f.write_str("the peer's address family differs from the N3 address's")
             }
+            SessionError::Rules { uplink, error } => {
+                let dir = if *uplink { "uplink" } else { "downlink" };
+                write!(f, "{dir} rules: {error:?}")
+            }
         }
     }
 }
@@ -89,8 +115,28 @@ impl core::fmt::Display for SessionError {
 /// What the control plane keeps per slot.
 #[derive(Clone, Debug)]
 struct Record {
+    // Without its rules (`SessionSpec::rules`), which `rules` and
+    // `session` hold compiled: a million sessions' rule lists are more
+    // than the tables.
     spec: SessionSpec,
     peer: Option<u32>,
+    rules: Built,
+    session: Session,
+}
+
+/// A session's rules as published: the set, the peer ids its downlink
+/// rules hold, the buckets of their QERs ((key, uplink, bit/s)).
+#[derive(Clone, Debug, Default)]
+struct Built {
+    set: Option<RuleSet>,
+    peers: Vec<u32>,
+    buckets: Vec<(u32, bool, u64, Arc<Bucket>)>,
+}
+
+/// Both directions' rules compiled, before anything is changed.
+struct Compiled {
+    uplink: Option<Classifier>,
+    downlink: Option<Classifier>,
 }
 
 /// The control plane's handle on every worker's session table.
@@ -116,6 +162,11 @@ pub struct Sessions {
     // Sessions bounded by their BAR (packets held), by slot: what a
     // replay publishes again.
     buffer_bounds: HashMap<u32, u32>,
+    // Classifiers shared by every session with the same rules (filters
+    // written with `any`/`assigned` are the same for every UE); swept of
+    // those no session holds when the set doubles.
+    classifiers: HashSet<Arc<Classifier>>,
+    classifiers_swept: usize,
 }
 
 impl Sessions {
@@ -149,6 +200,8 @@ impl Sessions {
                 n3_families: n3_v6,
                 gnb_source: false,
                 buffer_bounds: HashMap::new(),
+                classifiers: HashSet::new(),
+                classifiers_swept: 0,
             },
             links,
         )
@@ -176,6 +229,7 @@ impl Sessions {
     pub fn create(&mut self, spec: &SessionSpec) -> Result<u32, SessionError> {
         self.check_keys(spec, None)?;
         self.check_peer(spec)?;
+        let compiled = compile(spec)?;
         let slot = self.take_slot()?;
         for l in &self.links {
             l.usage.reserve(slot);
@@ -203,13 +257,14 @@ impl Sessions {
                 slot: Some(slot),
             });
         }
-        self.outbox.push(Change::Session {
-            slot,
-            session: session_of(spec, peer, self.gnb_source),
-        });
+        let rules = self.build(slot, spec, compiled, None);
+        let session = session_of(spec, peer, self.gnb_source);
+        self.outbox.push(Change::Session { slot, session });
         self.records[idx] = Some(Record {
-            spec: spec.clone(),
+            spec: without_rules(spec),
             peer,
+            rules,
+            session,
         });
         Ok(slot)
     }
@@ -230,6 +285,7 @@ impl Sessions {
             .ok_or(SessionError::NoSession)?;
         self.check_keys(spec, Some(slot))?;
         self.check_peer(spec)?;
+        let compiled = compile(spec)?;
         self.set_meters(slot, spec.mbr, Some(old.spec.mbr));
         for key in &old.spec.uplink_keys {
             if !spec.uplink_keys.contains(key) {
@@ -284,13 +340,17 @@ impl Sessions {
                 });
             }
         }
-        self.outbox.push(Change::Session {
-            slot,
-            session: session_of(spec, peer, self.gnb_source),
-        });
+        let rules = self.build(slot, spec, compiled, Some(&old.rules));
+        for &p in &old.rules.peers {
+            self.peer_unref(p);
+        }
+        let session = session_of(spec, peer, self.gnb_source);
+        self.outbox.push(Change::Session { slot, session });
         self.records[slot as usize] = Some(Record {
-            spec: spec.clone(),
+            spec: without_rules(spec),
             peer,
+            rules,
+            session,
         });
         Ok(())
     }
@@ -325,6 +385,9 @@ impl Sessions {
         }
         // The workers forget the bound with the session.
         self.buffer_bounds.remove(&slot);
+        for &p in &old.rules.peers {
+            self.peer_unref(p);
+        }
         self.outbox.push(Change::Remove { slot });
         let after = self.published + self.outbox.len() as u64;
         self.quarantine.push((slot, after));
@@ -380,7 +443,7 @@ impl Sessions {
         v
     }
 
-    /// The spec slot `slot` was last set with.
+    /// The spec slot `slot` was last set with, less its rules.
     pub fn spec(&self, slot: u32) -> Option<&SessionSpec> {
         self.records.get(slot as usize)?.as_ref().map(|r| &r.spec)
     }
@@ -425,9 +488,18 @@ impl Sessions {
         }
         for (slot, r) in self.records.iter().enumerate() {
             if let Some(r) = r {
+                if let Some(set) = &r.rules.set {
+                    self.outbox.push(Change::Rules {
+                        slot: slot as u32,
+                        rules: Some(SharedRules(Arc::new(set.clone()))),
+                    });
+                }
                 self.outbox.push(Change::Session {
                     slot: slot as u32,
-                    session: session_of(&r.spec, r.peer, self.gnb_source),
+                    session: Session {
+                        gnb_source: self.gnb_source,
+                        ..r.session
+                    },
                 });
             }
         }
@@ -492,10 +564,92 @@ impl Sessions {
     }
 
     fn check_peer(&self, spec: &SessionSpec) -> Result<(), SessionError> {
-        match (spec.peer, self.n3_families.get(spec.n3 as usize)) {
-            (Some((addr, _)), Some(&v6)) if addr.is_ipv6() != v6 => Err(SessionError::PeerFamily),
-            _ => Ok(()),
+        let Some(&v6) = self.n3_families.get(spec.n3 as usize) else {
+            return Ok(());
+        };
+        let peers = spec.rules.downlink.iter().filter_map(|r| r.peer);
+        match spec
+            .peer
+            .into_iter()
+            .chain(peers)
+            .find(|(a, _)| a.is_ipv6() != v6)
+        {
+            Some(_) => Err(SessionError::PeerFamily),
+            None => Ok(()),
         }
+    }
+
+    /// Publishes slot `slot`'s rules (before its session, which flags
+    /// them): classifiers shared, the downlink rules' peers referenced,
+    /// their QERs' buckets kept from `old` where the rate stays.
+    fn build(
+        &mut self,
+        slot: u32,
+        spec: &SessionSpec,
+        compiled: Compiled,
+        old: Option<&Built>,
+    ) -> Built {
+        let mut built = Built::default();
+        if compiled.uplink.is_none() && compiled.downlink.is_none() {
+            if old.is_some_and(|o| o.set.is_some()) {
+                self.outbox.push(Change::Rules { slot, rules: None });
+            }
+            return built;
+        }
+        let mut treatments = |rules: &[RuleSpec], uplink: bool, me: &mut Sessions| {
+            let list: Vec<Treatment> = rules
+                .iter()
+                .map(|r| {
+                    let peer = r
+                        .peer
+                        .filter(|_| !uplink)
+                        .map(|(addr, _)| me.peer_ref(spec.n3, addr));
+                    built.peers.extend(peer);
+                    let bucket = r
+                        .mbr
+                        .map(|(key, bps)| bucket(&mut built, old, key, uplink, bps));
+                    Treatment {
+                        action: match (r.action, peer) {
+                            (Action::Forward, None) if !uplink => Action::Drop,
+                            (a, _) => a,
+                        },
+                        peer: peer.unwrap_or(u32::MAX),
+                        teid: r.peer.map_or(0, |p| p.1),
+                        qfi: r.qfi,
+                        bucket,
+                    }
+                })
+                .collect();
+            list
+        };
+        let ul = treatments(&spec.rules.uplink, true, self);
+        let dl = treatments(&spec.rules.downlink, false, self);
+        let set = RuleSet {
+            uplink: compiled.uplink.map(|c| self.shared(c)),
+            downlink: compiled.downlink.map(|c| self.shared(c)),
+            ul: ul.into(),
+            dl: dl.into(),
+        };
+        self.outbox.push(Change::Rules {
+            slot,
+            rules: Some(SharedRules(Arc::new(set.clone()))),
+        });
+        built.set = Some(set);
+        built
+    }
+
+    /// The classifier equal to `c` that sessions share, `c` if none.
+    fn shared(&mut self, c: Classifier) -> Arc<Classifier> {
+        if let Some(a) = self.classifiers.get(&c) {
+            return a.clone();
+        }
+        if self.classifiers.len() >= 2 * self.classifiers_swept.max(64) {
+            self.classifiers.retain(|a| Arc::strong_count(a) > 1);
+            self.classifiers_swept = self.classifiers.len();
+        }
+        let a = Arc::new(c);
+        self.classifiers.insert(a.clone());
+        a
     }
 
     fn take_slot(&mut self) -> Result<u32, SessionError> {
@@ -566,13 +720,74 @@ impl Sessions {
     }
 }
 
+/// `spec` less its rules.
+fn without_rules(spec: &SessionSpec) -> SessionSpec {
+    SessionSpec {
+        n3: spec.n3,
+        uplink: spec.uplink,
+        downlink: spec.downlink,
+        peer: spec.peer,
+        qfi: spec.qfi,
+        uplink_keys: spec.uplink_keys.clone(),
+        downlink_keys: spec.downlink_keys.clone(),
+        ue: spec.ue,
+        mbr: spec.mbr,
+        rules: SessionRules::default(),
+    }
+}
+
+/// Both directions' rules compiled, or why they cannot be.
+fn compile(spec: &SessionSpec) -> Result<Compiled, SessionError> {
+    let one = |rules: &[RuleSpec], uplink: bool| {
+        if rules.is_empty() {
+            return Ok(None);
+        }
+        Classifier::new(rules)
+            .map(Some)
+            .map_err(|error| SessionError::Rules { uplink, error })
+    };
+    Ok(Compiled {
+        uplink: one(&spec.rules.uplink, true)?,
+        downlink: one(&spec.rules.downlink, false)?,
+    })
+}
+
+/// The bucket of the rules under the QER `key` one way at `bps`: one per
+/// QER, kept from `old` where its rate stays (a modification must not
+/// hand out a fresh burst).
+fn bucket(built: &mut Built, old: Option<&Built>, key: u32, uplink: bool, bps: u64) -> Arc<Bucket> {
+    let same = |b: &&(u32, bool, u64, Arc<Bucket>)| (b.0, b.1, b.2) == (key, uplink, bps);
+    if let Some(b) = built.buckets.iter().find(same) {
+        return b.3.clone();
+    }
+    let b = match old.and_then(|o| o.buckets.iter().find(same)) {
+        Some(b) => b.3.clone(),
+        None => {
+            let b = Arc::new(Bucket::default());
+            b.set(bps);
+            b
+        }
+    };
+    built.buckets.push((key, uplink, bps, b.clone()));
+    b
+}
+
 fn session_of(spec: &SessionSpec, peer: Option<u32>, gnb_source: bool) -> Session {
+    let buffers = spec
+        .rules
+        .downlink
+        .iter()
+        .any(|r| r.action == Action::Buffer);
     Session {
         n3: spec.n3,
         uplink: spec.uplink,
         // Forwarding needs somewhere to go: without outer header creation
-        // yet, downlink packets are dropped (counted).
+        // yet, downlink packets are dropped (counted). With rules, each
+        // rule's action applies; the session's says whether it holds
+        // packets (they are released when none of its rules buffers).
         downlink: match (spec.downlink, peer) {
+            _ if !spec.rules.downlink.is_empty() && buffers => Action::Buffer,
+            _ if !spec.rules.downlink.is_empty() => Action::Forward,
             (Action::Forward, None) => Action::Drop,
             (a, _) => a,
         },
@@ -583,5 +798,7 @@ fn session_of(spec: &SessionSpec, peer: Option<u32>, gnb_source: bool) -> Sessio
         gnb_source,
         mbr_uplink: spec.mbr.uplink.is_some(),
         mbr_downlink: spec.mbr.downlink.is_some(),
+        uplink_rules: !spec.rules.uplink.is_empty(),
+        downlink_rules: !spec.rules.downlink.is_empty(),
     }
 }

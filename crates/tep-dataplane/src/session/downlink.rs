@@ -21,7 +21,11 @@ const HELD: u32 = u32::MAX - 2;
 /// action: forwarded (its session and N3 tunnel set, its usage counted),
 /// dropped, or held in `buffers`. Packets of other tunnels pass as they
 /// are. A forwarded packet over the rate of the session's downlink bucket
-/// at `now_ns` is dropped (`mbr_exceeded`). Returns how many were held.
+/// at `now_ns` is dropped (`mbr_exceeded`). A session with several
+/// downlink rules classifies the packet ([`super::rules`]): the rule that
+/// takes it gives the action, the outer header (through the packet's
+/// session word) and its own bucket; none: `no_pdr_match`. Returns how
+/// many were held.
 ///
 /// In passes over the vector, as VPP's lookup nodes do: the destinations
 /// read; their map entries prefetched a few destinations ahead of the
@@ -64,13 +68,21 @@ pub(crate) fn lookup(
             }
         },
     );
+    // Sessions with several downlink rules: each packet classified ahead,
+    // its rule's treatment fetched while the others are.
+    let mut rule = [None; VECTOR_SIZE];
+    for (k, &id) in v.as_slice().iter().enumerate() {
+        if let (Some(Some(_)), Some(s)) = (dst[k], slot[k]) {
+            rule[k] = sessions.classify_downlink(s, pool.data(id)).flatten();
+        }
+    }
     let mut held = 0;
     for (k, &id) in v.as_slice().iter().enumerate() {
         let Some(d) = dst[k] else {
             continue;
         };
         let r = match (d, slot[k]) {
-            (Some(_), Some(s)) => one(pool, id, s, sessions, buffers, now_ns),
+            (Some(_), Some(s)) => one(pool, id, (s, rule[k]), sessions, buffers, now_ns),
             _ => Err(DropReason::NoSession),
         };
         match r {
@@ -109,24 +121,36 @@ fn destination(data: &[u8]) -> Option<(bool, u128)> {
     }
 }
 
-/// Packet `id` of session `slot`. Ok(true): forward; Ok(false): held.
+/// Packet `id` of session `slot`, which its downlink `rule` took (where
+/// the session has rules). Ok(true): forward; Ok(false): held.
 #[inline]
 fn one(
     pool: &mut Pool,
     id: PacketId,
-    slot: u32,
+    (slot, rule): (u32, Option<u8>),
     sessions: &SessionTable,
     buffers: &mut Buffers,
     now_ns: u64,
 ) -> Result<bool, DropReason> {
     let s = sessions.get(slot);
-    match s.downlink {
+    let (action, word, rule) = if s.downlink_rules {
+        let (word, t) = rule
+            .and_then(|r| sessions.downlink_rule(slot, r))
+            .ok_or(DropReason::NoPdrMatch)?;
+        (t.action, word, Some(t))
+    } else {
+        (s.downlink, slot, None)
+    };
+    match action {
         Action::Forward => {
             let len = pool.total_len(id);
             if s.mbr_downlink && !sessions.admit(slot, false, len, now_ns) {
                 return Err(DropReason::MbrExceeded);
             }
-            pool.set_session(id, slot);
+            if rule.is_some_and(|t| !t.admit(len, now_ns)) {
+                return Err(DropReason::MbrExceeded);
+            }
+            pool.set_session(id, word);
             pool.meta_mut(id).tunnel = s.n3;
             sessions.count_downlink(slot, len);
             Ok(true)

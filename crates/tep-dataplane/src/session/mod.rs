@@ -39,6 +39,7 @@ pub mod control;
 pub(crate) mod downlink;
 pub(crate) mod flat;
 pub mod rate;
+pub mod rules;
 pub(crate) mod uplink;
 
 use crate::drop::DropReason;
@@ -46,6 +47,7 @@ use core::net::IpAddr;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 pub(crate) use flat::staggered_runs;
 use flat::{prefetch, FlatMap};
+use rules::{FlowKey, RuleSet, Treatment};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// What a session does with its packets one way (a FAR's apply action).
@@ -94,6 +96,12 @@ pub struct Session {
     pub mbr_uplink: bool,
     /// Downlink: likewise, its downlink bucket.
     pub mbr_downlink: bool,
+    /// Uplink: classified by the session's rules ([`rules`]) rather than
+    /// the one `uplink` action.
+    pub uplink_rules: bool,
+    /// Downlink: classified by its rules rather than `downlink`, `peer`,
+    /// `teid` and `qfi` (`peer` stays the session's gNB).
+    pub downlink_rules: bool,
 }
 
 /// The inner source addresses a session's uplink packets may carry: its
@@ -264,10 +272,22 @@ impl UplinkKey {
     }
 }
 
+/// A session's [`RuleSet`] as a change carries it: compared by identity.
+#[derive(Clone, Debug)]
+pub struct SharedRules(pub Arc<RuleSet>);
+
+impl PartialEq for SharedRules {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for SharedRules {}
+
 /// One change to the tables, as the control plane sends it to every
 /// worker. Slots and peer ids are the control plane's to allocate
 /// ([`control::Sessions`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Change {
     /// Creates or replaces slot `slot`'s session.
     Session {
@@ -275,6 +295,14 @@ pub enum Change {
         slot: u32,
         /// Its rules.
         session: Session,
+    },
+    /// Sets slot `slot`'s rules (before the [`Change::Session`] that
+    /// flags them), or clears them.
+    Rules {
+        /// The slot.
+        slot: u32,
+        /// Its rules.
+        rules: Option<SharedRules>,
     },
     /// Removes slot `slot`'s session (its keys are unmapped by their own
     /// changes); what it buffered is dropped.
@@ -400,6 +428,8 @@ impl SlotUsage {
             gnb_source: a & GNB_SOURCE != 0,
             mbr_uplink: a & MBR_UPLINK != 0,
             mbr_downlink: a & MBR_DOWNLINK != 0,
+            uplink_rules: a & UL_RULES != 0,
+            downlink_rules: a & DL_RULES != 0,
         }
     }
 
@@ -443,6 +473,8 @@ impl SlotUsage {
             (s.gnb_source, GNB_SOURCE),
             (s.mbr_uplink, MBR_UPLINK),
             (s.mbr_downlink, MBR_DOWNLINK),
+            (s.uplink_rules, UL_RULES),
+            (s.downlink_rules, DL_RULES),
         ] {
             if on {
                 flags |= bit;
@@ -497,6 +529,16 @@ pub(crate) const GNB_SOURCE: u32 = 1 << 27;
 // Metered each way (`Session::mbr_uplink`, `mbr_downlink`).
 pub(crate) const MBR_UPLINK: u32 = 1 << 28;
 const MBR_DOWNLINK: u32 = 1 << 29;
+// Classified by the session's rules each way (`Session::uplink_rules`,
+// `downlink_rules`).
+pub(crate) const UL_RULES: u32 = 1 << 30;
+const DL_RULES: u32 = 1 << 31;
+/// A downlink packet's session as `session-lookup` leaves it for
+/// `gtpu-encap` (the pool's per-packet session word): the slot in the low
+/// bits (`max_sessions` is at most 2^24), the downlink rule that took it
+/// above, plus one (0: the session's own treatment).
+const RULE_SHIFT: u32 = 24;
+const SLOT_MASK: u32 = (1 << RULE_SHIFT) - 1;
 
 // A slot's rules, UE source and counters share one cache line.
 const _: () = assert!(core::mem::size_of::<SlotUsage>() == 64);
@@ -600,6 +642,9 @@ pub struct SessionTable {
     ue6: FlatMap<u128>,
     ue6_64: FlatMap<u64>,
     peers: Vec<Option<Peer>>,
+    // By slot: the rules of sessions flagged `uplink_rules` or
+    // `downlink_rules`.
+    rules: Vec<Option<RuleSet>>,
     link: WorkerLink,
     // Taken out of the queue under its lock, applied without it.
     inbox: Vec<Change>,
@@ -623,6 +668,8 @@ const EMPTY: Session = Session {
     gnb_source: false,
     mbr_uplink: false,
     mbr_downlink: false,
+    uplink_rules: false,
+    downlink_rules: false,
 };
 
 impl SessionTable {
@@ -634,6 +681,7 @@ impl SessionTable {
             ue6: FlatMap::default(),
             ue6_64: FlatMap::default(),
             peers: Vec::new(),
+            rules: Vec::new(),
             link,
             inbox: Vec::new(),
             end_markers: Vec::new(),
@@ -692,11 +740,15 @@ impl SessionTable {
         }
     }
 
-    /// Starts fetching slot `slot`'s line (its session and usage).
+    /// Starts fetching slot `slot`'s line (its session and usage), and
+    /// its rules' entry where sessions have rules.
     #[inline]
     pub fn prefetch_slot(&self, slot: u32) {
         if let Some(u) = self.link.usage.slot(slot) {
             prefetch(u);
+        }
+        if let Some(r) = self.rules.get(slot as usize) {
+            prefetch(r);
         }
     }
 
@@ -741,13 +793,14 @@ impl SessionTable {
         })
     }
 
-    /// Whether slot `slot`'s session meters its uplink.
+    /// Whether slot `slot`'s session meters its uplink, or classifies
+    /// it by rules: then each datagram is its own (no train merges them).
     #[inline]
     pub fn mbr_uplink(&self, slot: u32) -> bool {
         self.link
             .usage
             .slot(slot)
-            .is_some_and(|u| u.actions.load(Ordering::Relaxed) & MBR_UPLINK != 0)
+            .is_some_and(|u| u.actions.load(Ordering::Relaxed) & (MBR_UPLINK | UL_RULES) != 0)
     }
 
     /// Counts a matched uplink packet of `bytes`.
@@ -788,10 +841,11 @@ impl SessionTable {
             self.link.queue.pending.store(false, Ordering::Release);
         }
         let n = self.inbox.len() as u64;
-        for i in 0..self.inbox.len() {
-            let c = self.inbox[i];
-            self.apply(c);
+        let inbox = core::mem::take(&mut self.inbox);
+        for c in &inbox {
+            self.apply(c.clone());
         }
+        self.inbox = inbox;
         applied.append(&mut self.inbox);
         self.link.queue.applied.fetch_add(n, Ordering::Release);
     }
@@ -810,6 +864,10 @@ impl SessionTable {
                 if let Some(u) = self.link.usage.slot(slot) {
                     u.set_session(&EMPTY);
                 }
+                self.set_rules(slot, None);
+            }
+            Change::Rules { slot, rules } => {
+                self.set_rules(slot, rules.map(|r| RuleSet::clone(&r.0)))
             }
             Change::Uplink { key, slot } => {
                 let k = key.packed();
@@ -845,6 +903,84 @@ impl SessionTable {
         }
     }
 
+    fn set_rules(&mut self, slot: u32, rules: Option<RuleSet>) {
+        let i = slot as usize;
+        if rules.is_none() && i >= self.rules.len() {
+            return;
+        }
+        if self.rules.len() <= i {
+            self.rules.resize(i + 1, None);
+        }
+        self.rules[i] = rules;
+    }
+
+    /// The uplink treatment of the IP packet `inner` of slot `slot`'s
+    /// session (flagged `uplink_rules`), its G-PDU's QFI `qfi`, if one of
+    /// its rules takes it.
+    #[inline]
+    fn uplink_rule(&self, slot: u32, inner: &[u8], qfi: Option<u8>) -> Option<&Treatment> {
+        let set = self.rules.get(slot as usize)?.as_ref()?;
+        set.uplink(&FlowKey::of(inner, true, qfi)?)
+    }
+
+    /// Whether any session has rules.
+    #[inline]
+    pub(crate) fn has_rules(&self) -> bool {
+        !self.rules.is_empty()
+    }
+
+    /// Starts fetching the treatment of the uplink rule that takes the IP
+    /// packet `inner` (QFI `qfi`) of slot `slot`'s session, if any.
+    #[inline]
+    pub(crate) fn prefetch_uplink_rule(&self, slot: u32, inner: &[u8], qfi: u8) {
+        if let Some(t) = self.uplink_rule(slot, inner, Some(qfi)) {
+            prefetch(t);
+        }
+    }
+
+    /// The downlink rule of the IP packet `inner` of slot `slot`'s
+    /// session: None where the session has no downlink rules, Some(None)
+    /// where none takes it. The rule's treatment is fetched (read by
+    /// [`downlink_rule`](SessionTable::downlink_rule) a little later).
+    #[inline]
+    fn classify_downlink(&self, slot: u32, inner: &[u8]) -> Option<Option<u8>> {
+        let set = self.rules.get(slot as usize)?.as_ref()?;
+        let c = set.downlink.as_ref()?;
+        let r = FlowKey::of(inner, false, None).and_then(|k| c.classify(&k));
+        if let Some(t) = r.and_then(|r| set.dl.get(usize::from(r))) {
+            prefetch(t);
+        }
+        Some(r)
+    }
+
+    /// Downlink rule `rule` of slot `slot`'s session (as
+    /// [`classify_downlink`](SessionTable::classify_downlink) found it),
+    /// and the word `gtpu-encap` gets ([`RULE_SHIFT`]).
+    #[inline]
+    fn downlink_rule(&self, slot: u32, rule: u8) -> Option<(u32, &Treatment)> {
+        let set = self.rules.get(slot as usize)?.as_ref()?;
+        let t = set.dl.get(usize::from(rule))?;
+        Some((slot | (u32::from(rule) + 1) << RULE_SHIFT, t))
+    }
+
+    /// The outer header of a downlink packet whose session word (as
+    /// `session-lookup` set it) is `word`: the peer's id, TEID and QFI.
+    #[inline]
+    pub(crate) fn downlink_header(&self, word: u32) -> (u32, u32, Option<u8>) {
+        let slot = word & SLOT_MASK;
+        let rule = (word >> RULE_SHIFT) as usize;
+        if rule == 0 {
+            let s = self.get(slot);
+            return (s.peer, s.teid, s.qfi);
+        }
+        let t = self
+            .rules
+            .get(slot as usize)
+            .and_then(Option::as_ref)
+            .and_then(|set| set.dl.get(rule - 1));
+        t.map_or((u32::MAX, 0, None), |t| (t.peer, t.teid, t.qfi))
+    }
+
     /// Sessions with a slot in use.
     pub fn len(&self) -> usize {
         self.link.usage.sessions()
@@ -863,6 +999,13 @@ impl SessionTable {
             + self.ue6.bytes()
             + self.ue6_64.bytes()
             + self.peers.capacity() * core::mem::size_of::<Option<Peer>>()
+            + self.rules.capacity() * core::mem::size_of::<Option<RuleSet>>()
+            + self
+                .rules
+                .iter()
+                .flatten()
+                .map(RuleSet::bytes)
+                .sum::<usize>()
             + self.link.usage.bytes()
             + self.link.meters.bytes()
     }

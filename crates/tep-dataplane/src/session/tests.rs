@@ -17,6 +17,7 @@ fn spec(n3: u32, teid: u32, ue: u32, peer: Option<(IpAddr, u32)>) -> SessionSpec
         downlink_keys: vec![UeKey::V4(ue)],
         ue: UeSource::new(Some(ue), None).unwrap(),
         mbr: Default::default(),
+        rules: Default::default(),
     }
 }
 
@@ -363,4 +364,110 @@ fn uplink_lookups_tell_an_unknown_teid_from_an_unmatched_qfi() {
         let slot = (!t.is_multiple_of(3)).then(|| slots[t as usize - 1]);
         check(&w[1], t, slot);
     }
+}
+
+/// Sessions with the same filters share one classifier; each rule's peer
+/// is held while a rule names it; a QER's bucket is one for the rules
+/// under it and kept over a modification at the same rate; a worker
+/// started afresh gets the rules in the replay.
+#[test]
+fn rules_share_classifiers_peers_and_buckets() {
+    use super::rules::{FlowMatch, RuleSpec};
+    let (mut c, links) = Sessions::new(1000, 2, vec![false, true]);
+    let mut w: Vec<SessionTable> = links.iter().cloned().map(SessionTable::new).collect();
+    let gnb = v4([192, 0, 2, 9]);
+    let other = v4([192, 0, 2, 10]);
+    let voice = FlowMatch {
+        protocol: Some(17),
+        ue_ports: vec![(5000, 5010)],
+        ..Default::default()
+    };
+    let rule = |filters: Vec<FlowMatch>, peer, mbr| RuleSpec {
+        filters,
+        qfi_match: None,
+        action: Action::Forward,
+        peer: Some((peer, 0x10)),
+        qfi: Some(1),
+        mbr,
+    };
+    let with_rules = |teid, ue, peer2| {
+        let mut s = spec(0, teid, ue, Some((gnb, 0x77)));
+        s.rules.downlink = vec![
+            rule(vec![voice.clone()], peer2, Some((7, 1_000_000))),
+            rule(vec![], gnb, Some((7, 1_000_000))),
+        ];
+        s
+    };
+    let a = c.create(&with_rules(0x100, 0x0a00_0001, other)).unwrap();
+    let b = c.create(&with_rules(0x200, 0x0a00_0002, gnb)).unwrap();
+    sync(&mut c, &mut w);
+    let set = |t: &SessionTable, s: u32| t.rules[s as usize].clone().unwrap();
+    let (sa, sb) = (set(&w[0], a), set(&w[0], b));
+    let (ca, cb) = (sa.downlink.as_ref().unwrap(), sb.downlink.as_ref().unwrap());
+    assert!(Arc::ptr_eq(ca, cb), "one classifier for both");
+    let bucket = |s: &RuleSet, i: usize| s.dl[i].bucket.clone().unwrap();
+    assert!(
+        Arc::ptr_eq(&bucket(&sa, 0), &bucket(&sa, 1)),
+        "one QER, one bucket"
+    );
+    assert!(
+        !Arc::ptr_eq(&bucket(&sa, 0), &bucket(&sb, 0)),
+        "a session's own"
+    );
+    assert!(w[0].get(a).downlink_rules && !w[0].get(a).uplink_rules);
+    // The voice rule's peer of session a is the second gNB's.
+    let peer = |t: &SessionTable, id: u32| t.peer(id).map(|p| p.addr);
+    assert_eq!(peer(&w[0], sa.dl[0].peer), Some(other));
+    assert_eq!(peer(&w[0], sa.dl[1].peer), Some(gnb));
+    // Modified at the same rate: the bucket stays; with the rules gone,
+    // the second gNB (no rule names it any more) goes.
+    let mut same = with_rules(0x100, 0x0a00_0001, other);
+    same.rules.downlink[1].qfi = Some(2);
+    c.modify(a, &same, false).unwrap();
+    sync(&mut c, &mut w);
+    let sa2 = set(&w[0], a);
+    assert!(Arc::ptr_eq(&bucket(&sa, 0), &bucket(&sa2, 0)));
+    let other_id = sa2.dl[0].peer;
+    c.modify(a, &spec(0, 0x100, 0x0a00_0001, Some((gnb, 0x77))), false)
+        .unwrap();
+    sync(&mut c, &mut w);
+    assert!(w[0].rules[a as usize].is_none());
+    assert_eq!(peer(&w[0], other_id), None);
+    assert!(!w[0].get(a).downlink_rules);
+    // A fresh worker catches up with the replay, rules included.
+    let mut fresh = SessionTable::new(links[1].clone());
+    c.replay();
+    fresh.apply_pending(&mut Vec::new());
+    assert!(fresh.rules[b as usize].is_some());
+    assert!(fresh.get(b).downlink_rules);
+    // Removed: the worker drops its rules.
+    c.remove(b).unwrap();
+    sync(&mut c, &mut w);
+    assert!(w[1].rules[b as usize].is_none());
+}
+
+#[test]
+fn rules_the_classifier_cannot_hold_are_refused_and_change_nothing() {
+    use super::rules::{RuleError, RuleSpec, MAX_RULES};
+    let (mut c, mut w) = setup();
+    let mut s = spec(0, 0x100, 0x0a00_0001, None);
+    s.rules.uplink = (0..=MAX_RULES)
+        .map(|_| RuleSpec {
+            filters: vec![],
+            qfi_match: None,
+            action: Action::Forward,
+            peer: None,
+            qfi: None,
+            mbr: None,
+        })
+        .collect();
+    assert_eq!(
+        c.create(&s),
+        Err(SessionError::Rules {
+            uplink: true,
+            error: RuleError::TooManyRules(MAX_RULES)
+        })
+    );
+    assert!(c.is_empty());
+    assert!(sync(&mut c, &mut w).is_empty());
 }

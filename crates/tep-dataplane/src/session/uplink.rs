@@ -3,7 +3,7 @@
 //! train merged by `train-merge` counts its datagrams in its session's
 //! usage.
 
-use super::{action_of, Action, SessionTable, GNB_SOURCE, MBR_UPLINK};
+use super::{action_of, Action, SessionTable, GNB_SOURCE, MBR_UPLINK, UL_RULES};
 use crate::buffer::Pool;
 use crate::drop::DropReason;
 use crate::tunnel::TunnelTable;
@@ -31,7 +31,9 @@ pub(crate) enum Receiver {
 /// is not the UE's ([`super::UeSource`]), `MbrExceeded` over the rate of
 /// the session's uplink bucket at `now_ns` ([`super::rate`]). All of it
 /// from the slot's line (and, checking the gNB, its entry in the few
-/// gNBs' table; metering, the session's bucket).
+/// gNBs' table; metering, the session's bucket). A session with several
+/// uplink rules classifies the inner packet ([`super::rules`]): the rule
+/// that takes it gives the action and its own bucket; none: `NoPdrMatch`.
 #[inline]
 pub(crate) fn match_session(
     sessions: &SessionTable,
@@ -67,16 +69,30 @@ pub(crate) fn match_session(
     if table.tunnels().get(n3 as usize).map(|t| t.local) != Some(outer.1) {
         return Err(DropReason::UnknownTeid);
     }
-    match action_of(actions) {
-        Action::Forward => {}
-        Action::QuotaExhausted => return Err(DropReason::QuotaExhausted),
-        _ => return Err(DropReason::SessionDrop),
+    let rules = actions & UL_RULES != 0;
+    if !rules {
+        match action_of(actions) {
+            Action::Forward => {}
+            Action::QuotaExhausted => return Err(DropReason::QuotaExhausted),
+            _ => return Err(DropReason::SessionDrop),
+        }
     }
     if actions & GNB_SOURCE != 0 {
         gnb_source(sessions, line.peer(), outer.0)?;
     }
     let packet = gtpu.get(inner..).unwrap_or_default();
     line.ue_source(actions).check(packet)?;
+    if rules {
+        let t = sessions
+            .uplink_rule(slot, packet, qfi)
+            .ok_or(DropReason::NoPdrMatch)?;
+        if t.action != Action::Forward {
+            return Err(DropReason::SessionDrop);
+        }
+        if !t.admit(packet.len(), now_ns) {
+            return Err(DropReason::MbrExceeded);
+        }
+    }
     if actions & MBR_UPLINK != 0 && !sessions.admit(slot, true, packet.len(), now_ns) {
         return Err(DropReason::MbrExceeded);
     }
@@ -142,6 +158,7 @@ fn teid_qfi(data: &[u8], at: usize) -> Option<(u32, Option<u8>)> {
 /// lookups find them in the cache (see [`super::downlink::lookup`]).
 pub(crate) fn prefetch(sessions: &SessionTable, pool: &Pool, v: &PacketVector) {
     let mut keys = [None; VECTOR_SIZE];
+    let mut slots = [None; VECTOR_SIZE];
     for (k, &id) in keys.iter_mut().zip(v.as_slice()) {
         *k = teid_qfi(pool.data(id), usize::from(pool.meta(id).udp_payload));
     }
@@ -152,10 +169,27 @@ pub(crate) fn prefetch(sessions: &SessionTable, pool: &Pool, v: &PacketVector) {
                 sessions.prefetch_uplink(teid, qfi);
             }
         },
-        |k, _| {
-            if let Some(slot) = k.and_then(|(t, q)| sessions.uplink(t, q)) {
+        |k, packets| {
+            let s = k.and_then(|(t, q)| sessions.uplink(t, q));
+            if let Some(slot) = s {
                 sessions.prefetch_slot(slot);
             }
+            slots[packets].fill(s);
         },
     );
+    if !sessions.has_rules() {
+        return;
+    }
+    // Sessions with several uplink rules: each G-PDU classified ahead (a
+    // container right after the fixed header, as gNBs send it), so that
+    // its rule's treatment is fetched before `gtpu-decap` reads it.
+    for (k, &id) in v.as_slice().iter().enumerate() {
+        if let (Some((_, Some(qfi))), Some(slot)) = (keys[k], slots[k]) {
+            let at = usize::from(pool.meta(id).udp_payload);
+            let data = pool.data(id);
+            if data.get(at + 15) == Some(&0) {
+                sessions.prefetch_uplink_rule(slot, data.get(at + 16..).unwrap_or_default(), qfi);
+            }
+        }
+    }
 }

@@ -68,7 +68,7 @@ const TABLE: &[(&str, &str, u16, Path, Verdict)] = &[
     ("7.5.2.2-2", "Network Instance", 22, PDI2, Accepted),
     ("7.5.2.2-2", "UE IP address", 93, PDI1, Applied(|r| pdr(r, 2).ue_ip.is_some_and(|u| u.v4 == Some(ue())))),
     ("7.5.2.2-2", "Traffic Endpoint ID", 131, PDI1, Refused(PDR)),
-    ("7.5.2.2-2", "SDF Filter", 23, PDI1, Refused(PDR)),
+    ("7.5.2.2-2", "SDF Filter", 23, PDI1, Added(|r| pdr(r, 1).sdf.first().and_then(|f| f.flow.as_ref()).is_some_and(|f| f.protocol == Some(17)))),
     ("7.5.2.2-2", "Application ID", 24, PDI1, Refused(PDR)),
     ("7.5.2.2-2", "Ethernet PDU Session Information", 142, PDI1, Refused(PDR)),
     ("7.5.2.2-2", "Ethernet Packet Filter", 132, PDI1, Refused(PDR)),
@@ -190,6 +190,10 @@ fn child_of(ty: u16) -> Vec<u8> {
             ..Default::default()
         })),
         22 => w.ie(&NetworkInstance(b"\x08internet".to_vec())),
+        23 => w.ie(&SdfFilter {
+            flow_description: Some(b"permit out 17 from any to assigned 5000-5010".to_vec()),
+            ..Default::default()
+        }),
         26 => w.ie(&Mbr {
             ul: 20_000,
             dl: 10_000,
@@ -277,7 +281,40 @@ fn every_ie_of_the_create_tables_is_applied_refused_or_unknown() {
 #[test]
 fn values_tep_does_not_apply_fail_their_rule() {
     type Edit = fn(&mut SessionEstablishmentRequest);
-    let cases: [(Edit, FailedRuleId, IeType); 6] = [
+    let cases: [(Edit, FailedRuleId, IeType); 9] = [
+        (
+            // A Flow Description outside the IPFilterRule subset.
+            |m| {
+                m.create_pdrs[1].pdi.sdf_filters = vec![SdfFilter {
+                    flow_description: Some(b"permit out ip from any to assigned frag".to_vec()),
+                    ..Default::default()
+                }]
+            },
+            FailedRuleId::Pdr(2),
+            IeType::SDF_FILTER,
+        ),
+        (
+            // An SDF Filter ID alone: a filter tep never received.
+            |m| {
+                m.create_pdrs[0].pdi.sdf_filters = vec![SdfFilter {
+                    filter_id: Some(7),
+                    ..Default::default()
+                }]
+            },
+            PDR,
+            IeType::SDF_FILTER,
+        ),
+        (
+            |m| {
+                let f = SdfFilter {
+                    flow_description: Some(b"permit out 6 from any 80 to assigned".to_vec()),
+                    ..Default::default()
+                };
+                m.create_pdrs[0].pdi.sdf_filters = vec![f; MAX_SDF_FILTERS + 1];
+            },
+            PDR,
+            IeType::SDF_FILTER,
+        ),
         (
             // The UE as the source of what comes from the core.
             |m| {

@@ -95,7 +95,10 @@ use crate::Error;
 
 use cache::ResponseCache;
 use perm::Permutation;
-pub use session::{Action, Bar, Far, Ids, LocalFTeid, OuterHeader, Pdr, Qer, Rules, UeIp, Urr};
+pub use session::MAX_SDF_FILTERS;
+pub use session::{
+    Action, Bar, Far, Ids, LocalFTeid, OuterHeader, Pdr, Qer, Rules, Sdf, UeIp, Urr,
+};
 use session::{Pending, Reject};
 use teid::TeidAllocator;
 

@@ -9,6 +9,7 @@
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use crate::flow::FlowDescription;
 use crate::ie::IeType;
 use crate::rules::{CreateBar, CreateFar, CreatePdr, CreateQer, CreateUrr, Pdi, UpdateFar};
 use crate::rules::{UpdateBar, UpdatePdr, UpdateQer, UpdateUrr};
@@ -78,11 +79,57 @@ pub struct Pdr {
     pub ue_ip: Option<UeIp>,
     /// Match only this QFI (uplink, from the PDU Session Container).
     pub qfi: Option<u8>,
+    /// Match only packets one of these filters takes (none: any packet).
+    pub sdf: Vec<Sdf>,
     /// Strip the outer GTP-U/UDP/IP header (uplink).
     pub outer_header_removal: Option<OuterHeaderRemoval>,
     pub far: u32,
     pub qers: Ids,
     pub urrs: Ids,
+}
+
+/// Most SDF Filters one PDR holds (a PCC rule has a few; each is checked
+/// per packet).
+pub const MAX_SDF_FILTERS: usize = 8;
+
+/// An SDF Filter (§8.2.5) as checked: its Flow Description parsed. A
+/// packet matches when it matches every field given.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Sdf {
+    /// Protocol, addresses and ports, written for the downlink.
+    pub flow: Option<FlowDescription>,
+    /// ToS / Traffic Class value and mask.
+    pub tos: Option<(u8, u8)>,
+    /// IPsec SPI.
+    pub spi: Option<u32>,
+    /// IPv6 Flow Label.
+    pub flow_label: Option<u32>,
+    /// The SDF Filter ID (informational: tep keeps no filters by ID).
+    pub id: Option<u32>,
+}
+
+impl Sdf {
+    /// A PDR's filter, checked; None for what tep does not apply: a Flow
+    /// Description outside [`crate::flow`]'s subset, or a filter with no
+    /// field to match (an SDF Filter ID alone refers to a filter the SMF
+    /// provisioned earlier, which tep does not keep).
+    pub fn of(f: &SdfFilter) -> Option<Sdf> {
+        let flow = match &f.flow_description {
+            Some(d) => Some(FlowDescription::parse(d).ok()?),
+            None => None,
+        };
+        let matches = flow.is_some()
+            || f.tos_traffic_class.is_some()
+            || f.spi.is_some()
+            || f.flow_label.is_some();
+        matches.then_some(Sdf {
+            flow,
+            tos: f.tos_traffic_class,
+            spi: f.spi,
+            flow_label: f.flow_label,
+            id: f.filter_id,
+        })
+    }
 }
 
 /// What a FAR does with a packet.
@@ -378,9 +425,21 @@ fn ids(list: &[u32], ie: IeType) -> Result<Ids, Reject> {
     Ids::new(list).ok_or(Reject::too_many(ie))
 }
 
+/// A PDI's SDF Filters, or the PDR refused (Rule creation/modification
+/// Failure, the Offending IE SDF Filter) for one tep cannot apply or for
+/// more than [`MAX_SDF_FILTERS`].
+fn sdf_filters(pdr: u16, list: &[SdfFilter]) -> Result<Vec<Sdf>, Reject> {
+    let refuse = || Reject::unsupported(FailedRuleId::Pdr(pdr), IeType::SDF_FILTER);
+    if list.len() > MAX_SDF_FILTERS {
+        return Err(refuse());
+    }
+    list.iter().map(|f| Sdf::of(f).ok_or_else(refuse)).collect()
+}
+
 fn apply_pdi(pdr: &mut Pdr, pdi: &Pdi, pending: &mut Pending) -> Result<(), Reject> {
     pdr.source = pdi.source_interface.0;
     pdr.qfi = pdi.qfi.map(|q| q.0);
+    pdr.sdf = sdf_filters(pdr.id, &pdi.sdf_filters)?;
     pdr.local = None;
     match pdi.local_f_teid {
         Some(FTeid::Choose { v4, v6, choose_id }) => {
@@ -474,6 +533,7 @@ pub fn create_pdr(r: &mut Rules, c: &CreatePdr, pending: &mut Pending) -> Result
         local: None,
         ue_ip: None,
         qfi: None,
+        sdf: Vec::new(),
         outer_header_removal: c.outer_header_removal,
         far,
         qers: ids(
@@ -991,6 +1051,7 @@ mod tests {
                     v6_prefix_len: 64,
                 }),
                 qfi: None,
+                sdf: Vec::new(),
                 outer_header_removal: None,
                 far: 1,
                 qers: Ids::new(&[1, 2]).unwrap(),

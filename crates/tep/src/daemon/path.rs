@@ -503,6 +503,7 @@ mod tests {
             far: 1,
             qers: Default::default(),
             urrs: Default::default(),
+            sdf: Vec::new(),
         };
         Rules {
             pdrs: vec![pdr],

@@ -22,7 +22,9 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use tep_dataplane::session::control::{Mbr, SessionSpec, Sessions, Volume};
+use tep_dataplane::session::rules::{Classifier, FlowMatch, RuleError, RuleSpec, MAX_RULES};
 use tep_dataplane::session::{Action, UeKey, UeSource, UplinkKey};
+use tep_pfcp::flow::Address;
 use tep_pfcp::node::{self, Change, Refused, Rules, Seid, Usage, UserPlane};
 use tep_pfcp::types::{FailedRuleId, Interface};
 use tep_pfcp::IeType;
@@ -30,23 +32,32 @@ use tep_pfcp::IeType;
 /// Compiles a session's rules for the N3 tunnels `n3` (their addresses
 /// and tunnel indexes), or refuses the rule the dataplane cannot enforce
 /// as asked ([`Refused::rule`]: the SMF gets Rule creation/modification
-/// Failure naming it). The dataplane holds per session one uplink
-/// treatment and one downlink treatment (action; for the downlink the gNB
-/// tunnel and QFI) and counts the session's volume, so:
-/// - several PDRs in a direction are taken when they get the first one's
-///   treatment (by precedence; they differ only in what they match: the
-///   QFIs or F-TEIDs of a PDU session's flows, its UE addresses); another
-///   treatment is refused until multi-PDR sessions exist;
+/// Failure naming it). Per direction:
+/// - PDRs that all get the same treatment (action; for the downlink the
+///   gNB tunnel and QFI) and have no SDF filter nor an MBR of their own
+///   (a PDU session's one flow, or flows that differ only in the QFIs or
+///   F-TEIDs that find the session) compile to that one treatment, kept
+///   in the session's line;
+/// - otherwise each PDR is a rule of its own, by precedence
+///   ([`tep_dataplane::session::rules`]): its SDF filters (Flow
+///   Descriptions written for the downlink; an uplink PDR's match with
+///   source and destination swapped, TS 29.244 §5.2.1A.2A), its uplink
+///   QFI, its FAR's action, its peer and QFI, its own MBR. At most
+///   [`MAX_RULES`] a direction (the next PDR is refused), filters the
+///   classifier holds (`rules::MAX_FILTERS` columns: the PDR whose filters
+///   overflow is refused by its SDF Filter), one F-TEID and one UE
+///   address for all the direction's PDRs (the session's lookup keys: a
+///   PDR naming another is refused by that IE);
 /// - an uplink PDR comes from Access with its GTP-U header removed and
 ///   goes to N6 (Core or N6-LAN), a downlink PDR comes from Core/N6-LAN
 ///   matching a UE address (no F-TEID: N9 is refused, no QFI, no header
 ///   removal) and goes to Access in GTP-U; CP-function and 5G VN internal
 ///   sources are refused; uplink buffering (which would drop) is refused;
 /// - each URR on every PDR (its counts are the session's);
-/// - one maximum bit rate each way ([`direction_mbr`]): every PDR of a
-///   direction is under the same QERs with an MBR (a session AMBR's QER
-///   that all its PDRs share, or the one PDR's own), the lowest of their
-///   rates applies; PDRs under different MBRs are refused by the QER.
+/// - maximum bit rates ([`mbrs`]): the QERs with an MBR that every PDR of
+///   a direction is under (a session AMBR) are the session's bucket, the
+///   lowest rate; one more of a PDR's own is its rule's bucket, shared by
+///   the PDRs under the same QER.
 ///
 /// Refused too: an F-TEID on an address that is no N3 tunnel's, a UE IPv6
 /// prefix other than /64 or /128, a UE with an IPv4 address and an IPv6
@@ -54,6 +65,8 @@ use tep_pfcp::IeType;
 /// family.
 pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Option<u16>), Refused> {
     check_urrs(rules)?;
+    let (ul_mbr, ul_own) = mbrs(rules, true)?;
+    let (dl_mbr, dl_own) = mbrs(rules, false)?;
     let mut spec = SessionSpec {
         n3: u32::MAX,
         uplink: Action::Drop,
@@ -64,47 +77,87 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
         downlink_keys: Vec::new(),
         ue: UeSource::default(),
         mbr: Mbr {
-            uplink: direction_mbr(rules, true)?,
-            downlink: direction_mbr(rules, false)?,
+            uplink: ul_mbr,
+            downlink: dl_mbr,
         },
+        rules: Default::default(),
     };
     let (mut ue_up, mut ue_down) = (None, None);
     let mut by_precedence: Vec<&node::Pdr> = rules.pdrs.iter().collect();
     by_precedence.sort_by_key(|p| p.precedence);
-    let (mut uplink_pdr, mut downlink_pdr) = (None, None);
+    let (mut ul, mut dl) = (Vec::new(), Vec::new());
+    let mut teid = None;
     for pdr in by_precedence {
         let far = rules.far(pdr.far).ok_or(refuse_pdr(pdr, IeType::FAR_ID))?;
+        let mut rule = RuleSpec {
+            filters: flows(pdr),
+            qfi_match: None,
+            action: far_action(far, rules.gate_open(pdr, pdr.source == Interface::ACCESS)),
+            peer: None,
+            qfi: None,
+            mbr: None,
+        };
         if pdr.source == Interface::ACCESS {
-            let (n3_index, teid) = uplink_of(pdr, far, n3)?;
-            let action = far_action(far, rules.gate_open(pdr, true));
-            if uplink_pdr.replace(pdr.id).is_none() {
-                (spec.n3, spec.uplink) = (n3_index, action);
-            } else if action != spec.uplink {
-                return Err(refuse_pdr(pdr, IeType::FAR_ID));
+            let (n3_index, t) = uplink_of(pdr, far, n3)?;
+            if ul.is_empty() {
+                spec.n3 = n3_index;
+            } else if n3_index != spec.n3 {
+                return Err(refuse_pdr(pdr, IeType::F_TEID));
             }
-            spec.uplink_keys.push(UplinkKey { teid, qfi: pdr.qfi });
+            let key = UplinkKey {
+                teid: t,
+                qfi: pdr.qfi,
+            };
+            if !spec.uplink_keys.contains(&key) {
+                spec.uplink_keys.push(key);
+            }
+            if teid.get_or_insert(t) != &t {
+                teid = Some(u32::MAX);
+            }
             if let (None, Some(ue)) = (&ue_up, &pdr.ue_ip) {
                 ue_up = Some((
                     ue_keys(ue).ok_or(refuse_pdr(pdr, IeType::UE_IP_ADDRESS))?,
                     pdr,
                 ));
             }
+            (rule.qfi_match, rule.mbr) = (pdr.qfi, own(&ul_own, pdr));
+            ul.push((pdr, rule));
         } else {
             let ue = downlink_of(pdr, far)?;
             let keys = ue_keys(&ue).ok_or(refuse_pdr(pdr, IeType::UE_IP_ADDRESS))?;
-            spec.downlink_keys.extend(keys.iter().flatten());
-            ue_down.get_or_insert((keys, pdr));
-            let treatment = (
-                far_action(far, rules.gate_open(pdr, false)),
-                rules.qfi(pdr),
-                far.outer.map(|o| (o.addr(), o.teid)),
-            );
-            if downlink_pdr.replace(pdr.id).is_none() {
-                (spec.downlink, spec.qfi, spec.peer) = treatment;
-            } else if treatment != (spec.downlink, spec.qfi, spec.peer) {
-                return Err(refuse_pdr(pdr, IeType::FAR_ID));
+            for k in keys.iter().flatten() {
+                if !spec.downlink_keys.contains(k) {
+                    spec.downlink_keys.push(*k);
+                }
             }
+            ue_down.get_or_insert((keys, pdr));
+            rule.peer = far.outer.map(|o| (o.addr(), o.teid));
+            (rule.qfi, rule.mbr) = (rules.qfi(pdr), own(&dl_own, pdr));
+            dl.push((pdr, rule));
         }
+    }
+    if let Some((_, r)) = ul.first() {
+        spec.uplink = r.action;
+    }
+    if let Some((_, r)) = dl.first() {
+        (spec.downlink, spec.qfi, spec.peer) = (r.action, r.qfi, r.peer);
+    }
+    // The session's gNB (the uplink's source check, End Markers): the
+    // first downlink rule's that forwards somewhere.
+    if let Some((_, r)) = dl.iter().find(|(_, r)| r.peer.is_some()) {
+        spec.peer = r.peer;
+    }
+    if several(&ul) {
+        if teid == Some(u32::MAX) {
+            let odd = ul
+                .iter()
+                .find(|(p, _)| p.local.map(|l| l.teid) != ul[0].0.local.map(|l| l.teid));
+            return Err(refuse_pdr(odd.map_or(ul[0].0, |o| o.0), IeType::F_TEID));
+        }
+        spec.rules.uplink = checked(&ul)?;
+    }
+    if several(&dl) {
+        spec.rules.downlink = checked(&dl)?;
     }
     spec.ue = match ue_up.or(ue_down) {
         Some((keys, pdr)) => UeSource::of_keys(keys.iter().flatten())
@@ -120,7 +173,73 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
             .ok_or(Refused::FULL)?
             .1;
     }
-    Ok((spec, downlink_pdr))
+    // A Downlink Data Report names the PDR whose FAR buffers.
+    let report = dl
+        .iter()
+        .find(|(_, r)| r.action == Action::Buffer)
+        .or(dl.first())
+        .map(|(p, _)| p.id);
+    Ok((spec, report))
+}
+
+/// Whether a direction's PDRs need rules of their own: more than one
+/// treatment, or a filter or an MBR of a PDR's own.
+fn several(list: &[(&node::Pdr, RuleSpec)]) -> bool {
+    let treatment = |r: &RuleSpec| (r.action, r.peer, r.qfi);
+    list.iter().any(|(_, r)| {
+        !r.filters.is_empty() || r.mbr.is_some() || treatment(r) != treatment(&list[0].1)
+    })
+}
+
+/// A direction's rules as the classifier takes them, or the PDR refused:
+/// past [`MAX_RULES`], a UE address other than the first PDR's (the
+/// rules do not match addresses the session's lookup already did), or
+/// filters the classifier cannot hold.
+fn checked(list: &[(&node::Pdr, RuleSpec)]) -> Result<Vec<RuleSpec>, Refused> {
+    if let Some((p, _)) = list.get(MAX_RULES) {
+        return Err(refuse_pdr(p, IeType::PDR_ID));
+    }
+    let ue = list.iter().find_map(|(p, _)| p.ue_ip);
+    if let Some((p, _)) = list
+        .iter()
+        .find(|(p, _)| p.ue_ip.is_some() && p.ue_ip != ue)
+    {
+        return Err(refuse_pdr(p, IeType::UE_IP_ADDRESS));
+    }
+    let rules: Vec<RuleSpec> = list.iter().map(|(_, r)| r.clone()).collect();
+    match Classifier::new(&rules) {
+        Ok(_) => Ok(rules),
+        Err(RuleError::TooManyRules(i)) => Err(refuse_pdr(list[i].0, IeType::PDR_ID)),
+        Err(RuleError::TooManyFilters(i) | RuleError::Families(i)) => {
+            Err(refuse_pdr(list[i].0, IeType::SDF_FILTER))
+        }
+    }
+}
+
+/// A PDR's SDF filters as the dataplane matches them. `assigned` is the
+/// UE's address, which the session's lookup found: any.
+fn flows(pdr: &node::Pdr) -> Vec<FlowMatch> {
+    let addr = |a: Address| match a {
+        Address::Prefix(ip, len) => Some((ip, len)),
+        Address::Any | Address::Assigned => None,
+    };
+    pdr.sdf
+        .iter()
+        .map(|f| {
+            let mut m = FlowMatch {
+                tos: f.tos,
+                spi: f.spi,
+                flow_label: f.flow_label,
+                ..Default::default()
+            };
+            if let Some(d) = &f.flow {
+                m.protocol = d.protocol;
+                (m.remote, m.ue) = (addr(d.from.addr), addr(d.to.addr));
+                (m.remote_ports, m.ue_ports) = (d.from.ports.clone(), d.to.ports.clone());
+            }
+            m
+        })
+        .collect()
 }
 
 fn refuse_pdr(pdr: &node::Pdr, ie: IeType) -> Refused {
@@ -197,47 +316,65 @@ fn downlink_of(pdr: &node::Pdr, far: &node::Far) -> Result<node::UeIp, Refused> 
     pdr.ue_ip.ok_or(refuse_pdr(pdr, IeType::UE_IP_ADDRESS))
 }
 
-/// The maximum bit rate (bit/s) of a direction's PDRs (`uplink`: from
-/// Access), for its one bucket. The QERs of a PDR all apply to its
-/// packets (TS 29.244 §5.4.2), so a PDR under several MBRs (a flow's MBR
-/// and the session AMBR, TS 23.501 §5.7.2.6) is held to the lowest: one
-/// bucket at that rate passes what each of theirs would. A bucket is the
-/// whole direction's, so every PDR of the direction must be under the
-/// same QERs with an MBR; where they differ (two flows, each its own
-/// MBR; a flow with one and another without) the QER that differs is
-/// refused. An MBR of 0 kbit/s one way sets no rate that way (the gate
-/// is what stops traffic).
-fn direction_mbr(rules: &Rules, uplink: bool) -> Result<Option<u64>, Refused> {
+/// A direction's maximum bit rates (`uplink`: from Access): the
+/// session's, bit/s, and each PDR's own (PDR ID -> (QER ID, bit/s)). The
+/// QERs of a PDR all apply to its packets (TS 29.244 §5.4.2): those with
+/// an MBR that every PDR of the direction is under (a session AMBR, TS
+/// 23.501 §5.7.2.6) are the session's bucket, at the lowest of their
+/// rates, since one bucket at that rate passes what each of theirs
+/// would; a PDR under one more (a flow's MBR) gets that QER's bucket,
+/// shared by the PDRs under it. Two more on one PDR would each need their
+/// own bucket per packet: the second is refused. An MBR of 0 kbit/s one
+/// way sets no rate that way (the gate is what stops traffic).
+fn mbrs(rules: &Rules, uplink: bool) -> Result<(Option<u64>, Vec<OwnMbr>), Refused> {
     let kbps = |q: &node::Qer| q.mbr.map_or(0, |m| if uplink { m.ul } else { m.dl });
-    let mut first: Option<Vec<&node::Qer>> = None;
-    for pdr in rules.pdrs.iter() {
-        if (pdr.source == Interface::ACCESS) != uplink {
-            continue;
-        }
-        let mut metered: Vec<&node::Qer> = pdr
+    let metered = |pdr: &node::Pdr| -> Vec<&node::Qer> {
+        let mut m: Vec<&node::Qer> = pdr
             .qers
             .as_slice()
             .iter()
             .filter_map(|&q| rules.qer(q))
             .filter(|q| kbps(q) > 0)
             .collect();
-        metered.sort_by_key(|q| q.id);
-        metered.dedup_by_key(|q| q.id);
-        match &first {
-            None => first = Some(metered),
-            Some(f) if *f == metered => {}
-            Some(f) => {
-                let odd = metered
-                    .iter()
-                    .find(|q| !f.contains(q))
-                    .or_else(|| f.iter().find(|q| !metered.contains(q)))
-                    .map_or(0, |q| q.id);
-                return Err(Refused::rule(FailedRuleId::Qer(odd), Some(IeType::MBR)));
-            }
+        m.sort_by_key(|q| q.id);
+        m.dedup_by_key(|q| q.id);
+        m
+    };
+    let pdrs: Vec<&node::Pdr> = rules
+        .pdrs
+        .iter()
+        .filter(|p| (p.source == Interface::ACCESS) == uplink)
+        .collect();
+    let Some(first) = pdrs.first() else {
+        return Ok((None, Vec::new()));
+    };
+    let mut common = metered(first);
+    for p in &pdrs[1..] {
+        let m = metered(p);
+        common.retain(|q| m.contains(q));
+    }
+    let mut own = Vec::new();
+    for p in &pdrs {
+        let extra: Vec<&node::Qer> = metered(p)
+            .into_iter()
+            .filter(|q| !common.contains(q))
+            .collect();
+        match extra[..] {
+            [] => {}
+            [q] => own.push((p.id, q.id, kbps(q).saturating_mul(1000))),
+            [_, q, ..] => return Err(Refused::rule(FailedRuleId::Qer(q.id), Some(IeType::MBR))),
         }
     }
-    let lowest = first.and_then(|f| f.iter().map(|q| kbps(q)).min());
-    Ok(lowest.map(|k| k.saturating_mul(1000)))
+    let lowest = common.iter().map(|q| kbps(q)).min();
+    Ok((lowest.map(|k| k.saturating_mul(1000)), own))
+}
+
+/// A PDR's own MBR: (PDR ID, QER ID, bit/s).
+type OwnMbr = (u16, u32, u64);
+
+/// PDR `pdr`'s own MBR among `own` ([`mbrs`]).
+fn own(own: &[OwnMbr], pdr: &node::Pdr) -> Option<(u32, u64)> {
+    own.iter().find(|o| o.0 == pdr.id).map(|o| (o.1, o.2))
 }
 
 /// The dataplane counts a session's volume, and each URR takes what was
@@ -439,6 +576,7 @@ mod tests {
             local: None,
             ue_ip: None,
             qfi: None,
+            sdf: Vec::new(),
             outer_header_removal: None,
             far,
             qers: Ids::new(&[1]).unwrap(),
@@ -556,16 +694,31 @@ mod tests {
         });
         r.pdrs[0].qers = Ids::new(&[1, 2]).unwrap();
         assert_eq!(mbr(&r), Ok((Some(5_000_000), Some(50_000_000))));
-        // A second uplink flow not under QER 2.
+        // A second uplink flow not under QER 2: QER 1 is the session's
+        // (an AMBR), QER 2 the first flow's own, a rule each.
         let mut second = r.pdrs[0].clone();
         second.id = 3;
         second.qfi = Some(5);
         second.qers = Ids::new(&[1]).unwrap();
         r.pdrs.push(second);
+        assert_eq!(mbr(&r), Ok((Some(20_000_000), Some(50_000_000))));
+        let (spec, _) = compile(&r, &n3).unwrap();
+        let own: Vec<_> = spec.rules.uplink.iter().map(|r| r.mbr).collect();
+        assert_eq!(own, [Some((2, 5_000_000)), None]);
+        assert!(spec.rules.downlink.is_empty());
+        // Two of its own on one PDR: the second is refused.
+        r.qers.push(Qer {
+            id: 3,
+            mbr: Some(QerMbr { ul: 7_000, dl: 0 }),
+            qfi: None,
+            ..r.qers[0]
+        });
+        r.pdrs[0].qers = Ids::new(&[1, 2, 3]).unwrap();
         assert_eq!(
             mbr(&r),
-            Err(Refused::rule(FailedRuleId::Qer(2), Some(IeType::MBR)))
+            Err(Refused::rule(FailedRuleId::Qer(3), Some(IeType::MBR)))
         );
+        r.pdrs[0].qers = Ids::new(&[1, 2]).unwrap();
         // Both under QER 2 again: one rate.
         r.pdrs[2].qers = Ids::new(&[2, 1]).unwrap();
         assert_eq!(mbr(&r), Ok((Some(5_000_000), Some(50_000_000))));
@@ -616,19 +769,25 @@ mod tests {
         (second.id, second.qfi) = (3, Some(5));
         r.pdrs.push(second.clone());
         assert_eq!(compile(&r, &n3).unwrap().0.uplink_keys.len(), 2);
-        // With a FAR that drops: refused.
+        // With a FAR that drops: a rule each, by precedence.
         second.far = 3;
         let mut dropping = r.fars[0];
         (dropping.id, dropping.action) = (3, node::Action::Drop);
         r.pdrs[2] = second;
         r.fars.push(dropping);
-        assert_eq!(compile(&r, &n3).map(|_| ()), pdr_ie(3, IeType::FAR_ID));
-        // A second downlink PDR with another QFI: refused.
+        let (spec, _) = compile(&r, &n3).unwrap();
+        let got: Vec<_> = spec
+            .rules
+            .uplink
+            .iter()
+            .map(|r| (r.qfi_match, r.action))
+            .collect();
+        assert_eq!(got, [(None, Action::Forward), (Some(5), Action::Drop)]);
+        // A second downlink PDR with another QFI: a rule each.
         let other_qfi = |r: &mut Rules| {
             let mut d = r.pdrs[1].clone();
             d.id = 4;
             d.qers = Ids::new(&[2]).unwrap();
-            d.ue_ip.as_mut().unwrap().v4 = Some(Ipv4Addr::new(10, 45, 0, 8));
             r.pdrs.push(d);
             r.qers.push(Qer {
                 id: 2,
@@ -636,7 +795,31 @@ mod tests {
                 ..r.qers[0]
             });
         };
-        assert_eq!(verdict(&other_qfi), pdr_ie(4, IeType::FAR_ID));
+        let mut r = rules(node::Action::Forward);
+        other_qfi(&mut r);
+        let (spec, _) = compile(&r, &n3).unwrap();
+        let qfis: Vec<_> = spec.rules.downlink.iter().map(|r| r.qfi).collect();
+        assert_eq!(qfis, [Some(9), Some(5)]);
+        // On another UE address: the rules would not tell them apart.
+        let other_ue = |r: &mut Rules| {
+            other_qfi(r);
+            r.pdrs[2].ue_ip.as_mut().unwrap().v4 = Some(Ipv4Addr::new(10, 45, 0, 8));
+        };
+        assert_eq!(verdict(&other_ue), pdr_ie(4, IeType::UE_IP_ADDRESS));
+        // More PDRs a direction than the classifier holds: the first
+        // past it is refused.
+        let many = |r: &mut Rules| {
+            for i in 0..MAX_RULES as u16 {
+                let mut d = r.pdrs[1].clone();
+                (d.id, d.precedence) = (10 + i, 200 + u32::from(i));
+                d.sdf = vec![voice()];
+                r.pdrs.push(d);
+            }
+        };
+        assert_eq!(
+            verdict(&many),
+            pdr_ie(10 + MAX_RULES as u16 - 1, IeType::PDR_ID)
+        );
         type Edit<'a> = &'a dyn Fn(&mut Rules);
         let cases: [(Edit<'_>, Result<(), Refused>); 10] = [
             (
@@ -705,6 +888,83 @@ mod tests {
         for p in &mut r.pdrs {
             p.urrs = Ids::new(ids).unwrap();
         }
+    }
+
+    fn voice() -> node::Sdf {
+        let d = b"permit out 17 from any to assigned 5000-5010";
+        node::Sdf {
+            flow: Some(tep_pfcp::flow::FlowDescription::parse(d).unwrap()),
+            tos: None,
+            spi: None,
+            flow_label: None,
+            id: None,
+        }
+    }
+
+    /// A voice flow beside the default one: its SDF filter, written for
+    /// the downlink, becomes the rule's match on the UE's ports (the
+    /// dataplane swaps the ends for the uplink); the default PDR after it.
+    #[test]
+    fn sdf_filters_compile_to_rules_by_precedence() {
+        let n3 = [(N3, 3)];
+        let mut r = rules(node::Action::Forward);
+        let mut voice_dl = r.pdrs[1].clone();
+        (voice_dl.id, voice_dl.precedence, voice_dl.far) = (3, 10, 3);
+        voice_dl.sdf = vec![voice()];
+        voice_dl.qers = Ids::new(&[2]).unwrap();
+        r.pdrs.push(voice_dl);
+        r.fars.push(Far {
+            id: 3,
+            outer: Some(OuterHeader {
+                teid: 0x88,
+                v4: Some(GNB),
+                v6: None,
+            }),
+            ..r.fars[1]
+        });
+        r.qers.push(Qer {
+            id: 2,
+            qfi: Some(1),
+            ..r.qers[0]
+        });
+        let (spec, report) = compile(&r, &n3).unwrap();
+        assert_eq!(report, Some(3));
+        let dl = &spec.rules.downlink;
+        assert_eq!(dl.len(), 2);
+        assert_eq!(
+            (dl[0].qfi, dl[0].peer, dl[1].qfi, dl[1].peer),
+            (
+                Some(1),
+                Some((IpAddr::V4(GNB), 0x88)),
+                Some(9),
+                Some((IpAddr::V4(GNB), 0x77))
+            )
+        );
+        let f = &dl[0].filters[0];
+        assert_eq!((f.protocol, f.remote, f.ue), (Some(17), None, None));
+        assert_eq!(
+            (&f.remote_ports[..], &f.ue_ports[..]),
+            (&[][..], &[(5000, 5010)][..])
+        );
+        assert!(dl[1].filters.is_empty());
+        assert!(spec.rules.uplink.is_empty(), "one uplink treatment");
+        assert_eq!(spec.downlink_keys.len(), 1);
+        // A filter the classifier cannot hold (both families): refused by
+        // the PDR and its SDF Filter.
+        let mut bad = voice();
+        bad.flow =
+            tep_pfcp::flow::FlowDescription::parse(b"permit out ip from any to assigned").ok();
+        bad.flow_label = Some(5);
+        r.pdrs[2].sdf = vec![bad];
+        r.pdrs[2].sdf[0].flow.as_mut().unwrap().to.addr =
+            tep_pfcp::flow::Address::Prefix(IpAddr::V4(Ipv4Addr::new(10, 45, 0, 7)), 32);
+        assert_eq!(
+            compile(&r, &n3).map(|_| ()),
+            Err(Refused::rule(
+                FailedRuleId::Pdr(3),
+                Some(IeType::SDF_FILTER)
+            ))
+        );
     }
 
     fn urr(id: u32) -> node::Urr {

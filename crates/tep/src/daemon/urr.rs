@@ -82,6 +82,8 @@ impl UsageScan {
 /// counted per session, so a URR's quota is the session's.
 pub fn stop_if_exhausted(rules: &Rules, spec: &mut SessionSpec) {
     if rules.quota_exhausted() {
+        // Every packet stops, whichever rule would have taken it.
+        spec.rules = Default::default();
         spec.uplink = Action::QuotaExhausted;
         spec.downlink = Action::QuotaExhausted;
     }

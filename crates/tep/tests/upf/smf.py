@@ -466,7 +466,7 @@ class Lab:
         f = one_ie(body, IE_FSEID, where)
         check(f.v4 == 1 and f.ipv4 == self.upf, "%s: UP F-SEID %r" % (where, f))
         created = ies(body, IE_CreatedPDR)
-        want = [1, 3] if shared else [1]
+        want = shared if isinstance(shared, list) else [1, 3] if shared else [1]
         check(sorted(one_ie(c, IE_PDR_Id, where).id for c in created) == want,
               "%s: Created PDRs %r, want PDRs %r" % (where, created, want))
         teids = set()
@@ -993,6 +993,102 @@ class Lab:
         v = self.check_usage(s, body, IE_UsageReport_SMR, "IMMER", 0, "Query URR")
         return {"teid": s.ul_teid, "usage": v}
 
+    def qos_flows_establishment(self, s):
+        """Session `s` with two QoS flows each way and a filter that drops,
+        on one F-TEID (CHOOSE ID 1) and one UE address, URR 1 on all:
+        - default: PDRs 1 (up, QFI 9) and 2 (down), precedence 255, SDF
+          `permit out ip from any to assigned`, FARs 1 and 2, QER 1 (QFI 9);
+        - voice: PDRs 3 (up, QFI 1) and 4 (down), precedence 10, SDF UDP
+          to the UE's ports 5000-5010, FAR 1 and FAR 3 (the gNB, TEID
+          `s.dl_teid + 0x10000`), QER 2 (QFI 1);
+        - PDRs 5 (up, QFI 9) and 6 (down), precedence 5, SDF UDP to the
+          UE's port 6666, FAR 4: drop."""
+        body = [IE_NodeId(id_type="IPv4", ipv4=self.smf), IE_FSEID(v4=1, seid=s.cp_seid, ipv4=self.smf)]
+
+        def pdr(pid, prec, uplink, flow, far, qer, qfi=None):
+            pdi = [IE_SourceInterface(interface="Access" if uplink else "Core")]
+            if uplink:
+                pdi.append(IE_FTEID(CH=1, CHID=1, V4=1, choose_id=1))
+            pdi.append(IE_NetworkInstance(instance="internet"))
+            if not uplink:
+                pdi.append(IE_UE_IP_Address(SD=1, V4=1, ipv4=s.ue))
+            pdi.append(IE_SDF_Filter(FD=1, flow_description=flow))
+            if qfi is not None:
+                pdi.append(IE_QFI(QFI=qfi))
+            rule = [IE_PDR_Id(id=pid), IE_Precedence(precedence=prec), IE_PDI(IE_list=pdi)]
+            if uplink:
+                rule.append(IE_OuterHeaderRemoval(header="GTP-U/UDP/IPv4"))
+            rule += [IE_FAR_Id(id=far), IE_URR_Id(id=1)]
+            if qer:
+                rule.append(IE_QER_Id(id=qer))
+            return IE_CreatePDR(IE_list=rule)
+
+        default, voice, blocked = ("permit out ip from any to assigned",
+                                   "permit out 17 from any to assigned 5000-5010",
+                                   "permit out 17 from any to assigned 6666")
+        body += [
+            pdr(1, 255, True, default, 1, 1, QFI),
+            pdr(2, 255, False, default, 2, 1),
+            pdr(3, 10, True, voice, 1, 2, 1),
+            pdr(4, 10, False, voice, 3, 2),
+            pdr(5, 5, True, blocked, 4, 0, QFI),
+            pdr(6, 5, False, blocked, 4, 0),
+        ]
+        core = IE_ForwardingParameters(IE_list=[IE_DestinationInterface(interface="Core")])
+        def access(teid):
+            return IE_ForwardingParameters(IE_list=[
+                IE_DestinationInterface(interface="Access"),
+                IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=teid, ipv4=s.gnb),
+            ])
+        body += [
+            IE_CreateFAR(IE_list=[IE_FAR_Id(id=1), IE_ApplyAction(FORW=1), core]),
+            IE_CreateFAR(IE_list=[IE_FAR_Id(id=2), IE_ApplyAction(FORW=1), access(s.dl_teid)]),
+            IE_CreateFAR(IE_list=[IE_FAR_Id(id=3), IE_ApplyAction(FORW=1), access(s.dl_teid + 0x10000)]),
+            IE_CreateFAR(IE_list=[IE_FAR_Id(id=4), IE_ApplyAction(DROP=1)]),
+            IE_CreateURR(IE_list=[IE_URR_Id(id=1), IE_MeasurementMethod(VOLUM=1), IE_ReportingTriggers()]),
+            IE_CreateQER(IE_list=[IE_QER_Id(id=1), IE_GateStatus(ul="OPEN", dl="OPEN"), IE_QFI(QFI=QFI)]),
+            IE_CreateQER(IE_list=[IE_QER_Id(id=2), IE_GateStatus(ul="OPEN", dl="OPEN"), IE_QFI(QFI=1)]),
+            IE_PDNType(pdn_type="IPv4"),
+        ]
+        return self.header(0) / PFCPSessionEstablishmentRequest(IE_list=body)
+
+    def cmd_qos_flows(self, c):
+        """Session `index` as `qos_flows_establishment` sets it up. Downlink
+        to the UE's voice port leaves with QFI 1 and FAR 3's TEID, to its
+        other port with QFI 9 and FAR 2's, to port 6666 not at all; uplink
+        with QFI 1 from the voice port and with QFI 9 from the other port
+        reach the DN, from port 6666 (QFI 9) and QFI 1 from a port no
+        voice filter takes do not. Returns what arrived."""
+        s = Session(c["index"], self.cfg, self.gnbs[0])
+        self.accept_establishment(s, self.request(self.qos_flows_establishment(s)), shared=[1, 3, 5])
+        self.sessions[s.index] = s
+        sock = self.gnb_socks[self.gnbs.index(s.gnb)]
+        for port in (5005, s.port, 6666):
+            self.dn_sock.sendto(b"dl to %d" % port, (s.ue, port))
+        got = {}
+        for data, _ in self.drain(sock, 1.0):
+            h = GTPHeader(data)
+            check(h.E == 1 and GTPPDUSessionContainer in h, "qos_flows: a G-PDU without a container")
+            at = 12 + data[12] * 4
+            ip = IP(data[at:])
+            got[ip[UDP].dport] = (h.teid, h[GTPPDUSessionContainer].QFI)
+            s.dl[0] += 1
+            s.dl[1] += ip.len
+        want = {5005: (s.dl_teid + 0x10000, 1), s.port: (s.dl_teid, QFI)}
+        check(got == want, "qos_flows downlink: (TEID, QFI) by port %r, want %r" % (got, want))
+        sent = [(1, 5005), (QFI, s.port), (QFI, 6666), (1, s.port)]
+        for qfi, sport in sent:
+            inner = IP(src=s.ue, dst=self.dn) / UDP(sport=sport, dport=self.dn_port) / Raw(b"ul qfi %d" % qfi)
+            sock.sendto(bytes(GTP_U_Header(teid=s.ul_teid, gtp_type=255)
+                              / GTPPDUSessionContainer(type=1, QFI=qfi) / inner), (self.upf, GTPU_PORT))
+        arrived = sorted((src[1], payload) for payload, src in self.drain(self.dn_sock, 1.0))
+        want = sorted([(5005, b"ul qfi 1"), (s.port, b"ul qfi %d" % QFI)])
+        check(arrived == want, "qos_flows uplink: %r, want %r" % (arrived, want))
+        for _ in arrived:
+            s.ul[0] += 1
+            s.ul[1] += 28 + 8
+        return {"downlink": len(got), "uplink": len(arrived)}
+
     def cmd_release(self, c):
         """Association Release: tep drops the SMF's sessions, and takes no
         new one without an association (Cause 72)."""
@@ -1135,13 +1231,14 @@ class Lab:
 
     def cmd_unsupported(self, c):
         """What tep does not enforce is refused, never accepted and
-        ignored: an SDF Filter (a packet filter) in PDR 1's PDI, a GBR in
-        QER 1, each in an establishment; an Update QER closing session
+        ignored: an SDF Filter outside the Flow Description subset tep
+        applies (direction `in`) in PDR 1's PDI, a GBR in QER 1, each in an
+        establishment; an Update QER closing session
         `session`'s gates with a GBR, in a modification: refused whole, so
         the session keeps forwarding (the caller sends traffic after)."""
         out = {}
         bad = Session(c["spare"], self.cfg, self.gnbs[0])
-        sdf = IE_SDF_Filter(FD=1, flow_description="permit out 17 from any to assigned 9000")
+        sdf = IE_SDF_Filter(FD=1, flow_description="permit in 17 from any to assigned 9000")
         got = self.request(self.establishment(bad, pdi_extra=[sdf]))
         out["sdf_filter"] = self.expect_rule_failure(got, ESTABLISHMENT_RESPONSE, bad, "SDF Filter", (0, 1), 23)
         got = self.request(self.establishment(bad, qer_extra=[IE_GBR(ul=20000, dl=20000)]))

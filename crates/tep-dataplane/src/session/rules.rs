@@ -1,0 +1,659 @@
+//! Several rules per direction (PDRs with SDF filters and precedence):
+//! what a session's packets match once its TEID or UE address found it.
+//!
+//! A session whose direction has one treatment (the common case: one PDR,
+//! or several that differ only in the keys that find the session) keeps
+//! it in its slot's line and never comes here. A direction with several
+//! treatments, or with packet filters, is flagged in the line; its
+//! packets are classified by the session's [`RuleSet`]: the first rule,
+//! by precedence, whose filter takes the packet gives the treatment (FAR
+//! action, downlink peer, TEID and QFI, its QER's bucket). A packet no
+//! rule takes is dropped as `no_pdr_match`.
+//!
+//! **Why the cost stays flat as filters are added.** Each direction's
+//! rules compile into a [`Classifier`]: every filter (a Flow
+//! Description, expanded over its port ranges, with ToS, SPI, Flow Label
+//! and the rule's QFI) becomes one column of a few arrays of `u32` (a
+//! structure of arrays, at most [`MAX_FILTERS`] columns). A packet is
+//! read once into a [`FlowKey`] (protocol, ToS, the two ports, SPI, Flow
+//! Label, QFI and family), its two addresses tested against the
+//! classifier's few distinct prefixes (SMFs' filters name `any`,
+//! `assigned` and a server or two), and then every column is checked
+//! with the same handful of compares and masks, no branch per filter:
+//! the compiler runs the columns through vector registers, and the
+//! answer is the lowest set bit of the match mask. Sixteen filters are
+//! two to four vector steps of one loop over data in a few lines, not
+//! sixteen dependent tests. Filters written with `any`/`assigned` are the
+//! same for every UE, so the control plane shares one classifier among
+//! all the sessions with the same rules ([`super::control`]): at a
+//! million sessions the classifiers stay in the cache and a session
+//! costs its treatments only.
+
+use super::rate::Bucket;
+use super::Action;
+use core::net::IpAddr;
+use std::sync::Arc;
+
+/// Most rules (PDRs) per direction of a session.
+pub const MAX_RULES: usize = 16;
+/// Most filter columns per direction (each Flow Description's port
+/// ranges multiply: one per pair of ranges).
+pub const MAX_FILTERS: usize = 64;
+/// Most distinct address prefixes per side of a direction's filters.
+const MAX_PREFIXES: usize = 31;
+/// The prefix bit every packet has: `any` (and `assigned`, which the
+/// session's own lookup already checked).
+const ANY_PREFIX: u32 = 1 << 31;
+/// A key's port when the packet has none (not TCP, UDP or SCTP, or a
+/// later fragment): beyond every range a filter names, inside the
+/// range of a filter that names none.
+const NO_PORT: u32 = 0x1_0000;
+
+/// A packet filter as the control plane states it, written for the
+/// downlink as Flow Descriptions are (TS 29.244 §5.2.1A.2A): `remote` is
+/// the data network's end (a downlink packet's source, an uplink one's
+/// destination), `ue` the UE's. None or empty: any.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FlowMatch {
+    /// The IP protocol.
+    pub protocol: Option<u8>,
+    /// The data network's address prefix.
+    pub remote: Option<(IpAddr, u8)>,
+    /// The UE's address prefix (`assigned`: None, the lookup found it).
+    pub ue: Option<(IpAddr, u8)>,
+    /// The data network's ports (inclusive ranges).
+    pub remote_ports: Vec<(u16, u16)>,
+    /// The UE's ports.
+    pub ue_ports: Vec<(u16, u16)>,
+    /// ToS / Traffic Class value and mask.
+    pub tos: Option<(u8, u8)>,
+    /// IPsec SPI (ESP or AH).
+    pub spi: Option<u32>,
+    /// IPv6 Flow Label.
+    pub flow_label: Option<u32>,
+}
+
+/// One rule of a direction (a PDR and its FAR and QERs), as the control
+/// plane states it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleSpec {
+    /// The packets it takes: any of these; none: every packet.
+    pub filters: Vec<FlowMatch>,
+    /// Uplink: only G-PDUs with this QFI.
+    pub qfi_match: Option<u8>,
+    /// Its FAR's action (and gate).
+    pub action: Action,
+    /// Downlink: the peer's address and TEID (outer header creation).
+    pub peer: Option<(IpAddr, u32)>,
+    /// Downlink: the QFI of the PDU Session Container.
+    pub qfi: Option<u8>,
+    /// Its own maximum bit rate this way: (a key naming its bucket, e.g.
+    /// the QER ID, shared by the rules with the same key; bit/s).
+    pub mbr: Option<(u32, u64)>,
+}
+
+/// Why rules cannot be compiled; the index of the rule at fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuleError {
+    /// More than [`MAX_RULES`] rules.
+    TooManyRules(usize),
+    /// More than [`MAX_FILTERS`] filter columns, or [`MAX_PREFIXES`]
+    /// prefixes a side, from this rule on.
+    TooManyFilters(usize),
+    /// A filter that can match nothing: IPv4 and IPv6 addresses, or an
+    /// IPv4 address with a Flow Label.
+    Families(usize),
+}
+
+/// A packet as the classifier reads it, oriented as the filters are
+/// (see [`FlowMatch`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FlowKey {
+    remote: u128,
+    ue: u128,
+    v6: bool,
+    // Protocol, ToS, family bit (1: IPv4, 2: IPv6) and QFI (0x40: none),
+    // a byte each: one compare per filter.
+    small: u32,
+    remote_port: u32,
+    ue_port: u32,
+    spi: u32,
+    flow_label: u32,
+}
+
+const FAMILY_SHIFT: u32 = 16;
+const QFI_SHIFT: u32 = 24;
+const NO_QFI: u32 = 0x40;
+
+impl FlowKey {
+    /// The key of IP packet `p` (`uplink`: from the UE), with the QFI of
+    /// its PDU Session Container; None if it is not IP or too short for
+    /// its header. Transport fields are read after the fixed header (an
+    /// IPv6 extension header stands in for the protocol, with no ports).
+    #[inline]
+    pub(crate) fn of(p: &[u8], uplink: bool, qfi: Option<u8>) -> Option<FlowKey> {
+        let b = |i: usize| p.get(i).copied();
+        let word = |i: usize| Some(u32::from_be_bytes(p.get(i..i + 4)?.try_into().ok()?));
+        let (v6, proto, tos, src, dst, l4, fragment, flow_label) = match b(0)? >> 4 {
+            4 => {
+                let ihl = usize::from(b(0)? & 0x0f) * 4;
+                let frag = word(4)? & 0x1fff != 0;
+                let (s, d) = (word(12)?, word(16)?);
+                (
+                    false,
+                    b(9)?,
+                    b(1)?,
+                    u128::from(s),
+                    u128::from(d),
+                    ihl,
+                    frag,
+                    0,
+                )
+            }
+            6 => {
+                let first = word(0)?;
+                let addr = |i: usize| Some(u128::from_be_bytes(p.get(i..i + 16)?.try_into().ok()?));
+                let tc = (first >> 20) as u8;
+                (
+                    true,
+                    b(6)?,
+                    tc,
+                    addr(8)?,
+                    addr(24)?,
+                    40,
+                    false,
+                    first & 0xf_ffff,
+                )
+            }
+            _ => return None,
+        };
+        let (mut sport, mut dport, mut spi) = (NO_PORT, NO_PORT, 0);
+        if !fragment {
+            match proto {
+                6 | 17 | 132 | 136 => {
+                    if let Some(w) = word(l4) {
+                        (sport, dport) = (w >> 16, w & 0xffff);
+                    }
+                }
+                50 => spi = word(l4).unwrap_or(0),
+                51 => spi = word(l4 + 4).unwrap_or(0),
+                _ => {}
+            }
+        }
+        let family = if v6 { 2 } else { 1 };
+        let q = qfi.map_or(NO_QFI, |q| u32::from(q & 0x3f));
+        let small =
+            u32::from(proto) | u32::from(tos) << 8 | family << FAMILY_SHIFT | q << QFI_SHIFT;
+        let (remote, ue, remote_port, ue_port) = if uplink {
+            (dst, src, dport, sport)
+        } else {
+            (src, dst, sport, dport)
+        };
+        Some(FlowKey {
+            remote,
+            ue,
+            v6,
+            small,
+            remote_port,
+            ue_port,
+            spi,
+            flow_label,
+        })
+    }
+}
+
+/// An address prefix a side's filters name: (IPv6, value, mask).
+type Prefix = (bool, u128, u128);
+
+/// One direction's rules compiled (see the module's doc): filter columns
+/// in precedence order, each naming its rule.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Classifier {
+    remote_prefixes: Vec<Prefix>,
+    ue_prefixes: Vec<Prefix>,
+    // Per column: protocol/ToS/family/QFI value and mask; the prefix bits
+    // it takes on each side; its port ranges; SPI and Flow Label value
+    // and mask; its rule.
+    small: Vec<u32>,
+    small_mask: Vec<u32>,
+    remote_bits: Vec<u32>,
+    ue_bits: Vec<u32>,
+    remote_lo: Vec<u32>,
+    remote_hi: Vec<u32>,
+    ue_lo: Vec<u32>,
+    ue_hi: Vec<u32>,
+    spi: Vec<u32>,
+    spi_mask: Vec<u32>,
+    flow_label: Vec<u32>,
+    flow_label_mask: Vec<u32>,
+    rule: Vec<u8>,
+}
+
+impl Classifier {
+    /// `rules`, in precedence order, compiled.
+    pub fn new(rules: &[RuleSpec]) -> Result<Classifier, RuleError> {
+        if rules.len() > MAX_RULES {
+            return Err(RuleError::TooManyRules(MAX_RULES));
+        }
+        let mut c = Classifier::default();
+        let any = FlowMatch::default();
+        for (i, r) in rules.iter().enumerate() {
+            let filters = if r.filters.is_empty() {
+                core::slice::from_ref(&any)
+            } else {
+                &r.filters[..]
+            };
+            for f in filters {
+                c.push(i, f, r.qfi_match)?;
+            }
+        }
+        Ok(c)
+    }
+
+    /// The filter columns.
+    pub fn len(&self) -> usize {
+        self.rule.len()
+    }
+
+    /// Whether it has none (matches nothing).
+    pub fn is_empty(&self) -> bool {
+        self.rule.is_empty()
+    }
+
+    fn push(&mut self, rule: usize, f: &FlowMatch, qfi: Option<u8>) -> Result<(), RuleError> {
+        let family = family_of(f).map_err(|()| RuleError::Families(rule))?;
+        let remote = prefix_bit(&mut self.remote_prefixes, f.remote)
+            .ok_or(RuleError::TooManyFilters(rule))?;
+        let ue = prefix_bit(&mut self.ue_prefixes, f.ue).ok_or(RuleError::TooManyFilters(rule))?;
+        let (mut small, mut mask) = (0u32, 0u32);
+        if let Some(p) = f.protocol {
+            (small, mask) = (u32::from(p), 0xff);
+        }
+        if let Some((v, m)) = f.tos {
+            small |= u32::from(v & m) << 8;
+            mask |= u32::from(m) << 8;
+        }
+        if let Some(v6) = family {
+            small |= if v6 { 2 } else { 1 } << FAMILY_SHIFT;
+            mask |= 3 << FAMILY_SHIFT;
+        }
+        if let Some(q) = qfi {
+            small |= u32::from(q & 0x3f) << QFI_SHIFT;
+            mask |= 0x7f << QFI_SHIFT;
+        }
+        let ranges = |r: &[(u16, u16)]| -> Vec<(u32, u32)> {
+            if r.is_empty() {
+                vec![(0, NO_PORT)]
+            } else {
+                r.iter()
+                    .map(|&(a, b)| (u32::from(a), u32::from(b)))
+                    .collect()
+            }
+        };
+        for (rlo, rhi) in ranges(&f.remote_ports) {
+            for (ulo, uhi) in ranges(&f.ue_ports) {
+                if self.rule.len() == MAX_FILTERS {
+                    return Err(RuleError::TooManyFilters(rule));
+                }
+                self.small.push(small);
+                self.small_mask.push(mask);
+                self.remote_bits.push(remote);
+                self.ue_bits.push(ue);
+                self.remote_lo.push(rlo);
+                self.remote_hi.push(rhi);
+                self.ue_lo.push(ulo);
+                self.ue_hi.push(uhi);
+                self.spi.push(f.spi.unwrap_or(0));
+                self.spi_mask.push(if f.spi.is_some() { !0 } else { 0 });
+                self.flow_label.push(f.flow_label.unwrap_or(0) & 0xf_ffff);
+                self.flow_label_mask
+                    .push(if f.flow_label.is_some() { 0xf_ffff } else { 0 });
+                self.rule.push(rule as u8);
+            }
+        }
+        Ok(())
+    }
+
+    /// The rule (index in precedence order) of the first column that
+    /// takes `k`, if any.
+    #[inline]
+    pub(crate) fn classify(&self, k: &FlowKey) -> Option<u8> {
+        let remote = hits(&self.remote_prefixes, k.v6, k.remote);
+        let ue = hits(&self.ue_prefixes, k.v6, k.ue);
+        let n = self.rule.len();
+        let mut first = None;
+        // Columns in blocks of 32: each block's mask is computed whole
+        // (no early exit inside, so that it vectorises), and a block that
+        // matches ends the search.
+        let mut at = 0;
+        while at < n {
+            let end = (at + 32).min(n);
+            let m = self.block(k, remote, ue, at, end);
+            if m != 0 {
+                first = Some(at + m.trailing_zeros() as usize);
+                break;
+            }
+            at = end;
+        }
+        first.map(|i| self.rule[i])
+    }
+
+    /// The match mask of columns `at..end` (at most 32): every column's
+    /// tests combined with `&`, not `&&`, over slices of one length, so
+    /// that the loop has no branch and no bounds check and vectorises.
+    #[inline]
+    fn block(&self, k: &FlowKey, remote: u32, ue: u32, at: usize, end: usize) -> u32 {
+        let small = &self.small[at..end];
+        let n = small.len();
+        let (small_mask, remote_bits, ue_bits) = (
+            cut(&self.small_mask, at, n),
+            cut(&self.remote_bits, at, n),
+            cut(&self.ue_bits, at, n),
+        );
+        let (remote_lo, remote_hi, ue_lo, ue_hi) = (
+            cut(&self.remote_lo, at, n),
+            cut(&self.remote_hi, at, n),
+            cut(&self.ue_lo, at, n),
+            cut(&self.ue_hi, at, n),
+        );
+        let (spi, spi_mask, label, label_mask) = (
+            cut(&self.spi, at, n),
+            cut(&self.spi_mask, at, n),
+            cut(&self.flow_label, at, n),
+            cut(&self.flow_label_mask, at, n),
+        );
+        let mut m = 0u32;
+        for i in 0..n {
+            let ok = ((k.small & small_mask[i]) == small[i])
+                & ((remote & remote_bits[i]) != 0)
+                & ((ue & ue_bits[i]) != 0)
+                & (k.remote_port >= remote_lo[i])
+                & (k.remote_port <= remote_hi[i])
+                & (k.ue_port >= ue_lo[i])
+                & (k.ue_port <= ue_hi[i])
+                & ((k.spi & spi_mask[i]) == spi[i])
+                & ((k.flow_label & label_mask[i]) == label[i]);
+            m |= u32::from(ok) << i;
+        }
+        m
+    }
+}
+
+/// `v[at..at + n]`.
+#[inline]
+fn cut(v: &[u32], at: usize, n: usize) -> &[u32] {
+    &v[at..at + n]
+}
+
+/// The family a filter is limited to (Some(true): IPv6), or Err for one
+/// that can match nothing.
+fn family_of(f: &FlowMatch) -> Result<Option<bool>, ()> {
+    let mut fam = None;
+    for a in [f.remote, f.ue].into_iter().flatten() {
+        let v6 = a.0.is_ipv6();
+        if fam.is_some_and(|x| x != v6) {
+            return Err(());
+        }
+        fam = Some(v6);
+    }
+    if f.flow_label.is_some() {
+        if fam == Some(false) {
+            return Err(());
+        }
+        fam = Some(true);
+    }
+    Ok(fam)
+}
+
+/// The bit of prefix `p` among `list` (added if new); None when the list
+/// is full.
+fn prefix_bit(list: &mut Vec<Prefix>, p: Option<(IpAddr, u8)>) -> Option<u32> {
+    let Some((addr, len)) = p else {
+        return Some(ANY_PREFIX);
+    };
+    let (v6, value, width) = match addr {
+        IpAddr::V4(a) => (false, u128::from(u32::from(a)), 32),
+        IpAddr::V6(a) => (true, u128::from(a), 128),
+    };
+    let len = u32::from(len).min(width);
+    let all = if v6 { !0u128 } else { u128::from(u32::MAX) };
+    let mask = if len == 0 {
+        0
+    } else {
+        (!0u128 << (width - len)) & all
+    };
+    let entry = (v6, value & mask, mask);
+    let i = match list.iter().position(|&e| e == entry) {
+        Some(i) => i,
+        None if list.len() < MAX_PREFIXES => {
+            list.push(entry);
+            list.len() - 1
+        }
+        None => return None,
+    };
+    Some(1 << i)
+}
+
+/// The bits of the prefixes of `list` that `addr` (of family `v6`) is in,
+/// and [`ANY_PREFIX`].
+#[inline]
+fn hits(list: &[Prefix], v6: bool, addr: u128) -> u32 {
+    let mut m = ANY_PREFIX;
+    for (i, &(f, value, mask)) in list.iter().enumerate() {
+        if f == v6 && addr & mask == value {
+            m |= 1 << i;
+        }
+    }
+    m
+}
+
+/// What a rule does with the packets it takes, as the per-packet path
+/// reads it.
+#[derive(Clone, Debug)]
+pub(crate) struct Treatment {
+    pub(crate) action: Action,
+    /// Downlink: the peer's id ([`super::Change::Peer`]) and TEID.
+    pub(crate) peer: u32,
+    pub(crate) teid: u32,
+    pub(crate) qfi: Option<u8>,
+    /// Its QER's bucket (shared with the rules under the same QER).
+    pub(crate) bucket: Option<Arc<Bucket>>,
+}
+
+impl Treatment {
+    /// Whether a packet of `bytes` at `now_ns` is within the rule's own
+    /// rate (always, without one).
+    #[inline]
+    pub(crate) fn admit(&self, bytes: usize, now_ns: u64) -> bool {
+        self.bucket.as_ref().is_none_or(|b| b.admit(bytes, now_ns))
+    }
+}
+
+/// A session's rules for the directions that have several (the others'
+/// one treatment is in the session's line): immutable (a change replaces
+/// it whole), its parts shared by the workers. A worker keeps it by value
+/// in its table by slot, so that a packet goes from its slot (whose entry
+/// here is fetched with the slot's line) to the shared classifier and to
+/// its treatment: one dependent fetch.
+#[derive(Clone, Debug)]
+pub struct RuleSet {
+    pub(crate) uplink: Option<Arc<Classifier>>,
+    pub(crate) downlink: Option<Arc<Classifier>>,
+    pub(crate) ul: Arc<[Treatment]>,
+    pub(crate) dl: Arc<[Treatment]>,
+}
+
+impl RuleSet {
+    /// The heap it holds beyond the shared classifiers, bytes.
+    pub(crate) fn bytes(&self) -> usize {
+        (self.ul.len() + self.dl.len()) * core::mem::size_of::<Treatment>() + 32
+    }
+}
+
+impl RuleSet {
+    /// The uplink treatment of `k`.
+    #[inline]
+    pub(crate) fn uplink(&self, k: &FlowKey) -> Option<&Treatment> {
+        let r = self.uplink.as_ref()?.classify(k)?;
+        self.ul.get(usize::from(r))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(filters: Vec<FlowMatch>) -> RuleSpec {
+        RuleSpec {
+            filters,
+            qfi_match: None,
+            action: Action::Forward,
+            peer: None,
+            qfi: None,
+            mbr: None,
+        }
+    }
+
+    fn udp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, tos: u8) -> Vec<u8> {
+        let mut p = vec![0x45, tos, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0];
+        p.extend_from_slice(&src);
+        p.extend_from_slice(&dst);
+        p.extend_from_slice(&sport.to_be_bytes());
+        p.extend_from_slice(&dport.to_be_bytes());
+        p.extend_from_slice(&[0, 8, 0, 0]);
+        p
+    }
+
+    fn tcp6(src: &str, dst: &str, sport: u16, dport: u16, label: u32) -> Vec<u8> {
+        let s: core::net::Ipv6Addr = src.parse().unwrap();
+        let d: core::net::Ipv6Addr = dst.parse().unwrap();
+        let mut p = (0x6000_0000u32 | label).to_be_bytes().to_vec();
+        p.extend_from_slice(&[0, 20, 6, 64]);
+        p.extend_from_slice(&s.octets());
+        p.extend_from_slice(&d.octets());
+        p.extend_from_slice(&sport.to_be_bytes());
+        p.extend_from_slice(&dport.to_be_bytes());
+        p.extend_from_slice(&[0; 16]);
+        p
+    }
+
+    fn voice() -> FlowMatch {
+        FlowMatch {
+            protocol: Some(17),
+            ue_ports: vec![(5000, 5010)],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn first_rule_by_precedence_that_takes_the_packet() {
+        let c = Classifier::new(&[rule(vec![voice()]), rule(vec![])]).unwrap();
+        let k = |p: &[u8], up| FlowKey::of(p, up, None).unwrap();
+        let server = [192, 0, 2, 1];
+        let ue = [10, 45, 0, 2];
+        // Downlink to the UE's voice port; to another port; the uplink
+        // from the voice port (source and destination swapped).
+        assert_eq!(
+            c.classify(&k(&udp4(server, ue, 9, 5005, 0), false)),
+            Some(0)
+        );
+        assert_eq!(
+            c.classify(&k(&udp4(server, ue, 9, 5011, 0), false)),
+            Some(1)
+        );
+        assert_eq!(c.classify(&k(&udp4(ue, server, 5000, 9, 0), true)), Some(0));
+        assert_eq!(c.classify(&k(&udp4(ue, server, 9, 5000, 0), true)), Some(1));
+        // Without the catch-all, what the voice rule does not take is
+        // nobody's.
+        let only = Classifier::new(&[rule(vec![voice()])]).unwrap();
+        assert_eq!(only.classify(&k(&udp4(server, ue, 9, 80, 0), false)), None);
+        let tcp = tcp6("2001:db8::1", "2001:db8:1::2", 9, 5005, 0);
+        assert_eq!(only.classify(&k(&tcp, false)), None, "TCP, not UDP");
+    }
+
+    #[test]
+    fn addresses_families_tos_flow_label_and_qfi() {
+        let net = |s: &str, l| Some((s.parse().unwrap(), l));
+        let rules = [
+            rule(vec![FlowMatch {
+                remote: net("10.0.0.0", 8),
+                tos: Some((0xb8, 0xfc)),
+                ..Default::default()
+            }]),
+            rule(vec![FlowMatch {
+                remote: net("2001:db8::", 32),
+                flow_label: Some(0x12345),
+                ..Default::default()
+            }]),
+            RuleSpec {
+                qfi_match: Some(5),
+                ..rule(vec![FlowMatch {
+                    remote: net("10.0.0.0", 8),
+                    ..Default::default()
+                }])
+            },
+        ];
+        let c = Classifier::new(&rules).unwrap();
+        let dl = |p: &[u8]| c.classify(&FlowKey::of(p, false, None).unwrap());
+        let ue = [10, 45, 0, 2];
+        assert_eq!(dl(&udp4([10, 1, 2, 3], ue, 1, 2, 0xb8)), Some(0));
+        assert_eq!(
+            dl(&udp4([10, 1, 2, 3], ue, 1, 2, 0xbb)),
+            Some(0),
+            "ECN bits masked"
+        );
+        assert_eq!(dl(&udp4([10, 1, 2, 3], ue, 1, 2, 0)), None);
+        assert_eq!(dl(&udp4([11, 1, 2, 3], ue, 1, 2, 0xb8)), None);
+        // An IPv4 address whose bits an IPv6 prefix's low word shares
+        // matches no IPv6 rule.
+        assert_eq!(
+            dl(&tcp6("2001:db8::5", "2001:db8:9::1", 1, 2, 0x12345)),
+            Some(1)
+        );
+        assert_eq!(
+            dl(&tcp6("2001:db8::5", "2001:db8:9::1", 1, 2, 0x12346)),
+            None
+        );
+        assert_eq!(dl(&tcp6("::a00:1", "2001:db8:9::1", 1, 2, 0)), None);
+        let up = |p: &[u8], q| c.classify(&FlowKey::of(p, true, q).unwrap());
+        let to_net = udp4(ue, [10, 9, 9, 9], 2, 1, 0);
+        assert_eq!(up(&to_net, Some(5)), Some(2));
+        assert_eq!(up(&to_net, Some(6)), None);
+        assert_eq!(up(&to_net, None), None);
+        let mixed = FlowMatch {
+            remote: net("10.0.0.0", 8),
+            ue: net("2001:db8::", 64),
+            ..Default::default()
+        };
+        assert_eq!(
+            Classifier::new(&[rule(vec![]), rule(vec![mixed])]),
+            Err(RuleError::Families(1))
+        );
+    }
+
+    #[test]
+    fn bounds() {
+        let many = FlowMatch {
+            remote_ports: vec![(1, 1), (2, 2), (3, 3), (4, 4)],
+            ue_ports: vec![(1, 1), (2, 2), (3, 3), (4, 4)],
+            ..Default::default()
+        };
+        // 16 columns a filter: four such rules fill the classifier.
+        let rules: Vec<_> = (0..5).map(|_| rule(vec![many.clone()])).collect();
+        assert!(Classifier::new(&rules[..4]).is_ok_and(|c| c.len() == MAX_FILTERS));
+        assert_eq!(Classifier::new(&rules), Err(RuleError::TooManyFilters(4)));
+        let rules: Vec<_> = (0..=MAX_RULES).map(|_| rule(vec![])).collect();
+        assert_eq!(
+            Classifier::new(&rules),
+            Err(RuleError::TooManyRules(MAX_RULES))
+        );
+        // A packet too short for its header has no key; a fragment has
+        // no ports (only a rule without ports takes it).
+        assert_eq!(FlowKey::of(&[0x45, 0, 0], false, None), None);
+        let mut frag = udp4([1, 1, 1, 1], [2, 2, 2, 2], 9, 5005, 0);
+        frag[7] = 10;
+        let k = FlowKey::of(&frag, false, None).unwrap();
+        let c = Classifier::new(&[rule(vec![voice()]), rule(vec![])]).unwrap();
+        assert_eq!(c.classify(&k), Some(1));
+    }
+}
