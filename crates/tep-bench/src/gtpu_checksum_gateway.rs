@@ -442,6 +442,7 @@ pub fn sink(
             }
             last = Instant::now();
             let now = realtime_ns();
+            tally.buffers += n as u64;
             for (m, b) in meta.iter().zip(&storage).take(n) {
                 // A train has one stamp, its first datagram's arrival.
                 let stamp = if m.stamp_ns > 0 { m.stamp_ns } else { now };
@@ -627,10 +628,24 @@ fn build(setup: &Namespaces, queues: usize, seats: &Layout, segments: usize) -> 
 }
 
 /// Turns on GRO on `dev` (a veth: its NAPI), so that a UDP_GRO socket
-/// behind it gets trains of datagrams rather than one at a time.
+/// behind it gets trains of datagrams rather than one at a time. A veth
+/// whose peer can do TSO takes a frame into its NAPI (where GRO is) only
+/// if it forwards UDP GRO too (`rx-udp-gro-forwarding`); a socket without
+/// UDP_GRO still gets its datagrams one at a time.
 fn sink_gro(setup: &Namespaces, ns: &str, dev: &str) -> Result<(), String> {
     setup
-        .run(ns, &["ethtool", "-K", dev, "gro", "on"])
+        .run(
+            ns,
+            &[
+                "ethtool",
+                "-K",
+                dev,
+                "gro",
+                "on",
+                "rx-udp-gro-forwarding",
+                "on",
+            ],
+        )
         .map(drop)
 }
 
@@ -815,6 +830,8 @@ pub struct GeneratorCase {
     pub report: Report,
     /// CPU seconds the sink's thread used.
     pub sink_cpu_seconds: f64,
+    /// Buffers the sink received (a GRO train is one).
+    pub sink_buffers: u64,
     pub senders: Vec<usize>,
     pub sink: usize,
     pub config: GenConfig,
@@ -955,6 +972,7 @@ fn generator_case(lab: &GenLab, pps: f64, seconds: f64) -> Result<GeneratorCase,
         report: tally.report(sent.packets),
         sent,
         sink_cpu_seconds,
+        sink_buffers: tally.buffers,
         senders: senders.to_vec(),
         sink: sink_cpu,
         config: lab.config,
@@ -970,7 +988,7 @@ pub fn generator_table(cases: &[GeneratorCase]) -> String {
         "generator alone: 1492-byte probes, sender threads straight into a sink that only counts\n",
     );
     out += &format!(
-        "{:>5} {:>7} {:>4} {:>10} {:>10} {:>10} {:>7} {:>12} {:>11} {:>9} {:>10} {:>9}  {}\n",
+        "{:>5} {:>7} {:>4} {:>10} {:>10} {:>10} {:>7} {:>12} {:>11} {:>9} {:>10} {:>7} {:>9}  {}\n",
         "round",
         "threads",
         "seg",
@@ -982,13 +1000,14 @@ pub fn generator_table(cases: &[GeneratorCase]) -> String {
         "µs/probe",
         "per call",
         "sink µs/p",
+        "p/recv",
         "blocked",
         "CPUs (senders; sink)"
     );
     for c in cases {
         let secs = c.sent.seconds.max(1e-9);
         out += &format!(
-            "{:>5} {:>7} {:>4} {:>10.0} {:>10.0} {:>10} {:>7.3} {:>12.0} {:>11.2} {:>9.1} {:>10.2} {:>9}  {:?}; {}{}\n",
+            "{:>5} {:>7} {:>4} {:>10.0} {:>10.0} {:>10} {:>7.3} {:>12.0} {:>11.2} {:>9.1} {:>10.2} {:>7.1} {:>9}  {:?}; {}{}\n",
             c.round,
             c.sent.threads,
             c.sent.segments,
@@ -1000,13 +1019,14 @@ pub fn generator_table(cases: &[GeneratorCase]) -> String {
             c.sent.cpu_seconds * 1e6 / c.sent.packets.max(1) as f64,
             c.sent.packets as f64 / c.sent.syscalls.max(1) as f64,
             c.sink_cpu_seconds * 1e6 / c.report.received.max(1) as f64,
+            c.report.received as f64 / c.sink_buffers.max(1) as f64,
             c.sent.blocked,
             c.senders,
             c.sink,
             if c.sent.gso_refused { " (GSO refused)" } else { "" }
         );
     }
-    out += "seg: probes per UDP GSO message (1: plain sendmmsg, sink without GRO); µs/probe: the senders' CPU time per probe sent; per call: probes per sendmmsg; sink µs/p: the sink thread's CPU per probe received\n";
+    out += "seg: probes per UDP GSO message (1: plain sendmmsg, sink without GRO); µs/probe: the senders' CPU time per probe sent; per call: probes per sendmmsg; sink µs/p: the sink thread's CPU per probe received; p/recv: probes per buffer the sink received (GRO trains)\n";
     out + &generator_medians(cases)
 }
 
