@@ -579,10 +579,6 @@ const SINK_UNDERLAY: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x70, 0, 0, 0, 0, 2
 /// each sender thread's traffic on queue `thread % queues`.
 fn build(setup: &Namespaces, queues: usize, seats: &Layout, segments: usize) -> Result<(), String> {
     let (g, w, s) = (setup.ns("g"), setup.ns("w"), setup.ns("s"));
-    // The kernel takes a GSO send only where the route's device can
-    // checksum (else EIO): with GSO the inner UDP checksums stay partial,
-    // as a veth leaves them; nobody on the way reads them.
-    let tx_csum = if segments > 1 { "on" } else { "off" };
     let q = queues as u32;
     setup.veth_queues("g", "g0", "w", "wi", q)?;
     setup.veth_queues("w", "wu", "s", "s0", q)?;
@@ -612,9 +608,11 @@ fn build(setup: &Namespaces, queues: usize, seats: &Layout, segments: usize) -> 
             GW_INNER_IP,
         ],
         // A NIC fills the checksums it is asked to; a veth leaves them
-        // partial in the frames tep's XDP program sees.
+        // partial in the frames tep's XDP program sees (`lco` needs them
+        // whole). Since Linux 6.11 a GSO send cuts and checksums its
+        // datagrams in software then, rather than fail with EIO.
         vec![
-            "ip", "netns", "exec", &g, "ethtool", "-K", "g0", "tx", tx_csum,
+            "ip", "netns", "exec", &g, "ethtool", "-K", "g0", "tx", "off",
         ],
     ] {
         cmd(&args)?;
@@ -871,6 +869,8 @@ fn gen_lab(config: GenConfig, n: usize, tag: usize) -> Result<GenLab, String> {
         setup.run(ns, &["ip", "addr", "add", addr, "dev", dev])?;
         setup.run(ns, &["ip", "link", "set", dev, "up"])?;
     }
+    // The senders checksum their datagrams, as in front of the gateway.
+    setup.run("g", &["ethtool", "-K", "g0", "tx", "off"])?;
     if config.segments > 1 {
         // As in front of the gateway (whose XDP program takes GSO off its
         // peer veth): the sender's own transmit cuts the GSO messages
