@@ -1046,8 +1046,16 @@ fn generator_medians(cases: &[GeneratorCase]) -> String {
         }
     }
     let mut out = format!(
-        "\nmedians over rounds\n{:>7} {:>4} {:>10} {:>10} {:>7} {:>11} {:>10} {:>6}\n",
-        "threads", "seg", "offered", "achieved", "loss%", "µs/probe", "sink µs/p", "rounds"
+        "\nmedians over rounds\n{:>7} {:>4} {:>10} {:>10} {:>10} {:>7} {:>11} {:>10} {:>6}\n",
+        "threads",
+        "seg",
+        "offered",
+        "achieved",
+        "received/s",
+        "loss%",
+        "µs/probe",
+        "sink µs/p",
+        "rounds"
     );
     let med = |mut v: Vec<f64>| -> f64 {
         v.sort_by(f64::total_cmp);
@@ -1062,11 +1070,12 @@ fn generator_medians(cases: &[GeneratorCase]) -> String {
         let of = |f: &dyn Fn(&GeneratorCase) -> f64| med(cs.iter().map(|c| f(c)).collect());
         let achieved = of(&|c| c.sent.achieved_pps);
         out += &format!(
-            "{:>7} {:>4} {:>10} {:>10.0} {:>7.3} {:>11.2} {:>10.2} {:>6}\n",
+            "{:>7} {:>4} {:>10} {:>10.0} {:>10.0} {:>7.3} {:>11.2} {:>10.2} {:>6}\n",
             config.threads,
             config.segments,
             pps,
             achieved,
+            of(&|c| c.report.received as f64 / c.sent.seconds.max(1e-9)),
             of(&|c| c.report.loss_pct),
             of(&|c| c.sent.cpu_seconds * 1e6 / c.sent.packets.max(1) as f64),
             of(&|c| c.sink_cpu_seconds * 1e6 / c.report.received.max(1) as f64),
@@ -1077,6 +1086,7 @@ fn generator_medians(cases: &[GeneratorCase]) -> String {
             None => best.push((config, achieved)),
         }
     }
+    out += "received/s: probes the sink counted per second of sending\n";
     out + &generator_verdict(&best)
 }
 
