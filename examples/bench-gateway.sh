@@ -3,7 +3,7 @@
 # beside the kernel doing the same job and Open vSwitch's userspace
 # datapath, in one run.
 #
-#   sudo ./examples/bench-gateway.sh [--quick] [--json] [--parts rate,tcp] [--variants V,...]
+#   sudo ./examples/bench-gateway.sh [--quick] [--json] [--parts rate,tcp] [--variants V,...] [--workers N]
 #
 # Three namespaces stand for three hosts:
 #
@@ -40,6 +40,11 @@
 # hands its peer the checksums it was asked to fill still partial, which
 # XDP cannot fill (a NIC would have).
 #
+# --workers N (default 1): tep runs N workers over N queues (`[gateway]
+# queues = N`), the veths of every variant get N queues each way, the
+# workers sit on CPUs from the worker's on (round the machine), and the
+# per-core figure is per CPU second of all the workers together.
+#
 # Three rounds (--quick: one, shorter); each figure is the median of its
 # rounds; the tables give the ratios to the kernel and to OVS measured in
 # the same run. About fifteen minutes (--quick: three).
@@ -59,6 +64,7 @@ json=0
 parts=rate,tcp
 all_variants="tep,tep-rps,kernel,kernel-xdp,ovs-afxdp"
 variants=$all_variants
+workers=1
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) quick=1 ;;
@@ -67,11 +73,16 @@ while [ $# -gt 0 ]; do
     --parts=*) parts=${1#*=} ;;
     --variants) variants=${2:?--variants needs a list}; shift ;;
     --variants=*) variants=${1#*=} ;;
+    --workers) workers=${2:?--workers needs a count}; shift ;;
+    --workers=*) workers=${1#*=} ;;
     -h | --help) usage 0 ;;
     *) echo "bench-gateway.sh: unknown option $1" >&2; usage 2 ;;
     esac
     shift
 done
+case "$workers" in
+'' | *[!0-9]* | 0) echo "bench-gateway.sh: --workers: a count of 1 or more, not '$workers'" >&2; exit 2 ;;
+esac
 IFS=, read -r -a variant_list <<<"$variants"
 for v in "${variant_list[@]}"; do one_of variant "$v" "$all_variants"; done
 if [ "$quick" = 1 ]; then
@@ -118,6 +129,8 @@ in_p() { ip netns exec "$np" "$@"; }
 # The worker's CPU; the rest of the machine's work goes to the other.
 worker_cpu=1 other_cpu=0
 [ "$(nproc)" -gt 1 ] || worker_cpu=0
+# The workers' CPUs: from the worker's on, round the machine.
+worker_cpus=$(seq 0 $((workers - 1)) | while read -r i; do echo $(((worker_cpu + i) % $(nproc))); done | paste -sd, | sed 's/,/, /g')
 
 # chain_up MODE: the three namespaces, the peer's kernel VXLAN with outer
 # checksums (MODE full) or without (zero).
@@ -128,8 +141,11 @@ chain_up() {
         ip netns add "$ns"
         ip netns exec "$ns" ip link set lo up
     done
-    ip link add c0 netns "$nc" type veth peer name gi netns "$ng"
-    ip link add gu netns "$ng" type veth peer name pu netns "$np"
+    local q="numtxqueues $workers numrxqueues $workers"
+    # shellcheck disable=SC2086 # $q is several words
+    ip link add c0 netns "$nc" $q type veth peer name gi netns "$ng" $q
+    # shellcheck disable=SC2086
+    ip link add gu netns "$ng" $q type veth peer name pu netns "$np" $q
     in_c ip addr add 10.9.0.2/24 dev c0
     in_g ip addr add 192.0.2.1/24 dev gu
     in_p ip addr add 192.0.2.2/24 dev pu
@@ -161,17 +177,19 @@ chain_down() {
 rps() {
     local mask
     mask=$(printf '%x' $((1 << other_cpu)))
-    in_c sh -c "echo $mask > /sys/class/net/c0/queues/rx-0/rps_cpus"
-    in_p sh -c "echo $mask > /sys/class/net/pu/queues/rx-0/rps_cpus"
+    in_c sh -c "for q in /sys/class/net/c0/queues/rx-*; do echo $mask > \$q/rps_cpus; done"
+    in_p sh -c "for q in /sys/class/net/pu/queues/rx-*; do echo $mask > \$q/rps_cpus; done"
 }
 
-# tep_up MODE: tep in gateway mode on gi and gu, its worker on worker_cpu.
+# tep_up MODE: tep in gateway mode on gi and gu, its workers (one per
+# queue) on worker_cpus.
 tep_up() {
     cat >"$work/gw.toml" <<EOF
 [gateway]
 inner = "gi"
 underlay = "gu"
-cpus = [$worker_cpu]
+queues = $workers
+cpus = [$worker_cpus]
 control = "$work/gw.sock"
 
 [[tunnel]]
@@ -230,16 +248,16 @@ results=$work/results.tsv
 rec() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$results"; }
 
 # ------------------------------------------------------------------ rate
-# worker_ticks: CPU ticks (user + system) of tep's worker thread.
+# worker_ticks: CPU ticks (user + system) of tep's worker threads, all
+# together.
 worker_ticks() {
-    local t
+    local t sum=0
     for t in /proc/"$tep_pid"/task/*; do
-        if [ "$(cat "$t/comm" 2>/dev/null)" = tep-worker-0 ]; then
-            awk '{print $14 + $15}' "$t/stat"
-            return
-        fi
+        case "$(cat "$t/comm" 2>/dev/null)" in
+        tep-worker-*) sum=$((sum + $(awk '{print $14 + $15}' "$t/stat"))) ;;
+        esac
     done
-    echo 0
+    echo "$sum"
 }
 
 # counter NAME: one of tep's I/O counters.

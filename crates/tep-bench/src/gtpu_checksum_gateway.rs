@@ -55,6 +55,12 @@ pub struct Sent {
     pub cpu_seconds: f64,
     /// `sendmmsg` calls.
     pub syscalls: u64,
+    /// Probes per UDP GSO message the threads sent with (the fewest of
+    /// any thread); 1: plain `sendmmsg`, one datagram per message.
+    pub segments: usize,
+    /// Some thread asked for GSO and the kernel refused it (it went on
+    /// with plain messages).
+    pub gso_refused: bool,
 }
 
 impl Sent {
@@ -65,12 +71,24 @@ impl Sent {
         self.threads += o.threads;
         self.cpu_seconds += o.cpu_seconds;
         self.syscalls += o.syscalls;
+        self.segments = match self.segments {
+            0 => o.segments,
+            s => s.min(o.segments),
+        };
+        self.gso_refused |= o.gso_refused;
     }
 }
 
-/// Probes one `sendmmsg` sends at most: those already due when the
-/// sender gets to them (it never sends ahead of time).
+/// Messages one `sendmmsg` sends at most.
 const BATCH: usize = 32;
+/// Probes one `sendmmsg` sends at most with GSO: those already due when
+/// the sender gets to them (it never sends ahead of time).
+const GSO_BATCH: usize = 128;
+/// Probes per UDP GSO message by default: the kernel builds the headers
+/// and walks the stack once for all of them.
+pub const GSO_SEGMENTS: usize = 32;
+/// The largest UDP payload of one message (IPv4's bound, the tighter).
+const MAX_UDP_PAYLOAD: usize = 65_507;
 
 /// How a generator sends: each thread its own socket (its own source
 /// port, so its own flow) and its own sequence space, the rate split
@@ -78,12 +96,41 @@ const BATCH: usize = 32;
 #[derive(Clone, Debug)]
 pub struct Senders {
     pub cpus: Vec<Option<usize>>,
+    /// Probes per UDP GSO message (UDP_SEGMENT); 1: plain `sendmmsg`.
+    pub segments: usize,
 }
 
 impl Senders {
-    /// One thread, not pinned.
+    /// One thread, not pinned, plain `sendmmsg`.
     pub fn one() -> Senders {
-        Senders { cpus: vec![None] }
+        Senders {
+            cpus: vec![None],
+            segments: 1,
+        }
+    }
+}
+
+/// Probes per GSO message for `payload`-byte probes when `asked` are
+/// wanted: at most 64 (the kernel's UDP_MAX_SEGMENTS) and 64 KiB in all.
+fn segments_for(asked: usize, payload: usize) -> usize {
+    asked.min(64).min(MAX_UDP_PAYLOAD / payload.max(1)).max(1)
+}
+
+/// The messages of a batch of `k` probes, `segments` to a message: each
+/// its first probe and its count of probes.
+fn messages(k: usize, segments: usize) -> impl Iterator<Item = (usize, usize)> {
+    let per = segments.max(1);
+    (0..k)
+        .step_by(per)
+        .map(move |first| (first, per.min(k - first)))
+}
+
+/// Writes `k` probes of `payload` bytes back to back into `buf`, numbered
+/// from `seq` in `thread`'s space, all stamped `stamp` (the batch leaves
+/// as one): the layout a GSO message is cut from.
+fn write_batch(buf: &mut [u8], payload: usize, thread: usize, seq: u64, k: usize, stamp: u64) {
+    for (i, b) in buf.chunks_exact_mut(payload).take(k).enumerate() {
+        write_probe(b, probe_id(thread, seq + i as u64), stamp);
     }
 }
 
@@ -113,7 +160,14 @@ pub fn send(
                     // Thread t's probes fall between the others': the
                     // whole stream stays evenly spaced.
                     let pacer = Pacer::new((t as f64 * 1e9 / pps) as u64, pps / threads as f64);
-                    send_thread(t, dst, device, payload, pacer, start, seconds)
+                    let plan = SenderThread {
+                        thread: t,
+                        dst,
+                        device,
+                        payload,
+                        segments: senders.segments,
+                    };
+                    send_thread(&plan, pacer, start, seconds)
                 })
             })
             .collect();
@@ -150,38 +204,53 @@ fn wait_until(start: Instant, due: u64) {
     }
 }
 
-/// One sender thread: its socket, its probes (numbered in its own space,
-/// each stamped when its batch leaves), paced by `pacer` from `start`.
-fn send_thread(
+/// What one sender thread sends: its index (its sequence space), where
+/// to, the probes' payload length and the probes per GSO message.
+struct SenderThread<'a> {
     thread: usize,
     dst: SocketAddr,
-    device: Option<&str>,
+    device: Option<&'a str>,
     payload: usize,
+    segments: usize,
+}
+
+/// One sender thread: its socket, its probes (numbered in its own space,
+/// each stamped when its batch is written), paced by `pacer` from
+/// `start`; with GSO, the probes due go out as messages of up to
+/// `segments` probes, else one probe a message.
+fn send_thread(
+    plan: &SenderThread<'_>,
     pacer: Pacer,
     start: Instant,
     seconds: f64,
 ) -> io::Result<Sent> {
-    let any: IpAddr = if dst.is_ipv4() {
+    let any: IpAddr = if plan.dst.is_ipv4() {
         Ipv4Addr::UNSPECIFIED.into()
     } else {
         Ipv6Addr::UNSPECIFIED.into()
     };
+    let mut segments = segments_for(plan.segments, plan.payload);
     let mut socket = UdpSocket::bind(
         SocketAddr::new(any, 0),
         &UdpOptions {
             gro: false,
-            gso: false,
-            device: device.map(str::to_owned),
+            gso: segments > 1,
+            device: plan.device.map(str::to_owned),
             ..UdpOptions::default()
         },
     )?;
-    let cpu_before = thread_cpu_seconds();
-    let mut bufs = vec![vec![0u8; payload]; BATCH];
-    let end_ns = (seconds * 1e9) as u64;
     let mut sent = Sent {
         threads: 1,
         ..Sent::default()
     };
+    if segments > 1 && !socket.capabilities().gso {
+        gso_refused(plan.thread, "UDP_SEGMENT not accepted", &mut sent);
+        segments = 1;
+    }
+    let cpu_before = thread_cpu_seconds();
+    let most = if segments > 1 { GSO_BATCH } else { BATCH };
+    let mut buf = vec![0u8; most * plan.payload];
+    let end_ns = (seconds * 1e9) as u64;
     let mut seq = 0;
     while pacer.due(seq) < end_ns {
         wait_until(start, pacer.due(seq));
@@ -189,36 +258,81 @@ fn send_thread(
         // behind catches up in batches, never ahead of time.
         let now = start.elapsed().as_nanos() as u64;
         let mut k = 1;
-        while k < BATCH && pacer.due(seq + k as u64) <= now.min(end_ns - 1) {
+        while k < most && pacer.due(seq + k as u64) <= now.min(end_ns - 1) {
             k += 1;
         }
-        let stamp = realtime_ns();
-        for (i, b) in bufs[..k].iter_mut().enumerate() {
-            write_probe(b, probe_id(thread, seq + i as u64), stamp);
-        }
-        let msgs: [Transmit<'_>; BATCH] = std::array::from_fn(|i| Transmit {
-            dest: dst,
-            data: &bufs[i],
-            segment_size: None,
-        });
-        let mut done = 0;
-        while done < k {
-            sent.syscalls += 1;
-            match socket.send_batch(&msgs[done..k]) {
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    sent.blocked += 1;
-                    std::hint::spin_loop();
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        write_batch(&mut buf, plan.payload, plan.thread, seq, k, realtime_ns());
+        let batch = Batch {
+            buf: &buf,
+            payload: plan.payload,
+            k,
+        };
+        send_batch(&mut socket, plan, &batch, &mut segments, &mut sent)?;
         seq += k as u64;
     }
     sent.packets = seq;
+    sent.segments = segments;
     sent.seconds = start.elapsed().as_secs_f64();
     sent.cpu_seconds = thread_cpu_seconds() - cpu_before;
     Ok(sent)
+}
+
+/// `k` probes of `payload` bytes, back to back in `buf`.
+struct Batch<'a> {
+    buf: &'a [u8],
+    payload: usize,
+    k: usize,
+}
+
+/// Sends all of `batch`, retrying while the socket's buffer is full; a
+/// GSO send the kernel refuses (the route's device cannot checksum, say)
+/// turns GSO off for the rest of the run and resends what is left plain.
+fn send_batch(
+    socket: &mut UdpSocket,
+    plan: &SenderThread<'_>,
+    batch: &Batch<'_>,
+    segments: &mut usize,
+    sent: &mut Sent,
+) -> io::Result<()> {
+    let mut done = 0;
+    while done < batch.k {
+        let mut msgs = [Transmit {
+            dest: plan.dst,
+            data: &[],
+            segment_size: None,
+        }; BATCH];
+        let mut counts = [0usize; BATCH];
+        let mut m = 0;
+        for (first, n) in messages(batch.k - done, *segments).take(BATCH) {
+            let at = (done + first) * batch.payload;
+            msgs[m].data = &batch.buf[at..at + n * batch.payload];
+            msgs[m].segment_size = (n > 1).then_some(batch.payload as u16);
+            counts[m] = n;
+            m += 1;
+        }
+        sent.syscalls += 1;
+        match socket.send_batch(&msgs[..m]) {
+            Ok(n) => done += counts[..n].iter().sum::<usize>(),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                sent.blocked += 1;
+                std::hint::spin_loop();
+            }
+            Err(e) if *segments > 1 && !socket.capabilities().gso => {
+                gso_refused(plan.thread, &e.to_string(), sent);
+                *segments = 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Notes once per thread that GSO was refused, and why.
+fn gso_refused(thread: usize, why: &str, sent: &mut Sent) {
+    if !sent.gso_refused {
+        eprintln!("sender thread {thread}: {why}; plain sendmmsg from here on");
+    }
+    sent.gso_refused = true;
 }
 
 /// CPU seconds (user and system) the calling thread has used.
@@ -253,21 +367,45 @@ pub enum Framing {
     Udp,
 }
 
-/// Receives datagrams carrying probes of `threads` sender threads on
-/// `bind` (through `device` if given) until `stop` is set and nothing
-/// has come for `quiet`.
+/// What a sink counts: probes of `threads` sender threads, framed so;
+/// with `gro`, the kernel hands it trains of datagrams (UDP_GRO) that it
+/// splits and counts one by one.
+#[derive(Clone, Copy, Debug)]
+pub struct Count {
+    pub threads: usize,
+    pub framing: Framing,
+    pub gro: bool,
+}
+
+/// Room for a GRO train: 64 KiB.
+const TRAIN: usize = 1 << 16;
+/// Buffers one `recvmmsg` fills at most.
+const SINK_BATCH: usize = 32;
+
+/// The datagrams of one received buffer: a GRO train (`segment` bytes
+/// each, the last may be shorter) or a single datagram.
+fn datagrams(data: &[u8], segment: Option<u16>) -> impl Iterator<Item = &[u8]> {
+    let size = match segment {
+        Some(s) if s > 0 => usize::from(s),
+        _ => data.len().max(1),
+    };
+    data.chunks(size)
+}
+
+/// Receives datagrams carrying probes on `bind` (through `device` if
+/// given) until `stop` is set and nothing has come for `quiet`.
 pub fn sink(
     bind: SocketAddr,
     device: Option<&str>,
     expected: u64,
-    (threads, framing): (usize, Framing),
+    count: Count,
     stop: &AtomicBool,
     quiet: Duration,
 ) -> io::Result<Tallies> {
     let mut socket = UdpSocket::bind(
         bind,
         &UdpOptions {
-            gro: false,
+            gro: count.gro,
             gso: false,
             rx_timestamps: true,
             zero_checksum_rx: true,
@@ -279,9 +417,14 @@ pub fn sink(
     use std::os::fd::AsRawFd;
     epoll.add(socket.as_raw_fd(), 0, true, false)?;
     let mut events: Vec<Event> = Vec::with_capacity(4);
-    let mut tally = Tallies::with_capacity(threads, expected);
-    let mut storage = vec![[0u8; 2048]; 64];
-    let mut meta = vec![tep_sys::RecvMeta::default(); 64];
+    let mut tally = Tallies::with_capacity(count.threads, expected);
+    let room = if socket.capabilities().gro {
+        TRAIN
+    } else {
+        2048
+    };
+    let mut storage = vec![vec![0u8; room]; SINK_BATCH];
+    let mut meta = [tep_sys::RecvMeta::default(); SINK_BATCH];
     let mut last = Instant::now();
     loop {
         epoll.wait(&mut events, 10)?;
@@ -299,16 +442,19 @@ pub fn sink(
             }
             last = Instant::now();
             let now = realtime_ns();
+            tally.buffers += n as u64;
             for (m, b) in meta.iter().zip(&storage).take(n) {
+                // A train has one stamp, its first datagram's arrival.
                 let stamp = if m.stamp_ns > 0 { m.stamp_ns } else { now };
-                let data = &b[..m.len.min(b.len())];
-                let probe = match framing {
-                    Framing::Gtpu => probe_in(data),
-                    Framing::Udp => read_probe(data),
-                };
-                match probe {
-                    Some((seq, sent)) => tally.record(seq, sent, stamp),
-                    None => tally.foreign += 1,
+                for data in datagrams(&b[..m.len.min(b.len())], m.segment_size) {
+                    let probe = match count.framing {
+                        Framing::Gtpu => probe_in(data),
+                        Framing::Udp => read_probe(data),
+                    };
+                    match probe {
+                        Some((seq, sent)) => tally.record(seq, sent, stamp),
+                        None => tally.foreign += 1,
+                    }
                 }
             }
         }
@@ -431,7 +577,7 @@ const SINK_UNDERLAY: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x70, 0, 0, 0, 0, 2
 /// `queues` queues each; the kernel's receive work on the sink's end
 /// steered to the sink's CPU and on the generator's to its senders',
 /// each sender thread's traffic on queue `thread % queues`.
-fn build(setup: &Namespaces, queues: usize, seats: &Layout) -> Result<(), String> {
+fn build(setup: &Namespaces, queues: usize, seats: &Layout, segments: usize) -> Result<(), String> {
     let (g, w, s) = (setup.ns("g"), setup.ns("w"), setup.ns("s"));
     let q = queues as u32;
     setup.veth_queues("g", "g0", "w", "wi", q)?;
@@ -462,16 +608,48 @@ fn build(setup: &Namespaces, queues: usize, seats: &Layout) -> Result<(), String
             GW_INNER_IP,
         ],
         // A NIC fills the checksums it is asked to; a veth leaves them
-        // partial in the frames tep's XDP program sees.
+        // partial in the frames tep's XDP program sees (`lco` needs them
+        // whole). Since Linux 6.11 a GSO send cuts and checksums its
+        // datagrams in software then, rather than fail with EIO.
         vec![
             "ip", "netns", "exec", &g, "ethtool", "-K", "g0", "tx", "off",
         ],
     ] {
         cmd(&args)?;
     }
+    if segments > 1 {
+        sink_gro(setup, "s", "s0")?;
+        // tep sends through AF_XDP, which a veth that can do TSO hands
+        // its peer outside its NAPI, so past GRO: tep never uses TSO.
+        cmd(&[
+            "ip", "netns", "exec", &w, "ethtool", "-K", "wu", "tso", "off",
+        ])?;
+    }
     seat::rps(setup, "s", "s0", &[seats.sink])?;
     seat::rps(setup, "g", "g0", &seats.senders)?;
     seat::xps(setup, "g", "g0", &seats.senders, queues)
+}
+
+/// Turns on GRO on `dev` (a veth: its NAPI), so that a UDP_GRO socket
+/// behind it gets trains of datagrams rather than one at a time. A veth
+/// whose peer can do TSO takes a frame into its NAPI (where GRO is) only
+/// if it forwards UDP GRO too (`rx-udp-gro-forwarding`); a socket without
+/// UDP_GRO still gets its datagrams one at a time.
+fn sink_gro(setup: &Namespaces, ns: &str, dev: &str) -> Result<(), String> {
+    setup
+        .run(
+            ns,
+            &[
+                "ethtool",
+                "-K",
+                dev,
+                "gro",
+                "on",
+                "rx-udp-gro-forwarding",
+                "on",
+            ],
+        )
+        .map(drop)
 }
 
 /// The gateway's config for checksum `mode`, a worker on each of `cpus`.
@@ -539,6 +717,9 @@ pub struct Lab<'a> {
     pub setup: &'a Namespaces,
     pub seats: &'a Layout,
     pub gw: &'a Daemon,
+    /// Probes per GSO message of the senders (1: plain); above 1 the sink
+    /// takes GRO trains too.
+    pub segments: usize,
 }
 
 /// One case: the sink in its namespace, the senders in the generator's,
@@ -550,6 +731,7 @@ fn run_case(lab: &Lab<'_>, mode: &str, pps: f64, seconds: f64) -> Result<Case, S
     let seats = lab.seats;
     let senders = Senders {
         cpus: seats.senders.iter().map(|&c| Some(c)).collect(),
+        segments: lab.segments,
     };
     let threads = senders.cpus.len();
     let before = worker_loops(lab.gw);
@@ -564,7 +746,11 @@ fn run_case(lab: &Lab<'_>, mode: &str, pps: f64, seconds: f64) -> Result<Case, S
                 SocketAddr::new(SINK_UNDERLAY.into(), GTPU_PORT),
                 None,
                 expected,
-                (threads, Framing::Gtpu),
+                Count {
+                    threads,
+                    framing: Framing::Gtpu,
+                    gro: lab.segments > 1,
+                },
                 &stop,
                 Duration::from_millis(300),
             )
@@ -647,55 +833,105 @@ pub struct GeneratorCase {
     pub report: Report,
     /// CPU seconds the sink's thread used.
     pub sink_cpu_seconds: f64,
+    /// Buffers the sink received (a GRO train is one).
+    pub sink_buffers: u64,
     pub senders: Vec<usize>,
     pub sink: usize,
+    pub config: GenConfig,
+    pub round: usize,
 }
 
-/// The generator alone: `threads` sender threads (each on its CPU, its
-/// own queue) straight over a veth into a sink that only counts, at each
-/// of `rates`, so that what it reaches is the generator's (and the
-/// sink's), no gateway between.
+/// One way of sending the generator is measured with: its sender
+/// threads and their probes per GSO message (1: plain `sendmmsg`, the
+/// sink without GRO too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct GenConfig {
+    pub threads: usize,
+    pub segments: usize,
+}
+
+/// A generator lab: the generator's and the sink's namespaces joined by
+/// a veth of a queue per sender thread.
+struct GenLab {
+    setup: Namespaces,
+    config: GenConfig,
+    senders: Vec<usize>,
+    sink: usize,
+}
+
+fn gen_lab(config: GenConfig, n: usize, tag: usize) -> Result<GenLab, String> {
+    let threads = config.threads.max(1);
+    let setup = Namespaces::new(&format!("tepgen{}c{tag}", std::process::id()), &["g", "s"])?;
+    setup.veth_queues("g", "g0", "s", "s0", threads as u32)?;
+    let senders: Vec<usize> = (0..threads).map(|t| t % n).collect();
+    let sink = n - 1;
+    for (ns, dev, addr) in [("g", "g0", "10.72.0.1/24"), ("s", "s0", "10.72.0.2/24")] {
+        setup.run(ns, &["ip", "addr", "add", addr, "dev", dev])?;
+        setup.run(ns, &["ip", "link", "set", dev, "up"])?;
+    }
+    // The senders checksum their datagrams, as in front of the gateway.
+    setup.run("g", &["ethtool", "-K", "g0", "tx", "off"])?;
+    if config.segments > 1 {
+        // As in front of the gateway (whose XDP program takes GSO off its
+        // peer veth): the sender's own transmit cuts the GSO messages
+        // into datagrams, and the sink's veth coalesces them again (GRO).
+        setup.run("g", &["ethtool", "-K", "g0", "tx-udp-segmentation", "off"])?;
+        sink_gro(&setup, "s", "s0")?;
+    }
+    seat::rps(&setup, "s", "s0", &[sink])?;
+    seat::xps(&setup, "g", "g0", &senders, threads)?;
+    let _ = setup.run("g", &["ping", "-c", "1", "-W", "1", "10.72.0.2"]);
+    Ok(GenLab {
+        setup,
+        config,
+        senders,
+        sink,
+    })
+}
+
+/// The generator alone: for each of `configs`, its sender threads (each
+/// on its CPU, its own queue) straight over a veth into a sink that only
+/// counts, at each of `rates`, so that what it reaches is the
+/// generator's (and the sink's), no gateway between; `rounds` times, the
+/// configs alternating in each round.
 pub fn generator_alone(
-    thread_counts: &[usize],
+    configs: &[GenConfig],
     rates: &[f64],
     seconds: f64,
+    rounds: usize,
 ) -> Result<Vec<GeneratorCase>, String> {
     let n = tep_sys::thread::online_cpus().max(1);
+    let labs = configs
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| gen_lab(c, n, i))
+        .collect::<Result<Vec<_>, String>>()?;
     let mut out = Vec::new();
-    for &threads in thread_counts {
-        let setup = Namespaces::new(
-            &format!("tepgen{}t{threads}", std::process::id()),
-            &["g", "s"],
-        )?;
-        setup.veth_queues("g", "g0", "s", "s0", threads.max(1) as u32)?;
-        let senders: Vec<usize> = (0..threads).map(|t| t % n).collect();
-        let sink_cpu = n - 1;
-        for (ns, dev, addr) in [("g", "g0", "10.72.0.1/24"), ("s", "s0", "10.72.0.2/24")] {
-            setup.run(ns, &["ip", "addr", "add", addr, "dev", dev])?;
-            setup.run(ns, &["ip", "link", "set", dev, "up"])?;
-        }
-        seat::rps(&setup, "s", "s0", &[sink_cpu])?;
-        seat::xps(&setup, "g", "g0", &senders, threads)?;
-        let _ = setup.run("g", &["ping", "-c", "1", "-W", "1", "10.72.0.2"]);
-        for &pps in rates {
-            out.push(generator_case(&setup, &senders, sink_cpu, pps, seconds)?);
+    for round in 0..rounds.max(1) {
+        for lab in &labs {
+            for &pps in rates {
+                let mut c = generator_case(lab, pps, seconds)?;
+                c.round = round;
+                eprintln!(
+                    "  round {round}: {} thread(s), {} per message, {pps:.0} pps: achieved {:.0}, loss {:.3} %",
+                    lab.config.threads, c.sent.segments, c.sent.achieved_pps, c.report.loss_pct
+                );
+                out.push(c);
+            }
         }
     }
     Ok(out)
 }
 
-fn generator_case(
-    setup: &Namespaces,
-    senders: &[usize],
-    sink_cpu: usize,
-    pps: f64,
-    seconds: f64,
-) -> Result<GeneratorCase, String> {
+fn generator_case(lab: &GenLab, pps: f64, seconds: f64) -> Result<GeneratorCase, String> {
+    let (setup, senders, sink_cpu) = (&lab.setup, &lab.senders, lab.sink);
+    let segments = lab.config.segments;
     let dst = SocketAddr::new(Ipv4Addr::new(10, 72, 0, 2).into(), 9);
     let stop = AtomicBool::new(false);
     let (g, s) = (setup.ns("g"), setup.ns("s"));
     let plan = Senders {
         cpus: senders.iter().map(|&c| Some(c)).collect(),
+        segments,
     };
     let expected = (pps * seconds) as u64 + 1;
     let (tally, sent) = std::thread::scope(|scope| {
@@ -703,7 +939,11 @@ fn generator_case(
             tep_sys::netns::enter(&s).map_err(|e| e.to_string())?;
             let _ = tep_sys::thread::pin_current_thread(sink_cpu);
             let before = thread_cpu_seconds();
-            let framing = (senders.len(), Framing::Udp);
+            let framing = Count {
+                threads: senders.len(),
+                framing: Framing::Udp,
+                gro: segments > 1,
+            };
             let t = sink(
                 dst,
                 None,
@@ -737,52 +977,140 @@ fn generator_case(
         report: tally.report(sent.packets),
         sent,
         sink_cpu_seconds,
+        sink_buffers: tally.buffers,
         senders: senders.to_vec(),
         sink: sink_cpu,
+        config: lab.config,
+        round: 0,
     })
 }
 
-/// The generator's table: per thread count and rate, what it reached
-/// and what its threads and the sink cost.
+/// The generator's table: per case, what it reached and what its
+/// threads and the sink cost; then per way of sending and rate the
+/// medians over the rounds, and the best against plain single-thread.
 pub fn generator_table(cases: &[GeneratorCase]) -> String {
     let mut out = String::from(
         "generator alone: 1492-byte probes, sender threads straight into a sink that only counts\n",
     );
     out += &format!(
-        "{:>7} {:>10} {:>10} {:>10} {:>7} {:>12} {:>12} {:>9} {:>10} {:>9}  {}\n",
+        "{:>5} {:>7} {:>4} {:>10} {:>10} {:>10} {:>7} {:>12} {:>11} {:>9} {:>10} {:>7} {:>9}  {}\n",
+        "round",
         "threads",
+        "seg",
         "offered",
         "achieved",
         "received",
         "loss%",
         "sender CPU%",
-        "pps/CPU-s",
+        "µs/probe",
         "per call",
-        "sink CPU%",
+        "sink µs/p",
+        "p/recv",
         "blocked",
         "CPUs (senders; sink)"
     );
     for c in cases {
         let secs = c.sent.seconds.max(1e-9);
         out += &format!(
-            "{:>7} {:>10.0} {:>10.0} {:>10} {:>7.3} {:>12.0} {:>12.0} {:>9.1} {:>10.0} {:>9}  {:?}; {}\n",
+            "{:>5} {:>7} {:>4} {:>10.0} {:>10.0} {:>10} {:>7.3} {:>12.0} {:>11.2} {:>9.1} {:>10.2} {:>7.1} {:>9}  {:?}; {}{}\n",
+            c.round,
             c.sent.threads,
+            c.sent.segments,
             c.offered_pps,
             c.sent.achieved_pps,
             c.report.received,
             c.report.loss_pct,
             c.sent.cpu_seconds * 100.0 / secs,
-            c.sent.packets as f64 / c.sent.cpu_seconds.max(1e-9),
+            c.sent.cpu_seconds * 1e6 / c.sent.packets.max(1) as f64,
             c.sent.packets as f64 / c.sent.syscalls.max(1) as f64,
-            c.sink_cpu_seconds * 100.0 / secs,
+            c.sink_cpu_seconds * 1e6 / c.report.received.max(1) as f64,
+            c.report.received as f64 / c.sink_buffers.max(1) as f64,
             c.sent.blocked,
             c.senders,
             c.sink,
+            if c.sent.gso_refused { " (GSO refused)" } else { "" }
         );
     }
-    out +=
-        "sender CPU%: all sender threads together (100 = one CPU); pps/CPU-s: probes per second of the senders' own CPU time; per call: probes per sendmmsg\n";
-    out
+    out += "seg: probes per UDP GSO message (1: plain sendmmsg, sink without GRO); µs/probe: the senders' CPU time per probe sent; per call: probes per sendmmsg; sink µs/p: the sink thread's CPU per probe received; p/recv: probes per buffer the sink received (GRO trains)\n";
+    out + &generator_medians(cases)
+}
+
+/// Per way of sending and offered rate, the medians over the rounds; the
+/// highest median achieved against plain sendmmsg's single thread.
+fn generator_medians(cases: &[GeneratorCase]) -> String {
+    let mut keys: Vec<(GenConfig, u64)> = Vec::new();
+    for c in cases {
+        let k = (c.config, c.offered_pps as u64);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let mut out = format!(
+        "\nmedians over rounds\n{:>7} {:>4} {:>10} {:>10} {:>10} {:>7} {:>11} {:>10} {:>6}\n",
+        "threads",
+        "seg",
+        "offered",
+        "achieved",
+        "received/s",
+        "loss%",
+        "µs/probe",
+        "sink µs/p",
+        "rounds"
+    );
+    let med = |mut v: Vec<f64>| -> f64 {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let mut best: Vec<(GenConfig, f64)> = Vec::new();
+    for (config, pps) in keys {
+        let cs: Vec<&GeneratorCase> = cases
+            .iter()
+            .filter(|c| c.config == config && c.offered_pps as u64 == pps)
+            .collect();
+        let of = |f: &dyn Fn(&GeneratorCase) -> f64| med(cs.iter().map(|c| f(c)).collect());
+        let achieved = of(&|c| c.sent.achieved_pps);
+        out += &format!(
+            "{:>7} {:>4} {:>10} {:>10.0} {:>10.0} {:>7.3} {:>11.2} {:>10.2} {:>6}\n",
+            config.threads,
+            config.segments,
+            pps,
+            achieved,
+            of(&|c| c.report.received as f64 / c.sent.seconds.max(1e-9)),
+            of(&|c| c.report.loss_pct),
+            of(&|c| c.sent.cpu_seconds * 1e6 / c.sent.packets.max(1) as f64),
+            of(&|c| c.sink_cpu_seconds * 1e6 / c.report.received.max(1) as f64),
+            cs.len()
+        );
+        match best.iter_mut().find(|(c, _)| *c == config) {
+            Some((_, b)) => *b = b.max(achieved),
+            None => best.push((config, achieved)),
+        }
+    }
+    out += "received/s: probes the sink counted per second of sending\n";
+    out + &generator_verdict(&best)
+}
+
+/// The highest median achieved rate of each way of sending against
+/// plain single-thread `sendmmsg`'s.
+fn generator_verdict(best: &[(GenConfig, f64)]) -> String {
+    let plain = GenConfig {
+        threads: 1,
+        segments: 1,
+    };
+    let Some(&(_, base)) = best.iter().find(|(c, _)| *c == plain) else {
+        return String::new();
+    };
+    let mut out = String::from("highest median achieved rate:");
+    for (c, b) in best {
+        out += &format!(
+            " {} thread(s) x {} per message {b:.0} pps ({:.2}x plain 1 thread);",
+            c.threads,
+            c.segments,
+            b / base.max(1.0)
+        );
+    }
+    out.pop();
+    out + "\n"
 }
 
 /// What to run per checksum mode: the seed's rates, then a sweep.
@@ -799,6 +1127,8 @@ pub struct Plan {
     pub workers: Vec<usize>,
     /// Sender threads (None: what the workers and the sink leave).
     pub senders: Option<usize>,
+    /// Probes per GSO message of the senders (1: plain `sendmmsg`).
+    pub segments: usize,
 }
 
 /// Loss past which a sweep goes no higher: the loss-free rate is below.
@@ -930,7 +1260,7 @@ pub fn run_in_namespaces(tep: &Path, modes: &[&str], plan: &Plan) -> Result<Runs
             &format!("tepseed{}w{w}", std::process::id()),
             &["g", "w", "s"],
         )?;
-        build(&setup, w, &seats)?;
+        build(&setup, w, &seats, plan.segments)?;
         for _ in 0..plan.repeat.max(1) {
             for &mode in modes {
                 let gw = start_gateway(&setup, tep, mode, &seats.workers)?;
@@ -938,6 +1268,7 @@ pub fn run_in_namespaces(tep: &Path, modes: &[&str], plan: &Plan) -> Result<Runs
                     setup: &setup,
                     seats: &seats,
                     gw: &gw,
+                    segments: plan.segments,
                 };
                 for &pps in &plan.rates {
                     runs.cases.push(run_case(&lab, mode, pps, plan.seconds)?);
@@ -953,6 +1284,7 @@ pub fn run_in_namespaces(tep: &Path, modes: &[&str], plan: &Plan) -> Result<Runs
                 setup: &setup,
                 seats: &seats,
                 gw: &gw,
+                segments: plan.segments,
             };
             sweep_mode(&lab, mode, plan, &mut runs.sweep)?;
         }
@@ -1234,6 +1566,57 @@ mod tests {
         d[2..4].copy_from_slice(&len.to_be_bytes());
         assert_eq!(probe_in(&d), Some((7, 1234)));
         assert_eq!(probe_in(&d[..20]), None);
+    }
+
+    #[test]
+    fn a_gso_batch_is_probes_back_to_back_cut_into_messages() {
+        // Seed 000's probe: 1492 bytes of IPv4, 1464 of UDP payload; 44
+        // fit one 64 KiB message, the kernel takes 64 at most.
+        assert_eq!(segments_for(32, 1464), 32);
+        assert_eq!(segments_for(64, 1464), 44);
+        assert_eq!(segments_for(100, 20), 64);
+        assert_eq!(segments_for(0, 1464), 1);
+        assert_eq!(
+            messages(70, 32).collect::<Vec<_>>(),
+            vec![(0, 32), (32, 32), (64, 6)]
+        );
+        assert_eq!(
+            messages(3, 1).collect::<Vec<_>>(),
+            vec![(0, 1), (1, 1), (2, 1)]
+        );
+        assert_eq!(messages(0, 8).count(), 0);
+        let payload = 100;
+        let mut buf = vec![0u8; 8 * payload];
+        write_batch(&mut buf, payload, 3, 1000, 5, 777);
+        // What the kernel cuts out of the message: each segment one probe,
+        // its own number, the batch's stamp; past the batch, nothing.
+        let probes: Vec<_> = buf.chunks(payload).map(read_probe).collect();
+        for (i, p) in probes.iter().take(5).enumerate() {
+            assert_eq!(*p, Some((probe_id(3, 1000 + i as u64), 777)), "segment {i}");
+        }
+        assert_eq!(probes[5], None);
+    }
+
+    #[test]
+    fn a_gro_train_is_split_into_its_datagrams() {
+        let payload = 64;
+        let mut train = vec![0u8; 3 * payload + 30];
+        for (i, b) in train.chunks_mut(payload).enumerate() {
+            if b.len() >= PROBE_LEN {
+                write_probe(b, probe_id(1, i as u64), 5);
+            }
+        }
+        let got: Vec<_> = datagrams(&train, Some(payload as u16))
+            .map(|d| (d.len(), read_probe(d)))
+            .collect();
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[2], (payload, Some((probe_id(1, 2), 5))));
+        // The last is shorter: a datagram of its own.
+        assert_eq!(got[3], (30, Some((probe_id(1, 3), 5))));
+        // No train, or a size of zero: the buffer is one datagram.
+        assert_eq!(datagrams(&train, None).count(), 1);
+        assert_eq!(datagrams(&train[..10], Some(0)).count(), 1);
+        assert_eq!(datagrams(&[], Some(64)).count(), 0);
     }
 
     #[test]

@@ -159,6 +159,9 @@ pub struct Tallies {
     limit: u64,
     /// Datagrams that were not probes, or of no thread of this run.
     pub foreign: u64,
+    /// Buffers the sink received (a GRO train is one): with `received`,
+    /// how many datagrams the kernel handed over at a time.
+    pub buffers: u64,
 }
 
 impl Tallies {
@@ -171,6 +174,7 @@ impl Tallies {
                 .collect(),
             limit: 4 * each + (1 << 20),
             foreign: 0,
+            buffers: 0,
         }
     }
 

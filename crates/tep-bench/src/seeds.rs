@@ -79,14 +79,33 @@ pub struct Options {
     #[arg(long, value_name = "N")]
     pub senders: Option<usize>,
     /// Seed 000: measure the generator alone (its senders straight into a
-    /// sink that only counts, no gateway) at --rates, with 1 and with
-    /// --senders threads (default 2).
+    /// sink that only counts, no gateway) at --rates: plain sendmmsg with
+    /// 1 thread, then --gso with 1 and with --senders threads (default 2),
+    /// alternating over --repeat rounds, medians at the end.
     #[arg(long)]
     pub generator: bool,
+    /// Seed 000: the senders' UDP GSO: `on` (32 probes per message), `off`
+    /// (plain sendmmsg, the sink without GRO) or probes per message
+    /// (2..=64, as many as fit 64 KiB). --generator measures plain single
+    /// thread beside it. A kernel that refuses GSO: plain, reported.
+    #[arg(long, default_value = "on", value_parser = parse_gso, value_name = "on|off|N")]
+    pub gso: usize,
     /// The tep binary the daemons in the namespaces run (default: the
     /// `tep` beside this tep-bench).
     #[arg(long, value_name = "PATH")]
     pub tep: Option<PathBuf>,
+}
+
+/// `--gso`: probes per GSO message (1: off).
+fn parse_gso(v: &str) -> Result<usize, String> {
+    match v {
+        "on" => Ok(seed000::GSO_SEGMENTS),
+        "off" => Ok(1),
+        n => match n.parse::<usize>() {
+            Ok(n) if (1..=64).contains(&n) => Ok(n),
+            _ => Err(format!("{v}: on, off or probes per message 1..=64")),
+        },
+    }
 }
 
 /// Every seed, in order.
@@ -224,8 +243,9 @@ pub fn command(o: &Options) -> ExitCode {
     }
 }
 
-/// `--generator`: seed 000's generator alone, one sender thread and
-/// `--senders` (default 2).
+/// `--generator`: seed 000's generator alone: plain single-thread
+/// sendmmsg, and `--gso` with one sender thread and with `--senders`
+/// (default 2).
 fn generator(o: &Options) -> ExitCode {
     let rates = if o.rates.is_empty() {
         vec![200_000.0, 400_000.0, 800_000.0, 1_600_000.0]
@@ -233,17 +253,21 @@ fn generator(o: &Options) -> ExitCode {
         o.rates.clone()
     };
     let threads = o.senders.unwrap_or(2).clamp(1, 64);
-    let counts = if threads == 1 {
-        vec![1]
-    } else {
-        vec![1, threads]
-    };
+    let config = |threads, segments| seed000::GenConfig { threads, segments };
+    // Plain single-thread sendmmsg first: what the others are held to.
+    let mut configs = vec![config(1, 1)];
+    for c in [config(1, o.gso), config(threads, o.gso)] {
+        if !configs.contains(&c) {
+            configs.push(c);
+        }
+    }
     let seconds = o.seconds.unwrap_or(2.0).clamp(0.1, 600.0);
+    let rounds = o.repeat.unwrap_or(1).clamp(1, 100);
     if let Err(e) = clean_up_on_signals() {
         eprintln!("tep-bench seeds: {e}");
         return ExitCode::FAILURE;
     }
-    match seed000::generator_alone(&counts, &rates, seconds) {
+    match seed000::generator_alone(&configs, &rates, seconds, rounds) {
         Ok(cases) if o.json => {
             println!("{}", serde_json::json!({ "generator": cases }));
             ExitCode::SUCCESS
@@ -367,6 +391,7 @@ fn plan_000(o: &Options) -> Result<(Vec<String>, Plan), String> {
             repeat: o.repeat.unwrap_or(1).max(1),
             workers: o.workers.clone(),
             senders: o.senders,
+            segments: o.gso,
         },
     ))
 }
@@ -504,7 +529,11 @@ fn external(
                     listen,
                     Some(rx),
                     expected,
-                    (1, seed000::Framing::Gtpu),
+                    seed000::Count {
+                        threads: 1,
+                        framing: seed000::Framing::Gtpu,
+                        gro: false,
+                    },
                     &stop,
                     Duration::from_millis(300),
                 )
