@@ -712,6 +712,41 @@ fn worker_loops(gw: &Daemon) -> Vec<(u64, u64, u64)> {
         .collect()
 }
 
+/// The sink (`count`, run in namespace `sink_ns` on its CPU) beside the
+/// senders (in `send_ns`, to `dst`): the sink binds before the first
+/// probe leaves and stops when the senders are done.
+fn sink_beside_senders<T: Send>(
+    (sink_ns, sink_cpu): (&str, usize),
+    (send_ns, dst, senders): (&str, SocketAddr, &Senders),
+    (pps, seconds): (f64, f64),
+    stop: &AtomicBool,
+    count: impl FnOnce(&AtomicBool) -> std::io::Result<T> + Send,
+) -> (Result<T, String>, Result<Sent, String>) {
+    std::thread::scope(|scope| {
+        let sink_thread = scope.spawn(|| -> Result<T, String> {
+            tep_sys::netns::enter(sink_ns).map_err(|e| e.to_string())?;
+            let _ = tep_sys::thread::pin_current_thread(sink_cpu);
+            count(stop).map_err(|e| format!("sink: {e}"))
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let sent = scope
+            .spawn(|| -> Result<Sent, String> {
+                tep_sys::netns::enter(send_ns).map_err(|e| e.to_string())?;
+                send(dst, None, PACKET_LEN, pps, seconds, senders)
+                    .map_err(|e| format!("sender: {e}"))
+            })
+            .join()
+            .map_err(|_| "sender panicked".to_string())
+            .and_then(|r| r);
+        stop.store(true, Ordering::Release);
+        let tally = sink_thread
+            .join()
+            .map_err(|_| "sink panicked".to_string())
+            .and_then(|r| r);
+        (tally, sent)
+    })
+}
+
 /// The lab of one run: the namespaces, where everyone sits, the gateway.
 pub struct Lab<'a> {
     pub setup: &'a Namespaces,
@@ -738,10 +773,12 @@ fn run_case(lab: &Lab<'_>, mode: &str, pps: f64, seconds: f64) -> Result<Case, S
     let ticks = seat::sample(&seats.workers);
     let threads_before = seat::worker_ticks(lab.gw.pid(), seats.workers.len());
     let started = Instant::now();
-    let (tally, sent) = std::thread::scope(|scope| {
-        let sink_thread = scope.spawn(|| -> Result<Tallies, String> {
-            tep_sys::netns::enter(&s).map_err(|e| e.to_string())?;
-            let _ = tep_sys::thread::pin_current_thread(seats.sink);
+    let (tally, sent) = sink_beside_senders(
+        (&s, seats.sink),
+        (&g, SocketAddr::new(INNER_DST.into(), 9), &senders),
+        (pps, seconds),
+        &stop,
+        |stop| {
             sink(
                 SocketAddr::new(SINK_UNDERLAY.into(), GTPU_PORT),
                 None,
@@ -751,30 +788,11 @@ fn run_case(lab: &Lab<'_>, mode: &str, pps: f64, seconds: f64) -> Result<Case, S
                     framing: Framing::Gtpu,
                     gro: lab.segments > 1,
                 },
-                &stop,
+                stop,
                 Duration::from_millis(300),
             )
-            .map_err(|e| format!("sink: {e}"))
-        });
-        // The sink binds before the first probe leaves.
-        std::thread::sleep(Duration::from_millis(100));
-        let sent = scope
-            .spawn(|| -> Result<Sent, String> {
-                tep_sys::netns::enter(&g).map_err(|e| e.to_string())?;
-                let dst = SocketAddr::new(INNER_DST.into(), 9);
-                send(dst, None, PACKET_LEN, pps, seconds, &senders)
-                    .map_err(|e| format!("sender: {e}"))
-            })
-            .join()
-            .map_err(|_| "sender panicked".to_string())
-            .and_then(|r| r);
-        stop.store(true, Ordering::Release);
-        let tally = sink_thread
-            .join()
-            .map_err(|_| "sink panicked".to_string())
-            .and_then(|r| r);
-        (tally, sent)
-    });
+        },
+    );
     let (tally, sent) = (tally?, sent?);
     let mut seated = seated(seats, &before, &worker_loops(lab.gw), &ticks);
     let wall = started.elapsed().as_secs_f64().max(1e-9) * seat::ticks_per_second();
@@ -934,43 +952,22 @@ fn generator_case(lab: &GenLab, pps: f64, seconds: f64) -> Result<GeneratorCase,
         segments,
     };
     let expected = (pps * seconds) as u64 + 1;
-    let (tally, sent) = std::thread::scope(|scope| {
-        let sink_thread = scope.spawn(|| -> Result<(Tallies, f64), String> {
-            tep_sys::netns::enter(&s).map_err(|e| e.to_string())?;
-            let _ = tep_sys::thread::pin_current_thread(sink_cpu);
+    let (tally, sent) = sink_beside_senders(
+        (&s, sink_cpu),
+        (&g, dst, &plan),
+        (pps, seconds),
+        &stop,
+        |stop| {
             let before = thread_cpu_seconds();
-            let framing = Count {
+            let count = Count {
                 threads: senders.len(),
                 framing: Framing::Udp,
                 gro: segments > 1,
             };
-            let t = sink(
-                dst,
-                None,
-                expected,
-                framing,
-                &stop,
-                Duration::from_millis(300),
-            )
-            .map_err(|e| format!("sink: {e}"))?;
+            let t = sink(dst, None, expected, count, stop, Duration::from_millis(300))?;
             Ok((t, thread_cpu_seconds() - before))
-        });
-        std::thread::sleep(Duration::from_millis(100));
-        let sent = scope
-            .spawn(|| -> Result<Sent, String> {
-                tep_sys::netns::enter(&g).map_err(|e| e.to_string())?;
-                send(dst, None, PACKET_LEN, pps, seconds, &plan).map_err(|e| format!("sender: {e}"))
-            })
-            .join()
-            .map_err(|_| "sender panicked".to_string())
-            .and_then(|r| r);
-        stop.store(true, Ordering::Release);
-        let tally = sink_thread
-            .join()
-            .map_err(|_| "sink panicked".to_string())
-            .and_then(|r| r);
-        (tally, sent)
-    });
+        },
+    );
     let ((tally, sink_cpu_seconds), sent) = (tally?, sent?);
     Ok(GeneratorCase {
         offered_pps: pps,

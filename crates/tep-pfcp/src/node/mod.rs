@@ -1781,17 +1781,8 @@ impl Node {
         };
         // Final reports of removed URRs, before their counters go.
         let at = self.ntp(now);
-        let mut reports: Vec<UsageReportSmr> = removed_urrs
-            .iter_mut()
-            .map(|u| {
-                let r = u.report(
-                    up.take_usage(seid, u.id),
-                    UsageReportTrigger::TERMR,
-                    at,
-                    now,
-                );
-                UsageReportSmr(r)
-            })
+        let mut reports: Vec<UsageReportSmr> = final_reports(&mut removed_urrs, seid, up, at, now)
+            .map(UsageReportSmr)
             .collect();
         rules.start_measuring(at, now);
         if let Err(why) = up.apply(Change::Install {
@@ -1877,17 +1868,8 @@ impl Node {
             .map(|s| s.rules.urrs.clone())
             .unwrap_or_default();
         let at = self.ntp(now);
-        let reports = urrs
-            .iter_mut()
-            .map(|u| {
-                let r = u.report(
-                    up.take_usage(seid, u.id),
-                    UsageReportTrigger::TERMR,
-                    at,
-                    now,
-                );
-                UsageReportSdr(r)
-            })
+        let reports = final_reports(&mut urrs, seid, up, at, now)
+            .map(UsageReportSdr)
             .collect();
         self.remove_session(seid, up);
         self.count(Counter::SessionsDeleted);
@@ -2037,6 +2019,25 @@ impl Node {
             payload,
         });
     }
+}
+
+/// The last usage reports of URRs that go (removed, or their session
+/// deleted): what each counted since its last report.
+fn final_reports<'a>(
+    urrs: &'a mut [Urr],
+    seid: Seid,
+    up: &'a mut impl UserPlane,
+    at: u32,
+    now: Instant,
+) -> impl Iterator<Item = crate::rules::UsageReport> + 'a {
+    urrs.iter_mut().map(move |u| {
+        u.report(
+            up.take_usage(seid, u.id),
+            UsageReportTrigger::TERMR,
+            at,
+            now,
+        )
+    })
 }
 
 /// Whether PDR `pdr`'s FAR buffers and notifies the SMF (BUFF, NOCP).
