@@ -167,6 +167,23 @@ fn a_far_that_stops_buffering_cancels_the_report() {
 }
 
 #[test]
+fn an_smf_toggling_buffering_leaves_no_unbounded_timers() {
+    let (mut h, seid) = with_bar();
+    for _ in 0..1000 {
+        accepted(&mut h, seid, far2(ApplyAction::BUFF | ApplyAction::NOCP));
+        h.node.downlink_data(h.now, seid, 2);
+        accepted(&mut h, seid, far2(ApplyAction::FORW));
+    }
+    assert!(h.node.dl_timers.len() <= 2 * h.node.sessions + 64);
+    // The last one still counts.
+    accepted(&mut h, seid, far2(ApplyAction::BUFF | ApplyAction::NOCP));
+    h.node.downlink_data(h.now, seid, 2);
+    h.now += Duration::from_millis(500);
+    h.node.handle_timeout(h.now, &mut h.up);
+    assert!(report_sent(&mut h));
+}
+
+#[test]
 fn without_a_bar_or_with_no_delay_the_report_goes_at_once() {
     let (mut h, seid) = with_bar();
     accepted(

@@ -821,7 +821,29 @@ impl Node {
         } else {
             s.dl_due = Some((now + delay, pdr));
             self.dl_timers.push(Reverse((now + delay, seid)));
+            self.compact_dl_timers();
         }
+    }
+
+    /// Keeps the deferred reports' heap bounded by the sessions: an SMF
+    /// that modifies a buffering session again and again leaves a stale
+    /// entry each time (skipped when due, up to 12.75 s later); past
+    /// twice the sessions the heap keeps only the entries sessions hold.
+    fn compact_dl_timers(&mut self) {
+        if self.dl_timers.len() <= 2 * self.sessions + 64 {
+            return;
+        }
+        // One entry per session at most (stale ones may share its time).
+        let mut kept = std::collections::HashSet::new();
+        let live: Vec<_> = core::mem::take(&mut self.dl_timers)
+            .into_iter()
+            .filter(|&Reverse((at, seid))| {
+                self.get(seid)
+                    .is_some_and(|s| s.dl_due.is_some_and(|d| d.0 == at))
+                    && kept.insert(seid)
+            })
+            .collect();
+        self.dl_timers = live.into();
     }
 
     /// Sends the deferred Downlink Data Reports due at `now` whose FAR
