@@ -547,8 +547,16 @@ fn a_qfi_no_pdr_matches_gets_no_error_indication() {
 /// Report counts only what arrived.
 #[test]
 fn qos_flows_by_sdf_filter() {
-    let test = "qos_flows_by_sdf_filter";
-    let Some((_lab, tep, mut smf)) = start(test) else {
+    qos_flows("qos_flows_by_sdf_filter", false);
+}
+
+#[test]
+fn a_gateway_upf_splits_qos_flows_by_sdf_filter() {
+    qos_flows("a_gateway_upf_splits_qos_flows_by_sdf_filter", true);
+}
+
+fn qos_flows(test: &str, gateway: bool) {
+    let Some((_lab, tep, mut smf)) = start_in(test, gateway, "") else {
         return;
     };
     smf.run(&tep, json!({"run": "associate"}));
@@ -591,8 +599,16 @@ fn a_spoofed_ue_source_is_dropped() {
 /// the rest are dropped and counted as `mbr_exceeded`.
 #[test]
 fn packets_over_the_mbr_are_dropped() {
-    let test = "packets_over_the_mbr_are_dropped";
-    let Some((_lab, tep, mut smf)) = start(test) else {
+    mbr_drops("packets_over_the_mbr_are_dropped", false);
+}
+
+#[test]
+fn a_gateway_upf_drops_packets_over_the_mbr() {
+    mbr_drops("a_gateway_upf_drops_packets_over_the_mbr", true);
+}
+
+fn mbr_drops(test: &str, gateway: bool) {
+    let Some((_lab, tep, mut smf)) = start_in(test, gateway, "") else {
         return;
     };
     smf.run(&tep, json!({"run": "associate"}));
@@ -622,7 +638,8 @@ fn packets_over_the_mbr_are_dropped() {
             .map(|d| d["packets"].as_u64().unwrap())
             .sum::<u64>()
     };
-    assert_eq!(tep.show("counters")["io"]["udp_rx"], 500);
+    let rx = if gateway { "underlay_rx" } else { "udp_rx" };
+    assert_eq!(tep.show("counters")["io"][rx], 500);
     assert_eq!(at("gtpu-decap"), 500 - ul, "{r}");
     let dl_over = at("session-lookup");
     assert!((498 - dl..=500 - dl).contains(&dl_over), "{r}: {dl_over}");
