@@ -1009,11 +1009,15 @@ fn geneve_case(test: &str, v6: bool, full: bool) {
             continue;
         }
         assert_eq!(got, 0, "{label}: a critical option passed: {text}");
+        // OVS's rule counter counts what the rule matched, including
+        // what its tunnel port then failed to send (seen: 7 counted, 4
+        // arrived; and it lags), so it cannot be compared with tep's
+        // drops: the three echo requests must be among those.
         let until = Instant::now() + Duration::from_secs(5);
         loop {
             let sent = ovs.rule_packets(INTO_TUNNEL) - into0;
             let n = dropped(&da);
-            if sent >= 3 && n == sent {
+            if n >= 3 {
                 break;
             }
             assert!(
