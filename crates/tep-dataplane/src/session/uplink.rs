@@ -18,6 +18,9 @@ pub(crate) enum Receiver {
     Tunnel(u32),
     /// A session (its slot) on its N3 tunnel.
     Session { slot: u32, n3: u32 },
+    /// A session's packet for encapsulation again ([`super::n9`]): to a
+    /// UPF on N9, or from one; `word` is its session word.
+    Reencap { word: u32, n3: u32 },
 }
 
 /// The session of a G-PDU (`gtpu`: its GTP-U header onwards, the inner
@@ -53,13 +56,10 @@ pub(crate) fn match_session(
     } else {
         None
     };
-    let slot = sessions.uplink_match(teid, qfi).map_err(|known| {
-        if known {
-            DropReason::NoPdr
-        } else {
-            DropReason::UnknownTeid
-        }
-    })?;
+    let slot = match sessions.uplink_match(teid, qfi) {
+        Ok(s) => s,
+        Err(known) => return from_n9(sessions, table, teid, outer.1, known),
+    };
     // Not `sessions.get`: a slot without a session (its empty session,
     // whose N3 tunnel is none) is an unknown TEID all the same.
     let Some(line) = sessions.link.usage.slot(slot) else {
@@ -82,21 +82,56 @@ pub(crate) fn match_session(
     }
     let packet = gtpu.get(inner..).unwrap_or_default();
     line.ue_source(actions).check(packet)?;
+    let mut to = Receiver::Session { slot, n3 };
     if rules {
-        let t = sessions
+        let (i, t) = sessions
             .uplink_rule(slot, packet, qfi)
             .ok_or(DropReason::NoPdrMatch)?;
-        if t.action != Action::Forward {
-            return Err(DropReason::SessionDrop);
+        match t.action {
+            Action::Forward => {}
+            Action::QuotaExhausted => return Err(DropReason::QuotaExhausted),
+            _ => return Err(DropReason::SessionDrop),
         }
         if !t.admit(packet.len(), now_ns) {
             return Err(DropReason::MbrExceeded);
+        }
+        if t.peer != u32::MAX {
+            let word = super::n9::uplink_word(slot, i);
+            to = Receiver::Reencap { word, n3 };
         }
     }
     if actions & MBR_UPLINK != 0 && !sessions.admit(slot, true, packet.len(), now_ns) {
         return Err(DropReason::MbrExceeded);
     }
-    Ok(Receiver::Session { slot, n3 })
+    Ok(to)
+}
+
+/// A G-PDU whose TEID no N3 key has (`known`: one has, not for its QFI):
+/// from N9 if a session's Core-side F-TEID on the N3 address `local` is
+/// `teid` ([`super::n9`]), else `NoPdr` or `UnknownTeid`. Its downlink
+/// treatment is looked up after decapsulation.
+#[cold]
+fn from_n9(
+    sessions: &SessionTable,
+    table: &TunnelTable,
+    teid: u32,
+    local: IpAddr,
+    known: bool,
+) -> Result<Receiver, DropReason> {
+    let miss = if known {
+        DropReason::NoPdr
+    } else {
+        DropReason::UnknownTeid
+    };
+    let slot = sessions.n9(teid).ok_or(miss)?;
+    let n3 = sessions.link.usage.slot(slot).ok_or(miss)?.uplink_rules().0;
+    if table.tunnels().get(n3 as usize).map(|t| t.local) != Some(local) {
+        return Err(miss);
+    }
+    Ok(Receiver::Reencap {
+        word: slot | super::n9::FROM_N9,
+        n3,
+    })
 }
 
 /// With `[pfcp] n3_source_check`: whether a G-PDU from `src` comes from
