@@ -564,7 +564,11 @@ fn tunnel_decap_one(
 
 /// Locates the inner packet's IP and transport headers; an inner IP packet
 /// must be whole (bytes after it are cut later, by decap-output).
-pub(crate) fn finish_inner(pool: &mut Pool, id: PacketId, ethernet: bool) -> Result<(), DropReason> {
+pub(crate) fn finish_inner(
+    pool: &mut Pool,
+    id: PacketId,
+    ethernet: bool,
+) -> Result<(), DropReason> {
     let inner = usize::from(pool.meta(id).inner);
     let data = pool.data(id);
     let l3 = if ethernet {
