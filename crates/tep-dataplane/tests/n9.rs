@@ -29,7 +29,10 @@ fn psa(v6: bool) -> IpAddr {
 fn local_dn(v6: bool) -> (IpAddr, (IpAddr, u8)) {
     if v6 {
         let p = IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0x60, 0, 0, 0, 0, 0));
-        (IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0x60, 1, 0, 0, 0, 1)), (p, 48))
+        (
+            IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0x60, 1, 0, 0, 0, 1)),
+            (p, 48),
+        )
     } else {
         let p = IpAddr::V4(Ipv4Addr::new(10, 60, 0, 0));
         (IpAddr::V4(Ipv4Addr::new(10, 60, 1, 1)), (p, 16))
@@ -52,10 +55,7 @@ fn ulcl(v6: bool) -> SessionSpec {
         remote: Some(local_dn(v6).1),
         ..Default::default()
     };
-    s.rules.uplink = vec![
-        rule(vec![local], None),
-        rule(vec![], Some((psa(v6), 0x99))),
-    ];
+    s.rules.uplink = vec![rule(vec![local], None), rule(vec![], Some((psa(v6), 0x99)))];
     s
 }
 
