@@ -1,18 +1,19 @@
 //! N9 (issue 28): two tep UPFs on one PDU session, each with its own
 //! PFCP association from the scapy SMF: an intermediate UPF with an
-//! uplink classifier (the lab's `up`, N3 and N9 on 192.0.2.1) in front of
-//! a PDU Session Anchor in a fourth namespace behind it:
+//! uplink classifier (the lab's `up`, N3 and N9 on 192.0.2.1, host or
+//! gateway mode) in front of a PDU Session Anchor (host mode) in a fourth
+//! namespace behind the RAN's:
 //!
 //! ```text
-//!   ran (SMF, gNB) --- up (I-UPF 192.0.2.1, N6 = TUN) --- dn (10.99.0.2)
-//!                        | vp 192.0.3.1
-//!                        | vq 192.0.3.2
-//!                      psa (PSA: N4, N3/N9 192.0.3.2, N6 = TUN; its data
-//!                           network 10.98.0.2 on its loopback)
+//!   ran (SMF, gNB; routes) --- up (I-UPF 192.0.2.1, N6) --- dn (10.99.0.2)
+//!     | vp 192.0.3.1
+//!     | vq 192.0.3.2
+//!   psa (PSA: N4, N3/N9 192.0.3.2, N6 = TUN; its data network 10.98.0.2
+//!        on its loopback)
 //! ```
 //!
-//! `up` routes between `ran` and the PSA (the SMF reaches the PSA's N4
-//! through it; N9 G-PDUs leave the I-UPF's N3 address).
+//! N9 G-PDUs leave the I-UPF's N3 address and go through `ran` as a
+//! router, so that a gateway I-UPF reaches the PSA on its underlay.
 
 use super::*;
 
@@ -40,25 +41,29 @@ impl Psa {
             _namespaces: namespaces,
         };
         let link = [
-            "ip", "link", "add", "vp", "netns", &lab.up, "type", "veth", "peer", "name", "vq",
+            "ip", "link", "add", "vp", "netns", &lab.ran, "type", "veth", "peer", "name", "vq",
             "netns", &psa.ns,
         ];
         sh(&link, true);
         let gw = format!("{PSA_GW}/24");
         let me = format!("{PSA}/24");
         let dn = format!("{PSA_DN}/32");
-        let steps: [(&str, &[&str]); 8] = [
-            (&lab.up, &["ip", "addr", "add", &gw, "dev", "vp"]),
-            (&lab.up, &["ip", "link", "set", "vp", "up"]),
+        let steps: [(&str, &[&str]); 11] = [
+            (&lab.ran, &["ip", "addr", "add", &gw, "dev", "vp"]),
+            (&lab.ran, &["ip", "link", "set", "vp", "up"]),
+            (&lab.ran, &["sysctl", "-qw", "net.ipv4.ip_forward=1"]),
+            (
+                &lab.up,
+                &["ip", "route", "add", "192.0.3.0/24", "via", SMF_ADDR],
+            ),
             (&psa.ns, &["ip", "addr", "add", &me, "dev", "vq"]),
             (&psa.ns, &["ip", "link", "set", "vq", "up"]),
             (&psa.ns, &["ip", "route", "add", "default", "via", PSA_GW]),
             (&psa.ns, &["ip", "addr", "add", &dn, "dev", "lo"]),
             (&psa.ns, &["sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0"]),
-            (
-                &lab.ran,
-                &["ip", "route", "add", "192.0.3.0/24", "via", UPF],
-            ),
+            // What reaches a gateway I-UPF's XDP has its checksums.
+            (&psa.ns, &["ethtool", "-K", "vq", "tx", "off"]),
+            (&lab.ran, &["ethtool", "-K", "vp", "tx", "off"]),
         ];
         for (ns, args) in steps {
             lab.exec(ns, args, true);
@@ -84,13 +89,11 @@ impl Psa {
 /// downlink from the PSA's data network comes back through N9 and the
 /// I-UPF to the gNB with the session's TEID and QFI, as does downlink
 /// from the local data network. Each datagram exactly once (smf.py).
-#[test]
-fn n9_forwarding_to_a_second_tep_upf() {
-    let test = "n9_forwarding_to_a_second_tep_upf";
+fn n9(test: &str, gateway: bool) {
     if !scapy_or_skip(test) {
         return;
     }
-    let lab = Lab::new(false);
+    let lab = Lab::new(gateway);
     let psa = Psa::new(&lab);
     let tep = lab.tep("");
     let psa_tep = psa.tep();
@@ -115,8 +118,12 @@ fn n9_forwarding_to_a_second_tep_upf() {
     // branch only (what it takes on N3 for N9, both ways, leaves on N3
     // again); its tx, the N9 uplink and the downlink to the gNB (both
     // branches). The PSA: the N9 uplink in, its downlink out.
-    assert_eq!(delta(&before.0, &after.0, "rx_packets"), N, "{after:?}");
-    assert_eq!(delta(&before.0, &after.0, "tx_packets"), 3 * N, "{after:?}");
+    // (Host mode only: a gateway hands frames to the kernel while their
+    // next hop resolves, which its tunnel counters see otherwise.)
+    if !gateway {
+        assert_eq!(delta(&before.0, &after.0, "rx_packets"), N, "{after:?}");
+        assert_eq!(delta(&before.0, &after.0, "tx_packets"), 3 * N, "{after:?}");
+    }
     assert_eq!(delta(&before.1, &after.1, "rx_packets"), N, "{after:?}");
     assert_eq!(delta(&before.1, &after.1, "tx_packets"), N, "{after:?}");
     for t in [&tep, &psa_tep] {
@@ -130,4 +137,14 @@ fn n9_forwarding_to_a_second_tep_upf() {
             .map(Vec::len),
         Some(1)
     );
+}
+
+#[test]
+fn n9_forwarding_to_a_second_tep_upf() {
+    n9("n9_forwarding_to_a_second_tep_upf", false);
+}
+
+#[test]
+fn a_gateway_upf_forwards_on_n9_to_a_second_tep_upf() {
+    n9("a_gateway_upf_forwards_on_n9_to_a_second_tep_upf", true);
 }
