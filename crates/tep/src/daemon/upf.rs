@@ -56,7 +56,9 @@ use tep_pfcp::IeType;
 ///   no header removal), or from N9 matching a local F-TEID with its
 ///   GTP-U header removed (UE address optional; refused by its F-TEID
 ///   where the downlink has several rules, or on a TEID an Access PDR
-///   has) and goes to Access in GTP-U ([`super::n9`]); CP-function and
+///   has; its FAR may buffer only where a downlink PDR names the UE, by
+///   whose address held packets are released) and goes to Access in
+///   GTP-U ([`super::n9`]); CP-function and
 ///   5G VN internal sources are refused; uplink buffering (which would
 ///   drop) is refused, and so is an uplink FAR to Access;
 /// - each URR on every PDR (its counts are the session's);
@@ -179,6 +181,14 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
         None => UeSource::default(),
     };
     n9_keys(&mut spec, &n9, several(&dl))?;
+    if !n9.is_empty() && spec.downlink_keys.is_empty() {
+        // Held packets are released the way N6 packets come, by the UE's
+        // address: with none, they would be held and then lost.
+        if let Some((p, _)) = dl.iter().find(|(_, r)| r.action == Action::Buffer) {
+            let far = rules.far(p.far).ok_or(refuse_pdr(p, IeType::FAR_ID))?;
+            return Err(refuse_far(far, IeType::APPLY_ACTION));
+        }
+    }
     if spec.n3 == u32::MAX {
         // No uplink PDR yet: the N3 tunnel of the peer's family.
         let v6 = spec.peer.is_some_and(|(a, _)| a.is_ipv6());
@@ -1111,6 +1121,18 @@ mod tests {
             IeType::F_TEID,
         );
         refused(&|r| r.pdrs[3].qfi = Some(9), 4, IeType::QFI);
+        // Buffering with no UE address to release the packets by.
+        let mut r = ulcl();
+        r.fars[1].action = node::Action::Buffer { notify_cp: true };
+        assert!(compile(&r, &n3).is_ok(), "the N6 PDR names the UE");
+        r.pdrs.remove(1);
+        assert_eq!(
+            compile(&r, &n3).map(|_| ()),
+            Err(Refused::rule(
+                FailedRuleId::Far(2),
+                Some(IeType::APPLY_ACTION)
+            ))
+        );
         // Downlink rules classify by filters alone: a packet from N9
         // could take an N6 PDR's rule.
         refused(
