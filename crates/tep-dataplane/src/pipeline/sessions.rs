@@ -193,7 +193,7 @@ impl<C: Clock> Pipeline<C> {
         let Some(upf) = self.upf.as_mut().filter(|u| !u.reencap.is_empty()) else {
             return;
         };
-        let mut v = core::mem::replace(&mut upf.reencap, PacketVector::new());
+        let mut v = core::mem::take(&mut upf.reencap);
         let (table, checksums) = (&self.table, self.options.inner_checksums);
         self.runtime.run(Node::DecapOutput, v.len(), |s| {
             crate::decap::decap_output(s, pool, &mut v, table, checksums)
