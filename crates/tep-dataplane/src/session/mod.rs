@@ -722,8 +722,10 @@ impl SessionTable {
     /// TEID's keys, which share a home ([`TeidKey`]).
     #[inline]
     pub fn uplink_match(&self, teid: u32, qfi: Option<u8>) -> Result<u32, bool> {
-        let any = UplinkKey { teid, qfi: None }.packed();
-        let exact = qfi.map(|q| UplinkKey { teid, qfi: Some(q) }.packed());
+        // Packed as `UplinkKey::packed` does, a G-PDU's 6-bit QFI never
+        // taken for the N9 mark.
+        let any = TeidKey(u64::from(teid) << 8 | ANY_QFI);
+        let exact = qfi.map(|q| TeidKey(u64::from(teid) << 8 | u64::from(q & 0x3f)));
         let (mut hit, mut wildcard, mut known) = (None, None, false);
         self.uplink.scan(any, |k, v| {
             if Some(k) == exact {
@@ -1003,11 +1005,11 @@ impl SessionTable {
     #[inline]
     pub(crate) fn downlink_header(&self, word: u32) -> (u32, u32, Option<u8>) {
         let slot = word & SLOT_MASK;
-        let rule = ((word >> RULE_SHIFT) & RULE_BITS) as usize;
-        if rule == 0 {
+        if word >> RULE_SHIFT == 0 {
             let s = self.get(slot);
             return (s.peer, s.teid, s.qfi);
         }
+        let rule = ((word >> RULE_SHIFT) & RULE_BITS) as usize;
         // An uplink rule's peer: a G-PDU on its way to N9 ([`n9`]).
         let uplink = word & n9::UPLINK_RULE != 0;
         let t = self

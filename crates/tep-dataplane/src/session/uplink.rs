@@ -82,28 +82,42 @@ pub(crate) fn match_session(
     }
     let packet = gtpu.get(inner..).unwrap_or_default();
     line.ue_source(actions).check(packet)?;
-    let mut to = Receiver::Session { slot, n3 };
+    let mut n9 = None;
     if rules {
-        let (i, t) = sessions
-            .uplink_rule(slot, packet, qfi)
-            .ok_or(DropReason::NoPdrMatch)?;
-        match t.action {
-            Action::Forward => {}
-            Action::QuotaExhausted => return Err(DropReason::QuotaExhausted),
-            _ => return Err(DropReason::SessionDrop),
-        }
-        if !t.admit(packet.len(), now_ns) {
-            return Err(DropReason::MbrExceeded);
-        }
-        if t.peer != u32::MAX {
-            let word = super::n9::uplink_word(slot, i);
-            to = Receiver::Reencap { word, n3 };
-        }
+        n9 = by_rule(sessions, slot, packet, qfi, now_ns)?;
     }
     if actions & MBR_UPLINK != 0 && !sessions.admit(slot, true, packet.len(), now_ns) {
         return Err(DropReason::MbrExceeded);
     }
-    Ok(to)
+    if let Some(word) = n9 {
+        return Ok(Receiver::Reencap { word, n3 });
+    }
+    Ok(Receiver::Session { slot, n3 })
+}
+
+/// The verdict of the uplink rule of slot `slot`'s session that takes
+/// `packet` (its G-PDU's QFI `qfi`): forward to N6 (None) or to a UPF on
+/// N9 (the packet's session word, [`super::n9`]), or why not.
+#[inline]
+fn by_rule(
+    sessions: &SessionTable,
+    slot: u32,
+    packet: &[u8],
+    qfi: Option<u8>,
+    now_ns: u64,
+) -> Result<Option<u32>, DropReason> {
+    let (i, t) = sessions
+        .uplink_rule(slot, packet, qfi)
+        .ok_or(DropReason::NoPdrMatch)?;
+    match t.action {
+        Action::Forward => {}
+        Action::QuotaExhausted => return Err(DropReason::QuotaExhausted),
+        _ => return Err(DropReason::SessionDrop),
+    }
+    if !t.admit(packet.len(), now_ns) {
+        return Err(DropReason::MbrExceeded);
+    }
+    Ok((t.peer != u32::MAX).then(|| super::n9::uplink_word(slot, i)))
 }
 
 /// A G-PDU whose TEID no N3 key has (`known`: one has, not for its QFI):
