@@ -282,7 +282,9 @@ pub(crate) fn tunnel_decap(
             sessions,
         };
         match tunnel_decap_one(pool, id, at, kind, gtpu, replies, now_ns) {
-            Ok(true) => reencap += usize::from(pool.meta(id).tunnel == REENCAP),
+            Ok(true) => {}
+            // Kept for encapsulation again, off the common arm.
+            Ok(false) if pool.meta(id).tunnel == REENCAP => reencap += 1,
             Ok(false) => pool.meta_mut(id).tunnel = ANSWERED,
             Err(r) => pool.meta_mut(id).drop = Some(r),
         }
@@ -450,7 +452,8 @@ struct Lookup<'a> {
     sessions: Option<&'a SessionTable>,
 }
 
-/// Ok(true): forward; Ok(false): answered in place (moved to replies).
+/// Ok(true): forward; Ok(false): answered in place (moved to replies),
+/// or marked [`REENCAP`] for encapsulation again.
 fn tunnel_decap_one(
     pool: &mut Pool,
     id: PacketId,

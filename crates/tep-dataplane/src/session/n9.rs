@@ -64,7 +64,7 @@ pub(crate) fn divert(
 
 /// `gtpu-decap`'s end for a G-PDU (`id`) of a session that goes back to
 /// encapsulation: its inner packet at `inner`, its N3 tunnel `n3` and its
-/// session word `word` set, marked [`REENCAP`]; an uplink one counted in
+/// session word `word` set, marked [`REENCAP`] (Ok(false)); an uplink one counted in
 /// the session's uplink usage (one from N9 counts as downlink, once its
 /// downlink treatment takes it).
 pub(crate) fn received(
@@ -85,5 +85,6 @@ pub(crate) fn received(
         }
     }
     pool.meta_mut(id).tunnel = REENCAP;
-    Ok(true)
+    // Not `true`: `gtpu-decap` counts these apart from what it forwards.
+    Ok(false)
 }
