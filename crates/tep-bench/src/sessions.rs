@@ -231,7 +231,15 @@ fn session(i: u32, v6: bool, filters: usize) -> tep_dataplane::session::control:
         mbr: None,
     };
     let rules: Vec<RuleSpec> = (0..filters).map(rule).collect();
-    spec.rules.uplink = rules.clone();
+    // Uplink to N6: an uplink rule's peer would be a UPF on N9.
+    spec.rules.uplink = rules
+        .iter()
+        .map(|r| RuleSpec {
+            peer: None,
+            qfi: None,
+            ..r.clone()
+        })
+        .collect();
     spec.rules.downlink = rules;
     spec
 }

@@ -16,6 +16,7 @@ use crate::io::{InnerChecksums, OuterLayers};
 use crate::kind::TunnelKind;
 use crate::nexthop::{self, NextHops};
 use crate::node::{each, sweep, NodeStats};
+use crate::session::n9::REENCAP;
 use crate::session::uplink::{match_session, Receiver};
 use crate::session::SessionTable;
 use crate::tunnel::{gre_id, ReceiveCache, TunnelTable};
@@ -245,6 +246,8 @@ struct Parsed {
 /// Node `<kind>-decap`: parses and validates the tunnel header, finds the
 /// tunnel, records the payload offset and any RCO. GTP-U Echo Requests are
 /// answered; G-PDUs to unknown TEIDs draw a rate-limited Error Indication.
+/// Returns how many packets of sessions it left marked for encapsulation
+/// again ([`crate::session::n9`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn tunnel_decap(
     stats: &mut NodeStats,
@@ -256,12 +259,13 @@ pub(crate) fn tunnel_decap(
     replies: &mut Replies<'_>,
     now_ns: u64,
     sessions: Option<&SessionTable>,
-) {
+) -> usize {
     let mut cache = ReceiveCache::default();
     if let Some(s) = sessions.filter(|_| kind == TunnelKind::Gtpu) {
         crate::session::uplink::prefetch(s, pool, v);
     }
     let ids = v.as_slice();
+    let mut reencap = 0;
     let mut ahead = RxAhead::new(table, kind);
     if let Some(a) = &mut ahead {
         for &id in ids.iter().take(RX_AHEAD) {
@@ -279,6 +283,8 @@ pub(crate) fn tunnel_decap(
         };
         match tunnel_decap_one(pool, id, at, kind, gtpu, replies, now_ns) {
             Ok(true) => {}
+            // Kept for encapsulation again, off the common arm.
+            Ok(false) if pool.meta(id).tunnel == REENCAP => reencap += 1,
             Ok(false) => pool.meta_mut(id).tunnel = ANSWERED,
             Err(r) => pool.meta_mut(id).drop = Some(r),
         }
@@ -294,6 +300,7 @@ pub(crate) fn tunnel_decap(
         }
     }
     sweep(stats, pool, v);
+    reencap
 }
 
 /// How many datagrams ahead `vxlan-decap` and `geneve-decap` fetch their
@@ -445,7 +452,8 @@ struct Lookup<'a> {
     sessions: Option<&'a SessionTable>,
 }
 
-/// Ok(true): forward; Ok(false): answered in place (moved to replies).
+/// Ok(true): forward; Ok(false): answered in place (moved to replies),
+/// or marked [`REENCAP`] for encapsulation again.
 fn tunnel_decap_one(
     pool: &mut Pool,
     id: PacketId,
@@ -531,6 +539,9 @@ fn tunnel_decap_one(
                 }
                 return Ok(true);
             }
+            Ok(Receiver::Reencap { word, n3 }) => {
+                return crate::session::n9::received(pool, id, (at + hl, n3, word), sessions);
+            }
             Err(DropReason::UnknownTeid) => {
                 let notice = Notice::UnknownTeid(teid);
                 gtpu.notify(pool, replies, notice, path, now_ns);
@@ -556,7 +567,11 @@ fn tunnel_decap_one(
 
 /// Locates the inner packet's IP and transport headers; an inner IP packet
 /// must be whole (bytes after it are cut later, by decap-output).
-fn finish_inner(pool: &mut Pool, id: PacketId, ethernet: bool) -> Result<(), DropReason> {
+pub(crate) fn finish_inner(
+    pool: &mut Pool,
+    id: PacketId,
+    ethernet: bool,
+) -> Result<(), DropReason> {
     let inner = usize::from(pool.meta(id).inner);
     let data = pool.data(id);
     let l3 = if ethernet {

@@ -279,3 +279,65 @@ fn upf_sessions_allocate_nothing_per_packet() {
         assert_no_leak(&pool);
     }
 }
+
+/// N9 (a session's uplink to a peer UPF, its downlink from one): the
+/// packets' way back from decapsulation to encapsulation allocates
+/// nothing either.
+#[test]
+fn n9_allocates_nothing_per_packet() {
+    use common::upf::*;
+    use tep_dataplane::example;
+    use tep_dataplane::session::rules::RuleSpec;
+    use tep_dataplane::session::{Action, UplinkKey};
+    let (mut c, mut p) = upf(false);
+    let mut pool = Pool::new(1024, SUPER_PACKET_ROOM);
+    let psa = core::net::IpAddr::V4(core::net::Ipv4Addr::new(203, 0, 113, 20));
+    for i in 0..100 {
+        let mut s = example::session(i, false, false);
+        s.uplink_keys.push(UplinkKey::n9(0x30000 + i));
+        s.rules.uplink = vec![RuleSpec {
+            filters: vec![],
+            qfi_match: None,
+            action: Action::Forward,
+            peer: Some((psa, 0x40000 + i)),
+            qfi: None,
+            mbr: None,
+        }];
+        c.create(&s).unwrap();
+    }
+    settle(&mut c, &mut p, &mut pool);
+    let ups: Vec<Vec<u8>> = (0..100)
+        .map(|i| gpdu(false, 0x10000 + i, Some(9), &inner(ue4(i), true, &[2; 300])))
+        .collect();
+    let from_psa: Vec<Vec<u8>> = (0..100)
+        .map(|i| {
+            let g = gtpu(0x30000 + i, None, &inner(ue4(i), false, &[3; 300]));
+            udp_packet(psa, A4, 2152, 2152, &g)
+        })
+        .collect();
+    let round = |p: &mut Pipeline<ManualClock>, pool: &mut Pool| {
+        let mut out = 0;
+        for input in [&ups, &from_psa] {
+            let mut v = load(pool, input);
+            p.decap(pool, &mut v, 0, &mut |o, pool, v| {
+                assert_eq!(o, tep_dataplane::Output::Outer);
+                for &id in v.as_slice() {
+                    out += 1;
+                    pool.free(id);
+                }
+                v.clear();
+            });
+        }
+        out
+    };
+    assert_eq!(round(&mut p, &mut pool), 200);
+    let mut later = 0;
+    let n = allocations_in(|| {
+        for _ in 0..3 {
+            later += round(&mut p, &mut pool);
+        }
+    });
+    assert_eq!(n, 0, "{n} allocations in 3 rounds");
+    assert_eq!(later, 600);
+    assert_no_leak(&pool);
+}

@@ -550,11 +550,15 @@ fn several_rules_each_way_by_sdf_filter() {
             rule(vec![port(6666, 6666)], Action::Drop, 0, 0),
             rule(vec![], Action::Forward, 0x509, 9),
         ];
-        // Uplink: no default rule, so what the others miss is no one's.
+        // Uplink: no default rule, so what the others miss is no one's;
+        // to N6 (a peer would be a UPF on N9).
         spec.rules.uplink = vec![
             rule(vec![port(6666, 6666)], Action::Drop, 0, 0),
             rule(vec![port(5000, 5010)], Action::Forward, 0, 0),
         ];
+        for r in &mut spec.rules.uplink {
+            r.peer = None;
+        }
         let slot = c.create(&spec).unwrap();
         settle(&mut c, &mut p, &mut pool);
         let server = if v6 {

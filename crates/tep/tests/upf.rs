@@ -27,6 +27,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tep_testing::netns::{self, root_or_skip, sh, spawn_daemon, Daemon, Namespaces, Script};
 
+#[path = "upf/n9.rs"]
+mod n9;
+
 const SMF: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/upf/smf.py");
 const PYTHON: &str = "/usr/bin/python3";
 
@@ -170,7 +173,12 @@ struct Smf(Script);
 
 impl Smf {
     fn start(lab: &Lab) -> Smf {
-        let config = json!({
+        Smf::start_with(lab, json!({}))
+    }
+
+    /// [`Smf::start`] with more config keys (`extra`, a JSON object).
+    fn start_with(lab: &Lab, extra: Value) -> Smf {
+        let mut config = json!({
             "dn_ns": lab.dn,
             "upf": UPF,
             "node_id": NODE_ID,
@@ -183,6 +191,9 @@ impl Smf {
             "stranger": STRANGER,
             "outsider": OUTSIDER,
         });
+        if let (Some(c), Some(e)) = (config.as_object_mut(), extra.as_object()) {
+            c.extend(e.clone());
+        }
         Smf(Script::start(
             &lab.ran,
             SMF,

@@ -481,7 +481,18 @@ impl<C: Clock> Pipeline<C> {
         v: &mut PacketVector,
         sink: &mut Sink<'_>,
     ) {
-        self.encap_vector(link, pool, v);
+        self.encap_flush_from(Front::Routed(link), pool, v, sink);
+    }
+
+    /// [`encap_flush`](Self::encap_flush) from `front`.
+    fn encap_flush_from(
+        &mut self,
+        front: Front,
+        pool: &mut Pool,
+        v: &mut PacketVector,
+        sink: &mut Sink<'_>,
+    ) {
+        self.encap_vector(front, pool, v);
         if self.overlay.as_ref().is_some_and(|o| o.flooding) {
             self.flood(pool, v, sink);
         }
@@ -597,7 +608,7 @@ impl<C: Clock> Pipeline<C> {
         }
     }
 
-    fn encap_vector(&mut self, link: InnerLink, pool: &mut Pool, v: &mut PacketVector) {
+    fn encap_vector(&mut self, front: Front, pool: &mut Pool, v: &mut PacketVector) {
         let Pipeline {
             table,
             options,
@@ -615,13 +626,33 @@ impl<C: Clock> Pipeline<C> {
             tx_of,
             ..
         } = self;
+        let link = match front {
+            Front::Routed(link) => link,
+            Front::Sessions => InnerLink::Ip,
+        };
         runtime.run(Node::EncapClassify, v.len(), |s| {
             encap::classify(s, pool, v, link)
         });
-        runtime.run(Node::TunnelLookup, v.len(), |s| {
-            encap::lookup(s, pool, v, table, link)
-        });
-        if let Some(ow) = overlay.as_deref_mut() {
+        if front == Front::Sessions {
+            if let Some(u) = upf.as_deref_mut() {
+                runtime.run(Node::SessionLookup, v.len(), |s| {
+                    let held = crate::session::downlink::lookup_known(
+                        s,
+                        pool,
+                        v,
+                        &u.table,
+                        &mut u.buffers,
+                        *now_ns,
+                    );
+                    counters.buffered += held as u64;
+                });
+            }
+        } else {
+            runtime.run(Node::TunnelLookup, v.len(), |s| {
+                encap::lookup(s, pool, v, table, link)
+            });
+        }
+        if let (Some(ow), Front::Routed(_)) = (overlay.as_deref_mut(), front) {
             ow.refresh();
             let now_s = ow.overlay.now_s();
             if ow.suppresses() {
@@ -635,7 +666,7 @@ impl<C: Clock> Pipeline<C> {
                 overlay_nodes::lookup(s, pool, v, ow, now_s, fetch)
             });
         }
-        if let Some(u) = upf.as_deref_mut() {
+        if let (Some(u), Front::Routed(_)) = (upf.as_deref_mut(), front) {
             runtime.run(Node::SessionLookup, v.len(), |s| {
                 let held = crate::session::downlink::lookup(
                     s,
@@ -805,7 +836,10 @@ impl<C: Clock> Pipeline<C> {
             vlans,
             ..
         } = self;
-        let sessions = upf.as_deref().map(|u| &u.table);
+        let (sessions, mut reencap) = match upf.as_deref_mut() {
+            Some(u) => (Some(&u.table), Some(&mut u.reencap)),
+            None => (None, None),
+        };
         let v = input;
         let outer = options.outer;
         if outer == OuterLayers::EthernetIpUdp {
@@ -829,9 +863,12 @@ impl<C: Clock> Pipeline<C> {
                 continue;
             }
             let kind = TunnelKind::ALL[k];
-            runtime.run(Node::decap(kind), kv.len(), |s| {
+            let again = runtime.run(Node::decap(kind), kv.len(), |s| {
                 decap::tunnel_decap(s, pool, kv, table, kind, gtpu, &mut r, now_ns, sessions)
             });
+            if let (true, Some(s), Some(out)) = (again > 0, sessions, reencap.as_deref_mut()) {
+                crate::session::n9::divert(pool, kv, s, out);
+            }
             for &id in kv.as_slice() {
                 v.put(pool, id);
             }
@@ -901,8 +938,18 @@ impl<C: Clock> Pipeline<C> {
             }
             self.icmp_back = Some(back);
         }
+        self.reencap(pool, sink);
         leftover
     }
+}
+
+/// Where encapsulation starts: packets from an inner side, routed into
+/// tunnels; or a UPF's packets whose session is known already
+/// ([`crate::session::n9`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Front {
+    Routed(InnerLink),
+    Sessions,
 }
 
 /// Whether any packet of `v` is a super-packet or a train (`meta.gso`).

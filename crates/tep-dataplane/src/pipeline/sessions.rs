@@ -21,6 +21,9 @@ use crate::vector::{PacketVector, VECTOR_SIZE};
 pub(super) struct Upf {
     pub table: SessionTable,
     pub buffers: Buffers,
+    /// Packets of sessions `gtpu-decap` sends back to encapsulation (to
+    /// or from N9), between the decap nodes and [`Pipeline::reencap`].
+    pub reencap: PacketVector,
     // Scratch: the changes applied in a round, the packets released.
     applied: Vec<Change>,
     released: Vec<PacketId>,
@@ -34,6 +37,7 @@ impl<C: Clock> Pipeline<C> {
         self.upf = Some(Box::new(Upf {
             table: SessionTable::new(link),
             buffers: Buffers::new(per_session, limit),
+            reencap: PacketVector::new(),
             applied: Vec::new(),
             released: Vec::new(),
         }));
@@ -176,5 +180,30 @@ impl<C: Clock> Pipeline<C> {
     /// many found the worker's queue full and were dropped.
     pub fn take_gtpu_signals(&mut self, out: &mut Vec<crate::PeerSignal>) -> u64 {
         self.gtpu.signals.take(out)
+    }
+}
+
+impl<C: Clock> Pipeline<C> {
+    /// The packets `gtpu-decap` left for encapsulation again
+    /// ([`crate::session::n9`]): `decap-output` strips their outer
+    /// headers, then the encapsulation nodes from `session-lookup` on
+    /// send them to their peer. They leave decapsulation and enter
+    /// encapsulation in the counters, as a packet through the TUN would.
+    pub(super) fn reencap(&mut self, pool: &mut Pool, sink: &mut Sink<'_>) {
+        let Some(upf) = self.upf.as_mut().filter(|u| !u.reencap.is_empty()) else {
+            return;
+        };
+        let mut v = core::mem::take(&mut upf.reencap);
+        let (table, checksums) = (&self.table, self.options.inner_checksums);
+        self.runtime.run(Node::DecapOutput, v.len(), |s| {
+            crate::decap::decap_output(s, pool, &mut v, table, checksums)
+        });
+        self.counters.decap_out += v.len() as u64;
+        self.counters.encap_in += v.len() as u64;
+        self.encap_flush_from(super::Front::Sessions, pool, &mut v, sink);
+        v.clear();
+        if let Some(u) = self.upf.as_mut() {
+            u.reencap = v;
+        }
     }
 }

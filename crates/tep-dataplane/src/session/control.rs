@@ -47,7 +47,7 @@ pub struct SessionSpec {
 /// packet filters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SessionRules {
-    /// Uplink (their `peer` and `qfi` unused).
+    /// Uplink (their `qfi` unused; a `peer` is a UPF on N9).
     pub uplink: Vec<RuleSpec>,
     /// Downlink (their `qfi_match` unused).
     pub downlink: Vec<RuleSpec>,
@@ -567,7 +567,8 @@ impl Sessions {
         let Some(&v6) = self.n3_families.get(spec.n3 as usize) else {
             return Ok(());
         };
-        let peers = spec.rules.downlink.iter().filter_map(|r| r.peer);
+        let rules = spec.rules.downlink.iter().chain(&spec.rules.uplink);
+        let peers = rules.filter_map(|r| r.peer);
         match spec
             .peer
             .into_iter()
@@ -600,10 +601,8 @@ impl Sessions {
             let list: Vec<Treatment> = rules
                 .iter()
                 .map(|r| {
-                    let peer = r
-                        .peer
-                        .filter(|_| !uplink)
-                        .map(|(addr, _)| me.peer_ref(spec.n3, addr));
+                    // Uplink: a UPF on N9 (none: to N6).
+                    let peer = r.peer.map(|(addr, _)| me.peer_ref(spec.n3, addr));
                     built.peers.extend(peer);
                     let bucket = r
                         .mbr

@@ -68,6 +68,47 @@ pub(crate) fn lookup(
             }
         },
     );
+    handle(stats, pool, v, sessions, buffers, now_ns, (&dst, &slot))
+}
+
+/// Node `session-lookup` for the packets [`super::n9`] brings back to
+/// encapsulation: those from N9 are handled as [`lookup`] does, their
+/// session the one their F-TEID found (their session word); those to N9
+/// pass, their outer header set already. Returns how many were held.
+pub(crate) fn lookup_known(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    sessions: &SessionTable,
+    buffers: &mut Buffers,
+    now_ns: u64,
+) -> usize {
+    let mut dst = [None; VECTOR_SIZE];
+    let mut slot = [None; VECTOR_SIZE];
+    for (k, &id) in v.as_slice().iter().enumerate() {
+        let word = pool.session(id);
+        if word & super::n9::FROM_N9 != 0 {
+            dst[k] = Some(destination(pool.data(id)));
+            slot[k] = Some(word & super::SLOT_MASK);
+        }
+    }
+    handle(stats, pool, v, sessions, buffers, now_ns, (&dst, &slot))
+}
+
+/// Per packet: its destination (None: not the node's to handle) and its
+/// session's slot.
+type Found<'a> = (&'a [Option<Option<(bool, u128)>>], &'a [Option<u32>]);
+
+/// [`lookup`]'s handling of each packet once its session is found.
+fn handle(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    sessions: &SessionTable,
+    buffers: &mut Buffers,
+    now_ns: u64,
+    (dst, slot): Found<'_>,
+) -> usize {
     // Sessions with several downlink rules: each packet classified ahead,
     // its rule's treatment fetched while the others are.
     let mut rule = [None; VECTOR_SIZE];

@@ -38,6 +38,7 @@ pub mod buffer;
 pub mod control;
 pub(crate) mod downlink;
 pub(crate) mod flat;
+pub(crate) mod n9;
 pub mod rate;
 pub mod rules;
 pub(crate) mod uplink;
@@ -267,10 +268,34 @@ pub struct UplinkKey {
 }
 
 impl UplinkKey {
+    /// The key of a local F-TEID on the Core side (N9: G-PDUs from another
+    /// UPF, the session's downlink): its QFI is [`N9_QFI`], a value no
+    /// G-PDU's 6-bit QFI has, so that `uplink_match` never finds it and
+    /// an N3 packet's lookup pays nothing for N9 ([`SessionTable::n9`]).
+    pub fn n9(teid: u32) -> UplinkKey {
+        UplinkKey {
+            teid,
+            qfi: Some(N9_QFI),
+        }
+    }
+
+    /// Whether it is an N9 key ([`UplinkKey::n9`]).
+    pub fn is_n9(self) -> bool {
+        self.qfi == Some(N9_QFI)
+    }
+
     fn packed(self) -> TeidKey {
-        TeidKey(u64::from(self.teid) << 8 | self.qfi.map_or(ANY_QFI, |q| u64::from(q & 0x3f)))
+        let low = match self.qfi {
+            None => ANY_QFI,
+            Some(N9_QFI) => ANY_QFI | u64::from(N9_QFI),
+            Some(q) => u64::from(q & 0x3f),
+        };
+        TeidKey(u64::from(self.teid) << 8 | low)
     }
 }
+
+/// The QFI of an N9 key ([`UplinkKey::n9`]): outside the 6 bits of a QFI.
+pub const N9_QFI: u8 = 0x40;
 
 /// A session's [`RuleSet`] as a change carries it: compared by identity.
 #[derive(Clone, Debug)]
@@ -539,6 +564,9 @@ const DL_RULES: u32 = 1 << 31;
 /// above, plus one (0: the session's own treatment).
 const RULE_SHIFT: u32 = 24;
 const SLOT_MASK: u32 = (1 << RULE_SHIFT) - 1;
+// The rule's bits (up to `MAX_RULES` + 1); the flags of `n9` above them.
+const RULE_BITS: u32 = 0x1f;
+const _: () = assert!(rules::MAX_RULES < RULE_BITS as usize);
 
 // A slot's rules, UE source and counters share one cache line.
 const _: () = assert!(core::mem::size_of::<SlotUsage>() == 64);
@@ -694,8 +722,10 @@ impl SessionTable {
     /// TEID's keys, which share a home ([`TeidKey`]).
     #[inline]
     pub fn uplink_match(&self, teid: u32, qfi: Option<u8>) -> Result<u32, bool> {
-        let any = UplinkKey { teid, qfi: None }.packed();
-        let exact = qfi.map(|q| UplinkKey { teid, qfi: Some(q) }.packed());
+        // Packed as `UplinkKey::packed` does, a G-PDU's 6-bit QFI never
+        // taken for the N9 mark.
+        let any = TeidKey(u64::from(teid) << 8 | ANY_QFI);
+        let exact = qfi.map(|q| TeidKey(u64::from(teid) << 8 | u64::from(q & 0x3f)));
         let (mut hit, mut wildcard, mut known) = (None, None, false);
         self.uplink.scan(any, |k, v| {
             if Some(k) == exact {
@@ -918,9 +948,16 @@ impl SessionTable {
     /// session (flagged `uplink_rules`), its G-PDU's QFI `qfi`, if one of
     /// its rules takes it.
     #[inline]
-    fn uplink_rule(&self, slot: u32, inner: &[u8], qfi: Option<u8>) -> Option<&Treatment> {
+    fn uplink_rule(&self, slot: u32, inner: &[u8], qfi: Option<u8>) -> Option<(u8, &Treatment)> {
         let set = self.rules.get(slot as usize)?.as_ref()?;
         set.uplink(&FlowKey::of(inner, true, qfi)?)
+    }
+
+    /// The session whose N9 F-TEID is `teid` ([`UplinkKey::n9`]): looked
+    /// up only after the N3 lookup found nothing.
+    #[inline]
+    pub fn n9(&self, teid: u32) -> Option<u32> {
+        self.uplink.get(UplinkKey::n9(teid).packed())
     }
 
     /// Whether any session has rules.
@@ -933,7 +970,7 @@ impl SessionTable {
     /// packet `inner` (QFI `qfi`) of slot `slot`'s session, if any.
     #[inline]
     pub(crate) fn prefetch_uplink_rule(&self, slot: u32, inner: &[u8], qfi: u8) {
-        if let Some(t) = self.uplink_rule(slot, inner, Some(qfi)) {
+        if let Some((_, t)) = self.uplink_rule(slot, inner, Some(qfi)) {
             prefetch(t);
         }
     }
@@ -968,16 +1005,18 @@ impl SessionTable {
     #[inline]
     pub(crate) fn downlink_header(&self, word: u32) -> (u32, u32, Option<u8>) {
         let slot = word & SLOT_MASK;
-        let rule = (word >> RULE_SHIFT) as usize;
-        if rule == 0 {
+        if word >> RULE_SHIFT == 0 {
             let s = self.get(slot);
             return (s.peer, s.teid, s.qfi);
         }
+        let rule = ((word >> RULE_SHIFT) & RULE_BITS) as usize;
+        // An uplink rule's peer: a G-PDU on its way to N9 ([`n9`]).
+        let uplink = word & n9::UPLINK_RULE != 0;
         let t = self
             .rules
             .get(slot as usize)
             .and_then(Option::as_ref)
-            .and_then(|set| set.dl.get(rule - 1));
+            .and_then(|set| if uplink { &set.ul } else { &set.dl }.get(rule - 1));
         t.map_or((u32::MAX, 0, None), |t| (t.peer, t.teid, t.qfi))
     }
 

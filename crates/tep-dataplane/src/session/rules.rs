@@ -83,7 +83,8 @@ pub struct RuleSpec {
     pub qfi_match: Option<u8>,
     /// Its FAR's action (and gate).
     pub action: Action,
-    /// Downlink: the peer's address and TEID (outer header creation).
+    /// The peer's address and TEID (outer header creation): downlink the
+    /// gNB's, uplink a UPF's on N9 (None: to N6).
     pub peer: Option<(IpAddr, u32)>,
     /// Downlink: the QFI of the PDU Session Container.
     pub qfi: Option<u8>,
@@ -452,7 +453,8 @@ fn hits(list: &[Prefix], v6: bool, addr: u128) -> u32 {
 #[derive(Clone, Debug)]
 pub(crate) struct Treatment {
     pub(crate) action: Action,
-    /// Downlink: the peer's id ([`super::Change::Peer`]) and TEID.
+    /// Downlink: the peer's id ([`super::Change::Peer`]) and TEID; uplink:
+    /// the peer UPF's on N9 (`u32::MAX`: none, to N6).
     pub(crate) peer: u32,
     pub(crate) teid: u32,
     pub(crate) qfi: Option<u8>,
@@ -491,11 +493,11 @@ impl RuleSet {
 }
 
 impl RuleSet {
-    /// The uplink treatment of `k`.
+    /// The uplink rule of `k` and its treatment.
     #[inline]
-    pub(crate) fn uplink(&self, k: &FlowKey) -> Option<&Treatment> {
+    pub(crate) fn uplink(&self, k: &FlowKey) -> Option<(u8, &Treatment)> {
         let r = self.uplink.as_ref()?.classify(k)?;
-        self.ul.get(usize::from(r))
+        Some((r, self.ul.get(usize::from(r))?))
     }
 }
 

@@ -18,6 +18,9 @@ pub(crate) enum Receiver {
     Tunnel(u32),
     /// A session (its slot) on its N3 tunnel.
     Session { slot: u32, n3: u32 },
+    /// A session's packet for encapsulation again ([`super::n9`]): to a
+    /// UPF on N9, or from one; `word` is its session word.
+    Reencap { word: u32, n3: u32 },
 }
 
 /// The session of a G-PDU (`gtpu`: its GTP-U header onwards, the inner
@@ -53,13 +56,10 @@ pub(crate) fn match_session(
     } else {
         None
     };
-    let slot = sessions.uplink_match(teid, qfi).map_err(|known| {
-        if known {
-            DropReason::NoPdr
-        } else {
-            DropReason::UnknownTeid
-        }
-    })?;
+    let slot = match sessions.uplink_match(teid, qfi) {
+        Ok(s) => s,
+        Err(known) => return from_n9(sessions, table, teid, outer.1, known),
+    };
     // Not `sessions.get`: a slot without a session (its empty session,
     // whose N3 tunnel is none) is an unknown TEID all the same.
     let Some(line) = sessions.link.usage.slot(slot) else {
@@ -82,21 +82,70 @@ pub(crate) fn match_session(
     }
     let packet = gtpu.get(inner..).unwrap_or_default();
     line.ue_source(actions).check(packet)?;
+    let mut n9 = None;
     if rules {
-        let t = sessions
-            .uplink_rule(slot, packet, qfi)
-            .ok_or(DropReason::NoPdrMatch)?;
-        if t.action != Action::Forward {
-            return Err(DropReason::SessionDrop);
-        }
-        if !t.admit(packet.len(), now_ns) {
-            return Err(DropReason::MbrExceeded);
-        }
+        n9 = by_rule(sessions, slot, packet, qfi, now_ns)?;
     }
     if actions & MBR_UPLINK != 0 && !sessions.admit(slot, true, packet.len(), now_ns) {
         return Err(DropReason::MbrExceeded);
     }
+    if let Some(word) = n9 {
+        return Ok(Receiver::Reencap { word, n3 });
+    }
     Ok(Receiver::Session { slot, n3 })
+}
+
+/// The verdict of the uplink rule of slot `slot`'s session that takes
+/// `packet` (its G-PDU's QFI `qfi`): forward to N6 (None) or to a UPF on
+/// N9 (the packet's session word, [`super::n9`]), or why not.
+#[inline]
+fn by_rule(
+    sessions: &SessionTable,
+    slot: u32,
+    packet: &[u8],
+    qfi: Option<u8>,
+    now_ns: u64,
+) -> Result<Option<u32>, DropReason> {
+    let (i, t) = sessions
+        .uplink_rule(slot, packet, qfi)
+        .ok_or(DropReason::NoPdrMatch)?;
+    match t.action {
+        Action::Forward => {}
+        Action::QuotaExhausted => return Err(DropReason::QuotaExhausted),
+        _ => return Err(DropReason::SessionDrop),
+    }
+    if !t.admit(packet.len(), now_ns) {
+        return Err(DropReason::MbrExceeded);
+    }
+    Ok((t.peer != u32::MAX).then(|| super::n9::uplink_word(slot, i)))
+}
+
+/// A G-PDU whose TEID no N3 key has (`known`: one has, not for its QFI):
+/// from N9 if a session's Core-side F-TEID on the N3 address `local` is
+/// `teid` ([`super::n9`]), else `NoPdr` or `UnknownTeid`. Its downlink
+/// treatment is looked up after decapsulation.
+#[cold]
+fn from_n9(
+    sessions: &SessionTable,
+    table: &TunnelTable,
+    teid: u32,
+    local: IpAddr,
+    known: bool,
+) -> Result<Receiver, DropReason> {
+    let miss = if known {
+        DropReason::NoPdr
+    } else {
+        DropReason::UnknownTeid
+    };
+    let slot = sessions.n9(teid).ok_or(miss)?;
+    let n3 = sessions.link.usage.slot(slot).ok_or(miss)?.uplink_rules().0;
+    if table.tunnels().get(n3 as usize).map(|t| t.local) != Some(local) {
+        return Err(miss);
+    }
+    Ok(Receiver::Reencap {
+        word: slot | super::n9::FROM_N9,
+        n3,
+    })
 }
 
 /// With `[pfcp] n3_source_check`: whether a G-PDU from `src` comes from

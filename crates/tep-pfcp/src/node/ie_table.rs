@@ -38,6 +38,7 @@ const PDR1: Path = &[(IeType::CREATE_PDR, 0)];
 const PDI1: Path = &[(IeType::CREATE_PDR, 0), (IeType::PDI, 0)];
 const PDI2: Path = &[(IeType::CREATE_PDR, 1), (IeType::PDI, 0)];
 const FAR1: Path = &[(IeType::CREATE_FAR, 0)];
+const FP1: Path = &[(IeType::CREATE_FAR, 0), (IeType::FORWARDING_PARAMETERS, 0)];
 const FP2: Path = &[(IeType::CREATE_FAR, 1), (IeType::FORWARDING_PARAMETERS, 0)];
 const URR1: Path = &[(IeType::CREATE_URR, 0)];
 const QER1: Path = &[(IeType::CREATE_QER, 0)];
@@ -65,6 +66,9 @@ const TABLE: &[(&str, &str, u16, Path, Verdict)] = &[
     ("7.5.2.2-1", "Activate Predefined Rules", 106, PDR1, Refused(PDR)),
     ("7.5.2.2-2", "Source Interface", 20, PDI1, Applied(|r| pdr(r, 2).source == Interface::N6_LAN)),
     ("7.5.2.2-2", "Local F-TEID", 21, PDI1, Applied(|r| pdr(r, 1).local.is_some_and(|l| l.teid != 0))),
+    // N9: a Core-side PDR with a local F-TEID (the user plane decapsulates
+    // what arrives on it as its session's downlink; daemon/n9.rs).
+    ("7.5.2.2-2", "Local F-TEID (Core side: N9)", 21, PDI2, Added(|r| pdr(r, 2).local.is_some_and(|l| l.teid != 0))),
     ("7.5.2.2-2", "Network Instance", 22, PDI2, Accepted),
     ("7.5.2.2-2", "UE IP address", 93, PDI1, Applied(|r| pdr(r, 2).ue_ip.is_some_and(|u| u.v4 == Some(ue())))),
     ("7.5.2.2-2", "Traffic Endpoint ID", 131, PDI1, Refused(PDR)),
@@ -88,6 +92,8 @@ const TABLE: &[(&str, &str, u16, Path, Verdict)] = &[
     ("7.5.2.3-2", "Network Instance", 22, FP2, Accepted),
     ("7.5.2.3-2", "Redirect Information", 38, FP2, Refused(FAR2)),
     ("7.5.2.3-2", "Outer Header Creation", 84, FP2, Applied(|r| r.far(2).and_then(|f| f.outer).is_some_and(|o| o.teid == 0x100 && o.v4 == Some(GNB)))),
+    // N9: an uplink FAR (Core) with an outer header, to a peer UPF.
+    ("7.5.2.3-2", "Outer Header Creation (uplink FAR: N9)", 84, FP1, Added(|r| r.far(1).and_then(|f| f.outer).is_some_and(|o| o.teid == 0x99 && o.v4 == Some(GNB2)))),
     ("7.5.2.3-2", "Transport Level Marking", 30, FP2, Refused(FAR2)),
     ("7.5.2.3-2", "Forwarding Policy", 41, FP2, Refused(FAR2)),
     ("7.5.2.3-2", "Header Enrichment", 98, FP2, Refused(FAR2)),
@@ -194,6 +200,12 @@ fn child_of(ty: u16) -> Vec<u8> {
             flow_description: Some(b"permit out 17 from any to assigned 5000-5010".to_vec()),
             ..Default::default()
         }),
+        21 => w.ie(&FTeid::Choose {
+            v4: true,
+            v6: false,
+            choose_id: Some(9),
+        }),
+        84 => w.ie(&OuterHeaderCreation::gtpu(0x99, GNB2.into())),
         26 => w.ie(&Mbr {
             ul: 20_000,
             dl: 10_000,
@@ -260,7 +272,8 @@ fn every_ie_of_the_create_tables_is_applied_refused_or_unknown() {
     for &(table, name, ty, path, verdict) in TABLE {
         walk_one(&format!("Table {table} {name}"), ty, path, verdict);
     }
-    // Each table is walked whole: every IE of it is in TABLE once.
+    // Each table is walked whole: every IE of it is in TABLE (once, or
+    // once per use: a second QFI, an N9 F-TEID, an uplink outer header).
     let count = |t: &str| TABLE.iter().filter(|e| e.0 == t).count();
     assert_eq!(
         [
@@ -272,7 +285,7 @@ fn every_ie_of_the_create_tables_is_applied_refused_or_unknown() {
             count("7.5.2.5-1"),
             count("7.5.2.6-1"),
         ],
-        [8, 16, 5, 10, 27, 11, 3]
+        [8, 17, 5, 11, 27, 11, 3]
     );
 }
 

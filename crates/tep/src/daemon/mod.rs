@@ -16,6 +16,7 @@ pub mod idle;
 pub mod liveness;
 pub mod metrics;
 pub mod n4;
+pub mod n9;
 pub mod notify;
 pub mod overlay;
 pub mod path;

@@ -49,10 +49,18 @@ use tep_pfcp::IeType;
 ///   address for all the direction's PDRs (the session's lookup keys: a
 ///   PDR naming another is refused by that IE);
 /// - an uplink PDR comes from Access with its GTP-U header removed and
-///   goes to N6 (Core or N6-LAN), a downlink PDR comes from Core/N6-LAN
-///   matching a UE address (no F-TEID: N9 is refused, no QFI, no header
-///   removal) and goes to Access in GTP-U; CP-function and 5G VN internal
-///   sources are refused; uplink buffering (which would drop) is refused;
+///   goes to N6 (Core or N6-LAN) or, with Outer Header Creation toward
+///   Core, to a UPF on N9 (always as rules: the rule carries the peer, so
+///   a ULCL's PDRs branch by their filters between N6 and N9); a
+///   downlink PDR comes from Core/N6-LAN matching a UE address (no QFI,
+///   no header removal), or from N9 matching a local F-TEID with its
+///   GTP-U header removed (UE address optional; refused by its F-TEID
+///   where the downlink has several rules, or on a TEID an Access PDR
+///   has; its FAR may buffer only where a downlink PDR names the UE, by
+///   whose address held packets are released) and goes to Access in
+///   GTP-U ([`super::n9`]); CP-function and
+///   5G VN internal sources are refused; uplink buffering (which would
+///   drop) is refused, and so is an uplink FAR to Access;
 /// - each URR on every PDR (its counts are the session's);
 /// - maximum bit rates ([`mbrs`]): the QERs with an MBR that every PDR of
 ///   a direction is under (a session AMBR) are the session's bucket, the
@@ -87,6 +95,8 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
     by_precedence.sort_by_key(|p| p.precedence);
     let (mut ul, mut dl) = (Vec::new(), Vec::new());
     let mut teid = None;
+    // Downlink PDRs from N9: their keys and N3 tunnels.
+    let mut n9 = Vec::new();
     for pdr in by_precedence {
         let far = rules.far(pdr.far).ok_or(refuse_pdr(pdr, IeType::FAR_ID))?;
         let mut rule = RuleSpec {
@@ -121,16 +131,21 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
                 ));
             }
             (rule.qfi_match, rule.mbr) = (pdr.qfi, own(&ul_own, pdr));
+            rule.peer = super::n9::uplink_peer(far)?;
             ul.push((pdr, rule));
         } else {
-            let ue = downlink_of(pdr, far)?;
-            let keys = ue_keys(&ue).ok_or(refuse_pdr(pdr, IeType::UE_IP_ADDRESS))?;
-            for k in keys.iter().flatten() {
-                if !spec.downlink_keys.contains(k) {
-                    spec.downlink_keys.push(*k);
-                }
+            if let Some(key) = super::n9::downlink_key(pdr, n3)? {
+                n9.push((pdr, key));
             }
-            ue_down.get_or_insert((keys, pdr));
+            if let Some(ue) = downlink_of(pdr, far)? {
+                let keys = ue_keys(&ue).ok_or(refuse_pdr(pdr, IeType::UE_IP_ADDRESS))?;
+                for k in keys.iter().flatten() {
+                    if !spec.downlink_keys.contains(k) {
+                        spec.downlink_keys.push(*k);
+                    }
+                }
+                ue_down.get_or_insert((keys, pdr));
+            }
             rule.peer = far.outer.map(|o| (o.addr(), o.teid));
             (rule.qfi, rule.mbr) = (rules.qfi(pdr), own(&dl_own, pdr));
             dl.push((pdr, rule));
@@ -147,7 +162,8 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
     if let Some((_, r)) = dl.iter().find(|(_, r)| r.peer.is_some()) {
         spec.peer = r.peer;
     }
-    if several(&ul) {
+    // A peer UPF on N9 is a rule's, never the session line's.
+    if several(&ul) || ul.iter().any(|(_, r)| r.peer.is_some()) {
         if teid == Some(u32::MAX) {
             let odd = ul
                 .iter()
@@ -164,6 +180,15 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
             .ok_or(refuse_pdr(pdr, IeType::UE_IP_ADDRESS))?,
         None => UeSource::default(),
     };
+    n9_keys(&mut spec, &n9, several(&dl))?;
+    if !n9.is_empty() && spec.downlink_keys.is_empty() {
+        // Held packets are released the way N6 packets come, by the UE's
+        // address: with none, they would be held and then lost.
+        if let Some((p, _)) = dl.iter().find(|(_, r)| r.action == Action::Buffer) {
+            let far = rules.far(p.far).ok_or(refuse_pdr(p, IeType::FAR_ID))?;
+            return Err(refuse_far(far, IeType::APPLY_ACTION));
+        }
+    }
     if spec.n3 == u32::MAX {
         // No uplink PDR yet: the N3 tunnel of the peer's family.
         let v6 = spec.peer.is_some_and(|(a, _)| a.is_ipv6());
@@ -180,6 +205,40 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
         .or(dl.first())
         .map(|(p, _)| p.id);
     Ok((spec, report))
+}
+
+/// The N9 keys of the downlink PDRs from N9 (`n9`: PDR, key, N3 tunnel),
+/// each on the session's N3 tunnel (its first one's where no uplink PDR
+/// set it). Refused by the F-TEID where the downlink has several rules
+/// (`rules`): they classify packets by their filters only, and a packet
+/// from N9 would take a rule of a PDR from N6.
+fn n9_keys(
+    spec: &mut SessionSpec,
+    n9: &[(&node::Pdr, (UplinkKey, u32))],
+    rules: bool,
+) -> Result<(), Refused> {
+    for &(pdr, (key, tunnel)) in n9 {
+        if rules {
+            return Err(refuse_pdr(pdr, IeType::F_TEID));
+        }
+        if spec.n3 == u32::MAX {
+            spec.n3 = tunnel;
+        } else if spec.n3 != tunnel {
+            return Err(refuse_pdr(pdr, IeType::F_TEID));
+        }
+        if spec
+            .uplink_keys
+            .iter()
+            .any(|k| k.teid == key.teid && *k != key)
+        {
+            // The TEID an Access PDR matches too: which side is it?
+            return Err(refuse_pdr(pdr, IeType::F_TEID));
+        }
+        if !spec.uplink_keys.contains(&key) {
+            spec.uplink_keys.push(key);
+        }
+    }
+    Ok(())
 }
 
 /// Whether a direction's PDRs need rules of their own: more than one
@@ -242,11 +301,11 @@ fn flows(pdr: &node::Pdr) -> Vec<FlowMatch> {
         .collect()
 }
 
-fn refuse_pdr(pdr: &node::Pdr, ie: IeType) -> Refused {
+pub(super) fn refuse_pdr(pdr: &node::Pdr, ie: IeType) -> Refused {
     Refused::rule(FailedRuleId::Pdr(pdr.id), Some(ie))
 }
 
-fn refuse_far(far: &node::Far, ie: IeType) -> Refused {
+pub(super) fn refuse_far(far: &node::Far, ie: IeType) -> Refused {
     Refused::rule(FailedRuleId::Far(far.id), Some(ie))
 }
 
@@ -261,7 +320,8 @@ fn far_action(far: &node::Far, gate: bool) -> Action {
 }
 
 /// An uplink PDR's N3 tunnel and TEID, if the dataplane does what it and
-/// its FAR ask: strip GTP-U, forward to N6 (or drop).
+/// its FAR ask: strip GTP-U, forward to N6 or to a UPF on N9
+/// ([`super::n9::uplink_peer`]), or drop.
 fn uplink_of(
     pdr: &node::Pdr,
     far: &node::Far,
@@ -272,9 +332,6 @@ fn uplink_of(
     }
     match far.action {
         node::Action::Buffer { .. } => return Err(refuse_far(far, IeType::APPLY_ACTION)),
-        node::Action::Forward if far.outer.is_some() => {
-            return Err(refuse_far(far, IeType::OUTER_HEADER_CREATION))
-        }
         node::Action::Forward
             if !matches!(far.destination, Some(Interface::CORE | Interface::N6_LAN)) =>
         {
@@ -282,38 +339,32 @@ fn uplink_of(
         }
         _ => {}
     }
-    let local = pdr.local.ok_or(refuse_pdr(pdr, IeType::F_TEID))?;
-    let tunnel = local
-        .v4
-        .map(IpAddr::V4)
-        .into_iter()
-        .chain(local.v6.map(IpAddr::V6))
-        .find_map(|a| n3.iter().find(|(x, _)| *x == a).map(|&(_, t)| t))
-        .ok_or(refuse_pdr(pdr, IeType::F_TEID))?;
-    Ok((tunnel, local.teid))
+    super::n9::local_teid(pdr, n3)
 }
 
 /// A downlink PDR's UE address, if the dataplane does what it and its
-/// FAR ask: match the UE address from N6, forward to the gNB in GTP-U
-/// (or drop, or buffer).
-fn downlink_of(pdr: &node::Pdr, far: &node::Far) -> Result<node::UeIp, Refused> {
+/// FAR ask: match the UE address from N6 (or the F-TEID from N9, where
+/// the UE address is optional), forward to the gNB in GTP-U (or drop, or
+/// buffer).
+fn downlink_of(pdr: &node::Pdr, far: &node::Far) -> Result<Option<node::UeIp>, Refused> {
     if !matches!(pdr.source, Interface::CORE | Interface::N6_LAN) {
         return Err(refuse_pdr(pdr, IeType::SOURCE_INTERFACE));
-    }
-    if pdr.local.is_some() {
-        // N9: tep has no GTP-U endpoint on the core side.
-        return Err(refuse_pdr(pdr, IeType::F_TEID));
     }
     if pdr.qfi.is_some() {
         return Err(refuse_pdr(pdr, IeType::QFI));
     }
-    if pdr.outer_header_removal.is_some() {
+    // From N9 (a local F-TEID) the GTP-U header goes ([`super::n9`]);
+    // from N6 there is none.
+    if pdr.local.is_none() && pdr.outer_header_removal.is_some() {
         return Err(refuse_pdr(pdr, IeType::OUTER_HEADER_REMOVAL));
     }
     if far.action == node::Action::Forward && far.destination != Some(Interface::ACCESS) {
         return Err(refuse_far(far, IeType::DESTINATION_INTERFACE));
     }
-    pdr.ue_ip.ok_or(refuse_pdr(pdr, IeType::UE_IP_ADDRESS))
+    match pdr.ue_ip {
+        None if pdr.local.is_none() => Err(refuse_pdr(pdr, IeType::UE_IP_ADDRESS)),
+        ue => Ok(ue),
+    }
 }
 
 /// A direction's maximum bit rates (`uplink`: from Access): the
@@ -830,9 +881,13 @@ mod tests {
                 &|r| r.fars[0].destination = Some(Interface::ACCESS),
                 far_ie(1, IeType::DESTINATION_INTERFACE),
             ),
+            // An outer header toward N6-LAN: N9 is Core.
             (
-                &|r| r.fars[0].outer = r.fars[1].outer,
-                far_ie(1, IeType::OUTER_HEADER_CREATION),
+                &|r| {
+                    r.fars[0].outer = r.fars[1].outer;
+                    r.fars[0].destination = Some(Interface::N6_LAN);
+                },
+                far_ie(1, IeType::DESTINATION_INTERFACE),
             ),
             (
                 &|r| r.fars[0].action = node::Action::Buffer { notify_cp: false },
@@ -842,10 +897,10 @@ mod tests {
                 &|r| r.fars[1].destination = Some(Interface::CORE),
                 far_ie(2, IeType::DESTINATION_INTERFACE),
             ),
-            // N9: a core-side F-TEID.
+            // A core-side F-TEID (N9) whose GTP-U header stays.
             (
                 &|r| r.pdrs[1].local = r.pdrs[0].local,
-                pdr_ie(2, IeType::F_TEID),
+                pdr_ie(2, IeType::OUTER_HEADER_REMOVAL),
             ),
             (&|r| r.pdrs[1].qfi = Some(9), pdr_ie(2, IeType::QFI)),
             (
@@ -963,6 +1018,142 @@ mod tests {
             Err(Refused::rule(
                 FailedRuleId::Pdr(3),
                 Some(IeType::SDF_FILTER)
+            ))
+        );
+    }
+
+    const PSA: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 20);
+
+    /// An intermediate UPF with an uplink classifier (TS 23.501 §5.6.4):
+    /// uplink to 10.60.0.0/16 to its own N6, the rest to the PSA on N9
+    /// (TEID 0x99); downlink from N6 and from N9 (F-TEID 0x66) to the gNB.
+    fn ulcl() -> Rules {
+        let mut r = rules(node::Action::Forward);
+        r.fars[0].outer = Some(OuterHeader {
+            teid: 0x99,
+            v4: Some(PSA),
+            v6: None,
+        });
+        let mut local = r.pdrs[0].clone();
+        (local.id, local.precedence, local.far) = (3, 10, 3);
+        let d = b"permit out ip from 10.60.0.0/16 to assigned";
+        local.sdf = vec![node::Sdf {
+            flow: tep_pfcp::flow::FlowDescription::parse(d).ok(),
+            ..voice()
+        }];
+        r.pdrs.push(local);
+        r.fars.push(Far {
+            id: 3,
+            outer: None,
+            ..r.fars[0]
+        });
+        let mut from_n9 = pdr(4, 100, Interface::CORE, 2);
+        from_n9.outer_header_removal = Some(OuterHeaderRemoval::default());
+        from_n9.local = Some(LocalFTeid {
+            teid: 0x66,
+            ..r.pdrs[0].local.unwrap()
+        });
+        r.pdrs.push(from_n9);
+        r
+    }
+
+    /// N9 and the uplink classifier compile: the uplink as rules, each
+    /// with its peer (none: N6), by precedence; the downlink from N9 an N9
+    /// key beside the N3 one, its treatment the session's one.
+    #[test]
+    fn n9_and_an_uplink_classifier_compile() {
+        let n3 = [(N3, 3)];
+        let (spec, _) = compile(&ulcl(), &n3).unwrap();
+        let ul: Vec<_> = spec.rules.uplink.iter().map(|r| (r.peer, r.qfi)).collect();
+        assert_eq!(ul, [(None, None), (Some((IpAddr::V4(PSA), 0x99)), None)]);
+        let remote = Some((IpAddr::V4(Ipv4Addr::new(10, 60, 0, 0)), 16));
+        assert_eq!(spec.rules.uplink[0].filters[0].remote, remote);
+        let n9 = UplinkKey::n9(0x66);
+        assert!(n9.is_n9());
+        let n3_key = UplinkKey {
+            teid: 0x55,
+            qfi: None,
+        };
+        assert_eq!(spec.uplink_keys, [n3_key, n9]);
+        assert!(spec.rules.downlink.is_empty(), "one downlink treatment");
+        assert_eq!(spec.downlink_keys, [UeKey::V4(0x0a2d_0007)]);
+        assert_eq!((spec.n3, spec.peer), (3, Some((IpAddr::V4(GNB), 0x77))));
+        // No classifier: one uplink rule, to N9, all the same.
+        let mut r = ulcl();
+        r.pdrs.remove(2);
+        let (spec, _) = compile(&r, &n3).unwrap();
+        assert_eq!(spec.rules.uplink.len(), 1);
+        assert_eq!(spec.rules.uplink[0].peer, Some((IpAddr::V4(PSA), 0x99)));
+        // Only from N9 downlink (no UE address there): still the one
+        // treatment, the N3 tunnel the F-TEID's.
+        r.pdrs.remove(1);
+        r.pdrs.remove(0);
+        let (spec, _) = compile(&r, &n3).unwrap();
+        assert_eq!((spec.n3, &spec.uplink_keys[..]), (3, &[n9][..]));
+        assert_eq!(spec.downlink, Action::Forward);
+    }
+
+    /// What N9 cannot carry is refused by the rule and IE at fault.
+    #[test]
+    fn what_n9_cannot_carry_is_refused() {
+        let n3 = [(N3, 3)];
+        let refused = |edit: &dyn Fn(&mut Rules), id: u16, ie: IeType| {
+            let mut r = ulcl();
+            edit(&mut r);
+            assert_eq!(
+                compile(&r, &n3).map(|_| ()),
+                Err(Refused::rule(FailedRuleId::Pdr(id), Some(ie))),
+            );
+        };
+        refused(
+            &|r| r.pdrs[3].outer_header_removal = None,
+            4,
+            IeType::OUTER_HEADER_REMOVAL,
+        );
+        refused(
+            &|r| r.pdrs[3].local.as_mut().unwrap().teid = 0x55,
+            4,
+            IeType::F_TEID,
+        );
+        refused(
+            &|r| r.pdrs[3].local.as_mut().unwrap().v4 = Some(PSA),
+            4,
+            IeType::F_TEID,
+        );
+        refused(&|r| r.pdrs[3].qfi = Some(9), 4, IeType::QFI);
+        // Buffering with no UE address to release the packets by.
+        let mut r = ulcl();
+        r.fars[1].action = node::Action::Buffer { notify_cp: true };
+        assert!(compile(&r, &n3).is_ok(), "the N6 PDR names the UE");
+        r.pdrs.remove(1);
+        assert_eq!(
+            compile(&r, &n3).map(|_| ()),
+            Err(Refused::rule(
+                FailedRuleId::Far(2),
+                Some(IeType::APPLY_ACTION)
+            ))
+        );
+        // Downlink rules classify by filters alone: a packet from N9
+        // could take an N6 PDR's rule.
+        refused(
+            &|r| {
+                let mut v = r.pdrs[1].clone();
+                (v.id, v.precedence) = (5, 1);
+                v.sdf = vec![voice()];
+                v.qers = Ids::new(&[]).unwrap();
+                r.pdrs.push(v);
+            },
+            4,
+            IeType::F_TEID,
+        );
+        // To Access on the uplink: not N9.
+        let mut r = ulcl();
+        r.fars[0].destination = Some(Interface::ACCESS);
+        assert_eq!(
+            compile(&r, &n3).map(|_| ()),
+            Err(Refused::rule(
+                FailedRuleId::Far(1),
+                Some(IeType::DESTINATION_INTERFACE)
             ))
         );
     }

@@ -28,6 +28,7 @@ command: {"run": NAME, "ok": true, ...numbers}. On a mismatch it prints
 {"run": NAME, "ok": false, "error": WHAT} and exits 1. stdin closed: exit 0.
 """
 
+import contextlib
 import ctypes
 import json
 import os
@@ -299,12 +300,14 @@ class Lab:
                 data, src = self.n4.recvfrom(65535)
             except BlockingIOError:
                 return
-            check(src == (self.upf, PFCP_PORT), "PFCP from %r" % (src,))
+            # The UPF, or the PSA behind it on N9 (cmd_n9).
+            check(src[1] == PFCP_PORT and src[0] in (self.cfg["upf"], self.cfg.get("psa")),
+                  "PFCP from %r" % (src,))
             p = PFCP(data)
             t = p.message_type
             if t == HEARTBEAT_REQUEST:
                 ts = one_ie(p.payload, IE_RecoveryTimeStamp, "tep's Heartbeat Request")
-                if self.tep_recovery is not None:
+                if self.tep_recovery is not None and src[0] == self.upf:
                     check(ts.timestamp == self.tep_recovery, "tep's Recovery Time Stamp changed")
                 rsp = PFCP(version=1, S=0, seq=p.seq) / PFCPHeartbeatResponse(
                     IE_list=[IE_RecoveryTimeStamp(timestamp=self.recovery)]
@@ -1665,6 +1668,151 @@ class Lab:
         self.reports = [r for r in self.reports if r[1].seid != s.cp_seid]
         return {"at": at, "gaps": [round(b - a, 3) for a, b in zip(at, at[1:])], "volumes": vols,
                 "durations": [r[0]["duration"] for _, r in got]}
+
+    # -- N9: an intermediate UPF with an uplink classifier, a PSA behind --------
+
+    @contextlib.contextmanager
+    def swapped(self, **attrs):
+        """Runs the body with attributes of this Lab replaced (another
+        UPF's address for PFCP and GTP-U, another data network's socket)."""
+        old = {k: getattr(self, k) for k in attrs}
+        for k, v in attrs.items():
+            setattr(self, k, v)
+        try:
+            yield
+        finally:
+            for k, v in old.items():
+                setattr(self, k, v)
+
+    def psa_session(self, s):
+        """The PSA's part of session `s` (TS 23.501 §5.6.4): uplink PDR 1
+        from the I-UPF (Access: F-TEID CHOOSE, no QFI), to the core; downlink
+        PDR 2 (the UE's address), FAR 2 dropping until the I-UPF's N9
+        F-TEID is known."""
+        return self.header(0) / PFCPSessionEstablishmentRequest(IE_list=[
+            IE_NodeId(id_type="IPv4", ipv4=self.smf),
+            IE_FSEID(v4=1, seid=s.cp_seid, ipv4=self.smf),
+            IE_CreatePDR(IE_list=[
+                IE_PDR_Id(id=1), IE_Precedence(precedence=200),
+                IE_PDI(IE_list=[IE_SourceInterface(interface="Access"), IE_FTEID(CH=1, V4=1)]),
+                IE_OuterHeaderRemoval(header="GTP-U/UDP/IPv4"),
+                IE_FAR_Id(id=1), IE_QER_Id(id=1),
+            ]),
+            IE_CreatePDR(IE_list=[
+                IE_PDR_Id(id=2), IE_Precedence(precedence=200),
+                IE_PDI(IE_list=[IE_SourceInterface(interface="Core"), IE_UE_IP_Address(SD=1, V4=1, ipv4=s.ue)]),
+                IE_FAR_Id(id=2), IE_QER_Id(id=1),
+            ]),
+            IE_CreateFAR(IE_list=[IE_FAR_Id(id=1), IE_ApplyAction(FORW=1), IE_ForwardingParameters(
+                IE_list=[IE_DestinationInterface(interface="Core")])]),
+            IE_CreateFAR(IE_list=[IE_FAR_Id(id=2), IE_ApplyAction(DROP=1)]),
+            IE_CreateQER(IE_list=[IE_QER_Id(id=1), IE_GateStatus(ul="OPEN", dl="OPEN"), IE_QFI(QFI=QFI)]),
+        ])
+
+    def iupf_session(self, s, local, psa_teid):
+        """The I-UPF's part: uplink PDRs 1 and 3 on one F-TEID (CHOOSE ID
+        1), QFI 9; PDR 3 (precedence 100) takes what goes to `local` (an
+        SDF filter) to this UPF's own N6, PDR 1 the rest to the PSA on N9
+        (FAR 1: Core, outer header to the PSA's F-TEID); downlink PDR 2
+        from N6 (the UE's address) and PDR 4 from N9 (F-TEID CHOOSE ID 2,
+        outer header removal) to the gNB (FAR 2)."""
+        def uplink(pdr, precedence, far, extra):
+            return IE_CreatePDR(IE_list=[
+                IE_PDR_Id(id=pdr), IE_Precedence(precedence=precedence),
+                IE_PDI(IE_list=[IE_SourceInterface(interface="Access"),
+                                IE_FTEID(CH=1, CHID=1, V4=1, choose_id=1), IE_QFI(QFI=QFI)] + extra),
+                IE_OuterHeaderRemoval(header="GTP-U/UDP/IPv4"),
+                IE_FAR_Id(id=far), IE_QER_Id(id=1),
+            ])
+        flow = "permit out ip from %s to assigned" % local
+        return self.header(0) / PFCPSessionEstablishmentRequest(IE_list=[
+            IE_NodeId(id_type="IPv4", ipv4=self.smf),
+            IE_FSEID(v4=1, seid=s.cp_seid, ipv4=self.smf),
+            uplink(1, 200, 1, []),
+            uplink(3, 100, 3, [IE_SDF_Filter(FD=1, flow_description=flow)]),
+            IE_CreatePDR(IE_list=[
+                IE_PDR_Id(id=2), IE_Precedence(precedence=200),
+                IE_PDI(IE_list=[IE_SourceInterface(interface="Core"), IE_UE_IP_Address(SD=1, V4=1, ipv4=s.ue)]),
+                IE_FAR_Id(id=2), IE_QER_Id(id=1),
+            ]),
+            IE_CreatePDR(IE_list=[
+                IE_PDR_Id(id=4), IE_Precedence(precedence=200),
+                IE_PDI(IE_list=[IE_SourceInterface(interface="Core"), IE_FTEID(CH=1, CHID=1, V4=1, choose_id=2)]),
+                IE_OuterHeaderRemoval(header="GTP-U/UDP/IPv4"),
+                IE_FAR_Id(id=2), IE_QER_Id(id=1),
+            ]),
+            IE_CreateFAR(IE_list=[IE_FAR_Id(id=1), IE_ApplyAction(FORW=1), IE_ForwardingParameters(IE_list=[
+                IE_DestinationInterface(interface="Core"),
+                IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=psa_teid, ipv4=self.cfg["psa"]),
+            ])]),
+            IE_CreateFAR(IE_list=[IE_FAR_Id(id=2), IE_ApplyAction(FORW=1), IE_ForwardingParameters(IE_list=[
+                IE_DestinationInterface(interface="Access"),
+                IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=s.dl_teid, ipv4=s.gnb),
+            ])]),
+            IE_CreateFAR(IE_list=[IE_FAR_Id(id=3), IE_ApplyAction(FORW=1), IE_ForwardingParameters(
+                IE_list=[IE_DestinationInterface(interface="Core")])]),
+            IE_CreateQER(IE_list=[IE_QER_Id(id=1), IE_GateStatus(ul="OPEN", dl="OPEN"), IE_QFI(QFI=QFI)]),
+        ])
+
+    def created_teids(self, got, s, where):
+        """{PDR ID: TEID} of a Session Establishment Response's Created
+        PDRs (F-TEIDs on this UPF's address); sets the UP SEID."""
+        body = self.expect_response(got, ESTABLISHMENT_RESPONSE, s.cp_seid, ACCEPTED, where)
+        s.up_seid = one_ie(body, IE_FSEID, where).seid
+        out = {}
+        for c in ies(body, IE_CreatedPDR):
+            t = one_ie(c, IE_FTEID, where)
+            check(t.V4 == 1 and t.ipv4 == self.upf, "%s: F-TEID %r, want one on %s" % (where, t, self.upf))
+            out[one_ie(c, IE_PDR_Id, where).id] = t.TEID
+        return out
+
+    def cmd_n9(self, c):
+        """Two tep UPFs on one PDU session: the I-UPF (`upf`, an uplink
+        classifier) in front, the PSA (`psa`) behind it on N9, each with
+        its own PFCP association. Uplink from the gNB to `psa_dn` (the
+        PSA's data network, a socket in `psa_ns`) goes through both; uplink
+        to the local data network (`dn`) leaves the I-UPF on its own N6;
+        downlink from either comes back to the gNB with the session's TEID
+        and QFI (from the PSA through N9 and the I-UPF)."""
+        psa, psa_dn = self.cfg["psa"], self.cfg["psa_dn"]
+        here = os.open("/proc/self/ns/net", os.O_RDONLY)
+        enter_netns("/var/run/netns/" + self.cfg["psa_ns"])
+        psa_sock = udp_socket(psa_dn, self.dn_port)
+        libc = ctypes.CDLL(None, use_errno=True)
+        check(libc.setns(here, CLONE_NEWNET) == 0, "setns back")
+        os.close(here)
+        s = Session(c["index"], self.cfg, self.gnbs[0])
+        at_psa = Session(c["index"], self.cfg, self.gnbs[0])
+        at_psa.cp_seid += 0x0100_0000
+        with self.swapped(upf=psa, cfg=dict(self.cfg, node_id=self.cfg["psa_node_id"]), tep_recovery=None):
+            self.cmd_associate({})
+            psa_teids = self.created_teids(self.request(self.psa_session(at_psa)), at_psa, "PSA establishment")
+        check(list(psa_teids) == [1], "PSA: Created PDRs %r, want [1]" % psa_teids)
+        teids = self.created_teids(self.request(self.iupf_session(s, self.cfg["local_prefix"], psa_teids[1])),
+                                   s, "I-UPF establishment")
+        check(sorted(teids) == [1, 3, 4] and teids[1] == teids[3] != teids[4],
+              "I-UPF: Created PDRs %r, want 1 and 3 on one TEID, 4 on another" % teids)
+        s.ul_teid = teids[1]
+        # The PSA's downlink to the I-UPF's N9 F-TEID.
+        iupf = self.upf
+        with self.swapped(upf=psa):
+            self.expect_response(self.request(self.update_far2(at_psa, ["FORW"], gnb=iupf, teid=teids[4])),
+                                 MODIFICATION_RESPONSE, at_psa.cp_seid, ACCEPTED, "PSA: FAR 2 to N9")
+        n = c.get("count", 3)
+        out = {"psa_teid": psa_teids[1], "n9_teid": teids[4]}
+        with self.swapped(dn=psa_dn, dn_sock=psa_sock):
+            out["n9_uplink"] = self.uplink([s], sizes=[100 + i for i in range(n)])
+            out["n9_downlink"] = self.downlink([s], sizes=[120 + i for i in range(n)])
+        check(not self.drain(psa_sock, 0.2), "more at the PSA's data network")
+        out["local_uplink"] = self.uplink([s], sizes=[140 + i for i in range(n)])
+        out["local_downlink"] = self.downlink([s], sizes=[160 + i for i in range(n)])
+        check(not self.drain(psa_sock, 0), "the local branch reached the PSA")
+        for sess, addr in ((s, self.upf), (at_psa, psa)):
+            with self.swapped(upf=addr):
+                self.expect_response(self.request(self.header(sess.up_seid) / PFCPSessionDeletionRequest()),
+                                     DELETION_RESPONSE, sess.cp_seid, ACCEPTED, "deletion at %s" % addr)
+        psa_sock.close()
+        return out
 
     def cmd_stats(self, c):
         return {"sessions": len(self.sessions), "heartbeats_answered": self.heartbeats_answered,
