@@ -157,10 +157,14 @@ fn one(
         }
         Action::Drop => Err(DropReason::SessionDrop),
         Action::QuotaExhausted => Err(DropReason::QuotaExhausted),
-        Action::Buffer => match buffers.hold(slot, id) {
-            Held::First | Held::Queued => Ok(false),
-            Held::Full => Err(DropReason::BufferFull),
-        },
+        Action::Buffer => {
+            // Released, it is looked up again in its network.
+            pool.meta_mut(id).network = s.network;
+            match buffers.hold(slot, id) {
+                Held::First | Held::Queued => Ok(false),
+                Held::Full => Err(DropReason::BufferFull),
+            }
+        }
     }
 }
 

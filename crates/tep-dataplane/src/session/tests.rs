@@ -15,6 +15,7 @@ fn spec(n3: u32, teid: u32, ue: u32, peer: Option<(IpAddr, u32)>) -> SessionSpec
         qfi: Some(9),
         uplink_keys: vec![UplinkKey { teid, qfi: None }],
         downlink_keys: vec![UeKey::V4(ue)],
+        network: 0,
         ue: UeSource::new(Some(ue), None).unwrap(),
         mbr: Default::default(),
         rules: Default::default(),
@@ -66,6 +67,47 @@ fn a_session_is_found_both_ways_in_every_replica() {
         );
         assert_eq!(t.peer(s.peer), Some(Peer { n3: 0, addr: gnb }));
     }
+}
+
+/// UE addresses repeat across data networks: the downlink finds the
+/// session of the network a packet came from; within one network a key
+/// is one session's; a session moved to another network takes its keys
+/// along; the network rides in the slot's line beside the N3 tunnel.
+#[test]
+fn downlink_keys_are_per_data_network() {
+    let (mut c, mut w) = setup();
+    let ue = 0x0a2d_0001;
+    let mut a = spec(0, 1, ue, None);
+    a.network = 1;
+    let mut b = spec(0, 2, ue, None);
+    b.network = 2;
+    let sa = c.create(&a).unwrap();
+    let sb = c.create(&b).unwrap();
+    let mut dup = spec(0, 3, ue, None);
+    dup.network = 2;
+    assert!(matches!(c.create(&dup), Err(SessionError::KeyInUse(_))));
+    dup.network = super::MAX_NETWORKS as u8;
+    assert_eq!(c.create(&dup), Err(SessionError::Full));
+    sync(&mut c, &mut w);
+    let t = &mut w[0];
+    for (network, want) in [(0, None), (1, Some(sa)), (2, Some(sb)), (3, None)] {
+        t.set_network(network);
+        assert_eq!(t.downlink(false, u128::from(ue)), want, "network {network}");
+    }
+    assert_eq!((t.get(sa).network, t.get(sb).network), (1, 2));
+    assert_eq!((t.get(sa).n3, t.get(sb).n3), (0, 0));
+    let mut moved = a.clone();
+    moved.network = 3;
+    c.modify(sa, &moved, false).unwrap();
+    c.remove(sb).unwrap();
+    sync(&mut c, &mut w);
+    let t = &mut w[1];
+    for (network, want) in [(1, None), (2, None), (3, Some(sa))] {
+        t.set_network(network);
+        assert_eq!(t.downlink(false, u128::from(ue)), want, "network {network}");
+    }
+    assert_eq!(t.get(sa).network, 3);
+    assert_eq!(t.len(), 1);
 }
 
 #[test]

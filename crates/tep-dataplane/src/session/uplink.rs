@@ -3,7 +3,9 @@
 //! train merged by `train-merge` counts its datagrams in its session's
 //! usage.
 
-use super::{action_of, Action, SessionTable, GNB_SOURCE, MBR_UPLINK, UL_RULES};
+use super::{
+    action_of, unpack_n3, Action, SessionTable, GNB_SOURCE, MBR_UPLINK, NETWORK_SHIFT, UL_RULES,
+};
 use crate::buffer::Pool;
 use crate::drop::DropReason;
 use crate::tunnel::TunnelTable;
@@ -16,8 +18,8 @@ use tep_wire::gtpu::{ExtensionType, Packet};
 pub(crate) enum Receiver {
     /// A `[[tunnel]]`.
     Tunnel(u32),
-    /// A session (its slot) on its N3 tunnel.
-    Session { slot: u32, n3: u32 },
+    /// A session (its slot) on its N3 tunnel, in its data network.
+    Session { slot: u32, n3: u32, network: u8 },
 }
 
 /// The session of a G-PDU (`gtpu`: its GTP-U header onwards, the inner
@@ -65,7 +67,8 @@ pub(crate) fn match_session(
     let Some(line) = sessions.link.usage.slot(slot) else {
         return Err(DropReason::UnknownTeid);
     };
-    let (n3, actions) = line.uplink_rules();
+    let (word, actions) = line.uplink_rules();
+    let n3 = unpack_n3(word);
     if table.tunnels().get(n3 as usize).map(|t| t.local) != Some(outer.1) {
         return Err(DropReason::UnknownTeid);
     }
@@ -96,7 +99,11 @@ pub(crate) fn match_session(
     if actions & MBR_UPLINK != 0 && !sessions.admit(slot, true, packet.len(), now_ns) {
         return Err(DropReason::MbrExceeded);
     }
-    Ok(Receiver::Session { slot, n3 })
+    Ok(Receiver::Session {
+        slot,
+        n3,
+        network: (word >> NETWORK_SHIFT) as u8,
+    })
 }
 
 /// With `[pfcp] n3_source_check`: whether a G-PDU from `src` comes from
