@@ -96,6 +96,28 @@ fn check_networks(config: &Config) -> Result<(), ConfigError> {
     }
 }
 
+/// A UPF in gateway mode reaches one data network, on `[gateway] inner`:
+/// an inner interface (or VLAN) per network is not built, and a second
+/// network would be accepted and never reached.
+fn check_data_networks(config: &Config) -> Result<(), ConfigError> {
+    let networks = config.pfcp.as_ref().map_or(&[][..], |p| &p.networks[..]);
+    if let Some(n) = networks.iter().find(|n| n.tun.is_some()) {
+        let i = networks.iter().position(|m| m == n).unwrap_or(0);
+        return Err(ConfigError {
+            field: format!("pfcp.network[{i}].tun"),
+            message: "a TUN is host mode's; gateway mode's data network is [gateway] inner"
+                .to_string(),
+        });
+    }
+    if networks.len() > 1 {
+        return Err(ConfigError {
+            field: "pfcp.network[1]".to_string(),
+            message: "gateway mode reaches one data network, on [gateway] inner (an inner interface per network is not built: run host mode for several)".to_string(),
+        });
+    }
+    Ok(())
+}
+
 /// Buffers per queue: both fill rings full, as many frames in flight on
 /// both transmit rings, the pipeline's reserve.
 fn buffers(ring: u32) -> usize {
@@ -360,6 +382,7 @@ impl Mode for Gateway {
     fn check(config: &Config) -> Result<Section<'_>, ConfigError> {
         let g = check_gateway(config)?;
         check_networks(config)?;
+        check_data_networks(config)?;
         Ok(Section {
             name: "gateway",
             control: &g.control,
