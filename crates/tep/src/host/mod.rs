@@ -639,7 +639,6 @@ impl Mode for Host {
             .then(|| open_device(host, config, true))
             .transpose()?;
         let mut networks = open_networks(config)?;
-        let mut data_tuns = data_networks::DataTuns::open(config, host.routes)?;
         let routes = match (&tun, host.routes) {
             (Some(t), true) => {
                 let mut r = routes::KernelRoutes::new(t.ifindex(), t.name());
@@ -648,6 +647,9 @@ impl Mode for Host {
             }
             _ => None,
         };
+        // After the host TUN's routes: a UE pool that networks share stays
+        // routed into the host TUN (the kernel routes each prefix once).
+        let mut data_tuns = data_networks::DataTuns::open(config, host.routes)?;
         let endpoints = Endpoints::of(config);
         let sockets = bind_sockets(config, &endpoints, |_| false)?
             .into_iter()
