@@ -83,6 +83,9 @@ pub(crate) fn lookup(
         };
         let r = match (d, slot[k]) {
             (Some(_), Some(s)) => one(pool, id, (s, rule[k]), sessions, buffers, now_ns),
+            (Some((v6, a)), None) if sessions.in_other_network(v6, a) => {
+                Err(DropReason::WrongNetwork)
+            }
             _ => Err(DropReason::NoSession),
         };
         match r {

@@ -821,7 +821,13 @@ impl SessionTable {
     /// else (IPv6) its /64.
     #[inline]
     pub fn downlink(&self, v6: bool, dst: u128) -> Option<u32> {
-        let m = self.ue.get(self.network)?;
+        self.downlink_in(self.network, v6, dst)
+    }
+
+    /// [`downlink`](SessionTable::downlink) in network `network`.
+    #[inline]
+    fn downlink_in(&self, network: usize, v6: bool, dst: u128) -> Option<u32> {
+        let m = self.ue.get(network)?;
         if !v6 {
             return m.ue4.get(dst as u32);
         }
@@ -829,6 +835,16 @@ impl SessionTable {
             return Some(s);
         }
         m.ue6_64.get((dst >> 64) as u64)
+    }
+
+    /// Whether a network other than the current one has a session for
+    /// `dst` (as [`downlink`](SessionTable::downlink) finds it): what a
+    /// miss costs, one lookup per other network, so that a packet that
+    /// came in on the wrong network's device is counted as such.
+    pub fn in_other_network(&self, v6: bool, dst: u128) -> bool {
+        (0..self.ue.len())
+            .filter(|&n| n != self.network)
+            .any(|n| self.downlink_in(n, v6, dst).is_some())
     }
 
     /// Slot `slot`'s session (an empty one, which drops, if none).

@@ -95,6 +95,14 @@ fn downlink_keys_are_per_data_network() {
         assert_eq!(t.downlink(false, u128::from(ue)), want, "network {network}");
     }
     assert_eq!((t.get(sa).network, t.get(sb).network), (1, 2));
+    t.set_network(0);
+    assert!(t.in_other_network(false, u128::from(ue)));
+    assert!(!t.in_other_network(false, u128::from(ue) + 1));
+    t.set_network(1);
+    assert!(
+        t.in_other_network(false, u128::from(ue)),
+        "network 2 has it"
+    );
     assert_eq!((t.get(sa).n3, t.get(sb).n3), (0, 0));
     let mut moved = a.clone();
     moved.network = 3;
