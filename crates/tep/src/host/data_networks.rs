@@ -170,3 +170,64 @@ fn open_tun(config: &Config, name: &str) -> Result<Tun, String> {
         .map_err(|e| format!("cannot bring {name} up: {e}"))?;
     Ok(dev)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(networks: &str) -> Config {
+        Config::parse(&format!(
+            "[host]\ntun = \"n6\"\ntap = \"t6\"\n[pfcp]\nn3 = [\"192.0.2.1\"]\n{networks}"
+        ))
+        .unwrap()
+    }
+
+    const TWO: &str = "[[pfcp.network]]\nname = \"internet\"\nue_prefixes = [\"10.45.0.0/16\"]\n\
+                       [[pfcp.network]]\nname = \"ims\"\ntun = \"n6i\"\nue_prefixes = [\"10.46.0.0/16\"]\n";
+
+    #[test]
+    fn each_network_its_tun_the_host_tun_for_one() {
+        let c = cfg(TWO);
+        check(&c).unwrap();
+        assert_eq!(devices(&c), [Device::HostTun, Device::Own(0)]);
+        assert_eq!(host_network(&c), 0);
+        let host: Vec<String> = host_tun_prefixes(&c)
+            .iter()
+            .map(|p| format!("{}/{}", p.addr, p.len))
+            .collect();
+        assert_eq!(host, ["10.45.0.0/16"], "the other pool is n6i's");
+        // Naming the host TUN is leaving tun out; no network on it: none.
+        let c = cfg(&TWO.replace(
+            "name = \"internet\"\n",
+            "name = \"internet\"\ntun = \"n6x\"\n",
+        ));
+        assert_eq!(devices(&c), [Device::Own(0), Device::Own(1)]);
+        assert_eq!(host_network(&c), NONE);
+        assert!(host_tun_prefixes(&c).is_empty());
+        // The single unnamed network is the host TUN's.
+        let c = cfg("ue_prefixes = [\"10.45.0.0/16\"]\n");
+        assert_eq!((devices(&c), host_network(&c)), (vec![Device::HostTun], 0));
+    }
+
+    #[test]
+    fn one_network_per_tun() {
+        let same = TWO.replace(
+            "name = \"internet\"\n",
+            "name = \"internet\"\ntun = \"n6i\"\n",
+        );
+        let host = TWO.replace("tun = \"n6i\"", "tun = \"n6\"");
+        let tap = TWO.replace("tun = \"n6i\"", "tun = \"t6\"");
+        for (text, want) in [
+            (
+                host,
+                "pfcp.network[1].tun: \"n6\" is another data network's TUN",
+            ),
+            (tap, "pfcp.network[1].tun: \"t6\" is [host] tap"),
+        ] {
+            let e = check(&cfg(&text)).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{e}");
+        }
+        // Two on one named TUN: tep-config refuses it already.
+        assert!(Config::parse(&format!("[pfcp]\nn3 = [\"192.0.2.1\"]\n{same}")).is_err());
+    }
+}
