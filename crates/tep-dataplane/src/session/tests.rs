@@ -108,14 +108,24 @@ fn downlink_keys_are_per_data_network() {
     moved.network = 3;
     c.modify(sa, &moved, false).unwrap();
     c.remove(sb).unwrap();
+    // Worker 0 applies it while on network 3 (new to it), worker 1 while
+    // on network 0.
     sync(&mut c, &mut w);
-    let t = &mut w[1];
-    for (network, want) in [(1, None), (2, None), (3, Some(sa))] {
-        t.set_network(network);
-        assert_eq!(t.downlink(false, u128::from(ue)), want, "network {network}");
+    for t in &mut w {
+        for (network, want) in [
+            (3, Some(sa)),
+            (1, None),
+            (2, None),
+            (3, Some(sa)),
+            (0, None),
+        ] {
+            t.set_network(network);
+            assert_eq!(t.downlink(false, u128::from(ue)), want, "network {network}");
+        }
+        assert!(t.in_other_network(false, u128::from(ue)));
+        assert_eq!(t.get(sa).network, 3);
+        assert_eq!(t.len(), 1);
     }
-    assert_eq!(t.get(sa).network, 3);
-    assert_eq!(t.len(), 1);
 }
 
 #[test]
