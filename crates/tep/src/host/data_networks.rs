@@ -16,7 +16,7 @@ use tep_sys::{DeviceKind, Offloads, Tun, TunOptions};
 pub enum Device {
     /// `[host] tun`.
     HostTun,
-    /// Its own TUN: this index of a worker's data-network queues.
+    /// Its own TUN, the k-th opened (a worker finds its queue by network).
     Own(usize),
 }
 

@@ -114,7 +114,13 @@ pub(super) struct Devices<'a> {
 fn data_tun<'a>(devices: &Devices<'a>, routes: &TunnelFacts, network: u8) -> Option<&'a TunQueue> {
     match routes.data_devices.get(usize::from(network))? {
         Device::HostTun => devices.tun,
-        Device::Own(k) => devices.data_tuns.get(*k).map(|d| &d.1),
+        // By network, not by position: a worker short of a device's queue
+        // must not shift the others (a network or two: a short scan).
+        Device::Own(_) => devices
+            .data_tuns
+            .iter()
+            .find(|d| d.0 == network)
+            .map(|d| &d.1),
     }
 }
 

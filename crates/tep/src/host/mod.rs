@@ -587,8 +587,7 @@ fn worker_ios(
                 .filter(|(_, _, q)| !q.is_empty())
                 .map(|(t, ethernet, q)| (*t, *ethernet, q.remove(0)))
                 .collect(),
-            // Every TUN has a queue per worker: Device::Own(k) is the
-            // k-th here.
+            // Each with its network: the writers find a queue by it.
             data_tuns: data_queues
                 .iter_mut()
                 .filter(|(_, q)| !q.is_empty())
