@@ -1016,5 +1016,9 @@ fn two_data_networks_with_the_same_ue_address() {
         (Some(2), Some(2))
     );
     assert_eq!(r["unknown"]["offending"], 22, "{r}");
-    assert_eq!(dropped(&tep, "no_session"), 0, "{}", tep.log());
+    assert_eq!(pfcp_counter(&tep, "not_enforceable"), 1);
+    assert_eq!(pfcp_counter(&tep, "sessions_established"), 2);
+    for reason in ["no_session", "wrong_network"] {
+        assert_eq!(dropped(&tep, reason), 0, "{reason}: {}", tep.log());
+    }
 }
