@@ -9,6 +9,7 @@
 //! downlink packets to UEs reach tep.
 
 use crate::host::ranged;
+use crate::pfcp_network::{data_networks, DataNetwork, RawDataNetwork};
 use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 use serde::Deserialize;
 use tep_dataplane::config::{ChecksumMode, ConfigError, IpPrefix, TunnelConfig};
@@ -27,9 +28,13 @@ pub struct PfcpConfig {
     /// The N3 addresses, handed out in F-TEIDs when the SMF asks the UPF
     /// to choose (CHOOSE flag).
     pub n3: Vec<IpAddr>,
-    /// The UEs' address pools: downlink packets to them are looked up in
-    /// the sessions.
+    /// The UEs' address pools of every data network, each once:
+    /// downlink packets to them are looked up in the sessions.
     pub ue_prefixes: Vec<IpPrefix>,
+    /// The data networks (`[[pfcp.network]]`; at least one: without any,
+    /// the unnamed one of `ue_prefixes`). A session's network is an index
+    /// of this list; the first is where a session that names none goes.
+    pub networks: Vec<DataNetwork>,
     /// Sessions at most (slots of the per-worker tables).
     pub max_sessions: u32,
     /// Downlink packets held per session while its FAR buffers: the
@@ -121,6 +126,7 @@ pub(super) struct RawPfcp {
     node_id: Option<String>,
     n3: Option<Vec<String>>,
     ue_prefixes: Option<Vec<String>>,
+    network: Option<Vec<RawDataNetwork>>,
     max_sessions: Option<i64>,
     buffer_packets: Option<i64>,
     buffer_limit: Option<i64>,
@@ -238,7 +244,13 @@ impl RawPfcp {
     pub(super) fn validate(self) -> Result<PfcpConfig, ConfigError> {
         let listen = listen(self.listen)?;
         let n3 = n3_addresses(self.n3)?;
-        let ue_prefixes = ue_prefixes(self.ue_prefixes)?;
+        let networks = data_networks(self.network, self.ue_prefixes)?;
+        let mut ue_prefixes: Vec<IpPrefix> = Vec::new();
+        for p in networks.iter().flat_map(|n| &n.ue_prefixes) {
+            if !ue_prefixes.contains(p) {
+                ue_prefixes.push(*p);
+            }
+        }
         let node_id = match self.node_id {
             Some(s) => node_id("node_id", &s)?,
             None if !listen.ip().is_unspecified() => NodeId::Ip(listen.ip()),
@@ -308,6 +320,7 @@ impl RawPfcp {
             node_id,
             n3,
             ue_prefixes,
+            networks,
             max_sessions,
             buffer_packets,
             buffer_limit,
@@ -370,22 +383,6 @@ fn n3_addresses(v: Option<Vec<String>>) -> Result<Vec<IpAddr>, ConfigError> {
         }
     }
     Ok(n3)
-}
-
-/// `ue_prefixes`: at least one pool.
-fn ue_prefixes(v: Option<Vec<String>>) -> Result<Vec<IpPrefix>, ConfigError> {
-    let ue_prefixes: Vec<IpPrefix> = v
-        .unwrap_or_default()
-        .iter()
-        .map(|s| s.parse::<IpPrefix>().map_err(|m| err("ue_prefixes", m)))
-        .collect::<Result<_, _>>()?;
-    if ue_prefixes.is_empty() {
-        return Err(err(
-            "ue_prefixes",
-            "missing: the UE address pools (downlink packets to them are looked up in the sessions)".to_string(),
-        ));
-    }
-    Ok(ue_prefixes)
 }
 
 /// `checksum` and `zero_checksum_tx`: what the N3 tunnels send.

@@ -127,6 +127,9 @@ pub struct PacketMeta {
     /// holds the UDP payload, the fields are only in [`Pool::outer`]
     /// ([`OuterLayers::UdpPayload`](crate::io::OuterLayers)).
     pub by_socket: bool,
+    /// An uplink packet of a UPF session: its data network (the N6
+    /// device it leaves by; 0 otherwise).
+    pub network: u8,
 }
 
 impl PacketMeta {
@@ -180,6 +183,7 @@ impl PacketMeta {
         tail: None,
         udp_payload: 0,
         by_socket: false,
+        network: 0,
     };
 }
 

@@ -526,9 +526,10 @@ fn tunnel_decap_one(
                 m.remote_csum = None;
                 return finish_inner(pool, id, false).map(|_| true);
             }
-            Ok(Receiver::Session { slot, n3 }) => {
+            Ok(Receiver::Session { slot, n3, network }) => {
                 let m = pool.meta_mut(id);
                 m.tunnel = n3;
+                m.network = network;
                 m.inner = (at + hl) as u16;
                 m.remote_csum = None;
                 pool.set_session(id, slot);

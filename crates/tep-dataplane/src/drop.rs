@@ -38,6 +38,10 @@ tep_named::named_enum! {
         UnknownVlan => "unknown_vlan",
         /// UPF: a packet to a UE address no session has (downlink).
         NoSession => "no_session",
+        /// UPF: a downlink packet to a UE address that no session of the
+        /// data network it came from has, but one of another network
+        /// does: it came in on the wrong network's N6 device.
+        WrongNetwork => "wrong_network",
         /// UPF: an uplink G-PDU of a session's TEID whose QFI no PDR of
         /// the session matches (no Error Indication: the TEID is known,
         /// TS 29.281 §7.3.1).

@@ -126,6 +126,7 @@ pub fn session(i: u32, v6: bool, v6_ue: bool) -> crate::session::control::Sessio
             qfi: None,
         }],
         downlink_keys: vec![ue],
+        network: 0,
         ue: UeSource::of_keys(&[ue]).unwrap_or_default(),
         mbr: Default::default(),
         rules: Default::default(),

@@ -1059,6 +1059,30 @@ fn no_session() {
     assert_no_leak(&pool);
 }
 
+/// A UE address only another data network has: the packet came in on
+/// that network's wrong device. Found once set to the right network.
+#[test]
+fn wrong_network() {
+    let (mut c, mut p) = upf(false);
+    let mut pool = pool();
+    let mut s = example::session(1, false, false);
+    s.network = 1;
+    c.create(&s).unwrap();
+    c.create(&example::session(2, false, false)).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let packets = [inner(ue4(1), false, b"a"), inner(ue4(2), false, b"b")];
+    let out = run_encap(&mut p, &mut pool, &packets);
+    assert_eq!(out.packets.len(), 1);
+    assert_dropped_once(&p, DropReason::WrongNetwork, "session-lookup");
+    p.set_network(1);
+    let out = run_encap(&mut p, &mut pool, &packets);
+    assert_eq!(out.packets.len(), 1, "network 1 has UE 1, network 0 UE 2");
+    assert_eq!(p.drops(DropReason::WrongNetwork), 2);
+    assert_eq!(p.drops(DropReason::NoSession), 0);
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}
+
 #[test]
 fn session_drop() {
     let (mut c, mut p) = upf(false);

@@ -300,6 +300,99 @@ impl Value for NetworkInstance {
     }
 }
 
+/// The most octets of a [`NetworkName`]: a DNN is at most 100 octets
+/// encoded (TS 23.003 §9.1), 99 as dotted text.
+pub const MAX_NETWORK_NAME: usize = 99;
+
+/// A Network Instance as tep compares it with the data networks it is
+/// configured with. §8.2.4 leaves the encoding to the operator: SMFs send
+/// a DNN either DNS-label encoded (`\x08internet`, TS 23.003 §9.1, as
+/// free5GC and open5gs do) or as plain text (`internet`). Octets that
+/// parse whole as labels (each 1 to 63 letters, digits or '-') are that
+/// DNN with its labels joined by dots; any others are the text itself.
+/// Compared without ASCII case, as DNNs are. Fixed size, so that a FAR
+/// stays `Copy`; a name longer than any configured one can be matches none.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NetworkName {
+    len: u8,
+    text: [u8; MAX_NETWORK_NAME],
+}
+
+impl NetworkName {
+    /// The octets of a Network Instance IE, read as above.
+    pub fn of(octets: &[u8]) -> NetworkName {
+        let mut n = NetworkName {
+            len: 0,
+            text: [0; MAX_NETWORK_NAME],
+        };
+        if !n.labels(octets) {
+            n.len = 0;
+            if octets.len() > MAX_NETWORK_NAME {
+                n.len = u8::MAX;
+            } else {
+                n.text[..octets.len()].copy_from_slice(octets);
+                n.text[..octets.len()].make_ascii_lowercase();
+                n.len = octets.len() as u8;
+            }
+        }
+        n
+    }
+
+    /// Fills `self` with the dotted form of `octets` if they are labels.
+    fn labels(&mut self, octets: &[u8]) -> bool {
+        let mut at = 0;
+        let mut out = 0;
+        while at < octets.len() {
+            let l = usize::from(octets[at]);
+            let Some(label) = octets.get(at + 1..at + 1 + l) else {
+                return false;
+            };
+            let dot = usize::from(out > 0);
+            if l == 0
+                || l > 63
+                || out + dot + l > MAX_NETWORK_NAME
+                || !label
+                    .iter()
+                    .all(|b| b.is_ascii_alphanumeric() || *b == b'-')
+            {
+                return false;
+            }
+            if dot == 1 {
+                self.text[out] = b'.';
+            }
+            self.text[out + dot..out + dot + l].copy_from_slice(label);
+            out += dot + l;
+            at += 1 + l;
+        }
+        self.text[..out].make_ascii_lowercase();
+        self.len = out as u8;
+        out > 0
+    }
+
+    /// Whether this is the data network named `name` (lowercase, as the
+    /// config keeps it).
+    pub fn is(&self, name: &str) -> bool {
+        self.len != u8::MAX && &self.text[..usize::from(self.len)] == name.as_bytes()
+    }
+}
+
+impl core::fmt::Debug for NetworkName {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.len == u8::MAX {
+            return f.write_str("NetworkName(too long)");
+        }
+        let t = &self.text[..usize::from(self.len)];
+        write!(f, "NetworkName({:?})", String::from_utf8_lossy(t))
+    }
+}
+
+impl NetworkInstance {
+    /// The name it gives ([`NetworkName`]).
+    pub fn name(&self) -> NetworkName {
+        NetworkName::of(&self.0)
+    }
+}
+
 /// A bitmap IE of 1 to 8 octets (Apply Action, Reporting Triggers, Usage
 /// Report Trigger, UP Function Features): octet 5 is bits 0..8, octet 6
 /// bits 8..16, and so on. The octet count is kept so that a value emits
@@ -1303,5 +1396,29 @@ mod tests {
         assert_eq!(OuterHeaderCreation::from_ie(&bytes(&o)), Ok(o));
         assert!(OuterHeaderCreation::from_ie(&[0, 0]).is_err());
         assert!(OuterHeaderCreation::from_ie(&[1, 0, 0, 0, 0, 9, 192]).is_err());
+    }
+
+    /// Labels or text, compared without case; what is neither a whole
+    /// label sequence nor short enough matches as text or not at all.
+    #[test]
+    fn network_names_from_labels_or_text() {
+        let n = |b: &[u8]| NetworkName::of(b);
+        assert!(n(b"\x08internet").is("internet"));
+        assert!(n(b"\x08Internet").is("internet"));
+        assert!(n(b"internet").is("internet"));
+        assert!(n(b"INTERNET").is("internet"));
+        assert!(n(b"\x03ims\x06mnc001\x06mcc001\x04gprs").is("ims.mnc001.mcc001.gprs"));
+        assert!(n(b"ims.mnc001.mcc001.gprs").is("ims.mnc001.mcc001.gprs"));
+        // A length past the end, a bad label octet: the octets as text.
+        assert!(n(b"\x09internet").is("\x09internet"));
+        assert!(!n(b"\x09internet").is("internet"));
+        assert!(!n(b"\x04ims_").is("ims_"));
+        assert!(!n(b"\x08internet\x00").is("internet"));
+        assert!(!n(b"").is("internet"));
+        assert!(n(b"").is(""));
+        let long = [b'a'; 100];
+        assert!(!n(&long).is(core::str::from_utf8(&long).unwrap()));
+        assert!(!n(&long).is(""));
+        assert_eq!(format!("{:?}", n(b"\x03ims")), "NetworkName(\"ims\")");
     }
 }

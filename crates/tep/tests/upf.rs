@@ -973,3 +973,80 @@ fn a_gateway_upf_reports_a_silent_gnb_and_its_error_indications() {
         true,
     );
 }
+
+/// Two data networks (`[[pfcp.network]]`): "internet" on the TUN `n6`
+/// towards `dn`, "ims" on its own TUN `n6i` towards a fourth namespace
+/// whose host has `dn`'s very address (policy routing in `up` keeps the
+/// two apart: what comes in on `n6i` or its veth is routed by table 20).
+/// A session in each with the same UE address: each uplink reaches only
+/// its own network's host, each host's downlink reaches its own
+/// session's TEID; a Network Instance tep does not have is refused
+/// (smf.py's `networks`).
+#[test]
+fn two_data_networks_with_the_same_ue_address() {
+    let test = "two_data_networks_with_the_same_ue_address";
+    if !scapy_or_skip(test) {
+        return;
+    }
+    let lab = Lab::new(false);
+    let n = CASES.fetch_add(1, Ordering::Relaxed);
+    let second = Namespaces::new(&format!("tepn{}x{n}", std::process::id()), &["e"])
+        .unwrap_or_else(|e| panic!("a fourth namespace: {e}"));
+    let ims = second.ns("e");
+    sh(
+        &[
+            "ip", "link", "add", "vd2", "netns", &lab.up, "type", "veth", "peer", "name", "vn2",
+            "netns", &ims,
+        ],
+        true,
+    );
+    lab.exec(
+        &ims,
+        &["ip", "addr", "add", &format!("{DN}/24"), "dev", "vn2"],
+        true,
+    );
+    lab.exec(&ims, &["ip", "link", "set", "vn2", "up"], true);
+    lab.exec(&ims, &["ip", "route", "add", "default", "via", DN_GW], true);
+    lab.exec(
+        &lab.up,
+        &["ip", "addr", "add", &format!("{DN_GW}/32"), "dev", "vd2"],
+        true,
+    );
+    lab.exec(&lab.up, &["ip", "link", "set", "vd2", "up"], true);
+    for dev in ["n6i", "vd2"] {
+        lab.exec(
+            &lab.up,
+            &[
+                "ip", "rule", "add", "iif", dev, "lookup", "20", "pref", "100",
+            ],
+            true,
+        );
+    }
+    let config = format!(
+        "[host]\ntun = \"n6\"\ntun_addresses = [\"10.63.0.1/32\"]\ncontrol = \"{}\"\n\n\
+         [pfcp]\nlisten = \"{UPF}\"\nnode_id = \"{NODE_ID}\"\nn3 = [\"{UPF}\"]\n\n\
+         [[pfcp.network]]\nname = \"internet\"\nue_prefixes = [\"10.45.0.0/16\"]\n\n\
+         [[pfcp.network]]\nname = \"ims\"\ntun = \"n6i\"\nue_prefixes = [\"10.45.0.0/16\"]\n",
+        lab.dir.join(format!("{}.sock", lab.up)).display()
+    );
+    let tep = spawn_daemon(&lab.dir, &lab.up, &config);
+    for route in [["10.45.0.0/16", "n6i"], ["10.99.0.0/24", "vd2"]] {
+        let args = [
+            "ip", "route", "add", route[0], "dev", route[1], "table", "20",
+        ];
+        lab.exec(&lab.up, &args, true);
+    }
+    let mut smf = Smf::start(&lab);
+    smf.run(&tep, json!({"run": "associate"}));
+    let r = smf.run(&tep, json!({"run": "networks", "first": 0, "dn2_ns": ims}));
+    assert_eq!(
+        (r["uplink"].as_u64(), r["downlink"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(r["unknown"]["offending"], 22, "{r}");
+    assert_eq!(pfcp_counter(&tep, "not_enforceable"), 1);
+    assert_eq!(pfcp_counter(&tep, "sessions_established"), 2);
+    for reason in ["no_session", "wrong_network"] {
+        assert_eq!(dropped(&tep, reason), 0, "{reason}: {}", tep.log());
+    }
+}

@@ -148,22 +148,50 @@ impl<C: Clock> Pipeline<C> {
             self.replies.clear();
             self.hand_unresolved(pool, sink);
         }
-        for chunk in released.chunks(VECTOR_SIZE) {
+        self.encap_released(pool, &released, sink);
+        released.clear();
+        if let Some(upf) = self.upf.as_mut() {
+            upf.released = released;
+        }
+    }
+
+    /// Packets held for sessions that forward again, through encap in
+    /// order, in vectors of one data network each (the one they were held
+    /// in: `session-lookup` finds their session again there).
+    fn encap_released(&mut self, pool: &mut Pool, released: &[PacketId], sink: &mut Sink<'_>) {
+        let Some(before) = self.upf.as_ref().map(|u| u.table.network()) else {
+            return;
+        };
+        let mut at = 0;
+        while at < released.len() {
+            let network = pool.meta(released[at]).network;
             let mut v = PacketVector::new();
-            for &id in chunk {
+            while at < released.len()
+                && v.len() < VECTOR_SIZE
+                && pool.meta(released[at]).network == network
+            {
+                let id = released[at];
                 // Marked held by session-lookup: no tunnel until
                 // tunnel-lookup finds it again.
                 pool.meta_mut(id).tunnel = NO_TUNNEL;
                 v.put(pool, id);
+                at += 1;
             }
+            self.set_network(network);
             // Held as tunnel-lookup left them: IP packets (a gateway's
             // frames lost their Ethernet header there), before any node
             // changed their bytes.
             self.encap_from(InnerLink::Ip, pool, &mut v, sink);
         }
-        released.clear();
-        if let Some(upf) = self.upf.as_mut() {
-            upf.released = released;
+        self.set_network(before);
+    }
+
+    /// The data network of the downlink packets encapsulated next, until
+    /// set again: the one whose N6 device they were read from (a UPF
+    /// worker's; 0 until set).
+    pub fn set_network(&mut self, network: u8) {
+        if let Some(u) = self.upf.as_mut() {
+            u.table.set_network(network);
         }
     }
 

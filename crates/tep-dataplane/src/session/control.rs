@@ -30,8 +30,11 @@ pub struct SessionSpec {
     pub qfi: Option<u8>,
     /// The uplink PDRs' keys.
     pub uplink_keys: Vec<UplinkKey>,
-    /// The downlink PDRs' keys.
+    /// The downlink PDRs' keys, in `network`.
     pub downlink_keys: Vec<UeKey>,
+    /// Its data network (below [`super::MAX_NETWORKS`]): where its
+    /// downlink keys are looked up and its uplink packets leave.
+    pub network: u8,
     /// The inner sources its uplink packets may carry.
     pub ue: UeSource,
     /// Maximum bit rate each way (bit/s; None: none), from its QERs:
@@ -152,7 +155,7 @@ pub struct Sessions {
     published: u64,
     outbox: Vec<Change>,
     uplink_owner: HashMap<UplinkKey, u32>,
-    downlink_owner: HashMap<UeKey, u32>,
+    downlink_owner: HashMap<(u8, UeKey), u32>,
     peers: HashMap<Peer, (u32, u32)>,
     peer_by_id: Vec<Option<Peer>>,
     free_peers: Vec<u32>,
@@ -251,8 +254,9 @@ impl Sessions {
             });
         }
         for &key in &spec.downlink_keys {
-            self.downlink_owner.insert(key, slot);
+            self.downlink_owner.insert((spec.network, key), slot);
             self.outbox.push(Change::Downlink {
+                network: spec.network,
                 key,
                 slot: Some(slot),
             });
@@ -297,9 +301,10 @@ impl Sessions {
             }
         }
         for key in &old.spec.downlink_keys {
-            if !spec.downlink_keys.contains(key) {
-                self.downlink_owner.remove(key);
+            if old.spec.network != spec.network || !spec.downlink_keys.contains(key) {
+                self.downlink_owner.remove(&(old.spec.network, *key));
                 self.outbox.push(Change::Downlink {
+                    network: old.spec.network,
                     key: *key,
                     slot: None,
                 });
@@ -314,8 +319,13 @@ impl Sessions {
             }
         }
         for &key in &spec.downlink_keys {
-            if self.downlink_owner.insert(key, slot).is_none() {
+            if self
+                .downlink_owner
+                .insert((spec.network, key), slot)
+                .is_none()
+            {
                 self.outbox.push(Change::Downlink {
+                    network: spec.network,
                     key,
                     slot: Some(slot),
                 });
@@ -374,8 +384,9 @@ impl Sessions {
             });
         }
         for key in &old.spec.downlink_keys {
-            self.downlink_owner.remove(key);
+            self.downlink_owner.remove(&(old.spec.network, *key));
             self.outbox.push(Change::Downlink {
+                network: old.spec.network,
                 key: *key,
                 slot: None,
             });
@@ -480,8 +491,9 @@ impl Sessions {
                 slot: Some(slot),
             });
         }
-        for (&key, &slot) in &self.downlink_owner {
+        for (&(network, key), &slot) in &self.downlink_owner {
             self.outbox.push(Change::Downlink {
+                network,
                 key,
                 slot: Some(slot),
             });
@@ -553,10 +565,16 @@ impl Sessions {
                 }
             }
         }
+        if usize::from(spec.network) >= super::MAX_NETWORKS || spec.n3 >= super::MAX_N3_INDEX {
+            return Err(SessionError::Full);
+        }
         for k in &spec.downlink_keys {
-            if let Some(&o) = self.downlink_owner.get(k) {
+            if let Some(&o) = self.downlink_owner.get(&(spec.network, *k)) {
                 if Some(o) != me {
-                    return Err(SessionError::KeyInUse(format!("UE address {k:?}")));
+                    return Err(SessionError::KeyInUse(format!(
+                        "UE address {k:?} in network {}",
+                        spec.network
+                    )));
                 }
             }
         }
@@ -729,6 +747,7 @@ fn without_rules(spec: &SessionSpec) -> SessionSpec {
         qfi: spec.qfi,
         uplink_keys: spec.uplink_keys.clone(),
         downlink_keys: spec.downlink_keys.clone(),
+        network: spec.network,
         ue: spec.ue,
         mbr: spec.mbr,
         rules: SessionRules::default(),
@@ -779,6 +798,7 @@ fn session_of(spec: &SessionSpec, peer: Option<u32>, gnb_source: bool) -> Sessio
         .any(|r| r.action == Action::Buffer);
     Session {
         n3: spec.n3,
+        network: spec.network,
         uplink: spec.uplink,
         // Forwarding needs somewhere to go: without outer header creation
         // yet, downlink packets are dropped (counted). With rules, each

@@ -124,6 +124,9 @@ fn handle(
         };
         let r = match (d, slot[k]) {
             (Some(_), Some(s)) => one(pool, id, (s, rule[k]), sessions, buffers, now_ns),
+            (Some((v6, a)), None) if sessions.in_other_network(v6, a) => {
+                Err(DropReason::WrongNetwork)
+            }
             _ => Err(DropReason::NoSession),
         };
         match r {
@@ -198,10 +201,14 @@ fn one(
         }
         Action::Drop => Err(DropReason::SessionDrop),
         Action::QuotaExhausted => Err(DropReason::QuotaExhausted),
-        Action::Buffer => match buffers.hold(slot, id) {
-            Held::First | Held::Queued => Ok(false),
-            Held::Full => Err(DropReason::BufferFull),
-        },
+        Action::Buffer => {
+            // Released, it is looked up again in its network.
+            pool.meta_mut(id).network = s.network;
+            match buffers.hold(slot, id) {
+                Held::First | Held::Queued => Ok(false),
+                Held::Full => Err(DropReason::BufferFull),
+            }
+        }
     }
 }
 

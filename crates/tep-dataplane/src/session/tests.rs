@@ -15,6 +15,7 @@ fn spec(n3: u32, teid: u32, ue: u32, peer: Option<(IpAddr, u32)>) -> SessionSpec
         qfi: Some(9),
         uplink_keys: vec![UplinkKey { teid, qfi: None }],
         downlink_keys: vec![UeKey::V4(ue)],
+        network: 0,
         ue: UeSource::new(Some(ue), None).unwrap(),
         mbr: Default::default(),
         rules: Default::default(),
@@ -65,6 +66,65 @@ fn a_session_is_found_both_ways_in_every_replica() {
             (0, 0x77, Some(9), Action::Forward)
         );
         assert_eq!(t.peer(s.peer), Some(Peer { n3: 0, addr: gnb }));
+    }
+}
+
+/// UE addresses repeat across data networks: the downlink finds the
+/// session of the network a packet came from; within one network a key
+/// is one session's; a session moved to another network takes its keys
+/// along; the network rides in the slot's line beside the N3 tunnel.
+#[test]
+fn downlink_keys_are_per_data_network() {
+    let (mut c, mut w) = setup();
+    let ue = 0x0a2d_0001;
+    let mut a = spec(0, 1, ue, None);
+    a.network = 1;
+    let mut b = spec(0, 2, ue, None);
+    b.network = 2;
+    let sa = c.create(&a).unwrap();
+    let sb = c.create(&b).unwrap();
+    let mut dup = spec(0, 3, ue, None);
+    dup.network = 2;
+    assert!(matches!(c.create(&dup), Err(SessionError::KeyInUse(_))));
+    dup.network = super::MAX_NETWORKS as u8;
+    assert_eq!(c.create(&dup), Err(SessionError::Full));
+    sync(&mut c, &mut w);
+    let t = &mut w[0];
+    for (network, want) in [(0, None), (1, Some(sa)), (2, Some(sb)), (3, None)] {
+        t.set_network(network);
+        assert_eq!(t.downlink(false, u128::from(ue)), want, "network {network}");
+    }
+    assert_eq!((t.get(sa).network, t.get(sb).network), (1, 2));
+    t.set_network(0);
+    assert!(t.in_other_network(false, u128::from(ue)));
+    assert!(!t.in_other_network(false, u128::from(ue) + 1));
+    t.set_network(1);
+    assert!(
+        t.in_other_network(false, u128::from(ue)),
+        "network 2 has it"
+    );
+    assert_eq!((t.get(sa).n3, t.get(sb).n3), (0, 0));
+    let mut moved = a.clone();
+    moved.network = 3;
+    c.modify(sa, &moved, false).unwrap();
+    c.remove(sb).unwrap();
+    // Worker 0 applies it while on network 3 (new to it), worker 1 while
+    // on network 0.
+    sync(&mut c, &mut w);
+    for t in &mut w {
+        for (network, want) in [
+            (3, Some(sa)),
+            (1, None),
+            (2, None),
+            (3, Some(sa)),
+            (0, None),
+        ] {
+            t.set_network(network);
+            assert_eq!(t.downlink(false, u128::from(ue)), want, "network {network}");
+        }
+        assert!(t.in_other_network(false, u128::from(ue)));
+        assert_eq!(t.get(sa).network, 3);
+        assert_eq!(t.len(), 1);
     }
 }
 

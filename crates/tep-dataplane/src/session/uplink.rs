@@ -3,7 +3,9 @@
 //! train merged by `train-merge` counts its datagrams in its session's
 //! usage.
 
-use super::{action_of, Action, SessionTable, GNB_SOURCE, MBR_UPLINK, UL_RULES};
+use super::{
+    action_of, unpack_n3, Action, SessionTable, GNB_SOURCE, MBR_UPLINK, NETWORK_SHIFT, UL_RULES,
+};
 use crate::buffer::Pool;
 use crate::drop::DropReason;
 use crate::tunnel::TunnelTable;
@@ -16,8 +18,8 @@ use tep_wire::gtpu::{ExtensionType, Packet};
 pub(crate) enum Receiver {
     /// A `[[tunnel]]`.
     Tunnel(u32),
-    /// A session (its slot) on its N3 tunnel.
-    Session { slot: u32, n3: u32 },
+    /// A session (its slot) on its N3 tunnel, in its data network.
+    Session { slot: u32, n3: u32, network: u8 },
     /// A session's packet for encapsulation again ([`super::n9`]): to a
     /// UPF on N9, or from one; `word` is its session word.
     Reencap { word: u32, n3: u32 },
@@ -65,7 +67,8 @@ pub(crate) fn match_session(
     let Some(line) = sessions.link.usage.slot(slot) else {
         return Err(DropReason::UnknownTeid);
     };
-    let (n3, actions) = line.uplink_rules();
+    let (word, actions) = line.uplink_rules();
+    let n3 = unpack_n3(word);
     if table.tunnels().get(n3 as usize).map(|t| t.local) != Some(outer.1) {
         return Err(DropReason::UnknownTeid);
     }
@@ -89,10 +92,14 @@ pub(crate) fn match_session(
     if actions & MBR_UPLINK != 0 && !sessions.admit(slot, true, packet.len(), now_ns) {
         return Err(DropReason::MbrExceeded);
     }
-    if let Some(word) = n9 {
-        return Ok(Receiver::Reencap { word, n3 });
+    if let Some(n9) = n9 {
+        return Ok(Receiver::Reencap { word: n9, n3 });
     }
-    Ok(Receiver::Session { slot, n3 })
+    Ok(Receiver::Session {
+        slot,
+        n3,
+        network: (word >> NETWORK_SHIFT) as u8,
+    })
 }
 
 /// The verdict of the uplink rule of slot `slot`'s session that takes

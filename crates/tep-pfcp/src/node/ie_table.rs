@@ -18,8 +18,8 @@ enum Verdict {
     /// Added to the base session: accepted, and `check` sees it in the
     /// installed rules.
     Added(fn(&Rules) -> bool),
-    /// Added to the base session: accepted, with no effect to see (tep
-    /// has one data network: any Network Instance is it).
+    /// Added to the base session: accepted, with no effect to see
+    /// (informational session-level IEs).
     Accepted,
     /// Added: Rule creation/modification Failure naming this rule, the
     /// Offending IE naming the IE.
@@ -69,7 +69,7 @@ const TABLE: &[(&str, &str, u16, Path, Verdict)] = &[
     // N9: a Core-side PDR with a local F-TEID (the user plane decapsulates
     // what arrives on it as its session's downlink; daemon/n9.rs).
     ("7.5.2.2-2", "Local F-TEID (Core side: N9)", 21, PDI2, Added(|r| pdr(r, 2).local.is_some_and(|l| l.teid != 0))),
-    ("7.5.2.2-2", "Network Instance", 22, PDI2, Accepted),
+    ("7.5.2.2-2", "Network Instance", 22, PDI2, Added(|r| pdr(r, 2).network.is_some_and(|n| n.is("internet")))),
     ("7.5.2.2-2", "UE IP address", 93, PDI1, Applied(|r| pdr(r, 2).ue_ip.is_some_and(|u| u.v4 == Some(ue())))),
     ("7.5.2.2-2", "Traffic Endpoint ID", 131, PDI1, Refused(PDR)),
     ("7.5.2.2-2", "SDF Filter", 23, PDI1, Added(|r| pdr(r, 1).sdf.first().and_then(|f| f.flow.as_ref()).is_some_and(|f| f.protocol == Some(17)))),
@@ -89,7 +89,7 @@ const TABLE: &[(&str, &str, u16, Path, Verdict)] = &[
     ("7.5.2.3-1", "Duplicating Parameters", 5, FAR1, Refused(FAR)),
     ("7.5.2.3-1", "BAR ID (naming no BAR of the session)", 88, FAR1, Refused(FAR)),
     ("7.5.2.3-2", "Destination Interface", 42, FP2, Applied(|r| r.far(2).is_some_and(|f| f.destination == Some(Interface::ACCESS)))),
-    ("7.5.2.3-2", "Network Instance", 22, FP2, Accepted),
+    ("7.5.2.3-2", "Network Instance", 22, FP2, Added(|r| r.far(2).is_some_and(|f| f.network.is_some_and(|n| n.is("internet"))))),
     ("7.5.2.3-2", "Redirect Information", 38, FP2, Refused(FAR2)),
     ("7.5.2.3-2", "Outer Header Creation", 84, FP2, Applied(|r| r.far(2).and_then(|f| f.outer).is_some_and(|o| o.teid == 0x100 && o.v4 == Some(GNB)))),
     // N9: an uplink FAR (Core) with an outer header, to a peer UPF.

@@ -86,6 +86,8 @@ pub struct Pdr {
     pub far: u32,
     pub qers: Ids,
     pub urrs: Ids,
+    /// The PDI's Network Instance: the data network it matches in.
+    pub network: Option<NetworkName>,
 }
 
 /// Most SDF Filters one PDR holds (a PCC rule has a few; each is checked
@@ -175,6 +177,9 @@ pub struct Far {
     /// The BAR whose parameters the packets it buffers follow (the
     /// session's, [`Rules::bar`]).
     pub bar: Option<u8>,
+    /// The Forwarding Parameters' Network Instance: the data network it
+    /// forwards into.
+    pub network: Option<NetworkName>,
 }
 
 /// A Buffering Action Rule: how the packets of the FARs that name it are
@@ -438,6 +443,7 @@ fn sdf_filters(pdr: u16, list: &[SdfFilter]) -> Result<Vec<Sdf>, Reject> {
 
 fn apply_pdi(pdr: &mut Pdr, pdi: &Pdi, pending: &mut Pending) -> Result<(), Reject> {
     pdr.source = pdi.source_interface.0;
+    pdr.network = pdi.network_instance.as_ref().map(NetworkInstance::name);
     pdr.qfi = pdi.qfi.map(|q| q.0);
     pdr.sdf = sdf_filters(pdr.id, &pdi.sdf_filters)?;
     pdr.local = None;
@@ -544,6 +550,7 @@ pub fn create_pdr(r: &mut Rules, c: &CreatePdr, pending: &mut Pending) -> Result
             &c.urr_ids.iter().map(|q| q.0).collect::<Vec<_>>(),
             IeType::URR_ID,
         )?,
+        network: None,
     };
     apply_pdi(&mut pdr, &c.pdi, pending)?;
     r.pdrs.push(pdr);
@@ -656,6 +663,9 @@ pub fn create_far(r: &mut Rules, c: &CreateFar) -> Result<(), Reject> {
             None => None,
         },
         bar: c.bar_id.map(|b| b.0),
+        network: fp
+            .and_then(|f| f.network_instance.as_ref())
+            .map(NetworkInstance::name),
     });
     Ok(())
 }
@@ -674,6 +684,9 @@ pub fn update_far(r: &mut Rules, u: &UpdateFar, pending: &mut Pending) -> Result
     if let Some(p) = &u.update_forwarding_parameters {
         if let Some(d) = p.destination_interface {
             far.destination = Some(d.0);
+        }
+        if let Some(n) = &p.network_instance {
+            far.network = Some(n.name());
         }
         if p.flags.is_some_and(|f| f.0 & !PfcpsmReqFlags::SNDEM != 0) {
             // DROBU and QUARR belong to the message, not to a FAR.
@@ -1056,6 +1069,7 @@ mod tests {
                 far: 1,
                 qers: Ids::new(&[1, 2]).unwrap(),
                 urrs: Ids::default(),
+                network: None,
             }],
             qers: vec![
                 Qer {

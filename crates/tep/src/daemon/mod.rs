@@ -11,6 +11,7 @@
 
 pub mod clients;
 pub mod control;
+pub mod dnn;
 pub mod evpn;
 pub mod idle;
 pub mod liveness;

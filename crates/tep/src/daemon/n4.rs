@@ -182,7 +182,8 @@ impl N4 {
                 "pfcp.peers is not set: any host that reaches the N4 address may associate and set up sessions"
             );
         }
-        let mut plane = UpfPlane::new(sessions, n3_tunnels(config));
+        let mut plane =
+            UpfPlane::new(sessions, n3_tunnels(config)).with_networks(super::dnn::Networks::of(p));
         let timers = Timers {
             interval: Duration::from_millis(p.echo_interval_ms.into()),
             t3: Duration::from_millis(p.t3_response_ms.into()),

@@ -487,6 +487,7 @@ mod tests {
                 v6: None,
             }),
             bar: None,
+            network: None,
         };
         let pdr = Pdr {
             id: 1,
@@ -504,6 +505,7 @@ mod tests {
             qers: Default::default(),
             urrs: Default::default(),
             sdf: Vec::new(),
+            network: None,
         };
         Rules {
             pdrs: vec![pdr],

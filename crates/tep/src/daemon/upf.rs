@@ -83,6 +83,7 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
         qfi: None,
         uplink_keys: Vec::new(),
         downlink_keys: Vec::new(),
+        network: 0,
         ue: UeSource::default(),
         mbr: Mbr {
             uplink: ul_mbr,
@@ -472,6 +473,8 @@ struct Entry {
 pub struct UpfPlane {
     sessions: Sessions,
     n3: Vec<(IpAddr, u32)>,
+    /// The data networks a session's Network Instances name.
+    networks: super::dnn::Networks,
     by_seid: HashMap<Seid, Entry>,
     by_slot: HashMap<u32, Seid>,
     /// The sessions' GTP-U peers, supervised (off until the N4 thread
@@ -491,10 +494,17 @@ impl UpfPlane {
         UpfPlane {
             sessions,
             n3,
+            networks: Default::default(),
             by_seid: HashMap::new(),
             by_slot: HashMap::new(),
             paths,
         }
+    }
+
+    /// With the data networks `networks` rather than the one unnamed.
+    pub fn with_networks(mut self, networks: super::dnn::Networks) -> UpfPlane {
+        self.networks = networks;
+        self
     }
 
     /// Sends the changes made since the last call to the workers; whether
@@ -528,6 +538,7 @@ impl UserPlane for UpfPlane {
         match change {
             Change::Install { seid, rules } => {
                 let (mut spec, downlink_pdr) = compile(rules, &self.n3)?;
+                spec.network = self.networks.of_session(rules)?;
                 super::urr::stop_if_exhausted(rules, &mut spec);
                 let e = match self.by_seid.get_mut(&seid) {
                     Some(e) => {
@@ -609,14 +620,14 @@ impl UserPlane for UpfPlane {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::net::Ipv4Addr;
     use tep_dataplane::session::{SessionTable, WorkerLink};
     use tep_pfcp::node::{Far, Ids, LocalFTeid, OuterHeader, Pdr, Qer, UeIp};
     use tep_pfcp::types::OuterHeaderRemoval;
 
-    const N3: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    pub(in crate::daemon) const N3: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
     const GNB: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 9);
 
     fn pdr(id: u16, precedence: u32, source: Interface, far: u32) -> Pdr {
@@ -632,12 +643,13 @@ mod tests {
             far,
             qers: Ids::new(&[1]).unwrap(),
             urrs: Ids::new(&[]).unwrap(),
+            network: None,
         }
     }
 
     /// A session as an SMF sets it up: uplink TEID 0x55 on N3, downlink
     /// to UE 10.45.0.7 via the gNB with TEID 0x77, QFI 9.
-    fn rules(dl: node::Action) -> Rules {
+    pub(in crate::daemon) fn rules(dl: node::Action) -> Rules {
         let mut up = pdr(1, 100, Interface::ACCESS, 1);
         up.outer_header_removal = Some(OuterHeaderRemoval::default());
         up.local = Some(LocalFTeid {
@@ -660,6 +672,7 @@ mod tests {
                     destination: Some(Interface::CORE),
                     outer: None,
                     bar: None,
+                    network: None,
                 },
                 Far {
                     id: 2,
@@ -671,6 +684,7 @@ mod tests {
                         v6: None,
                     }),
                     bar: None,
+                    network: None,
                 },
             ],
             qers: vec![Qer {

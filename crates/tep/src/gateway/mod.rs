@@ -96,6 +96,22 @@ fn check_networks(config: &Config) -> Result<(), ConfigError> {
     }
 }
 
+/// A UPF in gateway mode reaches one data network, on `[gateway] inner`:
+/// an inner interface (or VLAN) per network is not built, and a second
+/// network would be accepted and never reached.
+fn check_data_networks(config: &Config) -> Result<(), ConfigError> {
+    let networks = config.pfcp.as_ref().map_or(&[][..], |p| &p.networks[..]);
+    // tep-config lets one network at most leave `tun` out: a second
+    // network has one.
+    match networks.iter().position(|n| n.tun.is_some()) {
+        Some(i) => Err(ConfigError {
+            field: format!("pfcp.network[{i}].tun"),
+            message: "gateway mode reaches one data network, on [gateway] inner, and has no TUN (an inner interface per network is not built: run host mode for several)".to_string(),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Buffers per queue: both fill rings full, as many frames in flight on
 /// both transmit rings, the pipeline's reserve.
 fn buffers(ring: u32) -> usize {
@@ -360,6 +376,7 @@ impl Mode for Gateway {
     fn check(config: &Config) -> Result<Section<'_>, ConfigError> {
         let g = check_gateway(config)?;
         check_networks(config)?;
+        check_data_networks(config)?;
         Ok(Section {
             name: "gateway",
             control: &g.control,
@@ -507,6 +524,32 @@ pub fn run(path: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One data network, on `[gateway] inner`; a second, or a TUN, is
+    /// refused rather than never reached.
+    #[test]
+    fn a_gateway_upf_has_one_data_network() {
+        let text = |networks: &str| {
+            format!("[gateway]\ninner = \"a\"\nunderlay = \"b\"\n[pfcp]\nn3 = [\"192.0.2.1\"]\n{networks}")
+        };
+        let net = |name: &str, extra: &str| {
+            format!(
+                "[[pfcp.network]]\nname = \"{name}\"\nue_prefixes = [\"10.45.0.0/16\"]\n{extra}\n"
+            )
+        };
+        let one = Config::parse(&text(&net("internet", ""))).unwrap();
+        assert!(check_data_networks(&one).is_ok());
+        let two = net("internet", "") + &net("ims", "tun = \"n6i\"");
+        let e = check_data_networks(&Config::parse(&text(&two)).unwrap()).unwrap_err();
+        assert_eq!(e.field, "pfcp.network[1].tun");
+        let two = net("internet", "") + &net("ims", "");
+        let e = Config::parse(&text(&two)).map(|c| check_data_networks(&c));
+        // Both on the default device: tep-config refuses it already.
+        assert!(e.is_err());
+        let e =
+            check_data_networks(&Config::parse(&text(&net("internet", "tun = \"x\""))).unwrap());
+        assert_eq!(e.unwrap_err().field, "pfcp.network[0].tun");
+    }
 
     #[test]
     fn an_l3_network_is_refused_naming_it() {

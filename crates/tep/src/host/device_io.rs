@@ -3,6 +3,7 @@
 //! decapsulated ones written back gathered, with the header that carries
 //! the state the pipeline settled for them.
 
+use super::data_networks::Device;
 use super::udp_io::{datagrams, Tallies, TunnelFacts};
 use crate::daemon::stats::IoCounters;
 use crate::daemon::stats::IoEvent;
@@ -103,6 +104,24 @@ pub(super) struct Devices<'a> {
     pub tun: Option<&'a TunQueue>,
     pub tap: Option<&'a TunQueue>,
     pub networks: &'a [(u32, bool, TunQueue)],
+    /// A UPF's data networks' own TUNs (`data_networks::Device::Own`).
+    pub data_tuns: &'a [(u8, TunQueue)],
+}
+
+/// The TUN of an uplink packet of a UPF session: its data network's
+/// (`meta.network`). None where the network has no device here, which
+/// never falls back to another network's.
+fn data_tun<'a>(devices: &Devices<'a>, routes: &TunnelFacts, network: u8) -> Option<&'a TunQueue> {
+    match routes.data_devices.get(usize::from(network))? {
+        Device::HostTun => devices.tun,
+        // By network, not by position: a worker short of a device's queue
+        // must not shift the others (a network or two: a short scan).
+        Device::Own(_) => devices
+            .data_tuns
+            .iter()
+            .find(|d| d.0 == network)
+            .map(|d| &d.1),
+    }
 }
 
 /// Writes decapsulated packets and frames to the TUN or TAP, with the
@@ -132,6 +151,9 @@ pub(super) fn write_inner(
         let queue = match network {
             Some(k) => devices.networks.get(k).map(|n| &n.2),
             None if ethernet => devices.tap,
+            None if !routes.data_devices.is_empty() && routes.table.get(m.tunnel).sessions => {
+                data_tun(devices, routes, m.network)
+            }
             None => devices.tun,
         };
         let Some(q) = queue else {

@@ -9,6 +9,7 @@
 //! what the main thread shares with them ([`state`]): the daemon parts
 //! both run modes share, in [`crate::daemon`].
 
+mod data_networks;
 mod device_io;
 pub mod endpoints;
 mod links;
@@ -102,6 +103,7 @@ fn check_mode(config: &Config) -> Result<(), ConfigError> {
 /// checksum policy, so the tunnels sharing a local address and port must
 /// agree on sending zero checksums.
 pub fn check_host(config: &Config) -> Result<(), ConfigError> {
+    data_networks::check(config)?;
     uplink::check(config)?;
     let e = Endpoints::of(config);
     for (i, t) in config.tunnels.iter().enumerate() {
@@ -439,6 +441,8 @@ pub struct Host {
     /// Each network's device, with its tunnel index.
     networks: Vec<(u32, Tun)>,
     routes: Option<routes::KernelRoutes>,
+    /// A UPF's data networks' own TUNs.
+    data_tuns: data_networks::DataTuns,
     /// `host.uplink`'s device, held open while the workers write to its
     /// queues.
     uplink: Option<Tun>,
@@ -461,6 +465,7 @@ impl Host {
             .iter()
             .chain(self.tap.iter())
             .chain(self.networks.iter().map(|(_, d)| d))
+            .chain(self.data_tuns.tuns.iter().map(|(_, d)| d))
     }
 
     fn io_info(&self, config: &Config, ios: &[WorkerIo]) -> IoInfo {
@@ -556,6 +561,7 @@ fn worker_ios(
     config: &Config,
     devices: [Option<&mut Tun>; 3],
     networks: &mut [(u32, Tun)],
+    data_tuns: &mut [(u8, Tun)],
     sockets: Vec<Vec<UdpSocket>>,
     endpoints: &Endpoints,
     uplink_header: Option<LinkHeader>,
@@ -565,6 +571,10 @@ fn worker_ios(
     let mut network_queues: Vec<(u32, bool, Vec<TunQueue>)> = networks
         .iter_mut()
         .map(|(t, d)| (*t, d.kind() == DeviceKind::Tap, d.take_queues()))
+        .collect();
+    let mut data_queues: Vec<(u8, Vec<TunQueue>)> = data_tuns
+        .iter_mut()
+        .map(|(n, d)| (*n, d.take_queues()))
         .collect();
     sockets
         .into_iter()
@@ -576,6 +586,12 @@ fn worker_ios(
                 .iter_mut()
                 .filter(|(_, _, q)| !q.is_empty())
                 .map(|(t, ethernet, q)| (*t, *ethernet, q.remove(0)))
+                .collect(),
+            // Each with its network: the writers find a queue by it.
+            data_tuns: data_queues
+                .iter_mut()
+                .filter(|(_, q)| !q.is_empty())
+                .map(|(n, q)| (*n, q.remove(0)))
                 .collect(),
             sockets: s,
             senders: bind_senders(&config.host, endpoints, w),
@@ -630,6 +646,9 @@ impl Mode for Host {
             }
             _ => None,
         };
+        // After the host TUN's routes: a UE pool that networks share stays
+        // routed into the host TUN (the kernel routes each prefix once).
+        let mut data_tuns = data_networks::DataTuns::open(config, host.routes)?;
         let endpoints = Endpoints::of(config);
         let sockets = bind_sockets(config, &endpoints, |_| false)?
             .into_iter()
@@ -640,12 +659,21 @@ impl Mode for Host {
             None => (None, None),
         };
         let devices = [tun.as_mut(), tap.as_mut(), uplink.as_mut()];
-        let ios = worker_ios(config, devices, &mut networks, sockets, &endpoints, header);
+        let ios = worker_ios(
+            config,
+            devices,
+            &mut networks,
+            &mut data_tuns.tuns,
+            sockets,
+            &endpoints,
+            header,
+        );
         let host = Host {
             tun,
             tap,
             networks,
             routes,
+            data_tuns,
             uplink,
             endpoints,
             links: None,
@@ -751,6 +779,7 @@ impl Mode for Host {
         if let Some(r) = self.routes.as_mut() {
             r.clear();
         }
+        self.data_tuns.clear();
     }
 }
 

@@ -20,11 +20,15 @@ pub struct KernelRoutes {
     found: Vec<(IpAddr, u8)>,
 }
 
-/// Each L3 tunnel's inner prefixes, each once.
+/// Each L3 tunnel's inner prefixes, each once; of a UPF's N3 tunnels,
+/// only the UE pools of the data network on this TUN (the others have
+/// TUNs of their own: `data_networks`).
 fn wanted(config: &Config) -> Vec<(IpAddr, u8)> {
     let mut out: Vec<(IpAddr, u8)> = Vec::new();
+    let upf = super::data_networks::host_tun_prefixes(config);
     for t in config.tunnels.iter().filter(|t| !t.kind.carries_ethernet()) {
-        for p in &t.inner_prefixes {
+        let prefixes = if t.sessions { &upf } else { &t.inner_prefixes };
+        for p in prefixes {
             if !out.contains(&(p.addr, p.len)) {
                 out.push((p.addr, p.len));
             }
@@ -47,7 +51,12 @@ impl KernelRoutes {
     /// what tep added that the config no longer names. An error names the
     /// prefix and what the kernel said.
     pub fn sync(&mut self, config: &Config) -> Result<(), String> {
-        let want = wanted(config);
+        self.sync_to(&wanted(config))
+    }
+
+    /// Makes the routes these prefixes, as [`sync`](KernelRoutes::sync).
+    pub fn sync_to(&mut self, want: &[(IpAddr, u8)]) -> Result<(), String> {
+        let want = want.to_vec();
         self.found.retain(|r| want.contains(r));
         let gone: Vec<(IpAddr, u8)> = self
             .installed

@@ -36,6 +36,11 @@ pub(super) struct TunnelFacts {
     pub network_queue: Vec<Option<usize>>,
     /// Per tunnel: a network's device MTU.
     pub network_mtu: Vec<u32>,
+    /// A UPF's data networks' devices, by network: where a session's
+    /// uplink packets leave.
+    pub data_devices: Vec<super::data_networks::Device>,
+    /// The data network on the host TUN (`data_networks::NONE`: none).
+    pub host_network: u8,
 }
 
 impl TunnelFacts {

@@ -9,6 +9,7 @@
 //! into them. This file is the loop; [`super::device_io`] and
 //! [`super::udp_io`] are the two sides' reads and writes.
 
+use super::data_networks::NONE as NO_NETWORK;
 use super::device_io::{read_device, write_inner};
 use super::endpoints::Endpoints;
 use super::udp_io::{read_socket, send_outer, Senders, Tallies, TunnelFacts};
@@ -45,6 +46,9 @@ const TOKEN_TAP: u64 = 2;
 const TOKEN_SOCKET: u64 = 16;
 /// Network `k`'s device queue is `TOKEN_NETWORK + k` (above any socket).
 const TOKEN_NETWORK: u64 = 1 << 32;
+/// A UPF data network's own TUN queue `k` is `TOKEN_DATA_TUN + k` (above
+/// any overlay network's).
+const TOKEN_DATA_TUN: u64 = 1 << 40;
 
 /// The descriptors a worker owns; handed back when it stops so that a
 /// reload can reuse them.
@@ -57,6 +61,8 @@ pub struct WorkerIo {
     /// A queue of each network's device: its tunnel index, whether it is
     /// a TAP, the queue.
     pub networks: Vec<(u32, bool, TunQueue)>,
+    /// A queue of each UPF data network's own TUN: the network, the queue.
+    pub data_tuns: Vec<(u8, TunQueue)>,
     /// One socket per endpoint, in [`Endpoints`] order.
     pub sockets: Vec<UdpSocket>,
     /// Per endpoint: the sockets tunnel traffic leaves from, one source
@@ -164,6 +170,9 @@ fn register(setup: &WorkerSetup) -> io::Result<Epoll> {
     for (k, (_, _, q)) in setup.io.networks.iter().enumerate() {
         epoll.add(q.as_raw_fd(), TOKEN_NETWORK + k as u64, true, false)?;
     }
+    for (k, (_, q)) in setup.io.data_tuns.iter().enumerate() {
+        epoll.add(q.as_raw_fd(), TOKEN_DATA_TUN + k as u64, true, false)?;
+    }
     Ok(epoll)
 }
 
@@ -232,6 +241,7 @@ impl<'a> Sinks<'a> {
             tun,
             tap,
             networks,
+            data_tuns,
             sockets,
             senders,
             uplink,
@@ -241,6 +251,7 @@ impl<'a> Sinks<'a> {
                 tun: tun.as_ref(),
                 tap: tap.as_ref(),
                 networks,
+                data_tuns,
             },
             to: Senders { sockets, senders },
             uplink: uplink.as_ref().map(|(q, _)| q),
@@ -290,6 +301,8 @@ enum Inner {
     Tunnels(InnerLink),
     /// Network `k`'s device (`WorkerIo::networks`).
     Network(usize),
+    /// A UPF data network's own TUN (`WorkerIo::data_tuns`).
+    DataTun(usize),
 }
 
 /// A running worker's pipeline, buffers, descriptors and counts.
@@ -342,6 +355,8 @@ impl Worker {
                 .iter()
                 .map(|t| super::network_mtu(config, t))
                 .collect(),
+            data_devices: super::data_networks::devices(config),
+            host_network: super::data_networks::host_network(config),
         };
         let tallies = Tallies {
             tunnels: vec![TunnelTraffic::default(); config.tunnels.len()],
@@ -400,6 +415,9 @@ impl Worker {
             }
             TOKEN_TUN => self.encap_device(Inner::Tunnels(InnerLink::Ip)),
             TOKEN_TAP => self.encap_device(Inner::Tunnels(InnerLink::Ethernet)),
+            t if t >= TOKEN_DATA_TUN => {
+                self.encap_device(Inner::DataTun((t - TOKEN_DATA_TUN) as usize))
+            }
             t if t >= TOKEN_NETWORK => {
                 self.encap_device(Inner::Network((t - TOKEN_NETWORK) as usize))
             }
@@ -410,7 +428,14 @@ impl Worker {
     /// A batch from the TUN (`Ip`) or the TAP of the tunnels, or from a
     /// network's device (sent within that network), encapsulated.
     fn encap_device(&mut self, from: Inner) -> u64 {
+        // The UPF's downlink lookups are in the data network read from.
+        let data_network = match from {
+            Inner::DataTun(k) => self.io.data_tuns.get(k).map_or(NO_NETWORK, |d| d.0),
+            _ => self.facts.host_network,
+        };
+        self.pipeline.set_network(data_network);
         let (queue, link, network) = match from {
+            Inner::DataTun(k) => (self.io.data_tuns.get(k).map(|d| &d.1), InnerLink::Ip, None),
             Inner::Tunnels(InnerLink::Ip) => (self.io.tun.as_ref(), InnerLink::Ip, None),
             Inner::Tunnels(InnerLink::Ethernet) => {
                 (self.io.tap.as_ref(), InnerLink::Ethernet, None)

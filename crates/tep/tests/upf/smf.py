@@ -381,14 +381,15 @@ class Lab:
     # -- PFCP messages --------------------------------------------------------
 
     def establishment(self, s, far_for_dl=2, with_fseid=True, second_qfi=None,
-                      pdi_extra=(), qer_extra=(), urr=None, bar=None):
+                      pdi_extra=(), qer_extra=(), urr=None, bar=None, dnn="internet"):
         """A PDU session as an SMF sets it up: uplink PDR 1 (F-TEID CHOOSE,
         QFI, outer header removal), downlink PDR 2 (UE address), FAR 1 to
         the core, FAR 2 to the gNB with outer header creation, QER 1 with
         the QFI, URR 1 measuring volume (or with the IEs `urr`). `pdi_extra`
         and `qer_extra` add IEs to PDR 1's PDI and to QER 1. `bar`:
         (Downlink Data Notification Delay in 50 ms units, Suggested
-        Buffering Packets Count) of BAR 1, which FAR 2 names."""
+        Buffering Packets Count) of BAR 1, which FAR 2 names. `dnn`: the
+        Network Instance of every PDR and FAR."""
         if urr is None:
             urr = [IE_MeasurementMethod(VOLUM=1), IE_ReportingTriggers()]
         body = [IE_NodeId(id_type="IPv4", ipv4=self.smf)]
@@ -404,7 +405,7 @@ class Lab:
                 IE_PDI(IE_list=[
                     IE_SourceInterface(interface="Access"),
                     fteid,
-                    IE_NetworkInstance(instance="internet"),
+                    IE_NetworkInstance(instance=dnn),
                     IE_QFI(QFI=qfi),
                 ] + list(pdi_extra)),
                 IE_OuterHeaderRemoval(header="GTP-U/UDP/IPv4"),
@@ -421,7 +422,7 @@ class Lab:
                 IE_Precedence(precedence=200),
                 IE_PDI(IE_list=[
                     IE_SourceInterface(interface="Core"),
-                    IE_NetworkInstance(instance="internet"),
+                    IE_NetworkInstance(instance=dnn),
                     IE_UE_IP_Address(SD=1, V4=1, ipv4=s.ue),
                 ]),
                 IE_FAR_Id(id=far_for_dl),
@@ -433,7 +434,7 @@ class Lab:
                 IE_ApplyAction(FORW=1),
                 IE_ForwardingParameters(IE_list=[
                     IE_DestinationInterface(interface="Core"),
-                    IE_NetworkInstance(instance="internet"),
+                    IE_NetworkInstance(instance=dnn),
                 ]),
             ]),
             IE_CreateFAR(IE_list=[
@@ -441,7 +442,7 @@ class Lab:
                 IE_ApplyAction(FORW=1),
                 IE_ForwardingParameters(IE_list=[
                     IE_DestinationInterface(interface="Access"),
-                    IE_NetworkInstance(instance="internet"),
+                    IE_NetworkInstance(instance=dnn),
                     IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=s.dl_teid, ipv4=s.gnb),
                 ]),
             ] + ([IE_BAR_Id(id=1)] if bar else [])),
@@ -1813,6 +1814,60 @@ class Lab:
                                      DELETION_RESPONSE, sess.cp_seid, ACCEPTED, "deletion at %s" % addr)
         psa_sock.close()
         return out
+
+    def socket_in(self, ns, addr, port):
+        """A UDP socket bound to `addr`:`port` in namespace `ns`."""
+        home = os.open("/proc/self/ns/net", os.O_RDONLY)
+        enter_netns("/var/run/netns/" + ns)
+        sock = udp_socket(addr, port)
+        libc = ctypes.CDLL(None, use_errno=True)
+        check(libc.setns(home, CLONE_NEWNET) == 0, "setns back")
+        os.close(home)
+        return sock
+
+    def cmd_networks(self, c):
+        """Two data networks: "internet" (the DN host in `dn_ns`) and "ims"
+        (a host with the same address in `c["dn2_ns"]`, behind its own TUN),
+        a session in each (`first`, `first` + 1) with the same UE address
+        and port. Each session's uplink reaches its own network's host and
+        not the other; a datagram from each host to the UE reaches the gNB
+        with its own session's TEID. A session naming a network tep does
+        not have (`first` + 2, "iot") is refused: Rule creation/modification
+        Failure, PDR 1, Offending IE Network Instance (22)."""
+        dn2 = self.socket_in(c["dn2_ns"], self.dn, self.dn_port)
+        try:
+            return self.networks(c, dn2)
+        finally:
+            dn2.close()
+
+    def networks(self, c, dn2):
+        first = c["first"]
+        a = Session(first, self.cfg, self.gnbs[0])
+        b = Session(first + 1, self.cfg, self.gnbs[0])
+        b.ue, b.port = a.ue, a.port
+        for s, dnn in ((a, "internet"), (b, "ims")):
+            self.accept_establishment(s, self.request(self.establishment(s, dnn=dnn)))
+            self.sessions[s.index] = s
+        check(a.ul_teid != b.ul_teid, "one uplink TEID for two sessions")
+        for n, (s, mine, other) in enumerate(((a, self.dn_sock, dn2), (b, dn2, self.dn_sock))):
+            g, _, payload = self.gpdu(s, n, 100)
+            self.gnb_socks[0].sendto(g, (self.upf, GTPU_PORT))
+            got = self.await_one(mine)
+            check(got == [(payload, (s.ue, s.port))],
+                  "uplink of session %d: its network's host got %r" % (s.index, got))
+            stray = self.drain(other, 0.1)
+            check(not stray, "uplink of session %d reached the other network: %r" % (s.index, stray))
+        want = {}
+        for n, (s, sock) in enumerate(((a, self.dn_sock), (b, dn2))):
+            p = self.downlink_payload(s, n, 100)
+            sock.sendto(p, (s.ue, s.port))
+            want[p] = (s, 100)
+        self.collect_downlink(want, 5.0)
+        check(not want, "downlink: %d of 2 did not reach the gNB: %r" % (len(want), list(want)))
+        iot = Session(first + 2, self.cfg, self.gnbs[0])
+        got = self.request(self.establishment(iot, dnn="iot"))
+        refused = self.expect_rule_failure(got, ESTABLISHMENT_RESPONSE, iot, "unknown Network Instance", (0, 1), 22)
+        return {"uplink": 2, "downlink": 2, "unknown": refused}
 
     def cmd_stats(self, c):
         return {"sessions": len(self.sessions), "heartbeats_answered": self.heartbeats_answered,

@@ -1,0 +1,276 @@
+//! `[[pfcp.network]]`: the data networks (DNNs) a UPF reaches on N6, each
+//! its own N6 device and UE pools; a PDR's or FAR's Network Instance
+//! (TS 29.244 §8.2.4) names one. Without any, `[pfcp] ue_prefixes` is the
+//! one unnamed data network, on `[host] tun` (or `[gateway] inner`), which
+//! every Network Instance selects.
+
+use crate::host::device_name;
+use serde::Deserialize;
+use tep_dataplane::config::{ConfigError, IpPrefix};
+
+/// Data networks at most (a session's network is a 16-bit index; the
+/// workers poll a device per network).
+pub const MAX_DATA_NETWORKS: usize = 64;
+
+/// The longest name: a DNN is at most 100 octets encoded (TS 23.003
+/// §9.1), 99 as dotted text.
+pub const MAX_NETWORK_NAME: usize = 99;
+
+/// A data network.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataNetwork {
+    /// Its name as Network Instances give it (lowercase, dotted labels);
+    /// None: the one unnamed network, which every name selects.
+    pub name: Option<String>,
+    /// Host mode: its TUN (None: `[host] tun`).
+    pub tun: Option<String>,
+    /// Its UE pools, routed into its TUN.
+    pub ue_prefixes: Vec<IpPrefix>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDataNetwork {
+    name: Option<String>,
+    tun: Option<String>,
+    ue_prefixes: Option<Vec<String>>,
+}
+
+fn err(field: String, message: String) -> ConfigError {
+    ConfigError {
+        field: format!("pfcp.{field}"),
+        message,
+    }
+}
+
+/// A DNN as an operator writes it: labels of letters, digits and '-'
+/// joined by dots (TS 23.003 §9.1), compared without case.
+fn network_name(at: &str, s: &str) -> Result<String, ConfigError> {
+    let ok = !s.is_empty()
+        && s.len() <= MAX_NETWORK_NAME
+        && s.split('.').all(|l| {
+            (1..=63).contains(&l.len()) && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    if !ok {
+        return Err(err(
+            format!("{at}.name"),
+            format!("\"{s}\" is not a DNN (labels of letters, digits and '-' joined by dots, at most {MAX_NETWORK_NAME} characters)"),
+        ));
+    }
+    Ok(s.to_ascii_lowercase())
+}
+
+/// UE pools: at least one, none overlapping another of the same network
+/// (a UE address in two pools of one network would be ambiguous to the
+/// SMF, not to tep; refused as a typo). Across networks they may repeat.
+pub(super) fn ue_prefixes(
+    field: &str,
+    v: Option<Vec<String>>,
+) -> Result<Vec<IpPrefix>, ConfigError> {
+    let list: Vec<IpPrefix> = v
+        .unwrap_or_default()
+        .iter()
+        .map(|s| s.parse::<IpPrefix>().map_err(|m| err(field.to_string(), m)))
+        .collect::<Result<_, _>>()?;
+    if list.is_empty() {
+        return Err(err(
+            field.to_string(),
+            "missing: the UE address pools (downlink packets to them are looked up in the sessions)".to_string(),
+        ));
+    }
+    for (i, p) in list.iter().enumerate() {
+        if let Some(q) = list[..i]
+            .iter()
+            .find(|q| q.contains(p.addr) || p.contains(q.addr))
+        {
+            return Err(err(
+                field.to_string(),
+                format!("{}/{} overlaps {}/{}", p.addr, p.len, q.addr, q.len),
+            ));
+        }
+    }
+    Ok(list)
+}
+
+/// `[[pfcp.network]]`, or the unnamed network of `[pfcp] ue_prefixes`.
+pub(super) fn data_networks(
+    raw: Option<Vec<RawDataNetwork>>,
+    ue_prefixes_key: Option<Vec<String>>,
+) -> Result<Vec<DataNetwork>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(vec![DataNetwork {
+            name: None,
+            tun: None,
+            ue_prefixes: ue_prefixes("ue_prefixes", ue_prefixes_key)?,
+        }]);
+    };
+    if ue_prefixes_key.is_some() {
+        return Err(err(
+            "ue_prefixes".to_string(),
+            "with [[pfcp.network]] each network gives its own ue_prefixes".to_string(),
+        ));
+    }
+    if raw.is_empty() {
+        return Err(err(
+            "network".to_string(),
+            "empty: at least one data network".to_string(),
+        ));
+    }
+    if raw.len() > MAX_DATA_NETWORKS {
+        return Err(err(
+            "network".to_string(),
+            format!("{} data networks: at most {MAX_DATA_NETWORKS}", raw.len()),
+        ));
+    }
+    let mut out: Vec<DataNetwork> = Vec::with_capacity(raw.len());
+    for (i, n) in raw.into_iter().enumerate() {
+        let at = format!("network[{i}]");
+        let name = match n.name {
+            Some(s) => network_name(&at, &s)?,
+            None => {
+                return Err(err(
+                    format!("{at}.name"),
+                    "missing: the DNN that Network Instances name".to_string(),
+                ))
+            }
+        };
+        if let Some(o) = out
+            .iter()
+            .find(|o| o.name.as_deref() == Some(name.as_str()))
+        {
+            return Err(err(
+                format!("{at}.name"),
+                format!(
+                    "\"{name}\" is named twice (also network \"{}\")",
+                    o.name.as_deref().unwrap_or_default()
+                ),
+            ));
+        }
+        let tun = n
+            .tun
+            .map(|t| device_name("pfcp", &format!("{at}.tun"), Some(t), ""))
+            .transpose()?;
+        if let Some(o) = out.iter().find(|o| o.tun == tun) {
+            let device = tun
+                .as_deref()
+                .map_or("[host] tun".to_string(), |t| format!("\"{t}\""));
+            return Err(err(
+                format!("{at}.tun"),
+                format!("{device} is network \"{}\"'s TUN already: each data network needs its own (leave tun out on one network to use [host] tun)", o.name.as_deref().unwrap_or_default()),
+            ));
+        }
+        out.push(DataNetwork {
+            name: Some(name),
+            tun,
+            ue_prefixes: ue_prefixes(&format!("{at}.ue_prefixes"), n.ue_prefixes)?,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Config;
+
+    const BASE: &str = "[pfcp]\nn3 = [\"192.0.2.1\"]\n";
+
+    fn parse(body: &str) -> Result<Config, String> {
+        Config::parse(&format!("{BASE}{body}")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn networks_by_name_each_on_its_tun() {
+        let c = parse(
+            "[[pfcp.network]]\nname = \"Internet\"\nue_prefixes = [\"10.45.0.0/16\"]\n\
+             [[pfcp.network]]\nname = \"ims.mnc001.mcc001.gprs\"\ntun = \"n6i\"\nue_prefixes = [\"10.45.0.0/16\", \"10.46.0.0/16\"]\n",
+        )
+        .unwrap();
+        let p = c.pfcp.as_ref().unwrap();
+        let names: Vec<_> = p.networks.iter().map(|n| n.name.as_deref()).collect();
+        assert_eq!(names, [Some("internet"), Some("ims.mnc001.mcc001.gprs")]);
+        assert_eq!(p.networks[0].tun, None);
+        assert_eq!(p.networks[1].tun.as_deref(), Some("n6i"));
+        // The N3 tunnel routes every pool, each once.
+        let pools: Vec<String> = p
+            .ue_prefixes
+            .iter()
+            .map(|x| format!("{}/{}", x.addr, x.len))
+            .collect();
+        assert_eq!(pools, ["10.45.0.0/16", "10.46.0.0/16"]);
+        let n3 = c.tunnels.iter().find(|t| t.sessions).unwrap();
+        assert_eq!(n3.inner_prefixes, p.ue_prefixes);
+    }
+
+    #[test]
+    fn the_single_network_config_is_one_unnamed_network() {
+        let c = parse("ue_prefixes = [\"10.45.0.0/16\"]\n").unwrap();
+        let p = c.pfcp.unwrap();
+        assert_eq!(p.networks.len(), 1);
+        assert_eq!(
+            (p.networks[0].name.as_deref(), p.networks[0].tun.as_deref()),
+            (None, None)
+        );
+        assert_eq!(p.networks[0].ue_prefixes, p.ue_prefixes);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let net = |name: &str, extra: &str| {
+            format!(
+                "[[pfcp.network]]\nname = \"{name}\"\nue_prefixes = [\"10.45.0.0/16\"]\n{extra}\n"
+            )
+        };
+        for (body, want) in [
+            (
+                format!("ue_prefixes = [\"10.0.0.0/8\"]\n{}", net("internet", "")),
+                "pfcp.ue_prefixes: with [[pfcp.network]]",
+            ),
+            (
+                format!("{}{}", net("internet", ""), net("INTERNET", "tun = \"n6b\"")),
+                "pfcp.network[1].name: \"internet\" is named twice",
+            ),
+            (
+                format!("{}{}", net("internet", "tun = \"n6\""), net("ims", "tun = \"n6\"")),
+                "pfcp.network[1].tun: \"n6\" is network \"internet\"'s TUN already",
+            ),
+            (
+                format!("{}{}", net("internet", ""), net("ims", "")),
+                "pfcp.network[1].tun: [host] tun is network \"internet\"'s TUN already",
+            ),
+            (net("a..b", ""), "pfcp.network[0].name: \"a..b\" is not a DNN"),
+            (net("a_b", ""), "pfcp.network[0].name:"),
+            (net("internet", "tun = \"a/b\""), "pfcp.network[0].tun:"),
+            (
+                "[[pfcp.network]]\nue_prefixes = [\"10.0.0.0/8\"]\n".to_string(),
+                "pfcp.network[0].name: missing",
+            ),
+            (
+                "[[pfcp.network]]\nname = \"x\"\n".to_string(),
+                "pfcp.network[0].ue_prefixes: missing",
+            ),
+            (
+                "[[pfcp.network]]\nname = \"x\"\nue_prefixes = [\"10.0.0.0/8\", \"10.45.0.0/16\"]\n"
+                    .to_string(),
+                "pfcp.network[0].ue_prefixes: 10.45.0.0/16 overlaps 10.0.0.0/8",
+            ),
+            (
+                "ue_prefixes = [\"2001:db8::/48\", \"2001:db8::/64\"]\n".to_string(),
+                "pfcp.ue_prefixes: 2001:db8::/64 overlaps",
+            ),
+            (
+                "[[pfcp.network]]\nname = \"x\"\ndevice = \"eth1\"\nue_prefixes = [\"10.0.0.0/8\"]\n"
+                    .to_string(),
+                "line 5: unknown field `device`",
+            ),
+        ] {
+            let e = parse(&body).unwrap_err();
+            assert!(e.starts_with(want), "{body}: {e}");
+        }
+        let many: String = (0..=super::MAX_DATA_NETWORKS)
+            .map(|i| net(&format!("n{i}"), &format!("tun = \"t{i}\"")))
+            .collect();
+        assert!(parse(&many)
+            .unwrap_err()
+            .starts_with("pfcp.network: 65 data networks"));
+    }
+}
