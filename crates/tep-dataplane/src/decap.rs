@@ -518,7 +518,7 @@ fn tunnel_decap_one(
                 m.remote_csum = None;
                 return finish_inner(pool, id, false).map(|_| true);
             }
-            Ok(Receiver::Session { slot, n3 }) => {
+            Ok(Receiver::Session { slot, n3, counter }) => {
                 let m = pool.meta_mut(id);
                 m.tunnel = n3;
                 m.inner = (at + hl) as u16;
@@ -527,7 +527,9 @@ fn tunnel_decap_one(
                 finish_inner(pool, id, false)?;
                 // Usage: the inner packet, as it matched its PDR.
                 if let Some(s) = sessions {
-                    s.count_uplink(slot, pool.total_len(id) - (at + hl));
+                    let len = pool.total_len(id) - (at + hl);
+                    s.count_uplink(slot, len);
+                    s.count_rule(counter, len);
                 }
                 return Ok(true);
             }

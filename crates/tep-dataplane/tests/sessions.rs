@@ -589,6 +589,18 @@ fn several_rules_each_way_by_sdf_filter() {
         assert_eq!(p.drops(DropReason::NoPdrMatch), 1);
         let u = c.usage(slot);
         assert_eq!((u.dl_packets, u.ul_packets), (3, 1));
+        // Each rule counted the packets it took and forwarded (rules
+        // keyed by position here): the voice rule one downlink packet and
+        // one uplink, the default rule two, the drop rules none.
+        let rule_packets = |uplink, n: u32| -> Vec<u64> {
+            (0..n)
+                .map(|k| c.rule_usage(c.rule_counter(slot, uplink, k).unwrap()).0)
+                .collect()
+        };
+        assert_eq!(rule_packets(false, 3), [1, 0, 2]);
+        assert_eq!(rule_packets(true, 2), [0, 1]);
+        let voice_bytes = c.rule_usage(c.rule_counter(slot, false, 0).unwrap()).1;
+        assert_eq!(voice_bytes, down(5005).len() as u64);
         // Back to one treatment each way: the session's own again.
         c.modify(slot, &example::session(1, v6, v6), false).unwrap();
         settle(&mut c, &mut p, &mut pool);

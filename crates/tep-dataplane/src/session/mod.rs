@@ -36,6 +36,7 @@
 
 pub mod buffer;
 pub mod control;
+pub mod counters;
 pub(crate) mod downlink;
 pub(crate) mod flat;
 pub mod rate;
@@ -632,6 +633,8 @@ pub struct WorkerLink {
     pub usage: Arc<Usage>,
     /// The sessions' buckets (one for all the workers).
     pub meters: Arc<rate::Meters>,
+    /// Its rules' usage counters ([`counters`]).
+    pub rule_usage: Arc<counters::RuleUsage>,
 }
 
 /// One worker's replica of the session table.
@@ -821,6 +824,13 @@ impl SessionTable {
         }
     }
 
+    /// Counts a packet of `bytes` that a rule with counter `counter` took
+    /// ([`counters`]; none for [`counters::NO_COUNTER`]).
+    #[inline]
+    pub fn count_rule(&self, counter: u32, bytes: usize) {
+        self.link.rule_usage.count(counter, bytes);
+    }
+
     /// Takes the control plane's changes, if any, and applies them; returns
     /// them (for the caller to follow up: buffered packets to release or
     /// drop) in `applied`, which is cleared first. One atomic load when
@@ -1008,6 +1018,7 @@ impl SessionTable {
                 .sum::<usize>()
             + self.link.usage.bytes()
             + self.link.meters.bytes()
+            + self.link.rule_usage.bytes()
     }
 
     /// [`bytes`](SessionTable::bytes) over the sessions set.

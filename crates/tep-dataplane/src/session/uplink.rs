@@ -16,8 +16,9 @@ use tep_wire::gtpu::{ExtensionType, Packet};
 pub(crate) enum Receiver {
     /// A `[[tunnel]]`.
     Tunnel(u32),
-    /// A session (its slot) on its N3 tunnel.
-    Session { slot: u32, n3: u32 },
+    /// A session (its slot) on its N3 tunnel; the usage counter of the
+    /// rule that took it ([`super::counters::NO_COUNTER`]: none).
+    Session { slot: u32, n3: u32, counter: u32 },
 }
 
 /// The session of a G-PDU (`gtpu`: its GTP-U header onwards, the inner
@@ -70,6 +71,7 @@ pub(crate) fn match_session(
         return Err(DropReason::UnknownTeid);
     }
     let rules = actions & UL_RULES != 0;
+    let mut counter = super::counters::NO_COUNTER;
     if !rules {
         match action_of(actions) {
             Action::Forward => {}
@@ -92,11 +94,12 @@ pub(crate) fn match_session(
         if !t.admit(packet.len(), now_ns) {
             return Err(DropReason::MbrExceeded);
         }
+        counter = t.counter;
     }
     if actions & MBR_UPLINK != 0 && !sessions.admit(slot, true, packet.len(), now_ns) {
         return Err(DropReason::MbrExceeded);
     }
-    Ok(Receiver::Session { slot, n3 })
+    Ok(Receiver::Session { slot, n3, counter })
 }
 
 /// With `[pfcp] n3_source_check`: whether a G-PDU from `src` comes from
