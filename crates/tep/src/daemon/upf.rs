@@ -7,7 +7,9 @@
 //! uplink keys (TEID, QFI) of its Access PDRs and what their FAR does; the
 //! UE addresses of its downlink PDRs and what they do: forward to a gNB
 //! with a TEID and the QFI of their QERs, drop, or buffer. A closed gate
-//! drops. Usage is counted per session. A rule set this cannot carry as
+//! drops. Usage is counted per session and, where a direction has rules,
+//! per rule: a URR gets the counts of its PDRs ([`super::urr`]). A rule
+//! set this cannot carry as
 //! the SMF asks is refused by the rule at fault ([`compile`]), never
 //! installed in part: tep never accepts what it does not enforce.
 //!
@@ -21,7 +23,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use tep_dataplane::session::control::{Mbr, SessionSpec, Sessions, Volume};
+use tep_dataplane::session::control::{Mbr, RuleTag, SessionSpec, Sessions};
 use tep_dataplane::session::rules::{Classifier, FlowMatch, RuleError, RuleSpec, MAX_RULES};
 use tep_dataplane::session::{Action, UeKey, UeSource, UplinkKey};
 use tep_pfcp::flow::Address;
@@ -53,7 +55,8 @@ use tep_pfcp::IeType;
 ///   matching a UE address (no F-TEID: N9 is refused, no QFI, no header
 ///   removal) and goes to Access in GTP-U; CP-function and 5G VN internal
 ///   sources are refused; uplink buffering (which would drop) is refused;
-/// - each URR on every PDR (its counts are the session's);
+/// - PDRs of a direction under different URRs are rules of their own
+///   (each rule has its usage counter, which its PDR's URRs read);
 /// - maximum bit rates ([`mbrs`]): the QERs with an MBR that every PDR of
 ///   a direction is under (a session AMBR) are the session's bucket, the
 ///   lowest rate; one more of a PDR's own is its rule's bucket, shared by
@@ -64,7 +67,6 @@ use tep_pfcp::IeType;
 /// /128 (a session's line holds one of them), no N3 tunnel of the peer's
 /// family.
 pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Option<u16>), Refused> {
-    check_urrs(rules)?;
     let (ul_mbr, ul_own) = mbrs(rules, true)?;
     let (dl_mbr, dl_own) = mbrs(rules, false)?;
     let mut spec = SessionSpec {
@@ -155,9 +157,11 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
             return Err(refuse_pdr(odd.map_or(ul[0].0, |o| o.0), IeType::F_TEID));
         }
         spec.rules.uplink = checked(&ul)?;
+        spec.rules.uplink_tags = tags(&ul);
     }
     if several(&dl) {
         spec.rules.downlink = checked(&dl)?;
+        spec.rules.downlink_tags = tags(&dl);
     }
     spec.ue = match ue_up.or(ue_down) {
         Some((keys, pdr)) => UeSource::of_keys(keys.iter().flatten())
@@ -183,12 +187,32 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
 }
 
 /// Whether a direction's PDRs need rules of their own: more than one
-/// treatment, or a filter or an MBR of a PDR's own.
+/// treatment, or a filter or an MBR of a PDR's own, or URRs that differ
+/// (the one treatment's counts are the session's: a URR on some of the
+/// PDRs needs theirs apart).
 fn several(list: &[(&node::Pdr, RuleSpec)]) -> bool {
     let treatment = |r: &RuleSpec| (r.action, r.peer, r.qfi);
-    list.iter().any(|(_, r)| {
-        !r.filters.is_empty() || r.mbr.is_some() || treatment(r) != treatment(&list[0].1)
+    let urrs = |p: &node::Pdr| {
+        let mut u = p.urrs.as_slice().to_vec();
+        u.sort_unstable();
+        u.dedup();
+        u
+    };
+    list.iter().any(|(p, r)| {
+        !r.filters.is_empty()
+            || r.mbr.is_some()
+            || treatment(r) != treatment(&list[0].1)
+            || urrs(p) != urrs(list[0].0)
     })
+}
+
+/// Each rule's tag: its usage counter kept by its PDR ID.
+fn tags(list: &[(&node::Pdr, RuleSpec)]) -> Vec<RuleTag> {
+    list.iter()
+        .map(|(p, _)| RuleTag {
+            key: u32::from(p.id),
+        })
+        .collect()
 }
 
 /// A direction's rules as the classifier takes them, or the PDR refused:
@@ -377,22 +401,6 @@ fn own(own: &[OwnMbr], pdr: &node::Pdr) -> Option<(u32, u64)> {
     own.iter().find(|o| o.0 == pdr.id).map(|o| (o.1, o.2))
 }
 
-/// The dataplane counts a session's volume, and each URR takes what was
-/// counted since it last did: a URR's counts are the session's, so each
-/// URR must be on every PDR.
-fn check_urrs(rules: &Rules) -> Result<(), Refused> {
-    let refuse = |u: &node::Urr| Refused::rule(FailedRuleId::Urr(u.id), Some(IeType::URR_ID));
-    match rules.urrs.iter().find(|u| {
-        rules
-            .pdrs
-            .iter()
-            .any(|p| !p.urrs.as_slice().contains(&u.id))
-    }) {
-        Some(u) => Err(refuse(u)),
-        None => Ok(()),
-    }
-}
-
 /// A PDR's UE IP Address as the dataplane's keys (IPv4, IPv6); None for
 /// an IPv6 prefix other than /64 or /128.
 fn ue_keys(ue: &node::UeIp) -> Option<[Option<UeKey>; 2]> {
@@ -409,9 +417,8 @@ fn ue_keys(ue: &node::UeIp) -> Option<[Option<UeKey>; 2]> {
 #[derive(Clone, Debug)]
 struct Entry {
     slot: u32,
-    /// The session's counts when each URR last took them (a URR takes
-    /// what was counted since): every URR sees the session's counts.
-    taken: Vec<(u32, Volume)>,
+    /// What each URR counts, and took so far.
+    urrs: super::urr::UrrCounts,
     /// The PDR a Downlink Data Report names.
     downlink_pdr: Option<u16>,
 }
@@ -491,20 +498,12 @@ impl UserPlane for UpfPlane {
                         self.by_slot.insert(slot, seid);
                         self.by_seid.entry(seid).or_insert(Entry {
                             slot,
-                            taken: Vec::new(),
+                            urrs: Default::default(),
                             downlink_pdr,
                         })
                     }
                 };
-                // A URR created now counts from now; a removed one's
-                // baseline goes.
-                let now = self.sessions.usage(e.slot);
-                e.taken.retain(|(id, _)| rules.urr(*id).is_some());
-                for u in &rules.urrs {
-                    if !e.taken.iter().any(|(id, _)| *id == u.id) {
-                        e.taken.push((u.id, now));
-                    }
-                }
+                e.urrs.rebase(rules, &spec, &self.sessions, e.slot);
                 self.paths.install(std::time::Instant::now(), seid, rules);
                 let slot = e.slot;
                 // The packets a buffering FAR holds: as many as its BAR
@@ -543,17 +542,7 @@ impl UserPlane for UpfPlane {
         let Some(e) = self.by_seid.get_mut(&seid) else {
             return Usage::default();
         };
-        let now = self.sessions.usage(e.slot);
-        let Some((_, taken)) = e.taken.iter_mut().find(|(id, _)| *id == urr) else {
-            return Usage::default();
-        };
-        let was = core::mem::replace(taken, now);
-        Usage {
-            uplink_packets: now.ul_packets - was.ul_packets,
-            uplink_bytes: now.ul_bytes - was.ul_bytes,
-            downlink_packets: now.dl_packets - was.dl_packets,
-            downlink_bytes: now.dl_bytes - was.dl_bytes,
-        }
+        e.urrs.take(&self.sessions, e.slot, urr)
     }
 }
 
@@ -821,7 +810,7 @@ mod tests {
             pdr_ie(10 + MAX_RULES as u16 - 1, IeType::PDR_ID)
         );
         type Edit<'a> = &'a dyn Fn(&mut Rules);
-        let cases: [(Edit<'_>, Result<(), Refused>); 10] = [
+        let cases: [(Edit<'_>, Result<(), Refused>); 8] = [
             (
                 &|r| r.pdrs[0].outer_header_removal = None,
                 pdr_ie(1, IeType::OUTER_HEADER_REMOVAL),
@@ -852,34 +841,22 @@ mod tests {
                 &|r| r.pdrs[1].source = Interface::CP_FUNCTION,
                 pdr_ie(2, IeType::SOURCE_INTERFACE),
             ),
-            (
-                &|r| {
-                    r.urrs = vec![urr(1), urr(2)];
-                    for p in &mut r.pdrs {
-                        p.urrs = Ids::new(&[1]).unwrap();
-                    }
-                },
-                Err(Refused::rule(FailedRuleId::Urr(2), Some(IeType::URR_ID))),
-            ),
-            (
-                &|r| {
-                    r.urrs = vec![urr(1)];
-                    r.pdrs[0].urrs = Ids::new(&[1]).unwrap();
-                },
-                Err(Refused::rule(FailedRuleId::Urr(1), Some(IeType::URR_ID))),
-            ),
         ];
         for (i, (edit, want)) in cases.iter().enumerate() {
             assert_eq!(verdict(*edit), *want, "case {i}");
         }
-        // URRs each on every PDR: taken.
-        let on_all = |r: &mut Rules| {
-            r.urrs = vec![urr(1), urr(2)];
-            for p in &mut r.pdrs {
-                p.urrs = Ids::new(&[1, 2]).unwrap();
+        // URRs each on every PDR, on some, on none: taken.
+        let urrs = |ids: &'static [u32]| {
+            move |r: &mut Rules| {
+                r.urrs = vec![urr(1), urr(2)];
+                for p in &mut r.pdrs {
+                    p.urrs = Ids::new(ids).unwrap();
+                }
+                r.pdrs[0].urrs = Ids::new(&[1]).unwrap();
             }
         };
-        assert_eq!(verdict(&on_all), Ok(()));
+        assert_eq!(verdict(&urrs(&[1, 2])), Ok(()));
+        assert_eq!(verdict(&urrs(&[])), Ok(()));
     }
 
     /// URRs `ids`, each on every PDR.
@@ -965,6 +942,78 @@ mod tests {
                 Some(IeType::SDF_FILTER)
             ))
         );
+    }
+
+    /// A URR counts the PDRs it is on: URR 1 on every PDR sees all the
+    /// session's packets, URR 2 on the voice PDR only sees the voice
+    /// rule's (and nothing uplink, its PDR being downlink); a URR keeps
+    /// what it counted over a modification; PDRs of one treatment under
+    /// different URRs become rules of their own.
+    #[test]
+    fn a_urr_counts_the_pdrs_it_is_on() {
+        let (sessions, links) = Sessions::new(16, 1, vec![false]);
+        let mut worker = SessionTable::new(links[0].clone());
+        let mut up = UpfPlane::new(sessions, vec![(N3, 0)]);
+        let mut r = rules(node::Action::Forward);
+        let mut voice_dl = r.pdrs[1].clone();
+        (voice_dl.id, voice_dl.precedence) = (3, 10);
+        voice_dl.sdf = vec![voice()];
+        r.pdrs.push(voice_dl);
+        r.urrs = vec![urr(1), urr(2)];
+        for p in &mut r.pdrs {
+            p.urrs = Ids::new(&[1]).unwrap();
+        }
+        r.pdrs[2].urrs = Ids::new(&[1, 2]).unwrap();
+        let install = |up: &mut UpfPlane, w: &mut SessionTable, r: &Rules| {
+            up.apply(Change::Install { seid: 7, rules: r }).unwrap();
+            up.publish();
+            w.apply_pending(&mut Vec::new());
+        };
+        install(&mut up, &mut worker, &r);
+        let slot = up.by_seid[&7].slot;
+        let counter = |up: &UpfPlane, pdr| up.sessions.rule_counter(slot, false, pdr).unwrap();
+        let (default, voice) = (counter(&up, 2), counter(&up, 3));
+        // What the workers count for an uplink packet, a downlink one of
+        // the default rule and one of the voice rule.
+        let traffic = |w: &SessionTable, dl: u64, v: u64| {
+            w.count_uplink(slot, 100);
+            w.count_downlink(slot, dl as usize);
+            w.count_rule(default, dl as usize);
+            w.count_downlink(slot, v as usize);
+            w.count_rule(voice, v as usize);
+        };
+        traffic(&worker, 1000, 300);
+        let a = up.take_usage(7, 1);
+        assert_eq!(
+            (a.uplink_bytes, a.downlink_packets, a.downlink_bytes),
+            (100, 2, 1300)
+        );
+        let b = up.take_usage(7, 2);
+        assert_eq!(
+            (b.uplink_packets, b.downlink_packets, b.downlink_bytes),
+            (0, 1, 300)
+        );
+        // Counted, then modified (the same PDRs): nothing lost.
+        traffic(&worker, 1000, 50);
+        install(&mut up, &mut worker, &r);
+        assert_eq!(counter(&up, 3), voice, "the voice PDR's counter stays");
+        assert_eq!(up.take_usage(7, 2).downlink_bytes, 50);
+        // URR 2 moved to the default PDR: from now on, its packets.
+        r.pdrs[2].urrs = Ids::new(&[1]).unwrap();
+        r.pdrs[1].urrs = Ids::new(&[1, 2]).unwrap();
+        install(&mut up, &mut worker, &r);
+        traffic(&worker, 1000, 7);
+        assert_eq!(up.take_usage(7, 2).downlink_bytes, 1000);
+        assert_eq!(up.take_usage(7, 1).downlink_bytes, 1050 + 1007);
+        // Two uplink flows with one FAR, URR 2 on one of them: a rule
+        // each, so that its counts are its own.
+        let mut second = r.pdrs[0].clone();
+        (second.id, second.qfi) = (4, Some(5));
+        second.urrs = Ids::new(&[1, 2]).unwrap();
+        r.pdrs.push(second);
+        let (spec, _) = compile(&r, &[(N3, 0)]).unwrap();
+        let keys: Vec<u32> = spec.rules.uplink_tags.iter().map(|t| t.key).collect();
+        assert_eq!(keys, [1, 4]);
     }
 
     fn urr(id: u32) -> node::Urr {
