@@ -165,6 +165,7 @@ fn establishment() -> SessionEstablishmentRequest {
         create_qers: vec![CreateQer {
             qer_id: QerId(1),
             mbr: None,
+            gbr: None,
             gate_status: GateStatus::open(),
             qfi: Some(Qfi(9)),
             skipped: Default::default(),
@@ -188,6 +189,7 @@ fn handover() -> SessionModificationRequest {
                 destination_interface: Some(DestinationInterface(Interface::ACCESS)),
                 network_instance: None,
                 outer_header_creation: gtpu(0x200, GNB2),
+                transport_level_marking: None,
                 flags: None,
                 skipped: Default::default(),
             }),
@@ -207,6 +209,7 @@ fn handover() -> SessionModificationRequest {
         update_qers: vec![UpdateQer {
             qer_id: QerId(1),
             mbr: None,
+            gbr: None,
             gate_status: Some(GateStatus::open()),
             qfi: None,
             skipped: Default::default(),

@@ -269,6 +269,7 @@ fn create_far() -> impl Strategy<Value = CreateFar> {
                 destination_interface: DestinationInterface(Interface(d)),
                 network_instance: n,
                 outer_header_creation: o,
+                transport_level_marking: None,
                 skipped: Default::default(),
             }),
             bar_id: None,
@@ -289,6 +290,7 @@ fn update_far() -> impl Strategy<Value = UpdateFar> {
                 destination_interface: d.map(|d| DestinationInterface(Interface(d))),
                 network_instance: n,
                 outer_header_creation: o,
+                transport_level_marking: None,
                 flags: f.map(PfcpsmReqFlags),
                 skipped: Default::default(),
             }),
@@ -334,6 +336,7 @@ fn create_qer() -> impl Strategy<Value = CreateQer> {
         qer_id: QerId(id),
         gate_status: g,
         mbr: m,
+        gbr: None,
         qfi: q.map(Qfi),
         skipped: Default::default(),
     })
@@ -344,6 +347,7 @@ fn update_qer() -> impl Strategy<Value = UpdateQer> {
         qer_id: QerId(id),
         gate_status: g,
         mbr: m,
+        gbr: None,
         qfi: q.map(Qfi),
         skipped: Default::default(),
     })

@@ -88,7 +88,7 @@ const TABLE: &[(&str, &str, u16, Path, Verdict)] = &[
     ("7.5.2.3-2", "Network Instance", 22, FP2, Accepted),
     ("7.5.2.3-2", "Redirect Information", 38, FP2, Refused(FAR2)),
     ("7.5.2.3-2", "Outer Header Creation", 84, FP2, Applied(|r| r.far(2).and_then(|f| f.outer).is_some_and(|o| o.teid == 0x100 && o.v4 == Some(GNB)))),
-    ("7.5.2.3-2", "Transport Level Marking", 30, FP2, Refused(FAR2)),
+    ("7.5.2.3-2", "Transport Level Marking", 30, FP2, Added(|r| r.far(2).is_some_and(|f| f.dscp == Some(46)))),
     ("7.5.2.3-2", "Forwarding Policy", 41, FP2, Refused(FAR2)),
     ("7.5.2.3-2", "Header Enrichment", 98, FP2, Refused(FAR2)),
     ("7.5.2.3-2", "Linked Traffic Endpoint ID", 131, FP2, Refused(FAR2)),
@@ -127,7 +127,8 @@ const TABLE: &[(&str, &str, u16, Path, Verdict)] = &[
     ("7.5.2.5-1", "QER Correlation ID", 28, QER1, Refused(QER)),
     ("7.5.2.5-1", "Gate Status", 25, QER1, Applied(|r| r.qer(1).is_some_and(|q| q.ul_open && q.dl_open))),
     ("7.5.2.5-1", "MBR", 26, QER1, Added(|r| r.qer(1).is_some_and(|q| q.mbr == Some(Mbr { ul: 20_000, dl: 10_000 })))),
-    ("7.5.2.5-1", "GBR", 27, QER1, Refused(QER)),
+    // Recorded, not enforced: admission is the SMF's (session::Qer::gbr).
+    ("7.5.2.5-1", "GBR", 27, QER1, Added(|r| r.qer(1).is_some_and(|q| q.gbr == Some(Gbr { ul: 5_000, dl: 8_000 })))),
     ("7.5.2.5-1", "Packet Rate", 94, QER1, Refused(QER)),
     ("7.5.2.5-1", "DL Flow Level Marking", 97, QER1, Refused(QER)),
     ("7.5.2.5-1", "QFI", 124, QER1, Applied(|r| r.qer(1).is_some_and(|q| q.qfi == Some(9)))),
@@ -197,6 +198,15 @@ fn child_of(ty: u16) -> Vec<u8> {
         26 => w.ie(&Mbr {
             ul: 20_000,
             dl: 10_000,
+        }),
+        27 => w.ie(&Gbr {
+            ul: 5_000,
+            dl: 8_000,
+        }),
+        // DSCP 46 (EF), the mask TS 29.212 gives.
+        30 => w.ie(&TransportLevelMarking {
+            tos: 0xb8,
+            mask: 0xfc,
         }),
         _ => w.tlv(IeType(ty), |w| w.bytes(&[1, 0, 0, 0])),
     })
@@ -281,7 +291,7 @@ fn every_ie_of_the_create_tables_is_applied_refused_or_unknown() {
 #[test]
 fn values_tep_does_not_apply_fail_their_rule() {
     type Edit = fn(&mut SessionEstablishmentRequest);
-    let cases: [(Edit, FailedRuleId, IeType); 9] = [
+    let cases: [(Edit, FailedRuleId, IeType); 10] = [
         (
             // A Flow Description outside the IPFilterRule subset.
             |m| {
@@ -341,6 +351,19 @@ fn values_tep_does_not_apply_fail_their_rule() {
             IeType::OUTER_HEADER_CREATION,
         ),
         (
+            // A marking of some of the DSCP's bits: the others would be
+            // each packet's own.
+            |m| {
+                let fp = m.create_fars[1].forwarding_parameters.as_mut().unwrap();
+                fp.transport_level_marking = Some(TransportLevelMarking {
+                    tos: 0xb8,
+                    mask: 0xe0,
+                });
+            },
+            FAR2,
+            IeType::TRANSPORT_LEVEL_MARKING,
+        ),
+        (
             |m| m.create_urrs[0].measurement_method.0 |= MeasurementMethod::EVENT,
             URR,
             IeType::MEASUREMENT_METHOD,
@@ -397,15 +420,15 @@ fn a_modification_with_what_tep_does_not_apply_changes_nothing() {
             &body,
         )
     };
-    // Update QER 1 closing the gates, with a GBR.
-    let gbr = ies(|w| {
+    // Update QER 1 closing the gates, with a Packet Rate.
+    let packet_rate = ies(|w| {
         w.tlv(IeType::UPDATE_QER, |w| {
             w.ie(&QerId(1));
             w.ie(&GateStatus {
                 ul: GateStatus::CLOSED,
                 dl: GateStatus::CLOSED,
             });
-            w.tlv(IeType(27), |w| w.bytes(&[0; 10]));
+            w.tlv(IeType(94), |w| w.bytes(&[3, 0, 1, 0, 1]));
         })
     });
     // SNDEM, a FAR's flag, among the message's; an Update BAR with a DL
@@ -421,7 +444,7 @@ fn a_modification_with_what_tep_does_not_apply_changes_nothing() {
         (
             Cause::RULE_CREATION_MODIFICATION_FAILURE,
             Some(QER),
-            IeType(27),
+            IeType(94),
         ),
         (Cause::SERVICE_NOT_SUPPORTED, None, IeType::PFCPSMREQ_FLAGS),
         (
@@ -431,7 +454,7 @@ fn a_modification_with_what_tep_does_not_apply_changes_nothing() {
         ),
     ];
     for (seq, (body, (cause, rule, ie))) in
-        [gbr, sndem, update_bar].into_iter().zip(want).enumerate()
+        [packet_rate, sndem, update_bar].into_iter().zip(want).enumerate()
     {
         let out = h.raw(&modification(seq as u32, body));
         let r = PfcpRepr::parse_bytes(&out[0].payload).unwrap();

@@ -176,7 +176,7 @@ tep_named::named_enum! {
         UnknownIe => "unknown_ie",
         /// Rule creation/modification Failure: the user plane cannot
         /// enforce a rule as asked (a second PDR in a direction with
-        /// other treatment, an N9 F-TEID, a URR not on every PDR…).
+        /// other treatment, an N9 F-TEID…).
         NotEnforceable => "not_enforceable",
         /// A response with a rejection cause to a request of ours.
         PeerRejected => "peer_rejected",

@@ -487,6 +487,7 @@ mod tests {
                 v6: None,
             }),
             bar: None,
+            dscp: None,
         };
         let pdr = Pdr {
             id: 1,

@@ -598,6 +598,7 @@ mod tests {
                     destination: Some(Interface::CORE),
                     outer: None,
                     bar: None,
+                    dscp: None,
                 },
                 Far {
                     id: 2,
@@ -609,6 +610,7 @@ mod tests {
                         v6: None,
                     }),
                     bar: None,
+                    dscp: None,
                 },
             ],
             qers: vec![Qer {
@@ -616,6 +618,7 @@ mod tests {
                 ul_open: true,
                 dl_open: true,
                 mbr: None,
+                gbr: None,
                 qfi: Some(9),
             }],
             urrs: vec![],
