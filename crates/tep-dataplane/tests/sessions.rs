@@ -649,3 +649,87 @@ fn a_rules_own_mbr_meters_only_its_packets() {
     assert_balanced(&p);
     assert_no_leak(&pool);
 }
+
+/// The outer DSCP of a downlink G-PDU: a FAR's Transport Level Marking
+/// where it has one (the session's one treatment, or a rule's), the
+/// tunnel's otherwise (here the inner packet's, 0), on three sessions to
+/// one gNB; the IPv4 header checksum covers the marked byte.
+#[test]
+fn a_fars_marking_sets_the_outer_dscp() {
+    use tep_dataplane::session::control::RuleTag;
+    use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
+    for v6 in [false, true] {
+        let mut pool = pool();
+        let (mut c, mut p) = upf(v6);
+        let gnb = addrs(v6).1;
+        let plain = example::session(1, v6, false);
+        let mut marked = example::session(2, v6, false);
+        marked.rules.dscp = Some(46);
+        let mut rules = example::session(3, v6, false);
+        let rule = |filters, teid| RuleSpec {
+            filters,
+            qfi_match: None,
+            action: Action::Forward,
+            peer: Some((gnb, teid)),
+            qfi: Some(1),
+            mbr: None,
+        };
+        let voice = FlowMatch {
+            ue_ports: vec![(5000, 5010)],
+            ..Default::default()
+        };
+        rules.rules.downlink = vec![rule(vec![voice], 0x501), rule(vec![], 0x509)];
+        rules.rules.downlink_tags = vec![
+            RuleTag {
+                key: 1,
+                dscp: Some(34),
+            },
+            RuleTag { key: 2, dscp: None },
+        ];
+        for s in [&plain, &marked, &rules] {
+            c.create(s).unwrap();
+        }
+        settle(&mut c, &mut p, &mut pool);
+        let server = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
+        let to = |i: u32, port| udp_packet(server, ue4(i), 53, port, b"down");
+        let out = run_encap(
+            &mut p,
+            &mut pool,
+            &[to(1, 80), to(2, 80), to(3, 5005), to(3, 80)],
+        );
+        let dscp: Vec<(u32, u8)> = out
+            .packets
+            .iter()
+            .map(|o| {
+                let (_, r, _) = parse_outer(o);
+                let tos = if v6 {
+                    (o[0] << 4) | (o[1] >> 4)
+                } else {
+                    assert_eq!(ipv4_sum(&o[..20]), 0xffff, "outer IPv4 checksum");
+                    o[1]
+                };
+                (r.teid, tos >> 2)
+            })
+            .collect();
+        assert_eq!(
+            dscp,
+            [(0x20001, 0), (0x20002, 46), (0x501, 34), (0x509, 0)],
+            "v6 {v6}"
+        );
+        assert_balanced(&p);
+        assert_no_leak(&pool);
+    }
+}
+
+/// The ones' complement sum of `h`'s 16-bit words (0xffff: a header whose
+/// checksum is right).
+fn ipv4_sum(h: &[u8]) -> u16 {
+    let mut s: u32 = h
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}

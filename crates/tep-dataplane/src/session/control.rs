@@ -57,6 +57,10 @@ pub struct SessionRules {
     pub uplink_tags: Vec<RuleTag>,
     /// Beside each downlink rule.
     pub downlink_tags: Vec<RuleTag>,
+    /// The outer DSCP of the downlink's one treatment (to `peer`; None:
+    /// the N3 tunnel's), where the direction has no rules (a rule's is in
+    /// its tag). Kept in the record, which drops the rules.
+    pub dscp: Option<u8>,
 }
 
 /// What a rule carries beside its match and treatment.
@@ -67,6 +71,9 @@ pub struct RuleTag {
     /// nothing counted between the modification and the workers applying
     /// it is lost. Unique within a direction.
     pub key: u32,
+    /// Downlink: the outer DSCP of its packets (its FAR's Transport
+    /// Level Marking; None: the N3 tunnel's).
+    pub dscp: Option<u8>,
 }
 
 /// A session's maximum bit rates, bit/s.
@@ -266,7 +273,10 @@ impl Sessions {
             self.records.resize(idx + 1, None);
         }
         self.set_meters(slot, spec.mbr, None);
-        let peer = spec.peer.map(|(addr, _)| self.peer_ref(spec.n3, addr));
+        let dscp = spec.rules.dscp;
+        let peer = spec
+            .peer
+            .map(|(addr, _)| self.peer_ref(spec.n3, addr, dscp));
         for &key in &spec.uplink_keys {
             self.uplink_owner.insert(key, slot);
             self.outbox.push(Change::Uplink {
@@ -346,11 +356,14 @@ impl Sessions {
                 });
             }
         }
-        let peer = if spec.peer.map(|p| p.0) == old.spec.peer.map(|p| p.0) && spec.n3 == old.spec.n3
-        {
+        let same_peer = |s: &SessionSpec| (s.peer.map(|p| p.0), s.n3, s.rules.dscp);
+        let peer = if same_peer(spec) == same_peer(&old.spec) {
             old.peer
         } else {
-            let new = spec.peer.map(|(addr, _)| self.peer_ref(spec.n3, addr));
+            let dscp = spec.rules.dscp;
+            let new = spec
+                .peer
+                .map(|(addr, _)| self.peer_ref(spec.n3, addr, dscp));
             if let Some(p) = old.peer {
                 self.peer_unref(p);
             }
@@ -481,7 +494,11 @@ impl Sessions {
     /// None where its direction has no rules or none with that key.
     pub fn rule_counter(&self, slot: u32, uplink: bool, key: u32) -> Option<u32> {
         let r = self.records.get(slot as usize)?.as_ref()?;
-        let c = r.rules.counters.iter().find(|c| (c.0, c.1) == (uplink, key));
+        let c = r
+            .rules
+            .counters
+            .iter()
+            .find(|c| (c.0, c.1) == (uplink, key));
         c.map(|c| c.2)
     }
 
@@ -678,12 +695,15 @@ impl Sessions {
                 .iter()
                 .enumerate()
                 .map(|(i, r)| {
-                    let key = tags.get(i).map_or(i as u32, |t| t.key);
-                    let counter = me.counter(&mut built, old, uplink, key);
+                    let tag = tags.get(i).copied().unwrap_or(RuleTag {
+                        key: i as u32,
+                        dscp: None,
+                    });
+                    let counter = me.counter(&mut built, old, uplink, tag.key);
                     let peer = r
                         .peer
                         .filter(|_| !uplink)
-                        .map(|(addr, _)| me.peer_ref(spec.n3, addr));
+                        .map(|(addr, _)| me.peer_ref(spec.n3, addr, tag.dscp));
                     built.peers.extend(peer);
                     let bucket = r
                         .mbr
@@ -774,8 +794,11 @@ impl Sessions {
         Ok(next)
     }
 
-    fn peer_ref(&mut self, n3: u32, addr: IpAddr) -> u32 {
-        let key = Peer { n3, addr };
+    /// The id of the peer at `addr` from N3 tunnel `n3` with outer DSCP
+    /// `dscp`: sessions that mark differently have templates of their
+    /// own, so that marking costs no packet anything.
+    fn peer_ref(&mut self, n3: u32, addr: IpAddr, dscp: Option<u8>) -> u32 {
+        let key = Peer { n3, addr, dscp };
         if let Some((id, refs)) = self.peers.get_mut(&key) {
             *refs += 1;
             return *id;
@@ -827,7 +850,10 @@ fn without_rules(spec: &SessionSpec) -> SessionSpec {
         downlink_keys: spec.downlink_keys.clone(),
         ue: spec.ue,
         mbr: spec.mbr,
-        rules: SessionRules::default(),
+        rules: SessionRules {
+            dscp: spec.rules.dscp,
+            ..Default::default()
+        },
     }
 }
 

@@ -222,6 +222,10 @@ pub struct Peer {
     pub n3: u32,
     /// The peer's N3 address (same family as the tunnel's local one).
     pub addr: IpAddr,
+    /// The outer DSCP of the packets sent to it (a FAR's Transport Level
+    /// Marking); None: the N3 tunnel's. Part of the peer's identity, so
+    /// that the mark is in its outer header template.
+    pub dscp: Option<u8>,
 }
 
 /// What a downlink lookup is keyed by: a UE's address or IPv6 prefix.

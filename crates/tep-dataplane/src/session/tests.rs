@@ -64,7 +64,14 @@ fn a_session_is_found_both_ways_in_every_replica() {
             (s.n3, s.teid, s.qfi, s.downlink),
             (0, 0x77, Some(9), Action::Forward)
         );
-        assert_eq!(t.peer(s.peer), Some(Peer { n3: 0, addr: gnb }));
+        assert_eq!(
+            t.peer(s.peer),
+            Some(Peer {
+                n3: 0,
+                addr: gnb,
+                dscp: None
+            })
+        );
     }
 }
 
@@ -300,7 +307,14 @@ fn a_fresh_replica_catches_up_by_replay() {
         assert_eq!(t.uplink(0x300, None), None);
         assert_eq!(t.downlink(false, 3), None);
         let s = t.get(b);
-        assert_eq!(t.peer(s.peer), Some(Peer { n3: 0, addr: gnb }));
+        assert_eq!(
+            t.peer(s.peer),
+            Some(Peer {
+                n3: 0,
+                addr: gnb,
+                dscp: None
+            })
+        );
         assert_eq!(s.teid, 0x78);
     }
 }
@@ -496,7 +510,10 @@ fn rule_counters_follow_their_keys() {
     let with = |keys: &[u32]| {
         let mut s = spec(0, 0x100, 0x0a00_0001, Some((gnb, 0x77)));
         s.rules.downlink = keys.iter().map(|&k| rule(k as u16)).collect();
-        s.rules.downlink_tags = keys.iter().map(|&key| RuleTag { key }).collect();
+        s.rules.downlink_tags = keys
+            .iter()
+            .map(|&key| RuleTag { key, dscp: None })
+            .collect();
         s
     };
     let slot = c.create(&with(&[3, 4])).unwrap();

@@ -453,8 +453,10 @@ fn a_modification_with_what_tep_does_not_apply_changes_nothing() {
             IeType(47),
         ),
     ];
-    for (seq, (body, (cause, rule, ie))) in
-        [packet_rate, sndem, update_bar].into_iter().zip(want).enumerate()
+    for (seq, (body, (cause, rule, ie))) in [packet_rate, sndem, update_bar]
+        .into_iter()
+        .zip(want)
+        .enumerate()
     {
         let out = h.raw(&modification(seq as u32, body));
         let r = PfcpRepr::parse_bytes(&out[0].payload).unwrap();

@@ -57,6 +57,9 @@ use tep_pfcp::IeType;
 ///   sources are refused; uplink buffering (which would drop) is refused;
 /// - PDRs of a direction under different URRs are rules of their own
 ///   (each rule has its usage counter, which its PDR's URRs read);
+/// - a downlink FAR's Transport Level Marking is the outer DSCP of its
+///   packets (PDRs whose FARs mark differently are rules of their own);
+///   an uplink FAR's is refused (N6 packets have no outer header);
 /// - maximum bit rates ([`mbrs`]): the QERs with an MBR that every PDR of
 ///   a direction is under (a session AMBR) are the session's bucket, the
 ///   lowest rate; one more of a PDR's own is its rule's bucket, shared by
@@ -157,11 +160,13 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
             return Err(refuse_pdr(odd.map_or(ul[0].0, |o| o.0), IeType::F_TEID));
         }
         spec.rules.uplink = checked(&ul)?;
-        spec.rules.uplink_tags = tags(&ul);
+        spec.rules.uplink_tags = tags(rules, &ul, true);
     }
-    if several(&dl) {
+    let marks = |p: &node::Pdr| rules.far(p.far).and_then(|f| f.dscp);
+    spec.rules.dscp = dl.first().and_then(|(p, _)| marks(p));
+    if several(&dl) || dl.iter().any(|(p, _)| marks(p) != spec.rules.dscp) {
         spec.rules.downlink = checked(&dl)?;
-        spec.rules.downlink_tags = tags(&dl);
+        spec.rules.downlink_tags = tags(rules, &dl, false);
     }
     spec.ue = match ue_up.or(ue_down) {
         Some((keys, pdr)) => UeSource::of_keys(keys.iter().flatten())
@@ -206,11 +211,13 @@ fn several(list: &[(&node::Pdr, RuleSpec)]) -> bool {
     })
 }
 
-/// Each rule's tag: its usage counter kept by its PDR ID.
-fn tags(list: &[(&node::Pdr, RuleSpec)]) -> Vec<RuleTag> {
+/// Each rule's tag: its usage counter kept by its PDR ID; downlink, its
+/// FAR's outer DSCP.
+fn tags(rules: &Rules, list: &[(&node::Pdr, RuleSpec)], uplink: bool) -> Vec<RuleTag> {
     list.iter()
         .map(|(p, _)| RuleTag {
             key: u32::from(p.id),
+            dscp: rules.far(p.far).and_then(|f| f.dscp).filter(|_| !uplink),
         })
         .collect()
 }
@@ -299,6 +306,8 @@ fn uplink_of(
         node::Action::Forward if far.outer.is_some() => {
             return Err(refuse_far(far, IeType::OUTER_HEADER_CREATION))
         }
+        // No outer header to mark (N6 packets are the UE's own).
+        _ if far.dscp.is_some() => return Err(refuse_far(far, IeType::TRANSPORT_LEVEL_MARKING)),
         node::Action::Forward
             if !matches!(far.destination, Some(Interface::CORE | Interface::N6_LAN)) =>
         {
@@ -1017,6 +1026,43 @@ mod tests {
         let (spec, _) = compile(&r, &[(N3, 0)]).unwrap();
         let keys: Vec<u32> = spec.rules.uplink_tags.iter().map(|t| t.key).collect();
         assert_eq!(keys, [1, 4]);
+    }
+
+    /// A downlink FAR's marking is the session's outer DSCP, or its
+    /// rule's where the PDRs' FARs mark differently; an uplink FAR's is
+    /// refused.
+    #[test]
+    fn transport_level_marking_compiles_to_the_outer_dscp() {
+        let n3 = [(N3, 3)];
+        let mut r = rules(node::Action::Forward);
+        r.fars[1].dscp = Some(46);
+        let (spec, _) = compile(&r, &n3).unwrap();
+        assert_eq!(spec.rules.dscp, Some(46));
+        assert!(spec.rules.downlink.is_empty(), "one treatment");
+        // A voice PDR whose FAR marks EF beside the default one's AF41.
+        let mut voice_dl = r.pdrs[1].clone();
+        (voice_dl.id, voice_dl.precedence, voice_dl.far) = (3, 10, 3);
+        voice_dl.sdf = vec![voice()];
+        r.pdrs.push(voice_dl);
+        r.fars.push(Far {
+            id: 3,
+            dscp: Some(34),
+            ..r.fars[1]
+        });
+        let (spec, _) = compile(&r, &n3).unwrap();
+        let marks: Vec<_> = spec.rules.downlink_tags.iter().map(|t| t.dscp).collect();
+        assert_eq!(marks, [Some(34), Some(46)]);
+        // The same filters and FARs but for the mark: still two rules.
+        r.pdrs[2].sdf.clear();
+        assert_eq!(compile(&r, &n3).unwrap().0.rules.downlink.len(), 2);
+        r.fars[0].dscp = Some(46);
+        assert_eq!(
+            compile(&r, &n3).map(|_| ()),
+            Err(Refused::rule(
+                FailedRuleId::Far(1),
+                Some(IeType::TRANSPORT_LEVEL_MARKING)
+            ))
+        );
     }
 
     fn urr(id: u32) -> node::Urr {
