@@ -21,6 +21,7 @@
 //!
 //! The N4 thread ([`super::n4`]) runs tep-pfcp's node over this.
 
+use super::state::GbrTotals;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use tep_dataplane::session::control::{Mbr, RuleTag, SessionSpec, Sessions};
@@ -428,6 +429,8 @@ struct Entry {
     slot: u32,
     /// What each URR counts, and took so far.
     urrs: super::urr::UrrCounts,
+    /// Its QERs' GBRs.
+    gbr: GbrTotals,
     /// The PDR a Downlink Data Report names.
     downlink_pdr: Option<u16>,
 }
@@ -439,6 +442,8 @@ pub struct UpfPlane {
     n3: Vec<(IpAddr, u32)>,
     by_seid: HashMap<Seid, Entry>,
     by_slot: HashMap<u32, Seid>,
+    /// The sessions' GBRs.
+    gbr: GbrTotals,
     /// The sessions' GTP-U peers, supervised (off until the N4 thread
     /// sets its timers).
     pub paths: super::path::Paths,
@@ -458,6 +463,7 @@ impl UpfPlane {
             n3,
             by_seid: HashMap::new(),
             by_slot: HashMap::new(),
+            gbr: GbrTotals::default(),
             paths,
         }
     }
@@ -479,6 +485,11 @@ impl UpfPlane {
     pub fn report_of(&self, slot: u32) -> Option<(Seid, u16)> {
         let seid = *self.by_slot.get(&slot)?;
         Some((seid, self.by_seid.get(&seid)?.downlink_pdr?))
+    }
+
+    /// The sessions' QERs' GBRs, summed.
+    pub fn gbr(&self) -> GbrTotals {
+        self.gbr
     }
 
     /// Whether none is.
@@ -508,11 +519,15 @@ impl UserPlane for UpfPlane {
                         self.by_seid.entry(seid).or_insert(Entry {
                             slot,
                             urrs: Default::default(),
+                            gbr: GbrTotals::default(),
                             downlink_pdr,
                         })
                     }
                 };
                 e.urrs.rebase(rules, &spec, &self.sessions, e.slot);
+                let gbr = GbrTotals::of(&rules.qers);
+                self.gbr = self.gbr.replace(e.gbr, gbr);
+                e.gbr = gbr;
                 self.paths.install(std::time::Instant::now(), seid, rules);
                 let slot = e.slot;
                 // The packets a buffering FAR holds: as many as its BAR
@@ -530,6 +545,7 @@ impl UserPlane for UpfPlane {
                 self.paths.remove(seid);
                 if let Some(e) = self.by_seid.remove(&seid) {
                     self.by_slot.remove(&e.slot);
+                    self.gbr = self.gbr.replace(e.gbr, GbrTotals::default());
                     let _ = self.sessions.remove(e.slot);
                 }
                 Ok(())
@@ -1063,6 +1079,36 @@ mod tests {
                 Some(IeType::TRANSPORT_LEVEL_MARKING)
             ))
         );
+    }
+
+    /// The sessions' GBRs are summed for `show pfcp` as sessions come,
+    /// change and go (recorded, not enforced).
+    #[test]
+    fn gbrs_are_summed_over_the_sessions() {
+        let (sessions, _links) = Sessions::new(16, 1, vec![false]);
+        let mut up = UpfPlane::new(sessions, vec![(N3, 0)]);
+        let mut r = rules(node::Action::Forward);
+        r.qers[0].gbr = Some(tep_pfcp::types::Gbr { ul: 64, dl: 128 });
+        up.apply(Change::Install { seid: 7, rules: &r }).unwrap();
+        let mut other = rules(node::Action::Forward);
+        other.pdrs[0].local.as_mut().unwrap().teid = 0x56;
+        other.pdrs[1].ue_ip.as_mut().unwrap().v4 = Some(Ipv4Addr::new(10, 45, 0, 8));
+        other.qers[0].gbr = Some(tep_pfcp::types::Gbr { ul: 1, dl: 2 });
+        up.apply(Change::Install {
+            seid: 8,
+            rules: &other,
+        })
+        .unwrap();
+        let total = |up: &UpfPlane| {
+            let g = up.gbr();
+            (g.qers, g.uplink_kbps, g.downlink_kbps)
+        };
+        assert_eq!(total(&up), (2, 65, 130));
+        r.qers[0].gbr = Some(tep_pfcp::types::Gbr { ul: 10, dl: 20 });
+        up.apply(Change::Install { seid: 7, rules: &r }).unwrap();
+        assert_eq!(total(&up), (2, 11, 22));
+        up.apply(Change::Remove { seid: 8 }).unwrap();
+        assert_eq!(total(&up), (1, 10, 20));
     }
 
     fn urr(id: u32) -> node::Urr {
