@@ -564,6 +564,43 @@ fn qos_flows_by_sdf_filter() {
     assert_eq!((&d["ul_packets"], &d["dl_packets"]), (&json!(2), &json!(2)));
 }
 
+/// Usage per URR and DSCP marking, on the qos_flows session: URR 2 on
+/// the voice PDRs only, the voice FAR marking DSCP 46 (EF), a GBR on the
+/// voice QER (recorded: `show pfcp` sums it). The gNB sees the voice
+/// downlink with DSCP 46 in the outer header, the rest with 0; at
+/// deletion URR 1 reports every packet, URR 2 only the voice ones.
+#[test]
+fn usage_per_urr_and_dscp_marking() {
+    qos_marks("usage_per_urr_and_dscp_marking", false);
+}
+
+/// The same in gateway mode (AF_XDP).
+#[test]
+fn a_gateway_upf_counts_per_urr_and_marks_dscp() {
+    qos_marks("a_gateway_upf_counts_per_urr_and_marks_dscp", true);
+}
+
+fn qos_marks(test: &str, gateway: bool) {
+    let Some((_lab, tep, mut smf)) = start_in(test, gateway, "") else {
+        return;
+    };
+    smf.run(&tep, json!({"run": "associate"}));
+    let r = smf.run(&tep, json!({"run": "qos_marks", "index": 0, "dscp": 46}));
+    // (total, uplink, downlink bytes; total, uplink, downlink packets)
+    let (all, voice) = (&r["urr1"], &r["urr2"]);
+    assert_eq!(
+        (&all[3], &all[4], &all[5]),
+        (&json!(4), &json!(2), &json!(2)),
+        "{r}"
+    );
+    assert_eq!(
+        (&voice[3], &voice[4], &voice[5]),
+        (&json!(2), &json!(1), &json!(1)),
+        "{r}"
+    );
+    assert!(voice[0].as_u64() < all[0].as_u64(), "{r}");
+}
+
 /// IP address spoofing prevention: G-PDUs of a live session whose inner
 /// source is not its UE's (another UE's, any other) reach nobody, counted
 /// as `ue_source_spoofed`; the session still forwards, and its Usage
