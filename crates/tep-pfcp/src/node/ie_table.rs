@@ -495,3 +495,48 @@ fn a_rule_the_user_plane_cannot_enforce_is_named() {
     assert_eq!(h.node.counter(Counter::UserPlaneRefused), 0);
     assert_eq!(h.node.teids_in_use(), 0);
 }
+
+/// An Update QER's GBR and an Update FAR's Transport Level Marking
+/// replace the QER's and the FAR's; a marking with a mask of no DSCP
+/// bits clears the FAR's.
+#[test]
+fn updates_set_the_gbr_and_the_marking() {
+    let (mut h, seid) = established();
+    let modify = |h: &mut Harness, seq: u32, body: Vec<u8>| {
+        let m = raw_message(
+            msg_type::SESSION_MODIFICATION_REQUEST,
+            Some(seid),
+            60 + seq,
+            &body,
+        );
+        let out = h.raw(&m);
+        let r = PfcpRepr::parse_bytes(&out[0].payload).unwrap();
+        let Message::SessionModificationResponse(m) = r.message else {
+            panic!("{r:?}")
+        };
+        assert_eq!(m.cause, Cause::REQUEST_ACCEPTED, "{m:?}");
+    };
+    let mark = |tos: u8, mask: u8| {
+        ies(|w| {
+            w.tlv(IeType::UPDATE_FAR, |w| {
+                w.ie(&FarId(2));
+                w.tlv(IeType::UPDATE_FORWARDING_PARAMETERS, |w| {
+                    w.ie(&TransportLevelMarking { tos, mask })
+                });
+            });
+            w.tlv(IeType::UPDATE_QER, |w| {
+                w.ie(&QerId(1));
+                w.ie(&Gbr {
+                    ul: 1,
+                    dl: u64::from(tos),
+                });
+            });
+        })
+    };
+    modify(&mut h, 0, mark(0x88, 0xff));
+    let r = h.node.session(seid).unwrap();
+    assert_eq!(r.far(2).unwrap().dscp, Some(34));
+    assert_eq!(r.qer(1).unwrap().gbr, Some(Gbr { ul: 1, dl: 0x88 }));
+    modify(&mut h, 1, mark(0x88, 0x03));
+    assert_eq!(h.node.session(seid).unwrap().far(2).unwrap().dscp, None);
+}
