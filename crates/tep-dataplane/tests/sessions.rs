@@ -682,9 +682,14 @@ fn a_fars_marking_sets_the_outer_dscp() {
         rules.rules.downlink_tags = vec![
             RuleTag {
                 key: 1,
+                counted: false,
                 dscp: Some(34),
             },
-            RuleTag { key: 2, dscp: None },
+            RuleTag {
+                key: 2,
+                counted: false,
+                dscp: None,
+            },
         ];
         for s in [&plain, &marked, &rules] {
             c.create(s).unwrap();

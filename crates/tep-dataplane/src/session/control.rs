@@ -2,7 +2,7 @@
 //! allocated, keys owned, changes published to every worker, usage summed
 //! over the workers. The PFCP node drives it; the workers only apply.
 
-use super::counters::{CounterIds, RuleUsage};
+use super::counters::{CounterIds, RuleUsage, NO_COUNTER};
 use super::rate::{Bucket, Meters};
 use super::rules::{Classifier, RuleError, RuleSet, RuleSpec, Treatment, MAX_RULES};
 use super::{
@@ -71,6 +71,11 @@ pub struct RuleTag {
     /// nothing counted between the modification and the workers applying
     /// it is lost. Unique within a direction.
     pub key: u32,
+    /// Whether it has a usage counter at all: only where the direction's
+    /// PDRs are under different URRs is it needed (otherwise the
+    /// session's counts that way are theirs), and a counter costs its
+    /// packets a write to one more line. A rule without a tag has one.
+    pub counted: bool,
     /// Downlink: the outer DSCP of its packets (its FAR's Transport
     /// Level Marking; None: the N3 tunnel's).
     pub dscp: Option<u8>,
@@ -697,9 +702,13 @@ impl Sessions {
                 .map(|(i, r)| {
                     let tag = tags.get(i).copied().unwrap_or(RuleTag {
                         key: i as u32,
+                        counted: true,
                         dscp: None,
                     });
-                    let counter = me.counter(&mut built, old, uplink, tag.key);
+                    let counter = match tag.counted {
+                        true => me.counter(&mut built, old, uplink, tag.key),
+                        false => NO_COUNTER,
+                    };
                     let peer = r
                         .peer
                         .filter(|_| !uplink)

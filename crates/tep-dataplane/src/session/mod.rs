@@ -832,7 +832,10 @@ impl SessionTable {
     /// ([`counters`]; none for [`counters::NO_COUNTER`]).
     #[inline]
     pub fn count_rule(&self, counter: u32, bytes: usize) {
-        self.link.rule_usage.count(counter, bytes);
+        // Most rules have none: not even the counters' table is read.
+        if counter != counters::NO_COUNTER {
+            self.link.rule_usage.count(counter, bytes);
+        }
     }
 
     /// Takes the control plane's changes, if any, and applies them; returns

@@ -512,7 +512,11 @@ fn rule_counters_follow_their_keys() {
         s.rules.downlink = keys.iter().map(|&k| rule(k as u16)).collect();
         s.rules.downlink_tags = keys
             .iter()
-            .map(|&key| RuleTag { key, dscp: None })
+            .map(|&key| RuleTag {
+                key,
+                counted: true,
+                dscp: None,
+            })
             .collect();
         s
     };

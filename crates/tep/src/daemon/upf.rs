@@ -198,26 +198,31 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
 /// PDRs needs theirs apart).
 fn several(list: &[(&node::Pdr, RuleSpec)]) -> bool {
     let treatment = |r: &RuleSpec| (r.action, r.peer, r.qfi);
-    let urrs = |p: &node::Pdr| {
-        let mut u = p.urrs.as_slice().to_vec();
-        u.sort_unstable();
-        u.dedup();
-        u
-    };
     list.iter().any(|(p, r)| {
         !r.filters.is_empty()
             || r.mbr.is_some()
             || treatment(r) != treatment(&list[0].1)
-            || urrs(p) != urrs(list[0].0)
+            || urrs_of(p) != urrs_of(list[0].0)
     })
 }
 
-/// Each rule's tag: its usage counter kept by its PDR ID; downlink, its
-/// FAR's outer DSCP.
+/// A PDR's URR IDs as a set.
+fn urrs_of(p: &node::Pdr) -> Vec<u32> {
+    let mut u = p.urrs.as_slice().to_vec();
+    u.sort_unstable();
+    u.dedup();
+    u
+}
+
+/// Each rule's tag: a usage counter kept by its PDR ID where the
+/// direction's PDRs are under different URRs (else the session's counts
+/// are each URR's); downlink, its FAR's outer DSCP.
 fn tags(rules: &Rules, list: &[(&node::Pdr, RuleSpec)], uplink: bool) -> Vec<RuleTag> {
+    let counted = list.iter().any(|(p, _)| urrs_of(p) != urrs_of(list[0].0));
     list.iter()
         .map(|(p, _)| RuleTag {
             key: u32::from(p.id),
+            counted,
             dscp: rules.far(p.far).and_then(|f| f.dscp).filter(|_| !uplink),
         })
         .collect()
@@ -1033,11 +1038,21 @@ mod tests {
         traffic(&worker, 1000, 7);
         assert_eq!(up.take_usage(7, 2).downlink_bytes, 1000);
         assert_eq!(up.take_usage(7, 1).downlink_bytes, 1050 + 1007);
+        // Both URRs on every PDR again: the rules keep no counters (a
+        // write per packet saved), the session's counts are each URR's.
+        for p in &mut r.pdrs {
+            p.urrs = Ids::new(&[1, 2]).unwrap();
+        }
+        install(&mut up, &mut worker, &r);
+        assert_eq!(up.sessions.rule_counter(slot, false, 3), None);
+        worker.count_downlink(slot, 400);
+        assert_eq!(up.take_usage(7, 2).downlink_bytes, 400);
         // Two uplink flows with one FAR, URR 2 on one of them: a rule
         // each, so that its counts are its own.
         let mut second = r.pdrs[0].clone();
         (second.id, second.qfi) = (4, Some(5));
         second.urrs = Ids::new(&[1, 2]).unwrap();
+        r.pdrs[0].urrs = Ids::new(&[1]).unwrap();
         r.pdrs.push(second);
         let (spec, _) = compile(&r, &[(N3, 0)]).unwrap();
         let keys: Vec<u32> = spec.rules.uplink_tags.iter().map(|t| t.key).collect();

@@ -209,7 +209,8 @@ fn read(sessions: &Sessions, slot: u32, src: Source) -> Counts {
 }
 
 /// URR `urr`'s sources each way: the rules whose PDRs name it where the
-/// direction has rules, else the session's counts if its PDRs do.
+/// direction has rules with counters (its PDRs are under different
+/// URRs), else the session's counts if its PDRs name it.
 fn sources_of(
     rules: &Rules,
     spec: &SessionSpec,
@@ -230,7 +231,7 @@ fn sources_of(
         } else {
             (&spec.rules.downlink, &spec.rules.downlink_tags)
         };
-        if list.is_empty() {
+        if list.is_empty() || !tags.iter().any(|t| t.counted) {
             let named = rules.pdrs.iter().any(|p| {
                 (p.source == Interface::ACCESS) == uplink && p.urrs.as_slice().contains(&urr)
             });
