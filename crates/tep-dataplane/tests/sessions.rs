@@ -525,6 +525,7 @@ fn packets_over_the_mbr_are_dropped_and_counted() {
 /// forwarded.
 #[test]
 fn several_rules_each_way_by_sdf_filter() {
+    use tep_dataplane::session::control::RuleTag;
     use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
     for v6 in [false, true] {
         let mut pool = pool();
@@ -555,6 +556,17 @@ fn several_rules_each_way_by_sdf_filter() {
             rule(vec![port(6666, 6666)], Action::Drop, 0, 0),
             rule(vec![port(5000, 5010)], Action::Forward, 0, 0),
         ];
+        // Each rule counted (as for URRs on some of the PDRs), by position.
+        let counted = |n: u32| -> Vec<RuleTag> {
+            (0..n)
+                .map(|key| RuleTag {
+                    key,
+                    counted: true,
+                    dscp: None,
+                })
+                .collect()
+        };
+        (spec.rules.downlink_tags, spec.rules.uplink_tags) = (counted(3), counted(2));
         let slot = c.create(&spec).unwrap();
         settle(&mut c, &mut p, &mut pool);
         let server = if v6 {
@@ -589,8 +601,7 @@ fn several_rules_each_way_by_sdf_filter() {
         assert_eq!(p.drops(DropReason::NoPdrMatch), 1);
         let u = c.usage(slot);
         assert_eq!((u.dl_packets, u.ul_packets), (3, 1));
-        // Each rule counted the packets it took and forwarded (rules
-        // keyed by position here): the voice rule one downlink packet and
+        // Each rule counted the packets it took and forwarded: the voice rule one downlink packet and
         // one uplink, the default rule two, the drop rules none.
         let rule_packets = |uplink, n: u32| -> Vec<u64> {
             (0..n)

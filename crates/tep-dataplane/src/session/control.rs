@@ -52,8 +52,8 @@ pub struct SessionRules {
     pub uplink: Vec<RuleSpec>,
     /// Downlink (their `qfi_match` unused).
     pub downlink: Vec<RuleSpec>,
-    /// Beside each uplink rule, by position (missing: [`RuleTag`] of its
-    /// position).
+    /// Beside each uplink rule, by position (missing: keyed by its
+    /// position, no counter, no mark).
     pub uplink_tags: Vec<RuleTag>,
     /// Beside each downlink rule.
     pub downlink_tags: Vec<RuleTag>,
@@ -74,7 +74,7 @@ pub struct RuleTag {
     /// Whether it has a usage counter at all: only where the direction's
     /// PDRs are under different URRs is it needed (otherwise the
     /// session's counts that way are theirs), and a counter costs its
-    /// packets a write to one more line. A rule without a tag has one.
+    /// packets a write to one more line. A rule without a tag has none.
     pub counted: bool,
     /// Downlink: the outer DSCP of its packets (its FAR's Transport
     /// Level Marking; None: the N3 tunnel's).
@@ -702,7 +702,7 @@ impl Sessions {
                 .map(|(i, r)| {
                     let tag = tags.get(i).copied().unwrap_or(RuleTag {
                         key: i as u32,
-                        counted: true,
+                        counted: false,
                         dscp: None,
                     });
                     let counter = match tag.counted {
