@@ -32,7 +32,8 @@
 //!
 //! Usage (packets and bytes each way, for URRs) is counted per slot by
 //! each worker into [`Usage`] blocks the control plane reads without
-//! stopping anybody ([`control::Sessions::usage`]).
+//! stopping anybody ([`control::Sessions::usage`]), and per rule where a
+//! URR is on some of a direction's PDRs only ([`counters`]).
 
 pub mod buffer;
 pub mod control;

@@ -7,9 +7,9 @@
 //! uplink keys (TEID, QFI) of its Access PDRs and what their FAR does; the
 //! UE addresses of its downlink PDRs and what they do: forward to a gNB
 //! with a TEID and the QFI of their QERs, drop, or buffer. A closed gate
-//! drops. Usage is counted per session and, where a direction has rules,
-//! per rule: a URR gets the counts of its PDRs ([`super::urr`]). A rule
-//! set this cannot carry as
+//! drops. Usage is counted per session and, where a direction's PDRs are
+//! under different URRs, per rule: a URR gets the counts of its PDRs
+//! ([`super::urr`]). A rule set this cannot carry as
 //! the SMF asks is refused by the rule at fault ([`compile`]), never
 //! installed in part: tep never accepts what it does not enforce.
 //!
