@@ -91,8 +91,12 @@ impl UsageScan {
 /// charging key covers it all.
 pub fn stop_if_exhausted(rules: &Rules, spec: &mut SessionSpec) {
     if rules.quota_exhausted() {
-        // Every packet stops, whichever rule would have taken it.
-        spec.rules = Default::default();
+        // Every packet stops, whichever rule would have taken it (the
+        // mark stays: the gNB's template need not change meanwhile).
+        spec.rules = tep_dataplane::session::control::SessionRules {
+            dscp: spec.rules.dscp,
+            ..Default::default()
+        };
         spec.uplink = Action::QuotaExhausted;
         spec.downlink = Action::QuotaExhausted;
     }
