@@ -436,8 +436,9 @@ fn bad_requests_are_answered_and_sessions_keep_forwarding() {
         assert_eq!(pfcp_counter(&tep, counter), n, "{counter}");
     }
     // What tep does not enforce is refused by its rule, never accepted and
-    // ignored: an SDF Filter (PDR 1), a GBR (QER 1) in establishments, a
-    // GBR closing session 3's gates in a modification (refused whole:
+    // ignored: an SDF Filter (PDR 1), a QER Correlation ID (QER 1) in
+    // establishments, one closing session 3's gates in a modification
+    // (refused whole:
     // session 3 forwards below with the others).
     let u = smf.run(
         &tep,
@@ -445,8 +446,8 @@ fn bad_requests_are_answered_and_sessions_keep_forwarding() {
     );
     for (case, rule, offending) in [
         ("sdf_filter", [0, 1], 23),
-        ("gbr", [2, 1], 27),
-        ("gbr_modification", [2, 1], 27),
+        ("qer_correlation", [2, 1], 28),
+        ("qer_correlation_modification", [2, 1], 28),
     ] {
         let got = &u[case];
         assert_eq!(

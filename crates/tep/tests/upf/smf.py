@@ -87,6 +87,7 @@ from scapy.contrib.pfcp import (
     IE_PFCPSMReqFlags,
     IE_Precedence,
     IE_QER_Id,
+    IE_QERCorrelationId,
     IE_SDF_Filter,
     IE_QFI,
     IE_QueryURR,
@@ -1309,26 +1310,28 @@ class Lab:
     def cmd_unsupported(self, c):
         """What tep does not enforce is refused, never accepted and
         ignored: an SDF Filter outside the Flow Description subset tep
-        applies (direction `in`) in PDR 1's PDI, a GBR in QER 1, each in an
-        establishment; an Update QER closing session
-        `session`'s gates with a GBR, in a modification: refused whole, so
-        the session keeps forwarding (the caller sends traffic after)."""
+        applies (direction `in`) in PDR 1's PDI, a QER Correlation ID in
+        QER 1, each in an establishment; an Update QER closing session
+        `session`'s gates with a QER Correlation ID, in a modification:
+        refused whole, so the session keeps forwarding (the caller sends
+        traffic after)."""
         out = {}
         bad = Session(c["spare"], self.cfg, self.gnbs[0])
         sdf = IE_SDF_Filter(FD=1, flow_description="permit in 17 from any to assigned 9000")
         got = self.request(self.establishment(bad, pdi_extra=[sdf]))
         out["sdf_filter"] = self.expect_rule_failure(got, ESTABLISHMENT_RESPONSE, bad, "SDF Filter", (0, 1), 23)
-        got = self.request(self.establishment(bad, qer_extra=[IE_GBR(ul=20000, dl=20000)]))
-        out["gbr"] = self.expect_rule_failure(got, ESTABLISHMENT_RESPONSE, bad, "GBR", (2, 1), 27)
+        got = self.request(self.establishment(bad, qer_extra=[IE_QERCorrelationId(id=7)]))
+        out["qer_correlation"] = self.expect_rule_failure(got, ESTABLISHMENT_RESPONSE, bad,
+                                                          "QER Correlation ID", (2, 1), 28)
         s = self.sessions[c["session"]]
         qer = IE_UpdateQER(IE_list=[
             IE_QER_Id(id=1),
             IE_GateStatus(ul="CLOSED", dl="CLOSED"),
-            IE_GBR(ul=20000, dl=20000),
+            IE_QERCorrelationId(id=7),
         ])
         got = self.request(self.header(s.up_seid) / PFCPSessionModificationRequest(IE_list=[qer]))
-        out["gbr_modification"] = self.expect_rule_failure(
-            got, MODIFICATION_RESPONSE, s, "Update QER with a GBR", (2, 1), 27)
+        out["qer_correlation_modification"] = self.expect_rule_failure(
+            got, MODIFICATION_RESPONSE, s, "Update QER with a QER Correlation ID", (2, 1), 28)
         return out
 
     def cmd_mbr_session(self, c):
