@@ -30,7 +30,7 @@
 
 use std::time::{Duration, Instant};
 
-use tep_dataplane::session::control::{SessionSpec, Sessions};
+use tep_dataplane::session::control::{SessionSpec, Sessions, Volume};
 use tep_dataplane::session::Action;
 use tep_pfcp::node::{Node, Rules, Usage, UserPlane};
 use tep_pfcp::types::Interface;
@@ -136,10 +136,11 @@ impl UrrCounts {
     /// starts from now; a removed one goes.
     pub fn rebase(&mut self, rules: &Rules, spec: &SessionSpec, sessions: &Sessions, slot: u32) {
         let mut snap: Vec<(Source, Counts)> = Vec::new();
-        let mut read = |src: Source| match snap.iter().find(|s| s.0 == src) {
+        let mut volume = None;
+        let mut once = |src: Source| match snap.iter().find(|s| s.0 == src) {
             Some(s) => s.1,
             None => {
-                let c = read(sessions, slot, src);
+                let c = read(sessions, slot, src, &mut volume);
                 snap.push((src, c));
                 c
             }
@@ -159,11 +160,11 @@ impl UrrCounts {
             };
             let c = &mut self.0[i];
             for &(src, base) in &c.sources {
-                add(&mut c.banked, src, base, read(src));
+                add(&mut c.banked, src, base, once(src));
             }
             c.sources = sources_of(rules, spec, sessions, slot, u.id)
                 .into_iter()
-                .map(|src| (src, read(src)))
+                .map(|src| (src, once(src)))
                 .collect();
         }
     }
@@ -174,8 +175,9 @@ impl UrrCounts {
             return Usage::default();
         };
         let mut u = core::mem::take(&mut c.banked);
+        let mut volume = None;
         for (src, base) in &mut c.sources {
-            let now = read(sessions, slot, *src);
+            let now = read(sessions, slot, *src, &mut volume);
             add(&mut u, *src, *base, now);
             *base = now;
         }
@@ -198,10 +200,12 @@ fn add(u: &mut Usage, src: Source, base: Counts, now: Counts) {
     }
 }
 
-fn read(sessions: &Sessions, slot: u32, src: Source) -> Counts {
+/// What `src` counted so far; `volume`: the session's counts, read once
+/// for both directions.
+fn read(sessions: &Sessions, slot: u32, src: Source, volume: &mut Option<Volume>) -> Counts {
     match src {
         Source::Session { uplink } => {
-            let v = sessions.usage(slot);
+            let v = *volume.get_or_insert_with(|| sessions.usage(slot));
             if uplink {
                 (v.ul_packets, v.ul_bytes)
             } else {
