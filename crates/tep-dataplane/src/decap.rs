@@ -526,7 +526,12 @@ fn tunnel_decap_one(
                 m.remote_csum = None;
                 return finish_inner(pool, id, false).map(|_| true);
             }
-            Ok(Receiver::Session { slot, n3, network }) => {
+            Ok(Receiver::Session {
+                slot,
+                n3,
+                network,
+                counter,
+            }) => {
                 let m = pool.meta_mut(id);
                 m.tunnel = n3;
                 m.network = network;
@@ -536,12 +541,15 @@ fn tunnel_decap_one(
                 finish_inner(pool, id, false)?;
                 // Usage: the inner packet, as it matched its PDR.
                 if let Some(s) = sessions {
-                    s.count_uplink(slot, pool.total_len(id) - (at + hl));
+                    let len = pool.total_len(id) - (at + hl);
+                    s.count_uplink(slot, len);
+                    s.count_rule(counter, len);
                 }
                 return Ok(true);
             }
-            Ok(Receiver::Reencap { word, n3 }) => {
-                return crate::session::n9::received(pool, id, (at + hl, n3, word), sessions);
+            Ok(Receiver::Reencap { word, n3, counter }) => {
+                let at = (at + hl, n3, word, counter);
+                return crate::session::n9::received(pool, id, at, sessions);
             }
             Err(DropReason::UnknownTeid) => {
                 let notice = Notice::UnknownTeid(teid);

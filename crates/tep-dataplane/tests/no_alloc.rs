@@ -226,9 +226,39 @@ fn encap_and_decap_allocate_nothing_per_packet() {
     assert_eq!(cases, TunnelKind::ALL.len() * 2 * 4 + 2 * 2, "cases run");
 }
 
+/// One rule each way that takes every packet of `s`, with a usage counter
+/// of its own; the downlink one's packets marked DSCP 46.
+fn counted_rules(
+    s: &tep_dataplane::session::control::SessionSpec,
+) -> tep_dataplane::session::control::SessionRules {
+    use tep_dataplane::session::control::{RuleTag, SessionRules};
+    use tep_dataplane::session::rules::RuleSpec;
+    let rule = RuleSpec {
+        filters: vec![],
+        qfi_match: None,
+        action: s.downlink,
+        peer: s.peer,
+        qfi: s.qfi,
+        mbr: None,
+    };
+    let tag = |dscp| RuleTag {
+        key: 1,
+        counted: true,
+        dscp,
+    };
+    SessionRules {
+        uplink: vec![rule.clone()],
+        downlink: vec![rule],
+        uplink_tags: vec![tag(None)],
+        downlink_tags: vec![tag(Some(46))],
+        dscp: None,
+    }
+}
+
 /// A UPF's sessions: downlink packets to 100 UEs and uplink G-PDUs from
 /// them, after a first round, allocate nothing either (the lookups, the
-/// session's GTP-U header, the peer's outer template, usage counting).
+/// session's GTP-U header, the peer's outer template, usage counting, a
+/// quarter's rules and per-rule counters).
 #[test]
 fn upf_sessions_allocate_nothing_per_packet() {
     use common::upf::*;
@@ -236,8 +266,17 @@ fn upf_sessions_allocate_nothing_per_packet() {
     for v6 in [false, true] {
         let (mut c, mut p) = upf(v6);
         let mut pool = Pool::new(1024, SUPER_PACKET_ROOM);
+        let mut ruled = Vec::new();
         for i in 0..100 {
-            c.create(&example::session(i, v6, i % 2 == 1)).unwrap();
+            let mut s = example::session(i, v6, i % 2 == 1);
+            if i % 4 == 0 {
+                // A quarter with rules each way, counted per rule (URRs
+                // on some PDRs), the downlink one marking DSCP 46.
+                s.rules = counted_rules(&s);
+                ruled.push(c.create(&s).unwrap());
+            } else {
+                c.create(&s).unwrap();
+            }
         }
         settle(&mut c, &mut p, &mut pool);
         let ue = |i: u32| if i % 2 == 1 { ue6(i) } else { ue4(i) };
@@ -276,6 +315,12 @@ fn upf_sessions_allocate_nothing_per_packet() {
         });
         assert_eq!(n, 0, "v6={v6}: {n} allocations in 3 rounds");
         assert_eq!(later, 600);
+        for &slot in &ruled {
+            for uplink in [true, false] {
+                let counter = c.rule_counter(slot, uplink, 1).unwrap();
+                assert_eq!(c.rule_usage(counter).0, 4, "v6={v6}: rounds counted");
+            }
+        }
         assert_no_leak(&pool);
     }
 }

@@ -525,6 +525,7 @@ fn packets_over_the_mbr_are_dropped_and_counted() {
 /// forwarded.
 #[test]
 fn several_rules_each_way_by_sdf_filter() {
+    use tep_dataplane::session::control::RuleTag;
     use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
     for v6 in [false, true] {
         let mut pool = pool();
@@ -559,6 +560,17 @@ fn several_rules_each_way_by_sdf_filter() {
         for r in &mut spec.rules.uplink {
             r.peer = None;
         }
+        // Each rule counted (as for URRs on some of the PDRs), by position.
+        let counted = |n: u32| -> Vec<RuleTag> {
+            (0..n)
+                .map(|key| RuleTag {
+                    key,
+                    counted: true,
+                    dscp: None,
+                })
+                .collect()
+        };
+        (spec.rules.downlink_tags, spec.rules.uplink_tags) = (counted(3), counted(2));
         let slot = c.create(&spec).unwrap();
         settle(&mut c, &mut p, &mut pool);
         let server = if v6 {
@@ -593,6 +605,17 @@ fn several_rules_each_way_by_sdf_filter() {
         assert_eq!(p.drops(DropReason::NoPdrMatch), 1);
         let u = c.usage(slot);
         assert_eq!((u.dl_packets, u.ul_packets), (3, 1));
+        // Each rule counted the packets it took and forwarded: the voice rule one downlink packet and
+        // one uplink, the default rule two, the drop rules none.
+        let rule_packets = |uplink, n: u32| -> Vec<u64> {
+            (0..n)
+                .map(|k| c.rule_usage(c.rule_counter(slot, uplink, k).unwrap()).0)
+                .collect()
+        };
+        assert_eq!(rule_packets(false, 3), [1, 0, 2]);
+        assert_eq!(rule_packets(true, 2), [0, 1]);
+        let voice_bytes = c.rule_usage(c.rule_counter(slot, false, 0).unwrap()).1;
+        assert_eq!(voice_bytes, down(5005).len() as u64);
         // Back to one treatment each way: the session's own again.
         c.modify(slot, &example::session(1, v6, v6), false).unwrap();
         settle(&mut c, &mut p, &mut pool);
@@ -640,4 +663,93 @@ fn a_rules_own_mbr_meters_only_its_packets() {
     assert_eq!(p.drops(DropReason::MbrExceeded), 10 - passed as u64);
     assert_balanced(&p);
     assert_no_leak(&pool);
+}
+
+/// The outer DSCP of a downlink G-PDU: a FAR's Transport Level Marking
+/// where it has one (the session's one treatment, or a rule's), the
+/// tunnel's otherwise (here the inner packet's, 0), on three sessions to
+/// one gNB; the IPv4 header checksum covers the marked byte.
+#[test]
+fn a_fars_marking_sets_the_outer_dscp() {
+    use tep_dataplane::session::control::RuleTag;
+    use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
+    for v6 in [false, true] {
+        let mut pool = pool();
+        let (mut c, mut p) = upf(v6);
+        let gnb = addrs(v6).1;
+        let plain = example::session(1, v6, false);
+        let mut marked = example::session(2, v6, false);
+        marked.rules.dscp = Some(46);
+        let mut rules = example::session(3, v6, false);
+        let rule = |filters, teid| RuleSpec {
+            filters,
+            qfi_match: None,
+            action: Action::Forward,
+            peer: Some((gnb, teid)),
+            qfi: Some(1),
+            mbr: None,
+        };
+        let voice = FlowMatch {
+            ue_ports: vec![(5000, 5010)],
+            ..Default::default()
+        };
+        rules.rules.downlink = vec![rule(vec![voice], 0x501), rule(vec![], 0x509)];
+        rules.rules.downlink_tags = vec![
+            RuleTag {
+                key: 1,
+                counted: false,
+                dscp: Some(34),
+            },
+            RuleTag {
+                key: 2,
+                counted: false,
+                dscp: None,
+            },
+        ];
+        for s in [&plain, &marked, &rules] {
+            c.create(s).unwrap();
+        }
+        settle(&mut c, &mut p, &mut pool);
+        let server = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
+        let to = |i: u32, port| udp_packet(server, ue4(i), 53, port, b"down");
+        let out = run_encap(
+            &mut p,
+            &mut pool,
+            &[to(1, 80), to(2, 80), to(3, 5005), to(3, 80)],
+        );
+        let dscp: Vec<(u32, u8)> = out
+            .packets
+            .iter()
+            .map(|o| {
+                let (_, r, _) = parse_outer(o);
+                let tos = if v6 {
+                    (o[0] << 4) | (o[1] >> 4)
+                } else {
+                    assert_eq!(ipv4_sum(&o[..20]), 0xffff, "outer IPv4 checksum");
+                    o[1]
+                };
+                (r.teid, tos >> 2)
+            })
+            .collect();
+        assert_eq!(
+            dscp,
+            [(0x20001, 0), (0x20002, 46), (0x501, 34), (0x509, 0)],
+            "v6 {v6}"
+        );
+        assert_balanced(&p);
+        assert_no_leak(&pool);
+    }
+}
+
+/// The ones' complement sum of `h`'s 16-bit words (0xffff: a header whose
+/// checksum is right).
+fn ipv4_sum(h: &[u8]) -> u16 {
+    let mut s: u32 = h
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
 }

@@ -42,7 +42,9 @@ impl IeType {
     pub const SDF_FILTER: IeType = IeType(23);
     pub const GATE_STATUS: IeType = IeType(25);
     pub const MBR: IeType = IeType(26);
+    pub const GBR: IeType = IeType(27);
     pub const PRECEDENCE: IeType = IeType(29);
+    pub const TRANSPORT_LEVEL_MARKING: IeType = IeType(30);
     pub const VOLUME_THRESHOLD: IeType = IeType(31);
     pub const TIME_THRESHOLD: IeType = IeType(32);
     pub const INACTIVITY_DETECTION_TIME: IeType = IeType(36);

@@ -47,6 +47,8 @@ ies! {
         req destination_interface: DestinationInterface,
         one network_instance: NetworkInstance,
         one outer_header_creation: OuterHeaderCreation,
+        /// The outer DSCP of the packets sent (to the gNB).
+        one transport_level_marking: TransportLevelMarking,
         /// Children tep does not apply (the rule is refused) or know.
         rest skipped: Skipped,
     }
@@ -88,6 +90,8 @@ ies! {
         req qer_id: QerId,
         req gate_status: GateStatus,
         one mbr: Mbr,
+        /// Recorded, not enforced: admission is the SMF's.
+        one gbr: Gbr,
         one qfi: Qfi,
         /// Children tep does not apply (the rule is refused) or know.
         rest skipped: Skipped,
@@ -168,6 +172,8 @@ ies! {
         one destination_interface: DestinationInterface,
         one network_instance: NetworkInstance,
         one outer_header_creation: OuterHeaderCreation,
+        /// The outer DSCP of the packets sent (to the gNB).
+        one transport_level_marking: TransportLevelMarking,
         /// SNDEM: send End Marker packets to the old peer.
         one flags: PfcpsmReqFlags,
         /// Children tep does not apply (the rule is refused) or know.
@@ -211,6 +217,8 @@ ies! {
         req qer_id: QerId,
         one gate_status: GateStatus,
         one mbr: Mbr,
+        /// Recorded, not enforced: admission is the SMF's.
+        one gbr: Gbr,
         one qfi: Qfi,
         /// Children tep does not apply (the rule is refused) or know.
         rest skipped: Skipped,
@@ -414,7 +422,7 @@ mod tests {
     }
 
     /// A child the group does not decode is kept for the node: by type
-    /// when TS 29.244 defines it (GBR, here), counted when its type is
+    /// when TS 29.244 defines it (QER Correlation ID, here), counted when its type is
     /// unknown (999); a vendor IE is the vendor's, discarded.
     #[test]
     fn children_not_decoded_are_noted() {
@@ -423,12 +431,12 @@ mod tests {
         w.tlv(IeType(999), |w| w.u32(1));
         w.ie(&QerId(4));
         w.tlv(IeType(0x8123), |w| w.u16(18681));
-        w.tlv(IeType(27), |w| w.bytes(&[0; 10]));
+        w.tlv(IeType(28), |w| w.u32(7));
         w.ie(&GateStatus::open());
         let q = CreateQer::from_ie(&b).unwrap();
         assert_eq!((q.qer_id, q.qfi), (QerId(4), None));
-        assert_eq!(q.skipped.types(), [IeType(27)]);
-        assert_eq!(q.skipped.first(), Some(IeType(27)));
+        assert_eq!(q.skipped.types(), [IeType(28)]);
+        assert_eq!(q.skipped.first(), Some(IeType(28)));
         assert_eq!(q.skipped.unknown, 1);
         // Nested: an SDF Filter inside the PDI is the Create PDR's too.
         let mut p = uplink_pdr();

@@ -63,6 +63,7 @@ pub fn pdu_session_establishment(
         create_qers: vec![CreateQer {
             qer_id: QerId(1),
             mbr: None,
+            gbr: None,
             gate_status: GateStatus::open(),
             qfi: Some(Qfi(9)),
             skipped: Default::default(),
@@ -145,6 +146,7 @@ pub fn far_to_core(network_instance: Option<NetworkInstance>) -> CreateFar {
             destination_interface: DestinationInterface(Interface::CORE),
             network_instance,
             outer_header_creation: None,
+            transport_level_marking: None,
             skipped: Default::default(),
         }),
         bar_id: None,
@@ -161,6 +163,7 @@ pub fn far_to_gnb(teid: u32, gnb: Ipv4Addr) -> CreateFar {
             destination_interface: DestinationInterface(Interface::ACCESS),
             network_instance: None,
             outer_header_creation: Some(OuterHeaderCreation::gtpu(teid, gnb.into())),
+            transport_level_marking: None,
             skipped: Default::default(),
         }),
         bar_id: None,

@@ -285,6 +285,56 @@ impl Value for Mbr {
     }
 }
 
+/// GBR (§8.2.9): the guaranteed bit rate each way, encoded as the MBR
+/// (kbit/s, 40 bits each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Gbr {
+    /// UL GBR, kbit/s.
+    pub ul: u64,
+    /// DL GBR, kbit/s.
+    pub dl: u64,
+}
+
+impl Value for Gbr {
+    const TYPE: IeType = IeType::GBR;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        let m = Mbr::parse(r)?;
+        Ok(Gbr { ul: m.ul, dl: m.dl })
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        Mbr {
+            ul: self.ul,
+            dl: self.dl,
+        }
+        .emit(w)
+    }
+}
+
+/// Transport Level Marking (§8.2.12): the ToS (IPv4) or Traffic Class
+/// (IPv6) of the outer header of the packets a FAR sends, and its mask
+/// (TS 29.212 §5.3.15: "0xFC", the DSCP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct TransportLevelMarking {
+    /// The ToS / Traffic Class value.
+    pub tos: u8,
+    /// Its mask.
+    pub mask: u8,
+}
+
+impl Value for TransportLevelMarking {
+    const TYPE: IeType = IeType::TRANSPORT_LEVEL_MARKING;
+    fn parse(r: &mut Reader<'_>) -> Result<Self, IeError> {
+        Ok(TransportLevelMarking {
+            tos: r.u8()?,
+            mask: r.u8()?,
+        })
+    }
+    fn emit(&self, w: &mut Writer<'_>) {
+        w.u8(self.tos);
+        w.u8(self.mask);
+    }
+}
+
 /// Network Instance (§8.2.4): an opaque name (often DNS-label encoded),
 /// kept as sent.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]

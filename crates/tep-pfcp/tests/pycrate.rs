@@ -123,6 +123,12 @@ fn establishment() -> SessionEstablishmentRequest {
     let mut far_gnb = sample::far_to_gnb(0x100, GNB);
     far_gnb.apply_action = action(ApplyAction::FORW);
     far_gnb.bar_id = Some(BarId(1));
+    if let Some(fp) = far_gnb.forwarding_parameters.as_mut() {
+        fp.transport_level_marking = Some(TransportLevelMarking {
+            tos: 0xb8,
+            mask: 0xfc,
+        });
+    }
     SessionEstablishmentRequest {
         node_id: NodeId::V4(SMF),
         cp_f_seid: FSeid {
@@ -165,6 +171,7 @@ fn establishment() -> SessionEstablishmentRequest {
         create_qers: vec![CreateQer {
             qer_id: QerId(1),
             mbr: None,
+            gbr: Some(Gbr { ul: 64, dl: 128 }),
             gate_status: GateStatus::open(),
             qfi: Some(Qfi(9)),
             skipped: Default::default(),
@@ -188,6 +195,7 @@ fn handover() -> SessionModificationRequest {
                 destination_interface: Some(DestinationInterface(Interface::ACCESS)),
                 network_instance: None,
                 outer_header_creation: gtpu(0x200, GNB2),
+                transport_level_marking: None,
                 flags: None,
                 skipped: Default::default(),
             }),
@@ -207,6 +215,7 @@ fn handover() -> SessionModificationRequest {
         update_qers: vec![UpdateQer {
             qer_id: QerId(1),
             mbr: None,
+            gbr: None,
             gate_status: Some(GateStatus::open()),
             qfi: None,
             skipped: Default::default(),

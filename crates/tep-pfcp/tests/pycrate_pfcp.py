@@ -102,6 +102,8 @@ def fars():
                 ie("DestinationInterface", {"Val": 0}),
                 ie("OuterHeaderCreation",
                    {"GTPU_UDP_IPv4": 1, "TEID": 0x100, "IPv4Addr": GNB}),
+                # DSCP 46 (EF) under the mask TS 29.212 gives.
+                ie("TransportLevelMarking", {"ToSTrafficClass": b"\xb8\xfc"}),
             ]),
             ie("BARID", {"Val": 1}),
         ]),
@@ -133,6 +135,7 @@ def requests():
         ie("CreateQER", [
             ie("QERID", {"Val": 1}),
             ie("GateStatus", {"ULGate": 0, "DLGate": 0}),
+            ie("GBR", {"UL": 64, "DL": 128}),
             ie("QFI", {"QFI": 9}),
         ]),
         # FAR 2's buffering: the report 100 ms after the first packet, 4

@@ -260,15 +260,16 @@ fn create_far() -> impl Strategy<Value = CreateFar> {
     (
         any::<u32>(),
         apply_action(),
-        of((0u8..5, of(ni()), of(ohc()))),
+        of((0u8..5, of(ni()), of(ohc()), of(marking()))),
     )
         .prop_map(|(id, a, fp)| CreateFar {
             far_id: FarId(id),
             apply_action: a,
-            forwarding_parameters: fp.map(|(d, n, o)| ForwardingParameters {
+            forwarding_parameters: fp.map(|(d, n, o, m)| ForwardingParameters {
                 destination_interface: DestinationInterface(Interface(d)),
                 network_instance: n,
                 outer_header_creation: o,
+                transport_level_marking: m,
                 skipped: Default::default(),
             }),
             bar_id: None,
@@ -280,15 +281,16 @@ fn update_far() -> impl Strategy<Value = UpdateFar> {
     (
         any::<u32>(),
         of(apply_action()),
-        of((of(0u8..5), of(ni()), of(ohc()), of(0u8..8))),
+        of((of(0u8..5), of(ni()), of(ohc()), of(marking()), of(0u8..8))),
     )
         .prop_map(|(id, a, fp)| UpdateFar {
             far_id: FarId(id),
             apply_action: a,
-            update_forwarding_parameters: fp.map(|(d, n, o, f)| UpdateForwardingParameters {
+            update_forwarding_parameters: fp.map(|(d, n, o, m, f)| UpdateForwardingParameters {
                 destination_interface: d.map(|d| DestinationInterface(Interface(d))),
                 network_instance: n,
                 outer_header_creation: o,
+                transport_level_marking: m,
                 flags: f.map(PfcpsmReqFlags),
                 skipped: Default::default(),
             }),
@@ -329,23 +331,37 @@ fn mbr() -> impl Strategy<Value = Mbr> {
     (0..=Mbr::MAX, 0..=Mbr::MAX).prop_map(|(ul, dl)| Mbr { ul, dl })
 }
 
+fn gbr() -> impl Strategy<Value = Gbr> {
+    (0..=Mbr::MAX, 0..=Mbr::MAX).prop_map(|(ul, dl)| Gbr { ul, dl })
+}
+
+fn marking() -> impl Strategy<Value = TransportLevelMarking> {
+    (any::<u8>(), any::<u8>()).prop_map(|(tos, mask)| TransportLevelMarking { tos, mask })
+}
+
 fn create_qer() -> impl Strategy<Value = CreateQer> {
-    (any::<u32>(), gate(), of(mbr()), of(0u8..64)).prop_map(|(id, g, m, q)| CreateQer {
-        qer_id: QerId(id),
-        gate_status: g,
-        mbr: m,
-        qfi: q.map(Qfi),
-        skipped: Default::default(),
+    (any::<u32>(), gate(), of(mbr()), of(gbr()), of(0u8..64)).prop_map(|(id, g, m, b, q)| {
+        CreateQer {
+            qer_id: QerId(id),
+            gate_status: g,
+            mbr: m,
+            gbr: b,
+            qfi: q.map(Qfi),
+            skipped: Default::default(),
+        }
     })
 }
 
 fn update_qer() -> impl Strategy<Value = UpdateQer> {
-    (any::<u32>(), of(gate()), of(mbr()), of(0u8..64)).prop_map(|(id, g, m, q)| UpdateQer {
-        qer_id: QerId(id),
-        gate_status: g,
-        mbr: m,
-        qfi: q.map(Qfi),
-        skipped: Default::default(),
+    (any::<u32>(), of(gate()), of(mbr()), of(gbr()), of(0u8..64)).prop_map(|(id, g, m, b, q)| {
+        UpdateQer {
+            qer_id: QerId(id),
+            gate_status: g,
+            mbr: m,
+            gbr: b,
+            qfi: q.map(Qfi),
+            skipped: Default::default(),
+        }
     })
 }
 

@@ -210,6 +210,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                     create_qers: vec![CreateQer {
                         qer_id: QerId(1),
                         mbr: None,
+                        gbr: None,
                         gate_status: GateStatus {
                             ul: GateStatus::OPEN,
                             dl: GateStatus::CLOSED,
@@ -340,6 +341,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                                 0x200,
                                 GNB2.into(),
                             )),
+                            transport_level_marking: None,
                             flags: Some(PfcpsmReqFlags(PfcpsmReqFlags::SNDEM)),
                             skipped: Default::default(),
                         }),
@@ -359,6 +361,7 @@ fn expected() -> Vec<(&'static str, PfcpRepr, bool)> {
                     update_qers: vec![UpdateQer {
                         qer_id: QerId(1),
                         mbr: None,
+                        gbr: None,
                         gate_status: Some(GateStatus::open()),
                         qfi: None,
                         skipped: Default::default(),

@@ -447,8 +447,9 @@ fn bad_requests_are_answered_and_sessions_keep_forwarding() {
         assert_eq!(pfcp_counter(&tep, counter), n, "{counter}");
     }
     // What tep does not enforce is refused by its rule, never accepted and
-    // ignored: an SDF Filter (PDR 1), a GBR (QER 1) in establishments, a
-    // GBR closing session 3's gates in a modification (refused whole:
+    // ignored: an SDF Filter (PDR 1), a QER Correlation ID (QER 1) in
+    // establishments, one closing session 3's gates in a modification
+    // (refused whole:
     // session 3 forwards below with the others).
     let u = smf.run(
         &tep,
@@ -456,8 +457,8 @@ fn bad_requests_are_answered_and_sessions_keep_forwarding() {
     );
     for (case, rule, offending) in [
         ("sdf_filter", [0, 1], 23),
-        ("gbr", [2, 1], 27),
-        ("gbr_modification", [2, 1], 27),
+        ("qer_correlation", [2, 1], 28),
+        ("qer_correlation_modification", [2, 1], 28),
     ] {
         let got = &u[case];
         assert_eq!(
@@ -581,6 +582,43 @@ fn qos_flows(test: &str, gateway: bool) {
     assert_eq!(dropped(&tep, "no_pdr_match"), 1);
     let d = smf.run(&tep, json!({"run": "delete"}));
     assert_eq!((&d["ul_packets"], &d["dl_packets"]), (&json!(2), &json!(2)));
+}
+
+/// Usage per URR and DSCP marking, on the qos_flows session: URR 2 on
+/// the voice PDRs only, the voice FAR marking DSCP 46 (EF), a GBR on the
+/// voice QER (recorded: `show pfcp` sums it). The gNB sees the voice
+/// downlink with DSCP 46 in the outer header, the rest with 0; at
+/// deletion URR 1 reports every packet, URR 2 only the voice ones.
+#[test]
+fn usage_per_urr_and_dscp_marking() {
+    qos_marks("usage_per_urr_and_dscp_marking", false);
+}
+
+/// The same in gateway mode (AF_XDP).
+#[test]
+fn a_gateway_upf_counts_per_urr_and_marks_dscp() {
+    qos_marks("a_gateway_upf_counts_per_urr_and_marks_dscp", true);
+}
+
+fn qos_marks(test: &str, gateway: bool) {
+    let Some((_lab, tep, mut smf)) = start_in(test, gateway, "") else {
+        return;
+    };
+    smf.run(&tep, json!({"run": "associate"}));
+    let r = smf.run(&tep, json!({"run": "qos_marks", "index": 0, "dscp": 46}));
+    // (total, uplink, downlink bytes; total, uplink, downlink packets)
+    let (all, voice) = (&r["urr1"], &r["urr2"]);
+    assert_eq!(
+        (&all[3], &all[4], &all[5]),
+        (&json!(4), &json!(2), &json!(2)),
+        "{r}"
+    );
+    assert_eq!(
+        (&voice[3], &voice[4], &voice[5]),
+        (&json!(2), &json!(1), &json!(1)),
+        "{r}"
+    );
+    assert!(voice[0].as_u64() < all[0].as_u64(), "{r}");
 }
 
 /// IP address spoofing prevention: G-PDUs of a live session whose inner

@@ -97,6 +97,9 @@ impl<C: Clock> Pipeline<C> {
                     if let (Some(p), Some(slot)) = (peer, self.tx.get_mut(i)) {
                         let mut t = self.table.get(p.n3).clone();
                         t.remote = p.addr;
+                        if let Some(d) = p.dscp {
+                            t.dscp = crate::config::Dscp::Fixed(d);
+                        }
                         *slot = TxState::new(&t);
                     }
                 }

@@ -2,8 +2,9 @@
 //! allocated, keys owned, changes published to every worker, usage summed
 //! over the workers. The PFCP node drives it; the workers only apply.
 
+use super::counters::{CounterIds, RuleUsage, NO_COUNTER};
 use super::rate::{Bucket, Meters};
-use super::rules::{Classifier, RuleError, RuleSet, RuleSpec, Treatment};
+use super::rules::{Classifier, RuleError, RuleSet, RuleSpec, Treatment, MAX_RULES};
 use super::{
     Action, Change, ChangeQueue, Peer, Session, SharedRules, SlotUsage, UeKey, UeSource, UplinkKey,
     Usage, WorkerLink,
@@ -54,6 +55,33 @@ pub struct SessionRules {
     pub uplink: Vec<RuleSpec>,
     /// Downlink (their `qfi_match` unused).
     pub downlink: Vec<RuleSpec>,
+    /// Beside each uplink rule, by position (missing: keyed by its
+    /// position, no counter, no mark).
+    pub uplink_tags: Vec<RuleTag>,
+    /// Beside each downlink rule.
+    pub downlink_tags: Vec<RuleTag>,
+    /// The outer DSCP of the downlink's one treatment (to `peer`; None:
+    /// the N3 tunnel's), where the direction has no rules (a rule's is in
+    /// its tag). Kept in the record, which drops the rules.
+    pub dscp: Option<u8>,
+}
+
+/// What a rule carries beside its match and treatment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleTag {
+    /// Names its usage counter ([`super::counters`]; the PDR ID): a rule
+    /// keeps its counts over a modification that keeps its key, so that
+    /// nothing counted between the modification and the workers applying
+    /// it is lost. Unique within a direction.
+    pub key: u32,
+    /// Whether it has a usage counter at all: only where the direction's
+    /// PDRs are under different URRs is it needed (otherwise the
+    /// session's counts that way are theirs), and a counter costs its
+    /// packets a write to one more line. A rule without a tag has none.
+    pub counted: bool,
+    /// Downlink: the outer DSCP of its packets (its FAR's Transport
+    /// Level Marking; None: the N3 tunnel's).
+    pub dscp: Option<u8>,
 }
 
 /// A session's maximum bit rates, bit/s.
@@ -134,6 +162,8 @@ struct Built {
     set: Option<RuleSet>,
     peers: Vec<u32>,
     buckets: Vec<(u32, bool, u64, Arc<Bucket>)>,
+    // The rules' usage counters: (uplink, key, index).
+    counters: Vec<(bool, u32, u32)>,
 }
 
 /// Both directions' rules compiled, before anything is changed.
@@ -170,6 +200,7 @@ pub struct Sessions {
     // those no session holds when the set doubles.
     classifiers: HashSet<Arc<Classifier>>,
     classifiers_swept: usize,
+    counters: CounterIds,
 }
 
 impl Sessions {
@@ -178,11 +209,14 @@ impl Sessions {
     /// `t`'s local address is IPv6 (to refuse a peer of the other family).
     pub fn new(max_sessions: u32, workers: usize, n3_v6: Vec<bool>) -> (Sessions, Vec<WorkerLink>) {
         let meters = Arc::new(Meters::new(max_sessions));
+        // Every session with the most rules both ways.
+        let max_counters = max_sessions.saturating_mul(2 * MAX_RULES as u32);
         let links: Vec<WorkerLink> = (0..workers.max(1))
             .map(|_| WorkerLink {
                 queue: Arc::new(ChangeQueue::default()),
                 usage: Arc::new(Usage::new(max_sessions)),
                 meters: meters.clone(),
+                rule_usage: Arc::new(RuleUsage::new(max_counters)),
             })
             .collect();
         (
@@ -205,6 +239,7 @@ impl Sessions {
                 buffer_bounds: HashMap::new(),
                 classifiers: HashSet::new(),
                 classifiers_swept: 0,
+                counters: CounterIds::new(max_counters),
             },
             links,
         )
@@ -233,6 +268,7 @@ impl Sessions {
         self.check_keys(spec, None)?;
         self.check_peer(spec)?;
         let compiled = compile(spec)?;
+        self.check_counters(spec)?;
         let slot = self.take_slot()?;
         for l in &self.links {
             l.usage.reserve(slot);
@@ -245,7 +281,10 @@ impl Sessions {
             self.records.resize(idx + 1, None);
         }
         self.set_meters(slot, spec.mbr, None);
-        let peer = spec.peer.map(|(addr, _)| self.peer_ref(spec.n3, addr));
+        let dscp = spec.rules.dscp;
+        let peer = spec
+            .peer
+            .map(|(addr, _)| self.peer_ref(spec.n3, addr, dscp));
         for &key in &spec.uplink_keys {
             self.uplink_owner.insert(key, slot);
             self.outbox.push(Change::Uplink {
@@ -290,6 +329,7 @@ impl Sessions {
         self.check_keys(spec, Some(slot))?;
         self.check_peer(spec)?;
         let compiled = compile(spec)?;
+        self.check_counters(spec)?;
         self.set_meters(slot, spec.mbr, Some(old.spec.mbr));
         for key in &old.spec.uplink_keys {
             if !spec.uplink_keys.contains(key) {
@@ -331,11 +371,14 @@ impl Sessions {
                 });
             }
         }
-        let peer = if spec.peer.map(|p| p.0) == old.spec.peer.map(|p| p.0) && spec.n3 == old.spec.n3
-        {
+        let same_peer = |s: &SessionSpec| (s.peer.map(|p| p.0), s.n3, s.rules.dscp);
+        let peer = if same_peer(spec) == same_peer(&old.spec) {
             old.peer
         } else {
-            let new = spec.peer.map(|(addr, _)| self.peer_ref(spec.n3, addr));
+            let dscp = spec.rules.dscp;
+            let new = spec
+                .peer
+                .map(|(addr, _)| self.peer_ref(spec.n3, addr, dscp));
             if let Some(p) = old.peer {
                 self.peer_unref(p);
             }
@@ -353,6 +396,12 @@ impl Sessions {
         let rules = self.build(slot, spec, compiled, Some(&old.rules));
         for &p in &old.rules.peers {
             self.peer_unref(p);
+        }
+        let kept: Vec<u32> = rules.counters.iter().map(|c| c.2).collect();
+        let gone = old.rules.counters.iter().filter(|c| !kept.contains(&c.2));
+        let after = self.published + self.outbox.len() as u64 + 1;
+        for c in gone {
+            self.counters.release(c.2, after);
         }
         let session = session_of(spec, peer, self.gnb_source);
         self.outbox.push(Change::Session { slot, session });
@@ -402,6 +451,9 @@ impl Sessions {
         self.outbox.push(Change::Remove { slot });
         let after = self.published + self.outbox.len() as u64;
         self.quarantine.push((slot, after));
+        for c in &old.rules.counters {
+            self.counters.release(c.2, after);
+        }
         Ok(usage)
     }
 
@@ -452,6 +504,27 @@ impl Sessions {
             }
         }
         v
+    }
+
+    /// The usage counter of slot `slot`'s rule `key` one way (`uplink`):
+    /// None where its direction has no rules or none with that key.
+    pub fn rule_counter(&self, slot: u32, uplink: bool, key: u32) -> Option<u32> {
+        let r = self.records.get(slot as usize)?.as_ref()?;
+        let c = r
+            .rules
+            .counters
+            .iter()
+            .find(|c| (c.0, c.1) == (uplink, key));
+        c.map(|c| c.2)
+    }
+
+    /// Rule counter `counter` so far, summed over the workers: (packets,
+    /// bytes).
+    pub fn rule_usage(&self, counter: u32) -> (u64, u64) {
+        self.links.iter().fold((0, 0), |(p, b), l| {
+            let (lp, lb) = l.rule_usage.read(counter);
+            (p + lp, b + lb)
+        })
     }
 
     /// The spec slot `slot` was last set with, less its rules.
@@ -557,6 +630,27 @@ impl Sessions {
         }
     }
 
+    /// Whether there are counters for every rule of `spec` (there are,
+    /// unless removed sessions' wait for slow workers).
+    fn check_counters(&mut self, spec: &SessionSpec) -> Result<(), SessionError> {
+        let n = spec.rules.uplink.len() + spec.rules.downlink.len();
+        let applied = self.applied();
+        if n == 0 || self.counters.room(n, applied) {
+            Ok(())
+        } else {
+            Err(SessionError::Full)
+        }
+    }
+
+    /// The changes the slowest worker applied.
+    fn applied(&self) -> u64 {
+        self.links
+            .iter()
+            .map(|l| l.queue.applied())
+            .min()
+            .unwrap_or(0)
+    }
+
     fn check_keys(&self, spec: &SessionSpec, me: Option<u32>) -> Result<(), SessionError> {
         for k in &spec.uplink_keys {
             if let Some(&o) = self.uplink_owner.get(k) {
@@ -616,11 +710,26 @@ impl Sessions {
             return built;
         }
         let mut treatments = |rules: &[RuleSpec], uplink: bool, me: &mut Sessions| {
+            let tags = if uplink {
+                &spec.rules.uplink_tags
+            } else {
+                &spec.rules.downlink_tags
+            };
             let list: Vec<Treatment> = rules
                 .iter()
-                .map(|r| {
+                .enumerate()
+                .map(|(i, r)| {
+                    let tag = tags.get(i).copied().unwrap_or(RuleTag {
+                        key: i as u32,
+                        counted: false,
+                        dscp: None,
+                    });
+                    let counter = match tag.counted {
+                        true => me.counter(&mut built, old, uplink, tag.key),
+                        false => NO_COUNTER,
+                    };
                     // Uplink: a UPF on N9 (none: to N6).
-                    let peer = r.peer.map(|(addr, _)| me.peer_ref(spec.n3, addr));
+                    let peer = r.peer.map(|(addr, _)| me.peer_ref(spec.n3, addr, tag.dscp));
                     built.peers.extend(peer);
                     let bucket = r
                         .mbr
@@ -634,6 +743,7 @@ impl Sessions {
                         teid: r.peer.map_or(0, |p| p.1),
                         qfi: r.qfi,
                         bucket,
+                        counter,
                     }
                 })
                 .collect();
@@ -655,6 +765,25 @@ impl Sessions {
         built
     }
 
+    /// The usage counter of the rule `key` one way: `old`'s where it had
+    /// one (its counts go on), else a new one, zeroed.
+    fn counter(&mut self, built: &mut Built, old: Option<&Built>, uplink: bool, key: u32) -> u32 {
+        let same = |c: &&(bool, u32, u32)| (c.0, c.1) == (uplink, key);
+        let reused = old.and_then(|o| o.counters.iter().find(same));
+        let id = match reused {
+            Some(&(_, _, id)) if !built.counters.iter().any(|c| c.2 == id) => id,
+            _ => {
+                let id = self.counters.take();
+                for l in &self.links {
+                    l.rule_usage.reset(id);
+                }
+                id
+            }
+        };
+        built.counters.push((uplink, key, id));
+        id
+    }
+
     /// The classifier equal to `c` that sessions share, `c` if none.
     fn shared(&mut self, c: Classifier) -> Arc<Classifier> {
         if let Some(a) = self.classifiers.get(&c) {
@@ -670,12 +799,7 @@ impl Sessions {
     }
 
     fn take_slot(&mut self) -> Result<u32, SessionError> {
-        let applied = self
-            .links
-            .iter()
-            .map(|l| l.queue.applied())
-            .min()
-            .unwrap_or(0);
+        let applied = self.applied();
         let mut i = 0;
         while i < self.quarantine.len() {
             if self.quarantine[i].1 <= applied {
@@ -696,8 +820,11 @@ impl Sessions {
         Ok(next)
     }
 
-    fn peer_ref(&mut self, n3: u32, addr: IpAddr) -> u32 {
-        let key = Peer { n3, addr };
+    /// The id of the peer at `addr` from N3 tunnel `n3` with outer DSCP
+    /// `dscp`: sessions that mark differently have templates of their
+    /// own, so that marking costs no packet anything.
+    fn peer_ref(&mut self, n3: u32, addr: IpAddr, dscp: Option<u8>) -> u32 {
+        let key = Peer { n3, addr, dscp };
         if let Some((id, refs)) = self.peers.get_mut(&key) {
             *refs += 1;
             return *id;
@@ -750,7 +877,10 @@ fn without_rules(spec: &SessionSpec) -> SessionSpec {
         network: spec.network,
         ue: spec.ue,
         mbr: spec.mbr,
-        rules: SessionRules::default(),
+        rules: SessionRules {
+            dscp: spec.rules.dscp,
+            ..Default::default()
+        },
     }
 }
 

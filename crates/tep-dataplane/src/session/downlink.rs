@@ -197,6 +197,9 @@ fn one(
             pool.set_session(id, word);
             pool.meta_mut(id).tunnel = s.n3;
             sessions.count_downlink(slot, len);
+            if let Some(t) = rule {
+                sessions.count_rule(t.counter, len);
+            }
             Ok(true)
         }
         Action::Drop => Err(DropReason::SessionDrop),

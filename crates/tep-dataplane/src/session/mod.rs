@@ -32,10 +32,12 @@
 //!
 //! Usage (packets and bytes each way, for URRs) is counted per slot by
 //! each worker into [`Usage`] blocks the control plane reads without
-//! stopping anybody ([`control::Sessions::usage`]).
+//! stopping anybody ([`control::Sessions::usage`]), and per rule where a
+//! URR is on some of a direction's PDRs only ([`counters`]).
 
 pub mod buffer;
 pub mod control;
+pub mod counters;
 pub(crate) mod downlink;
 pub(crate) mod flat;
 pub(crate) mod n9;
@@ -227,6 +229,10 @@ pub struct Peer {
     pub n3: u32,
     /// The peer's N3 address (same family as the tunnel's local one).
     pub addr: IpAddr,
+    /// The outer DSCP of the packets sent to it (a FAR's Transport Level
+    /// Marking); None: the N3 tunnel's. Part of the peer's identity, so
+    /// that the mark is in its outer header template.
+    pub dscp: Option<u8>,
 }
 
 /// What a downlink lookup is keyed by: a UE's address or IPv6 prefix.
@@ -691,6 +697,8 @@ pub struct WorkerLink {
     pub usage: Arc<Usage>,
     /// The sessions' buckets (one for all the workers).
     pub meters: Arc<rate::Meters>,
+    /// Its rules' usage counters ([`counters`]).
+    pub rule_usage: Arc<counters::RuleUsage>,
 }
 
 /// A data network's downlink maps: UE addresses may repeat across
@@ -946,6 +954,16 @@ impl SessionTable {
         }
     }
 
+    /// Counts a packet of `bytes` that a rule with counter `counter` took
+    /// ([`counters`]; none for [`counters::NO_COUNTER`]).
+    #[inline]
+    pub fn count_rule(&self, counter: u32, bytes: usize) {
+        // Most rules have none: not even the counters' table is read.
+        if counter != counters::NO_COUNTER {
+            self.link.rule_usage.count(counter, bytes);
+        }
+    }
+
     /// Takes the control plane's changes, if any, and applies them; returns
     /// them (for the caller to follow up: buffered packets to release or
     /// drop) in `applied`, which is cleared first. One atomic load when
@@ -1150,6 +1168,7 @@ impl SessionTable {
                 .sum::<usize>()
             + self.link.usage.bytes()
             + self.link.meters.bytes()
+            + self.link.rule_usage.bytes()
     }
 
     /// [`bytes`](SessionTable::bytes) over the sessions set.

@@ -70,7 +70,7 @@ pub(crate) fn divert(
 pub(crate) fn received(
     pool: &mut Pool,
     id: PacketId,
-    (inner, n3, word): (usize, u32, u32),
+    (inner, n3, word, counter): (usize, u32, u32, u32),
     sessions: Option<&SessionTable>,
 ) -> Result<bool, DropReason> {
     let m = pool.meta_mut(id);
@@ -81,7 +81,9 @@ pub(crate) fn received(
     crate::decap::finish_inner(pool, id, false)?;
     if word & FROM_N9 == 0 {
         if let Some(s) = sessions {
-            s.count_uplink(word & SLOT_MASK, pool.total_len(id) - inner);
+            let len = pool.total_len(id) - inner;
+            s.count_uplink(word & SLOT_MASK, len);
+            s.count_rule(counter, len);
         }
     }
     pool.meta_mut(id).tunnel = REENCAP;

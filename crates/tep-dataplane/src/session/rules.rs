@@ -460,6 +460,8 @@ pub(crate) struct Treatment {
     pub(crate) qfi: Option<u8>,
     /// Its QER's bucket (shared with the rules under the same QER).
     pub(crate) bucket: Option<Arc<Bucket>>,
+    /// Its usage counter in each worker's [`super::counters::RuleUsage`].
+    pub(crate) counter: u32,
 }
 
 impl Treatment {

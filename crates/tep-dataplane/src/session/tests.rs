@@ -65,7 +65,14 @@ fn a_session_is_found_both_ways_in_every_replica() {
             (s.n3, s.teid, s.qfi, s.downlink),
             (0, 0x77, Some(9), Action::Forward)
         );
-        assert_eq!(t.peer(s.peer), Some(Peer { n3: 0, addr: gnb }));
+        assert_eq!(
+            t.peer(s.peer),
+            Some(Peer {
+                n3: 0,
+                addr: gnb,
+                dscp: None
+            })
+        );
     }
 }
 
@@ -360,7 +367,14 @@ fn a_fresh_replica_catches_up_by_replay() {
         assert_eq!(t.uplink(0x300, None), None);
         assert_eq!(t.downlink(false, 3), None);
         let s = t.get(b);
-        assert_eq!(t.peer(s.peer), Some(Peer { n3: 0, addr: gnb }));
+        assert_eq!(
+            t.peer(s.peer),
+            Some(Peer {
+                n3: 0,
+                addr: gnb,
+                dscp: None
+            })
+        );
         assert_eq!(s.teid, 0x78);
     }
 }
@@ -530,4 +544,73 @@ fn rules_the_classifier_cannot_hold_are_refused_and_change_nothing() {
     );
     assert!(c.is_empty());
     assert!(sync(&mut c, &mut w).is_empty());
+}
+
+/// A rule's usage counter: its own per rule, summed over the workers,
+/// kept over a modification that keeps the rule's key (its PDR), new and
+/// zeroed for a new key, and reused only once every worker applied the
+/// change that stopped the old rule.
+#[test]
+fn rule_counters_follow_their_keys() {
+    use super::control::RuleTag;
+    use super::rules::{FlowMatch, RuleSpec};
+    let (mut c, mut w) = setup();
+    let gnb = v4([192, 0, 2, 9]);
+    let rule = |port| RuleSpec {
+        filters: vec![FlowMatch {
+            ue_ports: vec![(port, port)],
+            ..Default::default()
+        }],
+        qfi_match: None,
+        action: Action::Forward,
+        peer: Some((gnb, 0x10)),
+        qfi: Some(1),
+        mbr: None,
+    };
+    let with = |keys: &[u32]| {
+        let mut s = spec(0, 0x100, 0x0a00_0001, Some((gnb, 0x77)));
+        s.rules.downlink = keys.iter().map(|&k| rule(k as u16)).collect();
+        s.rules.downlink_tags = keys
+            .iter()
+            .map(|&key| RuleTag {
+                key,
+                counted: true,
+                dscp: None,
+            })
+            .collect();
+        s
+    };
+    let slot = c.create(&with(&[3, 4])).unwrap();
+    sync(&mut c, &mut w);
+    let id = |c: &Sessions, key| c.rule_counter(slot, false, key).unwrap();
+    let (three, four) = (id(&c, 3), id(&c, 4));
+    assert_ne!(three, four);
+    assert_eq!(c.rule_counter(slot, true, 3), None, "no uplink rules");
+    let set = w[0].rules[slot as usize].clone().unwrap();
+    assert_eq!((set.dl[0].counter, set.dl[1].counter), (three, four));
+    w[0].count_rule(three, 100);
+    w[1].count_rule(three, 50);
+    w[1].count_rule(four, 7);
+    assert_eq!(c.rule_usage(three), (2, 150));
+    assert_eq!(c.rule_usage(four), (1, 7));
+    // Rule 4 replaced by rule 5: 3 keeps its counts, 5 starts at zero.
+    c.modify(slot, &with(&[3, 5]), false).unwrap();
+    assert_eq!(id(&c, 3), three);
+    let five = id(&c, 5);
+    assert_ne!(five, four, "not reused before the workers moved on");
+    assert_eq!(c.rule_usage(five), (0, 0));
+    sync(&mut c, &mut w);
+    assert_eq!(c.rule_usage(three), (2, 150));
+    // Once they did, 4's counter goes to the next new rule, zeroed.
+    c.modify(slot, &with(&[3, 5, 6]), false).unwrap();
+    assert_eq!(id(&c, 6), four);
+    assert_eq!(c.rule_usage(four), (0, 0));
+    sync(&mut c, &mut w);
+    c.remove(slot).unwrap();
+    sync(&mut c, &mut w);
+    let again = c.create(&with(&[1, 2, 3])).unwrap();
+    let ids: Vec<u32> = (1..=3)
+        .map(|k| c.rule_counter(again, false, k).unwrap())
+        .collect();
+    assert!(ids.iter().all(|&i| c.rule_usage(i) == (0, 0)));
 }

@@ -18,11 +18,19 @@ use tep_wire::gtpu::{ExtensionType, Packet};
 pub(crate) enum Receiver {
     /// A `[[tunnel]]`.
     Tunnel(u32),
-    /// A session (its slot) on its N3 tunnel, in its data network.
-    Session { slot: u32, n3: u32, network: u8 },
+    /// A session (its slot) on its N3 tunnel, in its data network; the
+    /// usage counter of the rule that took it
+    /// ([`super::counters::NO_COUNTER`]: none).
+    Session {
+        slot: u32,
+        n3: u32,
+        network: u8,
+        counter: u32,
+    },
     /// A session's packet for encapsulation again ([`super::n9`]): to a
-    /// UPF on N9, or from one; `word` is its session word.
-    Reencap { word: u32, n3: u32 },
+    /// UPF on N9, or from one; `word` is its session word, `counter` the
+    /// usage counter of the uplink rule that took it.
+    Reencap { word: u32, n3: u32, counter: u32 },
 }
 
 /// The session of a G-PDU (`gtpu`: its GTP-U header onwards, the inner
@@ -85,26 +93,32 @@ pub(crate) fn match_session(
     }
     let packet = gtpu.get(inner..).unwrap_or_default();
     line.ue_source(actions).check(packet)?;
-    let mut n9 = None;
+    let (mut n9, mut counter) = (None, super::counters::NO_COUNTER);
     if rules {
-        n9 = by_rule(sessions, slot, packet, qfi, now_ns)?;
+        (n9, counter) = by_rule(sessions, slot, packet, qfi, now_ns)?;
     }
     if actions & MBR_UPLINK != 0 && !sessions.admit(slot, true, packet.len(), now_ns) {
         return Err(DropReason::MbrExceeded);
     }
     if let Some(n9) = n9 {
-        return Ok(Receiver::Reencap { word: n9, n3 });
+        return Ok(Receiver::Reencap {
+            word: n9,
+            n3,
+            counter,
+        });
     }
     Ok(Receiver::Session {
         slot,
         n3,
         network: (word >> NETWORK_SHIFT) as u8,
+        counter,
     })
 }
 
 /// The verdict of the uplink rule of slot `slot`'s session that takes
 /// `packet` (its G-PDU's QFI `qfi`): forward to N6 (None) or to a UPF on
-/// N9 (the packet's session word, [`super::n9`]), or why not.
+/// N9 (the packet's session word, [`super::n9`]), with the rule's usage
+/// counter; or why not.
 #[inline]
 fn by_rule(
     sessions: &SessionTable,
@@ -112,7 +126,7 @@ fn by_rule(
     packet: &[u8],
     qfi: Option<u8>,
     now_ns: u64,
-) -> Result<Option<u32>, DropReason> {
+) -> Result<(Option<u32>, u32), DropReason> {
     let (i, t) = sessions
         .uplink_rule(slot, packet, qfi)
         .ok_or(DropReason::NoPdrMatch)?;
@@ -124,7 +138,8 @@ fn by_rule(
     if !t.admit(packet.len(), now_ns) {
         return Err(DropReason::MbrExceeded);
     }
-    Ok((t.peer != u32::MAX).then(|| super::n9::uplink_word(slot, i)))
+    let n9 = (t.peer != u32::MAX).then(|| super::n9::uplink_word(slot, i));
+    Ok((n9, t.counter))
 }
 
 /// A G-PDU whose TEID no N3 key has (`known`: one has, not for its QFI):
@@ -152,6 +167,7 @@ fn from_n9(
     Ok(Receiver::Reencap {
         word: slot | super::n9::FROM_N9,
         n3,
+        counter: super::counters::NO_COUNTER,
     })
 }
 

@@ -94,7 +94,7 @@ const TABLE: &[(&str, &str, u16, Path, Verdict)] = &[
     ("7.5.2.3-2", "Outer Header Creation", 84, FP2, Applied(|r| r.far(2).and_then(|f| f.outer).is_some_and(|o| o.teid == 0x100 && o.v4 == Some(GNB)))),
     // N9: an uplink FAR (Core) with an outer header, to a peer UPF.
     ("7.5.2.3-2", "Outer Header Creation (uplink FAR: N9)", 84, FP1, Added(|r| r.far(1).and_then(|f| f.outer).is_some_and(|o| o.teid == 0x99 && o.v4 == Some(GNB2)))),
-    ("7.5.2.3-2", "Transport Level Marking", 30, FP2, Refused(FAR2)),
+    ("7.5.2.3-2", "Transport Level Marking", 30, FP2, Added(|r| r.far(2).is_some_and(|f| f.dscp == Some(46)))),
     ("7.5.2.3-2", "Forwarding Policy", 41, FP2, Refused(FAR2)),
     ("7.5.2.3-2", "Header Enrichment", 98, FP2, Refused(FAR2)),
     ("7.5.2.3-2", "Linked Traffic Endpoint ID", 131, FP2, Refused(FAR2)),
@@ -133,7 +133,8 @@ const TABLE: &[(&str, &str, u16, Path, Verdict)] = &[
     ("7.5.2.5-1", "QER Correlation ID", 28, QER1, Refused(QER)),
     ("7.5.2.5-1", "Gate Status", 25, QER1, Applied(|r| r.qer(1).is_some_and(|q| q.ul_open && q.dl_open))),
     ("7.5.2.5-1", "MBR", 26, QER1, Added(|r| r.qer(1).is_some_and(|q| q.mbr == Some(Mbr { ul: 20_000, dl: 10_000 })))),
-    ("7.5.2.5-1", "GBR", 27, QER1, Refused(QER)),
+    // Recorded, not enforced: admission is the SMF's (session::Qer::gbr).
+    ("7.5.2.5-1", "GBR", 27, QER1, Added(|r| r.qer(1).is_some_and(|q| q.gbr == Some(Gbr { ul: 5_000, dl: 8_000 })))),
     ("7.5.2.5-1", "Packet Rate", 94, QER1, Refused(QER)),
     ("7.5.2.5-1", "DL Flow Level Marking", 97, QER1, Refused(QER)),
     ("7.5.2.5-1", "QFI", 124, QER1, Applied(|r| r.qer(1).is_some_and(|q| q.qfi == Some(9)))),
@@ -209,6 +210,15 @@ fn child_of(ty: u16) -> Vec<u8> {
         26 => w.ie(&Mbr {
             ul: 20_000,
             dl: 10_000,
+        }),
+        27 => w.ie(&Gbr {
+            ul: 5_000,
+            dl: 8_000,
+        }),
+        // DSCP 46 (EF), the mask TS 29.212 gives.
+        30 => w.ie(&TransportLevelMarking {
+            tos: 0xb8,
+            mask: 0xfc,
         }),
         _ => w.tlv(IeType(ty), |w| w.bytes(&[1, 0, 0, 0])),
     })
@@ -294,7 +304,7 @@ fn every_ie_of_the_create_tables_is_applied_refused_or_unknown() {
 #[test]
 fn values_tep_does_not_apply_fail_their_rule() {
     type Edit = fn(&mut SessionEstablishmentRequest);
-    let cases: [(Edit, FailedRuleId, IeType); 9] = [
+    let cases: [(Edit, FailedRuleId, IeType); 10] = [
         (
             // A Flow Description outside the IPFilterRule subset.
             |m| {
@@ -354,6 +364,19 @@ fn values_tep_does_not_apply_fail_their_rule() {
             IeType::OUTER_HEADER_CREATION,
         ),
         (
+            // A marking of some of the DSCP's bits: the others would be
+            // each packet's own.
+            |m| {
+                let fp = m.create_fars[1].forwarding_parameters.as_mut().unwrap();
+                fp.transport_level_marking = Some(TransportLevelMarking {
+                    tos: 0xb8,
+                    mask: 0xe0,
+                });
+            },
+            FAR2,
+            IeType::TRANSPORT_LEVEL_MARKING,
+        ),
+        (
             |m| m.create_urrs[0].measurement_method.0 |= MeasurementMethod::EVENT,
             URR,
             IeType::MEASUREMENT_METHOD,
@@ -410,15 +433,15 @@ fn a_modification_with_what_tep_does_not_apply_changes_nothing() {
             &body,
         )
     };
-    // Update QER 1 closing the gates, with a GBR.
-    let gbr = ies(|w| {
+    // Update QER 1 closing the gates, with a Packet Rate.
+    let packet_rate = ies(|w| {
         w.tlv(IeType::UPDATE_QER, |w| {
             w.ie(&QerId(1));
             w.ie(&GateStatus {
                 ul: GateStatus::CLOSED,
                 dl: GateStatus::CLOSED,
             });
-            w.tlv(IeType(27), |w| w.bytes(&[0; 10]));
+            w.tlv(IeType(94), |w| w.bytes(&[3, 0, 1, 0, 1]));
         })
     });
     // SNDEM, a FAR's flag, among the message's; an Update BAR with a DL
@@ -434,7 +457,7 @@ fn a_modification_with_what_tep_does_not_apply_changes_nothing() {
         (
             Cause::RULE_CREATION_MODIFICATION_FAILURE,
             Some(QER),
-            IeType(27),
+            IeType(94),
         ),
         (Cause::SERVICE_NOT_SUPPORTED, None, IeType::PFCPSMREQ_FLAGS),
         (
@@ -443,8 +466,10 @@ fn a_modification_with_what_tep_does_not_apply_changes_nothing() {
             IeType(47),
         ),
     ];
-    for (seq, (body, (cause, rule, ie))) in
-        [gbr, sndem, update_bar].into_iter().zip(want).enumerate()
+    for (seq, (body, (cause, rule, ie))) in [packet_rate, sndem, update_bar]
+        .into_iter()
+        .zip(want)
+        .enumerate()
     {
         let out = h.raw(&modification(seq as u32, body));
         let r = PfcpRepr::parse_bytes(&out[0].payload).unwrap();
@@ -482,4 +507,49 @@ fn a_rule_the_user_plane_cannot_enforce_is_named() {
     assert_eq!(h.node.counter(Counter::NotEnforceable), 1);
     assert_eq!(h.node.counter(Counter::UserPlaneRefused), 0);
     assert_eq!(h.node.teids_in_use(), 0);
+}
+
+/// An Update QER's GBR and an Update FAR's Transport Level Marking
+/// replace the QER's and the FAR's; a marking with a mask of no DSCP
+/// bits clears the FAR's.
+#[test]
+fn updates_set_the_gbr_and_the_marking() {
+    let (mut h, seid) = established();
+    let modify = |h: &mut Harness, seq: u32, body: Vec<u8>| {
+        let m = raw_message(
+            msg_type::SESSION_MODIFICATION_REQUEST,
+            Some(seid),
+            60 + seq,
+            &body,
+        );
+        let out = h.raw(&m);
+        let r = PfcpRepr::parse_bytes(&out[0].payload).unwrap();
+        let Message::SessionModificationResponse(m) = r.message else {
+            panic!("{r:?}")
+        };
+        assert_eq!(m.cause, Cause::REQUEST_ACCEPTED, "{m:?}");
+    };
+    let mark = |tos: u8, mask: u8| {
+        ies(|w| {
+            w.tlv(IeType::UPDATE_FAR, |w| {
+                w.ie(&FarId(2));
+                w.tlv(IeType::UPDATE_FORWARDING_PARAMETERS, |w| {
+                    w.ie(&TransportLevelMarking { tos, mask })
+                });
+            });
+            w.tlv(IeType::UPDATE_QER, |w| {
+                w.ie(&QerId(1));
+                w.ie(&Gbr {
+                    ul: 1,
+                    dl: u64::from(tos),
+                });
+            });
+        })
+    };
+    modify(&mut h, 0, mark(0x88, 0xff));
+    let r = h.node.session(seid).unwrap();
+    assert_eq!(r.far(2).unwrap().dscp, Some(34));
+    assert_eq!(r.qer(1).unwrap().gbr, Some(Gbr { ul: 1, dl: 0x88 }));
+    modify(&mut h, 1, mark(0x88, 0x03));
+    assert_eq!(h.node.session(seid).unwrap().far(2).unwrap().dscp, None);
 }

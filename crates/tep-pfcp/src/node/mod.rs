@@ -176,7 +176,7 @@ tep_named::named_enum! {
         UnknownIe => "unknown_ie",
         /// Rule creation/modification Failure: the user plane cannot
         /// enforce a rule as asked (a second PDR in a direction with
-        /// other treatment, an N9 F-TEID, a URR not on every PDR…).
+        /// other treatment, an N9 F-TEID…).
         NotEnforceable => "not_enforceable",
         /// A response with a rejection cause to a request of ours.
         PeerRejected => "peer_rejected",
@@ -470,8 +470,9 @@ pub trait UserPlane {
     /// refused `Install` leaves the session as it was.
     fn apply(&mut self, change: Change<'_>) -> Result<(), Refused>;
     /// The volume counted for URR `urr` of session `seid` since the last
-    /// call for it (the count restarts at zero). A user plane that counts
-    /// per session may return the session's counts for each of its URRs.
+    /// call for it (the count restarts at zero): the packets of the PDRs
+    /// that name the URR (TS 29.244 §5.2.2), all of them for a URR shared
+    /// by several.
     fn take_usage(&mut self, seid: Seid, urr: u32) -> Usage;
 }
 

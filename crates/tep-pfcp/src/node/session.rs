@@ -180,6 +180,9 @@ pub struct Far {
     /// The Forwarding Parameters' Network Instance: the data network it
     /// forwards into.
     pub network: Option<NetworkName>,
+    /// The DSCP of the outer header of the packets it sends (Transport
+    /// Level Marking); None: the N3 tunnel's.
+    pub dscp: Option<u8>,
 }
 
 /// A Buffering Action Rule: how the packets of the FARs that name it are
@@ -210,6 +213,11 @@ pub struct Qer {
     pub dl_open: bool,
     /// MBR, kbit/s each way (§8.2.8).
     pub mbr: Option<Mbr>,
+    /// GBR, kbit/s each way (§8.2.9): recorded and shown, not enforced.
+    /// Guaranteeing a rate is admission control, which is the SMF's and
+    /// the RAN's (TS 23.501 §5.7.2.2); the UPF's part of a GBR flow is
+    /// its MBR, which is enforced.
+    pub gbr: Option<Gbr>,
     pub qfi: Option<u8>,
 }
 
@@ -666,8 +674,28 @@ pub fn create_far(r: &mut Rules, c: &CreateFar) -> Result<(), Reject> {
         network: fp
             .and_then(|f| f.network_instance.as_ref())
             .map(NetworkInstance::name),
+        dscp: match fp.and_then(|f| f.transport_level_marking) {
+            Some(m) => dscp(m, id)?,
+            None => None,
+        },
     });
     Ok(())
+}
+
+/// The outer DSCP a Transport Level Marking sets: its value's upper six
+/// bits under a mask of all of them (TS 29.212 §5.3.15: "0xFC"; the ECN
+/// bits are the inner packet's, RFC 6040), nothing under a mask of none.
+/// A mask of some DSCP bits would keep the others from each packet's
+/// inner header: refused.
+fn dscp(m: TransportLevelMarking, far: u32) -> Result<Option<u8>, Reject> {
+    match m.mask & 0xfc {
+        0xfc => Ok(Some(m.tos >> 2)),
+        0 => Ok(None),
+        _ => Err(Reject::unsupported(
+            FailedRuleId::Far(far),
+            IeType::TRANSPORT_LEVEL_MARKING,
+        )),
+    }
 }
 
 pub fn update_far(r: &mut Rules, u: &UpdateFar, pending: &mut Pending) -> Result<(), Reject> {
@@ -695,6 +723,9 @@ pub fn update_far(r: &mut Rules, u: &UpdateFar, pending: &mut Pending) -> Result
                 IeType::PFCPSMREQ_FLAGS,
             ));
         }
+        if let Some(m) = p.transport_level_marking {
+            far.dscp = dscp(m, id)?;
+        }
         if let Some(o) = &p.outer_header_creation {
             let new = outer(o, id)?;
             let sndem = p.flags.is_some_and(|f| f.0 & PfcpsmReqFlags::SNDEM != 0);
@@ -707,13 +738,14 @@ pub fn update_far(r: &mut Rules, u: &UpdateFar, pending: &mut Pending) -> Result
     Ok(())
 }
 
-fn qer_from(id: u32, gate: GateStatus, mbr: Option<Mbr>, qfi: Option<Qfi>) -> Qer {
+fn qer_from(c: &CreateQer) -> Qer {
     Qer {
-        id,
-        ul_open: gate.ul == GateStatus::OPEN,
-        dl_open: gate.dl == GateStatus::OPEN,
-        mbr,
-        qfi: qfi.map(|q| q.0),
+        id: c.qer_id.0,
+        ul_open: c.gate_status.ul == GateStatus::OPEN,
+        dl_open: c.gate_status.dl == GateStatus::OPEN,
+        mbr: c.mbr,
+        gbr: c.gbr,
+        qfi: c.qfi.map(|q| q.0),
     }
 }
 
@@ -725,7 +757,7 @@ pub fn create_qer(r: &mut Rules, c: &CreateQer) -> Result<(), Reject> {
     if r.qers.len() >= MAX_RULES {
         return Err(Reject::too_many(IeType::CREATE_QER));
     }
-    r.qers.push(qer_from(id, c.gate_status, c.mbr, c.qfi));
+    r.qers.push(qer_from(c));
     Ok(())
 }
 
@@ -740,6 +772,9 @@ pub fn update_qer(r: &mut Rules, u: &UpdateQer) -> Result<(), Reject> {
     }
     if let Some(m) = u.mbr {
         q.mbr = Some(m);
+    }
+    if let Some(g) = u.gbr {
+        q.gbr = Some(g);
     }
     if let Some(f) = u.qfi {
         q.qfi = Some(f.0);
@@ -1077,6 +1112,7 @@ mod tests {
                     ul_open: true,
                     dl_open: true,
                     mbr: None,
+                    gbr: None,
                     qfi: None,
                 },
                 Qer {
@@ -1084,6 +1120,7 @@ mod tests {
                     ul_open: true,
                     dl_open: false,
                     mbr: None,
+                    gbr: None,
                     qfi: Some(5),
                 },
             ],

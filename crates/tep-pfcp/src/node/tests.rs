@@ -181,6 +181,7 @@ fn est_request() -> SessionEstablishmentRequest {
         create_qers: vec![CreateQer {
             qer_id: QerId(1),
             mbr: None,
+            gbr: None,
             gate_status: GateStatus::open(),
             qfi: Some(Qfi(9)),
             skipped: Default::default(),
@@ -382,6 +383,7 @@ fn handover_with_sndem_installs_the_new_tunnel_then_sends_an_end_marker_to_the_o
                 apply_action: None,
                 update_forwarding_parameters: Some(UpdateForwardingParameters {
                     outer_header_creation: Some(OuterHeaderCreation::gtpu(0x200, GNB2.into())),
+                    transport_level_marking: None,
                     flags: Some(PfcpsmReqFlags(PfcpsmReqFlags::SNDEM)),
                     ..Default::default()
                 }),
@@ -413,6 +415,7 @@ fn handover_with_sndem_installs_the_new_tunnel_then_sends_an_end_marker_to_the_o
                 apply_action: None,
                 update_forwarding_parameters: Some(UpdateForwardingParameters {
                     outer_header_creation: Some(OuterHeaderCreation::gtpu(0x300, GNB.into())),
+                    transport_level_marking: None,
                     ..Default::default()
                 }),
                 bar_id: None,

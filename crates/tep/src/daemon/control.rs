@@ -368,6 +368,7 @@ fn show_pfcp(state: &State, json: bool) -> Result<String, String> {
             "gtpu_peers": status.gtpu_peers,
             "gtpu_paths_failed": status.gtpu_paths_failed,
             "failed_paths": status.failed_paths,
+            "gbr": status.gbr,
             "counters": counters,
         })
         .to_string()
@@ -400,6 +401,11 @@ fn show_pfcp(state: &State, json: bool) -> Result<String, String> {
         );
     }
     out += "\n";
+    let g = status.gbr;
+    out += &format!(
+        "gbr           {} QERs, {} kbit/s up, {} kbit/s down (recorded; admission is the SMF's)\n",
+        g.qers, g.uplink_kbps, g.downlink_kbps
+    );
     out += "counters:\n";
     for (k, v) in status.counters.iter().filter(|(_, v)| *v > 0) {
         out += &format!("  {k:<24} {v:>14}\n");

@@ -244,6 +244,17 @@ fn pfcp_metrics(r: &mut Registry, p: &PfcpStatus) {
     gauge(r, "pfcp_gtpu_peers", peers, p.gtpu_peers);
     let failed = "GTP-U peers whose path failed (no Echo Response)";
     gauge(r, "pfcp_gtpu_paths_failed", failed, p.gtpu_paths_failed);
+    let gbr = "GBR QERs of the sessions (recorded, not enforced: admission is the SMF's)";
+    gauge(r, "pfcp_gbr_qers", gbr, p.gbr.qers as usize);
+    let up = "Uplink GBRs of the sessions' QERs, summed, kbit/s";
+    gauge(r, "pfcp_gbr_uplink_kbps", up, p.gbr.uplink_kbps as usize);
+    let down = "Downlink GBRs of the sessions' QERs, summed, kbit/s";
+    gauge(
+        r,
+        "pfcp_gbr_downlink_kbps",
+        down,
+        p.gbr.downlink_kbps as usize,
+    );
 }
 
 /// Binds the metrics address (the config's `field`, named in errors),
@@ -457,6 +468,11 @@ inner_prefixes = ["10.9.0.0/16"]
                 gtpu_peers: 3,
                 gtpu_paths_failed: 1,
                 failed_paths: vec!["192.0.2.9".to_string()],
+                gbr: crate::daemon::state::GbrTotals {
+                    qers: 2,
+                    uplink_kbps: 64,
+                    downlink_kbps: 128,
+                },
             }),
             None,
             &[],
@@ -475,6 +491,8 @@ inner_prefixes = ["10.9.0.0/16"]
             "tep_pfcp_associations 1",
             "tep_pfcp_gtpu_peers 3",
             "tep_pfcp_gtpu_paths_failed 1",
+            "tep_pfcp_gbr_qers 2",
+            "tep_pfcp_gbr_downlink_kbps 128",
             "tep_metrics_requests_refused_total{reason=\"too_long\"} 0",
             "tep_control_requests_refused_total{reason=\"peer\"} 0",
         ] {

@@ -459,6 +459,7 @@ impl Loop {
                 .collect(),
             listen: self.listen,
             sessions: self.node.session_count(),
+            gbr: self.plane.gbr(),
             associations: self
                 .node
                 .associations()

@@ -488,6 +488,7 @@ mod tests {
             }),
             bar: None,
             network: None,
+            dscp: None,
         };
         let pdr = Pdr {
             id: 1,

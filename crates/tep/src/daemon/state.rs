@@ -268,6 +268,50 @@ pub struct PfcpStatus {
     pub gtpu_paths_failed: usize,
     /// Their addresses (the first 64).
     pub failed_paths: Vec<String>,
+    /// The guaranteed bit rates of the sessions' QERs.
+    pub gbr: GbrTotals,
+}
+
+/// The GBRs (TS 29.244 §8.2.9) of the sessions' QERs, summed: what the
+/// SMF admitted onto this UPF. Recorded and shown, not enforced: a
+/// guarantee is admission control, the SMF's and the RAN's; the UPF
+/// enforces a GBR flow's MBR.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GbrTotals {
+    /// QERs with a GBR.
+    pub qers: u64,
+    /// Their uplink GBRs, kbit/s.
+    pub uplink_kbps: u64,
+    /// Their downlink GBRs, kbit/s.
+    pub downlink_kbps: u64,
+}
+
+impl GbrTotals {
+    /// Those of a session's `qers`.
+    pub fn of(qers: &[tep_pfcp::node::Qer]) -> GbrTotals {
+        qers.iter()
+            .filter_map(|q| q.gbr)
+            .fold(GbrTotals::default(), |t, g| GbrTotals {
+                qers: t.qers + 1,
+                uplink_kbps: t.uplink_kbps.saturating_add(g.ul),
+                downlink_kbps: t.downlink_kbps.saturating_add(g.dl),
+            })
+    }
+
+    /// `self` with `add` in place of `sub` (a session's, changed).
+    pub fn replace(self, sub: GbrTotals, add: GbrTotals) -> GbrTotals {
+        GbrTotals {
+            qers: (self.qers - sub.qers.min(self.qers)) + add.qers,
+            uplink_kbps: self
+                .uplink_kbps
+                .saturating_sub(sub.uplink_kbps)
+                .saturating_add(add.uplink_kbps),
+            downlink_kbps: self
+                .downlink_kbps
+                .saturating_sub(sub.downlink_kbps)
+                .saturating_add(add.downlink_kbps),
+        }
+    }
 }
 
 impl Shared {

@@ -7,7 +7,9 @@
 //! uplink keys (TEID, QFI) of its Access PDRs and what their FAR does; the
 //! UE addresses of its downlink PDRs and what they do: forward to a gNB
 //! with a TEID and the QFI of their QERs, drop, or buffer. A closed gate
-//! drops. Usage is counted per session. A rule set this cannot carry as
+//! drops. Usage is counted per session and, where a direction's PDRs are
+//! under different URRs, per rule: a URR gets the counts of its PDRs
+//! ([`super::urr`]). A rule set this cannot carry as
 //! the SMF asks is refused by the rule at fault ([`compile`]), never
 //! installed in part: tep never accepts what it does not enforce.
 //!
@@ -19,9 +21,10 @@
 //!
 //! The N4 thread ([`super::n4`]) runs tep-pfcp's node over this.
 
+use super::state::GbrTotals;
 use std::collections::HashMap;
 use std::net::IpAddr;
-use tep_dataplane::session::control::{Mbr, SessionSpec, Sessions, Volume};
+use tep_dataplane::session::control::{Mbr, RuleTag, SessionSpec, Sessions};
 use tep_dataplane::session::rules::{Classifier, FlowMatch, RuleError, RuleSpec, MAX_RULES};
 use tep_dataplane::session::{Action, UeKey, UeSource, UplinkKey};
 use tep_pfcp::flow::Address;
@@ -61,7 +64,12 @@ use tep_pfcp::IeType;
 ///   GTP-U ([`super::n9`]); CP-function and
 ///   5G VN internal sources are refused; uplink buffering (which would
 ///   drop) is refused, and so is an uplink FAR to Access;
-/// - each URR on every PDR (its counts are the session's);
+/// - PDRs of a direction under different URRs are rules of their own
+///   (each rule has its usage counter, which its PDR's URRs read);
+/// - a downlink FAR's Transport Level Marking is the outer DSCP of its
+///   packets (PDRs whose FARs mark differently are rules of their own);
+///   an uplink FAR's is refused (N6 packets have no outer header; an N9
+///   uplink's marking is not built);
 /// - maximum bit rates ([`mbrs`]): the QERs with an MBR that every PDR of
 ///   a direction is under (a session AMBR) are the session's bucket, the
 ///   lowest rate; one more of a PDR's own is its rule's bucket, shared by
@@ -72,7 +80,6 @@ use tep_pfcp::IeType;
 /// /128 (a session's line holds one of them), no N3 tunnel of the peer's
 /// family.
 pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Option<u16>), Refused> {
-    check_urrs(rules)?;
     let (ul_mbr, ul_own) = mbrs(rules, true)?;
     let (dl_mbr, dl_own) = mbrs(rules, false)?;
     let mut spec = SessionSpec {
@@ -172,9 +179,13 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
             return Err(refuse_pdr(odd.map_or(ul[0].0, |o| o.0), IeType::F_TEID));
         }
         spec.rules.uplink = checked(&ul)?;
+        spec.rules.uplink_tags = tags(rules, &ul, true);
     }
-    if several(&dl) {
+    let marks = |p: &node::Pdr| rules.far(p.far).and_then(|f| f.dscp);
+    spec.rules.dscp = dl.first().and_then(|(p, _)| marks(p));
+    if several(&dl) || dl.iter().any(|(p, _)| marks(p) != spec.rules.dscp) {
         spec.rules.downlink = checked(&dl)?;
+        spec.rules.downlink_tags = tags(rules, &dl, false);
     }
     spec.ue = match ue_up.or(ue_down) {
         Some((keys, pdr)) => UeSource::of_keys(keys.iter().flatten())
@@ -243,12 +254,39 @@ fn n9_keys(
 }
 
 /// Whether a direction's PDRs need rules of their own: more than one
-/// treatment, or a filter or an MBR of a PDR's own.
+/// treatment, or a filter or an MBR of a PDR's own, or URRs that differ
+/// (the one treatment's counts are the session's: a URR on some of the
+/// PDRs needs theirs apart).
 fn several(list: &[(&node::Pdr, RuleSpec)]) -> bool {
     let treatment = |r: &RuleSpec| (r.action, r.peer, r.qfi);
-    list.iter().any(|(_, r)| {
-        !r.filters.is_empty() || r.mbr.is_some() || treatment(r) != treatment(&list[0].1)
+    list.iter().any(|(p, r)| {
+        !r.filters.is_empty()
+            || r.mbr.is_some()
+            || treatment(r) != treatment(&list[0].1)
+            || urrs_of(p) != urrs_of(list[0].0)
     })
+}
+
+/// A PDR's URR IDs as a set.
+fn urrs_of(p: &node::Pdr) -> Vec<u32> {
+    let mut u = p.urrs.as_slice().to_vec();
+    u.sort_unstable();
+    u.dedup();
+    u
+}
+
+/// Each rule's tag: a usage counter kept by its PDR ID where the
+/// direction's PDRs are under different URRs (else the session's counts
+/// are each URR's); downlink, its FAR's outer DSCP.
+fn tags(rules: &Rules, list: &[(&node::Pdr, RuleSpec)], uplink: bool) -> Vec<RuleTag> {
+    let counted = list.iter().any(|(p, _)| urrs_of(p) != urrs_of(list[0].0));
+    list.iter()
+        .map(|(p, _)| RuleTag {
+            key: u32::from(p.id),
+            counted,
+            dscp: rules.far(p.far).and_then(|f| f.dscp).filter(|_| !uplink),
+        })
+        .collect()
 }
 
 /// A direction's rules as the classifier takes them, or the PDR refused:
@@ -333,6 +371,9 @@ fn uplink_of(
     }
     match far.action {
         node::Action::Buffer { .. } => return Err(refuse_far(far, IeType::APPLY_ACTION)),
+        // No outer header to mark on N6 (the UE's own packets); on N9
+        // not built.
+        _ if far.dscp.is_some() => return Err(refuse_far(far, IeType::TRANSPORT_LEVEL_MARKING)),
         node::Action::Forward
             if !matches!(far.destination, Some(Interface::CORE | Interface::N6_LAN)) =>
         {
@@ -429,22 +470,6 @@ fn own(own: &[OwnMbr], pdr: &node::Pdr) -> Option<(u32, u64)> {
     own.iter().find(|o| o.0 == pdr.id).map(|o| (o.1, o.2))
 }
 
-/// The dataplane counts a session's volume, and each URR takes what was
-/// counted since it last did: a URR's counts are the session's, so each
-/// URR must be on every PDR.
-fn check_urrs(rules: &Rules) -> Result<(), Refused> {
-    let refuse = |u: &node::Urr| Refused::rule(FailedRuleId::Urr(u.id), Some(IeType::URR_ID));
-    match rules.urrs.iter().find(|u| {
-        rules
-            .pdrs
-            .iter()
-            .any(|p| !p.urrs.as_slice().contains(&u.id))
-    }) {
-        Some(u) => Err(refuse(u)),
-        None => Ok(()),
-    }
-}
-
 /// A PDR's UE IP Address as the dataplane's keys (IPv4, IPv6); None for
 /// an IPv6 prefix other than /64 or /128.
 fn ue_keys(ue: &node::UeIp) -> Option<[Option<UeKey>; 2]> {
@@ -461,9 +486,10 @@ fn ue_keys(ue: &node::UeIp) -> Option<[Option<UeKey>; 2]> {
 #[derive(Clone, Debug)]
 struct Entry {
     slot: u32,
-    /// The session's counts when each URR last took them (a URR takes
-    /// what was counted since): every URR sees the session's counts.
-    taken: Vec<(u32, Volume)>,
+    /// What each URR counts, and took so far.
+    urrs: super::urr::UrrCounts,
+    /// Its QERs' GBRs.
+    gbr: GbrTotals,
     /// The PDR a Downlink Data Report names.
     downlink_pdr: Option<u16>,
 }
@@ -477,6 +503,8 @@ pub struct UpfPlane {
     networks: super::dnn::Networks,
     by_seid: HashMap<Seid, Entry>,
     by_slot: HashMap<u32, Seid>,
+    /// The sessions' GBRs.
+    gbr: GbrTotals,
     /// The sessions' GTP-U peers, supervised (off until the N4 thread
     /// sets its timers).
     pub paths: super::path::Paths,
@@ -497,6 +525,7 @@ impl UpfPlane {
             networks: Default::default(),
             by_seid: HashMap::new(),
             by_slot: HashMap::new(),
+            gbr: GbrTotals::default(),
             paths,
         }
     }
@@ -526,6 +555,11 @@ impl UpfPlane {
         Some((seid, self.by_seid.get(&seid)?.downlink_pdr?))
     }
 
+    /// The sessions' QERs' GBRs, summed.
+    pub fn gbr(&self) -> GbrTotals {
+        self.gbr
+    }
+
     /// Whether none is.
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
@@ -553,20 +587,16 @@ impl UserPlane for UpfPlane {
                         self.by_slot.insert(slot, seid);
                         self.by_seid.entry(seid).or_insert(Entry {
                             slot,
-                            taken: Vec::new(),
+                            urrs: Default::default(),
+                            gbr: GbrTotals::default(),
                             downlink_pdr,
                         })
                     }
                 };
-                // A URR created now counts from now; a removed one's
-                // baseline goes.
-                let now = self.sessions.usage(e.slot);
-                e.taken.retain(|(id, _)| rules.urr(*id).is_some());
-                for u in &rules.urrs {
-                    if !e.taken.iter().any(|(id, _)| *id == u.id) {
-                        e.taken.push((u.id, now));
-                    }
-                }
+                e.urrs.rebase(rules, &spec, &self.sessions, e.slot);
+                let gbr = GbrTotals::of(&rules.qers);
+                self.gbr = self.gbr.replace(e.gbr, gbr);
+                e.gbr = gbr;
                 self.paths.install(std::time::Instant::now(), seid, rules);
                 let slot = e.slot;
                 // The packets a buffering FAR holds: as many as its BAR
@@ -584,6 +614,7 @@ impl UserPlane for UpfPlane {
                 self.paths.remove(seid);
                 if let Some(e) = self.by_seid.remove(&seid) {
                     self.by_slot.remove(&e.slot);
+                    self.gbr = self.gbr.replace(e.gbr, GbrTotals::default());
                     let _ = self.sessions.remove(e.slot);
                 }
                 Ok(())
@@ -605,17 +636,7 @@ impl UserPlane for UpfPlane {
         let Some(e) = self.by_seid.get_mut(&seid) else {
             return Usage::default();
         };
-        let now = self.sessions.usage(e.slot);
-        let Some((_, taken)) = e.taken.iter_mut().find(|(id, _)| *id == urr) else {
-            return Usage::default();
-        };
-        let was = core::mem::replace(taken, now);
-        Usage {
-            uplink_packets: now.ul_packets - was.ul_packets,
-            uplink_bytes: now.ul_bytes - was.ul_bytes,
-            downlink_packets: now.dl_packets - was.dl_packets,
-            downlink_bytes: now.dl_bytes - was.dl_bytes,
-        }
+        e.urrs.take(&self.sessions, e.slot, urr)
     }
 }
 
@@ -673,6 +694,7 @@ pub(super) mod tests {
                     outer: None,
                     bar: None,
                     network: None,
+                    dscp: None,
                 },
                 Far {
                     id: 2,
@@ -685,6 +707,7 @@ pub(super) mod tests {
                     }),
                     bar: None,
                     network: None,
+                    dscp: None,
                 },
             ],
             qers: vec![Qer {
@@ -692,6 +715,7 @@ pub(super) mod tests {
                 ul_open: true,
                 dl_open: true,
                 mbr: None,
+                gbr: None,
                 qfi: Some(9),
             }],
             urrs: vec![],
@@ -886,7 +910,7 @@ pub(super) mod tests {
             pdr_ie(10 + MAX_RULES as u16 - 1, IeType::PDR_ID)
         );
         type Edit<'a> = &'a dyn Fn(&mut Rules);
-        let cases: [(Edit<'_>, Result<(), Refused>); 10] = [
+        let cases: [(Edit<'_>, Result<(), Refused>); 8] = [
             (
                 &|r| r.pdrs[0].outer_header_removal = None,
                 pdr_ie(1, IeType::OUTER_HEADER_REMOVAL),
@@ -921,34 +945,22 @@ pub(super) mod tests {
                 &|r| r.pdrs[1].source = Interface::CP_FUNCTION,
                 pdr_ie(2, IeType::SOURCE_INTERFACE),
             ),
-            (
-                &|r| {
-                    r.urrs = vec![urr(1), urr(2)];
-                    for p in &mut r.pdrs {
-                        p.urrs = Ids::new(&[1]).unwrap();
-                    }
-                },
-                Err(Refused::rule(FailedRuleId::Urr(2), Some(IeType::URR_ID))),
-            ),
-            (
-                &|r| {
-                    r.urrs = vec![urr(1)];
-                    r.pdrs[0].urrs = Ids::new(&[1]).unwrap();
-                },
-                Err(Refused::rule(FailedRuleId::Urr(1), Some(IeType::URR_ID))),
-            ),
         ];
         for (i, (edit, want)) in cases.iter().enumerate() {
             assert_eq!(verdict(*edit), *want, "case {i}");
         }
-        // URRs each on every PDR: taken.
-        let on_all = |r: &mut Rules| {
-            r.urrs = vec![urr(1), urr(2)];
-            for p in &mut r.pdrs {
-                p.urrs = Ids::new(&[1, 2]).unwrap();
+        // URRs each on every PDR, on some, on none: taken.
+        let urrs = |ids: &'static [u32]| {
+            move |r: &mut Rules| {
+                r.urrs = vec![urr(1), urr(2)];
+                for p in &mut r.pdrs {
+                    p.urrs = Ids::new(ids).unwrap();
+                }
+                r.pdrs[0].urrs = Ids::new(&[1]).unwrap();
             }
         };
-        assert_eq!(verdict(&on_all), Ok(()));
+        assert_eq!(verdict(&urrs(&[1, 2])), Ok(()));
+        assert_eq!(verdict(&urrs(&[])), Ok(()));
     }
 
     /// URRs `ids`, each on every PDR.
@@ -1170,6 +1182,155 @@ pub(super) mod tests {
                 Some(IeType::DESTINATION_INTERFACE)
             ))
         );
+    }
+
+    /// A URR counts the PDRs it is on: URR 1 on every PDR sees all the
+    /// session's packets, URR 2 on the voice PDR only sees the voice
+    /// rule's (and nothing uplink, its PDR being downlink); a URR keeps
+    /// what it counted over a modification; PDRs of one treatment under
+    /// different URRs become rules of their own.
+    #[test]
+    fn a_urr_counts_the_pdrs_it_is_on() {
+        let (sessions, links) = Sessions::new(16, 1, vec![false]);
+        let mut worker = SessionTable::new(links[0].clone());
+        let mut up = UpfPlane::new(sessions, vec![(N3, 0)]);
+        let mut r = rules(node::Action::Forward);
+        let mut voice_dl = r.pdrs[1].clone();
+        (voice_dl.id, voice_dl.precedence) = (3, 10);
+        voice_dl.sdf = vec![voice()];
+        r.pdrs.push(voice_dl);
+        r.urrs = vec![urr(1), urr(2)];
+        for p in &mut r.pdrs {
+            p.urrs = Ids::new(&[1]).unwrap();
+        }
+        r.pdrs[2].urrs = Ids::new(&[1, 2]).unwrap();
+        let install = |up: &mut UpfPlane, w: &mut SessionTable, r: &Rules| {
+            up.apply(Change::Install { seid: 7, rules: r }).unwrap();
+            up.publish();
+            w.apply_pending(&mut Vec::new());
+        };
+        install(&mut up, &mut worker, &r);
+        let slot = up.by_seid[&7].slot;
+        let counter = |up: &UpfPlane, pdr| up.sessions.rule_counter(slot, false, pdr).unwrap();
+        let (default, voice) = (counter(&up, 2), counter(&up, 3));
+        // What the workers count for an uplink packet, a downlink one of
+        // the default rule and one of the voice rule.
+        let traffic = |w: &SessionTable, dl: u64, v: u64| {
+            w.count_uplink(slot, 100);
+            w.count_downlink(slot, dl as usize);
+            w.count_rule(default, dl as usize);
+            w.count_downlink(slot, v as usize);
+            w.count_rule(voice, v as usize);
+        };
+        traffic(&worker, 1000, 300);
+        let a = up.take_usage(7, 1);
+        assert_eq!(
+            (a.uplink_bytes, a.downlink_packets, a.downlink_bytes),
+            (100, 2, 1300)
+        );
+        let b = up.take_usage(7, 2);
+        assert_eq!(
+            (b.uplink_packets, b.downlink_packets, b.downlink_bytes),
+            (0, 1, 300)
+        );
+        // Counted, then modified (the same PDRs): nothing lost.
+        traffic(&worker, 1000, 50);
+        install(&mut up, &mut worker, &r);
+        assert_eq!(counter(&up, 3), voice, "the voice PDR's counter stays");
+        assert_eq!(up.take_usage(7, 2).downlink_bytes, 50);
+        // URR 2 moved to the default PDR: from now on, its packets.
+        r.pdrs[2].urrs = Ids::new(&[1]).unwrap();
+        r.pdrs[1].urrs = Ids::new(&[1, 2]).unwrap();
+        install(&mut up, &mut worker, &r);
+        traffic(&worker, 1000, 7);
+        assert_eq!(up.take_usage(7, 2).downlink_bytes, 1000);
+        assert_eq!(up.take_usage(7, 1).downlink_bytes, 1050 + 1007);
+        // Both URRs on every PDR again: the rules keep no counters (a
+        // write per packet saved), the session's counts are each URR's.
+        for p in &mut r.pdrs {
+            p.urrs = Ids::new(&[1, 2]).unwrap();
+        }
+        install(&mut up, &mut worker, &r);
+        assert_eq!(up.sessions.rule_counter(slot, false, 3), None);
+        worker.count_downlink(slot, 400);
+        assert_eq!(up.take_usage(7, 2).downlink_bytes, 400);
+        // Two uplink flows with one FAR, URR 2 on one of them: a rule
+        // each, so that its counts are its own.
+        let mut second = r.pdrs[0].clone();
+        (second.id, second.qfi) = (4, Some(5));
+        second.urrs = Ids::new(&[1, 2]).unwrap();
+        r.pdrs[0].urrs = Ids::new(&[1]).unwrap();
+        r.pdrs.push(second);
+        let (spec, _) = compile(&r, &[(N3, 0)]).unwrap();
+        let keys: Vec<u32> = spec.rules.uplink_tags.iter().map(|t| t.key).collect();
+        assert_eq!(keys, [1, 4]);
+    }
+
+    /// A downlink FAR's marking is the session's outer DSCP, or its
+    /// rule's where the PDRs' FARs mark differently; an uplink FAR's is
+    /// refused.
+    #[test]
+    fn transport_level_marking_compiles_to_the_outer_dscp() {
+        let n3 = [(N3, 3)];
+        let mut r = rules(node::Action::Forward);
+        r.fars[1].dscp = Some(46);
+        let (spec, _) = compile(&r, &n3).unwrap();
+        assert_eq!(spec.rules.dscp, Some(46));
+        assert!(spec.rules.downlink.is_empty(), "one treatment");
+        // A voice PDR whose FAR marks EF beside the default one's AF41.
+        let mut voice_dl = r.pdrs[1].clone();
+        (voice_dl.id, voice_dl.precedence, voice_dl.far) = (3, 10, 3);
+        voice_dl.sdf = vec![voice()];
+        r.pdrs.push(voice_dl);
+        r.fars.push(Far {
+            id: 3,
+            dscp: Some(34),
+            ..r.fars[1]
+        });
+        let (spec, _) = compile(&r, &n3).unwrap();
+        let marks: Vec<_> = spec.rules.downlink_tags.iter().map(|t| t.dscp).collect();
+        assert_eq!(marks, [Some(34), Some(46)]);
+        // The same filters and FARs but for the mark: still two rules.
+        r.pdrs[2].sdf.clear();
+        assert_eq!(compile(&r, &n3).unwrap().0.rules.downlink.len(), 2);
+        r.fars[0].dscp = Some(46);
+        assert_eq!(
+            compile(&r, &n3).map(|_| ()),
+            Err(Refused::rule(
+                FailedRuleId::Far(1),
+                Some(IeType::TRANSPORT_LEVEL_MARKING)
+            ))
+        );
+    }
+
+    /// The sessions' GBRs are summed for `show pfcp` as sessions come,
+    /// change and go (recorded, not enforced).
+    #[test]
+    fn gbrs_are_summed_over_the_sessions() {
+        let (sessions, _links) = Sessions::new(16, 1, vec![false]);
+        let mut up = UpfPlane::new(sessions, vec![(N3, 0)]);
+        let mut r = rules(node::Action::Forward);
+        r.qers[0].gbr = Some(tep_pfcp::types::Gbr { ul: 64, dl: 128 });
+        up.apply(Change::Install { seid: 7, rules: &r }).unwrap();
+        let mut other = rules(node::Action::Forward);
+        other.pdrs[0].local.as_mut().unwrap().teid = 0x56;
+        other.pdrs[1].ue_ip.as_mut().unwrap().v4 = Some(Ipv4Addr::new(10, 45, 0, 8));
+        other.qers[0].gbr = Some(tep_pfcp::types::Gbr { ul: 1, dl: 2 });
+        up.apply(Change::Install {
+            seid: 8,
+            rules: &other,
+        })
+        .unwrap();
+        let total = |up: &UpfPlane| {
+            let g = up.gbr();
+            (g.qers, g.uplink_kbps, g.downlink_kbps)
+        };
+        assert_eq!(total(&up), (2, 65, 130));
+        r.qers[0].gbr = Some(tep_pfcp::types::Gbr { ul: 10, dl: 20 });
+        up.apply(Change::Install { seid: 7, rules: &r }).unwrap();
+        assert_eq!(total(&up), (2, 11, 22));
+        up.apply(Change::Remove { seid: 8 }).unwrap();
+        assert_eq!(total(&up), (1, 10, 20));
     }
 
     fn urr(id: u32) -> node::Urr {

@@ -1,8 +1,14 @@
-//! Usage reporting in the daemon: the N4 thread's usage scan, and what a
-//! used-up quota does to a session's packets.
+//! Usage reporting in the daemon: the N4 thread's usage scan, what each
+//! URR counts, and what a used-up quota does to a session's packets.
 //!
-//! The workers count each session's packets and bytes into counters the
-//! N4 thread reads without stopping them ([`super::upf::UpfPlane`]). The
+//! The workers count each session's packets and bytes, and each rule's
+//! where a direction has several ([`tep_dataplane::session::counters`]),
+//! into counters the N4 thread reads without stopping them
+//! ([`super::upf::UpfPlane`]). A URR counts the packets of the PDRs it is
+//! on ([`UrrCounts`]): a direction whose PDRs compiled to one treatment
+//! (they are all under the same URRs, `compile` sees to it) gives the
+//! session's counts that way, a direction with rules the counts of the
+//! rules whose PDRs name the URR. The
 //! scan hands what each watched URR counted since the last scan to
 //! tep-pfcp's node ([`Node::scan_usage`]), which reports the triggers
 //! that fired (volume and time thresholds and quotas, periodic, start and
@@ -24,9 +30,10 @@
 
 use std::time::{Duration, Instant};
 
-use tep_dataplane::session::control::SessionSpec;
+use tep_dataplane::session::control::{SessionSpec, Sessions, Volume};
 use tep_dataplane::session::Action;
-use tep_pfcp::node::{Node, Rules, UserPlane};
+use tep_pfcp::node::{Node, Rules, Usage, UserPlane};
+use tep_pfcp::types::Interface;
 
 /// The shortest time between two scans.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(5);
@@ -78,15 +85,176 @@ impl UsageScan {
 /// A session one of whose URRs used up its quota forwards nothing either
 /// way, counted apart from other drops (`quota_exhausted`), until the SMF
 /// grants a new quota (TS 29.244 §5.2.2.2.1: without a FAR ID for Quota
-/// Action, which tep refuses, the packets are dropped). Its usage is
-/// counted per session, so a URR's quota is the session's.
+/// Action, which tep refuses, the packets are dropped). The whole
+/// session stops, not only the PDRs under the URR: TS 29.244 leaves what
+/// stops to the FAR ID for Quota Action, and a URR that is the session's
+/// charging key covers it all.
 pub fn stop_if_exhausted(rules: &Rules, spec: &mut SessionSpec) {
     if rules.quota_exhausted() {
-        // Every packet stops, whichever rule would have taken it.
-        spec.rules = Default::default();
+        // Every packet stops, whichever rule would have taken it (the
+        // mark stays: the gNB's template need not change meanwhile).
+        spec.rules = tep_dataplane::session::control::SessionRules {
+            dscp: spec.rules.dscp,
+            ..Default::default()
+        };
         spec.uplink = Action::QuotaExhausted;
         spec.downlink = Action::QuotaExhausted;
     }
+}
+
+/// Where a URR's counts come from: the session's one way, or a rule's
+/// counter (one way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    Session { uplink: bool },
+    Rule { uplink: bool, counter: u32 },
+}
+
+/// (packets, bytes).
+type Counts = (u64, u64);
+
+/// One URR's counting: its sources, what each had counted when the URR
+/// last took it, and what it counted under sources a modification
+/// replaced (banked for the next take).
+#[derive(Clone, Debug)]
+struct UrrCount {
+    id: u32,
+    sources: Vec<(Source, Counts)>,
+    banked: Usage,
+}
+
+/// A session's URRs' counting.
+#[derive(Clone, Debug, Default)]
+pub struct UrrCounts(Vec<UrrCount>);
+
+impl UrrCounts {
+    /// After slot `slot` was set from `rules` (compiled into `spec`):
+    /// each URR counts from its PDRs' sources from now on. What a URR
+    /// counted under its old sources is banked, read at the same moment
+    /// as the new sources' baselines, so that a source kept (the session's
+    /// counts, a rule whose PDR stays) loses nothing; a URR created now
+    /// starts from now; a removed one goes.
+    pub fn rebase(&mut self, rules: &Rules, spec: &SessionSpec, sessions: &Sessions, slot: u32) {
+        let mut snap: Vec<(Source, Counts)> = Vec::new();
+        let mut volume = None;
+        let mut once = |src: Source| match snap.iter().find(|s| s.0 == src) {
+            Some(s) => s.1,
+            None => {
+                let c = read(sessions, slot, src, &mut volume);
+                snap.push((src, c));
+                c
+            }
+        };
+        self.0.retain(|u| rules.urr(u.id).is_some());
+        for u in &rules.urrs {
+            let i = match self.0.iter().position(|c| c.id == u.id) {
+                Some(i) => i,
+                None => {
+                    self.0.push(UrrCount {
+                        id: u.id,
+                        sources: Vec::new(),
+                        banked: Usage::default(),
+                    });
+                    self.0.len() - 1
+                }
+            };
+            let c = &mut self.0[i];
+            for &(src, base) in &c.sources {
+                add(&mut c.banked, src, base, once(src));
+            }
+            c.sources = sources_of(rules, spec, sessions, slot, u.id)
+                .into_iter()
+                .map(|src| (src, once(src)))
+                .collect();
+        }
+    }
+
+    /// What URR `urr` counted since it last took it.
+    pub fn take(&mut self, sessions: &Sessions, slot: u32, urr: u32) -> Usage {
+        let Some(c) = self.0.iter_mut().find(|c| c.id == urr) else {
+            return Usage::default();
+        };
+        let mut u = core::mem::take(&mut c.banked);
+        let mut volume = None;
+        for (src, base) in &mut c.sources {
+            let now = read(sessions, slot, *src, &mut volume);
+            add(&mut u, *src, *base, now);
+            *base = now;
+        }
+        u
+    }
+}
+
+/// Adds to `u` what `src` counted from `base` to `now`.
+fn add(u: &mut Usage, src: Source, base: Counts, now: Counts) {
+    let (p, b) = (now.0 - base.0, now.1 - base.1);
+    match src {
+        Source::Session { uplink: true } | Source::Rule { uplink: true, .. } => {
+            u.uplink_packets += p;
+            u.uplink_bytes += b;
+        }
+        _ => {
+            u.downlink_packets += p;
+            u.downlink_bytes += b;
+        }
+    }
+}
+
+/// What `src` counted so far; `volume`: the session's counts, read once
+/// for both directions.
+fn read(sessions: &Sessions, slot: u32, src: Source, volume: &mut Option<Volume>) -> Counts {
+    match src {
+        Source::Session { uplink } => {
+            let v = *volume.get_or_insert_with(|| sessions.usage(slot));
+            if uplink {
+                (v.ul_packets, v.ul_bytes)
+            } else {
+                (v.dl_packets, v.dl_bytes)
+            }
+        }
+        Source::Rule { counter, .. } => sessions.rule_usage(counter),
+    }
+}
+
+/// URR `urr`'s sources each way: the rules whose PDRs name it where the
+/// direction has rules with counters (its PDRs are under different
+/// URRs), else the session's counts if its PDRs name it.
+fn sources_of(
+    rules: &Rules,
+    spec: &SessionSpec,
+    sessions: &Sessions,
+    slot: u32,
+    urr: u32,
+) -> Vec<Source> {
+    let mut out = Vec::new();
+    let on = |pdr: u32| {
+        u16::try_from(pdr)
+            .ok()
+            .and_then(|id| rules.pdr(id))
+            .is_some_and(|p| p.urrs.as_slice().contains(&urr))
+    };
+    for uplink in [true, false] {
+        let (list, tags) = if uplink {
+            (&spec.rules.uplink, &spec.rules.uplink_tags)
+        } else {
+            (&spec.rules.downlink, &spec.rules.downlink_tags)
+        };
+        if list.is_empty() || !tags.iter().any(|t| t.counted) {
+            let named = rules.pdrs.iter().any(|p| {
+                (p.source == Interface::ACCESS) == uplink && p.urrs.as_slice().contains(&urr)
+            });
+            if named {
+                out.push(Source::Session { uplink });
+            }
+            continue;
+        }
+        for t in tags.iter().filter(|t| on(t.key)) {
+            if let Some(counter) = sessions.rule_counter(slot, uplink, t.key) {
+                out.push(Source::Rule { uplink, counter });
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -88,6 +88,7 @@ from scapy.contrib.pfcp import (
     IE_PFCPSMReqFlags,
     IE_Precedence,
     IE_QER_Id,
+    IE_QERCorrelationId,
     IE_SDF_Filter,
     IE_QFI,
     IE_QueryURR,
@@ -98,6 +99,7 @@ from scapy.contrib.pfcp import (
     IE_SourceInterface,
     IE_SuggestedBufferingPacketsCount,
     IE_StartTime,
+    IE_TransportLevelMarking,
     IE_UE_IP_Address,
     IE_UPFunctionFeatures,
     IE_UpdateFAR,
@@ -997,7 +999,7 @@ class Lab:
         v = self.check_usage(s, body, IE_UsageReport_SMR, "IMMER", 0, "Query URR")
         return {"teid": s.ul_teid, "usage": v}
 
-    def qos_flows_establishment(self, s):
+    def qos_flows_establishment(self, s, voice_urr=False, voice_dscp=None, voice_gbr=None):
         """Session `s` with two QoS flows each way and a filter that drops,
         on one F-TEID (CHOOSE ID 1) and one UE address, URR 1 on all:
         - default: PDRs 1 (up, QFI 9) and 2 (down), precedence 255, SDF
@@ -1006,10 +1008,13 @@ class Lab:
           to the UE's ports 5000-5010, FAR 1 and FAR 3 (the gNB, TEID
           `s.dl_teid + 0x10000`), QER 2 (QFI 1);
         - PDRs 5 (up, QFI 9) and 6 (down), precedence 5, SDF UDP to the
-          UE's port 6666, FAR 4: drop."""
+          UE's port 6666, FAR 4: drop.
+        With `voice_urr`, URR 2 (volume) on the voice PDRs 3 and 4 too;
+        `voice_dscp`: FAR 3's Transport Level Marking (that DSCP, mask
+        0xFC); `voice_gbr`: QER 2's GBR (UL, DL kbit/s)."""
         body = [IE_NodeId(id_type="IPv4", ipv4=self.smf), IE_FSEID(v4=1, seid=s.cp_seid, ipv4=self.smf)]
 
-        def pdr(pid, prec, uplink, flow, far, qer, qfi=None):
+        def pdr(pid, prec, uplink, flow, far, qer, qfi=None, urrs=(1,)):
             pdi = [IE_SourceInterface(interface="Access" if uplink else "Core")]
             if uplink:
                 pdi.append(IE_FTEID(CH=1, CHID=1, V4=1, choose_id=1))
@@ -1022,7 +1027,7 @@ class Lab:
             rule = [IE_PDR_Id(id=pid), IE_Precedence(precedence=prec), IE_PDI(IE_list=pdi)]
             if uplink:
                 rule.append(IE_OuterHeaderRemoval(header="GTP-U/UDP/IPv4"))
-            rule += [IE_FAR_Id(id=far), IE_URR_Id(id=1)]
+            rule += [IE_FAR_Id(id=far)] + [IE_URR_Id(id=u) for u in urrs]
             if qer:
                 rule.append(IE_QER_Id(id=qer))
             return IE_CreatePDR(IE_list=rule)
@@ -1030,30 +1035,43 @@ class Lab:
         default, voice, blocked = ("permit out ip from any to assigned",
                                    "permit out 17 from any to assigned 5000-5010",
                                    "permit out 17 from any to assigned 6666")
+        voice_urrs = (1, 2) if voice_urr else (1,)
         body += [
             pdr(1, 255, True, default, 1, 1, QFI),
             pdr(2, 255, False, default, 2, 1),
-            pdr(3, 10, True, voice, 1, 2, 1),
-            pdr(4, 10, False, voice, 3, 2),
+            pdr(3, 10, True, voice, 1, 2, 1, urrs=voice_urrs),
+            pdr(4, 10, False, voice, 3, 2, urrs=voice_urrs),
             pdr(5, 5, True, blocked, 4, 0, QFI),
             pdr(6, 5, False, blocked, 4, 0),
         ]
         core = IE_ForwardingParameters(IE_list=[IE_DestinationInterface(interface="Core")])
-        def access(teid):
-            return IE_ForwardingParameters(IE_list=[
+        def access(teid, dscp=None):
+            fp = [
                 IE_DestinationInterface(interface="Access"),
                 IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=teid, ipv4=s.gnb),
-            ])
+            ]
+            if dscp is not None:
+                # scapy names the octets "tos" and "traffic_class": they are
+                # the ToS/Traffic Class value and its mask (TS 29.244 §8.2.12).
+                fp.append(IE_TransportLevelMarking(tos=dscp << 2, traffic_class=0xFC))
+            return IE_ForwardingParameters(IE_list=fp)
+        voice_qer = [IE_QER_Id(id=2), IE_GateStatus(ul="OPEN", dl="OPEN"), IE_QFI(QFI=1)]
+        if voice_gbr is not None:
+            voice_qer.append(IE_GBR(ul=voice_gbr[0], dl=voice_gbr[1]))
         body += [
             IE_CreateFAR(IE_list=[IE_FAR_Id(id=1), IE_ApplyAction(FORW=1), core]),
             IE_CreateFAR(IE_list=[IE_FAR_Id(id=2), IE_ApplyAction(FORW=1), access(s.dl_teid)]),
-            IE_CreateFAR(IE_list=[IE_FAR_Id(id=3), IE_ApplyAction(FORW=1), access(s.dl_teid + 0x10000)]),
+            IE_CreateFAR(IE_list=[IE_FAR_Id(id=3), IE_ApplyAction(FORW=1),
+                                  access(s.dl_teid + 0x10000, voice_dscp)]),
             IE_CreateFAR(IE_list=[IE_FAR_Id(id=4), IE_ApplyAction(DROP=1)]),
             IE_CreateURR(IE_list=[IE_URR_Id(id=1), IE_MeasurementMethod(VOLUM=1), IE_ReportingTriggers()]),
             IE_CreateQER(IE_list=[IE_QER_Id(id=1), IE_GateStatus(ul="OPEN", dl="OPEN"), IE_QFI(QFI=QFI)]),
-            IE_CreateQER(IE_list=[IE_QER_Id(id=2), IE_GateStatus(ul="OPEN", dl="OPEN"), IE_QFI(QFI=1)]),
+            IE_CreateQER(IE_list=voice_qer),
             IE_PDNType(pdn_type="IPv4"),
         ]
+        if voice_urr:
+            body.append(IE_CreateURR(IE_list=[IE_URR_Id(id=2), IE_MeasurementMethod(VOLUM=1),
+                                              IE_ReportingTriggers()]))
         return self.header(0) / PFCPSessionEstablishmentRequest(IE_list=body)
 
     def cmd_qos_flows(self, c):
@@ -1092,6 +1110,66 @@ class Lab:
             s.ul[0] += 1
             s.ul[1] += 28 + 8
         return {"downlink": len(got), "uplink": len(arrived)}
+
+    def recv_tos(self, sock, wait):
+        """G-PDUs arriving on gNB socket `sock` within `wait` s, with the
+        outer IPv4 ToS each came with: [(bytes, tos)]."""
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+        out = []
+        end = time.monotonic() + wait
+        try:
+            while select.select([sock], [], [], max(0, end - time.monotonic()))[0]:
+                data, anc, _, src = sock.recvmsg(65535, socket.CMSG_SPACE(4))
+                if self.echo_request(sock, data, src):
+                    continue
+                tos = [d[0] for level, kind, d in anc if level == socket.IPPROTO_IP and kind == socket.IP_TOS]
+                check(len(tos) == 1, "no ToS with a G-PDU: %r" % anc)
+                out.append((data, tos[0]))
+        finally:
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 0)
+        return out
+
+    def cmd_qos_marks(self, c):
+        """The qos_flows session with URR 2 on the voice PDRs only, FAR 3
+        (voice, downlink) marking DSCP `dscp` and a GBR on the voice QER.
+        Downlink to the voice port reaches the gNB with that DSCP in the
+        outer header, to another port with DSCP 0 (the inner packet's);
+        then one uplink packet each way; at deletion, URR 1's report counts
+        every packet, URR 2's only the voice ones."""
+        s = Session(c["index"], self.cfg, self.gnbs[0])
+        p = self.qos_flows_establishment(s, voice_urr=True, voice_dscp=c["dscp"], voice_gbr=(64, 128))
+        self.accept_establishment(s, self.request(p), shared=[1, 3, 5])
+        sock = self.gnb_socks[self.gnbs.index(s.gnb)]
+        for port, size in ((5005, 300), (s.port, 700)):
+            self.dn_sock.sendto(b"d" * size, (s.ue, port))
+        got, voice, total = {}, [[0, 0], [0, 0]], [[0, 0], [0, 0]]
+        for data, tos in self.recv_tos(sock, 1.0):
+            ip = IP(data[12 + data[12] * 4:])
+            got[ip[UDP].dport] = tos >> 2
+            for t in [total] + ([voice] if ip[UDP].dport == 5005 else []):
+                t[1][0] += 1
+                t[1][1] += ip.len
+        want = {5005: c["dscp"], s.port: 0}
+        check(got == want, "qos_marks: outer DSCP by port %r, want %r" % (got, want))
+        for qfi, sport in ((1, 5005), (QFI, s.port)):
+            inner = IP(src=s.ue, dst=self.dn) / UDP(sport=sport, dport=self.dn_port) / Raw(b"u" * (50 + sport % 7))
+            sock.sendto(bytes(GTP_U_Header(teid=s.ul_teid, gtp_type=255)
+                              / GTPPDUSessionContainer(type=1, QFI=qfi) / inner), (self.upf, GTPU_PORT))
+            for t in [total] + ([voice] if sport == 5005 else []):
+                t[0][0] += 1
+                t[0][1] += len(inner)
+        arrived = self.drain(self.dn_sock, 1.0)
+        check(len(arrived) == 2, "qos_marks uplink: %d of 2 arrived" % len(arrived))
+        where = "qos_marks: Session Deletion"
+        body = self.expect_response(self.request(self.header(s.up_seid) / PFCPSessionDeletionRequest()),
+                                    DELETION_RESPONSE, s.cp_seid, ACCEPTED, where)
+        reports = {one_ie(r, IE_URR_Id, where).id: volume(one_ie(r, IE_VolumeMeasurement, where))
+                   for r in ies(body, IE_UsageReport_SDR)}
+        def vol(t):
+            return (t[0][1] + t[1][1], t[0][1], t[1][1], t[0][0] + t[1][0], t[0][0], t[1][0])
+        check(reports == {1: vol(total), 2: vol(voice)},
+              "qos_marks: Usage Reports %r, want %r" % (reports, {1: vol(total), 2: vol(voice)}))
+        return {"dscp": got, "urr1": reports[1], "urr2": reports[2]}
 
     def cmd_release(self, c):
         """Association Release: tep drops the SMF's sessions, and takes no
@@ -1236,26 +1314,28 @@ class Lab:
     def cmd_unsupported(self, c):
         """What tep does not enforce is refused, never accepted and
         ignored: an SDF Filter outside the Flow Description subset tep
-        applies (direction `in`) in PDR 1's PDI, a GBR in QER 1, each in an
-        establishment; an Update QER closing session
-        `session`'s gates with a GBR, in a modification: refused whole, so
-        the session keeps forwarding (the caller sends traffic after)."""
+        applies (direction `in`) in PDR 1's PDI, a QER Correlation ID in
+        QER 1, each in an establishment; an Update QER closing session
+        `session`'s gates with a QER Correlation ID, in a modification:
+        refused whole, so the session keeps forwarding (the caller sends
+        traffic after)."""
         out = {}
         bad = Session(c["spare"], self.cfg, self.gnbs[0])
         sdf = IE_SDF_Filter(FD=1, flow_description="permit in 17 from any to assigned 9000")
         got = self.request(self.establishment(bad, pdi_extra=[sdf]))
         out["sdf_filter"] = self.expect_rule_failure(got, ESTABLISHMENT_RESPONSE, bad, "SDF Filter", (0, 1), 23)
-        got = self.request(self.establishment(bad, qer_extra=[IE_GBR(ul=20000, dl=20000)]))
-        out["gbr"] = self.expect_rule_failure(got, ESTABLISHMENT_RESPONSE, bad, "GBR", (2, 1), 27)
+        got = self.request(self.establishment(bad, qer_extra=[IE_QERCorrelationId(id=7)]))
+        out["qer_correlation"] = self.expect_rule_failure(got, ESTABLISHMENT_RESPONSE, bad,
+                                                          "QER Correlation ID", (2, 1), 28)
         s = self.sessions[c["session"]]
         qer = IE_UpdateQER(IE_list=[
             IE_QER_Id(id=1),
             IE_GateStatus(ul="CLOSED", dl="CLOSED"),
-            IE_GBR(ul=20000, dl=20000),
+            IE_QERCorrelationId(id=7),
         ])
         got = self.request(self.header(s.up_seid) / PFCPSessionModificationRequest(IE_list=[qer]))
-        out["gbr_modification"] = self.expect_rule_failure(
-            got, MODIFICATION_RESPONSE, s, "Update QER with a GBR", (2, 1), 27)
+        out["qer_correlation_modification"] = self.expect_rule_failure(
+            got, MODIFICATION_RESPONSE, s, "Update QER with a QER Correlation ID", (2, 1), 28)
         return out
 
     def cmd_mbr_session(self, c):
