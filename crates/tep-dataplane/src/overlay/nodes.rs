@@ -365,12 +365,14 @@ fn lookup_runs(
             }
         }
     };
-    (0..runs.n.min(AHEAD)).for_each(fetch);
     let (mut last, mut refused) = (LastHit::default(), false);
     let ids = v.as_slice();
+    // One call site for `fetch`, so that it is inlined.
+    let mut fetched = 0;
     for r in 0..runs.n {
-        if r + AHEAD < runs.n {
-            fetch(r + AHEAD);
+        while fetched < runs.n.min(r + AHEAD + 1) {
+            fetch(fetched);
+            fetched += 1;
         }
         let frames = &ids[runs.frames(r)];
         let (_, d, s) = runs.keys[r];
@@ -408,6 +410,7 @@ fn lookup_runs(
     flooding
 }
 
+#[inline(always)]
 fn lookup_one(
     pool: &mut Pool,
     id: PacketId,
@@ -625,13 +628,13 @@ pub(crate) fn learn(
             o.fdb().prefetch(FdbKey(src));
         }
     };
-    for r in 0..runs.n.min(AHEAD) {
-        fetch(ow, runs.keys[r]);
-    }
     let (mut last, mut refused) = (Learning::default(), false);
+    // One call site for `fetch`, so that it is inlined.
+    let mut fetched = 0;
     for r in 0..runs.n {
-        if r + AHEAD < runs.n {
-            fetch(ow, runs.keys[r + AHEAD]);
+        while fetched < runs.n.min(r + AHEAD + 1) {
+            fetch(ow, runs.keys[fetched]);
+            fetched += 1;
         }
         let frames = &v.as_slice()[runs.frames(r)];
         let (tunnel, src, AddrKey(from)) = runs.keys[r];
@@ -669,6 +672,7 @@ struct Learning {
     learned: Option<(u64, u32)>,
 }
 
+#[inline(always)]
 fn learn_one(
     pool: &mut Pool,
     id: PacketId,
