@@ -217,7 +217,9 @@ mod value {
             Dst::Local => LOCAL,
         };
         let seen = (v >> SEEN_SHIFT) as u32 & SEEN_MASK;
-        v & (LOCAL | 0xffff_ffff) == at && (v >> ORIGIN_SHIFT) & 3 != 0 && super::age(now, seen) == 0
+        v & (LOCAL | 0xffff_ffff) == at
+            && (v >> ORIGIN_SHIFT) & 3 != 0
+            && super::age(now, seen) == 0
     }
 
     /// The entry of `v`; None while its slot is empty or being emptied.

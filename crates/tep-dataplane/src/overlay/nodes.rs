@@ -605,13 +605,13 @@ pub(crate) fn learn(
     let fields = |id| {
         let m = pool.meta(id);
         let at = usize::from(m.inner) + 6;
-        let mac: &[u8; 6] = pool.data(id).get(at..)?.first_chunk()?;
+        let mac = pool.data(id).get(at..at + 6)?;
         let mac = u64::from(u32::from_ne_bytes(mac[..4].try_into().ok()?))
             | u64::from(u16::from_ne_bytes(mac[4..].try_into().ok()?)) << 32;
         // Integers compare in a few instructions, an `IpAddr` in many.
         let (v6, from) = match pool.outer(id).src {
-            IpAddr::V4(a) => (0, u128::from(u32::from(a))),
-            IpAddr::V6(a) => (1, u128::from(a)),
+            IpAddr::V4(a) => (0, u128::from(u32::from_ne_bytes(a.octets()))),
+            IpAddr::V6(a) => (1, u128::from_ne_bytes(a.octets())),
         };
         Some((u64::from(m.tunnel) << 1 | v6, mac, from))
     };
@@ -651,7 +651,7 @@ pub(crate) fn learn(
         // A suppressing network's frames are each read for ARP/ND.
         let each = if net.suppress { frames } else { &frames[..1] };
         for &id in each {
-            if let Err(reason) = learn_one(pool, id, ow, &o, (src, vtep), &mut last, now_s) {
+            if let Err(reason) = learn_one(pool, id, ow, (&o, net), (src, vtep), &mut last, now_s) {
                 refuse(pool, frames, reason);
                 refused = true;
                 break;
@@ -677,12 +677,12 @@ fn learn_one(
     pool: &mut Pool,
     id: PacketId,
     ow: &mut OverlayWorker,
-    o: &Overlay,
+    // The overlay, and the network of frame `id`'s run (its tunnel's).
+    (o, net): (&Overlay, super::NetRef),
     (src, vtep): (FdbKey, u32),
     last: &mut Learning,
     now_s: u32,
 ) -> Result<(), DropReason> {
-    let net = o.net_ref(pool.meta(id).tunnel);
     let n = net.index;
     if n == NOT_A_NETWORK {
         return Ok(());
