@@ -900,6 +900,27 @@ mod tests {
     }
 
     #[test]
+    fn the_inlined_fresh_check_tells_every_place_apart() {
+        // Learning's common case compares the value's place bits alone:
+        // the local side, VTEP 0 and the largest ids must not meet there.
+        let t = Fdb::with_seed(1024, 1, SEED);
+        let k = key(0, 1);
+        assert_eq!(t.learn(k, r(0), 10, 100), Learned::Added);
+        assert_eq!(t.learn(k, r(0), 10, 100), Learned::Fresh);
+        assert_eq!(t.learn(k, Dst::Local, 10, 100), Learned::Moved(r(0)));
+        assert_eq!(t.learn(k, Dst::Local, 10, 100), Learned::Fresh);
+        assert_eq!(t.learn(k, r(0), 10, 100), Learned::Moved(Dst::Local));
+        let far = r(u32::MAX - 2);
+        assert_eq!(t.learn(k, far, 10, 100), Learned::Moved(r(0)));
+        assert_eq!(t.learn(k, far, 10, 100), Learned::Fresh);
+        assert_eq!(t.learn(k, r(u32::MAX - 3), 10, 100), Learned::Moved(far));
+        assert_eq!(
+            t.lookup(k),
+            Some(entry(r(u32::MAX - 3), Origin::Learned, 10))
+        );
+    }
+
+    #[test]
     fn every_learning_outcome() {
         let t = Fdb::with_seed(1024, 2, SEED);
         let k = key(0, 1);
