@@ -207,6 +207,21 @@ mod value {
             | gen << GEN_SHIFT
     }
 
+    /// Whether `v` is an entry (of any origin) at `dst` seen at `now` or
+    /// later: what learning `dst` at `now` leaves as it is
+    /// ([`super::Learned::Fresh`]).
+    #[inline(always)]
+    pub(super) fn fresh(v: u64, dst: Dst, now: u32) -> bool {
+        let at = match dst {
+            Dst::Remote(id) => u64::from(id),
+            Dst::Local => LOCAL,
+        };
+        let seen = (v >> SEEN_SHIFT) as u32 & SEEN_MASK;
+        v & (LOCAL | 0xffff_ffff) == at
+            && (v >> ORIGIN_SHIFT) & 3 != 0
+            && super::age(now, seen) == 0
+    }
+
     /// The entry of `v`; None while its slot is empty or being emptied.
     pub(super) fn decode(v: u64) -> Option<Entry> {
         let origin = match (v >> ORIGIN_SHIFT) & 3 {
@@ -431,8 +446,10 @@ impl Fdb {
         self.learned.get(usize::from(key.network()))
     }
 
-    /// Finds `key` (lock-free; under the writer lock, exact).
-    #[inline]
+    /// Finds `key` (lock-free; under the writer lock, exact). Inlined
+    /// into the data path's callers: out of line, its call and the
+    /// registers it saved were a fifth of a lookup's instructions.
+    #[inline(always)]
     fn find(&self, key: u64) -> Option<Found<'_>> {
         if key >> 48 == 0 {
             return None;
@@ -493,8 +510,21 @@ impl Fdb {
     /// Only adding an entry takes the lock; a refresh within the second
     /// writes nothing. Prefetch the key first: like a lookup, it is a
     /// memory miss otherwise.
-    #[inline]
+    #[inline(always)]
     pub fn learn(&self, key: FdbKey, dst: Dst, now_s: u32, limit: u32) -> Learned {
+        // The common case, an entry already right and seen this second, is
+        // a find and a comparison, inlined: nothing to write.
+        if let Some((_, _, v)) = self.find(key.0) {
+            if value::fresh(v, dst, now_s & SEEN_MASK) {
+                return Learned::Fresh;
+            }
+        }
+        self.learn_slow(key, dst, now_s, limit)
+    }
+
+    /// [`Fdb::learn`] past its common case.
+    #[inline(never)]
+    fn learn_slow(&self, key: FdbKey, dst: Dst, now_s: u32, limit: u32) -> Learned {
         let Some(count) = self.counter(key) else {
             return Learned::Limit;
         };
@@ -867,6 +897,27 @@ mod tests {
             }
         }
         assert_eq!(value::next_gen(value::empty(31)), 0);
+    }
+
+    #[test]
+    fn the_inlined_fresh_check_tells_every_place_apart() {
+        // Learning's common case compares the value's place bits alone:
+        // the local side, VTEP 0 and the largest ids must not meet there.
+        let t = Fdb::with_seed(1024, 1, SEED);
+        let k = key(0, 1);
+        assert_eq!(t.learn(k, r(0), 10, 100), Learned::Added);
+        assert_eq!(t.learn(k, r(0), 10, 100), Learned::Fresh);
+        assert_eq!(t.learn(k, Dst::Local, 10, 100), Learned::Moved(r(0)));
+        assert_eq!(t.learn(k, Dst::Local, 10, 100), Learned::Fresh);
+        assert_eq!(t.learn(k, r(0), 10, 100), Learned::Moved(Dst::Local));
+        let far = r(u32::MAX - 2);
+        assert_eq!(t.learn(k, far, 10, 100), Learned::Moved(r(0)));
+        assert_eq!(t.learn(k, far, 10, 100), Learned::Fresh);
+        assert_eq!(t.learn(k, r(u32::MAX - 3), 10, 100), Learned::Moved(far));
+        assert_eq!(
+            t.lookup(k),
+            Some(entry(r(u32::MAX - 3), Origin::Learned, 10))
+        );
     }
 
     #[test]
