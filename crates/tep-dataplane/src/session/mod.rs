@@ -47,7 +47,7 @@ use core::net::IpAddr;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 pub(crate) use flat::staggered_runs;
 use flat::{prefetch, FlatMap};
-use rules::{FlowKey, RuleSet, Treatment};
+use rules::{FlowKey, RuleLines, RuleSet, Treatment};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// What a session does with its packets one way (a FAR's apply action).
@@ -644,7 +644,7 @@ pub struct SessionTable {
     peers: Vec<Option<Peer>>,
     // By slot: the rules of sessions flagged `uplink_rules` or
     // `downlink_rules`.
-    rules: Vec<Option<RuleSet>>,
+    rules: RuleLines,
     link: WorkerLink,
     // Taken out of the queue under its lock, applied without it.
     inbox: Vec<Change>,
@@ -681,7 +681,7 @@ impl SessionTable {
             ue6: FlatMap::default(),
             ue6_64: FlatMap::default(),
             peers: Vec::new(),
-            rules: Vec::new(),
+            rules: RuleLines::default(),
             link,
             inbox: Vec::new(),
             end_markers: Vec::new(),
@@ -747,9 +747,7 @@ impl SessionTable {
         if let Some(u) = self.link.usage.slot(slot) {
             prefetch(u);
         }
-        if let Some(r) = self.rules.get(slot as usize) {
-            prefetch(r);
-        }
+        self.rules.prefetch(slot);
     }
 
     /// The session of a downlink packet to `dst` (IPv4 in the low 32 bits
@@ -866,9 +864,7 @@ impl SessionTable {
                 }
                 self.set_rules(slot, None);
             }
-            Change::Rules { slot, rules } => {
-                self.set_rules(slot, rules.map(|r| RuleSet::clone(&r.0)))
-            }
+            Change::Rules { slot, rules } => self.set_rules(slot, rules.map(|r| r.0)),
             Change::Uplink { key, slot } => {
                 let k = key.packed();
                 match slot {
@@ -903,15 +899,8 @@ impl SessionTable {
         }
     }
 
-    fn set_rules(&mut self, slot: u32, rules: Option<RuleSet>) {
-        let i = slot as usize;
-        if rules.is_none() && i >= self.rules.len() {
-            return;
-        }
-        if self.rules.len() <= i {
-            self.rules.resize(i + 1, None);
-        }
-        self.rules[i] = rules;
+    fn set_rules(&mut self, slot: u32, rules: Option<Arc<RuleSet>>) {
+        self.rules.set(slot, rules);
     }
 
     /// The uplink treatment of the IP packet `inner` of slot `slot`'s
@@ -919,8 +908,9 @@ impl SessionTable {
     /// its rules takes it.
     #[inline]
     fn uplink_rule(&self, slot: u32, inner: &[u8], qfi: Option<u8>) -> Option<&Treatment> {
-        let set = self.rules.get(slot as usize)?.as_ref()?;
-        set.uplink(&FlowKey::of(inner, true, qfi)?)
+        let k = FlowKey::of(inner, true, qfi)?;
+        let r = self.rules.classify(slot, true, &k)??;
+        self.rules.treatment(slot, true, r)
     }
 
     /// Whether any session has rules.
@@ -930,9 +920,13 @@ impl SessionTable {
     }
 
     /// Starts fetching the treatment of the uplink rule that takes the IP
-    /// packet `inner` (QFI `qfi`) of slot `slot`'s session, if any.
+    /// packet `inner` (QFI `qfi`) of slot `slot`'s session, if any, where
+    /// its line does not hold it.
     #[inline]
     pub(crate) fn prefetch_uplink_rule(&self, slot: u32, inner: &[u8], qfi: u8) {
+        if !self.rules.has_far(slot, true) {
+            return;
+        }
         if let Some(t) = self.uplink_rule(slot, inner, Some(qfi)) {
             prefetch(t);
         }
@@ -944,11 +938,16 @@ impl SessionTable {
     /// [`downlink_rule`](SessionTable::downlink_rule) a little later).
     #[inline]
     fn classify_downlink(&self, slot: u32, inner: &[u8]) -> Option<Option<u8>> {
-        let set = self.rules.get(slot as usize)?.as_ref()?;
-        let c = set.downlink.as_ref()?;
-        let r = FlowKey::of(inner, false, None).and_then(|k| c.classify(&k));
-        if let Some(t) = r.and_then(|r| set.dl.get(usize::from(r))) {
-            prefetch(t);
+        // Not IP (or too short): no rule takes it.
+        let key = FlowKey::of(inner, false, None);
+        let r = self
+            .rules
+            .classify(slot, false, &key.unwrap_or_default())?
+            .filter(|_| key.is_some());
+        if self.rules.has_far(slot, false) {
+            if let Some(t) = r.and_then(|r| self.rules.treatment(slot, false, r)) {
+                prefetch(t);
+            }
         }
         Some(r)
     }
@@ -958,8 +957,7 @@ impl SessionTable {
     /// and the word `gtpu-encap` gets ([`RULE_SHIFT`]).
     #[inline]
     fn downlink_rule(&self, slot: u32, rule: u8) -> Option<(u32, &Treatment)> {
-        let set = self.rules.get(slot as usize)?.as_ref()?;
-        let t = set.dl.get(usize::from(rule))?;
+        let t = self.rules.treatment(slot, false, rule)?;
         Some((slot | (u32::from(rule) + 1) << RULE_SHIFT, t))
     }
 
@@ -973,11 +971,7 @@ impl SessionTable {
             let s = self.get(slot);
             return (s.peer, s.teid, s.qfi);
         }
-        let t = self
-            .rules
-            .get(slot as usize)
-            .and_then(Option::as_ref)
-            .and_then(|set| set.dl.get(rule - 1));
+        let t = self.rules.treatment(slot, false, (rule - 1) as u8);
         t.map_or((u32::MAX, 0, None), |t| (t.peer, t.teid, t.qfi))
     }
 
@@ -999,13 +993,7 @@ impl SessionTable {
             + self.ue6.bytes()
             + self.ue6_64.bytes()
             + self.peers.capacity() * core::mem::size_of::<Option<Peer>>()
-            + self.rules.capacity() * core::mem::size_of::<Option<RuleSet>>()
-            + self
-                .rules
-                .iter()
-                .flatten()
-                .map(RuleSet::bytes)
-                .sum::<usize>()
+            + self.rules.bytes()
             + self.link.usage.bytes()
             + self.link.meters.bytes()
     }
