@@ -740,14 +740,21 @@ impl SessionTable {
         }
     }
 
-    /// Starts fetching slot `slot`'s line (its session and usage), and
-    /// its rules' entry where sessions have rules.
+    /// Starts fetching slot `slot`'s line (its session and usage), its
+    /// rules' line where sessions have rules, and its buckets' line where
+    /// sessions near it are metered: all found by the slot alone, so that
+    /// they come in parallel (a metered session's bucket is read and
+    /// written per packet; shared by the workers, it cannot sit in a
+    /// worker's line).
     #[inline]
     pub fn prefetch_slot(&self, slot: u32) {
         if let Some(u) = self.link.usage.slot(slot) {
             prefetch(u);
         }
         self.rules.prefetch(slot);
+        if let Some(m) = self.link.meters.slot(slot) {
+            prefetch(m);
+        }
     }
 
     /// The session of a downlink packet to `dst` (IPv4 in the low 32 bits
@@ -924,11 +931,14 @@ impl SessionTable {
     /// its line does not hold it.
     #[inline]
     pub(crate) fn prefetch_uplink_rule(&self, slot: u32, inner: &[u8], qfi: u8) {
-        if !self.rules.has_far(slot, true) {
+        if !self.rules.ahead(slot, true) {
             return;
         }
-        if let Some(t) = self.uplink_rule(slot, inner, Some(qfi)) {
-            prefetch(t);
+        let Some(k) = FlowKey::of(inner, true, Some(qfi)) else {
+            return;
+        };
+        if let Some(Some(r)) = self.rules.classify(slot, true, &k) {
+            self.rules.prefetch_treatment(slot, true, r);
         }
     }
 
@@ -944,10 +954,8 @@ impl SessionTable {
             .rules
             .classify(slot, false, &key.unwrap_or_default())?
             .filter(|_| key.is_some());
-        if self.rules.has_far(slot, false) {
-            if let Some(t) = r.and_then(|r| self.rules.treatment(slot, false, r)) {
-                prefetch(t);
-            }
+        if let Some(r) = r.filter(|_| self.rules.ahead(slot, false)) {
+            self.rules.prefetch_treatment(slot, false, r);
         }
         Some(r)
     }

@@ -526,9 +526,10 @@ pub(crate) struct RuleLine {
     // Classifier indices (or NO_CLASS, OWN_CLASS) up and down.
     ul: u16,
     dl: u16,
-    // Whether a rule's treatment up (down) is only in `set`.
-    ul_far: bool,
-    dl_far: bool,
+    // Whether a packet's treatment up (down) is worth fetching ahead,
+    // once classified: some are only in `set`, or have a bucket.
+    ul_ahead: bool,
+    dl_ahead: bool,
     set: Option<Arc<RuleSet>>,
     near: [Option<Treatment>; NEAR],
 }
@@ -540,8 +541,8 @@ impl Default for RuleLine {
         RuleLine {
             ul: NO_CLASS,
             dl: NO_CLASS,
-            ul_far: false,
-            dl_far: false,
+            ul_ahead: false,
+            dl_ahead: false,
             set: None,
             near: Default::default(),
         }
@@ -622,16 +623,17 @@ impl RuleLines {
             for (slot, t) in m.iter_mut().zip(list) {
                 *slot = place(t);
             }
-            (m, m[..list.len().min(MAX_RULES)].contains(&FAR))
+            let far = m[..list.len().min(MAX_RULES)].contains(&FAR);
+            (m, far || list.iter().any(|t| t.bucket.is_some()))
         };
-        let ((ul_map, ul_far), (dl_map, dl_far)) = (map(&set.ul), map(&set.dl));
+        let ((ul_map, ul_ahead), (dl_map, dl_ahead)) = (map(&set.ul), map(&set.dl));
         let ul = set.uplink.as_ref().map_or(NO_CLASS, |c| self.intern(c, ul_map));
         let dl = set.downlink.as_ref().map_or(NO_CLASS, |c| self.intern(c, dl_map));
         RuleLine {
             ul,
             dl,
-            ul_far: ul_far || ul == OWN_CLASS,
-            dl_far: dl_far || dl == OWN_CLASS,
+            ul_ahead: ul_ahead || ul == OWN_CLASS,
+            dl_ahead: dl_ahead || dl == OWN_CLASS,
             set: Some(set),
             near,
         }
@@ -728,25 +730,47 @@ impl RuleLines {
     /// Rule `rule`'s treatment one way of slot `slot`'s session.
     #[inline]
     pub(crate) fn treatment(&self, slot: u32, uplink: bool, rule: u8) -> Option<&Treatment> {
+        self.find(slot, uplink, rule).map(|(t, _)| t)
+    }
+
+    /// Rule `rule`'s treatment, and whether it is in the line.
+    #[inline]
+    fn find(&self, slot: u32, uplink: bool, rule: u8) -> Option<(&Treatment, bool)> {
         let l = self.lines.get(slot as usize)?;
         let (_, map) = self.class(l, uplink)?;
         match map.map(|m| m[usize::from(rule) % MAX_RULES]) {
-            Some(i) if usize::from(i) < NEAR => l.near[usize::from(i)].as_ref(),
+            Some(i) if usize::from(i) < NEAR => l.near[usize::from(i)].as_ref().map(|t| (t, true)),
             _ => {
                 let s = l.set.as_ref()?;
                 let list = if uplink { &s.ul } else { &s.dl };
-                list.get(usize::from(rule))
+                list.get(usize::from(rule)).map(|t| (t, false))
             }
         }
     }
 
-    /// Whether some of slot `slot`'s treatments one way are not in its
-    /// line (worth fetching ahead once classified).
+    /// Whether slot `slot`'s packets one way are worth classifying ahead
+    /// (some treatments are not in its line, or have a bucket).
     #[inline]
-    pub(crate) fn has_far(&self, slot: u32, uplink: bool) -> bool {
+    pub(crate) fn ahead(&self, slot: u32, uplink: bool) -> bool {
         self.lines
             .get(slot as usize)
-            .is_some_and(|l| if uplink { l.ul_far } else { l.dl_far })
+            .is_some_and(|l| if uplink { l.ul_ahead } else { l.dl_ahead })
+    }
+
+    /// Starts fetching what rule `rule`'s treatment one way needs beyond
+    /// the line: the treatment where the line does not hold it, else its
+    /// bucket (a random line per packet at scale, as the session's own).
+    #[inline]
+    pub(crate) fn prefetch_treatment(&self, slot: u32, uplink: bool, rule: u8) {
+        match self.find(slot, uplink, rule) {
+            Some((t, true)) => {
+                if let Some(b) = &t.bucket {
+                    super::flat::prefetch(&**b);
+                }
+            }
+            Some((t, false)) => super::flat::prefetch(t),
+            None => {}
+        }
     }
 
     /// Bytes held: the lines, the classifier table, and the sets' own
