@@ -402,7 +402,9 @@ pub fn run(
             for &f in filters {
                 for &m in meters {
                     let on = if m { ", MBR" } else { "" };
-                    progress(&format!("installing {n} sessions, {f} filters{on} ({family})"));
+                    progress(&format!(
+                        "installing {n} sessions, {f} filters{on} ({family})"
+                    ));
                     upfs.push(Upf::new(n, (f, m), v6, mode)?);
                 }
             }

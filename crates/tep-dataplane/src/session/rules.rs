@@ -627,8 +627,14 @@ impl RuleLines {
             (m, far || list.iter().any(|t| t.bucket.is_some()))
         };
         let ((ul_map, ul_ahead), (dl_map, dl_ahead)) = (map(&set.ul), map(&set.dl));
-        let ul = set.uplink.as_ref().map_or(NO_CLASS, |c| self.intern(c, ul_map));
-        let dl = set.downlink.as_ref().map_or(NO_CLASS, |c| self.intern(c, dl_map));
+        let ul = set
+            .uplink
+            .as_ref()
+            .map_or(NO_CLASS, |c| self.intern(c, ul_map));
+        let dl = set
+            .downlink
+            .as_ref()
+            .map_or(NO_CLASS, |c| self.intern(c, dl_map));
         RuleLine {
             ul,
             dl,

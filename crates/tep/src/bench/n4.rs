@@ -177,7 +177,9 @@ fn round(
     let deletions: Vec<Vec<u8>> = seids
         .iter()
         .enumerate()
-        .map(|(i, &s)| sample::session_deletion(seq.wrapping_add(i as u32) & 0xff_ffff, s).to_bytes())
+        .map(|(i, &s)| {
+            sample::session_deletion(seq.wrapping_add(i as u32) & 0xff_ffff, s).to_bytes()
+        })
         .collect();
     *seq = seq.wrapping_add(o.sessions);
     let t = Instant::now();
@@ -407,7 +409,10 @@ pub fn render(o: &Options, rounds: &[Round]) -> String {
         .collect();
     let name = |p: Profile| format!("{p:?}").to_lowercase();
     if o.json {
-        let (_, est, del) = medians.first().copied().unwrap_or((Profile::Simple, 0.0, 0.0));
+        let (_, est, del) = medians
+            .first()
+            .copied()
+            .unwrap_or((Profile::Simple, 0.0, 0.0));
         let per: serde_json::Map<String, serde_json::Value> = medians
             .iter()
             .map(|&(p, e, d)| {
@@ -445,4 +450,57 @@ pub fn render(o: &Options, rounds: &[Round]) -> String {
         out += &format!("median {:>8} {est:>16.0} {del:>16.0}\n", name(p));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::upf::UpfPlane;
+    use std::net::IpAddr;
+    use tep_dataplane::session::control::Sessions;
+    use tep_pfcp::node::{Config, Node};
+
+    const N3: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+    const SMF: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
+
+    /// tep's node over the daemon's user plane accepts the rich session
+    /// (every IE in it is one tep enforces: a refusal would fail a run of
+    /// the benchmark), and its dataplane session classifies both ways.
+    #[test]
+    fn the_rich_session_is_accepted_with_rules_each_way() {
+        let (sessions, links) = Sessions::new(16, 1, vec![false]);
+        let mut up = UpfPlane::new(sessions, vec![(IpAddr::V4(N3), 0)]);
+        let mut c = Config::new(NodeId::V4(N3), 1, Some(N3), None);
+        c.heartbeat_interval = None;
+        // As the daemon runs it: volume thresholds watched.
+        c.usage_scans = true;
+        let mut node = Node::new(c);
+        let now = Instant::now();
+        let smf = SocketAddr::new(SMF.into(), 8805);
+        node.handle(
+            now,
+            smf,
+            &sample::association_setup(0, SMF, 1).to_bytes(),
+            &mut up,
+        );
+        while node.poll_transmit().is_some() {}
+        let ue = Ipv4Addr::new(10, 128, 0, 1);
+        let gnb = Ipv4Addr::new(203, 0, 113, 5);
+        let r = rich_establishment(1, (7, SMF, ue, gnb, 0x99));
+        node.handle(now, smf, &r.to_bytes(), &mut up);
+        let answer = node.poll_transmit().expect("a response");
+        let parsed = PfcpRepr::parse_bytes(&answer.payload).unwrap();
+        match parsed.message {
+            Message::SessionEstablishmentResponse(m) => {
+                assert_eq!(m.cause, Cause::REQUEST_ACCEPTED, "{m:?}")
+            }
+            other => panic!("{other:?}"),
+        }
+        up.publish();
+        let mut table = tep_dataplane::session::SessionTable::new(links[0].clone());
+        table.apply_pending(&mut Vec::new());
+        let slot = table.downlink(false, u128::from(u32::from(ue))).unwrap();
+        let s = table.get(slot);
+        assert!(s.uplink_rules && s.downlink_rules && s.mbr_uplink && s.mbr_downlink);
+    }
 }
