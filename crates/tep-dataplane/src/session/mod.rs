@@ -915,8 +915,10 @@ impl SessionTable {
     /// its rules takes it.
     #[inline]
     fn uplink_rule(&self, slot: u32, inner: &[u8], qfi: Option<u8>) -> Option<&Treatment> {
-        let k = FlowKey::of(inner, true, qfi)?;
-        let r = self.rules.classify(slot, true, &k)??;
+        let r = self
+            .rules
+            .classifier(slot, true)?
+            .classify(&FlowKey::of(inner, true, qfi)?)?;
         self.rules.treatment(slot, true, r)
     }
 
@@ -934,10 +936,9 @@ impl SessionTable {
         if !self.rules.ahead(slot, true) {
             return;
         }
-        let Some(k) = FlowKey::of(inner, true, Some(qfi)) else {
-            return;
-        };
-        if let Some(Some(r)) = self.rules.classify(slot, true, &k) {
+        let c = self.rules.classifier(slot, true);
+        let k = FlowKey::of(inner, true, Some(qfi));
+        if let Some(r) = c.zip(k).and_then(|(c, k)| c.classify(&k)) {
             self.rules.prefetch_treatment(slot, true, r);
         }
     }
@@ -948,12 +949,9 @@ impl SessionTable {
     /// [`downlink_rule`](SessionTable::downlink_rule) a little later).
     #[inline]
     fn classify_downlink(&self, slot: u32, inner: &[u8]) -> Option<Option<u8>> {
+        let c = self.rules.classifier(slot, false)?;
         // Not IP (or too short): no rule takes it.
-        let key = FlowKey::of(inner, false, None);
-        let r = self
-            .rules
-            .classify(slot, false, &key.unwrap_or_default())?
-            .filter(|_| key.is_some());
+        let r = FlowKey::of(inner, false, None).and_then(|k| c.classify(&k));
         if let Some(r) = r.filter(|_| self.rules.ahead(slot, false)) {
             self.rules.prefetch_treatment(slot, false, r);
         }

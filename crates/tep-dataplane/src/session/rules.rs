@@ -724,13 +724,12 @@ impl RuleLines {
         }
     }
 
-    /// The rule of slot `slot` that takes `k` one way: None where the
-    /// session has no rules that way, Some(None) where none takes it.
+    /// Slot `slot`'s classifier one way: None where the session has no
+    /// rules that way.
     #[inline]
-    pub(crate) fn classify(&self, slot: u32, uplink: bool, k: &FlowKey) -> Option<Option<u8>> {
+    pub(crate) fn classifier(&self, slot: u32, uplink: bool) -> Option<&Classifier> {
         let l = self.lines.get(slot as usize)?;
-        let (c, _) = self.class(l, uplink)?;
-        Some(c.classify(k))
+        self.class(l, uplink).map(|(c, _)| c)
     }
 
     /// Rule `rule`'s treatment one way of slot `slot`'s session.
@@ -949,5 +948,66 @@ mod tests {
         let k = FlowKey::of(&frag, false, None).unwrap();
         let c = Classifier::new(&[rule(vec![voice()]), rule(vec![])]).unwrap();
         assert_eq!(c.classify(&k), Some(1));
+    }
+
+    /// A set of more distinct treatments than a line holds: every rule
+    /// still gets its own (the catch-alls from the line, the others from
+    /// the set), sessions alike share their classes, and clearing the last
+    /// frees it.
+    #[test]
+    fn lines_hold_the_catch_alls_and_find_the_rest_in_the_set() {
+        let t = |action, teid| Treatment {
+            action,
+            peer: 1,
+            teid,
+            qfi: None,
+            bucket: None,
+        };
+        let rules = [rule(vec![voice()]), rule(vec![]), rule(vec![])];
+        let c = Arc::new(Classifier::new(&rules).unwrap());
+        let set = |base: u32| {
+            Arc::new(RuleSet {
+                uplink: Some(c.clone()),
+                downlink: Some(c.clone()),
+                ul: vec![
+                    t(Action::Forward, base),
+                    t(Action::Drop, 0),
+                    t(Action::Forward, base + 1),
+                ]
+                .into(),
+                dl: vec![
+                    t(Action::Forward, base + 2),
+                    t(Action::Forward, base + 3),
+                    t(Action::Buffer, 0),
+                ]
+                .into(),
+            })
+        };
+        let mut lines = RuleLines::default();
+        lines.set(3, Some(set(10)));
+        lines.set(5, Some(set(20)));
+        for (slot, base) in [(3, 10), (5, 20)] {
+            let set = set(base);
+            for (uplink, list) in [(true, &set.ul), (false, &set.dl)] {
+                for (r, want) in list.iter().enumerate() {
+                    let got = lines.treatment(slot, uplink, r as u8).unwrap();
+                    assert!(got.same(want), "slot {slot} rule {r} up {uplink}");
+                    let near = lines.find(slot, uplink, r as u8).unwrap().1;
+                    assert_eq!(near, r == 2, "only the catch-alls in the line");
+                }
+                assert!(lines.ahead(slot, uplink), "some only in the set");
+            }
+        }
+        // One class each way (the treatments' places differ), for both.
+        assert_eq!(lines.classes.iter().flatten().count(), 2);
+        assert!(
+            lines.treatment(4, true, 0).is_none(),
+            "a slot between has none"
+        );
+        lines.set(3, None);
+        lines.set(5, None);
+        assert!(lines[5].is_none());
+        assert_eq!(lines.classes.iter().flatten().count(), 0);
+        assert!(lines.index.is_empty());
     }
 }
