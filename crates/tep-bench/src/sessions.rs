@@ -595,11 +595,6 @@ mod tests {
             .iter()
             .all(|r| (r.vs_no_filter - 1.0).abs() < 1e-9));
     }
-}
-
-#[cfg(test)]
-mod mbr_tests {
-    use super::*;
 
     /// Metered rows beside unmetered ones, every packet through (an MBR
     /// that dropped one would fail `sample`).
