@@ -13,7 +13,8 @@
 # and deletes them; the table gives each round and the medians. Defaults:
 # 100000 sessions, 5 rounds, 64 outstanding.
 #
-# Environment: TEP=/path/to/tep skips the build.
+# Environment: TEP=/path/to/tep skips the build; PROFILES=simple,rich runs
+# each round with each session profile (`tep bench n4 --profile`).
 set -euo pipefail
 script=$(basename "$0")
 sessions=${1:-100000}
@@ -37,7 +38,7 @@ tep_start a "$ns_a"
 # The N4 thread and the workers share CPU 0 with the rest of the daemon.
 taskset -apc 0 "${daemons[0]}" >/dev/null
 in_b taskset -c 1 "$TEP" bench n4 --upf 192.0.2.1 --sessions "$sessions" \
-    --rounds "$rounds" --window "$window"
+    --rounds "$rounds" --window "$window" ${PROFILES:+--profile "$PROFILES"}
 echo
 echo "tep show pfcp (side a):"
 tep_ctl a show pfcp

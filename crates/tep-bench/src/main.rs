@@ -103,6 +103,10 @@ enum Command {
         /// beside its 0 row.
         #[arg(long, value_delimiter = ',', value_name = "N,...")]
         filters: Vec<usize>,
+        /// With --sessions: each row again with every session metered
+        /// both ways (a session AMBR it never reaches), beside it.
+        #[arg(long)]
+        mbr: bool,
         /// Instead of the matrix: networks at scale (--macs over --vteps and
         /// --networks, bursts of 1 and 8) beside one point-to-point VXLAN
         /// tunnel, and flooding to 1, 10 and 100 peers; each of --sizes
@@ -185,11 +189,12 @@ fn main() -> ExitCode {
             sessions,
             burst,
             filters,
+            mbr,
             ..
         } if !sessions.is_empty() => bench_sessions_command(
             json,
             samples,
-            (&sessions, burst, &filters),
+            (&sessions, burst, &filters, mbr),
             &sizes,
             &families,
             &modes,
@@ -335,7 +340,7 @@ fn bench_overlay_command(
 fn bench_sessions_command(
     json: bool,
     samples: Option<usize>,
-    (counts, burst, filters): (&[u32], usize, &[usize]),
+    (counts, burst, filters, mbr): (&[u32], usize, &[usize], bool),
     sizes: &[String],
     families: &[String],
     modes: &[String],
@@ -385,7 +390,7 @@ fn bench_sessions_command(
         filters
     };
     let rows = sessions::run(
-        (counts, filters),
+        (counts, filters, mbr),
         &v6,
         mode,
         size,

@@ -16,6 +16,11 @@
 //! the UE's; the packets match the last), classified per packet
 //! ([`tep_dataplane::session::rules`]); `vs no filter` is the cost beside
 //! the same count without.
+//!
+//! `--mbr`: each count and filter count again with every session metered
+//! both ways (a session AMBR high enough never to drop: the buckets'
+//! cost, not their drops); `vs mbr off` is the cost beside the same row
+//! without.
 
 use crate::timing::median;
 use serde::Serialize;
@@ -44,6 +49,8 @@ pub struct SessionRow {
     pub burst: usize,
     /// SDF filters per session each way (0: one PDR, no filter).
     pub filters: usize,
+    /// Every session metered both ways (an MBR that never drops).
+    pub mbr: bool,
     pub ns_per_packet: f64,
     /// The 1-session figure's ns per packet over this one's: 1.0 means
     /// as fast, 0.9 means 10 % slower.
@@ -51,6 +58,9 @@ pub struct SessionRow {
     /// This row's ns per packet over the same count's without filters
     /// (1.0 without filters).
     pub vs_no_filter: f64,
+    /// This row's ns per packet over the same row's without MBR (1.0
+    /// without).
+    pub vs_mbr_off: f64,
     /// Bytes one worker's replica holds per session (maps, slots, usage).
     pub bytes_per_session: f64,
     /// TSC clocks per packet of the node that finds the session
@@ -96,6 +106,7 @@ pub fn random_line_ns(bytes: usize, rng: &mut u64) -> f64 {
 struct Upf {
     sessions: u32,
     filters: usize,
+    mbr: bool,
     pipeline: Pipeline<Tsc>,
     pool: Pool,
     bytes_per_session: f64,
@@ -208,12 +219,25 @@ fn gpdu(i: u32, v6: bool, size: usize) -> Vec<u8> {
     udp_packet(gnb, n3, &g)
 }
 
+/// A session AMBR no benchmark reaches (1 Tbit/s each way: within what
+/// the buckets resolve, so that every packet is metered).
+const MBR_NEVER_REACHED: u64 = 1_000_000_000_000;
+
 /// Session `i` with `filters` PDRs each way, one SDF filter each (UDP to
 /// a port of the UE's), the one the benchmark's packets match (port 2152)
-/// last; as [`example::session`] with 0.
-fn session(i: u32, v6: bool, filters: usize) -> tep_dataplane::session::control::SessionSpec {
+/// last; as [`example::session`] with 0; metered both ways with `mbr`.
+fn session(
+    i: u32,
+    v6: bool,
+    filters: usize,
+    mbr: bool,
+) -> tep_dataplane::session::control::SessionSpec {
     use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
     let mut spec = example::session(i, v6, false);
+    if mbr {
+        spec.mbr.uplink = Some(MBR_NEVER_REACHED);
+        spec.mbr.downlink = Some(MBR_NEVER_REACHED);
+    }
     let rule = |k: usize| RuleSpec {
         filters: vec![FlowMatch {
             protocol: Some(17),
@@ -245,7 +269,12 @@ fn session(i: u32, v6: bool, filters: usize) -> tep_dataplane::session::control:
 }
 
 impl Upf {
-    fn new(n: u32, filters: usize, v6: bool, mode: ChecksumMode) -> Result<Upf, String> {
+    fn new(
+        n: u32,
+        (filters, mbr): (usize, bool),
+        v6: bool,
+        mode: ChecksumMode,
+    ) -> Result<Upf, String> {
         let config = example::upf(v6, mode);
         let (mut control, links) = Sessions::new(n.max(1), 1, vec![v6]);
         let mut pipeline = Pipeline::new(
@@ -264,7 +293,7 @@ impl Upf {
         };
         for i in 0..n {
             control
-                .create(&session(i, v6, filters))
+                .create(&session(i, v6, filters, mbr))
                 .map_err(|e| format!("session {i}: {e}"))?;
             if i % 65536 == 65535 {
                 control.publish();
@@ -277,6 +306,7 @@ impl Upf {
         Ok(Upf {
             sessions: n,
             filters,
+            mbr,
             pipeline,
             pool,
             bytes_per_session,
@@ -359,10 +389,11 @@ impl Upf {
 }
 
 /// Measures each count in `counts` with each of `filters` (SDF filters per
-/// session) over each family, `samples` vectors
-/// each way per count, counts interleaved; `size` is the inner length.
+/// session), without MBR and, with `mbr`, with, over each family,
+/// `samples` vectors each way per count, counts interleaved; `size` is
+/// the inner length.
 pub fn run(
-    (counts, filters): (&[u32], &[usize]),
+    (counts, filters, mbr): (&[u32], &[usize], bool),
     families: &[bool],
     mode: ChecksumMode,
     size: usize,
@@ -373,11 +404,17 @@ pub fn run(
     let mut rows = Vec::new();
     for &v6 in families {
         let family = if v6 { "ipv6" } else { "ipv4" };
+        let meters: &[bool] = if mbr { &[false, true] } else { &[false] };
         let mut upfs = Vec::new();
         for &n in counts {
             for &f in filters {
-                progress(&format!("installing {n} sessions, {f} filters ({family})"));
-                upfs.push(Upf::new(n, f, v6, mode)?);
+                for &m in meters {
+                    let on = if m { ", MBR" } else { "" };
+                    progress(&format!(
+                        "installing {n} sessions, {f} filters{on} ({family})"
+                    ));
+                    upfs.push(Upf::new(n, (f, m), v6, mode)?);
+                }
             }
         }
         let down = inner(0, false, size);
@@ -407,10 +444,16 @@ pub fn run(
         let base_dl = median(&mut dl[0].clone());
         let base_ul = median(&mut ul[0].clone());
         // Each count's first filter count (0 unless told otherwise) is
-        // what its others are measured against.
-        let unfiltered = |k: usize, s: &[Vec<f64>]| median(&mut s[k - k % filters.len()].clone());
+        // what its others are measured against, MBR on beside on; a
+        // metered row beside the same one unmetered.
+        let (m, group) = (meters.len(), filters.len() * meters.len());
+        let med = |k: usize, s: &[Vec<f64>]| median(&mut s[k].clone());
+        let unfiltered = |k: usize| k - k % group + k % m;
         let plain: Vec<(f64, f64)> = (0..upfs.len())
-            .map(|k| (unfiltered(k, &dl), unfiltered(k, &ul)))
+            .map(|k| (med(unfiltered(k), &dl), med(unfiltered(k), &ul)))
+            .collect();
+        let unmetered: Vec<(f64, f64)> = (0..upfs.len())
+            .map(|k| (med(k - k % m, &dl), med(k - k % m, &ul)))
             .collect();
         for (k, u) in upfs.iter().enumerate() {
             let footprint = (u.bytes_per_session * f64::from(u.sessions)) as usize;
@@ -424,15 +467,21 @@ pub fn run(
                     .find(|n| n.name == name)
                     .map_or(0.0, |n| n.ticks_per_packet())
             };
-            for (direction, samples, base, plain, node) in [
+            for (direction, samples, base, (plain, unmetered), node) in [
                 (
                     "downlink",
                     &mut dl[k],
                     base_dl,
-                    plain[k].0,
+                    (plain[k].0, unmetered[k].0),
                     "session-lookup",
                 ),
-                ("uplink", &mut ul[k], base_ul, plain[k].1, "gtpu-decap"),
+                (
+                    "uplink",
+                    &mut ul[k],
+                    base_ul,
+                    (plain[k].1, unmetered[k].1),
+                    "gtpu-decap",
+                ),
             ] {
                 let ns = median(samples);
                 rows.push(SessionRow {
@@ -443,9 +492,11 @@ pub fn run(
                     size,
                     burst,
                     filters: u.filters,
+                    mbr: u.mbr,
                     ns_per_packet: ns,
                     speed_vs_one: base / ns,
                     vs_no_filter: ns / plain,
+                    vs_mbr_off: ns / unmetered,
                     bytes_per_session: u.bytes_per_session,
                     lookup_clocks: clocks(node),
                     random_line_ns: line,
@@ -460,19 +511,21 @@ pub fn run(
 pub fn render(rows: &[SessionRow]) -> String {
     let mut s = String::from(
         "GTP-U through a UPF's sessions: random sessions, medians\n\
-         sessions  burst  filters  direction  family  ns/packet  speed vs 1 session  vs no filter  bytes/session  lookup clocks  line ns\n",
+         sessions  burst  filters  mbr  direction  family  ns/packet  speed vs 1 session  vs no filter  vs mbr off  bytes/session  lookup clocks  line ns\n",
     );
     for r in rows {
         s += &format!(
-            "{:>9}  {:>5}  {:>7}  {:<9}  {:<6}  {:>9.1}  {:>18.2}  {:>12.2}  {:>13.1}  {:>13.1}  {:>7.1}\n",
+            "{:>9}  {:>5}  {:>7}  {:<3}  {:<9}  {:<6}  {:>9.1}  {:>18.2}  {:>12.2}  {:>10.2}  {:>13.1}  {:>13.1}  {:>7.1}\n",
             r.sessions,
             r.burst,
             r.filters,
+            if r.mbr { "on" } else { "off" },
             r.direction,
             r.family,
             r.ns_per_packet,
             r.speed_vs_one,
             r.vs_no_filter,
+            r.vs_mbr_off,
             r.bytes_per_session,
             r.lookup_clocks,
             r.random_line_ns
@@ -483,7 +536,9 @@ pub fn render(rows: &[SessionRow]) -> String {
           the machine's floor for a session's memory; a packet's session costs two lines (its map\n\
           entry, its slot's line of rules and counters), once per burst.\n\
           filters: SDF filters per session each way, the packets matching the last; vs no filter:\n\
-          ns per packet over the same count's without filters (a cost: 1.3 is 30 % more).\n";
+          ns per packet over the same count's without filters (a cost: 1.3 is 30 % more).\n\
+          mbr on: every session metered both ways at a rate it never reaches; vs mbr off: ns per\n\
+          packet over the same row's unmetered.\n";
     s
 }
 
@@ -507,7 +562,7 @@ mod tests {
     #[test]
     fn every_count_moves_every_packet_both_ways() {
         let rows = run(
-            (&[1, 300], &[0]),
+            (&[1, 300], &[0], false),
             &[false, true],
             ChecksumMode::Full,
             300,
@@ -532,7 +587,7 @@ mod tests {
     #[test]
     fn filtered_sessions_move_every_packet() {
         let rows = run(
-            (&[300], &[0, 4, 16]),
+            (&[300], &[0, 4, 16], false),
             &[false],
             ChecksumMode::Full,
             300,
@@ -547,5 +602,41 @@ mod tests {
         assert!(rows[..2]
             .iter()
             .all(|r| (r.vs_no_filter - 1.0).abs() < 1e-9));
+    }
+
+    /// Metered rows beside unmetered ones, every packet through (an MBR
+    /// that dropped one would fail `sample`).
+    #[test]
+    fn metered_sessions_move_every_packet() {
+        let rows = run(
+            (&[300], &[0, 4], true),
+            &[false],
+            ChecksumMode::Full,
+            300,
+            4,
+            2,
+            |_| {},
+        )
+        .unwrap();
+        let seen: Vec<(usize, bool)> = rows.iter().map(|r| (r.filters, r.mbr)).collect();
+        assert_eq!(
+            seen,
+            [
+                (0, false),
+                (0, false),
+                (0, true),
+                (0, true),
+                (4, false),
+                (4, false),
+                (4, true),
+                (4, true)
+            ]
+        );
+        for r in rows.iter().filter(|r| !r.mbr) {
+            assert!((r.vs_mbr_off - 1.0).abs() < 1e-9, "{r:?}");
+        }
+        // A metered row's no-filter base is the metered 0-filter row.
+        let base = rows[2].ns_per_packet;
+        assert!((rows[6].vs_no_filter - rows[6].ns_per_packet / base).abs() < 1e-9);
     }
 }

@@ -50,7 +50,7 @@ use core::net::IpAddr;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 pub(crate) use flat::staggered_runs;
 use flat::{prefetch, FlatMap};
-use rules::{FlowKey, RuleSet, Treatment};
+use rules::{FlowKey, RuleLines, RuleSet, Treatment};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// What a session does with its packets one way (a FAR's apply action).
@@ -747,7 +747,7 @@ pub struct SessionTable {
     peers: Vec<Option<Peer>>,
     // By slot: the rules of sessions flagged `uplink_rules` or
     // `downlink_rules`.
-    rules: Vec<Option<RuleSet>>,
+    rules: RuleLines,
     link: WorkerLink,
     // Taken out of the queue under its lock, applied without it.
     inbox: Vec<Change>,
@@ -785,7 +785,7 @@ impl SessionTable {
             parked: vec![UeMaps::default()],
             network: 0,
             peers: Vec::new(),
-            rules: Vec::new(),
+            rules: RuleLines::default(),
             link,
             inbox: Vec::new(),
             end_markers: Vec::new(),
@@ -868,15 +868,20 @@ impl SessionTable {
         }
     }
 
-    /// Starts fetching slot `slot`'s line (its session and usage), and
-    /// its rules' entry where sessions have rules.
+    /// Starts fetching slot `slot`'s line (its session and usage), its
+    /// rules' line where sessions have rules, and its buckets' line where
+    /// sessions near it are metered: all found by the slot alone, so that
+    /// they come in parallel (a metered session's bucket is read and
+    /// written per packet; shared by the workers, it cannot sit in a
+    /// worker's line).
     #[inline]
     pub fn prefetch_slot(&self, slot: u32) {
         if let Some(u) = self.link.usage.slot(slot) {
             prefetch(u);
         }
-        if let Some(r) = self.rules.get(slot as usize) {
-            prefetch(r);
+        self.rules.prefetch(slot);
+        if let Some(m) = self.link.meters.slot(slot) {
+            prefetch(m);
         }
     }
 
@@ -1009,9 +1014,7 @@ impl SessionTable {
                 }
                 self.set_rules(slot, None);
             }
-            Change::Rules { slot, rules } => {
-                self.set_rules(slot, rules.map(|r| RuleSet::clone(&r.0)))
-            }
+            Change::Rules { slot, rules } => self.set_rules(slot, rules.map(|r| r.0)),
             Change::Uplink { key, slot } => {
                 let k = key.packed();
                 match slot {
@@ -1055,15 +1058,8 @@ impl SessionTable {
         }
     }
 
-    fn set_rules(&mut self, slot: u32, rules: Option<RuleSet>) {
-        let i = slot as usize;
-        if rules.is_none() && i >= self.rules.len() {
-            return;
-        }
-        if self.rules.len() <= i {
-            self.rules.resize(i + 1, None);
-        }
-        self.rules[i] = rules;
+    fn set_rules(&mut self, slot: u32, rules: Option<Arc<RuleSet>>) {
+        self.rules.set(slot, rules);
     }
 
     /// The uplink treatment of the IP packet `inner` of slot `slot`'s
@@ -1071,8 +1067,11 @@ impl SessionTable {
     /// its rules takes it.
     #[inline]
     fn uplink_rule(&self, slot: u32, inner: &[u8], qfi: Option<u8>) -> Option<(u8, &Treatment)> {
-        let set = self.rules.get(slot as usize)?.as_ref()?;
-        set.uplink(&FlowKey::of(inner, true, qfi)?)
+        let r = self
+            .rules
+            .classifier(slot, true)?
+            .classify(&FlowKey::of(inner, true, qfi)?)?;
+        Some((r, self.rules.treatment(slot, true, r)?))
     }
 
     /// The session whose N9 F-TEID is `teid` ([`UplinkKey::n9`]): looked
@@ -1089,11 +1088,17 @@ impl SessionTable {
     }
 
     /// Starts fetching the treatment of the uplink rule that takes the IP
-    /// packet `inner` (QFI `qfi`) of slot `slot`'s session, if any.
+    /// packet `inner` (QFI `qfi`) of slot `slot`'s session, if any, where
+    /// its line does not hold it.
     #[inline]
     pub(crate) fn prefetch_uplink_rule(&self, slot: u32, inner: &[u8], qfi: u8) {
-        if let Some((_, t)) = self.uplink_rule(slot, inner, Some(qfi)) {
-            prefetch(t);
+        if !self.rules.ahead(slot, true) {
+            return;
+        }
+        let c = self.rules.classifier(slot, true);
+        let k = FlowKey::of(inner, true, Some(qfi));
+        if let Some(r) = c.zip(k).and_then(|(c, k)| c.classify(&k)) {
+            self.rules.prefetch_treatment(slot, true, r);
         }
     }
 
@@ -1103,11 +1108,11 @@ impl SessionTable {
     /// [`downlink_rule`](SessionTable::downlink_rule) a little later).
     #[inline]
     fn classify_downlink(&self, slot: u32, inner: &[u8]) -> Option<Option<u8>> {
-        let set = self.rules.get(slot as usize)?.as_ref()?;
-        let c = set.downlink.as_ref()?;
+        let c = self.rules.classifier(slot, false)?;
+        // Not IP (or too short): no rule takes it.
         let r = FlowKey::of(inner, false, None).and_then(|k| c.classify(&k));
-        if let Some(t) = r.and_then(|r| set.dl.get(usize::from(r))) {
-            prefetch(t);
+        if let Some(r) = r.filter(|_| self.rules.ahead(slot, false)) {
+            self.rules.prefetch_treatment(slot, false, r);
         }
         Some(r)
     }
@@ -1117,8 +1122,7 @@ impl SessionTable {
     /// and the word `gtpu-encap` gets ([`RULE_SHIFT`]).
     #[inline]
     fn downlink_rule(&self, slot: u32, rule: u8) -> Option<(u32, &Treatment)> {
-        let set = self.rules.get(slot as usize)?.as_ref()?;
-        let t = set.dl.get(usize::from(rule))?;
+        let t = self.rules.treatment(slot, false, rule)?;
         Some((slot | (u32::from(rule) + 1) << RULE_SHIFT, t))
     }
 
@@ -1134,11 +1138,7 @@ impl SessionTable {
         let rule = ((word >> RULE_SHIFT) & RULE_BITS) as usize;
         // An uplink rule's peer: a G-PDU on its way to N9 ([`n9`]).
         let uplink = word & n9::UPLINK_RULE != 0;
-        let t = self
-            .rules
-            .get(slot as usize)
-            .and_then(Option::as_ref)
-            .and_then(|set| if uplink { &set.ul } else { &set.dl }.get(rule - 1));
+        let t = self.rules.treatment(slot, uplink, (rule - 1) as u8);
         t.map_or((u32::MAX, 0, None), |t| (t.peer, t.teid, t.qfi))
     }
 
@@ -1159,13 +1159,7 @@ impl SessionTable {
             + self.ue.bytes()
             + self.parked.iter().map(UeMaps::bytes).sum::<usize>()
             + self.peers.capacity() * core::mem::size_of::<Option<Peer>>()
-            + self.rules.capacity() * core::mem::size_of::<Option<RuleSet>>()
-            + self
-                .rules
-                .iter()
-                .flatten()
-                .map(RuleSet::bytes)
-                .sum::<usize>()
+            + self.rules.bytes()
             + self.link.usage.bytes()
             + self.link.meters.bytes()
             + self.link.rule_usage.bytes()

@@ -32,6 +32,7 @@
 use super::rate::Bucket;
 use super::Action;
 use core::net::IpAddr;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Most rules (PDRs) per direction of a session.
@@ -449,7 +450,8 @@ fn hits(list: &[Prefix], v6: bool, addr: u128) -> u32 {
 }
 
 /// What a rule does with the packets it takes, as the per-packet path
-/// reads it.
+/// reads it. A plain struct: [`RuleLines`] holds two of them in a line
+/// while it is at most 24 bytes (one each, up to 40).
 #[derive(Clone, Debug)]
 pub(crate) struct Treatment {
     pub(crate) action: Action,
@@ -471,14 +473,24 @@ impl Treatment {
     pub(crate) fn admit(&self, bytes: usize, now_ns: u64) -> bool {
         self.bucket.as_ref().is_none_or(|b| b.admit(bytes, now_ns))
     }
+
+    /// Whether it does what `o` does (its bucket the same one).
+    fn same(&self, o: &Treatment) -> bool {
+        let bucket = match (&self.bucket, &o.bucket) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        (self.action, self.peer, self.teid, self.qfi, self.counter)
+            == (o.action, o.peer, o.teid, o.qfi, o.counter)
+            && bucket
+    }
 }
 
 /// A session's rules for the directions that have several (the others'
 /// one treatment is in the session's line): immutable (a change replaces
-/// it whole), its parts shared by the workers. A worker keeps it by value
-/// in its table by slot, so that a packet goes from its slot (whose entry
-/// here is fetched with the slot's line) to the shared classifier and to
-/// its treatment: one dependent fetch.
+/// it whole), its parts shared by the workers. What a packet reads of it
+/// a worker copies into its [`RuleLines`]; the set itself is read only
+/// for treatments its line cannot hold.
 #[derive(Clone, Debug)]
 pub struct RuleSet {
     pub(crate) uplink: Option<Arc<Classifier>>,
@@ -494,12 +506,295 @@ impl RuleSet {
     }
 }
 
-impl RuleSet {
-    /// The uplink rule of `k` and its treatment.
+/// A line's classifier index where the direction has no rules.
+const NO_CLASS: u16 = u16::MAX;
+/// ... where the worker's [`RuleLines`] holds no more classifiers: the
+/// set's own, its treatments read from the set.
+const OWN_CLASS: u16 = u16::MAX - 1;
+/// A rule whose treatment is not in the line (read from the set).
+const FAR: u8 = u8::MAX;
+/// Treatments a line holds beside its 16 bytes of header.
+const NEAR: usize = (64 - 16) / core::mem::size_of::<Option<Treatment>>();
+const _: () = assert!(NEAR >= 1);
+
+/// One session's rules as its worker reads them per packet, one cache
+/// line by slot: fetched beside the slot's own line (the same index, no
+/// pointer to follow), it names the session's classifiers by their index
+/// in the worker's small table of them, which stays cached (sessions
+/// share them), and holds its first [`NEAR`] distinct treatments, so
+/// that a packet of a session among millions costs this one line more
+/// than a session without rules. Treatments beyond those are read from
+/// the set (two dependent fetches): the last rule each way, the
+/// catch-all most packets fall through to, is placed first.
+#[derive(Clone, Debug)]
+#[repr(C, align(64))]
+pub(crate) struct RuleLine {
+    // Classifier indices (or NO_CLASS, OWN_CLASS) up and down.
+    ul: u16,
+    dl: u16,
+    // Whether a packet's treatment up (down) is worth fetching ahead,
+    // once classified: some are only in `set`, or have a bucket.
+    ul_ahead: bool,
+    dl_ahead: bool,
+    set: Option<Arc<RuleSet>>,
+    near: [Option<Treatment>; NEAR],
+}
+
+const _: () = assert!(core::mem::size_of::<RuleLine>() == 64);
+
+impl Default for RuleLine {
+    fn default() -> RuleLine {
+        RuleLine {
+            ul: NO_CLASS,
+            dl: NO_CLASS,
+            ul_ahead: false,
+            dl_ahead: false,
+            set: None,
+            near: Default::default(),
+        }
+    }
+}
+
+/// A classifier as the worker's lines name it, with where each of its
+/// rules' treatments is in the lines that name it (sessions with the same
+/// classifier and the same pattern of treatments share one).
+#[derive(Debug)]
+struct Class {
+    classifier: Arc<Classifier>,
+    // By rule: the index of its treatment in the line's `near`, or FAR.
+    near: [u8; MAX_RULES],
+    refs: u32,
+}
+
+/// A worker's rules by slot ([`RuleLine`]) and the classifiers they name.
+/// Indexed by slot, it gives the slot's [`RuleSet`] (None without).
+#[derive(Debug, Default)]
+pub(crate) struct RuleLines {
+    lines: Vec<RuleLine>,
+    classes: Vec<Option<Class>>,
+    index: HashMap<(usize, [u8; MAX_RULES]), u16>,
+    free: Vec<u16>,
+}
+
+static NO_SET: Option<Arc<RuleSet>> = None;
+
+impl core::ops::Index<usize> for RuleLines {
+    type Output = Option<Arc<RuleSet>>;
+
+    fn index(&self, slot: usize) -> &Option<Arc<RuleSet>> {
+        self.lines.get(slot).map_or(&NO_SET, |l| &l.set)
+    }
+}
+
+impl RuleLines {
+    /// Sets slot `slot`'s rules, or clears them (between vectors).
+    pub(crate) fn set(&mut self, slot: u32, set: Option<Arc<RuleSet>>) {
+        let i = slot as usize;
+        if set.is_none() && i >= self.lines.len() {
+            return;
+        }
+        if self.lines.len() <= i {
+            self.lines.resize(i + 1, RuleLine::default());
+        }
+        let old = core::mem::take(&mut self.lines[i]);
+        self.release(old.ul);
+        self.release(old.dl);
+        if let Some(s) = set {
+            self.lines[i] = self.line_of(s);
+        }
+    }
+
+    fn line_of(&mut self, set: Arc<RuleSet>) -> RuleLine {
+        let mut near: [Option<Treatment>; NEAR] = Default::default();
+        let mut place = |t: &Treatment| -> u8 {
+            for (k, n) in near.iter_mut().enumerate() {
+                match n {
+                    Some(x) if x.same(t) => return k as u8,
+                    Some(_) => {}
+                    None => {
+                        *n = Some(t.clone());
+                        return k as u8;
+                    }
+                }
+            }
+            FAR
+        };
+        // The catch-alls first (downlink's, which carries more), then
+        // the rest in precedence order.
+        for t in [set.dl.last(), set.ul.last()].into_iter().flatten() {
+            place(t);
+        }
+        let mut map = |list: &[Treatment]| {
+            let mut m = [FAR; MAX_RULES];
+            for (slot, t) in m.iter_mut().zip(list) {
+                *slot = place(t);
+            }
+            let far = m[..list.len().min(MAX_RULES)].contains(&FAR);
+            (m, far || list.iter().any(|t| t.bucket.is_some()))
+        };
+        let ((ul_map, ul_ahead), (dl_map, dl_ahead)) = (map(&set.ul), map(&set.dl));
+        let ul = set
+            .uplink
+            .as_ref()
+            .map_or(NO_CLASS, |c| self.intern(c, ul_map));
+        let dl = set
+            .downlink
+            .as_ref()
+            .map_or(NO_CLASS, |c| self.intern(c, dl_map));
+        RuleLine {
+            ul,
+            dl,
+            ul_ahead: ul_ahead || ul == OWN_CLASS,
+            dl_ahead: dl_ahead || dl == OWN_CLASS,
+            set: Some(set),
+            near,
+        }
+    }
+
+    /// The index of `c` with treatments placed as `near` says, added if
+    /// new; OWN_CLASS if the table is full.
+    fn intern(&mut self, c: &Arc<Classifier>, near: [u8; MAX_RULES]) -> u16 {
+        let key = (Arc::as_ptr(c) as usize, near);
+        if let Some(&k) = self.index.get(&key) {
+            if let Some(class) = &mut self.classes[usize::from(k)] {
+                class.refs += 1;
+            }
+            return k;
+        }
+        let k = match self.free.pop() {
+            Some(k) => k,
+            None if self.classes.len() < usize::from(OWN_CLASS) => {
+                self.classes.push(None);
+                (self.classes.len() - 1) as u16
+            }
+            None => return OWN_CLASS,
+        };
+        self.classes[usize::from(k)] = Some(Class {
+            classifier: c.clone(),
+            near,
+            refs: 1,
+        });
+        self.index.insert(key, k);
+        k
+    }
+
+    fn release(&mut self, k: u16) {
+        let Some(entry) = self.classes.get_mut(usize::from(k)) else {
+            return;
+        };
+        let Some(class) = entry else {
+            return;
+        };
+        class.refs -= 1;
+        if class.refs == 0 {
+            self.index
+                .remove(&(Arc::as_ptr(&class.classifier) as usize, class.near));
+            *entry = None;
+            self.free.push(k);
+        }
+    }
+
+    /// Whether any slot has had rules.
     #[inline]
-    pub(crate) fn uplink(&self, k: &FlowKey) -> Option<(u8, &Treatment)> {
-        let r = self.uplink.as_ref()?.classify(k)?;
-        Some((r, self.ul.get(usize::from(r))?))
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    /// Starts fetching slot `slot`'s line, if it has one.
+    #[inline]
+    pub(crate) fn prefetch(&self, slot: u32) {
+        if let Some(l) = self.lines.get(slot as usize) {
+            super::flat::prefetch(l);
+        }
+    }
+
+    /// Slot `slot`'s classifier one way, and where its rules' treatments
+    /// are (None: all in the set).
+    #[inline]
+    fn class<'a>(
+        &'a self,
+        l: &'a RuleLine,
+        uplink: bool,
+    ) -> Option<(&'a Classifier, Option<&'a [u8; MAX_RULES]>)> {
+        match if uplink { l.ul } else { l.dl } {
+            NO_CLASS => None,
+            OWN_CLASS => {
+                let s = l.set.as_ref()?;
+                let c = if uplink { &s.uplink } else { &s.downlink };
+                Some((c.as_deref()?, None))
+            }
+            k => {
+                let c = self.classes.get(usize::from(k))?.as_ref()?;
+                Some((&c.classifier, Some(&c.near)))
+            }
+        }
+    }
+
+    /// Slot `slot`'s classifier one way: None where the session has no
+    /// rules that way.
+    #[inline]
+    pub(crate) fn classifier(&self, slot: u32, uplink: bool) -> Option<&Classifier> {
+        let l = self.lines.get(slot as usize)?;
+        self.class(l, uplink).map(|(c, _)| c)
+    }
+
+    /// Rule `rule`'s treatment one way of slot `slot`'s session.
+    #[inline]
+    pub(crate) fn treatment(&self, slot: u32, uplink: bool, rule: u8) -> Option<&Treatment> {
+        self.find(slot, uplink, rule).map(|(t, _)| t)
+    }
+
+    /// Rule `rule`'s treatment, and whether it is in the line.
+    #[inline]
+    fn find(&self, slot: u32, uplink: bool, rule: u8) -> Option<(&Treatment, bool)> {
+        let l = self.lines.get(slot as usize)?;
+        let (_, map) = self.class(l, uplink)?;
+        match map.map(|m| m[usize::from(rule) % MAX_RULES]) {
+            Some(i) if usize::from(i) < NEAR => l.near[usize::from(i)].as_ref().map(|t| (t, true)),
+            _ => {
+                let s = l.set.as_ref()?;
+                let list = if uplink { &s.ul } else { &s.dl };
+                list.get(usize::from(rule)).map(|t| (t, false))
+            }
+        }
+    }
+
+    /// Whether slot `slot`'s packets one way are worth classifying ahead
+    /// (some treatments are not in its line, or have a bucket).
+    #[inline]
+    pub(crate) fn ahead(&self, slot: u32, uplink: bool) -> bool {
+        self.lines
+            .get(slot as usize)
+            .is_some_and(|l| if uplink { l.ul_ahead } else { l.dl_ahead })
+    }
+
+    /// Starts fetching what rule `rule`'s treatment one way needs beyond
+    /// the line: the treatment where the line does not hold it, else its
+    /// bucket (a random line per packet at scale, as the session's own).
+    #[inline]
+    pub(crate) fn prefetch_treatment(&self, slot: u32, uplink: bool, rule: u8) {
+        match self.find(slot, uplink, rule) {
+            Some((t, true)) => {
+                if let Some(b) = &t.bucket {
+                    super::flat::prefetch(&**b);
+                }
+            }
+            Some((t, false)) => super::flat::prefetch(t),
+            None => {}
+        }
+    }
+
+    /// Bytes held: the lines, the classifier table, and the sets' own
+    /// heap (shared with the other workers, counted in each).
+    pub(crate) fn bytes(&self) -> usize {
+        self.lines.capacity() * core::mem::size_of::<RuleLine>()
+            + self.classes.capacity() * core::mem::size_of::<Option<Class>>()
+            + self
+                .lines
+                .iter()
+                .filter_map(|l| l.set.as_ref())
+                .map(|s| s.bytes())
+                .sum::<usize>()
     }
 }
 
@@ -659,5 +954,67 @@ mod tests {
         let k = FlowKey::of(&frag, false, None).unwrap();
         let c = Classifier::new(&[rule(vec![voice()]), rule(vec![])]).unwrap();
         assert_eq!(c.classify(&k), Some(1));
+    }
+
+    /// A set of more distinct treatments than a line holds: every rule
+    /// still gets its own (the catch-alls from the line, the others from
+    /// the set), sessions alike share their classes, and clearing the last
+    /// frees it.
+    #[test]
+    fn lines_hold_the_catch_alls_and_find_the_rest_in_the_set() {
+        let t = |action, teid| Treatment {
+            action,
+            peer: 1,
+            teid,
+            qfi: None,
+            bucket: None,
+            counter: super::super::counters::NO_COUNTER,
+        };
+        let rules = [rule(vec![voice()]), rule(vec![]), rule(vec![])];
+        let c = Arc::new(Classifier::new(&rules).unwrap());
+        let set = |base: u32| {
+            Arc::new(RuleSet {
+                uplink: Some(c.clone()),
+                downlink: Some(c.clone()),
+                ul: vec![
+                    t(Action::Forward, base),
+                    t(Action::Drop, 0),
+                    t(Action::Forward, base + 1),
+                ]
+                .into(),
+                dl: vec![
+                    t(Action::Forward, base + 2),
+                    t(Action::Forward, base + 3),
+                    t(Action::Buffer, 0),
+                ]
+                .into(),
+            })
+        };
+        let mut lines = RuleLines::default();
+        lines.set(3, Some(set(10)));
+        lines.set(5, Some(set(20)));
+        for (slot, base) in [(3, 10), (5, 20)] {
+            let set = set(base);
+            for (uplink, list) in [(true, &set.ul), (false, &set.dl)] {
+                for (r, want) in list.iter().enumerate() {
+                    let got = lines.treatment(slot, uplink, r as u8).unwrap();
+                    assert!(got.same(want), "slot {slot} rule {r} up {uplink}");
+                    let near = lines.find(slot, uplink, r as u8).unwrap().1;
+                    assert_eq!(near, r == 2, "only the catch-alls in the line");
+                }
+                assert!(lines.ahead(slot, uplink), "some only in the set");
+            }
+        }
+        // One class each way (the treatments' places differ), for both.
+        assert_eq!(lines.classes.iter().flatten().count(), 2);
+        assert!(
+            lines.treatment(4, true, 0).is_none(),
+            "a slot between has none"
+        );
+        lines.set(3, None);
+        lines.set(5, None);
+        assert!(lines[5].is_none());
+        assert_eq!(lines.classes.iter().flatten().count(), 0);
+        assert!(lines.index.is_empty());
     }
 }

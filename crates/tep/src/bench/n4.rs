@@ -15,13 +15,31 @@
 //!
 //! Per round: N establishments (each a PDU session as [`tep_pfcp::sample`]
 //! builds it, a fresh UE address and gNB TEID), then N deletions; rates
-//! per round and the medians.
+//! per round and the medians. `--profile simple,rich` runs each round
+//! once per profile, in turn, so that both see the same machine: `rich`
+//! is a session with two QoS flows ([`rich_establishment`]), what the
+//! UPF's classifier, buckets and usage triggers cost to set up.
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
-use tep_pfcp::message::Message;
+use tep_pfcp::message::{Message, SessionEstablishmentRequest};
+use tep_pfcp::rules::{CreateBar, CreatePdr, CreateQer, CreateUrr, Pdi};
+use tep_pfcp::types::*;
 use tep_pfcp::{sample, Cause, PfcpRepr};
+
+/// What each session of a round is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// One PDR each way, two FARs, a QER, a URR
+    /// ([`sample::pdu_session_establishment`]).
+    Simple,
+    /// Two QoS flows: four PDRs with SDF filters, two FARs (one with a
+    /// BAR), a session AMBR and a QER with an MBR of the voice flow's
+    /// own, a URR with a volume threshold ([`rich_establishment`]).
+    Rich,
+}
 
 /// What to run.
 #[derive(Clone, Debug, clap::Args)]
@@ -44,14 +62,19 @@ pub struct Options {
     /// The gNB address put in the downlink FARs.
     #[arg(long, default_value = "203.0.113.5")]
     pub gnb: Ipv4Addr,
+    /// Session profiles, each run every round (e.g. simple,rich).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "simple")]
+    pub profile: Vec<Profile>,
     /// One JSON object.
     #[arg(long)]
     pub json: bool,
 }
 
-/// One round's rates.
+/// One round's rates for one profile.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct Round {
+    /// The sessions' profile.
+    pub profile: Profile,
     /// Session establishments per second.
     pub establish: f64,
     /// Session deletions per second.
@@ -107,57 +130,169 @@ pub fn run(o: &Options) -> Result<Vec<Round>, String> {
     seq += 1;
     let mut rounds = Vec::new();
     for _ in 0..o.rounds {
-        let requests: Vec<Vec<u8>> = (0..o.sessions)
-            .map(|i| {
-                let ue = Ipv4Addr::from(u32::from(o.ue_base).wrapping_add(i));
-                sample::pdu_session_establishment(
-                    seq.wrapping_add(i) & 0xff_ffff,
-                    u64::from(i) + 1,
-                    smf,
-                    ue,
-                    o.gnb,
-                    i + 1,
-                )
-                .to_bytes()
-            })
-            .collect();
-        seq = seq.wrapping_add(o.sessions);
-        let t = Instant::now();
-        let (responses, resent) = exchange_counted(&socket, &requests, o.window, recovery)?;
-        let establish = f64::from(o.sessions) / t.elapsed().as_secs_f64();
-        let mut seids = Vec::with_capacity(responses.len());
-        for r in &responses {
-            match &r.message {
-                Message::SessionEstablishmentResponse(m) if m.cause == Cause::REQUEST_ACCEPTED => {
-                    seids.push(m.up_f_seid.map(|f| f.seid).unwrap_or_default());
-                }
-                other => return Err(format!("establishment refused: {other:?}")),
-            }
+        for &profile in &o.profile {
+            rounds.push(round(&socket, o, profile, (&mut seq, smf), recovery)?);
         }
-        let deletions: Vec<Vec<u8>> = seids
-            .iter()
-            .enumerate()
-            .map(|(i, &s)| {
-                sample::session_deletion(seq.wrapping_add(i as u32) & 0xff_ffff, s).to_bytes()
-            })
-            .collect();
-        seq = seq.wrapping_add(o.sessions);
-        let t = Instant::now();
-        let (responses, resent_d) = exchange_counted(&socket, &deletions, o.window, recovery)?;
-        let delete = f64::from(o.sessions) / t.elapsed().as_secs_f64();
-        for r in &responses {
-            match &r.message {
-                Message::SessionDeletionResponse(m) if m.cause == Cause::REQUEST_ACCEPTED => {}
-                other => return Err(format!("deletion refused: {other:?}")),
-            }
-        }
-        rounds.push(Round {
-            establish,
-            delete,
-            resent: resent + resent_d,
-        });
     }
     Ok(rounds)
+}
+
+/// One round of `profile`: `o.sessions` establishments, then as many
+/// deletions, the sequence numbers from `*seq` on.
+fn round(
+    socket: &UdpSocket,
+    o: &Options,
+    profile: Profile,
+    (seq, smf): (&mut u32, Ipv4Addr),
+    recovery: u32,
+) -> Result<Round, String> {
+    let requests: Vec<Vec<u8>> = (0..o.sessions)
+        .map(|i| {
+            let ue = Ipv4Addr::from(u32::from(o.ue_base).wrapping_add(i));
+            let sequence = seq.wrapping_add(i) & 0xff_ffff;
+            let session = (u64::from(i) + 1, smf, ue, o.gnb, i + 1);
+            match profile {
+                Profile::Simple => {
+                    let (cp_seid, smf, ue, gnb, teid) = session;
+                    sample::pdu_session_establishment(sequence, cp_seid, smf, ue, gnb, teid)
+                }
+                Profile::Rich => rich_establishment(sequence, session),
+            }
+            .to_bytes()
+        })
+        .collect();
+    *seq = seq.wrapping_add(o.sessions);
+    let t = Instant::now();
+    let (responses, resent) = exchange_counted(socket, &requests, o.window, recovery)?;
+    let establish = f64::from(o.sessions) / t.elapsed().as_secs_f64();
+    let mut seids = Vec::with_capacity(responses.len());
+    for r in &responses {
+        match &r.message {
+            Message::SessionEstablishmentResponse(m) if m.cause == Cause::REQUEST_ACCEPTED => {
+                seids.push(m.up_f_seid.map(|f| f.seid).unwrap_or_default());
+            }
+            other => return Err(format!("{profile:?} establishment refused: {other:?}")),
+        }
+    }
+    let deletions: Vec<Vec<u8>> = seids
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| {
+            sample::session_deletion(seq.wrapping_add(i as u32) & 0xff_ffff, s).to_bytes()
+        })
+        .collect();
+    *seq = seq.wrapping_add(o.sessions);
+    let t = Instant::now();
+    let (responses, resent_d) = exchange_counted(socket, &deletions, o.window, recovery)?;
+    let delete = f64::from(o.sessions) / t.elapsed().as_secs_f64();
+    for r in &responses {
+        match &r.message {
+            Message::SessionDeletionResponse(m) if m.cause == Cause::REQUEST_ACCEPTED => {}
+            other => return Err(format!("deletion refused: {other:?}")),
+        }
+    }
+    Ok(Round {
+        profile,
+        establish,
+        delete,
+        resent: resent + resent_d,
+    })
+}
+
+/// Session Establishment Request for a PDU session with two QoS flows,
+/// as an SMF sets up a voice call beside the default flow: PDRs 1 (up,
+/// QFI 9) and 2 (down), precedence 255, SDF `permit out ip from any to
+/// assigned`, and PDRs 3 (up, QFI 1) and 4 (down), precedence 10, SDF UDP
+/// to the UE's ports 5000-5010; FAR 1 to the core, FAR 2 to gNB `gnb`
+/// with TEID `gnb_teid` and BAR 1 (delay 20 ms, 16 packets); QER 1 the
+/// session AMBR (100/200 Mbit/s) on all four, QER 2 (QFI 9) on the
+/// default flow, QER 3 (QFI 1, 128 kbit/s each way) on the voice flow;
+/// URR 1 on all, volume with a 1 GB threshold. `session`: the SMF's SEID,
+/// its address, the UE's, the gNB's and its TEID.
+pub fn rich_establishment(
+    sequence: u32,
+    (cp_seid, smf, ue, gnb, gnb_teid): (u64, Ipv4Addr, Ipv4Addr, Ipv4Addr, u32),
+) -> PfcpRepr {
+    let sdf = |flow: &str| SdfFilter {
+        flow_description: Some(flow.as_bytes().to_vec()),
+        ..Default::default()
+    };
+    let (default, voice) = (
+        "permit out ip from any to assigned",
+        "permit out 17 from any to assigned 5000-5010",
+    );
+    let pdr = |id: u16, prec: u32, uplink: bool, flow: &str, qer: u32| {
+        let base = if uplink {
+            sample::uplink_pdr(Some(ue))
+        } else {
+            sample::downlink_pdr(ue, Some(NetworkInstance(b"\x08internet".to_vec())))
+        };
+        CreatePdr {
+            pdr_id: PdrId(id),
+            precedence: Precedence(prec),
+            pdi: Pdi {
+                sdf_filters: vec![sdf(flow)],
+                qfi: uplink.then_some(Qfi(if qer == 3 { 1 } else { 9 })),
+                ..base.pdi
+            },
+            qer_ids: vec![QerId(1), QerId(qer)],
+            ..base
+        }
+    };
+    let qer = |id: u32, qfi: Option<u8>, mbr: Option<(u64, u64)>| CreateQer {
+        qer_id: QerId(id),
+        mbr: mbr.map(|(ul, dl)| Mbr { ul, dl }),
+        gbr: None,
+        gate_status: GateStatus::open(),
+        qfi: qfi.map(Qfi),
+        skipped: Default::default(),
+    };
+    let mut to_gnb = sample::far_to_gnb(gnb_teid, gnb);
+    to_gnb.bar_id = Some(BarId(1));
+    let m = SessionEstablishmentRequest {
+        node_id: NodeId::V4(smf),
+        cp_f_seid: FSeid {
+            seid: cp_seid,
+            v4: Some(smf),
+            v6: None,
+        },
+        create_pdrs: vec![
+            pdr(1, 255, true, default, 2),
+            pdr(2, 255, false, default, 2),
+            pdr(3, 10, true, voice, 3),
+            pdr(4, 10, false, voice, 3),
+        ],
+        create_fars: vec![sample::far_to_core(None), to_gnb],
+        create_urrs: vec![CreateUrr {
+            urr_id: UrrId(1),
+            measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
+            reporting_triggers: ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 3)),
+            volume_threshold: Some(VolumeThreshold {
+                total: Some(1 << 30),
+                uplink: None,
+                downlink: None,
+            }),
+            ..Default::default()
+        }],
+        create_qers: vec![
+            qer(1, None, Some((100_000, 200_000))),
+            qer(2, Some(9), None),
+            qer(3, Some(1), Some((128, 128))),
+        ],
+        create_bars: vec![CreateBar {
+            bar_id: BarId(1),
+            downlink_data_notification_delay: Some(DownlinkDataNotificationDelay(1)),
+            suggested_buffering_packets_count: Some(SuggestedBufferingPacketsCount(16)),
+            skipped: Default::default(),
+        }],
+        skipped: Default::default(),
+    };
+    PfcpRepr {
+        seid: Some(0),
+        sequence,
+        priority: None,
+        message: Message::SessionEstablishmentRequest(m),
+    }
 }
 
 fn exchange(
@@ -260,11 +395,32 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs.get(xs.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// The rounds and their medians, as a table or one JSON object.
+/// The rounds and their medians (per profile), as a table or one JSON
+/// object (its `median_*` keys the first profile's).
 pub fn render(o: &Options, rounds: &[Round]) -> String {
-    let est = median(rounds.iter().map(|r| r.establish).collect());
-    let del = median(rounds.iter().map(|r| r.delete).collect());
+    let medians: Vec<(Profile, f64, f64)> = o
+        .profile
+        .iter()
+        .map(|&p| {
+            let of = |f: fn(&Round) -> f64| {
+                median(rounds.iter().filter(|r| r.profile == p).map(f).collect())
+            };
+            (p, of(|r| r.establish), of(|r| r.delete))
+        })
+        .collect();
+    let name = |p: Profile| format!("{p:?}").to_lowercase();
     if o.json {
+        let (_, est, del) = medians
+            .first()
+            .copied()
+            .unwrap_or((Profile::Simple, 0.0, 0.0));
+        let per: serde_json::Map<String, serde_json::Value> = medians
+            .iter()
+            .map(|&(p, e, d)| {
+                let v = serde_json::json!({"establishments_per_s": e, "deletions_per_s": d});
+                (name(p), v)
+            })
+            .collect();
         return serde_json::json!({
             "upf": o.upf,
             "sessions": o.sessions,
@@ -272,20 +428,80 @@ pub fn render(o: &Options, rounds: &[Round]) -> String {
             "rounds": rounds,
             "median_establishments_per_s": est,
             "median_deletions_per_s": del,
+            "medians": per,
         })
         .to_string()
             + "\n";
     }
     let mut out = format!(
-        "PFCP against {}: {} sessions per round, {} outstanding\n{:>6} {:>16} {:>16} {:>8}\n",
-        o.upf, o.sessions, o.window, "round", "establish/s", "delete/s", "resent"
+        "PFCP against {}: {} sessions per round, {} outstanding\n{:>6} {:>8} {:>16} {:>16} {:>8}\n",
+        o.upf, o.sessions, o.window, "round", "profile", "establish/s", "delete/s", "resent"
     );
     for (i, r) in rounds.iter().enumerate() {
         out += &format!(
-            "{i:>6} {:>16.0} {:>16.0} {:>8}\n",
-            r.establish, r.delete, r.resent
+            "{:>6} {:>8} {:>16.0} {:>16.0} {:>8}\n",
+            i / o.profile.len().max(1),
+            name(r.profile),
+            r.establish,
+            r.delete,
+            r.resent
         );
     }
-    out += &format!("median {est:>16.0} {del:>16.0}\n");
+    for (p, est, del) in medians {
+        out += &format!("median {:>8} {est:>16.0} {del:>16.0}\n", name(p));
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::upf::UpfPlane;
+    use std::net::IpAddr;
+    use tep_dataplane::session::control::Sessions;
+    use tep_pfcp::node::{Config, Node};
+
+    const N3: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+    const SMF: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
+
+    /// tep's node over the daemon's user plane accepts the rich session
+    /// (every IE in it is one tep enforces: a refusal would fail a run of
+    /// the benchmark), and its dataplane session classifies both ways.
+    #[test]
+    fn the_rich_session_is_accepted_with_rules_each_way() {
+        let (sessions, links) = Sessions::new(16, 1, vec![false]);
+        let mut up = UpfPlane::new(sessions, vec![(IpAddr::V4(N3), 0)]);
+        let mut c = Config::new(NodeId::V4(N3), 1, Some(N3), None);
+        c.heartbeat_interval = None;
+        // As the daemon runs it: volume thresholds watched.
+        c.usage_scans = true;
+        let mut node = Node::new(c);
+        let now = Instant::now();
+        let smf = SocketAddr::new(SMF.into(), 8805);
+        node.handle(
+            now,
+            smf,
+            &sample::association_setup(0, SMF, 1).to_bytes(),
+            &mut up,
+        );
+        while node.poll_transmit().is_some() {}
+        let ue = Ipv4Addr::new(10, 128, 0, 1);
+        let gnb = Ipv4Addr::new(203, 0, 113, 5);
+        let r = rich_establishment(1, (7, SMF, ue, gnb, 0x99));
+        node.handle(now, smf, &r.to_bytes(), &mut up);
+        let answer = node.poll_transmit().expect("a response");
+        let parsed = PfcpRepr::parse_bytes(&answer.payload).unwrap();
+        match parsed.message {
+            Message::SessionEstablishmentResponse(m) => {
+                assert_eq!(m.cause, Cause::REQUEST_ACCEPTED, "{m:?}")
+            }
+            other => panic!("{other:?}"),
+        }
+        up.publish();
+        let mut table = tep_dataplane::session::SessionTable::new(links[0].clone());
+        table.apply_pending(&mut Vec::new());
+        let slot = table.downlink(false, u128::from(u32::from(ue))).unwrap();
+        let s = table.get(slot);
+        assert!(s.uplink_rules && s.downlink_rules && s.mbr_uplink && s.mbr_downlink);
+    }
 }
