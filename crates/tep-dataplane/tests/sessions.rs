@@ -516,6 +516,65 @@ fn packets_over_the_mbr_are_dropped_and_counted() {
     assert_no_leak(&pool);
 }
 
+/// Runs of a metered session's packets in one vector (charged to its
+/// bucket a run at a time) pass exactly the packets that a bucket asked
+/// one packet at a time passes, in order: the first of each run until the
+/// burst is spent, none after; a free session's packets between them cut
+/// the runs and lose nothing.
+#[test]
+fn runs_of_a_sessions_packets_meter_as_one_by_one() {
+    let (mut c, mut p) = upf(false);
+    let mut pool = pool();
+    let mut s = example::session(1, false, false);
+    s.mbr.downlink = Some(1_000_000);
+    c.create(&s).unwrap();
+    c.create(&example::session(2, false, false)).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let want = tep_dataplane::session::rate::Bucket::default();
+    want.set(1_000_000);
+    // Runs of 1, 2, 5, 9 and 3 packets of session 1 (sizes varying), one
+    // of session 2 after each; every vector 10 ms after the last.
+    let (mut passed, mut expected, mut free) = (vec![], vec![], 0);
+    for k in 0..20u64 {
+        let now = 1_000_000_000 + k * 10_000_000;
+        p.set_now(now);
+        let mut downs = vec![];
+        for (r, n) in [1usize, 2, 5, 9, 3].into_iter().enumerate() {
+            for i in 0..n {
+                let tag = (k as usize * 100 + r * 10 + i) as u16;
+                let body = [tag.to_be_bytes().to_vec(), vec![0; 200 + 97 * i]].concat();
+                let pkt = inner(ue4(1), false, &body);
+                if want.admit(pkt.len(), now) {
+                    expected.push(tag);
+                }
+                downs.push(pkt);
+            }
+            downs.push(inner(ue4(2), false, &[7; 300]));
+        }
+        for o in run_encap(&mut p, &mut pool, &downs).packets {
+            let (_, _, ip) = parse_outer(&o);
+            // The tag leads the UDP payload (IPv4 20 + UDP 8).
+            match IpAddr::from(<[u8; 4]>::try_from(&ip[16..20]).unwrap()) == ue4(1) {
+                true => passed.push(u16::from_be_bytes([ip[28], ip[29]])),
+                false => free += 1,
+            }
+        }
+    }
+    assert_eq!(free, 20 * 5);
+    assert!(
+        expected.len() > 20 && expected.len() < 400,
+        "{}",
+        expected.len()
+    );
+    assert_eq!(passed, expected);
+    assert_eq!(
+        p.drops(DropReason::MbrExceeded),
+        400 - expected.len() as u64
+    );
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}
+
 /// Several rules a direction (PDRs with SDF filters, by precedence): a
 /// voice rule (UDP to the UE's ports 5000-5010 downlink, from them
 /// uplink) with its own TEID and QFI 1, a rule that drops what goes to or

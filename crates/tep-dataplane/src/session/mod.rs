@@ -931,6 +931,18 @@ impl SessionTable {
         })
     }
 
+    /// How many of a run of slot `slot`'s downlink packets of `bytes`
+    /// each at `now_ns` are within the rate of its bucket: the run's first
+    /// ones, charged at once ([`rate::Bucket::admit_run`]); none where the
+    /// slot has no buckets.
+    #[inline]
+    pub fn admit_downlink_run(&self, slot: u32, bytes: &[usize], now_ns: u64) -> usize {
+        self.link
+            .meters
+            .slot(slot)
+            .map_or(0, |m| m.downlink.admit_run(bytes, now_ns))
+    }
+
     /// Whether slot `slot`'s session meters its uplink, or classifies
     /// it by rules: then each datagram is its own (no train merges them).
     #[inline]
