@@ -686,6 +686,62 @@ fn several_rules_each_way_by_sdf_filter() {
     }
 }
 
+/// Bursts of one flow in a vector (classified once, the rest taking the
+/// first packet's rule) among other flows of the same session: each
+/// packet leaves with its own rule's TEID and QFI, or is dropped by it.
+#[test]
+fn a_flows_burst_takes_its_rule_and_a_new_flow_is_classified() {
+    use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
+    let (mut c, mut p) = upf(false);
+    let mut pool = pool();
+    let gnb = addrs(false).1;
+    let rule = |ports: Option<(u16, u16)>, action, teid, qfi| RuleSpec {
+        filters: ports
+            .map(|r| FlowMatch {
+                protocol: Some(17),
+                ue_ports: vec![r],
+                ..Default::default()
+            })
+            .into_iter()
+            .collect(),
+        qfi_match: None,
+        action,
+        peer: Some((gnb, teid)),
+        qfi: Some(qfi),
+        mbr: None,
+    };
+    let mut spec = example::session(1, false, false);
+    spec.rules.downlink = vec![
+        rule(Some((5000, 5010)), Action::Forward, 0x501, 1),
+        rule(Some((6666, 6666)), Action::Drop, 0, 0),
+        rule(None, Action::Forward, 0x509, 9),
+    ];
+    c.create(&spec).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let server = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
+    let ports = [5005, 5005, 5005, 80, 80, 5005, 6666, 6666, 5011, 5011, 5006];
+    let downs: Vec<Vec<u8>> = ports
+        .iter()
+        .map(|&d| udp_packet(server, ue4(1), 53, d, b"down"))
+        .collect();
+    let got: Vec<(u32, Option<u8>)> = run_encap(&mut p, &mut pool, &downs)
+        .packets
+        .iter()
+        .map(|o| {
+            let (_, r, _) = parse_outer(o);
+            (r.teid, dl_qfi(&r))
+        })
+        .collect();
+    let (voice, other) = ((0x501, Some(1)), (0x509, Some(9)));
+    let want = [
+        voice, voice, voice, other, other, voice, other, other, voice,
+    ];
+    assert_eq!(got, want);
+    assert_eq!(p.drops(DropReason::SessionDrop), 2);
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}
+
 /// A rule's own MBR (its QER's bucket) holds its packets to the rate,
 /// beside a rule of the same session without one: of ten 1000-octet
 /// packets at once, the voice rule at 8 kbit/s passes its burst (3000

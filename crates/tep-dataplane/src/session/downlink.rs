@@ -113,9 +113,12 @@ fn handle(
     // Sessions with several downlink rules: each packet classified ahead,
     // its rule's treatment fetched while the others are.
     let mut rule = [None; VECTOR_SIZE];
+    let mut last = None;
     for (k, &id) in v.as_slice().iter().enumerate() {
         if let (Some(Some(_)), Some(s)) = (dst[k], slot[k]) {
-            rule[k] = sessions.classify_downlink(s, pool.data(id)).flatten();
+            rule[k] = sessions
+                .classify_downlink(s, pool.data(id), &mut last)
+                .flatten();
         }
     }
     let over = meter_runs(pool, v, sessions, (dst, slot), &rule, now_ns);

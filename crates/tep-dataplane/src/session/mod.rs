@@ -1118,14 +1118,32 @@ impl SessionTable {
     /// session: None where the session has no downlink rules, Some(None)
     /// where none takes it. The rule's treatment is fetched (read by
     /// [`downlink_rule`](SessionTable::downlink_rule) a little later).
+    /// `last` is the previous packet's slot, key and rule, and becomes
+    /// this one's: a packet of the same session with the same key (a
+    /// burst of one flow) takes the same rule without classifying again.
     #[inline]
-    fn classify_downlink(&self, slot: u32, inner: &[u8]) -> Option<Option<u8>> {
+    fn classify_downlink(
+        &self,
+        slot: u32,
+        inner: &[u8],
+        last: &mut Option<(u32, FlowKey, Option<u8>)>,
+    ) -> Option<Option<u8>> {
         let c = self.rules.classifier(slot, false)?;
         // Not IP (or too short): no rule takes it.
-        let r = FlowKey::of(inner, false, None).and_then(|k| c.classify(&k));
+        let Some(k) = FlowKey::of(inner, false, None) else {
+            *last = None;
+            return Some(None);
+        };
+        if let Some((s, key, r)) = *last {
+            if s == slot && key == k {
+                return Some(r);
+            }
+        }
+        let r = c.classify(&k);
         if let Some(r) = r.filter(|_| self.rules.ahead(slot, false)) {
             self.rules.prefetch_treatment(slot, false, r);
         }
+        *last = Some((slot, k, r));
         Some(r)
     }
 
