@@ -516,6 +516,65 @@ fn packets_over_the_mbr_are_dropped_and_counted() {
     assert_no_leak(&pool);
 }
 
+/// Runs of a metered session's packets in one vector (charged to its
+/// bucket a run at a time) pass exactly the packets that a bucket asked
+/// one packet at a time passes, in order: the first of each run until the
+/// burst is spent, none after; a free session's packets between them cut
+/// the runs and lose nothing.
+#[test]
+fn runs_of_a_sessions_packets_meter_as_one_by_one() {
+    let (mut c, mut p) = upf(false);
+    let mut pool = pool();
+    let mut s = example::session(1, false, false);
+    s.mbr.downlink = Some(1_000_000);
+    c.create(&s).unwrap();
+    c.create(&example::session(2, false, false)).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let want = tep_dataplane::session::rate::Bucket::default();
+    want.set(1_000_000);
+    // Runs of 1, 2, 5, 9 and 3 packets of session 1 (sizes varying), one
+    // of session 2 after each; every vector 10 ms after the last.
+    let (mut passed, mut expected, mut free) = (vec![], vec![], 0);
+    for k in 0..20u64 {
+        let now = 1_000_000_000 + k * 10_000_000;
+        p.set_now(now);
+        let mut downs = vec![];
+        for (r, n) in [1usize, 2, 5, 9, 3].into_iter().enumerate() {
+            for i in 0..n {
+                let tag = (k as usize * 100 + r * 10 + i) as u16;
+                let body = [tag.to_be_bytes().to_vec(), vec![0; 200 + 97 * i]].concat();
+                let pkt = inner(ue4(1), false, &body);
+                if want.admit(pkt.len(), now) {
+                    expected.push(tag);
+                }
+                downs.push(pkt);
+            }
+            downs.push(inner(ue4(2), false, &[7; 300]));
+        }
+        for o in run_encap(&mut p, &mut pool, &downs).packets {
+            let (_, _, ip) = parse_outer(&o);
+            // The tag leads the UDP payload (IPv4 20 + UDP 8).
+            match IpAddr::from(<[u8; 4]>::try_from(&ip[16..20]).unwrap()) == ue4(1) {
+                true => passed.push(u16::from_be_bytes([ip[28], ip[29]])),
+                false => free += 1,
+            }
+        }
+    }
+    assert_eq!(free, 20 * 5);
+    assert!(
+        expected.len() > 20 && expected.len() < 400,
+        "{}",
+        expected.len()
+    );
+    assert_eq!(passed, expected);
+    assert_eq!(
+        p.drops(DropReason::MbrExceeded),
+        400 - expected.len() as u64
+    );
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}
+
 /// Several rules a direction (PDRs with SDF filters, by precedence): a
 /// voice rule (UDP to the UE's ports 5000-5010 downlink, from them
 /// uplink) with its own TEID and QFI 1, a rule that drops what goes to or
@@ -625,6 +684,62 @@ fn several_rules_each_way_by_sdf_filter() {
         assert_balanced(&p);
         assert_no_leak(&pool);
     }
+}
+
+/// Bursts of one flow in a vector (classified once, the rest taking the
+/// first packet's rule) among other flows of the same session: each
+/// packet leaves with its own rule's TEID and QFI, or is dropped by it.
+#[test]
+fn a_flows_burst_takes_its_rule_and_a_new_flow_is_classified() {
+    use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
+    let (mut c, mut p) = upf(false);
+    let mut pool = pool();
+    let gnb = addrs(false).1;
+    let rule = |ports: Option<(u16, u16)>, action, teid, qfi| RuleSpec {
+        filters: ports
+            .map(|r| FlowMatch {
+                protocol: Some(17),
+                ue_ports: vec![r],
+                ..Default::default()
+            })
+            .into_iter()
+            .collect(),
+        qfi_match: None,
+        action,
+        peer: Some((gnb, teid)),
+        qfi: Some(qfi),
+        mbr: None,
+    };
+    let mut spec = example::session(1, false, false);
+    spec.rules.downlink = vec![
+        rule(Some((5000, 5010)), Action::Forward, 0x501, 1),
+        rule(Some((6666, 6666)), Action::Drop, 0, 0),
+        rule(None, Action::Forward, 0x509, 9),
+    ];
+    c.create(&spec).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let server = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
+    let ports = [5005, 5005, 5005, 80, 80, 5005, 6666, 6666, 5011, 5011, 5006];
+    let downs: Vec<Vec<u8>> = ports
+        .iter()
+        .map(|&d| udp_packet(server, ue4(1), 53, d, b"down"))
+        .collect();
+    let got: Vec<(u32, Option<u8>)> = run_encap(&mut p, &mut pool, &downs)
+        .packets
+        .iter()
+        .map(|o| {
+            let (_, r, _) = parse_outer(o);
+            (r.teid, dl_qfi(&r))
+        })
+        .collect();
+    let (voice, other) = ((0x501, Some(1)), (0x509, Some(9)));
+    let want = [
+        voice, voice, voice, other, other, voice, other, other, voice,
+    ];
+    assert_eq!(got, want);
+    assert_eq!(p.drops(DropReason::SessionDrop), 2);
+    assert_balanced(&p);
+    assert_no_leak(&pool);
 }
 
 /// A rule's own MBR (its QER's bucket) holds its packets to the rate,

@@ -4,7 +4,8 @@
 //! from a tunnel's template.
 
 use super::buffer::{Buffers, Held};
-use super::{Action, SessionTable};
+use super::rules::Treatment;
+use super::{Action, Session, SessionTable};
 use crate::buffer::{PacketId, Pool};
 use crate::drop::DropReason;
 use crate::node::NodeStats;
@@ -112,18 +113,22 @@ fn handle(
     // Sessions with several downlink rules: each packet classified ahead,
     // its rule's treatment fetched while the others are.
     let mut rule = [None; VECTOR_SIZE];
+    let mut last = None;
     for (k, &id) in v.as_slice().iter().enumerate() {
         if let (Some(Some(_)), Some(s)) = (dst[k], slot[k]) {
-            rule[k] = sessions.classify_downlink(s, pool.data(id)).flatten();
+            rule[k] = sessions
+                .classify_downlink(s, pool.data(id), &mut last)
+                .flatten();
         }
     }
+    let over = meter_runs(pool, v, sessions, (dst, slot), &rule, now_ns);
     let mut held = 0;
     for (k, &id) in v.as_slice().iter().enumerate() {
         let Some(d) = dst[k] else {
             continue;
         };
         let r = match (d, slot[k]) {
-            (Some(_), Some(s)) => one(pool, id, (s, rule[k]), sessions, buffers, now_ns),
+            (Some(_), Some(s)) => one(pool, id, (s, rule[k], over[k]), sessions, buffers, now_ns),
             (Some((v6, a)), None) if sessions.in_other_network(v6, a) => {
                 Err(DropReason::WrongNetwork)
             }
@@ -147,6 +152,75 @@ fn handle(
     held
 }
 
+/// Per packet: whether its session's downlink bucket refuses it. The
+/// packets that the bucket would be asked about one by one (a metered
+/// session's, forwarded by its action or rule) are charged a run of one
+/// session's at a time, with one compare-and-swap per run rather than
+/// one per packet: the same packets pass ([`super::rate::Bucket::admit_run`]).
+fn meter_runs(
+    pool: &Pool,
+    v: &PacketVector,
+    sessions: &SessionTable,
+    (dst, slot): Found<'_>,
+    rule: &[Option<u8>],
+    now_ns: u64,
+) -> [bool; VECTOR_SIZE] {
+    let mut over = [false; VECTOR_SIZE];
+    let ids = v.as_slice();
+    let of = |k: usize| match (dst[k], slot[k]) {
+        (Some(Some(_)), Some(s)) => Some(s),
+        _ => None,
+    };
+    let mut k = 0;
+    while k < ids.len() {
+        let Some(s) = of(k) else {
+            k += 1;
+            continue;
+        };
+        let end = (k + 1..ids.len())
+            .find(|&j| of(j) != Some(s))
+            .unwrap_or(ids.len());
+        let session = sessions.get(s);
+        if session.mbr_downlink {
+            let (mut charged, mut len, mut m) = ([0; VECTOR_SIZE], [0; VECTOR_SIZE], 0);
+            for j in k..end {
+                if matches!(
+                    resolve(sessions, s, &session, rule[j]),
+                    Ok((Action::Forward, ..))
+                ) {
+                    (charged[m], len[m]) = (j, pool.total_len(ids[j]));
+                    m += 1;
+                }
+            }
+            let n = sessions.admit_downlink_run(s, &len[..m], now_ns);
+            for &j in &charged[n..m] {
+                over[j] = true;
+            }
+        }
+        k = end;
+    }
+    over
+}
+
+/// A downlink packet's action, session word and rule (where the session
+/// has rules) in session `slot` (`s`), which its `rule` took.
+#[inline]
+fn resolve<'a>(
+    sessions: &'a SessionTable,
+    slot: u32,
+    s: &Session,
+    rule: Option<u8>,
+) -> Result<(Action, u32, Option<&'a Treatment>), DropReason> {
+    if s.downlink_rules {
+        let (word, t) = rule
+            .and_then(|r| sessions.downlink_rule(slot, r))
+            .ok_or(DropReason::NoPdrMatch)?;
+        Ok((t.action, word, Some(t)))
+    } else {
+        Ok((s.downlink, slot, None))
+    }
+}
+
 /// An inner IP packet's destination: (IPv6, the address as an integer).
 #[inline]
 fn destination(data: &[u8]) -> Option<(bool, u128)> {
@@ -166,29 +240,23 @@ fn destination(data: &[u8]) -> Option<(bool, u128)> {
 }
 
 /// Packet `id` of session `slot`, which its downlink `rule` took (where
-/// the session has rules). Ok(true): forward; Ok(false): held.
+/// the session has rules), `over` the rate of the session's bucket
+/// ([`meter_runs`]) or not. Ok(true): forward; Ok(false): held.
 #[inline]
 fn one(
     pool: &mut Pool,
     id: PacketId,
-    (slot, rule): (u32, Option<u8>),
+    (slot, rule, over): (u32, Option<u8>, bool),
     sessions: &SessionTable,
     buffers: &mut Buffers,
     now_ns: u64,
 ) -> Result<bool, DropReason> {
     let s = sessions.get(slot);
-    let (action, word, rule) = if s.downlink_rules {
-        let (word, t) = rule
-            .and_then(|r| sessions.downlink_rule(slot, r))
-            .ok_or(DropReason::NoPdrMatch)?;
-        (t.action, word, Some(t))
-    } else {
-        (s.downlink, slot, None)
-    };
+    let (action, word, rule) = resolve(sessions, slot, &s, rule)?;
     match action {
         Action::Forward => {
             let len = pool.total_len(id);
-            if s.mbr_downlink && !sessions.admit(slot, false, len, now_ns) {
+            if over {
                 return Err(DropReason::MbrExceeded);
             }
             if rule.is_some_and(|t| !t.admit(len, now_ns)) {

@@ -931,6 +931,18 @@ impl SessionTable {
         })
     }
 
+    /// How many of a run of slot `slot`'s downlink packets of `bytes`
+    /// each at `now_ns` are within the rate of its bucket: the run's first
+    /// ones, charged at once ([`rate::Bucket::admit_run`]); none where the
+    /// slot has no buckets.
+    #[inline]
+    pub fn admit_downlink_run(&self, slot: u32, bytes: &[usize], now_ns: u64) -> usize {
+        self.link
+            .meters
+            .slot(slot)
+            .map_or(0, |m| m.downlink.admit_run(bytes, now_ns))
+    }
+
     /// Whether slot `slot`'s session meters its uplink, or classifies
     /// it by rules: then each datagram is its own (no train merges them).
     #[inline]
@@ -1106,14 +1118,32 @@ impl SessionTable {
     /// session: None where the session has no downlink rules, Some(None)
     /// where none takes it. The rule's treatment is fetched (read by
     /// [`downlink_rule`](SessionTable::downlink_rule) a little later).
+    /// `last` is the previous packet's slot, key and rule, and becomes
+    /// this one's: a packet of the same session with the same key (a
+    /// burst of one flow) takes the same rule without classifying again.
     #[inline]
-    fn classify_downlink(&self, slot: u32, inner: &[u8]) -> Option<Option<u8>> {
+    fn classify_downlink(
+        &self,
+        slot: u32,
+        inner: &[u8],
+        last: &mut Option<(u32, FlowKey, Option<u8>)>,
+    ) -> Option<Option<u8>> {
         let c = self.rules.classifier(slot, false)?;
         // Not IP (or too short): no rule takes it.
-        let r = FlowKey::of(inner, false, None).and_then(|k| c.classify(&k));
+        let Some(k) = FlowKey::of(inner, false, None) else {
+            *last = None;
+            return Some(None);
+        };
+        if let Some((s, key, r)) = *last {
+            if s == slot && key == k {
+                return Some(r);
+            }
+        }
+        let r = c.classify(&k);
         if let Some(r) = r.filter(|_| self.rules.ahead(slot, false)) {
             self.rules.prefetch_treatment(slot, false, r);
         }
+        *last = Some((slot, k, r));
         Some(r)
     }
 

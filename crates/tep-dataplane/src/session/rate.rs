@@ -78,27 +78,55 @@ impl Bucket {
     /// within the rate; if so it is charged to the bucket.
     #[inline]
     pub fn admit(&self, bytes: usize, now_ns: u64) -> bool {
+        self.admit_run(&[bytes], now_ns) == 1
+    }
+
+    /// How many of a run of packets of `bytes` each, arriving in this
+    /// order at `now_ns`, are within the rate: always the run's first
+    /// ones, charged to the bucket with one compare-and-swap rather than
+    /// one each (a locked instruction, which keeps later loads waiting for
+    /// its line). Packet by packet the bucket passes the same ones and
+    /// ends the same: whether a packet conforms depends on the TAT alone,
+    /// not on its size, and one over the rate moves nothing, so that
+    /// every packet after the first refused at one instant is refused.
+    #[inline]
+    pub fn admit_run(&self, bytes: &[usize], now_ns: u64) -> usize {
         let cost = self.cost.load(Ordering::Relaxed);
         if cost == 0 {
-            return true;
+            return bytes.len();
         }
         let tau = self.tau.load(Ordering::Relaxed);
         let now = units(now_ns);
-        let charge = cost.saturating_mul(bytes as u64);
         let mut old = self.tat.load(Ordering::Relaxed);
         loop {
-            let Some(new) = next_tat(old, now, charge, tau, cost) else {
-                return false;
-            };
+            let (n, new) = charge_run(old, now, bytes, tau, cost);
+            if n == 0 {
+                return 0;
+            }
             match self
                 .tat
                 .compare_exchange_weak(old, new, Ordering::Relaxed, Ordering::Relaxed)
             {
-                Ok(_) => return true,
+                Ok(_) => return n,
                 Err(seen) => old = seen,
             }
         }
     }
+}
+
+/// From TAT `old`, how many of the packets of `bytes` conform one after
+/// the other, and the TAT after them.
+#[inline]
+fn charge_run(old: u64, now: u64, bytes: &[usize], tau: u64, cost: u64) -> (usize, u64) {
+    let mut tat = old;
+    for (n, &b) in bytes.iter().enumerate() {
+        let charge = cost.saturating_mul(b as u64);
+        match next_tat(tat, now, charge, tau, cost) {
+            Some(t) => tat = t,
+            None => return (n, tat),
+        }
+    }
+    (bytes.len(), tat)
 }
 
 /// A byte's time at `bps`, in 2^-16 ns (8e9 / bps ns); 0 for no limit.
@@ -308,6 +336,34 @@ mod tests {
         assert!(b.admit(1500, 5), "set again: full");
         b.set(0);
         assert!((0..1000).all(|_| b.admit(1500, 5)));
+    }
+
+    #[test]
+    fn a_run_passes_what_packet_by_packet_passes() {
+        // Runs of mixed sizes at one instant each, against a second bucket
+        // charged one packet at a time: the same packets pass and the
+        // buckets end alike (then pass the same at the next instant).
+        let sizes = [1500usize, 64, 9000, 1400, 576, 1500, 40, 65_535];
+        for bps in [1_000_000u64, 20_000_000, 200_000_000] {
+            let (run, one) = (Bucket::default(), Bucket::default());
+            run.set(bps);
+            one.set(bps);
+            let mut refused = 0;
+            for (i, t) in (0..2_000u64).map(|i| (i, 1_000 + i * 150_000)) {
+                let k = 1 + (i as usize * 7) % sizes.len();
+                let n = run.admit_run(&sizes[..k], t);
+                let each = sizes[..k].iter().take_while(|&&b| one.admit(b, t)).count();
+                assert_eq!(n, each, "{bps} bit/s at {t}");
+                // Packet by packet, the rest of a refused run is refused.
+                assert!(sizes[each..k].iter().all(|&b| !one.admit(b, t)));
+                refused += k - n;
+            }
+            assert!(refused > 0, "{bps}: the runs never met the rate");
+            assert_eq!(
+                run.tat.load(Ordering::Relaxed),
+                one.tat.load(Ordering::Relaxed)
+            );
+        }
     }
 
     #[test]
