@@ -133,6 +133,7 @@ pub(super) fn check_networks(c: &Config) -> Result<(), ConfigError> {
         }
     }
     check_overlay(c, &networks)?;
+    crate::pfcp_network::check_overlay_vlans(c)?;
     check_evpn(c)
 }
 

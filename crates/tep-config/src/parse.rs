@@ -58,7 +58,10 @@ pub(super) fn config(text: &str) -> Result<Config, ConfigError> {
     let host_given = raw.host.is_some();
     let host = raw.host.unwrap_or_default().validate()?;
     let gateway = raw.gateway.map(RawGateway::validate).transpose()?;
-    let pfcp = raw.pfcp.map(RawPfcp::validate).transpose()?;
+    let pfcp = raw
+        .pfcp
+        .map(|p| p.validate(gateway.is_some() && !host_given))
+        .transpose()?;
     if let Some(p) = &pfcp {
         tunnels.extend(p.n3_tunnels());
     }

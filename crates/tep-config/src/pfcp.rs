@@ -241,10 +241,11 @@ fn err(field: &str, message: String) -> ConfigError {
 }
 
 impl RawPfcp {
-    pub(super) fn validate(self) -> Result<PfcpConfig, ConfigError> {
+    /// `gateway`: the file runs gateway mode (its data networks are VLANs).
+    pub(super) fn validate(self, gateway: bool) -> Result<PfcpConfig, ConfigError> {
         let listen = listen(self.listen)?;
         let n3 = n3_addresses(self.n3)?;
-        let networks = data_networks(self.network, self.ue_prefixes)?;
+        let networks = data_networks(self.network, self.ue_prefixes, gateway)?;
         let mut ue_prefixes: Vec<IpPrefix> = Vec::new();
         for p in networks.iter().flat_map(|n| &n.ue_prefixes) {
             if !ue_prefixes.contains(p) {

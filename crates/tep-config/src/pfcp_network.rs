@@ -24,6 +24,9 @@ pub struct DataNetwork {
     pub name: Option<String>,
     /// Host mode: its TUN (None: `[host] tun`).
     pub tun: Option<String>,
+    /// Gateway mode: the 802.1Q VLAN its frames carry on `[gateway]
+    /// inner` (None: untagged).
+    pub vlan: Option<u16>,
     /// Its UE pools, routed into its TUN.
     pub ue_prefixes: Vec<IpPrefix>,
 }
@@ -33,6 +36,7 @@ pub struct DataNetwork {
 pub(super) struct RawDataNetwork {
     name: Option<String>,
     tun: Option<String>,
+    vlan: Option<i64>,
     ue_prefixes: Option<Vec<String>>,
 }
 
@@ -93,14 +97,18 @@ pub(super) fn ue_prefixes(
 }
 
 /// `[[pfcp.network]]`, or the unnamed network of `[pfcp] ue_prefixes`.
+/// `gateway`: the file runs gateway mode, where a network is told apart
+/// on the inner interface by its VLAN, not by a TUN.
 pub(super) fn data_networks(
     raw: Option<Vec<RawDataNetwork>>,
     ue_prefixes_key: Option<Vec<String>>,
+    gateway: bool,
 ) -> Result<Vec<DataNetwork>, ConfigError> {
     let Some(raw) = raw else {
         return Ok(vec![DataNetwork {
             name: None,
             tun: None,
+            vlan: None,
             ue_prefixes: ue_prefixes("ue_prefixes", ue_prefixes_key)?,
         }]);
     };
@@ -146,26 +154,121 @@ pub(super) fn data_networks(
                 ),
             ));
         }
-        let tun = n
-            .tun
-            .map(|t| device_name("pfcp", &format!("{at}.tun"), Some(t), ""))
-            .transpose()?;
-        if let Some(o) = out.iter().find(|o| o.tun == tun) {
-            let device = tun
-                .as_deref()
-                .map_or("[host] tun".to_string(), |t| format!("\"{t}\""));
-            return Err(err(
-                format!("{at}.tun"),
-                format!("{device} is network \"{}\"'s TUN already: each data network needs its own (leave tun out on one network to use [host] tun)", o.name.as_deref().unwrap_or_default()),
-            ));
-        }
+        let (tun, vlan) = if gateway {
+            (None, gateway_vlan(&at, &out, n.tun.is_some(), n.vlan)?)
+        } else {
+            (host_tun(&at, &out, n.tun, n.vlan.is_some())?, None)
+        };
         out.push(DataNetwork {
             name: Some(name),
             tun,
+            vlan,
             ue_prefixes: ue_prefixes(&format!("{at}.ue_prefixes"), n.ue_prefixes)?,
         });
     }
     Ok(out)
+}
+
+/// Host mode: the network's TUN, no other network's (at most one leaves
+/// it out for `[host] tun`); a VLAN has no meaning there.
+fn host_tun(
+    at: &str,
+    out: &[DataNetwork],
+    tun: Option<String>,
+    vlan: bool,
+) -> Result<Option<String>, ConfigError> {
+    if vlan {
+        return Err(err(
+            format!("{at}.vlan"),
+            "gateway mode's (the 802.1Q VLAN on [gateway] inner); in host mode a data network has its own tun".to_string(),
+        ));
+    }
+    let tun = tun
+        .map(|t| device_name("pfcp", &format!("{at}.tun"), Some(t), ""))
+        .transpose()?;
+    if let Some(o) = out.iter().find(|o| o.tun == tun) {
+        let device = tun
+            .as_deref()
+            .map_or("[host] tun".to_string(), |t| format!("\"{t}\""));
+        return Err(err(
+            format!("{at}.tun"),
+            format!("{device} is network \"{}\"'s TUN already: each data network needs its own (leave tun out on one network to use [host] tun)", o.name.as_deref().unwrap_or_default()),
+        ));
+    }
+    Ok(tun)
+}
+
+/// Gateway mode: the network's VLAN on the inner interface (1..=4094),
+/// no other network's; at most one network is untagged. No TUN there.
+fn gateway_vlan(
+    at: &str,
+    out: &[DataNetwork],
+    tun: bool,
+    vlan: Option<i64>,
+) -> Result<Option<u16>, ConfigError> {
+    if tun {
+        return Err(err(
+            format!("{at}.tun"),
+            "host mode's; in gateway mode a data network is told apart on [gateway] inner by its vlan".to_string(),
+        ));
+    }
+    let name = |o: &DataNetwork| o.name.clone().unwrap_or_default();
+    let Some(v) = vlan else {
+        return match out.iter().find(|o| o.vlan.is_none()) {
+            Some(o) => Err(err(
+                format!("{at}.vlan"),
+                format!("missing: network \"{}\" is already the untagged one on [gateway] inner; give this one a vlan (1..=4094)", name(o)),
+            )),
+            None => Ok(None),
+        };
+    };
+    let vid = u16::try_from(v)
+        .ok()
+        .filter(|v| (1..=4094).contains(v))
+        .ok_or_else(|| {
+            err(
+                format!("{at}.vlan"),
+                format!("{v} is out of range (1..=4094)"),
+            )
+        })?;
+    if let Some(o) = out.iter().find(|o| o.vlan == Some(vid)) {
+        return Err(err(
+            format!("{at}.vlan"),
+            format!(
+                "VLAN {vid} already carries network \"{}\"; each data network needs its own vlan",
+                name(o)
+            ),
+        ));
+    }
+    Ok(Some(vid))
+}
+
+/// A VLAN of the inner interface carries one network: a data network's
+/// VLAN is no overlay `[[network]]`'s (and the untagged VLAN is one's).
+pub(super) fn check_overlay_vlans(c: &crate::Config) -> Result<(), ConfigError> {
+    let Some(p) = c.pfcp.as_ref().filter(|_| c.gateway.is_some()) else {
+        return Ok(());
+    };
+    let overlay: Vec<(usize, &str, Option<u16>)> = c
+        .tunnels
+        .iter()
+        .filter_map(|t| Some((t.name.as_str(), t.network.as_deref()?.vlan)))
+        .enumerate()
+        .map(|(i, (name, vlan))| (i, name, vlan))
+        .collect();
+    for (i, n) in p.networks.iter().enumerate() {
+        let Some((k, o, _)) = overlay.iter().find(|o| o.2 == n.vlan) else {
+            continue;
+        };
+        let what = n
+            .vlan
+            .map_or("the untagged VLAN".to_string(), |v| format!("VLAN {v}"));
+        return Err(err(
+            format!("network[{i}].vlan"),
+            format!("{what} already carries network[{k}] \"{o}\" (an overlay network); each network needs its own vlan"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -272,5 +375,75 @@ mod tests {
         assert!(parse(&many)
             .unwrap_err()
             .starts_with("pfcp.network: 65 data networks"));
+    }
+
+    const GATEWAY: &str = "[gateway]\ninner = \"a\"\nunderlay = \"b\"\n";
+
+    fn net(name: &str, extra: &str) -> String {
+        format!("[[pfcp.network]]\nname = \"{name}\"\nue_prefixes = [\"10.45.0.0/16\"]\n{extra}\n")
+    }
+
+    #[test]
+    fn gateway_networks_are_vlans_of_the_inner_interface() {
+        let c = parse(&format!(
+            "{GATEWAY}{}{}{}",
+            net("internet", "vlan = 10"),
+            net("ims", "vlan = 20"),
+            net("default", "")
+        ))
+        .unwrap();
+        let vlans: Vec<_> = c.pfcp.unwrap().networks.iter().map(|n| n.vlan).collect();
+        assert_eq!(vlans, [Some(10), Some(20), None]);
+    }
+
+    #[test]
+    fn vlan_errors_name_the_field() {
+        let overlay = "[[network]]\nname = \"blue\"\nkind = \"vxlan\"\nvni = 1\nvlan = 10\nlocal = \"192.0.2.1\"\n";
+        for (body, want) in [
+            (
+                format!("{GATEWAY}{}{}", net("a", "vlan = 10"), net("b", "vlan = 10")),
+                "pfcp.network[1].vlan: VLAN 10 already carries network \"a\"",
+            ),
+            (
+                format!("{GATEWAY}{}{}", net("a", ""), net("b", "")),
+                "pfcp.network[1].vlan: missing: network \"a\" is already the untagged one",
+            ),
+            (
+                format!("{GATEWAY}{}", net("a", "vlan = 0")),
+                "pfcp.network[0].vlan: 0 is out of range (1..=4094)",
+            ),
+            (
+                format!("{GATEWAY}{}", net("a", "vlan = 4095")),
+                "pfcp.network[0].vlan: 4095 is out of range (1..=4094)",
+            ),
+            (
+                format!("{GATEWAY}{}", net("a", "vlan = -1")),
+                "pfcp.network[0].vlan: -1 is out of range",
+            ),
+            (
+                format!("{GATEWAY}{}", net("a", "tun = \"n6\"")),
+                "pfcp.network[0].tun: host mode's",
+            ),
+            (
+                net("a", "vlan = 10"),
+                "pfcp.network[0].vlan: gateway mode's",
+            ),
+            (
+                format!("{GATEWAY}{overlay}{}{}", net("a", ""), net("b", "vlan = 10")),
+                "pfcp.network[1].vlan: VLAN 10 already carries network[0] \"blue\" (an overlay network)",
+            ),
+        ] {
+            let e = parse(&body).unwrap_err();
+            assert!(e.starts_with(want), "{body}: {e}");
+        }
+        // The overlay's untagged network and an untagged data network.
+        let untagged = overlay.replace("vlan = 10\n", "");
+        let e = parse(&format!("{GATEWAY}{untagged}{}", net("a", ""))).unwrap_err();
+        assert!(
+            e.starts_with(
+                "pfcp.network[0].vlan: the untagged VLAN already carries network[0] \"blue\""
+            ),
+            "{e}"
+        );
     }
 }
