@@ -1302,7 +1302,7 @@ fn unknown_vlan() {
     let config = [TunnelConfig::network("blue", TunnelKind::Vxlan, local, s)];
     let mut p = pipeline(&config, InnerLink::Ethernet);
     p.attach_overlay(std::sync::Arc::new(Overlay::new(&config, 64, 8).unwrap()));
-    assert!(p.attach_vlans());
+    assert!(p.attach_vlans(&[]));
     let mut pool = pool();
     let frame = |tci: u16| {
         let mut f = [[0xff; 6], [2, 0, 0, 0, 0, 1]].concat();

@@ -8,6 +8,11 @@
 //!   when the config has some, else is dropped `unknown_vlan`.
 //! - `vlan-output`: a network's frame leaving by the inner interface
 //!   (decapsulated, or an answer of `neigh-suppress`) gets its tag back.
+//!
+//! A UPF's data networks (`[[pfcp.network]] vlan`) share the trunk: a
+//! frame of a data network's VLAN is popped and marked with that network
+//! (`PacketMeta.network`: its sessions are looked up there), and a
+//! session's uplink leaves tagged with its network's VLAN.
 
 use crate::buffer::{ChecksumState, PacketId, Pool, NO_TUNNEL};
 use crate::config::TunnelConfig;
@@ -22,6 +27,12 @@ const TPID_8021AD: u16 = 0x88a8;
 /// The tunnels' tag where the network is the untagged one (or a tunnel
 /// is no network).
 const UNTAGGED: u16 = u16::MAX;
+/// The tunnels' tag of a UPF's N3 tunnels: their packets carry the tag
+/// of their data network (`PacketMeta.network`).
+const BY_DATA_NETWORK: u16 = u16::MAX - 1;
+/// No data network: a VID's, or an untagged frame's where every data
+/// network is tagged (its sessions are looked up nowhere).
+pub const NO_DATA_NETWORK: u8 = u8::MAX;
 
 /// The VLAN map of one config's networks.
 #[derive(Clone, Debug)]
@@ -34,6 +45,50 @@ pub struct Vlans {
     tags: Box<[u16]>,
     /// Whether plain tunnels (no network) take what no VLAN maps.
     plain: bool,
+    /// The data networks' VLANs, where a UPF's are tagged.
+    data: Option<DataVlans>,
+}
+
+/// A UPF's data networks on the trunk.
+#[derive(Clone, Debug)]
+struct DataVlans {
+    /// Per VID, the data network, or [`NO_DATA_NETWORK`].
+    by_vid: Box<[u8; VLAN_IDS]>,
+    /// The untagged data network, or [`NO_DATA_NETWORK`].
+    untagged: u8,
+    /// Per data network, its VID, or [`UNTAGGED`].
+    tags: Box<[u16]>,
+}
+
+impl DataVlans {
+    /// None where no data network is tagged (the sessions' frames are
+    /// the trunk's untagged ones, as without a UPF).
+    fn new(networks: &[Option<u16>]) -> Option<DataVlans> {
+        if networks.iter().all(Option::is_none) {
+            return None;
+        }
+        let mut d = DataVlans {
+            by_vid: Box::new([NO_DATA_NETWORK; VLAN_IDS]),
+            untagged: NO_DATA_NETWORK,
+            tags: vec![UNTAGGED; networks.len()].into_boxed_slice(),
+        };
+        for (i, vlan) in networks
+            .iter()
+            .enumerate()
+            .take(usize::from(NO_DATA_NETWORK))
+        {
+            match vlan.map(usize::from).filter(|&vid| vid < VLAN_IDS) {
+                Some(vid) if d.by_vid[vid] == NO_DATA_NETWORK => {
+                    d.by_vid[vid] = i as u8;
+                    d.tags[i] = vid as u16;
+                }
+                Some(_) => {}
+                None if d.untagged == NO_DATA_NETWORK => d.untagged = i as u8,
+                None => {}
+            }
+        }
+        Some(d)
+    }
 }
 
 /// A frame's 802.1Q header as `vlan-input` reads it.
@@ -48,18 +103,26 @@ enum Tag {
 }
 
 impl Vlans {
-    /// The map of `tunnels`' L2 networks; None where none has a network
-    /// (plain tunnels keep the frames as they are). Validated tunnels: at
-    /// most one untagged network, no VID twice, VIDs 1..=4094.
-    pub fn new(tunnels: &[TunnelConfig]) -> Option<Vlans> {
+    /// The map of `tunnels`' L2 networks and of a UPF's data networks
+    /// (`data_networks`: each one's VLAN, by network index); None where
+    /// neither is on a VLAN (plain tunnels keep the frames as they are).
+    /// Validated config: at most one untagged network of each kind, no
+    /// VID twice, VIDs 1..=4094.
+    pub fn new(tunnels: &[TunnelConfig], data_networks: &[Option<u16>]) -> Option<Vlans> {
+        let data = DataVlans::new(data_networks);
         let mut v = Vlans {
             by_vid: Box::new([NO_TUNNEL; VLAN_IDS]),
             untagged: NO_TUNNEL,
             tags: vec![UNTAGGED; tunnels.len()].into_boxed_slice(),
             plain: false,
+            data: None,
         };
-        let mut any = false;
+        let mut any = data.is_some();
         for (i, t) in tunnels.iter().enumerate() {
+            if t.sessions && data.is_some() {
+                v.tags[i] = BY_DATA_NETWORK;
+                continue;
+            }
             let Some(n) = t.network.as_deref() else {
                 v.plain = true;
                 continue;
@@ -79,7 +142,28 @@ impl Vlans {
                 None => {}
             }
         }
+        v.data = data;
         any.then_some(v)
+    }
+
+    /// Whether frames from the trunk are marked with a data network (and
+    /// the sessions are looked up in it).
+    pub fn data_networks(&self) -> bool {
+        self.data.is_some()
+    }
+
+    /// The data network of a frame of the trunk: of VID `vid`, or
+    /// untagged (None); `NO_DATA_NETWORK` if none.
+    fn data_network(&self, vid: Option<u16>) -> u8 {
+        match (&self.data, vid) {
+            (None, _) => NO_DATA_NETWORK,
+            (Some(d), None) => d.untagged,
+            (Some(d), Some(vid)) => d
+                .by_vid
+                .get(usize::from(vid))
+                .copied()
+                .unwrap_or(NO_DATA_NETWORK),
+        }
     }
 
     /// The network (tunnel index) of VID `vid`, or [`NO_TUNNEL`].
@@ -99,8 +183,20 @@ impl Vlans {
     /// untagged, or no network).
     pub fn tag_of(&self, tunnel: u32) -> Option<u16> {
         match self.tags.get(tunnel as usize) {
-            Some(&t) if t != UNTAGGED => Some(t),
+            Some(&t) if t != UNTAGGED && t != BY_DATA_NETWORK => Some(t),
             _ => None,
+        }
+    }
+
+    /// The VID a packet of `tunnel` carries on the inner side, a UPF
+    /// session's by its data network `network`.
+    fn tag_of_packet(&self, tunnel: u32, network: u8) -> Option<u16> {
+        match (self.tags.get(tunnel as usize), &self.data) {
+            (Some(&BY_DATA_NETWORK), Some(d)) => match d.tags.get(usize::from(network)) {
+                Some(&t) if t != UNTAGGED => Some(t),
+                _ => None,
+            },
+            _ => self.tag_of(tunnel),
         }
     }
 }
@@ -127,12 +223,38 @@ pub(crate) fn input(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVector
 }
 
 fn input_one(pool: &mut Pool, id: PacketId, vlans: &Vlans) -> Result<(), DropReason> {
-    let (tunnel, pop) = match tag(pool.data(id))? {
-        Tag::Untagged { pop } => (vlans.untagged, pop),
-        Tag::Vid(vid) => (vlans.network(vid), true),
-        Tag::Other => (NO_TUNNEL, false),
+    let (tunnel, pop, vid) = match tag(pool.data(id))? {
+        Tag::Untagged { pop } => (vlans.untagged, pop, None),
+        Tag::Vid(vid) => (vlans.network(vid), true, Some(vid)),
+        Tag::Other => (NO_TUNNEL, false, Some(0)),
     };
     if tunnel == NO_TUNNEL {
+        return data_network_input(pool, id, vlans, vid, pop);
+    }
+    if pop {
+        pool.data_mut(id).copy_within(0..12, 4);
+        pool.trim_front(id, 4);
+        shift(pool, id, -4)?;
+    }
+    pool.meta_mut(id).tunnel = tunnel;
+    Ok(())
+}
+
+/// A frame of no L2 network: a data network's (marked with it, its tag
+/// popped), else the plain tunnels' when there are some, else dropped.
+fn data_network_input(
+    pool: &mut Pool,
+    id: PacketId,
+    vlans: &Vlans,
+    vid: Option<u16>,
+    pop: bool,
+) -> Result<(), DropReason> {
+    let network = vlans.data_network(vid);
+    if network == NO_DATA_NETWORK {
+        if vlans.data.is_some() {
+            // Looked up in no data network: a plain tunnel's, or nobody's.
+            pool.meta_mut(id).network = NO_DATA_NETWORK;
+        }
         return if vlans.plain {
             Ok(())
         } else {
@@ -144,7 +266,7 @@ fn input_one(pool: &mut Pool, id: PacketId, vlans: &Vlans) -> Result<(), DropRea
         pool.trim_front(id, 4);
         shift(pool, id, -4)?;
     }
-    pool.meta_mut(id).tunnel = tunnel;
+    pool.meta_mut(id).network = network;
     Ok(())
 }
 
@@ -155,7 +277,8 @@ pub(crate) fn output(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVecto
 }
 
 fn output_one(pool: &mut Pool, id: PacketId, vlans: &Vlans) -> Result<(), DropReason> {
-    let Some(vid) = vlans.tag_of(pool.meta(id).tunnel) else {
+    let m = pool.meta(id);
+    let Some(vid) = vlans.tag_of_packet(m.tunnel, m.network) else {
         return Ok(());
     };
     if pool.data(id).len() < 12 {
@@ -222,11 +345,14 @@ mod tests {
 
     /// blue (VLAN 100), red (VLAN 200), green (untagged).
     fn three() -> Vlans {
-        Vlans::new(&[
-            net("blue", TunnelKind::Vxlan, Some(100)),
-            net("red", TunnelKind::Geneve, Some(200)),
-            net("green", TunnelKind::Vxlan, None),
-        ])
+        Vlans::new(
+            &[
+                net("blue", TunnelKind::Vxlan, Some(100)),
+                net("red", TunnelKind::Geneve, Some(200)),
+                net("green", TunnelKind::Vxlan, None),
+            ],
+            &[],
+        )
         .unwrap()
     }
 
@@ -242,22 +368,88 @@ mod tests {
         bytes: &[u8],
         tunnel: u32,
     ) -> Result<(Vec<u8>, u32), DropReason> {
-        let mut pool = Pool::new(4, 2048);
         let meta = PacketMeta {
             tunnel,
             ..PacketMeta::FRESH
         };
+        run_meta(node, vlans, bytes, meta).map(|(data, m)| (data, m.tunnel))
+    }
+
+    /// The frame `node` leaves of `bytes` with `meta`, and its metadata.
+    fn run_meta(
+        node: fn(&mut NodeStats, &mut Pool, &mut PacketVector, &Vlans),
+        vlans: &Vlans,
+        bytes: &[u8],
+        meta: PacketMeta,
+    ) -> Result<(Vec<u8>, PacketMeta), DropReason> {
+        let mut pool = Pool::new(4, 2048);
         let mut v = testpkt::vector_of(&mut pool, bytes, meta);
         let mut stats = NodeStats::new("vlan");
         node(&mut stats, &mut pool, &mut v, vlans);
         let out = match v.as_slice() {
-            [id] => Ok((pool.data(*id).to_vec(), pool.meta(*id).tunnel)),
+            [id] => Ok((pool.data(*id).to_vec(), *pool.meta(*id))),
             _ => Err(stats.drops_by_reason().next().expect("a drop").0),
         };
         v.as_slice().iter().for_each(|&id| pool.free(id));
         v.clear();
         assert_eq!(pool.available(), 4, "no buffer leaked");
         out
+    }
+
+    /// A UPF's N3 tunnel (0) with data networks on VLAN 10 and 20 (and
+    /// `untagged`, a third, untagged).
+    fn upf(untagged: bool) -> Vlans {
+        let mut n3 = plain();
+        n3.sessions = true;
+        let networks = [Some(10), Some(20), None];
+        Vlans::new(&[n3], &networks[..if untagged { 3 } else { 2 }]).unwrap()
+    }
+
+    #[test]
+    fn a_data_networks_tag_marks_the_frame_with_it() {
+        let untagged = frame(&Eth::new());
+        let fresh = PacketMeta::FRESH;
+        for (v, default) in [(upf(false), None), (upf(true), Some(2))] {
+            for (tci, network) in [(10, 0), (20, 1), (0x2000 | 20, 1)] {
+                let (data, m) = run_meta(input, &v, &frame(&Eth::tagged(tci)), fresh).unwrap();
+                assert_eq!(
+                    (data, m.network, m.tunnel),
+                    (untagged.clone(), network, NO_TUNNEL)
+                );
+            }
+            assert_eq!(
+                run_meta(input, &v, &frame(&Eth::tagged(30)), fresh).map(|_| ()),
+                Err(DropReason::UnknownVlan)
+            );
+            let got = run_meta(input, &v, &untagged, fresh).map(|(d, m)| (d, m.network));
+            match default {
+                Some(n) => assert_eq!(got, Ok((untagged.clone(), n))),
+                None => assert_eq!(got, Err(DropReason::UnknownVlan)),
+            }
+        }
+    }
+
+    #[test]
+    fn a_sessions_uplink_leaves_with_its_data_networks_tag() {
+        let v = upf(true);
+        let untagged = frame(&Eth::new());
+        for (network, want) in [
+            (0, frame(&Eth::tagged(10))),
+            (1, frame(&Eth::tagged(20))),
+            (2, untagged.clone()),
+        ] {
+            let meta = PacketMeta {
+                tunnel: 0,
+                network,
+                ..PacketMeta::FRESH
+            };
+            let (data, _) = run_meta(output, &v, &untagged, meta).unwrap();
+            assert_eq!(data, want, "network {network}");
+        }
+        // Without tagged data networks the N3 tunnel is a plain one.
+        let mut n3 = plain();
+        n3.sessions = true;
+        assert!(Vlans::new(&[n3], &[None]).is_none());
     }
 
     #[test]
@@ -273,9 +465,9 @@ mod tests {
             (Some(100), Some(200), None)
         );
         assert_eq!(v.tag_of(NO_TUNNEL), None);
-        assert!(Vlans::new(&[plain()]).is_none(), "no network, no map");
+        assert!(Vlans::new(&[plain()], &[]).is_none(), "no network, no map");
         // An L3 network has no VLAN on an Ethernet port.
-        let l3 = Vlans::new(&[net("l3", TunnelKind::Gue, Some(5))]);
+        let l3 = Vlans::new(&[net("l3", TunnelKind::Gue, Some(5))], &[]);
         assert!(l3.is_none());
     }
 
@@ -304,7 +496,7 @@ mod tests {
     #[test]
     fn a_frame_of_no_network_is_dropped_unless_plain_tunnels_take_it() {
         let mut nets = vec![net("blue", TunnelKind::Vxlan, Some(100))];
-        let only = Vlans::new(&nets).unwrap();
+        let only = Vlans::new(&nets, &[]).unwrap();
         let mut qinq = frame(&Eth::tagged(100));
         qinq[12..14].copy_from_slice(&TPID_8021AD.to_be_bytes());
         for f in [frame(&Eth::tagged(300)), frame(&Eth::new()), qinq.clone()] {
@@ -314,7 +506,7 @@ mod tests {
             );
         }
         nets.push(plain());
-        let mixed = Vlans::new(&nets).unwrap();
+        let mixed = Vlans::new(&nets, &[]).unwrap();
         for f in [frame(&Eth::tagged(300)), frame(&Eth::new()), qinq] {
             let got = run(input, &mixed, &f, NO_TUNNEL);
             assert_eq!(got, Ok((f, NO_TUNNEL)), "left as it came, for the lookup");
@@ -415,7 +607,7 @@ mod tests {
             p
         };
         let mut gw = end(1, 2);
-        assert!(gw.attach_vlans());
+        assert!(gw.attach_vlans(&[]));
         [gw, end(2, 1)]
     }
 

@@ -296,10 +296,11 @@ impl<C: Clock> Pipeline<C> {
 
     /// Maps the networks to 802.1Q VLANs on the inner side (gateway mode,
     /// [`encap_tagged`](Pipeline::encap_tagged)): their frames leave
-    /// tagged. False (nothing changed) where the tunnels have no L2
-    /// network.
-    pub fn attach_vlans(&mut self) -> bool {
-        self.vlans = Vlans::new(self.table.tunnels()).map(Box::new);
+    /// tagged. `data_networks`: a UPF's data networks' VLANs, by network
+    /// index (`[[pfcp.network]] vlan`). False (nothing changed) where the
+    /// tunnels have no L2 network and no data network is tagged.
+    pub fn attach_vlans(&mut self, data_networks: &[Option<u16>]) -> bool {
+        self.vlans = Vlans::new(self.table.tunnels(), data_networks).map(Box::new);
         self.vlans.is_some()
     }
 
@@ -315,8 +316,32 @@ impl<C: Clock> Pipeline<C> {
             });
             // Counted in as they were dropped; the rest in `encap_from`.
             self.counters.encap_in += (before - input.len()) as u64;
+            if vlans.data_networks() {
+                return self.encap_by_data_network(pool, input, sink);
+            }
         }
         self.encap_from(InnerLink::Ethernet, pool, input, sink);
+    }
+
+    /// The frames of `input` through encap in vectors of one data network
+    /// each (the one `vlan-input` marked): a session is looked up in its
+    /// own network's UE addresses.
+    fn encap_by_data_network(
+        &mut self,
+        pool: &mut Pool,
+        input: &mut PacketVector,
+        sink: &mut Sink<'_>,
+    ) {
+        let Some(before) = self.upf.as_ref().map(|u| u.table.network()) else {
+            return self.encap_from(InnerLink::Ethernet, pool, input, sink);
+        };
+        while let Some(&first) = input.as_slice().first() {
+            let network = pool.meta(first).network;
+            let mut v = input.split_off_where(|id| pool.meta(id).network == network);
+            self.set_network(network);
+            self.encap_from(InnerLink::Ethernet, pool, &mut v, sink);
+        }
+        self.set_network(before);
     }
 
     /// The next hops tep writes whole frames to ([`OuterLayers::EthernetIpUdp`]):

@@ -96,21 +96,6 @@ fn check_networks(config: &Config) -> Result<(), ConfigError> {
     }
 }
 
-/// A UPF in gateway mode reaches one data network, on `[gateway] inner`
-/// (tep-config refuses a TUN there): the workers do not yet split the
-/// inner side by VLAN, and a second network would be accepted and never
-/// reached.
-fn check_data_networks(config: &Config) -> Result<(), ConfigError> {
-    let networks = config.pfcp.as_ref().map_or(&[][..], |p| &p.networks[..]);
-    match networks.iter().position(|n| n.vlan.is_some()) {
-        Some(i) => Err(ConfigError {
-            field: format!("pfcp.network[{i}].vlan"),
-            message: "gateway mode reaches one data network, untagged on [gateway] inner (a VLAN per network is not built yet: run host mode for several)".to_string(),
-        }),
-        None => Ok(()),
-    }
-}
-
 /// Buffers per queue: both fill rings full, as many frames in flight on
 /// both transmit rings, the pipeline's reserve.
 fn buffers(ring: u32) -> usize {
@@ -375,7 +360,6 @@ impl Mode for Gateway {
     fn check(config: &Config) -> Result<Section<'_>, ConfigError> {
         let g = check_gateway(config)?;
         check_networks(config)?;
-        check_data_networks(config)?;
         Ok(Section {
             name: "gateway",
             control: &g.control,
@@ -523,25 +507,6 @@ pub fn run(path: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// One data network, untagged on `[gateway] inner`; a VLAN is
-    /// refused rather than never reached.
-    #[test]
-    fn a_gateway_upf_has_one_data_network() {
-        let text = |networks: &str| {
-            format!("[gateway]\ninner = \"a\"\nunderlay = \"b\"\n[pfcp]\nn3 = [\"192.0.2.1\"]\n{networks}")
-        };
-        let net = |name: &str, extra: &str| {
-            format!(
-                "[[pfcp.network]]\nname = \"{name}\"\nue_prefixes = [\"10.45.0.0/16\"]\n{extra}\n"
-            )
-        };
-        let one = Config::parse(&text(&net("internet", ""))).unwrap();
-        assert!(check_data_networks(&one).is_ok());
-        let two = net("internet", "") + &net("ims", "vlan = 20");
-        let e = check_data_networks(&Config::parse(&text(&two)).unwrap()).unwrap_err();
-        assert_eq!(e.field, "pfcp.network[1].vlan");
-    }
 
     #[test]
     fn an_l3_network_is_refused_naming_it() {

@@ -55,8 +55,23 @@ impl Steered {
                     .extend(t.inner_prefixes.iter().map(|p| (p.addr, p.len)));
             }
         }
+        // A UPF's tagged data networks: their frames come by VLAN (an
+        // untagged one's by its UE pools, the N3 tunnel's prefixes).
+        for vid in data_network_vlans(config).into_iter().flatten() {
+            s.networks = true;
+            s.vlans.insert(vid);
+        }
         s
     }
+}
+
+/// The VLAN of each of a UPF's data networks on the inner interface, by
+/// network index (`[[pfcp.network]] vlan`; empty without `[pfcp]`).
+pub fn data_network_vlans(config: &Config) -> Vec<Option<u16>> {
+    config
+        .pfcp
+        .as_ref()
+        .map_or_else(Vec::new, |p| p.networks.iter().map(|n| n.vlan).collect())
 }
 
 /// Moves the maps from what `old` steered (nothing at start) to what
@@ -239,5 +254,29 @@ vni = 6
         c.tunnels.push(net("green", None));
         let s = Steered::of(&c);
         assert!(s.untagged && !s.l2_default);
+    }
+
+    /// A UPF's tagged data networks steer by VLAN; an untagged one by
+    /// its UE pools (the N3 tunnel's prefixes), as a single network does.
+    #[test]
+    fn what_data_networks_steer() {
+        let c = Config::parse(
+            "[gateway]\ninner = \"a\"\nunderlay = \"b\"\n[pfcp]\nn3 = [\"192.0.2.1\"]\n\
+             [[pfcp.network]]\nname = \"internet\"\nvlan = 10\nue_prefixes = [\"10.45.0.0/16\"]\n\
+             [[pfcp.network]]\nname = \"ims\"\nvlan = 20\nue_prefixes = [\"10.45.0.0/16\"]\n\
+             [[pfcp.network]]\nname = \"iot\"\nue_prefixes = [\"10.46.0.0/16\"]\n",
+        )
+        .unwrap();
+        assert_eq!(data_network_vlans(&c), [Some(10), Some(20), None]);
+        let s = Steered::of(&c);
+        assert_eq!(s.vlans.iter().copied().collect::<Vec<_>>(), [10, 20]);
+        assert!(s.networks && !s.untagged, "untagged frames by prefix only");
+        assert_eq!(s.prefixes.len(), 2);
+        let one = Config::parse(
+            "[gateway]\ninner = \"a\"\nunderlay = \"b\"\n[pfcp]\nn3 = [\"192.0.2.1\"]\nue_prefixes = [\"10.45.0.0/16\"]\n",
+        )
+        .unwrap();
+        let s = Steered::of(&one);
+        assert!(s.vlans.is_empty() && !s.networks);
     }
 }

@@ -298,8 +298,9 @@ impl Worker {
         if let Some(o) = &setup.common.overlay {
             pipeline.attach_overlay(o.clone());
         }
-        // The inner interface is a trunk port: networks are its VLANs.
-        let trunk = pipeline.attach_vlans();
+        // The inner interface is a trunk port: networks (and a UPF's data
+        // networks) are its VLANs.
+        let trunk = pipeline.attach_vlans(&super::steer::data_network_vlans(config));
         let WorkerIo {
             underlay,
             inner,
