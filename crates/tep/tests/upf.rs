@@ -27,6 +27,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tep_testing::netns::{self, root_or_skip, sh, spawn_daemon, Daemon, Namespaces, Script};
 
+#[path = "upf/dnn_gateway.rs"]
+mod dnn_gateway;
 #[path = "upf/n9.rs"]
 mod n9;
 

@@ -294,6 +294,26 @@ fn output_one(pool: &mut Pool, id: PacketId, vlans: &Vlans) -> Result<(), DropRe
     shift(pool, id, 4)
 }
 
+/// The packets of `v` bound for the kernel's stack (their next hop not
+/// known yet) that a tagged network's would be: dropped `no_route`. The
+/// kernel would send them untagged, into another network; a tagged
+/// network's next hop comes from the kernel's neighbour table (learned,
+/// or configured) without a packet of it.
+pub(crate) fn kernel_untagged(
+    stats: &mut NodeStats,
+    pool: &mut Pool,
+    v: &mut PacketVector,
+    vlans: &Vlans,
+) {
+    each(stats, pool, v, |pool, id| {
+        let m = pool.meta(id);
+        match vlans.tag_of_packet(m.tunnel, m.network) {
+            Some(_) => Err(DropReason::NoRoute),
+            None => Ok(()),
+        }
+    });
+}
+
 /// Moves the offsets past the Ethernet addresses by `by` bytes (a tag
 /// popped or pushed).
 fn shift(pool: &mut Pool, id: PacketId, by: i32) -> Result<(), DropReason> {

@@ -939,8 +939,9 @@ impl<C: Clock> Pipeline<C> {
             });
         }
         if let Some(vlans) = vlans.as_deref() {
-            runtime.run(Node::VlanOutput, v.len(), |s| {
-                vlan::output(s, pool, v, vlans)
+            runtime.run(Node::VlanOutput, v.len() + unresolved.len(), |s| {
+                vlan::output(s, pool, v, vlans);
+                vlan::kernel_untagged(s, pool, unresolved, vlans);
             });
         }
         counters.decap_out += (v.len() + unresolved.len()) as u64;

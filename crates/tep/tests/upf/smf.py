@@ -127,11 +127,18 @@ from scapy.contrib.pfcp import (
     PFCPSessionReportResponse,
 )
 from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
 PFCP_PORT = 8805
 GTPU_PORT = 2152
 CLONE_NEWNET = 0x40000000
+# AF_PACKET (linux/if_packet.h, linux/if_ether.h): every protocol, and the
+# auxiliary data where the kernel leaves a received frame's VLAN tag.
+ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_AUXDATA = 8
+TP_STATUS_VLAN_VALID = 0x10
 # Seconds from 1900 (the Recovery Time Stamp's epoch) to 1970.
 NTP_UNIX = 2208988800
 QFI = 9
@@ -1948,6 +1955,94 @@ class Lab:
         got = self.request(self.establishment(iot, dnn="iot"))
         refused = self.expect_rule_failure(got, ESTABLISHMENT_RESPONSE, iot, "unknown Network Instance", (0, 1), 22)
         return {"uplink": 2, "downlink": 2, "unknown": refused}
+
+    def cmd_vlan_networks(self, c):
+        """Two data networks on VLANs of a gateway's inner interface:
+        "internet" (VID 10) and "ims" (VID 20), a session in each (`first`,
+        `first` + 1) with the same UE address and port; the DN side is an
+        AF_PACKET socket on `c["dev"]` in `dn_ns` (no 8021q there), which
+        reads and writes the tagged frames itself. Each session's uplink
+        leaves tagged with its network's VID; a tagged datagram to the UE
+        reaches the gNB with the TEID of the session of that VID's network.
+        Then a frame of an unknown VID (30) and an untagged one, to the same
+        UE: neither reaches a gNB. A first uplink packet, before the next
+        hop is known, leaves nowhere."""
+        home = os.open("/proc/self/ns/net", os.O_RDONLY)
+        enter_netns("/var/run/netns/" + self.cfg["dn_ns"])
+        raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        raw.bind((c["dev"], 0))
+        mac = raw.getsockname()[4]
+        libc = ctypes.CDLL(None, use_errno=True)
+        check(libc.setns(home, CLONE_NEWNET) == 0, "setns back")
+        os.close(home)
+        # The kernel moves a received tag into the packet's metadata.
+        raw.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+        try:
+            return self.vlan_networks(c, raw, mac)
+        finally:
+            raw.close()
+
+    def tagged_udp(self, raw, wait):
+        """The UDP datagrams to the DN port that `raw` reads within `wait`
+        s: [(VID or None, source, sport, payload)]."""
+        out = []
+        end = time.monotonic() + wait
+        while True:
+            r, _, _ = select.select([raw], [], [], max(0, end - time.monotonic()))
+            if not r:
+                return out
+            data, anc, _, _ = raw.recvmsg(65535, 256)
+            vid = None
+            for level, kind, aux in anc:
+                if level == SOL_PACKET and kind == PACKET_AUXDATA and len(aux) >= 20:
+                    status, tci = struct.unpack_from("=I", aux)[0], struct.unpack_from("=H", aux, 16)[0]
+                    if status & TP_STATUS_VLAN_VALID:
+                        vid = tci & 0xFFF
+            eth = Ether(data)
+            if Dot1Q in eth:
+                vid = eth[Dot1Q].vlan
+            if IP in eth and UDP in eth and eth[UDP].dport == self.dn_port:
+                out.append((vid, eth[IP].src, eth[UDP].sport, bytes(eth[UDP].payload)))
+
+    def vlan_networks(self, c, raw, mac):
+        first = c["first"]
+        a = Session(first, self.cfg, self.gnbs[0])
+        b = Session(first + 1, self.cfg, self.gnbs[0])
+        b.ue, b.port = a.ue, a.port
+        for s, dnn in ((a, "internet"), (b, "ims")):
+            self.accept_establishment(s, self.request(self.establishment(s, dnn=dnn)))
+            self.sessions[s.index] = s
+        # The first packet to a destination the workers have no next hop
+        # for is dropped (the kernel would send it untagged); it asks.
+        g, _, payload = self.gpdu(a, 9, 100)
+        self.gnb_socks[0].sendto(g, (self.upf, GTPU_PORT))
+        first = [x for x in self.tagged_udp(raw, 0.5) if x[3] == payload]
+        check(not first, "the first uplink went out before its next hop was known: %r" % first)
+        for n, (s, vid) in enumerate(((a, 10), (b, 20))):
+            g, _, payload = self.gpdu(s, n, 100)
+            self.gnb_socks[0].sendto(g, (self.upf, GTPU_PORT))
+            got = [x for x in self.tagged_udp(raw, 1.0) if x[3] == payload]
+            check(got == [(vid, s.ue, s.port, payload)],
+                  "uplink of session %d: want one frame on VID %d, got %r" % (s.index, vid, got))
+        want = {}
+
+        def frame(s, vid, p):
+            eth = Ether(src=mac, dst=c["upf_mac"])
+            if vid:
+                eth = eth / Dot1Q(vlan=vid)
+            return bytes(eth / IP(src=self.dn, dst=s.ue) / UDP(sport=self.dn_port, dport=s.port) / Raw(p))
+
+        for n, (s, vid) in enumerate(((a, 10), (b, 20))):
+            p = self.downlink_payload(s, n, 100)
+            raw.send(frame(s, vid, p))
+            want[p] = (s, 100)
+        self.collect_downlink(want, 5.0)
+        check(not want, "downlink: %d of 2 did not reach the gNB: %r" % (len(want), list(want)))
+        for n, vid in ((2, 30), (3, None)):
+            raw.send(frame(a, vid, self.downlink_payload(a, n, 100)))
+        stray = self.drain(self.gnb_socks[0], 0.5)
+        check(not stray, "a frame of no data network reached the gNB: %r" % stray)
+        return {"uplink": 2, "downlink": 2, "strays": 2}
 
     def cmd_stats(self, c):
         return {"sessions": len(self.sessions), "heartbeats_answered": self.heartbeats_answered,

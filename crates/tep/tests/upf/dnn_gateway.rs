@@ -1,0 +1,76 @@
+//! Several data networks in gateway mode (issue 28): `[[pfcp.network]]
+//! vlan`, each network an 802.1Q VLAN of the inner interface (`vd`). The
+//! data network's side (`vn` in `dn`) has no VLAN devices (no 8021q
+//! here): smf.py reads and writes the tagged frames on an AF_PACKET
+//! socket, and the kernel there drops them (a VID it has no device for).
+
+use super::*;
+
+/// The MAC of `dev` in `ns`.
+fn mac_of(lab: &Lab, ns: &str, dev: &str) -> String {
+    let out = lab.exec(ns, &["ip", "-j", "link", "show", dev], true);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("ip -j link");
+    v[0]["address"].as_str().expect("a MAC").to_string()
+}
+
+/// "internet" on VLAN 10 and "ims" on VLAN 20, a session in each with
+/// the same UE address: each uplink leaves tagged with its network's VID,
+/// each tagged downlink reaches its own session's TEID (the first uplink
+/// packet, before the workers know the next hop, is dropped rather than
+/// handed to the kernel, which would send it untagged); a frame of VID 30
+/// and an untagged one (no network is untagged) reach no gNB and are
+/// counted.
+#[test]
+fn a_gateway_upf_reaches_data_networks_by_vlan() {
+    let test = "a_gateway_upf_reaches_data_networks_by_vlan";
+    if !scapy_or_skip(test) {
+        return;
+    }
+    let lab = Lab::new(true);
+    let config = format!(
+        "[gateway]\nunderlay = \"vu\"\ninner = \"vd\"\ncontrol = \"{}\"\n\n\
+         [pfcp]\nlisten = \"{UPF}\"\nnode_id = \"{NODE_ID}\"\nn3 = [\"{UPF}\"]\n\n\
+         [[pfcp.network]]\nname = \"internet\"\nvlan = 10\nue_prefixes = [\"10.45.0.0/16\"]\n\n\
+         [[pfcp.network]]\nname = \"ims\"\nvlan = 20\nue_prefixes = [\"10.45.0.0/16\"]\n",
+        lab.dir.join(format!("{}.sock", lab.up)).display()
+    );
+    // The next hop of a tagged network is the kernel's neighbour entry,
+    // configured: the kernel cannot ARP on a VLAN it has no device for,
+    // and tep never hands it a tagged network's packet.
+    let dn_mac = mac_of(&lab, &lab.dn, "vn");
+    let neigh = [
+        "ip",
+        "neigh",
+        "replace",
+        DN,
+        "lladdr",
+        &dn_mac,
+        "dev",
+        "vd",
+        "nud",
+        "permanent",
+    ];
+    lab.exec(&lab.up, &neigh, true);
+    let tep = spawn_daemon(&lab.dir, &lab.up, &config);
+    let mut smf = Smf::start(&lab);
+    smf.run(&tep, json!({"run": "associate"}));
+    let r = smf.run(
+        &tep,
+        json!({"run": "vlan_networks", "first": 0, "dev": "vn", "upf_mac": mac_of(&lab, &lab.up, "vd")}),
+    );
+    assert_eq!(
+        (r["uplink"].as_u64(), r["downlink"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(pfcp_counter(&tep, "sessions_established"), 2);
+    for reason in ["no_session", "wrong_network"] {
+        assert_eq!(dropped(&tep, reason), 0, "{reason}: {}", tep.log());
+    }
+    // The first uplink packet, which met no next hop yet.
+    assert_eq!(dropped(&tep, "no_route"), 1);
+    // Both strays are tep's (the UE pool steers them) or the steering
+    // program's (VID 30): dropped unknown_vlan either way.
+    let c = tep.show("counters");
+    let kernel = c["kernel"]["inner_unknown_vlan"].as_u64().unwrap_or(0);
+    assert_eq!(dropped(&tep, "unknown_vlan") + kernel, 2, "{c}");
+}
