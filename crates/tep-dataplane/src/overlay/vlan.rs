@@ -466,6 +466,21 @@ mod tests {
             let (data, _) = run_meta(output, &v, &untagged, meta).unwrap();
             assert_eq!(data, want, "network {network}");
         }
+        // Without a next hop yet: the kernel may carry only the untagged
+        // network's packets.
+        for (network, want) in [
+            (0, Err(DropReason::NoRoute)),
+            (1, Err(DropReason::NoRoute)),
+            (2, Ok(untagged.clone())),
+        ] {
+            let meta = PacketMeta {
+                tunnel: 0,
+                network,
+                ..PacketMeta::FRESH
+            };
+            let got = run_meta(kernel_untagged, &v, &untagged, meta).map(|(d, _)| d);
+            assert_eq!(got, want, "network {network}");
+        }
         // Without tagged data networks the N3 tunnel is a plain one.
         let mut n3 = plain();
         n3.sessions = true;
