@@ -1159,17 +1159,20 @@ impl SessionTable {
     /// The outer header of a downlink packet whose session word (as
     /// `session-lookup` set it) is `word`: the peer's id, TEID and QFI.
     #[inline]
-    pub(crate) fn downlink_header(&self, word: u32) -> (u32, u32, Option<u8>) {
+    pub(crate) fn downlink_header(&self, word: u32) -> (u32, u32, (Option<u8>, bool)) {
         let slot = word & SLOT_MASK;
         if word >> RULE_SHIFT == 0 {
             let s = self.get(slot);
-            return (s.peer, s.teid, s.qfi);
+            return (s.peer, s.teid, (s.qfi, false));
         }
         let rule = ((word >> RULE_SHIFT) & RULE_BITS) as usize;
-        // An uplink rule's peer: a G-PDU on its way to N9 ([`n9`]).
+        // An uplink rule's peer: a G-PDU on its way to N9 ([`n9`]), its
+        // container an uplink one.
         let uplink = word & n9::UPLINK_RULE != 0;
         let t = self.rules.treatment(slot, uplink, (rule - 1) as u8);
-        t.map_or((u32::MAX, 0, None), |t| (t.peer, t.teid, t.qfi))
+        t.map_or((u32::MAX, 0, (None, false)), |t| {
+            (t.peer, t.teid, (t.qfi, uplink))
+        })
     }
 
     /// Sessions with a slot in use.
