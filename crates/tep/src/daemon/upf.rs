@@ -140,7 +140,7 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
             }
             (rule.qfi_match, rule.mbr) = (pdr.qfi, own(&ul_own, pdr));
             rule.peer = super::n9::uplink_peer(far)?;
-            rule.qfi = super::n9::uplink_qfi(&rules, pdr, rule.peer.is_some());
+            rule.qfi = super::n9::uplink_qfi(rules, pdr, rule.peer.is_some());
             ul.push((pdr, rule));
         } else {
             if let Some(key) = super::n9::downlink_key(pdr, n3)? {
