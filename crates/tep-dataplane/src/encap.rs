@@ -479,14 +479,14 @@ fn tunnel_encap_one(
     if hot.sessions {
         // An N3 tunnel: the header is the session's (peer TEID, QFI).
         let sessions = sessions.ok_or(DropReason::NoSession)?;
-        let (_, teid, qfi) = sessions.downlink_header(pool.session(id));
+        let (_, teid, container) = sessions.downlink_header(pool.session(id));
         let payload_len = pool.total_len(id);
-        let n = downlink::header_len(qfi);
+        let n = downlink::header_len(container.0);
         if payload_len + n - tep_wire::gtpu::HEADER_LEN > usize::from(u16::MAX) {
             return Err(DropReason::TooBig);
         }
         let h = pool.prepend(id, n).ok_or(DropReason::TooBig)?;
-        downlink::write_gtpu(h, teid, qfi, payload_len);
+        downlink::write_gtpu(h, teid, container, payload_len);
         shift(pool, id, n);
         return Ok(());
     }

@@ -9,7 +9,7 @@ use common::upf::*;
 use common::*;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tep_dataplane::example;
-use tep_dataplane::session::control::SessionSpec;
+use tep_dataplane::session::control::{RuleTag, SessionSpec};
 use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
 use tep_dataplane::session::{Action, UplinkKey};
 use tep_dataplane::DropReason;
@@ -186,6 +186,46 @@ fn downlink_from_n9_goes_to_the_gnb_as_the_sessions_downlink() {
         settle(&mut c, &mut p, &mut pool);
         run_decap(&mut p, &mut pool, &[from_psa(v6, 0x66, b"")], 0);
         assert_eq!(p.drops(DropReason::UnknownTeid), 2);
+        assert_balanced(&p);
+        assert_no_leak(&pool);
+    }
+}
+
+/// The N9 uplink's G-PDU carries its rule's QFI in a UL PDU Session
+/// Container (what the PSA's PDRs match) and its FAR's marking as the
+/// outer DSCP, the ECN bits still the inner packet's.
+#[test]
+fn the_n9_uplink_carries_a_ul_container_and_its_mark() {
+    for v6 in [false, true] {
+        let mut pool = pool();
+        let (mut c, mut p) = upf(v6);
+        let mut spec = ulcl(v6);
+        spec.rules.uplink[1].qfi = Some(9);
+        let tag = |key, dscp| RuleTag {
+            key,
+            counted: false,
+            dscp,
+        };
+        spec.rules.uplink_tags = vec![tag(0, None), tag(1, Some(46))];
+        c.create(&spec).unwrap();
+        settle(&mut c, &mut p, &mut pool);
+        let ue = if v6 { ue6(1) } else { ue4(1) };
+        let to_psa = inner(ue, true, b"through the PSA");
+        let out = run_decap(&mut p, &mut pool, &[gpdu(v6, 0x10001, Some(5), &to_psa)], 0);
+        assert_eq!(out.replies.len(), 1, "N9: {}", p.runtime().report());
+        let o = &out.replies[0];
+        let (dst, r, payload) = outer(o);
+        assert_eq!((dst, r.teid, payload), (psa(v6), 0x99, to_psa));
+        let ext: Vec<_> = r.extensions.iter().collect();
+        let ul = Extension::PduSessionContainer(PduSessionContainer::ul(9));
+        assert_eq!(ext, [&ul]);
+        let tos = if v6 {
+            (u16::from_be_bytes([o[0], o[1]]) >> 4) as u8
+        } else {
+            o[1]
+        };
+        assert_eq!(tos >> 2, 46, "the FAR's DSCP");
+        assert_eq!(outer_udp_ok(o), Some(true), "outer UDP checksum");
         assert_balanced(&p);
         assert_no_leak(&pool);
     }

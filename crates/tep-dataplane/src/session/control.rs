@@ -51,7 +51,7 @@ pub struct SessionSpec {
 /// packet filters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SessionRules {
-    /// Uplink (their `qfi` unused; a `peer` is a UPF on N9).
+    /// Uplink (a `peer` is a UPF on N9, their `qfi` its container's).
     pub uplink: Vec<RuleSpec>,
     /// Downlink (their `qfi_match` unused).
     pub downlink: Vec<RuleSpec>,
@@ -79,8 +79,9 @@ pub struct RuleTag {
     /// session's counts that way are theirs), and a counter costs its
     /// packets a write to one more line. A rule without a tag has none.
     pub counted: bool,
-    /// Downlink: the outer DSCP of its packets (its FAR's Transport
-    /// Level Marking; None: the N3 tunnel's).
+    /// The outer DSCP of its packets to its peer, a gNB or (uplink) a
+    /// UPF on N9 (its FAR's Transport Level Marking; None: the N3
+    /// tunnel's).
     pub dscp: Option<u8>,
 }
 

@@ -283,13 +283,20 @@ fn one(
     }
 }
 
-/// The GTP-U header of a downlink G-PDU of session `slot`: the peer's
-/// TEID and, where the session has a QFI, a PDU Session Container of type
-/// DL PDU SESSION INFORMATION with it (TS 38.415 §5.5.2.1). Written into
-/// `h`, which is 8 or 16 bytes ([`header_len`]); `payload_len` is the
-/// inner packet's.
+/// The GTP-U header of a G-PDU of a session to its peer: the peer's
+/// TEID and, where the session has a QFI, a PDU Session Container with it:
+/// DL PDU SESSION INFORMATION toward a gNB (TS 38.415 §5.5.2.1), UL PDU
+/// SESSION INFORMATION (`uplink`) toward a UPF on N9 (TS 29.281
+/// §5.2.2.7, TS 38.415 §5.5.2.2: the PSA matches its PDRs by that QFI).
+/// Written into `h`, which is 8 or 16 bytes ([`header_len`]);
+/// `payload_len` is the inner packet's.
 #[inline]
-pub(crate) fn write_gtpu(h: &mut [u8], teid: u32, qfi: Option<u8>, payload_len: usize) {
+pub(crate) fn write_gtpu(
+    h: &mut [u8],
+    teid: u32,
+    (qfi, uplink): (Option<u8>, bool),
+    payload_len: usize,
+) {
     let len = (h.len() - tep_wire::gtpu::HEADER_LEN + payload_len) as u16;
     // Version 1, protocol type GTP, E flag with a container.
     h[0] = if qfi.is_some() { 0x34 } else { 0x30 };
@@ -299,8 +306,10 @@ pub(crate) fn write_gtpu(h: &mut [u8], teid: u32, qfi: Option<u8>, payload_len: 
     if let Some(q) = qfi {
         // Sequence number, N-PDU number (unused: S and PN clear), next
         // extension: PDU Session Container; the container is 1 unit of 4
-        // bytes: PDU type 0 (DL), the QFI, no next extension.
-        h[8..16].copy_from_slice(&[0, 0, 0, 0x85, 1, 0x00, q & 0x3f, 0]);
+        // bytes: PDU type 0 (DL) or 1 (UL) in the high nibble with no
+        // flags, the QFI, no next extension.
+        let pdu_type = if uplink { 0x10 } else { 0x00 };
+        h[8..16].copy_from_slice(&[0, 0, 0, 0x85, 1, pdu_type, q & 0x3f, 0]);
     }
 }
 
@@ -320,23 +329,26 @@ mod tests {
     use tep_wire::gtpu::{Extension, GtpuRepr, PduSessionContainer};
 
     #[test]
-    fn the_header_is_tep_wires_g_pdu_with_a_dl_container() {
-        for qfi in [None, Some(9), Some(63)] {
+    fn the_header_is_tep_wires_g_pdu_with_a_dl_or_ul_container() {
+        for (qfi, uplink) in [None, Some(9), Some(63)]
+            .into_iter()
+            .flat_map(|q| [(q, false), (q, true)])
+        {
             let payload = 1400;
             let mut h = [0u8; 16];
             let n = header_len(qfi);
-            write_gtpu(&mut h[..n], 0xdead_beef, qfi, payload);
+            write_gtpu(&mut h[..n], 0xdead_beef, (qfi, uplink), payload);
             let mut want = GtpuRepr::gpdu(0xdead_beef);
             if let Some(q) = qfi {
-                let _ =
-                    want.extensions
-                        .push(Extension::PduSessionContainer(PduSessionContainer::dl(
-                            q, false,
-                        )));
+                let c = match uplink {
+                    true => PduSessionContainer::ul(q),
+                    false => PduSessionContainer::dl(q, false),
+                };
+                let _ = want.extensions.push(Extension::PduSessionContainer(c));
             }
             let mut expect = vec![0u8; want.buffer_len()];
             want.emit(&mut expect, payload);
-            assert_eq!(&h[..n], &expect[..], "qfi {qfi:?}");
+            assert_eq!(&h[..n], &expect[..], "qfi {qfi:?} uplink {uplink}");
         }
     }
 }

@@ -727,6 +727,45 @@ impl UeMaps {
         }
         self.ue6_64.get((dst >> 64) as u64)
     }
+
+    /// Maps `key` to `v` (None: unmaps it); the value it had.
+    fn set(&mut self, key: UeKey, v: Option<u32>) -> Option<u32> {
+        match (key, v) {
+            (UeKey::V4(a), Some(s)) => self.ue4.insert(a, s),
+            (UeKey::V4(a), None) => self.ue4.remove(a),
+            (UeKey::V6(a), Some(s)) => self.ue6.insert(a, s),
+            (UeKey::V6(a), None) => self.ue6.remove(a),
+            (UeKey::V6Prefix(p), Some(s)) => self.ue6_64.insert(p, s),
+            (UeKey::V6Prefix(p), None) => self.ue6_64.remove(p),
+        }
+    }
+
+    /// As owner counts: adds `delta` networks to `key`'s, unmapped at 0.
+    fn own(&mut self, key: UeKey, delta: i64) {
+        let had = match key {
+            UeKey::V4(a) => self.ue4.get(a),
+            UeKey::V6(a) => self.ue6.get(a),
+            UeKey::V6Prefix(p) => self.ue6_64.get(p),
+        };
+        let n = i64::from(had.unwrap_or(0)) + delta;
+        self.set(key, u32::try_from(n).ok().filter(|&n| n > 0));
+    }
+
+    /// Adds one owner to each of `self`'s keys in `owners`.
+    fn count_into(&mut self, owners: &mut UeMaps) {
+        self.ue4.retain(|a, _| {
+            owners.own(UeKey::V4(a), 1);
+            true
+        });
+        self.ue6.retain(|a, _| {
+            owners.own(UeKey::V6(a), 1);
+            true
+        });
+        self.ue6_64.retain(|p, _| {
+            owners.own(UeKey::V6Prefix(p), 1);
+            true
+        });
+    }
 }
 
 /// One worker's replica of the session table.
@@ -741,6 +780,12 @@ pub struct SessionTable {
     // empty (its maps are `ue`), as is `ue` when the current network has
     // no entry.
     parked: Vec<UeMaps>,
+    // With several networks: by UE address (or /64), how many networks
+    // have a session for it, so that a downlink miss tells whether
+    // another network has the address in one lookup, not one per
+    // network (a sender spraying unknown addresses would make every miss
+    // pay up to 63). None while one network has maps (nothing to ask).
+    owners: Option<UeMaps>,
     // The network the downlink packets being looked up came from (the
     // device a batch was read from): `set_network`.
     network: usize,
@@ -783,6 +828,7 @@ impl SessionTable {
             uplink: FlatMap::default(),
             ue: UeMaps::default(),
             parked: vec![UeMaps::default()],
+            owners: None,
             network: 0,
             peers: Vec::new(),
             rules: RuleLines::default(),
@@ -895,12 +941,14 @@ impl SessionTable {
     }
 
     /// Whether a network other than the current one has a session for
-    /// `dst` (as [`downlink`](SessionTable::downlink) finds it): what a
-    /// miss costs, one lookup per other network, so that a packet that
-    /// came in on the wrong network's device is counted as such.
+    /// `dst` (as [`downlink`](SessionTable::downlink) finds it), asked
+    /// after the current one missed, so that a packet that came in on
+    /// the wrong network's device is counted as such: one lookup in the
+    /// owner counts, any owner being another network.
     pub fn in_other_network(&self, v6: bool, dst: u128) -> bool {
-        // The current network's entry is empty.
-        self.parked.iter().any(|m| m.find(v6, dst).is_some())
+        self.owners
+            .as_ref()
+            .is_some_and(|o| o.find(v6, dst).is_some())
     }
 
     /// Slot `slot`'s session (an empty one, which drops, if none).
@@ -1038,25 +1086,7 @@ impl SessionTable {
                     }
                 }
             }
-            Change::Downlink { network, key, slot } => {
-                let n = usize::from(network);
-                if self.parked.len() <= n {
-                    self.parked.resize_with(n + 1, UeMaps::default);
-                }
-                let m = if n == self.network {
-                    &mut self.ue
-                } else {
-                    &mut self.parked[n]
-                };
-                let _ = match (key, slot) {
-                    (UeKey::V4(a), Some(s)) => m.ue4.insert(a, s),
-                    (UeKey::V4(a), None) => m.ue4.remove(a),
-                    (UeKey::V6(a), Some(s)) => m.ue6.insert(a, s),
-                    (UeKey::V6(a), None) => m.ue6.remove(a),
-                    (UeKey::V6Prefix(p), Some(s)) => m.ue6_64.insert(p, s),
-                    (UeKey::V6Prefix(p), None) => m.ue6_64.remove(p),
-                };
-            }
+            Change::Downlink { network, key, slot } => self.set_downlink(network, key, slot),
             Change::Peer { id, peer } => {
                 let i = id as usize;
                 if self.peers.len() <= i {
@@ -1067,6 +1097,36 @@ impl SessionTable {
             Change::EndMarker { n3, peer, teid } => self.end_markers.push((n3, peer, teid)),
             // The pipeline's buffers, not the table's.
             Change::BufferBound { .. } | Change::DropBuffered { .. } => {}
+        }
+    }
+
+    /// Maps (or unmaps) downlink key `key` of network `network`, and
+    /// counts its owners once a second network has maps.
+    fn set_downlink(&mut self, network: u8, key: UeKey, slot: Option<u32>) {
+        let n = usize::from(network);
+        if self.parked.len() <= n {
+            self.parked.resize_with(n + 1, UeMaps::default);
+        }
+        if n > 0 && self.owners.is_none() {
+            let mut owners = UeMaps::default();
+            self.ue.count_into(&mut owners);
+            for m in &mut self.parked {
+                m.count_into(&mut owners);
+            }
+            self.owners = Some(owners);
+        }
+        let m = if n == self.network {
+            &mut self.ue
+        } else {
+            &mut self.parked[n]
+        };
+        let had = m.set(key, slot).is_some();
+        if let Some(o) = self.owners.as_mut() {
+            match (had, slot.is_some()) {
+                (false, true) => o.own(key, 1),
+                (true, false) => o.own(key, -1),
+                _ => {}
+            }
         }
     }
 
@@ -1159,17 +1219,20 @@ impl SessionTable {
     /// The outer header of a downlink packet whose session word (as
     /// `session-lookup` set it) is `word`: the peer's id, TEID and QFI.
     #[inline]
-    pub(crate) fn downlink_header(&self, word: u32) -> (u32, u32, Option<u8>) {
+    pub(crate) fn downlink_header(&self, word: u32) -> (u32, u32, (Option<u8>, bool)) {
         let slot = word & SLOT_MASK;
         if word >> RULE_SHIFT == 0 {
             let s = self.get(slot);
-            return (s.peer, s.teid, s.qfi);
+            return (s.peer, s.teid, (s.qfi, false));
         }
         let rule = ((word >> RULE_SHIFT) & RULE_BITS) as usize;
-        // An uplink rule's peer: a G-PDU on its way to N9 ([`n9`]).
+        // An uplink rule's peer: a G-PDU on its way to N9 ([`n9`]), its
+        // container an uplink one.
         let uplink = word & n9::UPLINK_RULE != 0;
         let t = self.rules.treatment(slot, uplink, (rule - 1) as u8);
-        t.map_or((u32::MAX, 0, None), |t| (t.peer, t.teid, t.qfi))
+        t.map_or((u32::MAX, 0, (None, false)), |t| {
+            (t.peer, t.teid, (t.qfi, uplink))
+        })
     }
 
     /// Sessions with a slot in use.
@@ -1188,6 +1251,7 @@ impl SessionTable {
         self.uplink.bytes()
             + self.ue.bytes()
             + self.parked.iter().map(UeMaps::bytes).sum::<usize>()
+            + self.owners.as_ref().map_or(0, UeMaps::bytes)
             + self.peers.capacity() * core::mem::size_of::<Option<Peer>>()
             + self.rules.bytes()
             + self.link.usage.bytes()

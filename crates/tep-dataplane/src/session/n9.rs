@@ -7,10 +7,13 @@
 //!   packet back to encapsulation, where it leaves as a G-PDU from the
 //!   session's N3 address, exactly as a downlink packet to a gNB does
 //!   (the peer is a [`super::Peer`] like a gNB, its TEID in the rule's
-//!   [`super::rules::Treatment`]). It carries no PDU Session Container:
-//!   tep writes only DL PDU SESSION INFORMATION, and a UL one would need
-//!   the G-PDU's QFI carried through encapsulation (not done; a PSA PDR
-//!   that matches a QFI does not match tep's N9 uplink).
+//!   [`super::rules::Treatment`]). Where the rule has a QFI it carries a
+//!   PDU Session Container of type UL PDU SESSION INFORMATION with it
+//!   (TS 29.281 §5.2.2.7), so that the PSA's PDRs can match by QFI; the
+//!   rule's, not the received G-PDU's: the packet's own QFI is not
+//!   carried through encapsulation, and a rule's QFI is the one its PDR
+//!   matched or its QER sets. Its outer DSCP is its peer's, as a gNB's
+//!   ([`super::Peer`]: the FAR's Transport Level Marking).
 //! - **downlink from N9**: a G-PDU to a session's Core-side F-TEID (an
 //!   N9 key, [`super::UplinkKey::n9`], found only after the N3 lookup
 //!   missed) is decapsulated and then looked up as a downlink packet of

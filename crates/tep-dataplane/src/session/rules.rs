@@ -87,7 +87,9 @@ pub struct RuleSpec {
     /// The peer's address and TEID (outer header creation): downlink the
     /// gNB's, uplink a UPF's on N9 (None: to N6).
     pub peer: Option<(IpAddr, u32)>,
-    /// Downlink: the QFI of the PDU Session Container.
+    /// The QFI of the PDU Session Container it sends: downlink to the
+    /// gNB (DL PDU SESSION INFORMATION), uplink to a UPF on N9 (UL PDU
+    /// SESSION INFORMATION; none: no container).
     pub qfi: Option<u8>,
     /// Its own maximum bit rate this way: (a key naming its bucket, e.g.
     /// the QER ID, shared by the rules with the same key; bit/s).

@@ -135,6 +135,39 @@ fn downlink_keys_are_per_data_network() {
     }
 }
 
+/// The owner counts that answer `in_other_network` in one lookup: built
+/// from network 0's keys when a second network appears, kept as keys
+/// come and go (a key two networks have stays until both let it go).
+#[test]
+fn other_networks_are_found_by_owner_counts() {
+    let (mut c, mut w) = setup();
+    let (ue, other) = (0x0a2d_0001u32, 0x0a2d_0002u32);
+    let first = c.create(&spec(0, 1, ue, None)).unwrap();
+    sync(&mut c, &mut w);
+    assert!(!w[0].in_other_network(false, u128::from(ue)), "one network");
+    let mut b = spec(0, 2, ue, None);
+    b.network = 1;
+    let second = c.create(&b).unwrap();
+    let mut d = spec(0, 3, other, None);
+    d.network = 1;
+    let third = c.create(&d).unwrap();
+    sync(&mut c, &mut w);
+    for t in &mut w {
+        t.set_network(2);
+        assert!(t.in_other_network(false, u128::from(ue)));
+        assert!(t.in_other_network(false, u128::from(other)));
+        assert!(!t.in_other_network(false, u128::from(other) + 1));
+    }
+    c.remove(first).unwrap();
+    c.remove(third).unwrap();
+    sync(&mut c, &mut w);
+    assert!(w[0].in_other_network(false, u128::from(ue)), "network 1's");
+    assert!(!w[0].in_other_network(false, u128::from(other)));
+    c.remove(second).unwrap();
+    sync(&mut c, &mut w);
+    assert!(!w[1].in_other_network(false, u128::from(ue)));
+}
+
 #[test]
 fn uplink_qfi_exact_before_any() {
     let (mut c, mut w) = setup();

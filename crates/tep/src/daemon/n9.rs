@@ -9,6 +9,12 @@
 //!   rule carries the peer), so that a ULCL's PDRs branch by their SDF
 //!   filters between N6 and N9 and the session's line stays as it is
 //!   ([`tep_dataplane::session::rules`]).
+//! - The uplink's PDU Session Container: UL PDU SESSION INFORMATION
+//!   (TS 29.281 §5.2.2.7) with the QFI of the PDR's QER where it sets one
+//!   (TS 29.244 §7.5.2.5: the QFI the UPF inserts), else the QFI the PDR
+//!   matches (the packet's as received on N3); neither: no container (a
+//!   PDR taking every QFI does not carry the packet's own through).
+//!   Its Transport Level Marking is the outer DSCP toward the peer UPF.
 //! - Downlink: a PDR from Core with a local F-TEID (CHOOSE as on Access)
 //!   and Outer Header Removal GTP-U: G-PDUs to that TEID are decapsulated
 //!   and handled as downlink packets of the session (its downlink FAR).
@@ -48,6 +54,12 @@ pub(super) fn uplink_peer(far: &node::Far) -> Result<Option<(IpAddr, u32)>, Refu
         }
         _ => Ok(None),
     }
+}
+
+/// The QFI an uplink PDR's G-PDUs carry to a UPF on N9 (`to_n9`): its
+/// QER's, else the one it matches; none to N6.
+pub(super) fn uplink_qfi(rules: &node::Rules, pdr: &node::Pdr, to_n9: bool) -> Option<u8> {
+    to_n9.then(|| rules.qfi(pdr).or(pdr.qfi)).flatten()
 }
 
 /// A downlink PDR's N9 key and N3 tunnel, where it has a local F-TEID:

@@ -66,10 +66,10 @@ use tep_pfcp::IeType;
 ///   drop) is refused, and so is an uplink FAR to Access;
 /// - PDRs of a direction under different URRs are rules of their own
 ///   (each rule has its usage counter, which its PDR's URRs read);
-/// - a downlink FAR's Transport Level Marking is the outer DSCP of its
-///   packets (PDRs whose FARs mark differently are rules of their own);
-///   an uplink FAR's is refused (N6 packets have no outer header; an N9
-///   uplink's marking is not built);
+/// - a FAR's Transport Level Marking is the outer DSCP of its
+///   packets to a gNB or a UPF on N9 (PDRs whose FARs mark differently
+///   are rules of their own); an uplink FAR's to N6 is refused (N6
+///   packets have no outer header);
 /// - maximum bit rates ([`mbrs`]): the QERs with an MBR that every PDR of
 ///   a direction is under (a session AMBR) are the session's bucket, the
 ///   lowest rate; one more of a PDR's own is its rule's bucket, shared by
@@ -140,6 +140,7 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
             }
             (rule.qfi_match, rule.mbr) = (pdr.qfi, own(&ul_own, pdr));
             rule.peer = super::n9::uplink_peer(far)?;
+            rule.qfi = super::n9::uplink_qfi(rules, pdr, rule.peer.is_some());
             ul.push((pdr, rule));
         } else {
             if let Some(key) = super::n9::downlink_key(pdr, n3)? {
@@ -179,13 +180,13 @@ pub fn compile(rules: &Rules, n3: &[(IpAddr, u32)]) -> Result<(SessionSpec, Opti
             return Err(refuse_pdr(odd.map_or(ul[0].0, |o| o.0), IeType::F_TEID));
         }
         spec.rules.uplink = checked(&ul)?;
-        spec.rules.uplink_tags = tags(rules, &ul, true);
+        spec.rules.uplink_tags = tags(rules, &ul);
     }
     let marks = |p: &node::Pdr| rules.far(p.far).and_then(|f| f.dscp);
     spec.rules.dscp = dl.first().and_then(|(p, _)| marks(p));
     if several(&dl) || dl.iter().any(|(p, _)| marks(p) != spec.rules.dscp) {
         spec.rules.downlink = checked(&dl)?;
-        spec.rules.downlink_tags = tags(rules, &dl, false);
+        spec.rules.downlink_tags = tags(rules, &dl);
     }
     spec.ue = match ue_up.or(ue_down) {
         Some((keys, pdr)) => UeSource::of_keys(keys.iter().flatten())
@@ -277,14 +278,15 @@ fn urrs_of(p: &node::Pdr) -> Vec<u32> {
 
 /// Each rule's tag: a usage counter kept by its PDR ID where the
 /// direction's PDRs are under different URRs (else the session's counts
-/// are each URR's); downlink, its FAR's outer DSCP.
-fn tags(rules: &Rules, list: &[(&node::Pdr, RuleSpec)], uplink: bool) -> Vec<RuleTag> {
+/// are each URR's); its FAR's outer DSCP (uplink: toward N9 only, as
+/// [`uplink_of`] checks).
+fn tags(rules: &Rules, list: &[(&node::Pdr, RuleSpec)]) -> Vec<RuleTag> {
     let counted = list.iter().any(|(p, _)| urrs_of(p) != urrs_of(list[0].0));
     list.iter()
         .map(|(p, _)| RuleTag {
             key: u32::from(p.id),
             counted,
-            dscp: rules.far(p.far).and_then(|f| f.dscp).filter(|_| !uplink),
+            dscp: rules.far(p.far).and_then(|f| f.dscp),
         })
         .collect()
 }
@@ -371,9 +373,11 @@ fn uplink_of(
     }
     match far.action {
         node::Action::Buffer { .. } => return Err(refuse_far(far, IeType::APPLY_ACTION)),
-        // No outer header to mark on N6 (the UE's own packets); on N9
-        // not built.
-        _ if far.dscp.is_some() => return Err(refuse_far(far, IeType::TRANSPORT_LEVEL_MARKING)),
+        // No outer header to mark on N6 (the UE's own packets); on N9 it
+        // is the peer UPF's template's, as a gNB's.
+        _ if far.dscp.is_some() && far.outer.is_none() => {
+            return Err(refuse_far(far, IeType::TRANSPORT_LEVEL_MARKING))
+        }
         node::Action::Forward
             if !matches!(far.destination, Some(Interface::CORE | Interface::N6_LAN)) =>
         {
@@ -1091,7 +1095,8 @@ pub(super) mod tests {
         let n3 = [(N3, 3)];
         let (spec, _) = compile(&ulcl(), &n3).unwrap();
         let ul: Vec<_> = spec.rules.uplink.iter().map(|r| (r.peer, r.qfi)).collect();
-        assert_eq!(ul, [(None, None), (Some((IpAddr::V4(PSA), 0x99)), None)]);
+        // The N9 rule's container: its QER's QFI.
+        assert_eq!(ul, [(None, None), (Some((IpAddr::V4(PSA), 0x99)), Some(9))]);
         let remote = Some((IpAddr::V4(Ipv4Addr::new(10, 60, 0, 0)), 16));
         assert_eq!(spec.rules.uplink[0].filters[0].remote, remote);
         let n9 = UplinkKey::n9(0x66);
@@ -1117,6 +1122,38 @@ pub(super) mod tests {
         let (spec, _) = compile(&r, &n3).unwrap();
         assert_eq!((spec.n3, &spec.uplink_keys[..]), (3, &[n9][..]));
         assert_eq!(spec.downlink, Action::Forward);
+    }
+
+    /// The N9 uplink's container QFI: its QER's, else the one its PDR
+    /// matches, none to N6; its FAR's marking is its outer DSCP, refused
+    /// only toward N6.
+    #[test]
+    fn the_n9_uplink_carries_a_qfi_and_a_mark() {
+        let n3 = [(N3, 3)];
+        let mut r = ulcl();
+        r.qers[0].qfi = None;
+        r.pdrs[0].qfi = Some(5);
+        r.pdrs[2].qfi = Some(5);
+        let qfis = |r: &Rules| {
+            let (spec, _) = compile(r, &n3).unwrap();
+            let q: Vec<_> = spec.rules.uplink.iter().map(|r| r.qfi).collect();
+            q
+        };
+        assert_eq!(qfis(&r), [None, Some(5)], "to N6 no container");
+        r.qers[0].qfi = Some(9);
+        assert_eq!(qfis(&r), [None, Some(9)], "the QER's first");
+        r.fars[0].dscp = Some(46);
+        let (spec, _) = compile(&r, &n3).unwrap();
+        let marks: Vec<_> = spec.rules.uplink_tags.iter().map(|t| t.dscp).collect();
+        assert_eq!(marks, [None, Some(46)]);
+        r.fars[2].dscp = Some(46);
+        assert_eq!(
+            compile(&r, &n3).map(|_| ()),
+            Err(Refused::rule(
+                FailedRuleId::Far(3),
+                Some(IeType::TRANSPORT_LEVEL_MARKING)
+            ))
+        );
     }
 
     /// What N9 cannot carry is refused by the rule and IE at fault.

@@ -21,6 +21,85 @@ const PSA: &str = "192.0.3.2";
 const PSA_GW: &str = "192.0.3.1";
 const PSA_DN: &str = "10.98.0.2";
 const PSA_NODE_ID: &str = "psa.test";
+/// smf.py's `N9_DSCP`: the I-UPF's N9 FAR's Transport Level Marking.
+const N9_DSCP: u32 = 46;
+/// smf.py's `QFI`: the session's QoS flow, which the PSA's uplink PDR
+/// matches.
+const QFI: u32 = 9;
+
+/// tshark decoding the G-PDUs that reach the PSA's side of the link
+/// (`vq`): each one's outer and inner DSCP, container PDU type and QFI,
+/// a line a packet, printed as it comes; stopped (SIGINT) and read by [`N9Capture::lines`].
+struct N9Capture {
+    child: std::process::Child,
+}
+
+impl N9Capture {
+    /// Started in `ns` and capturing (tshark said so) when it returns.
+    fn start(ns: &str) -> N9Capture {
+        use std::io::BufRead;
+        let filter = format!("udp dst port 2152 and dst host {PSA}");
+        let args = [
+            "netns",
+            "exec",
+            ns,
+            "tshark",
+            "-l",
+            "-n",
+            "-i",
+            "vq",
+            "-f",
+            &filter,
+            "-Y",
+            "gtp.message == 0xff",
+            "-T",
+            "fields",
+            "-E",
+            "separator=,",
+            "-e",
+            "ip.dsfield.dscp",
+            "-e",
+            "gtp.ext_hdr.pdu_ses_con.pdu_type",
+            "-e",
+            "gtp.ext_hdr.pdu_ses_con.qos_flow_id",
+        ];
+        let mut child = Command::new("ip")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("tshark: {e}"));
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("Capturing on") {
+            line.clear();
+            let n = err.read_line(&mut line).unwrap_or(0);
+            assert!(n > 0, "tshark stopped before capturing: {line}");
+        }
+        N9Capture { child }
+    }
+
+    /// What it decoded, one "outer dscp,inner dscp,pdu type,qfi" line a
+    /// G-PDU.
+    fn lines(mut self) -> Vec<String> {
+        use std::io::Read;
+        // SIGINT: tshark flushes what it decoded and exits.
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-INT", &pid]).status();
+        let mut out = String::new();
+        let _ = self.child.stdout.take().unwrap().read_to_string(&mut out);
+        let _ = self.child.wait();
+        out.lines().map(str::to_owned).collect()
+    }
+}
+
+impl Drop for N9Capture {
+    fn drop(&mut self) {
+        // A test that failed before reading it: no tshark left behind.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
 
 /// The PSA's namespace, joined to the lab's `up`; removed on drop.
 struct Psa {
@@ -89,8 +168,16 @@ impl Psa {
 /// downlink from the PSA's data network comes back through N9 and the
 /// I-UPF to the gNB with the session's TEID and QFI, as does downlink
 /// from the local data network. Each datagram exactly once (smf.py).
+///
+/// The N9 uplink carries a UL PDU Session Container with the session's
+/// QFI (the PSA's uplink PDR matches it, so nothing arrives without it)
+/// and the I-UPF FAR's DSCP, as tshark decodes them at the PSA.
 fn n9(test: &str, gateway: bool) {
     if !scapy_or_skip(test) {
+        return;
+    }
+    if !tep_testing::have("tshark") {
+        tep_testing::skip(format_args!("{test}: no tshark (Debian's tshark)"));
         return;
     }
     let lab = Lab::new(gateway);
@@ -108,7 +195,17 @@ fn n9(test: &str, gateway: bool) {
     smf.run(&tep, json!({"run": "associate"}));
     let before = (n3(&tep), n3(&psa_tep));
     const N: u64 = 3;
+    let capture = N9Capture::start(&psa.ns);
     let r = smf.run(&tep, json!({"run": "n9", "index": 0, "count": N}));
+    let seen = capture.lines();
+    // The outer header's DSCP first, then the inner one's; the
+    // container's PDU type (1: UL) and QFI last.
+    let ours = |l: &String| {
+        let f: Vec<_> = l.split(',').collect();
+        f.len() == 4 && (f[0], f[2], f[3]) == (&*N9_DSCP.to_string(), "1", &*QFI.to_string())
+    };
+    let n9_uplink = seen.iter().filter(|l| ours(l)).count() as u64;
+    assert_eq!(n9_uplink, N, "G-PDUs at the PSA: {seen:?}");
     for k in ["n9_uplink", "n9_downlink", "local_uplink", "local_downlink"] {
         assert_eq!(r[k], N, "{k}: {r}");
     }

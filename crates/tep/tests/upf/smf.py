@@ -142,6 +142,8 @@ TP_STATUS_VLAN_VALID = 0x10
 # Seconds from 1900 (the Recovery Time Stamp's epoch) to 1970.
 NTP_UNIX = 2208988800
 QFI = 9
+# The I-UPF's N9 uplink FAR's Transport Level Marking (EF).
+N9_DSCP = 46
 # Datagrams sent ahead of those received (see Lab.window).
 WINDOW = 64
 # Message types (TS 29.244 Table 7.3-1) this SMF sees.
@@ -1774,7 +1776,8 @@ class Lab:
 
     def psa_session(self, s):
         """The PSA's part of session `s` (TS 23.501 §5.6.4): uplink PDR 1
-        from the I-UPF (Access: F-TEID CHOOSE, no QFI), to the core; downlink
+        from the I-UPF (Access: F-TEID CHOOSE, QFI 9: only G-PDUs whose UL
+        PDU Session Container carries it match), to the core; downlink
         PDR 2 (the UE's address), FAR 2 dropping until the I-UPF's N9
         F-TEID is known."""
         return self.header(0) / PFCPSessionEstablishmentRequest(IE_list=[
@@ -1782,7 +1785,7 @@ class Lab:
             IE_FSEID(v4=1, seid=s.cp_seid, ipv4=self.smf),
             IE_CreatePDR(IE_list=[
                 IE_PDR_Id(id=1), IE_Precedence(precedence=200),
-                IE_PDI(IE_list=[IE_SourceInterface(interface="Access"), IE_FTEID(CH=1, V4=1)]),
+                IE_PDI(IE_list=[IE_SourceInterface(interface="Access"), IE_FTEID(CH=1, V4=1), IE_QFI(QFI=QFI)]),
                 IE_OuterHeaderRemoval(header="GTP-U/UDP/IPv4"),
                 IE_FAR_Id(id=1), IE_QER_Id(id=1),
             ]),
@@ -1801,7 +1804,8 @@ class Lab:
         """The I-UPF's part: uplink PDRs 1 and 3 on one F-TEID (CHOOSE ID
         1), QFI 9; PDR 3 (precedence 100) takes what goes to `local` (an
         SDF filter) to this UPF's own N6, PDR 1 the rest to the PSA on N9
-        (FAR 1: Core, outer header to the PSA's F-TEID); downlink PDR 2
+        (FAR 1: Core, outer header to the PSA's F-TEID, marked DSCP
+        `N9_DSCP`); downlink PDR 2
         from N6 (the UE's address) and PDR 4 from N9 (F-TEID CHOOSE ID 2,
         outer header removal) to the gNB (FAR 2)."""
         def uplink(pdr, precedence, far, extra):
@@ -1832,6 +1836,7 @@ class Lab:
             IE_CreateFAR(IE_list=[IE_FAR_Id(id=1), IE_ApplyAction(FORW=1), IE_ForwardingParameters(IE_list=[
                 IE_DestinationInterface(interface="Core"),
                 IE_OuterHeaderCreation(GTPUUDPIPV4=1, TEID=psa_teid, ipv4=self.cfg["psa"]),
+                IE_TransportLevelMarking(tos=N9_DSCP << 2, traffic_class=0xFC),
             ])]),
             IE_CreateFAR(IE_list=[IE_FAR_Id(id=2), IE_ApplyAction(FORW=1), IE_ForwardingParameters(IE_list=[
                 IE_DestinationInterface(interface="Access"),
