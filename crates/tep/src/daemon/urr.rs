@@ -31,8 +31,9 @@
 use std::time::{Duration, Instant};
 
 use tep_dataplane::session::control::{SessionSpec, Sessions, Volume};
+use tep_dataplane::session::watch::VolumeLimits;
 use tep_dataplane::session::Action;
-use tep_pfcp::node::{Node, Rules, Usage, UserPlane};
+use tep_pfcp::node::{Node, Rules, Usage, UserPlane, VolumeLeft};
 use tep_pfcp::types::Interface;
 
 /// The shortest time between two scans.
@@ -169,6 +170,40 @@ impl UrrCounts {
         }
     }
 
+    /// What is left now before the session's nearest volume threshold
+    /// and of its nearest quota, each of total, uplink and downlink: each
+    /// URR's ([`tep_pfcp::node::Urr::volume_left`], as far as its meter
+    /// counted) less what its sources counted since it last took them.
+    pub fn volume_limits(&self, rules: &Rules, sessions: &Sessions, slot: u32) -> VolumeLimits {
+        let mut out = VolumeLimits::default();
+        let mut volume = None;
+        for u in &rules.urrs {
+            let left = u.volume_left();
+            if left == VolumeLeft::default() {
+                continue;
+            }
+            let mut since = Usage::default();
+            if let Some(c) = self.0.iter().find(|c| c.id == u.id) {
+                since = c.banked;
+                for &(src, base) in &c.sources {
+                    add(
+                        &mut since,
+                        src,
+                        base,
+                        read(sessions, slot, src, &mut volume),
+                    );
+                }
+            }
+            let (ul, dl) = (since.uplink_bytes, since.downlink_bytes);
+            let counted = [ul + dl, ul, dl];
+            for i in 0..3 {
+                nearest(&mut out.threshold[i], left.threshold[i], counted[i]);
+                nearest(&mut out.quota[i], left.quota[i], counted[i]);
+            }
+        }
+        out
+    }
+
     /// What URR `urr` counted since it last took it.
     pub fn take(&mut self, sessions: &Sessions, slot: u32, urr: u32) -> Usage {
         let Some(c) = self.0.iter_mut().find(|c| c.id == urr) else {
@@ -182,6 +217,14 @@ impl UrrCounts {
             *base = now;
         }
         u
+    }
+}
+
+/// Keeps in `out` the nearer of it and `left` less `counted`.
+fn nearest(out: &mut Option<u64>, left: Option<u64>, counted: u64) {
+    if let Some(l) = left {
+        let l = l.saturating_sub(counted);
+        *out = Some(out.map_or(l, |o| o.min(l)));
     }
 }
 
