@@ -306,10 +306,11 @@ mod tests {
     use crate::daemon::upf::UpfPlane;
     use std::net::{IpAddr, Ipv4Addr, SocketAddr};
     use tep_dataplane::session::control::Sessions;
+    use tep_dataplane::session::{SessionTable, WorkerLink};
     use tep_pfcp::message::Message;
     use tep_pfcp::node::Config;
     use tep_pfcp::sample;
-    use tep_pfcp::types::{Bitmap, NodeId, ReportingTriggers, VolumeThreshold};
+    use tep_pfcp::types::{Bitmap, NodeId, ReportingTriggers, VolumeQuota, VolumeThreshold};
 
     const N3: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
     const SMF: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
@@ -317,7 +318,23 @@ mod tests {
     /// A node over the daemon's user plane with `n` sessions whose URR
     /// has a volume threshold (watched by every scan), on 2 workers.
     fn watched(n: u32) -> (Node, UpfPlane) {
-        let (sessions, _links) = Sessions::new(n + 1, 2, vec![false]);
+        let (node, up, _links) = with_urr(n, |u| {
+            u.reporting_triggers = ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 3));
+            u.volume_threshold = Some(VolumeThreshold {
+                total: Some(1 << 40),
+                ..Default::default()
+            });
+        });
+        (node, up)
+    }
+
+    /// A node over the daemon's user plane with `n` sessions whose first
+    /// URR `urr` sets, on 2 workers (their links).
+    fn with_urr(
+        n: u32,
+        urr: impl Fn(&mut tep_pfcp::rules::CreateUrr),
+    ) -> (Node, UpfPlane, Vec<WorkerLink>) {
+        let (sessions, links) = Sessions::new(n + 1, 2, vec![false]);
         let mut up = UpfPlane::new(sessions, vec![(IpAddr::V4(N3), 0)]);
         let mut c = Config::new(NodeId::V4(N3), 1, Some(N3), None);
         c.heartbeat_interval = None;
@@ -332,17 +349,93 @@ mod tests {
             let gnb = Ipv4Addr::new(192, 0, 2, 9);
             let mut r = sample::pdu_session_establishment(i, u64::from(i), SMF, ue, gnb, i);
             if let Message::SessionEstablishmentRequest(m) = &mut r.message {
-                let u = &mut m.create_urrs[0];
-                u.reporting_triggers = ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 3));
-                u.volume_threshold = Some(VolumeThreshold {
-                    total: Some(1 << 40),
-                    ..Default::default()
-                });
+                urr(&mut m.create_urrs[0]);
             }
             node.handle(now, smf, &r.to_bytes(), &mut up);
         }
         while node.poll_transmit().is_some() {}
-        (node, up)
+        (node, up, links)
+    }
+
+    /// The Usage Reports' (trigger, total volume) of the Session Report
+    /// Request `node` sends next.
+    fn next_report(node: &mut Node) -> Vec<(u64, Option<u64>)> {
+        let t = node.poll_transmit().expect("a report");
+        let r = tep_pfcp::PfcpRepr::parse_bytes(&t.payload).unwrap();
+        let Message::SessionReportRequest(sr) = r.message else {
+            panic!("{:?}", r.message)
+        };
+        sr.usage_reports
+            .iter()
+            .map(|u| (u.0.trigger.0.bits, u.0.volume.and_then(|v| v.total)))
+            .collect()
+    }
+
+    #[test]
+    fn a_crossing_is_reported_at_once_and_a_quota_stops_at_the_packet_that_does_not_fit() {
+        let (mut node, mut up, links) = with_urr(1, |u| {
+            let t = ReportingTriggers::VOLTH | ReportingTriggers::VOLQU;
+            u.reporting_triggers = ReportingTriggers(Bitmap::new(t, 3));
+            u.volume_threshold = Some(VolumeThreshold {
+                total: Some(2500),
+                ..Default::default()
+            });
+            u.volume_quota = Some(VolumeQuota(VolumeThreshold {
+                total: Some(4500),
+                ..Default::default()
+            }));
+        });
+        let mut w = SessionTable::new(links[0].clone());
+        let mut applied = Vec::new();
+        up.publish();
+        w.apply_pending(&mut applied);
+        let slot = (0..2).find(|&s| w.get(s).watch).expect("armed and flagged");
+        let seid = up.report_of(slot).map(|r| r.0);
+        // A worker's packet: charged, then counted if it passes.
+        let packet = |w: &SessionTable| {
+            let r = w.charge_volume(slot, true, 1000);
+            if r.is_ok() {
+                w.count_uplink(slot, 1000);
+            }
+            r.is_ok()
+        };
+        let (mut slots, mut crossed) = (Vec::new(), Vec::new());
+        assert!(packet(&w) && packet(&w));
+        up.volume_crossed(&mut slots, &mut crossed);
+        assert!(crossed.is_empty());
+        assert!(packet(&w), "the threshold's packet passes");
+        up.volume_crossed(&mut slots, &mut crossed);
+        assert_eq!(crossed.len(), 1);
+        assert!(!crossed[0].1, "a threshold, not a quota");
+        let now = Instant::now();
+        for (s, q) in crossed.drain(..) {
+            assert_eq!(Some(s), seid);
+            node.usage_crossed(now, s, q, &mut up);
+        }
+        assert_eq!(
+            next_report(&mut node),
+            [(tep_pfcp::types::UsageReportTrigger::VOLTH, Some(3000))]
+        );
+        // Re-armed: the quota has 1500 left, the threshold 2500 again.
+        assert!(packet(&w), "4000 of 4500");
+        assert!(!packet(&w), "the packet that would exceed the quota");
+        assert!(!packet(&w));
+        up.volume_crossed(&mut slots, &mut crossed);
+        assert_eq!(crossed.len(), 1);
+        assert!(crossed[0].1, "a quota");
+        for (s, q) in crossed.drain(..) {
+            node.usage_crossed(now, s, q, &mut up);
+        }
+        assert_eq!(
+            next_report(&mut node),
+            [(tep_pfcp::types::UsageReportTrigger::VOLQU, Some(1000))]
+        );
+        // The session's rules stop it (and its line is disarmed: the
+        // threshold alone stays armed).
+        up.publish();
+        w.apply_pending(&mut applied);
+        assert_eq!(w.get(slot).uplink, Action::QuotaExhausted);
+        assert_eq!(node.counter(tep_pfcp::node::Counter::QuotaExhausted), 1);
     }
 
     #[test]
