@@ -77,21 +77,55 @@ pub struct Line {
     // Which words are armed: bit i for word i.
     armed: AtomicU32,
     words: [AtomicI64; 6],
+    // The threshold words just after the packet that crossed: what the
+    // session sent past it each way since, for the report to leave to
+    // the next measurement.
+    snap: [AtomicI64; 3],
 }
 
-const _: () = assert!(core::mem::size_of::<Line>() == 64);
+const _: () = assert!(core::mem::size_of::<Line>() == 128);
+
+/// A threshold word armed for no threshold: charged (so that the bytes
+/// after a crossing are known each way), never crossing.
+const UNLIMITED: i64 = i64::MAX >> 1;
+/// A snapshot not taken since the line was armed.
+const NOT_CROSSED: i64 = i64::MIN;
 
 impl Line {
     fn arm(&self, l: &VolumeLimits) {
         let mut armed = 0;
+        let any_threshold = l.threshold.iter().any(Option::is_some);
         for (i, v) in l.threshold.iter().chain(&l.quota).enumerate() {
-            if let Some(v) = v {
-                let v = i64::try_from(*v).unwrap_or(i64::MAX);
-                self.words[i].store(v, Ordering::Relaxed);
-                armed |= 1 << i;
+            let v = match v {
+                Some(v) => i64::try_from(*v).unwrap_or(UNLIMITED).min(UNLIMITED),
+                None if i < QUOTA && any_threshold => UNLIMITED,
+                None => continue,
+            };
+            self.words[i].store(v, Ordering::Relaxed);
+            if i < QUOTA {
+                self.snap[i].store(NOT_CROSSED, Ordering::Relaxed);
             }
+            armed |= 1 << i;
         }
         self.armed.store(armed, Ordering::Release);
+    }
+
+    /// The bytes charged each way (uplink, downlink) after the packet
+    /// that last crossed a threshold.
+    fn since_crossing(&self) -> (u64, u64) {
+        let armed = self.armed.load(Ordering::Acquire);
+        let after = |w: usize| {
+            if armed & (1 << w) == 0 {
+                return 0;
+            }
+            let snap = self.snap[w].load(Ordering::Relaxed);
+            if snap == NOT_CROSSED {
+                return 0;
+            }
+            let d = snap.saturating_sub(self.words[w].load(Ordering::Relaxed));
+            u64::try_from(d).unwrap_or(0)
+        };
+        (after(UP), after(DOWN))
     }
 
     /// Charges a packet of `bytes` one way; `crossed`: whether this
@@ -111,13 +145,25 @@ impl Line {
                 }
             }
         }
+        let mut threshold = false;
         for w in [THRESHOLD + TOTAL, THRESHOLD + dir] {
             if armed & (1 << w) != 0 {
                 let prev = self.words[w].fetch_sub(b, Ordering::Relaxed);
-                *crossed |= prev > 0 && prev.saturating_sub(b) <= 0;
+                threshold |= prev > 0 && prev.saturating_sub(b) <= 0;
             }
         }
+        if threshold {
+            self.snapshot();
+            *crossed = true;
+        }
         Charged::Pass
+    }
+
+    #[cold]
+    fn snapshot(&self) {
+        for (s, w) in self.snap.iter().zip(&self.words) {
+            s.store(w.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
     }
 
     /// Whether an armed quota word is used up (at or below zero).
@@ -223,6 +269,13 @@ impl Watches {
         out.append(&mut self.crossed.lock().unwrap_or_else(|e| e.into_inner()));
     }
 
+    /// The bytes slot `slot`'s session sent each way (uplink, downlink)
+    /// after the packet that last crossed a threshold: the report of
+    /// that crossing leaves them to the next measurement.
+    pub fn since_crossing(&self, slot: u32) -> (u64, u64) {
+        self.line(slot).map_or((0, 0), Line::since_crossing)
+    }
+
     /// Whether slot `slot`'s armed quota is used up.
     pub fn quota_spent(&self, slot: u32) -> bool {
         self.line(slot).is_some_and(Line::quota_spent)
@@ -265,8 +318,14 @@ mod tests {
         // The third packet takes it to -500: the crossing.
         assert_eq!(w.charge(3, true, 1000), Charged::Pass);
         assert_eq!(crossed(&w), vec![3]);
+        assert_eq!(w.since_crossing(3), (0, 0));
         assert_eq!(w.charge(3, true, 1000), Charged::Pass);
+        assert_eq!(w.charge(3, false, 300), Charged::Pass);
         assert!(crossed(&w).is_empty(), "one signal per crossing");
+        assert_eq!(w.since_crossing(3), (1000, 300), "past the crossing");
+        w.arm(3, &limits(Some(5000), None));
+        w.charge(3, true, 1000);
+        assert_eq!(w.since_crossing(3), (0, 0), "no crossing since armed");
         // Re-armed: crosses again.
         w.arm(3, &limits(Some(1000), None));
         assert_eq!(w.charge(3, true, 1000), Charged::Pass);
@@ -354,9 +413,9 @@ mod tests {
         let empty = w.bytes();
         assert!(empty < 32 * 1024, "{empty} bytes before any line");
         w.arm(5, &limits(Some(1), None));
-        assert_eq!(w.bytes(), empty + WATCH_CHUNK * 64);
+        assert_eq!(w.bytes(), empty + WATCH_CHUNK * 128);
         w.arm(6, &limits(Some(1), None));
-        assert_eq!(w.bytes(), empty + WATCH_CHUNK * 64);
+        assert_eq!(w.bytes(), empty + WATCH_CHUNK * 128);
         assert!(
             !w.arm(2_000_000, &limits(Some(1), None)),
             "beyond the table"

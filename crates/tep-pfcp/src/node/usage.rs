@@ -72,8 +72,8 @@ pub struct Meter {
 }
 
 /// What is left of a URR's volume threshold and quota by what its meter
-/// holds (total, uplink, downlink; None: no such limit, or a quota used
-/// up), for the user plane to check packet by packet.
+/// holds (total, uplink, downlink; None: no such limit; a quota used up:
+/// 0), for the user plane to check packet by packet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct VolumeLeft {
     /// Before the threshold (only with the VOLTH trigger).
@@ -143,8 +143,14 @@ impl Urr {
                 out.threshold = left(v, &m.counted);
             }
         }
-        if let (false, Some(q)) = (m.exhausted, &self.volume_quota) {
+        if let Some(q) = &self.volume_quota {
             out.quota = left(&q.0, &m.quota_volume);
+            if m.exhausted {
+                // Nothing left (the meter may fall short by the packet
+                // that did not fit): the user plane keeps dropping until
+                // the session's rules stop it, and after.
+                out.quota = out.quota.map(|l| l.map(|_| 0));
+            }
         }
         out
     }
@@ -460,7 +466,7 @@ mod tests {
         let due = u.exhaust_volume();
         assert!(due.exhausted && u.exhausted());
         assert_eq!(due.report, UsageReportTrigger::VOLQU);
-        assert_eq!(u.volume_left().quota, [None; 3], "nothing left to arm");
+        assert_eq!(u.volume_left().quota, [None, Some(0), None], "nothing left");
         assert_eq!(u.exhaust_volume(), Due::default(), "once");
         u.new_volume_quota();
         assert_eq!(u.volume_left().quota, [None, Some(5000), None]);

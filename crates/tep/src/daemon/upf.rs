@@ -558,13 +558,17 @@ impl UpfPlane {
     /// The sessions whose packets reached a volume threshold or quota
     /// since the last call, and whether a quota ([`super::urr`]), into
     /// `out`; `slots`: scratch.
-    pub fn volume_crossed(&self, slots: &mut Vec<u32>, out: &mut Vec<(Seid, bool)>) {
+    pub fn volume_crossed(&mut self, slots: &mut Vec<u32>, out: &mut Vec<(Seid, bool)>) {
         let w = self.sessions.watches();
         w.take_crossed(slots);
         for slot in slots.drain(..) {
-            if let Some(&seid) = self.by_slot.get(&slot) {
-                out.push((seid, w.quota_spent(slot)));
+            let Some(&seid) = self.by_slot.get(&slot) else {
+                continue;
+            };
+            if let Some(e) = self.by_seid.get_mut(&seid) {
+                e.urrs.hold(w.since_crossing(slot));
             }
+            out.push((seid, w.quota_spent(slot)));
         }
     }
 
@@ -661,7 +665,8 @@ impl UserPlane for UpfPlane {
     }
 
     fn usage_taken(&mut self, seid: Seid, rules: &Rules) {
-        if let Some(e) = self.by_seid.get(&seid) {
+        if let Some(e) = self.by_seid.get_mut(&seid) {
+            e.urrs.release();
             let limits = e.urrs.volume_limits(rules, &self.sessions, e.slot);
             let _ = self.sessions.arm_volume(e.slot, &limits);
         }

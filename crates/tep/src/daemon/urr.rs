@@ -126,7 +126,13 @@ struct UrrCount {
 
 /// A session's URRs' counting.
 #[derive(Clone, Debug, Default)]
-pub struct UrrCounts(Vec<UrrCount>);
+pub struct UrrCounts {
+    urrs: Vec<UrrCount>,
+    // Bytes each way (uplink, downlink) of the session's counts that the
+    // takes until `usage_taken` leave to the next measurement: those the
+    // session sent after the packet that crossed a volume threshold.
+    held: [u64; 2],
+}
 
 impl UrrCounts {
     /// After slot `slot` was set from `rules` (compiled into `spec`):
@@ -146,20 +152,20 @@ impl UrrCounts {
                 c
             }
         };
-        self.0.retain(|u| rules.urr(u.id).is_some());
+        self.urrs.retain(|u| rules.urr(u.id).is_some());
         for u in &rules.urrs {
-            let i = match self.0.iter().position(|c| c.id == u.id) {
+            let i = match self.urrs.iter().position(|c| c.id == u.id) {
                 Some(i) => i,
                 None => {
-                    self.0.push(UrrCount {
+                    self.urrs.push(UrrCount {
                         id: u.id,
                         sources: Vec::new(),
                         banked: Usage::default(),
                     });
-                    self.0.len() - 1
+                    self.urrs.len() - 1
                 }
             };
-            let c = &mut self.0[i];
+            let c = &mut self.urrs[i];
             for &(src, base) in &c.sources {
                 add(&mut c.banked, src, base, once(src));
             }
@@ -182,17 +188,22 @@ impl UrrCounts {
             if left == VolumeLeft::default() {
                 continue;
             }
-            let mut since = Usage::default();
-            if let Some(c) = self.0.iter().find(|c| c.id == u.id) {
-                since = c.banked;
-                for &(src, base) in &c.sources {
-                    add(
-                        &mut since,
-                        src,
-                        base,
-                        read(sessions, slot, src, &mut volume),
-                    );
-                }
+            // A URR on only some of a direction's PDRs counts by rule:
+            // left to the scans (the line charges the whole session).
+            let Some(c) = self.urrs.iter().find(|c| c.id == u.id) else {
+                continue;
+            };
+            if c.sources.iter().any(|s| matches!(s.0, Source::Rule { .. })) {
+                continue;
+            }
+            let mut since = c.banked;
+            for &(src, base) in &c.sources {
+                add(
+                    &mut since,
+                    src,
+                    base,
+                    read(sessions, slot, src, &mut volume),
+                );
             }
             let (ul, dl) = (since.uplink_bytes, since.downlink_bytes);
             let counted = [ul + dl, ul, dl];
@@ -204,15 +215,32 @@ impl UrrCounts {
         out
     }
 
+    /// Has the takes until [`UrrCounts::release`] leave `uplink` and
+    /// `downlink` bytes of the session's counts (sent after a threshold's
+    /// crossing packet) to the next measurement, so that the crossing's
+    /// report ends at that packet however late the N4 thread looks.
+    pub fn hold(&mut self, (uplink, downlink): (u64, u64)) {
+        self.held = [uplink, downlink];
+    }
+
+    /// Ends [`UrrCounts::hold`].
+    pub fn release(&mut self) {
+        self.held = [0, 0];
+    }
+
     /// What URR `urr` counted since it last took it.
     pub fn take(&mut self, sessions: &Sessions, slot: u32, urr: u32) -> Usage {
-        let Some(c) = self.0.iter_mut().find(|c| c.id == urr) else {
+        let Some(c) = self.urrs.iter_mut().find(|c| c.id == urr) else {
             return Usage::default();
         };
         let mut u = core::mem::take(&mut c.banked);
         let mut volume = None;
         for (src, base) in &mut c.sources {
-            let now = read(sessions, slot, *src, &mut volume);
+            let mut now = read(sessions, slot, *src, &mut volume);
+            if let Source::Session { uplink } = *src {
+                let held = self.held[usize::from(!uplink)].min(now.1 - base.1);
+                now.1 -= held;
+            }
             add(&mut u, *src, *base, now);
             *base = now;
         }
@@ -430,8 +458,11 @@ mod tests {
             next_report(&mut node),
             [(tep_pfcp::types::UsageReportTrigger::VOLQU, Some(1000))]
         );
-        // The session's rules stop it (and its line is disarmed: the
-        // threshold alone stays armed).
+        // Its line keeps dropping (armed with nothing left) until the
+        // session's rules stop it.
+        assert!(!packet(&w));
+        up.volume_crossed(&mut slots, &mut crossed);
+        assert!(crossed.is_empty(), "crossed once");
         up.publish();
         w.apply_pending(&mut applied);
         assert_eq!(w.get(slot).uplink, Action::QuotaExhausted);
