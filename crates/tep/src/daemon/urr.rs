@@ -188,12 +188,15 @@ impl UrrCounts {
             if left == VolumeLeft::default() {
                 continue;
             }
-            // A URR on only some of a direction's PDRs counts by rule:
-            // left to the scans (the line charges the whole session).
+            // The line charges every packet of the session: a URR on only
+            // some of its PDRs (one way's, or some rules') is left to the
+            // scans.
             let Some(c) = self.urrs.iter().find(|c| c.id == u.id) else {
                 continue;
             };
-            if c.sources.iter().any(|s| matches!(s.0, Source::Rule { .. })) {
+            let whole = [true, false]
+                .map(|uplink| c.sources.iter().any(|s| s.0 == Source::Session { uplink }));
+            if whole != [true, true] {
                 continue;
             }
             let mut since = c.banked;
@@ -207,9 +210,9 @@ impl UrrCounts {
             }
             let (ul, dl) = (since.uplink_bytes, since.downlink_bytes);
             let counted = [ul + dl, ul, dl];
-            for i in 0..3 {
-                nearest(&mut out.threshold[i], left.threshold[i], counted[i]);
-                nearest(&mut out.quota[i], left.quota[i], counted[i]);
+            for (i, &c) in counted.iter().enumerate() {
+                nearest(&mut out.threshold[i], left.threshold[i], c);
+                nearest(&mut out.quota[i], left.quota[i], c);
             }
         }
         out
