@@ -19,14 +19,18 @@
 //! waits `10 c` before the next one: measured (`scan_cost`, release) 54–61
 //! ns per watched session at 1,000 and 660–730 ns at 100,000, so 5 ms
 //! holds to about 8,000 sessions and 100,000 are scanned every 0.7 s,
-//! rather than starve the N4 socket). A threshold is
-//! seen at the first scan after it is crossed, so a report's volume
-//! overshoots the threshold by what the session sent in one interval: at
-//! most one packet while the session sends less than one packet per
-//! interval (1500 bytes per 5 ms: 2.4 Mbit/s), rate × interval above
-//! that (1 Gbit/s: 625 kB). Likewise a quota: packets pass for up to one
-//! interval after it is used up. Periodic reports are due on their period
-//! and leave at the first scan after: late by at most one interval.
+//! rather than starve the N4 socket). Volume
+//! thresholds and quotas of URRs on all of a session's packets are not
+//! left to the scans: the workers charge each packet to the session's
+//! line ([`tep_dataplane::session::watch`], armed by
+//! [`UrrCounts::volume_limits`] at every install and scan), a quota drops
+//! from the packet that would exceed it, and the crossing wakes this
+//! thread, which reports at once what was counted up to the crossing
+//! packet ([`UrrCounts::hold`]: what came after goes to the next
+//! measurement). URRs on only some PDRs stay on the scans, whose bound is
+//! what the session sends in one interval. Periodic reports are due on
+//! their period and leave at the first scan after: late by at most one
+//! interval.
 
 use std::time::{Duration, Instant};
 
