@@ -5,6 +5,7 @@
 use super::counters::{CounterIds, RuleUsage, NO_COUNTER};
 use super::rate::{Bucket, Meters};
 use super::rules::{Classifier, RuleError, RuleSet, RuleSpec, Treatment, MAX_RULES};
+use super::watch::{VolumeLimits, Watches};
 use super::{
     Action, Change, ChangeQueue, Peer, Session, SharedRules, SlotUsage, UeKey, UeSource, UplinkKey,
     Usage, WorkerLink,
@@ -210,6 +211,7 @@ impl Sessions {
     /// `t`'s local address is IPv6 (to refuse a peer of the other family).
     pub fn new(max_sessions: u32, workers: usize, n3_v6: Vec<bool>) -> (Sessions, Vec<WorkerLink>) {
         let meters = Arc::new(Meters::new(max_sessions));
+        let watches = Arc::new(Watches::new(max_sessions));
         // Every session with the most rules both ways.
         let max_counters = max_sessions.saturating_mul(2 * MAX_RULES as u32);
         let links: Vec<WorkerLink> = (0..workers.max(1))
@@ -218,6 +220,7 @@ impl Sessions {
                 usage: Arc::new(Usage::new(max_sessions)),
                 meters: meters.clone(),
                 rule_usage: Arc::new(RuleUsage::new(max_counters)),
+                watches: watches.clone(),
             })
             .collect();
         (
@@ -302,6 +305,8 @@ impl Sessions {
             });
         }
         let rules = self.build(slot, spec, compiled, None);
+        // A slot reused: its last session's limits go.
+        self.links[0].watches.arm(slot, &VolumeLimits::default());
         let session = session_of(spec, peer, self.gnb_source);
         self.outbox.push(Change::Session { slot, session });
         self.records[idx] = Some(Record {
@@ -404,7 +409,10 @@ impl Sessions {
         for c in gone {
             self.counters.release(c.2, after);
         }
-        let session = session_of(spec, peer, self.gnb_source);
+        let session = Session {
+            watch: old.session.watch,
+            ..session_of(spec, peer, self.gnb_source)
+        };
         self.outbox.push(Change::Session { slot, session });
         self.records[slot as usize] = Some(Record {
             spec: without_rules(spec),
@@ -596,6 +604,30 @@ impl Sessions {
             });
         }
         self.publish();
+    }
+
+    /// (Re)arms slot `slot`'s volume limits ([`super::watch`]) with what
+    /// is left now; empty limits disarm them. The slot's packets are
+    /// charged from the change this queues on (when watched-ness changes).
+    pub fn arm_volume(&mut self, slot: u32, limits: &VolumeLimits) -> Result<(), SessionError> {
+        let r = self
+            .records
+            .get_mut(slot as usize)
+            .and_then(Option::as_mut)
+            .ok_or(SessionError::NoSession)?;
+        let on = self.links[0].watches.arm(slot, limits);
+        if r.session.watch != on {
+            r.session.watch = on;
+            let session = r.session;
+            self.outbox.push(Change::Session { slot, session });
+        }
+        Ok(())
+    }
+
+    /// The sessions' volume limits (the crossings queued, the quotas
+    /// spent).
+    pub fn watches(&self) -> &Watches {
+        &self.links[0].watches
     }
 
     /// Changes published so far.
@@ -950,5 +982,7 @@ fn session_of(spec: &SessionSpec, peer: Option<u32>, gnb_source: bool) -> Sessio
         mbr_downlink: spec.mbr.downlink.is_some(),
         uplink_rules: !spec.rules.uplink.is_empty(),
         downlink_rules: !spec.rules.downlink.is_empty(),
+        // Set by `Sessions::arm_volume`, kept across modifications.
+        watch: false,
     }
 }

@@ -262,6 +262,9 @@ fn one(
             if rule.is_some_and(|t| !t.admit(len, now_ns)) {
                 return Err(DropReason::MbrExceeded);
             }
+            if s.watch {
+                sessions.charge_volume(slot, false, len)?;
+            }
             pool.set_session(id, word);
             pool.meta_mut(id).tunnel = s.n3;
             sessions.count_downlink(slot, len);

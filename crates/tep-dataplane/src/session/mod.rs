@@ -44,6 +44,7 @@ pub(crate) mod n9;
 pub mod rate;
 pub mod rules;
 pub(crate) mod uplink;
+pub mod watch;
 
 use crate::drop::DropReason;
 use core::net::IpAddr;
@@ -110,6 +111,9 @@ pub struct Session {
     /// Downlink: classified by its rules rather than `downlink`, `peer`,
     /// `teid` and `qfi` (`peer` stays the session's gNB).
     pub downlink_rules: bool,
+    /// Its packets are charged to its volume thresholds and quotas
+    /// ([`watch`], armed by the control plane).
+    pub watch: bool,
 }
 
 /// The inner source addresses a session's uplink packets may carry: its
@@ -472,6 +476,7 @@ impl SlotUsage {
             mbr_downlink: a & MBR_DOWNLINK != 0,
             uplink_rules: a & UL_RULES != 0,
             downlink_rules: a & DL_RULES != 0,
+            watch: a & WATCH != 0,
         }
     }
 
@@ -518,6 +523,7 @@ impl SlotUsage {
             (s.mbr_downlink, MBR_DOWNLINK),
             (s.uplink_rules, UL_RULES),
             (s.downlink_rules, DL_RULES),
+            (s.watch, WATCH),
         ] {
             if on {
                 flags |= bit;
@@ -571,7 +577,7 @@ pub(crate) fn unpack_n3(word: u32) -> u32 {
 /// The action coded in the low byte of `code` (as `set_session` codes it).
 #[inline]
 fn action_of(code: u32) -> Action {
-    match code & 0xff {
+    match code & ACTION_MASK {
         0 => Action::Forward,
         2 => Action::Buffer,
         3 => Action::QuotaExhausted,
@@ -579,6 +585,10 @@ fn action_of(code: u32) -> Action {
     }
 }
 
+// An action's code: the low bits of its byte; `WATCH` above the uplink's.
+const ACTION_MASK: u32 = 0x7;
+// Charged to its volume limits (`Session::watch`).
+pub(crate) const WATCH: u32 = 1 << 4;
 // `UeSource::flags`, which `SlotUsage::actions` holds from `UE_SHIFT`
 // on, above the actions and the QFI.
 const UE_V4: u8 = 1;
@@ -699,6 +709,8 @@ pub struct WorkerLink {
     pub meters: Arc<rate::Meters>,
     /// Its rules' usage counters ([`counters`]).
     pub rule_usage: Arc<counters::RuleUsage>,
+    /// The sessions' volume limits (one for all the workers).
+    pub watches: Arc<watch::Watches>,
 }
 
 /// A data network's downlink maps: UE addresses may repeat across
@@ -819,6 +831,7 @@ const EMPTY: Session = Session {
     mbr_downlink: false,
     uplink_rules: false,
     downlink_rules: false,
+    watch: false,
 };
 
 impl SessionTable {
@@ -991,14 +1004,23 @@ impl SessionTable {
             .map_or(0, |m| m.downlink.admit_run(bytes, now_ns))
     }
 
-    /// Whether slot `slot`'s session meters its uplink, or classifies
-    /// it by rules: then each datagram is its own (no train merges them).
+    /// Whether slot `slot`'s session meters its uplink, classifies it by
+    /// rules or charges it to volume limits: then each datagram is its own (no train merges them).
     #[inline]
     pub fn mbr_uplink(&self, slot: u32) -> bool {
-        self.link
-            .usage
-            .slot(slot)
-            .is_some_and(|u| u.actions.load(Ordering::Relaxed) & (MBR_UPLINK | UL_RULES) != 0)
+        self.link.usage.slot(slot).is_some_and(|u| {
+            u.actions.load(Ordering::Relaxed) & (MBR_UPLINK | UL_RULES | WATCH) != 0
+        })
+    }
+
+    /// Charges a packet of `bytes` of slot `slot`, flagged watched, to
+    /// its volume limits one way ([`watch`]).
+    #[inline]
+    pub fn charge_volume(&self, slot: u32, uplink: bool, bytes: usize) -> Result<(), DropReason> {
+        match self.link.watches.charge(slot, uplink, bytes) {
+            watch::Charged::Pass => Ok(()),
+            watch::Charged::QuotaExhausted => Err(DropReason::QuotaExhausted),
+        }
     }
 
     /// Counts a matched uplink packet of `bytes`.

@@ -5,6 +5,7 @@
 
 use super::{
     action_of, unpack_n3, Action, SessionTable, GNB_SOURCE, MBR_UPLINK, NETWORK_SHIFT, UL_RULES,
+    WATCH,
 };
 use crate::buffer::Pool;
 use crate::drop::DropReason;
@@ -99,6 +100,9 @@ pub(crate) fn match_session(
     }
     if actions & MBR_UPLINK != 0 && !sessions.admit(slot, true, packet.len(), now_ns) {
         return Err(DropReason::MbrExceeded);
+    }
+    if actions & WATCH != 0 {
+        sessions.charge_volume(slot, true, packet.len())?;
     }
     if let Some(n9) = n9 {
         return Ok(Receiver::Reencap {

@@ -101,6 +101,7 @@ pub use session::{
 };
 use session::{Pending, Reject};
 use teid::TeidAllocator;
+pub use usage::VolumeLeft;
 
 /// [`session::create_all`] over the Create IEs of `$m`, an establishment
 /// or a modification request (the two messages name them alike).
@@ -474,6 +475,10 @@ pub trait UserPlane {
     /// that name the URR (TS 29.244 §5.2.2), all of them for a URR shared
     /// by several.
     fn take_usage(&mut self, seid: Seid, urr: u32) -> Usage;
+    /// Session `seid`'s URRs' measurements were taken and may have
+    /// restarted (a scan, its reports): the user plane may arm its
+    /// packet-by-packet volume check with what is left ([`Urr::volume_left`]).
+    fn usage_taken(&mut self, _seid: Seid, _rules: &Rules) {}
 }
 
 /// A datagram to send.
@@ -903,12 +908,33 @@ impl Node {
         slots.extend(self.watched.iter().copied());
         for &i in &slots {
             let seid = self.seid_of(i, self.slots[i as usize].generation);
-            self.scan_session(now, seid, up);
+            self.scan_session(now, seid, false, up);
         }
         self.scanning = slots;
     }
 
-    fn scan_session(&mut self, now: Instant, seid: Seid, up: &mut impl UserPlane) {
+    /// The user plane saw session `seid`'s packets reach a volume
+    /// threshold or quota it armed ([`UserPlane::usage_taken`]): the
+    /// session is scanned now, not at the next scan. `quota_spent`: it
+    /// dropped a packet that would have gone beyond a quota, which the
+    /// URR nearest its volume quota takes as used up.
+    pub fn usage_crossed(
+        &mut self,
+        now: Instant,
+        seid: Seid,
+        quota_spent: bool,
+        up: &mut impl UserPlane,
+    ) {
+        self.scan_session(now, seid, quota_spent, up);
+    }
+
+    fn scan_session(
+        &mut self,
+        now: Instant,
+        seid: Seid,
+        quota_spent: bool,
+        up: &mut impl UserPlane,
+    ) {
         let at = self.ntp(now);
         let idle = self.config.traffic_idle;
         let Some(s) = self.get_mut(seid) else {
@@ -929,6 +955,10 @@ impl Node {
             }
             exhausted += u64::from(due.exhausted);
         }
+        if quota_spent && exhausted == 0 {
+            exhausted = exhaust_nearest_quota(&mut s.rules.urrs, at, now, &mut reports);
+        }
+        up.usage_taken(seid, &s.rules);
         let (cp_seid, cp_addr) = (s.cp_seid, s.cp_addr);
         if exhausted > 0 {
             self.counters[Counter::QuotaExhausted as usize] += exhausted;
@@ -2094,3 +2124,28 @@ fn counter_for(cause: Cause) -> Counter {
 
 #[cfg(test)]
 mod tests;
+
+/// The URRs whose volume quota is nearest its end (the one the user plane
+/// armed, whose next packet did not fit) are used up; their VOLQU reports
+/// go into `reports`. How many were.
+fn exhaust_nearest_quota(
+    urrs: &mut [Urr],
+    at: u32,
+    now: Instant,
+    reports: &mut Vec<crate::rules::UsageReportSrr>,
+) -> u64 {
+    let left = |u: &Urr| u.volume_left().quota.into_iter().flatten().min();
+    let Some(nearest) = urrs.iter().filter_map(left).min() else {
+        return 0;
+    };
+    let mut n = 0;
+    for u in urrs.iter_mut().filter(|u| left(u) == Some(nearest)) {
+        let due = u.exhaust_volume();
+        if due.report != 0 {
+            let r = u.report(Usage::default(), due.report, at, now);
+            reports.push(crate::rules::UsageReportSrr(r));
+        }
+        n += u64::from(due.exhausted);
+    }
+    n
+}

@@ -71,6 +71,27 @@ pub struct Meter {
     exhausted: bool,
 }
 
+/// What is left of a URR's volume threshold and quota by what its meter
+/// holds (total, uplink, downlink; None: no such limit; a quota used up:
+/// 0), for the user plane to check packet by packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VolumeLeft {
+    /// Before the threshold (only with the VOLTH trigger).
+    pub threshold: [Option<u64>; 3],
+    /// Of the quota.
+    pub quota: [Option<u64>; 3],
+}
+
+/// What is left of each volume `v` gives after `u`.
+fn left(v: &VolumeThreshold, u: &Usage) -> [Option<u64>; 3] {
+    let total = u.uplink_bytes + u.downlink_bytes;
+    [
+        v.total.map(|t| t.saturating_sub(total)),
+        v.uplink.map(|t| t.saturating_sub(u.uplink_bytes)),
+        v.downlink.map(|t| t.saturating_sub(u.downlink_bytes)),
+    ]
+}
+
 /// What one scan of a URR found due.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Due {
@@ -110,6 +131,45 @@ impl Urr {
             || self.duration
             || self.volume_quota.is_some()
             || self.time_quota.is_some()
+    }
+
+    /// What is left of its volume threshold and quota, as far as its
+    /// meter counted.
+    pub fn volume_left(&self) -> VolumeLeft {
+        let m = &self.meter;
+        let mut out = VolumeLeft::default();
+        if self.reporting_triggers.has(ReportingTriggers::VOLTH) {
+            if let Some(v) = &self.volume_threshold {
+                out.threshold = left(v, &m.counted);
+            }
+        }
+        if let Some(q) = &self.volume_quota {
+            out.quota = left(&q.0, &m.quota_volume);
+            if m.exhausted {
+                // Nothing left (the meter may fall short by the packet
+                // that did not fit): the user plane keeps dropping until
+                // the session's rules stop it, and after.
+                out.quota = out.quota.map(|l| l.map(|_| 0));
+            }
+        }
+        out
+    }
+
+    /// The user plane dropped a packet that would have gone beyond the
+    /// volume quota (it passes none that does not fit): the quota is used
+    /// up although the meter falls short of it by less than that packet.
+    /// Whether it was not already; the VOLQU report is due if asked for.
+    pub(crate) fn exhaust_volume(&mut self) -> Due {
+        let mut due = Due::default();
+        if self.meter.exhausted || self.volume_quota.is_none() {
+            return due;
+        }
+        self.meter.exhausted = true;
+        due.exhausted = true;
+        if self.reporting_triggers.has(ReportingTriggers::VOLQU) {
+            due.report = UsageReportTrigger::VOLQU;
+        }
+        due
     }
 
     /// Whether a quota of the URR is used up (its session forwards
@@ -379,6 +439,37 @@ mod tests {
         u.new_volume_quota();
         assert!(!u.exhausted());
         assert!(!u.observe(ms(t0, 40), bytes(1999, 0), IDLE).exhausted);
+    }
+
+    #[test]
+    fn what_is_left_follows_the_meter_and_a_dropped_packet_exhausts_the_quota() {
+        let mut u = urr(ReportingTriggers::VOLTH | ReportingTriggers::VOLQU, |c| {
+            c.volume_threshold = Some(VolumeThreshold {
+                total: Some(3000),
+                ..Default::default()
+            });
+            c.volume_quota = Some(VolumeQuota(VolumeThreshold {
+                uplink: Some(5000),
+                ..Default::default()
+            }));
+        });
+        let t0 = Instant::now();
+        u.start(100, t0);
+        u.observe(ms(t0, 10), bytes(1000, 500), IDLE);
+        let l = u.volume_left();
+        assert_eq!(l.threshold, [Some(1500), None, None]);
+        assert_eq!(l.quota, [None, Some(4000), None]);
+        // A report restarts the threshold, not the quota.
+        u.report(Usage::default(), UsageReportTrigger::VOLTH, 101, ms(t0, 20));
+        assert_eq!(u.volume_left().threshold, [Some(3000), None, None]);
+        assert_eq!(u.volume_left().quota, [None, Some(4000), None]);
+        let due = u.exhaust_volume();
+        assert!(due.exhausted && u.exhausted());
+        assert_eq!(due.report, UsageReportTrigger::VOLQU);
+        assert_eq!(u.volume_left().quota, [None, Some(0), None], "nothing left");
+        assert_eq!(u.exhaust_volume(), Due::default(), "once");
+        u.new_volume_quota();
+        assert_eq!(u.volume_left().quota, [None, Some(5000), None]);
     }
 
     #[test]

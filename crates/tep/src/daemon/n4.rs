@@ -201,6 +201,12 @@ impl N4 {
             .wake
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(wake.clone());
+        // A volume threshold or quota reached wakes the thread from the
+        // worker that counted the crossing packet (once per crossing).
+        let w = wake.clone();
+        plane.wake_on_volume(Box::new(move || {
+            let _ = w.notify();
+        }));
         let (asks, asked) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let listen = socket.local_addr().ok();
@@ -282,6 +288,7 @@ impl Loop {
         let mut events = Vec::with_capacity(4);
         let mut buf = vec![0u8; MAX_MESSAGE];
         let mut reports = Vec::new();
+        let (mut crossed_slots, mut crossed) = (Vec::new(), Vec::new());
         self.publish_status();
         while !self.stop.load(Ordering::Acquire) {
             beat.beat();
@@ -338,6 +345,10 @@ impl Loop {
             self.supervise_paths(now, &mut echoes, &mut signals);
             // Before the changes are published: a session whose quota ran
             // out stops in this round.
+            self.plane.volume_crossed(&mut crossed_slots, &mut crossed);
+            for (seid, quota) in crossed.drain(..) {
+                self.node.usage_crossed(now, seid, quota, &mut self.plane);
+            }
             self.scan.run(now, &mut self.node, &mut self.plane);
             while let Ok(ask) = self.asked.try_recv() {
                 match ask {

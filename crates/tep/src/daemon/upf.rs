@@ -559,6 +559,29 @@ impl UpfPlane {
         Some((seid, self.by_seid.get(&seid)?.downlink_pdr?))
     }
 
+    /// The sessions whose packets reached a volume threshold or quota
+    /// since the last call, and whether a quota ([`super::urr`]), into
+    /// `out`; `slots`: scratch.
+    pub fn volume_crossed(&mut self, slots: &mut Vec<u32>, out: &mut Vec<(Seid, bool)>) {
+        let w = self.sessions.watches();
+        w.take_crossed(slots);
+        for slot in slots.drain(..) {
+            let Some(&seid) = self.by_slot.get(&slot) else {
+                continue;
+            };
+            if let Some(e) = self.by_seid.get_mut(&seid) {
+                e.urrs.hold(w.since_crossing(slot));
+            }
+            out.push((seid, w.quota_spent(slot)));
+        }
+    }
+
+    /// Has the workers call `wake` when a session's packets reach a
+    /// volume threshold or quota.
+    pub fn wake_on_volume(&self, wake: Box<dyn Fn() + Send + Sync>) {
+        self.sessions.watches().set_notify(wake);
+    }
+
     /// The sessions' QERs' GBRs, summed.
     pub fn gbr(&self) -> GbrTotals {
         self.gbr
@@ -598,6 +621,8 @@ impl UserPlane for UpfPlane {
                     }
                 };
                 e.urrs.rebase(rules, &spec, &self.sessions, e.slot);
+                let limits = e.urrs.volume_limits(rules, &self.sessions, e.slot);
+                let _ = self.sessions.arm_volume(e.slot, &limits);
                 let gbr = GbrTotals::of(&rules.qers);
                 self.gbr = self.gbr.replace(e.gbr, gbr);
                 e.gbr = gbr;
@@ -641,6 +666,14 @@ impl UserPlane for UpfPlane {
             return Usage::default();
         };
         e.urrs.take(&self.sessions, e.slot, urr)
+    }
+
+    fn usage_taken(&mut self, seid: Seid, rules: &Rules) {
+        if let Some(e) = self.by_seid.get_mut(&seid) {
+            e.urrs.release();
+            let limits = e.urrs.volume_limits(rules, &self.sessions, e.slot);
+            let _ = self.sessions.arm_volume(e.slot, &limits);
+        }
     }
 }
 

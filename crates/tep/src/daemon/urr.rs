@@ -19,20 +19,25 @@
 //! waits `10 c` before the next one: measured (`scan_cost`, release) 54–61
 //! ns per watched session at 1,000 and 660–730 ns at 100,000, so 5 ms
 //! holds to about 8,000 sessions and 100,000 are scanned every 0.7 s,
-//! rather than starve the N4 socket). A threshold is
-//! seen at the first scan after it is crossed, so a report's volume
-//! overshoots the threshold by what the session sent in one interval: at
-//! most one packet while the session sends less than one packet per
-//! interval (1500 bytes per 5 ms: 2.4 Mbit/s), rate × interval above
-//! that (1 Gbit/s: 625 kB). Likewise a quota: packets pass for up to one
-//! interval after it is used up. Periodic reports are due on their period
-//! and leave at the first scan after: late by at most one interval.
+//! rather than starve the N4 socket). Volume
+//! thresholds and quotas of URRs on all of a session's packets are not
+//! left to the scans: the workers charge each packet to the session's
+//! line ([`tep_dataplane::session::watch`], armed by
+//! [`UrrCounts::volume_limits`] at every install and scan), a quota drops
+//! from the packet that would exceed it, and the crossing wakes this
+//! thread, which reports at once what was counted up to the crossing
+//! packet ([`UrrCounts::hold`]: what came after goes to the next
+//! measurement). URRs on only some PDRs stay on the scans, whose bound is
+//! what the session sends in one interval. Periodic reports are due on
+//! their period and leave at the first scan after: late by at most one
+//! interval.
 
 use std::time::{Duration, Instant};
 
 use tep_dataplane::session::control::{SessionSpec, Sessions, Volume};
+use tep_dataplane::session::watch::VolumeLimits;
 use tep_dataplane::session::Action;
-use tep_pfcp::node::{Node, Rules, Usage, UserPlane};
+use tep_pfcp::node::{Node, Rules, Usage, UserPlane, VolumeLeft};
 use tep_pfcp::types::Interface;
 
 /// The shortest time between two scans.
@@ -125,7 +130,13 @@ struct UrrCount {
 
 /// A session's URRs' counting.
 #[derive(Clone, Debug, Default)]
-pub struct UrrCounts(Vec<UrrCount>);
+pub struct UrrCounts {
+    urrs: Vec<UrrCount>,
+    // Bytes each way (uplink, downlink) of the session's counts that the
+    // takes until `usage_taken` leave to the next measurement: those the
+    // session sent after the packet that crossed a volume threshold.
+    held: [u64; 2],
+}
 
 impl UrrCounts {
     /// After slot `slot` was set from `rules` (compiled into `spec`):
@@ -145,20 +156,20 @@ impl UrrCounts {
                 c
             }
         };
-        self.0.retain(|u| rules.urr(u.id).is_some());
+        self.urrs.retain(|u| rules.urr(u.id).is_some());
         for u in &rules.urrs {
-            let i = match self.0.iter().position(|c| c.id == u.id) {
+            let i = match self.urrs.iter().position(|c| c.id == u.id) {
                 Some(i) => i,
                 None => {
-                    self.0.push(UrrCount {
+                    self.urrs.push(UrrCount {
                         id: u.id,
                         sources: Vec::new(),
                         banked: Usage::default(),
                     });
-                    self.0.len() - 1
+                    self.urrs.len() - 1
                 }
             };
-            let c = &mut self.0[i];
+            let c = &mut self.urrs[i];
             for &(src, base) in &c.sources {
                 add(&mut c.banked, src, base, once(src));
             }
@@ -169,19 +180,86 @@ impl UrrCounts {
         }
     }
 
+    /// What is left now before the session's nearest volume threshold
+    /// and of its nearest quota, each of total, uplink and downlink: each
+    /// URR's ([`tep_pfcp::node::Urr::volume_left`], as far as its meter
+    /// counted) less what its sources counted since it last took them.
+    pub fn volume_limits(&self, rules: &Rules, sessions: &Sessions, slot: u32) -> VolumeLimits {
+        let mut out = VolumeLimits::default();
+        let mut volume = None;
+        for u in &rules.urrs {
+            let left = u.volume_left();
+            if left == VolumeLeft::default() {
+                continue;
+            }
+            // The line charges every packet of the session: a URR on only
+            // some of its PDRs (one way's, or some rules') is left to the
+            // scans.
+            let Some(c) = self.urrs.iter().find(|c| c.id == u.id) else {
+                continue;
+            };
+            let whole = [true, false]
+                .map(|uplink| c.sources.iter().any(|s| s.0 == Source::Session { uplink }));
+            if whole != [true, true] {
+                continue;
+            }
+            let mut since = c.banked;
+            for &(src, base) in &c.sources {
+                add(
+                    &mut since,
+                    src,
+                    base,
+                    read(sessions, slot, src, &mut volume),
+                );
+            }
+            let (ul, dl) = (since.uplink_bytes, since.downlink_bytes);
+            let counted = [ul + dl, ul, dl];
+            for (i, &c) in counted.iter().enumerate() {
+                nearest(&mut out.threshold[i], left.threshold[i], c);
+                nearest(&mut out.quota[i], left.quota[i], c);
+            }
+        }
+        out
+    }
+
+    /// Has the takes until [`UrrCounts::release`] leave `uplink` and
+    /// `downlink` bytes of the session's counts (sent after a threshold's
+    /// crossing packet) to the next measurement, so that the crossing's
+    /// report ends at that packet however late the N4 thread looks.
+    pub fn hold(&mut self, (uplink, downlink): (u64, u64)) {
+        self.held = [uplink, downlink];
+    }
+
+    /// Ends [`UrrCounts::hold`].
+    pub fn release(&mut self) {
+        self.held = [0, 0];
+    }
+
     /// What URR `urr` counted since it last took it.
     pub fn take(&mut self, sessions: &Sessions, slot: u32, urr: u32) -> Usage {
-        let Some(c) = self.0.iter_mut().find(|c| c.id == urr) else {
+        let Some(c) = self.urrs.iter_mut().find(|c| c.id == urr) else {
             return Usage::default();
         };
         let mut u = core::mem::take(&mut c.banked);
         let mut volume = None;
         for (src, base) in &mut c.sources {
-            let now = read(sessions, slot, *src, &mut volume);
+            let mut now = read(sessions, slot, *src, &mut volume);
+            if let Source::Session { uplink } = *src {
+                let held = self.held[usize::from(!uplink)].min(now.1 - base.1);
+                now.1 -= held;
+            }
             add(&mut u, *src, *base, now);
             *base = now;
         }
         u
+    }
+}
+
+/// Keeps in `out` the nearer of it and `left` less `counted`.
+fn nearest(out: &mut Option<u64>, left: Option<u64>, counted: u64) {
+    if let Some(l) = left {
+        let l = l.saturating_sub(counted);
+        *out = Some(out.map_or(l, |o| o.min(l)));
     }
 }
 
@@ -263,10 +341,11 @@ mod tests {
     use crate::daemon::upf::UpfPlane;
     use std::net::{IpAddr, Ipv4Addr, SocketAddr};
     use tep_dataplane::session::control::Sessions;
+    use tep_dataplane::session::{SessionTable, WorkerLink};
     use tep_pfcp::message::Message;
     use tep_pfcp::node::Config;
     use tep_pfcp::sample;
-    use tep_pfcp::types::{Bitmap, NodeId, ReportingTriggers, VolumeThreshold};
+    use tep_pfcp::types::{Bitmap, NodeId, ReportingTriggers, VolumeQuota, VolumeThreshold};
 
     const N3: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
     const SMF: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
@@ -274,7 +353,23 @@ mod tests {
     /// A node over the daemon's user plane with `n` sessions whose URR
     /// has a volume threshold (watched by every scan), on 2 workers.
     fn watched(n: u32) -> (Node, UpfPlane) {
-        let (sessions, _links) = Sessions::new(n + 1, 2, vec![false]);
+        let (node, up, _links) = with_urr(n, |u| {
+            u.reporting_triggers = ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 3));
+            u.volume_threshold = Some(VolumeThreshold {
+                total: Some(1 << 40),
+                ..Default::default()
+            });
+        });
+        (node, up)
+    }
+
+    /// A node over the daemon's user plane with `n` sessions whose first
+    /// URR `urr` sets, on 2 workers (their links).
+    fn with_urr(
+        n: u32,
+        urr: impl Fn(&mut tep_pfcp::rules::CreateUrr),
+    ) -> (Node, UpfPlane, Vec<WorkerLink>) {
+        let (sessions, links) = Sessions::new(n + 1, 2, vec![false]);
         let mut up = UpfPlane::new(sessions, vec![(IpAddr::V4(N3), 0)]);
         let mut c = Config::new(NodeId::V4(N3), 1, Some(N3), None);
         c.heartbeat_interval = None;
@@ -289,17 +384,96 @@ mod tests {
             let gnb = Ipv4Addr::new(192, 0, 2, 9);
             let mut r = sample::pdu_session_establishment(i, u64::from(i), SMF, ue, gnb, i);
             if let Message::SessionEstablishmentRequest(m) = &mut r.message {
-                let u = &mut m.create_urrs[0];
-                u.reporting_triggers = ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 3));
-                u.volume_threshold = Some(VolumeThreshold {
-                    total: Some(1 << 40),
-                    ..Default::default()
-                });
+                urr(&mut m.create_urrs[0]);
             }
             node.handle(now, smf, &r.to_bytes(), &mut up);
         }
         while node.poll_transmit().is_some() {}
-        (node, up)
+        (node, up, links)
+    }
+
+    /// The Usage Reports' (trigger, total volume) of the Session Report
+    /// Request `node` sends next.
+    fn next_report(node: &mut Node) -> Vec<(u64, Option<u64>)> {
+        let t = node.poll_transmit().expect("a report");
+        let r = tep_pfcp::PfcpRepr::parse_bytes(&t.payload).unwrap();
+        let Message::SessionReportRequest(sr) = r.message else {
+            panic!("{:?}", r.message)
+        };
+        sr.usage_reports
+            .iter()
+            .map(|u| (u.0.trigger.0.bits, u.0.volume.and_then(|v| v.total)))
+            .collect()
+    }
+
+    #[test]
+    fn a_crossing_is_reported_at_once_and_a_quota_stops_at_the_packet_that_does_not_fit() {
+        let (mut node, mut up, links) = with_urr(1, |u| {
+            let t = ReportingTriggers::VOLTH | ReportingTriggers::VOLQU;
+            u.reporting_triggers = ReportingTriggers(Bitmap::new(t, 3));
+            u.volume_threshold = Some(VolumeThreshold {
+                total: Some(2500),
+                ..Default::default()
+            });
+            u.volume_quota = Some(VolumeQuota(VolumeThreshold {
+                total: Some(4500),
+                ..Default::default()
+            }));
+        });
+        let mut w = SessionTable::new(links[0].clone());
+        let mut applied = Vec::new();
+        up.publish();
+        w.apply_pending(&mut applied);
+        let slot = (0..2).find(|&s| w.get(s).watch).expect("armed and flagged");
+        let seid = up.report_of(slot).map(|r| r.0);
+        // A worker's packet: charged, then counted if it passes.
+        let packet = |w: &SessionTable| {
+            let r = w.charge_volume(slot, true, 1000);
+            if r.is_ok() {
+                w.count_uplink(slot, 1000);
+            }
+            r.is_ok()
+        };
+        let (mut slots, mut crossed) = (Vec::new(), Vec::new());
+        assert!(packet(&w) && packet(&w));
+        up.volume_crossed(&mut slots, &mut crossed);
+        assert!(crossed.is_empty());
+        assert!(packet(&w), "the threshold's packet passes");
+        up.volume_crossed(&mut slots, &mut crossed);
+        assert_eq!(crossed.len(), 1);
+        assert!(!crossed[0].1, "a threshold, not a quota");
+        let now = Instant::now();
+        for (s, q) in crossed.drain(..) {
+            assert_eq!(Some(s), seid);
+            node.usage_crossed(now, s, q, &mut up);
+        }
+        assert_eq!(
+            next_report(&mut node),
+            [(tep_pfcp::types::UsageReportTrigger::VOLTH, Some(3000))]
+        );
+        // Re-armed: the quota has 1500 left, the threshold 2500 again.
+        assert!(packet(&w), "4000 of 4500");
+        assert!(!packet(&w), "the packet that would exceed the quota");
+        assert!(!packet(&w));
+        up.volume_crossed(&mut slots, &mut crossed);
+        assert_eq!(crossed.len(), 1);
+        assert!(crossed[0].1, "a quota");
+        for (s, q) in crossed.drain(..) {
+            node.usage_crossed(now, s, q, &mut up);
+        }
+        assert_eq!(
+            next_report(&mut node),
+            [(tep_pfcp::types::UsageReportTrigger::VOLQU, Some(1000))]
+        );
+        // Its line keeps dropping (armed with nothing left) until the
+        // session's rules stop it.
+        assert!(!packet(&w));
+        up.volume_crossed(&mut slots, &mut crossed);
+        assert!(crossed.is_empty(), "crossed once");
+        up.publish();
+        w.apply_pending(&mut applied);
+        assert_eq!(w.get(slot).uplink, Action::QuotaExhausted);
+        assert_eq!(node.counter(tep_pfcp::node::Counter::QuotaExhausted), 1);
     }
 
     #[test]

@@ -1,0 +1,424 @@
+//! Volume thresholds and quotas checked where the workers count
+//! (TS 29.244 §5.2.2.2): a session whose URRs have a volume threshold or
+//! quota has a line of words, "bytes left before the nearest threshold"
+//! and "bytes left of the nearest quota", in total and each way, that
+//! every worker charges its packets to with one `fetch_sub` per armed
+//! word. The words are shared, not split per worker, so that the sum is
+//! exact whichever worker counts: the packet that takes a word to zero or
+//! below is the crossing, seen by exactly one `fetch_sub`, which queues
+//! the slot and wakes the control plane once ([`Watches::set_notify`]).
+//!
+//! A quota passes a packet only if all of it fits in what is left: the
+//! packet that would go beyond is the first dropped (`quota_exhausted`),
+//! so that what passes never exceeds the quota (TS 29.244 §5.2.2.2.1:
+//! traffic stops once the quota is used up; passing part of a packet is
+//! not possible, passing the whole would exceed it). Sessions without a
+//! volume trigger have no line and pay nothing: the slot's `WATCH` flag
+//! is off and no word is read.
+//!
+//! The control plane (re)arms a line whenever it (re)sets a URR
+//! (creation, a report, a new quota, a modification, each scan), with
+//! what is left at that moment: a store, so that packets counted between
+//! its reading the counters and the store are charged to neither (a few
+//! microseconds' worth at most, and the scan after corrects the counts).
+
+use core::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// Slots per chunk of lines: allocated when a slot in it is first armed.
+pub const WATCH_CHUNK: usize = 1024;
+
+/// Most slots queued as crossed before the control plane drains them
+/// (each slot crosses at most twice per arming, so this is only reached
+/// with that many watched sessions crossing between two drains; beyond,
+/// the scan finds them).
+pub const MAX_CROSSED: usize = 65_536;
+
+// Word indexes: threshold total, uplink, downlink; quota likewise.
+const THRESHOLD: usize = 0;
+const QUOTA: usize = 3;
+const TOTAL: usize = 0;
+const UP: usize = 1;
+const DOWN: usize = 2;
+
+/// What is left before a session's nearest volume limits, in bytes
+/// (None: no such limit), as the control plane arms them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VolumeLimits {
+    /// Before the nearest threshold: total, uplink, downlink.
+    pub threshold: [Option<u64>; 3],
+    /// Of the nearest quota: total, uplink, downlink.
+    pub quota: [Option<u64>; 3],
+}
+
+impl VolumeLimits {
+    /// Whether no limit is armed.
+    pub fn is_empty(&self) -> bool {
+        self.threshold
+            .iter()
+            .chain(&self.quota)
+            .all(Option::is_none)
+    }
+}
+
+/// A packet's verdict under its session's volume limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Charged {
+    /// Within every limit.
+    Pass,
+    /// Beyond a quota: drop it.
+    QuotaExhausted,
+}
+
+/// One session's words, one cache line.
+#[derive(Debug, Default)]
+#[repr(C, align(64))]
+pub struct Line {
+    // Which words are armed: bit i for word i.
+    armed: AtomicU32,
+    words: [AtomicI64; 6],
+    // The threshold words just after the packet that crossed: what the
+    // session sent past it each way since, for the report to leave to
+    // the next measurement.
+    snap: [AtomicI64; 3],
+}
+
+const _: () = assert!(core::mem::size_of::<Line>() == 128);
+
+/// A threshold word armed for no threshold: charged (so that the bytes
+/// after a crossing are known each way), never crossing.
+const UNLIMITED: i64 = i64::MAX >> 1;
+/// A snapshot not taken since the line was armed.
+const NOT_CROSSED: i64 = i64::MIN;
+
+impl Line {
+    fn arm(&self, l: &VolumeLimits) {
+        let mut armed = 0;
+        let any_threshold = l.threshold.iter().any(Option::is_some);
+        for (i, v) in l.threshold.iter().chain(&l.quota).enumerate() {
+            let v = match v {
+                Some(v) => i64::try_from(*v).unwrap_or(UNLIMITED).min(UNLIMITED),
+                None if i < QUOTA && any_threshold => UNLIMITED,
+                None => continue,
+            };
+            self.words[i].store(v, Ordering::Relaxed);
+            if i < QUOTA {
+                self.snap[i].store(NOT_CROSSED, Ordering::Relaxed);
+            }
+            armed |= 1 << i;
+        }
+        self.armed.store(armed, Ordering::Release);
+    }
+
+    /// The bytes charged each way (uplink, downlink) after the packet
+    /// that last crossed a threshold.
+    fn since_crossing(&self) -> (u64, u64) {
+        let armed = self.armed.load(Ordering::Acquire);
+        let after = |w: usize| {
+            if armed & (1 << w) == 0 {
+                return 0;
+            }
+            let snap = self.snap[w].load(Ordering::Relaxed);
+            if snap == NOT_CROSSED {
+                return 0;
+            }
+            let d = snap.saturating_sub(self.words[w].load(Ordering::Relaxed));
+            u64::try_from(d).unwrap_or(0)
+        };
+        (after(UP), after(DOWN))
+    }
+
+    /// Charges a packet of `bytes` one way; `crossed`: whether this
+    /// packet took a word from above zero to zero or below.
+    #[inline]
+    fn charge(&self, uplink: bool, bytes: u64, crossed: &mut bool) -> Charged {
+        let armed = self.armed.load(Ordering::Acquire);
+        let dir = if uplink { UP } else { DOWN };
+        let b = i64::try_from(bytes).unwrap_or(i64::MAX);
+        for w in [QUOTA + TOTAL, QUOTA + dir] {
+            if armed & (1 << w) != 0 {
+                let prev = self.words[w].fetch_sub(b, Ordering::Relaxed);
+                let now = prev.saturating_sub(b);
+                *crossed |= prev > 0 && now <= 0;
+                if now < 0 {
+                    return Charged::QuotaExhausted;
+                }
+            }
+        }
+        let mut threshold = false;
+        for w in [THRESHOLD + TOTAL, THRESHOLD + dir] {
+            if armed & (1 << w) != 0 {
+                let prev = self.words[w].fetch_sub(b, Ordering::Relaxed);
+                threshold |= prev > 0 && prev.saturating_sub(b) <= 0;
+            }
+        }
+        if threshold {
+            self.snapshot();
+            *crossed = true;
+        }
+        Charged::Pass
+    }
+
+    #[cold]
+    fn snapshot(&self) {
+        for (s, w) in self.snap.iter().zip(&self.words) {
+            s.store(w.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
+
+    /// Whether an armed quota word is used up (at or below zero).
+    fn quota_spent(&self) -> bool {
+        let armed = self.armed.load(Ordering::Acquire);
+        (QUOTA..QUOTA + 3)
+            .any(|w| armed & (1 << w) != 0 && self.words[w].load(Ordering::Relaxed) <= 0)
+    }
+}
+
+/// Every session's lines, shared by the workers and the control plane,
+/// and the slots whose words crossed zero since the control plane last
+/// looked.
+#[derive(Default)]
+pub struct Watches {
+    chunks: Box<[OnceLock<Box<[Line]>>]>,
+    crossed: Mutex<Vec<u32>>,
+    notify: OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+impl core::fmt::Debug for Watches {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Watches")
+            .field("bytes", &self.bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Watches {
+    /// Room for `max_sessions` slots (no line allocated yet).
+    pub fn new(max_sessions: u32) -> Watches {
+        let n = (max_sessions as usize).div_ceil(WATCH_CHUNK);
+        Watches {
+            chunks: (0..n).map(|_| OnceLock::new()).collect(),
+            crossed: Mutex::new(Vec::new()),
+            notify: OnceLock::new(),
+        }
+    }
+
+    /// What wakes the control plane when a word crosses zero (set once;
+    /// the N4 thread's event fd).
+    pub fn set_notify(&self, f: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.notify.set(f);
+    }
+
+    fn line(&self, slot: u32) -> Option<&Line> {
+        let s = slot as usize;
+        self.chunks
+            .get(s / WATCH_CHUNK)?
+            .get()
+            .map(|c| &c[s % WATCH_CHUNK])
+    }
+
+    /// Arms slot `slot`'s line with `limits` (control plane); empty
+    /// limits disarm it. Returns whether the slot is armed.
+    pub fn arm(&self, slot: u32, limits: &VolumeLimits) -> bool {
+        if limits.is_empty() {
+            if let Some(l) = self.line(slot) {
+                l.armed.store(0, Ordering::Release);
+            }
+            return false;
+        }
+        let Some(c) = self.chunks.get(slot as usize / WATCH_CHUNK) else {
+            return false;
+        };
+        let c = c.get_or_init(|| (0..WATCH_CHUNK).map(|_| Line::default()).collect());
+        c[slot as usize % WATCH_CHUNK].arm(limits);
+        true
+    }
+
+    /// Charges a packet of `bytes` of slot `slot` one way (worker, for
+    /// slots flagged watched only); a crossing queues the slot and wakes
+    /// the control plane.
+    #[inline]
+    pub fn charge(&self, slot: u32, uplink: bool, bytes: usize) -> Charged {
+        let Some(l) = self.line(slot) else {
+            return Charged::Pass;
+        };
+        let mut crossed = false;
+        let c = l.charge(uplink, bytes as u64, &mut crossed);
+        if crossed {
+            self.cross(slot);
+        }
+        c
+    }
+
+    #[cold]
+    fn cross(&self, slot: u32) {
+        {
+            let mut q = self.crossed.lock().unwrap_or_else(|e| e.into_inner());
+            if q.len() < MAX_CROSSED {
+                q.push(slot);
+            }
+        }
+        if let Some(n) = self.notify.get() {
+            n();
+        }
+    }
+
+    /// Moves the slots that crossed since the last call into `out`
+    /// (control plane).
+    pub fn take_crossed(&self, out: &mut Vec<u32>) {
+        out.append(&mut self.crossed.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// The bytes slot `slot`'s session sent each way (uplink, downlink)
+    /// after the packet that last crossed a threshold: the report of
+    /// that crossing leaves them to the next measurement.
+    pub fn since_crossing(&self, slot: u32) -> (u64, u64) {
+        self.line(slot).map_or((0, 0), Line::since_crossing)
+    }
+
+    /// Whether slot `slot`'s armed quota is used up.
+    pub fn quota_spent(&self, slot: u32) -> bool {
+        self.line(slot).is_some_and(Line::quota_spent)
+    }
+
+    /// Bytes allocated for lines.
+    pub fn bytes(&self) -> usize {
+        let used = self.chunks.iter().filter(|c| c.get().is_some()).count();
+        used * WATCH_CHUNK * core::mem::size_of::<Line>()
+            + self.chunks.len() * core::mem::size_of::<OnceLock<Box<[Line]>>>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+
+    fn limits(threshold: Option<u64>, quota: Option<u64>) -> VolumeLimits {
+        VolumeLimits {
+            threshold: [threshold, None, None],
+            quota: [quota, None, None],
+        }
+    }
+
+    fn crossed(w: &Watches) -> Vec<u32> {
+        let mut v = Vec::new();
+        w.take_crossed(&mut v);
+        v
+    }
+
+    #[test]
+    fn a_threshold_crosses_once_exactly_at_its_packet() {
+        let w = Watches::new(10);
+        assert!(w.arm(3, &limits(Some(2500), None)));
+        assert_eq!(w.charge(3, true, 1000), Charged::Pass);
+        assert_eq!(w.charge(3, false, 1000), Charged::Pass);
+        assert!(crossed(&w).is_empty());
+        // The third packet takes it to -500: the crossing.
+        assert_eq!(w.charge(3, true, 1000), Charged::Pass);
+        assert_eq!(crossed(&w), vec![3]);
+        assert_eq!(w.since_crossing(3), (0, 0));
+        assert_eq!(w.charge(3, true, 1000), Charged::Pass);
+        assert_eq!(w.charge(3, false, 300), Charged::Pass);
+        assert!(crossed(&w).is_empty(), "one signal per crossing");
+        assert_eq!(w.since_crossing(3), (1000, 300), "past the crossing");
+        w.arm(3, &limits(Some(5000), None));
+        w.charge(3, true, 1000);
+        assert_eq!(w.since_crossing(3), (0, 0), "no crossing since armed");
+        // Re-armed: crosses again.
+        w.arm(3, &limits(Some(1000), None));
+        assert_eq!(w.charge(3, true, 1000), Charged::Pass);
+        assert_eq!(crossed(&w), vec![3], "exactly zero is reached");
+        // A direction's threshold ignores the other way.
+        w.arm(
+            3,
+            &VolumeLimits {
+                threshold: [None, None, Some(100)],
+                ..Default::default()
+            },
+        );
+        w.charge(3, true, 1000);
+        assert!(crossed(&w).is_empty());
+        w.charge(3, false, 100);
+        assert_eq!(crossed(&w), vec![3]);
+    }
+
+    #[test]
+    fn a_quota_passes_what_fits_and_drops_from_the_packet_that_would_exceed() {
+        let w = Watches::new(10);
+        let wakes = Arc::new(AtomicUsize::new(0));
+        let n = wakes.clone();
+        w.set_notify(Box::new(move || {
+            n.fetch_add(1, Ordering::Relaxed);
+        }));
+        w.arm(1, &limits(None, Some(2500)));
+        assert_eq!(w.charge(1, true, 1000), Charged::Pass);
+        assert_eq!(w.charge(1, false, 1000), Charged::Pass);
+        assert!(!w.quota_spent(1));
+        assert_eq!(w.charge(1, true, 1000), Charged::QuotaExhausted);
+        assert!(w.quota_spent(1));
+        // Smaller packets that would have fit stay dropped.
+        assert_eq!(w.charge(1, true, 100), Charged::QuotaExhausted);
+        assert_eq!(crossed(&w), vec![1]);
+        assert_eq!(wakes.load(Ordering::Relaxed), 1);
+        // A quota used to the byte passes its last packet.
+        w.arm(1, &limits(None, Some(2000)));
+        assert_eq!(w.charge(1, true, 1000), Charged::Pass);
+        assert_eq!(w.charge(1, true, 1000), Charged::Pass);
+        assert_eq!(crossed(&w), vec![1]);
+        assert_eq!(w.charge(1, true, 1), Charged::QuotaExhausted);
+        // A packet a quota drops is not charged to the threshold.
+        w.arm(1, &limits(Some(1500), Some(1000)));
+        assert_eq!(w.charge(1, true, 1000), Charged::Pass);
+        crossed(&w);
+        assert_eq!(w.charge(1, true, 1000), Charged::QuotaExhausted);
+        assert!(crossed(&w).is_empty(), "the quota's crossing came first");
+        // Disarmed: everything passes, nothing is queued.
+        assert!(!w.arm(1, &VolumeLimits::default()));
+        assert_eq!(w.charge(1, true, 1 << 20), Charged::Pass);
+        assert!(crossed(&w).is_empty());
+        // A slot never armed (no chunk) passes.
+        assert_eq!(Watches::new(5000).charge(4000, true, 1), Charged::Pass);
+    }
+
+    #[test]
+    fn workers_share_the_words_exactly() {
+        let w = Arc::new(Watches::new(10));
+        // 4 workers × 10,000 packets of 100 bytes against a quota of
+        // 2,500,050: exactly 25,000 pass, one crossing.
+        w.arm(7, &limits(Some(1_000_000), Some(2_500_050)));
+        let passed: usize = (0..4)
+            .map(|i| {
+                let w = w.clone();
+                std::thread::spawn(move || {
+                    (0..10_000)
+                        .filter(|_| w.charge(7, i % 2 == 0, 100) == Charged::Pass)
+                        .count()
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .sum();
+        assert_eq!(passed, 25_000);
+        let mut c = crossed(&w);
+        c.sort_unstable();
+        assert_eq!(c, vec![7, 7], "the threshold and the quota, once each");
+    }
+
+    #[test]
+    fn lines_are_allocated_by_chunk_when_armed() {
+        let w = Watches::new(1_000_000);
+        let empty = w.bytes();
+        assert!(empty < 32 * 1024, "{empty} bytes before any line");
+        w.arm(5, &limits(Some(1), None));
+        assert_eq!(w.bytes(), empty + WATCH_CHUNK * 128);
+        w.arm(6, &limits(Some(1), None));
+        assert_eq!(w.bytes(), empty + WATCH_CHUNK * 128);
+        assert!(
+            !w.arm(2_000_000, &limits(Some(1), None)),
+            "beyond the table"
+        );
+    }
+}
