@@ -3,7 +3,7 @@
 //! over the workers. The PFCP node drives it; the workers only apply.
 
 use super::counters::{CounterIds, RuleUsage, NO_COUNTER};
-use super::rate::{Bucket, Meters};
+use super::rate::Bucket;
 use super::rules::{Classifier, RuleError, RuleSet, RuleSpec, Treatment, MAX_RULES};
 use super::watch::{VolumeLimits, Watches};
 use super::{
@@ -210,14 +210,19 @@ impl Sessions {
     /// links go one to each worker's pipeline. `n3_v6[t]`: whether tunnel
     /// `t`'s local address is IPv6 (to refuse a peer of the other family).
     pub fn new(max_sessions: u32, workers: usize, n3_v6: Vec<bool>) -> (Sessions, Vec<WorkerLink>) {
-        let meters = Arc::new(Meters::new(max_sessions));
+        // The first worker's usage block holds the buckets ([`Usage::meters`]).
+        let meters = Arc::new(Usage::new(max_sessions, true));
         let watches = Arc::new(Watches::new(max_sessions));
         // Every session with the most rules both ways.
         let max_counters = max_sessions.saturating_mul(2 * MAX_RULES as u32);
         let links: Vec<WorkerLink> = (0..workers.max(1))
-            .map(|_| WorkerLink {
+            .map(|w| WorkerLink {
                 queue: Arc::new(ChangeQueue::default()),
-                usage: Arc::new(Usage::new(max_sessions)),
+                usage: if w == 0 {
+                    meters.clone()
+                } else {
+                    Arc::new(Usage::new(max_sessions, false))
+                },
                 meters: meters.clone(),
                 rule_usage: Arc::new(RuleUsage::new(max_counters)),
                 watches: watches.clone(),
@@ -649,7 +654,10 @@ impl Sessions {
         if mbr.uplink.is_none() && mbr.downlink.is_none() {
             return;
         }
-        let Some(m) = self.links.first().and_then(|l| l.meters.reserve(slot)) else {
+        let Some(m) = self.links.first().and_then(|l| {
+            l.meters.reserve(slot);
+            l.meters.meters(slot)
+        }) else {
             return;
         };
         let old = old.unwrap_or_default();

@@ -22,7 +22,6 @@
 //! 2^48 ns (3.3 days) and is compared with wrapping arithmetic.
 
 use core::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 
 /// Fraction bits of the time unit.
 const FRAC: u32 = 16;
@@ -160,7 +159,8 @@ fn next_tat(old: u64, now: u64, charge: u64, tau: u64, cost: u64) -> Option<u64>
 
 /// A session's buckets, uplink and downlink, on a line of their own:
 /// shared by the workers, they are kept apart from each worker's slot
-/// line, which only its worker writes.
+/// line, which only its worker writes, but beside the first worker's
+/// ([`super::Usage::meters`]).
 #[derive(Debug, Default)]
 #[repr(C, align(64))]
 pub struct SlotMeters {
@@ -168,50 +168,6 @@ pub struct SlotMeters {
     pub uplink: Bucket,
     /// Downlink (the DL MBR).
     pub downlink: Bucket,
-}
-
-/// Every session's buckets, by slot, in chunks allocated on first use by
-/// the control plane, as [`super::Usage`] is; one for all the workers.
-#[derive(Debug)]
-pub struct Meters {
-    chunks: Box<[OnceLock<Box<[SlotMeters]>>]>,
-}
-
-impl Meters {
-    /// Room for `max_sessions` slots.
-    pub fn new(max_sessions: u32) -> Meters {
-        let n = (max_sessions as usize).div_ceil(super::USAGE_CHUNK);
-        Meters {
-            chunks: (0..n).map(|_| OnceLock::new()).collect(),
-        }
-    }
-
-    /// Slot `slot`'s buckets; None beyond the table or in a chunk not
-    /// allocated.
-    #[inline]
-    pub fn slot(&self, slot: u32) -> Option<&SlotMeters> {
-        let s = slot as usize;
-        let c = self.chunks.get(s / super::USAGE_CHUNK)?.get()?;
-        c.get(s % super::USAGE_CHUNK)
-    }
-
-    /// Slot `slot`'s buckets, its chunk allocated if need be (control
-    /// plane).
-    pub fn reserve(&self, slot: u32) -> Option<&SlotMeters> {
-        let c = self.chunks.get(slot as usize / super::USAGE_CHUNK)?;
-        c.get_or_init(|| {
-            (0..super::USAGE_CHUNK)
-                .map(|_| SlotMeters::default())
-                .collect()
-        });
-        self.slot(slot)
-    }
-
-    /// Bytes allocated for buckets.
-    pub fn bytes(&self) -> usize {
-        let used = self.chunks.iter().filter(|c| c.get().is_some()).count();
-        used * super::USAGE_CHUNK * core::mem::size_of::<SlotMeters>()
-    }
 }
 
 #[cfg(test)]

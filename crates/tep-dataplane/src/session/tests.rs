@@ -647,3 +647,29 @@ fn rule_counters_follow_their_keys() {
         .collect();
     assert!(ids.iter().all(|&i| c.rule_usage(i) == (0, 0)));
 }
+
+/// A session's bucket is one for all the workers, wherever it is kept:
+/// what two workers pass between them is what one bucket passes, and once
+/// the burst is spent, neither passes more.
+#[test]
+fn the_workers_share_a_sessions_bucket() {
+    let (mut c, mut w) = setup();
+    let mut s = spec(0, 0x100, 0x0a00_0001, None);
+    s.mbr.downlink = Some(8_000_000);
+    let slot = c.create(&s).unwrap();
+    sync(&mut c, &mut w);
+    let one = rate::Bucket::default();
+    one.set(8_000_000);
+    let now = 1_000_000_000;
+    let (mut passed, mut want) = ([0; 2], 0);
+    for k in 0..600 {
+        want += usize::from(one.admit(1000, now));
+        passed[k % 2] += usize::from(w[k % 2].admit(slot, false, 1000, now));
+    }
+    // A quarter second at 1 MB/s: 250 KB.
+    assert_eq!(want, 250);
+    assert_eq!((passed[0], passed[1]), (125, 125));
+    assert!(!w[0].admit(slot, false, 1000, now));
+    assert!(!w[1].admit(slot, false, 1000, now));
+    assert!(w[1].admit(slot, true, 1000, now), "the uplink has no MBR");
+}
