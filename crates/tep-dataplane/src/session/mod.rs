@@ -656,7 +656,10 @@ struct SlotLines {
 
 fn chunk_of<T>(chunks: &[OnceLock<Box<[T]>>], slot: u32) -> Option<&T> {
     let s = slot as usize;
-    chunks.get(s / USAGE_CHUNK)?.get().map(|c| &c[s % USAGE_CHUNK])
+    chunks
+        .get(s / USAGE_CHUNK)?
+        .get()
+        .map(|c| &c[s % USAGE_CHUNK])
 }
 
 fn chunk_bytes<T>(chunks: &[OnceLock<Box<[T]>>]) -> usize {

@@ -17,10 +17,11 @@
 //! is off and no word is read.
 //!
 //! The control plane (re)arms a line whenever it (re)sets a URR
-//! (creation, a report, a new quota, a modification, each scan), with
+//! (creation, a report, a new quota, a modification, a crossing), with
 //! what is left at that moment: a store, so that packets counted between
 //! its reading the counters and the store are charged to neither (a few
-//! microseconds' worth at most, and the scan after corrects the counts).
+//! microseconds' worth at most). Scans that change nothing leave the line
+//! alone, so that the window opens only at those events.
 
 use core::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};

@@ -477,8 +477,13 @@ pub trait UserPlane {
     fn take_usage(&mut self, seid: Seid, urr: u32) -> Usage;
     /// Session `seid`'s URRs' measurements were taken and may have
     /// restarted (a scan, its reports): the user plane may arm its
-    /// packet-by-packet volume check with what is left ([`Urr::volume_left`]).
-    fn usage_taken(&mut self, _seid: Seid, _rules: &Rules) {}
+    /// packet-by-packet volume check with what is left
+    /// ([`Urr::volume_left`]). `rearm`: what is left changed other than by
+    /// the packets counted (a report restarted a measurement, a quota ran
+    /// out, or the user plane saw a crossing); otherwise the armed check
+    /// is still right, and storing it again would lose the packets
+    /// charged between the counts' reading and the store.
+    fn usage_taken(&mut self, _seid: Seid, _rules: &Rules, _rearm: bool) {}
 }
 
 /// A datagram to send.
@@ -908,7 +913,7 @@ impl Node {
         slots.extend(self.watched.iter().copied());
         for &i in &slots {
             let seid = self.seid_of(i, self.slots[i as usize].generation);
-            self.scan_session(now, seid, false, up);
+            self.scan_session(now, seid, None, up);
         }
         self.scanning = slots;
     }
@@ -925,16 +930,19 @@ impl Node {
         quota_spent: bool,
         up: &mut impl UserPlane,
     ) {
-        self.scan_session(now, seid, quota_spent, up);
+        self.scan_session(now, seid, Some(quota_spent), up);
     }
 
+    /// `crossed`: the user plane saw a volume limit crossed, and whether
+    /// by a packet it dropped past a quota; None for a periodic scan.
     fn scan_session(
         &mut self,
         now: Instant,
         seid: Seid,
-        quota_spent: bool,
+        crossed: Option<bool>,
         up: &mut impl UserPlane,
     ) {
+        let quota_spent = crossed == Some(true);
         let at = self.ntp(now);
         let idle = self.config.traffic_idle;
         let Some(s) = self.get_mut(seid) else {
@@ -958,7 +966,8 @@ impl Node {
         if quota_spent && exhausted == 0 {
             exhausted = exhaust_nearest_quota(&mut s.rules.urrs, at, now, &mut reports);
         }
-        up.usage_taken(seid, &s.rules);
+        let rearm = crossed.is_some() || !reports.is_empty() || exhausted > 0;
+        up.usage_taken(seid, &s.rules, rearm);
         let (cp_seid, cp_addr) = (s.cp_seid, s.cp_addr);
         if exhausted > 0 {
             self.counters[Counter::QuotaExhausted as usize] += exhausted;

@@ -668,9 +668,12 @@ impl UserPlane for UpfPlane {
         e.urrs.take(&self.sessions, e.slot, urr)
     }
 
-    fn usage_taken(&mut self, seid: Seid, rules: &Rules) {
+    fn usage_taken(&mut self, seid: Seid, rules: &Rules, rearm: bool) {
         if let Some(e) = self.by_seid.get_mut(&seid) {
             e.urrs.release();
+            if !rearm {
+                return;
+            }
             let limits = e.urrs.volume_limits(rules, &self.sessions, e.slot);
             let _ = self.sessions.arm_volume(e.slot, &limits);
         }

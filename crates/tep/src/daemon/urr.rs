@@ -23,7 +23,8 @@
 //! thresholds and quotas of URRs on all of a session's packets are not
 //! left to the scans: the workers charge each packet to the session's
 //! line ([`tep_dataplane::session::watch`], armed by
-//! [`UrrCounts::volume_limits`] at every install and scan), a quota drops
+//! [`UrrCounts::volume_limits`] at every install, and at a scan that
+//! reported, ran a quota out or followed a crossing), a quota drops
 //! from the packet that would exceed it, and the crossing wakes this
 //! thread, which reports at once what was counted up to the crossing
 //! packet ([`UrrCounts::hold`]: what came after goes to the next

@@ -80,16 +80,38 @@ impl N9Capture {
     }
 
     /// What it decoded, one "outer dscp,inner dscp,pdu type,qfi" line a
-    /// G-PDU.
-    fn lines(mut self) -> Vec<String> {
-        use std::io::Read;
-        // SIGINT: tshark flushes what it decoded and exits.
+    /// G-PDU: read until `want` lines came or 5 s passed, so that a
+    /// loaded machine's tshark is not stopped before it decoded them.
+    fn lines(mut self, want: usize) -> Vec<String> {
+        use std::io::BufRead;
+        let stdout = self.child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for l in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut out = vec![];
+        while out.len() < want {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(l) => out.push(l),
+                Err(_) => break,
+            }
+        }
+        // SIGINT: tshark flushes what else it decoded and exits.
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-INT", &pid]).status();
-        let mut out = String::new();
-        let _ = self.child.stdout.take().unwrap().read_to_string(&mut out);
         let _ = self.child.wait();
-        out.lines().map(str::to_owned).collect()
+        let _ = reader.join();
+        out.extend(rx.try_iter());
+        out
     }
 }
 
@@ -197,7 +219,7 @@ fn n9(test: &str, gateway: bool) {
     const N: u64 = 3;
     let capture = N9Capture::start(&psa.ns);
     let r = smf.run(&tep, json!({"run": "n9", "index": 0, "count": N}));
-    let seen = capture.lines();
+    let seen = capture.lines(N as usize);
     // The outer header's DSCP first, then the inner one's; the
     // container's PDU type (1: UL) and QFI last.
     let ours = |l: &String| {
