@@ -664,8 +664,7 @@ fn chunk_of<T>(chunks: &[OnceLock<Box<[T]>>], slot: u32) -> Option<&T> {
 
 fn chunk_bytes<T>(chunks: &[OnceLock<Box<[T]>>]) -> usize {
     let used = chunks.iter().filter(|c| c.get().is_some()).count();
-    used * USAGE_CHUNK * core::mem::size_of::<T>()
-        + chunks.len() * core::mem::size_of::<OnceLock<Box<[T]>>>()
+    used * USAGE_CHUNK * core::mem::size_of::<T>() + core::mem::size_of_val(chunks)
 }
 
 impl Usage {
