@@ -226,8 +226,14 @@ fn n9(test: &str, gateway: bool) {
         let f: Vec<_> = l.split(',').collect();
         f.len() == 4 && (f[0], f[2], f[3]) == (&*N9_DSCP.to_string(), "1", &*QFI.to_string())
     };
-    let n9_uplink = seen.iter().filter(|l| ours(l)).count() as u64;
-    assert_eq!(n9_uplink, N, "G-PDUs at the PSA: {seen:?}");
+    // Every G-PDU tshark decoded is right, and it decoded some; that all
+    // N carry QFI 9 the PSA shows by delivering them (its uplink PDR
+    // matches QFI 9 only). tshark in a loaded CI run has decoded 1 of 3
+    // before now, so its count is not what is checked.
+    assert!(
+        !seen.is_empty() && seen.iter().all(ours),
+        "G-PDUs at the PSA: {seen:?}"
+    );
     for k in ["n9_uplink", "n9_downlink", "local_uplink", "local_downlink"] {
         assert_eq!(r[k], N, "{k}: {r}");
     }
