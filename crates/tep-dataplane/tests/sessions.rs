@@ -10,6 +10,7 @@ use common::*;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tep_dataplane::example;
 use tep_dataplane::session::control::Volume;
+use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
 use tep_dataplane::session::{Action, UeKey, UeSource};
 use tep_dataplane::DropReason;
 use tep_dataplane::ManualClock;
@@ -36,6 +37,44 @@ fn dl_qfi(r: &GtpuRepr) -> Option<u8> {
         Extension::PduSessionContainer(c) if c.pdu_type == 0 => Some(c.qfi),
         _ => None,
     })
+}
+
+/// A rule of `filters` (none: every packet) that does `action`, toward
+/// `peer` (gNB and TEID; None: N6) with QFI `qfi`, without an MBR.
+fn rule(filters: Vec<FlowMatch>, action: Action, peer: Option<(IpAddr, u32)>, qfi: u8) -> RuleSpec {
+    RuleSpec {
+        filters,
+        qfi_match: None,
+        action,
+        peer,
+        qfi: Some(qfi),
+        mbr: None,
+    }
+}
+
+/// UDP to (downlink) or from (uplink) the UE's ports `lo..=hi`.
+fn udp_ports(lo: u16, hi: u16) -> FlowMatch {
+    FlowMatch {
+        protocol: Some(17),
+        ue_ports: vec![(lo, hi)],
+        ..Default::default()
+    }
+}
+
+/// The downlink of three rules by precedence: voice (UDP to ports
+/// 5000-5010) to TEID 0x501 with QFI 1, what goes to port 6666 dropped,
+/// the rest to TEID 0x509 with QFI 9.
+fn voice_drop_default(gnb: IpAddr) -> Vec<RuleSpec> {
+    vec![
+        rule(
+            vec![udp_ports(5000, 5010)],
+            Action::Forward,
+            Some((gnb, 0x501)),
+            1,
+        ),
+        rule(vec![udp_ports(6666, 6666)], Action::Drop, None, 0),
+        rule(vec![], Action::Forward, Some((gnb, 0x509)), 9),
+    ]
 }
 
 #[test]
@@ -585,40 +624,19 @@ fn runs_of_a_sessions_packets_meter_as_one_by_one() {
 #[test]
 fn several_rules_each_way_by_sdf_filter() {
     use tep_dataplane::session::control::RuleTag;
-    use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
     for v6 in [false, true] {
         let mut pool = pool();
         let (mut c, mut p) = upf(v6);
         let gnb = addrs(v6).1;
         let ue = if v6 { ue6(1) } else { ue4(1) };
-        let port = |lo, hi| FlowMatch {
-            protocol: Some(17),
-            ue_ports: vec![(lo, hi)],
-            ..Default::default()
-        };
-        let rule = |filters, action, teid, qfi| RuleSpec {
-            filters,
-            qfi_match: None,
-            action,
-            peer: Some((gnb, teid)),
-            qfi: Some(qfi),
-            mbr: None,
-        };
         let mut spec = example::session(1, v6, v6);
-        spec.rules.downlink = vec![
-            rule(vec![port(5000, 5010)], Action::Forward, 0x501, 1),
-            rule(vec![port(6666, 6666)], Action::Drop, 0, 0),
-            rule(vec![], Action::Forward, 0x509, 9),
-        ];
+        spec.rules.downlink = voice_drop_default(gnb);
         // Uplink: no default rule, so what the others miss is no one's;
         // to N6 (a peer would be a UPF on N9).
         spec.rules.uplink = vec![
-            rule(vec![port(6666, 6666)], Action::Drop, 0, 0),
-            rule(vec![port(5000, 5010)], Action::Forward, 0, 0),
+            rule(vec![udp_ports(6666, 6666)], Action::Drop, None, 0),
+            rule(vec![udp_ports(5000, 5010)], Action::Forward, None, 0),
         ];
-        for r in &mut spec.rules.uplink {
-            r.peer = None;
-        }
         // Each rule counted (as for URRs on some of the PDRs), by position.
         let counted = |n: u32| -> Vec<RuleTag> {
             (0..n)
@@ -691,31 +709,10 @@ fn several_rules_each_way_by_sdf_filter() {
 /// packet leaves with its own rule's TEID and QFI, or is dropped by it.
 #[test]
 fn a_flows_burst_takes_its_rule_and_a_new_flow_is_classified() {
-    use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
     let (mut c, mut p) = upf(false);
     let mut pool = pool();
-    let gnb = addrs(false).1;
-    let rule = |ports: Option<(u16, u16)>, action, teid, qfi| RuleSpec {
-        filters: ports
-            .map(|r| FlowMatch {
-                protocol: Some(17),
-                ue_ports: vec![r],
-                ..Default::default()
-            })
-            .into_iter()
-            .collect(),
-        qfi_match: None,
-        action,
-        peer: Some((gnb, teid)),
-        qfi: Some(qfi),
-        mbr: None,
-    };
     let mut spec = example::session(1, false, false);
-    spec.rules.downlink = vec![
-        rule(Some((5000, 5010)), Action::Forward, 0x501, 1),
-        rule(Some((6666, 6666)), Action::Drop, 0, 0),
-        rule(None, Action::Forward, 0x509, 9),
-    ];
+    spec.rules.downlink = voice_drop_default(addrs(false).1);
     c.create(&spec).unwrap();
     settle(&mut c, &mut p, &mut pool);
     let server = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
@@ -749,23 +746,14 @@ fn a_flows_burst_takes_its_rule_and_a_new_flow_is_classified() {
 /// `mbr_exceeded`; the default rule passes all ten.
 #[test]
 fn a_rules_own_mbr_meters_only_its_packets() {
-    use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
     let mut pool = pool();
     let (mut c, mut p) = upf(false);
     let mut spec = example::session(1, false, false);
-    let rule = |filters, mbr| RuleSpec {
-        filters,
-        qfi_match: None,
-        action: Action::Forward,
-        peer: spec.peer,
-        qfi: Some(9),
-        mbr,
+    let voice = RuleSpec {
+        mbr: Some((2, 8_000)),
+        ..rule(vec![udp_ports(5000, 5010)], Action::Forward, spec.peer, 9)
     };
-    let voice = FlowMatch {
-        ue_ports: vec![(5000, 5010)],
-        ..Default::default()
-    };
-    spec.rules.downlink = vec![rule(vec![voice], Some((2, 8_000))), rule(vec![], None)];
+    spec.rules.downlink = vec![voice, rule(vec![], Action::Forward, spec.peer, 9)];
     c.create(&spec).unwrap();
     settle(&mut c, &mut p, &mut pool);
     let server = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
@@ -787,7 +775,6 @@ fn a_rules_own_mbr_meters_only_its_packets() {
 #[test]
 fn a_fars_marking_sets_the_outer_dscp() {
     use tep_dataplane::session::control::RuleTag;
-    use tep_dataplane::session::rules::{FlowMatch, RuleSpec};
     for v6 in [false, true] {
         let mut pool = pool();
         let (mut c, mut p) = upf(v6);
@@ -796,19 +783,11 @@ fn a_fars_marking_sets_the_outer_dscp() {
         let mut marked = example::session(2, v6, false);
         marked.rules.dscp = Some(46);
         let mut rules = example::session(3, v6, false);
-        let rule = |filters, teid| RuleSpec {
-            filters,
-            qfi_match: None,
-            action: Action::Forward,
-            peer: Some((gnb, teid)),
-            qfi: Some(1),
-            mbr: None,
-        };
-        let voice = FlowMatch {
-            ue_ports: vec![(5000, 5010)],
-            ..Default::default()
-        };
-        rules.rules.downlink = vec![rule(vec![voice], 0x501), rule(vec![], 0x509)];
+        let to_gnb = |filters, teid| rule(filters, Action::Forward, Some((gnb, teid)), 1);
+        rules.rules.downlink = vec![
+            to_gnb(vec![udp_ports(5000, 5010)], 0x501),
+            to_gnb(vec![], 0x509),
+        ];
         rules.rules.downlink_tags = vec![
             RuleTag {
                 key: 1,
