@@ -37,11 +37,7 @@ pub fn pdu_session_establishment(
 ) -> PfcpRepr {
     let m = SessionEstablishmentRequest {
         node_id: NodeId::V4(smf),
-        cp_f_seid: FSeid {
-            seid: cp_seid,
-            v4: Some(smf),
-            v6: None,
-        },
+        cp_f_seid: smf_f_seid(cp_seid, smf),
         create_pdrs: vec![
             CreatePdr {
                 precedence: Precedence(255),
@@ -53,29 +49,55 @@ pub fn pdu_session_establishment(
             },
         ],
         create_fars: vec![far_to_core(None), far_to_gnb(gnb_teid, gnb)],
-        create_urrs: vec![CreateUrr {
-            urr_id: UrrId(1),
-            measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
-            reporting_triggers: ReportingTriggers(Bitmap::new(0, 3)),
-            volume_threshold: None,
-            ..Default::default()
-        }],
-        create_qers: vec![CreateQer {
-            qer_id: QerId(1),
-            mbr: None,
-            gbr: None,
-            gate_status: GateStatus::open(),
-            qfi: Some(Qfi(9)),
-            skipped: Default::default(),
-        }],
+        create_urrs: vec![volume_urr(ReportingTriggers(Bitmap::new(0, 3)), None)],
+        create_qers: vec![qer(1, Some(9), None)],
         create_bars: vec![],
         skipped: Default::default(),
     };
+    establishment(sequence, m)
+}
+
+/// The SMF's F-SEID: its SEID `cp_seid` at its address `smf`.
+pub fn smf_f_seid(cp_seid: u64, smf: Ipv4Addr) -> FSeid {
+    FSeid {
+        seid: cp_seid,
+        v4: Some(smf),
+        v6: None,
+    }
+}
+
+/// `m` as a request with sequence number `sequence` (SEID 0: the UPF has
+/// given none yet).
+pub fn establishment(sequence: u32, m: SessionEstablishmentRequest) -> PfcpRepr {
     PfcpRepr {
         seid: Some(0),
         sequence,
         priority: None,
         message: Message::SessionEstablishmentRequest(m),
+    }
+}
+
+/// URR 1: measures volume, reports on `triggers`, with `threshold`.
+pub fn volume_urr(triggers: ReportingTriggers, threshold: Option<VolumeThreshold>) -> CreateUrr {
+    CreateUrr {
+        urr_id: UrrId(1),
+        measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
+        reporting_triggers: triggers,
+        volume_threshold: threshold,
+        ..Default::default()
+    }
+}
+
+/// QER `id`: gate open, marking QFI `qfi`, with MBR `mbr` (uplink,
+/// downlink, kbit/s).
+pub fn qer(id: u32, qfi: Option<u8>, mbr: Option<(u64, u64)>) -> CreateQer {
+    CreateQer {
+        qer_id: QerId(id),
+        mbr: mbr.map(|(ul, dl)| Mbr { ul, dl }),
+        gbr: None,
+        gate_status: GateStatus::open(),
+        qfi: qfi.map(Qfi),
+        skipped: Default::default(),
     }
 }
 

@@ -171,21 +171,11 @@ fn est_request() -> SessionEstablishmentRequest {
         cp_f_seid: cp_f_seid(),
         create_pdrs: vec![sample::uplink_pdr(None), sample::downlink_pdr(ue(), None)],
         create_fars: vec![sample::far_to_core(None), sample::far_to_gnb(0x100, GNB)],
-        create_urrs: vec![CreateUrr {
-            urr_id: UrrId(1),
-            measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
-            reporting_triggers: ReportingTriggers(Bitmap::new(0, 2)),
-            volume_threshold: None,
-            ..Default::default()
-        }],
-        create_qers: vec![CreateQer {
-            qer_id: QerId(1),
-            mbr: None,
-            gbr: None,
-            gate_status: GateStatus::open(),
-            qfi: Some(Qfi(9)),
-            skipped: Default::default(),
-        }],
+        create_urrs: vec![sample::volume_urr(
+            ReportingTriggers(Bitmap::new(0, 2)),
+            None,
+        )],
+        create_qers: vec![sample::qer(1, Some(9), None)],
         create_bars: vec![],
         skipped: Default::default(),
     }

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 use tep_pfcp::message::{Message, SessionEstablishmentRequest};
-use tep_pfcp::rules::{CreateBar, CreatePdr, CreateQer, CreateUrr, Pdi};
+use tep_pfcp::rules::{CreateBar, CreatePdr, Pdi};
 use tep_pfcp::types::*;
 use tep_pfcp::{sample, Cause, PfcpRepr};
 
@@ -239,23 +239,12 @@ pub fn rich_establishment(
             ..base
         }
     };
-    let qer = |id: u32, qfi: Option<u8>, mbr: Option<(u64, u64)>| CreateQer {
-        qer_id: QerId(id),
-        mbr: mbr.map(|(ul, dl)| Mbr { ul, dl }),
-        gbr: None,
-        gate_status: GateStatus::open(),
-        qfi: qfi.map(Qfi),
-        skipped: Default::default(),
-    };
+    let qer = sample::qer;
     let mut to_gnb = sample::far_to_gnb(gnb_teid, gnb);
     to_gnb.bar_id = Some(BarId(1));
     let m = SessionEstablishmentRequest {
         node_id: NodeId::V4(smf),
-        cp_f_seid: FSeid {
-            seid: cp_seid,
-            v4: Some(smf),
-            v6: None,
-        },
+        cp_f_seid: sample::smf_f_seid(cp_seid, smf),
         create_pdrs: vec![
             pdr(1, 255, true, default, 2),
             pdr(2, 255, false, default, 2),
@@ -263,17 +252,14 @@ pub fn rich_establishment(
             pdr(4, 10, false, voice, 3),
         ],
         create_fars: vec![sample::far_to_core(None), to_gnb],
-        create_urrs: vec![CreateUrr {
-            urr_id: UrrId(1),
-            measurement_method: MeasurementMethod(MeasurementMethod::VOLUM),
-            reporting_triggers: ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 3)),
-            volume_threshold: Some(VolumeThreshold {
+        create_urrs: vec![sample::volume_urr(
+            ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 3)),
+            Some(VolumeThreshold {
                 total: Some(1 << 30),
                 uplink: None,
                 downlink: None,
             }),
-            ..Default::default()
-        }],
+        )],
         create_qers: vec![
             qer(1, None, Some((100_000, 200_000))),
             qer(2, Some(9), None),
@@ -287,12 +273,7 @@ pub fn rich_establishment(
         }],
         skipped: Default::default(),
     };
-    PfcpRepr {
-        seid: Some(0),
-        sequence,
-        priority: None,
-        message: Message::SessionEstablishmentRequest(m),
-    }
+    sample::establishment(sequence, m)
 }
 
 fn exchange(
