@@ -393,19 +393,7 @@ fn buffering_report_answered(h: &mut Harness, seid: Seid, bar: u8) {
 /// UDBC (the packet count), not DLBD (DL Buffering Duration) nor BUCP.
 #[test]
 fn the_buffering_features_advertised_are_those_applied() {
-    let mut h = Harness::new();
-    let r = h.request(
-        None,
-        Message::AssociationSetupRequest(AssociationSetupRequest {
-            node_id: NodeId::fqdn("smf.test").unwrap(),
-            recovery_time_stamp: RecoveryTimeStamp(SMF_RTS),
-            up_function_features: None,
-        }),
-    );
-    let Message::AssociationSetupResponse(a) = r.message else {
-        panic!("{r:?}")
-    };
-    let f = a.up_function_features.unwrap();
+    let f = Harness::new().associate().up_function_features.unwrap();
     let has = |bit| f.has(bit);
     assert!(has(UpFunctionFeatures::DDND) && has(UpFunctionFeatures::UDBC));
     assert!(!has(UpFunctionFeatures::DLBD) && !has(UpFunctionFeatures::BUCP));

@@ -106,7 +106,8 @@ impl Harness {
         r
     }
 
-    fn associate(&mut self) {
+    /// Associates as the SMF (accepted, as N3's node); the response.
+    fn associate(&mut self) -> AssociationSetupResponse {
         let r = self.request(
             None,
             Message::AssociationSetupRequest(AssociationSetupRequest {
@@ -125,6 +126,7 @@ impl Harness {
             .up_function_features
             .unwrap()
             .has(UpFunctionFeatures::FTUP));
+        a
     }
 
     fn establish(&mut self, m: SessionEstablishmentRequest) -> SessionEstablishmentResponse {
