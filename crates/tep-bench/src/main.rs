@@ -164,6 +164,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // As tep does: the session tables on huge pages where the kernel
+    // gives them.
+    tep_dataplane::memory::set_huge_page_advice(|addr, len| {
+        let _ = tep_sys::memory::advise_huge_pages(addr, len);
+    });
     match Cli::parse().command {
         Command::Checksum { json, samples } => {
             let opts = checksum::Options {

@@ -52,6 +52,7 @@ mod gtpu_reply;
 mod icmp_error;
 mod io;
 mod kind;
+pub mod memory;
 mod nexthop;
 mod node;
 pub mod overlay;

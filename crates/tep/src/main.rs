@@ -242,7 +242,17 @@ enum BenchCommand {
     N4(bench::n4::Options),
 }
 
+/// The dataplane's large tables on huge pages ([`tep_dataplane::memory`]):
+/// a kernel that refuses (THP `never`) leaves them on small pages, slower
+/// at a million sessions and otherwise the same.
+fn advise_huge_pages(addr: usize, len: usize) {
+    if let Err(e) = tep_sys::memory::advise_huge_pages(addr, len) {
+        tracing::debug!(bytes = len, "a table stays on small pages: {e}");
+    }
+}
+
 fn main() -> ExitCode {
+    tep_dataplane::memory::set_huge_page_advice(advise_huge_pages);
     let cli = Cli::parse();
     match cli.command {
         Command::Decode { file, json, ports } => decode_command(&file, json, &ports),

@@ -11,6 +11,8 @@
 //! entry). Deletion shifts the entries after it back (no tombstones), so
 //! that a table churned by sessions coming and going keeps short probes.
 
+use crate::memory::Table;
+
 /// A free entry.
 const EMPTY: u32 = u32::MAX;
 
@@ -78,7 +80,9 @@ struct Entry<K> {
 /// A map from integer keys to slots.
 #[derive(Debug)]
 pub(crate) struct FlatMap<K: Key> {
-    entries: Vec<Entry<K>>,
+    // A table of its own: at a million sessions tens of megabytes read at
+    // random, on huge pages where the owner asks for them.
+    entries: Table<Entry<K>>,
     // 64 - log2(entries.len()): the hash's top bits index the array.
     shift: u32,
     len: usize,
@@ -87,7 +91,7 @@ pub(crate) struct FlatMap<K: Key> {
 impl<K: Key> Default for FlatMap<K> {
     fn default() -> Self {
         FlatMap {
-            entries: Vec::new(),
+            entries: Table::new(0, |_| unreachable!()),
             shift: 64,
             len: 0,
         }
@@ -219,19 +223,14 @@ impl<K: Key> FlatMap<K> {
 
     fn grow(&mut self) {
         let cap = (self.entries.len() * 2).max(16);
-        let old = core::mem::replace(
-            &mut self.entries,
-            vec![
-                Entry {
-                    key: K::default(),
-                    value: EMPTY
-                };
-                cap
-            ],
-        );
+        let empty = Entry {
+            key: K::default(),
+            value: EMPTY,
+        };
+        let old = core::mem::replace(&mut self.entries, Table::new(cap, |_| empty));
         self.shift = 64 - cap.trailing_zeros();
         self.len = 0;
-        for e in old.into_iter().filter(|e| e.value != EMPTY) {
+        for e in old.iter().filter(|e| e.value != EMPTY) {
             self.insert(e.key, e.value);
         }
     }
@@ -244,7 +243,7 @@ impl<K: Key> FlatMap<K> {
     /// Unmaps every key, keeping the array (no allocation to fill it
     /// again).
     pub fn clear(&mut self) {
-        for e in &mut self.entries {
+        for e in self.entries.iter_mut() {
             e.value = EMPTY;
         }
         self.len = 0;
@@ -268,7 +267,7 @@ impl<K: Key> FlatMap<K> {
 
     /// Bytes of the array.
     pub fn bytes(&self) -> usize {
-        self.entries.capacity() * core::mem::size_of::<Entry<K>>()
+        self.entries.len() * core::mem::size_of::<Entry<K>>()
     }
 }
 

@@ -47,6 +47,7 @@ pub(crate) mod uplink;
 pub mod watch;
 
 use crate::drop::DropReason;
+use crate::memory::Table;
 use core::net::IpAddr;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 pub(crate) use flat::staggered_runs;
@@ -618,9 +619,12 @@ const _: () = assert!(rules::MAX_RULES < RULE_BITS as usize);
 // A slot's rules, UE source and counters share one cache line.
 const _: () = assert!(core::mem::size_of::<SlotUsage>() == 64);
 
-/// Slots per usage chunk: chunks are allocated as slots are first used, so
-/// that a table sized for a million sessions costs nothing until they come.
-pub const USAGE_CHUNK: usize = 4096;
+/// Slots per usage chunk, at most: chunks are allocated as slots are
+/// first used, so that a table sized for a million sessions costs little
+/// until they come. 32,768 slots are 4 MiB with the buckets and 2 MiB
+/// without, whole huge pages ([`crate::memory`]); a table for fewer
+/// sessions has one chunk of its size.
+pub const USAGE_CHUNK: usize = 32_768;
 
 /// One worker's usage counters, by slot, in chunks allocated on first use
 /// (by the control plane, before it publishes a session in the chunk).
@@ -629,6 +633,8 @@ pub const USAGE_CHUNK: usize = 4096;
 #[derive(Debug)]
 pub struct Usage {
     chunks: Chunks,
+    // Slots per chunk: a power of two, USAGE_CHUNK at most.
+    chunk: usize,
 }
 
 /// A usage block's chunks: with the buckets beside each line (the first
@@ -636,8 +642,8 @@ pub struct Usage {
 /// worker, at the price of a branch every worker predicts once).
 #[derive(Debug)]
 enum Chunks {
-    WithMeters(Box<[OnceLock<Box<[SlotLines]>>]>),
-    Lines(Box<[OnceLock<Box<[SlotUsage]>>]>),
+    WithMeters(Box<[OnceLock<Table<SlotLines>>]>),
+    Lines(Box<[OnceLock<Table<SlotUsage>>]>),
 }
 
 /// A slot's line and its buckets' line side by side, in one page and one
@@ -654,30 +660,38 @@ struct SlotLines {
     meters: rate::SlotMeters,
 }
 
-fn chunk_of<T>(chunks: &[OnceLock<Box<[T]>>], slot: u32) -> Option<&T> {
+#[inline]
+fn chunk_of<T>(chunks: &[OnceLock<Table<T>>], chunk: usize, slot: u32) -> Option<&T> {
     let s = slot as usize;
-    chunks
-        .get(s / USAGE_CHUNK)?
-        .get()
-        .map(|c| &c[s % USAGE_CHUNK])
+    chunks.get(s / chunk)?.get().map(|c| &c[s % chunk])
 }
 
-fn chunk_bytes<T>(chunks: &[OnceLock<Box<[T]>>]) -> usize {
+fn chunk_bytes<T>(chunks: &[OnceLock<Table<T>>], chunk: usize) -> usize {
     let used = chunks.iter().filter(|c| c.get().is_some()).count();
-    used * USAGE_CHUNK * core::mem::size_of::<T>() + core::mem::size_of_val(chunks)
+    used * chunk * core::mem::size_of::<T>() + core::mem::size_of_val(chunks)
+}
+
+fn reserve_chunk<T>(chunks: &[OnceLock<Table<T>>], chunk: usize, slot: u32, init: fn() -> T) {
+    if let Some(c) = chunks.get(slot as usize / chunk) {
+        c.get_or_init(|| Table::new(chunk, |_| init()));
+    }
 }
 
 impl Usage {
     /// Room for `max_sessions` slots; `meters`: with the sessions' buckets
     /// (the first worker's block).
     pub fn new(max_sessions: u32, meters: bool) -> Usage {
-        let n = (max_sessions as usize).div_ceil(USAGE_CHUNK);
+        let chunk = (max_sessions.max(1) as usize)
+            .next_power_of_two()
+            .min(USAGE_CHUNK);
+        let n = (max_sessions as usize).div_ceil(chunk);
         Usage {
             chunks: if meters {
                 Chunks::WithMeters((0..n).map(|_| OnceLock::new()).collect())
             } else {
                 Chunks::Lines((0..n).map(|_| OnceLock::new()).collect())
             },
+            chunk,
         }
     }
 
@@ -686,8 +700,8 @@ impl Usage {
     #[inline]
     pub fn slot(&self, slot: u32) -> Option<&SlotUsage> {
         match &self.chunks {
-            Chunks::WithMeters(c) => chunk_of(c, slot).map(|l| &l.usage),
-            Chunks::Lines(c) => chunk_of(c, slot),
+            Chunks::WithMeters(c) => chunk_of(c, self.chunk, slot).map(|l| &l.usage),
+            Chunks::Lines(c) => chunk_of(c, self.chunk, slot),
         }
     }
 
@@ -696,32 +710,19 @@ impl Usage {
     #[inline]
     pub fn meters(&self, slot: u32) -> Option<&rate::SlotMeters> {
         match &self.chunks {
-            Chunks::WithMeters(c) => chunk_of(c, slot).map(|l| &l.meters),
+            Chunks::WithMeters(c) => chunk_of(c, self.chunk, slot).map(|l| &l.meters),
             Chunks::Lines(_) => None,
         }
     }
 
     /// Makes sure slot `slot`'s chunk exists (control plane).
     pub fn reserve(&self, slot: u32) {
-        let i = slot as usize / USAGE_CHUNK;
         match &self.chunks {
-            Chunks::WithMeters(c) => {
-                if let Some(c) = c.get(i) {
-                    c.get_or_init(|| {
-                        (0..USAGE_CHUNK)
-                            .map(|_| SlotLines {
-                                usage: SlotUsage::empty(),
-                                meters: rate::SlotMeters::default(),
-                            })
-                            .collect()
-                    });
-                }
-            }
-            Chunks::Lines(c) => {
-                if let Some(c) = c.get(i) {
-                    c.get_or_init(|| (0..USAGE_CHUNK).map(|_| SlotUsage::empty()).collect());
-                }
-            }
+            Chunks::WithMeters(c) => reserve_chunk(c, self.chunk, slot, || SlotLines {
+                usage: SlotUsage::empty(),
+                meters: rate::SlotMeters::default(),
+            }),
+            Chunks::Lines(c) => reserve_chunk(c, self.chunk, slot, SlotUsage::empty),
         }
     }
 
@@ -747,8 +748,8 @@ impl Usage {
     /// Bytes allocated for counters and buckets.
     pub fn bytes(&self) -> usize {
         match &self.chunks {
-            Chunks::WithMeters(c) => chunk_bytes(c),
-            Chunks::Lines(c) => chunk_bytes(c),
+            Chunks::WithMeters(c) => chunk_bytes(c, self.chunk),
+            Chunks::Lines(c) => chunk_bytes(c, self.chunk),
         }
     }
 }
