@@ -76,6 +76,13 @@ impl<T> Table<T> {
     }
 }
 
+impl<T> Default for Table<T> {
+    /// No elements.
+    fn default() -> Table<T> {
+        Table::new(0, |_| unreachable!("no elements"))
+    }
+}
+
 impl<T> core::ops::Deref for Table<T> {
     type Target = [T];
     #[inline]

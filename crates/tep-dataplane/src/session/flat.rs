@@ -91,7 +91,7 @@ pub(crate) struct FlatMap<K: Key> {
 impl<K: Key> Default for FlatMap<K> {
     fn default() -> Self {
         FlatMap {
-            entries: Table::new(0, |_| unreachable!()),
+            entries: Table::default(),
             shift: 64,
             len: 0,
         }

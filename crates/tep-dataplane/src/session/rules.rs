@@ -31,6 +31,7 @@
 
 use super::rate::Bucket;
 use super::Action;
+use crate::memory::Table;
 use core::net::IpAddr;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -572,7 +573,9 @@ struct Class {
 /// Indexed by slot, it gives the slot's [`RuleSet`] (None without).
 #[derive(Debug, Default)]
 pub(crate) struct RuleLines {
-    lines: Vec<RuleLine>,
+    // By slot; a table of its own (huge pages at a million sessions),
+    // doubled as slots come.
+    lines: Table<RuleLine>,
     classes: Vec<Option<Class>>,
     index: HashMap<(usize, [u8; MAX_RULES]), u16>,
     free: Vec<u16>,
@@ -596,7 +599,12 @@ impl RuleLines {
             return;
         }
         if self.lines.len() <= i {
-            self.lines.resize(i + 1, RuleLine::default());
+            let mut grown =
+                Table::new((i + 1).next_power_of_two().max(64), |_| RuleLine::default());
+            for (new, old) in grown.iter_mut().zip(self.lines.iter_mut()) {
+                *new = core::mem::take(old);
+            }
+            self.lines = grown;
         }
         let old = core::mem::take(&mut self.lines[i]);
         self.release(old.ul);
@@ -789,7 +797,7 @@ impl RuleLines {
     /// Bytes held: the lines, the classifier table, and the sets' own
     /// heap (shared with the other workers, counted in each).
     pub(crate) fn bytes(&self) -> usize {
-        self.lines.capacity() * core::mem::size_of::<RuleLine>()
+        self.lines.len() * core::mem::size_of::<RuleLine>()
             + self.classes.capacity() * core::mem::size_of::<Option<Class>>()
             + self
                 .lines
