@@ -198,11 +198,13 @@ pub(crate) enum DnHop {
 }
 
 /// A worker's side: the shared routers, and the networks whose packets
-/// waited for a MAC since the last [`resolve`](DnWorker::resolve).
+/// waited for a MAC that no request has asked for since.
 #[derive(Debug)]
 pub(crate) struct DnWorker {
     shared: Arc<DnRouters>,
     wanted: u64,
+    /// Per network, when its wish in `wanted` was made.
+    wished_ns: [u64; MAX],
     next_check_ns: u64,
 }
 
@@ -216,6 +218,7 @@ impl DnWorker {
         DnWorker {
             shared,
             wanted,
+            wished_ns: [0; MAX],
             next_check_ns: 0,
         }
     }
@@ -235,7 +238,11 @@ impl DnWorker {
                 vlan: None,
             }),
             None => {
-                self.wanted |= 1 << network;
+                let bit = 1 << network;
+                if self.wanted & bit == 0 {
+                    self.wanted |= bit;
+                    self.wished_ns[usize::from(network)] = now_ns;
+                }
                 DnHop::Unknown
             }
         }
@@ -318,9 +325,18 @@ impl DnWorker {
         let s = &*self.shared;
         for (n, r) in s.routers.iter().enumerate() {
             let Some(r) = r else { continue };
+            // A wish stands until the MAC is known or a request leaves
+            // after it (any worker's): a packet that waits later wishes
+            // again.
+            let asked = r.asked_ns.load(Ordering::Relaxed);
+            let answered = asked != 0 && asked >= self.wished_ns[n];
+            if answered || s.gateway_mac(n as u8, now_ns).is_some() {
+                self.wanted &= !(1 << n);
+            }
             if out.is_full() || !s.due(n as u8, now_ns, self.wanted & 1 << n != 0) {
                 continue;
             }
+            self.wanted &= !(1 << n);
             let c = r.config;
             let mut frame = [0u8; MIN_FRAME];
             let Some(id) = pool.alloc() else { break };
@@ -334,7 +350,6 @@ impl DnWorker {
             count(&s.counters.requests_sent);
             out.put(pool, id);
         }
-        self.wanted = 0;
     }
 }
 
@@ -545,7 +560,10 @@ mod tests {
         assert_eq!(b.hop(0, S + 1), DnHop::Unknown);
         assert!(resolve(&mut b, S + RETRY_NS / 2).is_empty());
         assert_eq!(b.hop(0, S + RETRY_NS / 2), DnHop::Unknown);
+        // Another worker's packet waits too: b's request covers it.
+        assert_eq!(a.hop(0, S + RETRY_NS - 1), DnHop::Unknown);
         assert_eq!(resolve(&mut b, S + RETRY_NS).len(), 1);
+        assert!(resolve(&mut b, S + 2 * RETRY_NS).is_empty(), "asked");
         // Nothing waits: nothing asked.
         assert!(resolve(&mut a, S + 3 * RETRY_NS).is_empty());
         assert_eq!(counters(&shared)[1], 3);
