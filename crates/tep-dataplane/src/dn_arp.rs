@@ -540,6 +540,38 @@ mod tests {
         assert_eq!(arp(&mut w, &[asked], NO_DATA_NETWORK, S), (1, vec![]));
     }
 
+    /// Strangers' bytes behind an ARP EtherType: never a panic or a
+    /// leak, and only the router's address (never sent here) could
+    /// change the entry.
+    #[test]
+    fn random_arp_frames_change_nothing() {
+        let shared = routers();
+        let mut w = DnWorker::new(shared.clone());
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let asked = request(STRANGER, "10.60.0.9", "10.60.0.1");
+        for len in 0..200 {
+            let mut f: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            // Half of them a valid request with some bytes flipped.
+            if len % 2 == 0 && len >= asked.len() {
+                f[..asked.len()].copy_from_slice(&asked);
+                let at = 14 + len % 28;
+                f[at] ^= x as u8 | 1;
+            }
+            if f.len() >= 14 {
+                f[12..14].copy_from_slice(&ETHERTYPE_ARP);
+            }
+            arp(&mut w, &[f], 0, S);
+        }
+        assert_eq!(shared.gateway_mac(0, S), None);
+    }
+
     #[test]
     fn requests_once_per_interval_across_workers() {
         let shared = routers();

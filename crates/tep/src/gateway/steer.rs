@@ -314,4 +314,33 @@ vni = 6
         let s = Steered::of(&one);
         assert!(s.vlans.is_empty() && !s.networks);
     }
+
+    /// Only a tagged network with `address` and `gateway` has a router
+    /// of its own; none without.
+    #[test]
+    fn the_routers_of_data_networks() {
+        let c = Config::parse(
+            "[gateway]\ninner = \"a\"\nunderlay = \"b\"\n[pfcp]\nn3 = [\"192.0.2.1\"]\n\
+             [[pfcp.network]]\nname = \"internet\"\nvlan = 10\nue_prefixes = [\"10.45.0.0/16\"]\n\
+             [[pfcp.network]]\nname = \"ims\"\nvlan = 20\nue_prefixes = [\"10.45.0.0/16\"]\n\
+             address = \"10.70.0.1/24\"\ngateway = \"10.70.0.254\"\n",
+        )
+        .unwrap();
+        let mac = [2, 0, 0, 0, 0, 1];
+        let r = dn_routers(&c, mac).expect("ims has a router");
+        assert_eq!(r.gateway_mac(1, 0), None, "not known yet");
+        let rc = DnRouterConfig {
+            vlan: 20,
+            address: "10.70.0.1".parse().unwrap(),
+            gateway: "10.70.0.254".parse().unwrap(),
+        };
+        let want = DnRouters::new(mac, &[None, Some(rc)]).unwrap();
+        assert_eq!(format!("{r:?}"), format!("{want:?}"));
+        let plain = Config::parse(
+            "[gateway]\ninner = \"a\"\nunderlay = \"b\"\n[pfcp]\nn3 = [\"192.0.2.1\"]\n\
+             [[pfcp.network]]\nname = \"internet\"\nvlan = 10\nue_prefixes = [\"10.45.0.0/16\"]\n",
+        )
+        .unwrap();
+        assert!(dn_routers(&plain, mac).is_none());
+    }
 }
