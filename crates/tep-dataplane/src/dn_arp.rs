@@ -27,7 +27,6 @@
 use crate::buffer::{ChecksumState, PacketId, PacketMeta, Pool};
 use crate::nexthop::LinkHeader;
 use crate::overlay::neigh::{self, NeighMessage};
-use crate::overlay::vlan::NO_DATA_NETWORK;
 use crate::vector::PacketVector;
 use core::net::{IpAddr, Ipv4Addr};
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -263,8 +262,8 @@ impl DnWorker {
         for &id in v.as_slice() {
             let network = pool.meta(id).network;
             let arp = pool.data(id).get(12..14) == Some(&ETHERTYPE_ARP[..]);
-            let router = self.shared.router(network).filter(|_| arp);
-            let Some(r) = router.filter(|_| network != NO_DATA_NETWORK) else {
+            // `NO_DATA_NETWORK` is past the routers: no router's.
+            let Some(r) = self.shared.router(network).filter(|_| arp) else {
                 keep.put(pool, id);
                 continue;
             };
@@ -286,8 +285,8 @@ impl DnWorker {
         let s = &*self.shared;
         let data = pool.data(id);
         let gateway = IpAddr::V4(r.config.gateway);
-        let from_router = matches!(neigh::sender(data), Some((ip, _)) if ip == gateway);
-        if let Some((_, mac)) = neigh::sender(data).filter(|_| from_router) {
+        let from_router = neigh::sender(data).filter(|&(ip, _)| ip == gateway);
+        if let Some((_, mac)) = from_router {
             s.learn(r, mac, now_ns);
         }
         let asks_me = neigh::classify(data)
@@ -299,7 +298,7 @@ impl DnWorker {
             .then(|| neigh::answer(data, s.inner_mac, &mut out[4..]))
             .flatten();
         let Some(len) = answer else {
-            if !from_router {
+            if from_router.is_none() {
                 count(&s.counters.ignored);
             }
             return false;
@@ -336,6 +335,8 @@ impl DnWorker {
             if out.is_full() || !s.due(n as u8, now_ns, self.wanted & 1 << n != 0) {
                 continue;
             }
+            // Claimed: the next comes after RETRY_NS even if no buffer
+            // was free for this one.
             self.wanted &= !(1 << n);
             let c = r.config;
             let mut frame = [0u8; MIN_FRAME];
@@ -373,6 +374,7 @@ fn framed(pool: &mut Pool, id: PacketId) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::overlay::vlan::NO_DATA_NETWORK;
     use crate::testpkt;
 
     const INNER: [u8; 6] = [2, 0, 0, 0, 0, 0x10];
