@@ -168,7 +168,7 @@ pub struct SteeringCounters {
 
 impl KernelCounters for SteeringCounters {
     fn about(&self) -> &'static str {
-        "xdp (the steering programs: frames to tep, frames left to the kernel) and next hops"
+        "xdp (the steering programs: frames to tep, frames left to the kernel), next hops and the data networks' ARP"
     }
 
     fn metric(&self) -> (&'static str, &'static str) {

@@ -2168,8 +2168,10 @@ class Lab:
             ask = (Ether(src=host, dst="ff:ff:ff:ff:ff:ff") / Dot1Q(vlan=r["vid"])
                    / ARP(op=1, hwsrc=host, psrc=me, pdst=r["address"]))
             raw.send(bytes(ask))
-            got = [(vid, eth) for vid, eth in self.tagged_frames(raw, 2.0, lambda f: any(ARP in e and e[ARP].op == 2 for _, e in f))
-                   if ARP in eth and eth[ARP].op == 2]
+            def answers(frames):
+                return [(vid, eth) for vid, eth in frames if ARP in eth and eth[ARP].op == 2]
+
+            got = answers(self.tagged_frames(raw, 2.0, answers))
             check(len(got) == 1, "VID %d: want one answer for %s, got %r" % (r["vid"], r["address"], got))
             vid, eth = got[0]
             a = eth[ARP]
