@@ -40,7 +40,7 @@ pub use gateway::{GatewayConfig, XdpMode};
 pub use host::{Capabilities, HostConfig, Uplink, DEFAULT_ADAPTIVE_POLL_US, DEFAULT_CONTROL};
 pub use network::OverlayConfig;
 pub use pfcp::{NodeId, PfcpConfig, PfcpPeer, PFCP_PORT};
-pub use pfcp_network::{DataNetwork, MAX_DATA_NETWORKS, MAX_NETWORK_NAME};
+pub use pfcp_network::{DataNetwork, DnRouter, MAX_DATA_NETWORKS, MAX_NETWORK_NAME};
 pub use tep_dataplane::config::{
     ChecksumMode, ConfigError, Control, DataplaneConfig, DontFragment, Dscp, GueRcoEncoding,
     IpPrefix, NetworkSettings, Ttl, TunnelConfig,

@@ -5,6 +5,7 @@
 //! every Network Instance selects.
 
 use crate::host::device_name;
+use core::net::{IpAddr, Ipv4Addr};
 use serde::Deserialize;
 use tep_dataplane::config::{ConfigError, IpPrefix};
 
@@ -29,6 +30,21 @@ pub struct DataNetwork {
     pub vlan: Option<u16>,
     /// Its UE pools, routed into its TUN.
     pub ue_prefixes: Vec<IpPrefix>,
+    /// Gateway mode, a tagged network: tep's own address on the VLAN and
+    /// the DN's router there (`address`, `gateway`), resolved by ARP.
+    pub next_hop: Option<DnRouter>,
+}
+
+/// A tagged data network's router, reached from tep's own address on the
+/// VLAN (IPv4: tep answers and asks by ARP there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DnRouter {
+    /// tep's N6 address on the VLAN.
+    pub address: Ipv4Addr,
+    /// Its prefix length.
+    pub prefix_len: u8,
+    /// The DN's router: every uplink packet of the network goes to it.
+    pub gateway: Ipv4Addr,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -38,6 +54,8 @@ pub(super) struct RawDataNetwork {
     tun: Option<String>,
     vlan: Option<i64>,
     ue_prefixes: Option<Vec<String>>,
+    address: Option<String>,
+    gateway: Option<String>,
 }
 
 fn err(field: String, message: String) -> ConfigError {
@@ -110,6 +128,7 @@ pub(super) fn data_networks(
             tun: None,
             vlan: None,
             ue_prefixes: ue_prefixes("ue_prefixes", ue_prefixes_key)?,
+            next_hop: None,
         }]);
     };
     if ue_prefixes_key.is_some() {
@@ -159,11 +178,13 @@ pub(super) fn data_networks(
         } else {
             (host_tun(&at, &out, n.tun, n.vlan.is_some())?, None)
         };
+        let next_hop = dn_router(&at, gateway, vlan, n.address, n.gateway)?;
         out.push(DataNetwork {
             name: Some(name),
             tun,
             vlan,
             ue_prefixes: ue_prefixes(&format!("{at}.ue_prefixes"), n.ue_prefixes)?,
+            next_hop,
         });
     }
     Ok(out)
@@ -241,6 +262,72 @@ fn gateway_vlan(
         ));
     }
     Ok(Some(vid))
+}
+
+/// `address` and `gateway` of a tagged network in gateway mode (both or
+/// neither): the kernel has no device for the VLAN, so tep itself is
+/// the network's host there.
+fn dn_router(
+    at: &str,
+    gateway_mode: bool,
+    vlan: Option<u16>,
+    address: Option<String>,
+    gateway: Option<String>,
+) -> Result<Option<DnRouter>, ConfigError> {
+    let field = if address.is_some() {
+        "address"
+    } else if gateway.is_some() {
+        "gateway"
+    } else {
+        return Ok(None);
+    };
+    let refuse = |field: &str, m: String| Err(err(format!("{at}.{field}"), m));
+    if !gateway_mode {
+        return refuse(field, "gateway mode's (tep's address and the router on a data network's VLAN); in host mode the kernel routes the network's TUN".to_string());
+    }
+    if vlan.is_none() {
+        return refuse(field, "only on a tagged network (vlan): the untagged one is the inner interface's own, whose addresses and routes are the kernel's".to_string());
+    }
+    let (Some(a), Some(g)) = (address, gateway) else {
+        let missing = if field == "address" {
+            "gateway"
+        } else {
+            "address"
+        };
+        return refuse(missing, format!("missing: with {field}, a tagged network gives both address (tep's, like \"10.60.0.1/24\") and gateway (the network's router)"));
+    };
+    let prefix = IpPrefix::parse_address(&a).map_err(|m| err(format!("{at}.address"), m))?;
+    let IpAddr::V4(address) = prefix.addr else {
+        return refuse("address", format!("\"{a}\": IPv4 only (tep answers ARP, not Neighbor Discovery, on a data network's VLAN)"));
+    };
+    let gw: IpAddr = g.parse().map_err(|_| {
+        err(
+            format!("{at}.gateway"),
+            format!("\"{g}\" is not an IP address"),
+        )
+    })?;
+    let IpAddr::V4(gw4) = gw else {
+        return refuse("gateway", format!("\"{g}\": IPv4 only, as address"));
+    };
+    if gw4 == address {
+        return refuse("gateway", format!("{g} is tep's own address"));
+    }
+    let host = u32::MAX.checked_shr(u32::from(prefix.len)).unwrap_or(0);
+    let bits = u32::from(gw4) & host;
+    // The subnet's own address and its broadcast are no router's (a /31
+    // has neither, RFC 3021).
+    let edge = prefix.len < 31 && (bits == 0 || bits == host);
+    if !prefix.contains(gw) || edge {
+        return refuse(
+            "gateway",
+            format!("{g} is not a host of {a} (the router must be on tep's subnet of the VLAN)"),
+        );
+    }
+    Ok(Some(DnRouter {
+        address,
+        prefix_len: prefix.len,
+        gateway: gw4,
+    }))
 }
 
 /// A VLAN of the inner interface carries one network: a data network's
@@ -445,5 +532,91 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    fn routed(extra: &str) -> String {
+        net("a", &format!("vlan = 10\n{extra}"))
+    }
+
+    #[test]
+    fn a_tagged_network_has_its_own_router() {
+        let c = parse(&format!(
+            "{GATEWAY}{}{}",
+            routed("address = \"10.60.0.1/24\"\ngateway = \"10.60.0.254\""),
+            net("b", "vlan = 20")
+        ))
+        .unwrap();
+        let p = c.pfcp.unwrap();
+        let r = p.networks[0].next_hop.unwrap();
+        assert_eq!(
+            (r.address.to_string(), r.prefix_len, r.gateway.to_string()),
+            ("10.60.0.1".to_string(), 24, "10.60.0.254".to_string())
+        );
+        assert_eq!(p.networks[1].next_hop, None);
+    }
+
+    #[test]
+    fn router_errors_name_the_field() {
+        let both = |a: &str, g: &str| routed(&format!("address = \"{a}\"\ngateway = \"{g}\""));
+        for (body, want) in [
+            (
+                routed("address = \"10.60.0.1/24\""),
+                "pfcp.network[0].gateway: missing",
+            ),
+            (
+                routed("gateway = \"10.60.0.254\""),
+                "pfcp.network[0].address: missing",
+            ),
+            (
+                both("2001:db8::1/64", "2001:db8::2"),
+                "pfcp.network[0].address: \"2001:db8::1/64\": IPv4 only",
+            ),
+            (
+                both("10.60.0.1/24", "2001:db8::2"),
+                "pfcp.network[0].gateway: \"2001:db8::2\": IPv4 only",
+            ),
+            (
+                both("10.60.0.1/24", "x"),
+                "pfcp.network[0].gateway: \"x\" is not",
+            ),
+            (both("10.60.0/24", "10.60.0.2"), "pfcp.network[0].address:"),
+            (
+                both("10.60.0.1/24", "10.60.0.1"),
+                "pfcp.network[0].gateway: 10.60.0.1 is tep's own address",
+            ),
+            (
+                both("10.60.0.1/24", "10.61.0.1"),
+                "pfcp.network[0].gateway: 10.61.0.1 is not a host of 10.60.0.1/24",
+            ),
+            (
+                both("10.60.0.1/24", "10.60.0.255"),
+                "pfcp.network[0].gateway: 10.60.0.255 is not a host",
+            ),
+            (
+                both("10.60.0.1/24", "10.60.0.0"),
+                "pfcp.network[0].gateway: 10.60.0.0 is not a host",
+            ),
+            (
+                both("10.60.0.1", "10.60.0.2"),
+                "pfcp.network[0].gateway: 10.60.0.2 is not a host",
+            ),
+        ] {
+            let e = parse(&format!("{GATEWAY}{body}")).unwrap_err();
+            assert!(e.starts_with(want), "{body}: {e}");
+        }
+        let pair = "address = \"10.60.0.1/24\"\ngateway = \"10.60.0.254\"";
+        let e = parse(&format!("{GATEWAY}{}", net("a", pair))).unwrap_err();
+        assert!(
+            e.starts_with("pfcp.network[0].address: only on a tagged network"),
+            "{e}"
+        );
+        let e = parse(&net("a", pair)).unwrap_err();
+        assert!(
+            e.starts_with("pfcp.network[0].address: gateway mode's"),
+            "{e}"
+        );
+        // A /31's both addresses are hosts.
+        let c = parse(&format!("{GATEWAY}{}", both("10.60.0.0/31", "10.60.0.1")));
+        assert!(c.is_ok(), "{c:?}");
     }
 }

@@ -4,6 +4,7 @@
 //! the inner packet on marked checksum-verified when it is.
 
 use crate::buffer::{ChecksumState, PacketId, PacketMeta, Pool, NO_TUNNEL};
+use crate::dn_arp::{DnHop, DnWorker};
 use crate::drop::DropReason;
 use crate::geometry::{
     complete_partial_in, decrement_ttl, ethernet_ip_offset, holds_pseudo_sum, ip_end,
@@ -56,7 +57,11 @@ pub fn ethernet_input(stats: &mut NodeStats, pool: &mut Pool, v: &mut PacketVect
 /// `unresolved` (for the kernel) and is noted for the I/O layer. A packet
 /// whose TTL runs out is dropped (`ttl_expired`) and its ICMP Time
 /// Exceeded goes to `errors`' vector, to be encapsulated back. Frames of
-/// L2 tunnels pass as they are: they are bridged, not routed.
+/// L2 tunnels pass as they are: they are bridged, not routed. A UPF
+/// session's uplink of a data network with a router of its own
+/// (`routers`) goes to that router, never to the kernel: dropped
+/// `no_route` while its MAC is not known ([`crate::dn_arp`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn ip_rewrite(
     stats: &mut NodeStats,
     pool: &mut Pool,
@@ -65,19 +70,34 @@ pub(crate) fn ip_rewrite(
     next_hops: &mut NextHops,
     unresolved: &mut PacketVector,
     errors: (&mut IcmpErrors, &mut PacketVector, u64),
+    mut routers: Option<&mut DnWorker>,
 ) {
     let (icmp, back, now_ns) = errors;
     let mut keep = PacketVector::new();
     let mut last = None;
     for &id in v.as_slice() {
         let m = *pool.meta(id);
-        if table.kind(m.tunnel).carries_ethernet() {
+        let hot = table.hot(m.tunnel);
+        if hot.kind.carries_ethernet() {
             keep.put(pool, id);
             continue;
         }
+        let own = match routers.as_deref_mut().filter(|_| hot.sessions) {
+            Some(r) => r.hop(m.network, now_ns),
+            None => DnHop::NotRouted,
+        };
         let data = pool.data_mut(id);
         let dst = nexthop::ip_dst(data);
-        let Some(h) = next_hops.lookup_run(&mut last, dst) else {
+        let found = match own {
+            DnHop::Via(h) => Some(h),
+            DnHop::NotRouted => next_hops.lookup_run(&mut last, dst),
+            DnHop::Unknown => {
+                pool.meta_mut(id).drop = Some(DropReason::NoRoute);
+                keep.put(pool, id);
+                continue;
+            }
+        };
+        let Some(h) = found else {
             // The kernel forwards it (and decrements its TTL) itself.
             // At most as many as the vector held.
             unresolved.put(pool, id);

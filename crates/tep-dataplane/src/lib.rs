@@ -41,6 +41,7 @@ mod buffer;
 mod clock;
 pub mod config;
 mod decap;
+pub mod dn_arp;
 mod drop;
 mod encap;
 #[cfg(feature = "fixtures")]

@@ -18,6 +18,9 @@ tep_named::named_enum! {
         /// Encap, overlay (gateway mode): the network of a frame by its
         /// 802.1Q VLAN, the tag popped.
         VlanInput => "vlan-input",
+        /// Encap, UPF (gateway mode): the ARP of data networks with a
+        /// router of their own, answered and learned from.
+        DnArp => "dn-arp",
         /// Encap: parses the inner packet (offsets, flow hash).
         EncapClassify => "encap-classify",
         /// Encap: the tunnel by inner MAC or destination prefix.

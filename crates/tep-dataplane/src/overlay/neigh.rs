@@ -247,6 +247,15 @@ pub fn classify(frame: &[u8]) -> NeighMessage {
     }
 }
 
+/// Who sent the valid ARP or ND frame `frame` (a request's sender, or
+/// what an announcement announces): its address and MAC (never panics).
+pub fn sender(frame: &[u8]) -> Option<(IpAddr, [u8; 6])> {
+    match parse(frame)? {
+        Parsed::Request(r) => Some((r.from, r.mac)),
+        Parsed::Announce { ip, mac } => Some((ip, mac)),
+    }
+}
+
 fn parse(frame: &[u8]) -> Option<Parsed> {
     let eth = ethernet::Packet::new_checked(frame).ok()?;
     let tag = match eth.tag_count() {
@@ -437,16 +446,54 @@ fn arp_reply(
     mac: [u8; 6],
     out: &mut [u8],
 ) -> Option<usize> {
-    let len = answer_len(r, arp::LEN);
+    let own = (mac, target);
+    write_arp(r, arp::REPLY, own, r.mac, from, out)
+}
+
+/// An ARP request from `mac` and `ip` for `target`'s MAC (who-has
+/// `target` tell `ip`), broadcast, with an 802.1Q tag of VID `vlan`
+/// where given: written into `out` as a whole Ethernet frame; its length,
+/// or None when `out` is too short or `mac` is not a unicast MAC.
+pub fn arp_request(
+    mac: [u8; 6],
+    ip: Ipv4Addr,
+    target: Ipv4Addr,
+    vlan: Option<u16>,
+    out: &mut [u8],
+) -> Option<usize> {
+    if !is_unicast(mac) {
+        return None;
+    }
+    let to = Request {
+        tag: vlan.map(|vid| VlanTag::new(0, false, vid)),
+        mac: EthernetAddress::BROADCAST.0,
+        from: IpAddr::V4(target),
+        target: IpAddr::V4(ip),
+    };
+    // The target's MAC is what is asked: zero, as Linux sends it.
+    write_arp(&to, arp::REQUEST, (mac, ip), [0; 6], target, out)
+}
+
+/// An ARP message `op` from `own` (MAC, address) to `to` (the frame's
+/// destination and tag) about `peer_mac`/`peer_ip`.
+fn write_arp(
+    to: &Request,
+    op: u16,
+    own: ([u8; 6], Ipv4Addr),
+    peer_mac: [u8; 6],
+    peer_ip: Ipv4Addr,
+    out: &mut [u8],
+) -> Option<usize> {
+    let len = answer_len(to, arp::LEN);
     let out = out.get_mut(..len)?;
-    let at = ethernet_header(r, mac, EtherType::Arp, out);
+    let at = ethernet_header(to, own.0, EtherType::Arp, out);
     let p = &mut out[at..];
     p[..arp::OPER].copy_from_slice(&arp::ETHER_IPV4);
-    p[arp::OPER..arp::SHA].copy_from_slice(&arp::REPLY.to_be_bytes());
-    p[arp::SHA..arp::SPA].copy_from_slice(&mac);
-    p[arp::SPA..arp::THA].copy_from_slice(&target.octets());
-    p[arp::THA..arp::TPA].copy_from_slice(&r.mac);
-    p[arp::TPA..arp::LEN].copy_from_slice(&from.octets());
+    p[arp::OPER..arp::SHA].copy_from_slice(&op.to_be_bytes());
+    p[arp::SHA..arp::SPA].copy_from_slice(&own.0);
+    p[arp::SPA..arp::THA].copy_from_slice(&own.1.octets());
+    p[arp::THA..arp::TPA].copy_from_slice(&peer_mac);
+    p[arp::TPA..arp::LEN].copy_from_slice(&peer_ip.octets());
     Some(len)
 }
 
@@ -711,6 +758,32 @@ mod tests {
         // The requester learns the answer as any reply.
         let reply = hex(ARP_ANSWER);
         assert_eq!(classify(&reply), announce(v4("10.0.0.2"), M));
+    }
+
+    #[test]
+    fn asks_as_scapy() {
+        let (me, target) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let mut out = [0u8; 64];
+        let n = arp_request(A, me, target, None, &mut out).unwrap();
+        assert_eq!(out[..n], hex(ARP_REQUEST));
+        // Scapy's tagged request has priority 5; tep's none.
+        let n = arp_request(A, me, target, Some(100), &mut out).unwrap();
+        assert_eq!(
+            out[..n],
+            hex(&ARP_VLAN_REQUEST.replace("8100a064", "81000064"))
+        );
+        assert_eq!(classify(&out[..n]), request(v4("10.0.0.2")));
+        assert_eq!(sender(&out[..n]), Some((v4("10.0.0.1"), A)));
+        assert_eq!(arp_request(A, me, target, Some(100), &mut out[..45]), None);
+        assert_eq!(arp_request([0xff; 6], me, target, None, &mut out), None);
+    }
+
+    #[test]
+    fn the_sender_of_a_valid_frame() {
+        assert_eq!(sender(&hex(ARP_REQUEST)), Some((v4("10.0.0.1"), A)));
+        assert_eq!(sender(&hex(ARP_REPLY)), Some((v4("10.0.0.2"), B)));
+        assert_eq!(sender(&hex(ARP_PROBE)), None);
+        assert_eq!(sender(&hex(NS_HLIM64)), None);
     }
 
     #[test]

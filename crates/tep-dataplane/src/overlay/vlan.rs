@@ -298,7 +298,8 @@ fn output_one(pool: &mut Pool, id: PacketId, vlans: &Vlans) -> Result<(), DropRe
 /// known yet) that a tagged network's would be: dropped `no_route`. The
 /// kernel would send them untagged, into another network; a tagged
 /// network's next hop comes from the kernel's neighbour table (learned,
-/// or configured) without a packet of it.
+/// or configured) without a packet of it. (A network with a router of
+/// its own never gets here: [`crate::dn_arp`].)
 pub(crate) fn kernel_untagged(
     stats: &mut NodeStats,
     pool: &mut Pool,

@@ -5,6 +5,7 @@ use crate::buffer::Pool;
 use crate::clock::Clock;
 use crate::config::{DataplaneConfig, TunnelConfig};
 use crate::decap;
+use crate::dn_arp::{DnRouters, DnWorker};
 use crate::drop::DropReason;
 use crate::encap::{self, HeaderTemplate, TxSelect, TxState};
 use crate::geometry::InnerLink;
@@ -221,6 +222,8 @@ pub struct Pipeline<C: Clock> {
     copies: Option<Box<PacketVector>>,
     // Gateway mode's networks: 802.1Q VLANs on the inner side.
     vlans: Option<Box<Vlans>>,
+    // A UPF's tagged data networks' own routers.
+    dn: Option<Box<DnWorker>>,
 }
 
 impl<C: Clock> Pipeline<C> {
@@ -268,6 +271,7 @@ impl<C: Clock> Pipeline<C> {
             overlay: None,
             copies: Some(Box::new(PacketVector::new())),
             vlans: None,
+            dn: None,
         }
     }
 
@@ -317,10 +321,48 @@ impl<C: Clock> Pipeline<C> {
             // Counted in as they were dropped; the rest in `encap_from`.
             self.counters.encap_in += (before - input.len()) as u64;
             if vlans.data_networks() {
+                self.dn_arp(pool, input, sink);
                 return self.encap_by_data_network(pool, input, sink);
             }
         }
         self.encap_from(InnerLink::Ethernet, pool, input, sink);
+    }
+
+    /// Gives a UPF's tagged data networks their own routers (gateway
+    /// mode; the daemon's, shared by every worker): their uplink goes to
+    /// them, and the ARP of their VLANs is tep's ([`crate::dn_arp`]).
+    pub fn attach_dn_routers(&mut self, routers: Arc<DnRouters>) {
+        self.dn = Some(Box::new(DnWorker::new(routers)));
+    }
+
+    /// Node `dn-arp` over frames from the trunk; answers go straight
+    /// back out (they are no packets of a tunnel: not in `encap_in`).
+    fn dn_arp(&mut self, pool: &mut Pool, input: &mut PacketVector, sink: &mut Sink<'_>) {
+        let Some(dn) = self.dn.as_deref_mut() else {
+            return;
+        };
+        let mut answers = PacketVector::new();
+        let now_ns = self.now_ns;
+        self.runtime.run(Node::DnArp, input.len(), |_| {
+            dn.arp_input(pool, input, &mut answers, now_ns)
+        });
+        if !answers.is_empty() {
+            sink(Output::Inner, pool, &mut answers);
+        }
+    }
+
+    /// Between vectors (once a round): the ARP requests the data
+    /// networks' routers are due (an unknown MAC packets waited for, or
+    /// one to refresh), out to the inner side.
+    pub fn resolve_dn_routers(&mut self, pool: &mut Pool, sink: &mut Sink<'_>) {
+        let Some(dn) = self.dn.as_deref_mut() else {
+            return;
+        };
+        let mut out = PacketVector::new();
+        dn.resolve(pool, self.now_ns, &mut out);
+        if !out.is_empty() {
+            sink(Output::Inner, pool, &mut out);
+        }
     }
 
     /// The frames of `input` through encap in vectors of one data network
@@ -859,6 +901,7 @@ impl<C: Clock> Pipeline<C> {
             upf,
             overlay,
             vlans,
+            dn,
             ..
         } = self;
         let (sessions, mut reencap) = match upf.as_deref_mut() {
@@ -935,6 +978,7 @@ impl<C: Clock> Pipeline<C> {
                     next_hops,
                     unresolved,
                     (icmp, icmp_back.get_or_insert_with(Default::default), now_ns),
+                    dn.as_deref_mut(),
                 )
             });
         }

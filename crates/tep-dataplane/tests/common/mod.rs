@@ -259,6 +259,7 @@ pub fn ids(v: &PacketVector) -> Vec<PacketId> {
 /// Nodes of the transmit path (the rest of `-encap` names too).
 pub const ENCAP_NODES: &[&str] = &[
     "vlan-input",
+    "dn-arp",
     "encap-classify",
     "tunnel-lookup",
     "neigh-suppress",

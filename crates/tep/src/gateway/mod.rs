@@ -255,6 +255,9 @@ pub struct Gateway {
     inner: Interface,
     steering: Arc<Mutex<Steering>>,
     resolver: Resolver,
+    /// A UPF's data networks' own routers (fixed: a reload keeps
+    /// `[pfcp]`).
+    dn_routers: Option<Arc<tep_dataplane::dn_arp::DnRouters>>,
 }
 
 /// The tunnels' remote addresses, resolved before any packet asks; an N3
@@ -425,7 +428,9 @@ impl Mode for Gateway {
             zero_copy,
             "gateway ready"
         );
+        let dn_routers = steer::dn_routers(config, opened.inner.mac);
         let gw = Gateway {
+            dn_routers,
             underlay: opened.underlay,
             inner: opened.inner,
             steering: Arc::new(Mutex::new(opened.steering)),
@@ -434,6 +439,7 @@ impl Mode for Gateway {
         let kernel = Box::new(steer::SteeringCounters {
             steering: gw.steering.clone(),
             next_hops: gw.resolver.published.clone(),
+            dn_routers: gw.dn_routers.clone(),
         });
         Ok((gw, info, kernel))
     }
@@ -446,6 +452,7 @@ impl Mode for Gateway {
             fill_target: g.map_or(0, |g| g.ring_size as usize),
             router: router(&self.inner, &self.underlay),
             next_hops: self.resolver.published.clone(),
+            dn_routers: self.dn_routers.clone(),
             common,
         }
     }

@@ -13,6 +13,7 @@ use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use tep_config::Config;
+use tep_dataplane::dn_arp::{DnRouterConfig, DnRouters};
 use tep_sys::{Role, Steering};
 
 use crate::daemon::state::KernelCounters;
@@ -72,6 +73,25 @@ pub fn data_network_vlans(config: &Config) -> Vec<Option<u16>> {
         .pfcp
         .as_ref()
         .map_or_else(Vec::new, |p| p.networks.iter().map(|n| n.vlan).collect())
+}
+
+/// The routers of a UPF's tagged data networks (`[[pfcp.network]]
+/// address`/`gateway`), by network index; None where none has one.
+pub fn dn_routers(config: &Config, inner_mac: [u8; 6]) -> Option<Arc<DnRouters>> {
+    let p = config.pfcp.as_ref()?;
+    let routers: Vec<Option<DnRouterConfig>> = p
+        .networks
+        .iter()
+        .map(|n| {
+            let (vlan, r) = (n.vlan?, n.next_hop?);
+            Some(DnRouterConfig {
+                vlan,
+                address: r.address,
+                gateway: r.gateway,
+            })
+        })
+        .collect();
+    DnRouters::new(inner_mac, &routers).map(Arc::new)
 }
 
 /// Moves the maps from what `old` steered (nothing at start) to what
@@ -142,11 +162,13 @@ pub struct SteeringCounters {
     pub steering: Arc<Mutex<Steering>>,
     /// The resolver's table.
     pub next_hops: Arc<Published>,
+    /// A UPF's data networks' own routers, where some have one.
+    pub dn_routers: Option<Arc<DnRouters>>,
 }
 
 impl KernelCounters for SteeringCounters {
     fn about(&self) -> &'static str {
-        "xdp (the steering programs: frames to tep, frames left to the kernel) and next hops"
+        "xdp (the steering programs: frames to tep, frames left to the kernel), next hops and the data networks' ARP"
     }
 
     fn metric(&self) -> (&'static str, &'static str) {
@@ -176,6 +198,19 @@ impl KernelCounters for SteeringCounters {
             out.push((name.to_string(), c.load(Ordering::Relaxed)));
         }
         out.push(("next_hops_known".to_string(), self.next_hops.known() as u64));
+        if let Some(r) = &self.dn_routers {
+            let c = &r.counters;
+            for (name, c) in [
+                ("arp_replies_sent", &c.replies_sent),
+                ("arp_requests_sent", &c.requests_sent),
+                ("arp_learned", &c.learned),
+                ("arp_ignored", &c.ignored),
+            ] {
+                out.push((name.to_string(), c.load(Ordering::Relaxed)));
+            }
+            let now_ns = crate::daemon::epoch().elapsed().as_nanos() as u64;
+            out.push(("arp_routers_known".to_string(), r.known(now_ns) as u64));
+        }
         out
     }
 }
@@ -278,5 +313,34 @@ vni = 6
         .unwrap();
         let s = Steered::of(&one);
         assert!(s.vlans.is_empty() && !s.networks);
+    }
+
+    /// Only a tagged network with `address` and `gateway` has a router
+    /// of its own; none without.
+    #[test]
+    fn the_routers_of_data_networks() {
+        let c = Config::parse(
+            "[gateway]\ninner = \"a\"\nunderlay = \"b\"\n[pfcp]\nn3 = [\"192.0.2.1\"]\n\
+             [[pfcp.network]]\nname = \"internet\"\nvlan = 10\nue_prefixes = [\"10.45.0.0/16\"]\n\
+             [[pfcp.network]]\nname = \"ims\"\nvlan = 20\nue_prefixes = [\"10.45.0.0/16\"]\n\
+             address = \"10.70.0.1/24\"\ngateway = \"10.70.0.254\"\n",
+        )
+        .unwrap();
+        let mac = [2, 0, 0, 0, 0, 1];
+        let r = dn_routers(&c, mac).expect("ims has a router");
+        assert_eq!(r.gateway_mac(1, 0), None, "not known yet");
+        let rc = DnRouterConfig {
+            vlan: 20,
+            address: "10.70.0.1".parse().unwrap(),
+            gateway: "10.70.0.254".parse().unwrap(),
+        };
+        let want = DnRouters::new(mac, &[None, Some(rc)]).unwrap();
+        assert_eq!(format!("{r:?}"), format!("{want:?}"));
+        let plain = Config::parse(
+            "[gateway]\ninner = \"a\"\nunderlay = \"b\"\n[pfcp]\nn3 = [\"192.0.2.1\"]\n\
+             [[pfcp.network]]\nname = \"internet\"\nvlan = 10\nue_prefixes = [\"10.45.0.0/16\"]\n",
+        )
+        .unwrap();
+        assert!(dn_routers(&plain, mac).is_none());
     }
 }

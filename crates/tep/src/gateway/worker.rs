@@ -74,6 +74,8 @@ pub struct WorkerSetup {
     pub router: RouterOptions,
     /// Where next hops are published and asked for.
     pub next_hops: Arc<Published>,
+    /// A UPF's data networks' own routers, where some have one.
+    pub dn_routers: Option<Arc<tep_dataplane::dn_arp::DnRouters>>,
 }
 
 /// The pipeline of a gateway: whole frames on both sides.
@@ -271,6 +273,8 @@ struct Worker {
     /// The config has L2 networks: frames from the inner interface go in
     /// by their VLAN ([`Pipeline::encap_tagged`]).
     trunk: bool,
+    /// Some data networks have their own router, resolved by ARP.
+    dn_routers: bool,
     input: PacketVector,
     wanted: Vec<IpAddr>,
     reports: Vec<u32>,
@@ -301,6 +305,10 @@ impl Worker {
         // The inner interface is a trunk port: networks (and a UPF's data
         // networks) are its VLANs.
         let trunk = pipeline.attach_vlans(&super::steer::data_network_vlans(config));
+        let dn_routers = setup.dn_routers.is_some();
+        if let Some(r) = setup.dn_routers {
+            pipeline.attach_dn_routers(r);
+        }
         let WorkerIo {
             underlay,
             inner,
@@ -321,6 +329,7 @@ impl Worker {
             fill_target: setup.fill_target,
             next_hops: setup.next_hops,
             trunk,
+            dn_routers,
             input: PacketVector::new(),
             wanted: Vec::with_capacity(64),
             reports: Vec::new(),
@@ -353,6 +362,9 @@ impl Worker {
         }
         let (from_underlay, decap_bytes) = self.through(Direction::Decap, now_ns);
         let (from_inner, encap_bytes) = self.through(Direction::Encap, now_ns);
+        if self.dn_routers {
+            self.resolve_dn_routers();
+        }
         self.ends.underlay.flush(&mut self.ends.io);
         self.ends.inner.flush(&mut self.ends.io);
         self.trade_next_hops();
@@ -364,6 +376,16 @@ impl Worker {
         }
         self.lap.end(from_underlay + from_inner, &mut self.ends.io);
         (from_underlay + from_inner, decap_bytes + encap_bytes)
+    }
+
+    /// The ARP requests the data networks' routers are due, out the
+    /// inner interface.
+    fn resolve_dn_routers(&mut self) {
+        let (ends, tracer) = (&mut self.ends, &self.common.shared.tracer);
+        self.pipeline
+            .resolve_dn_routers(&mut self.pool, &mut |_, pool, v| {
+                ends.send(None, To::Inner, pool, v, tracer)
+            });
     }
 
     /// Between vectors: the sessions the N4 thread changed, and what they

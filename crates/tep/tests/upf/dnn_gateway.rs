@@ -74,3 +74,57 @@ fn a_gateway_upf_reaches_data_networks_by_vlan() {
     let kernel = c["kernel"]["inner_unknown_vlan"].as_u64().unwrap_or(0);
     assert_eq!(dropped(&tep, "unknown_vlan") + kernel, 2, "{c}");
 }
+
+/// "internet" (VLAN 10) and "ims" (VLAN 20) each with a router of its
+/// own (`address`, `gateway`) and no neighbour entry anywhere: tep asks
+/// for each router by ARP on its VLAN (the first uplink packet of each
+/// network waits, dropped `no_route`), answers for its own address there
+/// with the inner interface's MAC, sends each network's uplink to its
+/// own router's MAC and ignores a stranger's ARP.
+#[test]
+fn a_gateway_upf_resolves_each_data_networks_router_by_arp() {
+    let test = "a_gateway_upf_resolves_each_data_networks_router_by_arp";
+    if !scapy_or_skip(test) {
+        return;
+    }
+    let lab = Lab::new(true);
+    let config = format!(
+        "[gateway]\nunderlay = \"vu\"\ninner = \"vd\"\ncontrol = \"{}\"\n\n\
+         [pfcp]\nlisten = \"{UPF}\"\nnode_id = \"{NODE_ID}\"\nn3 = [\"{UPF}\"]\n\n\
+         [[pfcp.network]]\nname = \"internet\"\nvlan = 10\nue_prefixes = [\"10.45.0.0/16\"]\n\
+         address = \"10.60.0.1/24\"\ngateway = \"10.60.0.254\"\n\n\
+         [[pfcp.network]]\nname = \"ims\"\nvlan = 20\nue_prefixes = [\"10.45.0.0/16\"]\n\
+         address = \"10.70.0.1/24\"\ngateway = \"10.70.0.254\"\n",
+        lab.dir.join(format!("{}.sock", lab.up)).display()
+    );
+    let tep = spawn_daemon(&lab.dir, &lab.up, &config);
+    let mut smf = Smf::start(&lab);
+    smf.run(&tep, json!({"run": "associate"}));
+    let router = |vid: u16, net: &str, mac: &str| json!({"vid": vid, "address": format!("{net}.1"), "gateway": format!("{net}.254"), "mac": mac});
+    let upf_mac = mac_of(&lab, &lab.up, "vd");
+    let r = smf.run(
+        &tep,
+        json!({"run": "vlan_routers", "first": 0, "dev": "vn", "upf_mac": upf_mac,
+               "routers": [router(10, "10.60.0", "02:00:00:00:0a:fe"), router(20, "10.70.0", "02:00:00:00:14:fe")]}),
+    );
+    assert_eq!(
+        (r["uplink"].as_u64(), r["downlink"].as_u64()),
+        (Some(2), Some(2))
+    );
+    for reason in ["no_session", "wrong_network"] {
+        assert_eq!(dropped(&tep, reason), 0, "{reason}: {}", tep.log());
+    }
+    // Each network's first packet, before its router answered.
+    assert_eq!(dropped(&tep, "no_route"), 2);
+    let c = tep.show("counters");
+    let k = &c["kernel"];
+    let n = |name: &str| k[name].as_u64().unwrap_or_else(|| panic!("{name}: {c}"));
+    assert_eq!(n("arp_replies_sent"), 2, "{c}");
+    assert_eq!(n("arp_learned"), 2, "{c}");
+    assert_eq!(n("arp_ignored"), 2, "the strangers' announcements: {c}");
+    assert_eq!(n("arp_routers_known"), 2, "{c}");
+    // At start (unheard), then one per network for its first packet
+    // (a retry each second until answered).
+    let requests = n("arp_requests_sent");
+    assert!((4..=8).contains(&requests), "{requests}: {c}");
+}

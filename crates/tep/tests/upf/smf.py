@@ -127,7 +127,7 @@ from scapy.contrib.pfcp import (
     PFCPSessionReportResponse,
 )
 from scapy.layers.inet import IP, UDP
-from scapy.layers.l2 import Dot1Q, Ether
+from scapy.layers.l2 import ARP, Dot1Q, Ether
 from scapy.packet import Raw
 
 PFCP_PORT = 8805
@@ -2020,6 +2020,21 @@ class Lab:
         refused = self.expect_rule_failure(got, ESTABLISHMENT_RESPONSE, iot, "unknown Network Instance", (0, 1), 22)
         return {"uplink": 2, "downlink": 2, "unknown": refused}
 
+    def dn_raw_socket(self, dev):
+        """An AF_PACKET socket on `dev` in `dn_ns` (no 8021q there: it
+        reads and writes the tagged frames itself), and its MAC."""
+        home = os.open("/proc/self/ns/net", os.O_RDONLY)
+        enter_netns("/var/run/netns/" + self.cfg["dn_ns"])
+        raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        raw.bind((dev, 0))
+        mac = raw.getsockname()[4]
+        libc = ctypes.CDLL(None, use_errno=True)
+        check(libc.setns(home, CLONE_NEWNET) == 0, "setns back")
+        os.close(home)
+        # The kernel moves a received tag into the packet's metadata.
+        raw.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+        return raw, mac
+
     def cmd_vlan_networks(self, c):
         """Two data networks on VLANs of a gateway's inner interface:
         "internet" (VID 10) and "ims" (VID 20), a session in each (`first`,
@@ -2031,27 +2046,18 @@ class Lab:
         Then a frame of an unknown VID (30) and an untagged one, to the same
         UE: neither reaches a gNB. A first uplink packet, before the next
         hop is known, leaves nowhere."""
-        home = os.open("/proc/self/ns/net", os.O_RDONLY)
-        enter_netns("/var/run/netns/" + self.cfg["dn_ns"])
-        raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        raw.bind((c["dev"], 0))
-        mac = raw.getsockname()[4]
-        libc = ctypes.CDLL(None, use_errno=True)
-        check(libc.setns(home, CLONE_NEWNET) == 0, "setns back")
-        os.close(home)
-        # The kernel moves a received tag into the packet's metadata.
-        raw.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+        raw, mac = self.dn_raw_socket(c["dev"])
         try:
             return self.vlan_networks(c, raw, mac)
         finally:
             raw.close()
 
-    def tagged_udp(self, raw, wait):
-        """The UDP datagrams to the DN port that `raw` reads within `wait`
-        s: [(VID or None, source, sport, payload)]."""
+    def tagged_frames(self, raw, wait, until=None):
+        """The frames `raw` reads within `wait` s, as [(VID or None,
+        Ether without its tag)]; sooner where `until(frames)` holds."""
         out = []
         end = time.monotonic() + wait
-        while True:
+        while until is None or not until(out):
             r, _, _ = select.select([raw], [], [], max(0, end - time.monotonic()))
             if not r:
                 return out
@@ -2065,8 +2071,16 @@ class Lab:
             eth = Ether(data)
             if Dot1Q in eth:
                 vid = eth[Dot1Q].vlan
-            if IP in eth and UDP in eth and eth[UDP].dport == self.dn_port:
-                out.append((vid, eth[IP].src, eth[UDP].sport, bytes(eth[UDP].payload)))
+                eth = Ether(src=eth.src, dst=eth.dst, type=eth[Dot1Q].type) / eth[Dot1Q].payload
+            out.append((vid, eth))
+        return out
+
+    def tagged_udp(self, raw, wait):
+        """The UDP datagrams to the DN port that `raw` reads within `wait`
+        s: [(VID or None, source, sport, payload)]."""
+        return [(vid, eth[IP].src, eth[UDP].sport, bytes(eth[UDP].payload))
+                for vid, eth in self.tagged_frames(raw, wait)
+                if IP in eth and UDP in eth and eth[UDP].dport == self.dn_port]
 
     def vlan_networks(self, c, raw, mac):
         first = c["first"]
@@ -2107,6 +2121,103 @@ class Lab:
         stray = self.drain(self.gnb_socks[0], 0.5)
         check(not stray, "a frame of no data network reached the gNB: %r" % stray)
         return {"uplink": 2, "downlink": 2, "strays": 2}
+
+    def cmd_vlan_routers(self, c):
+        """`vlan_networks` where each VLAN's network has its own router
+        (`c["routers"]`: [{vid, address, gateway, mac}]) that tep resolves
+        by ARP, with no neighbour entry anywhere: the DN side answers tep's
+        request for each router (tagged, as that router's MAC), asks for
+        tep's address on each VLAN as a third host and checks the answer
+        (tep's inner MAC, tagged in the same VLAN), then each session's
+        uplink leaves tagged to its own network's router and each tagged
+        downlink reaches its session."""
+        raw, mac = self.dn_raw_socket(c["dev"])
+        try:
+            return self.vlan_routers(c, raw, mac)
+        finally:
+            raw.close()
+
+    def answer_router_requests(self, raw, routers, upf_mac):
+        """Answers tep's ARP requests for each router (waiting for each
+        up to 5 s); returns the requests seen, [(vid, ARP)]."""
+        pending = {r["vid"]: r for r in routers}
+        seen = []
+        end = time.monotonic() + 5.0
+        while pending and time.monotonic() < end:
+            for vid, eth in self.tagged_frames(raw, 0.2):
+                if ARP not in eth or eth[ARP].op != 1 or vid not in pending:
+                    continue
+                a, r = eth[ARP], pending[vid]
+                check((eth.src, eth.dst, a.hwsrc, a.psrc, a.pdst)
+                      == (upf_mac, "ff:ff:ff:ff:ff:ff", upf_mac, r["address"], r["gateway"]),
+                      "VID %d: tep's request %r" % (vid, eth.summary()))
+                seen.append((vid, a))
+                reply = (Ether(src=r["mac"], dst=upf_mac) / Dot1Q(vlan=vid)
+                         / ARP(op=2, hwsrc=r["mac"], psrc=r["gateway"], hwdst=upf_mac, pdst=r["address"]))
+                raw.send(bytes(reply))
+                del pending[vid]
+        check(not pending, "tep asked for no router on VID(s) %r" % list(pending))
+        return seen
+
+    def ask_tep(self, raw, routers, upf_mac):
+        """A third host on each VLAN asks for tep's address there: the
+        answer is tep's inner MAC, in the same VLAN."""
+        host = "02:00:00:00:99:01"
+        for r in routers:
+            me = r["address"].rsplit(".", 1)[0] + ".9"
+            ask = (Ether(src=host, dst="ff:ff:ff:ff:ff:ff") / Dot1Q(vlan=r["vid"])
+                   / ARP(op=1, hwsrc=host, psrc=me, pdst=r["address"]))
+            raw.send(bytes(ask))
+            def answers(frames):
+                return [(vid, eth) for vid, eth in frames if ARP in eth and eth[ARP].op == 2]
+
+            got = answers(self.tagged_frames(raw, 2.0, answers))
+            check(len(got) == 1, "VID %d: want one answer for %s, got %r" % (r["vid"], r["address"], got))
+            vid, eth = got[0]
+            a = eth[ARP]
+            check((vid, eth.src, eth.dst, a.hwsrc, a.psrc, a.hwdst, a.pdst)
+                  == (r["vid"], upf_mac, host, upf_mac, r["address"], host, me),
+                  "VID %d: tep's answer %r (VID %r)" % (r["vid"], eth.summary(), vid))
+        # A stranger's announcement of another address changes nothing.
+        for r in routers:
+            other = r["address"].rsplit(".", 1)[0] + ".7"
+            garp = (Ether(src=host, dst="ff:ff:ff:ff:ff:ff") / Dot1Q(vlan=r["vid"])
+                    / ARP(op=2, hwsrc=host, psrc=other, hwdst="ff:ff:ff:ff:ff:ff", pdst=other))
+            raw.send(bytes(garp))
+
+    def vlan_routers(self, c, raw, mac):
+        routers, upf_mac = c["routers"], c["upf_mac"]
+        first = c["first"]
+        a = Session(first, self.cfg, self.gnbs[0])
+        b = Session(first + 1, self.cfg, self.gnbs[0])
+        b.ue, b.port = a.ue, a.port
+        for s, dnn in ((a, "internet"), (b, "ims")):
+            self.accept_establishment(s, self.request(self.establishment(s, dnn=dnn)))
+            self.sessions[s.index] = s
+        # The first packets wait for their router's MAC: dropped, and tep
+        # asks (its requests at start went before this socket listened).
+        for n, s in enumerate((a, b)):
+            g, _, _ = self.gpdu(s, 90 + n, 100)
+            self.gnb_socks[0].sendto(g, (self.upf, GTPU_PORT))
+        seen = self.answer_router_requests(raw, routers, upf_mac)
+        self.ask_tep(raw, routers, upf_mac)
+        for n, (s, r) in enumerate(zip((a, b), routers)):
+            g, _, payload = self.gpdu(s, n, 100)
+            self.gnb_socks[0].sendto(g, (self.upf, GTPU_PORT))
+            got = [(vid, eth.src, eth.dst, eth[IP].src, eth[UDP].sport)
+                   for vid, eth in self.tagged_frames(raw, 1.0)
+                   if IP in eth and UDP in eth and bytes(eth[UDP].payload) == payload]
+            check(got == [(r["vid"], upf_mac, r["mac"], s.ue, s.port)],
+                  "uplink of session %d: want one frame on VID %d to %s, got %r" % (s.index, r["vid"], r["mac"], got))
+        want = {}
+        for n, (s, r) in enumerate(zip((a, b), routers)):
+            p = self.downlink_payload(s, n, 100)
+            raw.send(bytes(Ether(src=r["mac"], dst=upf_mac) / Dot1Q(vlan=r["vid"])
+                           / IP(src=self.dn, dst=s.ue) / UDP(sport=self.dn_port, dport=s.port) / Raw(p)))
+            want[p] = (s, 100)
+        self.collect_downlink(want, 5.0)
+        check(not want, "downlink: %d of 2 did not reach the gNB: %r" % (len(want), list(want)))
+        return {"uplink": 2, "downlink": 2, "requests": len(seen)}
 
     def cmd_stats(self, c):
         return {"sessions": len(self.sessions), "heartbeats_answered": self.heartbeats_answered,
