@@ -1433,7 +1433,7 @@ mod tests {
 
     #[test]
     fn fills_to_capacity() {
-        // Exactly half the slots used, the d-left worst case for sizing.
+        // Exactly half the slots used, the most the sizing allows.
         let cap = 1 << 15;
         let t = Fdb::with_seed(cap, 1, SEED);
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -1898,8 +1898,8 @@ mod tests {
         let (learn_plain, l1) = ns_per_key(&t, &keys, false, none, fresh);
         let (learn, l2) = ns_per_key(&t, &keys, true, pre, fresh);
         assert_eq!([n1, n2, n3, l1, l2, m1 + m2], [N, N, N, N, N, 0]);
-        // Past the capacity asked for: how far until a key finds both its
-        // buckets full.
+        // Past the capacity asked for: how far until a key finds its whole
+        // probe window full.
         let mut over = 0;
         while t.learn(key(0, next(&mut x)), r(0), 0, u32::MAX) != Learned::Full {
             over += 1;
