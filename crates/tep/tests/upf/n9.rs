@@ -27,45 +27,30 @@ const N9_DSCP: u32 = 46;
 /// matches.
 const QFI: u32 = 9;
 
-/// tshark decoding the G-PDUs that reach the PSA's side of the link
-/// (`vq`): each one's outer and inner DSCP, container PDU type and QFI,
-/// a line a packet, printed as it comes; stopped (SIGINT) and read by [`N9Capture::lines`].
+/// The G-PDUs that reach the PSA's side of the link (`vq`), captured to
+/// a file and decoded from it by tshark once the capture stopped: each
+/// one's outer and inner DSCP, container PDU type and QFI, a line a
+/// packet. (Decoding live through a pipe lost packets on a loaded
+/// machine: tshark stopped before it printed them.)
 struct N9Capture {
     child: std::process::Child,
+    file: PathBuf,
 }
 
 impl N9Capture {
-    /// Started in `ns` and capturing (tshark said so) when it returns.
-    fn start(ns: &str) -> N9Capture {
+    /// Started in `ns`, writing into `dir`, and capturing (tshark said
+    /// so) when it returns.
+    fn start(ns: &str, dir: &std::path::Path) -> N9Capture {
         use std::io::BufRead;
         let filter = format!("udp dst port 2152 and dst host {PSA}");
+        let file = dir.join("n9.pcapng");
+        let path = file.to_str().unwrap();
         let args = [
-            "netns",
-            "exec",
-            ns,
-            "tshark",
-            "-l",
-            "-n",
-            "-i",
-            "vq",
-            "-f",
-            &filter,
-            "-Y",
-            "gtp.message == 0xff",
-            "-T",
-            "fields",
-            "-E",
-            "separator=,",
-            "-e",
-            "ip.dsfield.dscp",
-            "-e",
-            "gtp.ext_hdr.pdu_ses_con.pdu_type",
-            "-e",
-            "gtp.ext_hdr.pdu_ses_con.qos_flow_id",
+            "netns", "exec", ns, "tshark", "-n", "-i", "vq", "-f", &filter, "-w", path,
         ];
         let mut child = Command::new("ip")
             .args(args)
-            .stdout(Stdio::piped())
+            .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("tshark: {e}"));
@@ -76,42 +61,44 @@ impl N9Capture {
             let n = err.read_line(&mut line).unwrap_or(0);
             assert!(n > 0, "tshark stopped before capturing: {line}");
         }
-        N9Capture { child }
+        N9Capture { child, file }
     }
 
-    /// What it decoded, one "outer dscp,inner dscp,pdu type,qfi" line a
-    /// G-PDU: read until `want` lines came or 5 s passed, so that a
-    /// loaded machine's tshark is not stopped before it decoded them.
+    /// The file's G-PDUs so far, one "outer dscp,inner dscp,pdu type,qfi"
+    /// line each.
+    fn decode(&self) -> Vec<String> {
+        let out = Command::new("tshark")
+            .args(["-n", "-r", self.file.to_str().unwrap()])
+            .args([
+                "-Y",
+                "gtp.message == 0xff",
+                "-T",
+                "fields",
+                "-E",
+                "separator=,",
+            ])
+            .args(["-e", "ip.dsfield.dscp"])
+            .args(["-e", "gtp.ext_hdr.pdu_ses_con.pdu_type"])
+            .args(["-e", "gtp.ext_hdr.pdu_ses_con.qos_flow_id"])
+            .output()
+            .unwrap_or_else(|e| panic!("tshark -r: {e}"));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Waits until `want` G-PDUs are in the file or 5 s passed, stops the
+    /// capture (SIGINT: it writes what it holds) and decodes the file.
     fn lines(mut self, want: usize) -> Vec<String> {
-        use std::io::BufRead;
-        let stdout = self.child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for l in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        let mut out = vec![];
-        while out.len() < want {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(l) => out.push(l),
-                Err(_) => break,
-            }
+        while self.decode().len() < want && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(200));
         }
-        // SIGINT: tshark flushes what else it decoded and exits.
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-INT", &pid]).status();
         let _ = self.child.wait();
-        let _ = reader.join();
-        out.extend(rx.try_iter());
-        out
+        self.decode()
     }
 }
 
@@ -217,7 +204,7 @@ fn n9(test: &str, gateway: bool) {
     smf.run(&tep, json!({"run": "associate"}));
     let before = (n3(&tep), n3(&psa_tep));
     const N: u64 = 3;
-    let capture = N9Capture::start(&psa.ns);
+    let capture = N9Capture::start(&psa.ns, &psa.dir);
     let r = smf.run(&tep, json!({"run": "n9", "index": 0, "count": N}));
     let seen = capture.lines(N as usize);
     // The outer header's DSCP first, then the inner one's; the
@@ -226,12 +213,11 @@ fn n9(test: &str, gateway: bool) {
         let f: Vec<_> = l.split(',').collect();
         f.len() == 4 && (f[0], f[2], f[3]) == (&*N9_DSCP.to_string(), "1", &*QFI.to_string())
     };
-    // Every G-PDU tshark decoded is right, and it decoded some; that all
-    // N carry QFI 9 the PSA shows by delivering them (its uplink PDR
-    // matches QFI 9 only). tshark in a loaded CI run has decoded 1 of 3
-    // before now, so its count is not what is checked.
+    // Every G-PDU captured is right, and all N were; that each carries
+    // QFI 9 the PSA also shows by delivering them (its uplink PDR matches
+    // QFI 9 only).
     assert!(
-        !seen.is_empty() && seen.iter().all(ours),
+        seen.len() == N as usize && seen.iter().all(ours),
         "G-PDUs at the PSA: {seen:?}"
     );
     for k in ["n9_uplink", "n9_downlink", "local_uplink", "local_downlink"] {
