@@ -625,7 +625,7 @@ fn several_rules_each_way_by_sdf_filter() {
                 .map(|key| RuleTag {
                     key,
                     counted: true,
-                    dscp: None,
+                    ..Default::default()
                 })
                 .collect()
         };

@@ -265,6 +265,9 @@ fn one(
             if s.watch {
                 sessions.charge_volume(slot, false, len)?;
             }
+            if let Some(t) = rule.filter(|t| t.watched) {
+                sessions.charge_rule_volume(t.counter, false, len)?;
+            }
             pool.set_session(id, word);
             pool.meta_mut(id).tunnel = s.n3;
             sessions.count_downlink(slot, len);

@@ -792,6 +792,9 @@ pub struct WorkerLink {
     pub rule_usage: Arc<counters::RuleUsage>,
     /// The sessions' volume limits (one for all the workers).
     pub watches: Arc<watch::Watches>,
+    /// The volume limits of URRs on only some PDRs, and the rules'
+    /// lines (one for all the workers).
+    pub urr_watches: Arc<watch::UrrWatches>,
 }
 
 /// A data network's downlink maps: UE addresses may repeat across
@@ -1099,6 +1102,22 @@ impl SessionTable {
     #[inline]
     pub fn charge_volume(&self, slot: u32, uplink: bool, bytes: usize) -> Result<(), DropReason> {
         match self.link.watches.charge(slot, uplink, bytes) {
+            watch::Charged::Pass => Ok(()),
+            watch::Charged::QuotaExhausted => Err(DropReason::QuotaExhausted),
+        }
+    }
+
+    /// Charges a packet of `bytes` that a rule flagged `watched`, with
+    /// usage counter `counter`, took one way to its URRs' volume lines
+    /// ([`watch::UrrWatches`]).
+    #[inline]
+    pub fn charge_rule_volume(
+        &self,
+        counter: u32,
+        uplink: bool,
+        bytes: usize,
+    ) -> Result<(), DropReason> {
+        match self.link.urr_watches.charge(counter, uplink, bytes) {
             watch::Charged::Pass => Ok(()),
             watch::Charged::QuotaExhausted => Err(DropReason::QuotaExhausted),
         }

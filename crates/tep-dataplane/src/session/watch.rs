@@ -22,8 +22,17 @@
 //! its reading the counters and the store are charged to neither (a few
 //! microseconds' worth at most). Scans that change nothing leave the line
 //! alone, so that the window opens only at those events.
+//!
+//! A URR on only some of a direction's PDRs (whose rules count apart,
+//! [`super::counters`]) has a line of its own instead ([`UrrWatches`]):
+//! the same words, in a second table indexed by line rather than by
+//! slot, charged by every rule the URR is on. A rule finds its lines
+//! (at most [`RULE_LINES`]) by its usage counter's index, and only if its
+//! treatment is flagged `watched`: rules without such a URR read nothing
+//! more. A rule under more URRs with volume limits than that charges
+//! none of them (the control plane leaves those URRs to its scans).
 
-use core::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// Slots per chunk of lines: allocated when a slot in it is first armed.
@@ -287,6 +296,102 @@ impl Watches {
         let used = self.chunks.iter().filter(|c| c.get().is_some()).count();
         used * WATCH_CHUNK * core::mem::size_of::<Line>()
             + self.chunks.len() * core::mem::size_of::<OnceLock<Box<[Line]>>>()
+    }
+}
+
+/// No line: a rule's unused place, or a URR none was left for.
+pub const NO_LINE: u32 = u32::MAX;
+
+/// Most lines one rule charges.
+pub const RULE_LINES: usize = 2;
+
+/// Entries per chunk of [`UrrWatches`]' rule table.
+const RULE_CHUNK: usize = 4096;
+
+/// The lines of URRs on only some PDRs, and which lines each rule
+/// charges, shared by the workers and the control plane.
+pub struct UrrWatches {
+    /// The lines, by line id: queued when crossed, as slots' are.
+    pub lines: Watches,
+    // By a rule's usage counter index: its lines, two `u32`s in one word
+    // (so that a worker never reads half of a change).
+    rules: Box<[OnceLock<Box<[AtomicU64]>>]>,
+}
+
+impl core::fmt::Debug for UrrWatches {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("UrrWatches")
+            .field("bytes", &self.bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+const NO_LINES: u64 = u64::MAX;
+
+impl UrrWatches {
+    /// Room for `lines` lines and `counters` rules (nothing allocated yet).
+    pub fn new(lines: u32, counters: u32) -> UrrWatches {
+        let n = (counters as usize).div_ceil(RULE_CHUNK);
+        UrrWatches {
+            lines: Watches::new(lines),
+            rules: (0..n).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    fn entry(&self, counter: u32) -> Option<&AtomicU64> {
+        let i = counter as usize;
+        self.rules
+            .get(i / RULE_CHUNK)?
+            .get()
+            .map(|c| &c[i % RULE_CHUNK])
+    }
+
+    /// Has the rule whose usage counter is `counter` charge `lines`
+    /// ([`NO_LINE`]: none) from now on (control plane, before it
+    /// publishes a treatment flagged `watched`).
+    pub fn set_rule(&self, counter: u32, lines: [u32; RULE_LINES]) {
+        let Some(c) = self.rules.get(counter as usize / RULE_CHUNK) else {
+            return;
+        };
+        let none = lines == [NO_LINE; RULE_LINES];
+        if none && c.get().is_none() {
+            return;
+        }
+        let c = c.get_or_init(|| (0..RULE_CHUNK).map(|_| AtomicU64::new(NO_LINES)).collect());
+        let word = u64::from(lines[0]) | u64::from(lines[1]) << 32;
+        c[counter as usize % RULE_CHUNK].store(word, Ordering::Release);
+    }
+
+    /// The lines the rule whose usage counter is `counter` charges.
+    #[inline]
+    pub fn rule(&self, counter: u32) -> [u32; RULE_LINES] {
+        let w = self
+            .entry(counter)
+            .map_or(NO_LINES, |e| e.load(Ordering::Acquire));
+        [w as u32, (w >> 32) as u32]
+    }
+
+    /// Charges a packet of `bytes` one way to the lines of the rule whose
+    /// usage counter is `counter` (worker, for rules flagged `watched`):
+    /// dropped if a quota of one of them has no room for it, the lines
+    /// after it then not charged.
+    #[inline]
+    pub fn charge(&self, counter: u32, uplink: bool, bytes: usize) -> Charged {
+        for line in self.rule(counter) {
+            if line != NO_LINE && self.lines.charge(line, uplink, bytes) == Charged::QuotaExhausted
+            {
+                return Charged::QuotaExhausted;
+            }
+        }
+        Charged::Pass
+    }
+
+    /// Bytes allocated, lines and rule table.
+    pub fn bytes(&self) -> usize {
+        let used = self.rules.iter().filter(|c| c.get().is_some()).count();
+        self.lines.bytes()
+            + used * RULE_CHUNK * 8
+            + self.rules.len() * core::mem::size_of::<OnceLock<Box<[AtomicU64]>>>()
     }
 }
 
