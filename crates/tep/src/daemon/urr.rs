@@ -36,7 +36,7 @@
 use std::time::{Duration, Instant};
 
 use tep_dataplane::session::control::{SessionSpec, Sessions, Volume};
-use tep_dataplane::session::watch::VolumeLimits;
+use tep_dataplane::session::watch::{VolumeLimits, RULE_LINES};
 use tep_dataplane::session::Action;
 use tep_pfcp::node::{Node, Rules, Usage, UserPlane, VolumeLeft};
 use tep_pfcp::types::Interface;
@@ -127,6 +127,45 @@ struct UrrCount {
     id: u32,
     sources: Vec<(Source, Counts)>,
     banked: Usage,
+    // As `UrrCounts::held`, of its rules' counts: what they took after
+    // the packet that crossed its own line's threshold.
+    held: [u64; 2],
+}
+
+impl UrrCount {
+    /// Which ways' session counts it takes, where it takes no rule's:
+    /// then the session's line can check it (None: it takes a rule's, or
+    /// nothing).
+    fn session_ways(&self) -> Option<[bool; 2]> {
+        let mut ways = [false; 2];
+        for (s, _) in &self.sources {
+            match *s {
+                Source::Session { uplink } => ways[usize::from(!uplink)] = true,
+                Source::Rule { .. } => return None,
+            }
+        }
+        (ways != [false; 2]).then_some(ways)
+    }
+
+    /// Whether it takes rules' counts only: its own line can check it.
+    fn rules_only(&self) -> bool {
+        !self.sources.is_empty()
+            && self
+                .sources
+                .iter()
+                .all(|(s, _)| matches!(s, Source::Rule { .. }))
+    }
+
+    /// What its sources counted since it last took them (bytes: total,
+    /// uplink, downlink).
+    fn since(&self, sessions: &Sessions, slot: u32, volume: &mut Option<Volume>) -> [u64; 3] {
+        let mut since = self.banked;
+        for &(src, base) in &self.sources {
+            add(&mut since, src, base, read(sessions, slot, src, volume));
+        }
+        let (ul, dl) = (since.uplink_bytes, since.downlink_bytes);
+        [ul + dl, ul, dl]
+    }
 }
 
 /// A session's URRs' counting.
@@ -137,6 +176,51 @@ pub struct UrrCounts {
     // takes until `usage_taken` leave to the next measurement: those the
     // session sent after the packet that crossed a volume threshold.
     held: [u64; 2],
+    // The URRs with a quota that the session's line was last armed with.
+    slot_quotas: Vec<u32>,
+}
+
+/// Gives each rule of `spec` that counts apart (its tag `counted`)
+/// the groups whose volume lines it charges: its PDR's URRs with a volume
+/// threshold or quota, where every PDR of such a URR is a rule counted
+/// apart (a URR that also takes a direction's packets without rules is
+/// left to the scans, as is one on a PDR under more than
+/// [`RULE_LINES`] of them). A group is named by its URR ID.
+pub fn line_groups(rules: &Rules, spec: &mut SessionSpec) {
+    let urrs_of = |key: u32| {
+        u16::try_from(key)
+            .ok()
+            .and_then(|id| rules.pdr(id))
+            .map_or(&[][..], |p| p.urrs.as_slice())
+    };
+    let r = &spec.rules;
+    let counted = [&r.uplink_tags, &r.downlink_tags].map(|t| t.iter().any(|t| t.counted));
+    let without_rules = |id: u32| {
+        rules.pdrs.iter().any(|p| {
+            let way = usize::from(p.source != Interface::ACCESS);
+            !counted[way] && p.urrs.as_slice().contains(&id)
+        })
+    };
+    let mut lined: Vec<u32> = rules
+        .urrs
+        .iter()
+        .filter(|u| u.volume_left() != VolumeLeft::default() && !without_rules(u.id))
+        .map(|u| u.id)
+        .collect();
+    for t in r.uplink_tags.iter().chain(&r.downlink_tags) {
+        let on = urrs_of(t.key);
+        if on.iter().filter(|id| lined.contains(id)).count() > RULE_LINES {
+            lined.retain(|id| !on.contains(id));
+        }
+    }
+    let r = &mut spec.rules;
+    for t in r.uplink_tags.iter_mut().chain(r.downlink_tags.iter_mut()) {
+        if !t.counted {
+            continue;
+        }
+        let mut groups = urrs_of(t.key).iter().filter(|id| lined.contains(id));
+        t.watch = [(); RULE_LINES].map(|_| groups.next().copied());
+    }
 }
 
 impl UrrCounts {
@@ -166,6 +250,7 @@ impl UrrCounts {
                         id: u.id,
                         sources: Vec::new(),
                         banked: Usage::default(),
+                        held: [0; 2],
                     });
                     self.urrs.len() - 1
                 }
@@ -181,10 +266,48 @@ impl UrrCounts {
         }
     }
 
+    /// Arms the session's volume checks with what is left now: its line
+    /// with the URRs on all its packets, or all of one way's
+    /// ([`UrrCounts::volume_limits`]), each group's line
+    /// ([`line_groups`]) with its URR's.
+    pub fn arm(&mut self, rules: &Rules, sessions: &mut Sessions, slot: u32) {
+        let limits = self.volume_limits(rules, sessions, slot);
+        let _ = sessions.arm_volume(slot, &limits);
+        self.slot_quotas.clear();
+        let mut volume = None;
+        for u in &rules.urrs {
+            let left = u.volume_left();
+            let Some(c) = self.urrs.iter().find(|c| c.id == u.id) else {
+                continue;
+            };
+            if c.session_ways().is_some() && left.quota.iter().any(Option::is_some) {
+                self.slot_quotas.push(u.id);
+            }
+            if left == VolumeLeft::default() || !c.rules_only() {
+                continue;
+            }
+            let counted = c.since(sessions, slot, &mut volume);
+            let mut l = VolumeLimits::default();
+            for (i, &n) in counted.iter().enumerate() {
+                nearest(&mut l.threshold[i], left.threshold[i], n);
+                nearest(&mut l.quota[i], left.quota[i], n);
+            }
+            sessions.arm_group(slot, u.id, &l);
+        }
+    }
+
+    /// The URRs one of which used up its quota when the session's line
+    /// found a quota used up.
+    pub fn slot_quotas(&self) -> &[u32] {
+        &self.slot_quotas
+    }
+
     /// What is left now before the session's nearest volume threshold
     /// and of its nearest quota, each of total, uplink and downlink: each
     /// URR's ([`tep_pfcp::node::Urr::volume_left`], as far as its meter
-    /// counted) less what its sources counted since it last took them.
+    /// counted) less what its sources counted since it last took them,
+    /// of the URRs that take the session's counts both ways (a URR of
+    /// one way's: its total is that way's) and no rule's.
     pub fn volume_limits(&self, rules: &Rules, sessions: &Sessions, slot: u32) -> VolumeLimits {
         let mut out = VolumeLimits::default();
         let mut volume = None;
@@ -193,31 +316,24 @@ impl UrrCounts {
             if left == VolumeLeft::default() {
                 continue;
             }
-            // The line charges every packet of the session: a URR on only
-            // some of its PDRs (one way's, or some rules') is left to the
-            // scans.
             let Some(c) = self.urrs.iter().find(|c| c.id == u.id) else {
                 continue;
             };
-            let whole = [true, false]
-                .map(|uplink| c.sources.iter().any(|s| s.0 == Source::Session { uplink }));
-            if whole != [true, true] {
+            let Some(ways) = c.session_ways() else {
                 continue;
-            }
-            let mut since = c.banked;
-            for &(src, base) in &c.sources {
-                add(
-                    &mut since,
-                    src,
-                    base,
-                    read(sessions, slot, src, &mut volume),
-                );
-            }
-            let (ul, dl) = (since.uplink_bytes, since.downlink_bytes);
-            let counted = [ul + dl, ul, dl];
-            for (i, &c) in counted.iter().enumerate() {
-                nearest(&mut out.threshold[i], left.threshold[i], c);
-                nearest(&mut out.quota[i], left.quota[i], c);
+            };
+            let counted = c.since(sessions, slot, &mut volume);
+            for (i, &n) in counted.iter().enumerate() {
+                let w = match (i, ways) {
+                    (0, [true, false]) => 1,
+                    (0, [false, true]) => 2,
+                    _ => i,
+                };
+                // A way it does not take never reaches its limit.
+                if w == 0 || ways[w - 1] {
+                    nearest(&mut out.threshold[w], left.threshold[i], n);
+                    nearest(&mut out.quota[w], left.quota[i], n);
+                }
             }
         }
         out
@@ -231,9 +347,20 @@ impl UrrCounts {
         self.held = [uplink, downlink];
     }
 
-    /// Ends [`UrrCounts::hold`].
+    /// As [`UrrCounts::hold`], for URR `urr`'s own line ([`line_groups`]):
+    /// its rules' counts.
+    pub fn hold_group(&mut self, urr: u32, (uplink, downlink): (u64, u64)) {
+        if let Some(c) = self.urrs.iter_mut().find(|c| c.id == urr) {
+            c.held = [uplink, downlink];
+        }
+    }
+
+    /// Ends [`UrrCounts::hold`] and [`UrrCounts::hold_group`].
     pub fn release(&mut self) {
         self.held = [0, 0];
+        for c in &mut self.urrs {
+            c.held = [0, 0];
+        }
     }
 
     /// What URR `urr` counted since it last took it.
@@ -243,12 +370,21 @@ impl UrrCounts {
         };
         let mut u = core::mem::take(&mut c.banked);
         let mut volume = None;
+        // Its rules' held bytes, left to the next take from its first
+        // rules' counts on.
+        let mut held = c.held;
         for (src, base) in &mut c.sources {
             let mut now = read(sessions, slot, *src, &mut volume);
-            if let Source::Session { uplink } = *src {
-                let held = self.held[usize::from(!uplink)].min(now.1 - base.1);
-                now.1 -= held;
-            }
+            let d = match *src {
+                Source::Session { uplink } => self.held[usize::from(!uplink)].min(now.1 - base.1),
+                Source::Rule { uplink, .. } => {
+                    let h = &mut held[usize::from(!uplink)];
+                    let d = (*h).min(now.1 - base.1);
+                    *h -= d;
+                    d
+                }
+            };
+            now.1 -= d;
             add(&mut u, *src, *base, now);
             *base = now;
         }
@@ -442,11 +578,11 @@ mod tests {
         assert!(packet(&w), "the threshold's packet passes");
         up.volume_crossed(&mut slots, &mut crossed);
         assert_eq!(crossed.len(), 1);
-        assert!(!crossed[0].1, "a threshold, not a quota");
+        assert!(crossed[0].1.is_empty(), "a threshold, not a quota");
         let now = Instant::now();
         for (s, q) in crossed.drain(..) {
             assert_eq!(Some(s), seid);
-            node.usage_crossed(now, s, q, &mut up);
+            node.usage_crossed(now, s, &q, &mut up);
         }
         assert_eq!(
             next_report(&mut node),
@@ -458,9 +594,9 @@ mod tests {
         assert!(!packet(&w));
         up.volume_crossed(&mut slots, &mut crossed);
         assert_eq!(crossed.len(), 1);
-        assert!(crossed[0].1, "a quota");
+        assert_eq!(crossed[0].1, [1], "URR 1's quota");
         for (s, q) in crossed.drain(..) {
-            node.usage_crossed(now, s, q, &mut up);
+            node.usage_crossed(now, s, &q, &mut up);
         }
         assert_eq!(
             next_report(&mut node),
