@@ -612,6 +612,12 @@ impl UpfPlane {
         self.gbr
     }
 
+    /// The dataplane's session tables.
+    #[cfg(test)]
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
     /// Whether none is.
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {

@@ -88,23 +88,51 @@ impl UsageScan {
     }
 }
 
-/// A session one of whose URRs used up its quota forwards nothing either
-/// way, counted apart from other drops (`quota_exhausted`), until the SMF
-/// grants a new quota (TS 29.244 §5.2.2.2.1: without a FAR ID for Quota
-/// Action, which tep refuses, the packets are dropped). The whole
-/// session stops, not only the PDRs under the URR: TS 29.244 leaves what
-/// stops to the FAR ID for Quota Action, and a URR that is the session's
-/// charging key covers it all.
+/// The PDRs under a URR that used up its quota forward nothing, counted
+/// apart from other drops (`quota_exhausted`), until the SMF grants a new
+/// quota (TS 29.244 §5.2.2.2.1: without a FAR ID for Quota Action, which
+/// tep refuses, the packets are dropped): their rules, or a way's one
+/// treatment where the way has no rules (its PDRs are all under the same
+/// URRs). The session's other PDRs go on: a URR on a voice flow's PDRs
+/// stops the voice flow, one on every PDR the whole session.
 pub fn stop_if_exhausted(rules: &Rules, spec: &mut SessionSpec) {
-    if rules.quota_exhausted() {
-        // Every packet stops, whichever rule would have taken it (the
-        // mark stays: the gNB's template need not change meanwhile).
-        spec.rules = tep_dataplane::session::control::SessionRules {
-            dscp: spec.rules.dscp,
-            ..Default::default()
+    let spent: Vec<u32> = rules
+        .urrs
+        .iter()
+        .filter(|u| u.exhausted())
+        .map(|u| u.id)
+        .collect();
+    if spent.is_empty() {
+        return;
+    }
+    let stops = |urrs: &[u32]| urrs.iter().any(|id| spent.contains(id));
+    let r = &mut spec.rules;
+    for (list, tags) in [
+        (&mut r.uplink, &r.uplink_tags),
+        (&mut r.downlink, &r.downlink_tags),
+    ] {
+        for (i, rule) in list.iter_mut().enumerate() {
+            // A rule without a tag cannot be told apart: it stops too.
+            if tags.get(i).is_none_or(|t| stops(urrs_of(rules, t.key))) {
+                rule.action = Action::QuotaExhausted;
+            }
+        }
+    }
+    for uplink in [true, false] {
+        let (list, action) = match uplink {
+            true => (&spec.rules.uplink, &mut spec.uplink),
+            false => (&spec.rules.downlink, &mut spec.downlink),
         };
-        spec.uplink = Action::QuotaExhausted;
-        spec.downlink = Action::QuotaExhausted;
+        let on = |p: &&tep_pfcp::node::Pdr| (p.source == Interface::ACCESS) == uplink;
+        if list.is_empty()
+            && rules
+                .pdrs
+                .iter()
+                .filter(on)
+                .any(|p| stops(p.urrs.as_slice()))
+        {
+            *action = Action::QuotaExhausted;
+        }
     }
 }
 
@@ -127,29 +155,32 @@ struct UrrCount {
     id: u32,
     sources: Vec<(Source, Counts)>,
     banked: Usage,
+    // Whether it takes each way's packets all or none ([`whole`]): the
+    // session's line checks it.
+    whole: bool,
     // As `UrrCounts::held`, of its rules' counts: what they took after
     // the packet that crossed its own line's threshold.
     held: [u64; 2],
 }
 
 impl UrrCount {
-    /// Which ways' session counts it takes, where it takes no rule's:
-    /// then the session's line can check it (None: it takes a rule's, or
-    /// nothing).
+    /// Which ways it takes all the packets of, where it takes each way's
+    /// all or none: then the session's line can check it (None: it takes
+    /// some rules' of a way, or nothing).
     fn session_ways(&self) -> Option<[bool; 2]> {
         let mut ways = [false; 2];
         for (s, _) in &self.sources {
-            match *s {
-                Source::Session { uplink } => ways[usize::from(!uplink)] = true,
-                Source::Rule { .. } => return None,
-            }
+            let (Source::Session { uplink } | Source::Rule { uplink, .. }) = *s;
+            ways[usize::from(!uplink)] = true;
         }
-        (ways != [false; 2]).then_some(ways)
+        (self.whole && ways != [false; 2]).then_some(ways)
     }
 
-    /// Whether it takes rules' counts only: its own line can check it.
+    /// Whether it takes some rules' counts of a way, and only rules':
+    /// its own line can check it.
     fn rules_only(&self) -> bool {
-        !self.sources.is_empty()
+        !self.whole
+            && !self.sources.is_empty()
             && self
                 .sources
                 .iter()
@@ -180,19 +211,36 @@ pub struct UrrCounts {
     slot_quotas: Vec<u32>,
 }
 
+/// The URRs of the PDR with ID `key`.
+fn urrs_of(rules: &Rules, key: u32) -> &[u32] {
+    u16::try_from(key)
+        .ok()
+        .and_then(|id| rules.pdr(id))
+        .map_or(&[][..], |p| p.urrs.as_slice())
+}
+
+/// Whether URR `urr` takes each way's packets all or none: where a way's
+/// PDRs count apart, it is on all of their rules or none (elsewhere
+/// `compile` puts only PDRs under the same URRs in one treatment). Its
+/// counts each way are then the session's, which its line checks.
+fn whole(rules: &Rules, spec: &SessionSpec, urr: u32) -> bool {
+    let r = &spec.rules;
+    [&r.uplink_tags, &r.downlink_tags].into_iter().all(|tags| {
+        let on =
+            |t: &tep_dataplane::session::control::RuleTag| urrs_of(rules, t.key).contains(&urr);
+        !tags.iter().any(|t| t.counted) || tags.iter().all(on) || !tags.iter().any(on)
+    })
+}
+
 /// Gives each rule of `spec` that counts apart (its tag `counted`)
 /// the groups whose volume lines it charges: its PDR's URRs with a volume
-/// threshold or quota, where every PDR of such a URR is a rule counted
-/// apart (a URR that also takes a direction's packets without rules is
-/// left to the scans, as is one on a PDR under more than
-/// [`RULE_LINES`] of them). A group is named by its URR ID.
+/// threshold or quota that take some rules' packets of a way but not all
+/// ([`whole`]), where every PDR of such a URR is a rule counted apart (a
+/// URR that also takes a way's packets without rules is left to the
+/// scans, as is one on a PDR under more than [`RULE_LINES`] of them). A
+/// group is named by its URR ID.
 pub fn line_groups(rules: &Rules, spec: &mut SessionSpec) {
-    let urrs_of = |key: u32| {
-        u16::try_from(key)
-            .ok()
-            .and_then(|id| rules.pdr(id))
-            .map_or(&[][..], |p| p.urrs.as_slice())
-    };
+    let urrs_of = |key: u32| urrs_of(rules, key);
     let r = &spec.rules;
     let counted = [&r.uplink_tags, &r.downlink_tags].map(|t| t.iter().any(|t| t.counted));
     let without_rules = |id: u32| {
@@ -204,7 +252,8 @@ pub fn line_groups(rules: &Rules, spec: &mut SessionSpec) {
     let mut lined: Vec<u32> = rules
         .urrs
         .iter()
-        .filter(|u| u.volume_left() != VolumeLeft::default() && !without_rules(u.id))
+        .filter(|u| u.volume_left() != VolumeLeft::default())
+        .filter(|u| !without_rules(u.id) && !whole(rules, spec, u.id))
         .map(|u| u.id)
         .collect();
     for t in r.uplink_tags.iter().chain(&r.downlink_tags) {
@@ -250,6 +299,7 @@ impl UrrCounts {
                         id: u.id,
                         sources: Vec::new(),
                         banked: Usage::default(),
+                        whole: true,
                         held: [0; 2],
                     });
                     self.urrs.len() - 1
@@ -259,6 +309,7 @@ impl UrrCounts {
             for &(src, base) in &c.sources {
                 add(&mut c.banked, src, base, once(src));
             }
+            c.whole = whole(rules, spec, u.id);
             c.sources = sources_of(rules, spec, sessions, slot, u.id)
                 .into_iter()
                 .map(|src| (src, once(src)))
@@ -370,21 +421,16 @@ impl UrrCounts {
         };
         let mut u = core::mem::take(&mut c.banked);
         let mut volume = None;
-        // Its rules' held bytes, left to the next take from its first
-        // rules' counts on.
-        let mut held = c.held;
+        // The bytes held back each way by the line that checks it, left
+        // to the next take from its first sources' counts on.
+        let mut held = if c.whole { self.held } else { c.held };
         for (src, base) in &mut c.sources {
             let mut now = read(sessions, slot, *src, &mut volume);
-            let d = match *src {
-                Source::Session { uplink } => self.held[usize::from(!uplink)].min(now.1 - base.1),
-                Source::Rule { uplink, .. } => {
-                    let h = &mut held[usize::from(!uplink)];
-                    let d = (*h).min(now.1 - base.1);
-                    *h -= d;
-                    d
-                }
-            };
+            let (Source::Session { uplink } | Source::Rule { uplink, .. }) = *src;
+            let h = &mut held[usize::from(!uplink)];
+            let d = (*h).min(now.1 - base.1);
             now.1 -= d;
+            *h -= d;
             add(&mut u, *src, *base, now);
             *base = now;
         }
@@ -478,6 +524,7 @@ mod tests {
     use crate::daemon::upf::UpfPlane;
     use std::net::{IpAddr, Ipv4Addr, SocketAddr};
     use tep_dataplane::session::control::Sessions;
+    use tep_dataplane::session::watch::NO_LINE;
     use tep_dataplane::session::{SessionTable, WorkerLink};
     use tep_pfcp::message::Message;
     use tep_pfcp::node::Config;
@@ -611,6 +658,186 @@ mod tests {
         w.apply_pending(&mut applied);
         assert_eq!(w.get(slot).uplink, Action::QuotaExhausted);
         assert_eq!(node.counter(tep_pfcp::node::Counter::QuotaExhausted), 1);
+    }
+
+    /// A node over the daemon's user plane with one session whose
+    /// downlink has a default PDR (2) and a voice PDR (3: UDP to the UE's
+    /// port 5000), both under URR 1 (VOLUM, no trigger); URR 2, which
+    /// `urr2` sets, is on the voice PDR only. On 2 workers (their links).
+    fn voice_under_urr2(
+        urr2: impl Fn(&mut tep_pfcp::rules::CreateUrr),
+    ) -> (Node, UpfPlane, Vec<WorkerLink>) {
+        use tep_pfcp::rules::{CreatePdr, CreateUrr};
+        use tep_pfcp::types::{Precedence, SdfFilter, UrrId};
+        let (sessions, links) = Sessions::new(2, 2, vec![false]);
+        let mut up = UpfPlane::new(sessions, vec![(IpAddr::V4(N3), 0)]);
+        let mut c = Config::new(NodeId::V4(N3), 1, Some(N3), None);
+        c.heartbeat_interval = None;
+        c.usage_scans = true;
+        let mut node = Node::new(c);
+        let now = Instant::now();
+        let smf = SocketAddr::new(SMF.into(), 8805);
+        node.handle(
+            now,
+            smf,
+            &sample::association_setup(0, SMF, 1).to_bytes(),
+            &mut up,
+        );
+        let (ue, gnb) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(192, 0, 2, 9));
+        let mut r = sample::pdu_session_establishment(1, 1, SMF, ue, gnb, 1);
+        if let Message::SessionEstablishmentRequest(m) = &mut r.message {
+            let mut voice = CreatePdr {
+                precedence: Precedence(10),
+                ..m.create_pdrs[1].clone()
+            };
+            voice.pdr_id.0 = 3;
+            voice.pdi.sdf_filters = vec![SdfFilter {
+                flow_description: Some(b"permit out 17 from any to assigned 5000".to_vec()),
+                ..Default::default()
+            }];
+            voice.urr_ids = vec![UrrId(1), UrrId(2)];
+            m.create_pdrs.push(voice);
+            let mut u = CreateUrr {
+                urr_id: UrrId(2),
+                ..m.create_urrs[0].clone()
+            };
+            urr2(&mut u);
+            m.create_urrs.push(u);
+        }
+        while node.poll_transmit().is_some() {}
+        node.handle(now, smf, &r.to_bytes(), &mut up);
+        let t = node.poll_transmit().expect("a response");
+        let resp = tep_pfcp::PfcpRepr::parse_bytes(&t.payload).unwrap();
+        assert!(
+            matches!(resp.message, Message::SessionEstablishmentResponse(ref m) if m.cause.0 == 1),
+            "{:?}",
+            resp.message
+        );
+        (node, up, links)
+    }
+
+    /// A worker's downlink packet of `len` bytes taken by the rule with
+    /// usage counter `counter` of slot `slot`: charged to the session's
+    /// line if watched and to the rule's lines, then counted if it
+    /// passes (what `session-lookup` does).
+    fn downlink(w: &SessionTable, slot: u32, counter: u32, len: usize) -> bool {
+        let pass = (!w.get(slot).watch || w.charge_volume(slot, false, len).is_ok())
+            && w.charge_rule_volume(counter, false, len).is_ok();
+        if pass {
+            w.count_downlink(slot, len);
+            w.count_rule(counter, len);
+        }
+        pass
+    }
+
+    /// The crossings the workers saw, handed to the node at `now`.
+    fn cross(node: &mut Node, up: &mut UpfPlane, now: Instant) -> usize {
+        let (mut scratch, mut crossed) = (Vec::new(), Vec::new());
+        up.volume_crossed(&mut scratch, &mut crossed);
+        for (seid, spent) in &crossed {
+            node.usage_crossed(now, *seid, spent, up);
+        }
+        crossed.len()
+    }
+
+    #[test]
+    fn a_threshold_on_one_of_two_pdrs_is_reported_at_its_packet() {
+        let (mut node, mut up, links) = voice_under_urr2(|u| {
+            u.reporting_triggers = ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 3));
+            u.volume_threshold = Some(VolumeThreshold {
+                total: Some(2500),
+                ..Default::default()
+            });
+        });
+        let w: Vec<SessionTable> = links.iter().cloned().map(SessionTable::new).collect();
+        let mut w = w;
+        up.publish();
+        for t in &mut w {
+            t.apply_pending(&mut Vec::new());
+        }
+        let slot = 0;
+        let seid = up.report_of(slot).expect("the session").0;
+        let counter = |pdr| up.sessions().rule_counter(slot, false, pdr).unwrap();
+        let (default, voice) = (counter(2), counter(3));
+        let lines = &links[0].urr_watches;
+        assert_eq!(lines.rule(default), [NO_LINE; 2], "URR 1 takes it all");
+        assert_ne!(lines.rule(voice)[0], NO_LINE, "URR 2's line");
+        assert!(!w[0].get(slot).watch, "no session-wide limit");
+        let now = Instant::now();
+        // The default flow's packets never reach URR 2's threshold.
+        for k in 0..10 {
+            assert!(downlink(&w[k % 2], slot, default, 1000));
+        }
+        assert_eq!(cross(&mut node, &mut up, now), 0);
+        // Voice packets one by one: the third, on either worker, crosses.
+        assert!(downlink(&w[0], slot, voice, 1000));
+        assert!(downlink(&w[1], slot, voice, 1000));
+        assert_eq!(cross(&mut node, &mut up, now), 0);
+        assert!(downlink(&w[1], slot, voice, 1000));
+        // Sent before the N4 thread looks: the next measurement's.
+        assert!(downlink(&w[0], slot, voice, 700));
+        assert_eq!(cross(&mut node, &mut up, now), 1);
+        assert_eq!(
+            next_report(&mut node),
+            [(tep_pfcp::types::UsageReportTrigger::VOLTH, Some(3000))]
+        );
+        assert_eq!(node.session(seid).map(|r| r.urrs.len()), Some(2));
+        // Re-armed with 2500 less the 700 after the crossing.
+        assert!(downlink(&w[0], slot, voice, 1000));
+        assert_eq!(cross(&mut node, &mut up, now), 0);
+        assert!(downlink(&w[1], slot, voice, 800));
+        assert_eq!(cross(&mut node, &mut up, now), 1);
+        assert_eq!(
+            next_report(&mut node),
+            [(tep_pfcp::types::UsageReportTrigger::VOLTH, Some(2500))]
+        );
+    }
+
+    #[test]
+    fn a_quota_on_one_of_two_pdrs_stops_only_its_packets() {
+        let (mut node, mut up, links) = voice_under_urr2(|u| {
+            u.reporting_triggers = ReportingTriggers(Bitmap::new(ReportingTriggers::VOLQU, 3));
+            u.volume_quota = Some(VolumeQuota(VolumeThreshold {
+                total: Some(2500),
+                ..Default::default()
+            }));
+        });
+        let mut w = SessionTable::new(links[0].clone());
+        up.publish();
+        w.apply_pending(&mut Vec::new());
+        let slot = 0;
+        let seid = up.report_of(slot).expect("the session").0;
+        let counter = |pdr| up.sessions().rule_counter(slot, false, pdr).unwrap();
+        let (default, voice) = (counter(2), counter(3));
+        let now = Instant::now();
+        assert!(downlink(&w, slot, voice, 1000));
+        assert!(downlink(&w, slot, voice, 1000));
+        assert!(!downlink(&w, slot, voice, 1000), "beyond the quota");
+        assert!(
+            downlink(&w, slot, default, 1000),
+            "the default flow goes on"
+        );
+        assert_eq!(cross(&mut node, &mut up, now), 1);
+        assert_eq!(
+            next_report(&mut node),
+            [(tep_pfcp::types::UsageReportTrigger::VOLQU, Some(2000))]
+        );
+        assert_eq!(node.counter(tep_pfcp::node::Counter::QuotaExhausted), 1);
+        // Installed again: the voice rule stops, the default one forwards.
+        let rules = node.session(seid).unwrap();
+        let (mut spec, _) = crate::daemon::upf::compile(rules, &[(IpAddr::V4(N3), 0)]).unwrap();
+        stop_if_exhausted(rules, &mut spec);
+        let actions: Vec<(u32, Action)> = (spec.rules.downlink_tags.iter())
+            .zip(&spec.rules.downlink)
+            .map(|(t, r)| (t.key, r.action))
+            .collect();
+        assert_eq!(actions, [(3, Action::QuotaExhausted), (2, Action::Forward)]);
+        assert_eq!(spec.uplink, Action::Forward, "URR 2 is on no uplink PDR");
+        up.publish();
+        w.apply_pending(&mut Vec::new());
+        assert!(downlink(&w, slot, default, 1000));
+        assert!(!downlink(&w, slot, voice, 1), "still spent");
+        assert_eq!(cross(&mut node, &mut up, now), 0, "crossed once");
     }
 
     #[test]
