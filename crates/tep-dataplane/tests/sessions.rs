@@ -814,11 +814,13 @@ fn a_fars_marking_sets_the_outer_dscp() {
                 key: 1,
                 counted: false,
                 dscp: Some(34),
+                ..Default::default()
             },
             RuleTag {
                 key: 2,
                 counted: false,
                 dscp: None,
+                ..Default::default()
             },
         ];
         for s in [&plain, &marked, &rules] {
