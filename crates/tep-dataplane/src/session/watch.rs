@@ -31,6 +31,10 @@
 //! treatment is flagged `watched`: rules without such a URR read nothing
 //! more. A rule under more URRs with volume limits than that charges
 //! none of them (the control plane leaves those URRs to its scans).
+//! A packet is charged to the session's line, then to its rule's lines,
+//! after every rate: one that a later line's quota drops stays charged
+//! to the lines before (at most one packet, at the moment a quota runs
+//! out, which stops that URR's PDRs).
 
 use core::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};

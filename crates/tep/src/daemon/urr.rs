@@ -28,10 +28,17 @@
 //! from the packet that would exceed it, and the crossing wakes this
 //! thread, which reports at once what was counted up to the crossing
 //! packet ([`UrrCounts::hold`]: what came after goes to the next
-//! measurement). URRs on only some PDRs stay on the scans, whose bound is
-//! what the session sends in one interval. Periodic reports are due on
-//! their period and leave at the first scan after: late by at most one
-//! interval.
+//! measurement). A URR on one way's PDRs only is checked on the same
+//! line (its total is that way's), as is one on every rule of a way. A
+//! URR on only some of a way's rules has a line of its own
+//! ([`line_groups`]), charged by each of its rules and armed and re-armed
+//! at the same moments with what that URR has left. What stays on the
+//! scans, whose bound is what the session sends in one interval: a URR on
+//! some rules of one way and on the other way's packets where that way
+//! has no rules (a line would need every packet of that way charged), and
+//! the URRs on a PDR under more than two such URRs. Periodic reports are
+//! due on their period and leave at the first scan after: late by at most
+//! one interval.
 
 use std::time::{Duration, Instant};
 
