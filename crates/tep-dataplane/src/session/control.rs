@@ -951,6 +951,18 @@ impl Sessions {
         true
     }
 
+    /// The bytes charged each way (uplink, downlink) to the line of slot
+    /// `slot`'s group `group` after the packet that last crossed its
+    /// threshold ((0, 0): no line, or no crossing since it was armed).
+    pub fn group_since_crossing(&self, slot: u32, group: u32) -> (u64, u64) {
+        let r = self.records.get(slot as usize).and_then(Option::as_ref);
+        let line = r.and_then(|r| r.rules.lines.iter().find(|l| l.0 == group));
+        match line {
+            Some(&(_, l)) if l != NO_LINE => self.links[0].urr_watches.lines.since_crossing(l),
+            _ => (0, 0),
+        }
+    }
+
     /// The groups' lines that crossed since the last call, into `out`;
     /// `lines`: scratch.
     pub fn crossed_groups(&self, lines: &mut Vec<u32>, out: &mut Vec<GroupCrossed>) {

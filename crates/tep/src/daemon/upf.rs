@@ -572,10 +572,9 @@ impl UpfPlane {
             let Some(&seid) = self.by_slot.get(&slot) else {
                 continue;
             };
-            let Some(e) = self.by_seid.get_mut(&seid) else {
+            let Some(e) = self.by_seid.get(&seid) else {
                 continue;
             };
-            e.urrs.hold(w.since_crossing(slot));
             let spent = match w.quota_spent(slot) {
                 true => e.urrs.slot_quotas().to_vec(),
                 false => Vec::new(),
@@ -588,10 +587,6 @@ impl UpfPlane {
             let Some(&seid) = self.by_slot.get(&g.slot) else {
                 continue;
             };
-            let Some(e) = self.by_seid.get_mut(&seid) else {
-                continue;
-            };
-            e.urrs.hold_group(g.group, g.since);
             let spent = if g.quota_spent {
                 vec![g.group]
             } else {
@@ -701,11 +696,9 @@ impl UserPlane for UpfPlane {
 
     fn usage_taken(&mut self, seid: Seid, rules: &Rules, rearm: bool) {
         if let Some(e) = self.by_seid.get_mut(&seid) {
-            e.urrs.release();
-            if !rearm {
-                return;
+            if rearm {
+                e.urrs.arm(rules, &mut self.sessions, e.slot);
             }
-            e.urrs.arm(rules, &mut self.sessions, e.slot);
         }
     }
 }

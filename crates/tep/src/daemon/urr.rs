@@ -27,7 +27,7 @@
 //! reported, ran a quota out or followed a crossing), a quota drops
 //! from the packet that would exceed it, and the crossing wakes this
 //! thread, which reports at once what was counted up to the crossing
-//! packet ([`UrrCounts::hold`]: what came after goes to the next
+//! packet ([`UrrCounts::take`]: what came after goes to the next
 //! measurement). A URR on one way's PDRs only is checked on the same
 //! line (its total is that way's), as is one on every rule of a way. A
 //! URR on only some of a way's rules has a line of its own
@@ -165,9 +165,6 @@ struct UrrCount {
     // Whether it takes each way's packets all or none ([`whole`]): the
     // session's line checks it.
     whole: bool,
-    // As `UrrCounts::held`, of its rules' counts: what they took after
-    // the packet that crossed its own line's threshold.
-    held: [u64; 2],
 }
 
 impl UrrCount {
@@ -210,10 +207,6 @@ impl UrrCount {
 #[derive(Clone, Debug, Default)]
 pub struct UrrCounts {
     urrs: Vec<UrrCount>,
-    // Bytes each way (uplink, downlink) of the session's counts that the
-    // takes until `usage_taken` leave to the next measurement: those the
-    // session sent after the packet that crossed a volume threshold.
-    held: [u64; 2],
     // The URRs with a quota that the session's line was last armed with.
     slot_quotas: Vec<u32>,
 }
@@ -307,7 +300,6 @@ impl UrrCounts {
                         sources: Vec::new(),
                         banked: Usage::default(),
                         whole: true,
-                        held: [0; 2],
                     });
                     self.urrs.len() - 1
                 }
@@ -397,40 +389,25 @@ impl UrrCounts {
         out
     }
 
-    /// Has the takes until [`UrrCounts::release`] leave `uplink` and
-    /// `downlink` bytes of the session's counts (sent after a threshold's
-    /// crossing packet) to the next measurement, so that the crossing's
-    /// report ends at that packet however late the N4 thread looks.
-    pub fn hold(&mut self, (uplink, downlink): (u64, u64)) {
-        self.held = [uplink, downlink];
-    }
-
-    /// As [`UrrCounts::hold`], for URR `urr`'s own line ([`line_groups`]):
-    /// its rules' counts.
-    pub fn hold_group(&mut self, urr: u32, (uplink, downlink): (u64, u64)) {
-        if let Some(c) = self.urrs.iter_mut().find(|c| c.id == urr) {
-            c.held = [uplink, downlink];
-        }
-    }
-
-    /// Ends [`UrrCounts::hold`] and [`UrrCounts::hold_group`].
-    pub fn release(&mut self) {
-        self.held = [0, 0];
-        for c in &mut self.urrs {
-            c.held = [0, 0];
-        }
-    }
-
-    /// What URR `urr` counted since it last took it.
+    /// What URR `urr` counted since it last took it, up to the packet
+    /// that crossed a threshold of the line that checks it, if one did
+    /// since the line was armed: what came after is left to the next
+    /// measurement, so that the crossing's report ends at that packet
+    /// however late the N4 thread looks (a scan that comes first
+    /// included).
     pub fn take(&mut self, sessions: &Sessions, slot: u32, urr: u32) -> Usage {
         let Some(c) = self.urrs.iter_mut().find(|c| c.id == urr) else {
             return Usage::default();
         };
         let mut u = core::mem::take(&mut c.banked);
         let mut volume = None;
-        // The bytes held back each way by the line that checks it, left
-        // to the next take from its first sources' counts on.
-        let mut held = if c.whole { self.held } else { c.held };
+        // Read before the counts: a packet counted meanwhile is this
+        // measurement's rather than missed by both.
+        let (ul, dl) = match c.whole {
+            true => sessions.watches().since_crossing(slot),
+            false => sessions.group_since_crossing(slot, c.id),
+        };
+        let mut held = [ul, dl];
         for (src, base) in &mut c.sources {
             let mut now = read(sessions, slot, *src, &mut volume);
             let (Source::Session { uplink } | Source::Rule { uplink, .. }) = *src;
@@ -781,13 +758,16 @@ mod tests {
         assert!(downlink(&w[1], slot, voice, 1000));
         assert_eq!(cross(&mut node, &mut up, now), 0);
         assert!(downlink(&w[1], slot, voice, 1000));
-        // Sent before the N4 thread looks: the next measurement's.
+        // Sent before the N4 thread looks: the next measurement's, even
+        // where a scan comes before the crossing is drained.
         assert!(downlink(&w[0], slot, voice, 700));
-        assert_eq!(cross(&mut node, &mut up, now), 1);
+        node.scan_usage(now, &mut up);
         assert_eq!(
             next_report(&mut node),
             [(tep_pfcp::types::UsageReportTrigger::VOLTH, Some(3000))]
         );
+        assert_eq!(cross(&mut node, &mut up, now), 1);
+        assert!(node.poll_transmit().is_none(), "reported once");
         assert_eq!(node.session(seid).map(|r| r.urrs.len()), Some(2));
         // Re-armed with 2500 less the 700 after the crossing.
         assert!(downlink(&w[0], slot, voice, 1000));
