@@ -827,6 +827,74 @@ mod tests {
         assert_eq!(cross(&mut node, &mut up, now), 0, "crossed once");
     }
 
+    /// Which URRs get a line of their own: those on some of a way's
+    /// rules (not one on all of them, which the session's line checks),
+    /// at most two a rule (a rule under more leaves them all to the
+    /// scans), none that also takes a way's packets without rules.
+    #[test]
+    fn urrs_on_some_rules_get_lines_two_a_rule_at_most() {
+        use crate::daemon::upf::{compile, tests::rules};
+        use tep_pfcp::node::{self as node, Ids};
+        let mut r = rules(node::Action::Forward);
+        let mut voice = r.pdrs[1].clone();
+        (voice.id, voice.precedence) = (3, 10);
+        let d = b"permit out 17 from any to assigned 5000-5010";
+        voice.sdf = vec![node::Sdf {
+            flow: Some(tep_pfcp::flow::FlowDescription::parse(d).unwrap()),
+            tos: None,
+            spi: None,
+            flow_label: None,
+            id: None,
+        }];
+        r.pdrs.push(voice);
+        for id in 1..=4 {
+            let c = tep_pfcp::rules::CreateUrr {
+                urr_id: tep_pfcp::types::UrrId(id),
+                measurement_method: tep_pfcp::types::MeasurementMethod(
+                    tep_pfcp::types::MeasurementMethod::VOLUM,
+                ),
+                reporting_triggers: ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 3)),
+                volume_threshold: Some(VolumeThreshold {
+                    total: Some(1000),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            node::session::create_urr(&mut r, &c, true).unwrap();
+        }
+        let groups = |r: &Rules, pdrs: [&[u32]; 3]| {
+            let mut r = r.clone();
+            for (p, urrs) in r.pdrs.iter_mut().zip(pdrs) {
+                p.urrs = Ids::new(urrs).unwrap();
+            }
+            let (mut spec, _) = compile(&r, &[(IpAddr::V4(N3), 0)]).unwrap();
+            line_groups(&r, &mut spec);
+            let mut w: Vec<(u32, [Option<u32>; 2])> = (spec.rules.downlink_tags.iter())
+                .map(|t| (t.key, t.watch))
+                .collect();
+            w.sort_unstable();
+            assert!(spec.rules.uplink_tags.iter().all(|t| t.watch == [None; 2]));
+            w
+        };
+        // URR 1 on every PDR: the session's line; 2 and 3 on the voice
+        // PDR only: a line each, which its rule charges.
+        assert_eq!(
+            groups(&r, [&[1], &[1], &[1, 2, 3]]),
+            [(2, [None; 2]), (3, [Some(2), Some(3)])]
+        );
+        // One more on the voice PDR: none of the three fits.
+        assert_eq!(
+            groups(&r, [&[1], &[1], &[1, 2, 3, 4]]),
+            [(2, [None; 2]), (3, [None; 2])]
+        );
+        // URR 2 also on the uplink PDR, a way without rules: scanned;
+        // URR 3 on the default PDR only still gets its line.
+        assert_eq!(
+            groups(&r, [&[1, 2], &[1, 3], &[1, 2]]),
+            [(2, [Some(3), None]), (3, [None; 2])]
+        );
+    }
+
     #[test]
     fn scans_run_every_interval_while_a_session_is_watched() {
         let (mut node, mut up) = watched(3);
