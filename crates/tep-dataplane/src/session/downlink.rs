@@ -143,6 +143,7 @@ fn handle(
             Err(r) => pool.meta_mut(id).drop = Some(r),
         }
     }
+    sessions.wake_on_crossing();
     if held > 0 {
         // Held packets leave the vector without being freed or counted
         // as drops: the buffer has them.

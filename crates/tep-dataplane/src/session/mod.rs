@@ -894,6 +894,9 @@ pub struct SessionTable {
     inbox: Vec<Change>,
     /// End Markers to send (drained by the pipeline).
     pub(crate) end_markers: Vec<(u32, IpAddr, u32)>,
+    // A packet charged crossed a volume limit: the control plane is to
+    // be woken ([`SessionTable::wake_on_crossing`]).
+    crossed: core::cell::Cell<bool>,
 }
 
 /// A slot with no session.
@@ -932,6 +935,7 @@ impl SessionTable {
             link,
             inbox: Vec::new(),
             end_markers: Vec::new(),
+            crossed: core::cell::Cell::new(false),
         }
     }
 
@@ -1101,7 +1105,15 @@ impl SessionTable {
     /// its volume limits one way ([`watch`]).
     #[inline]
     pub fn charge_volume(&self, slot: u32, uplink: bool, bytes: usize) -> Result<(), DropReason> {
-        match self.link.watches.charge(slot, uplink, bytes) {
+        let mut crossed = false;
+        let c = self
+            .link
+            .watches
+            .charge_quietly(slot, uplink, bytes, &mut crossed);
+        if crossed {
+            self.crossed.set(true);
+        }
+        match c {
             watch::Charged::Pass => Ok(()),
             watch::Charged::QuotaExhausted => Err(DropReason::QuotaExhausted),
         }
@@ -1117,9 +1129,28 @@ impl SessionTable {
         uplink: bool,
         bytes: usize,
     ) -> Result<(), DropReason> {
-        match self.link.urr_watches.charge(counter, uplink, bytes) {
+        let mut crossed = false;
+        let c = self
+            .link
+            .urr_watches
+            .charge(counter, uplink, bytes, &mut crossed);
+        if crossed {
+            self.crossed.set(true);
+        }
+        match c {
             watch::Charged::Pass => Ok(()),
             watch::Charged::QuotaExhausted => Err(DropReason::QuotaExhausted),
+        }
+    }
+
+    /// Wakes the control plane if a packet charged since the last call
+    /// crossed a volume limit (a node calls it once its vector's packets
+    /// are counted: woken earlier, the control plane could read the
+    /// counts without the crossing packet).
+    #[inline]
+    pub fn wake_on_crossing(&self) {
+        if self.crossed.replace(false) {
+            self.link.watches.wake();
         }
     }
 

@@ -745,7 +745,24 @@ fn group_lines_are_charged_by_their_rules() {
     let charge = |w: &SessionTable, counter| w.charge_rule_volume(counter, false, 1000).is_ok();
     assert!(charge(&w[0], r3.counter) && charge(&w[1], r3.counter));
     assert!(crossed(&c).is_empty());
+    let wakes = Arc::new(core::sync::atomic::AtomicUsize::new(0));
+    let n = wakes.clone();
+    c.wake_on_volume(Box::new(move || {
+        n.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+    }));
     assert!(charge(&w[1], r4.counter), "the third packet crosses 7");
+    // The control plane is woken once the worker is done with its
+    // vector (its packets counted), once.
+    assert_eq!(wakes.load(core::sync::atomic::Ordering::Relaxed), 0);
+    w[0].wake_on_crossing();
+    assert_eq!(
+        wakes.load(core::sync::atomic::Ordering::Relaxed),
+        0,
+        "not this worker's"
+    );
+    w[1].wake_on_crossing();
+    w[1].wake_on_crossing();
+    assert_eq!(wakes.load(core::sync::atomic::Ordering::Relaxed), 1);
     let at = |group, since, quota_spent| GroupCrossed {
         slot,
         group,
@@ -762,10 +779,14 @@ fn group_lines_are_charged_by_their_rules() {
     assert!(!charge(&w[1], r4.counter), "8's quota is spent");
     assert_eq!(crossed(&c), [at(7, (0, 1000), true)]);
     // A rule without a group charges nothing, whatever it takes.
+    let mut none = false;
     assert_eq!(
-        w[0].link.urr_watches.charge(r5.counter, false, 1 << 20),
+        w[0].link
+            .urr_watches
+            .charge(r5.counter, false, 1 << 20, &mut none),
         super::watch::Charged::Pass
     );
+    assert!(!none);
     // Group 7 goes: its line is no one's and disarmed; not reused by
     // another session before the workers apply that.
     c.modify(

@@ -6,7 +6,11 @@
 //! word. The words are shared, not split per worker, so that the sum is
 //! exact whichever worker counts: the packet that takes a word to zero or
 //! below is the crossing, seen by exactly one `fetch_sub`, which queues
-//! the slot and wakes the control plane once ([`Watches::set_notify`]).
+//! the slot; the worker wakes the control plane once
+//! ([`Watches::set_notify`]) at the end of its vector, its packets
+//! counted: woken at once, the control plane could preempt the worker and
+//! read the counts before the crossing packet is in them (a quota's
+//! report one packet short, seen on a loaded machine).
 //!
 //! A quota passes a packet only if all of it fits in what is left: the
 //! packet that would go beyond is the first dropped (`quota_exhausted`),
@@ -253,25 +257,50 @@ impl Watches {
     /// the control plane.
     #[inline]
     pub fn charge(&self, slot: u32, uplink: bool, bytes: usize) -> Charged {
+        let mut crossed = false;
+        let c = self.charge_quietly(slot, uplink, bytes, &mut crossed);
+        if crossed {
+            self.wake();
+        }
+        c
+    }
+
+    /// As [`Watches::charge`], but a crossing only queues the slot and
+    /// sets `crossed`: the worker wakes the control plane
+    /// ([`Watches::wake`]) once it has counted the packet, so that the
+    /// control plane never reads the counts without it.
+    #[inline]
+    pub fn charge_quietly(
+        &self,
+        slot: u32,
+        uplink: bool,
+        bytes: usize,
+        crossed: &mut bool,
+    ) -> Charged {
         let Some(l) = self.line(slot) else {
             return Charged::Pass;
         };
-        let mut crossed = false;
-        let c = l.charge(uplink, bytes as u64, &mut crossed);
-        if crossed {
+        let mut now = false;
+        let c = l.charge(uplink, bytes as u64, &mut now);
+        if now {
             self.cross(slot);
+            *crossed = true;
         }
         c
     }
 
     #[cold]
     fn cross(&self, slot: u32) {
-        {
-            let mut q = self.crossed.lock().unwrap_or_else(|e| e.into_inner());
-            if q.len() < MAX_CROSSED {
-                q.push(slot);
-            }
+        let mut q = self.crossed.lock().unwrap_or_else(|e| e.into_inner());
+        if q.len() < MAX_CROSSED {
+            q.push(slot);
         }
+    }
+
+    /// Wakes the control plane to look at the crossings queued (a
+    /// syscall: once per crossing, never per packet).
+    #[cold]
+    pub fn wake(&self) {
         if let Some(n) = self.notify.get() {
             n();
         }
@@ -378,11 +407,14 @@ impl UrrWatches {
     /// Charges a packet of `bytes` one way to the lines of the rule whose
     /// usage counter is `counter` (worker, for rules flagged `watched`):
     /// dropped if a quota of one of them has no room for it, the lines
-    /// after it then not charged.
+    /// after it then not charged. A crossing is queued and sets `crossed`
+    /// ([`Watches::charge_quietly`]).
     #[inline]
-    pub fn charge(&self, counter: u32, uplink: bool, bytes: usize) -> Charged {
+    pub fn charge(&self, counter: u32, uplink: bool, bytes: usize, crossed: &mut bool) -> Charged {
         for line in self.rule(counter) {
-            if line != NO_LINE && self.lines.charge(line, uplink, bytes) == Charged::QuotaExhausted
+            if line != NO_LINE
+                && self.lines.charge_quietly(line, uplink, bytes, crossed)
+                    == Charged::QuotaExhausted
             {
                 return Charged::QuotaExhausted;
             }
