@@ -309,6 +309,9 @@ pub(crate) fn tunnel_decap(
             Err(r) => pool.meta_mut(id).drop = Some(r),
         }
     }
+    if let Some(s) = sessions {
+        s.wake_on_crossing();
+    }
     // Answered requests left the vector as replies: take them out
     // without counting or freeing them.
     v.retain(|id| pool.meta(id).tunnel != ANSWERED, |_| {});

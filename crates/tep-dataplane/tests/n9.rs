@@ -205,6 +205,7 @@ fn the_n9_uplink_carries_a_ul_container_and_its_mark() {
             key,
             counted: false,
             dscp,
+            ..Default::default()
         };
         spec.rules.uplink_tags = vec![tag(0, None), tag(1, Some(46))];
         c.create(&spec).unwrap();

@@ -227,7 +227,8 @@ fn encap_and_decap_allocate_nothing_per_packet() {
 }
 
 /// One rule each way that takes every packet of `s`, with a usage counter
-/// of its own; the downlink one's packets marked DSCP 46.
+/// of its own, charging group 7's volume line; the downlink one's packets
+/// marked DSCP 46.
 fn counted_rules(
     s: &tep_dataplane::session::control::SessionSpec,
 ) -> tep_dataplane::session::control::SessionRules {
@@ -245,6 +246,7 @@ fn counted_rules(
         key: 1,
         counted: true,
         dscp,
+        watch: [Some(7), None],
     };
     SessionRules {
         uplink: vec![rule.clone()],
@@ -258,7 +260,7 @@ fn counted_rules(
 /// A UPF's sessions: downlink packets to 100 UEs and uplink G-PDUs from
 /// them, after a first round, allocate nothing either (the lookups, the
 /// session's GTP-U header, the peer's outer template, usage counting, a
-/// quarter's rules and per-rule counters).
+/// quarter's rules, per-rule counters and volume lines).
 #[test]
 fn upf_sessions_allocate_nothing_per_packet() {
     use common::upf::*;
@@ -273,7 +275,13 @@ fn upf_sessions_allocate_nothing_per_packet() {
                 // A quarter with rules each way, counted per rule (URRs
                 // on some PDRs), the downlink one marking DSCP 46.
                 s.rules = counted_rules(&s);
-                ruled.push(c.create(&s).unwrap());
+                let slot = c.create(&s).unwrap();
+                let far = tep_dataplane::session::watch::VolumeLimits {
+                    threshold: [Some(1 << 40), None, None],
+                    ..Default::default()
+                };
+                assert!(c.arm_group(slot, 7, &far));
+                ruled.push(slot);
             } else {
                 c.create(&s).unwrap();
             }

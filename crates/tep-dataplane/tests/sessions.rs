@@ -643,7 +643,7 @@ fn several_rules_each_way_by_sdf_filter() {
                 .map(|key| RuleTag {
                     key,
                     counted: true,
-                    dscp: None,
+                    ..Default::default()
                 })
                 .collect()
         };
@@ -684,15 +684,45 @@ fn several_rules_each_way_by_sdf_filter() {
         assert_eq!((u.dl_packets, u.ul_packets), (3, 1));
         // Each rule counted the packets it took and forwarded: the voice rule one downlink packet and
         // one uplink, the default rule two, the drop rules none.
-        let rule_packets = |uplink, n: u32| -> Vec<u64> {
-            (0..n)
-                .map(|k| c.rule_usage(c.rule_counter(slot, uplink, k).unwrap()).0)
-                .collect()
-        };
-        assert_eq!(rule_packets(false, 3), [1, 0, 2]);
-        assert_eq!(rule_packets(true, 2), [0, 1]);
+        let rule_packets =
+            |c: &tep_dataplane::session::control::Sessions, uplink, n: u32| -> Vec<u64> {
+                (0..n)
+                    .map(|k| c.rule_usage(c.rule_counter(slot, uplink, k).unwrap()).0)
+                    .collect()
+            };
+        assert_eq!(rule_packets(&c, false, 3), [1, 0, 2]);
+        assert_eq!(rule_packets(&c, true, 2), [0, 1]);
         let voice_bytes = c.rule_usage(c.rule_counter(slot, false, 0).unwrap()).1;
         assert_eq!(voice_bytes, down(5005).len() as u64);
+        // A URR on the voice rules both ways (group 7), with a quota of
+        // one packet each way: each passes, the next voice packet is
+        // dropped, the default rule's go on.
+        spec.rules.downlink_tags[0].watch = [Some(7), None];
+        spec.rules.uplink_tags[1].watch = [Some(7), None];
+        c.modify(slot, &spec, false).unwrap();
+        let ul_len = udp_packet(ue, server, 5000, 53, b"up").len() as u64;
+        let quota = tep_dataplane::session::watch::VolumeLimits {
+            quota: [Some(down(5005).len() as u64 + ul_len), None, None],
+            ..Default::default()
+        };
+        assert!(c.arm_group(slot, 7, &quota));
+        settle(&mut c, &mut p, &mut pool);
+        assert_eq!(run_encap(&mut p, &mut pool, &downs[..2]).packets.len(), 2);
+        assert_eq!(
+            run_decap(&mut p, &mut pool, &[up(5000)], 0).packets.len(),
+            1
+        );
+        let mut crossed = Vec::new();
+        c.crossed_groups(&mut Vec::new(), &mut crossed);
+        assert_eq!(crossed.len(), 1, "used to the byte");
+        assert!(crossed[0].quota_spent && crossed[0].group == 7);
+        assert_eq!(run_encap(&mut p, &mut pool, &downs[..2]).packets.len(), 1);
+        assert_eq!(
+            run_decap(&mut p, &mut pool, &[up(5000)], 0).packets.len(),
+            0
+        );
+        assert_eq!(p.drops(DropReason::QuotaExhausted), 2);
+        assert_eq!(rule_packets(&c, false, 3), [2, 0, 4]);
         // Back to one treatment each way: the session's own again.
         c.modify(slot, &example::session(1, v6, v6), false).unwrap();
         settle(&mut c, &mut p, &mut pool);
@@ -793,11 +823,13 @@ fn a_fars_marking_sets_the_outer_dscp() {
                 key: 1,
                 counted: false,
                 dscp: Some(34),
+                ..Default::default()
             },
             RuleTag {
                 key: 2,
                 counted: false,
                 dscp: None,
+                ..Default::default()
             },
         ];
         for s in [&plain, &marked, &rules] {

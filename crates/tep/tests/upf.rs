@@ -780,7 +780,8 @@ fn tcp_through_an_mbr() {
 /// `quota_exhausted`, until an Update URR grants a new quota; a
 /// Measurement Period of 2 s gives reports 2 s ± 0.5 s apart, the
 /// first 2 s ± 0.5 s after the establishment, with their volume and
-/// duration.
+/// duration; bursts against a threshold and a quota of a URR on the
+/// session, then of one on its voice PDRs only.
 fn usage_triggers(test: &str, gateway: bool) {
     let Some((_lab, tep, mut smf)) = start_in(test, gateway, "") else {
         return;
@@ -853,6 +854,27 @@ fn usage_triggers(test: &str, gateway: bool) {
     // Two periodic.
     assert_eq!(pfcp_counter(&tep, "usage_reports"), bursts + 2);
     assert_eq!(pfcp_counter(&tep, "retransmitted"), 0);
+    // The same on a URR on the voice PDRs only (its own line, charged by
+    // the voice rules): a threshold reported within one datagram of it, a
+    // quota passing exactly its datagrams and stopping only the voice
+    // flow's (the default flow's all pass after).
+    let v = smf.run(
+        &tep,
+        json!({"run": "voice_burst", "index": 15, "threshold": 100_000, "size": 1000, "count": 2000}),
+    );
+    eprintln!("voice burst with a threshold: {v}");
+    let reported = v["reported"].as_u64().unwrap();
+    assert!((100_000..101_000).contains(&reported), "{v}");
+    let v = smf.run(
+        &tep,
+        json!({"run": "voice_burst", "index": 16, "quota": 50_000, "size": 1000, "count": 2000}),
+    );
+    eprintln!("voice burst with a quota: {v}");
+    assert_eq!(
+        (&v["reported"], &v["voice"], &v["default"]),
+        (&json!(50_000), &json!(50_000), &json!(2_000_000)),
+        "{v}"
+    );
 }
 
 #[test]

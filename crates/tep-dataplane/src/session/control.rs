@@ -5,7 +5,7 @@
 use super::counters::{CounterIds, RuleUsage, NO_COUNTER};
 use super::rate::Bucket;
 use super::rules::{Classifier, RuleError, RuleSet, RuleSpec, Treatment, MAX_RULES};
-use super::watch::{VolumeLimits, Watches};
+use super::watch::{UrrWatches, VolumeLimits, Watches, NO_LINE, RULE_LINES};
 use super::{
     Action, Change, ChangeQueue, Peer, Session, SharedRules, SlotUsage, UeKey, UeSource, UplinkKey,
     Usage, WorkerLink,
@@ -84,6 +84,11 @@ pub struct RuleTag {
     /// UPF on N9 (its FAR's Transport Level Marking; None: the N3
     /// tunnel's).
     pub dscp: Option<u8>,
+    /// The groups whose volume line it charges ([`super::watch::UrrWatches`];
+    /// a group is the caller's name for a URR with volume limits, unique
+    /// within the session): every rule with the same group charges one
+    /// line, armed by [`Sessions::arm_group`]. Only a `counted` rule's.
+    pub watch: [Option<u32>; RULE_LINES],
 }
 
 /// A session's maximum bit rates, bit/s.
@@ -166,6 +171,24 @@ struct Built {
     buckets: Vec<(u32, bool, u64, Arc<Bucket>)>,
     // The rules' usage counters: (uplink, key, index).
     counters: Vec<(bool, u32, u32)>,
+    // The groups' volume lines: (group, line; NO_LINE where none was
+    // left, so that none of the group's rules charges one).
+    lines: Vec<(u32, u32)>,
+}
+
+/// A group's volume line crossed a threshold or quota
+/// ([`Sessions::crossed_groups`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupCrossed {
+    /// The session's slot.
+    pub slot: u32,
+    /// The group ([`RuleTag::watch`]).
+    pub group: u32,
+    /// The bytes charged each way (uplink, downlink) after the packet
+    /// that crossed a threshold.
+    pub since: (u64, u64),
+    /// Whether a quota of the line is used up.
+    pub quota_spent: bool,
 }
 
 /// Both directions' rules compiled, before anything is changed.
@@ -203,7 +226,15 @@ pub struct Sessions {
     classifiers: HashSet<Arc<Classifier>>,
     classifiers_swept: usize,
     counters: CounterIds,
+    // Volume lines of groups ([`RuleTag::watch`]), and each one's (slot,
+    // group).
+    lines: CounterIds,
+    line_owner: Vec<Option<(u32, u32)>>,
 }
+
+/// Volume lines per session on average: the groups' table has room for
+/// that many (a group left without one is only scanned).
+pub const LINES_PER_SESSION: u32 = 4;
 
 impl Sessions {
     /// Tables for `workers` workers with room for `max_sessions`; the
@@ -215,6 +246,8 @@ impl Sessions {
         let watches = Arc::new(Watches::new(max_sessions));
         // Every session with the most rules both ways.
         let max_counters = max_sessions.saturating_mul(2 * MAX_RULES as u32);
+        let max_lines = max_sessions.saturating_mul(LINES_PER_SESSION);
+        let urr_watches = Arc::new(UrrWatches::new(max_lines, max_counters));
         let links: Vec<WorkerLink> = (0..workers.max(1))
             .map(|w| WorkerLink {
                 queue: Arc::new(ChangeQueue::default()),
@@ -226,6 +259,7 @@ impl Sessions {
                 meters: meters.clone(),
                 rule_usage: Arc::new(RuleUsage::new(max_counters)),
                 watches: watches.clone(),
+                urr_watches: urr_watches.clone(),
             })
             .collect();
         (
@@ -249,6 +283,8 @@ impl Sessions {
                 classifiers: HashSet::new(),
                 classifiers_swept: 0,
                 counters: CounterIds::new(max_counters),
+                lines: CounterIds::new(max_lines),
+                line_owner: Vec::new(),
             },
             links,
         )
@@ -414,6 +450,11 @@ impl Sessions {
         for c in gone {
             self.counters.release(c.2, after);
         }
+        for &(_, line) in &old.rules.lines {
+            if !rules.lines.iter().any(|l| l.1 == line) {
+                self.release_line(line, after);
+            }
+        }
         let session = Session {
             watch: old.session.watch,
             ..session_of(spec, peer, self.gnb_source)
@@ -467,6 +508,9 @@ impl Sessions {
         self.quarantine.push((slot, after));
         for c in &old.rules.counters {
             self.counters.release(c.2, after);
+        }
+        for &(_, line) in &old.rules.lines {
+            self.release_line(line, after);
         }
         Ok(usage)
     }
@@ -762,13 +806,14 @@ impl Sessions {
                 .map(|(i, r)| {
                     let tag = tags.get(i).copied().unwrap_or(RuleTag {
                         key: i as u32,
-                        counted: false,
-                        dscp: None,
+                        ..Default::default()
                     });
                     let counter = match tag.counted {
                         true => me.counter(&mut built, old, uplink, tag.key),
                         false => NO_COUNTER,
                     };
+                    let watched = counter != NO_COUNTER
+                        && me.rule_lines(&mut built, old, (slot, counter), tag.watch);
                     // Uplink: a UPF on N9 (none: to N6).
                     let peer = r.peer.map(|(addr, _)| me.peer_ref(spec.n3, addr, tag.dscp));
                     built.peers.extend(peer);
@@ -785,6 +830,7 @@ impl Sessions {
                         qfi: r.qfi,
                         bucket,
                         counter,
+                        watched,
                     }
                 })
                 .collect();
@@ -823,6 +869,125 @@ impl Sessions {
         };
         built.counters.push((uplink, key, id));
         id
+    }
+
+    /// Has the rule of slot `slot` with usage counter `counter` charge
+    /// the lines of `groups` (`old`'s where it had them); whether it
+    /// charges any.
+    fn rule_lines(
+        &mut self,
+        built: &mut Built,
+        old: Option<&Built>,
+        (slot, counter): (u32, u32),
+        groups: [Option<u32>; RULE_LINES],
+    ) -> bool {
+        let lines = groups.map(|g| g.map_or(NO_LINE, |g| self.line(built, old, slot, g)));
+        let w = &self.links[0].urr_watches;
+        w.set_rule(counter, lines);
+        lines != [NO_LINE; RULE_LINES]
+    }
+
+    /// Group `group`'s line in slot `slot`: the one it has in `built`,
+    /// else `old`'s, else a new one, disarmed ([`NO_LINE`] when none is
+    /// left: then none of its rules charges one).
+    fn line(&mut self, built: &mut Built, old: Option<&Built>, slot: u32, group: u32) -> u32 {
+        if let Some(&(_, l)) = built.lines.iter().find(|l| l.0 == group) {
+            return l;
+        }
+        let kept = old.and_then(|o| o.lines.iter().find(|l| l.0 == group && l.1 != NO_LINE));
+        let line = match kept {
+            Some(&(_, l)) => l,
+            None => {
+                let applied = self.applied();
+                let l = match self.lines.room(1, applied) {
+                    true => self.lines.take(),
+                    false => NO_LINE,
+                };
+                if l != NO_LINE {
+                    let w = &self.links[0].urr_watches.lines;
+                    w.arm(l, &VolumeLimits::default());
+                    let i = l as usize;
+                    if self.line_owner.len() <= i {
+                        self.line_owner.resize(i + 1, None);
+                    }
+                    self.line_owner[i] = Some((slot, group));
+                }
+                l
+            }
+        };
+        built.lines.push((group, line));
+        line
+    }
+
+    /// Line `line` is out of use once the workers applied `after`
+    /// changes: disarmed now (a worker still charging it passes its
+    /// packets), its crossings no longer anyone's.
+    fn release_line(&mut self, line: u32, after: u64) {
+        if line == NO_LINE {
+            return;
+        }
+        let w = &self.links[0].urr_watches.lines;
+        w.arm(line, &VolumeLimits::default());
+        if let Some(o) = self.line_owner.get_mut(line as usize) {
+            *o = None;
+        }
+        self.lines.release(line, after);
+    }
+
+    /// (Re)arms the line of slot `slot`'s group `group` with what is left
+    /// now (a store, as [`Sessions::arm_volume`]); whether the group has
+    /// a line (without one its URR is left to the caller's scans).
+    pub fn arm_group(&mut self, slot: u32, group: u32, limits: &VolumeLimits) -> bool {
+        let Some(r) = self.records.get(slot as usize).and_then(Option::as_ref) else {
+            return false;
+        };
+        let Some(&(_, line)) = r.rules.lines.iter().find(|l| l.0 == group) else {
+            return false;
+        };
+        if line == NO_LINE {
+            return false;
+        }
+        self.links[0].urr_watches.lines.arm(line, limits);
+        true
+    }
+
+    /// The bytes charged each way (uplink, downlink) to the line of slot
+    /// `slot`'s group `group` after the packet that last crossed its
+    /// threshold ((0, 0): no line, or no crossing since it was armed).
+    pub fn group_since_crossing(&self, slot: u32, group: u32) -> (u64, u64) {
+        let r = self.records.get(slot as usize).and_then(Option::as_ref);
+        let line = r.and_then(|r| r.rules.lines.iter().find(|l| l.0 == group));
+        match line {
+            Some(&(_, l)) if l != NO_LINE => self.links[0].urr_watches.lines.since_crossing(l),
+            _ => (0, 0),
+        }
+    }
+
+    /// The groups' lines that crossed since the last call, into `out`;
+    /// `lines`: scratch.
+    pub fn crossed_groups(&self, lines: &mut Vec<u32>, out: &mut Vec<GroupCrossed>) {
+        let w = &self.links[0].urr_watches.lines;
+        w.take_crossed(lines);
+        for line in lines.drain(..) {
+            if let Some(&Some((slot, group))) = self.line_owner.get(line as usize) {
+                out.push(GroupCrossed {
+                    slot,
+                    group,
+                    since: w.since_crossing(line),
+                    quota_spent: w.quota_spent(line),
+                });
+            }
+        }
+    }
+
+    /// Has the workers call `wake` when a session's or a group's packets
+    /// reach a volume threshold or quota (once per crossing).
+    pub fn wake_on_volume(&self, wake: Box<dyn Fn() + Send + Sync>) {
+        let wake: Arc<dyn Fn() + Send + Sync> = wake.into();
+        let again = wake.clone();
+        self.watches().set_notify(Box::new(move || wake()));
+        let w = &self.links[0].urr_watches.lines;
+        w.set_notify(Box::new(move || again()));
     }
 
     /// The classifier equal to `c` that sessions share, `c` if none.

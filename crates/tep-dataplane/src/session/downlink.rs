@@ -143,6 +143,7 @@ fn handle(
             Err(r) => pool.meta_mut(id).drop = Some(r),
         }
     }
+    sessions.wake_on_crossing();
     if held > 0 {
         // Held packets leave the vector without being freed or counted
         // as drops: the buffer has them.
@@ -264,6 +265,9 @@ fn one(
             }
             if s.watch {
                 sessions.charge_volume(slot, false, len)?;
+            }
+            if let Some(t) = rule.filter(|t| t.watched) {
+                sessions.charge_rule_volume(t.counter, false, len)?;
             }
             pool.set_session(id, word);
             pool.meta_mut(id).tunnel = s.n3;

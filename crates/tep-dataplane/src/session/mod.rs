@@ -793,6 +793,9 @@ pub struct WorkerLink {
     pub rule_usage: Arc<counters::RuleUsage>,
     /// The sessions' volume limits (one for all the workers).
     pub watches: Arc<watch::Watches>,
+    /// The volume limits of URRs on only some PDRs, and the rules'
+    /// lines (one for all the workers).
+    pub urr_watches: Arc<watch::UrrWatches>,
 }
 
 /// A data network's downlink maps: UE addresses may repeat across
@@ -892,6 +895,9 @@ pub struct SessionTable {
     inbox: Vec<Change>,
     /// End Markers to send (drained by the pipeline).
     pub(crate) end_markers: Vec<(u32, IpAddr, u32)>,
+    // A packet charged crossed a volume limit: the control plane is to
+    // be woken ([`SessionTable::wake_on_crossing`]).
+    crossed: core::cell::Cell<bool>,
 }
 
 /// A slot with no session.
@@ -930,6 +936,7 @@ impl SessionTable {
             link,
             inbox: Vec::new(),
             end_markers: Vec::new(),
+            crossed: core::cell::Cell::new(false),
         }
     }
 
@@ -1099,9 +1106,52 @@ impl SessionTable {
     /// its volume limits one way ([`watch`]).
     #[inline]
     pub fn charge_volume(&self, slot: u32, uplink: bool, bytes: usize) -> Result<(), DropReason> {
-        match self.link.watches.charge(slot, uplink, bytes) {
+        let mut crossed = false;
+        let c = self
+            .link
+            .watches
+            .charge_quietly(slot, uplink, bytes, &mut crossed);
+        if crossed {
+            self.crossed.set(true);
+        }
+        match c {
             watch::Charged::Pass => Ok(()),
             watch::Charged::QuotaExhausted => Err(DropReason::QuotaExhausted),
+        }
+    }
+
+    /// Charges a packet of `bytes` that a rule flagged `watched`, with
+    /// usage counter `counter`, took one way to its URRs' volume lines
+    /// ([`watch::UrrWatches`]).
+    #[inline]
+    pub fn charge_rule_volume(
+        &self,
+        counter: u32,
+        uplink: bool,
+        bytes: usize,
+    ) -> Result<(), DropReason> {
+        let mut crossed = false;
+        let c = self
+            .link
+            .urr_watches
+            .charge(counter, uplink, bytes, &mut crossed);
+        if crossed {
+            self.crossed.set(true);
+        }
+        match c {
+            watch::Charged::Pass => Ok(()),
+            watch::Charged::QuotaExhausted => Err(DropReason::QuotaExhausted),
+        }
+    }
+
+    /// Wakes the control plane if a packet charged since the last call
+    /// crossed a volume limit (a node calls it once its vector's packets
+    /// are counted: woken earlier, the control plane could read the
+    /// counts without the crossing packet).
+    #[inline]
+    pub fn wake_on_crossing(&self) {
+        if self.crossed.replace(false) {
+            self.link.watches.wake();
         }
     }
 

@@ -467,7 +467,14 @@ pub(crate) struct Treatment {
     pub(crate) bucket: Option<Arc<Bucket>>,
     /// Its usage counter in each worker's [`super::counters::RuleUsage`].
     pub(crate) counter: u32,
+    /// Whether it charges the volume lines of its URRs
+    /// ([`super::watch::UrrWatches`], found by `counter`): a flag in the
+    /// padding, so that a rule without one reads nothing more.
+    pub(crate) watched: bool,
 }
+
+// Two treatments a line ([`RuleLines`]): the flag costs no room.
+const _: () = assert!(core::mem::size_of::<Option<Treatment>>() <= 24);
 
 impl Treatment {
     /// Whether a packet of `bytes` at `now_ns` is within the rule's own
@@ -483,9 +490,8 @@ impl Treatment {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b),
             (a, b) => a.is_none() && b.is_none(),
         };
-        (self.action, self.peer, self.teid, self.qfi, self.counter)
-            == (o.action, o.peer, o.teid, o.qfi, o.counter)
-            && bucket
+        let key = |t: &Treatment| (t.action, t.peer, t.teid, t.qfi, t.counter, t.watched);
+        key(self) == key(o) && bucket
     }
 }
 
@@ -979,6 +985,7 @@ mod tests {
             qfi: None,
             bucket: None,
             counter: super::super::counters::NO_COUNTER,
+            watched: false,
         };
         let rules = [rule(vec![voice()]), rule(vec![]), rule(vec![])];
         let c = Arc::new(Classifier::new(&rules).unwrap());

@@ -608,7 +608,7 @@ fn rule_counters_follow_their_keys() {
             .map(|&key| RuleTag {
                 key,
                 counted: true,
-                dscp: None,
+                ..Default::default()
             })
             .collect();
         s
@@ -672,4 +672,163 @@ fn the_workers_share_a_sessions_bucket() {
     assert!(!w[0].admit(slot, false, 1000, now));
     assert!(!w[1].admit(slot, false, 1000, now));
     assert!(w[1].admit(slot, true, 1000, now), "the uplink has no MBR");
+}
+
+/// URRs on only some PDRs: every rule under a group charges its one line
+/// (whichever worker), a rule under none is not flagged and has no line,
+/// a crossing is queued once with its slot and group, a quota passes
+/// exactly what fits, and a group's line goes when its rules do, reused
+/// only once every worker applied that.
+#[test]
+fn group_lines_are_charged_by_their_rules() {
+    use super::control::{GroupCrossed, RuleTag};
+    use super::rules::{FlowMatch, RuleSpec};
+    use super::watch::{VolumeLimits, NO_LINE};
+    let (mut c, mut w) = setup();
+    let gnb = v4([192, 0, 2, 9]);
+    let rule = |port| RuleSpec {
+        filters: vec![FlowMatch {
+            ue_ports: vec![(port, port)],
+            ..Default::default()
+        }],
+        qfi_match: None,
+        action: Action::Forward,
+        peer: Some((gnb, 0x10)),
+        qfi: Some(1),
+        mbr: None,
+    };
+    // Rules 3 and 4 under group 7 (4 also under 8), rule 5 under none.
+    let with = |ue: u32, rules: &[(u32, [Option<u32>; 2])]| {
+        let mut s = spec(0, 0x100 + ue, 0x0a00_0000 + ue, Some((gnb, 0x77)));
+        s.rules.downlink = rules.iter().map(|&(k, _)| rule(k as u16)).collect();
+        s.rules.downlink_tags = rules
+            .iter()
+            .map(|&(key, watch)| RuleTag {
+                key,
+                counted: true,
+                watch,
+                ..Default::default()
+            })
+            .collect();
+        s
+    };
+    let three_rules = [
+        (3, [Some(7), None]),
+        (4, [Some(7), Some(8)]),
+        (5, [None; 2]),
+    ];
+    let slot = c.create(&with(1, &three_rules)).unwrap();
+    sync(&mut c, &mut w);
+    let set = w[0].rules[slot as usize].clone().unwrap();
+    let (r3, r4, r5) = (&set.dl[0], &set.dl[1], &set.dl[2]);
+    assert!(r3.watched && r4.watched && !r5.watched);
+    let u = &w[0].link.urr_watches;
+    let (l7, l8) = (u.rule(r3.counter)[0], u.rule(r4.counter)[1]);
+    assert_eq!(u.rule(r4.counter), [l7, l8], "one line per group");
+    assert_ne!(l7, l8);
+    assert_eq!(u.rule(r5.counter), [NO_LINE; 2]);
+    let limits = |threshold, quota| VolumeLimits {
+        threshold: [threshold, None, None],
+        quota: [quota, None, None],
+    };
+    assert!(c.arm_group(slot, 7, &limits(Some(2500), Some(4500))));
+    assert!(c.arm_group(slot, 8, &limits(None, Some(1000))));
+    assert!(
+        !c.arm_group(slot, 9, &limits(Some(1), None)),
+        "no such group"
+    );
+    let crossed = |c: &Sessions| {
+        let mut out = Vec::new();
+        c.crossed_groups(&mut Vec::new(), &mut out);
+        out
+    };
+    let charge = |w: &SessionTable, counter| w.charge_rule_volume(counter, false, 1000).is_ok();
+    assert!(charge(&w[0], r3.counter) && charge(&w[1], r3.counter));
+    assert!(crossed(&c).is_empty());
+    let wakes = Arc::new(core::sync::atomic::AtomicUsize::new(0));
+    let n = wakes.clone();
+    c.wake_on_volume(Box::new(move || {
+        n.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+    }));
+    assert!(charge(&w[1], r4.counter), "the third packet crosses 7");
+    // The control plane is woken once the worker is done with its
+    // vector (its packets counted), once.
+    assert_eq!(wakes.load(core::sync::atomic::Ordering::Relaxed), 0);
+    w[0].wake_on_crossing();
+    assert_eq!(
+        wakes.load(core::sync::atomic::Ordering::Relaxed),
+        0,
+        "not this worker's"
+    );
+    w[1].wake_on_crossing();
+    w[1].wake_on_crossing();
+    assert_eq!(wakes.load(core::sync::atomic::Ordering::Relaxed), 1);
+    let at = |group, since, quota_spent| GroupCrossed {
+        slot,
+        group,
+        since,
+        quota_spent,
+    };
+    // 8's quota is used to the byte: used up.
+    let mut x = crossed(&c);
+    x.sort_by_key(|g| g.group);
+    assert_eq!(x, [at(7, (0, 0), false), at(8, (0, 0), true)]);
+    assert!(charge(&w[0], r3.counter), "4000 of 7's 4500");
+    assert!(crossed(&c).is_empty(), "crossed once");
+    assert!(!charge(&w[0], r3.counter), "the packet that would exceed");
+    assert!(!charge(&w[1], r4.counter), "8's quota is spent");
+    assert_eq!(crossed(&c), [at(7, (0, 1000), true)]);
+    // A rule without a group charges nothing, whatever it takes.
+    let mut none = false;
+    assert_eq!(
+        w[0].link
+            .urr_watches
+            .charge(r5.counter, false, 1 << 20, &mut none),
+        super::watch::Charged::Pass
+    );
+    assert!(!none);
+    // Group 7 goes: its line is no one's and disarmed; not reused by
+    // another session before the workers apply that.
+    c.modify(
+        slot,
+        &with(1, &[(3, [None; 2]), (4, [Some(8), None])]),
+        false,
+    )
+    .unwrap();
+    assert!(!c.arm_group(slot, 7, &limits(Some(1), None)));
+    let other = c
+        .create(&with(2, &[(1, [Some(7), None]), (2, [None; 2])]))
+        .unwrap();
+    sync(&mut c, &mut w);
+    let set = w[0].rules[slot as usize].clone().unwrap();
+    assert!(!set.dl[0].watched);
+    assert_eq!(
+        w[0].link.urr_watches.rule(set.dl[1].counter),
+        [l8, NO_LINE],
+        "kept"
+    );
+    let o = w[0].rules[other as usize].clone().unwrap();
+    let lo = w[0].link.urr_watches.rule(o.dl[0].counter)[0];
+    assert!(lo != l7 && lo != l8 && lo != NO_LINE);
+    let third = c
+        .create(&with(3, &[(1, [Some(5), None]), (2, [None; 2])]))
+        .unwrap();
+    sync(&mut c, &mut w);
+    let t = w[0].rules[third as usize].clone().unwrap();
+    assert_eq!(w[0].link.urr_watches.rule(t.dl[0].counter)[0], l7, "reused");
+    assert!(c.arm_group(third, 5, &limits(Some(1000), None)));
+    assert!(charge(&w[0], t.dl[0].counter));
+    assert_eq!(
+        crossed(&c),
+        [GroupCrossed {
+            slot: third,
+            group: 5,
+            since: (0, 0),
+            quota_spent: false
+        }]
+    );
+    // Removed: its line's crossings are no one's.
+    c.remove(third).unwrap();
+    assert!(charge(&w[0], t.dl[0].counter), "disarmed");
+    assert!(crossed(&c).is_empty());
 }

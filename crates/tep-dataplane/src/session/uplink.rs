@@ -94,15 +94,19 @@ pub(crate) fn match_session(
     }
     let packet = gtpu.get(inner..).unwrap_or_default();
     line.ue_source(actions).check(packet)?;
-    let (mut n9, mut counter) = (None, super::counters::NO_COUNTER);
+    let (mut n9, mut counter, mut watched) = (None, super::counters::NO_COUNTER, false);
     if rules {
-        (n9, counter) = by_rule(sessions, slot, packet, qfi, now_ns)?;
+        (n9, counter, watched) = by_rule(sessions, slot, packet, qfi, now_ns)?;
     }
     if actions & MBR_UPLINK != 0 && !sessions.admit(slot, true, packet.len(), now_ns) {
         return Err(DropReason::MbrExceeded);
     }
     if actions & WATCH != 0 {
         sessions.charge_volume(slot, true, packet.len())?;
+    }
+    // Last, so that a packet a rate drops is not charged to the lines.
+    if watched {
+        sessions.charge_rule_volume(counter, true, packet.len())?;
     }
     if let Some(n9) = n9 {
         return Ok(Receiver::Reencap {
@@ -122,7 +126,7 @@ pub(crate) fn match_session(
 /// The verdict of the uplink rule of slot `slot`'s session that takes
 /// `packet` (its G-PDU's QFI `qfi`): forward to N6 (None) or to a UPF on
 /// N9 (the packet's session word, [`super::n9`]), with the rule's usage
-/// counter; or why not.
+/// counter and whether it charges volume lines; or why not.
 #[inline]
 fn by_rule(
     sessions: &SessionTable,
@@ -130,7 +134,7 @@ fn by_rule(
     packet: &[u8],
     qfi: Option<u8>,
     now_ns: u64,
-) -> Result<(Option<u32>, u32), DropReason> {
+) -> Result<(Option<u32>, u32, bool), DropReason> {
     let (i, t) = sessions
         .uplink_rule(slot, packet, qfi)
         .ok_or(DropReason::NoPdrMatch)?;
@@ -143,7 +147,7 @@ fn by_rule(
         return Err(DropReason::MbrExceeded);
     }
     let n9 = (t.peer != u32::MAX).then(|| super::n9::uplink_word(slot, i));
-    Ok((n9, t.counter))
+    Ok((n9, t.counter, t.watched))
 }
 
 /// A G-PDU whose TEID no N3 key has (`known`: one has, not for its QFI):

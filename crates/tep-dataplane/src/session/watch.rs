@@ -6,7 +6,11 @@
 //! word. The words are shared, not split per worker, so that the sum is
 //! exact whichever worker counts: the packet that takes a word to zero or
 //! below is the crossing, seen by exactly one `fetch_sub`, which queues
-//! the slot and wakes the control plane once ([`Watches::set_notify`]).
+//! the slot; the worker wakes the control plane once
+//! ([`Watches::set_notify`]) at the end of its vector, its packets
+//! counted: woken at once, the control plane could preempt the worker and
+//! read the counts before the crossing packet is in them (a quota's
+//! report one packet short, seen on a loaded machine).
 //!
 //! A quota passes a packet only if all of it fits in what is left: the
 //! packet that would go beyond is the first dropped (`quota_exhausted`),
@@ -22,8 +26,21 @@
 //! its reading the counters and the store are charged to neither (a few
 //! microseconds' worth at most). Scans that change nothing leave the line
 //! alone, so that the window opens only at those events.
+//!
+//! A URR on only some of a direction's PDRs (whose rules count apart,
+//! [`super::counters`]) has a line of its own instead ([`UrrWatches`]):
+//! the same words, in a second table indexed by line rather than by
+//! slot, charged by every rule the URR is on. A rule finds its lines
+//! (at most [`RULE_LINES`]) by its usage counter's index, and only if its
+//! treatment is flagged `watched`: rules without such a URR read nothing
+//! more. A rule under more URRs with volume limits than that charges
+//! none of them (the control plane leaves those URRs to its scans).
+//! A packet is charged to the session's line, then to its rule's lines,
+//! after every rate: one that a later line's quota drops stays charged
+//! to the lines before (at most one packet, at the moment a quota runs
+//! out, which stops that URR's PDRs).
 
-use core::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// Slots per chunk of lines: allocated when a slot in it is first armed.
@@ -240,25 +257,50 @@ impl Watches {
     /// the control plane.
     #[inline]
     pub fn charge(&self, slot: u32, uplink: bool, bytes: usize) -> Charged {
+        let mut crossed = false;
+        let c = self.charge_quietly(slot, uplink, bytes, &mut crossed);
+        if crossed {
+            self.wake();
+        }
+        c
+    }
+
+    /// As [`Watches::charge`], but a crossing only queues the slot and
+    /// sets `crossed`: the worker wakes the control plane
+    /// ([`Watches::wake`]) once it has counted the packet, so that the
+    /// control plane never reads the counts without it.
+    #[inline]
+    pub fn charge_quietly(
+        &self,
+        slot: u32,
+        uplink: bool,
+        bytes: usize,
+        crossed: &mut bool,
+    ) -> Charged {
         let Some(l) = self.line(slot) else {
             return Charged::Pass;
         };
-        let mut crossed = false;
-        let c = l.charge(uplink, bytes as u64, &mut crossed);
-        if crossed {
+        let mut now = false;
+        let c = l.charge(uplink, bytes as u64, &mut now);
+        if now {
             self.cross(slot);
+            *crossed = true;
         }
         c
     }
 
     #[cold]
     fn cross(&self, slot: u32) {
-        {
-            let mut q = self.crossed.lock().unwrap_or_else(|e| e.into_inner());
-            if q.len() < MAX_CROSSED {
-                q.push(slot);
-            }
+        let mut q = self.crossed.lock().unwrap_or_else(|e| e.into_inner());
+        if q.len() < MAX_CROSSED {
+            q.push(slot);
         }
+    }
+
+    /// Wakes the control plane to look at the crossings queued (a
+    /// syscall: once per crossing, never per packet).
+    #[cold]
+    pub fn wake(&self) {
         if let Some(n) = self.notify.get() {
             n();
         }
@@ -287,6 +329,105 @@ impl Watches {
         let used = self.chunks.iter().filter(|c| c.get().is_some()).count();
         used * WATCH_CHUNK * core::mem::size_of::<Line>()
             + self.chunks.len() * core::mem::size_of::<OnceLock<Box<[Line]>>>()
+    }
+}
+
+/// No line: a rule's unused place, or a URR none was left for.
+pub const NO_LINE: u32 = u32::MAX;
+
+/// Most lines one rule charges.
+pub const RULE_LINES: usize = 2;
+
+/// Entries per chunk of [`UrrWatches`]' rule table.
+const RULE_CHUNK: usize = 4096;
+
+/// The lines of URRs on only some PDRs, and which lines each rule
+/// charges, shared by the workers and the control plane.
+pub struct UrrWatches {
+    /// The lines, by line id: queued when crossed, as slots' are.
+    pub lines: Watches,
+    // By a rule's usage counter index: its lines, two `u32`s in one word
+    // (so that a worker never reads half of a change).
+    rules: Box<[OnceLock<Box<[AtomicU64]>>]>,
+}
+
+impl core::fmt::Debug for UrrWatches {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("UrrWatches")
+            .field("bytes", &self.bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+const NO_LINES: u64 = u64::MAX;
+
+impl UrrWatches {
+    /// Room for `lines` lines and `counters` rules (nothing allocated yet).
+    pub fn new(lines: u32, counters: u32) -> UrrWatches {
+        let n = (counters as usize).div_ceil(RULE_CHUNK);
+        UrrWatches {
+            lines: Watches::new(lines),
+            rules: (0..n).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    fn entry(&self, counter: u32) -> Option<&AtomicU64> {
+        let i = counter as usize;
+        self.rules
+            .get(i / RULE_CHUNK)?
+            .get()
+            .map(|c| &c[i % RULE_CHUNK])
+    }
+
+    /// Has the rule whose usage counter is `counter` charge `lines`
+    /// ([`NO_LINE`]: none) from now on (control plane, before it
+    /// publishes a treatment flagged `watched`).
+    pub fn set_rule(&self, counter: u32, lines: [u32; RULE_LINES]) {
+        let Some(c) = self.rules.get(counter as usize / RULE_CHUNK) else {
+            return;
+        };
+        let none = lines == [NO_LINE; RULE_LINES];
+        if none && c.get().is_none() {
+            return;
+        }
+        let c = c.get_or_init(|| (0..RULE_CHUNK).map(|_| AtomicU64::new(NO_LINES)).collect());
+        let word = u64::from(lines[0]) | u64::from(lines[1]) << 32;
+        c[counter as usize % RULE_CHUNK].store(word, Ordering::Release);
+    }
+
+    /// The lines the rule whose usage counter is `counter` charges.
+    #[inline]
+    pub fn rule(&self, counter: u32) -> [u32; RULE_LINES] {
+        let w = self
+            .entry(counter)
+            .map_or(NO_LINES, |e| e.load(Ordering::Acquire));
+        [w as u32, (w >> 32) as u32]
+    }
+
+    /// Charges a packet of `bytes` one way to the lines of the rule whose
+    /// usage counter is `counter` (worker, for rules flagged `watched`):
+    /// dropped if a quota of one of them has no room for it, the lines
+    /// after it then not charged. A crossing is queued and sets `crossed`
+    /// ([`Watches::charge_quietly`]).
+    #[inline]
+    pub fn charge(&self, counter: u32, uplink: bool, bytes: usize, crossed: &mut bool) -> Charged {
+        for line in self.rule(counter) {
+            if line != NO_LINE
+                && self.lines.charge_quietly(line, uplink, bytes, crossed)
+                    == Charged::QuotaExhausted
+            {
+                return Charged::QuotaExhausted;
+            }
+        }
+        Charged::Pass
+    }
+
+    /// Bytes allocated, lines and rule table.
+    pub fn bytes(&self) -> usize {
+        let used = self.rules.iter().filter(|c| c.get().is_some()).count();
+        self.lines.bytes()
+            + used * RULE_CHUNK * 8
+            + self.rules.len() * core::mem::size_of::<OnceLock<Box<[AtomicU64]>>>()
     }
 }
 

@@ -920,29 +920,32 @@ impl Node {
 
     /// The user plane saw session `seid`'s packets reach a volume
     /// threshold or quota it armed ([`UserPlane::usage_taken`]): the
-    /// session is scanned now, not at the next scan. `quota_spent`: it
-    /// dropped a packet that would have gone beyond a quota, which the
-    /// URR nearest its volume quota takes as used up.
+    /// session is scanned now, not at the next scan. `spent`: the URRs
+    /// whose quotas the user plane checked together found one used up
+    /// (it dropped a packet that would have gone beyond, or passed one
+    /// that used it to the byte): of those, the URR nearest its volume
+    /// quota takes it as used up. Empty: a threshold was crossed.
     pub fn usage_crossed(
         &mut self,
         now: Instant,
         seid: Seid,
-        quota_spent: bool,
+        spent: &[u32],
         up: &mut impl UserPlane,
     ) {
-        self.scan_session(now, seid, Some(quota_spent), up);
+        self.scan_session(now, seid, Some(spent), up);
     }
 
-    /// `crossed`: the user plane saw a volume limit crossed, and whether
-    /// by a packet it dropped past a quota; None for a periodic scan.
+    /// `crossed`: the user plane saw a volume limit crossed, and the
+    /// URRs one of which used up its quota (as for
+    /// [`Node::usage_crossed`]); None for a periodic scan.
     fn scan_session(
         &mut self,
         now: Instant,
         seid: Seid,
-        crossed: Option<bool>,
+        crossed: Option<&[u32]>,
         up: &mut impl UserPlane,
     ) {
-        let quota_spent = crossed == Some(true);
+        let spent = crossed.unwrap_or_default();
         let at = self.ntp(now);
         let idle = self.config.traffic_idle;
         let Some(s) = self.get_mut(seid) else {
@@ -963,8 +966,8 @@ impl Node {
             }
             exhausted += u64::from(due.exhausted);
         }
-        if quota_spent && exhausted == 0 {
-            exhausted = exhaust_nearest_quota(&mut s.rules.urrs, at, now, &mut reports);
+        if !spent.is_empty() && exhausted == 0 {
+            exhausted = exhaust_nearest_quota(&mut s.rules.urrs, spent, (at, now), &mut reports);
         }
         let rearm = crossed.is_some() || !reports.is_empty() || exhausted > 0;
         up.usage_taken(seid, &s.rules, rearm);
@@ -2134,16 +2137,19 @@ fn counter_for(cause: Cause) -> Counter {
 #[cfg(test)]
 mod tests;
 
-/// The URRs whose volume quota is nearest its end (the one the user plane
-/// armed, whose next packet did not fit) are used up; their VOLQU reports
-/// go into `reports`. How many were.
+/// Of the URRs `spent` names, those whose volume quota is nearest its end
+/// (the one the user plane armed, whose next packet did not fit) are used
+/// up; their VOLQU reports go into `reports`. How many were.
 fn exhaust_nearest_quota(
     urrs: &mut [Urr],
-    at: u32,
-    now: Instant,
+    spent: &[u32],
+    (at, now): (u32, Instant),
     reports: &mut Vec<crate::rules::UsageReportSrr>,
 ) -> u64 {
-    let left = |u: &Urr| u.volume_left().quota.into_iter().flatten().min();
+    let left = |u: &Urr| {
+        let q = u.volume_left().quota.into_iter().flatten().min();
+        q.filter(|_| spent.contains(&u.id))
+    };
     let Some(nearest) = urrs.iter().filter_map(left).min() else {
         return 0;
     };

@@ -324,7 +324,7 @@ impl Rules {
         }
     }
 
-    /// Whether a URR's quota is used up: the session forwards nothing.
+    /// Whether a URR's quota is used up (the PDRs under it forward nothing).
     pub fn quota_exhausted(&self) -> bool {
         self.urrs.iter().any(|u| u.exhausted())
     }

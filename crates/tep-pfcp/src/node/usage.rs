@@ -100,7 +100,7 @@ pub struct Due {
     pub report: u64,
     /// START and/or STOPT: event reports.
     pub events: u64,
-    /// A quota was used up at this scan: the session's traffic stops.
+    /// A quota was used up at this scan: the traffic of the PDRs under it stops.
     pub exhausted: bool,
 }
 

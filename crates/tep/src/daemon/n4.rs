@@ -346,8 +346,8 @@ impl Loop {
             // Before the changes are published: a session whose quota ran
             // out stops in this round.
             self.plane.volume_crossed(&mut crossed_slots, &mut crossed);
-            for (seid, quota) in crossed.drain(..) {
-                self.node.usage_crossed(now, seid, quota, &mut self.plane);
+            for (seid, spent) in crossed.drain(..) {
+                self.node.usage_crossed(now, seid, &spent, &mut self.plane);
             }
             self.scan.run(now, &mut self.node, &mut self.plane);
             while let Ok(ask) = self.asked.try_recv() {

@@ -287,6 +287,8 @@ fn tags(rules: &Rules, list: &[(&node::Pdr, RuleSpec)]) -> Vec<RuleTag> {
             key: u32::from(p.id),
             counted,
             dscp: rules.far(p.far).and_then(|f| f.dscp),
+            // Set once the URRs are known (`urr::line_groups`).
+            watch: Default::default(),
         })
         .collect()
 }
@@ -560,31 +562,55 @@ impl UpfPlane {
     }
 
     /// The sessions whose packets reached a volume threshold or quota
-    /// since the last call, and whether a quota ([`super::urr`]), into
-    /// `out`; `slots`: scratch.
-    pub fn volume_crossed(&mut self, slots: &mut Vec<u32>, out: &mut Vec<(Seid, bool)>) {
+    /// since the last call, on their line or a URR's ([`super::urr`]),
+    /// into `out`, with the URRs one of which used up its quota (none: a
+    /// threshold); `scratch`: scratch.
+    pub fn volume_crossed(&mut self, scratch: &mut Vec<u32>, out: &mut Vec<(Seid, Vec<u32>)>) {
         let w = self.sessions.watches();
-        w.take_crossed(slots);
-        for slot in slots.drain(..) {
+        w.take_crossed(scratch);
+        for slot in scratch.drain(..) {
             let Some(&seid) = self.by_slot.get(&slot) else {
                 continue;
             };
-            if let Some(e) = self.by_seid.get_mut(&seid) {
-                e.urrs.hold(w.since_crossing(slot));
-            }
-            out.push((seid, w.quota_spent(slot)));
+            let Some(e) = self.by_seid.get(&seid) else {
+                continue;
+            };
+            let spent = match w.quota_spent(slot) {
+                true => e.urrs.slot_quotas().to_vec(),
+                false => Vec::new(),
+            };
+            out.push((seid, spent));
+        }
+        let mut groups = Vec::new();
+        self.sessions.crossed_groups(scratch, &mut groups);
+        for g in groups {
+            let Some(&seid) = self.by_slot.get(&g.slot) else {
+                continue;
+            };
+            let spent = if g.quota_spent {
+                vec![g.group]
+            } else {
+                Vec::new()
+            };
+            out.push((seid, spent));
         }
     }
 
     /// Has the workers call `wake` when a session's packets reach a
     /// volume threshold or quota.
     pub fn wake_on_volume(&self, wake: Box<dyn Fn() + Send + Sync>) {
-        self.sessions.watches().set_notify(wake);
+        self.sessions.wake_on_volume(wake);
     }
 
     /// The sessions' QERs' GBRs, summed.
     pub fn gbr(&self) -> GbrTotals {
         self.gbr
+    }
+
+    /// The dataplane's session tables.
+    #[cfg(test)]
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
     }
 
     /// Whether none is.
@@ -601,6 +627,7 @@ impl UserPlane for UpfPlane {
                 let (mut spec, downlink_pdr) = compile(rules, &self.n3)?;
                 spec.network = self.networks.of_session(rules)?;
                 super::urr::stop_if_exhausted(rules, &mut spec);
+                super::urr::line_groups(rules, &mut spec);
                 let e = match self.by_seid.get_mut(&seid) {
                     Some(e) => {
                         self.sessions
@@ -621,8 +648,7 @@ impl UserPlane for UpfPlane {
                     }
                 };
                 e.urrs.rebase(rules, &spec, &self.sessions, e.slot);
-                let limits = e.urrs.volume_limits(rules, &self.sessions, e.slot);
-                let _ = self.sessions.arm_volume(e.slot, &limits);
+                e.urrs.arm(rules, &mut self.sessions, e.slot);
                 let gbr = GbrTotals::of(&rules.qers);
                 self.gbr = self.gbr.replace(e.gbr, gbr);
                 e.gbr = gbr;
@@ -670,12 +696,9 @@ impl UserPlane for UpfPlane {
 
     fn usage_taken(&mut self, seid: Seid, rules: &Rules, rearm: bool) {
         if let Some(e) = self.by_seid.get_mut(&seid) {
-            e.urrs.release();
-            if !rearm {
-                return;
+            if rearm {
+                e.urrs.arm(rules, &mut self.sessions, e.slot);
             }
-            let limits = e.urrs.volume_limits(rules, &self.sessions, e.slot);
-            let _ = self.sessions.arm_volume(e.slot, &limits);
         }
     }
 }

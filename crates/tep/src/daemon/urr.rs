@@ -27,16 +27,23 @@
 //! reported, ran a quota out or followed a crossing), a quota drops
 //! from the packet that would exceed it, and the crossing wakes this
 //! thread, which reports at once what was counted up to the crossing
-//! packet ([`UrrCounts::hold`]: what came after goes to the next
-//! measurement). URRs on only some PDRs stay on the scans, whose bound is
-//! what the session sends in one interval. Periodic reports are due on
-//! their period and leave at the first scan after: late by at most one
-//! interval.
+//! packet ([`UrrCounts::take`]: what came after goes to the next
+//! measurement). A URR on one way's PDRs only is checked on the same
+//! line (its total is that way's), as is one on every rule of a way. A
+//! URR on only some of a way's rules has a line of its own
+//! ([`line_groups`]), charged by each of its rules and armed and re-armed
+//! at the same moments with what that URR has left. What stays on the
+//! scans, whose bound is what the session sends in one interval: a URR on
+//! some rules of one way and on the other way's packets where that way
+//! has no rules (a line would need every packet of that way charged), and
+//! the URRs on a PDR under more than two such URRs. Periodic reports are
+//! due on their period and leave at the first scan after: late by at most
+//! one interval.
 
 use std::time::{Duration, Instant};
 
 use tep_dataplane::session::control::{SessionSpec, Sessions, Volume};
-use tep_dataplane::session::watch::VolumeLimits;
+use tep_dataplane::session::watch::{VolumeLimits, RULE_LINES};
 use tep_dataplane::session::Action;
 use tep_pfcp::node::{Node, Rules, Usage, UserPlane, VolumeLeft};
 use tep_pfcp::types::Interface;
@@ -88,23 +95,51 @@ impl UsageScan {
     }
 }
 
-/// A session one of whose URRs used up its quota forwards nothing either
-/// way, counted apart from other drops (`quota_exhausted`), until the SMF
-/// grants a new quota (TS 29.244 §5.2.2.2.1: without a FAR ID for Quota
-/// Action, which tep refuses, the packets are dropped). The whole
-/// session stops, not only the PDRs under the URR: TS 29.244 leaves what
-/// stops to the FAR ID for Quota Action, and a URR that is the session's
-/// charging key covers it all.
+/// The PDRs under a URR that used up its quota forward nothing, counted
+/// apart from other drops (`quota_exhausted`), until the SMF grants a new
+/// quota (TS 29.244 §5.2.2.2.1: without a FAR ID for Quota Action, which
+/// tep refuses, the packets are dropped): their rules, or a way's one
+/// treatment where the way has no rules (its PDRs are all under the same
+/// URRs). The session's other PDRs go on: a URR on a voice flow's PDRs
+/// stops the voice flow, one on every PDR the whole session.
 pub fn stop_if_exhausted(rules: &Rules, spec: &mut SessionSpec) {
-    if rules.quota_exhausted() {
-        // Every packet stops, whichever rule would have taken it (the
-        // mark stays: the gNB's template need not change meanwhile).
-        spec.rules = tep_dataplane::session::control::SessionRules {
-            dscp: spec.rules.dscp,
-            ..Default::default()
+    let spent: Vec<u32> = rules
+        .urrs
+        .iter()
+        .filter(|u| u.exhausted())
+        .map(|u| u.id)
+        .collect();
+    if spent.is_empty() {
+        return;
+    }
+    let stops = |urrs: &[u32]| urrs.iter().any(|id| spent.contains(id));
+    let r = &mut spec.rules;
+    for (list, tags) in [
+        (&mut r.uplink, &r.uplink_tags),
+        (&mut r.downlink, &r.downlink_tags),
+    ] {
+        for (i, rule) in list.iter_mut().enumerate() {
+            // A rule without a tag cannot be told apart: it stops too.
+            if tags.get(i).is_none_or(|t| stops(urrs_of(rules, t.key))) {
+                rule.action = Action::QuotaExhausted;
+            }
+        }
+    }
+    for uplink in [true, false] {
+        let (list, action) = match uplink {
+            true => (&spec.rules.uplink, &mut spec.uplink),
+            false => (&spec.rules.downlink, &mut spec.downlink),
         };
-        spec.uplink = Action::QuotaExhausted;
-        spec.downlink = Action::QuotaExhausted;
+        let on = |p: &&tep_pfcp::node::Pdr| (p.source == Interface::ACCESS) == uplink;
+        if list.is_empty()
+            && rules
+                .pdrs
+                .iter()
+                .filter(on)
+                .any(|p| stops(p.urrs.as_slice()))
+        {
+            *action = Action::QuotaExhausted;
+        }
     }
 }
 
@@ -127,16 +162,114 @@ struct UrrCount {
     id: u32,
     sources: Vec<(Source, Counts)>,
     banked: Usage,
+    // Whether it takes each way's packets all or none ([`whole`]): the
+    // session's line checks it.
+    whole: bool,
+}
+
+impl UrrCount {
+    /// Which ways it takes all the packets of, where it takes each way's
+    /// all or none: then the session's line can check it (None: it takes
+    /// some rules' of a way, or nothing).
+    fn session_ways(&self) -> Option<[bool; 2]> {
+        let mut ways = [false; 2];
+        for (s, _) in &self.sources {
+            let (Source::Session { uplink } | Source::Rule { uplink, .. }) = *s;
+            ways[usize::from(!uplink)] = true;
+        }
+        (self.whole && ways != [false; 2]).then_some(ways)
+    }
+
+    /// Whether it takes some rules' counts of a way, and only rules':
+    /// its own line can check it.
+    fn rules_only(&self) -> bool {
+        !self.whole
+            && !self.sources.is_empty()
+            && self
+                .sources
+                .iter()
+                .all(|(s, _)| matches!(s, Source::Rule { .. }))
+    }
+
+    /// What its sources counted since it last took them (bytes: total,
+    /// uplink, downlink).
+    fn since(&self, sessions: &Sessions, slot: u32, volume: &mut Option<Volume>) -> [u64; 3] {
+        let mut since = self.banked;
+        for &(src, base) in &self.sources {
+            add(&mut since, src, base, read(sessions, slot, src, volume));
+        }
+        let (ul, dl) = (since.uplink_bytes, since.downlink_bytes);
+        [ul + dl, ul, dl]
+    }
 }
 
 /// A session's URRs' counting.
 #[derive(Clone, Debug, Default)]
 pub struct UrrCounts {
     urrs: Vec<UrrCount>,
-    // Bytes each way (uplink, downlink) of the session's counts that the
-    // takes until `usage_taken` leave to the next measurement: those the
-    // session sent after the packet that crossed a volume threshold.
-    held: [u64; 2],
+    // The URRs with a quota that the session's line was last armed with.
+    slot_quotas: Vec<u32>,
+}
+
+/// The URRs of the PDR with ID `key`.
+fn urrs_of(rules: &Rules, key: u32) -> &[u32] {
+    u16::try_from(key)
+        .ok()
+        .and_then(|id| rules.pdr(id))
+        .map_or(&[][..], |p| p.urrs.as_slice())
+}
+
+/// Whether URR `urr` takes each way's packets all or none: where a way's
+/// PDRs count apart, it is on all of their rules or none (elsewhere
+/// `compile` puts only PDRs under the same URRs in one treatment). Its
+/// counts each way are then the session's, which its line checks.
+fn whole(rules: &Rules, spec: &SessionSpec, urr: u32) -> bool {
+    let r = &spec.rules;
+    [&r.uplink_tags, &r.downlink_tags].into_iter().all(|tags| {
+        let on =
+            |t: &tep_dataplane::session::control::RuleTag| urrs_of(rules, t.key).contains(&urr);
+        !tags.iter().any(|t| t.counted) || tags.iter().all(on) || !tags.iter().any(on)
+    })
+}
+
+/// Gives each rule of `spec` that counts apart (its tag `counted`)
+/// the groups whose volume lines it charges: its PDR's URRs with a volume
+/// threshold or quota that take some rules' packets of a way but not all
+/// ([`whole`]), where every PDR of such a URR is a rule counted apart (a
+/// URR that also takes a way's packets without rules is left to the
+/// scans, as is one on a PDR under more than [`RULE_LINES`] of them). A
+/// group is named by its URR ID.
+pub fn line_groups(rules: &Rules, spec: &mut SessionSpec) {
+    let urrs_of = |key: u32| urrs_of(rules, key);
+    let r = &spec.rules;
+    let counted = [&r.uplink_tags, &r.downlink_tags].map(|t| t.iter().any(|t| t.counted));
+    let without_rules = |id: u32| {
+        rules.pdrs.iter().any(|p| {
+            let way = usize::from(p.source != Interface::ACCESS);
+            !counted[way] && p.urrs.as_slice().contains(&id)
+        })
+    };
+    let mut lined: Vec<u32> = rules
+        .urrs
+        .iter()
+        .filter(|u| u.volume_left() != VolumeLeft::default())
+        .filter(|u| !without_rules(u.id) && !whole(rules, spec, u.id))
+        .map(|u| u.id)
+        .collect();
+    for t in r.uplink_tags.iter().chain(&r.downlink_tags) {
+        let on = urrs_of(t.key);
+        if on.iter().filter(|id| lined.contains(id)).count() > RULE_LINES {
+            lined.retain(|id| !on.contains(id));
+        }
+    }
+    let r = &mut spec.rules;
+    for t in r.uplink_tags.iter_mut().chain(r.downlink_tags.iter_mut()) {
+        if !t.counted {
+            continue;
+        }
+        let mut groups = urrs_of(t.key).iter().filter(|id| lined.contains(id));
+        t.watch = [(); RULE_LINES].map(|_| groups.next().copied());
+    }
 }
 
 impl UrrCounts {
@@ -166,6 +299,7 @@ impl UrrCounts {
                         id: u.id,
                         sources: Vec::new(),
                         banked: Usage::default(),
+                        whole: true,
                     });
                     self.urrs.len() - 1
                 }
@@ -174,6 +308,7 @@ impl UrrCounts {
             for &(src, base) in &c.sources {
                 add(&mut c.banked, src, base, once(src));
             }
+            c.whole = whole(rules, spec, u.id);
             c.sources = sources_of(rules, spec, sessions, slot, u.id)
                 .into_iter()
                 .map(|src| (src, once(src)))
@@ -181,10 +316,48 @@ impl UrrCounts {
         }
     }
 
+    /// Arms the session's volume checks with what is left now: its line
+    /// with the URRs on all its packets, or all of one way's
+    /// ([`UrrCounts::volume_limits`]), each group's line
+    /// ([`line_groups`]) with its URR's.
+    pub fn arm(&mut self, rules: &Rules, sessions: &mut Sessions, slot: u32) {
+        let limits = self.volume_limits(rules, sessions, slot);
+        let _ = sessions.arm_volume(slot, &limits);
+        self.slot_quotas.clear();
+        let mut volume = None;
+        for u in &rules.urrs {
+            let left = u.volume_left();
+            let Some(c) = self.urrs.iter().find(|c| c.id == u.id) else {
+                continue;
+            };
+            if c.session_ways().is_some() && left.quota.iter().any(Option::is_some) {
+                self.slot_quotas.push(u.id);
+            }
+            if left == VolumeLeft::default() || !c.rules_only() {
+                continue;
+            }
+            let counted = c.since(sessions, slot, &mut volume);
+            let mut l = VolumeLimits::default();
+            for (i, &n) in counted.iter().enumerate() {
+                nearest(&mut l.threshold[i], left.threshold[i], n);
+                nearest(&mut l.quota[i], left.quota[i], n);
+            }
+            sessions.arm_group(slot, u.id, &l);
+        }
+    }
+
+    /// The URRs one of which used up its quota when the session's line
+    /// found a quota used up.
+    pub fn slot_quotas(&self) -> &[u32] {
+        &self.slot_quotas
+    }
+
     /// What is left now before the session's nearest volume threshold
     /// and of its nearest quota, each of total, uplink and downlink: each
     /// URR's ([`tep_pfcp::node::Urr::volume_left`], as far as its meter
-    /// counted) less what its sources counted since it last took them.
+    /// counted) less what its sources counted since it last took them,
+    /// of the URRs that take the session's counts both ways (a URR of
+    /// one way's: its total is that way's) and no rule's.
     pub fn volume_limits(&self, rules: &Rules, sessions: &Sessions, slot: u32) -> VolumeLimits {
         let mut out = VolumeLimits::default();
         let mut volume = None;
@@ -193,62 +366,55 @@ impl UrrCounts {
             if left == VolumeLeft::default() {
                 continue;
             }
-            // The line charges every packet of the session: a URR on only
-            // some of its PDRs (one way's, or some rules') is left to the
-            // scans.
             let Some(c) = self.urrs.iter().find(|c| c.id == u.id) else {
                 continue;
             };
-            let whole = [true, false]
-                .map(|uplink| c.sources.iter().any(|s| s.0 == Source::Session { uplink }));
-            if whole != [true, true] {
+            let Some(ways) = c.session_ways() else {
                 continue;
-            }
-            let mut since = c.banked;
-            for &(src, base) in &c.sources {
-                add(
-                    &mut since,
-                    src,
-                    base,
-                    read(sessions, slot, src, &mut volume),
-                );
-            }
-            let (ul, dl) = (since.uplink_bytes, since.downlink_bytes);
-            let counted = [ul + dl, ul, dl];
-            for (i, &c) in counted.iter().enumerate() {
-                nearest(&mut out.threshold[i], left.threshold[i], c);
-                nearest(&mut out.quota[i], left.quota[i], c);
+            };
+            let counted = c.since(sessions, slot, &mut volume);
+            for (i, &n) in counted.iter().enumerate() {
+                let w = match (i, ways) {
+                    (0, [true, false]) => 1,
+                    (0, [false, true]) => 2,
+                    _ => i,
+                };
+                // A way it does not take never reaches its limit.
+                if w == 0 || ways[w - 1] {
+                    nearest(&mut out.threshold[w], left.threshold[i], n);
+                    nearest(&mut out.quota[w], left.quota[i], n);
+                }
             }
         }
         out
     }
 
-    /// Has the takes until [`UrrCounts::release`] leave `uplink` and
-    /// `downlink` bytes of the session's counts (sent after a threshold's
-    /// crossing packet) to the next measurement, so that the crossing's
-    /// report ends at that packet however late the N4 thread looks.
-    pub fn hold(&mut self, (uplink, downlink): (u64, u64)) {
-        self.held = [uplink, downlink];
-    }
-
-    /// Ends [`UrrCounts::hold`].
-    pub fn release(&mut self) {
-        self.held = [0, 0];
-    }
-
-    /// What URR `urr` counted since it last took it.
+    /// What URR `urr` counted since it last took it, up to the packet
+    /// that crossed a threshold of the line that checks it, if one did
+    /// since the line was armed: what came after is left to the next
+    /// measurement, so that the crossing's report ends at that packet
+    /// however late the N4 thread looks (a scan that comes first
+    /// included).
     pub fn take(&mut self, sessions: &Sessions, slot: u32, urr: u32) -> Usage {
         let Some(c) = self.urrs.iter_mut().find(|c| c.id == urr) else {
             return Usage::default();
         };
         let mut u = core::mem::take(&mut c.banked);
         let mut volume = None;
+        // Read before the counts: a packet counted meanwhile is this
+        // measurement's rather than missed by both.
+        let (ul, dl) = match c.whole {
+            true => sessions.watches().since_crossing(slot),
+            false => sessions.group_since_crossing(slot, c.id),
+        };
+        let mut held = [ul, dl];
         for (src, base) in &mut c.sources {
             let mut now = read(sessions, slot, *src, &mut volume);
-            if let Source::Session { uplink } = *src {
-                let held = self.held[usize::from(!uplink)].min(now.1 - base.1);
-                now.1 -= held;
-            }
+            let (Source::Session { uplink } | Source::Rule { uplink, .. }) = *src;
+            let h = &mut held[usize::from(!uplink)];
+            let d = (*h).min(now.1 - base.1);
+            now.1 -= d;
+            *h -= d;
             add(&mut u, *src, *base, now);
             *base = now;
         }
@@ -342,6 +508,7 @@ mod tests {
     use crate::daemon::upf::UpfPlane;
     use std::net::{IpAddr, Ipv4Addr, SocketAddr};
     use tep_dataplane::session::control::Sessions;
+    use tep_dataplane::session::watch::NO_LINE;
     use tep_dataplane::session::{SessionTable, WorkerLink};
     use tep_pfcp::message::Message;
     use tep_pfcp::node::Config;
@@ -442,11 +609,11 @@ mod tests {
         assert!(packet(&w), "the threshold's packet passes");
         up.volume_crossed(&mut slots, &mut crossed);
         assert_eq!(crossed.len(), 1);
-        assert!(!crossed[0].1, "a threshold, not a quota");
+        assert!(crossed[0].1.is_empty(), "a threshold, not a quota");
         let now = Instant::now();
         for (s, q) in crossed.drain(..) {
             assert_eq!(Some(s), seid);
-            node.usage_crossed(now, s, q, &mut up);
+            node.usage_crossed(now, s, &q, &mut up);
         }
         assert_eq!(
             next_report(&mut node),
@@ -458,9 +625,9 @@ mod tests {
         assert!(!packet(&w));
         up.volume_crossed(&mut slots, &mut crossed);
         assert_eq!(crossed.len(), 1);
-        assert!(crossed[0].1, "a quota");
+        assert_eq!(crossed[0].1, [1], "URR 1's quota");
         for (s, q) in crossed.drain(..) {
-            node.usage_crossed(now, s, q, &mut up);
+            node.usage_crossed(now, s, &q, &mut up);
         }
         assert_eq!(
             next_report(&mut node),
@@ -475,6 +642,257 @@ mod tests {
         w.apply_pending(&mut applied);
         assert_eq!(w.get(slot).uplink, Action::QuotaExhausted);
         assert_eq!(node.counter(tep_pfcp::node::Counter::QuotaExhausted), 1);
+    }
+
+    /// A node over the daemon's user plane with one session whose
+    /// downlink has a default PDR (2) and a voice PDR (3: UDP to the UE's
+    /// port 5000), both under URR 1 (VOLUM, no trigger); URR 2, which
+    /// `urr2` sets, is on the voice PDR only. On 2 workers (their links).
+    fn voice_under_urr2(
+        urr2: impl Fn(&mut tep_pfcp::rules::CreateUrr),
+    ) -> (Node, UpfPlane, Vec<WorkerLink>) {
+        use tep_pfcp::rules::{CreatePdr, CreateUrr};
+        use tep_pfcp::types::{Precedence, SdfFilter, UrrId};
+        let (sessions, links) = Sessions::new(2, 2, vec![false]);
+        let mut up = UpfPlane::new(sessions, vec![(IpAddr::V4(N3), 0)]);
+        let mut c = Config::new(NodeId::V4(N3), 1, Some(N3), None);
+        c.heartbeat_interval = None;
+        c.usage_scans = true;
+        let mut node = Node::new(c);
+        let now = Instant::now();
+        let smf = SocketAddr::new(SMF.into(), 8805);
+        node.handle(
+            now,
+            smf,
+            &sample::association_setup(0, SMF, 1).to_bytes(),
+            &mut up,
+        );
+        let (ue, gnb) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(192, 0, 2, 9));
+        let mut r = sample::pdu_session_establishment(1, 1, SMF, ue, gnb, 1);
+        if let Message::SessionEstablishmentRequest(m) = &mut r.message {
+            let mut voice = CreatePdr {
+                precedence: Precedence(10),
+                ..m.create_pdrs[1].clone()
+            };
+            voice.pdr_id.0 = 3;
+            voice.pdi.sdf_filters = vec![SdfFilter {
+                flow_description: Some(b"permit out 17 from any to assigned 5000".to_vec()),
+                ..Default::default()
+            }];
+            voice.urr_ids = vec![UrrId(1), UrrId(2)];
+            m.create_pdrs.push(voice);
+            let mut u = CreateUrr {
+                urr_id: UrrId(2),
+                ..m.create_urrs[0].clone()
+            };
+            urr2(&mut u);
+            m.create_urrs.push(u);
+        }
+        while node.poll_transmit().is_some() {}
+        node.handle(now, smf, &r.to_bytes(), &mut up);
+        let t = node.poll_transmit().expect("a response");
+        let resp = tep_pfcp::PfcpRepr::parse_bytes(&t.payload).unwrap();
+        assert!(
+            matches!(resp.message, Message::SessionEstablishmentResponse(ref m) if m.cause.0 == 1),
+            "{:?}",
+            resp.message
+        );
+        (node, up, links)
+    }
+
+    /// A worker's downlink packet of `len` bytes taken by the rule with
+    /// usage counter `counter` of slot `slot`: charged to the session's
+    /// line if watched and to the rule's lines, then counted if it
+    /// passes (what `session-lookup` does).
+    fn downlink(w: &SessionTable, slot: u32, counter: u32, len: usize) -> bool {
+        let pass = (!w.get(slot).watch || w.charge_volume(slot, false, len).is_ok())
+            && w.charge_rule_volume(counter, false, len).is_ok();
+        if pass {
+            w.count_downlink(slot, len);
+            w.count_rule(counter, len);
+        }
+        pass
+    }
+
+    /// The crossings the workers saw, handed to the node at `now`.
+    fn cross(node: &mut Node, up: &mut UpfPlane, now: Instant) -> usize {
+        let (mut scratch, mut crossed) = (Vec::new(), Vec::new());
+        up.volume_crossed(&mut scratch, &mut crossed);
+        for (seid, spent) in &crossed {
+            node.usage_crossed(now, *seid, spent, up);
+        }
+        crossed.len()
+    }
+
+    #[test]
+    fn a_threshold_on_one_of_two_pdrs_is_reported_at_its_packet() {
+        let (mut node, mut up, links) = voice_under_urr2(|u| {
+            u.reporting_triggers = ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 3));
+            u.volume_threshold = Some(VolumeThreshold {
+                total: Some(2500),
+                ..Default::default()
+            });
+        });
+        let w: Vec<SessionTable> = links.iter().cloned().map(SessionTable::new).collect();
+        let mut w = w;
+        up.publish();
+        for t in &mut w {
+            t.apply_pending(&mut Vec::new());
+        }
+        let slot = 0;
+        let seid = up.report_of(slot).expect("the session").0;
+        let counter = |pdr| up.sessions().rule_counter(slot, false, pdr).unwrap();
+        let (default, voice) = (counter(2), counter(3));
+        let lines = &links[0].urr_watches;
+        assert_eq!(lines.rule(default), [NO_LINE; 2], "URR 1 takes it all");
+        assert_ne!(lines.rule(voice)[0], NO_LINE, "URR 2's line");
+        assert!(!w[0].get(slot).watch, "no session-wide limit");
+        let now = Instant::now();
+        // The default flow's packets never reach URR 2's threshold.
+        for k in 0..10 {
+            assert!(downlink(&w[k % 2], slot, default, 1000));
+        }
+        assert_eq!(cross(&mut node, &mut up, now), 0);
+        // Voice packets one by one: the third, on either worker, crosses.
+        assert!(downlink(&w[0], slot, voice, 1000));
+        assert!(downlink(&w[1], slot, voice, 1000));
+        assert_eq!(cross(&mut node, &mut up, now), 0);
+        assert!(downlink(&w[1], slot, voice, 1000));
+        // Sent before the N4 thread looks: the next measurement's, even
+        // where a scan comes before the crossing is drained.
+        assert!(downlink(&w[0], slot, voice, 700));
+        node.scan_usage(now, &mut up);
+        assert_eq!(
+            next_report(&mut node),
+            [(tep_pfcp::types::UsageReportTrigger::VOLTH, Some(3000))]
+        );
+        assert_eq!(cross(&mut node, &mut up, now), 1);
+        assert!(node.poll_transmit().is_none(), "reported once");
+        assert_eq!(node.session(seid).map(|r| r.urrs.len()), Some(2));
+        // Re-armed with 2500 less the 700 after the crossing.
+        assert!(downlink(&w[0], slot, voice, 1000));
+        assert_eq!(cross(&mut node, &mut up, now), 0);
+        assert!(downlink(&w[1], slot, voice, 800));
+        assert_eq!(cross(&mut node, &mut up, now), 1);
+        assert_eq!(
+            next_report(&mut node),
+            [(tep_pfcp::types::UsageReportTrigger::VOLTH, Some(2500))]
+        );
+    }
+
+    #[test]
+    fn a_quota_on_one_of_two_pdrs_stops_only_its_packets() {
+        let (mut node, mut up, links) = voice_under_urr2(|u| {
+            u.reporting_triggers = ReportingTriggers(Bitmap::new(ReportingTriggers::VOLQU, 3));
+            u.volume_quota = Some(VolumeQuota(VolumeThreshold {
+                total: Some(2500),
+                ..Default::default()
+            }));
+        });
+        let mut w = SessionTable::new(links[0].clone());
+        up.publish();
+        w.apply_pending(&mut Vec::new());
+        let slot = 0;
+        let seid = up.report_of(slot).expect("the session").0;
+        let counter = |pdr| up.sessions().rule_counter(slot, false, pdr).unwrap();
+        let (default, voice) = (counter(2), counter(3));
+        let now = Instant::now();
+        assert!(downlink(&w, slot, voice, 1000));
+        assert!(downlink(&w, slot, voice, 1000));
+        assert!(!downlink(&w, slot, voice, 1000), "beyond the quota");
+        assert!(
+            downlink(&w, slot, default, 1000),
+            "the default flow goes on"
+        );
+        assert_eq!(cross(&mut node, &mut up, now), 1);
+        assert_eq!(
+            next_report(&mut node),
+            [(tep_pfcp::types::UsageReportTrigger::VOLQU, Some(2000))]
+        );
+        assert_eq!(node.counter(tep_pfcp::node::Counter::QuotaExhausted), 1);
+        // Installed again: the voice rule stops, the default one forwards.
+        let rules = node.session(seid).unwrap();
+        let (mut spec, _) = crate::daemon::upf::compile(rules, &[(IpAddr::V4(N3), 0)]).unwrap();
+        stop_if_exhausted(rules, &mut spec);
+        let actions: Vec<(u32, Action)> = (spec.rules.downlink_tags.iter())
+            .zip(&spec.rules.downlink)
+            .map(|(t, r)| (t.key, r.action))
+            .collect();
+        assert_eq!(actions, [(3, Action::QuotaExhausted), (2, Action::Forward)]);
+        assert_eq!(spec.uplink, Action::Forward, "URR 2 is on no uplink PDR");
+        up.publish();
+        w.apply_pending(&mut Vec::new());
+        assert!(downlink(&w, slot, default, 1000));
+        assert!(!downlink(&w, slot, voice, 1), "still spent");
+        assert_eq!(cross(&mut node, &mut up, now), 0, "crossed once");
+    }
+
+    /// Which URRs get a line of their own: those on some of a way's
+    /// rules (not one on all of them, which the session's line checks),
+    /// at most two a rule (a rule under more leaves them all to the
+    /// scans), none that also takes a way's packets without rules.
+    #[test]
+    fn urrs_on_some_rules_get_lines_two_a_rule_at_most() {
+        use crate::daemon::upf::{compile, tests::rules};
+        use tep_pfcp::node::{self as node, Ids};
+        let mut r = rules(node::Action::Forward);
+        let mut voice = r.pdrs[1].clone();
+        (voice.id, voice.precedence) = (3, 10);
+        let d = b"permit out 17 from any to assigned 5000-5010";
+        voice.sdf = vec![node::Sdf {
+            flow: Some(tep_pfcp::flow::FlowDescription::parse(d).unwrap()),
+            tos: None,
+            spi: None,
+            flow_label: None,
+            id: None,
+        }];
+        r.pdrs.push(voice);
+        for id in 1..=4 {
+            let c = tep_pfcp::rules::CreateUrr {
+                urr_id: tep_pfcp::types::UrrId(id),
+                measurement_method: tep_pfcp::types::MeasurementMethod(
+                    tep_pfcp::types::MeasurementMethod::VOLUM,
+                ),
+                reporting_triggers: ReportingTriggers(Bitmap::new(ReportingTriggers::VOLTH, 3)),
+                volume_threshold: Some(VolumeThreshold {
+                    total: Some(1000),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            node::session::create_urr(&mut r, &c, true).unwrap();
+        }
+        let groups = |r: &Rules, pdrs: [&[u32]; 3]| {
+            let mut r = r.clone();
+            for (p, urrs) in r.pdrs.iter_mut().zip(pdrs) {
+                p.urrs = Ids::new(urrs).unwrap();
+            }
+            let (mut spec, _) = compile(&r, &[(IpAddr::V4(N3), 0)]).unwrap();
+            line_groups(&r, &mut spec);
+            let mut w: Vec<(u32, [Option<u32>; 2])> = (spec.rules.downlink_tags.iter())
+                .map(|t| (t.key, t.watch))
+                .collect();
+            w.sort_unstable();
+            assert!(spec.rules.uplink_tags.iter().all(|t| t.watch == [None; 2]));
+            w
+        };
+        // URR 1 on every PDR: the session's line; 2 and 3 on the voice
+        // PDR only: a line each, which its rule charges.
+        assert_eq!(
+            groups(&r, [&[1], &[1], &[1, 2, 3]]),
+            [(2, [None; 2]), (3, [Some(2), Some(3)])]
+        );
+        // One more on the voice PDR: none of the three fits.
+        assert_eq!(
+            groups(&r, [&[1], &[1], &[1, 2, 3, 4]]),
+            [(2, [None; 2]), (3, [None; 2])]
+        );
+        // URR 2 also on the uplink PDR, a way without rules: scanned;
+        // URR 3 on the default PDR only still gets its line.
+        assert_eq!(
+            groups(&r, [&[1, 2], &[1, 3], &[1, 2]]),
+            [(2, [Some(3), None]), (3, [None; 2])]
+        );
     }
 
     #[test]

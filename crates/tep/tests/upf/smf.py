@@ -1018,7 +1018,8 @@ class Lab:
           `s.dl_teid + 0x10000`), QER 2 (QFI 1);
         - PDRs 5 (up, QFI 9) and 6 (down), precedence 5, SDF UDP to the
           UE's port 6666, FAR 4: drop.
-        With `voice_urr`, URR 2 (volume) on the voice PDRs 3 and 4 too;
+        With `voice_urr`, URR 2 (volume) on the voice PDRs 3 and 4 too (a
+        list: its IEs beside its ID and Measurement Method);
         `voice_dscp`: FAR 3's Transport Level Marking (that DSCP, mask
         0xFC); `voice_gbr`: QER 2's GBR (UL, DL kbit/s)."""
         body = [IE_NodeId(id_type="IPv4", ipv4=self.smf), IE_FSEID(v4=1, seid=s.cp_seid, ipv4=self.smf)]
@@ -1079,8 +1080,8 @@ class Lab:
             IE_PDNType(pdn_type="IPv4"),
         ]
         if voice_urr:
-            body.append(IE_CreateURR(IE_list=[IE_URR_Id(id=2), IE_MeasurementMethod(VOLUM=1),
-                                              IE_ReportingTriggers()]))
+            more = voice_urr if isinstance(voice_urr, list) else [IE_ReportingTriggers()]
+            body.append(IE_CreateURR(IE_list=[IE_URR_Id(id=2), IE_MeasurementMethod(VOLUM=1)] + more))
         return self.header(0) / PFCPSessionEstablishmentRequest(IE_list=body)
 
     def cmd_qos_flows(self, c):
@@ -1733,6 +1734,67 @@ class Lab:
         self.reports = [x for x in self.reports if x[1].seid != s.cp_seid]
         return {"reported": r["volume"][0], "triggers": r["triggers"], "received": len(got) * size,
                 "sent": count, "seconds": round(took, 4)}
+
+    def cmd_voice_burst(self, c):
+        """The qos_flows session with URR 2 on the voice PDRs only, with a
+        total Volume Threshold (`threshold`, VOLTH) or Volume Quota
+        (`quota`, VOLQU) of octets; `count` uplink voice datagrams (QFI 1,
+        from the UE's port 5005) of `size` octets sent as fast as the
+        socket takes them, then, once URR 2 reported, `count` of the
+        default flow (QFI 9): URR 2's first report's volume, the voice and
+        default octets that reached the DN, how long the voice sending
+        took."""
+        where = "voice burst"
+        size, count = c["size"], c["count"]
+        if "quota" in c:
+            urr = [IE_ReportingTriggers(volume_quota=1), IE_VolumeQuota(TOVOL=1, total=c["quota"])]
+        else:
+            urr = [IE_ReportingTriggers(volume_threshold=1),
+                   IE_VolumeThreshold(TOVOL=1, total=c["threshold"])]
+        s = Session(c["index"], self.cfg, self.gnbs[0])
+        self.accept_establishment(s, self.request(self.qos_flows_establishment(s, voice_urr=urr)),
+                                  shared=[1, 3, 5])
+        self.sessions[s.index] = s
+        sock = self.gnb_socks[self.gnbs.index(s.gnb)]
+        self.dn_sock.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)
+
+        def gpdu(qfi, sport, k):
+            tag = b"ul %d %d " % (s.index, k)
+            inner = (IP(src=s.ue, dst=self.dn, ttl=64) / UDP(sport=sport, dport=self.dn_port)
+                     / Raw(tag + b"." * (size - 28 - len(tag))))
+            return bytes(GTP_U_Header(teid=s.ul_teid, gtp_type=255)
+                         / GTPPDUSessionContainer(type=1, QFI=qfi) / inner)
+
+        def send(packets):
+            for b in packets:
+                while True:
+                    try:
+                        sock.sendto(b, (self.upf, GTPU_PORT))
+                        break
+                    except BlockingIOError:
+                        select.select([], [sock], [], 0.01)
+
+        def octets(got, sport):
+            return sum(len(d) + 28 for d, src in got if src[1] == sport)
+
+        voice = [gpdu(1, 5005, k) for k in range(count)]
+        default = [gpdu(QFI, s.port, count + k) for k in range(count)]
+        t0 = time.monotonic()
+        send(voice)
+        took = time.monotonic() - t0
+        got = self.drain(self.dn_sock, 0.5)
+        [(_, reps)] = self.await_reports(s, 1, 2.0, where)
+        check([r["urr"] for r in reps] == [2], "%s: Usage Reports of URRs %r" % (where, reps))
+        send(default)
+        got += self.drain(self.dn_sock, 0.5)
+        req = self.header(s.up_seid) / PFCPSessionDeletionRequest()
+        self.expect_response(self.request(req), DELETION_RESPONSE, s.cp_seid, ACCEPTED, "deletion")
+        del self.sessions[s.index]
+        self.pump(0.2)
+        self.reports = [x for x in self.reports if x[1].seid != s.cp_seid]
+        return {"reported": reps[0]["volume"][0], "triggers": reps[0]["triggers"],
+                "voice": octets(got, 5005), "default": octets(got, s.port), "sent": count,
+                "seconds": round(took, 4)}
 
     def cmd_volume_threshold(self, c):
         """A session whose URR reports at a total Volume Threshold of
