@@ -229,6 +229,8 @@ pub struct Sessions {
     // Volume lines of groups ([`RuleTag::watch`]), and each one's (slot,
     // group).
     lines: CounterIds,
+    // URR groups left without a line (the table full): only scanned.
+    lines_refused: u64,
     line_owner: Vec<Option<(u32, u32)>>,
 }
 
@@ -284,6 +286,7 @@ impl Sessions {
                 classifiers_swept: 0,
                 counters: CounterIds::new(max_counters),
                 lines: CounterIds::new(max_lines),
+                lines_refused: 0,
                 line_owner: Vec::new(),
             },
             links,
@@ -901,7 +904,10 @@ impl Sessions {
                 let applied = self.applied();
                 let l = match self.lines.room(1, applied) {
                     true => self.lines.take(),
-                    false => NO_LINE,
+                    false => {
+                        self.lines_refused += 1;
+                        NO_LINE
+                    }
                 };
                 if l != NO_LINE {
                     let w = &self.links[0].urr_watches.lines;
@@ -961,6 +967,12 @@ impl Sessions {
             Some(&(_, l)) if l != NO_LINE => self.links[0].urr_watches.lines.since_crossing(l),
             _ => (0, 0),
         }
+    }
+
+    /// URR groups given no volume line because the table was full: their
+    /// thresholds and quotas are left to the scans.
+    pub fn lines_refused(&self) -> u64 {
+        self.lines_refused
     }
 
     /// The groups' lines that crossed since the last call, into `out`;

@@ -679,6 +679,57 @@ fn the_workers_share_a_sessions_bucket() {
 /// a crossing is queued once with its slot and group, a quota passes
 /// exactly what fits, and a group's line goes when its rules do, reused
 /// only once every worker applied that.
+/// A session's groups past the table of lines (4 a session: here one
+/// session's worth) get none, counted: their rules charge nothing and
+/// arming them says so, so the scans are left to check them.
+#[test]
+fn groups_past_the_table_of_lines_are_counted() {
+    use super::control::RuleTag;
+    use super::rules::{FlowMatch, RuleSpec};
+    use super::watch::{VolumeLimits, NO_LINE};
+    let (mut c, links) = Sessions::new(1, 1, vec![false]);
+    let mut w: Vec<SessionTable> = links.into_iter().map(SessionTable::new).collect();
+    let gnb = v4([192, 0, 2, 9]);
+    let mut s = spec(0, 0x100, 0x0a00_0001, Some((gnb, 0x77)));
+    s.rules.downlink = (1..=3)
+        .map(|port| RuleSpec {
+            filters: vec![FlowMatch {
+                ue_ports: vec![(port, port)],
+                ..Default::default()
+            }],
+            qfi_match: None,
+            action: Action::Forward,
+            peer: Some((gnb, 0x10)),
+            qfi: Some(1),
+            mbr: None,
+        })
+        .collect();
+    // Six groups, two a rule.
+    s.rules.downlink_tags = (0..3u32)
+        .map(|k| RuleTag {
+            key: k + 1,
+            counted: true,
+            watch: [Some(2 * k + 1), Some(2 * k + 2)],
+            ..Default::default()
+        })
+        .collect();
+    let slot = c.create(&s).unwrap();
+    sync(&mut c, &mut w);
+    assert_eq!(c.lines_refused(), 2);
+    let set = w[0].rules[slot as usize].clone().unwrap();
+    let u = &w[0].link.urr_watches;
+    let lines: Vec<u32> = set.dl.iter().flat_map(|t| u.rule(t.counter)).collect();
+    assert_eq!(
+        lines.iter().filter(|&&l| l == NO_LINE).count(),
+        2,
+        "{lines:?}"
+    );
+    let armed = (1..=6)
+        .filter(|&g| c.arm_group(slot, g, &VolumeLimits::default()))
+        .count();
+    assert_eq!(armed, 4);
+}
+
 #[test]
 fn group_lines_are_charged_by_their_rules() {
     use super::control::{GroupCrossed, RuleTag};

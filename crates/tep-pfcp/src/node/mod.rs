@@ -218,7 +218,7 @@ tep_named::named_enum! {
         /// Usage Reports sent in Session Report Requests (a trigger
         /// fired on a usage scan).
         UsageReports => "usage_reports",
-        /// URRs whose volume or time quota ran out: their sessions
+        /// URRs whose volume or time quota ran out: the PDRs under them
         /// forward nothing until the SMF grants a new quota.
         QuotaExhausted => "quota_exhausted",
         /// A cached response dropped early to stay under the cap.

@@ -484,6 +484,7 @@ impl Loop {
                         .iter()
                         .map(|&c| (c.name(), paths.counter(c))),
                 )
+                .chain([("usage_lines_refused", self.plane.usage_lines_refused())])
                 .collect(),
         };
         *self

@@ -607,6 +607,12 @@ impl UpfPlane {
         self.gbr
     }
 
+    /// URRs left to the scans for want of a volume line
+    /// ([`Sessions::lines_refused`]).
+    pub fn usage_lines_refused(&self) -> u64 {
+        self.sessions.lines_refused()
+    }
+
     /// The dataplane's session tables.
     #[cfg(test)]
     pub fn sessions(&self) -> &Sessions {
