@@ -1111,13 +1111,7 @@ impl SessionTable {
             .link
             .watches
             .charge_quietly(slot, uplink, bytes, &mut crossed);
-        if crossed {
-            self.crossed.set(true);
-        }
-        match c {
-            watch::Charged::Pass => Ok(()),
-            watch::Charged::QuotaExhausted => Err(DropReason::QuotaExhausted),
-        }
+        self.verdict(c, crossed)
     }
 
     /// Charges a packet of `bytes` that a rule flagged `watched`, with
@@ -1135,6 +1129,12 @@ impl SessionTable {
             .link
             .urr_watches
             .charge(counter, uplink, bytes, &mut crossed);
+        self.verdict(c, crossed)
+    }
+
+    /// A charge's verdict; a crossing noted for [`wake_on_crossing`](SessionTable::wake_on_crossing).
+    #[inline]
+    fn verdict(&self, c: watch::Charged, crossed: bool) -> Result<(), DropReason> {
         if crossed {
             self.crossed.set(true);
         }

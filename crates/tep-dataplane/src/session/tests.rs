@@ -28,6 +28,22 @@ fn setup() -> (Sessions, Vec<SessionTable>) {
     (c, links.into_iter().map(SessionTable::new).collect())
 }
 
+/// A downlink rule taking what goes to the UE's port `port`, to `gnb`'s
+/// TEID 0x10 with QFI 1.
+fn port_rule(gnb: IpAddr, port: u16) -> super::rules::RuleSpec {
+    super::rules::RuleSpec {
+        filters: vec![super::rules::FlowMatch {
+            ue_ports: vec![(port, port)],
+            ..Default::default()
+        }],
+        qfi_match: None,
+        action: Action::Forward,
+        peer: Some((gnb, 0x10)),
+        qfi: Some(1),
+        mbr: None,
+    }
+}
+
 fn sync(c: &mut Sessions, w: &mut [SessionTable]) -> Vec<Change> {
     c.publish();
     let mut applied = Vec::new();
@@ -586,20 +602,9 @@ fn rules_the_classifier_cannot_hold_are_refused_and_change_nothing() {
 #[test]
 fn rule_counters_follow_their_keys() {
     use super::control::RuleTag;
-    use super::rules::{FlowMatch, RuleSpec};
     let (mut c, mut w) = setup();
     let gnb = v4([192, 0, 2, 9]);
-    let rule = |port| RuleSpec {
-        filters: vec![FlowMatch {
-            ue_ports: vec![(port, port)],
-            ..Default::default()
-        }],
-        qfi_match: None,
-        action: Action::Forward,
-        peer: Some((gnb, 0x10)),
-        qfi: Some(1),
-        mbr: None,
-    };
+    let rule = |port| port_rule(gnb, port);
     let with = |keys: &[u32]| {
         let mut s = spec(0, 0x100, 0x0a00_0001, Some((gnb, 0x77)));
         s.rules.downlink = keys.iter().map(|&k| rule(k as u16)).collect();
@@ -685,25 +690,12 @@ fn the_workers_share_a_sessions_bucket() {
 #[test]
 fn groups_past_the_table_of_lines_are_counted() {
     use super::control::RuleTag;
-    use super::rules::{FlowMatch, RuleSpec};
     use super::watch::{VolumeLimits, NO_LINE};
     let (mut c, links) = Sessions::new(1, 1, vec![false]);
     let mut w: Vec<SessionTable> = links.into_iter().map(SessionTable::new).collect();
     let gnb = v4([192, 0, 2, 9]);
     let mut s = spec(0, 0x100, 0x0a00_0001, Some((gnb, 0x77)));
-    s.rules.downlink = (1..=3)
-        .map(|port| RuleSpec {
-            filters: vec![FlowMatch {
-                ue_ports: vec![(port, port)],
-                ..Default::default()
-            }],
-            qfi_match: None,
-            action: Action::Forward,
-            peer: Some((gnb, 0x10)),
-            qfi: Some(1),
-            mbr: None,
-        })
-        .collect();
+    s.rules.downlink = (1..=3).map(|port| port_rule(gnb, port)).collect();
     // Six groups, two a rule.
     s.rules.downlink_tags = (0..3u32)
         .map(|k| RuleTag {
@@ -733,21 +725,10 @@ fn groups_past_the_table_of_lines_are_counted() {
 #[test]
 fn group_lines_are_charged_by_their_rules() {
     use super::control::{GroupCrossed, RuleTag};
-    use super::rules::{FlowMatch, RuleSpec};
     use super::watch::{VolumeLimits, NO_LINE};
     let (mut c, mut w) = setup();
     let gnb = v4([192, 0, 2, 9]);
-    let rule = |port| RuleSpec {
-        filters: vec![FlowMatch {
-            ue_ports: vec![(port, port)],
-            ..Default::default()
-        }],
-        qfi_match: None,
-        action: Action::Forward,
-        peer: Some((gnb, 0x10)),
-        qfi: Some(1),
-        mbr: None,
-    };
+    let rule = |port| port_rule(gnb, port);
     // Rules 3 and 4 under group 7 (4 also under 8), rule 5 under none.
     let with = |ue: u32, rules: &[(u32, [Option<u32>; 2])]| {
         let mut s = spec(0, 0x100 + ue, 0x0a00_0000 + ue, Some((gnb, 0x77)));
