@@ -437,35 +437,14 @@ pub fn render(o: &Options, rounds: &[Round]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::upf::UpfPlane;
-    use std::net::IpAddr;
-    use tep_dataplane::session::control::Sessions;
-    use tep_pfcp::node::{Config, Node};
-
-    const N3: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
-    const SMF: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
+    use crate::daemon::upf::tests::{associated, SMF};
 
     /// tep's node over the daemon's user plane accepts the rich session
     /// (every IE in it is one tep enforces: a refusal would fail a run of
     /// the benchmark), and its dataplane session classifies both ways.
     #[test]
     fn the_rich_session_is_accepted_with_rules_each_way() {
-        let (sessions, links) = Sessions::new(16, 1, vec![false]);
-        let mut up = UpfPlane::new(sessions, vec![(IpAddr::V4(N3), 0)]);
-        let mut c = Config::new(NodeId::V4(N3), 1, Some(N3), None);
-        c.heartbeat_interval = None;
-        // As the daemon runs it: volume thresholds watched.
-        c.usage_scans = true;
-        let mut node = Node::new(c);
-        let now = Instant::now();
-        let smf = SocketAddr::new(SMF.into(), 8805);
-        node.handle(
-            now,
-            smf,
-            &sample::association_setup(0, SMF, 1).to_bytes(),
-            &mut up,
-        );
-        while node.poll_transmit().is_some() {}
+        let (mut node, mut up, links, smf, now) = associated(16, 1);
         let ue = Ipv4Addr::new(10, 128, 0, 1);
         let gnb = Ipv4Addr::new(203, 0, 113, 5);
         let r = rich_establishment(1, (7, SMF, ue, gnb, 0x99));

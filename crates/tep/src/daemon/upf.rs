@@ -710,15 +710,41 @@ impl UserPlane for UpfPlane {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
-    use std::net::Ipv4Addr;
+    use std::net::{Ipv4Addr, SocketAddr};
+    use std::time::Instant;
     use tep_dataplane::session::{SessionTable, WorkerLink};
     use tep_pfcp::node::{Far, Ids, LocalFTeid, OuterHeader, Pdr, Qer, UeIp};
     use tep_pfcp::types::OuterHeaderRemoval;
 
     pub(in crate::daemon) const N3: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
     const GNB: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 9);
+    /// The SMF of [`associated`].
+    pub(crate) const SMF: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
+
+    /// tep's node on N3 over the daemon's user plane with room for
+    /// `max_sessions` on `workers` workers (their links), usage scans on
+    /// as the daemon runs it, associated with [`SMF`] (port 8805, its
+    /// address as the second value) at the returned instant.
+    pub(crate) fn associated(
+        max_sessions: u32,
+        workers: usize,
+    ) -> (node::Node, UpfPlane, Vec<WorkerLink>, SocketAddr, Instant) {
+        let n3 = Ipv4Addr::new(192, 0, 2, 1);
+        let (sessions, links) = Sessions::new(max_sessions, workers, vec![false]);
+        let mut up = UpfPlane::new(sessions, vec![(IpAddr::V4(n3), 0)]);
+        let mut c = node::Config::new(tep_pfcp::types::NodeId::V4(n3), 1, Some(n3), None);
+        c.heartbeat_interval = None;
+        c.usage_scans = true;
+        let mut node = node::Node::new(c);
+        let now = Instant::now();
+        let smf = SocketAddr::new(SMF.into(), 8805);
+        let setup = tep_pfcp::sample::association_setup(0, SMF, 1).to_bytes();
+        node.handle(now, smf, &setup, &mut up);
+        while node.poll_transmit().is_some() {}
+        (node, up, links, smf, now)
+    }
 
     fn pdr(id: u16, precedence: u32, source: Interface, far: u32) -> Pdr {
         Pdr {

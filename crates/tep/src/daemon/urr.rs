@@ -505,9 +505,9 @@ fn sources_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::upf::tests::associated;
     use crate::daemon::upf::UpfPlane;
-    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-    use tep_dataplane::session::control::Sessions;
+    use std::net::{IpAddr, Ipv4Addr};
     use tep_dataplane::session::watch::NO_LINE;
     use tep_dataplane::session::{SessionTable, WorkerLink};
     use tep_pfcp::message::Message;
@@ -537,16 +537,7 @@ mod tests {
         n: u32,
         urr: impl Fn(&mut tep_pfcp::rules::CreateUrr),
     ) -> (Node, UpfPlane, Vec<WorkerLink>) {
-        let (sessions, links) = Sessions::new(n + 1, 2, vec![false]);
-        let mut up = UpfPlane::new(sessions, vec![(IpAddr::V4(N3), 0)]);
-        let mut c = Config::new(NodeId::V4(N3), 1, Some(N3), None);
-        c.heartbeat_interval = None;
-        c.usage_scans = true;
-        let mut node = Node::new(c);
-        let now = Instant::now();
-        let smf = SocketAddr::new(SMF.into(), 8805);
-        let setup = sample::association_setup(0, SMF, 1).to_bytes();
-        node.handle(now, smf, &setup, &mut up);
+        let (mut node, mut up, links, smf, now) = associated(n + 1, 2);
         for i in 1..=n {
             let ue = Ipv4Addr::from(0x0a00_0000 + i);
             let gnb = Ipv4Addr::new(192, 0, 2, 9);
@@ -653,20 +644,7 @@ mod tests {
     ) -> (Node, UpfPlane, Vec<WorkerLink>) {
         use tep_pfcp::rules::{CreatePdr, CreateUrr};
         use tep_pfcp::types::{Precedence, SdfFilter, UrrId};
-        let (sessions, links) = Sessions::new(2, 2, vec![false]);
-        let mut up = UpfPlane::new(sessions, vec![(IpAddr::V4(N3), 0)]);
-        let mut c = Config::new(NodeId::V4(N3), 1, Some(N3), None);
-        c.heartbeat_interval = None;
-        c.usage_scans = true;
-        let mut node = Node::new(c);
-        let now = Instant::now();
-        let smf = SocketAddr::new(SMF.into(), 8805);
-        node.handle(
-            now,
-            smf,
-            &sample::association_setup(0, SMF, 1).to_bytes(),
-            &mut up,
-        );
+        let (mut node, mut up, links, smf, now) = associated(2, 2);
         let (ue, gnb) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(192, 0, 2, 9));
         let mut r = sample::pdu_session_establishment(1, 1, SMF, ue, gnb, 1);
         if let Message::SessionEstablishmentRequest(m) = &mut r.message {
