@@ -13,6 +13,20 @@ fn mac_of(lab: &Lab, ns: &str, dev: &str) -> String {
     v[0]["address"].as_str().expect("a MAC").to_string()
 }
 
+/// A gateway UPF's config with "internet" on VLAN 10 and "ims" on VLAN
+/// 20 (the same UE pool), each network's table ending with `extra`.
+fn two_vlan_networks(lab: &Lab, extra: [&str; 2]) -> String {
+    format!(
+        "[gateway]\nunderlay = \"vu\"\ninner = \"vd\"\ncontrol = \"{}\"\n\n\
+         [pfcp]\nlisten = \"{UPF}\"\nnode_id = \"{NODE_ID}\"\nn3 = [\"{UPF}\"]\n\n\
+         [[pfcp.network]]\nname = \"internet\"\nvlan = 10\nue_prefixes = [\"10.45.0.0/16\"]\n{}\n\
+         [[pfcp.network]]\nname = \"ims\"\nvlan = 20\nue_prefixes = [\"10.45.0.0/16\"]\n{}",
+        lab.dir.join(format!("{}.sock", lab.up)).display(),
+        extra[0],
+        extra[1],
+    )
+}
+
 /// "internet" on VLAN 10 and "ims" on VLAN 20, a session in each with
 /// the same UE address: each uplink leaves tagged with its network's VID,
 /// each tagged downlink reaches its own session's TEID (the first uplink
@@ -27,13 +41,7 @@ fn a_gateway_upf_reaches_data_networks_by_vlan() {
         return;
     }
     let lab = Lab::new(true);
-    let config = format!(
-        "[gateway]\nunderlay = \"vu\"\ninner = \"vd\"\ncontrol = \"{}\"\n\n\
-         [pfcp]\nlisten = \"{UPF}\"\nnode_id = \"{NODE_ID}\"\nn3 = [\"{UPF}\"]\n\n\
-         [[pfcp.network]]\nname = \"internet\"\nvlan = 10\nue_prefixes = [\"10.45.0.0/16\"]\n\n\
-         [[pfcp.network]]\nname = \"ims\"\nvlan = 20\nue_prefixes = [\"10.45.0.0/16\"]\n",
-        lab.dir.join(format!("{}.sock", lab.up)).display()
-    );
+    let config = two_vlan_networks(&lab, ["", ""]);
     // The next hop of a tagged network is the kernel's neighbour entry,
     // configured: the kernel cannot ARP on a VLAN it has no device for,
     // and tep never hands it a tagged network's packet.
@@ -88,14 +96,12 @@ fn a_gateway_upf_resolves_each_data_networks_router_by_arp() {
         return;
     }
     let lab = Lab::new(true);
-    let config = format!(
-        "[gateway]\nunderlay = \"vu\"\ninner = \"vd\"\ncontrol = \"{}\"\n\n\
-         [pfcp]\nlisten = \"{UPF}\"\nnode_id = \"{NODE_ID}\"\nn3 = [\"{UPF}\"]\n\n\
-         [[pfcp.network]]\nname = \"internet\"\nvlan = 10\nue_prefixes = [\"10.45.0.0/16\"]\n\
-         address = \"10.60.0.1/24\"\ngateway = \"10.60.0.254\"\n\n\
-         [[pfcp.network]]\nname = \"ims\"\nvlan = 20\nue_prefixes = [\"10.45.0.0/16\"]\n\
-         address = \"10.70.0.1/24\"\ngateway = \"10.70.0.254\"\n",
-        lab.dir.join(format!("{}.sock", lab.up)).display()
+    let config = two_vlan_networks(
+        &lab,
+        [
+            "address = \"10.60.0.1/24\"\ngateway = \"10.60.0.254\"\n",
+            "address = \"10.70.0.1/24\"\ngateway = \"10.70.0.254\"\n",
+        ],
     );
     let tep = spawn_daemon(&lab.dir, &lab.up, &config);
     let mut smf = Smf::start(&lab);

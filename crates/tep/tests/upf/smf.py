@@ -1694,6 +1694,17 @@ class Lab:
             self.pump(0.02)
         return n
 
+    def burst_to_upf(self, sock, packets):
+        """Sends `packets` to the UPF's GTP-U port from `sock` as fast as
+        the socket takes them (waiting only when its buffer is full)."""
+        for b in packets:
+            while True:
+                try:
+                    sock.sendto(b, (self.upf, GTPU_PORT))
+                    break
+                except BlockingIOError:
+                    select.select([], [sock], [], 0.01)
+
     def cmd_volume_burst(self, c):
         """A session whose URR has a total Volume Threshold (`threshold`,
         VOLTH) or Volume Quota (`quota`, VOLQU) of octets; `count` uplink
@@ -1714,13 +1725,7 @@ class Lab:
         self.dn_sock.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)
         packets = [self.gpdu(s, 9000 + k, size)[0] for k in range(count)]
         t0 = time.monotonic()
-        for b in packets:
-            while True:
-                try:
-                    sock.sendto(b, (self.upf, GTPU_PORT))
-                    break
-                except BlockingIOError:
-                    select.select([], [sock], [], 0.01)
+        self.burst_to_upf(sock, packets)
         took = time.monotonic() - t0
         got = self.drain(self.dn_sock, 0.5)
         [(_, reps)] = self.await_reports(s, 1, 2.0, where)
@@ -1766,13 +1771,7 @@ class Lab:
                          / GTPPDUSessionContainer(type=1, QFI=qfi) / inner)
 
         def send(packets):
-            for b in packets:
-                while True:
-                    try:
-                        sock.sendto(b, (self.upf, GTPU_PORT))
-                        break
-                    except BlockingIOError:
-                        select.select([], [sock], [], 0.01)
+            self.burst_to_upf(sock, packets)
 
         def octets(got, sport):
             return sum(len(d) + 28 for d, src in got if src[1] == sport)
