@@ -63,7 +63,7 @@ pub(crate) fn lookup(
             if let Some(Some((v6, a))) = d {
                 let s = sessions.downlink(v6, a);
                 if let Some(x) = s {
-                    sessions.prefetch_slot(x);
+                    sessions.prefetch_slot(x, true);
                 }
                 slot[packets].fill(s);
             }
@@ -172,6 +172,9 @@ fn meter_runs(
         (Some(Some(_)), Some(s)) => Some(s),
         _ => None,
     };
+    // One pair of arrays for the vector's runs: made per run, their
+    // zeroing (4 KiB) cost more than the meter itself at burst 1.
+    let (mut charged, mut len) = ([0; VECTOR_SIZE], [0; VECTOR_SIZE]);
     let mut k = 0;
     while k < ids.len() {
         let Some(s) = of(k) else {
@@ -183,7 +186,7 @@ fn meter_runs(
             .unwrap_or(ids.len());
         let session = sessions.get(s);
         if session.mbr_downlink {
-            let (mut charged, mut len, mut m) = ([0; VECTOR_SIZE], [0; VECTOR_SIZE], 0);
+            let mut m = 0;
             for j in k..end {
                 if matches!(
                     resolve(sessions, s, &session, rule[j]),

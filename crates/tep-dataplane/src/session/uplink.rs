@@ -252,7 +252,7 @@ pub(crate) fn prefetch(sessions: &SessionTable, pool: &Pool, v: &PacketVector) {
         |k, packets| {
             let s = k.and_then(|(t, q)| sessions.uplink(t, q));
             if let Some(slot) = s {
-                sessions.prefetch_slot(slot);
+                sessions.prefetch_slot(slot, false);
             }
             slots[packets].fill(s);
         },
