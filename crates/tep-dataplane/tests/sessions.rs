@@ -769,6 +769,55 @@ fn a_flows_burst_takes_its_rule_and_a_new_flow_is_classified() {
     assert_no_leak(&pool);
 }
 
+/// Uplink, a burst of one flow takes its first packet's rule (the
+/// classifier asked once per flow run) and a new flow is classified;
+/// once the session's rules change, the same flows take the new rules.
+#[test]
+fn an_uplink_flows_burst_takes_its_rule_until_the_rules_change() {
+    let (mut c, mut p) = upf(false);
+    let mut pool = pool();
+    let mut spec = example::session(1, false, false);
+    let uplink = |drop: u16, pass: u16| {
+        vec![
+            rule(vec![udp_ports(drop, drop)], Action::Drop, None, 0),
+            rule(vec![udp_ports(pass, pass)], Action::Forward, None, 0),
+        ]
+    };
+    spec.rules.uplink = uplink(6666, 5005);
+    let slot = c.create(&spec).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    let server = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 1));
+    let up = |sport| {
+        gpdu(
+            false,
+            0x10001,
+            Some(9),
+            &udp_packet(ue4(1), server, sport, 53, b"up"),
+        )
+    };
+    // Ends and starts with the same flow: a rule remembered across the
+    // change would let the second vector's first packets through.
+    let burst = [5005, 5005, 6666, 6666, 80, 80, 5005, 5005].map(up);
+    let passed = |p: &mut Pipeline<ManualClock>, pool: &mut Pool| {
+        run_decap(p, pool, &burst, 0)
+            .packets
+            .iter()
+            .map(|b| u16::from_be_bytes([b[20], b[21]]))
+            .collect::<Vec<u16>>()
+    };
+    assert_eq!(passed(&mut p, &mut pool), [5005; 4]);
+    assert_eq!(p.drops(DropReason::SessionDrop), 2);
+    assert_eq!(p.drops(DropReason::NoPdrMatch), 2);
+    spec.rules.uplink = uplink(5005, 6666);
+    c.modify(slot, &spec, false).unwrap();
+    settle(&mut c, &mut p, &mut pool);
+    assert_eq!(passed(&mut p, &mut pool), [6666; 2]);
+    assert_eq!(p.drops(DropReason::SessionDrop), 6);
+    assert_eq!(p.drops(DropReason::NoPdrMatch), 4);
+    assert_balanced(&p);
+    assert_no_leak(&pool);
+}
+
 /// A rule's own MBR (its QER's bucket) holds its packets to the rate,
 /// beside a rule of the same session without one: of ten 1000-octet
 /// packets at once, the voice rule at 8 kbit/s passes its burst (3000

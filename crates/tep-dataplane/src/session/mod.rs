@@ -898,6 +898,10 @@ pub struct SessionTable {
     // A packet charged crossed a volume limit: the control plane is to
     // be woken ([`SessionTable::wake_on_crossing`]).
     crossed: core::cell::Cell<bool>,
+    // The last uplink packet classified: its slot, key and rule, so that
+    // a burst of one flow is classified once (as the downlink's `last`);
+    // forgotten whenever a slot's rules change.
+    last_uplink: core::cell::Cell<Option<(u32, FlowKey, Option<u8>)>>,
 }
 
 /// A slot with no session.
@@ -937,6 +941,7 @@ impl SessionTable {
             inbox: Vec::new(),
             end_markers: Vec::new(),
             crossed: core::cell::Cell::new(false),
+            last_uplink: core::cell::Cell::new(None),
         }
     }
 
@@ -1291,6 +1296,7 @@ impl SessionTable {
     }
 
     fn set_rules(&mut self, slot: u32, rules: Option<Arc<RuleSet>>) {
+        self.last_uplink.set(None);
         self.rules.set(slot, rules);
     }
 
@@ -1299,10 +1305,16 @@ impl SessionTable {
     /// its rules takes it.
     #[inline]
     fn uplink_rule(&self, slot: u32, inner: &[u8], qfi: Option<u8>) -> Option<(u8, &Treatment)> {
-        let r = self
-            .rules
-            .classifier(slot, true)?
-            .classify(&FlowKey::of(inner, true, qfi)?)?;
+        let c = self.rules.classifier(slot, true)?;
+        let k = FlowKey::of(inner, true, qfi)?;
+        let r = match self.last_uplink.get() {
+            Some((s, key, r)) if s == slot && key == k => r,
+            _ => {
+                let r = c.classify(&k);
+                self.last_uplink.set(Some((slot, k, r)));
+                r
+            }
+        }?;
         Some((r, self.rules.treatment(slot, true, r)?))
     }
 
