@@ -510,10 +510,16 @@ impl Fdb {
     /// here; the rest is [`Fdb::find_on`].
     #[inline(always)]
     fn find(&self, key: u64) -> Option<Found> {
+        self.find_from(key, self.home(key))
+    }
+
+    /// [`Fdb::find`] from `home`, `key`'s home bucket.
+    #[inline(always)]
+    fn find_from(&self, key: u64, home: usize) -> Option<Found> {
+        debug_assert_eq!(home, self.home(key));
         if !is_key(key) {
             return None;
         }
-        let home = self.home(key);
         let bucket = self.buckets.at(home);
         let (hits, free) = bucket.scan(key);
         if hits != 0 {
@@ -565,7 +571,29 @@ impl Fdb {
     /// home bucket's line, where a key nearly always is.
     #[inline]
     pub fn prefetch(&self, key: FdbKey) {
-        prefetch(self.buckets.at(self.home(key.0)));
+        self.prefetch_home(self.home(key.0));
+    }
+
+    /// `key`'s home bucket, for a caller that fetches it ahead
+    /// ([`Fdb::prefetch_home`]) and reads it later ([`Fdb::lookup_from`],
+    /// [`Fdb::learn_from`]) without hashing the key again.
+    #[inline]
+    pub fn home_of(&self, key: FdbKey) -> usize {
+        self.home(key.0)
+    }
+
+    /// Prefetches bucket `home` (see [`Fdb::home_of`]).
+    #[inline]
+    pub fn prefetch_home(&self, home: usize) {
+        prefetch(self.buckets.at(home));
+    }
+
+    /// [`Fdb::lookup`] of `key` from its home bucket `home`, which must be
+    /// [`Fdb::home_of`]`(key)`.
+    #[inline]
+    pub fn lookup_from(&self, key: FdbKey, home: usize) -> Option<Entry> {
+        self.find_from(key.0, home)
+            .and_then(|(_, _, v)| value::decode(v))
     }
 
     /// Data-path learning: `key` is at `dst` now (second `now_s`). A new
@@ -575,9 +603,23 @@ impl Fdb {
     /// memory miss otherwise.
     #[inline(always)]
     pub fn learn(&self, key: FdbKey, dst: Dst, now_s: u32, limit: u32) -> Learned {
+        self.learn_from(key, self.home(key.0), dst, now_s, limit)
+    }
+
+    /// [`Fdb::learn`] with `key`'s home bucket `home`, which must be
+    /// [`Fdb::home_of`]`(key)`.
+    #[inline(always)]
+    pub fn learn_from(
+        &self,
+        key: FdbKey,
+        home: usize,
+        dst: Dst,
+        now_s: u32,
+        limit: u32,
+    ) -> Learned {
         // The common case, an entry already right and seen this second, is
         // a find and a comparison, inlined: nothing to write.
-        if let Some((_, _, v)) = self.find(key.0) {
+        if let Some((_, _, v)) = self.find_from(key.0, home) {
             if value::fresh(v, dst, now_s & SEEN_MASK) {
                 return Learned::Fresh;
             }
@@ -1003,6 +1045,33 @@ mod tests {
             }
         }
         assert_eq!(value::next_gen(value::empty(31)), 0);
+    }
+
+    #[test]
+    fn a_home_found_ahead_finds_what_the_key_finds() {
+        // The nodes hash a key when they fetch it and look it up later
+        // from that bucket: both ways must agree, past the home bucket too
+        // (a small table, its buckets overflowing into the next).
+        let t = Fdb::with_seed(64, 1, SEED);
+        let keys: Vec<FdbKey> = (0..40).map(|n| key(0, n)).collect();
+        for (i, &k) in keys.iter().enumerate() {
+            let want = if i % 2 == 0 {
+                Learned::Added
+            } else {
+                Learned::Fresh
+            };
+            if i % 2 == 1 {
+                assert_eq!(t.learn(k, r(1), 10, 100), Learned::Added);
+            }
+            assert_eq!(t.learn_from(k, t.home_of(k), r(1), 10, 100), want);
+        }
+        for &k in &keys {
+            let found = t.lookup_from(k, t.home_of(k));
+            assert_eq!(found, t.lookup(k));
+            assert_eq!(found.map(|e| e.dst), Some(r(1)));
+        }
+        let absent = key(0, 1000);
+        assert_eq!(t.lookup_from(absent, t.home_of(absent)), None);
     }
 
     #[test]
