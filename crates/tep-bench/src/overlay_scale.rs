@@ -151,8 +151,6 @@ fn networks(
         .map_err(|e| e.to_string())?,
     );
     // As the daemon does: huge pages for the FDB where the kernel has them.
-    let (addr, len) = overlay.fdb_region();
-    let _ = tep_sys::memory::advise_huge_pages(addr, len);
     let ids: Vec<u32> = (0..vteps)
         .map(|v| overlay.vtep_id(vtep_addr(v).into()).ok_or("VTEP ids"))
         .collect::<Result<_, _>>()?;

@@ -29,6 +29,17 @@ pub fn set_huge_page_advice(advise: fn(usize, usize)) {
     let _ = ADVICE.set(advise);
 }
 
+/// Asks for huge pages over the whole huge pages inside `addr..addr +
+/// len` (memory the caller owns, not yet written), where the owner gave a
+/// way to ask ([`set_huge_page_advice`]).
+pub(crate) fn advise(addr: usize, len: usize) {
+    let start = addr.next_multiple_of(HUGE_PAGE);
+    let end = (addr + len) / HUGE_PAGE * HUGE_PAGE;
+    if let (Some(advise), true) = (ADVICE.get(), end > start) {
+        advise(start, end - start);
+    }
+}
+
 /// A fixed array of `T` in an allocation of its own, aligned to a huge
 /// page where it spans one or more, the kernel asked for huge pages there
 /// before the elements are written.
@@ -62,9 +73,7 @@ impl<T> Table<T> {
             alloc::handle_alloc_error(layout)
         };
         if align == HUGE_PAGE {
-            if let Some(advise) = ADVICE.get() {
-                advise(raw.as_ptr() as usize, bytes / HUGE_PAGE * HUGE_PAGE);
-            }
+            advise(raw.as_ptr() as usize, bytes);
         }
         let first = raw.cast::<T>();
         for i in 0..len {
@@ -144,11 +153,10 @@ mod tests {
     /// it is written; a small table asks for none.
     #[test]
     fn large_tables_ask_for_huge_pages() {
-        static ADVISED: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
-        set_huge_page_advice(|addr, len| ADVISED.lock().unwrap().push((addr, len)));
+        recorded::install();
         let big: Table<[u8; 64]> = Table::new(3 * HUGE_PAGE / 64 + 1, |_| [1; 64]);
         let small: Table<[u8; 64]> = Table::new(HUGE_PAGE / 64 - 1, |_| [2; 64]);
-        let advised = ADVISED.lock().unwrap().clone();
+        let advised = recorded::advised();
         let at = |t: &Table<[u8; 64]>| t.as_ptr() as usize;
         assert!(advised.contains(&(at(&big), 3 * HUGE_PAGE)), "{advised:?}");
         assert!(advised.iter().all(|&(a, _)| a != at(&small)));
@@ -166,5 +174,29 @@ mod tests {
         }
         drop(Table::new(10, |_| Counted));
         assert_eq!(DROPS.load(Ordering::Relaxed), 10);
+    }
+}
+
+/// For tests: advice that records what it was asked, installed once for
+/// the test binary (the hook is set once a process).
+#[cfg(test)]
+pub(crate) mod recorded {
+    use std::sync::Mutex;
+
+    static ADVISED: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+
+    /// Records from now on (before the tables of a test are made).
+    pub(crate) fn install() {
+        super::set_huge_page_advice(|a, l| {
+            ADVISED
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((a, l))
+        });
+    }
+
+    /// Every `(address, bytes)` advised since [`install`].
+    pub(crate) fn advised() -> Vec<(usize, usize)> {
+        ADVISED.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }

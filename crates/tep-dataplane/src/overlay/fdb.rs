@@ -269,8 +269,8 @@ struct Bucket {
 
 /// The buckets, in an allocation of their own from the allocator's zeroed
 /// path (a large block is fresh pages, untouched until used): all zero is
-/// every slot empty, and the owner may ask for huge pages before the
-/// table fills ([`Fdb::region`]).
+/// every slot empty; huge pages are asked for before the table fills
+/// ([`crate::memory::advise`]).
 struct Buckets {
     first: NonNull<Bucket>,
     len: usize,
@@ -302,6 +302,13 @@ impl Buckets {
         // the allocation of `len` buckets plus `align` bytes; all-zero
         // bytes are a valid `Bucket` (atomic integers, every slot empty).
         let first = unsafe { NonNull::new_unchecked(alloc.as_ptr().add(start).cast::<Bucket>()) };
+        // Fresh pages from the allocator's zeroed path, untouched: huge
+        // ones where the owner asks for them (a million entries span 32
+        // MiB; with 4 KiB pages a lookup also missed the TLB).
+        crate::memory::advise(
+            first.as_ptr() as usize,
+            len * core::mem::size_of::<Bucket>(),
+        );
         Buckets {
             first,
             len,
@@ -460,18 +467,6 @@ impl Fdb {
             learned: (0..networks).map(|_| AtomicU32::new(0)).collect(),
             writer: Mutex::new(()),
         }
-    }
-
-    /// Where the buckets lie (address, bytes): for the owner to ask the
-    /// kernel for huge pages there before the table fills (a million
-    /// entries span 32 MiB: with 4 KiB pages a lookup also misses the
-    /// TLB). Nothing is touched before the first entry but what the
-    /// allocator wrote.
-    pub fn region(&self) -> (usize, usize) {
-        (
-            self.buckets.as_ptr() as usize,
-            core::mem::size_of_val(&*self.buckets),
-        )
     }
 
     /// Slots in all (twice the capacity asked for, or more).
@@ -1019,6 +1014,24 @@ mod tests {
 
     fn r(id: u32) -> Dst {
         Dst::Remote(id)
+    }
+
+    /// A table past a huge page asks for huge pages over its buckets
+    /// before it is written.
+    #[test]
+    fn the_buckets_ask_for_huge_pages() {
+        crate::memory::recorded::install();
+        let t = Fdb::new(1 << 20, 1);
+        let (at, bytes) = (
+            t.buckets.as_ptr() as usize,
+            core::mem::size_of_val(&*t.buckets),
+        );
+        let advised = crate::memory::recorded::advised();
+        let inside = |&(a, l): &(usize, usize)| a >= at && a + l <= at + bytes && l >= bytes / 2;
+        assert!(
+            advised.iter().any(inside),
+            "{advised:?} for {at:#x}+{bytes}"
+        );
     }
 
     #[test]

@@ -487,12 +487,6 @@ impl Overlay {
         &self.fdb
     }
 
-    /// Where the FDB's memory lies (address, bytes), for the owner to ask
-    /// the kernel for huge pages there ([`Fdb::region`]).
-    pub fn fdb_region(&self) -> (usize, usize) {
-        self.fdb.region()
-    }
-
     /// The neighbour tables.
     pub fn neighbours(&self) -> &Neighbours {
         &self.neigh

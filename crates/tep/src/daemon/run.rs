@@ -393,10 +393,6 @@ fn overlay_of(config: &Config) -> Result<Option<Arc<Overlay>>, String> {
         config.overlay.max_vteps,
     )
     .map_err(|e| format!("[[network]]: {e}"))?;
-    let (addr, len) = o.fdb_region();
-    if let Err(e) = tep_sys::memory::advise_huge_pages(addr, len) {
-        tracing::info!(bytes = len, "the FDB stays on small pages: {e}");
-    }
     Ok(Some(Arc::new(o)))
 }
 
