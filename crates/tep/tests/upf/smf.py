@@ -2052,14 +2052,20 @@ class Lab:
         finally:
             dn2.close()
 
-    def networks(self, c, dn2):
-        first = c["first"]
+    def one_ue_in_two_networks(self, first):
+        """Sessions `first` ("internet") and `first` + 1 ("ims") with the
+        same UE address and port, established; both."""
         a = Session(first, self.cfg, self.gnbs[0])
         b = Session(first + 1, self.cfg, self.gnbs[0])
         b.ue, b.port = a.ue, a.port
         for s, dnn in ((a, "internet"), (b, "ims")):
             self.accept_establishment(s, self.request(self.establishment(s, dnn=dnn)))
             self.sessions[s.index] = s
+        return a, b
+
+    def networks(self, c, dn2):
+        first = c["first"]
+        a, b = self.one_ue_in_two_networks(first)
         check(a.ul_teid != b.ul_teid, "one uplink TEID for two sessions")
         for n, (s, mine, other) in enumerate(((a, self.dn_sock, dn2), (b, dn2, self.dn_sock))):
             g, _, payload = self.gpdu(s, n, 100)
@@ -2145,12 +2151,7 @@ class Lab:
 
     def vlan_networks(self, c, raw, mac):
         first = c["first"]
-        a = Session(first, self.cfg, self.gnbs[0])
-        b = Session(first + 1, self.cfg, self.gnbs[0])
-        b.ue, b.port = a.ue, a.port
-        for s, dnn in ((a, "internet"), (b, "ims")):
-            self.accept_establishment(s, self.request(self.establishment(s, dnn=dnn)))
-            self.sessions[s.index] = s
+        a, b = self.one_ue_in_two_networks(first)
         # The first packet to a destination the workers have no next hop
         # for is dropped (the kernel would send it untagged); it asks.
         g, _, payload = self.gpdu(a, 9, 100)
@@ -2249,12 +2250,7 @@ class Lab:
     def vlan_routers(self, c, raw, mac):
         routers, upf_mac = c["routers"], c["upf_mac"]
         first = c["first"]
-        a = Session(first, self.cfg, self.gnbs[0])
-        b = Session(first + 1, self.cfg, self.gnbs[0])
-        b.ue, b.port = a.ue, a.port
-        for s, dnn in ((a, "internet"), (b, "ims")):
-            self.accept_establishment(s, self.request(self.establishment(s, dnn=dnn)))
-            self.sessions[s.index] = s
+        a, b = self.one_ue_in_two_networks(first)
         # The first packets wait for their router's MAC: dropped, and tep
         # asks (its requests at start went before this socket listened).
         for n, s in enumerate((a, b)):
