@@ -662,12 +662,29 @@ impl Sessions {
     /// is left now; empty limits disarm them. The slot's packets are
     /// charged from the change this queues on (when watched-ness changes).
     pub fn arm_volume(&mut self, slot: u32, limits: &VolumeLimits) -> Result<(), SessionError> {
-        let r = self
+        self.arm_volume_with(slot, |_| *limits)
+    }
+
+    /// As [`Sessions::arm_volume`], with what `limits` computes from the
+    /// counters it reads, read together with the line
+    /// ([`Watches::arm_with`]).
+    pub fn arm_volume_with(
+        &mut self,
+        slot: u32,
+        mut limits: impl FnMut(&Sessions) -> VolumeLimits,
+    ) -> Result<(), SessionError> {
+        if self
             .records
-            .get_mut(slot as usize)
-            .and_then(Option::as_mut)
-            .ok_or(SessionError::NoSession)?;
-        let on = self.links[0].watches.arm(slot, limits);
+            .get(slot as usize)
+            .and_then(Option::as_ref)
+            .is_none()
+        {
+            return Err(SessionError::NoSession);
+        }
+        let on = self.links[0].watches.arm_with(slot, || limits(self));
+        let Some(r) = self.records.get_mut(slot as usize).and_then(Option::as_mut) else {
+            return Err(SessionError::NoSession);
+        };
         if r.session.watch != on {
             r.session.watch = on;
             let session = r.session;
@@ -944,28 +961,49 @@ impl Sessions {
     /// now (a store, as [`Sessions::arm_volume`]); whether the group has
     /// a line (without one its URR is left to the caller's scans).
     pub fn arm_group(&mut self, slot: u32, group: u32, limits: &VolumeLimits) -> bool {
-        let Some(r) = self.records.get(slot as usize).and_then(Option::as_ref) else {
+        self.arm_group_with(slot, group, |_| *limits)
+    }
+
+    /// As [`Sessions::arm_group`], with what `limits` computes from the
+    /// counters it reads, read together with the line
+    /// ([`Watches::arm_with`]).
+    pub fn arm_group_with(
+        &mut self,
+        slot: u32,
+        group: u32,
+        mut limits: impl FnMut(&Sessions) -> VolumeLimits,
+    ) -> bool {
+        let Some(line) = self.group_line(slot, group) else {
             return false;
         };
-        let Some(&(_, line)) = r.rules.lines.iter().find(|l| l.0 == group) else {
-            return false;
-        };
-        if line == NO_LINE {
-            return false;
-        }
-        self.links[0].urr_watches.lines.arm(line, limits);
+        self.links[0]
+            .urr_watches
+            .lines
+            .arm_with(line, || limits(self));
         true
     }
 
-    /// The bytes charged each way (uplink, downlink) to the line of slot
-    /// `slot`'s group `group` after the packet that last crossed its
-    /// threshold ((0, 0): no line, or no crossing since it was armed).
-    pub fn group_since_crossing(&self, slot: u32, group: u32) -> (u64, u64) {
-        let r = self.records.get(slot as usize).and_then(Option::as_ref);
-        let line = r.and_then(|r| r.rules.lines.iter().find(|l| l.0 == group));
-        match line {
-            Some(&(_, l)) if l != NO_LINE => self.links[0].urr_watches.lines.since_crossing(l),
-            _ => (0, 0),
+    /// The line of slot `slot`'s group `group`, if it was given one.
+    fn group_line(&self, slot: u32, group: u32) -> Option<u32> {
+        let r = self.records.get(slot as usize).and_then(Option::as_ref)?;
+        let &(_, line) = r.rules.lines.iter().find(|l| l.0 == group)?;
+        (line != NO_LINE).then_some(line)
+    }
+
+    /// What `read` (a reading of the counters) returns, and the bytes
+    /// charged each way (uplink, downlink) to the line of slot `slot`'s
+    /// group `group` after the packet that last crossed its threshold, at
+    /// the same moment ([`Watches::settled`]; (0, 0): no line, or no
+    /// crossing since it was armed).
+    pub fn group_settled<R>(
+        &self,
+        slot: u32,
+        group: u32,
+        mut read: impl FnMut() -> R,
+    ) -> (R, (u64, u64)) {
+        match self.group_line(slot, group) {
+            Some(l) => self.links[0].urr_watches.lines.settled(l, read),
+            None => (read(), (0, 0)),
         }
     }
 

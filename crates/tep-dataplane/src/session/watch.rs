@@ -22,10 +22,15 @@
 //!
 //! The control plane (re)arms a line whenever it (re)sets a URR
 //! (creation, a report, a new quota, a modification, a crossing), with
-//! what is left at that moment: a store, so that packets counted between
-//! its reading the counters and the store are charged to neither (a few
-//! microseconds' worth at most). Scans that change nothing leave the line
-//! alone, so that the window opens only at those events.
+//! what is left at that moment. Its reading of the counters and the
+//! line's words go together ([`Watches::arm_with`], [`Watches::settled`]):
+//! it reads the words, the counters, the words again, and reads anew
+//! until no packet was charged in between, so that a thread preempted
+//! mid-reading (a loaded machine: milliseconds, hundreds of packets)
+//! still reads the counters and the crossing at one moment. A word
+//! already armed is then moved by what is left less what it held at that
+//! moment (`fetch_add`), not stored, so that packets charged after the
+//! reading stay charged. Scans that change nothing leave the line alone.
 //!
 //! A URR on only some of a direction's PDRs (whose rules count apart,
 //! [`super::counters`]) has a line of its own instead ([`UrrWatches`]):
@@ -109,8 +114,68 @@ const UNLIMITED: i64 = i64::MAX >> 1;
 /// A snapshot not taken since the line was armed.
 const NOT_CROSSED: i64 = i64::MIN;
 
+/// Readings of the counters tried before one that no packet charged to
+/// the line overlaps is given up on (the last one is taken: a packet
+/// charged meanwhile is then the crossing's rather than the next
+/// measurement's).
+const SETTLE_TRIES: usize = 64;
+
+/// A line's words as the control plane read them at one moment.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct State {
+    armed: u32,
+    words: [i64; 6],
+    snap: [i64; 3],
+}
+
+impl State {
+    /// The bytes charged each way (uplink, downlink) after the packet
+    /// that last crossed a threshold.
+    fn since_crossing(&self) -> (u64, u64) {
+        let after = |w: usize| {
+            if self.armed & (1 << w) == 0 || self.snap[w] == NOT_CROSSED {
+                return 0;
+            }
+            u64::try_from(self.snap[w].saturating_sub(self.words[w])).unwrap_or(0)
+        };
+        (after(UP), after(DOWN))
+    }
+}
+
 impl Line {
-    fn arm(&self, l: &VolumeLimits) {
+    fn state(&self) -> State {
+        // Not reordered with the control plane's reading of the counters
+        // between two of these; the workers charge with a
+        // read-modify-write before they count.
+        core::sync::atomic::fence(Ordering::SeqCst);
+        let s = State {
+            armed: self.armed.load(Ordering::Acquire),
+            words: core::array::from_fn(|i| self.words[i].load(Ordering::Relaxed)),
+            snap: core::array::from_fn(|i| self.snap[i].load(Ordering::Relaxed)),
+        };
+        core::sync::atomic::fence(Ordering::SeqCst);
+        s
+    }
+
+    /// Calls `read` until no packet was charged to the line while it ran
+    /// (at most [`SETTLE_TRIES`] times): what it returned, and the line
+    /// as it was then.
+    fn settled<R>(&self, mut read: impl FnMut() -> R) -> (R, State) {
+        let mut tries = 0;
+        loop {
+            let before = self.state();
+            let r = read();
+            tries += 1;
+            if self.state() == before || tries == SETTLE_TRIES {
+                return (r, before);
+            }
+        }
+    }
+
+    /// Arms the line with `l`, what was left when it was as `at`: a word
+    /// armed then too is moved by the difference, so that what was
+    /// charged since stays charged; a word armed anew is set.
+    fn arm(&self, l: &VolumeLimits, at: &State) {
         let mut armed = 0;
         let any_threshold = l.threshold.iter().any(Option::is_some);
         for (i, v) in l.threshold.iter().chain(&l.quota).enumerate() {
@@ -119,31 +184,19 @@ impl Line {
                 None if i < QUOTA && any_threshold => UNLIMITED,
                 None => continue,
             };
-            self.words[i].store(v, Ordering::Relaxed);
+            match at.armed & (1 << i) != 0 {
+                true => {
+                    let d = v.saturating_sub(at.words[i]);
+                    self.words[i].fetch_add(d, Ordering::Relaxed);
+                }
+                false => self.words[i].store(v, Ordering::Relaxed),
+            }
             if i < QUOTA {
                 self.snap[i].store(NOT_CROSSED, Ordering::Relaxed);
             }
             armed |= 1 << i;
         }
         self.armed.store(armed, Ordering::Release);
-    }
-
-    /// The bytes charged each way (uplink, downlink) after the packet
-    /// that last crossed a threshold.
-    fn since_crossing(&self) -> (u64, u64) {
-        let armed = self.armed.load(Ordering::Acquire);
-        let after = |w: usize| {
-            if armed & (1 << w) == 0 {
-                return 0;
-            }
-            let snap = self.snap[w].load(Ordering::Relaxed);
-            if snap == NOT_CROSSED {
-                return 0;
-            }
-            let d = snap.saturating_sub(self.words[w].load(Ordering::Relaxed));
-            u64::try_from(d).unwrap_or(0)
-        };
-        (after(UP), after(DOWN))
     }
 
     /// Charges a packet of `bytes` one way; `crossed`: whether this
@@ -238,6 +291,18 @@ impl Watches {
     /// Arms slot `slot`'s line with `limits` (control plane); empty
     /// limits disarm it. Returns whether the slot is armed.
     pub fn arm(&self, slot: u32, limits: &VolumeLimits) -> bool {
+        self.arm_with(slot, || *limits)
+    }
+
+    /// Arms slot `slot`'s line with what `limits` computes from the
+    /// counters, read together with the line ([`Line::settled`]): what
+    /// is charged after that reading counts against them. Empty limits
+    /// disarm it. Returns whether the slot is armed.
+    pub fn arm_with(&self, slot: u32, mut limits: impl FnMut() -> VolumeLimits) -> bool {
+        let (limits, at) = match self.line(slot) {
+            Some(l) => l.settled(&mut limits),
+            None => (limits(), State::default()),
+        };
         if limits.is_empty() {
             if let Some(l) = self.line(slot) {
                 l.armed.store(0, Ordering::Release);
@@ -248,7 +313,7 @@ impl Watches {
             return false;
         };
         let c = c.get_or_init(|| (0..WATCH_CHUNK).map(|_| Line::default()).collect());
-        c[slot as usize % WATCH_CHUNK].arm(limits);
+        c[slot as usize % WATCH_CHUNK].arm(&limits, &at);
         true
     }
 
@@ -316,7 +381,19 @@ impl Watches {
     /// after the packet that last crossed a threshold: the report of
     /// that crossing leaves them to the next measurement.
     pub fn since_crossing(&self, slot: u32) -> (u64, u64) {
-        self.line(slot).map_or((0, 0), Line::since_crossing)
+        self.line(slot)
+            .map_or((0, 0), |l| l.state().since_crossing())
+    }
+
+    /// What `read` (the control plane's reading of the counters)
+    /// returns, and [`Watches::since_crossing`] at the same moment: read
+    /// again until no packet was charged to slot `slot`'s line meanwhile.
+    pub fn settled<R>(&self, slot: u32, mut read: impl FnMut() -> R) -> (R, (u64, u64)) {
+        let Some(l) = self.line(slot) else {
+            return (read(), (0, 0));
+        };
+        let (r, at) = l.settled(&mut read);
+        (r, at.since_crossing())
     }
 
     /// Whether slot `slot`'s armed quota is used up.
@@ -522,6 +599,70 @@ mod tests {
         assert!(crossed(&w).is_empty());
         // A slot never armed (no chunk) passes.
         assert_eq!(Watches::new(5000).charge(4000, true, 1), Charged::Pass);
+    }
+
+    #[test]
+    fn a_reading_a_packet_overlaps_is_read_again() {
+        let w = Watches::new(10);
+        w.arm(3, &limits(Some(2500), None));
+        for _ in 0..3 {
+            w.charge(3, true, 1000);
+        }
+        // The first reading of the counters has a packet charged while it
+        // runs (a preempted N4 thread): read again, with the line as it
+        // was during the second.
+        let mut calls = 0;
+        let (r, since) = w.settled(3, || {
+            calls += 1;
+            if calls == 1 {
+                w.charge(3, false, 700);
+            }
+            calls
+        });
+        assert_eq!((r, since), (2, (0, 700)));
+        // Packets all the time: given up on after SETTLE_TRIES readings.
+        let (r, _) = w.settled(3, || {
+            w.charge(3, true, 1);
+            calls += 1;
+            calls
+        });
+        assert_eq!(r, 2 + SETTLE_TRIES);
+        // A slot with no line: read once.
+        assert_eq!(w.settled(9, || 5), (5, (0, 0)));
+    }
+
+    #[test]
+    fn rearming_keeps_what_was_charged_after_the_reading() {
+        let w = Watches::new(10);
+        w.arm(2, &limits(Some(5000), Some(8000)));
+        w.charge(2, true, 1000);
+        let l = w.line(2).unwrap();
+        // The control plane read the counters here (1000 counted) and
+        // re-arms 1000 more before the threshold, 2000 more of the
+        // quota; 400 are charged before its store.
+        let at = l.state();
+        w.charge(2, true, 400);
+        l.arm(&limits(Some(1000), Some(2000)), &at);
+        assert!(crossed(&w).is_empty());
+        // 600 more reach the threshold: the 400 stayed charged.
+        assert_eq!(w.charge(2, true, 600), Charged::Pass);
+        assert_eq!(crossed(&w), vec![2]);
+        assert_eq!(w.charge(2, true, 1000), Charged::Pass);
+        assert_eq!(crossed(&w), vec![2], "the quota used to the byte");
+        assert_eq!(w.charge(2, true, 1), Charged::QuotaExhausted);
+        // A word armed anew is set, not moved.
+        let at = l.state();
+        l.arm(
+            &VolumeLimits {
+                threshold: [None, Some(100), None],
+                ..Default::default()
+            },
+            &at,
+        );
+        w.charge(2, false, 5000);
+        assert!(crossed(&w).is_empty());
+        w.charge(2, true, 100);
+        assert_eq!(crossed(&w), vec![2]);
     }
 
     #[test]

@@ -321,10 +321,8 @@ impl UrrCounts {
     /// ([`UrrCounts::volume_limits`]), each group's line
     /// ([`line_groups`]) with its URR's.
     pub fn arm(&mut self, rules: &Rules, sessions: &mut Sessions, slot: u32) {
-        let limits = self.volume_limits(rules, sessions, slot);
-        let _ = sessions.arm_volume(slot, &limits);
+        let _ = sessions.arm_volume_with(slot, |s| self.volume_limits(rules, s, slot));
         self.slot_quotas.clear();
-        let mut volume = None;
         for u in &rules.urrs {
             let left = u.volume_left();
             let Some(c) = self.urrs.iter().find(|c| c.id == u.id) else {
@@ -336,13 +334,15 @@ impl UrrCounts {
             if left == VolumeLeft::default() || !c.rules_only() {
                 continue;
             }
-            let counted = c.since(sessions, slot, &mut volume);
-            let mut l = VolumeLimits::default();
-            for (i, &n) in counted.iter().enumerate() {
-                nearest(&mut l.threshold[i], left.threshold[i], n);
-                nearest(&mut l.quota[i], left.quota[i], n);
-            }
-            sessions.arm_group(slot, u.id, &l);
+            sessions.arm_group_with(slot, u.id, |s| {
+                let counted = c.since(s, slot, &mut None);
+                let mut l = VolumeLimits::default();
+                for (i, &n) in counted.iter().enumerate() {
+                    nearest(&mut l.threshold[i], left.threshold[i], n);
+                    nearest(&mut l.quota[i], left.quota[i], n);
+                }
+                l
+            });
         }
     }
 
@@ -400,16 +400,22 @@ impl UrrCounts {
             return Usage::default();
         };
         let mut u = core::mem::take(&mut c.banked);
-        let mut volume = None;
-        // Read before the counts: a packet counted meanwhile is this
-        // measurement's rather than missed by both.
-        let (ul, dl) = match c.whole {
-            true => sessions.watches().since_crossing(slot),
-            false => sessions.group_since_crossing(slot, c.id),
+        // The counts and the line at one moment, however long the
+        // reading takes (a preempted N4 thread).
+        let sources = &c.sources;
+        let read_all = || {
+            let mut volume = None;
+            let counts = sources
+                .iter()
+                .map(|&(src, _)| read(sessions, slot, src, &mut volume));
+            counts.collect::<Vec<Counts>>()
+        };
+        let (counts, (ul, dl)) = match c.whole {
+            true => sessions.watches().settled(slot, read_all),
+            false => sessions.group_settled(slot, c.id, read_all),
         };
         let mut held = [ul, dl];
-        for (src, base) in &mut c.sources {
-            let mut now = read(sessions, slot, *src, &mut volume);
+        for ((src, base), mut now) in c.sources.iter_mut().zip(counts) {
             let (Source::Session { uplink } | Source::Rule { uplink, .. }) = *src;
             let h = &mut held[usize::from(!uplink)];
             let d = (*h).min(now.1 - base.1);
