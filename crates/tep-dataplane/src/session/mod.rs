@@ -1325,10 +1325,11 @@ impl SessionTable {
         self.uplink.get(UplinkKey::n9(teid).packed())
     }
 
-    /// Whether any session has rules.
+    /// Whether any session's uplink packets are worth classifying ahead
+    /// (a treatment its rule line does not hold, or a rule's bucket).
     #[inline]
-    pub(crate) fn has_rules(&self) -> bool {
-        !self.rules.is_empty()
+    pub(crate) fn any_uplink_ahead(&self) -> bool {
+        self.rules.any_uplink_ahead()
     }
 
     /// Starts fetching the treatment of the uplink rule that takes the IP

@@ -257,12 +257,13 @@ pub(crate) fn prefetch(sessions: &SessionTable, pool: &Pool, v: &PacketVector) {
             slots[packets].fill(s);
         },
     );
-    if !sessions.has_rules() {
+    if !sessions.any_uplink_ahead() {
         return;
     }
-    // Sessions with several uplink rules: each G-PDU classified ahead (a
-    // container right after the fixed header, as gNBs send it), so that
-    // its rule's treatment is fetched before `gtpu-decap` reads it.
+    // Sessions with several uplink rules whose treatment is not all in
+    // their rule line: each G-PDU classified ahead (a container right
+    // after the fixed header, as gNBs send it), so that its rule's
+    // treatment is fetched before `gtpu-decap` reads it.
     for (k, &id) in v.as_slice().iter().enumerate() {
         if let (Some((_, Some(qfi))), Some(slot)) = (keys[k], slots[k]) {
             let at = usize::from(pool.meta(id).udp_payload);
