@@ -718,7 +718,8 @@ pub(crate) mod tests {
     use tep_pfcp::node::{Far, Ids, LocalFTeid, OuterHeader, Pdr, Qer, UeIp};
     use tep_pfcp::types::OuterHeaderRemoval;
 
-    pub(in crate::daemon) const N3: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    const N3_V4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+    pub(in crate::daemon) const N3: IpAddr = IpAddr::V4(N3_V4);
     const GNB: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 9);
     /// The SMF of [`associated`].
     pub(crate) const SMF: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
@@ -731,7 +732,7 @@ pub(crate) mod tests {
         max_sessions: u32,
         workers: usize,
     ) -> (node::Node, UpfPlane, Vec<WorkerLink>, SocketAddr, Instant) {
-        let n3 = Ipv4Addr::new(192, 0, 2, 1);
+        let n3 = N3_V4;
         let (sessions, links) = Sessions::new(max_sessions, workers, vec![false]);
         let mut up = UpfPlane::new(sessions, vec![(IpAddr::V4(n3), 0)]);
         let mut c = node::Config::new(tep_pfcp::types::NodeId::V4(n3), 1, Some(n3), None);
@@ -770,7 +771,7 @@ pub(crate) mod tests {
         up.outer_header_removal = Some(OuterHeaderRemoval::default());
         up.local = Some(LocalFTeid {
             teid: 0x55,
-            v4: Some(Ipv4Addr::new(192, 0, 2, 1)),
+            v4: Some(N3_V4),
             v6: None,
         });
         let mut down = pdr(2, 100, Interface::N6_LAN, 2);
