@@ -215,7 +215,10 @@ fn resolve<'a>(
     s: &Session,
     rule: Option<u8>,
 ) -> Result<(Action, u32, Option<&'a Treatment>), DropReason> {
-    if s.downlink_rules {
+    // A rule that does what the session's own treatment does is served
+    // by it ([`super::rules::Own`]).
+    let own = rule.is_some_and(|r| r & super::rules::OWN_RULE != 0);
+    if s.downlink_rules && !own {
         let (word, t) = rule
             .and_then(|r| sessions.downlink_rule(slot, r))
             .ok_or(DropReason::NoPdrMatch)?;

@@ -460,7 +460,7 @@ impl SlotUsage {
     #[inline]
     fn session(&self) -> Session {
         let a = self.actions.load(Ordering::Relaxed);
-        let q = (a >> 16) & 0xff;
+        let q = (a >> 16) & 0x7f;
         let ue = self.ue_source(a);
         let n3 = self.n3.load(Ordering::Relaxed);
         Session {
@@ -542,6 +542,18 @@ impl SlotUsage {
         );
     }
 
+    /// Sets the worker's hints of the slot's classifiers (uplink,
+    /// downlink: [`rules::RuleLines::set`]); the worker's alone to write,
+    /// as the rest of the session is.
+    fn set_hints(&self, (ul, dl): (u32, u32)) {
+        let keep = !(HINT_MASK << UL_HINT_SHIFT | HINT_MASK << DL_HINT_SHIFT);
+        let a = self.actions.load(Ordering::Relaxed) & keep;
+        self.actions.store(
+            a | (ul & HINT_MASK) << UL_HINT_SHIFT | (dl & HINT_MASK) << DL_HINT_SHIFT,
+            Ordering::Relaxed,
+        );
+    }
+
     /// Zeroes the counters: the control plane does it when it reuses a
     /// slot, which no worker writes then (every worker applied the
     /// previous session's removal).
@@ -586,10 +598,16 @@ fn action_of(code: u32) -> Action {
     }
 }
 
-// An action's code: the low bits of its byte; `WATCH` above the uplink's.
-const ACTION_MASK: u32 = 0x7;
-// Charged to its volume limits (`Session::watch`).
-pub(crate) const WATCH: u32 = 1 << 4;
+// An action's code: the low bits of its byte, the worker's hint of the
+// slot's classifier that way above them (`rules::RuleLines::set`: 0 none,
+// the rule line says).
+const ACTION_MASK: u32 = 0x3;
+const UL_HINT_SHIFT: u32 = 2;
+const DL_HINT_SHIFT: u32 = 10;
+const HINT_MASK: u32 = 0x3f;
+// Charged to its volume limits (`Session::watch`): above the QFI + 1,
+// which is at most 64.
+pub(crate) const WATCH: u32 = 1 << 23;
 // `UeSource::flags`, which `SlotUsage::actions` holds from `UE_SHIFT`
 // on, above the actions and the QFI.
 const UE_V4: u8 = 1;
@@ -1022,8 +1040,9 @@ impl SessionTable {
     }
 
     /// Starts fetching slot `slot`'s line (its session and usage) and
-    /// its rules' line where sessions have rules, both found by the slot
-    /// alone so that they come in parallel; `buckets`: its buckets' line
+    /// its rules' line where a packet may read one
+    /// ([`rules::RuleLines::any_read`]), both found by the slot alone so
+    /// that they come in parallel; `buckets`: its buckets' line
     /// too (shared by the workers, it cannot sit in a worker's line, but
     /// sits beside the first worker's: [`Usage::meters`]). The downlink
     /// asks for the buckets, the uplink does not: measured at a million
@@ -1036,7 +1055,9 @@ impl SessionTable {
         if let Some(u) = self.link.usage.slot(slot) {
             prefetch(u);
         }
-        self.rules.prefetch(slot);
+        if self.rules.any_read() {
+            self.rules.prefetch(slot);
+        }
         if buckets {
             if let Some(m) = self.link.meters.meters(slot) {
                 prefetch(m);
@@ -1232,6 +1253,10 @@ impl SessionTable {
                 if let Some(u) = self.link.usage.slot(slot) {
                     u.set_session(&session);
                 }
+                // Its rules again: which of them its own treatment serves.
+                if let Some(set) = self.rules[slot as usize].clone() {
+                    self.set_rules(slot, Some(set));
+                }
             }
             Change::Remove { slot } => {
                 if let Some(u) = self.link.usage.slot(slot) {
@@ -1297,15 +1322,32 @@ impl SessionTable {
 
     fn set_rules(&mut self, slot: u32, rules: Option<Arc<RuleSet>>) {
         self.last_uplink.set(None);
-        self.rules.set(slot, rules);
+        let s = self.get(slot);
+        let own = rules::Own {
+            uplink: s.uplink,
+            downlink: (s.downlink, s.peer, s.teid, s.qfi),
+        };
+        let hints = self.rules.set(slot, rules, &own);
+        if let Some(u) = self.link.usage.slot(slot) {
+            u.set_hints(hints);
+        }
     }
 
-    /// The uplink treatment of the IP packet `inner` of slot `slot`'s
-    /// session (flagged `uplink_rules`), its G-PDU's QFI `qfi`, if one of
-    /// its rules takes it.
+    /// The uplink rule of the IP packet `inner` of slot `slot`'s session
+    /// (flagged `uplink_rules` in `actions`, its line's word), its
+    /// G-PDU's QFI `qfi`, if one of its rules takes it, and the rule's
+    /// treatment: None where it is the session's own ([`rules::Own`]),
+    /// which then reads no rule line.
     #[inline]
-    fn uplink_rule(&self, slot: u32, inner: &[u8], qfi: Option<u8>) -> Option<(u8, &Treatment)> {
-        let c = self.rules.classifier(slot, true)?;
+    fn uplink_rule(
+        &self,
+        slot: u32,
+        actions: u32,
+        inner: &[u8],
+        qfi: Option<u8>,
+    ) -> Option<(u8, Option<&Treatment>)> {
+        let hint = (actions >> UL_HINT_SHIFT) & HINT_MASK;
+        let (c, near) = self.rules.class_of(slot, true, hint)?;
         let k = FlowKey::of(inner, true, qfi)?;
         let r = match self.last_uplink.get() {
             Some((s, key, r)) if s == slot && key == k => r,
@@ -1315,7 +1357,10 @@ impl SessionTable {
                 r
             }
         }?;
-        Some((r, self.rules.treatment(slot, true, r)?))
+        if rules::is_own(near, r) {
+            return Some((r, None));
+        }
+        Some((r, Some(self.rules.treatment(slot, true, r)?)))
     }
 
     /// The session whose N9 F-TEID is `teid` ([`UplinkKey::n9`]): looked
@@ -1349,7 +1394,10 @@ impl SessionTable {
 
     /// The downlink rule of the IP packet `inner` of slot `slot`'s
     /// session: None where the session has no downlink rules, Some(None)
-    /// where none takes it. The rule's treatment is fetched (read by
+    /// where none takes it; the rule with [`rules::OWN_RULE`] set where
+    /// its treatment is the session's own, which reads no rule line (as
+    /// its classifier is found by the hint in the slot's line). Another
+    /// rule's treatment is fetched (read by
     /// [`downlink_rule`](SessionTable::downlink_rule) a little later).
     /// `last` is the previous packet's slot, key and rule, and becomes
     /// this one's: a packet of the same session with the same key (a
@@ -1361,7 +1409,15 @@ impl SessionTable {
         inner: &[u8],
         last: &mut Option<(u32, FlowKey, Option<u8>)>,
     ) -> Option<Option<u8>> {
-        let c = self.rules.classifier(slot, false)?;
+        if self.rules.is_empty() {
+            return None;
+        }
+        let a = self.link.usage.slot(slot)?.actions.load(Ordering::Relaxed);
+        if a & DL_RULES == 0 {
+            return None;
+        }
+        let hint = (a >> DL_HINT_SHIFT) & HINT_MASK;
+        let (c, near) = self.rules.class_of(slot, false, hint)?;
         // Not IP (or too short): no rule takes it.
         let Some(k) = FlowKey::of(inner, false, None) else {
             *last = None;
@@ -1372,10 +1428,16 @@ impl SessionTable {
                 return Some(r);
             }
         }
-        let r = c.classify(&k);
-        if let Some(r) = r.filter(|_| self.rules.ahead(slot, false)) {
-            self.rules.prefetch_treatment(slot, false, r);
-        }
+        let r = match c.classify(&k) {
+            Some(r) if rules::is_own(near, r) => Some(r | rules::OWN_RULE),
+            Some(r) => {
+                if self.rules.ahead(slot, false) {
+                    self.rules.prefetch_treatment(slot, false, r);
+                }
+                Some(r)
+            }
+            None => None,
+        };
         *last = Some((slot, k, r));
         Some(r)
     }

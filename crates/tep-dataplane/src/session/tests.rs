@@ -864,3 +864,112 @@ fn group_lines_are_charged_by_their_rules() {
     assert!(charge(&w[0], t.dl[0].counter), "disarmed");
     assert!(crossed(&c).is_empty());
 }
+
+/// A rule that does what its session's own treatment does is served by
+/// the slot's line, its classifier found by the line's hint: its packets
+/// get the same outer header as the rule's, and a rule that differs
+/// (another QFI, an N9 peer) still gets its own, from the rule line. A
+/// modification of the session's own treatment moves which rules it
+/// serves.
+#[test]
+fn rules_like_the_session_are_served_by_its_line() {
+    use super::rules::{FlowMatch, RuleSpec, OWN_RULE};
+    let (mut c, mut w) = setup();
+    let gnb = v4([192, 0, 2, 9]);
+    let ue = 0x0a00_0001;
+    let voice = port_rule(gnb, 5060);
+    let catch_all = RuleSpec {
+        filters: Vec::new(),
+        qfi: Some(9),
+        peer: Some((gnb, 0x77)),
+        ..voice.clone()
+    };
+    let mut s = spec(0, 0x100, ue, Some((gnb, 0x77)));
+    s.rules.downlink = vec![voice.clone(), catch_all.clone()];
+    let to_n6 = RuleSpec {
+        peer: None,
+        qfi: None,
+        ..catch_all.clone()
+    };
+    let to_n9 = RuleSpec {
+        filters: vec![FlowMatch {
+            ue_ports: vec![(5060, 5060)],
+            ..Default::default()
+        }],
+        peer: Some((v4([198, 51, 100, 7]), 0x99)),
+        ..to_n6.clone()
+    };
+    s.rules.uplink = vec![to_n9, to_n6];
+    let slot = c.create(&s).unwrap();
+    sync(&mut c, &mut w);
+    let udp = |src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16| {
+        let mut p = vec![0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0];
+        p.extend_from_slice(&src);
+        p.extend_from_slice(&dst);
+        p.extend_from_slice(&sport.to_be_bytes());
+        p.extend_from_slice(&dport.to_be_bytes());
+        p.extend_from_slice(&[0, 8, 0, 0]);
+        p
+    };
+    let (server, phone) = ([203, 0, 113, 5], ue.to_be_bytes());
+    let down_voice = udp(server, phone, 40000, 5060);
+    let down_web = udp(server, phone, 443, 50000);
+    let up_web = udp(phone, server, 50000, 443);
+    for t in &w {
+        let actions = t
+            .link
+            .usage
+            .slot(slot)
+            .unwrap()
+            .actions
+            .load(Ordering::Relaxed);
+        let hints = (
+            actions >> UL_HINT_SHIFT & HINT_MASK,
+            actions >> DL_HINT_SHIFT & HINT_MASK,
+        );
+        assert!(hints.0 != 0 && hints.1 != 0, "hinted both ways: {hints:?}");
+        // Downlink: the voice rule its own (QFI 1, TEID 0x10), the rest
+        // the session's (QFI 9, TEID 0x77) through the slot's line.
+        let mut last = None;
+        let r = t.classify_downlink(slot, &down_voice, &mut last).unwrap();
+        assert_eq!(r, Some(0));
+        let (word, _) = t.downlink_rule(slot, 0).unwrap();
+        let (_, teid, (qfi, _)) = t.downlink_header(word);
+        assert_eq!((teid, qfi), (0x10, Some(1)));
+        let r = t.classify_downlink(slot, &down_web, &mut last).unwrap();
+        assert_eq!(r, Some(1 | OWN_RULE));
+        let (_, teid, (qfi, _)) = t.downlink_header(slot);
+        assert_eq!((teid, qfi), (0x77, Some(9)));
+        // Uplink: to N9 from its rule, to N6 the session's.
+        let (r, own) = t.uplink_rule(slot, actions, &up_web, None).unwrap();
+        assert_eq!((r, own.is_none()), (1, true));
+        let voice_up = udp(phone, server, 5060, 5060);
+        let (r, own) = t.uplink_rule(slot, actions, &voice_up, None).unwrap();
+        assert_eq!((r, own.map(|t| t.teid)), (0, Some(0x99)));
+    }
+    // The session's QFI moves to 5: the catch-all (QFI 9) is no longer
+    // the session's own, and its packets read their rule again.
+    s.qfi = Some(5);
+    c.modify(slot, &s, false).unwrap();
+    sync(&mut c, &mut w);
+    let mut last = None;
+    let r = w[1].classify_downlink(slot, &down_web, &mut last).unwrap();
+    assert_eq!(r, Some(1));
+    let (word, t) = w[1].downlink_rule(slot, 1).unwrap();
+    assert_eq!(t.qfi, Some(9));
+    assert_eq!(w[1].downlink_header(word).2 .0, Some(9));
+    // Removed: the line's hints go with it.
+    c.remove(slot).unwrap();
+    sync(&mut c, &mut w);
+    let actions = w[0]
+        .link
+        .usage
+        .slot(slot)
+        .unwrap()
+        .actions
+        .load(Ordering::Relaxed);
+    assert_eq!(
+        actions & (HINT_MASK << UL_HINT_SHIFT | HINT_MASK << DL_HINT_SHIFT),
+        0
+    );
+}

@@ -96,7 +96,7 @@ pub(crate) fn match_session(
     line.ue_source(actions).check(packet)?;
     let (mut n9, mut counter, mut watched) = (None, super::counters::NO_COUNTER, false);
     if rules {
-        (n9, counter, watched) = by_rule(sessions, slot, packet, qfi, now_ns)?;
+        (n9, counter, watched) = by_rule(sessions, (slot, actions), packet, qfi, now_ns)?;
     }
     if actions & MBR_UPLINK != 0 && !sessions.admit(slot, true, packet.len(), now_ns) {
         return Err(DropReason::MbrExceeded);
@@ -123,21 +123,30 @@ pub(crate) fn match_session(
     })
 }
 
-/// The verdict of the uplink rule of slot `slot`'s session that takes
-/// `packet` (its G-PDU's QFI `qfi`): forward to N6 (None) or to a UPF on
-/// N9 (the packet's session word, [`super::n9`]), with the rule's usage
-/// counter and whether it charges volume lines; or why not.
+/// The verdict of the uplink rule of slot `slot`'s session (its line's
+/// actions word `actions`) that takes `packet` (its G-PDU's QFI `qfi`):
+/// forward to N6 (None) or to a UPF on N9 (the packet's session word,
+/// [`super::n9`]), with the rule's usage counter and whether it charges
+/// volume lines; or why not. A rule whose treatment is the session's own
+/// is the session's action, to N6.
 #[inline]
 fn by_rule(
     sessions: &SessionTable,
-    slot: u32,
+    (slot, actions): (u32, u32),
     packet: &[u8],
     qfi: Option<u8>,
     now_ns: u64,
 ) -> Result<(Option<u32>, u32, bool), DropReason> {
     let (i, t) = sessions
-        .uplink_rule(slot, packet, qfi)
+        .uplink_rule(slot, actions, packet, qfi)
         .ok_or(DropReason::NoPdrMatch)?;
+    let Some(t) = t else {
+        return match action_of(actions) {
+            Action::Forward => Ok((None, super::counters::NO_COUNTER, false)),
+            Action::QuotaExhausted => Err(DropReason::QuotaExhausted),
+            _ => Err(DropReason::SessionDrop),
+        };
+    };
     match t.action {
         Action::Forward => {}
         Action::QuotaExhausted => return Err(DropReason::QuotaExhausted),
