@@ -651,8 +651,11 @@ pub const USAGE_CHUNK: usize = 32_768;
 #[derive(Debug)]
 pub struct Usage {
     chunks: Chunks,
-    // Slots per chunk: a power of two, USAGE_CHUNK at most.
-    chunk: usize,
+    // Slots per chunk: 1 << shift, USAGE_CHUNK at most. A shift, not a
+    // count: a slot's chunk and place in it are read several times a
+    // packet, and a division by a count the compiler cannot see cost a
+    // `div` each time.
+    shift: u32,
 }
 
 /// A usage block's chunks: with the buckets beside each line (the first
@@ -679,19 +682,19 @@ struct SlotLines {
 }
 
 #[inline]
-fn chunk_of<T>(chunks: &[OnceLock<Table<T>>], chunk: usize, slot: u32) -> Option<&T> {
+fn chunk_of<T>(chunks: &[OnceLock<Table<T>>], shift: u32, slot: u32) -> Option<&T> {
     let s = slot as usize;
-    chunks.get(s / chunk)?.get().map(|c| &c[s % chunk])
+    chunks.get(s >> shift)?.get().map(|c| &c[s & ((1 << shift) - 1)])
 }
 
-fn chunk_bytes<T>(chunks: &[OnceLock<Table<T>>], chunk: usize) -> usize {
+fn chunk_bytes<T>(chunks: &[OnceLock<Table<T>>], shift: u32) -> usize {
     let used = chunks.iter().filter(|c| c.get().is_some()).count();
-    used * chunk * core::mem::size_of::<T>() + core::mem::size_of_val(chunks)
+    (used << shift) * core::mem::size_of::<T>() + core::mem::size_of_val(chunks)
 }
 
-fn reserve_chunk<T>(chunks: &[OnceLock<Table<T>>], chunk: usize, slot: u32, init: fn() -> T) {
-    if let Some(c) = chunks.get(slot as usize / chunk) {
-        c.get_or_init(|| Table::new(chunk, |_| init()));
+fn reserve_chunk<T>(chunks: &[OnceLock<Table<T>>], shift: u32, slot: u32, init: fn() -> T) {
+    if let Some(c) = chunks.get(slot as usize >> shift) {
+        c.get_or_init(|| Table::new(1 << shift, |_| init()));
     }
 }
 
@@ -709,7 +712,7 @@ impl Usage {
             } else {
                 Chunks::Lines((0..n).map(|_| OnceLock::new()).collect())
             },
-            chunk,
+            shift: chunk.trailing_zeros(),
         }
     }
 
@@ -718,8 +721,8 @@ impl Usage {
     #[inline]
     pub fn slot(&self, slot: u32) -> Option<&SlotUsage> {
         match &self.chunks {
-            Chunks::WithMeters(c) => chunk_of(c, self.chunk, slot).map(|l| &l.usage),
-            Chunks::Lines(c) => chunk_of(c, self.chunk, slot),
+            Chunks::WithMeters(c) => chunk_of(c, self.shift, slot).map(|l| &l.usage),
+            Chunks::Lines(c) => chunk_of(c, self.shift, slot),
         }
     }
 
@@ -728,7 +731,7 @@ impl Usage {
     #[inline]
     pub fn meters(&self, slot: u32) -> Option<&rate::SlotMeters> {
         match &self.chunks {
-            Chunks::WithMeters(c) => chunk_of(c, self.chunk, slot).map(|l| &l.meters),
+            Chunks::WithMeters(c) => chunk_of(c, self.shift, slot).map(|l| &l.meters),
             Chunks::Lines(_) => None,
         }
     }
@@ -736,11 +739,11 @@ impl Usage {
     /// Makes sure slot `slot`'s chunk exists (control plane).
     pub fn reserve(&self, slot: u32) {
         match &self.chunks {
-            Chunks::WithMeters(c) => reserve_chunk(c, self.chunk, slot, || SlotLines {
+            Chunks::WithMeters(c) => reserve_chunk(c, self.shift, slot, || SlotLines {
                 usage: SlotUsage::empty(),
                 meters: rate::SlotMeters::default(),
             }),
-            Chunks::Lines(c) => reserve_chunk(c, self.chunk, slot, SlotUsage::empty),
+            Chunks::Lines(c) => reserve_chunk(c, self.shift, slot, SlotUsage::empty),
         }
     }
 
@@ -766,8 +769,8 @@ impl Usage {
     /// Bytes allocated for counters and buckets.
     pub fn bytes(&self) -> usize {
         match &self.chunks {
-            Chunks::WithMeters(c) => chunk_bytes(c, self.chunk),
-            Chunks::Lines(c) => chunk_bytes(c, self.chunk),
+            Chunks::WithMeters(c) => chunk_bytes(c, self.shift),
+            Chunks::Lines(c) => chunk_bytes(c, self.shift),
         }
     }
 }
