@@ -262,6 +262,7 @@ impl Sessions {
                 rule_usage: Arc::new(RuleUsage::new(max_counters)),
                 watches: watches.clone(),
                 urr_watches: urr_watches.clone(),
+                lone: workers <= 1,
             })
             .collect();
         (

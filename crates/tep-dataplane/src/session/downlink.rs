@@ -266,7 +266,7 @@ fn one(
             if over {
                 return Err(DropReason::MbrExceeded);
             }
-            if rule.is_some_and(|t| !t.admit(len, now_ns)) {
+            if rule.is_some_and(|t| !t.admit(len, now_ns, sessions.shared_buckets())) {
                 return Err(DropReason::MbrExceeded);
             }
             if s.watch {

@@ -684,7 +684,10 @@ struct SlotLines {
 #[inline]
 fn chunk_of<T>(chunks: &[OnceLock<Table<T>>], shift: u32, slot: u32) -> Option<&T> {
     let s = slot as usize;
-    chunks.get(s >> shift)?.get().map(|c| &c[s & ((1 << shift) - 1)])
+    chunks
+        .get(s >> shift)?
+        .get()
+        .map(|c| &c[s & ((1 << shift) - 1)])
 }
 
 fn chunk_bytes<T>(chunks: &[OnceLock<Table<T>>], shift: u32) -> usize {
@@ -817,6 +820,9 @@ pub struct WorkerLink {
     /// The volume limits of URRs on only some PDRs, and the rules'
     /// lines (one for all the workers).
     pub urr_watches: Arc<watch::UrrWatches>,
+    /// Whether it is the only worker: the buckets are then its own to
+    /// charge, without a compare-and-swap ([`rate::Bucket::admit_run`]).
+    pub lone: bool,
 }
 
 /// A data network's downlink maps: UE addresses may repeat across
@@ -1112,8 +1118,14 @@ impl SessionTable {
     pub fn admit(&self, slot: u32, uplink: bool, bytes: usize, now_ns: u64) -> bool {
         self.link.meters.meters(slot).is_some_and(|m| {
             let b = if uplink { &m.uplink } else { &m.downlink };
-            b.admit(bytes, now_ns)
+            b.admit(bytes, now_ns, self.shared_buckets())
         })
+    }
+
+    /// Whether other workers charge the buckets too.
+    #[inline]
+    pub(crate) fn shared_buckets(&self) -> bool {
+        !self.link.lone
     }
 
     /// How many of a run of slot `slot`'s downlink packets of `bytes`
@@ -1122,10 +1134,9 @@ impl SessionTable {
     /// slot has no buckets.
     #[inline]
     pub fn admit_downlink_run(&self, slot: u32, bytes: &[usize], now_ns: u64) -> usize {
-        self.link
-            .meters
-            .meters(slot)
-            .map_or(0, |m| m.downlink.admit_run(bytes, now_ns))
+        self.link.meters.meters(slot).map_or(0, |m| {
+            m.downlink.admit_run(bytes, now_ns, self.shared_buckets())
+        })
     }
 
     /// Whether slot `slot`'s session meters its uplink, classifies it by

@@ -481,8 +481,10 @@ impl Treatment {
     /// Whether a packet of `bytes` at `now_ns` is within the rule's own
     /// rate (always, without one).
     #[inline]
-    pub(crate) fn admit(&self, bytes: usize, now_ns: u64) -> bool {
-        self.bucket.as_ref().is_none_or(|b| b.admit(bytes, now_ns))
+    pub(crate) fn admit(&self, bytes: usize, now_ns: u64, shared: bool) -> bool {
+        self.bucket
+            .as_ref()
+            .is_none_or(|b| b.admit(bytes, now_ns, shared))
     }
 
     /// Whether the session's own treatment one way does all it does: the

@@ -663,12 +663,16 @@ fn the_workers_share_a_sessions_bucket() {
     s.mbr.downlink = Some(8_000_000);
     let slot = c.create(&s).unwrap();
     sync(&mut c, &mut w);
+    // Two workers: each charge a compare-and-swap; a lone one's, a store.
+    assert!(w.iter().all(SessionTable::shared_buckets));
+    let (_, lone) = Sessions::new(10, 1, vec![false]);
+    assert!(lone[0].lone);
     let one = rate::Bucket::default();
     one.set(8_000_000);
     let now = 1_000_000_000;
     let (mut passed, mut want) = ([0; 2], 0);
     for k in 0..600 {
-        want += usize::from(one.admit(1000, now));
+        want += usize::from(one.admit(1000, now, true));
         passed[k % 2] += usize::from(w[k % 2].admit(slot, false, 1000, now));
     }
     // A quarter second at 1 MB/s: 250 KB.

@@ -152,7 +152,7 @@ fn by_rule(
         Action::QuotaExhausted => return Err(DropReason::QuotaExhausted),
         _ => return Err(DropReason::SessionDrop),
     }
-    if !t.admit(packet.len(), now_ns) {
+    if !t.admit(packet.len(), now_ns, sessions.shared_buckets()) {
         return Err(DropReason::MbrExceeded);
     }
     let n9 = (t.peer != u32::MAX).then(|| super::n9::uplink_word(slot, i));
