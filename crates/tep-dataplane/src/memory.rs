@@ -10,8 +10,9 @@
 //! downlink 254–261 → 212–217, uplink 242–248 → 176–180; bursts of 8 about
 //! 4 % less. The crate makes no syscalls, so the asking is the owner's: it
 //! gives a function once ([`set_huge_page_advice`], `madvise(MADV_HUGEPAGE)`
-//! in tep-sys); without one, tables are the same, on whatever pages the
-//! kernel gives.
+//! in tep-sys, after dropping the small pages that memory the allocator
+//! hands out again already has); without one, tables are the same, on
+//! whatever pages the kernel gives.
 
 use core::ptr::NonNull;
 use std::alloc::{self, Layout};
@@ -23,8 +24,9 @@ pub const HUGE_PAGE: usize = 2 << 20;
 static ADVICE: OnceLock<fn(usize, usize)> = OnceLock::new();
 
 /// Sets how to ask the kernel for huge pages over `(address, bytes)`
-/// (whole huge pages, aligned), once per process; later calls change
-/// nothing. Called by the binaries before they build tables.
+/// (whole huge pages, aligned, not yet written: the function may drop
+/// what backs them, which then reads as zeros), once per process; later
+/// calls change nothing. Called by the binaries before they build tables.
 pub fn set_huge_page_advice(advise: fn(usize, usize)) {
     let _ = ADVICE.set(advise);
 }
