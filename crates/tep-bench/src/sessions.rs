@@ -422,10 +422,14 @@ pub fn run(
         let mut dl = vec![Vec::new(); upfs.len()];
         let mut ul = vec![Vec::new(); upfs.len()];
         progress(&format!("sampling {family}"));
-        // A warm-up round, then the samples, counts in turn.
+        // A warm-up round, then the samples, the UPFs in turn: forwards
+        // one round, backwards the next, so that none is always sampled
+        // after the same other.
         for round in 0..samples + 1 {
-            for (k, u) in upfs.iter_mut().enumerate() {
-                let (d, uu) = u.sample(&down, &up, v6, burst)?;
+            let n = upfs.len();
+            for i in 0..n {
+                let k = if round % 2 == 0 { i } else { n - 1 - i };
+                let (d, uu) = upfs[k].sample(&down, &up, v6, burst)?;
                 if round > 0 {
                     dl[k].push(d);
                     ul[k].push(uu);
