@@ -572,7 +572,10 @@ pub(crate) struct Own {
 /// that a packet of a session among millions costs this one line more
 /// than a session without rules. Treatments beyond those are read from
 /// the set (two dependent fetches): the last rule each way, the
-/// catch-all most packets fall through to, is placed first.
+/// catch-all most packets fall through to, is placed first. A rule whose
+/// treatment is the session's own ([`Own`]) is not placed: its packets
+/// find their classifier by the hint in the slot's line and read no rule
+/// line at all.
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 pub(crate) struct RuleLine {

@@ -919,14 +919,12 @@ fn rules_like_the_session_are_served_by_its_line() {
     let down_voice = udp(server, phone, 40000, 5060);
     let down_web = udp(server, phone, 443, 50000);
     let up_web = udp(phone, server, 50000, 443);
+    let actions_of = |t: &SessionTable| {
+        let line = t.link.usage.slot(slot).unwrap();
+        line.actions.load(Ordering::Relaxed)
+    };
     for t in &w {
-        let actions = t
-            .link
-            .usage
-            .slot(slot)
-            .unwrap()
-            .actions
-            .load(Ordering::Relaxed);
+        let actions = actions_of(t);
         let hints = (
             actions >> UL_HINT_SHIFT & HINT_MASK,
             actions >> DL_HINT_SHIFT & HINT_MASK,
@@ -965,15 +963,6 @@ fn rules_like_the_session_are_served_by_its_line() {
     // Removed: the line's hints go with it.
     c.remove(slot).unwrap();
     sync(&mut c, &mut w);
-    let actions = w[0]
-        .link
-        .usage
-        .slot(slot)
-        .unwrap()
-        .actions
-        .load(Ordering::Relaxed);
-    assert_eq!(
-        actions & (HINT_MASK << UL_HINT_SHIFT | HINT_MASK << DL_HINT_SHIFT),
-        0
-    );
+    let hints = HINT_MASK << UL_HINT_SHIFT | HINT_MASK << DL_HINT_SHIFT;
+    assert_eq!(actions_of(&w[0]) & hints, 0);
 }
